@@ -1,0 +1,120 @@
+/*
+ * What every backend shares above the thread: the backend registry and the memory half of
+ * the ISA (address translation and bounds checks against the packet's allocation list).
+ */
+#include "engine.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+const gs_engine_ops *gs_engine_find(const char *name)
+{
+	static const gs_engine_ops *const backends[] = {&gs_engine_emu, &gs_engine_null};
+
+	if (!name)
+		return NULL;
+	for (size_t i = 0; i < sizeof(backends) / sizeof(backends[0]); i++)
+		if (strcmp(backends[i]->name, name) == 0)
+			return backends[i];
+	return NULL;
+}
+
+/* Does [addr, addr + size) lie inside range r? Written with subtractions only, so no sum can
+ * wrap whatever the 64-bit inputs are. */
+static bool range_contains(const gs_range *r, uint64_t addr, uint64_t size)
+{
+	if (addr < r->addr)
+		return false;
+	uint64_t off = addr - r->addr;
+	return off <= r->size && size <= r->size - off;
+}
+
+/*
+ * Checks one access of the packet and returns its host pointer, or NULL with *detail set.
+ * The allocation list decides what the packet may touch; the segment table is checked too so
+ * that even a malformed list can never lead outside the adapter's memory.
+ */
+static uint8_t *translate(const gs_memory *mem, const gs_exec *x, uint64_t addr, uint64_t size,
+                          bool write, char *detail, size_t cap)
+{
+	const char *what = write ? "write" : "read";
+	bool read_only_hit = false;
+	bool allowed = false;
+
+	for (size_t i = 0; i < x->nranges && !allowed; i++) {
+		if (!range_contains(&x->ranges[i], addr, size))
+			continue;
+		if (!write || x->ranges[i].write)
+			allowed = true;
+		else
+			read_only_hit = true;
+	}
+	if (!allowed) {
+		snprintf(detail, cap, "page fault: %s 0x%" PRIx64 " +%" PRIu64 " %s", what, addr,
+		         size,
+		         read_only_hit ? "to read-only allocation" : "outside allocation list");
+		return NULL;
+	}
+
+	uint32_t id = gs_addr_segment(addr);
+	uint64_t off = gs_addr_offset(addr);
+	const gs_mem_segment *seg = mem && id < GS_MAX_SEGMENTS ? &mem->seg[id] : NULL;
+	if (!seg || seg->id != id || id == 0 || !seg->base || off > seg->size ||
+	    size > seg->size - off) {
+		snprintf(detail, cap,
+		         "page fault: %s 0x%" PRIx64 " +%" PRIu64 " outside segment %u", what, addr,
+		         size, id);
+		return NULL;
+	}
+	return seg->base + off;
+}
+
+int gs_engine_exec_cmd(const gs_memory *mem, const gs_exec *x, const gs_isa_cmd *cmd, char *detail,
+                       size_t detail_cap)
+{
+	uint8_t *dst, *src = NULL;
+
+	/* Empty accesses touch nothing and are not checked; skipping them also keeps NULL out
+	 * of memmove, which is undefined even for size 0. CHECKSUM always writes 8 bytes. */
+	switch ((gs_isa_op)cmd->op) {
+	case GS_OP_NOP:
+	case GS_OP_SPIN:
+	case GS_OP_SIGNAL:
+		return 0;
+	case GS_OP_FILL:
+		if (cmd->size == 0)
+			return 0;
+		dst = translate(mem, x, cmd->dst, cmd->size, true, detail, detail_cap);
+		if (!dst)
+			return -1;
+		gs_isa_fill(dst, cmd->size, cmd->pattern);
+		return 0;
+	case GS_OP_COPY:
+		if (cmd->size == 0)
+			return 0;
+		src = translate(mem, x, cmd->src, cmd->size, false, detail, detail_cap);
+		if (!src)
+			return -1;
+		dst = translate(mem, x, cmd->dst, cmd->size, true, detail, detail_cap);
+		if (!dst)
+			return -1;
+		memmove(dst, src, cmd->size);
+		return 0;
+	case GS_OP_CHECKSUM:
+		if (cmd->size) {
+			src = translate(mem, x, cmd->src, cmd->size, false, detail, detail_cap);
+			if (!src)
+				return -1;
+		}
+		dst = translate(mem, x, cmd->dst, 8, true, detail, detail_cap);
+		if (!dst)
+			return -1;
+		gs_le64_put(dst, gs_isa_checksum(src, cmd->size));
+		return 0;
+	case GS_OP_COUNT_:
+		break;
+	}
+	snprintf(detail, detail_cap, "bad opcode %u", cmd->op);
+	return -1;
+}

@@ -1,0 +1,281 @@
+/*
+ * The DMA-buffer ISA: encoding round trips, every decode error, whole-buffer validation,
+ * FILL's tail semantics and the CHECKSUM hash.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "isa.h"
+
+/* One example of every opcode, with every field it uses set to a distinct value. */
+static const gs_isa_cmd examples[] = {
+        {.op = GS_OP_NOP},
+        {.op = GS_OP_FILL,
+         .dst = 0x0102030405060708u,
+         .size = 0x1112131415161718u,
+         .pattern = 0xa1b2c3d4u},
+        {.op = GS_OP_COPY,
+         .dst = 0x2122232425262728u,
+         .src = 0x3132333435363738u,
+         .size = 0x4142434445464748u},
+        {.op = GS_OP_CHECKSUM,
+         .dst = 0x5152535455565758u,
+         .src = 0x6162636465666768u,
+         .size = 0x7172737475767778u},
+        {.op = GS_OP_SPIN, .micros = 0x8182838485868788u},
+        {.op = GS_OP_SPIN, .flags = GS_SPIN_NONPREEMPTIBLE, .micros = 12345},
+        {.op = GS_OP_SIGNAL, .sync = 0x9192939495969798u, .value = 0xa1a2a3a4a5a6a7a8u},
+};
+#define NEXAMPLES (sizeof(examples) / sizeof(examples[0]))
+
+static void test_sizes_and_names(void **state)
+{
+	(void)state;
+	static const struct {
+		uint8_t op;
+		size_t size;
+		const char *name;
+	} want[] = {
+	        {GS_OP_NOP, 8, "NOP"},    {GS_OP_FILL, 32, "FILL"},
+	        {GS_OP_COPY, 32, "COPY"}, {GS_OP_CHECKSUM, 32, "CHECKSUM"},
+	        {GS_OP_SPIN, 16, "SPIN"}, {GS_OP_SIGNAL, 24, "SIGNAL"},
+	        {GS_OP_COUNT_, 0, "?"},   {0xff, 0, "?"},
+	};
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		assert_int_equal(gs_isa_cmd_size(want[i].op), want[i].size);
+		assert_string_equal(gs_isa_op_name(want[i].op), want[i].name);
+	}
+}
+
+static void test_round_trip(void **state)
+{
+	(void)state;
+	for (size_t i = 0; i < NEXAMPLES; i++) {
+		uint8_t buf[64];
+		size_t n = gs_isa_encode(&examples[i], buf, sizeof(buf));
+		assert_int_equal(n, gs_isa_cmd_size(examples[i].op));
+		/* The header: op, flags, LE size, four zero bytes. */
+		assert_int_equal(buf[0], examples[i].op);
+		assert_int_equal(buf[1], examples[i].flags);
+		assert_int_equal(buf[2] | (buf[3] << 8), n);
+		assert_int_equal(buf[4] | buf[5] | buf[6] | buf[7], 0);
+
+		size_t pos = 0;
+		gs_isa_cmd out;
+		memset(&out, 0xee, sizeof(out));
+		assert_int_equal(gs_isa_decode(buf, n, &pos, &out), GS_ISA_OK);
+		assert_int_equal(pos, n);
+		assert_int_equal(out.op, examples[i].op);
+		assert_int_equal(out.flags, examples[i].flags);
+		assert_int_equal(out.dst, examples[i].dst);
+		assert_int_equal(out.src, examples[i].src);
+		assert_int_equal(out.size, examples[i].size);
+		assert_int_equal(out.pattern, examples[i].pattern);
+		assert_int_equal(out.micros, examples[i].micros);
+		assert_int_equal(out.sync, examples[i].sync);
+		assert_int_equal(out.value, examples[i].value);
+		assert_int_equal(gs_isa_decode(buf, n, &pos, &out), GS_ISA_END);
+	}
+}
+
+/* The exact bytes of a FILL, so a layout change cannot pass as a symmetric round trip. */
+static void test_fill_wire_bytes(void **state)
+{
+	(void)state;
+	static const uint8_t want[32] = {
+	        0x01, 0x00, 0x20, 0x00, 0,    0,    0,    0,    /* header */
+	        0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01, /* dst */
+	        0x18, 0x17, 0x16, 0x15, 0x14, 0x13, 0x12, 0x11, /* size */
+	        0xd4, 0xc3, 0xb2, 0xa1, 0,    0,    0,    0,    /* pattern, reserved */
+	};
+	uint8_t buf[32];
+	assert_int_equal(gs_isa_encode(&examples[1], buf, sizeof(buf)), 32);
+	assert_memory_equal(buf, want, sizeof(want));
+}
+
+static void test_encode_limits(void **state)
+{
+	(void)state;
+	uint8_t buf[32];
+	gs_isa_cmd bad = {.op = GS_OP_COUNT_};
+	assert_int_equal(gs_isa_encode(&bad, buf, sizeof(buf)), 0);
+	assert_int_equal(gs_isa_encode(&examples[1], buf, 31), 0);
+	assert_int_equal(gs_isa_encode(&examples[0], buf, 8), 8);
+}
+
+/* Encodes `cmd` and applies one byte edit, then decodes and expects `want`. */
+static void expect_decode(const gs_isa_cmd *cmd, size_t edit_at, uint8_t edit_value, size_t len_cut,
+                          gs_isa_err want)
+{
+	uint8_t buf[64];
+	size_t n = gs_isa_encode(cmd, buf, sizeof(buf));
+	assert_true(n > 0);
+	if (edit_at < n)
+		buf[edit_at] = edit_value;
+	size_t len = n - len_cut, pos = 0;
+	gs_isa_cmd out;
+	assert_int_equal(gs_isa_decode(buf, len, &pos, &out), want);
+	assert_int_equal(pos, want == GS_ISA_OK ? n : 0); /* errors never advance */
+}
+
+#define NO_EDIT 1000u
+
+static void test_decode_errors(void **state)
+{
+	(void)state;
+	gs_isa_cmd spin = {.op = GS_OP_SPIN, .micros = 5};
+	gs_isa_cmd fill = {.op = GS_OP_FILL, .dst = 1, .size = 2, .pattern = 3};
+	gs_isa_cmd nop = {.op = GS_OP_NOP};
+
+	/* truncated: inside the header and inside the body, for every opcode */
+	for (size_t i = 0; i < NEXAMPLES; i++) {
+		size_t n = gs_isa_cmd_size(examples[i].op);
+		for (size_t cut = 1; cut < n; cut++)
+			expect_decode(&examples[i], NO_EDIT, 0, cut, GS_ISA_TRUNCATED);
+	}
+	/* unknown opcodes, even in a tail shorter than a header */
+	expect_decode(&nop, 0, GS_OP_COUNT_, 0, GS_ISA_BAD_OP);
+	expect_decode(&nop, 0, 0xff, 0, GS_ISA_BAD_OP);
+	expect_decode(&nop, 0, 0x80, 7, GS_ISA_BAD_OP);
+	/* size field not the opcode's size, either byte */
+	expect_decode(&spin, 2, 24, 0, GS_ISA_BAD_SIZE);
+	expect_decode(&spin, 2, 8, 0, GS_ISA_BAD_SIZE);
+	expect_decode(&spin, 3, 1, 0, GS_ISA_BAD_SIZE);
+	/* flags: only SPIN knows 0x1, and nothing knows 0x2 */
+	expect_decode(&nop, 1, 0x1, 0, GS_ISA_BAD_FLAGS);
+	expect_decode(&fill, 1, 0x1, 0, GS_ISA_BAD_FLAGS);
+	expect_decode(&spin, 1, 0x2, 0, GS_ISA_BAD_FLAGS);
+	expect_decode(&spin, 1, 0x80, 0, GS_ISA_BAD_FLAGS);
+	expect_decode(&spin, 1, 0x1, 0, GS_ISA_OK);
+	/* reserved header bytes 4..7 and FILL's trailing u32 */
+	for (size_t b = 4; b < 8; b++)
+		expect_decode(&nop, b, 0x10, 0, GS_ISA_BAD_FLAGS);
+	for (size_t b = 28; b < 32; b++)
+		expect_decode(&fill, b, 0x01, 0, GS_ISA_BAD_FLAGS);
+}
+
+static void test_decode_position(void **state)
+{
+	(void)state;
+	uint8_t buf[8];
+	size_t pos = 9;
+	gs_isa_cmd out;
+	gs_isa_encode(&examples[0], buf, sizeof(buf));
+	assert_int_equal(gs_isa_decode(buf, sizeof(buf), &pos, &out), GS_ISA_TRUNCATED);
+	pos = 8;
+	assert_int_equal(gs_isa_decode(buf, sizeof(buf), &pos, &out), GS_ISA_END);
+	pos = 0;
+	assert_int_equal(gs_isa_decode(buf, 0, &pos, &out), GS_ISA_END);
+}
+
+static void test_validate(void **state)
+{
+	(void)state;
+	uint8_t buf[512];
+	size_t len = 0, offsets[NEXAMPLES];
+
+	for (size_t i = 0; i < NEXAMPLES; i++) {
+		offsets[i] = len;
+		len += gs_isa_encode(&examples[i], buf + len, sizeof(buf) - len);
+	}
+	size_t ncmds = 0, err_at = 0;
+	assert_int_equal(gs_isa_validate(buf, len, &ncmds, &err_at), GS_ISA_OK);
+	assert_int_equal(ncmds, NEXAMPLES);
+	assert_int_equal(gs_isa_validate(buf, 0, &ncmds, &err_at), GS_ISA_OK);
+	assert_int_equal(ncmds, 0);
+
+	/* The first error wins and is located at its command's start. */
+	buf[offsets[3] + 5] = 1;
+	buf[offsets[5] + 0] = 0x77;
+	assert_int_equal(gs_isa_validate(buf, len, &ncmds, &err_at), GS_ISA_BAD_FLAGS);
+	assert_int_equal(err_at, offsets[3]);
+	buf[offsets[3] + 5] = 0;
+	assert_int_equal(gs_isa_validate(buf, len, &ncmds, &err_at), GS_ISA_BAD_OP);
+	assert_int_equal(err_at, offsets[5]);
+	buf[offsets[5] + 0] = GS_OP_SPIN;
+	assert_int_equal(gs_isa_validate(buf, len - 3, &ncmds, &err_at), GS_ISA_TRUNCATED);
+	assert_int_equal(err_at, offsets[NEXAMPLES - 1]);
+	/* NULL outputs are allowed */
+	assert_int_equal(gs_isa_validate(buf, len, NULL, NULL), GS_ISA_OK);
+}
+
+static void test_strerror(void **state)
+{
+	(void)state;
+	const gs_isa_err errs[] = {GS_ISA_OK,     GS_ISA_END,      GS_ISA_TRUNCATED,
+	                           GS_ISA_BAD_OP, GS_ISA_BAD_SIZE, GS_ISA_BAD_FLAGS};
+	for (size_t i = 0; i < sizeof(errs) / sizeof(errs[0]); i++) {
+		const char *s = gs_isa_strerror(errs[i]);
+		assert_non_null(s);
+		for (size_t j = 0; j < i; j++)
+			assert_string_not_equal(s, gs_isa_strerror(errs[j]));
+	}
+}
+
+/* Reference FILL: byte i of the output is byte (i mod 4) of the LE pattern. */
+static void check_fill(uint64_t size, uint32_t pattern)
+{
+	uint8_t *buf = malloc(size + 16);
+	assert_non_null(buf);
+	memset(buf, 0x5a, size + 16);
+	gs_isa_fill(buf + 8, size, pattern);
+	for (uint64_t i = 0; i < size; i++)
+		assert_int_equal(buf[8 + i], (uint8_t)(pattern >> (8 * (i % 4))));
+	/* No byte outside [dst, dst + size) is touched. */
+	for (size_t i = 0; i < 8; i++) {
+		assert_int_equal(buf[i], 0x5a);
+		assert_int_equal(buf[8 + size + i], 0x5a);
+	}
+	free(buf);
+}
+
+static void test_fill(void **state)
+{
+	(void)state;
+	static const uint64_t sizes[] = {0,     1,     2,     3,     4,     5,      63,
+	                                 64,    65,    127,   128,   1000,  4093,   16383,
+	                                 16384, 16385, 32771, 65536, 99999, 1 << 20};
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		check_fill(sizes[i], 0xa1b2c3d4u);
+		check_fill(sizes[i], 0x77777777u); /* the memset path */
+		check_fill(sizes[i], 0x00000001u);
+	}
+	/* The tail gets the pattern's first bytes, little-endian. */
+	uint8_t tail[7];
+	gs_isa_fill(tail, sizeof(tail), 0x44332211u);
+	const uint8_t want[7] = {0x11, 0x22, 0x33, 0x44, 0x11, 0x22, 0x33};
+	assert_memory_equal(tail, want, sizeof(want));
+}
+
+static void test_checksum(void **state)
+{
+	(void)state;
+	/* XXH64 seed 0 reference values (from the xxHash specification's sanity checks). */
+	assert_true(gs_isa_checksum("", 0) == UINT64_C(0xEF46DB3751D8E999));
+	assert_true(gs_isa_checksum(NULL, 0) == UINT64_C(0xEF46DB3751D8E999));
+	assert_true(gs_isa_checksum("a", 1) == UINT64_C(0xD24EC4F1A98C6E5B));
+	assert_true(gs_isa_checksum("abc", 3) == UINT64_C(0x44BC2CF5AD770999));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test(test_sizes_and_names),
+	        cmocka_unit_test(test_round_trip),
+	        cmocka_unit_test(test_fill_wire_bytes),
+	        cmocka_unit_test(test_encode_limits),
+	        cmocka_unit_test(test_decode_errors),
+	        cmocka_unit_test(test_decode_position),
+	        cmocka_unit_test(test_validate),
+	        cmocka_unit_test(test_strerror),
+	        cmocka_unit_test(test_fill),
+	        cmocka_unit_test(test_checksum),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
