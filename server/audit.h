@@ -1,0 +1,159 @@
+/*
+ * Audit: every packet's life, every context and allocation, and every rejected request is
+ * written to SQLite by one writer thread in large transactions (group commit, WAL).
+ *
+ * All gs_audit_* producer calls are made from the loop thread only; they copy what they are
+ * given into an in-memory queue and return at once. The writer thread drains the queue in one
+ * transaction per batch, then calls each record's ack callback (on the writer thread), so a
+ * caller can answer a client only once its record is durable in the file.
+ *
+ * History reads use their own read-only connections (gs_history_*), callable from any thread.
+ */
+#ifndef GS_AUDIT_H
+#define GS_AUDIT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct gs_audit gs_audit;
+
+/* The schema version this daemon writes; a file with a newer one is refused at open. */
+#define GS_AUDIT_SCHEMA_VERSION 1
+/* schema/audit.sql, compiled in (generated at build time from the file). */
+extern const char gs_audit_schema_sql[];
+
+/* Longer strings are cut (at a UTF-8 character boundary) to these many bytes when queued. */
+#define GS_AUDIT_TENANT_MAX 63
+#define GS_AUDIT_TEXT_MAX   255
+
+/* Called on the writer thread once the record is committed (ok = true) or could not be written
+ * (ok = false: its commit failed, or SQLite refused the record itself).
+ * If the record cannot even be queued (out of memory), it is called at once, on the caller's
+ * thread, with ok = false. */
+typedef void (*gs_audit_ack_fn)(void *arg, bool ok);
+
+typedef struct gs_audit_options {
+	bool sync_full;     /* PRAGMA synchronous=FULL (fsync per commit); default NORMAL */
+	uint32_t max_batch; /* records per transaction, 0 = 4096 */
+	uint64_t wal_limit; /* bytes; checkpoint (TRUNCATE) when the WAL grows past it */
+} gs_audit_options;
+
+/* The mutable and immutable columns of one packet row. Strings are copied. */
+typedef struct gs_packet_rec {
+	uint64_t packet;
+	const char *tenant;
+	uint64_t device;
+	uint64_t context;
+	uint32_t adapter;
+	uint32_t node;
+	uint64_t fence;
+	uint32_t submit_flags;
+	uint32_t patch_flags;
+	uint32_t dma_size;
+	uint32_t allocation_count;
+	uint32_t patch_count;
+	int state; /* Gpusched__V1__PacketState value */
+	uint64_t submitted_ns, ready_ns, started_ns, completed_ns;
+	uint32_t preemptions;
+	uint32_t resubmissions;
+	const char *result;
+} gs_packet_rec;
+
+typedef struct gs_context_rec {
+	uint64_t context;
+	const char *tenant;
+	uint64_t device;
+	uint32_t adapter;
+	uint32_t node;
+	uint32_t flags;
+	uint32_t priority_class;
+	int32_t priority;
+	uint32_t dma_buffer_size, dma_buffer_segment_set, dma_buffer_private_data_size;
+	uint32_t allocation_list_size, patch_location_list_size, caps, paging_companion_node_id;
+	uint64_t created_ns;
+	uint64_t destroyed_ns; /* 0 while alive */
+} gs_context_rec;
+
+typedef struct gs_allocation_rec {
+	uint64_t allocation;
+	const char *tenant;
+	uint64_t device;
+	uint32_t adapter;
+	uint64_t size;
+	uint32_t supported_segment_set;
+	uint32_t segment_preference;
+	uint32_t priority;
+	uint32_t flags;
+	uint32_t segment; /* current placement; 0 = not resident */
+	uint64_t offset;
+	uint64_t created_ns;
+	uint64_t destroyed_ns;
+} gs_allocation_rec;
+
+int gs_audit_open(const char *path, const gs_audit_options *opt, gs_audit **out);
+/* Drains and commits everything queued, stops the writer thread, closes the file. */
+void gs_audit_close(gs_audit *a);
+
+/* Upserts the packet row and appends one event (state = rec->state, detail may be NULL). */
+void gs_audit_packet(gs_audit *a, const gs_packet_rec *rec, const char *detail, gs_audit_ack_fn ack,
+                     void *ack_arg);
+void gs_audit_context(gs_audit *a, const gs_context_rec *rec);
+void gs_audit_allocation(gs_audit *a, const gs_allocation_rec *rec);
+/* A rejected or failed request: what was asked, the status returned and why. */
+void gs_audit_error(gs_audit *a, const char *tenant, const char *request, int status,
+                    const char *message);
+/* Free-form daemon event (start, stop, engine reset, ban...). */
+void gs_audit_note(gs_audit *a, const char *tenant, const char *kind, const char *detail);
+
+typedef struct gs_audit_stats {
+	uint64_t records;     /* committed */
+	uint64_t commits;     /* transactions */
+	uint64_t queued;      /* waiting now */
+	uint64_t failures;    /* failed commits */
+	uint64_t dropped;     /* records not written: refused by SQLite on their own, or in a failed
+	                         commit, or not queued for want of memory */
+	uint64_t checkpoints; /* TRUNCATE checkpoints run because the WAL grew past wal_limit */
+} gs_audit_stats;
+void gs_audit_get_stats(gs_audit *a, gs_audit_stats *out);
+
+/* ---- history reads (own read-only connection; any thread) ---- */
+
+typedef struct gs_history_filter {
+	const char *tenant;     /* required: a tenant only ever sees its own rows */
+	uint64_t context;       /* 0 = any */
+	uint64_t device;        /* 0 = any */
+	int state;              /* 0 = any */
+	int32_t node;           /* -1 = any */
+	uint64_t before_packet; /* 0 = from the newest */
+	uint32_t limit;
+} gs_history_filter;
+
+/* A fetched packet row; strings point into storage owned by the result. */
+typedef struct gs_history_row {
+	gs_packet_rec rec;
+} gs_history_row;
+
+typedef struct gs_history_result {
+	gs_history_row *rows;
+	size_t count;
+	char *strings; /* backing store of tenant/result strings */
+} gs_history_result;
+
+typedef struct gs_event_row {
+	uint64_t seq;
+	uint64_t packet;
+	int state;
+	uint64_t time_ns;
+	char detail[128];
+} gs_event_row;
+
+/* Rows newest first. Return 0 or -1 with err filled. */
+int gs_history_packets(const char *path, const gs_history_filter *f, gs_history_result *out,
+                       char *err, size_t errcap);
+void gs_history_result_free(gs_history_result *r);
+/* Events of one packet of `tenant`, oldest first. *out is malloc'd. */
+int gs_history_events(const char *path, const char *tenant, uint64_t packet, gs_event_row **out,
+                      size_t *count, char *err, size_t errcap);
+
+#endif

@@ -1,0 +1,359 @@
+#include "config.h"
+
+#include "defaults.h"
+#include "gpusched.pb-c.h"
+#include "log.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#define MiB (UINT64_C(1) << 20)
+
+static void set_str(char *dst, size_t cap, const char *src)
+{
+	snprintf(dst, cap, "%s", src);
+}
+
+static void default_adapter(gs_adapter_config *a, uint32_t index)
+{
+	memset(a, 0, sizeof(*a));
+	snprintf(a->name, sizeof(a->name), "emu%u", index);
+	set_str(a->backend, sizeof(a->backend), "emu");
+	a->nnodes = 3;
+	set_str(a->nodes[0].name, GS_NAME_MAX, "3d");
+	a->nodes[0].kind = GPUSCHED__V1__NODE_KIND__NODE_KIND_3D;
+	set_str(a->nodes[1].name, GS_NAME_MAX, "compute");
+	a->nodes[1].kind = GPUSCHED__V1__NODE_KIND__NODE_KIND_COMPUTE;
+	set_str(a->nodes[2].name, GS_NAME_MAX, "copy");
+	a->nodes[2].kind = GPUSCHED__V1__NODE_KIND__NODE_KIND_COPY;
+	a->nodes[2].paging = true;
+	a->nsegments = 2;
+	a->segments[0] = (gs_segment_config){.id = 1,
+					     .kind = GPUSCHED__V1__SEGMENT_KIND__SEGMENT_KIND_MEMORY,
+					     .size = 256 * MiB,
+					     .cpu_visible = false};
+	set_str(a->segments[0].name, GS_NAME_MAX, "vram");
+	a->segments[1] = (gs_segment_config){.id = 2,
+					     .kind = GPUSCHED__V1__SEGMENT_KIND__SEGMENT_KIND_APERTURE,
+					     .size = 1024 * MiB,
+					     .cpu_visible = true};
+	set_str(a->segments[1].name, GS_NAME_MAX, "aperture");
+}
+
+void gs_config_defaults(gs_config *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->nlisten = 1;
+	gs_default_url(c->listen[0], sizeof(c->listen[0]));
+	set_str(c->db_path, sizeof(c->db_path), "gpusched-audit.db");
+	c->log_level = GS_LOG_INFO;
+	c->wal_limit = 64 * MiB;
+	c->max_message = 8 * MiB;
+	c->max_dma_buffer = 1 * MiB;
+	c->max_allocation_list = 4096;
+	c->max_patch_list = 65536;
+	c->max_batch = 1024;
+	c->max_devices = 1024;
+	c->rpc_workers = 16;
+	c->shutdown_grace_ms = 5000;
+	c->nadapters = 1;
+	default_adapter(&c->adapters[0], 0);
+}
+
+/* ---- JSON helpers: each reports the key path in errors ---- */
+
+typedef struct cfg_err {
+	char *buf;
+	size_t cap;
+} cfg_err;
+
+static int fail(cfg_err *e, const char *fmt, const char *key)
+{
+	snprintf(e->buf, e->cap, fmt, key);
+	return -1;
+}
+
+static int get_u64(json_t *obj, const char *key, uint64_t *out, cfg_err *e)
+{
+	json_t *v = json_object_get(obj, key);
+	if (!v)
+		return 0;
+	if (!json_is_integer(v) || json_integer_value(v) < 0)
+		return fail(e, "\"%s\" must be a non-negative integer", key);
+	*out = (uint64_t)json_integer_value(v);
+	return 0;
+}
+
+static int get_u32(json_t *obj, const char *key, uint32_t *out, cfg_err *e)
+{
+	uint64_t v = *out;
+	if (get_u64(obj, key, &v, e) != 0)
+		return -1;
+	if (v > UINT32_MAX)
+		return fail(e, "\"%s\" is too large", key);
+	*out = (uint32_t)v;
+	return 0;
+}
+
+static int get_bool(json_t *obj, const char *key, bool *out, cfg_err *e)
+{
+	json_t *v = json_object_get(obj, key);
+	if (!v)
+		return 0;
+	if (!json_is_boolean(v))
+		return fail(e, "\"%s\" must be true or false", key);
+	*out = json_is_true(v);
+	return 0;
+}
+
+static int get_str(json_t *obj, const char *key, char *out, size_t cap, cfg_err *e)
+{
+	json_t *v = json_object_get(obj, key);
+	if (!v)
+		return 0;
+	if (!json_is_string(v))
+		return fail(e, "\"%s\" must be a string", key);
+	if (strlen(json_string_value(v)) >= cap)
+		return fail(e, "\"%s\" is too long", key);
+	set_str(out, cap, json_string_value(v));
+	return 0;
+}
+
+/* Looks a word up in a NULL-terminated list; the index is the enum value. */
+static int get_enum(json_t *obj, const char *key, const char *const *words, int *out, cfg_err *e)
+{
+	char word[32] = "";
+	if (get_str(obj, key, word, sizeof(word), e) != 0)
+		return -1;
+	if (!word[0])
+		return 0;
+	for (int i = 0; words[i]; i++) {
+		if (strcasecmp(word, words[i]) == 0) {
+			*out = i;
+			return 0;
+		}
+	}
+	return fail(e, "\"%s\" has an unknown value", key);
+}
+
+static const char *const node_kinds[] = {"3d", "compute", "copy", NULL};
+static const char *const segment_kinds[] = {"memory", "aperture", NULL};
+static const char *const tenant_kinds[] = {"process", "vm", NULL};
+static const char *const policies[] = {"best_effort", "equal_share", "fixed_share", NULL};
+
+static int load_adapter(json_t *ja, gs_adapter_config *a, cfg_err *e)
+{
+	if (!json_is_object(ja))
+		return fail(e, "%s: each adapter must be an object", "adapters");
+	if (get_str(ja, "name", a->name, sizeof(a->name), e) ||
+	    get_str(ja, "backend", a->backend, sizeof(a->backend), e))
+		return -1;
+	json_t *nodes = json_object_get(ja, "nodes");
+	if (nodes) {
+		if (!json_is_array(nodes) || json_array_size(nodes) == 0 ||
+		    json_array_size(nodes) > GS_MAX_NODES)
+			return fail(e, "\"%s\" must be an array of 1..8 nodes", "nodes");
+		a->nnodes = (uint32_t)json_array_size(nodes);
+		for (uint32_t i = 0; i < a->nnodes; i++) {
+			json_t *jn = json_array_get(nodes, i);
+			gs_node_config *n = &a->nodes[i];
+			memset(n, 0, sizeof(*n));
+			snprintf(n->name, sizeof(n->name), "node%u", i);
+			if (get_str(jn, "name", n->name, sizeof(n->name), e) ||
+			    get_enum(jn, "kind", node_kinds, &n->kind, e) ||
+			    get_bool(jn, "paging", &n->paging, e))
+				return -1;
+		}
+	}
+	json_t *segs = json_object_get(ja, "segments");
+	if (segs) {
+		if (!json_is_array(segs) || json_array_size(segs) == 0 ||
+		    json_array_size(segs) > sizeof(a->segments) / sizeof(a->segments[0]))
+			return fail(e, "\"%s\" must be an array of 1..8 segments", "segments");
+		a->nsegments = (uint32_t)json_array_size(segs);
+		for (uint32_t i = 0; i < a->nsegments; i++) {
+			json_t *js = json_array_get(segs, i);
+			gs_segment_config *s = &a->segments[i];
+			memset(s, 0, sizeof(*s));
+			s->id = i + 1;
+			snprintf(s->name, sizeof(s->name), "segment%u", i + 1);
+			if (get_u32(js, "id", &s->id, e) ||
+			    get_str(js, "name", s->name, sizeof(s->name), e) ||
+			    get_enum(js, "kind", segment_kinds, &s->kind, e) ||
+			    get_u64(js, "size", &s->size, e) ||
+			    get_bool(js, "cpu_visible", &s->cpu_visible, e))
+				return -1;
+			uint64_t mib = 0;
+			if (get_u64(js, "size_mib", &mib, e))
+				return -1;
+			if (mib)
+				s->size = mib * MiB;
+		}
+	}
+	return 0;
+}
+
+static int load_tenant(json_t *jt, gs_tenant_config *t, cfg_err *e)
+{
+	memset(t, 0, sizeof(*t));
+	t->share = 1;
+	t->priority_ceiling = 5;
+	if (get_str(jt, "name", t->name, sizeof(t->name), e) ||
+	    get_str(jt, "token", t->token, sizeof(t->token), e) ||
+	    get_enum(jt, "kind", tenant_kinds, &t->kind, e) ||
+	    get_enum(jt, "policy", policies, &t->policy, e) || get_u32(jt, "share", &t->share, e) ||
+	    get_u32(jt, "priority_ceiling", &t->priority_ceiling, e) ||
+	    get_u64(jt, "memory_quota", &t->memory_quota, e) ||
+	    get_u32(jt, "context_limit", &t->context_limit, e) || get_bool(jt, "admin", &t->admin, e))
+		return -1;
+	if (!t->name[0])
+		return fail(e, "%s: every tenant needs a name", "tenants");
+	return 0;
+}
+
+int gs_config_load(gs_config *c, const char *path, char *err, size_t errcap)
+{
+	cfg_err e = {err, errcap};
+	json_error_t jerr;
+	json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+	if (!root) {
+		snprintf(err, errcap, "%s:%d: %s", path, jerr.line, jerr.text);
+		return -1;
+	}
+	int rc = -1;
+	if (!json_is_object(root)) {
+		snprintf(err, errcap, "%s: the top level must be an object", path);
+		goto out;
+	}
+	json_t *listen = json_object_get(root, "listen");
+	if (listen) {
+		if (!json_is_array(listen) || json_array_size(listen) == 0 ||
+		    json_array_size(listen) > GS_MAX_LISTEN) {
+			fail(&e, "\"%s\" must be an array of 1..8 URLs", "listen");
+			goto out;
+		}
+		c->nlisten = (uint32_t)json_array_size(listen);
+		for (uint32_t i = 0; i < c->nlisten; i++) {
+			json_t *u = json_array_get(listen, i);
+			if (!json_is_string(u)) {
+				fail(&e, "\"%s\" must hold strings", "listen");
+				goto out;
+			}
+			set_str(c->listen[i], sizeof(c->listen[i]), json_string_value(u));
+		}
+	}
+	char level[16] = "";
+	char clock[16] = "";
+	if (get_str(root, "events", c->events_url, sizeof(c->events_url), &e) ||
+	    get_str(root, "db", c->db_path, sizeof(c->db_path), &e) ||
+	    get_str(root, "clock", clock, sizeof(clock), &e) ||
+	    get_str(root, "log_level", level, sizeof(level), &e) ||
+	    get_bool(root, "audit_sync_full", &c->audit_sync_full, &e) ||
+	    get_u64(root, "wal_limit", &c->wal_limit, &e) ||
+	    get_u64(root, "max_message", &c->max_message, &e) ||
+	    get_u32(root, "max_dma_buffer", &c->max_dma_buffer, &e) ||
+	    get_u32(root, "max_allocation_list", &c->max_allocation_list, &e) ||
+	    get_u32(root, "max_patch_list", &c->max_patch_list, &e) ||
+	    get_u32(root, "max_batch", &c->max_batch, &e) ||
+	    get_u32(root, "max_devices", &c->max_devices, &e) ||
+	    get_u32(root, "rpc_workers", &c->rpc_workers, &e) ||
+	    get_u32(root, "shutdown_grace_ms", &c->shutdown_grace_ms, &e))
+		goto out;
+	if (clock[0]) {
+		if (strcmp(clock, "wall") && strcmp(clock, "virtual")) {
+			fail(&e, "\"%s\" must be \"wall\" or \"virtual\"", "clock");
+			goto out;
+		}
+		c->virtual_clock = strcmp(clock, "virtual") == 0;
+	}
+	if (level[0]) {
+		c->log_level = gs_log_parse_level(level);
+		if (c->log_level < 0) {
+			fail(&e, "\"%s\" must be error, warn, info or debug", "log_level");
+			goto out;
+		}
+	}
+	json_t *adapters = json_object_get(root, "adapters");
+	if (adapters) {
+		if (!json_is_array(adapters) || json_array_size(adapters) == 0 ||
+		    json_array_size(adapters) > GS_MAX_ADAPTERS) {
+			fail(&e, "\"%s\" must be an array of 1..16 adapters", "adapters");
+			goto out;
+		}
+		c->nadapters = (uint32_t)json_array_size(adapters);
+		for (uint32_t i = 0; i < c->nadapters; i++) {
+			default_adapter(&c->adapters[i], i);
+			if (load_adapter(json_array_get(adapters, i), &c->adapters[i], &e))
+				goto out;
+		}
+	}
+	json_t *tenants = json_object_get(root, "tenants");
+	if (tenants) {
+		if (!json_is_array(tenants) || json_array_size(tenants) > GS_MAX_TENANTS) {
+			fail(&e, "\"%s\" must be an array of at most 64 tenants", "tenants");
+			goto out;
+		}
+		c->ntenants = (uint32_t)json_array_size(tenants);
+		for (uint32_t i = 0; i < c->ntenants; i++)
+			if (load_tenant(json_array_get(tenants, i), &c->tenants[i], &e))
+				goto out;
+	}
+	rc = 0;
+out:
+	json_decref(root);
+	return rc;
+}
+
+int gs_config_validate(const gs_config *c, char *err, size_t errcap)
+{
+	if (c->max_message < 4096 || c->max_dma_buffer == 0 || c->max_dma_buffer > c->max_message) {
+		snprintf(err, errcap, "max_message must be >= 4096 and hold max_dma_buffer (> 0)");
+		return -1;
+	}
+	if (c->rpc_workers == 0 || c->rpc_workers > 4096) {
+		snprintf(err, errcap, "rpc_workers must be 1..4096");
+		return -1;
+	}
+	for (uint32_t i = 0; i < c->nadapters; i++) {
+		const gs_adapter_config *a = &c->adapters[i];
+		if (strcmp(a->backend, "emu") && strcmp(a->backend, "null")) {
+			snprintf(err, errcap, "adapter %s: backend must be \"emu\" or \"null\"",
+				 a->name);
+			return -1;
+		}
+		uint32_t seen = 0;
+		for (uint32_t s = 0; s < a->nsegments; s++) {
+			const gs_segment_config *sc = &a->segments[s];
+			if (sc->id < 1 || sc->id > 31 || (seen & (1u << sc->id))) {
+				snprintf(err, errcap,
+					 "adapter %s: segment ids must be unique and in 1..31", a->name);
+				return -1;
+			}
+			seen |= 1u << sc->id;
+			if (sc->size == 0 || sc->size > (UINT64_C(1) << 40)) {
+				snprintf(err, errcap, "adapter %s: segment %u size must be 1 B..1 TiB",
+					 a->name, sc->id);
+				return -1;
+			}
+		}
+		bool paging = false;
+		for (uint32_t n = 0; n < a->nnodes; n++)
+			paging |= a->nodes[n].paging;
+		if (!paging) {
+			snprintf(err, errcap, "adapter %s: one node must be the paging node",
+				 a->name);
+			return -1;
+		}
+	}
+	for (uint32_t i = 0; i < c->ntenants; i++)
+		for (uint32_t j = 0; j < i; j++)
+			if (!strcmp(c->tenants[i].name, c->tenants[j].name) ||
+			    !strcmp(c->tenants[i].token, c->tenants[j].token)) {
+				snprintf(err, errcap, "tenant names and tokens must be unique (%s)",
+					 c->tenants[i].name);
+				return -1;
+			}
+	return 0;
+}

@@ -1,0 +1,87 @@
+/*
+ * Daemon configuration: built-in defaults (work with no file), then a JSON file
+ * (--config), then command-line flags. See deploy/gpuschedd.example.json for every key.
+ */
+#ifndef GS_CONFIG_H
+#define GS_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define GS_MAX_LISTEN 8
+#define GS_MAX_ADAPTERS 16
+#define GS_MAX_NODES 8
+#define GS_MAX_TENANTS 64
+#define GS_NAME_MAX 64
+
+typedef struct gs_node_config {
+	char name[GS_NAME_MAX];
+	int kind; /* Gpusched__V1__NodeKind */
+	bool paging;
+} gs_node_config;
+
+typedef struct gs_segment_config {
+	uint32_t id; /* 1..31 */
+	char name[GS_NAME_MAX];
+	int kind; /* Gpusched__V1__SegmentKind */
+	uint64_t size;
+	bool cpu_visible;
+} gs_segment_config;
+
+typedef struct gs_adapter_config {
+	char name[GS_NAME_MAX];
+	char backend[16]; /* "emu" | "null" */
+	uint32_t nnodes;
+	gs_node_config nodes[GS_MAX_NODES];
+	uint32_t nsegments;
+	gs_segment_config segments[8];
+} gs_adapter_config;
+
+typedef struct gs_tenant_config {
+	char name[GS_NAME_MAX];
+	char token[128];
+	int kind;   /* Gpusched__V1__TenantKind */
+	int policy; /* Gpusched__V1__SharePolicy */
+	uint32_t share;
+	uint32_t priority_ceiling;
+	uint64_t memory_quota;
+	uint32_t context_limit;
+	bool admin;
+} gs_tenant_config;
+
+typedef struct gs_config {
+	uint32_t nlisten;
+	char listen[GS_MAX_LISTEN][256];
+	char events_url[256];
+	char db_path[512];
+	bool virtual_clock;
+	int log_level;
+	bool audit_sync_full;
+	uint64_t wal_limit;
+	uint64_t max_message;     /* soft limit answered with STATUS_TOO_LARGE */
+	uint32_t max_dma_buffer;  /* bytes */
+	uint32_t max_allocation_list;
+	uint32_t max_patch_list;
+	uint32_t max_batch;       /* packets per SubmitBatch */
+	uint32_t max_devices;     /* per tenant */
+	uint32_t rpc_workers;     /* nng contexts kept receiving */
+	uint32_t shutdown_grace_ms;
+	uint32_t nadapters;
+	gs_adapter_config adapters[GS_MAX_ADAPTERS];
+	uint32_t ntenants;
+	gs_tenant_config tenants[GS_MAX_TENANTS];
+} gs_config;
+
+/* Fills the built-in defaults: one emulated adapter with a 3D, a compute and a copy (paging)
+ * node, a 256 MiB memory segment (id 1) and a 1 GiB aperture segment (id 2); an ipc:// socket
+ * in the runtime directory and gpusched-audit.db in the working directory. */
+void gs_config_defaults(gs_config *c);
+
+/* Loads a JSON file over the current values. Returns 0, or -1 with err filled. */
+int gs_config_load(gs_config *c, const char *path, char *err, size_t errcap);
+
+/* Checks cross-field rules (segment ids unique and 1..31, a paging node, sizes > 0). */
+int gs_config_validate(const gs_config *c, char *err, size_t errcap);
+
+#endif

@@ -1,0 +1,194 @@
+#include "daemon.h"
+
+#include "log.h"
+#include "rpc.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+uint64_t gs_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Timestamps of a node's packets: wall time, or the node's virtual engine clock. */
+uint64_t gs_node_now(const gs_node *n)
+{
+	if (n->adapter->d->cfg.virtual_clock)
+		return n->vtime_ns;
+	return gs_now_ns();
+}
+
+gs_tenant *gs_tenant_by_token(gs_daemon *d, const char *token)
+{
+	for (uint32_t i = 0; i < d->ntenants; i++)
+		if (strcmp(d->tenants[i]->token, token ? token : "") == 0)
+			return d->tenants[i];
+	return NULL;
+}
+
+gs_tenant *gs_tenant_by_name(gs_daemon *d, const char *name)
+{
+	for (uint32_t i = 0; i < d->ntenants; i++)
+		if (strcmp(d->tenants[i]->name, name) == 0)
+			return d->tenants[i];
+	return NULL;
+}
+
+static gs_tenant *tenant_from_config(const gs_tenant_config *tc)
+{
+	gs_tenant *t = calloc(1, sizeof(*t));
+	if (!t)
+		return NULL;
+	snprintf(t->name, sizeof(t->name), "%s", tc->name);
+	snprintf(t->token, sizeof(t->token), "%s", tc->token);
+	t->kind = tc->kind;
+	t->policy = tc->policy;
+	t->share = tc->share;
+	t->priority_ceiling = tc->priority_ceiling;
+	t->memory_quota = tc->memory_quota;
+	t->context_limit = tc->context_limit;
+	t->admin = tc->admin;
+	return t;
+}
+
+static int adapter_init(gs_daemon *d, gs_adapter *a, uint32_t id, const gs_adapter_config *ac)
+{
+	memset(a, 0, sizeof(*a));
+	a->id = id;
+	a->cfg = ac;
+	a->d = d;
+	a->ops = gs_engine_find(ac->backend);
+	if (!a->ops) {
+		GS_ERROR("adapter %s: unknown backend %s", ac->name, ac->backend);
+		return -1;
+	}
+	for (uint32_t i = 0; i < ac->nsegments; i++) {
+		const gs_segment_config *sc = &ac->segments[i];
+		int rc = gs_segment_init(&a->segments[i], sc->id, sc->name, sc->kind, sc->size,
+					 sc->cpu_visible);
+		if (rc != 0) {
+			GS_ERROR("adapter %s: cannot reserve %llu bytes for segment %s", ac->name,
+				 (unsigned long long)sc->size, sc->name);
+			return -1;
+		}
+		a->nsegments++;
+		a->memory.seg[sc->id] = (gs_mem_segment){sc->id, a->segments[i].mem, sc->size};
+	}
+	for (uint32_t i = 0; i < ac->nnodes; i++) {
+		gs_node *n = &a->nodes[i];
+		n->index = i;
+		n->cfg = &ac->nodes[i];
+		n->adapter = a;
+		gs_list_init(&n->queue);
+	}
+	a->nnodes = ac->nnodes;
+	return gs_vidsch_start(d, a);
+}
+
+int gs_daemon_init(gs_daemon *d, const gs_config *cfg, uv_loop_t *loop)
+{
+	memset(d, 0, sizeof(*d));
+	d->cfg = *cfg;
+	d->loop = loop;
+	d->start_ns = gs_now_ns();
+	gs_hmap_init(&d->objects);
+	gs_hmap_init(&d->packets);
+	d->retired = calloc(GS_RETIRED_RING, sizeof(*d->retired));
+	if (!d->retired)
+		return -1;
+	if (cfg->ntenants == 0) {
+		/* No tenants configured: one default tenant, named by the empty token. */
+		gs_tenant_config def = {.name = "default", .share = 1, .priority_ceiling = 5,
+					.admin = true};
+		d->tenants[d->ntenants++] = tenant_from_config(&def);
+	}
+	for (uint32_t i = 0; i < cfg->ntenants; i++)
+		d->tenants[d->ntenants++] = tenant_from_config(&cfg->tenants[i]);
+	for (uint32_t i = 0; i < d->ntenants; i++)
+		if (!d->tenants[i])
+			return -1;
+	gs_audit_options ao = {.sync_full = cfg->audit_sync_full, .wal_limit = cfg->wal_limit};
+	if (gs_audit_open(cfg->db_path, &ao, &d->audit) != 0) {
+		GS_ERROR("cannot open the audit database %s", cfg->db_path);
+		return -1;
+	}
+	gs_audit_note(d->audit, "-", "daemon_start", GS_VERSION);
+	for (uint32_t i = 0; i < d->cfg.nadapters; i++) {
+		if (adapter_init(d, &d->adapters[i], i, &d->cfg.adapters[i]) != 0)
+			return -1;
+		d->nadapters++;
+	}
+	return gs_rpc_start(d);
+}
+
+static void destroy_tenant_devices(uint64_t key, void *value, void *arg)
+{
+	(void)key;
+	gs_object *o = value;
+	gs_object **list = arg;
+	if (o->type == GS_OBJ_DEVICE) {
+		/* Collected first: destroying while iterating would modify the map. */
+		size_t n = (size_t)list[0];
+		list[n + 1] = o;
+		list[0] = (gs_object *)(n + 1);
+	}
+}
+
+void gs_daemon_stop(gs_daemon *d)
+{
+	if (d->stopping)
+		return;
+	d->stopping = true;
+	GS_INFO("stopping: no new requests; cancelling queued packets");
+	gs_rpc_stop(d);
+	for (uint32_t i = 0; i < d->nadapters; i++)
+		gs_vidsch_cancel(d, &d->adapters[i], NULL, "daemon stopping");
+}
+
+/* Every device goes, which answers the waits still pending on its objects. */
+static void destroy_all_devices(gs_daemon *d)
+{
+	size_t n = d->devices;
+	gs_object **list = calloc(n + 2, sizeof(*list));
+	if (!list)
+		return;
+	gs_hmap_each(&d->objects, destroy_tenant_devices, list);
+	size_t got = (size_t)list[0];
+	for (size_t i = 0; i < got; i++)
+		gs_device_destroy(d, (gs_device *)list[i + 1]);
+	free(list);
+}
+
+void gs_daemon_destroy(gs_daemon *d)
+{
+	for (uint32_t i = 0; i < d->nadapters; i++)
+		gs_vidsch_stop(d, &d->adapters[i]);
+	destroy_all_devices(d);
+	gs_audit_note(d->audit, "-", "daemon_stop", "clean shutdown");
+	/* Closing the audit commits everything and sends the answers it still held. */
+	gs_audit_close(d->audit);
+	d->audit = NULL;
+	gs_rpc_free(d);
+	for (uint32_t i = 0; i < d->nadapters; i++) {
+		gs_adapter *a = &d->adapters[i];
+		uv_close((uv_handle_t *)&a->irq_async, NULL);
+	}
+	uv_run(d->loop, UV_RUN_DEFAULT); /* let the close callbacks run */
+	for (uint32_t i = 0; i < d->nadapters; i++) {
+		gs_adapter *a = &d->adapters[i];
+		for (uint32_t s = 0; s < a->nsegments; s++)
+			gs_segment_fini(&a->segments[s]);
+		free(a->irqs);
+		pthread_mutex_destroy(&a->irq_lock);
+	}
+	gs_rpc_release(d);
+	for (uint32_t i = 0; i < d->ntenants; i++)
+		free(d->tenants[i]);
+	gs_hmap_free(&d->objects);
+	gs_hmap_free(&d->packets);
+	free(d->retired);
+}

@@ -1,0 +1,273 @@
+/*
+ * The daemon's state. Everything here is owned by the loop thread (libuv): no other thread
+ * reads or writes these structures. Engine threads see only the gs_exec they were handed and
+ * the segment memory; the audit thread sees only copies.
+ */
+#ifndef GS_DAEMON_H
+#define GS_DAEMON_H
+
+#include "audit.h"
+#include "config.h"
+#include "engine.h"
+#include "hmap.h"
+#include "list.h"
+#include "rules.h"
+#include "vidmm.h"
+
+#include "gpusched.pb-c.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#define GS_ST(x) GPUSCHED__V1__STATUS__STATUS_##x
+#define GS_PS(x) GPUSCHED__V1__PACKET_STATE__PACKET_STATE_##x
+
+typedef struct gs_daemon gs_daemon;
+typedef struct gs_adapter gs_adapter;
+typedef struct gs_call gs_call;
+
+typedef struct gs_tenant {
+	char name[GS_NAME_MAX];
+	char token[128];
+	int kind;   /* Gpusched__V1__TenantKind */
+	int policy; /* Gpusched__V1__SharePolicy */
+	uint32_t share;
+	uint32_t priority_ceiling;
+	uint64_t memory_quota;
+	uint32_t context_limit;
+	bool admin;
+	bool banned;
+	bool removed; /* destroyed by an admin: kept so old records can still name it */
+	uint64_t memory_used;
+	uint32_t contexts;
+	uint32_t devices;
+} gs_tenant;
+
+typedef struct gs_node {
+	uint32_t index;
+	const gs_node_config *cfg;
+	gs_adapter *adapter;
+	gs_engine *engine;
+	gs_list queue;     /* packets waiting for the engine, in submission order */
+	uint32_t inflight; /* packets handed to the engine and not yet final */
+	uint64_t next_fence;
+	uint64_t completed_fence;
+	uint64_t vtime_ns; /* virtual clock of this node's engine */
+	uint64_t queued;   /* queue length + inflight */
+} gs_node;
+
+struct gs_adapter {
+	uint32_t id;
+	const gs_adapter_config *cfg;
+	const gs_engine_ops *ops;
+	gs_daemon *d;
+	uint32_t nsegments;
+	gs_segment segments[8];
+	gs_memory memory;
+	uint32_t nnodes;
+	gs_node nodes[GS_MAX_NODES];
+	/* Interrupts posted by engine threads, drained on the loop. */
+	uv_async_t irq_async;
+	pthread_mutex_t irq_lock;
+	gs_irq *irqs;
+	size_t nirqs, capirqs;
+};
+
+typedef enum gs_obj_type {
+	GS_OBJ_DEVICE = 1,
+	GS_OBJ_CONTEXT,
+	GS_OBJ_ALLOCATION,
+	GS_OBJ_SYNC,
+} gs_obj_type;
+
+/* Leading fields of every handle-named object. */
+typedef struct gs_object {
+	uint64_t handle;
+	gs_obj_type type;
+	gs_tenant *tenant;
+} gs_object;
+
+typedef struct gs_device {
+	gs_object obj;
+	gs_adapter *adapter;
+	char name[GS_NAME_MAX];
+	gs_list contexts;
+	gs_list allocations;
+	gs_list syncs;
+} gs_device;
+
+typedef struct gs_context {
+	gs_object obj;
+	gs_device *dev;
+	gs_node *node;
+	gs_list dev_link;
+	uint32_t flags;
+	uint32_t priority_class;
+	int32_t priority;
+	/* Effective DXGK_CONTEXTINFO: list sizes only ever grow. */
+	uint32_t dma_buffer_size, dma_buffer_segment_set, dma_buffer_private_data_size;
+	uint32_t allocation_list_size, patch_location_list_size, caps, paging_companion_node_id;
+	bool faulted;
+	bool destroyed;
+	uint32_t refs; /* 1 for the handle + 1 per live packet */
+	uint64_t created_ns;
+} gs_context;
+
+typedef struct gs_allocation {
+	gs_object obj;
+	gs_device *dev;
+	gs_list dev_link;
+	uint64_t size;
+	uint32_t supported_segment_set;
+	uint32_t segment_preference;
+	uint32_t priority;
+	uint32_t flags;
+	gs_segment *segment; /* NULL when not resident */
+	uint64_t offset;
+	uint32_t inflight; /* live packets that reference it */
+	bool destroyed;
+	uint32_t refs; /* 1 for the handle + 1 per live packet */
+	gs_list waiters; /* CPU reads/writes waiting for it to go idle */
+	uint64_t created_ns;
+} gs_allocation;
+
+typedef struct gs_sync {
+	gs_object obj;
+	gs_device *dev;
+	gs_list dev_link;
+	uint64_t value;
+	gs_list waiters; /* CPU waits, sorted by nothing: all are checked on each signal */
+} gs_sync;
+
+typedef struct gs_packet_alloc {
+	gs_allocation *alloc;
+	bool write;
+} gs_packet_alloc;
+
+typedef struct gs_packet_patch {
+	uint32_t allocation_index;
+	uint32_t patch_offset;
+	uint64_t allocation_offset;
+} gs_packet_patch;
+
+typedef struct gs_packet {
+	gs_list link; /* node queue */
+	gs_context *ctx;
+	gs_node *node;
+	uint8_t *dma;
+	size_t dma_len;
+	uint32_t nallocs, npatches;
+	gs_packet_alloc *allocs;
+	gs_packet_patch *patches;
+	gs_range *ranges;
+	gs_exec exec;
+	gs_packet_rec rec; /* the audit row, kept current */
+	gs_list waiters;   /* PacketWait calls */
+	bool on_engine;
+} gs_packet;
+
+/* Final state of a packet no longer in memory, for PacketWait on old packets. */
+typedef struct gs_retired {
+	uint64_t packet;
+	uint64_t fence;
+	const gs_tenant *tenant;
+	int state;
+} gs_retired;
+
+#define GS_RETIRED_RING 65536
+
+typedef struct gs_stats {
+	uint64_t requests, errors;
+	uint64_t packets_submitted, packets_completed, packets_faulted, packets_cancelled,
+		packets_rejected;
+} gs_stats;
+
+typedef struct gs_rpc gs_rpc;
+
+struct gs_daemon {
+	gs_config cfg;
+	uv_loop_t *loop;
+	gs_audit *audit;
+	gs_rpc *rpc;
+	uint32_t nadapters;
+	gs_adapter adapters[GS_MAX_ADAPTERS];
+	uint32_t ntenants;
+	gs_tenant *tenants[GS_MAX_TENANTS * 2];
+	gs_hmap objects; /* handle -> gs_object */
+	gs_hmap packets; /* packet id -> live gs_packet */
+	uint64_t next_handle;
+	uint64_t next_packet;
+	gs_retired *retired; /* ring of GS_RETIRED_RING */
+	uint64_t devices, contexts, allocations;
+	gs_stats stats;
+	uint64_t start_ns;
+	bool stopping;
+	uv_signal_t sigint, sigterm;
+	uv_timer_t stop_timer;
+	int exit_code;
+};
+
+/* ---- daemon.c ---- */
+int gs_daemon_init(gs_daemon *d, const gs_config *cfg, uv_loop_t *loop);
+/* Stops accepting, cancels queued packets, lets running ones settle, flushes the audit. */
+void gs_daemon_stop(gs_daemon *d);
+void gs_daemon_destroy(gs_daemon *d);
+uint64_t gs_now_ns(void);
+uint64_t gs_node_now(const gs_node *n);
+gs_tenant *gs_tenant_by_token(gs_daemon *d, const char *token);
+gs_tenant *gs_tenant_by_name(gs_daemon *d, const char *name);
+
+/* ---- objects.c: handle tables ---- */
+uint64_t gs_object_register(gs_daemon *d, gs_object *o, gs_obj_type type, gs_tenant *t);
+/* Looks a handle up for a tenant: NULL when absent, of another type, or another tenant's. */
+void *gs_object_get(gs_daemon *d, uint64_t handle, gs_obj_type type, const gs_tenant *t);
+void gs_object_unregister(gs_daemon *d, gs_object *o);
+void gs_context_put(gs_daemon *d, gs_context *c);
+void gs_allocation_put(gs_daemon *d, gs_allocation *a);
+void gs_context_destroy(gs_daemon *d, gs_context *c, const char *why);
+void gs_allocation_destroy(gs_daemon *d, gs_allocation *a);
+void gs_sync_destroy(gs_daemon *d, gs_sync *s);
+void gs_device_destroy(gs_daemon *d, gs_device *dev);
+void gs_sync_signal(gs_daemon *d, gs_sync *s, uint64_t value);
+void gs_audit_context_of(gs_daemon *d, const gs_context *c);
+void gs_audit_allocation_of(gs_daemon *d, const gs_allocation *a);
+
+/* ---- vidsch.c: queues, engines, interrupts ---- */
+int gs_vidsch_start(gs_daemon *d, gs_adapter *a);
+void gs_vidsch_stop(gs_daemon *d, gs_adapter *a);
+/* Queues a validated packet on its context's node (takes ownership). */
+void gs_vidsch_queue(gs_daemon *d, gs_packet *p);
+/* Cancels every queued packet (not yet on an engine) of a context, or of all when ctx NULL. */
+void gs_vidsch_cancel(gs_daemon *d, gs_adapter *a, const gs_context *ctx, const char *why);
+/* Records a packet transition: updates its row and appends an audit event. */
+void gs_packet_transition(gs_daemon *d, gs_packet *p, int state, const char *detail);
+const gs_retired *gs_retired_find(const gs_daemon *d, uint64_t packet);
+void gs_packet_free(gs_packet *p);
+bool gs_packet_final(int state);
+
+/* ---- handlers.c, h_*.c ---- */
+void gs_handle_request(gs_daemon *d, gs_call *c);
+/* Looks up the adapter the request names; answers NOT_FOUND and returns NULL if none. */
+gs_adapter *gs_call_adapter(gs_call *c);
+/* Looks up a handle of the call's tenant on the call's adapter; answers NOT_FOUND (or FAULTED
+ * for a faulted context) and returns NULL when it cannot be used. */
+void *gs_call_object(gs_call *c, uint64_t handle, gs_obj_type type);
+void gs_rules_adapter_of(const gs_daemon *d, const gs_adapter *a, gs_rules_adapter *out);
+void gs_h_allocation_create(gs_daemon *d, gs_call *c);
+void gs_h_allocation_destroy(gs_daemon *d, gs_call *c);
+void gs_h_allocation_query(gs_daemon *d, gs_call *c);
+void gs_h_allocation_set_priority(gs_daemon *d, gs_call *c);
+void gs_h_allocation_set_preference(gs_daemon *d, gs_call *c);
+void gs_h_allocation_read(gs_daemon *d, gs_call *c);
+void gs_h_allocation_write(gs_daemon *d, gs_call *c);
+void gs_h_submit(gs_daemon *d, gs_call *c);
+void gs_h_submit_batch(gs_daemon *d, gs_call *c);
+void gs_h_packet_wait(gs_daemon *d, gs_call *c);
+/* Answers a PacketWait with a packet's state (FAULTED answers STATUS_FAULTED). */
+void gs_packet_wait_answer(gs_call *c, uint64_t packet, int state, uint64_t fence);
+void gs_h_history(gs_daemon *d, gs_call *c);
+void gs_h_packet_events(gs_daemon *d, gs_call *c);
+
+#endif

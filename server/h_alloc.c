@@ -1,0 +1,227 @@
+/*
+ * Allocation requests: create (placed by segment preference), destroy, query, priority and
+ * preference updates, and CPU read/write. CPU access waits until no packet that references the
+ * allocation is in flight, so it sees exactly what the GPU left and never races an engine.
+ */
+#include "daemon.h"
+#include "rpc.h"
+#include "rules.h"
+#include "wddm.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define R(field) (c->req->field)
+
+static void reply_empty(gs_call *c)
+{
+	Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
+	gs_call_reply(c, &resp);
+}
+
+void gs_h_allocation_create(gs_daemon *d, gs_call *c)
+{
+	const Gpusched__V1__AllocationCreateRequest *q = R(allocation_create);
+	gs_device *dev = gs_call_object(c, q->device, GS_OBJ_DEVICE);
+	if (!dev)
+		return;
+	gs_adapter *a = dev->adapter;
+	gs_rules_adapter ra;
+	gs_rules_adapter_of(d, a, &ra);
+	char msg[256];
+	int st = gs_rules_allocation(&ra, q->size, q->supported_segment_set, q->segment_preference,
+				     q->priority, q->flags, msg, sizeof(msg));
+	if (st != GS_ST(OK)) {
+		gs_call_error(c, st, "%s", msg);
+		return;
+	}
+	uint32_t set = gs_rules_effective_set(&ra, q->supported_segment_set);
+	uint64_t largest = 0;
+	for (uint32_t i = 0; i < a->nsegments; i++)
+		if ((set & (1u << a->segments[i].id)) && a->segments[i].size > largest)
+			largest = a->segments[i].size;
+	if (q->size > largest) {
+		gs_call_error(c, GS_ST(TOO_LARGE),
+			      "allocation of %llu bytes exceeds every supported segment (largest "
+			      "%llu)",
+			      (unsigned long long)q->size, (unsigned long long)largest);
+		return;
+	}
+	gs_tenant *t = c->tenant;
+	if (t->memory_quota && t->memory_used + q->size > t->memory_quota) {
+		gs_call_error(c, GS_ST(QUOTA_EXCEEDED),
+			      "tenant %s: %llu bytes used, quota %llu, asked for %llu", t->name,
+			      (unsigned long long)t->memory_used,
+			      (unsigned long long)t->memory_quota, (unsigned long long)q->size);
+		return;
+	}
+	uint64_t offset = 0;
+	int si = gs_vidmm_place(a->segments, a->nsegments, set, q->segment_preference, q->size,
+				&offset);
+	if (si < 0) {
+		gs_call_error(c, GS_ST(OUT_OF_MEMORY),
+			      "no supported segment (set 0x%x) has %llu free bytes in one piece", set,
+			      (unsigned long long)q->size);
+		return;
+	}
+	gs_allocation *al = calloc(1, sizeof(*al));
+	if (!al || !gs_object_register(d, &al->obj, GS_OBJ_ALLOCATION, t)) {
+		gs_heap_free(&a->segments[si].heap, offset, q->size);
+		free(al);
+		gs_call_error(c, GS_ST(INTERNAL), "out of memory");
+		return;
+	}
+	al->dev = dev;
+	al->size = q->size;
+	al->supported_segment_set = set;
+	al->segment_preference = q->segment_preference;
+	al->priority = q->priority ? q->priority : GS_ALLOC_PRIORITY_NORMAL;
+	al->flags = q->flags;
+	al->segment = &a->segments[si];
+	al->offset = offset;
+	al->refs = 1;
+	al->created_ns = gs_now_ns();
+	gs_list_init(&al->waiters);
+	gs_list_push_back(&dev->allocations, &al->dev_link);
+	/* New video memory reads as zero: never another tenant's old bytes. */
+	gs_segment_scrub(al->segment, offset, q->size);
+	t->memory_used += q->size;
+	d->allocations++;
+	gs_audit_allocation_of(d, al);
+	Gpusched__V1__AllocationCreateResponse ac = GPUSCHED__V1__ALLOCATION_CREATE_RESPONSE__INIT;
+	ac.allocation = al->obj.handle;
+	ac.segment = al->segment->id;
+	ac.offset = offset;
+	ac.address = gs_addr_make(al->segment->id, offset);
+	Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
+	resp.body_case = GPUSCHED__V1__RESPONSE__BODY_ALLOCATION_CREATE;
+	resp.allocation_create = &ac;
+	gs_call_reply(c, &resp);
+}
+
+void gs_h_allocation_destroy(gs_daemon *d, gs_call *c)
+{
+	gs_allocation *al = gs_call_object(c, R(allocation_destroy)->allocation, GS_OBJ_ALLOCATION);
+	if (!al)
+		return;
+	/* Packets still in flight keep their reference; the memory is freed after them. */
+	gs_allocation_destroy(d, al);
+	reply_empty(c);
+}
+
+void gs_h_allocation_query(gs_daemon *d, gs_call *c)
+{
+	(void)d;
+	gs_allocation *al = gs_call_object(c, R(allocation_query)->allocation, GS_OBJ_ALLOCATION);
+	if (!al)
+		return;
+	Gpusched__V1__AllocationQueryResponse aq = GPUSCHED__V1__ALLOCATION_QUERY_RESPONSE__INIT;
+	aq.allocation = al->obj.handle;
+	aq.device = al->dev->obj.handle;
+	aq.size = al->size;
+	aq.supported_segment_set = al->supported_segment_set;
+	aq.segment_preference = al->segment_preference;
+	aq.priority = al->priority;
+	aq.flags = al->flags;
+	aq.resident = al->segment != NULL;
+	aq.segment = al->segment ? al->segment->id : 0;
+	aq.offset = al->offset;
+	aq.address = al->segment ? gs_addr_make(al->segment->id, al->offset) : 0;
+	aq.busy_packets = al->inflight;
+	Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
+	resp.body_case = GPUSCHED__V1__RESPONSE__BODY_ALLOCATION_QUERY;
+	resp.allocation_query = &aq;
+	gs_call_reply(c, &resp);
+}
+
+void gs_h_allocation_set_priority(gs_daemon *d, gs_call *c)
+{
+	gs_allocation *al =
+		gs_call_object(c, R(allocation_set_priority)->allocation, GS_OBJ_ALLOCATION);
+	if (!al)
+		return;
+	if (R(allocation_set_priority)->priority == 0) {
+		gs_call_error(c, GS_ST(ALLOCATION_PRIORITY),
+			      "allocation priority 0 is invalid (MINIMUM is 0x28000000)");
+		return;
+	}
+	al->priority = R(allocation_set_priority)->priority;
+	gs_audit_allocation_of(d, al);
+	reply_empty(c);
+}
+
+void gs_h_allocation_set_preference(gs_daemon *d, gs_call *c)
+{
+	const Gpusched__V1__AllocationSetPreferenceRequest *q = R(allocation_set_preference);
+	gs_allocation *al = gs_call_object(c, q->allocation, GS_OBJ_ALLOCATION);
+	if (!al)
+		return;
+	gs_rules_adapter ra;
+	gs_rules_adapter_of(d, al->dev->adapter, &ra);
+	char msg[256];
+	int st = gs_rules_allocation(&ra, al->size, al->supported_segment_set,
+				     q->segment_preference, al->priority, al->flags, msg,
+				     sizeof(msg));
+	if (st != GS_ST(OK)) {
+		gs_call_error(c, st, "%s", msg);
+		return;
+	}
+	/* Takes effect at the next placement; the allocation does not move now. */
+	al->segment_preference = q->segment_preference;
+	gs_audit_allocation_of(d, al);
+	reply_empty(c);
+}
+
+/* Checks [offset, offset+size) against the allocation and the message limit. */
+static bool cpu_range_ok(gs_call *c, const gs_allocation *al, uint64_t offset, uint64_t size)
+{
+	if (offset > al->size || size > al->size - offset) {
+		gs_call_error(c, GS_ST(INVALID_ARGUMENT),
+			      "range %llu+%llu is outside allocation %llu of %llu bytes",
+			      (unsigned long long)offset, (unsigned long long)size,
+			      (unsigned long long)al->obj.handle, (unsigned long long)al->size);
+		return false;
+	}
+	if (size > c->d->cfg.max_message - 4096) {
+		gs_call_error(c, GS_ST(TOO_LARGE), "%llu bytes exceed one message; use chunks",
+			      (unsigned long long)size);
+		return false;
+	}
+	return true;
+}
+
+/* Defers a CPU access until the allocation is idle; returns true when it was deferred. */
+static bool defer_until_idle(gs_call *c, gs_allocation *al)
+{
+	if (al->inflight == 0)
+		return false;
+	gs_list_push_back(&al->waiters, &c->link);
+	return true;
+}
+
+void gs_h_allocation_read(gs_daemon *d, gs_call *c)
+{
+	(void)d;
+	const Gpusched__V1__AllocationReadRequest *q = R(allocation_read);
+	gs_allocation *al = gs_call_object(c, q->allocation, GS_OBJ_ALLOCATION);
+	if (!al || !cpu_range_ok(c, al, q->offset, q->size) || defer_until_idle(c, al))
+		return;
+	Gpusched__V1__AllocationReadResponse ar = GPUSCHED__V1__ALLOCATION_READ_RESPONSE__INIT;
+	ar.data.data = al->segment->mem + al->offset + q->offset;
+	ar.data.len = q->size;
+	Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
+	resp.body_case = GPUSCHED__V1__RESPONSE__BODY_ALLOCATION_READ;
+	resp.allocation_read = &ar;
+	gs_call_reply(c, &resp);
+}
+
+void gs_h_allocation_write(gs_daemon *d, gs_call *c)
+{
+	(void)d;
+	const Gpusched__V1__AllocationWriteRequest *q = R(allocation_write);
+	gs_allocation *al = gs_call_object(c, q->allocation, GS_OBJ_ALLOCATION);
+	if (!al || !cpu_range_ok(c, al, q->offset, q->data.len) || defer_until_idle(c, al))
+		return;
+	memcpy(al->segment->mem + al->offset + q->offset, q->data.data, q->data.len);
+	reply_empty(c);
+}

@@ -1,0 +1,134 @@
+/*
+ * History queries run on libuv's thread pool with their own read-only SQLite connection
+ * (WAL lets them read while the writer commits), so a large query never stalls the loop.
+ * A tenant only ever sees its own rows.
+ */
+#include "daemon.h"
+#include "rpc.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#define MAX_HISTORY 10000u
+
+static void history_work(gs_call *c)
+{
+	const Gpusched__V1__HistoryRequest *q = c->req->history;
+	gs_history_filter f = {.tenant = c->tenant->name,
+			       .context = q->context,
+			       .device = q->device,
+			       .state = q->state,
+			       .node = q->node ? (int32_t)q->node - 1 : -1,
+			       .before_packet = q->before_packet,
+			       .limit = q->limit == 0 ? 100 : (q->limit > MAX_HISTORY ? MAX_HISTORY : q->limit)};
+	gs_history_result res = {0};
+	char err[256];
+	Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
+	if (gs_history_packets(c->d->cfg.db_path, &f, &res, err, sizeof(err)) != 0) {
+		resp.status = GS_ST(INTERNAL);
+		resp.message = err;
+		gs_call_reply_off_loop(c, &resp);
+		return;
+	}
+	Gpusched__V1__PacketRecord *recs = calloc(res.count + 1, sizeof(*recs));
+	Gpusched__V1__PacketRecord **rp = calloc(res.count + 1, sizeof(*rp));
+	if (!recs || !rp) {
+		resp.status = GS_ST(INTERNAL);
+		resp.message = "out of memory";
+	} else {
+		for (size_t i = 0; i < res.count; i++) {
+			const gs_packet_rec *r = &res.rows[i].rec;
+			Gpusched__V1__PacketRecord *o = &recs[i];
+			gpusched__v1__packet_record__init(o);
+			o->packet = r->packet;
+			o->device = r->device;
+			o->context = r->context;
+			o->node = r->node;
+			o->fence = r->fence;
+			o->submit_flags = r->submit_flags;
+			o->patch_flags = r->patch_flags;
+			o->dma_size = r->dma_size;
+			o->allocation_count = r->allocation_count;
+			o->patch_count = r->patch_count;
+			o->state = r->state;
+			o->submitted_ns = r->submitted_ns;
+			o->ready_ns = r->ready_ns;
+			o->started_ns = r->started_ns;
+			o->completed_ns = r->completed_ns;
+			o->preemptions = r->preemptions;
+			o->resubmissions = r->resubmissions;
+			o->result = (char *)(r->result ? r->result : "");
+			o->tenant = (char *)(r->tenant ? r->tenant : "");
+			rp[i] = o;
+		}
+		Gpusched__V1__HistoryResponse hr = GPUSCHED__V1__HISTORY_RESPONSE__INIT;
+		hr.n_packets = res.count;
+		hr.packets = rp;
+		resp.body_case = GPUSCHED__V1__RESPONSE__BODY_HISTORY;
+		resp.history = &hr;
+		gs_call_reply_off_loop(c, &resp);
+		free(recs);
+		free(rp);
+		gs_history_result_free(&res);
+		return;
+	}
+	free(recs);
+	free(rp);
+	gs_history_result_free(&res);
+	gs_call_reply_off_loop(c, &resp);
+}
+
+void gs_h_history(gs_daemon *d, gs_call *c)
+{
+	(void)d;
+	gs_call_offload(c, history_work);
+}
+
+static void events_work(gs_call *c)
+{
+	gs_event_row *rows = NULL;
+	size_t n = 0;
+	char err[256];
+	Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
+	if (gs_history_events(c->d->cfg.db_path, c->tenant->name, c->req->packet_events->packet,
+			      &rows, &n, err, sizeof(err)) != 0) {
+		resp.status = GS_ST(INTERNAL);
+		resp.message = err;
+		gs_call_reply_off_loop(c, &resp);
+		return;
+	}
+	Gpusched__V1__PacketEvent *evs = calloc(n + 1, sizeof(*evs));
+	Gpusched__V1__PacketEvent **ep = calloc(n + 1, sizeof(*ep));
+	Gpusched__V1__PacketEventsResponse er = GPUSCHED__V1__PACKET_EVENTS_RESPONSE__INIT;
+	if (!evs || !ep) {
+		resp.status = GS_ST(INTERNAL);
+		resp.message = "out of memory";
+	} else if (n == 0) {
+		resp.status = GS_ST(NOT_FOUND);
+		resp.message = "no such packet in the history";
+	} else {
+		for (size_t i = 0; i < n; i++) {
+			gpusched__v1__packet_event__init(&evs[i]);
+			evs[i].seq = rows[i].seq;
+			evs[i].packet = rows[i].packet;
+			evs[i].state = rows[i].state;
+			evs[i].time_ns = rows[i].time_ns;
+			evs[i].detail = rows[i].detail;
+			ep[i] = &evs[i];
+		}
+		er.n_events = n;
+		er.events = ep;
+		resp.body_case = GPUSCHED__V1__RESPONSE__BODY_PACKET_EVENTS;
+		resp.packet_events = &er;
+	}
+	gs_call_reply_off_loop(c, &resp);
+	free(evs);
+	free(ep);
+	free(rows);
+}
+
+void gs_h_packet_events(gs_daemon *d, gs_call *c)
+{
+	(void)d;
+	gs_call_offload(c, events_work);
+}

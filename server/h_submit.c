@@ -1,0 +1,374 @@
+/*
+ * Submission: validate a packet completely before anything is queued (flags, sizes, lists,
+ * patch locations, the DMA buffer's instructions and the sync objects they signal), audit it,
+ * queue it, and acknowledge it only once its SUBMITTED record is committed to SQLite.
+ * A rejected packet is audited too (state REJECTED), with the reason.
+ */
+#include "daemon.h"
+#include "isa.h"
+#include "rpc.h"
+#include "rules.h"
+#include "wddm.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define R(field) (c->req->field)
+
+typedef struct verdict {
+	int status;
+	char msg[256];
+} verdict;
+
+static int refuse(verdict *v, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int refuse(verdict *v, int status, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(v->msg, sizeof(v->msg), fmt, ap);
+	va_end(ap);
+	v->status = status;
+	return status;
+}
+
+/* Checks every SIGNAL names a sync object of the tenant. The buffer is already valid ISA. */
+static int check_signals(gs_daemon *d, const gs_tenant *t, const uint8_t *dma, size_t len,
+			 verdict *v)
+{
+	size_t pos = 0;
+	gs_isa_cmd cmd;
+	while (gs_isa_decode(dma, len, &pos, &cmd) == GS_ISA_OK) {
+		if (cmd.op == GS_OP_SIGNAL && !gs_object_get(d, cmd.sync, GS_OBJ_SYNC, t))
+			return refuse(v, GS_ST(NOT_FOUND),
+				      "SIGNAL at byte %zu names sync object %llu, which does not exist",
+				      pos - gs_isa_cmd_size(GS_OP_SIGNAL),
+				      (unsigned long long)cmd.sync);
+	}
+	return GS_ST(OK);
+}
+
+static int check_sizes(gs_daemon *d, const gs_context *x, const Gpusched__V1__SubmitRequest *s,
+		       verdict *v)
+{
+	if (s->dma_buffer.len > d->cfg.max_dma_buffer)
+		return refuse(v, GS_ST(LIST_TOO_LARGE), "DMA buffer of %zu bytes exceeds %u",
+			      s->dma_buffer.len, d->cfg.max_dma_buffer);
+	if (s->n_allocations > d->cfg.max_allocation_list)
+		return refuse(v, GS_ST(LIST_TOO_LARGE), "allocation list of %zu exceeds %u",
+			      s->n_allocations, d->cfg.max_allocation_list);
+	if (s->n_patches > d->cfg.max_patch_list)
+		return refuse(v, GS_ST(LIST_TOO_LARGE), "patch location list of %zu exceeds %u",
+			      s->n_patches, d->cfg.max_patch_list);
+	if (s->private_data.len > x->dma_buffer_private_data_size)
+		return refuse(v, GS_ST(INVALID_ARGUMENT),
+			      "private data of %zu bytes exceeds DmaBufferPrivateDataSize %u",
+			      s->private_data.len, x->dma_buffer_private_data_size);
+	return GS_ST(OK);
+}
+
+static int check_lists(gs_daemon *d, gs_call *c, const gs_context *x,
+		       const Gpusched__V1__SubmitRequest *s, gs_packet *p, verdict *v)
+{
+	for (size_t i = 0; i < s->n_allocations; i++) {
+		const Gpusched__V1__AllocationListEntry *e = s->allocations[i];
+		gs_allocation *a = gs_object_get(d, e->allocation, GS_OBJ_ALLOCATION, c->tenant);
+		if (!a || a->dev != x->dev)
+			return refuse(v, GS_ST(NOT_FOUND),
+				      "allocation list entry %zu: allocation %llu does not exist on "
+				      "this device",
+				      i, (unsigned long long)e->allocation);
+		p->allocs[i] = (gs_packet_alloc){a, e->write};
+	}
+	for (size_t i = 0; i < s->n_patches; i++) {
+		const Gpusched__V1__PatchLocation *pl = s->patches[i];
+		if (pl->allocation_index >= s->n_allocations)
+			return refuse(v, GS_ST(PATCH_INVALID),
+				      "patch %zu: allocation index %u outside the list of %zu", i,
+				      pl->allocation_index, s->n_allocations);
+		if ((uint64_t)pl->patch_offset + 8 > s->dma_buffer.len)
+			return refuse(v, GS_ST(PATCH_INVALID),
+				      "patch %zu: offset %u + 8 outside the DMA buffer of %zu bytes", i,
+				      pl->patch_offset, s->dma_buffer.len);
+		if (pl->allocation_offset >= p->allocs[pl->allocation_index].alloc->size)
+			return refuse(v, GS_ST(PATCH_INVALID),
+				      "patch %zu: allocation offset %llu outside the allocation", i,
+				      (unsigned long long)pl->allocation_offset);
+		p->patches[i] = (gs_packet_patch){pl->allocation_index, pl->patch_offset,
+						  pl->allocation_offset};
+	}
+	return GS_ST(OK);
+}
+
+static gs_packet *packet_new(const Gpusched__V1__SubmitRequest *s)
+{
+	gs_packet *p = calloc(1, sizeof(*p));
+	if (!p)
+		return NULL;
+	gs_list_init(&p->link);
+	gs_list_init(&p->waiters);
+	p->nallocs = (uint32_t)s->n_allocations;
+	p->npatches = (uint32_t)s->n_patches;
+	p->dma_len = s->dma_buffer.len;
+	/* calloc(0) may return NULL: ask for at least one element. */
+	p->dma = malloc(p->dma_len ? p->dma_len : 1);
+	p->allocs = calloc(p->nallocs + 1, sizeof(*p->allocs));
+	p->ranges = calloc(p->nallocs + 1, sizeof(*p->ranges));
+	p->patches = calloc(p->npatches + 1, sizeof(*p->patches));
+	if (!p->dma || !p->allocs || !p->ranges || !p->patches) {
+		gs_packet_free(p);
+		return NULL;
+	}
+	if (p->dma_len)
+		memcpy(p->dma, s->dma_buffer.data, p->dma_len);
+	return p;
+}
+
+/* Audits a submission that failed validation as a REJECTED packet. */
+static void audit_rejected(gs_daemon *d, gs_call *c, const gs_context *x,
+			   const Gpusched__V1__SubmitRequest *s, const verdict *v)
+{
+	gs_packet_rec r = {.packet = ++d->next_packet,
+			   .tenant = c->tenant->name,
+			   .device = x ? x->dev->obj.handle : 0,
+			   .context = s->context,
+			   .adapter = c->req->adapter,
+			   .node = x ? x->node->index : 0,
+			   .submit_flags = s->submit_flags,
+			   .dma_size = (uint32_t)s->dma_buffer.len,
+			   .allocation_count = (uint32_t)s->n_allocations,
+			   .patch_count = (uint32_t)s->n_patches,
+			   .state = GS_PS(REJECTED),
+			   .submitted_ns = gs_now_ns(),
+			   .result = v->msg};
+	r.completed_ns = r.submitted_ns;
+	d->stats.packets_rejected++;
+	gs_audit_packet(d->audit, &r, v->msg, NULL, NULL);
+}
+
+/* Validates one submission completely. On success *out holds the packet, not yet queued. */
+static int build_packet(gs_daemon *d, gs_call *c, const Gpusched__V1__SubmitRequest *s,
+			gs_packet **out, verdict *v)
+{
+	*out = NULL;
+	gs_context *x = gs_object_get(d, s->context, GS_OBJ_CONTEXT, c->tenant);
+	if (!x || x->dev->adapter->id != c->req->adapter) {
+		refuse(v, GS_ST(NOT_FOUND), "context %llu does not exist on adapter %u",
+		       (unsigned long long)s->context, c->req->adapter);
+		x = NULL;
+		goto rejected;
+	}
+	if (x->faulted) {
+		refuse(v, GS_ST(FAULTED), "context %llu is in an error state after a fault",
+		       (unsigned long long)s->context);
+		goto rejected;
+	}
+	v->status = gs_rules_submit_flags(s->submit_flags, v->msg, sizeof(v->msg));
+	if (v->status != GS_ST(OK) || check_sizes(d, x, s, v) != GS_ST(OK))
+		goto rejected;
+	size_t ncmds = 0, bad = 0;
+	gs_isa_err ie = gs_isa_validate(s->dma_buffer.data, s->dma_buffer.len, &ncmds, &bad);
+	if (ie != GS_ISA_OK) {
+		refuse(v, GS_ST(DMA_INVALID), "DMA buffer: %s at byte %zu", gs_isa_strerror(ie),
+		       bad);
+		goto rejected;
+	}
+	if (check_signals(d, c->tenant, s->dma_buffer.data, s->dma_buffer.len, v) != GS_ST(OK))
+		goto rejected;
+	gs_packet *p = packet_new(s);
+	if (!p) {
+		refuse(v, GS_ST(INTERNAL), "out of memory");
+		goto rejected;
+	}
+	if (check_lists(d, c, x, s, p, v) != GS_ST(OK)) {
+		gs_packet_free(p);
+		goto rejected;
+	}
+	/* Lists and the DMA buffer may grow past their initial sizes, never shrink. */
+	bool grew = false;
+	if (s->dma_buffer.len > x->dma_buffer_size) {
+		x->dma_buffer_size = (uint32_t)s->dma_buffer.len;
+		grew = true;
+	}
+	if (s->n_allocations > x->allocation_list_size) {
+		x->allocation_list_size = (uint32_t)s->n_allocations;
+		grew = true;
+	}
+	if (s->n_patches > x->patch_location_list_size) {
+		x->patch_location_list_size = (uint32_t)s->n_patches;
+		grew = true;
+	}
+	if (grew)
+		gs_audit_context_of(d, x);
+	p->ctx = x;
+	p->node = x->node;
+	uint32_t flags = s->submit_flags;
+	if (c->tenant->kind == GPUSCHED__V1__TENANT_KIND__TENANT_KIND_VM)
+		flags |= GS_SUBMIT_VIRTUAL_MACHINE_DATA;
+	p->rec = (gs_packet_rec){.packet = ++d->next_packet,
+				 .tenant = c->tenant->name,
+				 .device = x->dev->obj.handle,
+				 .context = x->obj.handle,
+				 .adapter = x->dev->adapter->id,
+				 .node = x->node->index,
+				 .fence = ++x->node->next_fence,
+				 .submit_flags = flags,
+				 .dma_size = (uint32_t)s->dma_buffer.len,
+				 .allocation_count = p->nallocs,
+				 .patch_count = p->npatches,
+				 .state = GS_PS(SUBMITTED),
+				 .submitted_ns = gs_node_now(x->node)};
+	*out = p;
+	return GS_ST(OK);
+rejected:
+	audit_rejected(d, c, x, s, v);
+	return v->status;
+}
+
+/* Takes the packet's references and makes it findable; it is queued separately. */
+static void packet_admit(gs_daemon *d, gs_packet *p)
+{
+	p->ctx->refs++;
+	for (uint32_t i = 0; i < p->nallocs; i++) {
+		p->allocs[i].alloc->refs++;
+		p->allocs[i].alloc->inflight++;
+	}
+	gs_hmap_put(&d->packets, p->rec.packet, p);
+	d->stats.packets_submitted++;
+}
+
+static void submit_out(const gs_packet *p, Gpusched__V1__SubmitResponse *o)
+{
+	gpusched__v1__submit_response__init(o);
+	o->packet = p->rec.packet;
+	o->fence = p->rec.fence;
+	o->node = p->node->index;
+}
+
+void gs_h_submit(gs_daemon *d, gs_call *c)
+{
+	gs_packet *p;
+	verdict v;
+	if (build_packet(d, c, R(submit), &p, &v) != GS_ST(OK)) {
+		gs_call_error(c, v.status, "%s", v.msg);
+		return;
+	}
+	packet_admit(d, p);
+	Gpusched__V1__SubmitResponse sr;
+	submit_out(p, &sr);
+	Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
+	resp.body_case = GPUSCHED__V1__RESPONSE__BODY_SUBMIT;
+	resp.submit = &sr;
+	/* The SUBMITTED record is queued before any later transition of the packet, and the
+	 * answer leaves only once it is committed. */
+	gs_call_reply_after_audit(c, &resp, &p->rec, NULL);
+	gs_vidsch_queue(d, p);
+}
+
+void gs_h_submit_batch(gs_daemon *d, gs_call *c)
+{
+	const Gpusched__V1__SubmitBatchRequest *q = R(submit_batch);
+	size_t n = q->n_packets;
+	if (n == 0 || n > d->cfg.max_batch) {
+		gs_call_error(c, GS_ST(INVALID_ARGUMENT), "a batch holds 1..%u packets (got %zu)",
+			      d->cfg.max_batch, n);
+		return;
+	}
+	gs_packet **ps = calloc(n, sizeof(*ps));
+	Gpusched__V1__SubmitResponse *srs = calloc(n, sizeof(*srs));
+	Gpusched__V1__SubmitResponse **srp = calloc(n, sizeof(*srp));
+	if (!ps || !srs || !srp) {
+		free(ps);
+		free(srs);
+		free(srp);
+		gs_call_error(c, GS_ST(INTERNAL), "out of memory");
+		return;
+	}
+	verdict v;
+	/* All or nothing: validate every packet before queueing any. Fences are taken in
+	 * order, so a rejected batch leaves gaps in the fence sequence; fences only need to
+	 * increase. */
+	for (size_t i = 0; i < n; i++) {
+		if (build_packet(d, c, q->packets[i], &ps[i], &v) != GS_ST(OK)) {
+			for (size_t j = 0; j < i; j++)
+				gs_packet_free(ps[j]);
+			free(ps);
+			free(srs);
+			free(srp);
+			gs_call_error(c, v.status, "packet %zu of the batch: %s", i, v.msg);
+			return;
+		}
+	}
+	for (size_t i = 0; i < n; i++) {
+		packet_admit(d, ps[i]);
+		submit_out(ps[i], &srs[i]);
+		srp[i] = &srs[i];
+		if (i + 1 < n)
+			gs_audit_packet(d->audit, &ps[i]->rec, NULL, NULL, NULL);
+	}
+	Gpusched__V1__SubmitBatchResponse br = GPUSCHED__V1__SUBMIT_BATCH_RESPONSE__INIT;
+	br.n_packets = n;
+	br.packets = srp;
+	Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
+	resp.body_case = GPUSCHED__V1__RESPONSE__BODY_SUBMIT_BATCH;
+	resp.submit_batch = &br;
+	/* Records commit in queue order, so the last one committed means all are. */
+	gs_call_reply_after_audit(c, &resp, &ps[n - 1]->rec, NULL);
+	for (size_t i = 0; i < n; i++)
+		gs_vidsch_queue(d, ps[i]);
+	free(ps);
+	free(srs);
+	free(srp);
+}
+
+/* ---- packet waits ---- */
+
+static void packet_wait_expired(gs_call *c)
+{
+	gs_packet *p = c->wait_object;
+	gs_list_remove(&c->link);
+	gs_call_error(c, GS_ST(TIMEOUT), "packet %llu is still %s", (unsigned long long)p->rec.packet,
+		      p->rec.state == GS_PS(RUNNING) ? "running" : "queued");
+}
+
+void gs_packet_wait_answer(gs_call *c, uint64_t packet, int state, uint64_t fence)
+{
+	Gpusched__V1__PacketWaitResponse pw = GPUSCHED__V1__PACKET_WAIT_RESPONSE__INIT;
+	pw.packet = packet;
+	pw.state = state;
+	pw.fence = fence;
+	Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
+	resp.body_case = GPUSCHED__V1__RESPONSE__BODY_PACKET_WAIT;
+	resp.packet_wait = &pw;
+	if (state == GS_PS(FAULTED)) {
+		resp.status = GS_ST(FAULTED);
+		resp.message = "the packet faulted; see its history events";
+	}
+	gs_call_reply(c, &resp);
+}
+
+void gs_h_packet_wait(gs_daemon *d, gs_call *c)
+{
+	const Gpusched__V1__PacketWaitRequest *q = R(packet_wait);
+	gs_packet *p = gs_hmap_get(&d->packets, q->packet);
+	if (p && p->ctx->obj.tenant == c->tenant) {
+		if (q->timeout_ms == 0) {
+			gs_packet_wait_answer(c, p->rec.packet, p->rec.state, p->rec.fence);
+			return;
+		}
+		c->wait_object = p;
+		gs_list_push_back(&p->waiters, &c->link);
+		gs_call_set_timeout(c, q->timeout_ms, packet_wait_expired);
+		return;
+	}
+	const gs_retired *r = gs_retired_find(d, q->packet);
+	if (r && r->tenant == c->tenant) {
+		gs_packet_wait_answer(c, r->packet, r->state, r->fence);
+		return;
+	}
+	gs_call_error(c, GS_ST(NOT_FOUND),
+		      "packet %llu is not in flight and not among the recently finished; see "
+		      "history",
+		      (unsigned long long)q->packet);
+}

@@ -1,0 +1,250 @@
+/*
+ * gpuschedd: the gpusched daemon. Parses options, loads the configuration, starts the
+ * adapters, the audit writer and the RPC sockets, prints "ready", and runs the libuv loop
+ * until SIGINT or SIGTERM.
+ */
+#include "daemon.h"
+#include "log.h"
+#include "rpc.h"
+
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"Usage: gpuschedd [OPTIONS]\n"
+		"The gpusched daemon: schedules DMA-buffer packets on real or emulated GPU\n"
+		"adapters for remote clients (protobuf over nng) and audits every packet to\n"
+		"SQLite.\n\n"
+		"Options:\n"
+		"  -l, --listen URL      serve requests on URL (ipc://PATH, tcp://HOST:PORT);\n"
+		"                        repeatable; default ipc://$XDG_RUNTIME_DIR/gpusched/"
+		"gpusched.sock\n"
+		"                        (or ipc:///tmp/gpusched-$UID/gpusched.sock)\n"
+		"  -d, --db PATH         SQLite audit file (default ./gpusched-audit.db)\n"
+		"  -c, --config FILE     JSON configuration (see deploy/gpuschedd.example.json)\n"
+		"      --clock MODE      wall (engines take real time) or virtual (SPIN is\n"
+		"                        instant, time is simulated); default wall\n"
+		"  -e, --events URL      publish packet events on an nng PUB socket at URL\n"
+		"      --backend NAME    engine backend of every adapter: emu (default) or null\n"
+		"      --log-level L     error, warn, info (default) or debug\n"
+		"      --audit-sync-full fsync every audit commit (survives power loss, slower);\n"
+		"                        default survives a daemon crash (kill -9)\n"
+		"  -h, --help            show this help\n"
+		"  -V, --version         show the version\n\n"
+		"Prints one line containing \"ready\" on stdout once it serves requests.\n"
+		"SIGINT/SIGTERM: stop accepting, cancel queued packets (audited), let running\n"
+		"packets finish (bounded by shutdown_grace_ms), flush the audit, exit 0.\n\n"
+		"Exit status: 0 clean stop, 1 start-up failure, 2 usage error.\n");
+}
+
+enum { OPT_CLOCK = 256, OPT_LOG_LEVEL, OPT_BACKEND, OPT_AUDIT_SYNC };
+
+typedef struct cli_opts {
+	const char *config;
+	uint32_t nlisten;
+	const char *listen[GS_MAX_LISTEN];
+	const char *db;
+	const char *clock;
+	const char *events;
+	const char *backend;
+	const char *log_level;
+	bool audit_sync_full;
+} cli_opts;
+
+static int parse_args(int argc, char **argv, cli_opts *o)
+{
+	static const struct option longopts[] = {{"listen", required_argument, NULL, 'l'},
+						 {"db", required_argument, NULL, 'd'},
+						 {"config", required_argument, NULL, 'c'},
+						 {"clock", required_argument, NULL, OPT_CLOCK},
+						 {"events", required_argument, NULL, 'e'},
+						 {"backend", required_argument, NULL, OPT_BACKEND},
+						 {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
+						 {"audit-sync-full", no_argument, NULL, OPT_AUDIT_SYNC},
+						 {"help", no_argument, NULL, 'h'},
+						 {"version", no_argument, NULL, 'V'},
+						 {NULL, 0, NULL, 0}};
+	int ch;
+	while ((ch = getopt_long(argc, argv, "l:d:c:e:hV", longopts, NULL)) != -1) {
+		switch (ch) {
+		case 'l':
+			if (o->nlisten == GS_MAX_LISTEN) {
+				fprintf(stderr, "gpuschedd: at most %d --listen URLs\n",
+					GS_MAX_LISTEN);
+				return 2;
+			}
+			o->listen[o->nlisten++] = optarg;
+			break;
+		case 'd':
+			o->db = optarg;
+			break;
+		case 'c':
+			o->config = optarg;
+			break;
+		case 'e':
+			o->events = optarg;
+			break;
+		case OPT_CLOCK:
+			o->clock = optarg;
+			break;
+		case OPT_BACKEND:
+			o->backend = optarg;
+			break;
+		case OPT_LOG_LEVEL:
+			o->log_level = optarg;
+			break;
+		case OPT_AUDIT_SYNC:
+			o->audit_sync_full = true;
+			break;
+		case 'h':
+			usage(stdout);
+			exit(0);
+		case 'V':
+			printf("gpuschedd %s\n", GS_VERSION);
+			exit(0);
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "gpuschedd: unexpected argument '%s'\n", argv[optind]);
+		return 2;
+	}
+	return 0;
+}
+
+/* Flags override the file, which overrides the defaults. */
+static int apply_args(gs_config *cfg, const cli_opts *o)
+{
+	char err[512];
+	if (o->config && gs_config_load(cfg, o->config, err, sizeof(err)) != 0) {
+		fprintf(stderr, "gpuschedd: %s\n", err);
+		return 1;
+	}
+	if (o->nlisten) {
+		cfg->nlisten = o->nlisten;
+		for (uint32_t i = 0; i < o->nlisten; i++)
+			snprintf(cfg->listen[i], sizeof(cfg->listen[i]), "%s", o->listen[i]);
+	}
+	if (o->db)
+		snprintf(cfg->db_path, sizeof(cfg->db_path), "%s", o->db);
+	if (o->events)
+		snprintf(cfg->events_url, sizeof(cfg->events_url), "%s", o->events);
+	if (o->clock) {
+		if (strcmp(o->clock, "wall") && strcmp(o->clock, "virtual")) {
+			fprintf(stderr, "gpuschedd: --clock must be wall or virtual\n");
+			return 2;
+		}
+		cfg->virtual_clock = strcmp(o->clock, "virtual") == 0;
+	}
+	if (o->backend)
+		for (uint32_t i = 0; i < cfg->nadapters; i++)
+			snprintf(cfg->adapters[i].backend, sizeof(cfg->adapters[i].backend), "%s",
+				 o->backend);
+	if (o->log_level) {
+		cfg->log_level = gs_log_parse_level(o->log_level);
+		if (cfg->log_level < 0) {
+			fprintf(stderr, "gpuschedd: --log-level must be error, warn, info or debug\n");
+			return 2;
+		}
+	}
+	if (o->audit_sync_full)
+		cfg->audit_sync_full = true;
+	if (gs_config_validate(cfg, err, sizeof(err)) != 0) {
+		fprintf(stderr, "gpuschedd: configuration: %s\n", err);
+		return 1;
+	}
+	return 0;
+}
+
+/* ---- stopping: wait (bounded) for running packets, then leave the loop ---- */
+
+static uint64_t g_stop_deadline;
+
+static bool engines_idle(const gs_daemon *d)
+{
+	for (uint32_t i = 0; i < d->nadapters; i++)
+		for (uint32_t n = 0; n < d->adapters[i].nnodes; n++)
+			if (d->adapters[i].nodes[n].inflight)
+				return false;
+	return true;
+}
+
+static void stop_poll(uv_timer_t *t)
+{
+	gs_daemon *d = t->data;
+	if (engines_idle(d) || gs_now_ns() >= g_stop_deadline) {
+		if (!engines_idle(d))
+			GS_WARN("packets still running after %u ms: aborting them",
+				d->cfg.shutdown_grace_ms);
+		uv_close((uv_handle_t *)t, NULL);
+		uv_close((uv_handle_t *)&d->sigint, NULL);
+		uv_close((uv_handle_t *)&d->sigterm, NULL);
+		uv_stop(d->loop);
+	}
+}
+
+static void on_signal(uv_signal_t *s, int signum)
+{
+	gs_daemon *d = s->data;
+	if (d->stopping)
+		return;
+	GS_INFO("received %s", signum == SIGINT ? "SIGINT" : "SIGTERM");
+	gs_daemon_stop(d);
+	g_stop_deadline = gs_now_ns() + (uint64_t)d->cfg.shutdown_grace_ms * 1000000u;
+	/* Completions arrive as interrupts on the loop; this timer only checks whether the
+	 * engines have drained, and gives up at the deadline. */
+	uv_timer_init(d->loop, &d->stop_timer);
+	d->stop_timer.data = d;
+	uv_timer_start(&d->stop_timer, stop_poll, 0, 10);
+}
+
+int main(int argc, char **argv)
+{
+	cli_opts o = {0};
+	int rc = parse_args(argc, argv, &o);
+	if (rc)
+		return rc;
+	static gs_config cfg;
+	gs_config_defaults(&cfg);
+	rc = apply_args(&cfg, &o);
+	if (rc)
+		return rc;
+	gs_log_set_level(cfg.log_level);
+	signal(SIGPIPE, SIG_IGN);
+
+	static gs_daemon d;
+	uv_loop_t *loop = uv_default_loop();
+	if (gs_daemon_init(&d, &cfg, loop) != 0) {
+		GS_ERROR("start-up failed");
+		gs_daemon_destroy(&d);
+		return 1;
+	}
+	uv_signal_init(loop, &d.sigint);
+	uv_signal_init(loop, &d.sigterm);
+	d.sigint.data = d.sigterm.data = &d;
+	uv_signal_start(&d.sigint, on_signal, SIGINT);
+	uv_signal_start(&d.sigterm, on_signal, SIGTERM);
+
+	for (uint32_t i = 0; i < d.nadapters; i++) {
+		const gs_adapter *a = &d.adapters[i];
+		GS_INFO("adapter %u %s: backend %s, %u nodes, %u segments, clock %s", a->id,
+			a->cfg->name, a->ops->name, a->nnodes, a->nsegments,
+			cfg.virtual_clock ? "virtual" : "wall");
+	}
+	GS_INFO("audit file %s", cfg.db_path);
+	printf("gpuschedd %s ready on %s\n", GS_VERSION, cfg.listen[0]);
+	fflush(stdout);
+
+	uv_run(loop, UV_RUN_DEFAULT);
+	gs_daemon_destroy(&d);
+	uv_loop_close(loop);
+	GS_INFO("stopped");
+	return 0;
+}

@@ -1,0 +1,544 @@
+#include "rpc.h"
+
+#include "log.h"
+
+#include <errno.h>
+#include <nng/nng.h>
+#include <nng/protocol/pubsub0/pub.h>
+#include <nng/protocol/reqrep0/rep.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+enum { W_RECV = 0, W_SEND = 1 };
+
+struct gs_rpc_worker {
+	struct gs_rpc *rpc;
+	nng_ctx ctx;
+	nng_aio *aio;
+	int state;
+};
+
+typedef struct inbox_item {
+	gs_rpc_worker *w;
+	nng_msg *msg;
+} inbox_item;
+
+struct gs_rpc {
+	gs_daemon *d;
+	nng_socket sock;
+	bool sock_open;
+	nng_socket pub;
+	bool pub_open;
+	uint64_t event_seq;
+	uint32_t nlisteners;
+	nng_listener listeners[GS_MAX_LISTEN];
+	gs_rpc_worker **workers;
+	size_t nworkers, capworkers;
+	size_t max_workers;
+	atomic_uint idle;
+	atomic_bool closing;
+	pthread_mutex_t lock;
+	inbox_item *inbox;
+	size_t ninbox, capinbox;
+	uv_async_t async;
+};
+
+/* ---- nng side (runs on nng's threads) ---- */
+
+static void worker_arm(gs_rpc_worker *w)
+{
+	w->state = W_RECV;
+	if (atomic_load(&w->rpc->closing))
+		return;
+	atomic_fetch_add(&w->rpc->idle, 1);
+	nng_ctx_recv(w->ctx, w->aio);
+}
+
+static void worker_cb(void *arg)
+{
+	gs_rpc_worker *w = arg;
+	struct gs_rpc *rpc = w->rpc;
+	int rv = nng_aio_result(w->aio);
+	if (w->state == W_SEND) {
+		if (rv != 0) {
+			/* The peer went away (or we are closing): the reply is dropped. */
+			nng_msg_free(nng_aio_get_msg(w->aio));
+			nng_aio_set_msg(w->aio, NULL);
+		}
+		worker_arm(w);
+		return;
+	}
+	atomic_fetch_sub(&rpc->idle, 1);
+	if (rv != 0) {
+		if (rv != NNG_ECLOSED && rv != NNG_ECANCELED && !atomic_load(&rpc->closing))
+			worker_arm(w);
+		return;
+	}
+	nng_msg *msg = nng_aio_get_msg(w->aio);
+	nng_aio_set_msg(w->aio, NULL);
+	pthread_mutex_lock(&rpc->lock);
+	if (rpc->ninbox == rpc->capinbox) {
+		size_t ncap = rpc->capinbox ? rpc->capinbox * 2 : 64;
+		inbox_item *n = realloc(rpc->inbox, ncap * sizeof(*n));
+		if (!n) {
+			pthread_mutex_unlock(&rpc->lock);
+			nng_msg_free(msg);
+			worker_arm(w);
+			return;
+		}
+		rpc->inbox = n;
+		rpc->capinbox = ncap;
+	}
+	rpc->inbox[rpc->ninbox++] = (inbox_item){w, msg};
+	pthread_mutex_unlock(&rpc->lock);
+	uv_async_send(&rpc->async);
+}
+
+/* Sends on a worker whose request has been answered; any thread may call it, but only the one
+ * that owns the worker's answer. */
+static void worker_send(gs_rpc_worker *w, nng_msg *msg)
+{
+	if (!msg) {
+		worker_arm(w);
+		return;
+	}
+	w->state = W_SEND;
+	nng_aio_set_msg(w->aio, msg);
+	nng_ctx_send(w->ctx, w->aio);
+}
+
+static int add_worker(struct gs_rpc *rpc)
+{
+	if (rpc->nworkers == rpc->capworkers) {
+		size_t ncap = rpc->capworkers ? rpc->capworkers * 2 : 32;
+		gs_rpc_worker **n = realloc(rpc->workers, ncap * sizeof(*n));
+		if (!n)
+			return -1;
+		rpc->workers = n;
+		rpc->capworkers = ncap;
+	}
+	gs_rpc_worker *w = calloc(1, sizeof(*w));
+	if (!w)
+		return -1;
+	w->rpc = rpc;
+	int rv = nng_ctx_open(&w->ctx, rpc->sock);
+	if (rv == 0)
+		rv = nng_aio_alloc(&w->aio, worker_cb, w);
+	if (rv != 0) {
+		GS_ERROR("rpc: cannot open an nng context: %s", nng_strerror(rv));
+		free(w);
+		return -1;
+	}
+	rpc->workers[rpc->nworkers++] = w;
+	worker_arm(w);
+	return 0;
+}
+
+/* ---- encoding ---- */
+
+static nng_msg *encode_response(uint64_t id, Gpusched__V1__Response *resp)
+{
+	resp->id = id;
+	size_t len = gpusched__v1__response__get_packed_size(resp);
+	nng_msg *m;
+	if (nng_msg_alloc(&m, len) != 0)
+		return NULL;
+	gpusched__v1__response__pack(resp, nng_msg_body(m));
+	return m;
+}
+
+static uint64_t call_id(const gs_call *c)
+{
+	return c->req ? c->req->id : 0;
+}
+
+static void call_free_now(gs_call *c)
+{
+	if (c->req)
+		gpusched__v1__request__free_unpacked(c->req, NULL);
+	free(c);
+}
+
+static void timer_closed(uv_handle_t *h)
+{
+	call_free_now(h->data);
+}
+
+static void call_free(gs_call *c)
+{
+	gs_list_remove(&c->link);
+	if (c->timer_used) {
+		uv_timer_stop(&c->timer);
+		c->timer.data = c;
+		uv_close((uv_handle_t *)&c->timer, timer_closed);
+	} else {
+		call_free_now(c);
+	}
+}
+
+void gs_call_reply(gs_call *c, Gpusched__V1__Response *resp)
+{
+	worker_send(c->worker, encode_response(call_id(c), resp));
+	call_free(c);
+}
+
+void gs_call_verror(gs_call *c, int status, const char *fmt, va_list ap)
+{
+	char msg[512];
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	gs_daemon *d = c->d;
+	d->stats.errors++;
+	const char *req = c->req ? gs_request_name(c->req->body_case) : "undecodable";
+	if (status != GS_ST(TIMEOUT))
+		gs_audit_error(d->audit, c->tenant ? c->tenant->name : "-", req, status, msg);
+	GS_DEBUG("request %s from %s: status %d: %s", req, c->tenant ? c->tenant->name : "-",
+		 status, msg);
+	Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
+	resp.status = status;
+	resp.message = msg;
+	gs_call_reply(c, &resp);
+}
+
+void gs_call_error(gs_call *c, int status, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	gs_call_verror(c, status, fmt, ap);
+	va_end(ap);
+}
+
+/* ---- answers sent by the audit writer once a record is durable ---- */
+
+typedef struct audit_reply {
+	gs_rpc_worker *w;
+	nng_msg *msg;
+	uint64_t id;
+} audit_reply;
+
+static void audit_reply_ack(void *arg, bool ok)
+{
+	audit_reply *ar = arg;
+	nng_msg *msg = ar->msg;
+	if (!ok) {
+		nng_msg_free(msg);
+		Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
+		resp.status = GS_ST(INTERNAL);
+		resp.message = "the audit record could not be committed; the packet is not "
+			       "acknowledged";
+		msg = encode_response(ar->id, &resp);
+	}
+	worker_send(ar->w, msg);
+	free(ar);
+}
+
+void gs_call_reply_after_audit(gs_call *c, Gpusched__V1__Response *resp, const gs_packet_rec *rec,
+			       const char *detail)
+{
+	audit_reply *ar = malloc(sizeof(*ar));
+	nng_msg *msg = encode_response(call_id(c), resp);
+	if (!ar || !msg) {
+		free(ar);
+		nng_msg_free(msg);
+		gs_audit_packet(c->d->audit, rec, detail, NULL, NULL);
+		gs_call_error(c, GS_ST(INTERNAL), "out of memory encoding the answer");
+		return;
+	}
+	ar->w = c->worker;
+	ar->msg = msg;
+	ar->id = call_id(c);
+	gs_audit_packet(c->d->audit, rec, detail, audit_reply_ack, ar);
+	call_free(c);
+}
+
+/* ---- deadlines and off-loop work ---- */
+
+static void deadline_cb(uv_timer_t *t)
+{
+	gs_call *c = t->data;
+	c->on_timeout(c);
+}
+
+void gs_call_set_timeout(gs_call *c, uint32_t ms, void (*fn)(gs_call *c))
+{
+	uv_timer_init(c->d->loop, &c->timer);
+	c->timer.data = c;
+	c->timer_used = true;
+	c->on_timeout = fn;
+	uv_timer_start(&c->timer, deadline_cb, ms, 0);
+}
+
+typedef struct offload {
+	uv_work_t work;
+	gs_call *c;
+	void (*fn)(gs_call *c);
+} offload;
+
+static void offload_work(uv_work_t *w)
+{
+	offload *o = w->data;
+	o->fn(o->c);
+}
+
+static void offload_done(uv_work_t *w, int status)
+{
+	(void)status;
+	offload *o = w->data;
+	call_free(o->c);
+	free(o);
+}
+
+void gs_call_offload(gs_call *c, void (*work)(gs_call *c))
+{
+	offload *o = malloc(sizeof(*o));
+	if (!o) {
+		gs_call_error(c, GS_ST(INTERNAL), "out of memory");
+		return;
+	}
+	o->c = c;
+	o->fn = work;
+	o->work.data = o;
+	if (uv_queue_work(c->d->loop, &o->work, offload_work, offload_done) != 0) {
+		free(o);
+		gs_call_error(c, GS_ST(INTERNAL), "cannot queue work");
+	}
+}
+
+void gs_call_reply_off_loop(gs_call *c, Gpusched__V1__Response *resp)
+{
+	worker_send(c->worker, encode_response(call_id(c), resp));
+}
+
+/* ---- the loop side ---- */
+
+static const char *const g_request_names[] = {
+	[GPUSCHED__V1__REQUEST__BODY_INFO] = "info",
+	[GPUSCHED__V1__REQUEST__BODY_DEVICE_CREATE] = "device_create",
+	[GPUSCHED__V1__REQUEST__BODY_DEVICE_DESTROY] = "device_destroy",
+	[GPUSCHED__V1__REQUEST__BODY_CONTEXT_CREATE] = "context_create",
+	[GPUSCHED__V1__REQUEST__BODY_CONTEXT_DESTROY] = "context_destroy",
+	[GPUSCHED__V1__REQUEST__BODY_CONTEXT_SET_PRIORITY] = "context_set_priority",
+	[GPUSCHED__V1__REQUEST__BODY_ALLOCATION_CREATE] = "allocation_create",
+	[GPUSCHED__V1__REQUEST__BODY_ALLOCATION_DESTROY] = "allocation_destroy",
+	[GPUSCHED__V1__REQUEST__BODY_ALLOCATION_QUERY] = "allocation_query",
+	[GPUSCHED__V1__REQUEST__BODY_ALLOCATION_SET_PRIORITY] = "allocation_set_priority",
+	[GPUSCHED__V1__REQUEST__BODY_ALLOCATION_SET_PREFERENCE] = "allocation_set_preference",
+	[GPUSCHED__V1__REQUEST__BODY_ALLOCATION_READ] = "allocation_read",
+	[GPUSCHED__V1__REQUEST__BODY_ALLOCATION_WRITE] = "allocation_write",
+	[GPUSCHED__V1__REQUEST__BODY_SUBMIT] = "submit",
+	[GPUSCHED__V1__REQUEST__BODY_SUBMIT_BATCH] = "submit_batch",
+	[GPUSCHED__V1__REQUEST__BODY_PACKET_WAIT] = "packet_wait",
+	[GPUSCHED__V1__REQUEST__BODY_SYNC_CREATE] = "sync_create",
+	[GPUSCHED__V1__REQUEST__BODY_SYNC_DESTROY] = "sync_destroy",
+	[GPUSCHED__V1__REQUEST__BODY_SYNC_SIGNAL] = "sync_signal",
+	[GPUSCHED__V1__REQUEST__BODY_SYNC_WAIT] = "sync_wait",
+	[GPUSCHED__V1__REQUEST__BODY_MAKE_RESIDENT] = "make_resident",
+	[GPUSCHED__V1__REQUEST__BODY_EVICT] = "evict",
+	[GPUSCHED__V1__REQUEST__BODY_TRANSFER] = "transfer",
+	[GPUSCHED__V1__REQUEST__BODY_HISTORY] = "history",
+	[GPUSCHED__V1__REQUEST__BODY_PACKET_EVENTS] = "packet_events",
+	[GPUSCHED__V1__REQUEST__BODY_STATS] = "stats",
+	[GPUSCHED__V1__REQUEST__BODY_TENANT_CREATE] = "tenant_create",
+	[GPUSCHED__V1__REQUEST__BODY_TENANT_DESTROY] = "tenant_destroy",
+	[GPUSCHED__V1__REQUEST__BODY_TENANT_LIST] = "tenant_list",
+};
+
+const char *gs_request_name(int body_case)
+{
+	if (body_case <= 0 || (size_t)body_case >= sizeof(g_request_names) / sizeof(*g_request_names) ||
+	    !g_request_names[body_case])
+		return "empty";
+	return g_request_names[body_case];
+}
+
+static void handle_message(gs_daemon *d, gs_rpc_worker *w, nng_msg *msg)
+{
+	struct gs_rpc *rpc = d->rpc;
+	d->stats.requests++;
+	/* Keep a few contexts receiving while others hold deferred answers. */
+	if (atomic_load(&rpc->idle) < 2 && rpc->nworkers < rpc->max_workers)
+		add_worker(rpc);
+	gs_call *c = calloc(1, sizeof(*c));
+	if (!c) {
+		nng_msg_free(msg);
+		worker_arm(w);
+		return;
+	}
+	c->d = d;
+	c->worker = w;
+	c->started_ns = gs_now_ns();
+	gs_list_init(&c->link);
+	size_t len = nng_msg_len(msg);
+	if (len > d->cfg.max_message) {
+		nng_msg_free(msg);
+		gs_call_error(c, GS_ST(TOO_LARGE), "request of %zu bytes exceeds max_message %llu",
+			      len, (unsigned long long)d->cfg.max_message);
+		return;
+	}
+	c->req = gpusched__v1__request__unpack(NULL, len, nng_msg_body(msg));
+	nng_msg_free(msg);
+	if (!c->req) {
+		gs_call_error(c, GS_ST(MALFORMED), "request does not decode as gpusched.v1.Request");
+		return;
+	}
+	if (d->stopping) {
+		gs_call_error(c, GS_ST(SHUTTING_DOWN), "the daemon is stopping");
+		return;
+	}
+	c->tenant = gs_tenant_by_token(d, c->req->token);
+	if (!c->tenant) {
+		gs_call_error(c, GS_ST(UNAUTHENTICATED), "unknown tenant token");
+		return;
+	}
+	if (c->tenant->banned) {
+		gs_call_error(c, GS_ST(BANNED), "tenant %s is banned", c->tenant->name);
+		return;
+	}
+	gs_handle_request(d, c);
+}
+
+static void inbox_cb(uv_async_t *a)
+{
+	gs_daemon *d = a->data;
+	struct gs_rpc *rpc = d->rpc;
+	for (;;) {
+		pthread_mutex_lock(&rpc->lock);
+		size_t n = rpc->ninbox;
+		inbox_item items[64];
+		if (n > 64)
+			n = 64;
+		memcpy(items, rpc->inbox, n * sizeof(*items));
+		memmove(rpc->inbox, rpc->inbox + n, (rpc->ninbox - n) * sizeof(*items));
+		rpc->ninbox -= n;
+		pthread_mutex_unlock(&rpc->lock);
+		if (n == 0)
+			return;
+		for (size_t i = 0; i < n; i++)
+			handle_message(d, items[i].w, items[i].msg);
+	}
+}
+
+/* Creates the directory of an ipc:// socket path so defaults work for a non-root user. */
+static void ensure_ipc_dir(const char *url)
+{
+	if (strncmp(url, "ipc://", 6) != 0)
+		return;
+	char path[256];
+	snprintf(path, sizeof(path), "%s", url + 6);
+	for (char *p = path + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(path, 0700) != 0 && errno != EEXIST)
+			GS_WARN("cannot create %s: %s", path, strerror(errno));
+		*p = '/';
+	}
+}
+
+int gs_rpc_start(gs_daemon *d)
+{
+	struct gs_rpc *rpc = calloc(1, sizeof(*rpc));
+	if (!rpc)
+		return -1;
+	d->rpc = rpc;
+	rpc->d = d;
+	rpc->max_workers = 4096;
+	pthread_mutex_init(&rpc->lock, NULL);
+	uv_async_init(d->loop, &rpc->async, inbox_cb);
+	rpc->async.data = d;
+	int rv = nng_rep0_open(&rpc->sock);
+	if (rv != 0) {
+		GS_ERROR("rpc: cannot open the REP socket: %s", nng_strerror(rv));
+		return -1;
+	}
+	rpc->sock_open = true;
+	/* nng's default is unlimited. Messages between max_message and twice that are answered
+	 * with STATUS_TOO_LARGE; beyond that nng drops the connection without reading them. */
+	nng_socket_set_size(rpc->sock, NNG_OPT_RECVMAXSZ, (size_t)d->cfg.max_message * 2 + 65536);
+	for (uint32_t i = 0; i < d->cfg.nlisten; i++) {
+		ensure_ipc_dir(d->cfg.listen[i]);
+		rv = nng_listen(rpc->sock, d->cfg.listen[i], &rpc->listeners[i], 0);
+		if (rv != 0) {
+			GS_ERROR("rpc: cannot listen on %s: %s", d->cfg.listen[i], nng_strerror(rv));
+			return -1;
+		}
+		rpc->nlisteners++;
+		GS_INFO("listening on %s", d->cfg.listen[i]);
+	}
+	if (d->cfg.events_url[0]) {
+		ensure_ipc_dir(d->cfg.events_url);
+		rv = nng_pub0_open(&rpc->pub);
+		if (rv == 0)
+			rv = nng_listen(rpc->pub, d->cfg.events_url, NULL, 0);
+		if (rv != 0) {
+			GS_ERROR("rpc: cannot publish events on %s: %s", d->cfg.events_url,
+				 nng_strerror(rv));
+			return -1;
+		}
+		rpc->pub_open = true;
+		GS_INFO("publishing events on %s", d->cfg.events_url);
+	}
+	for (uint32_t i = 0; i < d->cfg.rpc_workers; i++)
+		if (add_worker(rpc) != 0)
+			return -1;
+	return 0;
+}
+
+void gs_rpc_publish(gs_daemon *d, Gpusched__V1__Event *ev)
+{
+	struct gs_rpc *rpc = d->rpc;
+	if (!rpc || !rpc->pub_open)
+		return;
+	ev->seq = ++rpc->event_seq;
+	size_t len = gpusched__v1__event__get_packed_size(ev);
+	nng_msg *m;
+	if (nng_msg_alloc(&m, len) != 0)
+		return;
+	gpusched__v1__event__pack(ev, nng_msg_body(m));
+	/* PUB never blocks; a slow subscriber loses events rather than stalling the loop. */
+	if (nng_sendmsg(rpc->pub, m, NNG_FLAG_NONBLOCK) != 0)
+		nng_msg_free(m);
+}
+
+void gs_rpc_stop(gs_daemon *d)
+{
+	struct gs_rpc *rpc = d->rpc;
+	if (!rpc)
+		return;
+	for (uint32_t i = 0; i < rpc->nlisteners; i++)
+		nng_listener_close(rpc->listeners[i]);
+	rpc->nlisteners = 0;
+}
+
+void gs_rpc_free(gs_daemon *d)
+{
+	struct gs_rpc *rpc = d->rpc;
+	if (!rpc)
+		return;
+	atomic_store(&rpc->closing, true);
+	if (rpc->sock_open)
+		nng_close(rpc->sock);
+	if (rpc->pub_open)
+		nng_close(rpc->pub);
+	for (size_t i = 0; i < rpc->nworkers; i++) {
+		/* nng_aio_free waits for a running callback to return. */
+		nng_aio_free(rpc->workers[i]->aio);
+		free(rpc->workers[i]);
+	}
+	free(rpc->workers);
+	for (size_t i = 0; i < rpc->ninbox; i++)
+		nng_msg_free(rpc->inbox[i].msg);
+	free(rpc->inbox);
+	pthread_mutex_destroy(&rpc->lock);
+	uv_close((uv_handle_t *)&rpc->async, NULL);
+	/* The async handle's memory must outlive uv_close: the loop frees nothing, so keep rpc
+	 * until the loop has run once more; gs_daemon_destroy frees it. */
+}
+
+void gs_rpc_release(gs_daemon *d)
+{
+	free(d->rpc);
+	d->rpc = NULL;
+}

@@ -1,0 +1,59 @@
+/*
+ * RPC: an nng REP socket served through many nng contexts, so requests are handled
+ * concurrently and a request whose answer is deferred (a wait, a submit waiting for its audit
+ * commit) does not hold up others.
+ *
+ * nng's aio callbacks run on nng's threads: they only move a received message onto the inbox
+ * and wake the loop with uv_async_send. The loop decodes and dispatches each request as a
+ * gs_call, which is answered exactly once with gs_call_reply / gs_call_error (from the loop), or
+ * handed to the audit writer with gs_call_reply_after_audit.
+ */
+#ifndef GS_RPC_H
+#define GS_RPC_H
+
+#include "daemon.h"
+
+#include <stdarg.h>
+
+typedef struct gs_rpc_worker gs_rpc_worker;
+
+struct gs_call {
+	gs_daemon *d;
+	gs_rpc_worker *worker;
+	Gpusched__V1__Request *req;
+	gs_tenant *tenant;
+	uint64_t started_ns;
+	gs_list link;     /* on a waiter list while deferred */
+	uv_timer_t timer; /* deadline of a deferred wait */
+	bool timer_used;
+	uint64_t wait_value;  /* SyncWait target */
+	void *wait_object;    /* what it waits on */
+	void (*on_timeout)(gs_call *c);
+};
+
+int gs_rpc_start(gs_daemon *d);
+/* Stops accepting: closes listeners and the socket; deferred calls are answered first. */
+void gs_rpc_stop(gs_daemon *d);
+/* Closes the sockets and frees the workers (after the audit writer has sent its answers). */
+void gs_rpc_free(gs_daemon *d);
+/* Frees what is left once the loop has closed the async handle. */
+void gs_rpc_release(gs_daemon *d);
+/* Publishes an event on the PUB socket, if one is configured. */
+void gs_rpc_publish(gs_daemon *d, Gpusched__V1__Event *ev);
+
+/* Answers a call and frees it. */
+void gs_call_reply(gs_call *c, Gpusched__V1__Response *resp);
+void gs_call_error(gs_call *c, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void gs_call_verror(gs_call *c, int status, const char *fmt, va_list ap);
+/* Encodes the answer now and sends it from the audit writer once `rec` is committed. */
+void gs_call_reply_after_audit(gs_call *c, Gpusched__V1__Response *resp, const gs_packet_rec *rec,
+			       const char *detail);
+/* Arms a deadline for a deferred call; on expiry `fn` runs on the loop. */
+void gs_call_set_timeout(gs_call *c, uint32_t ms, void (*fn)(gs_call *c));
+/* Runs `work` on libuv's thread pool, which must answer the call with gs_call_reply_off_loop;
+ * the call is freed afterwards on the loop. */
+void gs_call_offload(gs_call *c, void (*work)(gs_call *c));
+void gs_call_reply_off_loop(gs_call *c, Gpusched__V1__Response *resp);
+const char *gs_request_name(int body_case);
+
+#endif
