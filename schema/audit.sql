@@ -1,0 +1,123 @@
+-- gpusched audit store, schema version 1.
+--
+-- The daemon embeds this file in its binary and runs it, inside one transaction, every time it
+-- opens the audit file. Every statement is therefore idempotent (IF NOT EXISTS, upserts), so an
+-- existing file keeps its rows. A later version adds numbered migrations beside this file and
+-- raises the version in both places below; a daemon refuses a file newer than it knows.
+--
+-- 64-bit unsigned values (ids, fences, nanosecond timestamps) are stored as SQLite's signed
+-- 64-bit INTEGER with the same bits. Timestamps are nanoseconds; 0 means "not yet".
+-- PacketState values are those of gpusched.v1.PacketState in proto/gpusched.proto; the name is
+-- stored beside the number so that the file reads on its own.
+
+PRAGMA user_version = 1;
+
+CREATE TABLE IF NOT EXISTS meta (
+	key   TEXT PRIMARY KEY NOT NULL,
+	value TEXT NOT NULL
+);
+INSERT INTO meta (key, value) VALUES ('schema_version', '1')
+	ON CONFLICT (key) DO UPDATE SET value = excluded.value;
+
+-- One row per packet, updated in place at every state change. The packet id is the rowid, so
+-- the upsert finds its row without a separate index.
+CREATE TABLE IF NOT EXISTS packets (
+	packet           INTEGER PRIMARY KEY NOT NULL,
+	tenant           TEXT    NOT NULL,
+	device           INTEGER NOT NULL,
+	context          INTEGER NOT NULL,
+	adapter          INTEGER NOT NULL,
+	node             INTEGER NOT NULL,
+	fence            INTEGER NOT NULL,
+	submit_flags     INTEGER NOT NULL, -- raw DXGK_SUBMITCOMMANDFLAGS Value
+	patch_flags      INTEGER NOT NULL, -- raw DXGK_PATCHFLAGS Value
+	dma_size         INTEGER NOT NULL,
+	allocation_count INTEGER NOT NULL,
+	patch_count      INTEGER NOT NULL,
+	state            INTEGER NOT NULL,
+	state_name       TEXT    NOT NULL,
+	submitted_ns     INTEGER NOT NULL,
+	ready_ns         INTEGER NOT NULL,
+	started_ns       INTEGER NOT NULL,
+	completed_ns     INTEGER NOT NULL,
+	preemptions      INTEGER NOT NULL,
+	resubmissions    INTEGER NOT NULL,
+	result           TEXT
+);
+-- History is always read per tenant, newest first, optionally narrowed to a context or state.
+CREATE INDEX IF NOT EXISTS packets_tenant ON packets (tenant, packet DESC);
+CREATE INDEX IF NOT EXISTS packets_tenant_context ON packets (tenant, context, packet);
+CREATE INDEX IF NOT EXISTS packets_tenant_state ON packets (tenant, state, packet);
+
+-- Append-only: one row per state change of a packet, in the order the daemon saw them.
+CREATE TABLE IF NOT EXISTS packet_events (
+	seq        INTEGER PRIMARY KEY NOT NULL,
+	packet     INTEGER NOT NULL,
+	tenant     TEXT    NOT NULL,
+	state      INTEGER NOT NULL,
+	state_name TEXT    NOT NULL,
+	time_ns    INTEGER NOT NULL, -- wall clock (CLOCK_REALTIME) when the change was audited
+	detail     TEXT
+);
+-- The index carries the rowid (seq), so one packet's events come out already in order.
+CREATE INDEX IF NOT EXISTS packet_events_packet ON packet_events (packet);
+
+-- One row per context, updated in place; destroyed_ns stays 0 while it lives.
+CREATE TABLE IF NOT EXISTS contexts (
+	context                      INTEGER PRIMARY KEY NOT NULL,
+	tenant                       TEXT    NOT NULL,
+	device                       INTEGER NOT NULL,
+	adapter                      INTEGER NOT NULL,
+	node                         INTEGER NOT NULL,
+	flags                        INTEGER NOT NULL,
+	priority_class               INTEGER NOT NULL,
+	priority                     INTEGER NOT NULL,
+	dma_buffer_size              INTEGER NOT NULL,
+	dma_buffer_segment_set       INTEGER NOT NULL,
+	dma_buffer_private_data_size INTEGER NOT NULL,
+	allocation_list_size         INTEGER NOT NULL,
+	patch_location_list_size     INTEGER NOT NULL,
+	caps                         INTEGER NOT NULL,
+	paging_companion_node_id     INTEGER NOT NULL,
+	created_ns                   INTEGER NOT NULL,
+	destroyed_ns                 INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS contexts_tenant ON contexts (tenant, context);
+
+-- One row per allocation, updated in place as it moves between segments.
+CREATE TABLE IF NOT EXISTS allocations (
+	allocation            INTEGER PRIMARY KEY NOT NULL,
+	tenant                TEXT    NOT NULL,
+	device                INTEGER NOT NULL,
+	adapter               INTEGER NOT NULL,
+	size                  INTEGER NOT NULL,
+	supported_segment_set INTEGER NOT NULL,
+	segment_preference    INTEGER NOT NULL, -- raw D3DDDI_SEGMENTPREFERENCE Value
+	priority              INTEGER NOT NULL,
+	flags                 INTEGER NOT NULL,
+	segment               INTEGER NOT NULL, -- current placement; 0 = not resident
+	segment_offset        INTEGER NOT NULL,
+	created_ns            INTEGER NOT NULL,
+	destroyed_ns          INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS allocations_tenant ON allocations (tenant, allocation);
+
+-- Rejected or failed requests: what was asked, the status answered and why.
+CREATE TABLE IF NOT EXISTS errors (
+	seq     INTEGER PRIMARY KEY NOT NULL,
+	time_ns INTEGER NOT NULL,
+	tenant  TEXT,              -- NULL when the caller was not authenticated
+	request TEXT    NOT NULL,
+	status  INTEGER NOT NULL,  -- gpusched.v1.Status value
+	message TEXT
+);
+CREATE INDEX IF NOT EXISTS errors_tenant ON errors (tenant, seq);
+
+-- Free-form daemon events: start, stop, engine reset, ban...
+CREATE TABLE IF NOT EXISTS notes (
+	seq     INTEGER PRIMARY KEY NOT NULL,
+	time_ns INTEGER NOT NULL,
+	tenant  TEXT,              -- NULL for daemon-wide events
+	kind    TEXT    NOT NULL,
+	detail  TEXT
+);

@@ -1,0 +1,1074 @@
+/*
+ * Audit: a queue filled by the loop thread and drained by one writer thread into SQLite.
+ *
+ * The loop thread must never wait on the disk, so a producer call only copies its record into a
+ * queue node (strings included, into fixed buffers inside the node) and appends it under a
+ * mutex. The writer thread detaches the whole queue at once and writes it in transactions of at
+ * most max_batch records (group commit): one fsync-free WAL append per batch instead of one per
+ * record. Only after COMMIT returns does it call the records' ack callbacks, in queue order, so
+ * an acknowledged record is in the file even if the process is killed the next instant.
+ *
+ * Nodes are recycled rather than freed: the writer returns them to a shared free list, and the
+ * producer takes that whole list into a private one (loop thread only) while it already holds
+ * the mutex to append, so the steady state costs one mutex round trip and no malloc per record.
+ *
+ * History reads open their own read-only connection per call; in WAL mode they see the last
+ * committed state and neither block nor are blocked by the writer.
+ */
+#include "audit.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include <sqlite3.h>
+
+#include "gpusched.pb-c.h"
+#include "log.h"
+
+#define DEFAULT_MAX_BATCH 4096
+#define DEFAULT_WAL_LIMIT (64ull << 20)
+#define BUSY_TIMEOUT_MS   5000
+/* Like SQLite's own auto-checkpoint threshold, which we replace (see wal_hook). */
+#define PASSIVE_CHECKPOINT_FRAMES 1000
+/* Free nodes kept for reuse; beyond this a burst's nodes go back to malloc. */
+#define POOL_MAX              8192
+#define HISTORY_DEFAULT_LIMIT 100
+#define HISTORY_MAX_LIMIT     10000
+
+enum rec_kind { REC_PACKET, REC_CONTEXT, REC_ALLOCATION, REC_ERROR, REC_NOTE };
+
+/* Which of a node's inline strings stand for SQL NULL because the caller passed NULL. */
+enum { NULL_TENANT = 1u << 0, NULL_TEXT1 = 1u << 1, NULL_TEXT2 = 1u << 2 };
+
+struct node {
+	struct node *next;
+	enum rec_kind kind;
+	unsigned nulls;
+	bool failed; /* SQLite refused this record alone; the rest of its batch committed */
+	uint64_t time_ns;
+	gs_audit_ack_fn ack;
+	void *ack_arg;
+	/* The caller's record; its string pointers are cleared, the strings live below. */
+	union {
+		gs_packet_rec packet;
+		gs_context_rec context;
+		gs_allocation_rec allocation;
+		int status;
+	} u;
+	char tenant[GS_AUDIT_TENANT_MAX + 1];
+	char text1[GS_AUDIT_TEXT_MAX + 1]; /* packet result, error request, note kind */
+	char text2[GS_AUDIT_TEXT_MAX + 1]; /* packet event detail, error message, note detail */
+};
+
+enum stmt_id {
+	ST_BEGIN,
+	ST_COMMIT,
+	ST_ROLLBACK,
+	ST_PACKET,
+	ST_EVENT,
+	ST_CONTEXT,
+	ST_ALLOCATION,
+	ST_ERROR,
+	ST_NOTE,
+	ST_COUNT
+};
+
+/*
+ * The identity columns of a row (its id, owner and placement) are never updated: a record that
+ * names an existing id under another tenant leaves the row alone (the WHERE of each DO UPDATE),
+ * so no tenant can overwrite another's history by reusing an id.
+ */
+static const char *const stmt_sql[ST_COUNT] = {
+        [ST_BEGIN] = "BEGIN IMMEDIATE",
+        [ST_COMMIT] = "COMMIT",
+        [ST_ROLLBACK] = "ROLLBACK",
+        [ST_PACKET] = "INSERT INTO packets (packet, tenant, device, context, adapter, node, fence,"
+                      " submit_flags, patch_flags, dma_size, allocation_count, patch_count, state,"
+                      " state_name, submitted_ns, ready_ns, started_ns, completed_ns, preemptions,"
+                      " resubmissions, result)"
+                      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15,"
+                      " ?16, ?17, ?18, ?19, ?20, ?21)"
+                      " ON CONFLICT (packet) DO UPDATE SET fence = excluded.fence,"
+                      " submit_flags = excluded.submit_flags, patch_flags = excluded.patch_flags,"
+                      " dma_size = excluded.dma_size, allocation_count = excluded.allocation_count,"
+                      " patch_count = excluded.patch_count, state = excluded.state,"
+                      " state_name = excluded.state_name, submitted_ns = excluded.submitted_ns,"
+                      " ready_ns = excluded.ready_ns, started_ns = excluded.started_ns,"
+                      " completed_ns = excluded.completed_ns, preemptions = excluded.preemptions,"
+                      " resubmissions = excluded.resubmissions, result = excluded.result"
+                      " WHERE packets.tenant = excluded.tenant",
+        [ST_EVENT] =
+                "INSERT INTO packet_events (packet, tenant, state, state_name, time_ns, detail)"
+                " VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        [ST_CONTEXT] = "INSERT INTO contexts (context, tenant, device, adapter, node, flags,"
+                       " priority_class, priority, dma_buffer_size, dma_buffer_segment_set,"
+                       " dma_buffer_private_data_size, allocation_list_size,"
+                       " patch_location_list_size, caps, paging_companion_node_id, created_ns,"
+                       " destroyed_ns)"
+                       " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15,"
+                       " ?16, ?17)"
+                       " ON CONFLICT (context) DO UPDATE SET flags = excluded.flags,"
+                       " priority_class = excluded.priority_class, priority = excluded.priority,"
+                       " dma_buffer_size = excluded.dma_buffer_size,"
+                       " dma_buffer_segment_set = excluded.dma_buffer_segment_set,"
+                       " dma_buffer_private_data_size = excluded.dma_buffer_private_data_size,"
+                       " allocation_list_size = excluded.allocation_list_size,"
+                       " patch_location_list_size = excluded.patch_location_list_size,"
+                       " caps = excluded.caps,"
+                       " paging_companion_node_id = excluded.paging_companion_node_id,"
+                       " created_ns = excluded.created_ns, destroyed_ns = excluded.destroyed_ns"
+                       " WHERE contexts.tenant = excluded.tenant",
+        [ST_ALLOCATION] = "INSERT INTO allocations (allocation, tenant, device, adapter, size,"
+                          " supported_segment_set, segment_preference, priority, flags, segment,"
+                          " segment_offset, created_ns, destroyed_ns)"
+                          " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"
+                          " ON CONFLICT (allocation) DO UPDATE SET size = excluded.size,"
+                          " supported_segment_set = excluded.supported_segment_set,"
+                          " segment_preference = excluded.segment_preference,"
+                          " priority = excluded.priority, flags = excluded.flags,"
+                          " segment = excluded.segment, segment_offset = excluded.segment_offset,"
+                          " created_ns = excluded.created_ns, destroyed_ns = excluded.destroyed_ns"
+                          " WHERE allocations.tenant = excluded.tenant",
+        [ST_ERROR] = "INSERT INTO errors (time_ns, tenant, request, status, message)"
+                     " VALUES (?1, ?2, ?3, ?4, ?5)",
+        [ST_NOTE] = "INSERT INTO notes (time_ns, tenant, kind, detail) VALUES (?1, ?2, ?3, ?4)",
+};
+
+struct gs_audit {
+	sqlite3 *db; /* owned by the writer thread once it runs */
+	sqlite3_stmt *st[ST_COUNT];
+	uint32_t max_batch;
+	uint64_t wal_limit;
+	char *wal_path;
+	int wal_frames; /* frames in the WAL after the last commit (writer thread) */
+
+	pthread_t thread;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	/* Under mu. */
+	struct node *head, *tail;
+	bool stopping;
+	struct node *free_shared; /* nodes the writer is done with */
+	size_t free_shared_count;
+
+	/* Loop thread only. */
+	struct node *free_local;
+
+	_Atomic uint64_t records, commits, queued, failures, dropped, checkpoints;
+};
+
+/* ---- small helpers ---- */
+
+static void set_err(char *err, size_t errcap, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+
+static void set_err(char *err, size_t errcap, const char *fmt, ...)
+{
+	if (!err || errcap == 0)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err, errcap, fmt, ap);
+	va_end(ap);
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * Copies at most cap - 1 bytes of src. A cut never splits a UTF-8 sequence, so every stored
+ * string stays valid text for SQLite and for whoever reads the history.
+ */
+static void copy_text(char *dst, size_t cap, const char *src)
+{
+	size_t n = strnlen(src, cap);
+	if (n == cap) {
+		n = cap - 1;
+		while (n > 0 && ((unsigned char)src[n] & 0xC0) == 0x80)
+			n--;
+	}
+	memcpy(dst, src, n);
+	dst[n] = '\0';
+}
+
+/* Fills one inline string of a node, remembering a NULL as such. */
+static void node_text(struct node *n, char *dst, size_t cap, const char *src, unsigned null_bit)
+{
+	if (src) {
+		copy_text(dst, cap, src);
+	} else {
+		dst[0] = '\0';
+		n->nulls |= null_bit;
+	}
+}
+
+/* "PACKET_STATE_COMPLETED" -> "COMPLETED", from the generated descriptor (one source of truth). */
+static const char *state_name(int state)
+{
+	static const char prefix[] = "PACKET_STATE_";
+	const ProtobufCEnumValue *v = protobuf_c_enum_descriptor_get_value(
+	        &gpusched__v1__packet_state__descriptor, state);
+	if (!v)
+		return "INVALID";
+	if (strncmp(v->name, prefix, sizeof prefix - 1) == 0)
+		return v->name + sizeof prefix - 1;
+	return v->name;
+}
+
+static void bind_u64(sqlite3_stmt *s, int i, uint64_t v)
+{
+	/* Same bits in a signed column: ids and nanoseconds never reach 2^63 in practice. */
+	sqlite3_bind_int64(s, i, (sqlite3_int64)v);
+}
+
+/* SQLITE_STATIC: the node outlives the step that reads the string. */
+static void bind_str(sqlite3_stmt *s, int i, const char *v, bool null)
+{
+	if (null)
+		sqlite3_bind_null(s, i);
+	else
+		sqlite3_bind_text(s, i, v, -1, SQLITE_STATIC);
+}
+
+/* Runs a statement that returns no rows and makes it ready for its next use. */
+static int step_reset(sqlite3_stmt *s)
+{
+	int rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	return rc == SQLITE_DONE || rc == SQLITE_ROW ? SQLITE_OK : rc;
+}
+
+/* ---- writer thread ---- */
+
+static int write_packet(gs_audit *a, const struct node *n)
+{
+	const gs_packet_rec *r = &n->u.packet;
+	bool null_tenant = n->nulls & NULL_TENANT;
+	const char *name = state_name(r->state);
+	sqlite3_stmt *s = a->st[ST_PACKET];
+
+	bind_u64(s, 1, r->packet);
+	bind_str(s, 2, n->tenant, null_tenant);
+	bind_u64(s, 3, r->device);
+	bind_u64(s, 4, r->context);
+	sqlite3_bind_int64(s, 5, r->adapter);
+	sqlite3_bind_int64(s, 6, r->node);
+	bind_u64(s, 7, r->fence);
+	sqlite3_bind_int64(s, 8, r->submit_flags);
+	sqlite3_bind_int64(s, 9, r->patch_flags);
+	sqlite3_bind_int64(s, 10, r->dma_size);
+	sqlite3_bind_int64(s, 11, r->allocation_count);
+	sqlite3_bind_int64(s, 12, r->patch_count);
+	sqlite3_bind_int(s, 13, r->state);
+	sqlite3_bind_text(s, 14, name, -1, SQLITE_STATIC);
+	bind_u64(s, 15, r->submitted_ns);
+	bind_u64(s, 16, r->ready_ns);
+	bind_u64(s, 17, r->started_ns);
+	bind_u64(s, 18, r->completed_ns);
+	sqlite3_bind_int64(s, 19, r->preemptions);
+	sqlite3_bind_int64(s, 20, r->resubmissions);
+	bind_str(s, 21, n->text1, n->nulls & NULL_TEXT1);
+	int rc = step_reset(s);
+	if (rc != SQLITE_OK)
+		return rc;
+
+	s = a->st[ST_EVENT];
+	bind_u64(s, 1, r->packet);
+	bind_str(s, 2, n->tenant, null_tenant);
+	sqlite3_bind_int(s, 3, r->state);
+	sqlite3_bind_text(s, 4, name, -1, SQLITE_STATIC);
+	bind_u64(s, 5, n->time_ns);
+	bind_str(s, 6, n->text2, n->nulls & NULL_TEXT2);
+	return step_reset(s);
+}
+
+static int write_context(gs_audit *a, const struct node *n)
+{
+	const gs_context_rec *r = &n->u.context;
+	sqlite3_stmt *s = a->st[ST_CONTEXT];
+
+	bind_u64(s, 1, r->context);
+	bind_str(s, 2, n->tenant, n->nulls & NULL_TENANT);
+	bind_u64(s, 3, r->device);
+	sqlite3_bind_int64(s, 4, r->adapter);
+	sqlite3_bind_int64(s, 5, r->node);
+	sqlite3_bind_int64(s, 6, r->flags);
+	sqlite3_bind_int64(s, 7, r->priority_class);
+	sqlite3_bind_int64(s, 8, r->priority);
+	sqlite3_bind_int64(s, 9, r->dma_buffer_size);
+	sqlite3_bind_int64(s, 10, r->dma_buffer_segment_set);
+	sqlite3_bind_int64(s, 11, r->dma_buffer_private_data_size);
+	sqlite3_bind_int64(s, 12, r->allocation_list_size);
+	sqlite3_bind_int64(s, 13, r->patch_location_list_size);
+	sqlite3_bind_int64(s, 14, r->caps);
+	sqlite3_bind_int64(s, 15, r->paging_companion_node_id);
+	bind_u64(s, 16, r->created_ns);
+	bind_u64(s, 17, r->destroyed_ns);
+	return step_reset(s);
+}
+
+static int write_allocation(gs_audit *a, const struct node *n)
+{
+	const gs_allocation_rec *r = &n->u.allocation;
+	sqlite3_stmt *s = a->st[ST_ALLOCATION];
+
+	bind_u64(s, 1, r->allocation);
+	bind_str(s, 2, n->tenant, n->nulls & NULL_TENANT);
+	bind_u64(s, 3, r->device);
+	sqlite3_bind_int64(s, 4, r->adapter);
+	bind_u64(s, 5, r->size);
+	sqlite3_bind_int64(s, 6, r->supported_segment_set);
+	sqlite3_bind_int64(s, 7, r->segment_preference);
+	sqlite3_bind_int64(s, 8, r->priority);
+	sqlite3_bind_int64(s, 9, r->flags);
+	sqlite3_bind_int64(s, 10, r->segment);
+	bind_u64(s, 11, r->offset);
+	bind_u64(s, 12, r->created_ns);
+	bind_u64(s, 13, r->destroyed_ns);
+	return step_reset(s);
+}
+
+static int write_error(gs_audit *a, const struct node *n)
+{
+	sqlite3_stmt *s = a->st[ST_ERROR];
+
+	bind_u64(s, 1, n->time_ns);
+	bind_str(s, 2, n->tenant, n->nulls & NULL_TENANT);
+	bind_str(s, 3, n->text1, n->nulls & NULL_TEXT1);
+	sqlite3_bind_int(s, 4, n->u.status);
+	bind_str(s, 5, n->text2, n->nulls & NULL_TEXT2);
+	return step_reset(s);
+}
+
+static int write_note(gs_audit *a, const struct node *n)
+{
+	sqlite3_stmt *s = a->st[ST_NOTE];
+
+	bind_u64(s, 1, n->time_ns);
+	bind_str(s, 2, n->tenant, n->nulls & NULL_TENANT);
+	bind_str(s, 3, n->text1, n->nulls & NULL_TEXT1);
+	bind_str(s, 4, n->text2, n->nulls & NULL_TEXT2);
+	return step_reset(s);
+}
+
+static int write_node(gs_audit *a, const struct node *n)
+{
+	switch (n->kind) {
+	case REC_PACKET:
+		return write_packet(a, n);
+	case REC_CONTEXT:
+		return write_context(a, n);
+	case REC_ALLOCATION:
+		return write_allocation(a, n);
+	case REC_ERROR:
+		return write_error(a, n);
+	case REC_NOTE:
+		return write_note(a, n);
+	}
+	return SQLITE_MISUSE;
+}
+
+/*
+ * Writes one batch in one transaction. Returns true when it committed. A record SQLite refuses
+ * on its own (a constraint) is marked failed and the others still commit; an error that ends
+ * the transaction (disk full, I/O error) fails the whole batch.
+ */
+static bool write_batch(gs_audit *a, struct node *first)
+{
+	int rc = step_reset(a->st[ST_BEGIN]);
+	if (rc != SQLITE_OK) {
+		GS_ERROR("audit: BEGIN failed: %s", sqlite3_errmsg(a->db));
+		return false;
+	}
+	for (struct node *n = first; n; n = n->next) {
+		rc = write_node(a, n);
+		if (rc == SQLITE_OK)
+			continue;
+		if (sqlite3_get_autocommit(a->db)) {
+			/* SQLite rolled the transaction back itself. */
+			GS_ERROR("audit: batch aborted: %s", sqlite3_errmsg(a->db));
+			return false;
+		}
+		GS_WARN("audit: record refused: %s", sqlite3_errmsg(a->db));
+		n->failed = true;
+	}
+	rc = step_reset(a->st[ST_COMMIT]);
+	if (rc == SQLITE_OK)
+		return true;
+	GS_ERROR("audit: COMMIT failed: %s", sqlite3_errmsg(a->db));
+	if (!sqlite3_get_autocommit(a->db))
+		step_reset(a->st[ST_ROLLBACK]);
+	return false;
+}
+
+/*
+ * Replaces SQLite's auto-checkpoint, which would run inside COMMIT and so delay every ack that
+ * waits on that commit; we checkpoint after the acks instead (see writer_checkpoint).
+ */
+static int wal_hook(void *arg, sqlite3 *db, const char *name, int frames)
+{
+	(void)db;
+	(void)name;
+	((gs_audit *)arg)->wal_frames = frames;
+	return SQLITE_OK;
+}
+
+/*
+ * Bounds the WAL file. Past wal_limit, TRUNCATE resets it to zero bytes; with no busy wait, a
+ * reader still using old frames makes it fall back to PASSIVE (copy what it can, return BUSY),
+ * and the next commit tries again. This runs before the acks, but only once the WAL is over its
+ * limit, which the passive checkpoints below normally prevent.
+ */
+static void writer_truncate_wal(gs_audit *a)
+{
+	struct stat st;
+	if (stat(a->wal_path, &st) != 0 || (uint64_t)st.st_size <= a->wal_limit)
+		return;
+	sqlite3_busy_timeout(a->db, 0);
+	int rc = sqlite3_wal_checkpoint_v2(a->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
+	sqlite3_busy_timeout(a->db, BUSY_TIMEOUT_MS);
+	if (rc == SQLITE_OK) {
+		atomic_fetch_add_explicit(&a->checkpoints, 1, memory_order_relaxed);
+		a->wal_frames = 0;
+	}
+}
+
+/* Copies committed frames back into the database so the WAL can restart from its beginning. */
+static void writer_checkpoint(gs_audit *a)
+{
+	if (a->wal_frames < PASSIVE_CHECKPOINT_FRAMES)
+		return;
+	int log = 0, done = 0;
+	sqlite3_wal_checkpoint_v2(a->db, NULL, SQLITE_CHECKPOINT_PASSIVE, &log, &done);
+	if (log == done)
+		a->wal_frames = 0;
+}
+
+/* Hands a written batch's nodes back for reuse, or frees them past the pool's bound. */
+static void writer_recycle(gs_audit *a, struct node *first, struct node *last, size_t count)
+{
+	pthread_mutex_lock(&a->mu);
+	if (a->free_shared_count + count <= POOL_MAX) {
+		last->next = a->free_shared;
+		a->free_shared = first;
+		a->free_shared_count += count;
+		first = NULL;
+	}
+	pthread_mutex_unlock(&a->mu);
+	while (first) {
+		struct node *next = first->next;
+		free(first);
+		first = next;
+	}
+}
+
+/* Writes a detached list in transactions of at most max_batch records, acking each after it. */
+static void writer_drain(gs_audit *a, struct node *list)
+{
+	while (list) {
+		struct node *first = list, *last = list;
+		size_t count = 1;
+		while (count < a->max_batch && last->next) {
+			last = last->next;
+			count++;
+		}
+		list = last->next;
+		last->next = NULL;
+
+		bool ok = write_batch(a, first);
+		size_t failed = 0;
+		for (struct node *n = first; n; n = n->next)
+			failed += !ok || n->failed;
+		if (ok) {
+			atomic_fetch_add_explicit(&a->commits, 1, memory_order_relaxed);
+			atomic_fetch_add_explicit(&a->records, count - failed,
+			                          memory_order_relaxed);
+			writer_truncate_wal(a);
+		} else {
+			atomic_fetch_add_explicit(&a->failures, 1, memory_order_relaxed);
+		}
+		atomic_fetch_add_explicit(&a->dropped, failed, memory_order_relaxed);
+		atomic_fetch_sub_explicit(&a->queued, count, memory_order_relaxed);
+
+		for (struct node *n = first; n; n = n->next)
+			if (n->ack)
+				n->ack(n->ack_arg, ok && !n->failed);
+		writer_recycle(a, first, last, count);
+	}
+	writer_checkpoint(a);
+}
+
+static void *writer_main(void *arg)
+{
+	gs_audit *a = arg;
+
+	pthread_mutex_lock(&a->mu);
+	for (;;) {
+		while (!a->head && !a->stopping)
+			pthread_cond_wait(&a->cv, &a->mu);
+		if (!a->head)
+			break; /* stopping, and everything queued before it is written */
+		struct node *list = a->head;
+		a->head = a->tail = NULL;
+		pthread_mutex_unlock(&a->mu);
+		writer_drain(a, list);
+		pthread_mutex_lock(&a->mu);
+	}
+	pthread_mutex_unlock(&a->mu);
+	return NULL;
+}
+
+/* ---- producers (loop thread) ---- */
+
+/* A cleared node from the private pool, or a new one; NULL only when memory is exhausted. */
+static struct node *node_take(gs_audit *a, enum rec_kind kind)
+{
+	struct node *n = a->free_local;
+	if (n)
+		a->free_local = n->next;
+	else if (!(n = malloc(sizeof *n)))
+		return NULL;
+	/* Clear only the header: the strings are always written before they are read. */
+	memset(n, 0, offsetof(struct node, tenant));
+	n->kind = kind;
+	n->time_ns = now_ns();
+	return n;
+}
+
+static void node_push(gs_audit *a, struct node *n)
+{
+	pthread_mutex_lock(&a->mu);
+	if (a->tail)
+		a->tail->next = n;
+	else
+		a->head = n;
+	a->tail = n;
+	atomic_fetch_add_explicit(&a->queued, 1, memory_order_relaxed);
+	/* Refill the private pool while the lock is held anyway. */
+	if (!a->free_local && a->free_shared) {
+		a->free_local = a->free_shared;
+		a->free_shared = NULL;
+		a->free_shared_count = 0;
+	}
+	pthread_cond_signal(&a->cv);
+	pthread_mutex_unlock(&a->mu);
+}
+
+static void node_lost(gs_audit *a, gs_audit_ack_fn ack, void *ack_arg)
+{
+	GS_ERROR("audit: out of memory, record dropped");
+	atomic_fetch_add_explicit(&a->dropped, 1, memory_order_relaxed);
+	if (ack)
+		ack(ack_arg, false);
+}
+
+void gs_audit_packet(gs_audit *a, const gs_packet_rec *rec, const char *detail, gs_audit_ack_fn ack,
+                     void *ack_arg)
+{
+	struct node *n = node_take(a, REC_PACKET);
+	if (!n) {
+		node_lost(a, ack, ack_arg);
+		return;
+	}
+	n->ack = ack;
+	n->ack_arg = ack_arg;
+	n->u.packet = *rec;
+	n->u.packet.tenant = NULL;
+	n->u.packet.result = NULL;
+	node_text(n, n->tenant, sizeof n->tenant, rec->tenant, NULL_TENANT);
+	node_text(n, n->text1, sizeof n->text1, rec->result, NULL_TEXT1);
+	node_text(n, n->text2, sizeof n->text2, detail, NULL_TEXT2);
+	node_push(a, n);
+}
+
+void gs_audit_context(gs_audit *a, const gs_context_rec *rec)
+{
+	struct node *n = node_take(a, REC_CONTEXT);
+	if (!n) {
+		node_lost(a, NULL, NULL);
+		return;
+	}
+	n->u.context = *rec;
+	n->u.context.tenant = NULL;
+	node_text(n, n->tenant, sizeof n->tenant, rec->tenant, NULL_TENANT);
+	node_push(a, n);
+}
+
+void gs_audit_allocation(gs_audit *a, const gs_allocation_rec *rec)
+{
+	struct node *n = node_take(a, REC_ALLOCATION);
+	if (!n) {
+		node_lost(a, NULL, NULL);
+		return;
+	}
+	n->u.allocation = *rec;
+	n->u.allocation.tenant = NULL;
+	node_text(n, n->tenant, sizeof n->tenant, rec->tenant, NULL_TENANT);
+	node_push(a, n);
+}
+
+void gs_audit_error(gs_audit *a, const char *tenant, const char *request, int status,
+                    const char *message)
+{
+	struct node *n = node_take(a, REC_ERROR);
+	if (!n) {
+		node_lost(a, NULL, NULL);
+		return;
+	}
+	n->u.status = status;
+	node_text(n, n->tenant, sizeof n->tenant, tenant, NULL_TENANT);
+	node_text(n, n->text1, sizeof n->text1, request, NULL_TEXT1);
+	node_text(n, n->text2, sizeof n->text2, message, NULL_TEXT2);
+	node_push(a, n);
+}
+
+void gs_audit_note(gs_audit *a, const char *tenant, const char *kind, const char *detail)
+{
+	struct node *n = node_take(a, REC_NOTE);
+	if (!n) {
+		node_lost(a, NULL, NULL);
+		return;
+	}
+	node_text(n, n->tenant, sizeof n->tenant, tenant, NULL_TENANT);
+	node_text(n, n->text1, sizeof n->text1, kind, NULL_TEXT1);
+	node_text(n, n->text2, sizeof n->text2, detail, NULL_TEXT2);
+	node_push(a, n);
+}
+
+void gs_audit_get_stats(gs_audit *a, gs_audit_stats *out)
+{
+	out->records = atomic_load_explicit(&a->records, memory_order_relaxed);
+	out->commits = atomic_load_explicit(&a->commits, memory_order_relaxed);
+	out->queued = atomic_load_explicit(&a->queued, memory_order_relaxed);
+	out->failures = atomic_load_explicit(&a->failures, memory_order_relaxed);
+	out->dropped = atomic_load_explicit(&a->dropped, memory_order_relaxed);
+	out->checkpoints = atomic_load_explicit(&a->checkpoints, memory_order_relaxed);
+}
+
+/* ---- open and close ---- */
+
+/* Runs a one-row pragma and copies its first column as text. */
+static int pragma_text(sqlite3 *db, const char *sql, char *out, size_t cap)
+{
+	sqlite3_stmt *s;
+	int rc = sqlite3_prepare_v2(db, sql, -1, &s, NULL);
+	if (rc != SQLITE_OK)
+		return rc;
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW) {
+		const unsigned char *t = sqlite3_column_text(s, 0);
+		snprintf(out, cap, "%s", t ? (const char *)t : "");
+		rc = SQLITE_OK;
+	} else if (rc == SQLITE_DONE) {
+		out[0] = '\0';
+		rc = SQLITE_OK;
+	}
+	sqlite3_finalize(s);
+	return rc;
+}
+
+/*
+ * Applies the embedded schema in one IMMEDIATE transaction, so two daemons opening the same
+ * new file cannot interleave, after refusing a file written by a newer daemon.
+ */
+static int apply_schema(sqlite3 *db)
+{
+	char v[32];
+	char *msg = NULL;
+	int rc = sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, &msg);
+	if (rc != SQLITE_OK)
+		goto fail;
+	rc = pragma_text(db, "PRAGMA user_version", v, sizeof v);
+	if (rc != SQLITE_OK)
+		goto rollback;
+	if (atoi(v) > GS_AUDIT_SCHEMA_VERSION) {
+		GS_ERROR("audit: file has schema version %s, this daemon knows %d", v,
+		         GS_AUDIT_SCHEMA_VERSION);
+		rc = SQLITE_ERROR;
+		goto rollback;
+	}
+	rc = sqlite3_exec(db, gs_audit_schema_sql, NULL, NULL, &msg);
+	if (rc != SQLITE_OK)
+		goto rollback;
+	rc = sqlite3_exec(db, "COMMIT", NULL, NULL, &msg);
+	if (rc != SQLITE_OK)
+		goto rollback;
+	return SQLITE_OK;
+rollback:
+	sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+fail:
+	if (msg) {
+		GS_ERROR("audit: schema: %s", msg);
+		sqlite3_free(msg);
+	}
+	return rc;
+}
+
+static int open_db(gs_audit *a, const char *path, bool sync_full)
+{
+	char mode[32];
+	int rc = sqlite3_open_v2(path, &a->db,
+	                         SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+	                         NULL);
+	if (rc != SQLITE_OK)
+		goto fail;
+	sqlite3_busy_timeout(a->db, BUSY_TIMEOUT_MS);
+	rc = pragma_text(a->db, "PRAGMA journal_mode = WAL", mode, sizeof mode);
+	if (rc != SQLITE_OK)
+		goto fail;
+	if (strcmp(mode, "wal") != 0) {
+		GS_ERROR("audit: %s: cannot use WAL (journal mode %s)", path, mode);
+		return SQLITE_ERROR;
+	}
+	/* In WAL mode NORMAL survives a crash of the process (not of the machine) without an
+	 * fsync per commit; FULL adds that fsync for power-loss durability. */
+	rc = sqlite3_exec(a->db,
+	                  sync_full ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL",
+	                  NULL, NULL, NULL);
+	if (rc != SQLITE_OK)
+		goto fail;
+	rc = apply_schema(a->db);
+	if (rc != SQLITE_OK)
+		return rc;
+	for (int i = 0; i < ST_COUNT; i++) {
+		rc = sqlite3_prepare_v3(a->db, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT,
+		                        &a->st[i], NULL);
+		if (rc != SQLITE_OK)
+			goto fail;
+	}
+	sqlite3_wal_hook(a->db, wal_hook, a);
+	return SQLITE_OK;
+fail:
+	GS_ERROR("audit: %s: %s", path, a->db ? sqlite3_errmsg(a->db) : "no memory");
+	return rc;
+}
+
+static void free_nodes(struct node *n)
+{
+	while (n) {
+		struct node *next = n->next;
+		free(n);
+		n = next;
+	}
+}
+
+static void audit_free(gs_audit *a)
+{
+	for (int i = 0; i < ST_COUNT; i++)
+		sqlite3_finalize(a->st[i]);
+	/* Closing the last connection checkpoints the WAL into the database and removes it. */
+	sqlite3_close(a->db);
+	free_nodes(a->free_local);
+	free_nodes(a->free_shared);
+	free(a->wal_path);
+	free(a);
+}
+
+int gs_audit_open(const char *path, const gs_audit_options *opt, gs_audit **out)
+{
+	*out = NULL;
+	gs_audit *a = calloc(1, sizeof *a);
+	if (!a)
+		return -1;
+	gs_audit_options o = opt ? *opt : (gs_audit_options){0};
+	a->max_batch = o.max_batch ? o.max_batch : DEFAULT_MAX_BATCH;
+	a->wal_limit = o.wal_limit ? o.wal_limit : DEFAULT_WAL_LIMIT;
+
+	if (open_db(a, path, o.sync_full) != SQLITE_OK)
+		goto fail;
+	const char *file = sqlite3_db_filename(a->db, "main");
+	size_t len = strlen(file);
+	a->wal_path = malloc(len + sizeof "-wal");
+	if (!a->wal_path)
+		goto fail;
+	memcpy(a->wal_path, file, len);
+	memcpy(a->wal_path + len, "-wal", sizeof "-wal");
+
+	if (pthread_mutex_init(&a->mu, NULL) != 0)
+		goto fail;
+	if (pthread_cond_init(&a->cv, NULL) != 0)
+		goto fail_mutex;
+	if (pthread_create(&a->thread, NULL, writer_main, a) != 0)
+		goto fail_cond;
+	*out = a;
+	return 0;
+
+fail_cond:
+	pthread_cond_destroy(&a->cv);
+fail_mutex:
+	pthread_mutex_destroy(&a->mu);
+fail:
+	audit_free(a);
+	return -1;
+}
+
+void gs_audit_close(gs_audit *a)
+{
+	if (!a)
+		return;
+	pthread_mutex_lock(&a->mu);
+	a->stopping = true;
+	pthread_cond_signal(&a->cv);
+	pthread_mutex_unlock(&a->mu);
+	pthread_join(a->thread, NULL);
+	pthread_cond_destroy(&a->cv);
+	pthread_mutex_destroy(&a->mu);
+	audit_free(a);
+}
+
+/* ---- history reads ---- */
+
+static int open_reader(const char *path, sqlite3 **db, char *err, size_t errcap)
+{
+	int rc = sqlite3_open_v2(path, db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL);
+	if (rc != SQLITE_OK) {
+		set_err(err, errcap, "cannot open audit %s: %s", path,
+		        *db ? sqlite3_errmsg(*db) : sqlite3_errstr(rc));
+		sqlite3_close(*db);
+		*db = NULL;
+		return -1;
+	}
+	sqlite3_busy_timeout(*db, BUSY_TIMEOUT_MS);
+	return 0;
+}
+
+static uint64_t col_u64(sqlite3_stmt *s, int i)
+{
+	return (uint64_t)sqlite3_column_int64(s, i);
+}
+
+static uint32_t col_u32(sqlite3_stmt *s, int i)
+{
+	return (uint32_t)sqlite3_column_int64(s, i);
+}
+
+/* A growable byte store for the strings of a history result; offsets survive reallocation. */
+struct strbuf {
+	char *data;
+	size_t len, cap;
+};
+
+#define NO_STRING SIZE_MAX
+
+static size_t strbuf_add(struct strbuf *b, const unsigned char *s, int n)
+{
+	if (!s)
+		return NO_STRING;
+	size_t need = b->len + (size_t)n + 1;
+	if (need > b->cap) {
+		size_t cap = b->cap ? b->cap : 256;
+		while (cap < need)
+			cap *= 2;
+		char *d = realloc(b->data, cap);
+		if (!d)
+			return NO_STRING - 1;
+		b->data = d;
+		b->cap = cap;
+	}
+	size_t off = b->len;
+	memcpy(b->data + off, s, (size_t)n);
+	b->data[off + (size_t)n] = '\0';
+	b->len = need;
+	return off;
+}
+
+static const char packet_select[] =
+        "SELECT packet, tenant, device, context, adapter, node, fence, submit_flags, patch_flags,"
+        " dma_size, allocation_count, patch_count, state, submitted_ns, ready_ns, started_ns,"
+        " completed_ns, preemptions, resubmissions, result FROM packets WHERE tenant = ?1";
+
+/*
+ * The query names only the filters in use, so SQLite picks the index that matches them (a
+ * "?2 = 0 OR context = ?2" form would defeat the (tenant, context, packet) index). The text is
+ * built from fixed pieces only; every value is a bound parameter.
+ */
+static void build_packet_query(const gs_history_filter *f, char *sql, size_t cap)
+{
+	snprintf(sql, cap, "%s%s%s%s%s%s ORDER BY packet DESC LIMIT ?7", packet_select,
+	         f->context ? " AND context = ?2" : "", f->device ? " AND device = ?3" : "",
+	         f->state ? " AND state = ?4" : "", f->node >= 0 ? " AND node = ?5" : "",
+	         f->before_packet ? " AND packet < ?6" : "");
+}
+
+static void read_packet_row(sqlite3_stmt *s, gs_packet_rec *r)
+{
+	memset(r, 0, sizeof *r);
+	r->packet = col_u64(s, 0);
+	r->device = col_u64(s, 2);
+	r->context = col_u64(s, 3);
+	r->adapter = col_u32(s, 4);
+	r->node = col_u32(s, 5);
+	r->fence = col_u64(s, 6);
+	r->submit_flags = col_u32(s, 7);
+	r->patch_flags = col_u32(s, 8);
+	r->dma_size = col_u32(s, 9);
+	r->allocation_count = col_u32(s, 10);
+	r->patch_count = col_u32(s, 11);
+	r->state = sqlite3_column_int(s, 12);
+	r->submitted_ns = col_u64(s, 13);
+	r->ready_ns = col_u64(s, 14);
+	r->started_ns = col_u64(s, 15);
+	r->completed_ns = col_u64(s, 16);
+	r->preemptions = col_u32(s, 17);
+	r->resubmissions = col_u32(s, 18);
+}
+
+int gs_history_packets(const char *path, const gs_history_filter *f, gs_history_result *out,
+                       char *err, size_t errcap)
+{
+	memset(out, 0, sizeof *out);
+	if (!f || !f->tenant || !f->tenant[0]) {
+		set_err(err, errcap, "history needs a tenant");
+		return -1;
+	}
+	uint32_t limit = f->limit ? f->limit : HISTORY_DEFAULT_LIMIT;
+	if (limit > HISTORY_MAX_LIMIT)
+		limit = HISTORY_MAX_LIMIT;
+
+	sqlite3 *db;
+	if (open_reader(path, &db, err, errcap) != 0)
+		return -1;
+
+	char sql[sizeof packet_select + 256];
+	build_packet_query(f, sql, sizeof sql);
+	sqlite3_stmt *s = NULL;
+	gs_history_row *rows = NULL;
+	size_t *offs = NULL; /* tenant and result offsets of each row, into strings */
+	struct strbuf strings = {0};
+	size_t count = 0;
+	int rc = sqlite3_prepare_v2(db, sql, -1, &s, NULL);
+	if (rc != SQLITE_OK)
+		goto sql_fail;
+	sqlite3_bind_text(s, 1, f->tenant, -1, SQLITE_STATIC);
+	bind_u64(s, 2, f->context);
+	bind_u64(s, 3, f->device);
+	sqlite3_bind_int(s, 4, f->state);
+	sqlite3_bind_int(s, 5, f->node);
+	bind_u64(s, 6, f->before_packet);
+	sqlite3_bind_int64(s, 7, limit);
+
+	/* The limit bounds the rows, so allocate for it once; at most 10000 small rows. */
+	rows = calloc(limit, sizeof *rows);
+	offs = calloc((size_t)limit * 2, sizeof *offs);
+	if (!rows || !offs)
+		goto oom;
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW && count < limit) {
+		read_packet_row(s, &rows[count].rec);
+		for (int k = 0; k < 2; k++) {
+			int col = k == 0 ? 1 : 19;
+			const unsigned char *t = sqlite3_column_text(s, col);
+			size_t off = strbuf_add(&strings, t, sqlite3_column_bytes(s, col));
+			if (off == NO_STRING - 1)
+				goto oom;
+			offs[count * 2 + (size_t)k] = off;
+		}
+		count++;
+	}
+	if (rc != SQLITE_DONE && rc != SQLITE_ROW)
+		goto sql_fail;
+	for (size_t i = 0; i < count; i++) {
+		size_t t = offs[i * 2], r = offs[i * 2 + 1];
+		rows[i].rec.tenant = t == NO_STRING ? NULL : strings.data + t;
+		rows[i].rec.result = r == NO_STRING ? NULL : strings.data + r;
+	}
+	free(offs);
+	sqlite3_finalize(s);
+	sqlite3_close(db);
+	out->rows = rows;
+	out->count = count;
+	out->strings = strings.data;
+	return 0;
+
+oom:
+	set_err(err, errcap, "out of memory reading history");
+	goto fail;
+sql_fail:
+	set_err(err, errcap, "history query failed: %s", sqlite3_errmsg(db));
+fail:
+	free(rows);
+	free(offs);
+	free(strings.data);
+	sqlite3_finalize(s);
+	sqlite3_close(db);
+	return -1;
+}
+
+void gs_history_result_free(gs_history_result *r)
+{
+	if (!r)
+		return;
+	free(r->rows);
+	free(r->strings);
+	memset(r, 0, sizeof *r);
+}
+
+int gs_history_events(const char *path, const char *tenant, uint64_t packet, gs_event_row **out,
+                      size_t *count, char *err, size_t errcap)
+{
+	*out = NULL;
+	*count = 0;
+	if (!tenant || !tenant[0]) {
+		set_err(err, errcap, "history needs a tenant");
+		return -1;
+	}
+	sqlite3 *db;
+	if (open_reader(path, &db, err, errcap) != 0)
+		return -1;
+
+	/* The packet_events(packet) index holds seq, so this reads one range in order. */
+	sqlite3_stmt *s = NULL;
+	gs_event_row *rows = NULL;
+	size_t n = 0, cap = 0;
+	int rc = sqlite3_prepare_v2(db,
+	                            "SELECT seq, packet, state, time_ns, detail FROM packet_events"
+	                            " WHERE packet = ?1 AND tenant = ?2 ORDER BY seq",
+	                            -1, &s, NULL);
+	if (rc != SQLITE_OK)
+		goto sql_fail;
+	bind_u64(s, 1, packet);
+	sqlite3_bind_text(s, 2, tenant, -1, SQLITE_STATIC);
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		if (n == cap) {
+			size_t ncap = cap ? cap * 2 : 8;
+			gs_event_row *r = realloc(rows, ncap * sizeof *rows);
+			if (!r) {
+				set_err(err, errcap, "out of memory reading history");
+				goto fail;
+			}
+			rows = r;
+			cap = ncap;
+		}
+		gs_event_row *e = &rows[n++];
+		e->seq = col_u64(s, 0);
+		e->packet = col_u64(s, 1);
+		e->state = sqlite3_column_int(s, 2);
+		e->time_ns = col_u64(s, 3);
+		const unsigned char *d = sqlite3_column_text(s, 4);
+		copy_text(e->detail, sizeof e->detail, d ? (const char *)d : "");
+	}
+	if (rc != SQLITE_DONE)
+		goto sql_fail;
+	sqlite3_finalize(s);
+	sqlite3_close(db);
+	*out = rows;
+	*count = n;
+	return 0;
+
+sql_fail:
+	set_err(err, errcap, "history query failed: %s", sqlite3_errmsg(db));
+fail:
+	free(rows);
+	sqlite3_finalize(s);
+	sqlite3_close(db);
+	return -1;
+}

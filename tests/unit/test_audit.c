@@ -1,0 +1,1038 @@
+/*
+ * Audit store: group commit, acks after durability, upserts and events, history reads with
+ * tenant isolation and filters, reopening, kill -9 and I/O-error behaviour.
+ *
+ * Every wait on the writer thread is a condition variable with a deadline: the test waits for
+ * the acks it expects, never for a guessed amount of time.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#include "audit.h"
+
+#define ACK_DEADLINE_S 60
+
+enum {
+	ST_SUBMITTED = 1,
+	ST_READY = 2,
+	ST_RUNNING = 3,
+	ST_COMPLETED = 4,
+	ST_FAULTED = 5,
+	ST_PREEMPTED = 7,
+	ST_RESUBMITTED = 8,
+};
+
+/* ---- fixture: a fresh temporary directory per test ---- */
+
+struct fixture {
+	char dir[64];
+	char path[96];
+};
+
+static int setup(void **state)
+{
+	struct fixture *fx = calloc(1, sizeof *fx);
+	assert_non_null(fx);
+	snprintf(fx->dir, sizeof fx->dir, "/tmp/gs-audit-XXXXXX");
+	assert_non_null(mkdtemp(fx->dir));
+	snprintf(fx->path, sizeof fx->path, "%s/audit.db", fx->dir);
+	*state = fx;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *fx = *state;
+	static const char *const suffix[] = {"", "-wal", "-shm", "-journal"};
+	char p[128];
+	for (size_t i = 0; i < sizeof suffix / sizeof suffix[0]; i++) {
+		snprintf(p, sizeof p, "%s%s", fx->path, suffix[i]);
+		unlink(p);
+	}
+	rmdir(fx->dir);
+	free(fx);
+	return 0;
+}
+
+/* ---- ack tracking ---- */
+
+/* Acks carry the sequence number the test gave the record, so order can be checked. */
+static struct tracker {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	uint64_t issued; /* sequence numbers handed out (loop thread side) */
+	uint64_t acked;  /* acks seen */
+	uint64_t ok, failed;
+	bool out_of_order;
+	/* The ack of gate_seq blocks the writer until the test opens the gate. */
+	uint64_t gate_seq;
+	bool gate_reached, gate_open;
+} T = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
+static void tracker_reset(void)
+{
+	pthread_mutex_lock(&T.mu);
+	T.issued = T.acked = T.ok = T.failed = T.gate_seq = 0;
+	T.out_of_order = T.gate_reached = T.gate_open = false;
+	pthread_mutex_unlock(&T.mu);
+}
+
+static void on_ack(void *arg, bool ok)
+{
+	uint64_t seq = (uint64_t)(uintptr_t)arg;
+	pthread_mutex_lock(&T.mu);
+	if (seq != T.acked + 1)
+		T.out_of_order = true;
+	T.acked = seq;
+	if (ok)
+		T.ok++;
+	else
+		T.failed++;
+	if (seq == T.gate_seq) {
+		T.gate_reached = true;
+		pthread_cond_broadcast(&T.cv);
+		while (!T.gate_open)
+			pthread_cond_wait(&T.cv, &T.mu);
+	}
+	pthread_cond_broadcast(&T.cv);
+	pthread_mutex_unlock(&T.mu);
+}
+
+static struct timespec deadline(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += ACK_DEADLINE_S;
+	return ts;
+}
+
+/* Waits until `n` acks arrived in all; false on the deadline. */
+static bool wait_acks(uint64_t n)
+{
+	struct timespec ts = deadline();
+	int rc = 0;
+	pthread_mutex_lock(&T.mu);
+	while (T.acked < n && rc != ETIMEDOUT)
+		rc = pthread_cond_timedwait(&T.cv, &T.mu, &ts);
+	bool done = T.acked >= n;
+	pthread_mutex_unlock(&T.mu);
+	return done;
+}
+
+/* ---- records ---- */
+
+static gs_packet_rec packet(uint64_t id, const char *tenant, uint64_t context, int state,
+                            uint32_t node)
+{
+	return (gs_packet_rec){
+	        .packet = id,
+	        .tenant = tenant,
+	        .device = 100 + context,
+	        .context = context,
+	        .adapter = 1,
+	        .node = node,
+	        .fence = id * 10,
+	        .submit_flags = 0x5,
+	        .patch_flags = 0x2,
+	        .dma_size = 4096,
+	        .allocation_count = 3,
+	        .patch_count = 2,
+	        .state = state,
+	        .submitted_ns = 1000 + id,
+	};
+}
+
+/* Queues a packet record whose ack is tracked; returns its sequence number. */
+static uint64_t queue(gs_audit *a, const gs_packet_rec *rec, const char *detail)
+{
+	uint64_t seq = ++T.issued;
+	gs_audit_packet(a, rec, detail, on_ack, (void *)(uintptr_t)seq);
+	return seq;
+}
+
+static gs_audit *open_audit(const char *path, const gs_audit_options *opt)
+{
+	gs_audit *a = NULL;
+	assert_int_equal(gs_audit_open(path, opt, &a), 0);
+	assert_non_null(a);
+	return a;
+}
+
+static gs_history_filter filter(const char *tenant)
+{
+	return (gs_history_filter){.tenant = tenant, .node = -1};
+}
+
+static size_t history(const char *path, const gs_history_filter *f, gs_history_result *r)
+{
+	char err[256] = "";
+	int rc = gs_history_packets(path, f, r, err, sizeof err);
+	if (rc != 0)
+		fail_msg("history: %s", err);
+	return r->count;
+}
+
+/* Runs a query that yields one integer, on a connection of the test's own. */
+static int64_t query_int(const char *path, const char *sql)
+{
+	sqlite3 *db;
+	sqlite3_stmt *s;
+	assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &s, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_step(s), SQLITE_ROW);
+	int64_t v = sqlite3_column_int64(s, 0);
+	sqlite3_finalize(s);
+	sqlite3_close(db);
+	return v;
+}
+
+static void exec_sql(const char *path, const char *sql)
+{
+	sqlite3 *db;
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+}
+
+/* ---- tests ---- */
+
+static void test_acked_records_are_readable(void **state)
+{
+	struct fixture *fx = *state;
+	tracker_reset();
+	gs_audit *a = open_audit(fx->path, NULL);
+
+	gs_packet_rec r = packet(1, "alpha", 7, ST_COMPLETED, 2);
+	r.ready_ns = 2001;
+	r.started_ns = 3001;
+	r.completed_ns = 4001;
+	r.preemptions = 2;
+	r.resubmissions = 1;
+	r.result = "ok";
+	queue(a, &r, "done");
+	gs_packet_rec r2 = packet(2, "alpha", 7, ST_SUBMITTED, 2);
+	queue(a, &r2, NULL);
+	assert_true(wait_acks(2));
+	assert_int_equal(T.ok, 2);
+
+	gs_history_filter f = filter("alpha");
+	gs_history_result h;
+	assert_int_equal(history(fx->path, &f, &h), 2);
+	assert_int_equal(h.rows[0].rec.packet, 2); /* newest first */
+	const gs_packet_rec *g = &h.rows[1].rec;
+	assert_int_equal(g->packet, 1);
+	assert_string_equal(g->tenant, "alpha");
+	assert_int_equal(g->device, 107);
+	assert_int_equal(g->context, 7);
+	assert_int_equal(g->adapter, 1);
+	assert_int_equal(g->node, 2);
+	assert_int_equal(g->fence, 10);
+	assert_int_equal(g->submit_flags, 0x5);
+	assert_int_equal(g->patch_flags, 0x2);
+	assert_int_equal(g->dma_size, 4096);
+	assert_int_equal(g->allocation_count, 3);
+	assert_int_equal(g->patch_count, 2);
+	assert_int_equal(g->state, ST_COMPLETED);
+	assert_int_equal(g->submitted_ns, 1001);
+	assert_int_equal(g->ready_ns, 2001);
+	assert_int_equal(g->started_ns, 3001);
+	assert_int_equal(g->completed_ns, 4001);
+	assert_int_equal(g->preemptions, 2);
+	assert_int_equal(g->resubmissions, 1);
+	assert_string_equal(g->result, "ok");
+	assert_null(h.rows[0].rec.result);
+	gs_history_result_free(&h);
+
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packets WHERE packet = 1 AND "
+	                                     "state_name = 'COMPLETED'"),
+	                 1);
+
+	gs_audit_stats st;
+	gs_audit_get_stats(a, &st);
+	assert_int_equal(st.records, 2);
+	assert_true(st.commits >= 1);
+	assert_int_equal(st.queued, 0);
+	assert_int_equal(st.failures, 0);
+	gs_audit_close(a);
+}
+
+/*
+ * The first record's ack holds the writer while 9999 more are queued, so they are all waiting
+ * when it next looks: they must go in ceil(9999 / 4096) = 3 transactions, 4 in all.
+ */
+static void test_group_commit(void **state)
+{
+	struct fixture *fx = *state;
+	const uint64_t n = 10000;
+	tracker_reset();
+	gs_audit *a = open_audit(fx->path, NULL);
+
+	pthread_mutex_lock(&T.mu);
+	T.gate_seq = 1;
+	pthread_mutex_unlock(&T.mu);
+	gs_packet_rec r = packet(1, "alpha", 1, ST_SUBMITTED, 0);
+	queue(a, &r, NULL);
+
+	struct timespec ts = deadline();
+	pthread_mutex_lock(&T.mu);
+	while (!T.gate_reached)
+		assert_int_not_equal(pthread_cond_timedwait(&T.cv, &T.mu, &ts), ETIMEDOUT);
+	pthread_mutex_unlock(&T.mu);
+
+	for (uint64_t id = 2; id <= n; id++) {
+		r = packet(id, "alpha", 1 + id % 3, ST_SUBMITTED, 0);
+		queue(a, &r, "queued");
+	}
+	gs_audit_stats st;
+	gs_audit_get_stats(a, &st);
+	assert_int_equal(st.queued, n - 1);
+
+	pthread_mutex_lock(&T.mu);
+	T.gate_open = true;
+	pthread_cond_broadcast(&T.cv);
+	pthread_mutex_unlock(&T.mu);
+	assert_true(wait_acks(n));
+	assert_false(T.out_of_order);
+	assert_int_equal(T.ok, n);
+
+	gs_audit_get_stats(a, &st);
+	assert_int_equal(st.records, n);
+	assert_int_equal(st.commits, 4);
+	assert_true(st.commits < st.records);
+	assert_int_equal(st.queued, 0);
+
+	/* The default limit is 100 and the largest is 10000. */
+	gs_history_filter f = filter("alpha");
+	gs_history_result h;
+	assert_int_equal(history(fx->path, &f, &h), 100);
+	assert_int_equal(h.rows[0].rec.packet, n);
+	assert_int_equal(h.rows[99].rec.packet, n - 99);
+	gs_history_result_free(&h);
+	f.limit = 20000;
+	assert_int_equal(history(fx->path, &f, &h), 10000);
+	gs_history_result_free(&h);
+	gs_audit_close(a);
+}
+
+static void test_upsert_and_events(void **state)
+{
+	struct fixture *fx = *state;
+	tracker_reset();
+	gs_audit *a = open_audit(fx->path, NULL);
+
+	static const int states[] = {ST_SUBMITTED,   ST_READY, ST_RUNNING, ST_PREEMPTED,
+	                             ST_RESUBMITTED, ST_READY, ST_RUNNING, ST_COMPLETED};
+	static const char *const details[] = {"submit", "ready", "run", "preempt",
+	                                      NULL,     "ready", "run", "done"};
+	const size_t n = sizeof states / sizeof states[0];
+	gs_packet_rec r = packet(42, "alpha", 3, ST_SUBMITTED, 1);
+	for (size_t i = 0; i < n; i++) {
+		r.state = states[i];
+		if (states[i] == ST_PREEMPTED)
+			r.preemptions++;
+		if (states[i] == ST_RESUBMITTED) {
+			r.resubmissions++;
+			r.submit_flags |= 0x100;
+		}
+		if (states[i] == ST_READY)
+			r.ready_ns = 5000 + i;
+		if (states[i] == ST_RUNNING)
+			r.started_ns = 6000 + i;
+		if (states[i] == ST_COMPLETED) {
+			r.completed_ns = 9000;
+			r.result = "ok";
+		}
+		queue(a, &r, details[i]);
+	}
+	assert_true(wait_acks(n));
+	assert_int_equal(T.ok, n);
+
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packets"), 1);
+	gs_history_filter f = filter("alpha");
+	gs_history_result h;
+	assert_int_equal(history(fx->path, &f, &h), 1);
+	assert_int_equal(h.rows[0].rec.state, ST_COMPLETED);
+	assert_int_equal(h.rows[0].rec.preemptions, 1);
+	assert_int_equal(h.rows[0].rec.resubmissions, 1);
+	assert_int_equal(h.rows[0].rec.submit_flags, 0x105);
+	assert_int_equal(h.rows[0].rec.ready_ns, 5005);
+	assert_int_equal(h.rows[0].rec.started_ns, 6006);
+	assert_int_equal(h.rows[0].rec.completed_ns, 9000);
+	assert_string_equal(h.rows[0].rec.result, "ok");
+	gs_history_result_free(&h);
+
+	gs_event_row *ev;
+	size_t count;
+	char err[256];
+	assert_int_equal(gs_history_events(fx->path, "alpha", 42, &ev, &count, err, sizeof err), 0);
+	assert_int_equal(count, n);
+	for (size_t i = 0; i < n; i++) {
+		assert_int_equal(ev[i].packet, 42);
+		assert_int_equal(ev[i].state, states[i]);
+		assert_string_equal(ev[i].detail, details[i] ? details[i] : "");
+		assert_true(ev[i].time_ns > 0);
+		if (i > 0) {
+			assert_true(ev[i].seq > ev[i - 1].seq); /* oldest first */
+			assert_true(ev[i].time_ns >= ev[i - 1].time_ns);
+		}
+	}
+	free(ev);
+	gs_audit_close(a);
+}
+
+static void test_tenant_isolation(void **state)
+{
+	struct fixture *fx = *state;
+	tracker_reset();
+	gs_audit *a = open_audit(fx->path, NULL);
+
+	for (uint64_t id = 1; id <= 5; id++) {
+		gs_packet_rec r = packet(id, "alpha", 1, ST_RUNNING, 0);
+		queue(a, &r, "a");
+	}
+	for (uint64_t id = 6; id <= 8; id++) {
+		gs_packet_rec r = packet(id, "beta", 2, ST_RUNNING, 0);
+		queue(a, &r, "b");
+	}
+	/* beta names alpha's packet: alpha's row must not change hands or state. */
+	gs_packet_rec steal = packet(3, "beta", 2, ST_FAULTED, 0);
+	steal.result = "stolen";
+	queue(a, &steal, "steal");
+	assert_true(wait_acks(9));
+
+	gs_history_filter f = filter("beta");
+	gs_history_result h;
+	assert_int_equal(history(fx->path, &f, &h), 3);
+	for (size_t i = 0; i < h.count; i++) {
+		assert_string_equal(h.rows[i].rec.tenant, "beta");
+		assert_true(h.rows[i].rec.packet >= 6);
+	}
+	gs_history_result_free(&h);
+	f.context = 1; /* alpha's context, asked by beta */
+	assert_int_equal(history(fx->path, &f, &h), 0);
+	gs_history_result_free(&h);
+
+	f = filter("alpha");
+	f.before_packet = 4;
+	f.limit = 1;
+	assert_int_equal(history(fx->path, &f, &h), 1);
+	assert_int_equal(h.rows[0].rec.packet, 3);
+	assert_string_equal(h.rows[0].rec.tenant, "alpha");
+	assert_int_equal(h.rows[0].rec.state, ST_RUNNING);
+	assert_null(h.rows[0].rec.result);
+	gs_history_result_free(&h);
+
+	/* Each tenant sees only its own events of packet 3. */
+	gs_event_row *ev;
+	size_t count;
+	char err[256];
+	assert_int_equal(gs_history_events(fx->path, "alpha", 3, &ev, &count, err, sizeof err), 0);
+	assert_int_equal(count, 1);
+	assert_string_equal(ev[0].detail, "a");
+	free(ev);
+	assert_int_equal(gs_history_events(fx->path, "beta", 1, &ev, &count, err, sizeof err), 0);
+	assert_int_equal(count, 0);
+	free(ev);
+	assert_int_equal(gs_history_events(fx->path, "gamma", 3, &ev, &count, err, sizeof err), 0);
+	assert_int_equal(count, 0);
+	free(ev);
+
+	/* No tenant, no history. */
+	f = filter(NULL);
+	assert_int_equal(gs_history_packets(fx->path, &f, &h, err, sizeof err), -1);
+	assert_true(strlen(err) > 0);
+	f = filter("");
+	assert_int_equal(gs_history_packets(fx->path, &f, &h, err, sizeof err), -1);
+	assert_int_equal(gs_history_events(fx->path, NULL, 3, &ev, &count, err, sizeof err), -1);
+	gs_audit_close(a);
+}
+
+static void assert_ids(const gs_history_result *h, const uint64_t *ids, size_t n)
+{
+	assert_int_equal(h->count, n);
+	for (size_t i = 0; i < n; i++)
+		assert_int_equal(h->rows[i].rec.packet, ids[i]);
+}
+
+static void test_filters(void **state)
+{
+	struct fixture *fx = *state;
+	tracker_reset();
+	gs_audit *a = open_audit(fx->path, NULL);
+
+	/* Packet i: context 1 + i % 2, node i % 3, state COMPLETED when i % 4 == 0. */
+	for (uint64_t id = 1; id <= 12; id++) {
+		gs_packet_rec r = packet(id, "alpha", 1 + id % 2,
+		                         id % 4 ? ST_RUNNING : ST_COMPLETED, (uint32_t)(id % 3));
+		queue(a, &r, NULL);
+	}
+	assert_true(wait_acks(12));
+
+	gs_history_result h;
+	gs_history_filter f = filter("alpha");
+	f.context = 2;
+	history(fx->path, &f, &h);
+	assert_ids(&h, (const uint64_t[]){11, 9, 7, 5, 3, 1}, 6);
+	gs_history_result_free(&h);
+
+	f = filter("alpha");
+	f.device = 101; /* device = 100 + context */
+	history(fx->path, &f, &h);
+	assert_ids(&h, (const uint64_t[]){12, 10, 8, 6, 4, 2}, 6);
+	gs_history_result_free(&h);
+
+	f = filter("alpha");
+	f.state = ST_COMPLETED;
+	history(fx->path, &f, &h);
+	assert_ids(&h, (const uint64_t[]){12, 8, 4}, 3);
+	gs_history_result_free(&h);
+
+	f = filter("alpha");
+	f.node = 0;
+	history(fx->path, &f, &h);
+	assert_ids(&h, (const uint64_t[]){12, 9, 6, 3}, 4);
+	gs_history_result_free(&h);
+
+	f = filter("alpha");
+	f.node = 2;
+	f.context = 1;
+	f.state = ST_RUNNING;
+	history(fx->path, &f, &h);
+	assert_ids(&h, (const uint64_t[]){2}, 1);
+	gs_history_result_free(&h);
+
+	f = filter("alpha");
+	f.limit = 5;
+	history(fx->path, &f, &h);
+	assert_ids(&h, (const uint64_t[]){12, 11, 10, 9, 8}, 5);
+	gs_history_result_free(&h);
+
+	/* Paging with before_packet visits every row once, newest first. */
+	f = filter("alpha");
+	f.limit = 5;
+	uint64_t expect = 12;
+	for (;;) {
+		history(fx->path, &f, &h);
+		if (h.count == 0) {
+			gs_history_result_free(&h);
+			break;
+		}
+		for (size_t i = 0; i < h.count; i++)
+			assert_int_equal(h.rows[i].rec.packet, expect--);
+		f.before_packet = h.rows[h.count - 1].rec.packet;
+		gs_history_result_free(&h);
+	}
+	assert_int_equal(expect, 0);
+
+	f = filter("alpha");
+	f.context = 2;
+	f.before_packet = 7;
+	history(fx->path, &f, &h);
+	assert_ids(&h, (const uint64_t[]){5, 3, 1}, 3);
+	gs_history_result_free(&h);
+	gs_audit_close(a);
+}
+
+static void test_reopen_keeps_rows_and_version(void **state)
+{
+	struct fixture *fx = *state;
+	tracker_reset();
+	gs_audit *a = open_audit(fx->path, NULL);
+	for (uint64_t id = 1; id <= 10; id++) {
+		gs_packet_rec r = packet(id, "alpha", 1, ST_SUBMITTED, 0);
+		queue(a, &r, NULL);
+	}
+	assert_true(wait_acks(10));
+	/* Close drains what is still queued: these 1000 are never waited for. */
+	for (uint64_t id = 11; id <= 1010; id++) {
+		gs_packet_rec r = packet(id, "alpha", 1, ST_SUBMITTED, 0);
+		gs_audit_packet(a, &r, NULL, NULL, NULL);
+	}
+	gs_audit_close(a);
+
+	/* Readable with no writer open. */
+	gs_history_filter f = filter("alpha");
+	f.limit = 5000;
+	gs_history_result h;
+	assert_int_equal(history(fx->path, &f, &h), 1010);
+	gs_history_result_free(&h);
+	assert_int_equal(query_int(fx->path, "PRAGMA user_version"), GS_AUDIT_SCHEMA_VERSION);
+
+	tracker_reset();
+	a = open_audit(fx->path, NULL);
+	gs_packet_rec r = packet(5, "alpha", 1, ST_COMPLETED, 0);
+	queue(a, &r, "again");
+	assert_true(wait_acks(1));
+	gs_audit_close(a);
+
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packets"), 1010);
+	assert_int_equal(query_int(fx->path, "SELECT state FROM packets WHERE packet = 5"),
+	                 ST_COMPLETED);
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packet_events"), 1011);
+	assert_int_equal(query_int(fx->path, "PRAGMA user_version"), 1);
+	assert_int_equal(query_int(fx->path, "SELECT CAST(value AS INTEGER) FROM meta"
+	                                     " WHERE key = 'schema_version'"),
+	                 1);
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM meta"), 1);
+}
+
+static void test_newer_schema_refused(void **state)
+{
+	struct fixture *fx = *state;
+	gs_audit *a = open_audit(fx->path, NULL);
+	gs_audit_close(a);
+	exec_sql(fx->path, "PRAGMA user_version = 2");
+
+	a = (gs_audit *)&a; /* must be cleared on failure */
+	assert_int_equal(gs_audit_open(fx->path, NULL, &a), -1);
+	assert_null(a);
+	assert_int_equal(query_int(fx->path, "PRAGMA user_version"), 2);
+}
+
+/* History of a file that does not exist is an error with a reason, and creates nothing. */
+static void test_history_missing_file(void **state)
+{
+	struct fixture *fx = *state;
+	gs_history_filter f = filter("alpha");
+	gs_history_result h;
+	gs_event_row *ev;
+	size_t count;
+	char err[256] = "";
+	assert_int_equal(gs_history_packets(fx->path, &f, &h, err, sizeof err), -1);
+	assert_non_null(strstr(err, fx->path));
+	assert_null(h.rows);
+	err[0] = '\0';
+	assert_int_equal(gs_history_events(fx->path, "alpha", 1, &ev, &count, err, sizeof err), -1);
+	assert_true(strlen(err) > 0);
+	assert_null(ev);
+	struct stat st;
+	assert_int_equal(stat(fx->path, &st), -1);
+}
+
+static void test_errors_notes_contexts_allocations(void **state)
+{
+	struct fixture *fx = *state;
+	tracker_reset();
+	gs_audit *a = open_audit(fx->path, NULL);
+
+	char long_tenant[100];
+	memset(long_tenant, 't', sizeof long_tenant - 1);
+	long_tenant[sizeof long_tenant - 1] = '\0';
+	/* 254 ASCII bytes then a two-byte character: a 255-byte cut would split it. */
+	char long_msg[300];
+	memset(long_msg, 'm', 254);
+	strcpy(long_msg + 254, "\xc3\xa9tail");
+
+	gs_audit_error(a, NULL, "Hello", 16, "bad token");
+	gs_audit_error(a, long_tenant, "Submit", 3, long_msg);
+	gs_audit_note(a, NULL, "start", "daemon up");
+	gs_audit_note(a, "alpha", "ban", NULL);
+
+	gs_context_rec c = {.context = 9,
+	                    .tenant = "alpha",
+	                    .device = 3,
+	                    .node = 1,
+	                    .priority = -2,
+	                    .dma_buffer_size = 65536,
+	                    .created_ns = 11};
+	gs_audit_context(a, &c);
+	c.destroyed_ns = 99;
+	gs_audit_context(a, &c);
+	gs_allocation_rec al = {.allocation = 5,
+	                        .tenant = "alpha",
+	                        .size = 1 << 20,
+	                        .supported_segment_set = 0x6,
+	                        .created_ns = 12};
+	gs_audit_allocation(a, &al);
+	al.segment = 2;
+	al.offset = 8192;
+	gs_audit_allocation(a, &al);
+
+	/* Acks come in queue order, so this one's ack means everything above is committed. */
+	gs_packet_rec r = packet(1, "alpha", 9, ST_SUBMITTED, 1);
+	queue(a, &r, NULL);
+	assert_true(wait_acks(1));
+
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM errors"), 2);
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM errors WHERE tenant IS NULL"
+	                                     " AND request = 'Hello' AND status = 16"
+	                                     " AND message = 'bad token' AND time_ns > 0"),
+	                 1);
+	assert_int_equal(query_int(fx->path, "SELECT length(CAST(tenant AS BLOB))"
+	                                     " FROM errors WHERE request = 'Submit'"),
+	                 GS_AUDIT_TENANT_MAX);
+	assert_int_equal(query_int(fx->path, "SELECT length(CAST(message AS BLOB))"
+	                                     " FROM errors WHERE request = 'Submit'"),
+	                 254);
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM notes"), 2);
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM notes WHERE tenant IS NULL AND"
+	                                     " kind = 'start' AND detail = 'daemon up'"),
+	                 1);
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM notes WHERE tenant = 'alpha'"
+	                                     " AND kind = 'ban' AND detail IS NULL"),
+	                 1);
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM contexts"), 1);
+	assert_int_equal(query_int(fx->path, "SELECT destroyed_ns FROM contexts"), 99);
+	assert_int_equal(query_int(fx->path, "SELECT priority FROM contexts"), -2);
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM allocations"), 1);
+	assert_int_equal(query_int(fx->path, "SELECT segment * 100000 + segment_offset"
+	                                     " FROM allocations"),
+	                 208192);
+	gs_audit_close(a);
+}
+
+/* A record SQLite refuses (no tenant) fails alone; its batch-mates still commit. */
+static void test_refused_record_fails_alone(void **state)
+{
+	struct fixture *fx = *state;
+	tracker_reset();
+	gs_audit *a = open_audit(fx->path, NULL);
+	for (uint64_t id = 1; id <= 5; id++) {
+		gs_packet_rec r = packet(id, id == 3 ? NULL : "alpha", 1, ST_SUBMITTED, 0);
+		queue(a, &r, NULL);
+	}
+	assert_true(wait_acks(5));
+	assert_false(T.out_of_order);
+	assert_int_equal(T.ok, 4);
+	assert_int_equal(T.failed, 1);
+	gs_audit_stats st;
+	gs_audit_get_stats(a, &st);
+	assert_int_equal(st.records, 4);
+	assert_int_equal(st.dropped, 1);
+	assert_int_equal(st.failures, 0);
+	gs_audit_close(a);
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packets"), 4);
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packet_events"), 4);
+}
+
+/* Another connection holding the write lock delays the writer but loses nothing. */
+static void test_lock_holder_delays_only(void **state)
+{
+	struct fixture *fx = *state;
+	tracker_reset();
+	gs_audit *a = open_audit(fx->path, NULL);
+
+	sqlite3 *db;
+	assert_int_equal(sqlite3_open(fx->path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+	for (uint64_t id = 1; id <= 100; id++) {
+		gs_packet_rec r = packet(id, "alpha", 1, ST_SUBMITTED, 0);
+		queue(a, &r, NULL);
+	}
+	/* The producer calls returned although the writer cannot have begun. */
+	pthread_mutex_lock(&T.mu);
+	assert_int_equal(T.acked, 0);
+	pthread_mutex_unlock(&T.mu);
+	assert_int_equal(sqlite3_exec(db, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+
+	assert_true(wait_acks(100));
+	assert_int_equal(T.ok, 100);
+	gs_audit_close(a);
+}
+
+static off_t wal_size(const char *path)
+{
+	char wal[128];
+	snprintf(wal, sizeof wal, "%s-wal", path);
+	struct stat st;
+	assert_int_equal(stat(wal, &st), 0);
+	return st.st_size;
+}
+
+static uint64_t queue_burst(gs_audit *a, uint64_t first, uint64_t count)
+{
+	uint64_t seq = 0;
+	for (uint64_t id = first; id < first + count; id++) {
+		gs_packet_rec r = packet(id, "alpha", 1, ST_SUBMITTED, 0);
+		seq = queue(a, &r, "x");
+	}
+	return seq;
+}
+
+/*
+ * Past wal_limit the WAL is checkpointed and truncated to nothing before the acks. A reader in
+ * the middle of a read transaction makes that impossible: the writer must then neither wait for
+ * it nor fail, and truncate on a later commit once the reader is gone.
+ */
+static void test_wal_bounded(void **state)
+{
+	struct fixture *fx = *state;
+	tracker_reset();
+	gs_audit_options o = {.wal_limit = 1};
+	gs_audit *a = open_audit(fx->path, &o);
+	assert_true(wait_acks(queue_burst(a, 1, 500)));
+	assert_int_equal(wal_size(fx->path), 0);
+	gs_audit_stats s;
+	gs_audit_get_stats(a, &s);
+	assert_true(s.checkpoints >= 1);
+
+	sqlite3 *db;
+	sqlite3_stmt *q;
+	assert_int_equal(sqlite3_open_v2(fx->path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_prepare_v2(db, "SELECT packet FROM packets", -1, &q, NULL),
+	                 SQLITE_OK);
+	assert_int_equal(sqlite3_step(q), SQLITE_ROW); /* holds a read snapshot until reset */
+	uint64_t before = s.checkpoints;
+	assert_true(wait_acks(queue_burst(a, 501, 500)));
+	assert_true(wait_acks(queue_burst(a, 1001, 500)));
+	assert_int_equal(T.ok, 1500);
+	assert_true(wal_size(fx->path) > 0);
+	sqlite3_finalize(q);
+	sqlite3_close(db);
+
+	assert_true(wait_acks(queue_burst(a, 1501, 1)));
+	assert_int_equal(wal_size(fx->path), 0);
+	gs_audit_get_stats(a, &s);
+	assert_true(s.checkpoints > before);
+	gs_audit_close(a);
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packets"), 1501);
+}
+
+/* ---- child processes ---- */
+
+static int child_fd = -1;
+
+static void child_ack(void *arg, bool ok)
+{
+	uint64_t id = (uint64_t)(uintptr_t)arg;
+	if (!ok)
+		id |= 1ull << 63;
+	/* 8 bytes is below PIPE_BUF, so each write lands whole. */
+	if (write(child_fd, &id, sizeof id) != (ssize_t)sizeof id)
+		_exit(3);
+}
+
+struct ack_log {
+	uint64_t count;  /* acks read */
+	uint64_t ok;     /* of which ok */
+	uint64_t ok_max; /* highest id acked ok */
+	bool *ok_ids;    /* optional: ok_ids[id] set for each id acked ok */
+	uint64_t cap;    /* ids below cap are recorded in ok_ids */
+};
+
+/*
+ * Reads the child's 8-byte ack words (the id, top bit set when the ack said "failed") until end
+ * of file, SIGKILLing `pid` once `kill_after` acks have been read (0 = never).
+ */
+static void read_acks(int fd, uint64_t kill_after, pid_t pid, struct ack_log *log)
+{
+	uint64_t id, prev = 0;
+	while (read(fd, &id, sizeof id) == (ssize_t)sizeof id) {
+		bool ok = !(id >> 63);
+		id &= ~(1ull << 63);
+		assert_int_equal(id, prev + 1); /* acks arrive in queue order */
+		prev = id;
+		if (ok) {
+			log->ok++;
+			log->ok_max = id;
+			if (log->ok_ids && id < log->cap)
+				log->ok_ids[id] = true;
+		}
+		if (++log->count == kill_after)
+			kill(pid, SIGKILL);
+	}
+}
+
+/*
+ * A child queues packets as fast as the writer takes them and reports every ack through a
+ * pipe; the parent SIGKILLs it after a few thousand. Every packet acknowledged before the kill
+ * must be in the file when it is opened again.
+ */
+static void test_kill9_keeps_acked(void **state)
+{
+	struct fixture *fx = *state;
+	int fds[2];
+	assert_int_equal(pipe(fds), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		close(fds[0]);
+		child_fd = fds[1];
+		gs_audit *a;
+		if (gs_audit_open(fx->path, NULL, &a) != 0)
+			_exit(2);
+		for (uint64_t id = 1;; id++) {
+			gs_packet_rec r = packet(id, "alpha", 1, ST_SUBMITTED, 0);
+			gs_audit_packet(a, &r, "k", child_ack, (void *)(uintptr_t)id);
+			/* Keep the backlog bounded; the kill comes while it is still full. */
+			gs_audit_stats st;
+			gs_audit_get_stats(a, &st);
+			while (st.queued > 20000) {
+				sched_yield();
+				gs_audit_get_stats(a, &st);
+			}
+		}
+	}
+	close(fds[1]);
+	struct ack_log log = {0};
+	read_acks(fds[0], 5000, pid, &log);
+	close(fds[0]);
+	int status;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFSIGNALED(status));
+	assert_int_equal(WTERMSIG(status), SIGKILL);
+	assert_true(log.count >= 5000);
+	assert_int_equal(log.ok, log.count);
+	uint64_t ok_max = log.ok_max;
+
+	gs_audit *a = open_audit(fx->path, NULL); /* recovers the WAL */
+	gs_audit_close(a);
+	char sql[128];
+	snprintf(sql, sizeof sql, "SELECT count(*) FROM packets WHERE packet <= %" PRIu64, ok_max);
+	assert_int_equal(query_int(fx->path, sql), ok_max);
+	gs_history_filter f = filter("alpha");
+	f.before_packet = ok_max + 1;
+	f.limit = 1;
+	gs_history_result h;
+	assert_int_equal(history(fx->path, &f, &h), 1);
+	assert_int_equal(h.rows[0].rec.packet, ok_max);
+	gs_history_result_free(&h);
+	print_message("kill -9: all %" PRIu64 " packets acked before it are in the file\n", ok_max);
+}
+
+/*
+ * A child whose files may not grow past a few hundred KiB (RLIMIT_FSIZE) keeps writing: the
+ * batch that hits the limit fails and is acked as failed, nothing acked ok is lost, and the
+ * writer keeps running and closes cleanly.
+ */
+static void test_io_error_fails_batch(void **state)
+{
+	struct fixture *fx = *state;
+	const uint64_t n = 20000;
+	gs_audit *a = open_audit(fx->path, NULL);
+	gs_audit_close(a);
+
+	int fds[2];
+	assert_int_equal(pipe(fds), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		close(fds[0]);
+		child_fd = fds[1];
+		signal(SIGXFSZ, SIG_IGN);
+		struct rlimit rl = {.rlim_cur = 512 * 1024, .rlim_max = 512 * 1024};
+		if (setrlimit(RLIMIT_FSIZE, &rl) != 0)
+			_exit(4);
+		gs_audit_options o = {.max_batch = 512};
+		if (gs_audit_open(fx->path, &o, &a) != 0)
+			_exit(2);
+		for (uint64_t id = 1; id <= n; id++) {
+			gs_packet_rec r = packet(id, "alpha", 1, ST_SUBMITTED, 0);
+			r.result = "padding padding padding padding padding padding padding";
+			gs_audit_packet(a, &r, "io", child_ack, (void *)(uintptr_t)id);
+		}
+		gs_audit_close(a); /* must return: the writer survives the errors */
+		_exit(0);
+	}
+	close(fds[1]);
+	bool *ok_ids = calloc(n + 1, sizeof *ok_ids);
+	assert_non_null(ok_ids);
+	struct ack_log log = {.ok_ids = ok_ids, .cap = n + 1};
+	read_acks(fds[0], 0, pid, &log);
+	close(fds[0]);
+	int status;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	assert_int_equal(log.count, n); /* every record was acked, one way or the other */
+	assert_true(log.ok < n);        /* the limit was hit */
+	assert_true(log.ok > 0);        /* ... but not before some batches committed */
+
+	/* Exactly the records acked ok are in the file. */
+	sqlite3 *db;
+	sqlite3_stmt *s;
+	assert_int_equal(sqlite3_open_v2(fx->path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_prepare_v2(db, "SELECT packet FROM packets", -1, &s, NULL),
+	                 SQLITE_OK);
+	uint64_t rows = 0;
+	while (sqlite3_step(s) == SQLITE_ROW) {
+		uint64_t id = (uint64_t)sqlite3_column_int64(s, 0);
+		assert_true(id >= 1 && id <= n);
+		assert_true(ok_ids[id]);
+		rows++;
+	}
+	sqlite3_finalize(s);
+	sqlite3_close(db);
+	assert_int_equal(rows, log.ok);
+	free(ok_ids);
+	print_message("file size limit: %" PRIu64 " acked ok, %" PRIu64 " acked failed\n", log.ok,
+	              n - log.ok);
+}
+
+static double seconds_since(const struct timespec *t0)
+{
+	struct timespec t1;
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	return (double)(t1.tv_sec - t0->tv_sec) + (double)(t1.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+/* Not a pass/fail figure: prints the committed rate for a burst of 100k packet records. */
+static void test_burst_throughput(void **state)
+{
+	struct fixture *fx = *state;
+	const uint64_t n = 100000;
+	tracker_reset();
+	gs_audit *a = open_audit(fx->path, NULL);
+	struct timespec t0;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (uint64_t id = 1; id <= n; id++) {
+		gs_packet_rec r = packet(id, id % 2 ? "alpha" : "beta", 1 + id % 8, ST_SUBMITTED,
+		                         (uint32_t)(id % 4));
+		queue(a, &r, "submitted");
+	}
+	double queued_s = seconds_since(&t0);
+	assert_true(wait_acks(n));
+	double total_s = seconds_since(&t0);
+	assert_int_equal(T.ok, n);
+	gs_audit_stats st;
+	gs_audit_get_stats(a, &st);
+	print_message("burst: %" PRIu64 " packet records queued in %.3f s, committed in %.3f s "
+	              "(%.0f records/s, %" PRIu64 " commits)\n",
+	              n, queued_s, total_s, (double)n / total_s, st.commits);
+	gs_audit_close(a);
+}
+
+int main(void)
+{
+#define T_(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+	const struct CMUnitTest tests[] = {
+	        T_(test_acked_records_are_readable),
+	        T_(test_group_commit),
+	        T_(test_upsert_and_events),
+	        T_(test_tenant_isolation),
+	        T_(test_filters),
+	        T_(test_reopen_keeps_rows_and_version),
+	        T_(test_newer_schema_refused),
+	        T_(test_history_missing_file),
+	        T_(test_errors_notes_contexts_allocations),
+	        T_(test_refused_record_fails_alone),
+	        T_(test_lock_holder_delays_only),
+	        T_(test_wal_bounded),
+	        T_(test_kill9_keeps_acked),
+	        T_(test_io_error_fails_batch),
+	        T_(test_burst_throughput),
+	};
+#undef T_
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
