@@ -1072,3 +1072,31 @@ fail:
 	sqlite3_close(db);
 	return -1;
 }
+
+int gs_history_last_ids(const char *path, uint64_t *packet, uint64_t *handle, char *err,
+			size_t errcap)
+{
+	sqlite3 *db;
+	*packet = *handle = 0;
+	if (open_reader(path, &db, err, errcap) != 0)
+		return -1;
+	/* Handles are one daemon-wide sequence over devices, contexts and allocations. */
+	static const char sql[] = "SELECT (SELECT IFNULL(MAX(packet), 0) FROM packets),"
+				  " MAX((SELECT IFNULL(MAX(context), 0) FROM contexts),"
+				  "     (SELECT IFNULL(MAX(device), 0) FROM contexts),"
+				  "     (SELECT IFNULL(MAX(allocation), 0) FROM allocations),"
+				  "     (SELECT IFNULL(MAX(device), 0) FROM packets))";
+	sqlite3_stmt *s = NULL;
+	int rc = sqlite3_prepare_v2(db, sql, -1, &s, NULL);
+	if (rc == SQLITE_OK && sqlite3_step(s) == SQLITE_ROW) {
+		*packet = col_u64(s, 0);
+		*handle = col_u64(s, 1);
+		rc = SQLITE_OK;
+	} else {
+		set_err(err, errcap, "cannot read the last ids: %s", sqlite3_errmsg(db));
+		rc = SQLITE_ERROR;
+	}
+	sqlite3_finalize(s);
+	sqlite3_close(db);
+	return rc == SQLITE_OK ? 0 : -1;
+}

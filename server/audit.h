@@ -152,6 +152,10 @@ typedef struct gs_event_row {
 int gs_history_packets(const char *path, const gs_history_filter *f, gs_history_result *out,
                        char *err, size_t errcap);
 void gs_history_result_free(gs_history_result *r);
+/* The highest packet id and object handle recorded in the file, so a restarted daemon
+ * continues both sequences instead of reusing (and overwriting) old rows. */
+int gs_history_last_ids(const char *path, uint64_t *packet, uint64_t *handle, char *err,
+                        size_t errcap);
 /* Events of one packet of `tenant`, oldest first. *out is malloc'd. */
 int gs_history_events(const char *path, const char *tenant, uint64_t packet, gs_event_row **out,
                       size_t *count, char *err, size_t errcap);

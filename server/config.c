@@ -30,15 +30,17 @@ static void default_adapter(gs_adapter_config *a, uint32_t index)
 	a->nodes[2].kind = GPUSCHED__V1__NODE_KIND__NODE_KIND_COPY;
 	a->nodes[2].paging = true;
 	a->nsegments = 2;
-	a->segments[0] = (gs_segment_config){.id = 1,
-					     .kind = GPUSCHED__V1__SEGMENT_KIND__SEGMENT_KIND_MEMORY,
-					     .size = 256 * MiB,
-					     .cpu_visible = false};
+	a->segments[0] =
+	        (gs_segment_config){.id = 1,
+	                            .kind = GPUSCHED__V1__SEGMENT_KIND__SEGMENT_KIND_MEMORY,
+	                            .size = 256 * MiB,
+	                            .cpu_visible = false};
 	set_str(a->segments[0].name, GS_NAME_MAX, "vram");
-	a->segments[1] = (gs_segment_config){.id = 2,
-					     .kind = GPUSCHED__V1__SEGMENT_KIND__SEGMENT_KIND_APERTURE,
-					     .size = 1024 * MiB,
-					     .cpu_visible = true};
+	a->segments[1] =
+	        (gs_segment_config){.id = 2,
+	                            .kind = GPUSCHED__V1__SEGMENT_KIND__SEGMENT_KIND_APERTURE,
+	                            .size = 1024 * MiB,
+	                            .cpu_visible = true};
 	set_str(a->segments[1].name, GS_NAME_MAX, "aperture");
 }
 
@@ -206,7 +208,8 @@ static int load_tenant(json_t *jt, gs_tenant_config *t, cfg_err *e)
 	    get_enum(jt, "policy", policies, &t->policy, e) || get_u32(jt, "share", &t->share, e) ||
 	    get_u32(jt, "priority_ceiling", &t->priority_ceiling, e) ||
 	    get_u64(jt, "memory_quota", &t->memory_quota, e) ||
-	    get_u32(jt, "context_limit", &t->context_limit, e) || get_bool(jt, "admin", &t->admin, e))
+	    get_u32(jt, "context_limit", &t->context_limit, e) ||
+	    get_bool(jt, "admin", &t->admin, e))
 		return -1;
 	if (!t->name[0])
 		return fail(e, "%s: every tenant needs a name", "tenants");
@@ -320,7 +323,7 @@ int gs_config_validate(const gs_config *c, char *err, size_t errcap)
 		const gs_adapter_config *a = &c->adapters[i];
 		if (strcmp(a->backend, "emu") && strcmp(a->backend, "null")) {
 			snprintf(err, errcap, "adapter %s: backend must be \"emu\" or \"null\"",
-				 a->name);
+			         a->name);
 			return -1;
 		}
 		uint32_t seen = 0;
@@ -328,13 +331,15 @@ int gs_config_validate(const gs_config *c, char *err, size_t errcap)
 			const gs_segment_config *sc = &a->segments[s];
 			if (sc->id < 1 || sc->id > 31 || (seen & (1u << sc->id))) {
 				snprintf(err, errcap,
-					 "adapter %s: segment ids must be unique and in 1..31", a->name);
+				         "adapter %s: segment ids must be unique and in 1..31",
+				         a->name);
 				return -1;
 			}
 			seen |= 1u << sc->id;
 			if (sc->size == 0 || sc->size > (UINT64_C(1) << 40)) {
-				snprintf(err, errcap, "adapter %s: segment %u size must be 1 B..1 TiB",
-					 a->name, sc->id);
+				snprintf(err, errcap,
+				         "adapter %s: segment %u size must be 1 B..1 TiB", a->name,
+				         sc->id);
 				return -1;
 			}
 		}
@@ -343,7 +348,7 @@ int gs_config_validate(const gs_config *c, char *err, size_t errcap)
 			paging |= a->nodes[n].paging;
 		if (!paging) {
 			snprintf(err, errcap, "adapter %s: one node must be the paging node",
-				 a->name);
+			         a->name);
 			return -1;
 		}
 	}
@@ -352,7 +357,7 @@ int gs_config_validate(const gs_config *c, char *err, size_t errcap)
 			if (!strcmp(c->tenants[i].name, c->tenants[j].name) ||
 			    !strcmp(c->tenants[i].token, c->tenants[j].token)) {
 				snprintf(err, errcap, "tenant names and tokens must be unique (%s)",
-					 c->tenants[i].name);
+				         c->tenants[i].name);
 				return -1;
 			}
 	return 0;

@@ -9,11 +9,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GS_MAX_LISTEN 8
+#define GS_MAX_LISTEN   8
 #define GS_MAX_ADAPTERS 16
-#define GS_MAX_NODES 8
-#define GS_MAX_TENANTS 64
-#define GS_NAME_MAX 64
+#define GS_MAX_NODES    8
+#define GS_MAX_TENANTS  64
+#define GS_NAME_MAX     64
 
 typedef struct gs_node_config {
 	char name[GS_NAME_MAX];
@@ -59,13 +59,13 @@ typedef struct gs_config {
 	int log_level;
 	bool audit_sync_full;
 	uint64_t wal_limit;
-	uint64_t max_message;     /* soft limit answered with STATUS_TOO_LARGE */
-	uint32_t max_dma_buffer;  /* bytes */
+	uint64_t max_message;    /* soft limit answered with STATUS_TOO_LARGE */
+	uint32_t max_dma_buffer; /* bytes */
 	uint32_t max_allocation_list;
 	uint32_t max_patch_list;
-	uint32_t max_batch;       /* packets per SubmitBatch */
-	uint32_t max_devices;     /* per tenant */
-	uint32_t rpc_workers;     /* nng contexts kept receiving */
+	uint32_t max_batch;   /* packets per SubmitBatch */
+	uint32_t max_devices; /* per tenant */
+	uint32_t rpc_workers; /* nng contexts kept receiving */
 	uint32_t shutdown_grace_ms;
 	uint32_t nadapters;
 	gs_adapter_config adapters[GS_MAX_ADAPTERS];

@@ -69,10 +69,10 @@ static int adapter_init(gs_daemon *d, gs_adapter *a, uint32_t id, const gs_adapt
 	for (uint32_t i = 0; i < ac->nsegments; i++) {
 		const gs_segment_config *sc = &ac->segments[i];
 		int rc = gs_segment_init(&a->segments[i], sc->id, sc->name, sc->kind, sc->size,
-					 sc->cpu_visible);
+		                         sc->cpu_visible);
 		if (rc != 0) {
 			GS_ERROR("adapter %s: cannot reserve %llu bytes for segment %s", ac->name,
-				 (unsigned long long)sc->size, sc->name);
+			         (unsigned long long)sc->size, sc->name);
 			return -1;
 		}
 		a->nsegments++;
@@ -102,8 +102,8 @@ int gs_daemon_init(gs_daemon *d, const gs_config *cfg, uv_loop_t *loop)
 		return -1;
 	if (cfg->ntenants == 0) {
 		/* No tenants configured: one default tenant, named by the empty token. */
-		gs_tenant_config def = {.name = "default", .share = 1, .priority_ceiling = 5,
-					.admin = true};
+		gs_tenant_config def = {
+		        .name = "default", .share = 1, .priority_ceiling = 5, .admin = true};
 		d->tenants[d->ntenants++] = tenant_from_config(&def);
 	}
 	for (uint32_t i = 0; i < cfg->ntenants; i++)
@@ -116,6 +116,15 @@ int gs_daemon_init(gs_daemon *d, const gs_config *cfg, uv_loop_t *loop)
 		GS_ERROR("cannot open the audit database %s", cfg->db_path);
 		return -1;
 	}
+	char err[256];
+	if (gs_history_last_ids(cfg->db_path, &d->next_packet, &d->next_handle, err, sizeof(err)) !=
+	    0) {
+		GS_ERROR("%s", err);
+		return -1;
+	}
+	if (d->next_packet)
+		GS_INFO("audit file holds packets up to %llu: continuing from there",
+		        (unsigned long long)d->next_packet);
 	gs_audit_note(d->audit, "-", "daemon_start", GS_VERSION);
 	for (uint32_t i = 0; i < d->cfg.nadapters; i++) {
 		if (adapter_init(d, &d->adapters[i], i, &d->cfg.adapters[i]) != 0)

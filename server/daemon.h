@@ -128,7 +128,7 @@ typedef struct gs_allocation {
 	uint64_t offset;
 	uint32_t inflight; /* live packets that reference it */
 	bool destroyed;
-	uint32_t refs; /* 1 for the handle + 1 per live packet */
+	uint32_t refs;   /* 1 for the handle + 1 per live packet */
 	gs_list waiters; /* CPU reads/writes waiting for it to go idle */
 	uint64_t created_ns;
 } gs_allocation;
@@ -181,7 +181,7 @@ typedef struct gs_retired {
 typedef struct gs_stats {
 	uint64_t requests, errors;
 	uint64_t packets_submitted, packets_completed, packets_faulted, packets_cancelled,
-		packets_rejected;
+	        packets_rejected;
 } gs_stats;
 
 typedef struct gs_rpc gs_rpc;

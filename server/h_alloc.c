@@ -30,7 +30,7 @@ void gs_h_allocation_create(gs_daemon *d, gs_call *c)
 	gs_rules_adapter_of(d, a, &ra);
 	char msg[256];
 	int st = gs_rules_allocation(&ra, q->size, q->supported_segment_set, q->segment_preference,
-				     q->priority, q->flags, msg, sizeof(msg));
+	                             q->priority, q->flags, msg, sizeof(msg));
 	if (st != GS_ST(OK)) {
 		gs_call_error(c, st, "%s", msg);
 		return;
@@ -42,26 +42,26 @@ void gs_h_allocation_create(gs_daemon *d, gs_call *c)
 			largest = a->segments[i].size;
 	if (q->size > largest) {
 		gs_call_error(c, GS_ST(TOO_LARGE),
-			      "allocation of %llu bytes exceeds every supported segment (largest "
-			      "%llu)",
-			      (unsigned long long)q->size, (unsigned long long)largest);
+		              "allocation of %llu bytes exceeds every supported segment (largest "
+		              "%llu)",
+		              (unsigned long long)q->size, (unsigned long long)largest);
 		return;
 	}
 	gs_tenant *t = c->tenant;
 	if (t->memory_quota && t->memory_used + q->size > t->memory_quota) {
 		gs_call_error(c, GS_ST(QUOTA_EXCEEDED),
-			      "tenant %s: %llu bytes used, quota %llu, asked for %llu", t->name,
-			      (unsigned long long)t->memory_used,
-			      (unsigned long long)t->memory_quota, (unsigned long long)q->size);
+		              "tenant %s: %llu bytes used, quota %llu, asked for %llu", t->name,
+		              (unsigned long long)t->memory_used,
+		              (unsigned long long)t->memory_quota, (unsigned long long)q->size);
 		return;
 	}
 	uint64_t offset = 0;
 	int si = gs_vidmm_place(a->segments, a->nsegments, set, q->segment_preference, q->size,
-				&offset);
+	                        &offset);
 	if (si < 0) {
 		gs_call_error(c, GS_ST(OUT_OF_MEMORY),
-			      "no supported segment (set 0x%x) has %llu free bytes in one piece", set,
-			      (unsigned long long)q->size);
+		              "no supported segment (set 0x%x) has %llu free bytes in one piece",
+		              set, (unsigned long long)q->size);
 		return;
 	}
 	gs_allocation *al = calloc(1, sizeof(*al));
@@ -137,12 +137,12 @@ void gs_h_allocation_query(gs_daemon *d, gs_call *c)
 void gs_h_allocation_set_priority(gs_daemon *d, gs_call *c)
 {
 	gs_allocation *al =
-		gs_call_object(c, R(allocation_set_priority)->allocation, GS_OBJ_ALLOCATION);
+	        gs_call_object(c, R(allocation_set_priority)->allocation, GS_OBJ_ALLOCATION);
 	if (!al)
 		return;
 	if (R(allocation_set_priority)->priority == 0) {
 		gs_call_error(c, GS_ST(ALLOCATION_PRIORITY),
-			      "allocation priority 0 is invalid (MINIMUM is 0x28000000)");
+		              "allocation priority 0 is invalid (MINIMUM is 0x28000000)");
 		return;
 	}
 	al->priority = R(allocation_set_priority)->priority;
@@ -159,9 +159,9 @@ void gs_h_allocation_set_preference(gs_daemon *d, gs_call *c)
 	gs_rules_adapter ra;
 	gs_rules_adapter_of(d, al->dev->adapter, &ra);
 	char msg[256];
-	int st = gs_rules_allocation(&ra, al->size, al->supported_segment_set,
-				     q->segment_preference, al->priority, al->flags, msg,
-				     sizeof(msg));
+	int st =
+	        gs_rules_allocation(&ra, al->size, al->supported_segment_set, q->segment_preference,
+	                            al->priority, al->flags, msg, sizeof(msg));
 	if (st != GS_ST(OK)) {
 		gs_call_error(c, st, "%s", msg);
 		return;
@@ -177,14 +177,14 @@ static bool cpu_range_ok(gs_call *c, const gs_allocation *al, uint64_t offset, u
 {
 	if (offset > al->size || size > al->size - offset) {
 		gs_call_error(c, GS_ST(INVALID_ARGUMENT),
-			      "range %llu+%llu is outside allocation %llu of %llu bytes",
-			      (unsigned long long)offset, (unsigned long long)size,
-			      (unsigned long long)al->obj.handle, (unsigned long long)al->size);
+		              "range %llu+%llu is outside allocation %llu of %llu bytes",
+		              (unsigned long long)offset, (unsigned long long)size,
+		              (unsigned long long)al->obj.handle, (unsigned long long)al->size);
 		return false;
 	}
 	if (size > c->d->cfg.max_message - 4096) {
 		gs_call_error(c, GS_ST(TOO_LARGE), "%llu bytes exceed one message; use chunks",
-			      (unsigned long long)size);
+		              (unsigned long long)size);
 		return false;
 	}
 	return true;

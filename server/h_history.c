@@ -14,13 +14,14 @@
 static void history_work(gs_call *c)
 {
 	const Gpusched__V1__HistoryRequest *q = c->req->history;
-	gs_history_filter f = {.tenant = c->tenant->name,
-			       .context = q->context,
-			       .device = q->device,
-			       .state = q->state,
-			       .node = q->node ? (int32_t)q->node - 1 : -1,
-			       .before_packet = q->before_packet,
-			       .limit = q->limit == 0 ? 100 : (q->limit > MAX_HISTORY ? MAX_HISTORY : q->limit)};
+	gs_history_filter f = {
+	        .tenant = c->tenant->name,
+	        .context = q->context,
+	        .device = q->device,
+	        .state = q->state,
+	        .node = q->node ? (int32_t)q->node - 1 : -1,
+	        .before_packet = q->before_packet,
+	        .limit = q->limit == 0 ? 100 : (q->limit > MAX_HISTORY ? MAX_HISTORY : q->limit)};
 	gs_history_result res = {0};
 	char err[256];
 	Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
@@ -91,7 +92,7 @@ static void events_work(gs_call *c)
 	char err[256];
 	Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
 	if (gs_history_events(c->d->cfg.db_path, c->tenant->name, c->req->packet_events->packet,
-			      &rows, &n, err, sizeof(err)) != 0) {
+	                      &rows, &n, err, sizeof(err)) != 0) {
 		resp.status = GS_ST(INTERNAL);
 		resp.message = err;
 		gs_call_reply_off_loop(c, &resp);

@@ -22,7 +22,8 @@ typedef struct verdict {
 	char msg[256];
 } verdict;
 
-static int refuse(verdict *v, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int refuse(verdict *v, int status, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
 static int refuse(verdict *v, int status, const char *fmt, ...)
 {
 	va_list ap;
@@ -35,68 +36,70 @@ static int refuse(verdict *v, int status, const char *fmt, ...)
 
 /* Checks every SIGNAL names a sync object of the tenant. The buffer is already valid ISA. */
 static int check_signals(gs_daemon *d, const gs_tenant *t, const uint8_t *dma, size_t len,
-			 verdict *v)
+                         verdict *v)
 {
 	size_t pos = 0;
 	gs_isa_cmd cmd;
 	while (gs_isa_decode(dma, len, &pos, &cmd) == GS_ISA_OK) {
 		if (cmd.op == GS_OP_SIGNAL && !gs_object_get(d, cmd.sync, GS_OBJ_SYNC, t))
-			return refuse(v, GS_ST(NOT_FOUND),
-				      "SIGNAL at byte %zu names sync object %llu, which does not exist",
-				      pos - gs_isa_cmd_size(GS_OP_SIGNAL),
-				      (unsigned long long)cmd.sync);
+			return refuse(
+			        v, GS_ST(NOT_FOUND),
+			        "SIGNAL at byte %zu names sync object %llu, which does not exist",
+			        pos - gs_isa_cmd_size(GS_OP_SIGNAL), (unsigned long long)cmd.sync);
 	}
 	return GS_ST(OK);
 }
 
 static int check_sizes(gs_daemon *d, const gs_context *x, const Gpusched__V1__SubmitRequest *s,
-		       verdict *v)
+                       verdict *v)
 {
 	if (s->dma_buffer.len > d->cfg.max_dma_buffer)
 		return refuse(v, GS_ST(LIST_TOO_LARGE), "DMA buffer of %zu bytes exceeds %u",
-			      s->dma_buffer.len, d->cfg.max_dma_buffer);
+		              s->dma_buffer.len, d->cfg.max_dma_buffer);
 	if (s->n_allocations > d->cfg.max_allocation_list)
 		return refuse(v, GS_ST(LIST_TOO_LARGE), "allocation list of %zu exceeds %u",
-			      s->n_allocations, d->cfg.max_allocation_list);
+		              s->n_allocations, d->cfg.max_allocation_list);
 	if (s->n_patches > d->cfg.max_patch_list)
 		return refuse(v, GS_ST(LIST_TOO_LARGE), "patch location list of %zu exceeds %u",
-			      s->n_patches, d->cfg.max_patch_list);
+		              s->n_patches, d->cfg.max_patch_list);
 	if (s->private_data.len > x->dma_buffer_private_data_size)
 		return refuse(v, GS_ST(INVALID_ARGUMENT),
-			      "private data of %zu bytes exceeds DmaBufferPrivateDataSize %u",
-			      s->private_data.len, x->dma_buffer_private_data_size);
+		              "private data of %zu bytes exceeds DmaBufferPrivateDataSize %u",
+		              s->private_data.len, x->dma_buffer_private_data_size);
 	return GS_ST(OK);
 }
 
 static int check_lists(gs_daemon *d, gs_call *c, const gs_context *x,
-		       const Gpusched__V1__SubmitRequest *s, gs_packet *p, verdict *v)
+                       const Gpusched__V1__SubmitRequest *s, gs_packet *p, verdict *v)
 {
 	for (size_t i = 0; i < s->n_allocations; i++) {
 		const Gpusched__V1__AllocationListEntry *e = s->allocations[i];
 		gs_allocation *a = gs_object_get(d, e->allocation, GS_OBJ_ALLOCATION, c->tenant);
 		if (!a || a->dev != x->dev)
-			return refuse(v, GS_ST(NOT_FOUND),
-				      "allocation list entry %zu: allocation %llu does not exist on "
-				      "this device",
-				      i, (unsigned long long)e->allocation);
+			return refuse(
+			        v, GS_ST(NOT_FOUND),
+			        "allocation list entry %zu: allocation %llu does not exist on "
+			        "this device",
+			        i, (unsigned long long)e->allocation);
 		p->allocs[i] = (gs_packet_alloc){a, e->write};
 	}
 	for (size_t i = 0; i < s->n_patches; i++) {
 		const Gpusched__V1__PatchLocation *pl = s->patches[i];
 		if (pl->allocation_index >= s->n_allocations)
 			return refuse(v, GS_ST(PATCH_INVALID),
-				      "patch %zu: allocation index %u outside the list of %zu", i,
-				      pl->allocation_index, s->n_allocations);
+			              "patch %zu: allocation index %u outside the list of %zu", i,
+			              pl->allocation_index, s->n_allocations);
 		if ((uint64_t)pl->patch_offset + 8 > s->dma_buffer.len)
-			return refuse(v, GS_ST(PATCH_INVALID),
-				      "patch %zu: offset %u + 8 outside the DMA buffer of %zu bytes", i,
-				      pl->patch_offset, s->dma_buffer.len);
+			return refuse(
+			        v, GS_ST(PATCH_INVALID),
+			        "patch %zu: offset %u + 8 outside the DMA buffer of %zu bytes", i,
+			        pl->patch_offset, s->dma_buffer.len);
 		if (pl->allocation_offset >= p->allocs[pl->allocation_index].alloc->size)
 			return refuse(v, GS_ST(PATCH_INVALID),
-				      "patch %zu: allocation offset %llu outside the allocation", i,
-				      (unsigned long long)pl->allocation_offset);
+			              "patch %zu: allocation offset %llu outside the allocation", i,
+			              (unsigned long long)pl->allocation_offset);
 		p->patches[i] = (gs_packet_patch){pl->allocation_index, pl->patch_offset,
-						  pl->allocation_offset};
+		                                  pl->allocation_offset};
 	}
 	return GS_ST(OK);
 }
@@ -127,21 +130,21 @@ static gs_packet *packet_new(const Gpusched__V1__SubmitRequest *s)
 
 /* Audits a submission that failed validation as a REJECTED packet. */
 static void audit_rejected(gs_daemon *d, gs_call *c, const gs_context *x,
-			   const Gpusched__V1__SubmitRequest *s, const verdict *v)
+                           const Gpusched__V1__SubmitRequest *s, const verdict *v)
 {
 	gs_packet_rec r = {.packet = ++d->next_packet,
-			   .tenant = c->tenant->name,
-			   .device = x ? x->dev->obj.handle : 0,
-			   .context = s->context,
-			   .adapter = c->req->adapter,
-			   .node = x ? x->node->index : 0,
-			   .submit_flags = s->submit_flags,
-			   .dma_size = (uint32_t)s->dma_buffer.len,
-			   .allocation_count = (uint32_t)s->n_allocations,
-			   .patch_count = (uint32_t)s->n_patches,
-			   .state = GS_PS(REJECTED),
-			   .submitted_ns = gs_now_ns(),
-			   .result = v->msg};
+	                   .tenant = c->tenant->name,
+	                   .device = x ? x->dev->obj.handle : 0,
+	                   .context = s->context,
+	                   .adapter = c->req->adapter,
+	                   .node = x ? x->node->index : 0,
+	                   .submit_flags = s->submit_flags,
+	                   .dma_size = (uint32_t)s->dma_buffer.len,
+	                   .allocation_count = (uint32_t)s->n_allocations,
+	                   .patch_count = (uint32_t)s->n_patches,
+	                   .state = GS_PS(REJECTED),
+	                   .submitted_ns = gs_now_ns(),
+	                   .result = v->msg};
 	r.completed_ns = r.submitted_ns;
 	d->stats.packets_rejected++;
 	gs_audit_packet(d->audit, &r, v->msg, NULL, NULL);
@@ -149,7 +152,7 @@ static void audit_rejected(gs_daemon *d, gs_call *c, const gs_context *x,
 
 /* Validates one submission completely. On success *out holds the packet, not yet queued. */
 static int build_packet(gs_daemon *d, gs_call *c, const Gpusched__V1__SubmitRequest *s,
-			gs_packet **out, verdict *v)
+                        gs_packet **out, verdict *v)
 {
 	*out = NULL;
 	gs_context *x = gs_object_get(d, s->context, GS_OBJ_CONTEXT, c->tenant);
@@ -207,18 +210,18 @@ static int build_packet(gs_daemon *d, gs_call *c, const Gpusched__V1__SubmitRequ
 	if (c->tenant->kind == GPUSCHED__V1__TENANT_KIND__TENANT_KIND_VM)
 		flags |= GS_SUBMIT_VIRTUAL_MACHINE_DATA;
 	p->rec = (gs_packet_rec){.packet = ++d->next_packet,
-				 .tenant = c->tenant->name,
-				 .device = x->dev->obj.handle,
-				 .context = x->obj.handle,
-				 .adapter = x->dev->adapter->id,
-				 .node = x->node->index,
-				 .fence = ++x->node->next_fence,
-				 .submit_flags = flags,
-				 .dma_size = (uint32_t)s->dma_buffer.len,
-				 .allocation_count = p->nallocs,
-				 .patch_count = p->npatches,
-				 .state = GS_PS(SUBMITTED),
-				 .submitted_ns = gs_node_now(x->node)};
+	                         .tenant = c->tenant->name,
+	                         .device = x->dev->obj.handle,
+	                         .context = x->obj.handle,
+	                         .adapter = x->dev->adapter->id,
+	                         .node = x->node->index,
+	                         .fence = ++x->node->next_fence,
+	                         .submit_flags = flags,
+	                         .dma_size = (uint32_t)s->dma_buffer.len,
+	                         .allocation_count = p->nallocs,
+	                         .patch_count = p->npatches,
+	                         .state = GS_PS(SUBMITTED),
+	                         .submitted_ns = gs_node_now(x->node)};
 	*out = p;
 	return GS_ST(OK);
 rejected:
@@ -272,7 +275,7 @@ void gs_h_submit_batch(gs_daemon *d, gs_call *c)
 	size_t n = q->n_packets;
 	if (n == 0 || n > d->cfg.max_batch) {
 		gs_call_error(c, GS_ST(INVALID_ARGUMENT), "a batch holds 1..%u packets (got %zu)",
-			      d->cfg.max_batch, n);
+		              d->cfg.max_batch, n);
 		return;
 	}
 	gs_packet **ps = calloc(n, sizeof(*ps));
@@ -328,8 +331,9 @@ static void packet_wait_expired(gs_call *c)
 {
 	gs_packet *p = c->wait_object;
 	gs_list_remove(&c->link);
-	gs_call_error(c, GS_ST(TIMEOUT), "packet %llu is still %s", (unsigned long long)p->rec.packet,
-		      p->rec.state == GS_PS(RUNNING) ? "running" : "queued");
+	gs_call_error(c, GS_ST(TIMEOUT), "packet %llu is still %s",
+	              (unsigned long long)p->rec.packet,
+	              p->rec.state == GS_PS(RUNNING) ? "running" : "queued");
 }
 
 void gs_packet_wait_answer(gs_call *c, uint64_t packet, int state, uint64_t fence)
@@ -368,7 +372,7 @@ void gs_h_packet_wait(gs_daemon *d, gs_call *c)
 		return;
 	}
 	gs_call_error(c, GS_ST(NOT_FOUND),
-		      "packet %llu is not in flight and not among the recently finished; see "
-		      "history",
-		      (unsigned long long)q->packet);
+	              "packet %llu is not in flight and not among the recently finished; see "
+	              "history",
+	              (unsigned long long)q->packet);
 }

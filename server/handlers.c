@@ -30,7 +30,7 @@ gs_adapter *gs_call_adapter(gs_call *c)
 {
 	if (c->req->adapter >= c->d->nadapters) {
 		gs_call_error(c, GS_ST(NOT_FOUND), "adapter %u does not exist (%u adapters)",
-			      c->req->adapter, c->d->nadapters);
+		              c->req->adapter, c->d->nadapters);
 		return NULL;
 	}
 	return &c->d->adapters[c->req->adapter];
@@ -58,12 +58,12 @@ void *gs_call_object(gs_call *c, uint64_t handle, gs_obj_type type)
 	gs_object *o = gs_object_get(c->d, handle, type, c->tenant);
 	if (!o || object_adapter(o)->id != c->req->adapter) {
 		gs_call_error(c, GS_ST(NOT_FOUND), "%s %llu does not exist on adapter %u",
-			      g_type_names[type], (unsigned long long)handle, c->req->adapter);
+		              g_type_names[type], (unsigned long long)handle, c->req->adapter);
 		return NULL;
 	}
 	if (type == GS_OBJ_CONTEXT && ((gs_context *)o)->faulted) {
 		gs_call_error(c, GS_ST(FAULTED), "context %llu is in an error state after a fault",
-			      (unsigned long long)handle);
+		              (unsigned long long)handle);
 		return NULL;
 	}
 	return o;
@@ -152,7 +152,7 @@ static void h_device_create(gs_daemon *d, gs_call *c)
 		return;
 	if (c->tenant->devices >= d->cfg.max_devices) {
 		gs_call_error(c, GS_ST(QUOTA_EXCEEDED), "tenant %s already has %u devices (max %u)",
-			      c->tenant->name, c->tenant->devices, d->cfg.max_devices);
+		              c->tenant->name, c->tenant->devices, d->cfg.max_devices);
 		return;
 	}
 	gs_device *dev = calloc(1, sizeof(*dev));
@@ -210,24 +210,26 @@ static void h_context_create(gs_daemon *d, gs_call *c)
 	if (!dev)
 		return;
 	if (!q->info) {
-		gs_call_error(c, GS_ST(INVALID_ARGUMENT), "context_create needs info "
-							   "(DXGK_CONTEXTINFO)");
+		gs_call_error(c, GS_ST(INVALID_ARGUMENT),
+		              "context_create needs info "
+		              "(DXGK_CONTEXTINFO)");
 		return;
 	}
 	gs_rules_adapter ra;
 	gs_rules_adapter_of(d, dev->adapter, &ra);
 	gs_rules_context rc = {.node = q->node,
-			       .flags = q->flags,
-			       .dma_buffer_size = q->info->dma_buffer_size,
-			       .dma_buffer_segment_set = q->info->dma_buffer_segment_set,
-			       .dma_buffer_private_data_size = q->info->dma_buffer_private_data_size,
-			       .allocation_list_size = q->info->allocation_list_size,
-			       .patch_location_list_size = q->info->patch_location_list_size,
-			       .reserved = q->info->reserved,
-			       .caps = q->info->caps,
-			       .paging_companion_node_id = q->info->paging_companion_node_id,
-			       .priority_class = q->priority_class,
-			       .priority = q->priority};
+	                       .flags = q->flags,
+	                       .dma_buffer_size = q->info->dma_buffer_size,
+	                       .dma_buffer_segment_set = q->info->dma_buffer_segment_set,
+	                       .dma_buffer_private_data_size =
+	                               q->info->dma_buffer_private_data_size,
+	                       .allocation_list_size = q->info->allocation_list_size,
+	                       .patch_location_list_size = q->info->patch_location_list_size,
+	                       .reserved = q->info->reserved,
+	                       .caps = q->info->caps,
+	                       .paging_companion_node_id = q->info->paging_companion_node_id,
+	                       .priority_class = q->priority_class,
+	                       .priority = q->priority};
 	char msg[256];
 	int st = gs_rules_context_create(&ra, &rc, c->tenant->priority_ceiling, msg, sizeof(msg));
 	if (st != GS_ST(OK)) {
@@ -236,7 +238,7 @@ static void h_context_create(gs_daemon *d, gs_call *c)
 	}
 	if (c->tenant->context_limit && c->tenant->contexts >= c->tenant->context_limit) {
 		gs_call_error(c, GS_ST(QUOTA_EXCEEDED), "tenant %s reached its context limit %u",
-			      c->tenant->name, c->tenant->context_limit);
+		              c->tenant->name, c->tenant->context_limit);
 		return;
 	}
 	gs_context *x = calloc(1, sizeof(*x));
@@ -285,7 +287,7 @@ static void h_context_destroy(gs_daemon *d, gs_call *c)
 	gs_context *x = gs_object_get(d, h, GS_OBJ_CONTEXT, c->tenant);
 	if (!x || x->dev->adapter->id != c->req->adapter) {
 		gs_call_error(c, GS_ST(NOT_FOUND), "context %llu does not exist on adapter %u",
-			      (unsigned long long)h, c->req->adapter);
+		              (unsigned long long)h, c->req->adapter);
 		return;
 	}
 	gs_context_destroy(d, x, "context destroyed");
@@ -334,8 +336,8 @@ static void h_sync_signal(gs_daemon *d, gs_call *c)
 	uint64_t v = R(sync_signal)->value;
 	if (v < s->value) {
 		gs_call_error(c, GS_ST(INVALID_ARGUMENT),
-			      "a monitored fence never goes backwards (value %llu < current %llu)",
-			      (unsigned long long)v, (unsigned long long)s->value);
+		              "a monitored fence never goes backwards (value %llu < current %llu)",
+		              (unsigned long long)v, (unsigned long long)s->value);
 		return;
 	}
 	gs_sync_signal(d, s, v);
@@ -347,8 +349,8 @@ static void sync_wait_expired(gs_call *c)
 	gs_sync *s = c->wait_object;
 	gs_list_remove(&c->link);
 	gs_call_error(c, GS_ST(TIMEOUT), "sync %llu is at %llu, waited for %llu",
-		      (unsigned long long)s->obj.handle, (unsigned long long)s->value,
-		      (unsigned long long)c->wait_value);
+	              (unsigned long long)s->obj.handle, (unsigned long long)s->value,
+	              (unsigned long long)c->wait_value);
 }
 
 static void h_sync_wait(gs_daemon *d, gs_call *c)
@@ -410,7 +412,7 @@ static bool require_admin(gs_call *c)
 	if (c->tenant->admin)
 		return true;
 	gs_call_error(c, GS_ST(PERMISSION_DENIED), "tenant %s is not an administrator",
-		      c->tenant->name);
+	              c->tenant->name);
 	return false;
 }
 
@@ -450,8 +452,9 @@ static void h_tenant_create(gs_daemon *d, gs_call *c)
 	const Gpusched__V1__TenantCreateRequest *q = R(tenant_create);
 	const Gpusched__V1__Tenant *t = q->tenant;
 	if (!t || !t->name[0] || strlen(t->name) >= GS_NAME_MAX || strlen(q->token) >= 128) {
-		gs_call_error(c, GS_ST(INVALID_ARGUMENT), "a tenant needs a name of 1..63 bytes "
-							   "(and a token under 128)");
+		gs_call_error(c, GS_ST(INVALID_ARGUMENT),
+		              "a tenant needs a name of 1..63 bytes "
+		              "(and a token under 128)");
 		return;
 	}
 	if (gs_tenant_by_name(d, t->name)) {
@@ -463,17 +466,18 @@ static void h_tenant_create(gs_daemon *d, gs_call *c)
 		return;
 	}
 	if (t->priority_ceiling > GS_PRIORITY_CLASS_MAX || t->kind > 1 || t->policy > 2) {
-		gs_call_error(c, GS_ST(INVALID_ARGUMENT), "tenant kind, policy or ceiling out of "
-							   "range");
+		gs_call_error(c, GS_ST(INVALID_ARGUMENT),
+		              "tenant kind, policy or ceiling out of "
+		              "range");
 		return;
 	}
 	gs_tenant_config tc = {.kind = t->kind,
-			       .policy = t->policy,
-			       .share = t->share ? t->share : 1,
-			       .priority_ceiling = t->priority_ceiling,
-			       .memory_quota = t->memory_quota,
-			       .context_limit = t->context_limit,
-			       .admin = t->admin};
+	                       .policy = t->policy,
+	                       .share = t->share ? t->share : 1,
+	                       .priority_ceiling = t->priority_ceiling,
+	                       .memory_quota = t->memory_quota,
+	                       .context_limit = t->context_limit,
+	                       .admin = t->admin};
 	snprintf(tc.name, sizeof(tc.name), "%s", t->name);
 	if (q->token[0])
 		snprintf(tc.token, sizeof(tc.token), "%s", q->token);
@@ -519,7 +523,8 @@ static void h_tenant_destroy(gs_daemon *d, gs_call *c)
 		return;
 	}
 	if (t->devices) {
-		gs_call_error(c, GS_ST(BUSY), "tenant %s still has %u devices", t->name, t->devices);
+		gs_call_error(c, GS_ST(BUSY), "tenant %s still has %u devices", t->name,
+		              t->devices);
 		return;
 	}
 	if (t == c->tenant) {
@@ -562,41 +567,41 @@ static void h_unimplemented(gs_daemon *d, gs_call *c)
 {
 	(void)d;
 	gs_call_error(c, GS_ST(UNIMPLEMENTED), "%s is defined by the contract but not served yet",
-		      gs_request_name(c->req->body_case));
+	              gs_request_name(c->req->body_case));
 }
 
 typedef void (*handler_fn)(gs_daemon *d, gs_call *c);
 
 static const handler_fn g_handlers[] = {
-	[GPUSCHED__V1__REQUEST__BODY_INFO] = h_info,
-	[GPUSCHED__V1__REQUEST__BODY_DEVICE_CREATE] = h_device_create,
-	[GPUSCHED__V1__REQUEST__BODY_DEVICE_DESTROY] = h_device_destroy,
-	[GPUSCHED__V1__REQUEST__BODY_CONTEXT_CREATE] = h_context_create,
-	[GPUSCHED__V1__REQUEST__BODY_CONTEXT_DESTROY] = h_context_destroy,
-	[GPUSCHED__V1__REQUEST__BODY_CONTEXT_SET_PRIORITY] = h_unimplemented,
-	[GPUSCHED__V1__REQUEST__BODY_ALLOCATION_CREATE] = gs_h_allocation_create,
-	[GPUSCHED__V1__REQUEST__BODY_ALLOCATION_DESTROY] = gs_h_allocation_destroy,
-	[GPUSCHED__V1__REQUEST__BODY_ALLOCATION_QUERY] = gs_h_allocation_query,
-	[GPUSCHED__V1__REQUEST__BODY_ALLOCATION_SET_PRIORITY] = gs_h_allocation_set_priority,
-	[GPUSCHED__V1__REQUEST__BODY_ALLOCATION_SET_PREFERENCE] = gs_h_allocation_set_preference,
-	[GPUSCHED__V1__REQUEST__BODY_ALLOCATION_READ] = gs_h_allocation_read,
-	[GPUSCHED__V1__REQUEST__BODY_ALLOCATION_WRITE] = gs_h_allocation_write,
-	[GPUSCHED__V1__REQUEST__BODY_SUBMIT] = gs_h_submit,
-	[GPUSCHED__V1__REQUEST__BODY_SUBMIT_BATCH] = gs_h_submit_batch,
-	[GPUSCHED__V1__REQUEST__BODY_PACKET_WAIT] = gs_h_packet_wait,
-	[GPUSCHED__V1__REQUEST__BODY_SYNC_CREATE] = h_sync_create,
-	[GPUSCHED__V1__REQUEST__BODY_SYNC_DESTROY] = h_sync_destroy,
-	[GPUSCHED__V1__REQUEST__BODY_SYNC_SIGNAL] = h_sync_signal,
-	[GPUSCHED__V1__REQUEST__BODY_SYNC_WAIT] = h_sync_wait,
-	[GPUSCHED__V1__REQUEST__BODY_MAKE_RESIDENT] = h_unimplemented,
-	[GPUSCHED__V1__REQUEST__BODY_EVICT] = h_unimplemented,
-	[GPUSCHED__V1__REQUEST__BODY_TRANSFER] = h_unimplemented,
-	[GPUSCHED__V1__REQUEST__BODY_HISTORY] = gs_h_history,
-	[GPUSCHED__V1__REQUEST__BODY_PACKET_EVENTS] = gs_h_packet_events,
-	[GPUSCHED__V1__REQUEST__BODY_STATS] = h_stats,
-	[GPUSCHED__V1__REQUEST__BODY_TENANT_CREATE] = h_tenant_create,
-	[GPUSCHED__V1__REQUEST__BODY_TENANT_DESTROY] = h_tenant_destroy,
-	[GPUSCHED__V1__REQUEST__BODY_TENANT_LIST] = h_tenant_list,
+        [GPUSCHED__V1__REQUEST__BODY_INFO] = h_info,
+        [GPUSCHED__V1__REQUEST__BODY_DEVICE_CREATE] = h_device_create,
+        [GPUSCHED__V1__REQUEST__BODY_DEVICE_DESTROY] = h_device_destroy,
+        [GPUSCHED__V1__REQUEST__BODY_CONTEXT_CREATE] = h_context_create,
+        [GPUSCHED__V1__REQUEST__BODY_CONTEXT_DESTROY] = h_context_destroy,
+        [GPUSCHED__V1__REQUEST__BODY_CONTEXT_SET_PRIORITY] = h_unimplemented,
+        [GPUSCHED__V1__REQUEST__BODY_ALLOCATION_CREATE] = gs_h_allocation_create,
+        [GPUSCHED__V1__REQUEST__BODY_ALLOCATION_DESTROY] = gs_h_allocation_destroy,
+        [GPUSCHED__V1__REQUEST__BODY_ALLOCATION_QUERY] = gs_h_allocation_query,
+        [GPUSCHED__V1__REQUEST__BODY_ALLOCATION_SET_PRIORITY] = gs_h_allocation_set_priority,
+        [GPUSCHED__V1__REQUEST__BODY_ALLOCATION_SET_PREFERENCE] = gs_h_allocation_set_preference,
+        [GPUSCHED__V1__REQUEST__BODY_ALLOCATION_READ] = gs_h_allocation_read,
+        [GPUSCHED__V1__REQUEST__BODY_ALLOCATION_WRITE] = gs_h_allocation_write,
+        [GPUSCHED__V1__REQUEST__BODY_SUBMIT] = gs_h_submit,
+        [GPUSCHED__V1__REQUEST__BODY_SUBMIT_BATCH] = gs_h_submit_batch,
+        [GPUSCHED__V1__REQUEST__BODY_PACKET_WAIT] = gs_h_packet_wait,
+        [GPUSCHED__V1__REQUEST__BODY_SYNC_CREATE] = h_sync_create,
+        [GPUSCHED__V1__REQUEST__BODY_SYNC_DESTROY] = h_sync_destroy,
+        [GPUSCHED__V1__REQUEST__BODY_SYNC_SIGNAL] = h_sync_signal,
+        [GPUSCHED__V1__REQUEST__BODY_SYNC_WAIT] = h_sync_wait,
+        [GPUSCHED__V1__REQUEST__BODY_MAKE_RESIDENT] = h_unimplemented,
+        [GPUSCHED__V1__REQUEST__BODY_EVICT] = h_unimplemented,
+        [GPUSCHED__V1__REQUEST__BODY_TRANSFER] = h_unimplemented,
+        [GPUSCHED__V1__REQUEST__BODY_HISTORY] = gs_h_history,
+        [GPUSCHED__V1__REQUEST__BODY_PACKET_EVENTS] = gs_h_packet_events,
+        [GPUSCHED__V1__REQUEST__BODY_STATS] = h_stats,
+        [GPUSCHED__V1__REQUEST__BODY_TENANT_CREATE] = h_tenant_create,
+        [GPUSCHED__V1__REQUEST__BODY_TENANT_DESTROY] = h_tenant_destroy,
+        [GPUSCHED__V1__REQUEST__BODY_TENANT_LIST] = h_tenant_list,
 };
 
 void gs_handle_request(gs_daemon *d, gs_call *c)
@@ -609,7 +614,7 @@ void gs_handle_request(gs_daemon *d, gs_call *c)
 	}
 	if (c->req->adapter >= d->nadapters) {
 		gs_call_error(c, GS_ST(NOT_FOUND), "adapter %u does not exist (%u adapters)",
-			      c->req->adapter, d->nadapters);
+		              c->req->adapter, d->nadapters);
 		return;
 	}
 	g_handlers[bc](d, c);

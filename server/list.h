@@ -13,7 +13,7 @@ typedef struct gs_list {
 	struct gs_list *next, *prev;
 } gs_list;
 
-#define GS_CONTAINER_OF(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
+#define GS_CONTAINER_OF(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 
 static inline void gs_list_init(gs_list *l)
 {
@@ -55,6 +55,7 @@ static inline gs_list *gs_list_pop_front(gs_list *head)
 
 /* Iterates safely against removal of the current node. */
 #define GS_LIST_FOREACH_SAFE(it, tmp, head)                                                        \
-	for ((it) = (head)->next, (tmp) = (it)->next; (it) != (head); (it) = (tmp), (tmp) = (it)->next)
+	for ((it) = (head)->next, (tmp) = (it)->next; (it) != (head);                              \
+	     (it) = (tmp), (tmp) = (it)->next)
 
 #endif

@@ -35,9 +35,10 @@ void gs_log(gs_log_level level, const char *fmt, ...)
 	struct tm tm;
 	gmtime_r(&ts.tv_sec, &tm);
 	char line[1024];
-	int n = snprintf(line, sizeof(line), "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ gpuschedd[%d] %s ",
-			 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
-			 tm.tm_sec, ts.tv_nsec / 1000000, (int)getpid(), g_names[level]);
+	int n = snprintf(line, sizeof(line),
+	                 "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ gpuschedd[%d] %s ",
+	                 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
+	                 tm.tm_sec, ts.tv_nsec / 1000000, (int)getpid(), g_names[level]);
 	va_list ap;
 	va_start(ap, fmt);
 	if (n > 0 && (size_t)n < sizeof(line))

@@ -15,8 +15,8 @@ int gs_log_parse_level(const char *name);
 void gs_log(gs_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #define GS_ERROR(...) gs_log(GS_LOG_ERROR, __VA_ARGS__)
-#define GS_WARN(...) gs_log(GS_LOG_WARN, __VA_ARGS__)
-#define GS_INFO(...) gs_log(GS_LOG_INFO, __VA_ARGS__)
+#define GS_WARN(...)  gs_log(GS_LOG_WARN, __VA_ARGS__)
+#define GS_INFO(...)  gs_log(GS_LOG_INFO, __VA_ARGS__)
 #define GS_DEBUG(...) gs_log(GS_LOG_DEBUG, __VA_ARGS__)
 
 #endif

@@ -16,30 +16,30 @@
 static void usage(FILE *out)
 {
 	fprintf(out,
-		"Usage: gpuschedd [OPTIONS]\n"
-		"The gpusched daemon: schedules DMA-buffer packets on real or emulated GPU\n"
-		"adapters for remote clients (protobuf over nng) and audits every packet to\n"
-		"SQLite.\n\n"
-		"Options:\n"
-		"  -l, --listen URL      serve requests on URL (ipc://PATH, tcp://HOST:PORT);\n"
-		"                        repeatable; default ipc://$XDG_RUNTIME_DIR/gpusched/"
-		"gpusched.sock\n"
-		"                        (or ipc:///tmp/gpusched-$UID/gpusched.sock)\n"
-		"  -d, --db PATH         SQLite audit file (default ./gpusched-audit.db)\n"
-		"  -c, --config FILE     JSON configuration (see deploy/gpuschedd.example.json)\n"
-		"      --clock MODE      wall (engines take real time) or virtual (SPIN is\n"
-		"                        instant, time is simulated); default wall\n"
-		"  -e, --events URL      publish packet events on an nng PUB socket at URL\n"
-		"      --backend NAME    engine backend of every adapter: emu (default) or null\n"
-		"      --log-level L     error, warn, info (default) or debug\n"
-		"      --audit-sync-full fsync every audit commit (survives power loss, slower);\n"
-		"                        default survives a daemon crash (kill -9)\n"
-		"  -h, --help            show this help\n"
-		"  -V, --version         show the version\n\n"
-		"Prints one line containing \"ready\" on stdout once it serves requests.\n"
-		"SIGINT/SIGTERM: stop accepting, cancel queued packets (audited), let running\n"
-		"packets finish (bounded by shutdown_grace_ms), flush the audit, exit 0.\n\n"
-		"Exit status: 0 clean stop, 1 start-up failure, 2 usage error.\n");
+	        "Usage: gpuschedd [OPTIONS]\n"
+	        "The gpusched daemon: schedules DMA-buffer packets on real or emulated GPU\n"
+	        "adapters for remote clients (protobuf over nng) and audits every packet to\n"
+	        "SQLite.\n\n"
+	        "Options:\n"
+	        "  -l, --listen URL      serve requests on URL (ipc://PATH, tcp://HOST:PORT);\n"
+	        "                        repeatable; default ipc://$XDG_RUNTIME_DIR/gpusched/"
+	        "gpusched.sock\n"
+	        "                        (or ipc:///tmp/gpusched-$UID/gpusched.sock)\n"
+	        "  -d, --db PATH         SQLite audit file (default ./gpusched-audit.db)\n"
+	        "  -c, --config FILE     JSON configuration (see deploy/gpuschedd.example.json)\n"
+	        "      --clock MODE      wall (engines take real time) or virtual (SPIN is\n"
+	        "                        instant, time is simulated); default wall\n"
+	        "  -e, --events URL      publish packet events on an nng PUB socket at URL\n"
+	        "      --backend NAME    engine backend of every adapter: emu (default) or null\n"
+	        "      --log-level L     error, warn, info (default) or debug\n"
+	        "      --audit-sync-full fsync every audit commit (survives power loss, slower);\n"
+	        "                        default survives a daemon crash (kill -9)\n"
+	        "  -h, --help            show this help\n"
+	        "  -V, --version         show the version\n\n"
+	        "Prints one line containing \"ready\" on stdout once it serves requests.\n"
+	        "SIGINT/SIGTERM: stop accepting, cancel queued packets (audited), let running\n"
+	        "packets finish (bounded by shutdown_grace_ms), flush the audit, exit 0.\n\n"
+	        "Exit status: 0 clean stop, 1 start-up failure, 2 usage error.\n");
 }
 
 enum { OPT_CLOCK = 256, OPT_LOG_LEVEL, OPT_BACKEND, OPT_AUDIT_SYNC };
@@ -58,24 +58,25 @@ typedef struct cli_opts {
 
 static int parse_args(int argc, char **argv, cli_opts *o)
 {
-	static const struct option longopts[] = {{"listen", required_argument, NULL, 'l'},
-						 {"db", required_argument, NULL, 'd'},
-						 {"config", required_argument, NULL, 'c'},
-						 {"clock", required_argument, NULL, OPT_CLOCK},
-						 {"events", required_argument, NULL, 'e'},
-						 {"backend", required_argument, NULL, OPT_BACKEND},
-						 {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
-						 {"audit-sync-full", no_argument, NULL, OPT_AUDIT_SYNC},
-						 {"help", no_argument, NULL, 'h'},
-						 {"version", no_argument, NULL, 'V'},
-						 {NULL, 0, NULL, 0}};
+	static const struct option longopts[] = {
+	        {"listen", required_argument, NULL, 'l'},
+	        {"db", required_argument, NULL, 'd'},
+	        {"config", required_argument, NULL, 'c'},
+	        {"clock", required_argument, NULL, OPT_CLOCK},
+	        {"events", required_argument, NULL, 'e'},
+	        {"backend", required_argument, NULL, OPT_BACKEND},
+	        {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
+	        {"audit-sync-full", no_argument, NULL, OPT_AUDIT_SYNC},
+	        {"help", no_argument, NULL, 'h'},
+	        {"version", no_argument, NULL, 'V'},
+	        {NULL, 0, NULL, 0}};
 	int ch;
 	while ((ch = getopt_long(argc, argv, "l:d:c:e:hV", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 'l':
 			if (o->nlisten == GS_MAX_LISTEN) {
 				fprintf(stderr, "gpuschedd: at most %d --listen URLs\n",
-					GS_MAX_LISTEN);
+				        GS_MAX_LISTEN);
 				return 2;
 			}
 			o->listen[o->nlisten++] = optarg;
@@ -146,11 +147,12 @@ static int apply_args(gs_config *cfg, const cli_opts *o)
 	if (o->backend)
 		for (uint32_t i = 0; i < cfg->nadapters; i++)
 			snprintf(cfg->adapters[i].backend, sizeof(cfg->adapters[i].backend), "%s",
-				 o->backend);
+			         o->backend);
 	if (o->log_level) {
 		cfg->log_level = gs_log_parse_level(o->log_level);
 		if (cfg->log_level < 0) {
-			fprintf(stderr, "gpuschedd: --log-level must be error, warn, info or debug\n");
+			fprintf(stderr,
+			        "gpuschedd: --log-level must be error, warn, info or debug\n");
 			return 2;
 		}
 	}
@@ -182,7 +184,7 @@ static void stop_poll(uv_timer_t *t)
 	if (engines_idle(d) || gs_now_ns() >= g_stop_deadline) {
 		if (!engines_idle(d))
 			GS_WARN("packets still running after %u ms: aborting them",
-				d->cfg.shutdown_grace_ms);
+			        d->cfg.shutdown_grace_ms);
 		uv_close((uv_handle_t *)t, NULL);
 		uv_close((uv_handle_t *)&d->sigint, NULL);
 		uv_close((uv_handle_t *)&d->sigterm, NULL);
@@ -235,8 +237,8 @@ int main(int argc, char **argv)
 	for (uint32_t i = 0; i < d.nadapters; i++) {
 		const gs_adapter *a = &d.adapters[i];
 		GS_INFO("adapter %u %s: backend %s, %u nodes, %u segments, clock %s", a->id,
-			a->cfg->name, a->ops->name, a->nnodes, a->nsegments,
-			cfg.virtual_clock ? "virtual" : "wall");
+		        a->cfg->name, a->ops->name, a->nnodes, a->nsegments,
+		        cfg.virtual_clock ? "virtual" : "wall");
 	}
 	GS_INFO("audit file %s", cfg.db_path);
 	printf("gpuschedd %s ready on %s\n", GS_VERSION, cfg.listen[0]);

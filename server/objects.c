@@ -40,40 +40,40 @@ void gs_object_unregister(gs_daemon *d, gs_object *o)
 void gs_audit_context_of(gs_daemon *d, const gs_context *c)
 {
 	gs_context_rec r = {.context = c->obj.handle,
-			    .tenant = c->obj.tenant->name,
-			    .device = c->dev->obj.handle,
-			    .adapter = c->dev->adapter->id,
-			    .node = c->node->index,
-			    .flags = c->flags,
-			    .priority_class = c->priority_class,
-			    .priority = c->priority,
-			    .dma_buffer_size = c->dma_buffer_size,
-			    .dma_buffer_segment_set = c->dma_buffer_segment_set,
-			    .dma_buffer_private_data_size = c->dma_buffer_private_data_size,
-			    .allocation_list_size = c->allocation_list_size,
-			    .patch_location_list_size = c->patch_location_list_size,
-			    .caps = c->caps,
-			    .paging_companion_node_id = c->paging_companion_node_id,
-			    .created_ns = c->created_ns,
-			    .destroyed_ns = c->destroyed ? gs_now_ns() : 0};
+	                    .tenant = c->obj.tenant->name,
+	                    .device = c->dev->obj.handle,
+	                    .adapter = c->dev->adapter->id,
+	                    .node = c->node->index,
+	                    .flags = c->flags,
+	                    .priority_class = c->priority_class,
+	                    .priority = c->priority,
+	                    .dma_buffer_size = c->dma_buffer_size,
+	                    .dma_buffer_segment_set = c->dma_buffer_segment_set,
+	                    .dma_buffer_private_data_size = c->dma_buffer_private_data_size,
+	                    .allocation_list_size = c->allocation_list_size,
+	                    .patch_location_list_size = c->patch_location_list_size,
+	                    .caps = c->caps,
+	                    .paging_companion_node_id = c->paging_companion_node_id,
+	                    .created_ns = c->created_ns,
+	                    .destroyed_ns = c->destroyed ? gs_now_ns() : 0};
 	gs_audit_context(d->audit, &r);
 }
 
 void gs_audit_allocation_of(gs_daemon *d, const gs_allocation *a)
 {
 	gs_allocation_rec r = {.allocation = a->obj.handle,
-			       .tenant = a->obj.tenant->name,
-			       .device = a->dev->obj.handle,
-			       .adapter = a->dev->adapter->id,
-			       .size = a->size,
-			       .supported_segment_set = a->supported_segment_set,
-			       .segment_preference = a->segment_preference,
-			       .priority = a->priority,
-			       .flags = a->flags,
-			       .segment = a->segment ? a->segment->id : 0,
-			       .offset = a->offset,
-			       .created_ns = a->created_ns,
-			       .destroyed_ns = a->destroyed ? gs_now_ns() : 0};
+	                       .tenant = a->obj.tenant->name,
+	                       .device = a->dev->obj.handle,
+	                       .adapter = a->dev->adapter->id,
+	                       .size = a->size,
+	                       .supported_segment_set = a->supported_segment_set,
+	                       .segment_preference = a->segment_preference,
+	                       .priority = a->priority,
+	                       .flags = a->flags,
+	                       .segment = a->segment ? a->segment->id : 0,
+	                       .offset = a->offset,
+	                       .created_ns = a->created_ns,
+	                       .destroyed_ns = a->destroyed ? gs_now_ns() : 0};
 	gs_audit_allocation(d->audit, &r);
 }
 
@@ -159,7 +159,7 @@ void gs_sync_destroy(gs_daemon *d, gs_sync *s)
 		gs_call *c = GS_CONTAINER_OF(it, gs_call, link);
 		gs_list_remove(it);
 		answer_sync_wait(c, d->stopping ? GS_ST(SHUTTING_DOWN) : GS_ST(NOT_FOUND), s->value,
-				 "the sync object was destroyed while waited on");
+		                 "the sync object was destroyed while waited on");
 	}
 	gs_list_remove(&s->dev_link);
 	gs_object_unregister(d, &s->obj);

@@ -195,7 +195,7 @@ void gs_call_verror(gs_call *c, int status, const char *fmt, va_list ap)
 	if (status != GS_ST(TIMEOUT))
 		gs_audit_error(d->audit, c->tenant ? c->tenant->name : "-", req, status, msg);
 	GS_DEBUG("request %s from %s: status %d: %s", req, c->tenant ? c->tenant->name : "-",
-		 status, msg);
+	         status, msg);
 	Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
 	resp.status = status;
 	resp.message = msg;
@@ -227,7 +227,7 @@ static void audit_reply_ack(void *arg, bool ok)
 		Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
 		resp.status = GS_ST(INTERNAL);
 		resp.message = "the audit record could not be committed; the packet is not "
-			       "acknowledged";
+		               "acknowledged";
 		msg = encode_response(ar->id, &resp);
 	}
 	worker_send(ar->w, msg);
@@ -235,7 +235,7 @@ static void audit_reply_ack(void *arg, bool ok)
 }
 
 void gs_call_reply_after_audit(gs_call *c, Gpusched__V1__Response *resp, const gs_packet_rec *rec,
-			       const char *detail)
+                               const char *detail)
 {
 	audit_reply *ar = malloc(sizeof(*ar));
 	nng_msg *msg = encode_response(call_id(c), resp);
@@ -314,40 +314,41 @@ void gs_call_reply_off_loop(gs_call *c, Gpusched__V1__Response *resp)
 /* ---- the loop side ---- */
 
 static const char *const g_request_names[] = {
-	[GPUSCHED__V1__REQUEST__BODY_INFO] = "info",
-	[GPUSCHED__V1__REQUEST__BODY_DEVICE_CREATE] = "device_create",
-	[GPUSCHED__V1__REQUEST__BODY_DEVICE_DESTROY] = "device_destroy",
-	[GPUSCHED__V1__REQUEST__BODY_CONTEXT_CREATE] = "context_create",
-	[GPUSCHED__V1__REQUEST__BODY_CONTEXT_DESTROY] = "context_destroy",
-	[GPUSCHED__V1__REQUEST__BODY_CONTEXT_SET_PRIORITY] = "context_set_priority",
-	[GPUSCHED__V1__REQUEST__BODY_ALLOCATION_CREATE] = "allocation_create",
-	[GPUSCHED__V1__REQUEST__BODY_ALLOCATION_DESTROY] = "allocation_destroy",
-	[GPUSCHED__V1__REQUEST__BODY_ALLOCATION_QUERY] = "allocation_query",
-	[GPUSCHED__V1__REQUEST__BODY_ALLOCATION_SET_PRIORITY] = "allocation_set_priority",
-	[GPUSCHED__V1__REQUEST__BODY_ALLOCATION_SET_PREFERENCE] = "allocation_set_preference",
-	[GPUSCHED__V1__REQUEST__BODY_ALLOCATION_READ] = "allocation_read",
-	[GPUSCHED__V1__REQUEST__BODY_ALLOCATION_WRITE] = "allocation_write",
-	[GPUSCHED__V1__REQUEST__BODY_SUBMIT] = "submit",
-	[GPUSCHED__V1__REQUEST__BODY_SUBMIT_BATCH] = "submit_batch",
-	[GPUSCHED__V1__REQUEST__BODY_PACKET_WAIT] = "packet_wait",
-	[GPUSCHED__V1__REQUEST__BODY_SYNC_CREATE] = "sync_create",
-	[GPUSCHED__V1__REQUEST__BODY_SYNC_DESTROY] = "sync_destroy",
-	[GPUSCHED__V1__REQUEST__BODY_SYNC_SIGNAL] = "sync_signal",
-	[GPUSCHED__V1__REQUEST__BODY_SYNC_WAIT] = "sync_wait",
-	[GPUSCHED__V1__REQUEST__BODY_MAKE_RESIDENT] = "make_resident",
-	[GPUSCHED__V1__REQUEST__BODY_EVICT] = "evict",
-	[GPUSCHED__V1__REQUEST__BODY_TRANSFER] = "transfer",
-	[GPUSCHED__V1__REQUEST__BODY_HISTORY] = "history",
-	[GPUSCHED__V1__REQUEST__BODY_PACKET_EVENTS] = "packet_events",
-	[GPUSCHED__V1__REQUEST__BODY_STATS] = "stats",
-	[GPUSCHED__V1__REQUEST__BODY_TENANT_CREATE] = "tenant_create",
-	[GPUSCHED__V1__REQUEST__BODY_TENANT_DESTROY] = "tenant_destroy",
-	[GPUSCHED__V1__REQUEST__BODY_TENANT_LIST] = "tenant_list",
+        [GPUSCHED__V1__REQUEST__BODY_INFO] = "info",
+        [GPUSCHED__V1__REQUEST__BODY_DEVICE_CREATE] = "device_create",
+        [GPUSCHED__V1__REQUEST__BODY_DEVICE_DESTROY] = "device_destroy",
+        [GPUSCHED__V1__REQUEST__BODY_CONTEXT_CREATE] = "context_create",
+        [GPUSCHED__V1__REQUEST__BODY_CONTEXT_DESTROY] = "context_destroy",
+        [GPUSCHED__V1__REQUEST__BODY_CONTEXT_SET_PRIORITY] = "context_set_priority",
+        [GPUSCHED__V1__REQUEST__BODY_ALLOCATION_CREATE] = "allocation_create",
+        [GPUSCHED__V1__REQUEST__BODY_ALLOCATION_DESTROY] = "allocation_destroy",
+        [GPUSCHED__V1__REQUEST__BODY_ALLOCATION_QUERY] = "allocation_query",
+        [GPUSCHED__V1__REQUEST__BODY_ALLOCATION_SET_PRIORITY] = "allocation_set_priority",
+        [GPUSCHED__V1__REQUEST__BODY_ALLOCATION_SET_PREFERENCE] = "allocation_set_preference",
+        [GPUSCHED__V1__REQUEST__BODY_ALLOCATION_READ] = "allocation_read",
+        [GPUSCHED__V1__REQUEST__BODY_ALLOCATION_WRITE] = "allocation_write",
+        [GPUSCHED__V1__REQUEST__BODY_SUBMIT] = "submit",
+        [GPUSCHED__V1__REQUEST__BODY_SUBMIT_BATCH] = "submit_batch",
+        [GPUSCHED__V1__REQUEST__BODY_PACKET_WAIT] = "packet_wait",
+        [GPUSCHED__V1__REQUEST__BODY_SYNC_CREATE] = "sync_create",
+        [GPUSCHED__V1__REQUEST__BODY_SYNC_DESTROY] = "sync_destroy",
+        [GPUSCHED__V1__REQUEST__BODY_SYNC_SIGNAL] = "sync_signal",
+        [GPUSCHED__V1__REQUEST__BODY_SYNC_WAIT] = "sync_wait",
+        [GPUSCHED__V1__REQUEST__BODY_MAKE_RESIDENT] = "make_resident",
+        [GPUSCHED__V1__REQUEST__BODY_EVICT] = "evict",
+        [GPUSCHED__V1__REQUEST__BODY_TRANSFER] = "transfer",
+        [GPUSCHED__V1__REQUEST__BODY_HISTORY] = "history",
+        [GPUSCHED__V1__REQUEST__BODY_PACKET_EVENTS] = "packet_events",
+        [GPUSCHED__V1__REQUEST__BODY_STATS] = "stats",
+        [GPUSCHED__V1__REQUEST__BODY_TENANT_CREATE] = "tenant_create",
+        [GPUSCHED__V1__REQUEST__BODY_TENANT_DESTROY] = "tenant_destroy",
+        [GPUSCHED__V1__REQUEST__BODY_TENANT_LIST] = "tenant_list",
 };
 
 const char *gs_request_name(int body_case)
 {
-	if (body_case <= 0 || (size_t)body_case >= sizeof(g_request_names) / sizeof(*g_request_names) ||
+	if (body_case <= 0 ||
+	    (size_t)body_case >= sizeof(g_request_names) / sizeof(*g_request_names) ||
 	    !g_request_names[body_case])
 		return "empty";
 	return g_request_names[body_case];
@@ -374,13 +375,14 @@ static void handle_message(gs_daemon *d, gs_rpc_worker *w, nng_msg *msg)
 	if (len > d->cfg.max_message) {
 		nng_msg_free(msg);
 		gs_call_error(c, GS_ST(TOO_LARGE), "request of %zu bytes exceeds max_message %llu",
-			      len, (unsigned long long)d->cfg.max_message);
+		              len, (unsigned long long)d->cfg.max_message);
 		return;
 	}
 	c->req = gpusched__v1__request__unpack(NULL, len, nng_msg_body(msg));
 	nng_msg_free(msg);
 	if (!c->req) {
-		gs_call_error(c, GS_ST(MALFORMED), "request does not decode as gpusched.v1.Request");
+		gs_call_error(c, GS_ST(MALFORMED),
+		              "request does not decode as gpusched.v1.Request");
 		return;
 	}
 	if (d->stopping) {
@@ -461,7 +463,8 @@ int gs_rpc_start(gs_daemon *d)
 		ensure_ipc_dir(d->cfg.listen[i]);
 		rv = nng_listen(rpc->sock, d->cfg.listen[i], &rpc->listeners[i], 0);
 		if (rv != 0) {
-			GS_ERROR("rpc: cannot listen on %s: %s", d->cfg.listen[i], nng_strerror(rv));
+			GS_ERROR("rpc: cannot listen on %s: %s", d->cfg.listen[i],
+			         nng_strerror(rv));
 			return -1;
 		}
 		rpc->nlisteners++;
@@ -474,7 +477,7 @@ int gs_rpc_start(gs_daemon *d)
 			rv = nng_listen(rpc->pub, d->cfg.events_url, NULL, 0);
 		if (rv != 0) {
 			GS_ERROR("rpc: cannot publish events on %s: %s", d->cfg.events_url,
-				 nng_strerror(rv));
+			         nng_strerror(rv));
 			return -1;
 		}
 		rpc->pub_open = true;

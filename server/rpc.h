@@ -26,8 +26,8 @@ struct gs_call {
 	gs_list link;     /* on a waiter list while deferred */
 	uv_timer_t timer; /* deadline of a deferred wait */
 	bool timer_used;
-	uint64_t wait_value;  /* SyncWait target */
-	void *wait_object;    /* what it waits on */
+	uint64_t wait_value; /* SyncWait target */
+	void *wait_object;   /* what it waits on */
 	void (*on_timeout)(gs_call *c);
 };
 
@@ -43,11 +43,12 @@ void gs_rpc_publish(gs_daemon *d, Gpusched__V1__Event *ev);
 
 /* Answers a call and frees it. */
 void gs_call_reply(gs_call *c, Gpusched__V1__Response *resp);
-void gs_call_error(gs_call *c, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void gs_call_error(gs_call *c, int status, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
 void gs_call_verror(gs_call *c, int status, const char *fmt, va_list ap);
 /* Encodes the answer now and sends it from the audit writer once `rec` is committed. */
 void gs_call_reply_after_audit(gs_call *c, Gpusched__V1__Response *resp, const gs_packet_rec *rec,
-			       const char *detail);
+                               const char *detail);
 /* Arms a deadline for a deferred call; on expiry `fn` runs on the loop. */
 void gs_call_set_timeout(gs_call *c, uint32_t ms, void (*fn)(gs_call *c));
 /* Runs `work` on libuv's thread pool, which must answer the call with gs_call_reply_off_loop;

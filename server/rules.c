@@ -9,7 +9,7 @@
 #define ST(x) GPUSCHED__V1__STATUS__STATUS_##x
 
 static int fail(int status, char *msg, size_t cap, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+        __attribute__((format(printf, 4, 5)));
 static int fail(int status, char *msg, size_t cap, const char *fmt, ...)
 {
 	va_list ap;
@@ -20,67 +20,68 @@ static int fail(int status, char *msg, size_t cap, const char *fmt, ...)
 }
 
 int gs_rules_context_create(const gs_rules_adapter *a, const gs_rules_context *c,
-			    uint32_t priority_ceiling, char *msg, size_t cap)
+                            uint32_t priority_ceiling, char *msg, size_t cap)
 {
 	if (c->flags & ~GS_CTX_VALID_MASK)
 		return fail(ST(CTX_BAD_FLAGS), msg, cap, "create flags 0x%x: unknown bits 0x%x",
-			    c->flags, c->flags & ~GS_CTX_VALID_MASK);
+		            c->flags, c->flags & ~GS_CTX_VALID_MASK);
 	if (c->flags & GS_CTX_SYSTEM)
 		return fail(ST(CTX_BAD_FLAGS), msg, cap,
-			    "SystemContext (0x1) is reserved for the daemon's own paging contexts");
+		            "SystemContext (0x1) is reserved for the daemon's own paging contexts");
 	if (c->reserved != 0)
 		return fail(ST(CTX_RESERVED_NONZERO), msg, cap,
-			    "DXGK_CONTEXTINFO.Reserved must be 0 (got 0x%x)", c->reserved);
+		            "DXGK_CONTEXTINFO.Reserved must be 0 (got 0x%x)", c->reserved);
 	if (c->node >= a->nnodes)
 		return fail(ST(CTX_BAD_NODE), msg, cap, "node %u does not exist (adapter has %u)",
-			    c->node, a->nnodes);
+		            c->node, a->nnodes);
 	if (c->paging_companion_node_id >= a->nnodes)
 		return fail(ST(CTX_BAD_PAGING_NODE), msg, cap,
-			    "PagingCompanionNodeId %u does not exist (adapter has %u nodes)",
-			    c->paging_companion_node_id, a->nnodes);
+		            "PagingCompanionNodeId %u does not exist (adapter has %u nodes)",
+		            c->paging_companion_node_id, a->nnodes);
 	if (c->caps & ~GS_CTXCAPS_VALID_MASK)
 		return fail(ST(CTX_BAD_FLAGS), msg, cap, "Caps 0x%x: reserved bits 0x%x set",
-			    c->caps, c->caps & ~GS_CTXCAPS_VALID_MASK);
+		            c->caps, c->caps & ~GS_CTXCAPS_VALID_MASK);
 	for (uint32_t id = 0; id < 32; id++) {
 		if (!(c->dma_buffer_segment_set & (1u << id)))
 			continue;
 		if (id == 0 || a->segment_kind[id] < 0)
-			return fail(ST(CTX_DMA_SEGMENT_UNKNOWN), msg, cap,
-				    "DmaBufferSegmentSet 0x%x names segment %u, which does not exist",
-				    c->dma_buffer_segment_set, id);
+			return fail(
+			        ST(CTX_DMA_SEGMENT_UNKNOWN), msg, cap,
+			        "DmaBufferSegmentSet 0x%x names segment %u, which does not exist",
+			        c->dma_buffer_segment_set, id);
 		if (a->segment_kind[id] != GPUSCHED__V1__SEGMENT_KIND__SEGMENT_KIND_APERTURE)
 			return fail(ST(CTX_DMA_SEGMENT_NOT_APERTURE), msg, cap,
-				    "DmaBufferSegmentSet 0x%x names memory segment %u: DMA buffers "
-				    "may live in aperture segments only",
-				    c->dma_buffer_segment_set, id);
+			            "DmaBufferSegmentSet 0x%x names memory segment %u: DMA buffers "
+			            "may live in aperture segments only",
+			            c->dma_buffer_segment_set, id);
 	}
 	if ((c->flags & GS_CTX_GDI) && c->allocation_list_size != GS_GDI_ALLOCATION_LIST_SIZE)
 		return fail(ST(CTX_GDI_ALLOCATION_LIST), msg, cap,
-			    "a GdiContext must use AllocationListSize 256 (got %u)",
-			    c->allocation_list_size);
+		            "a GdiContext must use AllocationListSize 256 (got %u)",
+		            c->allocation_list_size);
 	if (c->dma_buffer_size == 0 || c->dma_buffer_size > a->max_dma_buffer)
 		return fail(ST(CTX_BAD_SIZE), msg, cap, "DmaBufferSize %u must be 1..%u",
-			    c->dma_buffer_size, a->max_dma_buffer);
+		            c->dma_buffer_size, a->max_dma_buffer);
 	if (c->allocation_list_size > a->max_allocation_list)
 		return fail(ST(CTX_BAD_SIZE), msg, cap, "AllocationListSize %u exceeds %u",
-			    c->allocation_list_size, a->max_allocation_list);
+		            c->allocation_list_size, a->max_allocation_list);
 	if (c->patch_location_list_size > a->max_patch_list)
 		return fail(ST(CTX_BAD_SIZE), msg, cap, "PatchLocationListSize %u exceeds %u",
-			    c->patch_location_list_size, a->max_patch_list);
+		            c->patch_location_list_size, a->max_patch_list);
 	if (c->dma_buffer_private_data_size > GS_MAX_PRIVATE_DATA)
 		return fail(ST(CTX_BAD_SIZE), msg, cap, "DmaBufferPrivateDataSize %u exceeds %u",
-			    c->dma_buffer_private_data_size, GS_MAX_PRIVATE_DATA);
+		            c->dma_buffer_private_data_size, GS_MAX_PRIVATE_DATA);
 	if (c->priority_class > GS_PRIORITY_CLASS_MAX)
 		return fail(ST(INVALID_ARGUMENT), msg, cap, "priority class %u must be 0..5",
-			    c->priority_class);
+		            c->priority_class);
 	if (c->priority < -7 || c->priority > 7)
 		return fail(ST(INVALID_ARGUMENT), msg, cap, "context priority %d must be -7..+7",
-			    c->priority);
+		            c->priority);
 	if (c->priority_class > priority_ceiling)
 		return fail(ST(PERMISSION_DENIED), msg, cap,
-			    "priority class %s is above the tenant's ceiling %s",
-			    gs_priority_class_name(c->priority_class),
-			    gs_priority_class_name(priority_ceiling));
+		            "priority class %s is above the tenant's ceiling %s",
+		            gs_priority_class_name(c->priority_class),
+		            gs_priority_class_name(priority_ceiling));
 	return ST(OK);
 }
 
@@ -88,15 +89,15 @@ int gs_rules_submit_flags(uint32_t flags, char *msg, size_t cap)
 {
 	if (flags & ~GS_SUBMIT_VALID_MASK)
 		return fail(ST(RESERVED_BITS), msg, cap,
-			    "submit flags 0x%x: reserved bits 0x%x must be zero", flags,
-			    flags & ~GS_SUBMIT_VALID_MASK);
+		            "submit flags 0x%x: reserved bits 0x%x must be zero", flags,
+		            flags & ~GS_SUBMIT_VALID_MASK);
 	if (flags & GS_SUBMIT_DAEMON_ONLY) {
 		char names[128];
 		gs_flags_format(gs_submit_flag_names, flags & GS_SUBMIT_DAEMON_ONLY, names,
-				sizeof(names));
+		                sizeof(names));
 		return fail(ST(FLAGS_NOT_ALLOWED), msg, cap,
-			    "submit flags 0x%x: %s packets are built by the daemon only", flags,
-			    names);
+		            "submit flags 0x%x: %s packets are built by the daemon only", flags,
+		            names);
 	}
 	return ST(OK);
 }
@@ -113,37 +114,38 @@ uint32_t gs_rules_effective_set(const gs_rules_adapter *a, uint32_t supported_se
 }
 
 int gs_rules_allocation(const gs_rules_adapter *a, uint64_t size, uint32_t supported_set,
-			uint32_t preference, uint32_t priority, uint32_t flags, char *msg,
-			size_t cap)
+                        uint32_t preference, uint32_t priority, uint32_t flags, char *msg,
+                        size_t cap)
 {
 	if (size == 0)
 		return fail(ST(INVALID_ARGUMENT), msg, cap, "allocation size must be > 0");
 	if (flags & ~GS_ALLOC_VALID_MASK)
 		return fail(ST(RESERVED_BITS), msg, cap, "allocation flags 0x%x: unknown bits 0x%x",
-			    flags, flags & ~GS_ALLOC_VALID_MASK);
+		            flags, flags & ~GS_ALLOC_VALID_MASK);
 	for (uint32_t id = 0; id < 32; id++)
 		if ((supported_set & (1u << id)) && (id == 0 || a->segment_kind[id] < 0))
 			return fail(ST(SEGMENT_UNKNOWN), msg, cap,
-				    "supported segment set 0x%x names segment %u, which does not "
-				    "exist",
-				    supported_set, id);
+			            "supported segment set 0x%x names segment %u, which does not "
+			            "exist",
+			            supported_set, id);
 	uint32_t set = gs_rules_effective_set(a, supported_set);
 	switch (gs_segpref_validate(preference, set)) {
 	case GS_SEGPREF_OK:
 		break;
 	case GS_SEGPREF_RESERVED:
 		return fail(ST(RESERVED_BITS), msg, cap,
-			    "segment preference 0x%08x: reserved bits 30-31 must be zero",
-			    preference);
+		            "segment preference 0x%08x: reserved bits 30-31 must be zero",
+		            preference);
 	case GS_SEGPREF_AFTER_END:
-		return fail(ST(SEGMENT_PREFERENCE), msg, cap,
-			    "segment preference 0x%08x: a segment follows the end of the list (id 0)",
-			    preference);
+		return fail(
+		        ST(SEGMENT_PREFERENCE), msg, cap,
+		        "segment preference 0x%08x: a segment follows the end of the list (id 0)",
+		        preference);
 	default:
 		return fail(ST(SEGMENT_PREFERENCE), msg, cap,
-			    "segment preference 0x%08x names a segment outside the supported set "
-			    "0x%x",
-			    preference, set);
+		            "segment preference 0x%08x names a segment outside the supported set "
+		            "0x%x",
+		            preference, set);
 	}
 	(void)priority; /* 0 means NORMAL on the wire; every other value is a valid priority */
 	return ST(OK);

@@ -32,7 +32,7 @@ typedef struct gs_rules_context {
 #define GS_MAX_PRIVATE_DATA 65536u
 
 int gs_rules_context_create(const gs_rules_adapter *a, const gs_rules_context *c,
-			    uint32_t priority_ceiling, char *msg, size_t cap);
+                            uint32_t priority_ceiling, char *msg, size_t cap);
 
 /* DXGK_SUBMITCOMMANDFLAGS from a client. */
 int gs_rules_submit_flags(uint32_t flags, char *msg, size_t cap);
@@ -40,8 +40,8 @@ int gs_rules_submit_flags(uint32_t flags, char *msg, size_t cap);
 /* Allocation creation: size, supported set, D3DDDI_SEGMENTPREFERENCE, priority, flags.
  * `largest` = size of the largest supported segment. */
 int gs_rules_allocation(const gs_rules_adapter *a, uint64_t size, uint32_t supported_set,
-			uint32_t preference, uint32_t priority, uint32_t flags, char *msg,
-			size_t cap);
+                        uint32_t preference, uint32_t priority, uint32_t flags, char *msg,
+                        size_t cap);
 /* The supported set with 0 replaced by every segment of the adapter. */
 uint32_t gs_rules_effective_set(const gs_rules_adapter *a, uint32_t supported_set);
 

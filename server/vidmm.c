@@ -116,7 +116,7 @@ uint64_t gs_heap_largest_free(const gs_heap *h)
 }
 
 int gs_segment_init(gs_segment *s, uint32_t id, const char *name, int kind, uint64_t size,
-		    bool cpu_visible)
+                    bool cpu_visible)
 {
 	memset(s, 0, sizeof(*s));
 	s->id = id;
@@ -125,8 +125,8 @@ int gs_segment_init(gs_segment *s, uint32_t id, const char *name, int kind, uint
 	s->cpu_visible = cpu_visible;
 	s->size = size;
 	/* Reserve the whole segment now; pages are only backed once touched. */
-	void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-		       -1, 0);
+	void *m = mmap(NULL, size, PROT_READ | PROT_WRITE,
+	               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (m == MAP_FAILED)
 		return -errno;
 	s->mem = m;
@@ -162,17 +162,17 @@ void gs_segment_scrub(gs_segment *s, uint64_t offset, uint64_t size)
 }
 
 static int try_segment(gs_segment *segs, uint32_t nsegs, uint32_t id, bool top_down, uint64_t size,
-		       uint64_t *offset)
+                       uint64_t *offset)
 {
 	for (uint32_t i = 0; i < nsegs; i++)
 		if (segs[i].id == id)
 			return gs_heap_alloc(&segs[i].heap, size, top_down, offset) == 0 ? (int)i
-											  : -1;
+			                                                                 : -1;
 	return -1;
 }
 
 int gs_vidmm_place(gs_segment *segs, uint32_t nsegs, uint32_t supported_set, uint32_t preference,
-		   uint64_t size, uint64_t *offset)
+                   uint64_t size, uint64_t *offset)
 {
 	gs_segpref p;
 	gs_segpref_decode(preference, &p);
@@ -186,7 +186,7 @@ int gs_vidmm_place(gs_segment *segs, uint32_t nsegs, uint32_t supported_set, uin
 	/* Fall back: memory segments before aperture segments, each in configured order. */
 	for (int pass = 0; pass < 2; pass++) {
 		int want = pass == 0 ? GPUSCHED__V1__SEGMENT_KIND__SEGMENT_KIND_MEMORY
-				     : GPUSCHED__V1__SEGMENT_KIND__SEGMENT_KIND_APERTURE;
+		                     : GPUSCHED__V1__SEGMENT_KIND__SEGMENT_KIND_APERTURE;
 		for (uint32_t i = 0; i < nsegs; i++) {
 			uint32_t bit = 1u << segs[i].id;
 			if (segs[i].kind != want || (supported_set && !(supported_set & bit)) ||

@@ -45,7 +45,7 @@ typedef struct gs_segment {
 } gs_segment;
 
 int gs_segment_init(gs_segment *s, uint32_t id, const char *name, int kind, uint64_t size,
-		    bool cpu_visible);
+                    bool cpu_visible);
 void gs_segment_fini(gs_segment *s);
 /* Zero-fills a range being handed to a new owner, so no tenant reads another's old bytes. */
 void gs_segment_scrub(gs_segment *s, uint64_t offset, uint64_t size);
@@ -54,6 +54,6 @@ void gs_segment_scrub(gs_segment *s, uint64_t offset, uint64_t size);
  * supported segment in the order given (memory segments first). Returns the segment index in
  * segs, or -1 when nothing has room. */
 int gs_vidmm_place(gs_segment *segs, uint32_t nsegs, uint32_t supported_set, uint32_t preference,
-		   uint64_t size, uint64_t *offset);
+                   uint64_t size, uint64_t *offset);
 
 #endif

@@ -19,9 +19,9 @@
  * the loop is busy; small, so a later scheduler can still reorder what has not started. */
 #define GS_ENGINE_DEPTH 2
 
-static const char *const g_state_names[] = {"UNKNOWN",   "SUBMITTED", "READY",     "RUNNING",
-					    "COMPLETED", "FAULTED",   "ABORTED",   "PREEMPTED",
-					    "RESUBMITTED", "CANCELLED", "REJECTED"};
+static const char *const g_state_names[] = {"UNKNOWN",     "SUBMITTED", "READY",   "RUNNING",
+                                            "COMPLETED",   "FAULTED",   "ABORTED", "PREEMPTED",
+                                            "RESUBMITTED", "CANCELLED", "REJECTED"};
 
 bool gs_packet_final(int state)
 {
@@ -47,8 +47,8 @@ static void publish(gs_daemon *d, const gs_packet *p, const char *detail)
 void gs_packet_transition(gs_daemon *d, gs_packet *p, int state, const char *detail)
 {
 	p->rec.state = state;
-	GS_DEBUG("packet %llu -> %s%s%s", (unsigned long long)p->rec.packet,
-		 g_state_names[state], detail ? ": " : "", detail ? detail : "");
+	GS_DEBUG("packet %llu -> %s%s%s", (unsigned long long)p->rec.packet, g_state_names[state],
+	         detail ? ": " : "", detail ? detail : "");
 	gs_audit_packet(d->audit, &p->rec, detail, NULL, NULL);
 	publish(d, p, detail);
 }
@@ -111,7 +111,7 @@ static void patch(gs_packet *p)
 	for (uint32_t i = 0; i < p->npatches; i++) {
 		const gs_packet_patch *pl = &p->patches[i];
 		gs_le64_put(p->dma + pl->patch_offset,
-			    p->ranges[pl->allocation_index].addr + pl->allocation_offset);
+		            p->ranges[pl->allocation_index].addr + pl->allocation_offset);
 	}
 	p->rec.patch_flags = gs_patch_flags_for_submit(p->rec.submit_flags);
 }
@@ -124,14 +124,14 @@ static void kick(gs_daemon *d, gs_node *n)
 		p->rec.ready_ns = gs_node_now(n);
 		gs_packet_transition(d, p, GS_PS(READY), NULL);
 		p->exec = (gs_exec){.packet = p->rec.packet,
-				    .fence = p->rec.fence,
-				    .submit_flags = p->rec.submit_flags,
-				    .dma = p->dma,
-				    .dma_len = p->dma_len,
-				    .resume_offset = 0,
-				    .ranges = p->ranges,
-				    .nranges = p->nallocs,
-				    .user = p};
+		                    .fence = p->rec.fence,
+		                    .submit_flags = p->rec.submit_flags,
+		                    .dma = p->dma,
+		                    .dma_len = p->dma_len,
+		                    .resume_offset = 0,
+		                    .ranges = p->ranges,
+		                    .nranges = p->nallocs,
+		                    .user = p};
 		p->on_engine = true;
 		n->inflight++;
 		if (n->adapter->ops->submit(n->engine, &p->exec) != 0) {
@@ -205,8 +205,8 @@ static void on_fault(gs_daemon *d, gs_packet *p, const gs_irq *irq)
 	if (!p->ctx->faulted) {
 		p->ctx->faulted = true;
 		GS_WARN("context %llu of tenant %s faulted: %s",
-			(unsigned long long)p->ctx->obj.handle, p->ctx->obj.tenant->name,
-			irq->detail);
+		        (unsigned long long)p->ctx->obj.handle, p->ctx->obj.tenant->name,
+		        irq->detail);
 		gs_audit_note(d->audit, p->ctx->obj.tenant->name, "context_faulted", irq->detail);
 		gs_vidsch_cancel(d, n->adapter, p->ctx, "context faulted");
 	}
@@ -264,7 +264,7 @@ static void handle_irq(gs_daemon *d, gs_adapter *a, const gs_irq *irq)
 		p->on_engine = false;
 		n->inflight--;
 		__attribute__((fallthrough)); /* the engine is gone */
-	default: /* GS_IRQ_ABORTED */
+	default:                              /* GS_IRQ_ABORTED */
 		p->rec.completed_ns = gs_node_now(n);
 		p->rec.result = "aborted: engine stopped";
 		d->stats.packets_cancelled++;
@@ -282,12 +282,15 @@ static void irq_drain(uv_async_t *h)
 		gs_irq batch[64];
 		pthread_mutex_lock(&a->irq_lock);
 		size_t n = a->nirqs < 64 ? a->nirqs : 64;
+		if (n == 0) {
+			/* a->irqs is still NULL when no interrupt ever arrived. */
+			pthread_mutex_unlock(&a->irq_lock);
+			return;
+		}
 		memcpy(batch, a->irqs, n * sizeof(*batch));
 		memmove(a->irqs, a->irqs + n, (a->nirqs - n) * sizeof(*batch));
 		a->nirqs -= n;
 		pthread_mutex_unlock(&a->irq_lock);
-		if (n == 0)
-			return;
 		for (size_t i = 0; i < n; i++)
 			handle_irq(a->d, a, &batch[i]);
 	}
@@ -301,15 +304,15 @@ int gs_vidsch_start(gs_daemon *d, gs_adapter *a)
 	for (uint32_t i = 0; i < a->nnodes; i++) {
 		gs_node *n = &a->nodes[i];
 		gs_engine_config ec = {.node = i,
-				       .name = n->cfg->name,
-				       .memory = &a->memory,
-				       .virtual_clock = d->cfg.virtual_clock,
-				       .irq = irq_post,
-				       .irq_arg = a};
+		                       .name = n->cfg->name,
+		                       .memory = &a->memory,
+		                       .virtual_clock = d->cfg.virtual_clock,
+		                       .irq = irq_post,
+		                       .irq_arg = a};
 		int rc = a->ops->create(&ec, &n->engine);
 		if (rc != 0) {
-			GS_ERROR("adapter %s: cannot start the engine of node %s (%d)", a->cfg->name,
-				 n->cfg->name, rc);
+			GS_ERROR("adapter %s: cannot start the engine of node %s (%d)",
+			         a->cfg->name, n->cfg->name, rc);
 			return -1;
 		}
 	}
