@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs every build and test dependency of gpusched from Debian 12 packages.
+# Idempotent; runs as root (no sudo needed) or as a user with sudo.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake pkg-config git
+  libuv1-dev                      # event loop
+  libprotobuf-c-dev protobuf-c-compiler   # wire contract (code generated at build time)
+  libnng-dev                      # transport
+  libsqlite3-dev sqlite3          # audit store (sqlite3 CLI for inspecting it)
+  libjansson-dev                  # JSON config and --json output
+  libxxhash-dev                   # CHECKSUM instruction (XXH64)
+  libcmocka-dev                   # unit and integration tests
+  clang-format                    # style check
+)
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  SUDO="sudo"
+fi
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#PACKAGES[@]} packages already installed"
+  exit 0
+fi
+
+echo "setup: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
