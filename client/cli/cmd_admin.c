@@ -1,0 +1,528 @@
+/*
+ * Small commands over single objects: stats, device, alloc, sync, tenant.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "cli.h"
+
+#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Parses the positional argument `index` (after options) as a number named `what`. */
+static int arg_u64(cli *ctx, char **argv, int index, const char *what, uint64_t *out)
+{
+	return cli_arg_u64(ctx, what, argv[optind + index], out);
+}
+
+/* Reports a failed call's status, or success as {"ok":true} or a line of text. */
+static int finish(cli *ctx, int status, const char *done_text)
+{
+	if (status != 0)
+		return cli_fail(ctx, status);
+	if (ctx->json)
+		cli_json_print(json_pack("{s:b}", "ok", 1));
+	else
+		printf("%s\n", done_text);
+	return CLI_EXIT_OK;
+}
+
+/* ---- stats ------------------------------------------------------------------------------ */
+
+static const char stats_help[] = "Usage: gpusched stats [--json]\n"
+                                 "Shows the daemon's request, packet, audit and object counters.\n";
+
+int cmd_stats(cli *ctx, int argc, char **argv)
+{
+	gs_daemon_stats s;
+	char uptime[24];
+	int rv;
+
+	rv = cli_simple_args(ctx, argc, argv, stats_help, 0, 0, NULL);
+	if (rv != CLI_CONTINUE)
+		return rv;
+	rv = cli_connect(ctx);
+	if (rv != CLI_EXIT_OK)
+		return rv;
+	rv = gs_stats(ctx->client, &s);
+	if (rv != 0)
+		return cli_fail(ctx, rv);
+
+	const struct {
+		const char *name;
+		uint64_t value;
+	} rows[] = {
+	        {"requests", s.requests},
+	        {"errors", s.errors},
+	        {"packets_submitted", s.packets_submitted},
+	        {"packets_completed", s.packets_completed},
+	        {"packets_faulted", s.packets_faulted},
+	        {"packets_cancelled", s.packets_cancelled},
+	        {"packets_rejected", s.packets_rejected},
+	        {"audit_records", s.audit_records},
+	        {"audit_commits", s.audit_commits},
+	        {"devices", s.devices},
+	        {"contexts", s.contexts},
+	        {"allocations", s.allocations},
+	        {"uptime_ns", s.uptime_ns},
+	};
+	if (ctx->json) {
+		json_t *o = json_object();
+
+		for (size_t i = 0; i < COUNT(rows); i++)
+			json_object_set_new(o, rows[i].name, cli_json_u64(rows[i].value));
+		cli_json_print(o);
+		return CLI_EXIT_OK;
+	}
+	/* The last row is the uptime, shown as a duration. */
+	for (size_t i = 0; i + 1 < COUNT(rows); i++)
+		printf("%-20s %" PRIu64 "\n", rows[i].name, rows[i].value);
+	cli_format_duration(s.uptime_ns, uptime, sizeof(uptime));
+	printf("%-20s %s\n", "uptime", uptime);
+	return CLI_EXIT_OK;
+}
+
+/* ---- device ----------------------------------------------------------------------------- */
+
+static const char device_help[] =
+        "Usage: gpusched device create [NAME]\n"
+        "       gpusched device destroy ID\n"
+        "A device lives in the daemon until it is destroyed (with its contexts, allocations\n"
+        "and sync objects), independent of the process that created it.\n";
+
+static int device_create(cli *ctx, int argc, char **argv)
+{
+	uint64_t device;
+	int rv;
+
+	rv = cli_simple_args(ctx, argc, argv, device_help, 0, 1, "at most a NAME");
+	if (rv != CLI_CONTINUE)
+		return rv;
+	rv = cli_connect(ctx);
+	if (rv != CLI_EXIT_OK)
+		return rv;
+	rv = gs_device_create(ctx->client, optind < argc ? argv[optind] : "gpusched", &device);
+	if (rv != 0)
+		return cli_fail(ctx, rv);
+	if (ctx->json)
+		cli_json_print(json_pack("{s:o}", "device", cli_json_u64(device)));
+	else
+		printf("device %" PRIu64 "\n", device);
+	return CLI_EXIT_OK;
+}
+
+static int device_destroy(cli *ctx, int argc, char **argv)
+{
+	uint64_t device;
+	int rv;
+
+	rv = cli_simple_args(ctx, argc, argv, device_help, 1, 1, "a device ID");
+	if (rv != CLI_CONTINUE)
+		return rv;
+	rv = arg_u64(ctx, argv, 0, "ID", &device);
+	if (rv == 0)
+		rv = cli_connect(ctx);
+	if (rv != 0)
+		return rv;
+	return finish(ctx, gs_device_destroy(ctx->client, device), "destroyed");
+}
+
+int cmd_device(cli *ctx, int argc, char **argv)
+{
+	static const cli_command sub[] = {
+	        {"create", "create a device", device_create},
+	        {"destroy", "destroy a device and everything in it", device_destroy},
+	};
+
+	return cli_dispatch(ctx, sub, COUNT(sub), argc, argv, device_help);
+}
+
+/* ---- alloc ------------------------------------------------------------------------------ */
+
+static const char alloc_help[] = "Usage: gpusched alloc show ID [--json]\n"
+                                 "Shows an allocation: size, segments, placement, residency and\n"
+                                 "the packets in flight that reference it.\n";
+
+static int alloc_show(cli *ctx, int argc, char **argv)
+{
+	gs_allocation_status a;
+	char size[32];
+	uint64_t id;
+	int rv;
+
+	rv = cli_simple_args(ctx, argc, argv, alloc_help, 1, 1, "an allocation ID");
+	if (rv != CLI_CONTINUE)
+		return rv;
+	rv = arg_u64(ctx, argv, 0, "ID", &id);
+	if (rv == 0)
+		rv = cli_connect(ctx);
+	if (rv != 0)
+		return rv;
+	rv = gs_allocation_query(ctx->client, id, &a);
+	if (rv != 0)
+		return cli_fail(ctx, rv);
+	if (ctx->json) {
+		json_t *o = json_object();
+
+		json_object_set_new(o, "allocation", cli_json_u64(a.allocation));
+		json_object_set_new(o, "device", cli_json_u64(a.device));
+		json_object_set_new(o, "size", cli_json_u64(a.size));
+		json_object_set_new(o, "supported_segment_set",
+		                    json_integer(a.supported_segment_set));
+		json_object_set_new(o, "segment_preference", json_integer(a.segment_preference));
+		json_object_set_new(o, "priority", json_integer(a.priority));
+		json_object_set_new(o, "flags", json_integer(a.flags));
+		json_object_set_new(o, "resident", json_boolean(a.resident));
+		json_object_set_new(o, "segment", json_integer(a.segment));
+		json_object_set_new(o, "offset", cli_json_u64(a.offset));
+		json_object_set_new(o, "address", cli_json_u64(a.address));
+		json_object_set_new(o, "busy_packets", cli_json_u64(a.busy_packets));
+		cli_json_print(o);
+		return CLI_EXIT_OK;
+	}
+	cli_format_bytes(a.size, size, sizeof(size));
+	printf("allocation   %" PRIu64 " (device %" PRIu64 ")\n", a.allocation, a.device);
+	printf("size         %s (%" PRIu64 " bytes)%s\n", size, a.size,
+	       (a.flags & GS_ALLOC_TILED) ? ", tiled" : "");
+	printf("segments     supported 0x%08" PRIx32 ", preference 0x%08" PRIx32 "\n",
+	       a.supported_segment_set, a.segment_preference);
+	printf("priority     0x%08" PRIx32 "\n", a.priority);
+	if (a.resident)
+		printf("placement    segment %" PRIu32 " offset 0x%" PRIx64 " address 0x%" PRIx64
+		       "\n",
+		       a.segment, a.offset, a.address);
+	else
+		printf("placement    not resident\n");
+	printf("busy         %" PRIu64 " packet%s in flight\n", a.busy_packets,
+	       a.busy_packets == 1 ? "" : "s");
+	return CLI_EXIT_OK;
+}
+
+int cmd_alloc(cli *ctx, int argc, char **argv)
+{
+	static const cli_command sub[] = {
+	        {"show", "show an allocation", alloc_show},
+	};
+
+	return cli_dispatch(ctx, sub, COUNT(sub), argc, argv, alloc_help);
+}
+
+/* ---- sync ------------------------------------------------------------------------------- */
+
+static const char sync_help[] =
+        "Usage: gpusched sync create DEVICE [INITIAL]\n"
+        "       gpusched sync signal ID VALUE\n"
+        "       gpusched sync wait ID VALUE [--timeout MS]\n"
+        "       gpusched sync destroy ID\n"
+        "Monitored fences: a value that only grows. signal sets it from the CPU (it must not go\n"
+        "backwards); wait returns once it is >= VALUE, or fails with TIMEOUT (default 30000 ms).\n";
+
+static int sync_create(cli *ctx, int argc, char **argv)
+{
+	uint64_t device, initial = 0, sync;
+	int rv;
+
+	rv = cli_simple_args(ctx, argc, argv, sync_help, 1, 2, "DEVICE [INITIAL]");
+	if (rv != CLI_CONTINUE)
+		return rv;
+	rv = arg_u64(ctx, argv, 0, "DEVICE", &device);
+	if (rv == 0 && optind + 1 < argc)
+		rv = arg_u64(ctx, argv, 1, "INITIAL", &initial);
+	if (rv == 0)
+		rv = cli_connect(ctx);
+	if (rv != 0)
+		return rv;
+	rv = gs_sync_create(ctx->client, device, initial, &sync);
+	if (rv != 0)
+		return cli_fail(ctx, rv);
+	if (ctx->json)
+		cli_json_print(json_pack("{s:o}", "sync", cli_json_u64(sync)));
+	else
+		printf("sync %" PRIu64 "\n", sync);
+	return CLI_EXIT_OK;
+}
+
+static int sync_signal(cli *ctx, int argc, char **argv)
+{
+	uint64_t sync, value;
+	int rv;
+
+	rv = cli_simple_args(ctx, argc, argv, sync_help, 2, 2, "ID VALUE");
+	if (rv != CLI_CONTINUE)
+		return rv;
+	rv = arg_u64(ctx, argv, 0, "ID", &sync);
+	if (rv == 0)
+		rv = arg_u64(ctx, argv, 1, "VALUE", &value);
+	if (rv == 0)
+		rv = cli_connect(ctx);
+	if (rv != 0)
+		return rv;
+	return finish(ctx, gs_sync_signal(ctx->client, sync, value), "signalled");
+}
+
+static int sync_wait(cli *ctx, int argc, char **argv)
+{
+	static const struct option opts[] = {
+	        {"timeout", required_argument, NULL, 'T'},
+	        CLI_COMMON_OPTIONS,
+	        {0},
+	};
+	uint32_t timeout_ms = GS_DEFAULT_TIMEOUT_MS;
+	uint64_t sync, value, current = 0;
+	int opt, rv;
+
+	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		if (opt == 'T') {
+			rv = cli_arg_u32(ctx, "--timeout", optarg, &timeout_ms);
+			if (rv != 0)
+				return rv;
+			continue;
+		}
+		rv = cli_common_option(ctx, opt, sync_help);
+		if (rv != CLI_CONTINUE)
+			return rv;
+	}
+	if (argc - optind != 2)
+		return cli_usage(ctx, "expected ID VALUE");
+	rv = arg_u64(ctx, argv, 0, "ID", &sync);
+	if (rv == 0)
+		rv = arg_u64(ctx, argv, 1, "VALUE", &value);
+	if (rv == 0)
+		rv = cli_connect(ctx);
+	if (rv != 0)
+		return rv;
+	rv = gs_sync_wait(ctx->client, sync, value, timeout_ms, &current);
+	if (rv != 0)
+		return cli_fail(ctx, rv);
+	if (ctx->json)
+		cli_json_print(json_pack("{s:o}", "value", cli_json_u64(current)));
+	else
+		printf("sync %" PRIu64 " value %" PRIu64 "\n", sync, current);
+	return CLI_EXIT_OK;
+}
+
+static int sync_destroy(cli *ctx, int argc, char **argv)
+{
+	uint64_t sync;
+	int rv;
+
+	rv = cli_simple_args(ctx, argc, argv, sync_help, 1, 1, "a sync ID");
+	if (rv != CLI_CONTINUE)
+		return rv;
+	rv = arg_u64(ctx, argv, 0, "ID", &sync);
+	if (rv == 0)
+		rv = cli_connect(ctx);
+	if (rv != 0)
+		return rv;
+	return finish(ctx, gs_sync_destroy(ctx->client, sync), "destroyed");
+}
+
+int cmd_sync(cli *ctx, int argc, char **argv)
+{
+	static const cli_command sub[] = {
+	        {"create", "create a sync object", sync_create},
+	        {"signal", "set its value from the CPU", sync_signal},
+	        {"wait", "wait for a value", sync_wait},
+	        {"destroy", "destroy a sync object", sync_destroy},
+	};
+
+	return cli_dispatch(ctx, sub, COUNT(sub), argc, argv, sync_help);
+}
+
+/* ---- tenant ----------------------------------------------------------------------------- */
+
+static const char tenant_help[] =
+        "Usage: gpusched tenant ls [--json]\n"
+        "       gpusched tenant create NAME [--kind process|vm]\n"
+        "                              [--policy best-effort|equal-share|fixed-share]\n"
+        "                              [--share N] [--priority-ceiling C] [--memory-quota BYTES]\n"
+        "                              [--context-limit N] [--admin] [--token T]\n"
+        "       gpusched tenant rm NAME\n"
+        "Tenant administration; the daemon answers only an admin token (PERMISSION_DENIED\n"
+        "otherwise). create prints the new tenant's token (chosen by the daemon unless --token\n"
+        "is given here, after the subcommand).\n";
+
+static int tenant_ls(cli *ctx, int argc, char **argv)
+{
+	gs_tenant *t;
+	char quota[32];
+	size_t n;
+	int rv;
+
+	rv = cli_simple_args(ctx, argc, argv, tenant_help, 0, 0, NULL);
+	if (rv != CLI_CONTINUE)
+		return rv;
+	rv = cli_connect(ctx);
+	if (rv != CLI_EXIT_OK)
+		return rv;
+	rv = gs_tenant_list(ctx->client, &t, &n);
+	if (rv != 0)
+		return cli_fail(ctx, rv);
+	if (ctx->json) {
+		json_t *arr = json_array();
+
+		for (size_t i = 0; i < n; i++)
+			json_array_append_new(
+			        arr,
+			        json_pack("{s:s, s:s, s:s, s:I, s:I, s:o, s:I, s:b, s:b}", "name",
+			                  t[i].name, "kind", gs_tenant_kind_name(t[i].kind),
+			                  "policy", gs_share_policy_name(t[i].policy), "share",
+			                  (json_int_t)t[i].share, "priority_ceiling",
+			                  (json_int_t)t[i].priority_ceiling, "memory_quota",
+			                  cli_json_u64(t[i].memory_quota), "context_limit",
+			                  (json_int_t)t[i].context_limit, "admin", t[i].admin,
+			                  "banned", t[i].banned));
+		cli_json_print(arr);
+	} else {
+		printf("%-20s %-8s %-12s %6s %-13s %10s %8s %s\n", "NAME", "KIND", "POLICY",
+		       "SHARE", "CEILING", "QUOTA", "CONTEXTS", "FLAGS");
+		for (size_t i = 0; i < n; i++) {
+			if (t[i].memory_quota)
+				cli_format_bytes(t[i].memory_quota, quota, sizeof(quota));
+			else
+				snprintf(quota, sizeof(quota), "unlimited");
+			printf("%-20s %-8s %-12s %6" PRIu32 " %-13s %10s %8" PRIu32 " %s%s\n",
+			       t[i].name, gs_tenant_kind_name(t[i].kind),
+			       gs_share_policy_name(t[i].policy), t[i].share,
+			       gs_priority_class_name(t[i].priority_ceiling), quota,
+			       t[i].context_limit, t[i].admin ? "admin " : "",
+			       t[i].banned ? "banned" : "");
+		}
+	}
+	gs_tenant_list_free(t, n);
+	return CLI_EXIT_OK;
+}
+
+enum {
+	OPT_KIND = 0x200,
+	OPT_POLICY,
+	OPT_SHARE,
+	OPT_CEILING,
+	OPT_QUOTA,
+	OPT_CONTEXT_LIMIT,
+	OPT_ADMIN,
+	OPT_TOKEN,
+};
+
+/* Returns CLI_CONTINUE after filling *t and *token, or the exit code to return now. */
+static int parse_tenant(cli *ctx, int argc, char **argv, gs_tenant *t, const char **token)
+{
+	static const struct option opts[] = {
+	        {"kind", required_argument, NULL, OPT_KIND},
+	        {"policy", required_argument, NULL, OPT_POLICY},
+	        {"share", required_argument, NULL, OPT_SHARE},
+	        {"priority-ceiling", required_argument, NULL, OPT_CEILING},
+	        {"memory-quota", required_argument, NULL, OPT_QUOTA},
+	        {"context-limit", required_argument, NULL, OPT_CONTEXT_LIMIT},
+	        {"admin", no_argument, NULL, OPT_ADMIN},
+	        {"token", required_argument, NULL, OPT_TOKEN},
+	        CLI_COMMON_OPTIONS,
+	        {0},
+	};
+	int opt, rv;
+
+	*t = (gs_tenant){.share = 1, .priority_ceiling = 2};
+	*token = NULL;
+	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		rv = 0;
+		switch (opt) {
+		case OPT_KIND:
+			if (strcasecmp(optarg, "process") == 0)
+				t->kind = GS_TENANT_PROCESS;
+			else if (strcasecmp(optarg, "vm") == 0)
+				t->kind = GS_TENANT_VM;
+			else
+				rv = cli_usage(ctx, "--kind: 'process' or 'vm', not '%s'", optarg);
+			break;
+		case OPT_POLICY:
+			if (strcasecmp(optarg, "best-effort") == 0)
+				t->policy = GS_SHARE_BEST_EFFORT;
+			else if (strcasecmp(optarg, "equal-share") == 0)
+				t->policy = GS_SHARE_EQUAL_SHARE;
+			else if (strcasecmp(optarg, "fixed-share") == 0)
+				t->policy = GS_SHARE_FIXED_SHARE;
+			else
+				rv = cli_usage(ctx, "--policy: unknown policy '%s'", optarg);
+			break;
+		case OPT_SHARE:
+			rv = cli_arg_u32(ctx, "--share", optarg, &t->share);
+			break;
+		case OPT_CEILING:
+			rv = cli_arg_u32(ctx, "--priority-ceiling", optarg, &t->priority_ceiling);
+			break;
+		case OPT_QUOTA:
+			rv = cli_arg_u64(ctx, "--memory-quota", optarg, &t->memory_quota);
+			break;
+		case OPT_CONTEXT_LIMIT:
+			rv = cli_arg_u32(ctx, "--context-limit", optarg, &t->context_limit);
+			break;
+		case OPT_ADMIN:
+			t->admin = true;
+			break;
+		case OPT_TOKEN:
+			*token = optarg;
+			break;
+		default:
+			rv = cli_common_option(ctx, opt, tenant_help);
+			if (rv != CLI_CONTINUE)
+				return rv;
+			rv = 0;
+		}
+		if (rv != 0)
+			return rv;
+	}
+	if (argc - optind != 1)
+		return cli_usage(ctx, "expected one tenant NAME");
+	t->name = argv[optind];
+	return CLI_CONTINUE;
+}
+
+static int tenant_create(cli *ctx, int argc, char **argv)
+{
+	const char *token;
+	char *issued;
+	gs_tenant t;
+	int rv;
+
+	rv = parse_tenant(ctx, argc, argv, &t, &token);
+	if (rv != CLI_CONTINUE)
+		return rv;
+	rv = cli_connect(ctx);
+	if (rv != CLI_EXIT_OK)
+		return rv;
+	rv = gs_tenant_create(ctx->client, &t, token, &issued);
+	if (rv != 0)
+		return cli_fail(ctx, rv);
+	if (ctx->json)
+		cli_json_print(json_pack("{s:s, s:s}", "name", t.name, "token", issued));
+	else
+		printf("tenant %s token %s\n", t.name, issued);
+	free(issued);
+	return CLI_EXIT_OK;
+}
+
+static int tenant_rm(cli *ctx, int argc, char **argv)
+{
+	int rv;
+
+	rv = cli_simple_args(ctx, argc, argv, tenant_help, 1, 1, "one tenant NAME");
+	if (rv != CLI_CONTINUE)
+		return rv;
+	rv = cli_connect(ctx);
+	if (rv != CLI_EXIT_OK)
+		return rv;
+	return finish(ctx, gs_tenant_destroy(ctx->client, argv[optind]), "destroyed");
+}
+
+int cmd_tenant(cli *ctx, int argc, char **argv)
+{
+	static const cli_command sub[] = {
+	        {"ls", "list tenants", tenant_ls},
+	        {"create", "create a tenant", tenant_create},
+	        {"rm", "destroy a tenant", tenant_rm},
+	};
+
+	return cli_dispatch(ctx, sub, COUNT(sub), argc, argv, tenant_help);
+}

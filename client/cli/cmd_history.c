@@ -1,0 +1,223 @@
+/*
+ * gpusched history / events: the audit record of packets.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "cli.h"
+
+static const char history_help[] =
+        "Usage: gpusched history [--context ID] [--device ID] [--state S] [--node N]\n"
+        "                        [--limit N] [--before ID] [--json]\n"
+        "Lists packets from the daemon's audit record, newest first.\n"
+        "\n"
+        "Options:\n"
+        "  --context ID   only this context's packets\n"
+        "  --device ID    only this device's packets\n"
+        "  --state S      only packets now in state S: SUBMITTED, READY, RUNNING, COMPLETED,\n"
+        "                 FAULTED, ABORTED, PREEMPTED, RESUBMITTED, CANCELLED, REJECTED\n"
+        "                 (any case)\n"
+        "  --node N       only packets of node N (zero-based)\n"
+        "  --limit N      at most N packets (default 100, at most 10000)\n"
+        "  --before ID    only packets older than packet ID (to page back)\n"
+        "  --json         an array of objects: packet_id, context, device, node, fence,\n"
+        "                 submit_flags (raw value), submit_flag_names, patch_flags, state,\n"
+        "                 submitted_ns, ready_ns, started_ns, completed_ns, preemptions,\n"
+        "                 resubmissions, dma_size, allocation_count, patch_count, result, tenant\n"
+        "\n"
+        "Columns: WAIT is submitted -> started, RUN is started -> completed.\n";
+
+static const char events_help[] = "Usage: gpusched events PACKET [--json]\n"
+                                  "Lists every state change of one packet, oldest first.\n";
+
+enum {
+	OPT_CONTEXT = 0x200,
+	OPT_DEVICE,
+	OPT_STATE,
+	OPT_NODE,
+	OPT_LIMIT,
+	OPT_BEFORE,
+};
+
+/* Returns CLI_CONTINUE to go on, or the exit code to return now. */
+static int parse_filter(cli *ctx, int argc, char **argv, gs_history_filter *f)
+{
+	static const struct option opts[] = {
+	        {"context", required_argument, NULL, OPT_CONTEXT},
+	        {"device", required_argument, NULL, OPT_DEVICE},
+	        {"state", required_argument, NULL, OPT_STATE},
+	        {"node", required_argument, NULL, OPT_NODE},
+	        {"limit", required_argument, NULL, OPT_LIMIT},
+	        {"before", required_argument, NULL, OPT_BEFORE},
+	        CLI_COMMON_OPTIONS,
+	        {0},
+	};
+	int opt, rv;
+
+	*f = (gs_history_filter){0};
+	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		rv = 0;
+		switch (opt) {
+		case OPT_CONTEXT:
+			rv = cli_arg_u64(ctx, "--context", optarg, &f->context);
+			break;
+		case OPT_DEVICE:
+			rv = cli_arg_u64(ctx, "--device", optarg, &f->device);
+			break;
+		case OPT_STATE:
+			if (gs_packet_state_parse(optarg, &f->state) != 0)
+				rv = cli_usage(ctx, "--state: unknown state '%s'", optarg);
+			break;
+		case OPT_NODE:
+			rv = cli_arg_u32(ctx, "--node", optarg, &f->node);
+			f->match_node = true;
+			break;
+		case OPT_LIMIT:
+			rv = cli_arg_u32(ctx, "--limit", optarg, &f->limit);
+			break;
+		case OPT_BEFORE:
+			rv = cli_arg_u64(ctx, "--before", optarg, &f->before_packet);
+			break;
+		default:
+			rv = cli_common_option(ctx, opt, history_help);
+			if (rv != CLI_CONTINUE)
+				return rv;
+			rv = 0;
+		}
+		if (rv != 0)
+			return rv;
+	}
+	if (optind < argc)
+		return cli_usage(ctx, "unexpected argument '%s'", argv[optind]);
+	return CLI_CONTINUE;
+}
+
+static json_t *record_json(const gs_packet_record *r)
+{
+	json_t *o = json_object();
+
+	json_object_set_new(o, "packet_id", cli_json_u64(r->packet));
+	json_object_set_new(o, "context", cli_json_u64(r->context));
+	json_object_set_new(o, "device", cli_json_u64(r->device));
+	json_object_set_new(o, "node", json_integer(r->node));
+	json_object_set_new(o, "fence", cli_json_u64(r->fence));
+	json_object_set_new(o, "submit_flags", json_integer(r->submit_flags));
+	json_object_set_new(o, "submit_flag_names",
+	                    cli_json_flag_names(gs_submit_flag_names, r->submit_flags));
+	json_object_set_new(o, "patch_flags", json_integer(r->patch_flags));
+	json_object_set_new(o, "state", json_string(gs_packet_state_name(r->state)));
+	json_object_set_new(o, "submitted_ns", cli_json_u64(r->submitted_ns));
+	json_object_set_new(o, "ready_ns", cli_json_u64(r->ready_ns));
+	json_object_set_new(o, "started_ns", cli_json_u64(r->started_ns));
+	json_object_set_new(o, "completed_ns", cli_json_u64(r->completed_ns));
+	json_object_set_new(o, "preemptions", json_integer(r->preemptions));
+	json_object_set_new(o, "resubmissions", json_integer(r->resubmissions));
+	json_object_set_new(o, "dma_size", json_integer(r->dma_size));
+	json_object_set_new(o, "allocation_count", json_integer(r->allocation_count));
+	json_object_set_new(o, "patch_count", json_integer(r->patch_count));
+	json_object_set_new(o, "result", json_string(r->result));
+	json_object_set_new(o, "tenant", json_string(r->tenant));
+	return o;
+}
+
+/* Difference of two daemon timestamps, 0 ("-") unless both were reached in order. */
+static uint64_t span(uint64_t from, uint64_t to)
+{
+	return from && to >= from ? to - from : 0;
+}
+
+static void print_records(const gs_packet_record *recs, size_t n)
+{
+	char when[40], wait[24], run[24], flags[320];
+
+	printf("%-8s %-8s %-4s %-8s %-11s %-23s %10s %10s %-4s %s\n", "PACKET", "CONTEXT", "NODE",
+	       "FENCE", "STATE", "SUBMITTED", "WAIT", "RUN", "PRE", "FLAGS");
+	for (size_t i = 0; i < n; i++) {
+		const gs_packet_record *r = &recs[i];
+
+		cli_format_time(r->submitted_ns, when, sizeof(when));
+		cli_format_duration(span(r->submitted_ns, r->started_ns), wait, sizeof(wait));
+		cli_format_duration(span(r->started_ns, r->completed_ns), run, sizeof(run));
+		cli_format_flags(gs_submit_flag_names, r->submit_flags, flags, sizeof(flags));
+		printf("%-8" PRIu64 " %-8" PRIu64 " %-4" PRIu32 " %-8" PRIu64
+		       " %-11s %-23s %10s %10s %-4" PRIu32 " %s%s%s\n",
+		       r->packet, r->context, r->node, r->fence, gs_packet_state_name(r->state),
+		       when, wait, run, r->preemptions, flags, r->result[0] ? "  " : "", r->result);
+	}
+	if (n == 0)
+		printf("(no packets)\n");
+}
+
+int cmd_history(cli *ctx, int argc, char **argv)
+{
+	gs_history_filter filter;
+	gs_packet_record *recs;
+	size_t n;
+	int rv;
+
+	rv = parse_filter(ctx, argc, argv, &filter);
+	if (rv != CLI_CONTINUE)
+		return rv;
+	rv = cli_connect(ctx);
+	if (rv != CLI_EXIT_OK)
+		return rv;
+	rv = gs_history(ctx->client, &filter, &recs, &n);
+	if (rv != 0)
+		return cli_fail(ctx, rv);
+	if (ctx->json) {
+		json_t *arr = json_array();
+
+		for (size_t i = 0; i < n; i++)
+			json_array_append_new(arr, record_json(&recs[i]));
+		cli_json_print(arr);
+	} else {
+		print_records(recs, n);
+	}
+	gs_history_free(recs, n);
+	return CLI_EXIT_OK;
+}
+
+int cmd_events(cli *ctx, int argc, char **argv)
+{
+	gs_packet_event *ev;
+	uint64_t packet;
+	char when[40];
+	size_t n;
+	int rv;
+
+	rv = cli_simple_args(ctx, argc, argv, events_help, 1, 1, "one PACKET id");
+	if (rv != CLI_CONTINUE)
+		return rv;
+	rv = cli_arg_u64(ctx, "PACKET", argv[optind], &packet);
+	if (rv != 0)
+		return rv;
+	rv = cli_connect(ctx);
+	if (rv != CLI_EXIT_OK)
+		return rv;
+	rv = gs_packet_events(ctx->client, packet, &ev, &n);
+	if (rv != 0)
+		return cli_fail(ctx, rv);
+	if (ctx->json) {
+		json_t *arr = json_array();
+
+		for (size_t i = 0; i < n; i++)
+			json_array_append_new(arr, json_pack("{s:o, s:o, s:s, s:o, s:s}", "seq",
+			                                     cli_json_u64(ev[i].seq), "packet_id",
+			                                     cli_json_u64(ev[i].packet), "state",
+			                                     gs_packet_state_name(ev[i].state),
+			                                     "time_ns", cli_json_u64(ev[i].time_ns),
+			                                     "detail", ev[i].detail));
+		cli_json_print(arr);
+	} else {
+		printf("%-10s %-23s %-11s %s\n", "SEQ", "TIME", "STATE", "DETAIL");
+		for (size_t i = 0; i < n; i++) {
+			cli_format_time(ev[i].time_ns, when, sizeof(when));
+			printf("%-10" PRIu64 " %-23s %-11s %s\n", ev[i].seq, when,
+			       gs_packet_state_name(ev[i].state), ev[i].detail);
+		}
+		if (n == 0)
+			printf("(no events)\n");
+	}
+	gs_packet_events_free(ev, n);
+	return CLI_EXIT_OK;
+}

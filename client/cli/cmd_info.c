@@ -1,0 +1,117 @@
+/*
+ * gpusched info: what the daemon serves.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "cli.h"
+
+static const char help[] =
+        "Usage: gpusched info [--json]\n"
+        "Shows the daemon's version, the tenant the token authenticates as, and for each\n"
+        "adapter its nodes (fence = last completed submission fence, queued = packets queued\n"
+        "or running), its segments (size, used, largest free block, CPU visibility) and its\n"
+        "submission limits.\n";
+
+static json_t *adapter_json(const gs_adapter_info *a)
+{
+	json_t *nodes = json_array(), *segments = json_array();
+
+	for (size_t i = 0; i < a->node_count; i++) {
+		const gs_node_info *n = &a->nodes[i];
+
+		json_array_append_new(nodes, json_pack("{s:I, s:s, s:s, s:I, s:b, s:o, s:o}", "id",
+		                                       (json_int_t)n->id, "name", n->name, "kind",
+		                                       gs_node_kind_name(n->kind), "engines",
+		                                       (json_int_t)n->engines, "paging", n->paging,
+		                                       "fence", cli_json_u64(n->fence), "queued",
+		                                       cli_json_u64(n->queued)));
+	}
+	for (size_t i = 0; i < a->segment_count; i++) {
+		const gs_segment_info *s = &a->segments[i];
+
+		json_array_append_new(segments, json_pack("{s:I, s:s, s:s, s:o, s:o, s:o, s:b}",
+		                                          "id", (json_int_t)s->id, "name", s->name,
+		                                          "kind", gs_segment_kind_name(s->kind),
+		                                          "size", cli_json_u64(s->size), "used",
+		                                          cli_json_u64(s->used), "largest_free",
+		                                          cli_json_u64(s->largest_free),
+		                                          "cpu_visible", s->cpu_visible));
+	}
+	return json_pack("{s:I, s:s, s:s, s:s, s:I, s:b, s:b, s:I, s:I, s:I, s:o, s:o}", "id",
+	                 (json_int_t)a->id, "name", a->name, "backend", a->backend, "clock",
+	                 a->clock, "caps", (json_int_t)a->caps, "preemption",
+	                 (a->caps & GS_ADAPTER_CAP_PREEMPTION) != 0, "virtual_clock",
+	                 (a->caps & GS_ADAPTER_CAP_VIRTUAL_CLOCK) != 0, "max_dma_buffer",
+	                 (json_int_t)a->max_dma_buffer, "max_allocation_list",
+	                 (json_int_t)a->max_allocation_list, "max_patch_list",
+	                 (json_int_t)a->max_patch_list, "nodes", nodes, "segments", segments);
+}
+
+static void print_adapter(const gs_adapter_info *a)
+{
+	char size[32], used[32], largest[32], dma[32];
+
+	cli_format_bytes(a->max_dma_buffer, dma, sizeof(dma));
+	printf("\nadapter %" PRIu32 ": %s (backend %s, clock %s%s)\n", a->id, a->name, a->backend,
+	       a->clock, (a->caps & GS_ADAPTER_CAP_PREEMPTION) ? ", preemption" : "");
+	printf("  limits: DMA buffer %s, allocation list %" PRIu32 ", patch list %" PRIu32 "\n",
+	       dma, a->max_allocation_list, a->max_patch_list);
+
+	printf("\n  %-4s %-16s %-8s %-7s %-6s %12s %8s\n", "NODE", "NAME", "KIND", "ENGINES",
+	       "PAGING", "FENCE", "QUEUED");
+	for (size_t i = 0; i < a->node_count; i++) {
+		const gs_node_info *n = &a->nodes[i];
+
+		printf("  %-4" PRIu32 " %-16s %-8s %-7" PRIu32 " %-6s %12" PRIu64 " %8" PRIu64 "\n",
+		       n->id, n->name, gs_node_kind_name(n->kind), n->engines,
+		       n->paging ? "yes" : "no", n->fence, n->queued);
+	}
+
+	printf("\n  %-4s %-16s %-8s %10s %10s %12s %-3s\n", "SEG", "NAME", "KIND", "SIZE", "USED",
+	       "LARGEST FREE", "CPU");
+	for (size_t i = 0; i < a->segment_count; i++) {
+		const gs_segment_info *s = &a->segments[i];
+
+		cli_format_bytes(s->size, size, sizeof(size));
+		cli_format_bytes(s->used, used, sizeof(used));
+		cli_format_bytes(s->largest_free, largest, sizeof(largest));
+		printf("  %-4" PRIu32 " %-16s %-8s %10s %10s %12s %-3s\n", s->id, s->name,
+		       gs_segment_kind_name(s->kind), size, used, largest,
+		       s->cpu_visible ? "yes" : "no");
+	}
+}
+
+int cmd_info(cli *ctx, int argc, char **argv)
+{
+	gs_daemon_info *info;
+	int rv;
+
+	rv = cli_simple_args(ctx, argc, argv, help, 0, 0, NULL);
+	if (rv != CLI_CONTINUE)
+		return rv;
+	rv = cli_connect(ctx);
+	if (rv != CLI_EXIT_OK)
+		return rv;
+	rv = gs_info(ctx->client, &info);
+	if (rv != 0)
+		return cli_fail(ctx, rv);
+
+	if (ctx->json) {
+		json_t *adapters = json_array();
+
+		for (size_t i = 0; i < info->adapter_count; i++)
+			json_array_append_new(adapters, adapter_json(&info->adapters[i]));
+		cli_json_print(json_pack("{s:s, s:s, s:s, s:o}", "version", info->version, "url",
+		                         gs_client_url(ctx->client), "tenant", info->tenant,
+		                         "adapters", adapters));
+	} else {
+		printf("gpuschedd %s at %s, tenant '%s', %zu adapter%s\n", info->version,
+		       gs_client_url(ctx->client), info->tenant, info->adapter_count,
+		       info->adapter_count == 1 ? "" : "s");
+		for (size_t i = 0; i < info->adapter_count; i++)
+			print_adapter(&info->adapters[i]);
+	}
+	gs_info_free(info);
+	return CLI_EXIT_OK;
+}

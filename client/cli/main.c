@@ -1,0 +1,117 @@
+/*
+ * gpusched: the command-line client of gpuschedd. Parses the global options, then hands the
+ * rest of the command line to one command.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+/* The build defines GS_VERSION (the project version) where it passes it on. */
+#ifndef GS_VERSION
+#define GS_VERSION "unknown"
+#endif
+
+static const cli_command commands[] = {
+        {"info", "show the daemon's adapters, nodes, segments and limits", cmd_info},
+        {"demo", "run a verified mixed workload on two nodes", cmd_demo},
+        {"submit", "submit one packet (a spin or a no-op) and report it", cmd_submit},
+        {"history", "list packets from the audit record", cmd_history},
+        {"events", "list the state changes of one packet", cmd_events},
+        {"stats", "show the daemon's counters", cmd_stats},
+        {"device", "create or destroy devices (device --help)", cmd_device},
+        {"alloc", "inspect allocations (alloc --help)", cmd_alloc},
+        {"sync", "create, signal, wait for and destroy sync objects (sync --help)", cmd_sync},
+        {"tenant", "administer tenants (tenant --help)", cmd_tenant},
+};
+
+#define COMMAND_COUNT (sizeof(commands) / sizeof(commands[0]))
+
+static void print_help(void)
+{
+	printf("Usage: gpusched [OPTIONS] COMMAND [ARGS]\n"
+	       "Client of gpuschedd, the networked GPU scheduler.\n"
+	       "\n"
+	       "Options:\n"
+	       "  --url URL        daemon address (default: $GPUSCHED_URL, else\n"
+	       "                   ipc://$XDG_RUNTIME_DIR/gpusched/gpusched.sock, else\n"
+	       "                   ipc:///tmp/gpusched-$UID/gpusched.sock)\n"
+	       "  --token T        tenant token (default: $GPUSCHED_TOKEN)\n"
+	       "  --adapter N      adapter the requests address (default 0)\n"
+	       "  --json           machine-readable output: one JSON document per line\n"
+	       "  --timeout MS     timeout of each request in ms (default %u)\n"
+	       "  --help           this text; COMMAND --help describes a command\n"
+	       "  --version        print the version\n"
+	       "\n"
+	       "Commands:\n",
+	       GS_DEFAULT_TIMEOUT_MS);
+	for (size_t i = 0; i < COMMAND_COUNT; i++)
+		printf("  %-10s %s\n", commands[i].name, commands[i].summary);
+	printf("\n"
+	       "Exit status: 0 ok, 1 the daemon returned an error, 2 usage error,\n"
+	       "3 cannot connect or the connection failed, 4 verification failed (demo).\n");
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+	        {"url", required_argument, NULL, 'u'},
+	        {"token", required_argument, NULL, 't'},
+	        {"adapter", required_argument, NULL, 'a'},
+	        {"timeout", required_argument, NULL, 'T'},
+	        {"version", no_argument, NULL, 'V'},
+	        CLI_COMMON_OPTIONS,
+	        {0},
+	};
+	cli ctx = {0};
+	int opt, rv;
+
+	/* '+': stop at the command name, so that its options are its own. */
+	while ((opt = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+		switch (opt) {
+		case 'u':
+			ctx.url = optarg;
+			break;
+		case 't':
+			ctx.token = optarg;
+			break;
+		case 'a':
+			if (!cli_parse_u32(optarg, &ctx.adapter))
+				return cli_usage(&ctx, "--adapter: '%s' is not a number", optarg);
+			break;
+		case 'T':
+			if (!cli_parse_u32(optarg, &ctx.timeout_ms) || ctx.timeout_ms == 0)
+				return cli_usage(&ctx, "--timeout: '%s' is not a positive number",
+				                 optarg);
+			break;
+		case 'V':
+			printf("gpusched %s\n", GS_VERSION);
+			return CLI_EXIT_OK;
+		case CLI_OPT_HELP:
+			print_help();
+			return CLI_EXIT_OK;
+		case CLI_OPT_JSON:
+			ctx.json = true;
+			break;
+		default:
+			fprintf(stderr, "Try 'gpusched --help'.\n");
+			return CLI_EXIT_USAGE;
+		}
+	}
+	if (optind >= argc) {
+		fprintf(stderr, "gpusched: no command given\nTry 'gpusched --help'.\n");
+		return CLI_EXIT_USAGE;
+	}
+
+	for (size_t i = 0; i < COMMAND_COUNT; i++) {
+		if (strcmp(argv[optind], commands[i].name) != 0)
+			continue;
+		ctx.command = commands[i].name;
+		rv = cli_run(&ctx, commands[i].run, argc - optind, argv + optind);
+		cli_disconnect(&ctx);
+		return rv;
+	}
+	fprintf(stderr, "gpusched: unknown command '%s'\nTry 'gpusched --help'.\n", argv[optind]);
+	return CLI_EXIT_USAGE;
+}

@@ -1,0 +1,323 @@
+/*
+ * Helpers shared by the commands: connecting, reporting errors, parsing arguments and
+ * formatting values for tables and JSON.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+
+/* ---- errors and exit codes -------------------------------------------------------------- */
+
+static void vwarn(cli *ctx, const char *fmt, va_list ap)
+{
+	if (ctx->command)
+		fprintf(stderr, "gpusched: %s: ", ctx->command);
+	else
+		fprintf(stderr, "gpusched: ");
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+}
+
+void cli_warn(cli *ctx, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vwarn(ctx, fmt, ap);
+	va_end(ap);
+}
+
+int cli_usage(cli *ctx, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vwarn(ctx, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "Try 'gpusched %s%s--help'.\n", ctx->command ? ctx->command : "",
+	        ctx->command ? " " : "");
+	return CLI_EXIT_USAGE;
+}
+
+int cli_exit_code(int status)
+{
+	if (status == 0)
+		return CLI_EXIT_OK;
+	if (status > 0)
+		return CLI_EXIT_DAEMON;
+	switch (status) {
+	case GS_ERR_TRANSPORT:
+	case GS_ERR_TIMEOUT:
+	case GS_ERR_PROTOCOL:
+		return CLI_EXIT_TRANSPORT;
+	case GS_ERR_INVALID:
+		return CLI_EXIT_USAGE;
+	default:
+		return CLI_EXIT_DAEMON;
+	}
+}
+
+int cli_fail(cli *ctx, int status)
+{
+	const char *msg = ctx->client ? gs_client_message(ctx->client) : "";
+
+	/* The daemon's words are more specific than the generic text of its status. */
+	cli_warn(ctx, "%s: %s", gs_status_name(status), msg[0] ? msg : gs_strerror(status));
+	return cli_exit_code(status);
+}
+
+int cli_connect(cli *ctx)
+{
+	char why[512];
+	int rv;
+
+	if (ctx->client)
+		return CLI_EXIT_OK;
+	rv = gs_connect_ex(ctx->url, ctx->token, &ctx->client, why, sizeof(why));
+	if (rv != 0) {
+		cli_warn(ctx, "cannot connect: %s%s", why[0] ? why : gs_strerror(rv),
+		         rv == GS_ERR_TRANSPORT ? " (is gpuschedd running?)" : "");
+		return CLI_EXIT_TRANSPORT;
+	}
+	gs_client_set_adapter(ctx->client, ctx->adapter);
+	gs_client_set_timeout(ctx->client, ctx->timeout_ms);
+	return CLI_EXIT_OK;
+}
+
+void cli_disconnect(cli *ctx)
+{
+	gs_close(ctx->client);
+	ctx->client = NULL;
+}
+
+/* ---- option parsing --------------------------------------------------------------------- */
+
+int cli_common_option(cli *ctx, int opt, const char *help)
+{
+	switch (opt) {
+	case CLI_OPT_HELP:
+		fputs(help, stdout);
+		return CLI_EXIT_OK;
+	case CLI_OPT_JSON:
+		ctx->json = true;
+		return CLI_CONTINUE;
+	default:
+		/* getopt_long already said what was wrong, under the name cli_set_prog gave. */
+		fprintf(stderr, "Try 'gpusched %s --help'.\n", ctx->command);
+		return CLI_EXIT_USAGE;
+	}
+}
+
+int cli_run(cli *ctx, int (*run)(cli *, int, char **), int argc, char **argv)
+{
+	/* getopt prints its complaints under argv[0]: make that "gpusched <command>". */
+	snprintf(ctx->prog, sizeof(ctx->prog), "gpusched %s", ctx->command);
+	argv[0] = ctx->prog;
+	/* The command parses its argv from the start: glibc's getopt re-initialises when
+	 * optind is 0. */
+	optind = 0;
+	return run(ctx, argc, argv);
+}
+
+int cli_simple_args(cli *ctx, int argc, char **argv, const char *help, int min, int max,
+                    const char *what)
+{
+	static const struct option opts[] = {CLI_COMMON_OPTIONS, {0}};
+	int opt, rv, n;
+
+	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		rv = cli_common_option(ctx, opt, help);
+		if (rv != CLI_CONTINUE)
+			return rv;
+	}
+	n = argc - optind;
+	if (n < min || n > max)
+		return max == 0 ? cli_usage(ctx, "unexpected argument '%s'", argv[optind])
+		                : cli_usage(ctx, "expected %s", what);
+	return CLI_CONTINUE;
+}
+
+int cli_dispatch(cli *ctx, const cli_command *table, size_t count, int argc, char **argv,
+                 const char *group_help)
+{
+	const char *group = ctx->command; /* argv[0] is already "gpusched <group>" */
+
+	if (argc < 2)
+		return cli_usage(ctx, "which one? (%s --help lists them)", group);
+	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+		fputs(group_help, stdout);
+		return CLI_EXIT_OK;
+	}
+	for (size_t i = 0; i < count; i++) {
+		if (strcmp(argv[1], table[i].name) != 0)
+			continue;
+		snprintf(ctx->command_buf, sizeof(ctx->command_buf), "%s %s", group, argv[1]);
+		ctx->command = ctx->command_buf;
+		return cli_run(ctx, table[i].run, argc - 1, argv + 1);
+	}
+	return cli_usage(ctx, "unknown subcommand '%s'", argv[1]);
+}
+
+bool cli_parse_u64(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	if (!s || !*s || *s == '-')
+		return false;
+	errno = 0;
+	v = strtoull(s, &end, 0);
+	if (errno || *end)
+		return false;
+	*out = v;
+	return true;
+}
+
+bool cli_parse_u32(const char *s, uint32_t *out)
+{
+	uint64_t v;
+
+	if (!cli_parse_u64(s, &v) || v > UINT32_MAX)
+		return false;
+	*out = (uint32_t)v;
+	return true;
+}
+
+bool cli_parse_i32(const char *s, int32_t *out)
+{
+	char *end;
+	long long v;
+
+	if (!s || !*s)
+		return false;
+	errno = 0;
+	v = strtoll(s, &end, 0);
+	if (errno || *end || v < INT32_MIN || v > INT32_MAX)
+		return false;
+	*out = (int32_t)v;
+	return true;
+}
+
+int cli_arg_u64(cli *ctx, const char *option, const char *s, uint64_t *out)
+{
+	return cli_parse_u64(s, out) ? 0 : cli_usage(ctx, "%s: '%s' is not a number", option, s);
+}
+
+int cli_arg_u32(cli *ctx, const char *option, const char *s, uint32_t *out)
+{
+	return cli_parse_u32(s, out) ? 0
+	                             : cli_usage(ctx, "%s: '%s' is not a 32-bit number", option, s);
+}
+
+int cli_arg_submit_flags(cli *ctx, const char *s, uint32_t *out)
+{
+	const char *bad = s;
+
+	if (gs_flags_parse(gs_submit_flag_names, s, out, &bad) == 0)
+		return 0;
+	return cli_usage(ctx,
+	                 "--flags: unknown flag '%.*s' (names: Paging, Present, "
+	                 "RedirectedPresent, NullRendering, Flip, FlipWithNoWait, "
+	                 "ContextSwitch, Resubmission, VirtualMachineData, or a number)",
+	                 (int)strcspn(bad, ",|"), bad);
+}
+
+/* ---- formatting ------------------------------------------------------------------------- */
+
+void cli_format_flags(const gs_flag_name *table, uint32_t value, char *buf, size_t cap)
+{
+	char names[256];
+
+	gs_flags_format(table, value, names, sizeof(names));
+	snprintf(buf, cap, "%s (0x%03" PRIx32 ")", names, value);
+}
+
+json_t *cli_json_flag_names(const gs_flag_name *table, uint32_t value)
+{
+	json_t *arr = json_array();
+	uint32_t rest = value;
+	char hex[16];
+
+	for (const gs_flag_name *f = table; f->name; f++) {
+		if (value & f->bit) {
+			json_array_append_new(arr, json_string(f->name));
+			rest &= ~f->bit;
+		}
+	}
+	if (rest) {
+		snprintf(hex, sizeof(hex), "0x%" PRIx32, rest);
+		json_array_append_new(arr, json_string(hex));
+	}
+	return arr;
+}
+
+void cli_format_bytes(uint64_t bytes, char *buf, size_t cap)
+{
+	static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+	double v = (double)bytes;
+	size_t u = 0;
+
+	while (v >= 1024.0 && u + 1 < sizeof(units) / sizeof(units[0])) {
+		v /= 1024.0;
+		u++;
+	}
+	if (u == 0)
+		snprintf(buf, cap, "%" PRIu64 " B", bytes);
+	else
+		snprintf(buf, cap, "%.1f %s", v, units[u]);
+}
+
+void cli_format_duration(uint64_t ns, char *buf, size_t cap)
+{
+	if (ns == 0)
+		snprintf(buf, cap, "-");
+	else if (ns < 1000)
+		snprintf(buf, cap, "%" PRIu64 " ns", ns);
+	else if (ns < 1000000)
+		snprintf(buf, cap, "%.1f us", (double)ns / 1e3);
+	else if (ns < 1000000000)
+		snprintf(buf, cap, "%.2f ms", (double)ns / 1e6);
+	else
+		snprintf(buf, cap, "%.2f s", (double)ns / 1e9);
+}
+
+void cli_format_time(uint64_t ns, char *buf, size_t cap)
+{
+	time_t secs = (time_t)(ns / 1000000000u);
+	struct tm tm;
+	char date[32];
+
+	if (ns == 0 || !localtime_r(&secs, &tm)) {
+		snprintf(buf, cap, "-");
+		return;
+	}
+	strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(buf, cap, "%s.%03u", date, (unsigned)(ns / 1000000u % 1000u));
+}
+
+#if JSON_INTEGER_IS_LONG_LONG
+#define JSON_INT_MAX LLONG_MAX
+#else
+#define JSON_INT_MAX LONG_MAX
+#endif
+
+json_t *cli_json_u64(uint64_t v)
+{
+	/* Saturate rather than wrap to a negative number. */
+	return json_integer(v > (uint64_t)JSON_INT_MAX ? JSON_INT_MAX : (json_int_t)v);
+}
+
+void cli_json_print(json_t *doc)
+{
+	json_dumpf(doc, stdout, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	fputc('\n', stdout);
+	fflush(stdout);
+	json_decref(doc);
+}

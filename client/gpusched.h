@@ -1,0 +1,539 @@
+/*
+ * libgpusched: the C client library of the gpusched daemon.
+ *
+ * Every function talks to the daemon with one request and one response over nng REQ/REP
+ * (proto/gpusched.proto is the wire contract) and blocks until the answer arrives or the
+ * call's timeout expires.
+ *
+ * Threads: a gs_client is one REQ socket with one outstanding request; it is NOT safe to use
+ * one gs_client from several threads at once. Open one gs_client per thread (each is cheap).
+ *
+ * Status: every call returns an int.
+ *   0              success
+ *   > 0            the daemon's answer: a gs_status value (gs_client_message() has its words)
+ *   < 0            a local failure: GS_ERR_* below
+ * gs_strerror() and gs_status_name() describe any of them.
+ *
+ * Memory: output strings and arrays are malloc'd by the library; each has a matching free
+ * function. Input pointers are only read during the call.
+ *
+ * WDDM values (submit flags, context caps and flags, allocation priorities, segment
+ * preferences) use the names and helpers of wddm.h, included here.
+ */
+#ifndef GPUSCHED_H
+#define GPUSCHED_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "wddm.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------------------------------- */
+/* Status codes                                                                              */
+/* ---------------------------------------------------------------------------------------- */
+
+/* Local failures (negative). */
+#define GS_ERR_TRANSPORT (-1) /* cannot connect, or the connection failed */
+#define GS_ERR_TIMEOUT   (-2) /* no response within the call's timeout */
+#define GS_ERR_PROTOCOL  (-3) /* the response does not decode or does not match the request */
+#define GS_ERR_NOMEM     (-4) /* out of memory in this process */
+#define GS_ERR_INVALID   (-5) /* a bad argument, caught before sending */
+
+/* The daemon's status codes: the exact values of gpusched.v1.Status. */
+typedef enum gs_status {
+	GS_STATUS_OK = 0,
+	GS_STATUS_MALFORMED = 1,
+	GS_STATUS_TOO_LARGE = 2,
+	GS_STATUS_INVALID_ARGUMENT = 3,
+	GS_STATUS_NOT_FOUND = 4,
+	GS_STATUS_RESERVED_BITS = 5,
+	GS_STATUS_FLAGS_NOT_ALLOWED = 6,
+	GS_STATUS_UNAUTHENTICATED = 7,
+	GS_STATUS_PERMISSION_DENIED = 8,
+	GS_STATUS_QUOTA_EXCEEDED = 9,
+	GS_STATUS_OUT_OF_MEMORY = 10,
+	GS_STATUS_TIMEOUT = 11,
+	GS_STATUS_FAULTED = 12,
+	GS_STATUS_BANNED = 13,
+	GS_STATUS_BUSY = 14,
+	GS_STATUS_SHUTTING_DOWN = 15,
+	GS_STATUS_UNIMPLEMENTED = 16,
+	GS_STATUS_INTERNAL = 17,
+	GS_STATUS_CTX_DMA_SEGMENT_NOT_APERTURE = 20,
+	GS_STATUS_CTX_GDI_ALLOCATION_LIST = 21,
+	GS_STATUS_CTX_RESERVED_NONZERO = 22,
+	GS_STATUS_CTX_BAD_NODE = 23,
+	GS_STATUS_CTX_BAD_PAGING_NODE = 24,
+	GS_STATUS_CTX_DMA_SEGMENT_UNKNOWN = 25,
+	GS_STATUS_CTX_BAD_SIZE = 26,
+	GS_STATUS_CTX_BAD_FLAGS = 27,
+	GS_STATUS_DMA_INVALID = 30,
+	GS_STATUS_PATCH_INVALID = 31,
+	GS_STATUS_LIST_TOO_LARGE = 32,
+	GS_STATUS_SEGMENT_PREFERENCE = 40,
+	GS_STATUS_SEGMENT_UNKNOWN = 41,
+	GS_STATUS_ALLOCATION_PRIORITY = 42,
+} gs_status;
+
+/* Short name of a status or local error: "NOT_FOUND", "TRANSPORT"; "STATUS_<n>" if unknown. */
+const char *gs_status_name(int status);
+/* One readable sentence fragment: "unknown handle (or one owned by another tenant)". */
+const char *gs_strerror(int status);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Enumerations of the contract, with names                                                  */
+/* ---------------------------------------------------------------------------------------- */
+
+typedef enum gs_packet_state {
+	GS_PACKET_UNKNOWN = 0,
+	GS_PACKET_SUBMITTED = 1,
+	GS_PACKET_READY = 2,
+	GS_PACKET_RUNNING = 3,
+	GS_PACKET_COMPLETED = 4,
+	GS_PACKET_FAULTED = 5,
+	GS_PACKET_ABORTED = 6,
+	GS_PACKET_PREEMPTED = 7,
+	GS_PACKET_RESUBMITTED = 8,
+	GS_PACKET_CANCELLED = 9,
+	GS_PACKET_REJECTED = 10,
+} gs_packet_state;
+
+/* "COMPLETED"; "UNKNOWN" for values outside the enum. */
+const char *gs_packet_state_name(gs_packet_state state);
+/* Case-insensitive name ("completed", "COMPLETED") -> state. 0 or GS_ERR_INVALID. */
+int gs_packet_state_parse(const char *name, gs_packet_state *out);
+/* True for states a packet never leaves: COMPLETED, FAULTED, CANCELLED, REJECTED. */
+bool gs_packet_state_is_final(gs_packet_state state);
+
+typedef enum gs_node_kind {
+	GS_NODE_3D = 0,
+	GS_NODE_COMPUTE = 1,
+	GS_NODE_COPY = 2,
+} gs_node_kind;
+const char *gs_node_kind_name(gs_node_kind kind); /* "3D", "COMPUTE", "COPY" */
+
+typedef enum gs_segment_kind {
+	GS_SEGMENT_MEMORY = 0,   /* holds its own pages (VRAM) */
+	GS_SEGMENT_APERTURE = 1, /* maps system pages; may hold DMA buffers */
+} gs_segment_kind;
+const char *gs_segment_kind_name(gs_segment_kind kind); /* "MEMORY", "APERTURE" */
+
+typedef enum gs_tenant_kind {
+	GS_TENANT_PROCESS = 0,
+	GS_TENANT_VM = 1,
+} gs_tenant_kind;
+const char *gs_tenant_kind_name(gs_tenant_kind kind); /* "PROCESS", "VM" */
+
+typedef enum gs_share_policy {
+	GS_SHARE_BEST_EFFORT = 0,
+	GS_SHARE_EQUAL_SHARE = 1,
+	GS_SHARE_FIXED_SHARE = 2,
+} gs_share_policy;
+const char *gs_share_policy_name(gs_share_policy policy); /* "BEST_EFFORT", ... */
+
+/* ---------------------------------------------------------------------------------------- */
+/* Connection                                                                                */
+/* ---------------------------------------------------------------------------------------- */
+
+typedef struct gs_client gs_client;
+
+#define GS_DEFAULT_TIMEOUT_MS 30000u
+#define GS_MAX_RESPONSE_SIZE  (64u << 20)
+
+/*
+ * Writes the default daemon URL into buf: $GPUSCHED_URL, else
+ * ipc://$XDG_RUNTIME_DIR/gpusched/gpusched.sock, else ipc:///tmp/gpusched-$UID/gpusched.sock.
+ * Returns 0, or -1 if it does not fit in cap bytes. (The daemon uses the same rule.)
+ */
+int gs_default_url(char *buf, size_t cap);
+
+/*
+ * Connects to the daemon. url NULL or "" = gs_default_url(); token NULL = $GPUSCHED_TOKEN
+ * (unset = empty: the daemon's default tenant). On success *out is a new client whose current
+ * adapter is 0. Returns 0, GS_ERR_TRANSPORT, GS_ERR_NOMEM or GS_ERR_INVALID.
+ * gs_connect_ex also writes why a connection failed into `why` (why_cap bytes; may be NULL).
+ */
+int gs_connect(const char *url, const char *token, gs_client **out);
+int gs_connect_ex(const char *url, const char *token, gs_client **out, char *why, size_t why_cap);
+void gs_close(gs_client *c);
+
+/* The adapter every later request addresses (InfoResponse adapter ids). */
+void gs_client_set_adapter(gs_client *c, uint32_t adapter);
+uint32_t gs_client_adapter(const gs_client *c);
+
+/* Base timeout of each call in ms (default GS_DEFAULT_TIMEOUT_MS, 0 = the default). Calls
+ * that wait in the daemon (packet_wait, sync_wait) add their own wait timeout to it. */
+void gs_client_set_timeout(gs_client *c, uint32_t timeout_ms);
+
+/* The daemon's message of the last response (empty on success), or a description of the
+ * last local failure. Valid until the next call on c. */
+const char *gs_client_message(const gs_client *c);
+/* The URL the client connected to. */
+const char *gs_client_url(const gs_client *c);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Adapter information                                                                       */
+/* ---------------------------------------------------------------------------------------- */
+
+typedef struct gs_node_info {
+	uint32_t id; /* zero-based node ordinal */
+	char *name;
+	gs_node_kind kind;
+	uint32_t engines;
+	bool paging;    /* the default paging companion */
+	uint64_t fence; /* last completed submission fence */
+	uint64_t queued;
+} gs_node_info;
+
+typedef struct gs_segment_info {
+	uint32_t id; /* 1..31 */
+	char *name;
+	gs_segment_kind kind;
+	uint64_t size;
+	uint64_t used;
+	uint64_t largest_free;
+	bool cpu_visible;
+} gs_segment_info;
+
+#define GS_ADAPTER_CAP_PREEMPTION    0x1u
+#define GS_ADAPTER_CAP_VIRTUAL_CLOCK 0x2u
+
+typedef struct gs_adapter_info {
+	uint32_t id;
+	char *name;
+	char *backend; /* "emu" or "null" */
+	char *clock;   /* "wall" or "virtual" */
+	size_t node_count;
+	gs_node_info *nodes;
+	size_t segment_count;
+	gs_segment_info *segments;
+	uint32_t caps; /* GS_ADAPTER_CAP_* */
+	uint32_t max_dma_buffer;
+	uint32_t max_allocation_list;
+	uint32_t max_patch_list;
+} gs_adapter_info;
+
+typedef struct gs_daemon_info {
+	char *version;
+	char *tenant; /* the tenant this client's token authenticated as */
+	size_t adapter_count;
+	gs_adapter_info *adapters;
+} gs_daemon_info;
+
+/* *out is malloc'd; release it with gs_info_free. */
+int gs_info(gs_client *c, gs_daemon_info **out);
+void gs_info_free(gs_daemon_info *info);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Devices and contexts                                                                      */
+/* ---------------------------------------------------------------------------------------- */
+
+/* name: free text for history and logs (NULL = ""). */
+int gs_device_create(gs_client *c, const char *name, uint64_t *device);
+/* Also destroys the device's contexts (their queued packets are cancelled), allocations and
+ * sync objects. */
+int gs_device_destroy(gs_client *c, uint64_t device);
+
+/* DXGK_CONTEXTINFO, field by field. */
+typedef struct gs_context_info {
+	uint32_t dma_buffer_size;
+	uint32_t dma_buffer_segment_set; /* aperture segments only; 0 = system memory */
+	uint32_t dma_buffer_private_data_size;
+	uint32_t allocation_list_size; /* 256 for a GDI context */
+	uint32_t patch_location_list_size;
+	uint32_t reserved; /* must be 0 */
+	uint32_t caps;     /* GS_CTXCAPS_* of wddm.h */
+	uint32_t paging_companion_node_id;
+} gs_context_info;
+
+/* Sane defaults: DMA buffer 64 KiB in system memory, no private data, lists of 64 entries,
+ * no caps, paging companion node 0 (override it with the adapter's paging node). */
+void gs_context_info_default(gs_context_info *info);
+
+typedef struct gs_context_desc {
+	uint64_t device;
+	uint32_t node;           /* zero-based node ordinal */
+	uint32_t flags;          /* GS_CTX_* create flags of wddm.h */
+	uint32_t priority_class; /* 0..5 = IDLE..REALTIME */
+	int32_t priority;        /* -7..+7 within the class */
+	gs_context_info info;
+} gs_context_desc;
+
+/* Defaults for a context of `device` on `node`: no flags, class NORMAL (2), priority 0,
+ * gs_context_info_default(). */
+void gs_context_desc_init(gs_context_desc *desc, uint64_t device, uint32_t node);
+
+/* effective (may be NULL) receives the values the daemon uses. */
+int gs_context_create(gs_client *c, const gs_context_desc *desc, uint64_t *context,
+                      gs_context_info *effective);
+/* Queued packets of the context become CANCELLED. */
+int gs_context_destroy(gs_client *c, uint64_t context);
+int gs_context_set_priority(gs_client *c, uint64_t context, uint32_t priority_class,
+                            int32_t priority);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Allocations                                                                               */
+/* ---------------------------------------------------------------------------------------- */
+
+typedef struct gs_allocation_desc {
+	uint64_t device;
+	uint64_t size;                  /* bytes, > 0 */
+	uint32_t supported_segment_set; /* bit (id) per segment; 0 = every segment */
+	uint32_t segment_preference;    /* D3DDDI_SEGMENTPREFERENCE Value (gs_segpref_encode) */
+	uint32_t priority;              /* 0 = NORMAL */
+	uint32_t flags;                 /* GS_ALLOC_* of wddm.h */
+} gs_allocation_desc;
+
+typedef struct gs_allocation_placement {
+	uint64_t allocation; /* the handle */
+	uint32_t segment;
+	uint64_t offset;
+	uint64_t address; /* GPU address as patched into DMA buffers */
+} gs_allocation_placement;
+
+typedef struct gs_allocation_status {
+	uint64_t allocation;
+	uint64_t device;
+	uint64_t size;
+	uint32_t supported_segment_set;
+	uint32_t segment_preference;
+	uint32_t priority;
+	uint32_t flags;
+	bool resident;
+	uint32_t segment;
+	uint64_t offset;
+	uint64_t address;
+	uint64_t busy_packets; /* packets in flight that reference it */
+} gs_allocation_status;
+
+int gs_allocation_create(gs_client *c, const gs_allocation_desc *desc,
+                         gs_allocation_placement *out);
+int gs_allocation_destroy(gs_client *c, uint64_t allocation);
+int gs_allocation_query(gs_client *c, uint64_t allocation, gs_allocation_status *out);
+int gs_allocation_set_priority(gs_client *c, uint64_t allocation, uint32_t priority);
+/* Takes effect at the allocation's next placement. */
+int gs_allocation_set_preference(gs_client *c, uint64_t allocation, uint32_t segment_preference);
+/* Reads exactly `size` bytes at `offset` into buf. The daemon answers once every packet
+ * already submitted that references the allocation has finished. */
+int gs_allocation_read(gs_client *c, uint64_t allocation, uint64_t offset, void *buf, size_t size);
+int gs_allocation_write(gs_client *c, uint64_t allocation, uint64_t offset, const void *data,
+                        size_t size);
+
+/* ---------------------------------------------------------------------------------------- */
+/* DMA-buffer builder                                                                        */
+/* ---------------------------------------------------------------------------------------- */
+
+/* One entry of the allocation list (D3DDDI_ALLOCATIONLIST). */
+typedef struct gs_dmabuf_alloc {
+	uint64_t allocation;
+	bool write; /* some command writes it */
+} gs_dmabuf_alloc;
+
+/* One patch location (D3DDDI_PATCHLOCATIONLIST). */
+typedef struct gs_dmabuf_patch {
+	uint32_t allocation_index; /* into the buffer's allocation list */
+	uint32_t slot_id;          /* the patch's ordinal in this buffer */
+	uint32_t patch_offset;     /* byte offset of the 8-byte address field */
+	uint64_t allocation_offset;
+} gs_dmabuf_patch;
+
+/*
+ * A DMA buffer under construction: commands (proto/isa.h encoding) with zeroed address fields,
+ * plus the allocation list and the patch locations the daemon needs to fill them in.
+ * The fields are public so that callers (and tests) can inspect, or deliberately corrupt,
+ * what gets submitted; the builder functions keep them consistent.
+ */
+typedef struct gs_dmabuf {
+	uint8_t *data;
+	size_t len;
+	size_t cap;
+	gs_dmabuf_alloc *allocs;
+	size_t alloc_count;
+	size_t alloc_cap;
+	gs_dmabuf_patch *patches;
+	size_t patch_count;
+	size_t patch_cap;
+} gs_dmabuf;
+
+void gs_dmabuf_init(gs_dmabuf *buf);
+void gs_dmabuf_free(gs_dmabuf *buf);
+/* Empties the buffer but keeps its memory for the next packet. */
+void gs_dmabuf_reset(gs_dmabuf *buf);
+
+/*
+ * Append one command. Each returns 0, GS_ERR_NOMEM or GS_ERR_INVALID (handle 0, or the buffer
+ * would outgrow 32-bit patch offsets); on failure the buffer is unchanged.
+ * Allocation handles are those of gs_allocation_create; offsets are bytes inside them.
+ */
+int gs_dmabuf_nop(gs_dmabuf *buf);
+/* Writes the 32-bit pattern repeatedly over size bytes. */
+int gs_dmabuf_fill(gs_dmabuf *buf, uint64_t allocation, uint64_t offset, uint64_t size,
+                   uint32_t pattern);
+/* memmove semantics. */
+int gs_dmabuf_copy(gs_dmabuf *buf, uint64_t dst_allocation, uint64_t dst_offset,
+                   uint64_t src_allocation, uint64_t src_offset, uint64_t size);
+/* Writes the 8-byte little-endian XXH64 (seed 0) of the source bytes at the destination. */
+int gs_dmabuf_checksum(gs_dmabuf *buf, uint64_t dst_allocation, uint64_t dst_offset,
+                       uint64_t src_allocation, uint64_t src_offset, uint64_t size);
+/* flags: GS_DMABUF_SPIN_NONPREEMPTIBLE (the engine cannot stop inside it), or 0. */
+#define GS_DMABUF_SPIN_NONPREEMPTIBLE 0x1u
+int gs_dmabuf_spin(gs_dmabuf *buf, uint64_t micros, uint8_t flags);
+/* Signals the sync object to `value` when the engine reaches this command. */
+int gs_dmabuf_signal(gs_dmabuf *buf, uint64_t sync, uint64_t value);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Submission                                                                                */
+/* ---------------------------------------------------------------------------------------- */
+
+typedef struct gs_submit_result {
+	uint64_t packet;
+	uint64_t fence; /* submission fence on the node */
+	uint32_t node;
+} gs_submit_result;
+
+/* One packet of a batch. */
+typedef struct gs_submit_desc {
+	uint64_t context;
+	const gs_dmabuf *dma;
+	uint32_t submit_flags; /* DXGK_SUBMITCOMMANDFLAGS Value (GS_SUBMIT_* of wddm.h) */
+	const void *private_data;
+	size_t private_data_size;
+} gs_submit_desc;
+
+int gs_submit(gs_client *c, uint64_t context, const gs_dmabuf *dma, uint32_t submit_flags,
+              gs_submit_result *out);
+/* All or nothing: out[i] answers packets[i]. */
+int gs_submit_batch(gs_client *c, const gs_submit_desc *packets, size_t count,
+                    gs_submit_result *out);
+
+/* Waits up to timeout_ms for the packet to reach a final state. state and fence may be NULL.
+ * Returns GS_STATUS_TIMEOUT if it did not. */
+int gs_packet_wait(gs_client *c, uint64_t packet, uint32_t timeout_ms, gs_packet_state *state,
+                   uint64_t *fence);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Sync objects (monitored fences)                                                           */
+/* ---------------------------------------------------------------------------------------- */
+
+int gs_sync_create(gs_client *c, uint64_t device, uint64_t initial_value, uint64_t *sync);
+int gs_sync_destroy(gs_client *c, uint64_t sync);
+/* The value must not go backwards. */
+int gs_sync_signal(gs_client *c, uint64_t sync, uint64_t value);
+/* Waits until the value is >= `value` (GS_STATUS_TIMEOUT after timeout_ms). current (may be
+ * NULL) receives the value the daemon saw. */
+int gs_sync_wait(gs_client *c, uint64_t sync, uint64_t value, uint32_t timeout_ms,
+                 uint64_t *current);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Paging                                                                                    */
+/* ---------------------------------------------------------------------------------------- */
+
+int gs_make_resident(gs_client *c, uint64_t device, const uint64_t *allocations, size_t count,
+                     uint64_t *paging_fence);
+int gs_evict(gs_client *c, uint64_t device, const uint64_t *allocations, size_t count);
+/* segment 0 = system memory; transfer_flags: GS_TRANSFER_SWIZZLE / _UNSWIZZLE. */
+int gs_transfer(gs_client *c, uint64_t allocation, uint32_t segment, uint32_t transfer_flags);
+
+/* ---------------------------------------------------------------------------------------- */
+/* History and statistics                                                                    */
+/* ---------------------------------------------------------------------------------------- */
+
+/* A zero-initialised filter matches everything (the newest 100 packets). */
+typedef struct gs_history_filter {
+	uint64_t context;       /* 0 = any */
+	uint64_t device;        /* 0 = any */
+	gs_packet_state state;  /* GS_PACKET_UNKNOWN = any */
+	bool match_node;        /* false = any node */
+	uint32_t node;          /* zero-based, used when match_node */
+	uint32_t limit;         /* 0 = 100; at most 10000 */
+	uint64_t before_packet; /* 0 = from the newest; else packets with id < this */
+} gs_history_filter;
+
+typedef struct gs_packet_record {
+	uint64_t packet;
+	uint64_t device;
+	uint64_t context;
+	uint32_t node;
+	uint64_t fence;
+	uint32_t submit_flags; /* raw DXGK_SUBMITCOMMANDFLAGS Value */
+	uint32_t patch_flags;  /* raw DXGK_PATCHFLAGS Value */
+	uint32_t dma_size;
+	uint32_t allocation_count;
+	uint32_t patch_count;
+	gs_packet_state state;
+	uint64_t submitted_ns; /* CLOCK_REALTIME ns; 0 = not reached */
+	uint64_t ready_ns;
+	uint64_t started_ns;
+	uint64_t completed_ns;
+	uint32_t preemptions;
+	uint32_t resubmissions;
+	char *result;
+	char *tenant;
+} gs_packet_record;
+
+/* *records is malloc'd (NULL when *count is 0); release with gs_history_free. */
+int gs_history(gs_client *c, const gs_history_filter *filter, gs_packet_record **records,
+               size_t *count);
+void gs_history_free(gs_packet_record *records, size_t count);
+
+typedef struct gs_packet_event {
+	uint64_t seq;
+	uint64_t packet;
+	gs_packet_state state;
+	uint64_t time_ns;
+	char *detail;
+} gs_packet_event;
+
+int gs_packet_events(gs_client *c, uint64_t packet, gs_packet_event **events, size_t *count);
+void gs_packet_events_free(gs_packet_event *events, size_t count);
+
+typedef struct gs_daemon_stats {
+	uint64_t requests;
+	uint64_t errors;
+	uint64_t packets_submitted;
+	uint64_t packets_completed;
+	uint64_t packets_faulted;
+	uint64_t packets_cancelled;
+	uint64_t packets_rejected;
+	uint64_t audit_records;
+	uint64_t audit_commits;
+	uint64_t devices;
+	uint64_t contexts;
+	uint64_t allocations;
+	uint64_t uptime_ns;
+} gs_daemon_stats;
+
+int gs_stats(gs_client *c, gs_daemon_stats *out);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Tenants (administration: needs an admin token)                                            */
+/* ---------------------------------------------------------------------------------------- */
+
+typedef struct gs_tenant {
+	char *name;
+	gs_tenant_kind kind;
+	gs_share_policy policy;
+	uint32_t share;            /* weight */
+	uint32_t priority_ceiling; /* highest priority class its contexts may use */
+	uint64_t memory_quota;     /* bytes; 0 = unlimited */
+	uint32_t context_limit;    /* 0 = unlimited */
+	bool admin;
+	bool banned;
+} gs_tenant;
+
+/* token: the tenant's token, or NULL/"" to let the daemon choose one. *token_out (may be NULL)
+ * receives the token in effect, malloc'd. */
+int gs_tenant_create(gs_client *c, const gs_tenant *tenant, const char *token, char **token_out);
+int gs_tenant_destroy(gs_client *c, const char *name);
+int gs_tenant_list(gs_client *c, gs_tenant **tenants, size_t *count);
+void gs_tenant_list_free(gs_tenant *tenants, size_t count);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,475 @@
+/*
+ * Public calls for adapter information, devices, contexts, allocations, sync objects and
+ * paging. Each fills one request body, goes through gsc_call and copies the answer out.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "rpc.h"
+
+/* ---- information ------------------------------------------------------------------------ */
+
+void gs_info_free(gs_daemon_info *info)
+{
+	if (!info)
+		return;
+	for (size_t i = 0; i < info->adapter_count; i++) {
+		gs_adapter_info *a = &info->adapters[i];
+
+		for (size_t n = 0; n < a->node_count; n++)
+			free(a->nodes[n].name);
+		for (size_t s = 0; s < a->segment_count; s++)
+			free(a->segments[s].name);
+		free(a->nodes);
+		free(a->segments);
+		free(a->name);
+		free(a->backend);
+		free(a->clock);
+	}
+	free(info->adapters);
+	free(info->version);
+	free(info->tenant);
+	free(info);
+}
+
+/* Copies one adapter; on failure what was copied stays for gs_info_free to release. */
+static int copy_adapter(gs_adapter_info *dst, const Gpusched__V1__AdapterInfo *src)
+{
+	dst->id = src->id;
+	dst->caps = src->caps;
+	dst->max_dma_buffer = src->max_dma_buffer;
+	dst->max_allocation_list = src->max_allocation_list;
+	dst->max_patch_list = src->max_patch_list;
+	dst->name = gsc_strdup0(src->name);
+	dst->backend = gsc_strdup0(src->backend);
+	dst->clock = gsc_strdup0(src->clock);
+	if (!dst->name || !dst->backend || !dst->clock)
+		return GS_ERR_NOMEM;
+
+	if (src->n_nodes) {
+		dst->nodes = calloc(src->n_nodes, sizeof(*dst->nodes));
+		if (!dst->nodes)
+			return GS_ERR_NOMEM;
+	}
+	for (size_t i = 0; i < src->n_nodes; i++) {
+		const Gpusched__V1__NodeInfo *n = src->nodes[i];
+
+		dst->nodes[i] = (gs_node_info){
+		        .id = n->id,
+		        .kind = (gs_node_kind)n->kind,
+		        .engines = n->engines,
+		        .paging = n->paging,
+		        .fence = n->fence,
+		        .queued = n->queued,
+		};
+		dst->node_count = i + 1;
+		dst->nodes[i].name = gsc_strdup0(n->name);
+		if (!dst->nodes[i].name)
+			return GS_ERR_NOMEM;
+	}
+
+	if (src->n_segments) {
+		dst->segments = calloc(src->n_segments, sizeof(*dst->segments));
+		if (!dst->segments)
+			return GS_ERR_NOMEM;
+	}
+	for (size_t i = 0; i < src->n_segments; i++) {
+		const Gpusched__V1__SegmentInfo *s = src->segments[i];
+
+		dst->segments[i] = (gs_segment_info){
+		        .id = s->id,
+		        .kind = (gs_segment_kind)s->kind,
+		        .size = s->size,
+		        .used = s->used,
+		        .largest_free = s->largest_free,
+		        .cpu_visible = s->cpu_visible,
+		};
+		dst->segment_count = i + 1;
+		dst->segments[i].name = gsc_strdup0(s->name);
+		if (!dst->segments[i].name)
+			return GS_ERR_NOMEM;
+	}
+	return 0;
+}
+
+int gs_info(gs_client *c, gs_daemon_info **out)
+{
+	Gpusched__V1__InfoRequest body = GPUSCHED__V1__INFO_REQUEST__INIT;
+	Gpusched__V1__Response *resp;
+	const Gpusched__V1__InfoResponse *r;
+	gs_daemon_info *info;
+	int rv;
+
+	*out = NULL;
+	rv = gsc_call(c, GSC_REQ(INFO), &body, GSC_RESP(INFO), 0, &resp);
+	if (rv != 0)
+		return rv;
+	r = resp->info;
+
+	rv = GS_ERR_NOMEM;
+	info = calloc(1, sizeof(*info));
+	if (!info)
+		goto done;
+	info->version = gsc_strdup0(r->version);
+	info->tenant = gsc_strdup0(r->tenant);
+	if (!info->version || !info->tenant)
+		goto done;
+	if (r->n_adapters) {
+		info->adapters = calloc(r->n_adapters, sizeof(*info->adapters));
+		if (!info->adapters)
+			goto done;
+	}
+	for (size_t i = 0; i < r->n_adapters; i++) {
+		info->adapter_count = i + 1;
+		if (copy_adapter(&info->adapters[i], r->adapters[i]) != 0)
+			goto done;
+	}
+	rv = 0;
+done:
+	gsc_response_free(resp);
+	if (rv != 0) {
+		gs_info_free(info);
+		return gsc_fail(c, rv, "out of memory copying the adapter information");
+	}
+	*out = info;
+	return 0;
+}
+
+/* ---- devices and contexts --------------------------------------------------------------- */
+
+int gs_device_create(gs_client *c, const char *name, uint64_t *device)
+{
+	Gpusched__V1__DeviceCreateRequest body = GPUSCHED__V1__DEVICE_CREATE_REQUEST__INIT;
+	Gpusched__V1__Response *resp;
+	int rv;
+
+	/* protobuf-c only reads the string; the cast is its API's, not a write. */
+	body.name = (char *)(name ? name : "");
+	rv = gsc_call(c, GSC_REQ(DEVICE_CREATE), &body, GSC_RESP(DEVICE_CREATE), 0, &resp);
+	if (rv != 0)
+		return rv;
+	*device = resp->device_create->device;
+	gsc_response_free(resp);
+	return 0;
+}
+
+int gs_device_destroy(gs_client *c, uint64_t device)
+{
+	Gpusched__V1__DeviceDestroyRequest body = GPUSCHED__V1__DEVICE_DESTROY_REQUEST__INIT;
+
+	body.device = device;
+	return gsc_call_plain(c, GSC_REQ(DEVICE_DESTROY), &body);
+}
+
+void gs_context_info_default(gs_context_info *info)
+{
+	*info = (gs_context_info){
+	        .dma_buffer_size = 64u << 10,
+	        .dma_buffer_segment_set = 0,
+	        .dma_buffer_private_data_size = 0,
+	        .allocation_list_size = 64,
+	        .patch_location_list_size = 64,
+	        .reserved = 0,
+	        .caps = 0,
+	        .paging_companion_node_id = 0,
+	};
+}
+
+void gs_context_desc_init(gs_context_desc *desc, uint64_t device, uint32_t node)
+{
+	*desc = (gs_context_desc){
+	        .device = device, .node = node, .priority_class = 2, /* NORMAL */
+	};
+	gs_context_info_default(&desc->info);
+}
+
+int gs_context_create(gs_client *c, const gs_context_desc *desc, uint64_t *context,
+                      gs_context_info *effective)
+{
+	Gpusched__V1__ContextCreateRequest body = GPUSCHED__V1__CONTEXT_CREATE_REQUEST__INIT;
+	Gpusched__V1__ContextInfo info = GPUSCHED__V1__CONTEXT_INFO__INIT;
+	Gpusched__V1__Response *resp;
+	const Gpusched__V1__ContextInfo *e;
+	int rv;
+
+	info.dma_buffer_size = desc->info.dma_buffer_size;
+	info.dma_buffer_segment_set = desc->info.dma_buffer_segment_set;
+	info.dma_buffer_private_data_size = desc->info.dma_buffer_private_data_size;
+	info.allocation_list_size = desc->info.allocation_list_size;
+	info.patch_location_list_size = desc->info.patch_location_list_size;
+	info.reserved = desc->info.reserved;
+	info.caps = desc->info.caps;
+	info.paging_companion_node_id = desc->info.paging_companion_node_id;
+	body.device = desc->device;
+	body.node = desc->node;
+	body.flags = desc->flags;
+	body.info = &info;
+	body.priority_class = desc->priority_class;
+	body.priority = desc->priority;
+
+	rv = gsc_call(c, GSC_REQ(CONTEXT_CREATE), &body, GSC_RESP(CONTEXT_CREATE), 0, &resp);
+	if (rv != 0)
+		return rv;
+	*context = resp->context_create->context;
+	e = resp->context_create->info;
+	if (effective && e) {
+		*effective = (gs_context_info){
+		        .dma_buffer_size = e->dma_buffer_size,
+		        .dma_buffer_segment_set = e->dma_buffer_segment_set,
+		        .dma_buffer_private_data_size = e->dma_buffer_private_data_size,
+		        .allocation_list_size = e->allocation_list_size,
+		        .patch_location_list_size = e->patch_location_list_size,
+		        .reserved = e->reserved,
+		        .caps = e->caps,
+		        .paging_companion_node_id = e->paging_companion_node_id,
+		};
+	} else if (effective) {
+		/* A daemon that echoes nothing took the request as given. */
+		*effective = desc->info;
+	}
+	gsc_response_free(resp);
+	return 0;
+}
+
+int gs_context_destroy(gs_client *c, uint64_t context)
+{
+	Gpusched__V1__ContextDestroyRequest body = GPUSCHED__V1__CONTEXT_DESTROY_REQUEST__INIT;
+
+	body.context = context;
+	return gsc_call_plain(c, GSC_REQ(CONTEXT_DESTROY), &body);
+}
+
+int gs_context_set_priority(gs_client *c, uint64_t context, uint32_t priority_class,
+                            int32_t priority)
+{
+	Gpusched__V1__ContextSetPriorityRequest body =
+	        GPUSCHED__V1__CONTEXT_SET_PRIORITY_REQUEST__INIT;
+
+	body.context = context;
+	body.priority_class = priority_class;
+	body.priority = priority;
+	return gsc_call_plain(c, GSC_REQ(CONTEXT_SET_PRIORITY), &body);
+}
+
+/* ---- allocations ------------------------------------------------------------------------ */
+
+int gs_allocation_create(gs_client *c, const gs_allocation_desc *desc, gs_allocation_placement *out)
+{
+	Gpusched__V1__AllocationCreateRequest body = GPUSCHED__V1__ALLOCATION_CREATE_REQUEST__INIT;
+	Gpusched__V1__Response *resp;
+	const Gpusched__V1__AllocationCreateResponse *r;
+	int rv;
+
+	body.device = desc->device;
+	body.size = desc->size;
+	body.supported_segment_set = desc->supported_segment_set;
+	body.segment_preference = desc->segment_preference;
+	body.priority = desc->priority;
+	body.flags = desc->flags;
+	rv = gsc_call(c, GSC_REQ(ALLOCATION_CREATE), &body, GSC_RESP(ALLOCATION_CREATE), 0, &resp);
+	if (rv != 0)
+		return rv;
+	r = resp->allocation_create;
+	*out = (gs_allocation_placement){
+	        .allocation = r->allocation,
+	        .segment = r->segment,
+	        .offset = r->offset,
+	        .address = r->address,
+	};
+	gsc_response_free(resp);
+	return 0;
+}
+
+int gs_allocation_destroy(gs_client *c, uint64_t allocation)
+{
+	Gpusched__V1__AllocationDestroyRequest body =
+	        GPUSCHED__V1__ALLOCATION_DESTROY_REQUEST__INIT;
+
+	body.allocation = allocation;
+	return gsc_call_plain(c, GSC_REQ(ALLOCATION_DESTROY), &body);
+}
+
+int gs_allocation_query(gs_client *c, uint64_t allocation, gs_allocation_status *out)
+{
+	Gpusched__V1__AllocationQueryRequest body = GPUSCHED__V1__ALLOCATION_QUERY_REQUEST__INIT;
+	Gpusched__V1__Response *resp;
+	const Gpusched__V1__AllocationQueryResponse *r;
+	int rv;
+
+	body.allocation = allocation;
+	rv = gsc_call(c, GSC_REQ(ALLOCATION_QUERY), &body, GSC_RESP(ALLOCATION_QUERY), 0, &resp);
+	if (rv != 0)
+		return rv;
+	r = resp->allocation_query;
+	*out = (gs_allocation_status){
+	        .allocation = r->allocation,
+	        .device = r->device,
+	        .size = r->size,
+	        .supported_segment_set = r->supported_segment_set,
+	        .segment_preference = r->segment_preference,
+	        .priority = r->priority,
+	        .flags = r->flags,
+	        .resident = r->resident,
+	        .segment = r->segment,
+	        .offset = r->offset,
+	        .address = r->address,
+	        .busy_packets = r->busy_packets,
+	};
+	gsc_response_free(resp);
+	return 0;
+}
+
+int gs_allocation_set_priority(gs_client *c, uint64_t allocation, uint32_t priority)
+{
+	Gpusched__V1__AllocationSetPriorityRequest body =
+	        GPUSCHED__V1__ALLOCATION_SET_PRIORITY_REQUEST__INIT;
+
+	body.allocation = allocation;
+	body.priority = priority;
+	return gsc_call_plain(c, GSC_REQ(ALLOCATION_SET_PRIORITY), &body);
+}
+
+int gs_allocation_set_preference(gs_client *c, uint64_t allocation, uint32_t segment_preference)
+{
+	Gpusched__V1__AllocationSetPreferenceRequest body =
+	        GPUSCHED__V1__ALLOCATION_SET_PREFERENCE_REQUEST__INIT;
+
+	body.allocation = allocation;
+	body.segment_preference = segment_preference;
+	return gsc_call_plain(c, GSC_REQ(ALLOCATION_SET_PREFERENCE), &body);
+}
+
+int gs_allocation_read(gs_client *c, uint64_t allocation, uint64_t offset, void *buf, size_t size)
+{
+	Gpusched__V1__AllocationReadRequest body = GPUSCHED__V1__ALLOCATION_READ_REQUEST__INIT;
+	Gpusched__V1__Response *resp;
+	const ProtobufCBinaryData *data;
+	int rv;
+
+	if (size && !buf)
+		return gsc_fail(c, GS_ERR_INVALID, "no buffer for %zu bytes", size);
+	body.allocation = allocation;
+	body.offset = offset;
+	body.size = size;
+	rv = gsc_call(c, GSC_REQ(ALLOCATION_READ), &body, GSC_RESP(ALLOCATION_READ), 0, &resp);
+	if (rv != 0)
+		return rv;
+	data = &resp->allocation_read->data;
+	if (data->len != size) {
+		rv = gsc_fail(c, GS_ERR_PROTOCOL, "asked for %zu bytes, got %zu", size, data->len);
+	} else if (size) {
+		memcpy(buf, data->data, size);
+	}
+	gsc_response_free(resp);
+	return rv;
+}
+
+int gs_allocation_write(gs_client *c, uint64_t allocation, uint64_t offset, const void *data,
+                        size_t size)
+{
+	Gpusched__V1__AllocationWriteRequest body = GPUSCHED__V1__ALLOCATION_WRITE_REQUEST__INIT;
+
+	if (size && !data)
+		return gsc_fail(c, GS_ERR_INVALID, "no data for %zu bytes", size);
+	body.allocation = allocation;
+	body.offset = offset;
+	/* Packing only reads the bytes; ProtobufCBinaryData just has no const member. */
+	body.data.data = (uint8_t *)data;
+	body.data.len = size;
+	return gsc_call_plain(c, GSC_REQ(ALLOCATION_WRITE), &body);
+}
+
+/* ---- sync objects ----------------------------------------------------------------------- */
+
+int gs_sync_create(gs_client *c, uint64_t device, uint64_t initial_value, uint64_t *sync)
+{
+	Gpusched__V1__SyncCreateRequest body = GPUSCHED__V1__SYNC_CREATE_REQUEST__INIT;
+	Gpusched__V1__Response *resp;
+	int rv;
+
+	body.device = device;
+	body.initial_value = initial_value;
+	rv = gsc_call(c, GSC_REQ(SYNC_CREATE), &body, GSC_RESP(SYNC_CREATE), 0, &resp);
+	if (rv != 0)
+		return rv;
+	*sync = resp->sync_create->sync;
+	gsc_response_free(resp);
+	return 0;
+}
+
+int gs_sync_destroy(gs_client *c, uint64_t sync)
+{
+	Gpusched__V1__SyncDestroyRequest body = GPUSCHED__V1__SYNC_DESTROY_REQUEST__INIT;
+
+	body.sync = sync;
+	return gsc_call_plain(c, GSC_REQ(SYNC_DESTROY), &body);
+}
+
+int gs_sync_signal(gs_client *c, uint64_t sync, uint64_t value)
+{
+	Gpusched__V1__SyncSignalRequest body = GPUSCHED__V1__SYNC_SIGNAL_REQUEST__INIT;
+
+	body.sync = sync;
+	body.value = value;
+	return gsc_call_plain(c, GSC_REQ(SYNC_SIGNAL), &body);
+}
+
+int gs_sync_wait(gs_client *c, uint64_t sync, uint64_t value, uint32_t timeout_ms,
+                 uint64_t *current)
+{
+	Gpusched__V1__SyncWaitRequest body = GPUSCHED__V1__SYNC_WAIT_REQUEST__INIT;
+	Gpusched__V1__Response *resp;
+	int rv;
+
+	body.sync = sync;
+	body.value = value;
+	body.timeout_ms = timeout_ms;
+	rv = gsc_call(c, GSC_REQ(SYNC_WAIT), &body, GSC_RESP(SYNC_WAIT), timeout_ms, &resp);
+	if (rv != 0)
+		return rv;
+	if (current)
+		*current = resp->sync_wait->value;
+	gsc_response_free(resp);
+	return 0;
+}
+
+/* ---- paging ----------------------------------------------------------------------------- */
+
+int gs_make_resident(gs_client *c, uint64_t device, const uint64_t *allocations, size_t count,
+                     uint64_t *paging_fence)
+{
+	Gpusched__V1__MakeResidentRequest body = GPUSCHED__V1__MAKE_RESIDENT_REQUEST__INIT;
+	Gpusched__V1__Response *resp;
+	int rv;
+
+	body.device = device;
+	body.n_allocations = count;
+	body.allocations = (uint64_t *)allocations; /* read only, see allocation_write */
+	rv = gsc_call(c, GSC_REQ(MAKE_RESIDENT), &body, GSC_RESP(MAKE_RESIDENT), 0, &resp);
+	if (rv != 0)
+		return rv;
+	if (paging_fence)
+		*paging_fence = resp->make_resident->paging_fence;
+	gsc_response_free(resp);
+	return 0;
+}
+
+int gs_evict(gs_client *c, uint64_t device, const uint64_t *allocations, size_t count)
+{
+	Gpusched__V1__EvictRequest body = GPUSCHED__V1__EVICT_REQUEST__INIT;
+
+	body.device = device;
+	body.n_allocations = count;
+	body.allocations = (uint64_t *)allocations; /* read only, see allocation_write */
+	return gsc_call_plain(c, GSC_REQ(EVICT), &body);
+}
+
+int gs_transfer(gs_client *c, uint64_t allocation, uint32_t segment, uint32_t transfer_flags)
+{
+	Gpusched__V1__TransferRequest body = GPUSCHED__V1__TRANSFER_REQUEST__INIT;
+
+	body.allocation = allocation;
+	body.segment = segment;
+	body.transfer_flags = transfer_flags;
+	return gsc_call_plain(c, GSC_REQ(TRANSFER), &body);
+}

@@ -1,0 +1,255 @@
+/*
+ * The client object and the request/response core: every public call builds its request
+ * body and hands it to gsc_call, which owns the envelope, the transport and the checks.
+ */
+#include "rpc.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <nng/protocol/reqrep0/req.h>
+
+#include "defaults.h"
+
+/* Longest URL accepted; a sun_path of an ipc:// URL is shorter still. */
+#define GS_URL_MAX 512
+
+static void note(char *why, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static void note(char *why, size_t cap, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!why || cap == 0)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(why, cap, fmt, ap);
+	va_end(ap);
+}
+
+static int map_nng_error(int rv)
+{
+	switch (rv) {
+	case NNG_ETIMEDOUT:
+		return GS_ERR_TIMEOUT;
+	case NNG_ENOMEM:
+		return GS_ERR_NOMEM;
+	case NNG_EADDRINVAL:
+	case NNG_ENOTSUP:
+	case NNG_EINVAL:
+		return GS_ERR_INVALID;
+	default:
+		return GS_ERR_TRANSPORT;
+	}
+}
+
+static int open_socket(gs_client *c, char *why, size_t why_cap)
+{
+	int rv = nng_req0_open(&c->sock);
+
+	if (rv != 0) {
+		note(why, why_cap, "cannot open a REQ socket: %s", nng_strerror(rv));
+		return map_nng_error(rv);
+	}
+	/* A reply may carry up to 64 MiB of allocation contents or history; nng's default limit
+	 * is the transport's, which differs between ipc and tcp. */
+	rv = nng_socket_set_size(c->sock, NNG_OPT_RECVMAXSZ, GS_MAX_RESPONSE_SIZE);
+	/* REQ resends a request that got no reply within the resend time (default 1 min). A
+	 * resent Submit would queue the packet twice and a wait may legitimately last longer,
+	 * so never resend: a lost reply surfaces as GS_ERR_TIMEOUT instead. */
+	if (rv == 0)
+		rv = nng_socket_set_ms(c->sock, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
+	if (rv == 0)
+		rv = nng_dial(c->sock, c->url, NULL, 0);
+	if (rv != 0) {
+		note(why, why_cap, "%s: %s", c->url, nng_strerror(rv));
+		nng_close(c->sock);
+		return map_nng_error(rv);
+	}
+	return 0;
+}
+
+int gs_connect_ex(const char *url, const char *token, gs_client **out, char *why, size_t why_cap)
+{
+	char default_url[GS_URL_MAX];
+	gs_client *c;
+	int rv;
+
+	note(why, why_cap, "%s", "");
+	if (!out)
+		return GS_ERR_INVALID;
+	*out = NULL;
+	if (!url || !url[0]) {
+		if (gs_default_url(default_url, sizeof(default_url)) != 0) {
+			note(why, why_cap, "the default URL is longer than %d bytes", GS_URL_MAX);
+			return GS_ERR_INVALID;
+		}
+		url = default_url;
+	}
+	if (!token)
+		token = getenv(GS_ENV_TOKEN);
+
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return GS_ERR_NOMEM;
+	c->url = strdup(url);
+	c->token = gsc_strdup0(token);
+	c->timeout_ms = GS_DEFAULT_TIMEOUT_MS;
+	c->next_id = 1;
+	if (!c->url || !c->token) {
+		rv = GS_ERR_NOMEM;
+		goto fail;
+	}
+	rv = open_socket(c, why, why_cap);
+	if (rv != 0)
+		goto fail;
+	*out = c;
+	return 0;
+fail:
+	free(c->url);
+	free(c->token);
+	free(c);
+	return rv;
+}
+
+int gs_connect(const char *url, const char *token, gs_client **out)
+{
+	return gs_connect_ex(url, token, out, NULL, 0);
+}
+
+void gs_close(gs_client *c)
+{
+	if (!c)
+		return;
+	nng_close(c->sock);
+	free(c->url);
+	free(c->token);
+	free(c);
+}
+
+void gs_client_set_adapter(gs_client *c, uint32_t adapter)
+{
+	c->adapter = adapter;
+}
+
+uint32_t gs_client_adapter(const gs_client *c)
+{
+	return c->adapter;
+}
+
+void gs_client_set_timeout(gs_client *c, uint32_t timeout_ms)
+{
+	c->timeout_ms = timeout_ms ? timeout_ms : GS_DEFAULT_TIMEOUT_MS;
+}
+
+const char *gs_client_message(const gs_client *c)
+{
+	return c ? c->message : "";
+}
+
+const char *gs_client_url(const gs_client *c)
+{
+	return c ? c->url : "";
+}
+
+char *gsc_strdup0(const char *s)
+{
+	return strdup(s ? s : "");
+}
+
+int gsc_fail(gs_client *c, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(c->message, sizeof(c->message), fmt, ap);
+	va_end(ap);
+	return err;
+}
+
+void gsc_response_free(Gpusched__V1__Response *resp)
+{
+	if (resp)
+		gpusched__v1__response__free_unpacked(resp, NULL);
+}
+
+/* nng durations are signed 32-bit milliseconds. */
+static nng_duration clamp_ms(uint64_t ms)
+{
+	return ms > INT32_MAX ? INT32_MAX : (nng_duration)ms;
+}
+
+static int exchange(gs_client *c, const Gpusched__V1__Request *req, uint32_t wait_ms,
+                    Gpusched__V1__Response **out)
+{
+	size_t len = gpusched__v1__request__get_packed_size(req);
+	nng_msg *msg;
+	int rv;
+
+	rv = nng_msg_alloc(&msg, len);
+	if (rv != 0)
+		return gsc_fail(c, map_nng_error(rv), "cannot allocate %zu bytes", len);
+	/* Packed straight into the message body: a 64 MiB write is not copied twice. */
+	gpusched__v1__request__pack(req, nng_msg_body(msg));
+
+	nng_socket_set_ms(c->sock, NNG_OPT_SENDTIMEO, clamp_ms(c->timeout_ms));
+	nng_socket_set_ms(c->sock, NNG_OPT_RECVTIMEO, clamp_ms((uint64_t)c->timeout_ms + wait_ms));
+	rv = nng_sendmsg(c->sock, msg, 0);
+	if (rv != 0) {
+		nng_msg_free(msg);
+		return gsc_fail(c, map_nng_error(rv), "send to %s: %s", c->url, nng_strerror(rv));
+	}
+	rv = nng_recvmsg(c->sock, &msg, 0);
+	if (rv != 0)
+		return gsc_fail(c, map_nng_error(rv), "receive from %s: %s", c->url,
+		                nng_strerror(rv));
+	*out = gpusched__v1__response__unpack(NULL, nng_msg_len(msg), nng_msg_body(msg));
+	nng_msg_free(msg);
+	if (!*out)
+		return gsc_fail(c, GS_ERR_PROTOCOL, "the response does not decode");
+	return 0;
+}
+
+int gsc_call(gs_client *c, Gpusched__V1__Request__BodyCase req_case, void *body,
+             Gpusched__V1__Response__BodyCase want, uint32_t wait_ms, Gpusched__V1__Response **out)
+{
+	Gpusched__V1__Request req = GPUSCHED__V1__REQUEST__INIT;
+	Gpusched__V1__Response *resp = NULL;
+	int rv;
+
+	if (out)
+		*out = NULL;
+	c->message[0] = '\0';
+	req.id = c->next_id++;
+	req.token = c->token;
+	req.adapter = c->adapter;
+	req.body_case = req_case;
+	/* Every oneof member is a pointer to a message struct, and C11 (6.2.5p28) gives all
+	 * such pointers one representation: storing through one member stores the pointer that
+	 * protobuf-c reads for whichever case body_case names. */
+	req.info = body;
+
+	rv = exchange(c, &req, wait_ms, &resp);
+	if (rv != 0)
+		return rv;
+
+	snprintf(c->message, sizeof(c->message), "%s", resp->message ? resp->message : "");
+	/* id 0 is the daemon's answer to bytes it could not decode: its status stands. */
+	if (resp->id != req.id && !(resp->id == 0 && resp->status != 0)) {
+		rv = gsc_fail(c, GS_ERR_PROTOCOL, "response id %llu answers no request (sent %llu)",
+		              (unsigned long long)resp->id, (unsigned long long)req.id);
+	} else if ((int)resp->status < 0) {
+		rv = gsc_fail(c, GS_ERR_PROTOCOL, "negative status %d", (int)resp->status);
+	} else if (resp->status != 0) {
+		rv = (int)resp->status;
+	} else if (want != GPUSCHED__V1__RESPONSE__BODY__NOT_SET && resp->body_case != want) {
+		rv = gsc_fail(c, GS_ERR_PROTOCOL, "response body %d where %d was expected",
+		              (int)resp->body_case, (int)want);
+	}
+	if (rv == 0 && out)
+		*out = resp;
+	else
+		gsc_response_free(resp);
+	return rv;
+}

@@ -1,0 +1,71 @@
+/*
+ * libgpusched internals: the client object and the one request/response helper every public
+ * call goes through. Not installed; tests may include it. Internal names take the prefix
+ * gsc_ so that they never meet the daemon's gs_ internals when tests link both.
+ */
+#ifndef GS_CLIENT_RPC_H
+#define GS_CLIENT_RPC_H
+
+#include <stdarg.h>
+
+#include <nng/nng.h>
+
+#include "gpusched.h"
+#include "gpusched.pb-c.h"
+
+#define GSC_MESSAGE_MAX 1024
+
+struct gs_client {
+	nng_socket sock;
+	char *url;
+	char *token;
+	uint32_t adapter;
+	uint32_t timeout_ms;
+	uint64_t next_id;
+	char message[GSC_MESSAGE_MAX];
+};
+
+/*
+ * Sends one request and receives its response.
+ *
+ * body points at the request message of kind req_case (the envelope's oneof member); the
+ * envelope's id, token and adapter come from the client. The call waits up to the client's
+ * timeout plus wait_ms. The response must carry the same id, a known status and, on success,
+ * the body `want` (RESPONSE__BODY__NOT_SET: any body, it is ignored).
+ *
+ * Returns 0 with the decoded response in *out (when out is non-NULL; release it with
+ * gsc_response_free), the daemon's positive status, or a GS_ERR_*. The daemon's message (or a local
+ * description) is left in c->message either way.
+ */
+int gsc_call(gs_client *c, Gpusched__V1__Request__BodyCase req_case, void *body,
+             Gpusched__V1__Response__BodyCase want, uint32_t wait_ms, Gpusched__V1__Response **out);
+void gsc_response_free(Gpusched__V1__Response *resp);
+
+/* Shorthands for the generated names, which are long enough to hide the logic. */
+#define GSC_REQ(x)  GPUSCHED__V1__REQUEST__BODY_##x
+#define GSC_RESP(x) GPUSCHED__V1__RESPONSE__BODY_##x
+#define GSC_NO_BODY GPUSCHED__V1__RESPONSE__BODY__NOT_SET
+
+/* A call whose response carries nothing but the status. */
+static inline int gsc_call_plain(gs_client *c, Gpusched__V1__Request__BodyCase req_case, void *body)
+{
+	return gsc_call(c, req_case, body, GSC_NO_BODY, 0, NULL);
+}
+
+/* Records a local failure's description in c->message and returns err. */
+int gsc_fail(gs_client *c, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* strdup that maps NULL to "" (protobuf-c strings are never NULL, but defaults can be). */
+char *gsc_strdup0(const char *s);
+
+/* Builds the SubmitRequest for one packet. The message points into `desc` and `dma` (no copy
+ * of the DMA bytes); release with gsc_submit_msg_release. Exposed for tests of the encoding. */
+typedef struct gsc_submit_msg {
+	Gpusched__V1__SubmitRequest req;
+	void *storage; /* list entries and their pointer arrays, one block */
+} gsc_submit_msg;
+
+int gsc_submit_msg_build(gsc_submit_msg *m, const gs_submit_desc *desc);
+void gsc_submit_msg_release(gsc_submit_msg *m);
+
+#endif

@@ -1,0 +1,107 @@
+/*
+ * Tenant administration (the daemon answers these only for an admin token).
+ */
+#include <stdlib.h>
+
+#include "rpc.h"
+
+int gs_tenant_create(gs_client *c, const gs_tenant *tenant, const char *token, char **token_out)
+{
+	Gpusched__V1__TenantCreateRequest body = GPUSCHED__V1__TENANT_CREATE_REQUEST__INIT;
+	Gpusched__V1__Tenant t = GPUSCHED__V1__TENANT__INIT;
+	Gpusched__V1__Response *resp;
+	int rv;
+
+	if (token_out)
+		*token_out = NULL;
+	if (!tenant || !tenant->name || !tenant->name[0])
+		return gsc_fail(c, GS_ERR_INVALID, "a tenant needs a name");
+	/* Packing only reads the strings; the generated structs just lack const. */
+	t.name = tenant->name;
+	t.kind = (Gpusched__V1__TenantKind)tenant->kind;
+	t.policy = (Gpusched__V1__SharePolicy)tenant->policy;
+	t.share = tenant->share;
+	t.priority_ceiling = tenant->priority_ceiling;
+	t.memory_quota = tenant->memory_quota;
+	t.context_limit = tenant->context_limit;
+	t.admin = tenant->admin;
+	t.banned = tenant->banned;
+	body.tenant = &t;
+	body.token = (char *)(token ? token : "");
+	rv = gsc_call(c, GSC_REQ(TENANT_CREATE), &body, GSC_RESP(TENANT_CREATE), 0, &resp);
+	if (rv != 0)
+		return rv;
+	if (token_out) {
+		*token_out = gsc_strdup0(resp->tenant_create->token);
+		if (!*token_out)
+			rv = gsc_fail(c, GS_ERR_NOMEM, "out of memory copying the token");
+	}
+	gsc_response_free(resp);
+	return rv;
+}
+
+int gs_tenant_destroy(gs_client *c, const char *name)
+{
+	Gpusched__V1__TenantDestroyRequest body = GPUSCHED__V1__TENANT_DESTROY_REQUEST__INIT;
+
+	if (!name || !name[0])
+		return gsc_fail(c, GS_ERR_INVALID, "a tenant needs a name");
+	body.name = (char *)name;
+	return gsc_call_plain(c, GSC_REQ(TENANT_DESTROY), &body);
+}
+
+void gs_tenant_list_free(gs_tenant *tenants, size_t count)
+{
+	if (!tenants)
+		return;
+	for (size_t i = 0; i < count; i++)
+		free(tenants[i].name);
+	free(tenants);
+}
+
+int gs_tenant_list(gs_client *c, gs_tenant **tenants, size_t *count)
+{
+	Gpusched__V1__TenantListRequest body = GPUSCHED__V1__TENANT_LIST_REQUEST__INIT;
+	const Gpusched__V1__TenantListResponse *r;
+	Gpusched__V1__Response *resp;
+	gs_tenant *out = NULL;
+	size_t n = 0;
+	int rv;
+
+	*tenants = NULL;
+	*count = 0;
+	rv = gsc_call(c, GSC_REQ(TENANT_LIST), &body, GSC_RESP(TENANT_LIST), 0, &resp);
+	if (rv != 0)
+		return rv;
+	r = resp->tenant_list;
+	if (r->n_tenants) {
+		out = calloc(r->n_tenants, sizeof(*out));
+		if (!out)
+			rv = GS_ERR_NOMEM;
+	}
+	for (; rv == 0 && n < r->n_tenants; n++) {
+		const Gpusched__V1__Tenant *t = r->tenants[n];
+
+		out[n] = (gs_tenant){
+		        .name = gsc_strdup0(t->name),
+		        .kind = (gs_tenant_kind)t->kind,
+		        .policy = (gs_share_policy)t->policy,
+		        .share = t->share,
+		        .priority_ceiling = t->priority_ceiling,
+		        .memory_quota = t->memory_quota,
+		        .context_limit = t->context_limit,
+		        .admin = t->admin,
+		        .banned = t->banned,
+		};
+		if (!out[n].name)
+			rv = GS_ERR_NOMEM;
+	}
+	gsc_response_free(resp);
+	if (rv != 0) {
+		gs_tenant_list_free(out, n);
+		return gsc_fail(c, rv, "out of memory copying the tenants");
+	}
+	*tenants = out;
+	*count = n;
+	return 0;
+}
