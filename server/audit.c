@@ -1074,7 +1074,7 @@ fail:
 }
 
 int gs_history_last_ids(const char *path, uint64_t *packet, uint64_t *handle, char *err,
-			size_t errcap)
+                        size_t errcap)
 {
 	sqlite3 *db;
 	*packet = *handle = 0;
@@ -1082,10 +1082,10 @@ int gs_history_last_ids(const char *path, uint64_t *packet, uint64_t *handle, ch
 		return -1;
 	/* Handles are one daemon-wide sequence over devices, contexts and allocations. */
 	static const char sql[] = "SELECT (SELECT IFNULL(MAX(packet), 0) FROM packets),"
-				  " MAX((SELECT IFNULL(MAX(context), 0) FROM contexts),"
-				  "     (SELECT IFNULL(MAX(device), 0) FROM contexts),"
-				  "     (SELECT IFNULL(MAX(allocation), 0) FROM allocations),"
-				  "     (SELECT IFNULL(MAX(device), 0) FROM packets))";
+	                          " MAX((SELECT IFNULL(MAX(context), 0) FROM contexts),"
+	                          "     (SELECT IFNULL(MAX(device), 0) FROM contexts),"
+	                          "     (SELECT IFNULL(MAX(allocation), 0) FROM allocations),"
+	                          "     (SELECT IFNULL(MAX(device), 0) FROM packets))";
 	sqlite3_stmt *s = NULL;
 	int rc = sqlite3_prepare_v2(db, sql, -1, &s, NULL);
 	if (rc == SQLITE_OK && sqlite3_step(s) == SQLITE_ROW) {

@@ -168,7 +168,7 @@ static void destroy_all_devices(gs_daemon *d)
 	gs_hmap_each(&d->objects, destroy_tenant_devices, list);
 	size_t got = (size_t)list[0];
 	for (size_t i = 0; i < got; i++)
-		gs_device_destroy(d, (gs_device *)list[i + 1]);
+		gs_obj_device_destroy(d, (gs_device *)list[i + 1]);
 	free(list);
 }
 

@@ -226,11 +226,11 @@ void *gs_object_get(gs_daemon *d, uint64_t handle, gs_obj_type type, const gs_te
 void gs_object_unregister(gs_daemon *d, gs_object *o);
 void gs_context_put(gs_daemon *d, gs_context *c);
 void gs_allocation_put(gs_daemon *d, gs_allocation *a);
-void gs_context_destroy(gs_daemon *d, gs_context *c, const char *why);
-void gs_allocation_destroy(gs_daemon *d, gs_allocation *a);
-void gs_sync_destroy(gs_daemon *d, gs_sync *s);
-void gs_device_destroy(gs_daemon *d, gs_device *dev);
-void gs_sync_signal(gs_daemon *d, gs_sync *s, uint64_t value);
+void gs_obj_context_destroy(gs_daemon *d, gs_context *c, const char *why);
+void gs_obj_allocation_destroy(gs_daemon *d, gs_allocation *a);
+void gs_obj_sync_destroy(gs_daemon *d, gs_sync *s);
+void gs_obj_device_destroy(gs_daemon *d, gs_device *dev);
+void gs_obj_sync_signal(gs_daemon *d, gs_sync *s, uint64_t value);
 void gs_audit_context_of(gs_daemon *d, const gs_context *c);
 void gs_audit_allocation_of(gs_daemon *d, const gs_allocation *a);
 

@@ -55,9 +55,9 @@ typedef enum gs_irq_kind {
 	GS_IRQ_DMA_PREEMPTED = 2,
 	GS_IRQ_DMA_FAULTED = 3,
 	GS_IRQ_DMA_PAGE_FAULTED = 4,
-	GS_IRQ_ABORTED = 5,         /* dropped by a reset */
-	GS_IRQ_FENCE_SIGNAL = 6,    /* a SIGNAL command ran (MONITORED_FENCE_SIGNALED) */
-	GS_IRQ_STARTED = 7,         /* the engine started executing the packet */
+	GS_IRQ_ABORTED = 5,      /* dropped by a reset */
+	GS_IRQ_FENCE_SIGNAL = 6, /* a SIGNAL command ran (MONITORED_FENCE_SIGNALED) */
+	GS_IRQ_STARTED = 7,      /* the engine started executing the packet */
 } gs_irq_kind;
 
 typedef struct gs_irq {

@@ -105,7 +105,7 @@ void gs_h_allocation_destroy(gs_daemon *d, gs_call *c)
 	if (!al)
 		return;
 	/* Packets still in flight keep their reference; the memory is freed after them. */
-	gs_allocation_destroy(d, al);
+	gs_obj_allocation_destroy(d, al);
 	reply_empty(c);
 }
 

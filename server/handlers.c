@@ -186,7 +186,7 @@ static void h_device_destroy(gs_daemon *d, gs_call *c)
 	gs_device *dev = gs_call_object(c, R(device_destroy)->device, GS_OBJ_DEVICE);
 	if (!dev)
 		return;
-	gs_device_destroy(d, dev);
+	gs_obj_device_destroy(d, dev);
 	reply_empty(c);
 }
 
@@ -290,7 +290,7 @@ static void h_context_destroy(gs_daemon *d, gs_call *c)
 		              (unsigned long long)h, c->req->adapter);
 		return;
 	}
-	gs_context_destroy(d, x, "context destroyed");
+	gs_obj_context_destroy(d, x, "context destroyed");
 	reply_empty(c);
 }
 
@@ -324,7 +324,7 @@ static void h_sync_destroy(gs_daemon *d, gs_call *c)
 	gs_sync *s = gs_call_object(c, R(sync_destroy)->sync, GS_OBJ_SYNC);
 	if (!s)
 		return;
-	gs_sync_destroy(d, s);
+	gs_obj_sync_destroy(d, s);
 	reply_empty(c);
 }
 
@@ -340,7 +340,7 @@ static void h_sync_signal(gs_daemon *d, gs_call *c)
 		              (unsigned long long)v, (unsigned long long)s->value);
 		return;
 	}
-	gs_sync_signal(d, s, v);
+	gs_obj_sync_signal(d, s, v);
 	reply_empty(c);
 }
 

@@ -98,7 +98,7 @@ void gs_allocation_put(gs_daemon *d, gs_allocation *a)
 	free(a);
 }
 
-void gs_context_destroy(gs_daemon *d, gs_context *c, const char *why)
+void gs_obj_context_destroy(gs_daemon *d, gs_context *c, const char *why)
 {
 	gs_vidsch_cancel(d, c->dev->adapter, c, why);
 	c->destroyed = true;
@@ -110,7 +110,7 @@ void gs_context_destroy(gs_daemon *d, gs_context *c, const char *why)
 	gs_context_put(d, c);
 }
 
-void gs_allocation_destroy(gs_daemon *d, gs_allocation *a)
+void gs_obj_allocation_destroy(gs_daemon *d, gs_allocation *a)
 {
 	a->destroyed = true;
 	gs_list_remove(&a->dev_link);
@@ -133,7 +133,7 @@ static void answer_sync_wait(gs_call *c, int status, uint64_t value, const char 
 	gs_call_reply(c, &resp);
 }
 
-void gs_sync_signal(gs_daemon *d, gs_sync *s, uint64_t value)
+void gs_obj_sync_signal(gs_daemon *d, gs_sync *s, uint64_t value)
 {
 	(void)d;
 	/* A monitored fence never goes backwards. */
@@ -151,7 +151,7 @@ void gs_sync_signal(gs_daemon *d, gs_sync *s, uint64_t value)
 	}
 }
 
-void gs_sync_destroy(gs_daemon *d, gs_sync *s)
+void gs_obj_sync_destroy(gs_daemon *d, gs_sync *s)
 {
 	gs_list *it, *tmp;
 	GS_LIST_FOREACH_SAFE(it, tmp, &s->waiters)
@@ -166,15 +166,15 @@ void gs_sync_destroy(gs_daemon *d, gs_sync *s)
 	free(s);
 }
 
-void gs_device_destroy(gs_daemon *d, gs_device *dev)
+void gs_obj_device_destroy(gs_daemon *d, gs_device *dev)
 {
 	gs_list *it, *tmp;
 	GS_LIST_FOREACH_SAFE(it, tmp, &dev->contexts)
-	gs_context_destroy(d, GS_CONTAINER_OF(it, gs_context, dev_link), "device destroyed");
+	gs_obj_context_destroy(d, GS_CONTAINER_OF(it, gs_context, dev_link), "device destroyed");
 	GS_LIST_FOREACH_SAFE(it, tmp, &dev->allocations)
-	gs_allocation_destroy(d, GS_CONTAINER_OF(it, gs_allocation, dev_link));
+	gs_obj_allocation_destroy(d, GS_CONTAINER_OF(it, gs_allocation, dev_link));
 	GS_LIST_FOREACH_SAFE(it, tmp, &dev->syncs)
-	gs_sync_destroy(d, GS_CONTAINER_OF(it, gs_sync, dev_link));
+	gs_obj_sync_destroy(d, GS_CONTAINER_OF(it, gs_sync, dev_link));
 	gs_object_unregister(d, &dev->obj);
 	gs_audit_note(d->audit, dev->obj.tenant->name, "device_destroyed", dev->name);
 	dev->obj.tenant->devices--;

@@ -218,7 +218,7 @@ static void handle_irq(gs_daemon *d, gs_adapter *a, const gs_irq *irq)
 	if (irq->kind == GS_IRQ_FENCE_SIGNAL) {
 		gs_sync *s = gs_object_get(d, irq->sync, GS_OBJ_SYNC, NULL);
 		if (s)
-			gs_sync_signal(d, s, irq->value);
+			gs_obj_sync_signal(d, s, irq->value);
 		return;
 	}
 	gs_packet *p = irq->exec->user;
