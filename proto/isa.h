@@ -51,7 +51,7 @@ typedef enum gs_isa_op {
 	GS_OP_COUNT_ /* not an opcode */
 } gs_isa_op;
 
-#define GS_ISA_HEADER_SIZE 8u
+#define GS_ISA_HEADER_SIZE     8u
 #define GS_SPIN_NONPREEMPTIBLE 0x1u
 
 /* Byte offsets of the address fields inside a command (patch locations point here). */
@@ -59,7 +59,7 @@ typedef enum gs_isa_op {
 #define GS_ISA_SRC_FIELD 16u
 
 #define GS_ADDR_SEGMENT_SHIFT 40u
-#define GS_ADDR_OFFSET_MASK ((UINT64_C(1) << GS_ADDR_SEGMENT_SHIFT) - 1u)
+#define GS_ADDR_OFFSET_MASK   ((UINT64_C(1) << GS_ADDR_SEGMENT_SHIFT) - 1u)
 
 static inline uint64_t gs_addr_make(uint32_t segment, uint64_t offset)
 {

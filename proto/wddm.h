@@ -14,62 +14,62 @@ extern "C" {
 #endif
 
 /* DXGK_SUBMITCOMMANDFLAGS */
-#define GS_SUBMIT_PAGING 0x001u
-#define GS_SUBMIT_PRESENT 0x002u
-#define GS_SUBMIT_REDIRECTED_PRESENT 0x004u
-#define GS_SUBMIT_NULL_RENDERING 0x008u
-#define GS_SUBMIT_FLIP 0x010u
-#define GS_SUBMIT_FLIP_WITH_NO_WAIT 0x020u
-#define GS_SUBMIT_CONTEXT_SWITCH 0x040u
-#define GS_SUBMIT_RESUBMISSION 0x080u
+#define GS_SUBMIT_PAGING               0x001u
+#define GS_SUBMIT_PRESENT              0x002u
+#define GS_SUBMIT_REDIRECTED_PRESENT   0x004u
+#define GS_SUBMIT_NULL_RENDERING       0x008u
+#define GS_SUBMIT_FLIP                 0x010u
+#define GS_SUBMIT_FLIP_WITH_NO_WAIT    0x020u
+#define GS_SUBMIT_CONTEXT_SWITCH       0x040u
+#define GS_SUBMIT_RESUBMISSION         0x080u
 #define GS_SUBMIT_VIRTUAL_MACHINE_DATA 0x100u
-#define GS_SUBMIT_VALID_MASK 0x1ffu
+#define GS_SUBMIT_VALID_MASK           0x1ffu
 /* Flags only the daemon sets on its own packets. */
 #define GS_SUBMIT_DAEMON_ONLY (GS_SUBMIT_PAGING | GS_SUBMIT_CONTEXT_SWITCH)
 
 /* DXGK_PATCHFLAGS */
-#define GS_PATCH_PAGING 0x1u
-#define GS_PATCH_PRESENT 0x2u
+#define GS_PATCH_PAGING             0x1u
+#define GS_PATCH_PRESENT            0x2u
 #define GS_PATCH_REDIRECTED_PRESENT 0x4u
-#define GS_PATCH_NULL_RENDERING 0x8u
-#define GS_PATCH_VALID_MASK 0xfu
+#define GS_PATCH_NULL_RENDERING     0x8u
+#define GS_PATCH_VALID_MASK         0xfu
 
 /* DXGK_TRANSFERFLAGS */
-#define GS_TRANSFER_SWIZZLE 0x01u
-#define GS_TRANSFER_UNSWIZZLE 0x02u
+#define GS_TRANSFER_SWIZZLE            0x01u
+#define GS_TRANSFER_UNSWIZZLE          0x02u
 #define GS_TRANSFER_ALLOCATION_IS_IDLE 0x04u
-#define GS_TRANSFER_START 0x08u
-#define GS_TRANSFER_END 0x10u
-#define GS_TRANSFER_VALID_MASK 0x1fu
+#define GS_TRANSFER_START              0x08u
+#define GS_TRANSFER_END                0x10u
+#define GS_TRANSFER_VALID_MASK         0x1fu
 
 /* DXGK_CONTEXTINFO_CAPS */
-#define GS_CTXCAPS_NO_PATCHING_REQUIRED 0x1u
+#define GS_CTXCAPS_NO_PATCHING_REQUIRED     0x1u
 #define GS_CTXCAPS_DRIVER_MANAGES_RESIDENCY 0x2u
-#define GS_CTXCAPS_USE_IOMMU 0x4u
-#define GS_CTXCAPS_VALID_MASK 0x7u
+#define GS_CTXCAPS_USE_IOMMU                0x4u
+#define GS_CTXCAPS_VALID_MASK               0x7u
 
 /* Context create flags */
-#define GS_CTX_SYSTEM 0x1u
-#define GS_CTX_GDI 0x2u
-#define GS_CTX_VIRTUAL_ADDRESSING 0x4u
-#define GS_CTX_VALID_MASK 0x7u
+#define GS_CTX_SYSTEM               0x1u
+#define GS_CTX_GDI                  0x2u
+#define GS_CTX_VIRTUAL_ADDRESSING   0x4u
+#define GS_CTX_VALID_MASK           0x7u
 #define GS_GDI_ALLOCATION_LIST_SIZE 256u
 
 /* Allocation priorities */
 #define GS_ALLOC_PRIORITY_MINIMUM 0x28000000u
-#define GS_ALLOC_PRIORITY_LOW 0x50000000u
-#define GS_ALLOC_PRIORITY_NORMAL 0x78000000u
-#define GS_ALLOC_PRIORITY_HIGH 0xA0000000u
+#define GS_ALLOC_PRIORITY_LOW     0x50000000u
+#define GS_ALLOC_PRIORITY_NORMAL  0x78000000u
+#define GS_ALLOC_PRIORITY_HIGH    0xA0000000u
 #define GS_ALLOC_PRIORITY_MAXIMUM 0xC8000000u
 
 /* Allocation flags (gpusched's own) */
-#define GS_ALLOC_TILED 0x1u
+#define GS_ALLOC_TILED      0x1u
 #define GS_ALLOC_VALID_MASK 0x1u
 
 /* D3DDDI_SEGMENTPREFERENCE: five (SegmentId:5, Direction:1) pairs, then 2 reserved bits. */
-#define GS_SEGPREF_SLOTS 5
+#define GS_SEGPREF_SLOTS         5
 #define GS_SEGPREF_RESERVED_MASK 0xC0000000u
-#define GS_SEGMENT_ID_MAX 31u
+#define GS_SEGMENT_ID_MAX        31u
 
 typedef struct gs_segpref {
 	uint8_t segment[GS_SEGPREF_SLOTS];   /* 1..31; 0 ends the list */

@@ -215,13 +215,14 @@ static void on_fault(gs_daemon *d, gs_packet *p, const gs_irq *irq)
 static void handle_irq(gs_daemon *d, gs_adapter *a, const gs_irq *irq)
 {
 	gs_node *n = &a->nodes[irq->node];
+	gs_packet *p = irq->exec->user;
 	if (irq->kind == GS_IRQ_FENCE_SIGNAL) {
-		gs_sync *s = gs_object_get(d, irq->sync, GS_OBJ_SYNC, NULL);
+		/* Checked at submission too; a sync object destroyed since is simply gone. */
+		gs_sync *s = gs_object_get(d, irq->sync, GS_OBJ_SYNC, p->ctx->obj.tenant);
 		if (s)
 			gs_obj_sync_signal(d, s, irq->value);
 		return;
 	}
-	gs_packet *p = irq->exec->user;
 	if (irq->kind == GS_IRQ_STARTED) {
 		p->rec.started_ns = gs_node_now(n);
 		gs_packet_transition(d, p, GS_PS(RUNNING), NULL);
