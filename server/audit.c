@@ -40,8 +40,17 @@
 #define POOL_MAX              8192
 #define HISTORY_DEFAULT_LIMIT 100
 #define HISTORY_MAX_LIMIT     10000
+/*
+ * Commit policy. A record that carries an ack (a Submit waiting to be answered) is committed at
+ * once. Records nobody waits for (later transitions, contexts, notes) linger up to LINGER_NS or
+ * until LINGER_MAX records are queued, so they ride along with the next commit instead of each
+ * paying a commit's fixed cost. A crash loses at most that window of unacknowledged records;
+ * every acknowledged record is already durable. History readers flush first (gs_audit_flush).
+ */
+#define LINGER_NS  2000000ull
+#define LINGER_MAX 512
 
-enum rec_kind { REC_PACKET, REC_CONTEXT, REC_ALLOCATION, REC_ERROR, REC_NOTE };
+enum rec_kind { REC_PACKET, REC_CONTEXT, REC_ALLOCATION, REC_ERROR, REC_NOTE, REC_FLUSH };
 
 /* Which of a node's inline strings stand for SQL NULL because the caller passed NULL. */
 enum { NULL_TENANT = 1u << 0, NULL_TEXT1 = 1u << 1, NULL_TEXT2 = 1u << 2 };
@@ -50,7 +59,8 @@ struct node {
 	struct node *next;
 	enum rec_kind kind;
 	unsigned nulls;
-	bool failed; /* SQLite refused this record alone; the rest of its batch committed */
+	bool failed;     /* SQLite refused this record alone; the rest of its batch committed */
+	bool superseded; /* a later record of the same packet in this batch writes its row */
 	uint64_t time_ns;
 	gs_audit_ack_fn ack;
 	void *ack_arg;
@@ -146,13 +156,24 @@ struct gs_audit {
 	uint32_t max_batch;
 	uint64_t wal_limit;
 	char *wal_path;
-	int wal_frames; /* frames in the WAL after the last commit (writer thread) */
+	int wal_frames;       /* frames in the WAL after the last commit (writer thread) */
+	uint64_t frame_bytes; /* page size + WAL frame header */
+	/* Packet id -> last record of it in the batch being written (writer thread). */
+	struct latest_slot {
+		uint64_t packet;
+		uint64_t batch;
+		const struct node *node;
+	} * latest;
+	size_t latest_cap; /* power of two, at least twice max_batch */
+	uint64_t batch_seq;
 
 	pthread_t thread;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	/* Under mu. */
 	struct node *head, *tail;
+	size_t list_count;   /* records in head..tail */
+	size_t pending_acks; /* of which carry an ack */
 	bool stopping;
 	struct node *free_shared; /* nodes the writer is done with */
 	size_t free_shared_count;
@@ -256,6 +277,8 @@ static int write_packet(gs_audit *a, const struct node *n)
 	bool null_tenant = n->nulls & NULL_TENANT;
 	const char *name = state_name(r->state);
 	sqlite3_stmt *s = a->st[ST_PACKET];
+	if (n->superseded)
+		goto event;
 
 	bind_u64(s, 1, r->packet);
 	bind_str(s, 2, n->tenant, null_tenant);
@@ -282,6 +305,7 @@ static int write_packet(gs_audit *a, const struct node *n)
 	if (rc != SQLITE_OK)
 		return rc;
 
+event:
 	s = a->st[ST_EVENT];
 	bind_u64(s, 1, r->packet);
 	bind_str(s, 2, n->tenant, null_tenant);
@@ -374,6 +398,8 @@ static int write_node(gs_audit *a, const struct node *n)
 		return write_error(a, n);
 	case REC_NOTE:
 		return write_note(a, n);
+	case REC_FLUSH:
+		return SQLITE_OK; /* only its ack matters */
 	}
 	return SQLITE_MISUSE;
 }
@@ -383,8 +409,42 @@ static int write_node(gs_audit *a, const struct node *n)
  * on its own (a constraint) is marked failed and the others still commit; an error that ends
  * the transaction (disk full, I/O error) fails the whole batch.
  */
+/*
+ * Marks every packet record that a later record of the same packet in this batch follows: only
+ * the last one upserts the packets row (every record still appends its event row).
+ */
+static bool same_owner(const struct node *x, const struct node *y)
+{
+	return x->u.packet.packet == y->u.packet.packet &&
+	       (x->nulls & NULL_TENANT) == (y->nulls & NULL_TENANT) &&
+	       strcmp(x->tenant, y->tenant) == 0;
+}
+
+/*
+ * Marks every packet record that a later record of the same packet and tenant in this batch
+ * follows: only the last one upserts the packets row (every record still appends its event).
+ * Keyed by tenant too, so a record naming another tenant's packet never hides the owner's.
+ */
+static void mark_superseded(gs_audit *a, struct node *first)
+{
+	uint64_t batch = ++a->batch_seq;
+	size_t mask = a->latest_cap - 1;
+	for (struct node *n = first; n; n = n->next) {
+		if (n->kind != REC_PACKET)
+			continue;
+		uint64_t key = n->u.packet.packet;
+		size_t i = (size_t)(key * 0x9E3779B97F4A7C15ull) & mask;
+		while (a->latest[i].batch == batch && !same_owner(a->latest[i].node, n))
+			i = (i + 1) & mask;
+		if (a->latest[i].batch == batch)
+			((struct node *)a->latest[i].node)->superseded = true;
+		a->latest[i] = (struct latest_slot){key, batch, n};
+	}
+}
+
 static bool write_batch(gs_audit *a, struct node *first)
 {
+	mark_superseded(a, first);
 	int rc = step_reset(a->st[ST_BEGIN]);
 	if (rc != SQLITE_OK) {
 		GS_ERROR("audit: BEGIN failed: %s", sqlite3_errmsg(a->db));
@@ -431,8 +491,8 @@ static int wal_hook(void *arg, sqlite3 *db, const char *name, int frames)
  */
 static void writer_truncate_wal(gs_audit *a)
 {
-	struct stat st;
-	if (stat(a->wal_path, &st) != 0 || (uint64_t)st.st_size <= a->wal_limit)
+	/* The WAL file is at least as large as the frames it holds. */
+	if ((uint64_t)a->wal_frames * a->frame_bytes <= a->wal_limit)
 		return;
 	sqlite3_busy_timeout(a->db, 0);
 	int rc = sqlite3_wal_checkpoint_v2(a->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
@@ -511,6 +571,7 @@ static void writer_drain(gs_audit *a, struct node *list)
 static void *writer_main(void *arg)
 {
 	gs_audit *a = arg;
+	pthread_setname_np(pthread_self(), "gs-audit");
 
 	pthread_mutex_lock(&a->mu);
 	for (;;) {
@@ -518,8 +579,18 @@ static void *writer_main(void *arg)
 			pthread_cond_wait(&a->cv, &a->mu);
 		if (!a->head)
 			break; /* stopping, and everything queued before it is written */
+		/* Let records nobody waits for gather (see LINGER_NS). */
+		uint64_t deadline = a->head->time_ns + LINGER_NS;
+		while (!a->stopping && a->pending_acks == 0 && a->list_count < LINGER_MAX) {
+			struct timespec ts = {(time_t)(deadline / 1000000000ull),
+			                      (long)(deadline % 1000000000ull)};
+			if (pthread_cond_timedwait(&a->cv, &a->mu, &ts) != 0)
+				break; /* the deadline passed */
+		}
 		struct node *list = a->head;
 		a->head = a->tail = NULL;
+		a->list_count = 0;
+		a->pending_acks = 0;
 		pthread_mutex_unlock(&a->mu);
 		writer_drain(a, list);
 		pthread_mutex_lock(&a->mu);
@@ -548,11 +619,15 @@ static struct node *node_take(gs_audit *a, enum rec_kind kind)
 static void node_push(gs_audit *a, struct node *n)
 {
 	pthread_mutex_lock(&a->mu);
+	bool was_empty = !a->head;
 	if (a->tail)
 		a->tail->next = n;
 	else
 		a->head = n;
 	a->tail = n;
+	a->list_count++;
+	if (n->ack)
+		a->pending_acks++;
 	atomic_fetch_add_explicit(&a->queued, 1, memory_order_relaxed);
 	/* Refill the private pool while the lock is held anyway. */
 	if (!a->free_local && a->free_shared) {
@@ -560,7 +635,10 @@ static void node_push(gs_audit *a, struct node *n)
 		a->free_shared = NULL;
 		a->free_shared_count = 0;
 	}
-	pthread_cond_signal(&a->cv);
+	/* Wake the writer only when it has something to decide: a first record (to start its
+	 * linger deadline), an ack to honour now, or a full batch. */
+	if (was_empty || n->ack || a->list_count == LINGER_MAX)
+		pthread_cond_signal(&a->cv);
 	pthread_mutex_unlock(&a->mu);
 }
 
@@ -570,6 +648,18 @@ static void node_lost(gs_audit *a, gs_audit_ack_fn ack, void *ack_arg)
 	atomic_fetch_add_explicit(&a->dropped, 1, memory_order_relaxed);
 	if (ack)
 		ack(ack_arg, false);
+}
+
+void gs_audit_flush(gs_audit *a, gs_audit_ack_fn ack, void *ack_arg)
+{
+	struct node *n = node_take(a, REC_FLUSH);
+	if (!n) {
+		node_lost(a, ack, ack_arg);
+		return;
+	}
+	n->ack = ack;
+	n->ack_arg = ack_arg;
+	node_push(a, n);
 }
 
 void gs_audit_packet(gs_audit *a, const gs_packet_rec *rec, const char *detail, gs_audit_ack_fn ack,
@@ -771,6 +861,7 @@ static void audit_free(gs_audit *a)
 	free_nodes(a->free_local);
 	free_nodes(a->free_shared);
 	free(a->wal_path);
+	free(a->latest);
 	free(a);
 }
 
@@ -785,6 +876,15 @@ int gs_audit_open(const char *path, const gs_audit_options *opt, gs_audit **out)
 	a->wal_limit = o.wal_limit ? o.wal_limit : DEFAULT_WAL_LIMIT;
 
 	if (open_db(a, path, o.sync_full) != SQLITE_OK)
+		goto fail;
+	char page[32] = "4096";
+	pragma_text(a->db, "PRAGMA page_size", page, sizeof page);
+	a->frame_bytes = strtoull(page, NULL, 10) + 24;
+	a->latest_cap = 16;
+	while (a->latest_cap < 2 * (size_t)a->max_batch)
+		a->latest_cap *= 2;
+	a->latest = calloc(a->latest_cap, sizeof *a->latest);
+	if (!a->latest)
 		goto fail;
 	const char *file = sqlite3_db_filename(a->db, "main");
 	size_t len = strlen(file);

@@ -99,6 +99,9 @@ void gs_audit_close(gs_audit *a);
 void gs_audit_packet(gs_audit *a, const gs_packet_rec *rec, const char *detail, gs_audit_ack_fn ack,
                      void *ack_arg);
 void gs_audit_context(gs_audit *a, const gs_context_rec *rec);
+/* Commits everything queued so far now (records nobody waits for otherwise linger up to 2 ms)
+ * and then calls ack on the writer thread: a barrier for readers of the file. */
+void gs_audit_flush(gs_audit *a, gs_audit_ack_fn ack, void *ack_arg);
 void gs_audit_allocation(gs_audit *a, const gs_allocation_rec *rec);
 /* A rejected or failed request: what was asked, the status returned and why. */
 void gs_audit_error(gs_audit *a, const char *tenant, const char *request, int status,

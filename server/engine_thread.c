@@ -6,6 +6,9 @@
  */
 #include "engine_thread.h"
 
+#include <pthread.h>
+#include <stdio.h>
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -76,6 +79,9 @@ static void run_packet(gs_engine *e, gs_exec *x)
 static void *engine_main(void *arg)
 {
 	gs_engine *e = arg;
+	char name[16];
+	snprintf(name, sizeof(name), "gs-engine%u", e->cfg.node);
+	pthread_setname_np(pthread_self(), name);
 
 	pthread_mutex_lock(&e->lock);
 	for (;;) {

@@ -222,6 +222,8 @@ void gs_h_allocation_write(gs_daemon *d, gs_call *c)
 	gs_allocation *al = gs_call_object(c, q->allocation, GS_OBJ_ALLOCATION);
 	if (!al || !cpu_range_ok(c, al, q->offset, q->data.len) || defer_until_idle(c, al))
 		return;
-	memcpy(al->segment->mem + al->offset + q->offset, q->data.data, q->data.len);
+	/* An empty bytes field decodes as data NULL: memcpy must not see it, even for 0. */
+	if (q->data.len)
+		memcpy(al->segment->mem + al->offset + q->offset, q->data.data, q->data.len);
 	reply_empty(c);
 }

@@ -6,13 +6,65 @@
 #include "daemon.h"
 #include "rpc.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #define MAX_HISTORY 10000u
 
+/*
+ * Transitions nobody waits for linger briefly in the audit queue (see audit.c). A reader first
+ * queues a flush and waits for its ack on the pool thread, so the answer includes everything
+ * the daemon did before the query arrived. The audit acks every record, even when it cannot
+ * write it, so the wait ends.
+ */
+typedef struct flush_barrier {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool done;
+} flush_barrier;
+
+static void barrier_ack(void *arg, bool ok)
+{
+	(void)ok;
+	flush_barrier *b = arg;
+	pthread_mutex_lock(&b->mu);
+	b->done = true;
+	pthread_cond_signal(&b->cv);
+	pthread_mutex_unlock(&b->mu);
+}
+
+static void barrier_wait(gs_call *c)
+{
+	flush_barrier *b = c->barrier;
+	pthread_mutex_lock(&b->mu);
+	while (!b->done)
+		pthread_cond_wait(&b->cv, &b->mu);
+	pthread_mutex_unlock(&b->mu);
+	pthread_mutex_destroy(&b->mu);
+	pthread_cond_destroy(&b->cv);
+	free(b);
+	c->barrier = NULL;
+}
+
+/* Flushes the audit, then runs `work` on the pool once the flush is committed. */
+static void read_after_flush(gs_daemon *d, gs_call *c, void (*work)(gs_call *c))
+{
+	flush_barrier *b = calloc(1, sizeof(*b));
+	if (!b) {
+		gs_call_error(c, GS_ST(INTERNAL), "out of memory");
+		return;
+	}
+	pthread_mutex_init(&b->mu, NULL);
+	pthread_cond_init(&b->cv, NULL);
+	c->barrier = b;
+	gs_audit_flush(d->audit, barrier_ack, b);
+	gs_call_offload(c, work);
+}
+
 static void history_work(gs_call *c)
 {
+	barrier_wait(c);
 	const Gpusched__V1__HistoryRequest *q = c->req->history;
 	gs_history_filter f = {
 	        .tenant = c->tenant->name,
@@ -81,12 +133,12 @@ static void history_work(gs_call *c)
 
 void gs_h_history(gs_daemon *d, gs_call *c)
 {
-	(void)d;
-	gs_call_offload(c, history_work);
+	read_after_flush(d, c, history_work);
 }
 
 static void events_work(gs_call *c)
 {
+	barrier_wait(c);
 	gs_event_row *rows = NULL;
 	size_t n = 0;
 	char err[256];
@@ -130,6 +182,5 @@ static void events_work(gs_call *c)
 
 void gs_h_packet_events(gs_daemon *d, gs_call *c)
 {
-	(void)d;
-	gs_call_offload(c, events_work);
+	read_after_flush(d, c, events_work);
 }

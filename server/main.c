@@ -8,6 +8,7 @@
 #include "rpc.h"
 
 #include <getopt.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -220,6 +221,7 @@ int main(int argc, char **argv)
 		return rc;
 	gs_log_set_level(cfg.log_level);
 	signal(SIGPIPE, SIG_IGN);
+	pthread_setname_np(pthread_self(), "gs-loop");
 
 	static gs_daemon d;
 	uv_loop_t *loop = uv_default_loop();

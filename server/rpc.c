@@ -6,6 +6,7 @@
 #include <nng/nng.h>
 #include <nng/protocol/pubsub0/pub.h>
 #include <nng/protocol/reqrep0/rep.h>
+#include <nng/supplemental/util/platform.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +40,7 @@ struct gs_rpc {
 	size_t nworkers, capworkers;
 	size_t max_workers;
 	atomic_uint idle;
+	atomic_uint sending; /* answers handed to nng and not yet sent */
 	atomic_bool closing;
 	pthread_mutex_t lock;
 	inbox_item *inbox;
@@ -63,6 +65,7 @@ static void worker_cb(void *arg)
 	struct gs_rpc *rpc = w->rpc;
 	int rv = nng_aio_result(w->aio);
 	if (w->state == W_SEND) {
+		atomic_fetch_sub(&rpc->sending, 1);
 		if (rv != 0) {
 			/* The peer went away (or we are closing): the reply is dropped. */
 			nng_msg_free(nng_aio_get_msg(w->aio));
@@ -106,6 +109,7 @@ static void worker_send(gs_rpc_worker *w, nng_msg *msg)
 		return;
 	}
 	w->state = W_SEND;
+	atomic_fetch_add(&w->rpc->sending, 1);
 	nng_aio_set_msg(w->aio, msg);
 	nng_ctx_send(w->ctx, w->aio);
 }
@@ -520,6 +524,10 @@ void gs_rpc_free(gs_daemon *d)
 	struct gs_rpc *rpc = d->rpc;
 	if (!rpc)
 		return;
+	/* The audit writer sent its last answers while closing: give them a moment (bounded)
+	 * to leave before the socket closes under them. */
+	for (int i = 0; i < 500 && atomic_load(&rpc->sending) > 0; i++)
+		nng_msleep(1);
 	atomic_store(&rpc->closing, true);
 	if (rpc->sock_open)
 		nng_close(rpc->sock);

@@ -29,6 +29,7 @@ struct gs_call {
 	uint64_t wait_value; /* SyncWait target */
 	void *wait_object;   /* what it waits on */
 	void (*on_timeout)(gs_call *c);
+	void *barrier; /* h_history.c: the audit flush an off-loop read waits for */
 };
 
 int gs_rpc_start(gs_daemon *d);

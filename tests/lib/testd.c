@@ -1,4 +1,3 @@
-#define _GNU_SOURCE /* pipe2 */
 #include "testd.h"
 
 #include <errno.h>
@@ -8,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -82,6 +82,11 @@ static int spawn(gs_testd *t, const char *const *extra_args)
 	if (pid < 0)
 		return -1;
 	if (pid == 0) {
+		/* The daemon dies with the test process, even when a failed assertion or a crash
+		 * skips the test's teardown: no stray daemons outlive a test run. */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() == 1)
+			_exit(127);
 		int logfd = open(t->log, O_WRONLY | O_CREAT | O_APPEND, 0600);
 		dup2(out[1], STDOUT_FILENO);
 		if (logfd >= 0)
