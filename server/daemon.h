@@ -166,6 +166,7 @@ typedef struct gs_packet {
 	gs_packet_rec rec; /* the audit row, kept current */
 	gs_list waiters;   /* PacketWait calls */
 	bool on_engine;
+	char result[128]; /* backing store of rec.result when the daemon composes it */
 } gs_packet;
 
 /* Final state of a packet no longer in memory, for PacketWait on old packets. */

@@ -197,7 +197,7 @@ void gs_call_verror(gs_call *c, int status, const char *fmt, va_list ap)
 	d->stats.errors++;
 	const char *req = c->req ? gs_request_name(c->req->body_case) : "undecodable";
 	if (status != GS_ST(TIMEOUT))
-		gs_audit_error(d->audit, c->tenant ? c->tenant->name : "-", req, status, msg);
+		gs_audit_error(d->audit, c->tenant ? c->tenant->name : NULL, req, status, msg);
 	GS_DEBUG("request %s from %s: status %d: %s", req, c->tenant ? c->tenant->name : "-",
 	         status, msg);
 	Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
@@ -290,7 +290,14 @@ static void offload_done(uv_work_t *w, int status)
 {
 	(void)status;
 	offload *o = w->data;
-	call_free(o->c);
+	gs_call *c = o->c;
+	/* Audit calls belong to the loop: an error answered off the loop is recorded here. */
+	if (c->off_status != GS_ST(OK)) {
+		c->d->stats.errors++;
+		gs_audit_error(c->d->audit, c->tenant ? c->tenant->name : NULL,
+		               gs_request_name(c->req->body_case), c->off_status, c->off_message);
+	}
+	call_free(c);
 	free(o);
 }
 
@@ -312,6 +319,11 @@ void gs_call_offload(gs_call *c, void (*work)(gs_call *c))
 
 void gs_call_reply_off_loop(gs_call *c, Gpusched__V1__Response *resp)
 {
+	if (resp->status != GS_ST(OK)) {
+		c->off_status = resp->status;
+		snprintf(c->off_message, sizeof(c->off_message), "%s",
+		         resp->message ? resp->message : "");
+	}
 	worker_send(c->worker, encode_response(call_id(c), resp));
 }
 
@@ -509,14 +521,14 @@ void gs_rpc_publish(gs_daemon *d, Gpusched__V1__Event *ev)
 		nng_msg_free(m);
 }
 
+/*
+ * Stopping does not close the listeners: in nng that closes every connection they accepted,
+ * and clients waiting on packets that the stop cancels would lose their answers. New requests
+ * are answered STATUS_SHUTTING_DOWN instead (d->stopping), and the socket closes last.
+ */
 void gs_rpc_stop(gs_daemon *d)
 {
-	struct gs_rpc *rpc = d->rpc;
-	if (!rpc)
-		return;
-	for (uint32_t i = 0; i < rpc->nlisteners; i++)
-		nng_listener_close(rpc->listeners[i]);
-	rpc->nlisteners = 0;
+	(void)d;
 }
 
 void gs_rpc_free(gs_daemon *d)

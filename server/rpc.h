@@ -29,7 +29,9 @@ struct gs_call {
 	uint64_t wait_value; /* SyncWait target */
 	void *wait_object;   /* what it waits on */
 	void (*on_timeout)(gs_call *c);
-	void *barrier; /* h_history.c: the audit flush an off-loop read waits for */
+	void *barrier;  /* h_history.c: the audit flush an off-loop read waits for */
+	int off_status; /* an error answered off the loop, audited when the work is done */
+	char off_message[256];
 };
 
 int gs_rpc_start(gs_daemon *d);

@@ -13,6 +13,7 @@
 #include "wddm.h"
 
 #include <assert.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -234,7 +235,8 @@ static void on_fault(gs_daemon *d, gs_packet *p, const gs_irq *irq)
 {
 	gs_node *n = p->node;
 	p->rec.completed_ns = gs_node_now(n);
-	p->rec.result = NULL;
+	snprintf(p->result, sizeof(p->result), "%s", irq->detail);
+	p->rec.result = p->result;
 	d->stats.packets_faulted++;
 	gs_packet_transition(d, p, GS_PS(FAULTED), irq->detail);
 	/* The context enters its error state: its queued work is discarded and later requests

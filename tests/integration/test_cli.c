@@ -1,0 +1,427 @@
+/*
+ * The gpusched CLI (GS_CLI_PATH) as a user runs it, against a real test daemon: help and
+ * usage errors, exit codes, and the JSON documents of info, demo, submit, history, events and
+ * stats, cross-checked against the daemon through the client library.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "gpusched.h"
+#include "itest.h"
+#include "testd.h"
+#include "wddm.h"
+
+#define CLI_TIMEOUT_MS 60000
+
+/* Exit codes documented in `gpusched --help`. */
+enum { EXIT_OK = 0, EXIT_DAEMON = 1, EXIT_USAGE = 2, EXIT_TRANSPORT = 3 };
+
+typedef struct fx {
+	gs_testd t;
+	char url_opt[340];
+} fx;
+
+static int setup(void **state)
+{
+	fx *f = calloc(1, sizeof(*f));
+	assert_non_null(f);
+	if (gs_testd_start(&f->t, NULL) != 0) {
+		gs_testd_cleanup(&f->t);
+		free(f);
+		return -1;
+	}
+	snprintf(f->url_opt, sizeof(f->url_opt), "--url=%s", f->t.url);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	fx *f = *state;
+	int rc = gs_testd_stop(&f->t);
+	gs_testd_cleanup(&f->t);
+	free(f);
+	return rc == 0 ? 0 : -1;
+}
+
+/* Runs the CLI with the given arguments (NULL-terminated). */
+static void cli(itest_run *r, const char *first, ...)
+{
+	char *argv[32];
+	int n = 0;
+	argv[n++] = (char *)GS_CLI_PATH;
+	va_list ap;
+	va_start(ap, first);
+	for (const char *a = first; a && n < 31; a = va_arg(ap, const char *))
+		argv[n++] = (char *)a;
+	va_end(ap);
+	argv[n] = NULL;
+	itest_run_argv(argv, CLI_TIMEOUT_MS, r);
+	if (r->exit_code < 0)
+		fail_msg("gpusched %s did not finish within %d ms", first, CLI_TIMEOUT_MS);
+}
+
+static void expect_exit(itest_run *r, int code, const char *what)
+{
+	if (r->exit_code != code)
+		fail_msg("gpusched %s: exit %d, want %d\nstdout: %s\nstderr: %s", what,
+		         r->exit_code, code, r->out, r->err);
+}
+
+/* Parses stdout as one JSON document. */
+static json_t *parse(const itest_run *r)
+{
+	json_error_t err;
+	json_t *doc = json_loads(r->out, 0, &err);
+	if (!doc)
+		fail_msg("stdout is not JSON (%s at line %d): %s", err.text, err.line, r->out);
+	return doc;
+}
+
+static json_int_t int_of(json_t *obj, const char *key)
+{
+	json_t *v = json_object_get(obj, key);
+	if (!json_is_integer(v))
+		fail_msg("\"%s\" is missing or not an integer", key);
+	return json_integer_value(v);
+}
+
+static const char *str_of(json_t *obj, const char *key)
+{
+	json_t *v = json_object_get(obj, key);
+	if (!json_is_string(v))
+		fail_msg("\"%s\" is missing or not a string", key);
+	return json_string_value(v);
+}
+
+/* ---- without a daemon ---- */
+
+static const char *const commands[] = {"info",  "demo",   "submit", "history", "events",
+                                       "stats", "device", "alloc",  "sync",    "tenant"};
+
+static void test_help(void **state)
+{
+	(void)state;
+	itest_run r;
+	cli(&r, "--help", NULL);
+	expect_exit(&r, EXIT_OK, "--help");
+	assert_non_null(strstr(r.out, "Usage"));
+	for (size_t i = 0; i < sizeof(commands) / sizeof(*commands); i++)
+		assert_non_null(strstr(r.out, commands[i]));
+	itest_run_free(&r);
+	for (size_t i = 0; i < sizeof(commands) / sizeof(*commands); i++) {
+		cli(&r, commands[i], "--help", NULL);
+		expect_exit(&r, EXIT_OK, commands[i]);
+		assert_non_null(strstr(r.out, "Usage"));
+		itest_run_free(&r);
+	}
+	cli(&r, "--version", NULL);
+	expect_exit(&r, EXIT_OK, "--version");
+	assert_non_null(strstr(r.out, "gpusched"));
+	itest_run_free(&r);
+}
+
+static void test_usage_errors(void **state)
+{
+	(void)state;
+	/* No daemon listens here: usage errors are found before connecting. */
+	const char *url = "--url=ipc:///nonexistent/gpusched-cli-test.sock";
+	itest_run r;
+	cli(&r, url, "frobnicate", NULL);
+	expect_exit(&r, EXIT_USAGE, "frobnicate");
+	assert_non_null(strstr(r.err, "frobnicate"));
+	itest_run_free(&r);
+	cli(&r, url, NULL);
+	expect_exit(&r, EXIT_USAGE, "(no command)");
+	itest_run_free(&r);
+	cli(&r, url, "info", "--frob", NULL);
+	expect_exit(&r, EXIT_USAGE, "info --frob");
+	itest_run_free(&r);
+	cli(&r, url, "submit", "--flags", "Present", NULL);
+	expect_exit(&r, EXIT_USAGE, "submit without --node");
+	itest_run_free(&r);
+	cli(&r, url, "submit", "--node", "1", "--flags", "Bogus", NULL);
+	expect_exit(&r, EXIT_USAGE, "submit --flags Bogus");
+	itest_run_free(&r);
+	cli(&r, url, "history", "--state", "sleeping", NULL);
+	expect_exit(&r, EXIT_USAGE, "history --state sleeping");
+	itest_run_free(&r);
+	cli(&r, url, "history", "--limit", "many", NULL);
+	expect_exit(&r, EXIT_USAGE, "history --limit many");
+	itest_run_free(&r);
+}
+
+static void test_no_daemon(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/gpusched-cli-XXXXXX";
+	assert_non_null(mkdtemp(dir));
+	char url[128];
+	snprintf(url, sizeof(url), "--url=ipc://%s/nobody.sock", dir);
+	itest_run r;
+	cli(&r, url, "info", "--json", NULL);
+	expect_exit(&r, EXIT_TRANSPORT, "info without a daemon");
+	assert_true(r.err[0] != '\0');
+	itest_run_free(&r);
+	cli(&r, url, "history", NULL);
+	expect_exit(&r, EXIT_TRANSPORT, "history without a daemon");
+	itest_run_free(&r);
+	assert_int_equal(rmdir(dir), 0);
+}
+
+/* ---- against the daemon ---- */
+
+static void test_info_json(void **state)
+{
+	fx *f = *state;
+	itest_run r;
+	cli(&r, f->url_opt, "info", "--json", NULL);
+	expect_exit(&r, EXIT_OK, "info --json");
+	json_t *doc = parse(&r);
+	itest_run_free(&r);
+
+	gs_client *c = itest_connect(&f->t, NULL);
+	gs_daemon_info *info;
+	assert_int_equal(gs_info(c, &info), 0);
+	assert_string_equal(str_of(doc, "version"), info->version);
+	assert_string_equal(str_of(doc, "tenant"), "default");
+	json_t *adapters = json_object_get(doc, "adapters");
+	assert_true(json_is_array(adapters));
+	assert_int_equal(json_array_size(adapters), info->adapter_count);
+	json_t *a = json_array_get(adapters, 0);
+	const gs_adapter_info *ai = &info->adapters[0];
+	assert_string_equal(str_of(a, "name"), ai->name);
+	assert_string_equal(str_of(a, "backend"), ai->backend);
+	assert_string_equal(str_of(a, "clock"), "wall");
+	assert_int_equal(int_of(a, "max_dma_buffer"), ai->max_dma_buffer);
+	json_t *nodes = json_object_get(a, "nodes");
+	assert_int_equal(json_array_size(nodes), ai->node_count);
+	for (size_t i = 0; i < ai->node_count; i++) {
+		json_t *n = json_array_get(nodes, i);
+		assert_int_equal(int_of(n, "id"), ai->nodes[i].id);
+		assert_string_equal(str_of(n, "name"), ai->nodes[i].name);
+		assert_int_equal(json_is_true(json_object_get(n, "paging")), ai->nodes[i].paging);
+	}
+	json_t *segs = json_object_get(a, "segments");
+	assert_int_equal(json_array_size(segs), ai->segment_count);
+	for (size_t i = 0; i < ai->segment_count; i++) {
+		json_t *s = json_array_get(segs, i);
+		assert_int_equal(int_of(s, "id"), ai->segments[i].id);
+		assert_string_equal(str_of(s, "kind"), gs_segment_kind_name(ai->segments[i].kind));
+		assert_int_equal(int_of(s, "size"), (json_int_t)ai->segments[i].size);
+	}
+	gs_info_free(info);
+	gs_close(c);
+	json_decref(doc);
+
+	/* --json as a global option works too. */
+	cli(&r, f->url_opt, "--json", "info", NULL);
+	expect_exit(&r, EXIT_OK, "--json info");
+	json_decref(parse(&r));
+	itest_run_free(&r);
+}
+
+static void test_demo_json(void **state)
+{
+	fx *f = *state;
+	itest_run r;
+	cli(&r, f->url_opt, "demo", "--packets", "32", "--seed", "7", "--json", NULL);
+	expect_exit(&r, EXIT_OK, "demo --packets 32 --json");
+	json_t *doc = parse(&r);
+	itest_run_free(&r);
+	assert_int_equal(int_of(doc, "packets_submitted"), 32);
+	assert_int_equal(int_of(doc, "packets_completed"), int_of(doc, "packets_submitted"));
+	assert_true(int_of(doc, "checksums_total") > 0);
+	assert_int_equal(int_of(doc, "checksums_ok"), int_of(doc, "checksums_total"));
+	assert_int_equal(int_of(doc, "bytes_mismatched"), 0);
+	assert_true(int_of(doc, "bytes_verified") > 0);
+	assert_int_equal(int_of(doc, "seed"), 7);
+	assert_true(json_is_true(json_object_get(doc, "ok")));
+	json_decref(doc);
+
+	/* The daemon saw the packets. */
+	gs_client *c = itest_connect(&f->t, NULL);
+	gs_daemon_stats s;
+	assert_int_equal(gs_stats(c, &s), 0);
+	assert_true(s.packets_completed >= 32);
+	assert_int_equal(s.packets_faulted, 0);
+	gs_close(c);
+}
+
+static void test_submit_json(void **state)
+{
+	fx *f = *state;
+	itest_run r;
+	cli(&r, f->url_opt, "submit", "--node", "1", "--flags", "Present,NullRendering", "--json",
+	    "--wait", NULL);
+	expect_exit(&r, EXIT_OK, "submit --json --wait");
+	json_t *doc = parse(&r);
+	itest_run_free(&r);
+	json_int_t packet = int_of(doc, "packet_id");
+	assert_true(packet > 0);
+	assert_true(int_of(doc, "fence") > 0);
+	assert_int_equal(int_of(doc, "node"), 1);
+	assert_int_equal(int_of(doc, "submit_flags"), 10);
+	assert_string_equal(str_of(doc, "state"), "COMPLETED");
+	json_t *names = json_object_get(doc, "submit_flag_names");
+	assert_int_equal(json_array_size(names), 2);
+	json_decref(doc);
+
+	/* The same packet in the daemon's record (events of a finished packet are durable
+	 * once a later submission is acknowledged: the next command submits one). */
+	cli(&r, f->url_opt, "submit", "--node", "0", "--spin-us", "1000", NULL);
+	expect_exit(&r, EXIT_OK, "submit --spin-us 1000");
+	assert_non_null(strstr(r.out, "packet "));
+	itest_run_free(&r);
+	char id[32];
+	snprintf(id, sizeof(id), "%" PRId64, (int64_t)packet);
+	cli(&r, f->url_opt, "events", id, "--json", NULL);
+	expect_exit(&r, EXIT_OK, "events --json");
+	doc = parse(&r);
+	itest_run_free(&r);
+	static const char *const life[] = {"SUBMITTED", "READY", "RUNNING", "COMPLETED"};
+	assert_int_equal(json_array_size(doc), 4);
+	for (size_t i = 0; i < 4; i++) {
+		json_t *e = json_array_get(doc, i);
+		assert_int_equal(int_of(e, "packet_id"), packet);
+		assert_string_equal(str_of(e, "state"), life[i]);
+	}
+	json_decref(doc);
+
+	/* Daemon refusals exit 1 with the status named. */
+	cli(&r, f->url_opt, "submit", "--node", "1", "--flags", "Paging", NULL);
+	expect_exit(&r, EXIT_DAEMON, "submit --flags Paging");
+	assert_non_null(strstr(r.err, "FLAGS_NOT_ALLOWED"));
+	itest_run_free(&r);
+	cli(&r, f->url_opt, "submit", "--node", "9", NULL);
+	expect_exit(&r, EXIT_DAEMON, "submit --node 9");
+	assert_non_null(strstr(r.err, "CTX_BAD_NODE"));
+	itest_run_free(&r);
+	cli(&r, f->url_opt, "events", "999999", NULL);
+	expect_exit(&r, EXIT_DAEMON, "events 999999");
+	itest_run_free(&r);
+}
+
+static void test_history_json(void **state)
+{
+	fx *f = *state;
+	itest_run r;
+	/* Seven packets, each in its own context: the CLI's submit makes a fresh one. */
+	json_int_t last = 0;
+	for (int i = 0; i < 7; i++) {
+		cli(&r, f->url_opt, "submit", "--node", i % 2 ? "1" : "0", "--flags",
+		    i % 2 ? "Present" : "0", "--json", NULL);
+		expect_exit(&r, EXIT_OK, "submit --json");
+		json_t *doc = parse(&r);
+		last = int_of(doc, "packet_id");
+		json_decref(doc);
+		itest_run_free(&r);
+	}
+	/* A later acknowledged submission makes the last completion durable. */
+	gs_client *c = itest_connect(&f->t, NULL);
+	uint64_t dev;
+	assert_int_equal(gs_device_create(c, "cli", &dev), 0);
+	uint64_t ctx = itest_context(c, dev, 2, 2);
+	gs_dmabuf buf;
+	gs_dmabuf_init(&buf);
+	assert_int_equal(gs_dmabuf_nop(&buf), 0);
+	uint64_t mine = itest_submit_wait(c, ctx, &buf, 0);
+	gs_dmabuf_free(&buf);
+	itest_audit_barrier(c, ctx);
+
+	cli(&r, f->url_opt, "history", "--json", "--limit", "5", NULL);
+	expect_exit(&r, EXIT_OK, "history --json --limit 5");
+	json_t *doc = parse(&r);
+	itest_run_free(&r);
+	assert_true(json_is_array(doc));
+	assert_int_equal(json_array_size(doc), 5);
+	static const char *const keys[] = {
+	        "packet_id",    "context",           "device",       "node",        "fence",
+	        "submit_flags", "submit_flag_names", "patch_flags",  "state",       "submitted_ns",
+	        "ready_ns",     "started_ns",        "completed_ns", "preemptions", "resubmissions",
+	        "dma_size",     "allocation_count",  "patch_count",  "result",      "tenant"};
+	json_int_t prev = INT64_MAX;
+	for (size_t i = 0; i < 5; i++) {
+		json_t *o = json_array_get(doc, i);
+		for (size_t k = 0; k < sizeof(keys) / sizeof(*keys); k++)
+			if (!json_object_get(o, keys[k]))
+				fail_msg("history record %zu has no \"%s\"", i, keys[k]);
+		assert_true(int_of(o, "packet_id") < prev);
+		prev = int_of(o, "packet_id");
+		assert_string_equal(str_of(o, "tenant"), "default");
+	}
+	/* Newest first: the barrier, my packet, then the CLI's last one. */
+	assert_int_equal(int_of(json_array_get(doc, 1), "packet_id"), (json_int_t)mine);
+	json_t *cli_last = json_array_get(doc, 2);
+	assert_int_equal(int_of(cli_last, "packet_id"), last);
+	assert_string_equal(str_of(cli_last, "state"), "COMPLETED");
+	assert_int_equal(int_of(cli_last, "node"), 0);
+	assert_int_equal(int_of(cli_last, "submit_flags"), 0);
+	json_t *older = json_array_get(doc, 3);
+	assert_int_equal(int_of(older, "submit_flags"), GS_SUBMIT_PRESENT);
+	assert_int_equal(int_of(older, "node"), 1);
+	json_decref(doc);
+
+	/* Filters pass through. */
+	char ctxs[32];
+	snprintf(ctxs, sizeof(ctxs), "%" PRIu64, ctx);
+	cli(&r, f->url_opt, "history", "--json", "--context", ctxs, NULL);
+	expect_exit(&r, EXIT_OK, "history --context");
+	doc = parse(&r);
+	itest_run_free(&r);
+	assert_int_equal(json_array_size(doc), 2);
+	json_decref(doc);
+	cli(&r, f->url_opt, "history", "--json", "--node", "1", "--state", "completed", NULL);
+	expect_exit(&r, EXIT_OK, "history --node 1 --state completed");
+	doc = parse(&r);
+	itest_run_free(&r);
+	assert_int_equal(json_array_size(doc), 3);
+	json_decref(doc);
+
+	/* Plain output has a header and one line per packet. */
+	cli(&r, f->url_opt, "history", "--limit", "2", NULL);
+	expect_exit(&r, EXIT_OK, "history --limit 2");
+	assert_non_null(strstr(r.out, "PACKET"));
+	itest_run_free(&r);
+
+	/* stats --json carries the counters. */
+	cli(&r, f->url_opt, "stats", "--json", NULL);
+	expect_exit(&r, EXIT_OK, "stats --json");
+	doc = parse(&r);
+	itest_run_free(&r);
+	gs_daemon_stats s;
+	assert_int_equal(gs_stats(c, &s), 0);
+	assert_int_equal(int_of(doc, "packets_submitted"), (json_int_t)s.packets_submitted);
+	assert_int_equal(int_of(doc, "packets_completed"), (json_int_t)s.packets_completed);
+	json_decref(doc);
+	gs_close(c);
+}
+
+int main(void)
+{
+	/* The CLI reads these; the tests pass everything explicitly. */
+	unsetenv("GPUSCHED_URL");
+	unsetenv("GPUSCHED_TOKEN");
+	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test(test_help),
+	        cmocka_unit_test(test_usage_errors),
+	        cmocka_unit_test(test_no_daemon),
+	        cmocka_unit_test_setup_teardown(test_info_json, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_demo_json, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_submit_json, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_history_json, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,311 @@
+#include "itest.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+gs_client *itest_connect(const gs_testd *t, const char *token)
+{
+	gs_client *c = NULL;
+	char why[256];
+	int rv = gs_connect_ex(t->url, token ? token : "", &c, why, sizeof(why));
+	if (rv != 0)
+		fail_msg("connect to %s: %s (%s)", t->url, gs_status_name(rv), why);
+	gs_client_set_timeout(c, ITEST_TIMEOUT_MS);
+	return c;
+}
+
+void itest_layout_of(gs_client *c, itest_layout *out)
+{
+	gs_daemon_info *info = NULL;
+	int rv = gs_info(c, &info);
+	if (rv != 0)
+		fail_msg("info: %s: %s", gs_status_name(rv), gs_client_message(c));
+	assert_true(info->adapter_count >= 1);
+	const gs_adapter_info *a = &info->adapters[0];
+	memset(out, 0, sizeof(*out));
+	out->nodes = (uint32_t)a->node_count;
+	out->paging_node = UINT32_MAX;
+	for (size_t i = 0; i < a->node_count; i++)
+		if (a->nodes[i].paging && out->paging_node == UINT32_MAX)
+			out->paging_node = a->nodes[i].id;
+	for (size_t i = 0; i < a->segment_count; i++) {
+		const gs_segment_info *s = &a->segments[i];
+		out->segment_set |= 1u << s->id;
+		if (s->kind == GS_SEGMENT_MEMORY && !out->memory_segment)
+			out->memory_segment = s->id;
+		if (s->kind == GS_SEGMENT_APERTURE && !out->aperture_segment)
+			out->aperture_segment = s->id;
+	}
+	out->max_dma_buffer = a->max_dma_buffer;
+	gs_info_free(info);
+	assert_int_not_equal(out->paging_node, UINT32_MAX);
+}
+
+uint64_t itest_context(gs_client *c, uint64_t device, uint32_t node, uint32_t paging_node)
+{
+	gs_context_desc desc;
+	gs_context_desc_init(&desc, device, node);
+	desc.info.paging_companion_node_id = paging_node;
+	/* Small enough for any configured max_dma_buffer; DMA buffers may grow past it. */
+	desc.info.dma_buffer_size = 4096;
+	uint64_t ctx = 0;
+	int rv = gs_context_create(c, &desc, &ctx, NULL);
+	if (rv != 0)
+		fail_msg("context_create on node %u: %s: %s", node, gs_status_name(rv),
+		         gs_client_message(c));
+	return ctx;
+}
+
+void itest_alloc(gs_client *c, uint64_t device, uint64_t size, uint32_t supported_set,
+                 uint32_t preference, gs_allocation_placement *out)
+{
+	gs_allocation_desc desc = {.device = device,
+	                           .size = size,
+	                           .supported_segment_set = supported_set,
+	                           .segment_preference = preference};
+	int rv = gs_allocation_create(c, &desc, out);
+	if (rv != 0)
+		fail_msg("allocation_create of %llu bytes: %s: %s", (unsigned long long)size,
+		         gs_status_name(rv), gs_client_message(c));
+}
+
+uint64_t itest_audit_barrier(gs_client *c, uint64_t context)
+{
+	gs_dmabuf buf;
+	gs_dmabuf_init(&buf);
+	assert_int_equal(gs_dmabuf_nop(&buf), 0);
+	gs_submit_result res;
+	int rv = gs_submit(c, context, &buf, GS_SUBMIT_NULL_RENDERING, &res);
+	gs_dmabuf_free(&buf);
+	if (rv != 0)
+		fail_msg("audit barrier submit: %s: %s", gs_status_name(rv), gs_client_message(c));
+	return res.packet;
+}
+
+uint64_t itest_submit_wait(gs_client *c, uint64_t context, const gs_dmabuf *dma, uint32_t flags)
+{
+	gs_submit_result res;
+	int rv = gs_submit(c, context, dma, flags, &res);
+	if (rv != 0)
+		fail_msg("submit: %s: %s", gs_status_name(rv), gs_client_message(c));
+	gs_packet_state st = GS_PACKET_UNKNOWN;
+	rv = gs_packet_wait(c, res.packet, ITEST_TIMEOUT_MS, &st, NULL);
+	if (rv != 0)
+		fail_msg("packet_wait %llu: %s: %s", (unsigned long long)res.packet,
+		         gs_status_name(rv), gs_client_message(c));
+	assert_int_equal(st, GS_PACKET_COMPLETED);
+	return res.packet;
+}
+
+/* ---- audit file ---- */
+
+int64_t itest_audit_int(const char *db, const char *fmt, ...)
+{
+	char sql[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(sql, sizeof(sql), fmt, ap);
+	va_end(ap);
+	sqlite3 *h = NULL;
+	int64_t v = -1;
+	if (sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
+		fprintf(stderr, "itest: cannot open %s: %s\n", db, h ? sqlite3_errmsg(h) : "?");
+		sqlite3_close(h);
+		return -1;
+	}
+	sqlite3_busy_timeout(h, 5000);
+	sqlite3_stmt *s = NULL;
+	if (sqlite3_prepare_v2(h, sql, -1, &s, NULL) != SQLITE_OK) {
+		fprintf(stderr, "itest: %s: %s\n", sql, sqlite3_errmsg(h));
+	} else if (sqlite3_step(s) == SQLITE_ROW && sqlite3_column_type(s, 0) != SQLITE_NULL) {
+		v = sqlite3_column_int64(s, 0);
+	}
+	sqlite3_finalize(s);
+	sqlite3_close(h);
+	return v;
+}
+
+int64_t itest_audit_errors(const char *db)
+{
+	return itest_audit_int(db, "SELECT COUNT(*) FROM errors");
+}
+
+int64_t itest_audit_last_error_status(const char *db)
+{
+	return itest_audit_int(db, "SELECT status FROM errors ORDER BY seq DESC LIMIT 1");
+}
+
+/* ---- configuration files ---- */
+
+int itest_config_write(itest_config *cfg, const char *json)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	snprintf(cfg->dir, sizeof(cfg->dir), "/tmp/gpusched-cfg-XXXXXX");
+	if (!mkdtemp(cfg->dir)) {
+		cfg->dir[0] = '\0';
+		return -1;
+	}
+	snprintf(cfg->path, sizeof(cfg->path), "%s/config.json", cfg->dir);
+	FILE *f = fopen(cfg->path, "w");
+	if (!f)
+		return -1;
+	int rc = fputs(json, f) < 0 ? -1 : 0;
+	if (fclose(f) != 0)
+		rc = -1;
+	return rc;
+}
+
+void itest_config_cleanup(itest_config *cfg)
+{
+	if (!cfg->dir[0])
+		return;
+	unlink(cfg->path);
+	rmdir(cfg->dir);
+	cfg->dir[0] = '\0';
+}
+
+/* ---- child processes ---- */
+
+typedef struct sink {
+	char *buf;
+	size_t len, cap;
+} sink;
+
+static void sink_add(sink *s, const char *data, size_t n)
+{
+	if (s->len + n + 1 > s->cap) {
+		size_t ncap = s->cap ? s->cap : 4096;
+		while (s->len + n + 1 > ncap)
+			ncap *= 2;
+		char *nb = realloc(s->buf, ncap);
+		assert_non_null(nb);
+		s->buf = nb;
+		s->cap = ncap;
+	}
+	memcpy(s->buf + s->len, data, n);
+	s->len += n;
+	s->buf[s->len] = '\0';
+}
+
+static void sink_finish(sink *s)
+{
+	if (!s->buf)
+		sink_add(s, "", 0);
+}
+
+void itest_run_argv(char *const argv[], int timeout_ms, itest_run *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->exit_code = -1;
+	int po[2], pe[2];
+	assert_int_equal(pipe2(po, O_CLOEXEC), 0);
+	assert_int_equal(pipe2(pe, O_CLOEXEC), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int devnull = open("/dev/null", O_RDONLY);
+		if (devnull >= 0)
+			dup2(devnull, STDIN_FILENO);
+		dup2(po[1], STDOUT_FILENO);
+		dup2(pe[1], STDERR_FILENO);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	close(po[1]);
+	close(pe[1]);
+	sink so = {0}, se = {0};
+	struct pollfd pfd[2] = {{.fd = po[0], .events = POLLIN}, {.fd = pe[0], .events = POLLIN}};
+	long long deadline = gs_test_now_ms() + timeout_ms;
+	int open_fds = 2;
+	bool timed_out = false;
+	while (open_fds > 0) {
+		long long left = deadline - gs_test_now_ms();
+		if (left <= 0) {
+			timed_out = true;
+			break;
+		}
+		int rc = poll(pfd, 2, (int)left);
+		if (rc < 0 && errno == EINTR)
+			continue;
+		if (rc <= 0) {
+			timed_out = true;
+			break;
+		}
+		for (int i = 0; i < 2; i++) {
+			if (pfd[i].fd < 0 || !(pfd[i].revents & (POLLIN | POLLHUP | POLLERR)))
+				continue;
+			char chunk[4096];
+			ssize_t n = read(pfd[i].fd, chunk, sizeof(chunk));
+			if (n > 0) {
+				sink_add(i == 0 ? &so : &se, chunk, (size_t)n);
+			} else if (n == 0 || errno != EINTR) {
+				close(pfd[i].fd);
+				pfd[i].fd = -1;
+				open_fds--;
+			}
+		}
+	}
+	for (int i = 0; i < 2; i++)
+		if (pfd[i].fd >= 0)
+			close(pfd[i].fd);
+	int status = 0;
+	if (timed_out) {
+		kill(pid, SIGKILL);
+		waitpid(pid, &status, 0);
+		out->exit_code = -1;
+	} else {
+		/* Both pipes reached EOF: the child closed them, which it does by exiting (they
+		 * are not inherited further). Bound the wait with the pidfd anyway. */
+		int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+		if (pidfd >= 0) {
+			long long left = deadline - gs_test_now_ms();
+			struct pollfd pp = {.fd = pidfd, .events = POLLIN};
+			if (poll(&pp, 1, left > 0 ? (int)left : 0) <= 0)
+				kill(pid, SIGKILL);
+			close(pidfd);
+		}
+		waitpid(pid, &status, 0);
+		out->exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+	}
+	sink_finish(&so);
+	sink_finish(&se);
+	out->out = so.buf;
+	out->err = se.buf;
+}
+
+void itest_run_free(itest_run *r)
+{
+	free(r->out);
+	free(r->err);
+	r->out = r->err = NULL;
+}
+
+uint64_t itest_rand(uint64_t *state)
+{
+	uint64_t z = (*state += UINT64_C(0x9E3779B97F4A7C15));
+	z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
+	z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
+	return z ^ (z >> 31);
+}
+
+uint64_t itest_rand_below(uint64_t *state, uint64_t n)
+{
+	return n ? itest_rand(state) % n : 0;
+}
