@@ -177,6 +177,10 @@ void gs_daemon_destroy(gs_daemon *d)
 	for (uint32_t i = 0; i < d->nadapters; i++)
 		gs_vidsch_stop(d, &d->adapters[i]);
 	destroy_all_devices(d);
+	/* Reads on the thread pool answer through the socket and audit their errors: let them
+	 * finish while both are still open. */
+	while (d->offloads > 0)
+		uv_run(d->loop, UV_RUN_ONCE);
 	gs_audit_note(d->audit, "-", "daemon_stop", "clean shutdown");
 	/* Closing the audit commits everything and sends the answers it still held. */
 	gs_audit_close(d->audit);

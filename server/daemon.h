@@ -205,6 +205,7 @@ struct gs_daemon {
 	gs_stats stats;
 	uint64_t start_ns;
 	bool stopping;
+	uint32_t offloads; /* calls running on the thread pool */
 	uv_signal_t sigint, sigterm;
 	uv_timer_t stop_timer;
 	int exit_code;

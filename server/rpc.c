@@ -297,6 +297,7 @@ static void offload_done(uv_work_t *w, int status)
 		gs_audit_error(c->d->audit, c->tenant ? c->tenant->name : NULL,
 		               gs_request_name(c->req->body_case), c->off_status, c->off_message);
 	}
+	c->d->offloads--;
 	call_free(c);
 	free(o);
 }
@@ -314,7 +315,9 @@ void gs_call_offload(gs_call *c, void (*work)(gs_call *c))
 	if (uv_queue_work(c->d->loop, &o->work, offload_work, offload_done) != 0) {
 		free(o);
 		gs_call_error(c, GS_ST(INTERNAL), "cannot queue work");
+		return;
 	}
+	c->d->offloads++;
 }
 
 void gs_call_reply_off_loop(gs_call *c, Gpusched__V1__Response *resp)
