@@ -35,9 +35,16 @@ typedef struct gs_range {
 	bool write;
 } gs_range;
 
-/* A patched packet handed to an engine. The scheduler owns it; the engine reads it from
+/*
+ * A patched packet handed to an engine. The scheduler owns it; the engine reads it from
  * submit() until it reports the packet's final interrupt (COMPLETED, PREEMPTED, FAULTED,
- * PAGE_FAULTED or ABORTED) and never touches it afterwards. */
+ * PAGE_FAULTED, ABORTED or ENGINE_TIMEOUT) and never touches it afterwards.
+ *
+ * Engine time of one run ("engine_ns"): on the wall clock, CLOCK_MONOTONIC time from the
+ * start of the run; on the virtual clock, 100 ns for every command the run issues (a SPIN
+ * resumed in its middle is issued again) plus the SPIN microseconds the run consumed.
+ * The fields after `user` are zero in a plain submission, meaning "no limit, nothing done".
+ */
 typedef struct gs_exec {
 	uint64_t packet;
 	uint64_t fence;
@@ -48,6 +55,19 @@ typedef struct gs_exec {
 	const gs_range *ranges;
 	size_t nranges;
 	void *user; /* the scheduler's packet */
+
+	/* Engine time this run may consume (0 = unlimited). Once the run has consumed it, the
+	 * engine stops the packet at the next command boundary, or inside a preemptible SPIN,
+	 * and reports PREEMPTED with stop_reason BUDGET. A NONPREEMPTIBLE SPIN runs whole. */
+	uint64_t budget_ns;
+	/* Virtual clock only, and only with budget_ns != 0: a NONPREEMPTIBLE SPIN that would
+	 * carry the run past budget_ns + tdr_ns ends the packet with ENGINE_TIMEOUT instead
+	 * (0 = never). On the wall clock the scheduler times out itself and calls reset(). */
+	uint64_t tdr_ns;
+	/* Microseconds already done of the SPIN at resume_offset (the spin_done_us of the
+	 * interrupt that stopped it there); only its remainder runs. Ignored unless the
+	 * command at resume_offset is a SPIN. */
+	uint64_t spin_done_us;
 } gs_exec;
 
 typedef enum gs_irq_kind {
@@ -58,17 +78,35 @@ typedef enum gs_irq_kind {
 	GS_IRQ_ABORTED = 5,      /* dropped by a reset */
 	GS_IRQ_FENCE_SIGNAL = 6, /* a SIGNAL command ran (MONITORED_FENCE_SIGNALED) */
 	GS_IRQ_STARTED = 7,      /* the engine started executing the packet */
+	/* GPU_ENGINE_TIMEOUT (virtual clock): a NONPREEMPTIBLE SPIN would have run past
+	 * budget_ns + tdr_ns. Final: the packet is off the engine, which goes on with the
+	 * next one; engine_ns is budget_ns + tdr_ns exactly, stop_offset the SPIN. */
+	GS_IRQ_ENGINE_TIMEOUT = 8,
 } gs_irq_kind;
+
+/* Why a packet was PREEMPTED. */
+typedef enum gs_stop_reason {
+	GS_STOP_NONE = 0,    /* every other interrupt */
+	GS_STOP_REQUEST = 1, /* preempt() */
+	GS_STOP_BUDGET = 2,  /* the run consumed exec->budget_ns (checked first when both hold) */
+} gs_stop_reason;
 
 typedef struct gs_irq {
 	gs_irq_kind kind;
 	uint32_t node;
 	gs_exec *exec;
-	size_t stop_offset; /* PREEMPTED: offset of the first command not run; FAULTED: bad cmd */
-	uint64_t sync;      /* FENCE_SIGNAL */
-	uint64_t value;     /* FENCE_SIGNAL */
-	uint64_t engine_ns; /* engine time the packet consumed in this run */
-	char detail[96];    /* fault text */
+	/* PREEMPTED, ABORTED, ENGINE_TIMEOUT: offset of the first command not finished, where a
+	 * resubmission resumes; FAULTED, PAGE_FAULTED: the bad command; COMPLETED: dma_len;
+	 * STARTED: resume_offset; FENCE_SIGNAL: just past the SIGNAL. */
+	size_t stop_offset;
+	uint64_t sync;              /* FENCE_SIGNAL */
+	uint64_t value;             /* FENCE_SIGNAL */
+	uint64_t engine_ns;         /* engine time the packet consumed in this run */
+	gs_stop_reason stop_reason; /* PREEMPTED */
+	/* PREEMPTED, ABORTED, ENGINE_TIMEOUT when stop_offset is a SPIN: its microseconds done
+	 * so far, over all runs (pass it back as exec->spin_done_us); 0 otherwise. */
+	uint64_t spin_done_us;
+	char detail[96]; /* fault text */
 } gs_irq;
 
 /* Called on the engine thread. Must be cheap and thread-safe. */
@@ -90,8 +128,22 @@ typedef struct gs_engine_ops {
 	int (*create)(const gs_engine_config *cfg, gs_engine **out); /* starts its thread */
 	/* Queues a packet; the engine runs its packets in submission order. */
 	int (*submit)(gs_engine *e, gs_exec *x);
-	/* Asks the engine to stop the running packet at its next command boundary. */
+	/*
+	 * Asks the engine to stop the running packet at its next command boundary or inside a
+	 * preemptible SPIN (wall clock: within a thread wake-up; virtual clock: at boundaries
+	 * only) with PREEMPTED, stop_reason REQUEST. Without a running packet it stops the next
+	 * queued one before its first command; on an idle engine it is forgotten. Asynchronous:
+	 * the request is used up by that packet's final interrupt, whatever it is (it may be
+	 * COMPLETED, the packet having finished first), and never reaches a later packet.
+	 */
 	void (*preempt)(gs_engine *e);
+	/*
+	 * Engine reset (TDR): aborts the running packet at once, even inside a NONPREEMPTIBLE
+	 * SPIN, then every packet queued at the time of the call, in order, each with one
+	 * ABORTED interrupt (a packet that finished meanwhile reports as it finished). Packets
+	 * submitted after the call run normally; an idle engine ignores it. Asynchronous.
+	 */
+	void (*reset)(gs_engine *e);
 	/* Stops the thread after reporting ABORTED for every packet not yet finished. */
 	void (*destroy)(gs_engine *e);
 } gs_engine_ops;

@@ -3,32 +3,25 @@
  * from the wall clock (SPIN really takes its time) or a virtual clock (SPIN only adds to the
  * engine time it reports).
  *
- * Preemption is at command boundaries: the request flag is polled before each command, and a
- * preempted packet reports the offset of the first command it did not run, so resubmitting
- * from there finishes exactly the remaining work. A SPIN, preemptible or not, runs whole; an
- * abort (engine reset) is the only thing that interrupts it.
+ * Where a packet can stop: at command boundaries (a preemption request, an exhausted budget,
+ * a reset), and inside a SPIN. A preemptible SPIN stops for a request or the budget and
+ * reports how much of it was done, so resubmitting from its offset with that progress
+ * finishes exactly the remaining work. A NONPREEMPTIBLE SPIN (a long shader) runs whole
+ * unless the engine is reset, or on the virtual clock hits the timeout.
+ *
+ * The virtual clock is exact: a SPIN advances in whole microseconds and stops at the first
+ * one at which the run's engine time reaches the budget, so a packet with a given budget
+ * stops at the same place every time. On the virtual clock SPINs take no wall time, so
+ * preemption requests are seen at command boundaries only.
  */
 #include "engine_thread.h"
 
-#include <errno.h>
 #include <stdio.h>
-#include <time.h>
 
 #include "wddm.h"
 
 /* Virtual engine time charged for decoding and issuing any command. */
 #define VIRTUAL_CMD_NS 100u
-/* Longest sleep inside a SPIN between checks for an abort request. */
-#define SPIN_SLEEP_SLICE_NS 1000000u
-/* The end of a SPIN is busy-waited: sleeps overshoot by tens of microseconds. */
-#define SPIN_BUSY_NS 50000u
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static uint64_t sat_add(uint64_t a, uint64_t b)
 {
@@ -40,99 +33,183 @@ static uint64_t micros_to_ns(uint64_t micros)
 	return micros > UINT64_MAX / 1000u ? UINT64_MAX : micros * 1000u;
 }
 
-/* Consumes `micros` of wall-clock time; returns false if an abort cut it short. */
-static bool spin_wall(gs_engine *e, uint64_t micros)
-{
-	uint64_t deadline = sat_add(now_ns(), micros_to_ns(micros));
+/* One run of one packet. */
+typedef struct walk {
+	gs_engine *e;
+	gs_exec *x;
+	gs_irq *final;
+	bool execute;
+	bool virtual_clock;
+	uint64_t t0;  /* wall clock at the start of the run */
+	uint64_t vns; /* virtual engine time of the run */
+} walk;
 
-	for (;;) {
-		if (gs_engine_abort_pending(e))
-			return false;
-		uint64_t t = now_ns();
-		if (t >= deadline)
-			return true;
-		uint64_t left = deadline - t;
-		if (left <= SPIN_BUSY_NS)
-			continue;
-		uint64_t nap = left - SPIN_BUSY_NS;
-		uint64_t wake = t + (nap < SPIN_SLEEP_SLICE_NS ? nap : SPIN_SLEEP_SLICE_NS);
-		struct timespec ts = {.tv_sec = (time_t)(wake / 1000000000u),
-		                      .tv_nsec = (long)(wake % 1000000000u)};
-		while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
-			;
-	}
+static uint64_t engine_ns(const walk *w)
+{
+	return !w->execute ? 0 : w->virtual_clock ? w->vns : gs_engine_now_ns() - w->t0;
 }
 
-static void finish(gs_irq *final, gs_irq_kind kind, size_t stop_offset)
+static bool budget_spent(const walk *w)
 {
-	final->kind = kind;
-	final->stop_offset = stop_offset;
+	return w->x->budget_ns && engine_ns(w) >= w->x->budget_ns;
+}
+
+/* Ends the run with a final interrupt stopped at `at` (spin_done_us: of the SPIN there). */
+static void stop(walk *w, gs_irq_kind kind, gs_stop_reason why, size_t at, uint64_t spin_done_us)
+{
+	w->final->kind = kind;
+	w->final->stop_reason = why;
+	w->final->stop_offset = at;
+	w->final->spin_done_us = spin_done_us;
+}
+
+/* The reason to stop before the command at `at`, if any. Budget before request: on the
+ * virtual clock that keeps the reported reason a function of the packet and budget alone. */
+static bool stop_at_boundary(walk *w, size_t at, uint64_t spin_done_us)
+{
+	if (gs_engine_abort_pending(w->e))
+		stop(w, GS_IRQ_ABORTED, GS_STOP_NONE, at, spin_done_us);
+	else if (budget_spent(w))
+		stop(w, GS_IRQ_DMA_PREEMPTED, GS_STOP_BUDGET, at, spin_done_us);
+	else if (gs_engine_preempt_pending(w->e))
+		stop(w, GS_IRQ_DMA_PREEMPTED, GS_STOP_REQUEST, at, spin_done_us);
+	else
+		return false;
+	return true;
+}
+
+/* Runs what is left of the SPIN at `at` (done_us of it already done) on the virtual clock.
+ * Returns false if the run stopped inside it. */
+static bool spin_virtual(walk *w, const gs_isa_cmd *cmd, size_t at, uint64_t done_us)
+{
+	const uint64_t budget = w->x->budget_ns;
+	const uint64_t left_us = cmd->micros - done_us;
+	const uint64_t end = sat_add(w->vns, micros_to_ns(left_us));
+
+	if (cmd->flags & GS_SPIN_NONPREEMPTIBLE) {
+		const uint64_t limit = sat_add(budget, w->x->tdr_ns);
+		if (budget && w->x->tdr_ns && end > limit) {
+			uint64_t ran_us = limit > w->vns ? (limit - w->vns) / 1000u : 0;
+			w->vns = limit;
+			stop(w, GS_IRQ_ENGINE_TIMEOUT, GS_STOP_NONE, at, done_us + ran_us);
+			return false;
+		}
+		w->vns = end;
+		return true;
+	}
+	if (budget && end > budget) {
+		/* The first whole microsecond at which the budget is reached. */
+		uint64_t ran_us = w->vns >= budget ? 0 : (budget - w->vns + 999u) / 1000u;
+		if (ran_us < left_us) {
+			w->vns += ran_us * 1000u;
+			stop(w, GS_IRQ_DMA_PREEMPTED, GS_STOP_BUDGET, at, done_us + ran_us);
+			return false;
+		}
+	}
+	w->vns = end;
+	return true;
+}
+
+/* The same on the wall clock: sleeps until the SPIN's end, or for a preemptible one the
+ * budget's, waking at once for a request. */
+static bool spin_wall(walk *w, const gs_isa_cmd *cmd, size_t at, uint64_t done_us)
+{
+	const bool preemptible = !(cmd->flags & GS_SPIN_NONPREEMPTIBLE);
+	const uint64_t need = micros_to_ns(cmd->micros - done_us);
+	const uint64_t s0 = gs_engine_now_ns();
+	const uint64_t end = sat_add(s0, need);
+	uint64_t until = end;
+
+	if (preemptible && w->x->budget_ns) {
+		uint64_t budget_end = sat_add(w->t0, w->x->budget_ns);
+		if (budget_end < until)
+			until = budget_end;
+	}
+	gs_wait_result r = gs_engine_wait_until(w->e, until, preemptible);
+	uint64_t ran = gs_engine_now_ns() - s0;
+	/* A thread descheduled past the end finished the SPIN whatever woke it. */
+	if (ran >= need)
+		return true;
+	uint64_t spin_done_us = done_us + ran / 1000u;
+	switch (r) {
+	case GS_WAIT_ABORT:
+		stop(w, GS_IRQ_ABORTED, GS_STOP_NONE, at, spin_done_us);
+		break;
+	case GS_WAIT_PREEMPT:
+		stop(w, GS_IRQ_DMA_PREEMPTED, GS_STOP_REQUEST, at, spin_done_us);
+		break;
+	case GS_WAIT_TIME:
+		stop(w, GS_IRQ_DMA_PREEMPTED, GS_STOP_BUDGET, at, spin_done_us);
+		break;
+	}
+	return false;
 }
 
 void gs_emu_walk(gs_engine *e, gs_exec *x, bool execute, gs_irq *final)
 {
-	const bool virtual_clock = e->cfg.virtual_clock;
-	const uint64_t t0 = now_ns();
-	uint64_t vns = 0; /* virtual engine time */
+	walk w = {.e = e,
+	          .x = x,
+	          .final = final,
+	          .execute = execute,
+	          .virtual_clock = e->cfg.virtual_clock,
+	          .t0 = gs_engine_now_ns()};
 	size_t pos = x->resume_offset;
 	gs_isa_cmd cmd;
 
 	if (pos > x->dma_len) {
-		finish(final, GS_IRQ_DMA_FAULTED, pos);
+		stop(&w, GS_IRQ_DMA_FAULTED, GS_STOP_NONE, pos, 0);
 		snprintf(final->detail, sizeof(final->detail),
 		         "resume offset %zu beyond DMA buffer of %zu bytes", pos, x->dma_len);
 		return;
 	}
 	for (;;) {
 		const size_t at = pos;
-		if (execute && gs_engine_abort_pending(e)) {
-			finish(final, GS_IRQ_ABORTED, at);
-			break;
-		}
-		if (execute && gs_engine_preempt_pending(e)) {
-			finish(final, GS_IRQ_DMA_PREEMPTED, at);
-			break;
-		}
+		/* Decoded before the stop checks: a packet with nothing left completes rather than
+		 * being preempted into an empty resubmission. */
 		gs_isa_err err = gs_isa_decode(x->dma, x->dma_len, &pos, &cmd);
 		if (err == GS_ISA_END) {
-			finish(final, GS_IRQ_DMA_COMPLETED, at);
+			stop(&w, GS_IRQ_DMA_COMPLETED, GS_STOP_NONE, at, 0);
 			break;
 		}
 		if (err != GS_ISA_OK) {
-			finish(final, GS_IRQ_DMA_FAULTED, at);
+			stop(&w, GS_IRQ_DMA_FAULTED, GS_STOP_NONE, at, 0);
 			snprintf(final->detail, sizeof(final->detail), "bad command at +%zu: %s",
 			         at, gs_isa_strerror(err));
 			break;
 		}
-		vns += VIRTUAL_CMD_NS;
+		/* Only the command at resume_offset can be a partly done SPIN. */
+		const uint64_t done_us = at == x->resume_offset && cmd.op == GS_OP_SPIN
+		                                 ? gs_engine_resume_spin_done(x)
+		                                 : 0;
+		if (execute && stop_at_boundary(&w, at, done_us))
+			break;
+		w.vns += VIRTUAL_CMD_NS;
 		if (cmd.op == GS_OP_SIGNAL) {
 			gs_irq sig;
 			gs_engine_irq_init(&sig, e, x, GS_IRQ_FENCE_SIGNAL);
 			sig.stop_offset = pos;
 			sig.sync = cmd.sync;
 			sig.value = cmd.value;
-			sig.engine_ns = !execute ? 0 : virtual_clock ? vns : now_ns() - t0;
+			sig.engine_ns = engine_ns(&w);
 			gs_engine_report(e, &sig);
 			continue;
 		}
 		if (!execute)
 			continue;
 		if (cmd.op == GS_OP_SPIN) {
-			if (virtual_clock) {
-				vns = sat_add(vns, micros_to_ns(cmd.micros));
-			} else if (!spin_wall(e, cmd.micros)) {
-				finish(final, GS_IRQ_ABORTED, at);
+			bool whole = w.virtual_clock ? spin_virtual(&w, &cmd, at, done_us)
+			                             : spin_wall(&w, &cmd, at, done_us);
+			if (!whole)
 				break;
-			}
 			continue;
 		}
 		if (gs_engine_exec_cmd(e->cfg.memory, x, &cmd, final->detail,
 		                       sizeof(final->detail)) != 0) {
-			finish(final, GS_IRQ_DMA_PAGE_FAULTED, at);
+			stop(&w, GS_IRQ_DMA_PAGE_FAULTED, GS_STOP_NONE, at, 0);
 			break;
 		}
 	}
-	final->engine_ns = !execute ? 0 : virtual_clock ? vns : now_ns() - t0;
+	final->engine_ns = engine_ns(&w);
 }
 
 /* NullRendering packets go through queueing and fence signalling but do not execute. */
@@ -151,5 +228,6 @@ const gs_engine_ops gs_engine_emu = {
         .create = emu_create,
         .submit = gs_engine_thread_submit,
         .preempt = gs_engine_thread_preempt,
+        .reset = gs_engine_thread_reset,
         .destroy = gs_engine_thread_destroy,
 };

@@ -297,6 +297,9 @@ static void offload_done(uv_work_t *w, int status)
 		gs_audit_error(c->d->audit, c->tenant ? c->tenant->name : NULL,
 		               gs_request_name(c->req->body_case), c->off_status, c->off_message);
 	}
+	/* Sent from the loop, after the audit record: a client that reads the counters or the
+	 * audit right after the answer finds its error there. */
+	worker_send(c->worker, c->off_reply);
 	c->d->offloads--;
 	call_free(c);
 	free(o);
@@ -327,7 +330,7 @@ void gs_call_reply_off_loop(gs_call *c, Gpusched__V1__Response *resp)
 		snprintf(c->off_message, sizeof(c->off_message), "%s",
 		         resp->message ? resp->message : "");
 	}
-	worker_send(c->worker, encode_response(call_id(c), resp));
+	c->off_reply = encode_response(call_id(c), resp);
 }
 
 /* ---- the loop side ---- */

@@ -32,6 +32,7 @@ struct gs_call {
 	void *barrier;  /* h_history.c: the audit flush an off-loop read waits for */
 	int off_status; /* an error answered off the loop, audited when the work is done */
 	char off_message[256];
+	struct nng_msg *off_reply; /* the answer encoded off the loop, sent by the loop */
 };
 
 int gs_rpc_start(gs_daemon *d);
@@ -54,8 +55,8 @@ void gs_call_reply_after_audit(gs_call *c, Gpusched__V1__Response *resp, const g
                                const char *detail);
 /* Arms a deadline for a deferred call; on expiry `fn` runs on the loop. */
 void gs_call_set_timeout(gs_call *c, uint32_t ms, void (*fn)(gs_call *c));
-/* Runs `work` on libuv's thread pool, which must answer the call with gs_call_reply_off_loop;
- * the call is freed afterwards on the loop. */
+/* Runs `work` on libuv's thread pool, which must answer the call with gs_call_reply_off_loop
+ * (it encodes the answer); the loop then audits an error, sends the answer, frees the call. */
 void gs_call_offload(gs_call *c, void (*work)(gs_call *c));
 void gs_call_reply_off_loop(gs_call *c, Gpusched__V1__Response *resp);
 const char *gs_request_name(int body_case);

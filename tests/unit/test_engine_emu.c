@@ -1,8 +1,9 @@
 /*
  * The emulated engine with a real thread and real memory: command effects on the bytes, page
- * faults, NullRendering, preemption at command boundaries and resumption, the virtual clock,
- * aborts on destroy, and the null backend. Interrupts are collected under a mutex and awaited
- * with bounded timed waits; nothing here sleeps to synchronise.
+ * faults, NullRendering, preemption at command boundaries and inside SPINs, resumption, run
+ * budgets, the virtual clock and its timeout, resets, aborts on destroy, and the null
+ * backend. Interrupts are collected under a mutex and awaited with bounded timed waits;
+ * nothing here sleeps to synchronise.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,6 +14,7 @@
 
 #include <pthread.h>
 #include <stdio.h>
+#include <sys/resource.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -36,10 +38,13 @@ typedef struct fixture {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	gs_irq irqs[MAX_IRQS];
+	uint64_t irq_ns[MAX_IRQS]; /* CLOCK_MONOTONIC when each irq was reported */
 	size_t nirqs;
 	/* A SIGNAL with this sync object makes the callback request preemption, which pins the
 	 * moment of the request to an exact command boundary. 0 = off. */
 	uint64_t preempt_on_sync;
+	/* The same at STARTED: the request is pending before the packet's first command. */
+	bool preempt_on_started;
 	bool overflow;
 } fixture;
 
@@ -56,15 +61,18 @@ static void on_irq(void *arg, const gs_irq *irq)
 
 	/* No cmocka assertion here: this runs on the engine thread, where a failing assertion
 	 * could not unwind the test. Overflow is recorded and checked by teardown. */
+	uint64_t t = now_ns();
 	pthread_mutex_lock(&f->lock);
-	if (f->nirqs < MAX_IRQS)
+	if (f->nirqs < MAX_IRQS) {
+		f->irq_ns[f->nirqs] = t;
 		f->irqs[f->nirqs++] = *irq;
-	else
+	} else
 		f->overflow = true;
 	pthread_cond_broadcast(&f->cond);
 	pthread_mutex_unlock(&f->lock);
-	if (irq->kind == GS_IRQ_FENCE_SIGNAL && f->preempt_on_sync &&
-	    irq->sync == f->preempt_on_sync)
+	if ((irq->kind == GS_IRQ_FENCE_SIGNAL && f->preempt_on_sync &&
+	     irq->sync == f->preempt_on_sync) ||
+	    (irq->kind == GS_IRQ_STARTED && f->preempt_on_started))
 		f->ops->preempt(f->engine);
 }
 
@@ -127,15 +135,16 @@ static int teardown(void **state)
 static bool is_final(gs_irq_kind k)
 {
 	return k == GS_IRQ_DMA_COMPLETED || k == GS_IRQ_DMA_PREEMPTED || k == GS_IRQ_DMA_FAULTED ||
-	       k == GS_IRQ_DMA_PAGE_FAULTED || k == GS_IRQ_ABORTED;
+	       k == GS_IRQ_DMA_PAGE_FAULTED || k == GS_IRQ_ABORTED || k == GS_IRQ_ENGINE_TIMEOUT;
 }
 
-/* Index of the first irq of x matching `kind` (0 = any final one), waiting up to WAIT_S. */
-static size_t wait_irq(fixture *f, const gs_exec *x, gs_irq_kind kind)
+/* Index of the first irq of x matching `kind` (0 = any final one), waiting up to timeout_ns;
+ * SIZE_MAX if none came. */
+static size_t wait_irq_for(fixture *f, const gs_exec *x, gs_irq_kind kind, uint64_t timeout_ns)
 {
-	struct timespec deadline;
-	clock_gettime(CLOCK_MONOTONIC, &deadline);
-	deadline.tv_sec += WAIT_S;
+	uint64_t end = now_ns() + timeout_ns;
+	struct timespec deadline = {.tv_sec = (time_t)(end / 1000000000u),
+	                            .tv_nsec = (long)(end % 1000000000u)};
 
 	pthread_mutex_lock(&f->lock);
 	for (;;) {
@@ -147,12 +156,20 @@ static size_t wait_irq(fixture *f, const gs_exec *x, gs_irq_kind kind)
 				return i;
 			}
 		}
-		int rc = pthread_cond_timedwait(&f->cond, &f->lock, &deadline);
-		if (rc != 0) {
+		if (pthread_cond_timedwait(&f->cond, &f->lock, &deadline) != 0) {
 			pthread_mutex_unlock(&f->lock);
-			fail_msg("timed out waiting for irq %d of packet %p", kind, (void *)x);
+			return SIZE_MAX;
 		}
 	}
+}
+
+/* The same, failing the test after WAIT_S. */
+static size_t wait_irq(fixture *f, const gs_exec *x, gs_irq_kind kind)
+{
+	size_t i = wait_irq_for(f, x, kind, (uint64_t)WAIT_S * 1000000000u);
+	if (i == SIZE_MAX)
+		fail_msg("timed out waiting for irq %d of packet %p", kind, (void *)x);
+	return i;
 }
 
 static gs_irq wait_final(fixture *f, const gs_exec *x)
@@ -675,6 +692,561 @@ static void test_destroy_aborts(void **state)
 	assert_true(all_bytes(host(f, ADDR_A), 4, 0));
 }
 
+/* ---- budgets, preemption inside SPINs, resets, the virtual timeout ---- */
+
+static gs_isa_cmd spin_np(uint64_t micros)
+{
+	return (gs_isa_cmd){.op = GS_OP_SPIN, .flags = GS_SPIN_NONPREEMPTIBLE, .micros = micros};
+}
+
+/* Submits x and returns its final interrupt, checking that it is x's only final one. */
+static gs_irq run_final(fixture *f, gs_exec *x)
+{
+	assert_int_equal(f->ops->submit(f->engine, x), 0);
+	gs_irq irq = wait_final(f, x);
+	gs_irq all[16];
+	size_t n = irqs_of(f, x, all, 16), finals = 0;
+	for (size_t i = 0; i < n; i++)
+		finals += is_final(all[i].kind);
+	assert_int_equal(finals, 1);
+	return irq;
+}
+
+static void expect_stop(const gs_irq *irq, gs_irq_kind kind, gs_stop_reason why, size_t at,
+                        uint64_t spin_done_us, uint64_t engine_ns)
+{
+	assert_int_equal(irq->kind, kind);
+	assert_int_equal(irq->stop_reason, why);
+	assert_int_equal(irq->stop_offset, at);
+	assert_int_equal(irq->spin_done_us, spin_done_us);
+	assert_int_equal(irq->engine_ns, engine_ns);
+}
+
+/*
+ * The packet the virtual budget tests use (offsets in brackets):
+ *   [0] FILL A  [32] SPIN 1000 us  [48] FILL A+64  [80] SPIN 500 us NONPREEMPTIBLE
+ *   [96] FILL B  [128] end
+ * Uninterrupted it costs 5 x 100 ns + 1.5 ms = 1 500 500 ns of virtual engine time.
+ */
+static void budget_packet(dma *d)
+{
+	assert_int_equal(emit(d, fill(ADDR_A, 64, 0x11111111u)), 0);
+	assert_int_equal(emit(d, spin(1000)), 32);
+	assert_int_equal(emit(d, fill(ADDR_A + 64, 64, 0x22222222u)), 48);
+	assert_int_equal(emit(d, spin_np(500)), 80);
+	assert_int_equal(emit(d, fill(ADDR_B, 64, 0x33333333u)), 96);
+	assert_int_equal(d->len, 128);
+}
+
+/* Every stop position a budget can produce on the virtual clock, each run twice. */
+static void test_budget_virtual_deterministic(void **state)
+{
+	fixture *f = *state;
+	start_engine(f, &gs_engine_emu, true);
+	dma d = {0};
+	budget_packet(&d);
+
+	static const struct {
+		uint64_t budget;
+		gs_irq_kind kind;
+		gs_stop_reason why;
+		size_t at;
+		uint64_t spin_done_us, engine_ns;
+	} cases[] = {
+	        /* reached between commands: after the first FILL */
+	        {100, GS_IRQ_DMA_PREEMPTED, GS_STOP_BUDGET, 32, 0, 100},
+	        /* inside the preemptible SPIN, at the first whole microsecond reaching it:
+	         * 200 ns issued + 300 us >= 300 000 ns */
+	        {300000, GS_IRQ_DMA_PREEMPTED, GS_STOP_BUDGET, 32, 300, 300200},
+	        {300200, GS_IRQ_DMA_PREEMPTED, GS_STOP_BUDGET, 32, 300, 300200},
+	        {300201, GS_IRQ_DMA_PREEMPTED, GS_STOP_BUDGET, 32, 301, 301200},
+	        /* the SPIN ends exactly on the budget: it finishes, the next boundary stops */
+	        {1000200, GS_IRQ_DMA_PREEMPTED, GS_STOP_BUDGET, 48, 0, 1000200},
+	        {1000250, GS_IRQ_DMA_PREEMPTED, GS_STOP_BUDGET, 80, 0, 1000300},
+	        /* the NONPREEMPTIBLE SPIN runs whole through the budget */
+	        {1000400, GS_IRQ_DMA_PREEMPTED, GS_STOP_BUDGET, 96, 0, 1500400},
+	        /* the last command reaches it: nothing left, so the packet completes */
+	        {1500500, GS_IRQ_DMA_COMPLETED, GS_STOP_NONE, 128, 0, 1500500},
+	        {0, GS_IRQ_DMA_COMPLETED, GS_STOP_NONE, 128, 0, 1500500},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		gs_irq first = {0};
+		for (int round = 0; round < 2; round++) {
+			gs_exec x = packet(&d, ranges_abr, 3);
+			x.budget_ns = cases[i].budget;
+			gs_irq irq = run_final(f, &x);
+			forget_irqs(f);
+			expect_stop(&irq, cases[i].kind, cases[i].why, cases[i].at,
+			            cases[i].spin_done_us, cases[i].engine_ns);
+			if (round == 0) {
+				first = irq;
+				continue;
+			}
+			assert_int_equal(irq.kind, first.kind);
+			assert_int_equal(irq.stop_offset, first.stop_offset);
+			assert_int_equal(irq.spin_done_us, first.spin_done_us);
+			assert_int_equal(irq.engine_ns, first.engine_ns);
+		}
+	}
+}
+
+/* Resubmitting from each stop with its spin_done_us finishes exactly the remaining work. */
+static void test_budget_virtual_resume(void **state)
+{
+	fixture *f = *state;
+	start_engine(f, &gs_engine_emu, true);
+	dma d = {0};
+	budget_packet(&d);
+
+	/* Budget 300 us per run: three cuts inside the SPIN, then a run that ends the SPIN,
+	 * the FILL and the NONPREEMPTIBLE SPIN, then the last FILL. A resumed SPIN is issued
+	 * again (100 ns), so the sum is the uninterrupted time plus 3 x 100 ns. */
+	static const struct {
+		gs_irq_kind kind;
+		size_t at;
+		uint64_t spin_done_us, engine_ns;
+	} runs[] = {
+	        {GS_IRQ_DMA_PREEMPTED, 32, 300, 300200},
+	        {GS_IRQ_DMA_PREEMPTED, 32, 600, 300100},
+	        {GS_IRQ_DMA_PREEMPTED, 32, 900, 300100},
+	        {GS_IRQ_DMA_PREEMPTED, 96, 0, 100 + 100000 + 100 + 100 + 500000},
+	        {GS_IRQ_DMA_COMPLETED, 128, 0, 100},
+	};
+	size_t resume = 0;
+	uint64_t done = 0, total = 0;
+	for (size_t i = 0; i < sizeof(runs) / sizeof(runs[0]); i++) {
+		gs_exec x = packet(&d, ranges_abr, 3);
+		x.submit_flags = i ? GS_SUBMIT_RESUBMISSION : 0;
+		x.budget_ns = 300000;
+		x.resume_offset = resume;
+		x.spin_done_us = done;
+		gs_irq irq = run_final(f, &x);
+		forget_irqs(f);
+		expect_stop(&irq, runs[i].kind,
+		            runs[i].kind == GS_IRQ_DMA_PREEMPTED ? GS_STOP_BUDGET : GS_STOP_NONE,
+		            runs[i].at, runs[i].spin_done_us, runs[i].engine_ns);
+		resume = irq.stop_offset;
+		done = irq.spin_done_us;
+		total += irq.engine_ns;
+	}
+	assert_int_equal(total, 1500500 + 3 * 100);
+	assert_true(all_bytes(host(f, ADDR_A), 64, 0x11));
+	assert_true(all_bytes(host(f, ADDR_A + 64), 64, 0x22));
+	assert_true(all_bytes(host(f, ADDR_B), 64, 0x33));
+
+	/* Without a budget a resumed SPIN runs only its remainder ... */
+	gs_exec y = packet(&d, ranges_abr, 3);
+	y.resume_offset = 32;
+	y.spin_done_us = 250;
+	gs_irq irq = run_final(f, &y);
+	expect_stop(&irq, GS_IRQ_DMA_COMPLETED, GS_STOP_NONE, 128, 0, 4 * 100 + 750000 + 500000);
+	/* ... none of it when it is all done ... */
+	gs_exec z = packet(&d, ranges_abr, 3);
+	z.resume_offset = 32;
+	z.spin_done_us = 5000;
+	irq = run_final(f, &z);
+	expect_stop(&irq, GS_IRQ_DMA_COMPLETED, GS_STOP_NONE, 128, 0, 4 * 100 + 500000);
+	/* ... and spin_done_us means nothing when the resume point is not a SPIN. */
+	gs_exec w = packet(&d, ranges_abr, 3);
+	w.resume_offset = 48;
+	w.spin_done_us = 400;
+	irq = run_final(f, &w);
+	expect_stop(&irq, GS_IRQ_DMA_COMPLETED, GS_STOP_NONE, 128, 0, 3 * 100 + 500000);
+}
+
+/* GPU_ENGINE_TIMEOUT on the virtual clock, and when it does not apply. */
+static void test_virtual_timeout(void **state)
+{
+	fixture *f = *state;
+	start_engine(f, &gs_engine_emu, true);
+
+	dma d = {0};
+	emit(&d, fill(ADDR_A, 16, 0x44444444u));
+	size_t spin_at = emit(&d, spin_np(10u * 1000 * 1000)); /* 10 s */
+	size_t after = emit(&d, fill(ADDR_B, 16, 0x55555555u));
+	dma next = {0};
+	emit(&next, fill(ADDR_B + 64, 16, 0x66666666u));
+
+	/* budget 1 ms + tdr 2 s < 10 s: the timeout ends the packet at exactly 2.001 s, and
+	 * the packet queued behind it runs normally. */
+	gs_exec x = packet(&d, ranges_abr, 3);
+	x.budget_ns = 1000000;
+	x.tdr_ns = 2000000000u;
+	gs_exec y = packet(&next, ranges_abr, 3);
+	assert_int_equal(f->ops->submit(f->engine, &x), 0);
+	assert_int_equal(f->ops->submit(f->engine, &y), 0);
+	gs_irq irq = wait_final(f, &x);
+	expect_stop(&irq, GS_IRQ_ENGINE_TIMEOUT, GS_STOP_NONE, spin_at,
+	            (2001000000u - 200u) / 1000u, 2001000000u);
+	assert_int_equal(wait_final(f, &y).kind, GS_IRQ_DMA_COMPLETED);
+	gs_irq all[4];
+	assert_int_equal(irqs_of(f, &x, all, 4), 2); /* STARTED, ENGINE_TIMEOUT */
+	assert_true(all_bytes(host(f, ADDR_A), 16, 0x44));
+	assert_true(all_bytes(host(f, ADDR_B), 16, 0x00)); /* never reached */
+	assert_true(all_bytes(host(f, ADDR_B + 64), 16, 0x66));
+	forget_irqs(f);
+
+	/* budget + tdr covers the SPIN: it runs whole, the budget stops the packet after it */
+	x = packet(&d, ranges_abr, 3);
+	x.budget_ns = 1000000;
+	x.tdr_ns = 9999001000u;
+	irq = run_final(f, &x);
+	expect_stop(&irq, GS_IRQ_DMA_PREEMPTED, GS_STOP_BUDGET, after, 0, 10000000000u + 200u);
+	forget_irqs(f);
+	/* exactly on the limit is not past it */
+	x = packet(&d, ranges_abr, 3);
+	x.budget_ns = 200;
+	x.tdr_ns = 10000000000u;
+	irq = run_final(f, &x);
+	expect_stop(&irq, GS_IRQ_DMA_PREEMPTED, GS_STOP_BUDGET, after, 0, 10000000000u + 200u);
+	forget_irqs(f);
+
+	/* no budget, or no tdr: no timeout */
+	x = packet(&d, ranges_abr, 3);
+	x.tdr_ns = 1000;
+	irq = run_final(f, &x);
+	expect_stop(&irq, GS_IRQ_DMA_COMPLETED, GS_STOP_NONE, d.len, 0, 10000000000u + 300u);
+	forget_irqs(f);
+	x = packet(&d, ranges_abr, 3);
+	x.budget_ns = 1000;
+	irq = run_final(f, &x);
+	expect_stop(&irq, GS_IRQ_DMA_PREEMPTED, GS_STOP_BUDGET, after, 0, 10000000000u + 200u);
+	forget_irqs(f);
+
+	/* A preemptible SPIN never times out: the budget stops it first. */
+	dma p = {0};
+	emit(&p, spin(10u * 1000 * 1000));
+	x = packet(&p, ranges_abr, 3);
+	x.budget_ns = 1000000;
+	x.tdr_ns = 1;
+	irq = run_final(f, &x);
+	expect_stop(&irq, GS_IRQ_DMA_PREEMPTED, GS_STOP_BUDGET, 0, 1000, 1000100);
+}
+
+/* On the wall clock the budget cuts a preemptible SPIN, and waits out a NONPREEMPTIBLE one;
+ * tdr_ns is ignored there (the scheduler times out with its own timer). */
+static void test_budget_wall(void **state)
+{
+	fixture *f = *state;
+	start_engine(f, &gs_engine_emu, false);
+
+	dma d = {0};
+	emit(&d, spin(1000u * 1000));
+	emit(&d, fill(ADDR_A, 4, 0x77777777u));
+	gs_exec x = packet(&d, ranges_abr, 3);
+	x.budget_ns = 20000000;
+	x.tdr_ns = 1;
+	gs_irq irq = run_final(f, &x);
+	assert_int_equal(irq.kind, GS_IRQ_DMA_PREEMPTED);
+	assert_int_equal(irq.stop_reason, GS_STOP_BUDGET);
+	assert_int_equal(irq.stop_offset, 0);
+	assert_true(irq.engine_ns >= 20000000u);
+	assert_true(irq.engine_ns < 500000000u);
+	assert_true(irq.spin_done_us >= 19000u);
+	assert_true(irq.spin_done_us * 1000u <= irq.engine_ns);
+	assert_true(all_bytes(host(f, ADDR_A), 4, 0));
+	printf("[ budget ] 20 ms wall budget stopped the SPIN after %.1f us of engine time\n",
+	       (double)irq.engine_ns / 1e3);
+	forget_irqs(f);
+
+	dma n = {0};
+	emit(&n, spin_np(10000));
+	size_t after = emit(&n, fill(ADDR_A, 4, 0x77777777u));
+	gs_exec y = packet(&n, ranges_abr, 3);
+	y.budget_ns = 1000000;
+	y.tdr_ns = 1;
+	irq = run_final(f, &y);
+	assert_int_equal(irq.kind, GS_IRQ_DMA_PREEMPTED);
+	assert_int_equal(irq.stop_reason, GS_STOP_BUDGET);
+	assert_int_equal(irq.stop_offset, after);
+	assert_int_equal(irq.spin_done_us, 0);
+	assert_true(irq.engine_ns >= 10000000u);
+}
+
+/*
+ * A preemption request stops a wall-clock SPIN of 1 s early and reports its progress;
+ * resubmitting with that progress runs only the rest.
+ */
+static void test_preempt_inside_wall_spin(void **state)
+{
+	fixture *f = *state;
+	start_engine(f, &gs_engine_emu, false);
+
+	dma d = {0};
+	emit(&d, signal_cmd(1, 1));
+	size_t spin_at = emit(&d, spin(1000u * 1000));
+	emit(&d, fill(ADDR_A, 4, 0x88888888u));
+	gs_exec x = packet(&d, ranges_abr, 3);
+	uint64_t t0 = now_ns();
+	assert_int_equal(f->ops->submit(f->engine, &x), 0);
+	wait_irq(f, &x, GS_IRQ_FENCE_SIGNAL);
+	f->ops->preempt(f->engine);
+	gs_irq irq = wait_final(f, &x);
+	/* The request lands before or inside the SPIN, never after it. */
+	assert_int_equal(irq.kind, GS_IRQ_DMA_PREEMPTED);
+	assert_int_equal(irq.stop_reason, GS_STOP_REQUEST);
+	assert_int_equal(irq.stop_offset, spin_at);
+	assert_true(irq.spin_done_us < 500000u);
+	assert_true(irq.engine_ns < 500000000u);
+	assert_true(now_ns() - t0 < 500000000u);
+	assert_true(all_bytes(host(f, ADDR_A), 4, 0));
+
+	/* Resume with all but 10 ms of it done. */
+	gs_exec y = packet(&d, ranges_abr, 3);
+	y.submit_flags = GS_SUBMIT_RESUBMISSION;
+	y.resume_offset = irq.stop_offset;
+	y.spin_done_us = 990000;
+	irq = run_final(f, &y);
+	assert_int_equal(irq.kind, GS_IRQ_DMA_COMPLETED);
+	assert_true(irq.engine_ns >= 10000000u);
+	assert_true(irq.engine_ns < 500000000u);
+	assert_true(all_bytes(host(f, ADDR_A), 4, 0x88));
+
+	/* A request pending before a resumed SPIN starts keeps the SPIN's progress. */
+	f->preempt_on_started = true;
+	gs_exec z = packet(&d, ranges_abr, 3);
+	z.resume_offset = spin_at;
+	z.spin_done_us = 999000;
+	irq = run_final(f, &z);
+	assert_int_equal(irq.kind, GS_IRQ_DMA_PREEMPTED);
+	assert_int_equal(irq.stop_reason, GS_STOP_REQUEST);
+	assert_int_equal(irq.stop_offset, spin_at);
+	assert_int_equal(irq.spin_done_us, 999000);
+	assert_true(irq.engine_ns < 500000000u);
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+#define LATENCY_TRIALS 250
+
+/*
+ * Engine preemption latency on the wall clock: from preempt() to the PREEMPTED interrupt
+ * while a 1 s preemptible SPIN runs. Prints p50/p99; asserts only correctness.
+ */
+static void test_preempt_latency(void **state)
+{
+	fixture *f = *state;
+	start_engine(f, &gs_engine_emu, false);
+
+	dma d = {0};
+	emit(&d, signal_cmd(1, 1));
+	size_t spin_at = emit(&d, spin(1000u * 1000));
+	uint64_t lat[LATENCY_TRIALS];
+	size_t inside = 0;
+	for (size_t i = 0; i < LATENCY_TRIALS; i++) {
+		gs_exec x = packet(&d, ranges_abr, 3);
+		assert_int_equal(f->ops->submit(f->engine, &x), 0);
+		wait_irq(f, &x, GS_IRQ_FENCE_SIGNAL);
+		/* Not synchronisation: lets the request land at different points of the SPIN,
+		 * as a high-priority submission would. Any point is correct. */
+		struct timespec pause = {.tv_nsec = 100000 + (long)(i % 8) * 50000};
+		nanosleep(&pause, NULL);
+		uint64_t t = now_ns();
+		f->ops->preempt(f->engine);
+		size_t at = wait_irq(f, &x, 0);
+		pthread_mutex_lock(&f->lock);
+		gs_irq irq = f->irqs[at];
+		lat[i] = f->irq_ns[at] - t;
+		pthread_mutex_unlock(&f->lock);
+		assert_int_equal(irq.kind, GS_IRQ_DMA_PREEMPTED);
+		assert_int_equal(irq.stop_reason, GS_STOP_REQUEST);
+		assert_int_equal(irq.stop_offset, spin_at);
+		assert_true(irq.spin_done_us < 1000000u);
+		inside += irq.spin_done_us > 0;
+		forget_irqs(f);
+	}
+	qsort(lat, LATENCY_TRIALS, sizeof(lat[0]), cmp_u64);
+	printf("[ latency ] preempt() -> PREEMPTED inside a wall SPIN, %d trials (%zu inside "
+	       "the SPIN): p50 %.1f us, p90 %.1f us, p99 %.1f us, max %.1f us\n",
+	       LATENCY_TRIALS, inside, (double)lat[LATENCY_TRIALS / 2] / 1e3,
+	       (double)lat[LATENCY_TRIALS * 9 / 10] / 1e3,
+	       (double)lat[LATENCY_TRIALS * 99 / 100] / 1e3, (double)lat[LATENCY_TRIALS - 1] / 1e3);
+}
+
+static uint64_t cpu_ns(void)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	return ((uint64_t)ru.ru_utime.tv_sec + (uint64_t)ru.ru_stime.tv_sec) * 1000000000u +
+	       ((uint64_t)ru.ru_utime.tv_usec + (uint64_t)ru.ru_stime.tv_usec) * 1000u;
+}
+
+/* A preemptible SPIN sleeps: 1 s of it must cost far less than a core-second of CPU. */
+static void test_spin_cpu_cost(void **state)
+{
+	fixture *f = *state;
+	start_engine(f, &gs_engine_emu, false);
+
+	dma d = {0};
+	emit(&d, spin(1000u * 1000));
+	gs_exec x = packet(&d, ranges_abr, 3);
+	uint64_t c0 = cpu_ns(), t0 = now_ns();
+	gs_irq irq = run_final(f, &x);
+	uint64_t cpu = cpu_ns() - c0, wall = now_ns() - t0;
+	assert_int_equal(irq.kind, GS_IRQ_DMA_COMPLETED);
+	assert_true(irq.engine_ns >= 1000000000u);
+	printf("[ cpu ] 1 s preemptible SPIN: %.2f ms CPU (%.3f%% of a core) for %.3f ms wall, "
+	       "ended %.1f us late\n",
+	       (double)cpu / 1e6, 100.0 * (double)cpu / (double)wall, (double)wall / 1e6,
+	       (double)(irq.engine_ns - 1000000000u) / 1e3);
+	assert_true(cpu < 300000000u);
+}
+
+/*
+ * A NONPREEMPTIBLE SPIN ignores preemption requests and its budget, but a reset aborts it at
+ * once; the engine then serves new packets, and the stale request does not touch them.
+ */
+static void test_reset_aborts_nonpreemptible(void **state)
+{
+	fixture *f = *state;
+	start_engine(f, &gs_engine_emu, false);
+
+	dma d = {0};
+	emit(&d, signal_cmd(1, 1));
+	size_t spin_at = emit(&d, spin_np(60u * 1000 * 1000)); /* 60 s */
+	emit(&d, fill(ADDR_A, 4, 0x99999999u));
+	gs_exec x;
+	for (int attempt = 0;; attempt++) {
+		assert_true(attempt < 20);
+		x = packet(&d, ranges_abr, 3);
+		x.budget_ns = 1000000;
+		assert_int_equal(f->ops->submit(f->engine, &x), 0);
+		wait_irq(f, &x, GS_IRQ_FENCE_SIGNAL);
+		/* Not synchronisation: gives the engine time to enter the SPIN. If the request
+		 * still beats it there, the packet stops before the SPIN, and we try again. */
+		struct timespec pause = {.tv_nsec = 1000000};
+		nanosleep(&pause, NULL);
+		f->ops->preempt(f->engine);
+		/* Neither the request nor the 1 ms budget ends the SPIN within 50 ms. */
+		size_t at = wait_irq_for(f, &x, 0, 50000000u);
+		if (at == SIZE_MAX)
+			break;
+		pthread_mutex_lock(&f->lock);
+		gs_irq early = f->irqs[at];
+		pthread_mutex_unlock(&f->lock);
+		expect_stop(&early, GS_IRQ_DMA_PREEMPTED, GS_STOP_REQUEST, spin_at, 0,
+		            early.engine_ns);
+		assert_true(early.engine_ns < 50000000u);
+		forget_irqs(f);
+	}
+
+	uint64_t t = now_ns();
+	f->ops->reset(f->engine);
+	size_t at = wait_irq(f, &x, 0);
+	pthread_mutex_lock(&f->lock);
+	gs_irq irq = f->irqs[at];
+	uint64_t latency = f->irq_ns[at] - t;
+	pthread_mutex_unlock(&f->lock);
+	assert_int_equal(irq.kind, GS_IRQ_ABORTED);
+	assert_int_equal(irq.stop_reason, GS_STOP_NONE);
+	assert_int_equal(irq.stop_offset, spin_at);
+	assert_true(irq.spin_done_us < 60000000u);
+	assert_true(irq.engine_ns >= 50000000u);
+	assert_true(latency < 1000000000u);
+	printf("[ reset ] reset() -> ABORTED inside a NONPREEMPTIBLE SPIN: %.1f us\n",
+	       (double)latency / 1e3);
+
+	/* The engine goes on; the old request is gone with the aborted packet. */
+	gs_exec y = packet(&d, ranges_abr, 3);
+	y.resume_offset = spin_at;
+	y.spin_done_us = 60u * 1000 * 1000 - 1000; /* 1 ms left */
+	irq = run_final(f, &y);
+	assert_int_equal(irq.kind, GS_IRQ_DMA_COMPLETED);
+	assert_true(all_bytes(host(f, ADDR_A), 4, 0x99));
+	gs_irq all[8];
+	assert_int_equal(irqs_of(f, &x, all, 8), 3); /* STARTED, SIGNAL, ABORTED */
+}
+
+/* A reset aborts the running packet, then the queued ones in order, never starting them;
+ * what is submitted after it runs. On an idle engine it does nothing. */
+static void test_reset_aborts_queue(void **state)
+{
+	fixture *f = *state;
+	start_engine(f, &gs_engine_emu, false);
+
+	f->ops->reset(f->engine); /* idle: nothing to do, nothing remembered */
+	dma d = {0};
+	emit(&d, fill(ADDR_B, 4, 0xaaaaaaaau));
+	gs_exec w = packet(&d, ranges_abr, 3);
+	assert_int_equal(run_final(f, &w).kind, GS_IRQ_DMA_COMPLETED);
+	forget_irqs(f);
+
+	dma running = {0}, queued = {0};
+	emit(&running, signal_cmd(1, 1));
+	size_t spin_at = emit(&running, spin_np(60u * 1000 * 1000));
+	emit(&queued, spin(10));
+	emit(&queued, fill(ADDR_A, 4, 0xbbbbbbbbu));
+	gs_exec x = packet(&running, ranges_abr, 3);
+	gs_exec q[3];
+	assert_int_equal(f->ops->submit(f->engine, &x), 0);
+	for (size_t i = 0; i < 3; i++) {
+		q[i] = packet(&queued, ranges_abr, 3);
+		assert_int_equal(f->ops->submit(f->engine, &q[i]), 0);
+	}
+	q[1].spin_done_us = 7; /* a resumed SPIN reports its progress back when dropped */
+	wait_irq(f, &x, GS_IRQ_FENCE_SIGNAL);
+
+	f->ops->reset(f->engine);
+	gs_exec y = packet(&queued, ranges_abr, 3); /* after the reset: new work */
+	assert_int_equal(f->ops->submit(f->engine, &y), 0);
+	gs_irq irq = wait_final(f, &y);
+	assert_int_equal(irq.kind, GS_IRQ_DMA_COMPLETED);
+
+	size_t ix = wait_irq(f, &x, 0);
+	pthread_mutex_lock(&f->lock);
+	assert_int_equal(f->irqs[ix].kind, GS_IRQ_ABORTED);
+	assert_int_equal(f->irqs[ix].stop_offset, spin_at);
+	pthread_mutex_unlock(&f->lock);
+	size_t last = ix;
+	for (size_t i = 0; i < 3; i++) {
+		size_t at = wait_irq(f, &q[i], 0);
+		pthread_mutex_lock(&f->lock);
+		assert_int_equal(f->irqs[at].kind, GS_IRQ_ABORTED);
+		assert_int_equal(f->irqs[at].stop_offset, 0);
+		assert_int_equal(f->irqs[at].spin_done_us, i == 1 ? 7 : 0);
+		pthread_mutex_unlock(&f->lock);
+		assert_true(at > last);
+		last = at;
+		gs_irq all[4];
+		assert_int_equal(irqs_of(f, &q[i], all, 4), 1); /* never STARTED */
+	}
+	/* y ran after all of them, and only y wrote A. */
+	assert_true(wait_irq(f, &y, GS_IRQ_STARTED) > last);
+	assert_true(all_bytes(host(f, ADDR_A), 4, 0xbb));
+	assert_true(all_bytes(host(f, ADDR_B), 4, 0xaa));
+}
+
+/* The null backend takes the new fields and the reset without effect. */
+static void test_null_backend_budget_reset(void **state)
+{
+	fixture *f = *state;
+	start_engine(f, &gs_engine_null, false);
+	assert_non_null(f->ops->reset);
+
+	dma d = {0};
+	emit(&d, spin_np(10u * 1000 * 1000));
+	emit(&d, signal_cmd(3, 4));
+	gs_exec x[4];
+	for (size_t i = 0; i < 4; i++) {
+		x[i] = packet(&d, ranges_abr, 3);
+		x[i].budget_ns = 1;
+		x[i].tdr_ns = 1;
+		assert_int_equal(f->ops->submit(f->engine, &x[i]), 0);
+	}
+	f->ops->reset(f->engine);
+	f->ops->preempt(f->engine);
+	for (size_t i = 0; i < 4; i++) {
+		gs_irq irq = wait_final(f, &x[i]);
+		assert_int_equal(irq.kind, GS_IRQ_DMA_COMPLETED);
+		assert_int_equal(irq.engine_ns, 0);
+		wait_irq(f, &x[i], GS_IRQ_FENCE_SIGNAL);
+	}
+}
+
 /* ---- throughput: 64 MiB through the engine vs plain memset/memcpy (printed) ---- */
 
 #define BIG    (64u << 20)
@@ -774,13 +1346,30 @@ int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 	const struct CMUnitTest tests[] = {
-	        T(test_fill_copy_checksum),   T(test_signal_and_order),
-	        T(test_page_faults),          T(test_range_outside_segment),
-	        T(test_decode_fault),         T(test_null_rendering),
-	        T(test_null_backend),         T(test_preempt_and_resume),
-	        T(test_preempt_running_spin), T(test_preempt_idle_is_noop),
-	        T(test_virtual_clock),        T(test_wall_spin),
-	        T(test_destroy_aborts),       T(test_throughput_64mib),
+	        T(test_fill_copy_checksum),
+	        T(test_signal_and_order),
+	        T(test_page_faults),
+	        T(test_range_outside_segment),
+	        T(test_decode_fault),
+	        T(test_null_rendering),
+	        T(test_null_backend),
+	        T(test_preempt_and_resume),
+	        T(test_preempt_running_spin),
+	        T(test_preempt_idle_is_noop),
+	        T(test_virtual_clock),
+	        T(test_wall_spin),
+	        T(test_destroy_aborts),
+	        T(test_budget_virtual_deterministic),
+	        T(test_budget_virtual_resume),
+	        T(test_virtual_timeout),
+	        T(test_budget_wall),
+	        T(test_preempt_inside_wall_spin),
+	        T(test_preempt_latency),
+	        T(test_spin_cpu_cost),
+	        T(test_reset_aborts_nonpreemptible),
+	        T(test_reset_aborts_queue),
+	        T(test_null_backend_budget_reset),
+	        T(test_throughput_64mib),
 	};
 #undef T
 	return cmocka_run_group_tests(tests, NULL, NULL);
