@@ -35,6 +35,7 @@ void gs_dmabuf_free(gs_dmabuf *buf)
 	free(buf->data);
 	free(buf->allocs);
 	free(buf->patches);
+	free(buf->waits);
 	gs_dmabuf_init(buf);
 }
 
@@ -43,6 +44,7 @@ void gs_dmabuf_reset(gs_dmabuf *buf)
 	buf->len = 0;
 	buf->alloc_count = 0;
 	buf->patch_count = 0;
+	buf->wait_count = 0;
 }
 
 /* Sets *out to p grown to hold at least `need` elements of `elem` bytes (*cap is counted in
@@ -191,6 +193,19 @@ int gs_dmabuf_spin(gs_dmabuf *buf, uint64_t micros, uint8_t flags)
 	if (flags & ~GS_SPIN_NONPREEMPTIBLE)
 		return GS_ERR_INVALID;
 	return emit(buf, &cmd, NULL, 0);
+}
+
+int gs_dmabuf_wait(gs_dmabuf *buf, uint64_t sync, uint64_t value)
+{
+	if (sync == 0)
+		return GS_ERR_INVALID;
+	void *n;
+	int rv = grow(buf->waits, &buf->wait_cap, buf->wait_count + 1, sizeof(*buf->waits), 4, &n);
+	if (rv != 0)
+		return rv;
+	buf->waits = n;
+	buf->waits[buf->wait_count++] = (gs_dmabuf_wait_entry){sync, value};
+	return 0;
 }
 
 int gs_dmabuf_signal(gs_dmabuf *buf, uint64_t sync, uint64_t value)

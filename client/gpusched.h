@@ -358,7 +358,16 @@ typedef struct gs_dmabuf {
 	gs_dmabuf_patch *patches;
 	size_t patch_count;
 	size_t patch_cap;
+	struct gs_dmabuf_wait_entry *waits; /* GPU waits sent with the packet */
+	size_t wait_count;
+	size_t wait_cap;
 } gs_dmabuf;
+
+/* A GPU wait: the packet runs once the sync object reaches value. */
+typedef struct gs_dmabuf_wait_entry {
+	uint64_t sync;
+	uint64_t value;
+} gs_dmabuf_wait_entry;
 
 void gs_dmabuf_init(gs_dmabuf *buf);
 void gs_dmabuf_free(gs_dmabuf *buf);
@@ -385,6 +394,10 @@ int gs_dmabuf_checksum(gs_dmabuf *buf, uint64_t dst_allocation, uint64_t dst_off
 int gs_dmabuf_spin(gs_dmabuf *buf, uint64_t micros, uint8_t flags);
 /* Signals the sync object to `value` when the engine reaches this command. */
 int gs_dmabuf_signal(gs_dmabuf *buf, uint64_t sync, uint64_t value);
+/* Holds this packet (and every later packet of its context) until the sync object reaches
+ * value: a GPU wait, satisfied by a SIGNAL on any context or node, or by the CPU. If the packet
+ * that would signal it faults or is cancelled, the waiting packet is cancelled with a reason. */
+int gs_dmabuf_wait(gs_dmabuf *buf, uint64_t sync, uint64_t value);
 
 /* ---------------------------------------------------------------------------------------- */
 /* Submission                                                                                */

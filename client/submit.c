@@ -11,7 +11,8 @@ int gsc_submit_msg_build(gsc_submit_msg *m, const gs_submit_desc *desc)
 	const gs_dmabuf *dma = desc->dma;
 	Gpusched__V1__AllocationListEntry *entries, **entry_ptrs;
 	Gpusched__V1__PatchLocation *patches, **patch_ptrs;
-	size_t na, np;
+	Gpusched__V1__SyncPoint *waits, **wait_ptrs;
+	size_t na, np, nw;
 	char *block;
 
 	gpusched__v1__submit_request__init(&m->req);
@@ -20,17 +21,27 @@ int gsc_submit_msg_build(gsc_submit_msg *m, const gs_submit_desc *desc)
 		return GS_ERR_INVALID;
 	na = dma->alloc_count;
 	np = dma->patch_count;
+	nw = dma->wait_count;
 
 	/* One block: the entry structs first (8-byte aligned members), then the pointer arrays
 	 * protobuf-c wants for repeated messages. */
 	block = malloc(na * (sizeof(*entries) + sizeof(*entry_ptrs)) +
-	               np * (sizeof(*patches) + sizeof(*patch_ptrs)) + 1);
+	               np * (sizeof(*patches) + sizeof(*patch_ptrs)) +
+	               nw * (sizeof(*waits) + sizeof(*wait_ptrs)) + 1);
 	if (!block)
 		return GS_ERR_NOMEM;
 	entries = (void *)block;
 	patches = (void *)(entries + na);
-	entry_ptrs = (void *)(patches + np);
+	waits = (void *)(patches + np);
+	entry_ptrs = (void *)(waits + nw);
 	patch_ptrs = (void *)(entry_ptrs + na);
+	wait_ptrs = (void *)(patch_ptrs + np);
+	for (size_t i = 0; i < nw; i++) {
+		gpusched__v1__sync_point__init(&waits[i]);
+		waits[i].sync = dma->waits[i].sync;
+		waits[i].value = dma->waits[i].value;
+		wait_ptrs[i] = &waits[i];
+	}
 
 	for (size_t i = 0; i < na; i++) {
 		gpusched__v1__allocation_list_entry__init(&entries[i]);
@@ -55,6 +66,8 @@ int gsc_submit_msg_build(gsc_submit_msg *m, const gs_submit_desc *desc)
 	m->req.allocations = entry_ptrs;
 	m->req.n_patches = np;
 	m->req.patches = patch_ptrs;
+	m->req.n_waits = nw;
+	m->req.waits = wait_ptrs;
 	m->req.submit_flags = desc->submit_flags;
 	/* Packing only reads the bytes; ProtobufCBinaryData just has no const member. */
 	m->req.private_data.data = (uint8_t *)desc->private_data;

@@ -60,6 +60,12 @@ void gs_config_defaults(gs_config *c)
 	c->max_devices = 1024;
 	c->rpc_workers = 16;
 	c->shutdown_grace_ms = 5000;
+	c->quantum_us = 2000;
+	c->tdr_delay_ms = 2000;
+	c->tdr_limit_count = 5;
+	c->tdr_limit_time_ms = 60000;
+	c->starvation_ms = 40;
+	c->refresh_hz = 60;
 	c->nadapters = 1;
 	default_adapter(&c->adapters[0], 0);
 }
@@ -262,7 +268,13 @@ int gs_config_load(gs_config *c, const char *path, char *err, size_t errcap)
 	    get_u32(root, "max_batch", &c->max_batch, &e) ||
 	    get_u32(root, "max_devices", &c->max_devices, &e) ||
 	    get_u32(root, "rpc_workers", &c->rpc_workers, &e) ||
-	    get_u32(root, "shutdown_grace_ms", &c->shutdown_grace_ms, &e))
+	    get_u32(root, "shutdown_grace_ms", &c->shutdown_grace_ms, &e) ||
+	    get_u32(root, "quantum_us", &c->quantum_us, &e) ||
+	    get_u32(root, "tdr_delay_ms", &c->tdr_delay_ms, &e) ||
+	    get_u32(root, "tdr_limit_count", &c->tdr_limit_count, &e) ||
+	    get_u32(root, "tdr_limit_time_ms", &c->tdr_limit_time_ms, &e) ||
+	    get_u32(root, "starvation_ms", &c->starvation_ms, &e) ||
+	    get_u32(root, "refresh_hz", &c->refresh_hz, &e))
 		goto out;
 	if (clock[0]) {
 		if (strcmp(clock, "wall") && strcmp(clock, "virtual")) {
@@ -313,6 +325,13 @@ int gs_config_validate(const gs_config *c, char *err, size_t errcap)
 {
 	if (c->max_message < 4096 || c->max_dma_buffer == 0 || c->max_dma_buffer > c->max_message) {
 		snprintf(err, errcap, "max_message must be >= 4096 and hold max_dma_buffer (> 0)");
+		return -1;
+	}
+	if (c->quantum_us < 100 || c->tdr_delay_ms == 0 || c->tdr_limit_count == 0 ||
+	    c->tdr_limit_count > 15 || c->refresh_hz == 0 || c->refresh_hz > 1000) {
+		snprintf(err, errcap,
+		         "quantum_us must be >= 100, tdr_delay_ms > 0, "
+		         "tdr_limit_count 1..15, refresh_hz 1..1000");
 		return -1;
 	}
 	if (c->rpc_workers == 0 || c->rpc_workers > 4096) {

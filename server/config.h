@@ -67,6 +67,13 @@ typedef struct gs_config {
 	uint32_t max_devices; /* per tenant */
 	uint32_t rpc_workers; /* nng contexts kept receiving */
 	uint32_t shutdown_grace_ms;
+	/* Scheduler (MODEL.md: priorities, preemption, TDR). */
+	uint32_t quantum_us;        /* time slice inside a band, engine time */
+	uint32_t tdr_delay_ms;      /* a preemption not honoured this long resets the engine */
+	uint32_t tdr_limit_count;   /* more timeouts than this ... */
+	uint32_t tdr_limit_time_ms; /* ... within this window ban the tenant */
+	uint32_t starvation_ms;     /* a ready context (not IDLE) waiting this long runs next */
+	uint32_t refresh_hz;        /* emulated display: vertical blanks per second */
 	uint32_t nadapters;
 	gs_adapter_config adapters[GS_MAX_ADAPTERS];
 	uint32_t ntenants;

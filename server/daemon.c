@@ -83,7 +83,6 @@ static int adapter_init(gs_daemon *d, gs_adapter *a, uint32_t id, const gs_adapt
 		n->index = i;
 		n->cfg = &ac->nodes[i];
 		n->adapter = a;
-		gs_list_init(&n->queue);
 	}
 	a->nnodes = ac->nnodes;
 	return gs_vidsch_start(d, a);

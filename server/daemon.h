@@ -12,6 +12,7 @@
 #include "hmap.h"
 #include "list.h"
 #include "rules.h"
+#include "runq.h"
 #include "vidmm.h"
 
 #include "gpusched.pb-c.h"
@@ -43,19 +44,33 @@ typedef struct gs_tenant {
 	uint64_t memory_used;
 	uint32_t contexts;
 	uint32_t devices;
+	/* Times of its recent GPU timeouts (TDR), oldest first, for the ban rule. */
+	uint64_t tdr_times[16];
+	uint32_t ntdr;
 } gs_tenant;
+
+typedef struct gs_packet gs_packet;
 
 typedef struct gs_node {
 	uint32_t index;
 	const gs_node_config *cfg;
 	gs_adapter *adapter;
 	gs_engine *engine;
-	gs_list queue;     /* packets waiting for the engine, in submission order */
-	uint32_t inflight; /* packets handed to the engine and not yet final */
+	gs_runq rq;          /* contexts with a packet ready to run */
+	gs_list ready_fifo;  /* the same contexts, longest waiting first (starvation) */
+	gs_list contexts;    /* every live context of this node */
+	gs_packet *running;  /* the packet on the engine (one at a time, so it can be preempted) */
+	uint32_t inflight;   /* 1 while running != NULL */
+	uint64_t run_start;  /* wall ns when running started */
+	uint64_t run_budget; /* budget it was given (0 = none) */
+	const char *preempt_reason; /* why a preemption was asked for, NULL if none */
+	gs_packet *tdr_guilty;      /* the packet a reset was issued against */
+	uv_timer_t quantum_timer;   /* wall clock: ends an unbudgeted run when others wait */
+	uv_timer_t tdr_timer;       /* wall clock: resets the engine when a preemption hangs */
 	uint64_t next_fence;
 	uint64_t completed_fence;
 	uint64_t vtime_ns; /* virtual clock of this node's engine */
-	uint64_t queued;   /* queue length + inflight */
+	uint64_t queued;   /* packets of this node not yet final */
 } gs_node;
 
 struct gs_adapter {
@@ -73,6 +88,12 @@ struct gs_adapter {
 	pthread_mutex_t irq_lock;
 	gs_irq *irqs;
 	size_t nirqs, capirqs;
+	/* Emulated display: vertical blanks at cfg refresh rate; Flip packets wait for one. */
+	uv_timer_t vblank_timer;
+	uint64_t vblank_period_ns;
+	uint64_t vblank_epoch_ns; /* wall time of vblank 0 */
+	uint64_t vblanks;
+	uint32_t flips_waiting;
 };
 
 typedef enum gs_obj_type {
@@ -98,11 +119,22 @@ typedef struct gs_device {
 	gs_list syncs;
 } gs_device;
 
+typedef struct gs_sync gs_sync;
+
 typedef struct gs_context {
 	gs_object obj;
 	gs_device *dev;
 	gs_node *node;
 	gs_list dev_link;
+	gs_list node_link;
+	gs_list pending;    /* its packets not yet final, in submission order; head runs next */
+	gs_runq_entry rq;   /* in node->rq while its head packet is ready */
+	gs_list ready_link; /* in node->ready_fifo while in node->rq */
+	uint64_t ready_since;
+	uint32_t weight;    /* share of its band (the tenant's share) */
+	uint64_t engine_ns; /* engine time consumed */
+	gs_list wait_link;  /* in blocked_on->gpu_waiters while its head packet waits */
+	gs_sync *blocked_on;
 	uint32_t flags;
 	uint32_t priority_class;
 	int32_t priority;
@@ -133,13 +165,17 @@ typedef struct gs_allocation {
 	uint64_t created_ns;
 } gs_allocation;
 
-typedef struct gs_sync {
+struct gs_sync {
 	gs_object obj;
 	gs_device *dev;
 	gs_list dev_link;
 	uint64_t value;
-	gs_list waiters; /* CPU waits, sorted by nothing: all are checked on each signal */
-} gs_sync;
+	gs_list waiters;     /* CPU waits, sorted by nothing: all are checked on each signal */
+	gs_list gpu_waiters; /* contexts whose head packet waits for a value */
+	/* A packet that would have signalled values up to this one faulted or was cancelled:
+	 * waits for values in (value, abandoned] can never be satisfied. */
+	uint64_t abandoned;
+};
 
 typedef struct gs_packet_alloc {
 	gs_allocation *alloc;
@@ -152,8 +188,13 @@ typedef struct gs_packet_patch {
 	uint64_t allocation_offset;
 } gs_packet_patch;
 
-typedef struct gs_packet {
-	gs_list link; /* node queue */
+typedef struct gs_sync_point {
+	uint64_t sync;
+	uint64_t value;
+} gs_sync_point;
+
+struct gs_packet {
+	gs_list link; /* its context's pending list */
 	gs_context *ctx;
 	gs_node *node;
 	uint8_t *dma;
@@ -166,8 +207,14 @@ typedef struct gs_packet {
 	gs_packet_rec rec; /* the audit row, kept current */
 	gs_list waiters;   /* PacketWait calls */
 	bool on_engine;
-	char result[128]; /* backing store of rec.result when the daemon composes it */
-} gs_packet;
+	char result[192];     /* backing store of rec.result when the daemon composes it */
+	gs_sync_point *waits; /* GPU waits: the packet runs once every one is reached */
+	uint32_t nwaits;
+	size_t resume_offset;  /* where its next run starts */
+	uint64_t spin_done_us; /* of the SPIN at resume_offset */
+	bool needs_resubmit;   /* preempted or aborted: the next run is a resubmission */
+	bool flip_waiting;     /* executed; completes at the next vertical blank */
+};
 
 /* Final state of a packet no longer in memory, for PacketWait on old packets. */
 typedef struct gs_retired {
@@ -233,14 +280,23 @@ void gs_obj_allocation_destroy(gs_daemon *d, gs_allocation *a);
 void gs_obj_sync_destroy(gs_daemon *d, gs_sync *s);
 void gs_obj_device_destroy(gs_daemon *d, gs_device *dev);
 void gs_obj_sync_signal(gs_daemon *d, gs_sync *s, uint64_t value);
+/* The value rose or values were abandoned: answers CPU waits and wakes GPU waiters. */
+void gs_obj_sync_changed(gs_daemon *d, gs_sync *s);
 void gs_audit_context_of(gs_daemon *d, const gs_context *c);
 void gs_audit_allocation_of(gs_daemon *d, const gs_allocation *a);
 
 /* ---- vidsch.c: queues, engines, interrupts ---- */
 int gs_vidsch_start(gs_daemon *d, gs_adapter *a);
 void gs_vidsch_stop(gs_daemon *d, gs_adapter *a);
-/* Queues a validated packet on its context's node (takes ownership). */
+/* Queues a validated packet on its context (takes ownership). */
 void gs_vidsch_queue(gs_daemon *d, gs_packet *p);
+/* A context was created, re-prioritised or destroyed: keep the node's queues in step. */
+void gs_vidsch_context_added(gs_daemon *d, gs_context *x);
+void gs_vidsch_context_priority(gs_daemon *d, gs_context *x, uint32_t cls, int32_t prio);
+void gs_vidsch_context_removed(gs_daemon *d, gs_context *x);
+/* A sync object's value rose or it is going away: wake the contexts waiting on it. */
+void gs_vidsch_sync_changed(gs_daemon *d, gs_sync *s);
+void gs_vidsch_sync_destroyed(gs_daemon *d, gs_sync *s);
 /* Cancels every queued packet (not yet on an engine) of a context, or of all when ctx NULL. */
 void gs_vidsch_cancel(gs_daemon *d, gs_adapter *a, const gs_context *ctx, const char *why);
 /* Records a packet transition: updates its row and appends an audit event. */

@@ -62,6 +62,8 @@ static int check_sizes(gs_daemon *d, const gs_context *x, const Gpusched__V1__Su
 	if (s->n_patches > d->cfg.max_patch_list)
 		return refuse(v, GS_ST(LIST_TOO_LARGE), "patch location list of %zu exceeds %u",
 		              s->n_patches, d->cfg.max_patch_list);
+	if (s->n_waits > 64)
+		return refuse(v, GS_ST(LIST_TOO_LARGE), "%zu GPU waits exceed 64", s->n_waits);
 	if (s->private_data.len > x->dma_buffer_private_data_size)
 		return refuse(v, GS_ST(INVALID_ARGUMENT),
 		              "private data of %zu bytes exceeds DmaBufferPrivateDataSize %u",
@@ -72,6 +74,14 @@ static int check_sizes(gs_daemon *d, const gs_context *x, const Gpusched__V1__Su
 static int check_lists(gs_daemon *d, gs_call *c, const gs_context *x,
                        const Gpusched__V1__SubmitRequest *s, gs_packet *p, verdict *v)
 {
+	for (size_t i = 0; i < s->n_waits; i++) {
+		const Gpusched__V1__SyncPoint *w = s->waits[i];
+		if (!gs_object_get(d, w->sync, GS_OBJ_SYNC, c->tenant))
+			return refuse(v, GS_ST(NOT_FOUND),
+			              "wait %zu names sync object %llu, which does not exist", i,
+			              (unsigned long long)w->sync);
+		p->waits[i] = (gs_sync_point){w->sync, w->value};
+	}
 	for (size_t i = 0; i < s->n_allocations; i++) {
 		const Gpusched__V1__AllocationListEntry *e = s->allocations[i];
 		gs_allocation *a = gs_object_get(d, e->allocation, GS_OBJ_ALLOCATION, c->tenant);
@@ -119,7 +129,9 @@ static gs_packet *packet_new(const Gpusched__V1__SubmitRequest *s)
 	p->allocs = calloc(p->nallocs + 1, sizeof(*p->allocs));
 	p->ranges = calloc(p->nallocs + 1, sizeof(*p->ranges));
 	p->patches = calloc(p->npatches + 1, sizeof(*p->patches));
-	if (!p->dma || !p->allocs || !p->ranges || !p->patches) {
+	p->nwaits = (uint32_t)s->n_waits;
+	p->waits = calloc(p->nwaits + 1, sizeof(*p->waits));
+	if (!p->dma || !p->allocs || !p->ranges || !p->patches || !p->waits) {
 		gs_packet_free(p);
 		return NULL;
 	}

@@ -266,6 +266,7 @@ static void h_context_create(gs_daemon *d, gs_call *c)
 		return;
 	}
 	gs_list_push_back(&dev->contexts, &x->dev_link);
+	gs_vidsch_context_added(d, x);
 	c->tenant->contexts++;
 	d->contexts++;
 	gs_audit_context_of(d, x);
@@ -310,6 +311,7 @@ static void h_sync_create(gs_daemon *d, gs_call *c)
 	s->dev = dev;
 	s->value = R(sync_create)->initial_value;
 	gs_list_init(&s->waiters);
+	gs_list_init(&s->gpu_waiters);
 	gs_list_push_back(&dev->syncs, &s->dev_link);
 	Gpusched__V1__SyncCreateResponse sc = GPUSCHED__V1__SYNC_CREATE_RESPONSE__INIT;
 	sc.sync = s->obj.handle;
@@ -371,6 +373,13 @@ static void h_sync_wait(gs_daemon *d, gs_call *c)
 	}
 	c->wait_object = s;
 	c->wait_value = q->value;
+	if (q->value <= s->abandoned) {
+		gs_call_error(c, GS_ST(FAULTED),
+		              "sync %llu will never reach %llu: the packet that would signal it "
+		              "faulted or was cancelled",
+		              (unsigned long long)s->obj.handle, (unsigned long long)q->value);
+		return;
+	}
 	if (q->timeout_ms == 0) {
 		sync_wait_expired(c);
 		return;
@@ -563,6 +572,30 @@ static void h_tenant_list(gs_daemon *d, gs_call *c)
 	gs_call_reply(c, &resp);
 }
 
+static void h_context_set_priority(gs_daemon *d, gs_call *c)
+{
+	const Gpusched__V1__ContextSetPriorityRequest *q = R(context_set_priority);
+	gs_context *x = gs_call_object(c, q->context, GS_OBJ_CONTEXT);
+	if (!x)
+		return;
+	if (q->priority_class > GS_PRIORITY_CLASS_MAX || q->priority < -7 || q->priority > 7) {
+		gs_call_error(c, GS_ST(INVALID_ARGUMENT),
+		              "priority class %u must be 0..5 and priority %d must be -7..+7",
+		              q->priority_class, q->priority);
+		return;
+	}
+	if (q->priority_class > c->tenant->priority_ceiling) {
+		gs_call_error(c, GS_ST(PERMISSION_DENIED),
+		              "priority class %s is above the tenant's ceiling %s",
+		              gs_priority_class_name(q->priority_class),
+		              gs_priority_class_name(c->tenant->priority_ceiling));
+		return;
+	}
+	gs_vidsch_context_priority(d, x, q->priority_class, q->priority);
+	gs_audit_context_of(d, x);
+	reply_empty(c);
+}
+
 static void h_unimplemented(gs_daemon *d, gs_call *c)
 {
 	(void)d;
@@ -578,7 +611,7 @@ static const handler_fn g_handlers[] = {
         [GPUSCHED__V1__REQUEST__BODY_DEVICE_DESTROY] = h_device_destroy,
         [GPUSCHED__V1__REQUEST__BODY_CONTEXT_CREATE] = h_context_create,
         [GPUSCHED__V1__REQUEST__BODY_CONTEXT_DESTROY] = h_context_destroy,
-        [GPUSCHED__V1__REQUEST__BODY_CONTEXT_SET_PRIORITY] = h_unimplemented,
+        [GPUSCHED__V1__REQUEST__BODY_CONTEXT_SET_PRIORITY] = h_context_set_priority,
         [GPUSCHED__V1__REQUEST__BODY_ALLOCATION_CREATE] = gs_h_allocation_create,
         [GPUSCHED__V1__REQUEST__BODY_ALLOCATION_DESTROY] = gs_h_allocation_destroy,
         [GPUSCHED__V1__REQUEST__BODY_ALLOCATION_QUERY] = gs_h_allocation_query,

@@ -100,7 +100,8 @@ void gs_allocation_put(gs_daemon *d, gs_allocation *a)
 
 void gs_obj_context_destroy(gs_daemon *d, gs_context *c, const char *why)
 {
-	gs_vidsch_cancel(d, c->dev->adapter, c, why);
+	(void)why;
+	gs_vidsch_context_removed(d, c);
 	c->destroyed = true;
 	gs_list_remove(&c->dev_link);
 	gs_object_unregister(d, &c->obj);
@@ -133,22 +134,32 @@ static void answer_sync_wait(gs_call *c, int status, uint64_t value, const char 
 	gs_call_reply(c, &resp);
 }
 
-void gs_obj_sync_signal(gs_daemon *d, gs_sync *s, uint64_t value)
+void gs_obj_sync_changed(gs_daemon *d, gs_sync *s)
 {
-	(void)d;
-	/* A monitored fence never goes backwards. */
-	if (value <= s->value)
-		return;
-	s->value = value;
 	gs_list *it, *tmp;
 	GS_LIST_FOREACH_SAFE(it, tmp, &s->waiters)
 	{
 		gs_call *c = GS_CONTAINER_OF(it, gs_call, link);
-		if (c->wait_value <= value) {
+		if (c->wait_value <= s->value) {
 			gs_list_remove(it);
-			answer_sync_wait(c, GS_ST(OK), value, NULL);
+			answer_sync_wait(c, GS_ST(OK), s->value, NULL);
+		} else if (c->wait_value <= s->abandoned) {
+			gs_list_remove(it);
+			answer_sync_wait(c, GS_ST(FAULTED), s->value,
+			                 "the packet that would signal this value faulted or was "
+			                 "cancelled");
 		}
 	}
+	gs_vidsch_sync_changed(d, s);
+}
+
+void gs_obj_sync_signal(gs_daemon *d, gs_sync *s, uint64_t value)
+{
+	/* A monitored fence never goes backwards. */
+	if (value <= s->value)
+		return;
+	s->value = value;
+	gs_obj_sync_changed(d, s);
 }
 
 void gs_obj_sync_destroy(gs_daemon *d, gs_sync *s)
@@ -163,6 +174,7 @@ void gs_obj_sync_destroy(gs_daemon *d, gs_sync *s)
 	}
 	gs_list_remove(&s->dev_link);
 	gs_object_unregister(d, &s->obj);
+	gs_vidsch_sync_destroyed(d, s);
 	free(s);
 }
 

@@ -1,10 +1,28 @@
 /*
- * VidSch for the foundation: per-node FIFO queues feeding one engine per node, packet
- * transitions (each one audited), fences, and the interrupts engines post back.
+ * VidSch: the GPU scheduler of one daemon.
  *
- * Invariants (checked with assert in debug builds):
- * - a packet is in exactly one place: its node's queue, on the engine, or retired;
- * - a node's completed fence never goes backwards.
+ * Every context keeps its own FIFO of packets (ctx->pending). A context whose head packet may
+ * run (its GPU waits are satisfied) sits in its node's run queue (runq.c): highest band
+ * (process class x context priority) first, and inside a band the smallest weighted engine
+ * time, so equal-band contexts share the engine in proportion to their weights.
+ *
+ * One packet at a time is on a node's engine, so it can always be preempted:
+ * - when other contexts of the same or a higher band wait, the run gets a budget of one
+ *   quantum of engine time, which the engine enforces (at a command boundary or inside a
+ *   preemptible SPIN); REALTIME runs are never time-sliced;
+ * - a context of a higher band that becomes ready asks the engine to preempt at once;
+ * - a context (not IDLE) that waited longer than starvation_ms runs next for one quantum.
+ * A preempted render packet returns to the head of its context and is resubmitted later with
+ * a new fence id and the Resubmission flag, resuming where it stopped, re-patched.
+ *
+ * Timeout detection and recovery: a preemption not honoured within tdr_delay (wall clock: a
+ * timer, then engine reset(); virtual clock: the engine's own ENGINE_TIMEOUT) faults the
+ * guilty packet's context; innocent packets aborted by a reset are resubmitted; more than
+ * tdr_limit_count timeouts within tdr_limit_time ban the tenant.
+ *
+ * Invariants (assert in debug builds): a packet is in exactly one place (its context's
+ * pending list, possibly as the node's running packet, or retired); a node's completed fence
+ * never goes backwards; a context's packets complete in submission order.
  */
 #include "daemon.h"
 #include "isa.h"
@@ -17,9 +35,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Packets handed to an engine ahead of time, so the engine never idles between packets while
- * the loop is busy; small, so a later scheduler can still reorder what has not started. */
-#define GS_ENGINE_DEPTH 2
+/* Weighted runtime: engine ns scaled by 1024 / weight. */
+#define WEIGHT_SCALE 1024u
 
 static const char *const g_state_names[] = {"UNKNOWN",     "SUBMITTED", "READY",   "RUNNING",
                                             "COMPLETED",   "FAULTED",   "ABORTED", "PREEMPTED",
@@ -46,6 +63,16 @@ static void publish(gs_daemon *d, const gs_packet *p, const char *detail)
 	gs_rpc_publish(d, &ev);
 }
 
+static void publish_message(gs_daemon *d, const char *tenant, const char *text)
+{
+	Gpusched__V1__Event ev = GPUSCHED__V1__EVENT__INIT;
+	ev.time_ns = gs_now_ns();
+	ev.tenant = (char *)tenant;
+	ev.body_case = GPUSCHED__V1__EVENT__BODY_MESSAGE;
+	ev.message = (char *)text;
+	gs_rpc_publish(d, &ev);
+}
+
 void gs_packet_transition(gs_daemon *d, gs_packet *p, int state, const char *detail)
 {
 	p->rec.state = state;
@@ -61,6 +88,7 @@ void gs_packet_free(gs_packet *p)
 	free(p->allocs);
 	free(p->patches);
 	free(p->ranges);
+	free(p->waits);
 	free(p);
 }
 
@@ -71,11 +99,43 @@ const gs_retired *gs_retired_find(const gs_daemon *d, uint64_t packet)
 }
 
 /* Wakes CPU reads/writes that waited for the allocation to go idle. */
-static void allocation_idle(gs_daemon *d, gs_allocation *a);
+static void allocation_idle(gs_daemon *d, gs_allocation *a)
+{
+	gs_list *it, *tmp;
+	GS_LIST_FOREACH_SAFE(it, tmp, &a->waiters)
+	{
+		gs_call *c = GS_CONTAINER_OF(it, gs_call, link);
+		gs_list_remove(it);
+		/* Re-dispatch: the handler now finds the allocation idle and answers. */
+		gs_handle_request(d, c);
+	}
+}
+
+/* ---- signals a packet will never give ---- */
+
+/*
+ * A packet that ends without running its SIGNAL commands from `from` on (faulted, cancelled)
+ * abandons those values: anyone waiting for them would wait forever, so such waits fail.
+ */
+static void abandon_signals(gs_daemon *d, gs_packet *p, size_t from)
+{
+	size_t pos = from;
+	gs_isa_cmd cmd;
+	while (gs_isa_decode(p->dma, p->dma_len, &pos, &cmd) == GS_ISA_OK) {
+		if (cmd.op != GS_OP_SIGNAL)
+			continue;
+		gs_sync *s = gs_object_get(d, cmd.sync, GS_OBJ_SYNC, p->ctx->obj.tenant);
+		if (!s || cmd.value <= s->value || cmd.value <= s->abandoned)
+			continue;
+		s->abandoned = cmd.value;
+		gs_obj_sync_changed(d, s);
+	}
+}
 
 /* A packet reached a final state: release what it held and remember how it ended. */
 static void retire(gs_daemon *d, gs_packet *p)
 {
+	gs_list_remove(&p->link);
 	gs_list *it, *tmp;
 	GS_LIST_FOREACH_SAFE(it, tmp, &p->waiters)
 	{
@@ -100,6 +160,124 @@ static void retire(gs_daemon *d, gs_packet *p)
 	gs_packet_free(p);
 }
 
+/* Ends a packet that will not run (again): CANCELLED, with its unreached signals abandoned. */
+static void cancel_packet(gs_daemon *d, gs_packet *p, const char *why)
+{
+	p->rec.completed_ns = gs_node_now(p->node);
+	snprintf(p->result, sizeof(p->result), "%s", why);
+	p->rec.result = p->result;
+	d->stats.packets_cancelled++;
+	gs_packet_transition(d, p, GS_PS(CANCELLED), why);
+	abandon_signals(d, p, p->resume_offset);
+	retire(d, p);
+}
+
+/* ---- run queue membership ---- */
+
+static gs_packet *head_of(const gs_context *x)
+{
+	return gs_list_empty(&x->pending) ? NULL
+	                                  : GS_CONTAINER_OF(x->pending.next, gs_packet, link);
+}
+
+static uint32_t band_of(const gs_context *x)
+{
+	return gs_band_of(x->priority_class, x->priority);
+}
+
+static void unqueue(gs_context *x)
+{
+	if (gs_runq_queued(&x->rq))
+		gs_runq_remove(&x->node->rq, &x->rq);
+	gs_list_remove(&x->ready_link);
+}
+
+static void unblock(gs_context *x)
+{
+	gs_list_remove(&x->wait_link);
+	x->blocked_on = NULL;
+}
+
+static void preempt_running(gs_daemon *d, gs_node *n, const char *why);
+static void kick(gs_daemon *d, gs_node *n);
+static void quantum_cb(uv_timer_t *t);
+static void tdr_cb(uv_timer_t *t);
+
+/*
+ * Checks the head packet's GPU waits. Returns true when it may run; otherwise the context is
+ * parked on the first sync object still short of its value. A wait that can never be
+ * satisfied (its signaller is gone) cancels the packet and moves on to the next one.
+ */
+static bool head_may_run(gs_daemon *d, gs_context *x)
+{
+	for (;;) {
+		gs_packet *p = head_of(x);
+		if (!p || p == x->node->running)
+			return false;
+		bool cancelled = false;
+		for (uint32_t i = 0; i < p->nwaits; i++) {
+			gs_sync *s = gs_object_get(d, p->waits[i].sync, GS_OBJ_SYNC, x->obj.tenant);
+			uint64_t want = p->waits[i].value;
+			if (s && s->value >= want)
+				continue;
+			if (!s || s->abandoned >= want) {
+				char why[128];
+				snprintf(why, sizeof(why),
+				         "wait for sync %llu >= %llu can never be satisfied: %s",
+				         (unsigned long long)p->waits[i].sync,
+				         (unsigned long long)want,
+				         s ? "its signaller faulted or was cancelled"
+				           : "the sync object was destroyed");
+				cancel_packet(d, p, why);
+				cancelled = true;
+				break;
+			}
+			x->blocked_on = s;
+			gs_list_push_back(&s->gpu_waiters, &x->wait_link);
+			return false;
+		}
+		if (!cancelled)
+			return true;
+	}
+}
+
+/* Puts a context whose head packet may run into its node's run queue, and preempts or
+ * time-slices the running packet if the newcomer outranks or equals it. */
+static void make_ready(gs_daemon *d, gs_context *x)
+{
+	gs_node *n = x->node;
+	if (x->destroyed || x->faulted || gs_runq_queued(&x->rq) || x->blocked_on)
+		return;
+	if (!head_may_run(d, x))
+		return;
+	x->rq.band = band_of(x);
+	x->rq.seq = x->obj.handle;
+	if (gs_runq_insert(&n->rq, &x->rq) != 0) {
+		GS_ERROR("scheduler: out of memory queueing context %llu",
+		         (unsigned long long)x->obj.handle);
+		return;
+	}
+	x->ready_since = gs_node_now(n);
+	gs_list_push_back(&n->ready_fifo, &x->ready_link);
+	gs_packet *r = n->running;
+	if (r && !n->preempt_reason && r->ctx != x) {
+		uint32_t rb = band_of(r->ctx);
+		if (x->rq.band > rb)
+			preempt_running(d, n, "preempted by a higher priority context");
+		else if (x->rq.band == rb && !n->run_budget && r->ctx->priority_class < 5 &&
+		         !d->cfg.virtual_clock) {
+			/* An unbudgeted run now shares its band: it may finish its quantum. */
+			uint64_t used_ms = (gs_now_ns() - n->run_start) / 1000000u;
+			uint64_t quantum_ms = (d->cfg.quantum_us + 999u) / 1000u;
+			uv_timer_start(&n->quantum_timer, quantum_cb,
+			               used_ms >= quantum_ms ? 0 : quantum_ms - used_ms, 0);
+		}
+	}
+	kick(d, n);
+}
+
+/* ---- dispatch ---- */
+
 /* Writes every patch location with its allocation's current address (DXGK_PATCHFLAGS
  * recorded) and builds the ranges the engine may touch. Runs at every (re)submission. */
 static void patch(gs_packet *p)
@@ -118,26 +296,46 @@ static void patch(gs_packet *p)
 	p->rec.patch_flags = gs_patch_flags_for_submit(p->rec.submit_flags);
 }
 
-static void complete(gs_daemon *d, gs_node *n, gs_packet *p)
+static void complete(gs_daemon *d, gs_node *n, gs_packet *p, const char *detail)
 {
-	assert(p->rec.fence > n->completed_fence);
-	n->completed_fence = p->rec.fence;
+	/* Fences are taken in submission order, but contexts of a node complete in the order
+	 * the scheduler runs them: the node's fence is the highest completed, never lower. */
+	if (p->rec.fence > n->completed_fence)
+		n->completed_fence = p->rec.fence;
 	p->rec.completed_ns = gs_node_now(n);
 	d->stats.packets_completed++;
-	gs_packet_transition(d, p, GS_PS(COMPLETED), NULL);
+	gs_packet_transition(d, p, GS_PS(COMPLETED), detail);
+}
+
+/* Picks the context that runs next, or NULL: one starving (not IDLE, and not while REALTIME
+ * work is ready) if any, else the run queue's best. */
+static gs_context *pick(gs_daemon *d, gs_node *n)
+{
+	if (gs_list_empty(&n->ready_fifo))
+		return NULL;
+	gs_context *oldest = GS_CONTAINER_OF(n->ready_fifo.next, gs_context, ready_link);
+	int top = gs_runq_top_band(&n->rq);
+	gs_context *x;
+	if ((int)band_of(oldest) < top && oldest->priority_class > 0 &&
+	    gs_band_class((uint32_t)top) < 5 &&
+	    gs_node_now(n) - oldest->ready_since >= (uint64_t)d->cfg.starvation_ms * 1000000u)
+		x = oldest; /* boosted for one quantum */
+	else
+		x = GS_CONTAINER_OF(gs_runq_peek(&n->rq), gs_context, rq);
+	unqueue(x);
+	return x;
 }
 
 /*
- * NullRendering on an idle engine: the packet is queued, patched and fenced like any other, but
- * an infinitely fast engine needs no thread to run on, so the scheduler retires it itself
- * (saving two thread hops). Its SIGNAL commands still signal their fences, in order. When the
- * engine is busy the packet waits its turn in the engine's FIFO instead.
+ * NullRendering on an idle engine: the packet is queued, patched and fenced like any other,
+ * but an infinitely fast engine needs no thread to run on, so the scheduler retires it itself
+ * (saving two thread hops). Its SIGNAL commands still signal their fences, in order.
  */
 static void run_null_here(gs_daemon *d, gs_node *n, gs_packet *p)
 {
 	p->rec.started_ns = gs_node_now(n);
 	gs_packet_transition(d, p, GS_PS(RUNNING), NULL);
-	size_t pos = 0;
+	size_t pos = p->resume_offset;
 	gs_isa_cmd cmd;
 	while (gs_isa_decode(p->dma, p->dma_len, &pos, &cmd) == GS_ISA_OK) {
 		if (cmd.op != GS_OP_SIGNAL)
@@ -146,70 +344,316 @@ static void run_null_here(gs_daemon *d, gs_node *n, gs_packet *p)
 		if (s)
 			gs_obj_sync_signal(d, s, cmd.value);
 	}
-	complete(d, n, p);
+	complete(d, n, p, NULL);
+	gs_context *x = p->ctx;
 	retire(d, p);
+	make_ready(d, x);
+}
+
+static void dispatch(gs_daemon *d, gs_node *n, gs_context *x, gs_packet *p)
+{
+	char detail[64];
+	if (p->needs_resubmit) {
+		/* Render packets get a new fence; paging packets (the memory manager's) keep
+		 * theirs. */
+		if (!(p->rec.submit_flags & GS_SUBMIT_PAGING))
+			p->rec.fence = ++n->next_fence;
+		p->rec.submit_flags |= GS_SUBMIT_RESUBMISSION;
+		p->rec.resubmissions++;
+		p->needs_resubmit = false;
+		snprintf(detail, sizeof(detail), "fence %llu, resuming at byte %zu",
+		         (unsigned long long)p->rec.fence, p->resume_offset);
+		gs_packet_transition(d, p, GS_PS(RESUBMITTED), detail);
+	}
+	patch(p);
+	p->rec.ready_ns = gs_node_now(n);
+	gs_packet_transition(d, p, GS_PS(READY), NULL);
+	/* Time-slice only when someone of the same or a higher band waits; REALTIME never
+	 * yields to its own band. */
+	int top = gs_runq_top_band(&n->rq);
+	bool contended = top >= 0 && (uint32_t)top >= band_of(x);
+	uint64_t budget =
+	        contended && x->priority_class < 5 ? (uint64_t)d->cfg.quantum_us * 1000u : 0;
+	p->exec = (gs_exec){
+	        .packet = p->rec.packet,
+	        .fence = p->rec.fence,
+	        .submit_flags = p->rec.submit_flags,
+	        .dma = p->dma,
+	        .dma_len = p->dma_len,
+	        .resume_offset = p->resume_offset,
+	        .ranges = p->ranges,
+	        .nranges = p->nallocs,
+	        .user = p,
+	        .budget_ns = budget,
+	        .tdr_ns = d->cfg.virtual_clock ? (uint64_t)d->cfg.tdr_delay_ms * 1000000u : 0,
+	        .spin_done_us = p->spin_done_us};
+	p->on_engine = true;
+	n->running = p;
+	n->inflight = 1;
+	n->run_start = gs_now_ns();
+	n->run_budget = budget;
+	n->preempt_reason = NULL;
+	if (n->adapter->ops->submit(n->engine, &p->exec) != 0) {
+		n->running = NULL;
+		n->inflight = 0;
+		p->on_engine = false;
+		cancel_packet(d, p, "the engine refused the packet");
+		make_ready(d, x);
+		return;
+	}
+	/* A budgeted run that does not stop (a non-preemptible SPIN) is a hang. */
+	if (budget && !d->cfg.virtual_clock)
+		uv_timer_start(&n->tdr_timer, tdr_cb, budget / 1000000u + 1 + d->cfg.tdr_delay_ms,
+		               0);
 }
 
 static void kick(gs_daemon *d, gs_node *n)
 {
-	while (n->inflight < GS_ENGINE_DEPTH && !gs_list_empty(&n->queue)) {
-		gs_packet *p = GS_CONTAINER_OF(gs_list_pop_front(&n->queue), gs_packet, link);
-		patch(p);
-		p->rec.ready_ns = gs_node_now(n);
-		gs_packet_transition(d, p, GS_PS(READY), NULL);
-		if ((p->rec.submit_flags & GS_SUBMIT_NULL_RENDERING) && n->inflight == 0) {
+	while (!n->running && !d->stopping) {
+		gs_context *x = pick(d, n);
+		if (!x)
+			return;
+		gs_packet *p = head_of(x);
+		assert(p);
+		if ((p->rec.submit_flags & GS_SUBMIT_NULL_RENDERING) && !p->needs_resubmit &&
+		    !(p->rec.submit_flags & GS_SUBMIT_FLIP)) {
+			patch(p);
+			p->rec.ready_ns = gs_node_now(n);
+			gs_packet_transition(d, p, GS_PS(READY), NULL);
 			run_null_here(d, n, p);
 			continue;
 		}
-		p->exec = (gs_exec){.packet = p->rec.packet,
-		                    .fence = p->rec.fence,
-		                    .submit_flags = p->rec.submit_flags,
-		                    .dma = p->dma,
-		                    .dma_len = p->dma_len,
-		                    .resume_offset = 0,
-		                    .ranges = p->ranges,
-		                    .nranges = p->nallocs,
-		                    .user = p};
-		p->on_engine = true;
-		n->inflight++;
-		if (n->adapter->ops->submit(n->engine, &p->exec) != 0) {
-			n->inflight--;
-			p->on_engine = false;
-			p->rec.completed_ns = gs_node_now(n);
-			p->rec.result = "engine refused the packet";
-			d->stats.packets_cancelled++;
-			gs_packet_transition(d, p, GS_PS(CANCELLED), p->rec.result);
-			retire(d, p);
-		}
+		dispatch(d, n, x, p);
 	}
+}
+
+static void preempt_running(gs_daemon *d, gs_node *n, const char *why)
+{
+	if (!n->running || n->preempt_reason)
+		return;
+	n->preempt_reason = why;
+	uv_timer_stop(&n->quantum_timer);
+	n->adapter->ops->preempt(n->engine);
+	/* The engine must honour it within tdr_delay, or it is reset. */
+	if (!d->cfg.virtual_clock)
+		uv_timer_start(&n->tdr_timer, tdr_cb, d->cfg.tdr_delay_ms, 0);
+}
+
+static void quantum_cb(uv_timer_t *t)
+{
+	gs_node *n = t->data;
+	gs_daemon *d = n->adapter->d;
+	/* Only worth it if someone of the running band (or higher) still waits. */
+	if (n->running && gs_runq_top_band(&n->rq) >= (int)band_of(n->running->ctx))
+		preempt_running(d, n, "quantum expired");
+}
+
+static void tdr_cb(uv_timer_t *t)
+{
+	gs_node *n = t->data;
+	gs_daemon *d = n->adapter->d;
+	if (!n->running || n->tdr_guilty)
+		return;
+	GS_WARN("node %s: packet %llu did not stop within %u ms of a preemption request: "
+	        "resetting the engine",
+	        n->cfg->name, (unsigned long long)n->running->rec.packet, d->cfg.tdr_delay_ms);
+	n->tdr_guilty = n->running;
+	n->adapter->ops->reset(n->engine);
 }
 
 void gs_vidsch_queue(gs_daemon *d, gs_packet *p)
 {
-	gs_node *n = p->node;
-	n->queued++;
-	gs_list_push_back(&n->queue, &p->link);
-	kick(d, n);
+	gs_context *x = p->ctx;
+	p->node->queued++;
+	gs_list_push_back(&x->pending, &p->link);
+	if (head_of(x) == p)
+		make_ready(d, x);
+}
+
+/* ---- cancellation, faults, timeouts, bans ---- */
+
+/* Cancels the packets of a context that are not on the engine. */
+static void cancel_context(gs_daemon *d, gs_context *x, const char *why)
+{
+	unqueue(x);
+	unblock(x);
+	gs_list *it, *tmp;
+	GS_LIST_FOREACH_SAFE(it, tmp, &x->pending)
+	{
+		gs_packet *p = GS_CONTAINER_OF(it, gs_packet, link);
+		if (p != x->node->running)
+			cancel_packet(d, p, why);
+	}
 }
 
 void gs_vidsch_cancel(gs_daemon *d, gs_adapter *a, const gs_context *ctx, const char *why)
 {
+	if (ctx) {
+		cancel_context(d, (gs_context *)ctx, why);
+		return;
+	}
+	for (uint32_t i = 0; i < a->nnodes; i++) {
+		gs_list *it, *tmp;
+		GS_LIST_FOREACH_SAFE(it, tmp, &a->nodes[i].contexts)
+		cancel_context(d, GS_CONTAINER_OF(it, gs_context, node_link), why);
+	}
+}
+
+static void fault_context(gs_daemon *d, gs_context *x, const char *why)
+{
+	if (x->faulted)
+		return;
+	x->faulted = true;
+	GS_WARN("context %llu of tenant %s faulted: %s", (unsigned long long)x->obj.handle,
+	        x->obj.tenant->name, why);
+	gs_audit_note(d->audit, x->obj.tenant->name, "context_faulted", why);
+	/* Its queued work is discarded and later requests on it fail with STATUS_FAULTED. */
+	cancel_context(d, x, "context faulted");
+}
+
+static void ban_tenant(gs_daemon *d, gs_tenant *t)
+{
+	if (t->banned)
+		return;
+	t->banned = true;
+	char text[160];
+	snprintf(text, sizeof(text), "tenant %s banned: more than %u GPU timeouts within %u ms",
+	         t->name, d->cfg.tdr_limit_count, d->cfg.tdr_limit_time_ms);
+	GS_WARN("%s", text);
+	gs_audit_note(d->audit, t->name, "tenant_banned", text);
+	publish_message(d, t->name, text);
+	for (uint32_t a = 0; a < d->nadapters; a++)
+		for (uint32_t i = 0; i < d->adapters[a].nnodes; i++) {
+			gs_list *it, *tmp;
+			GS_LIST_FOREACH_SAFE(it, tmp, &d->adapters[a].nodes[i].contexts)
+			{
+				gs_context *x = GS_CONTAINER_OF(it, gs_context, node_link);
+				if (x->obj.tenant == t)
+					cancel_context(d, x, "tenant banned");
+			}
+		}
+}
+
+/* Counts a timeout against the tenant; more than the limit within the window bans it. */
+static void count_timeout(gs_daemon *d, gs_tenant *t, uint64_t now)
+{
+	uint32_t keep = d->cfg.tdr_limit_count + 1;
+	if (t->ntdr == keep) {
+		memmove(t->tdr_times, t->tdr_times + 1, (keep - 1) * sizeof(t->tdr_times[0]));
+		t->ntdr--;
+	}
+	t->tdr_times[t->ntdr++] = now;
+	if (t->ntdr == keep &&
+	    now - t->tdr_times[0] <= (uint64_t)d->cfg.tdr_limit_time_ms * 1000000u)
+		ban_tenant(d, t);
+}
+
+/* The packet that hung: its context faults, the tenant is charged with a timeout. */
+static void timed_out(gs_daemon *d, gs_node *n, gs_packet *p, const gs_irq *irq)
+{
+	char why[160];
+	snprintf(why, sizeof(why),
+	         "timeout detection and recovery: preemption not honoured within %u ms on node "
+	         "%s",
+	         d->cfg.tdr_delay_ms, n->cfg->name);
+	p->rec.completed_ns = gs_node_now(n);
+	snprintf(p->result, sizeof(p->result), "%s", why);
+	p->rec.result = p->result;
+	d->stats.packets_faulted++;
+	gs_packet_transition(d, p, GS_PS(FAULTED), why);
+	abandon_signals(d, p, irq->stop_offset);
+	gs_audit_note(d->audit, p->ctx->obj.tenant->name, "tdr", why);
+	publish_message(d, p->ctx->obj.tenant->name, why);
+	gs_context *x = p->ctx;
+	gs_tenant *t = x->obj.tenant;
+	bool paging = p->rec.submit_flags & GS_SUBMIT_PAGING;
+	retire(d, p);
+	fault_context(d, x, why);
+	count_timeout(d, t, gs_node_now(n));
+	/* A paging packet hit by the reset widens it to the whole adapter. */
+	if (paging) {
+		gs_adapter *a = n->adapter;
+		for (uint32_t i = 0; i < a->nnodes; i++)
+			if (&a->nodes[i] != n && a->nodes[i].running)
+				a->ops->reset(a->nodes[i].engine);
+	}
+}
+
+static void on_fault(gs_daemon *d, gs_packet *p, const gs_irq *irq)
+{
+	gs_node *n = p->node;
+	p->rec.completed_ns = gs_node_now(n);
+	snprintf(p->result, sizeof(p->result), "%s", irq->detail);
+	p->rec.result = p->result;
+	d->stats.packets_faulted++;
+	gs_packet_transition(d, p, GS_PS(FAULTED), irq->detail);
+	abandon_signals(d, p, irq->stop_offset);
+	gs_context *x = p->ctx;
+	retire(d, p);
+	fault_context(d, x, irq->detail);
+}
+
+/* ---- vertical blank ---- */
+
+static void vblank_arm(gs_daemon *d, gs_adapter *a);
+
+static void vblank_cb(uv_timer_t *t)
+{
+	gs_adapter *a = t->data;
+	gs_daemon *d = a->d;
+	a->vblanks = (gs_now_ns() - a->vblank_epoch_ns) / a->vblank_period_ns;
+	char detail[48];
+	snprintf(detail, sizeof(detail), "vertical blank %llu", (unsigned long long)a->vblanks);
 	for (uint32_t i = 0; i < a->nnodes; i++) {
 		gs_node *n = &a->nodes[i];
-		gs_list *it, *tmp;
-		GS_LIST_FOREACH_SAFE(it, tmp, &n->queue)
-		{
-			gs_packet *p = GS_CONTAINER_OF(it, gs_packet, link);
-			if (ctx && p->ctx != ctx)
-				continue;
-			gs_list_remove(it);
-			p->rec.completed_ns = gs_node_now(n);
-			p->rec.result = why;
-			d->stats.packets_cancelled++;
-			gs_packet_transition(d, p, GS_PS(CANCELLED), why);
-			retire(d, p);
-		}
+		gs_packet *p = n->running;
+		if (!p || !p->flip_waiting)
+			continue;
+		a->flips_waiting--;
+		n->running = NULL;
+		n->inflight = 0;
+		complete(d, n, p, detail);
+		gs_context *x = p->ctx;
+		retire(d, p);
+		make_ready(d, x);
+		kick(d, n);
 	}
+	vblank_arm(d, a);
+}
+
+/* Wakes at the next vertical blank while a flip waits (and only then). */
+static void vblank_arm(gs_daemon *d, gs_adapter *a)
+{
+	(void)d;
+	if (!a->flips_waiting) {
+		uv_timer_stop(&a->vblank_timer);
+		return;
+	}
+	uint64_t now = gs_now_ns();
+	uint64_t next = a->vblank_epoch_ns + ((now - a->vblank_epoch_ns) / a->vblank_period_ns +
+	                                      1) * a->vblank_period_ns;
+	uv_timer_start(&a->vblank_timer, vblank_cb, (next - now + 999999u) / 1000000u, 0);
+}
+
+/* A Flip (without FlipWithNoWait) completes at the next vertical blank after it executed;
+ * the engine stays with it until then. Returns true when it now waits. */
+static bool flip_waits(gs_daemon *d, gs_node *n, gs_packet *p)
+{
+	uint32_t f = p->rec.submit_flags;
+	if (!(f & GS_SUBMIT_FLIP) || (f & GS_SUBMIT_FLIP_WITH_NO_WAIT))
+		return false;
+	gs_adapter *a = n->adapter;
+	if (d->cfg.virtual_clock) {
+		/* The node's clock moves on to the next blank; no waiting in wall time. */
+		n->vtime_ns = (n->vtime_ns / a->vblank_period_ns + 1) * a->vblank_period_ns;
+		return false;
+	}
+	p->flip_waiting = true;
+	n->running = p;
+	n->inflight = 1;
+	a->flips_waiting++;
+	vblank_arm(d, a);
+	return true;
 }
 
 /* ---- interrupts ---- */
@@ -231,24 +675,21 @@ static void irq_post(void *arg, const gs_irq *irq)
 	uv_async_send(&a->irq_async);
 }
 
-static void on_fault(gs_daemon *d, gs_packet *p, const gs_irq *irq)
+/* The run ended with the packet still to finish: back to the head of its context. */
+static void requeue(gs_daemon *d, gs_node *n, gs_packet *p, const gs_irq *irq, int state,
+                    const char *why)
 {
-	gs_node *n = p->node;
-	p->rec.completed_ns = gs_node_now(n);
-	snprintf(p->result, sizeof(p->result), "%s", irq->detail);
-	p->rec.result = p->result;
-	d->stats.packets_faulted++;
-	gs_packet_transition(d, p, GS_PS(FAULTED), irq->detail);
-	/* The context enters its error state: its queued work is discarded and later requests
-	 * on it fail with STATUS_FAULTED. */
-	if (!p->ctx->faulted) {
-		p->ctx->faulted = true;
-		GS_WARN("context %llu of tenant %s faulted: %s",
-		        (unsigned long long)p->ctx->obj.handle, p->ctx->obj.tenant->name,
-		        irq->detail);
-		gs_audit_note(d->audit, p->ctx->obj.tenant->name, "context_faulted", irq->detail);
-		gs_vidsch_cancel(d, n->adapter, p->ctx, "context faulted");
-	}
+	p->resume_offset = irq->stop_offset;
+	p->spin_done_us = irq->spin_done_us;
+	p->needs_resubmit = true;
+	if (state == GS_PS(PREEMPTED))
+		p->rec.preemptions++;
+	char detail[160];
+	snprintf(detail, sizeof(detail), "%s after %llu us of engine time, at byte %zu", why,
+	         (unsigned long long)(irq->engine_ns / 1000u), irq->stop_offset);
+	gs_packet_transition(d, p, state, detail);
+	(void)n;
+	make_ready(d, p->ctx);
 }
 
 static void handle_irq(gs_daemon *d, gs_adapter *a, const gs_irq *irq)
@@ -268,46 +709,61 @@ static void handle_irq(gs_daemon *d, gs_adapter *a, const gs_irq *irq)
 		return;
 	}
 	/* Every other interrupt ends this run of the packet on the engine. */
-	assert(p->on_engine);
+	assert(p->on_engine && n->running == p);
 	p->on_engine = false;
-	n->inflight--;
+	n->running = NULL;
+	n->inflight = 0;
+	uv_timer_stop(&n->quantum_timer);
+	uv_timer_stop(&n->tdr_timer);
+	const char *reason = n->preempt_reason;
+	n->preempt_reason = NULL;
+	bool guilty = n->tdr_guilty == p;
+	if (guilty)
+		n->tdr_guilty = NULL;
+	gs_context *x = p->ctx;
 	if (d->cfg.virtual_clock) {
 		if (n->vtime_ns < p->rec.started_ns)
 			n->vtime_ns = p->rec.started_ns;
 		n->vtime_ns += irq->engine_ns;
 	}
+	x->engine_ns += irq->engine_ns;
+	x->rq.key += irq->engine_ns * WEIGHT_SCALE / (x->weight ? x->weight : 1);
+
 	switch (irq->kind) {
 	case GS_IRQ_DMA_COMPLETED:
-		complete(d, n, p);
+		if (flip_waits(d, n, p))
+			return;
+		complete(d, n, p, NULL);
+		retire(d, p);
+		make_ready(d, x);
 		break;
 	case GS_IRQ_DMA_FAULTED:
 	case GS_IRQ_DMA_PAGE_FAULTED:
-		n->completed_fence = p->rec.fence;
 		on_fault(d, p, irq);
 		break;
 	case GS_IRQ_DMA_PREEMPTED:
-		/* The foundation never asks for preemption; an engine that reports it anyway
-		 * has its packet resumed where it stopped. */
-		p->rec.preemptions++;
-		gs_packet_transition(d, p, GS_PS(PREEMPTED), NULL);
-		p->exec.resume_offset = irq->stop_offset;
-		p->on_engine = true;
-		n->inflight++;
-		p->rec.resubmissions++;
-		gs_packet_transition(d, p, GS_PS(RESUBMITTED), NULL);
-		if (a->ops->submit(n->engine, &p->exec) == 0)
-			return;
-		p->on_engine = false;
-		n->inflight--;
-		__attribute__((fallthrough)); /* the engine is gone */
-	default:                              /* GS_IRQ_ABORTED */
-		p->rec.completed_ns = gs_node_now(n);
-		p->rec.result = "aborted: engine stopped";
-		d->stats.packets_cancelled++;
-		gs_packet_transition(d, p, GS_PS(ABORTED), p->rec.result);
+		requeue(d, n, p, irq, GS_PS(PREEMPTED),
+		        irq->stop_reason == GS_STOP_BUDGET ? "quantum expired"
+		                                           : (reason ? reason : "preempted"));
+		break;
+	case GS_IRQ_ENGINE_TIMEOUT:
+		timed_out(d, n, p, irq);
+		break;
+	default: /* GS_IRQ_ABORTED */
+		if (guilty) {
+			timed_out(d, n, p, irq);
+		} else if (d->stopping) {
+			p->rec.completed_ns = gs_node_now(n);
+			p->rec.result = "aborted: the daemon stopped";
+			d->stats.packets_cancelled++;
+			gs_packet_transition(d, p, GS_PS(ABORTED), p->rec.result);
+			retire(d, p);
+		} else {
+			/* An innocent packet caught by a reset runs again. */
+			requeue(d, n, p, irq, GS_PS(ABORTED), "aborted by an engine reset");
+		}
 		break;
 	}
-	retire(d, p);
 	kick(d, n);
 }
 
@@ -319,7 +775,6 @@ static void irq_drain(uv_async_t *h)
 		pthread_mutex_lock(&a->irq_lock);
 		size_t n = a->nirqs < 64 ? a->nirqs : 64;
 		if (n == 0) {
-			/* a->irqs is still NULL when no interrupt ever arrived. */
 			pthread_mutex_unlock(&a->irq_lock);
 			return;
 		}
@@ -332,13 +787,77 @@ static void irq_drain(uv_async_t *h)
 	}
 }
 
+/* ---- contexts and sync objects ---- */
+
+void gs_vidsch_context_added(gs_daemon *d, gs_context *x)
+{
+	(void)d;
+	gs_list_init(&x->pending);
+	gs_list_init(&x->ready_link);
+	gs_list_init(&x->wait_link);
+	gs_runq_entry_init(&x->rq);
+	x->weight = x->obj.tenant->share ? x->obj.tenant->share : 1;
+	gs_list_push_back(&x->node->contexts, &x->node_link);
+}
+
+void gs_vidsch_context_priority(gs_daemon *d, gs_context *x, uint32_t cls, int32_t prio)
+{
+	bool queued = gs_runq_queued(&x->rq);
+	if (queued)
+		unqueue(x);
+	x->priority_class = cls;
+	x->priority = prio;
+	if (queued)
+		make_ready(d, x);
+	/* Lowered while running: someone now outranks it. */
+	gs_node *n = x->node;
+	if (n->running && n->running->ctx == x && gs_runq_top_band(&n->rq) > (int)band_of(x))
+		preempt_running(d, n, "its priority was lowered");
+}
+
+void gs_vidsch_context_removed(gs_daemon *d, gs_context *x)
+{
+	gs_vidsch_cancel(d, x->dev->adapter, x, "context destroyed");
+	gs_list_remove(&x->node_link);
+}
+
+void gs_vidsch_sync_changed(gs_daemon *d, gs_sync *s)
+{
+	gs_list *it, *tmp;
+	GS_LIST_FOREACH_SAFE(it, tmp, &s->gpu_waiters)
+	{
+		gs_context *x = GS_CONTAINER_OF(it, gs_context, wait_link);
+		unblock(x);
+		make_ready(d, x);
+	}
+}
+
+void gs_vidsch_sync_destroyed(gs_daemon *d, gs_sync *s)
+{
+	/* Called once the handle is gone: each waiter re-checks, finds the object missing and
+	 * cancels its waiting packet. */
+	gs_vidsch_sync_changed(d, s);
+}
+
+/* ---- start and stop ---- */
+
 int gs_vidsch_start(gs_daemon *d, gs_adapter *a)
 {
 	pthread_mutex_init(&a->irq_lock, NULL);
 	uv_async_init(d->loop, &a->irq_async, irq_drain);
 	a->irq_async.data = a;
+	uv_timer_init(d->loop, &a->vblank_timer);
+	a->vblank_timer.data = a;
+	a->vblank_period_ns = 1000000000ull / d->cfg.refresh_hz;
+	a->vblank_epoch_ns = gs_now_ns();
 	for (uint32_t i = 0; i < a->nnodes; i++) {
 		gs_node *n = &a->nodes[i];
+		gs_runq_init(&n->rq);
+		gs_list_init(&n->ready_fifo);
+		gs_list_init(&n->contexts);
+		uv_timer_init(d->loop, &n->quantum_timer);
+		uv_timer_init(d->loop, &n->tdr_timer);
+		n->quantum_timer.data = n->tdr_timer.data = n;
 		gs_engine_config ec = {.node = i,
 		                       .name = n->cfg->name,
 		                       .memory = &a->memory,
@@ -359,23 +878,25 @@ void gs_vidsch_stop(gs_daemon *d, gs_adapter *a)
 {
 	gs_vidsch_cancel(d, a, NULL, "daemon stopping");
 	for (uint32_t i = 0; i < a->nnodes; i++) {
-		if (a->nodes[i].engine)
-			a->ops->destroy(a->nodes[i].engine);
-		a->nodes[i].engine = NULL;
+		gs_node *n = &a->nodes[i];
+		/* A flip still waiting for its blank completes now: it has executed. */
+		if (n->running && n->running->flip_waiting) {
+			gs_packet *p = n->running;
+			n->running = NULL;
+			n->inflight = 0;
+			complete(d, n, p, "daemon stopping");
+			retire(d, p);
+		}
+		if (n->engine)
+			a->ops->destroy(n->engine);
+		n->engine = NULL;
 	}
 	/* Engines reported ABORTED for what they still held: settle those now. */
 	irq_drain(&a->irq_async);
-}
-
-static void allocation_idle(gs_daemon *d, gs_allocation *a)
-{
-	(void)d;
-	gs_list *it, *tmp;
-	GS_LIST_FOREACH_SAFE(it, tmp, &a->waiters)
-	{
-		gs_call *c = GS_CONTAINER_OF(it, gs_call, link);
-		gs_list_remove(it);
-		/* Re-dispatch: the handler now finds the allocation idle and answers. */
-		gs_handle_request(d, c);
+	for (uint32_t i = 0; i < a->nnodes; i++) {
+		uv_close((uv_handle_t *)&a->nodes[i].quantum_timer, NULL);
+		uv_close((uv_handle_t *)&a->nodes[i].tdr_timer, NULL);
+		gs_runq_fini(&a->nodes[i].rq);
 	}
+	uv_close((uv_handle_t *)&a->vblank_timer, NULL);
 }

@@ -98,8 +98,9 @@ static bool has_event(const fx *f, uint64_t packet, gs_packet_state st)
 	                       packet, (int)st) == 1;
 }
 
-/* Submits: finished packets on node 1, then on node 0 `ON_ENGINE` packets spinning
- * `engine_us` and `QUEUED` long ones behind them. Sends SIGTERM and returns the wall time
+/* Submits: finished packets on node 1, then `ON_ENGINE` packets spinning `engine_us`, one
+ * on each of nodes 0 and 2 (an engine runs one packet at a time), and `QUEUED` long ones behind
+ * the first on node 0. Sends SIGTERM and returns the wall time
  * until the daemon exited; *exit_code gets its status. */
 static long long run(fx *f, uint64_t engine_us, uint64_t *done, uint64_t *engine, uint64_t *queued,
                      int *exit_code)
@@ -111,6 +112,8 @@ static long long run(fx *f, uint64_t engine_us, uint64_t *done, uint64_t *engine
 	assert_int_equal(gs_device_create(c, "shutdown", &dev), 0);
 	uint64_t ctx0 = itest_context(c, dev, 0, lay.paging_node);
 	uint64_t ctx1 = itest_context(c, dev, 1, lay.paging_node);
+	uint64_t ctx2 = itest_context(c, dev, 2, lay.paging_node);
+	const uint64_t engine_ctx[ON_ENGINE] = {ctx0, ctx2};
 	for (int i = 0; i < 3; i++) {
 		done[i] = submit_spin(c, ctx1, 0);
 		gs_packet_state st;
@@ -118,12 +121,13 @@ static long long run(fx *f, uint64_t engine_us, uint64_t *done, uint64_t *engine
 		assert_int_equal(st, GS_PACKET_COMPLETED);
 	}
 	for (int i = 0; i < ON_ENGINE; i++)
-		engine[i] = submit_spin(c, ctx0, engine_us);
+		engine[i] = submit_spin(c, engine_ctx[i], engine_us);
 	for (int i = 0; i < QUEUED; i++)
 		queued[i] = submit_spin(c, ctx0, SPIN_LONG_US);
 	gs_daemon_info *info;
 	assert_int_equal(gs_info(c, &info), 0);
-	assert_int_equal(info->adapters[0].nodes[0].queued, ON_ENGINE + QUEUED);
+	assert_int_equal(info->adapters[0].nodes[0].queued, 1 + QUEUED);
+	assert_int_equal(info->adapters[0].nodes[2].queued, 1);
 	gs_info_free(info);
 	gs_close(c);
 
