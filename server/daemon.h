@@ -252,6 +252,7 @@ struct gs_daemon {
 	gs_stats stats;
 	uint64_t start_ns;
 	bool stopping;
+	bool sched_held;   /* gs_vidsch_hold */
 	uint32_t offloads; /* calls running on the thread pool */
 	uv_signal_t sigint, sigterm;
 	uv_timer_t stop_timer;
@@ -290,6 +291,8 @@ int gs_vidsch_start(gs_daemon *d, gs_adapter *a);
 void gs_vidsch_stop(gs_daemon *d, gs_adapter *a);
 /* Queues a validated packet on its context (takes ownership). */
 void gs_vidsch_queue(gs_daemon *d, gs_packet *p);
+/* While held, queued work is not started; releasing schedules every node. */
+void gs_vidsch_hold(gs_daemon *d, bool hold);
 /* A context was created, re-prioritised or destroyed: keep the node's queues in step. */
 void gs_vidsch_context_added(gs_daemon *d, gs_context *x);
 void gs_vidsch_context_priority(gs_daemon *d, gs_context *x, uint32_t cls, int32_t prio);

@@ -330,8 +330,12 @@ void gs_h_submit_batch(gs_daemon *d, gs_call *c)
 	resp.submit_batch = &br;
 	/* Records commit in queue order, so the last one committed means all are. */
 	gs_call_reply_after_audit(c, &resp, &ps[n - 1]->rec, NULL);
+	/* The batch arrives at once: every packet is queued before any is scheduled, so the
+	 * first one is not started alone (and unbudgeted) before its competitors arrive. */
+	gs_vidsch_hold(d, true);
 	for (size_t i = 0; i < n; i++)
 		gs_vidsch_queue(d, ps[i]);
+	gs_vidsch_hold(d, false);
 	free(ps);
 	free(srs);
 	free(srp);

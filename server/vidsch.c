@@ -409,7 +409,7 @@ static void dispatch(gs_daemon *d, gs_node *n, gs_context *x, gs_packet *p)
 
 static void kick(gs_daemon *d, gs_node *n)
 {
-	while (!n->running && !d->stopping) {
+	while (!n->running && !d->stopping && !d->sched_held) {
 		gs_context *x = pick(d, n);
 		if (!x)
 			return;
@@ -459,6 +459,16 @@ static void tdr_cb(uv_timer_t *t)
 	        n->cfg->name, (unsigned long long)n->running->rec.packet, d->cfg.tdr_delay_ms);
 	n->tdr_guilty = n->running;
 	n->adapter->ops->reset(n->engine);
+}
+
+void gs_vidsch_hold(gs_daemon *d, bool hold)
+{
+	d->sched_held = hold;
+	if (hold)
+		return;
+	for (uint32_t a = 0; a < d->nadapters; a++)
+		for (uint32_t i = 0; i < d->adapters[a].nnodes; i++)
+			kick(d, &d->adapters[a].nodes[i]);
 }
 
 void gs_vidsch_queue(gs_daemon *d, gs_packet *p)
