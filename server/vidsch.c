@@ -242,8 +242,9 @@ static bool head_may_run(gs_daemon *d, gs_context *x)
 }
 
 /* Puts a context whose head packet may run into its node's run queue, and preempts or
- * time-slices the running packet if the newcomer outranks or equals it. */
-static void make_ready(gs_daemon *d, gs_context *x)
+ * time-slices the running packet if the newcomer outranks or equals it. Does not start
+ * anything: callers inside the dispatch loop rely on that to stay iterative. */
+static void enqueue_ready(gs_daemon *d, gs_context *x)
 {
 	gs_node *n = x->node;
 	if (x->destroyed || x->faulted || gs_runq_queued(&x->rq) || x->blocked_on)
@@ -273,7 +274,13 @@ static void make_ready(gs_daemon *d, gs_context *x)
 			               used_ms >= quantum_ms ? 0 : quantum_ms - used_ms, 0);
 		}
 	}
-	kick(d, n);
+}
+
+/* enqueue_ready, then start what the node can run. */
+static void make_ready(gs_daemon *d, gs_context *x)
+{
+	enqueue_ready(d, x);
+	kick(d, x->node);
 }
 
 /* ---- dispatch ---- */
@@ -347,7 +354,7 @@ static void run_null_here(gs_daemon *d, gs_node *n, gs_packet *p)
 	complete(d, n, p, NULL);
 	gs_context *x = p->ctx;
 	retire(d, p);
-	make_ready(d, x);
+	enqueue_ready(d, x); /* kick's loop picks the next one */
 }
 
 static void dispatch(gs_daemon *d, gs_node *n, gs_context *x, gs_packet *p)
@@ -398,7 +405,7 @@ static void dispatch(gs_daemon *d, gs_node *n, gs_context *x, gs_packet *p)
 		n->inflight = 0;
 		p->on_engine = false;
 		cancel_packet(d, p, "the engine refused the packet");
-		make_ready(d, x);
+		enqueue_ready(d, x);
 		return;
 	}
 	/* A budgeted run that does not stop (a non-preemptible SPIN) is a hang. */
@@ -686,8 +693,7 @@ static void irq_post(void *arg, const gs_irq *irq)
 }
 
 /* The run ended with the packet still to finish: back to the head of its context. */
-static void requeue(gs_daemon *d, gs_node *n, gs_packet *p, const gs_irq *irq, int state,
-                    const char *why)
+static void requeue(gs_daemon *d, gs_packet *p, const gs_irq *irq, int state, const char *why)
 {
 	p->resume_offset = irq->stop_offset;
 	p->spin_done_us = irq->spin_done_us;
@@ -698,8 +704,7 @@ static void requeue(gs_daemon *d, gs_node *n, gs_packet *p, const gs_irq *irq, i
 	snprintf(detail, sizeof(detail), "%s after %llu us of engine time, at byte %zu", why,
 	         (unsigned long long)(irq->engine_ns / 1000u), irq->stop_offset);
 	gs_packet_transition(d, p, state, detail);
-	(void)n;
-	make_ready(d, p->ctx);
+	enqueue_ready(d, p->ctx);
 }
 
 static void handle_irq(gs_daemon *d, gs_adapter *a, const gs_irq *irq)
@@ -745,14 +750,14 @@ static void handle_irq(gs_daemon *d, gs_adapter *a, const gs_irq *irq)
 			return;
 		complete(d, n, p, NULL);
 		retire(d, p);
-		make_ready(d, x);
+		enqueue_ready(d, x);
 		break;
 	case GS_IRQ_DMA_FAULTED:
 	case GS_IRQ_DMA_PAGE_FAULTED:
 		on_fault(d, p, irq);
 		break;
 	case GS_IRQ_DMA_PREEMPTED:
-		requeue(d, n, p, irq, GS_PS(PREEMPTED),
+		requeue(d, p, irq, GS_PS(PREEMPTED),
 		        irq->stop_reason == GS_STOP_BUDGET ? "quantum expired"
 		                                           : (reason ? reason : "preempted"));
 		break;
@@ -770,7 +775,7 @@ static void handle_irq(gs_daemon *d, gs_adapter *a, const gs_irq *irq)
 			retire(d, p);
 		} else {
 			/* An innocent packet caught by a reset runs again. */
-			requeue(d, n, p, irq, GS_PS(ABORTED), "aborted by an engine reset");
+			requeue(d, p, irq, GS_PS(ABORTED), "aborted by an engine reset");
 		}
 		break;
 	}
