@@ -64,7 +64,8 @@ extern "C" {
 
 /* Allocation flags (gpusched's own) */
 #define GS_ALLOC_TILED      0x1u
-#define GS_ALLOC_VALID_MASK 0x1u
+#define GS_ALLOC_DISPLAY    0x2u /* a display surface: the target of Present/RedirectedPresent */
+#define GS_ALLOC_VALID_MASK 0x3u
 
 /* D3DDDI_SEGMENTPREFERENCE: five (SegmentId:5, Direction:1) pairs, then 2 reserved bits. */
 #define GS_SEGPREF_SLOTS         5

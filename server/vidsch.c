@@ -673,6 +673,20 @@ static bool flip_waits(gs_daemon *d, gs_node *n, gs_packet *p)
 	return true;
 }
 
+/* Present / RedirectedPresent: the source (allocation list entry 0) is copied into the
+ * display surface (entry 1) once the packet's commands ran. Both are held by the packet, so no
+ * CPU access or other engine touches them meanwhile. */
+static void present(gs_packet *p)
+{
+	uint32_t f = p->rec.submit_flags;
+	if (!(f & (GS_SUBMIT_PRESENT | GS_SUBMIT_REDIRECTED_PRESENT)) ||
+	    (f & GS_SUBMIT_NULL_RENDERING))
+		return;
+	const gs_allocation *src = p->allocs[0].alloc, *dst = p->allocs[1].alloc;
+	uint64_t n = src->size < dst->size ? src->size : dst->size;
+	memmove(dst->segment->mem + dst->offset, src->segment->mem + src->offset, n);
+}
+
 /* ---- interrupts ---- */
 
 static void irq_post(void *arg, const gs_irq *irq)
@@ -746,6 +760,7 @@ static void handle_irq(gs_daemon *d, gs_adapter *a, const gs_irq *irq)
 
 	switch (irq->kind) {
 	case GS_IRQ_DMA_COMPLETED:
+		present(p);
 		if (flip_waits(d, n, p))
 			return;
 		complete(d, n, p, NULL);
