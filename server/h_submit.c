@@ -111,14 +111,6 @@ static int check_lists(gs_daemon *d, gs_call *c, const gs_context *x,
 		p->patches[i] = (gs_packet_patch){pl->allocation_index, pl->patch_offset,
 		                                  pl->allocation_offset};
 	}
-	if (s->submit_flags & (GS_SUBMIT_PRESENT | GS_SUBMIT_REDIRECTED_PRESENT)) {
-		if (s->n_allocations < 2 || !(p->allocs[1].alloc->flags & GS_ALLOC_DISPLAY) ||
-		    !p->allocs[1].write)
-			return refuse(
-			        v, GS_ST(INVALID_ARGUMENT),
-			        "a present needs allocation list entry 0 (the source) and entry "
-			        "1, a display surface (allocation flag 0x2) listed as written");
-	}
 	return GS_ST(OK);
 }
 

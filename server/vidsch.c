@@ -320,11 +320,20 @@ static gs_context *pick(gs_daemon *d, gs_node *n)
 {
 	if (gs_list_empty(&n->ready_fifo))
 		return NULL;
-	gs_context *oldest = GS_CONTAINER_OF(n->ready_fifo.next, gs_context, ready_link);
+	/* The longest waiting context that is owed progress. IDLE ones are not, and must not
+	 * stand in front of those that are: an IDLE context does not run while others wait,
+	 * so it would stay at the head of the FIFO and no one behind it would be boosted. */
+	gs_context *oldest = NULL;
+	for (gs_list *it = n->ready_fifo.next; it != &n->ready_fifo; it = it->next) {
+		gs_context *c = GS_CONTAINER_OF(it, gs_context, ready_link);
+		if (c->priority_class > 0) {
+			oldest = c;
+			break;
+		}
+	}
 	int top = gs_runq_top_band(&n->rq);
 	gs_context *x;
-	if ((int)band_of(oldest) < top && oldest->priority_class > 0 &&
-	    gs_band_class((uint32_t)top) < 5 &&
+	if (oldest && (int)band_of(oldest) < top && gs_band_class((uint32_t)top) < 5 &&
 	    gs_node_now(n) - oldest->ready_since >= (uint64_t)d->cfg.starvation_ms * 1000000u)
 		x = oldest; /* boosted for one quantum */
 	else
@@ -674,13 +683,16 @@ static bool flip_waits(gs_daemon *d, gs_node *n, gs_packet *p)
 }
 
 /* Present / RedirectedPresent: the source (allocation list entry 0) is copied into the
- * display surface (entry 1) once the packet's commands ran. Both are held by the packet, so no
- * CPU access or other engine touches them meanwhile. */
+ * display surface (entry 1: allocation flag 0x2, listed as written) once the packet's commands
+ * ran. A present without such an entry is still accepted and recorded (every flag bit is); it
+ * just has nothing to copy into. Both are held by the packet, so no CPU access or other engine
+ * touches them meanwhile. */
 static void present(gs_packet *p)
 {
 	uint32_t f = p->rec.submit_flags;
 	if (!(f & (GS_SUBMIT_PRESENT | GS_SUBMIT_REDIRECTED_PRESENT)) ||
-	    (f & GS_SUBMIT_NULL_RENDERING))
+	    (f & GS_SUBMIT_NULL_RENDERING) || p->nallocs < 2 ||
+	    !(p->allocs[1].alloc->flags & GS_ALLOC_DISPLAY) || !p->allocs[1].write)
 		return;
 	const gs_allocation *src = p->allocs[0].alloc, *dst = p->allocs[1].alloc;
 	uint64_t n = src->size < dst->size ? src->size : dst->size;

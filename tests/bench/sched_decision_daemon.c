@@ -141,7 +141,7 @@ void sdd_measure(size_t contexts, uint64_t packets, int reps, double seconds, sd
 	started = true;
 	int rc = gs_connect_ex(d.url, NULL, &c, why, sizeof(why));
 	if (rc != 0) {
-		snprintf(r->message, sizeof(r->message), "gs_connect: %s", why);
+		snprintf(r->message, sizeof(r->message), "gs_connect: %.200s", why);
 		r->error = 1;
 		goto out;
 	}
