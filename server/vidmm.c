@@ -3,6 +3,7 @@
 #include "gpusched.pb-c.h"
 #include "wddm.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,29 +14,307 @@ static uint64_t align_up(uint64_t v)
 	return (v + GS_VIDMM_ALIGN - 1) & ~(uint64_t)(GS_VIDMM_ALIGN - 1);
 }
 
+/* ---- AVL trees over intrusive links ----
+ *
+ * Each free extent is one node that sits in two trees at once, so the tree code works on links
+ * and a comparison function, and the heap code converts between links and nodes. Recursion depth
+ * is the tree height, at most ~1.44 log2(n): 25 levels for a million extents. */
+
+typedef struct avl_link {
+	struct avl_link *child[2];
+	int height;
+} avl_link;
+
+typedef int (*avl_cmp)(const avl_link *a, const avl_link *b);
+
+static int avl_height(const avl_link *t)
+{
+	return t ? t->height : 0;
+}
+
+static void avl_fix(avl_link *t)
+{
+	int l = avl_height(t->child[0]), r = avl_height(t->child[1]);
+	t->height = 1 + (l > r ? l : r);
+}
+
+/* dir 0 lifts the right child (a left rotation), dir 1 the left child. */
+static avl_link *avl_rotate(avl_link *t, int dir)
+{
+	avl_link *up = t->child[!dir];
+	t->child[!dir] = up->child[dir];
+	up->child[dir] = t;
+	avl_fix(t);
+	avl_fix(up);
+	return up;
+}
+
+static avl_link *avl_balance(avl_link *t)
+{
+	avl_fix(t);
+	int bf = avl_height(t->child[0]) - avl_height(t->child[1]);
+	if (bf > 1) {
+		if (avl_height(t->child[0]->child[0]) < avl_height(t->child[0]->child[1]))
+			t->child[0] = avl_rotate(t->child[0], 0);
+		return avl_rotate(t, 1);
+	}
+	if (bf < -1) {
+		if (avl_height(t->child[1]->child[1]) < avl_height(t->child[1]->child[0]))
+			t->child[1] = avl_rotate(t->child[1], 1);
+		return avl_rotate(t, 0);
+	}
+	return t;
+}
+
+static avl_link *avl_insert(avl_link *t, avl_link *x, avl_cmp cmp)
+{
+	if (!t) {
+		x->child[0] = x->child[1] = NULL;
+		x->height = 1;
+		return x;
+	}
+	int side = cmp(x, t) > 0;
+	t->child[side] = avl_insert(t->child[side], x, cmp);
+	return avl_balance(t);
+}
+
+static avl_link *avl_remove_min(avl_link *t, avl_link **min)
+{
+	if (!t->child[0]) {
+		*min = t;
+		return t->child[1];
+	}
+	t->child[0] = avl_remove_min(t->child[0], min);
+	return avl_balance(t);
+}
+
+/* Removes x, which must be in the tree; keys are unique, so cmp finds exactly x. */
+static avl_link *avl_remove(avl_link *t, avl_link *x, avl_cmp cmp)
+{
+	assert(t);
+	int c = cmp(x, t);
+	if (c != 0) {
+		t->child[c > 0] = avl_remove(t->child[c > 0], x, cmp);
+		return avl_balance(t);
+	}
+	if (!t->child[1])
+		return t->child[0];
+	avl_link *m;
+	avl_link *right = avl_remove_min(t->child[1], &m);
+	m->child[0] = t->child[0];
+	m->child[1] = right;
+	return avl_balance(m);
+}
+
+/* ---- extent nodes ---- */
+
+typedef struct gs_extent_node {
+	gs_extent ext;
+	avl_link off; /* in h->by_offset */
+	avl_link sz;  /* in h->by_size */
+} node;
+
+#define SLAB_NODES 256
+
+typedef struct gs_extent_slab {
+	struct gs_extent_slab *next;
+	node nodes[SLAB_NODES];
+} slab;
+
+#define NODE_OF(link, member) ((node *)((char *)(link)-offsetof(node, member)))
+
+static node *of_off(const avl_link *l)
+{
+	return l ? NODE_OF(l, off) : NULL;
+}
+
+static node *of_sz(const avl_link *l)
+{
+	return l ? NODE_OF(l, sz) : NULL;
+}
+
+static int cmp_off(const avl_link *a, const avl_link *b)
+{
+	uint64_t x = of_off(a)->ext.offset, y = of_off(b)->ext.offset;
+	return (x > y) - (x < y);
+}
+
+/* Size first, then offset: equal sizes sit in offset order, which is what the tie rules of
+ * best fit (lowest bottom-up, highest top-down) walk. */
+static int cmp_sz(const avl_link *a, const avl_link *b)
+{
+	const gs_extent *x = &of_sz(a)->ext, *y = &of_sz(b)->ext;
+	if (x->size != y->size)
+		return x->size > y->size ? 1 : -1;
+	return (x->offset > y->offset) - (x->offset < y->offset);
+}
+
+static avl_link *root_off(const gs_heap *h)
+{
+	return h->by_offset ? &h->by_offset->off : NULL;
+}
+
+static avl_link *root_sz(const gs_heap *h)
+{
+	return h->by_size ? &h->by_size->sz : NULL;
+}
+
+static void off_insert(gs_heap *h, node *n)
+{
+	h->by_offset = of_off(avl_insert(root_off(h), &n->off, cmp_off));
+}
+
+static void off_remove(gs_heap *h, node *n)
+{
+	h->by_offset = of_off(avl_remove(root_off(h), &n->off, cmp_off));
+}
+
+static void sz_insert(gs_heap *h, node *n)
+{
+	h->by_size = of_sz(avl_insert(root_sz(h), &n->sz, cmp_sz));
+}
+
+static void sz_remove(gs_heap *h, node *n)
+{
+	h->by_size = of_sz(avl_remove(root_sz(h), &n->sz, cmp_sz));
+}
+
+static node *node_new(gs_heap *h)
+{
+	if (!h->spare) {
+		slab *s = malloc(sizeof(*s));
+		if (!s)
+			return NULL;
+		s->next = h->slabs;
+		h->slabs = s;
+		for (size_t i = 0; i < SLAB_NODES; i++) {
+			s->nodes[i].off.child[0] = h->spare ? &h->spare->off : NULL;
+			h->spare = &s->nodes[i];
+		}
+	}
+	node *n = h->spare;
+	h->spare = of_off(n->off.child[0]);
+	return n;
+}
+
+static void node_recycle(gs_heap *h, node *n)
+{
+	n->off.child[0] = h->spare ? &h->spare->off : NULL;
+	h->spare = n;
+}
+
+/* Adds a new free extent to both trees; the caller has checked it touches no other. */
+static void extent_add(gs_heap *h, node *n, uint64_t offset, uint64_t size)
+{
+	n->ext = (gs_extent){offset, size};
+	off_insert(h, n);
+	sz_insert(h, n);
+	h->nfree++;
+}
+
+static void extent_drop(gs_heap *h, node *n)
+{
+	off_remove(h, n);
+	sz_remove(h, n);
+	node_recycle(h, n);
+	h->nfree--;
+}
+
+/* Changes an extent in place. The new range must keep its position among the other extents
+ * (it grows or shrinks into space no other extent holds), so the offset tree stays ordered
+ * without being touched; only the size tree, whose key changes, is updated. */
+static void extent_set(gs_heap *h, node *n, uint64_t offset, uint64_t size)
+{
+	sz_remove(h, n);
+	n->ext = (gs_extent){offset, size};
+	sz_insert(h, n);
+}
+
+/* The extent with the largest offset <= offset (or < offset when strict). */
+static node *extent_at_or_before(const gs_heap *h, uint64_t offset, bool strict)
+{
+	node *best = NULL;
+	for (avl_link *t = root_off(h); t;) {
+		uint64_t o = of_off(t)->ext.offset;
+		if (o < offset || (!strict && o == offset)) {
+			best = of_off(t);
+			t = t->child[1];
+		} else {
+			t = t->child[0];
+		}
+	}
+	return best;
+}
+
+static node *extent_after(const gs_heap *h, uint64_t offset)
+{
+	node *best = NULL;
+	for (avl_link *t = root_off(h); t;) {
+		if (of_off(t)->ext.offset > offset) {
+			best = of_off(t);
+			t = t->child[0];
+		} else {
+			t = t->child[1];
+		}
+	}
+	return best;
+}
+
+/* The first extent in (size, offset) order whose size is >= size: the lowest best fit. */
+static node *best_fit_lowest(const gs_heap *h, uint64_t size)
+{
+	node *best = NULL;
+	for (avl_link *t = root_sz(h); t;) {
+		if (of_sz(t)->ext.size >= size) {
+			best = of_sz(t);
+			t = t->child[0];
+		} else {
+			t = t->child[1];
+		}
+	}
+	return best;
+}
+
+/* The last extent in (size, offset) order whose size is <= size. */
+static node *last_of_size_at_most(const gs_heap *h, uint64_t size)
+{
+	node *best = NULL;
+	for (avl_link *t = root_sz(h); t;) {
+		if (of_sz(t)->ext.size <= size) {
+			best = of_sz(t);
+			t = t->child[1];
+		} else {
+			t = t->child[0];
+		}
+	}
+	return best;
+}
+
+/* ---- heap ---- */
+
 int gs_heap_init(gs_heap *h, uint64_t size)
 {
 	memset(h, 0, sizeof(*h));
-	h->capfree = 16;
-	h->free = malloc(h->capfree * sizeof(*h->free));
-	if (!h->free)
-		return -1;
+	/* Every allocation takes whole units of GS_VIDMM_ALIGN, so bytes past the last whole unit
+	 * could never be used; leaving them out keeps top-down offsets aligned too. */
+	size -= size % GS_VIDMM_ALIGN;
 	h->size = size;
-	h->nfree = 1;
-	h->free[0] = (gs_extent){0, size};
+	if (size == 0)
+		return 0;
+	node *n = node_new(h);
+	if (!n)
+		return -1;
+	extent_add(h, n, 0, size);
 	return 0;
 }
 
 void gs_heap_fini(gs_heap *h)
 {
-	free(h->free);
+	for (slab *s = h->slabs, *next; s; s = next) {
+		next = s->next;
+		free(s);
+	}
 	memset(h, 0, sizeof(*h));
-}
-
-static void remove_extent(gs_heap *h, size_t i)
-{
-	memmove(&h->free[i], &h->free[i + 1], (h->nfree - i - 1) * sizeof(*h->free));
-	h->nfree--;
 }
 
 int gs_heap_alloc(gs_heap *h, uint64_t size, bool top_down, uint64_t *offset)
@@ -43,27 +322,52 @@ int gs_heap_alloc(gs_heap *h, uint64_t size, bool top_down, uint64_t *offset)
 	if (size == 0 || size > h->size)
 		return -1;
 	size = align_up(size);
-	size_t best = SIZE_MAX;
-	for (size_t i = 0; i < h->nfree; i++) {
-		if (h->free[i].size < size)
-			continue;
-		/* Smallest fit wins; ties go to the low extent bottom-up, the high one top-down. */
-		if (best == SIZE_MAX || h->free[i].size < h->free[best].size ||
-		    (top_down && h->free[i].size == h->free[best].size))
-			best = i;
-	}
-	if (best == SIZE_MAX)
+	node *e = best_fit_lowest(h, size);
+	if (!e)
 		return -1;
-	gs_extent *e = &h->free[best];
-	if (top_down) {
-		*offset = e->offset + e->size - size;
+	if (top_down)
+		e = last_of_size_at_most(h, e->ext.size); /* the highest extent of that size */
+	gs_extent x = e->ext;
+	if (x.size == size) {
+		extent_drop(h, e);
+		*offset = x.offset;
+	} else if (top_down) {
+		extent_set(h, e, x.offset, x.size - size);
+		*offset = x.offset + x.size - size;
 	} else {
-		*offset = e->offset;
-		e->offset += size;
+		extent_set(h, e, x.offset + size, x.size - size);
+		*offset = x.offset;
 	}
-	e->size -= size;
-	if (e->size == 0)
-		remove_extent(h, best);
+	h->used += size;
+	return 0;
+}
+
+int gs_heap_alloc_at(gs_heap *h, uint64_t offset, uint64_t size)
+{
+	if (size == 0 || size > h->size || offset % GS_VIDMM_ALIGN)
+		return -1;
+	size = align_up(size);
+	if (offset > h->size - size)
+		return -1;
+	node *e = extent_at_or_before(h, offset, false);
+	if (!e || e->ext.offset + e->ext.size < offset + size)
+		return -1;
+	gs_extent x = e->ext;
+	uint64_t left = offset - x.offset, right = x.offset + x.size - (offset + size);
+	if (left && right) {
+		/* Get the second node first: failing must leave the heap as it was. */
+		node *r = node_new(h);
+		if (!r)
+			return -1;
+		extent_set(h, e, x.offset, left);
+		extent_add(h, r, offset + size, right);
+	} else if (left) {
+		extent_set(h, e, x.offset, left);
+	} else if (right) {
+		extent_set(h, e, offset + size, right);
+	} else {
+		extent_drop(h, e);
+	}
 	h->used += size;
 	return 0;
 }
@@ -71,49 +375,309 @@ int gs_heap_alloc(gs_heap *h, uint64_t size, bool top_down, uint64_t *offset)
 void gs_heap_free(gs_heap *h, uint64_t offset, uint64_t size)
 {
 	size = align_up(size);
-	/* First extent after the freed range. */
-	size_t lo = 0, hi = h->nfree;
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-		if (h->free[mid].offset < offset)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	bool merge_prev = lo > 0 && h->free[lo - 1].offset + h->free[lo - 1].size == offset;
-	bool merge_next = lo < h->nfree && offset + size == h->free[lo].offset;
+	node *prev = extent_at_or_before(h, offset, true);
+	node *next = extent_after(h, offset);
+	/* Freeing a range that is (partly) free already would corrupt the books. */
+	assert(!prev || prev->ext.offset + prev->ext.size <= offset);
+	assert(!next || offset + size <= next->ext.offset);
+	assert(offset + size <= h->size && size <= h->used);
+	bool merge_prev = prev && prev->ext.offset + prev->ext.size == offset;
+	bool merge_next = next && offset + size == next->ext.offset;
 	h->used -= size;
 	if (merge_prev && merge_next) {
-		h->free[lo - 1].size += size + h->free[lo].size;
-		remove_extent(h, lo);
+		uint64_t grown = prev->ext.size + size + next->ext.size;
+		extent_drop(h, next);
+		extent_set(h, prev, prev->ext.offset, grown);
 	} else if (merge_prev) {
-		h->free[lo - 1].size += size;
+		extent_set(h, prev, prev->ext.offset, prev->ext.size + size);
 	} else if (merge_next) {
-		h->free[lo].offset = offset;
-		h->free[lo].size += size;
+		extent_set(h, next, offset, next->ext.size + size);
 	} else {
-		if (h->nfree == h->capfree) {
-			size_t ncap = h->capfree * 2;
-			gs_extent *n = realloc(h->free, ncap * sizeof(*n));
-			if (!n)
-				abort(); /* cannot lose track of free memory */
-			h->free = n;
-			h->capfree = ncap;
-		}
-		memmove(&h->free[lo + 1], &h->free[lo], (h->nfree - lo) * sizeof(*h->free));
-		h->free[lo] = (gs_extent){offset, size};
-		h->nfree++;
+		node *n = node_new(h);
+		if (!n)
+			abort(); /* cannot lose track of free memory */
+		extent_add(h, n, offset, size);
 	}
 }
 
 uint64_t gs_heap_largest_free(const gs_heap *h)
 {
-	uint64_t best = 0;
-	for (size_t i = 0; i < h->nfree; i++)
-		if (h->free[i].size > best)
-			best = h->free[i].size;
-	return best;
+	avl_link *t = root_sz(h);
+	if (!t)
+		return 0;
+	while (t->child[1])
+		t = t->child[1];
+	return of_sz(t)->ext.size;
 }
+
+static void extents_walk(const avl_link *t, gs_extent *out, size_t cap, size_t *n)
+{
+	if (!t)
+		return;
+	extents_walk(t->child[0], out, cap, n);
+	if (*n < cap)
+		out[*n] = of_off(t)->ext;
+	(*n)++;
+	extents_walk(t->child[1], out, cap, n);
+}
+
+size_t gs_heap_extents(const gs_heap *h, gs_extent *out, size_t cap)
+{
+	size_t n = 0;
+	extents_walk(root_off(h), out, cap, &n);
+	return n;
+}
+
+/* Walks one tree in order: checks heights, balance and strictly increasing keys. Returns the
+ * height, or -1 on a violation. */
+static int tree_check(const avl_link *t, avl_cmp cmp, const avl_link **last, size_t *count)
+{
+	if (!t)
+		return 0;
+	int l = tree_check(t->child[0], cmp, last, count);
+	if (l < 0 || (*last && cmp(*last, t) >= 0))
+		return -1;
+	*last = t;
+	(*count)++;
+	int r = tree_check(t->child[1], cmp, last, count);
+	if (r < 0 || l - r > 1 || r - l > 1 || t->height != 1 + (l > r ? l : r))
+		return -1;
+	return t->height;
+}
+
+int gs_heap_check(const gs_heap *h)
+{
+	const avl_link *last = NULL;
+	size_t noff = 0, nsz = 0;
+	if (tree_check(root_off(h), cmp_off, &last, &noff) < 0)
+		return -1;
+	last = NULL;
+	if (tree_check(root_sz(h), cmp_sz, &last, &nsz) < 0)
+		return -1;
+	if (noff != h->nfree || nsz != h->nfree)
+		return -1;
+	gs_extent *ext = malloc((h->nfree ? h->nfree : 1) * sizeof(*ext));
+	if (!ext)
+		return -1;
+	gs_heap_extents(h, ext, h->nfree);
+	uint64_t free_bytes = 0;
+	int rc = 0;
+	for (size_t i = 0; i < h->nfree && rc == 0; i++) {
+		const gs_extent *e = &ext[i];
+		if (e->size == 0 || e->offset % GS_VIDMM_ALIGN || e->size % GS_VIDMM_ALIGN ||
+		    e->offset > h->size || e->size > h->size - e->offset)
+			rc = -1;
+		else if (i > 0 && ext[i - 1].offset + ext[i - 1].size >= e->offset)
+			rc = -1; /* overlapping, or adjacent and not merged */
+		free_bytes += e->size;
+	}
+	free(ext);
+	if (rc == 0 && free_bytes + h->used != h->size)
+		rc = -1;
+	return rc;
+}
+
+/* ---- compaction planning ---- */
+
+static int cmp_block(const void *a, const void *b)
+{
+	uint64_t x = ((const gs_live_block *)a)->offset, y = ((const gs_live_block *)b)->offset;
+	return (x > y) - (x < y);
+}
+
+void gs_live_blocks_sort(gs_live_block *blocks, size_t n)
+{
+	if (n > 1)
+		qsort(blocks, n, sizeof(*blocks), cmp_block);
+}
+
+static uint64_t block_end(const gs_live_block *b)
+{
+	return b->offset + align_up(b->size);
+}
+
+static int blocks_validate(const gs_live_block *b, size_t n, uint64_t heap_size)
+{
+	uint64_t prev_end = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (b[i].size == 0 || b[i].size > heap_size || b[i].offset % GS_VIDMM_ALIGN ||
+		    b[i].offset < prev_end || b[i].offset > heap_size - align_up(b[i].size))
+			return -EINVAL;
+		prev_end = block_end(&b[i]);
+	}
+	return 0;
+}
+
+/* Collects moves; counts past cap so the caller learns how many it needs. */
+typedef struct plan {
+	gs_move *moves;
+	size_t cap, n;
+} plan;
+
+/* Slides blocks [k, j] down so that they start at cursor and touch; returns the new cursor. */
+static uint64_t slide(plan *p, const gs_live_block *b, size_t k, size_t j, uint64_t cursor)
+{
+	for (size_t i = k; i <= j; i++) {
+		uint64_t size = align_up(b[i].size);
+		assert(cursor <= b[i].offset);
+		if (cursor != b[i].offset) {
+			if (p->n < p->cap)
+				p->moves[p->n] = (gs_move){i, b[i].offset, cursor, size};
+			p->n++;
+		}
+		cursor += size;
+	}
+	return cursor;
+}
+
+/*
+ * A region: the movable blocks [s, e) between two immovable blocks (or a segment edge), lo
+ * where the region's space starts and hi where it ends. Gap i (s <= i <= e) is the free space
+ * just before block i; gap e is the space after the last block.
+ */
+typedef struct region {
+	size_t s, e;
+	uint64_t lo, hi;
+} region;
+
+static uint64_t gap_before(const gs_live_block *b, const region *r, size_t i)
+{
+	uint64_t start = i == r->s ? r->lo : block_end(&b[i - 1]);
+	uint64_t end = i == r->e ? r->hi : b[i].offset;
+	return end - start;
+}
+
+/* Calls fn for each region in offset order; stops early when it returns non-zero. */
+typedef int (*region_fn)(const gs_live_block *b, const region *r, void *arg);
+
+static int regions_each(const gs_live_block *b, size_t n, uint64_t heap_size, region_fn fn,
+                        void *arg)
+{
+	region r = {0, 0, 0, 0};
+	for (size_t i = 0; i <= n; i++) {
+		if (i < n && b[i].movable)
+			continue;
+		r.e = i;
+		r.hi = i < n ? b[i].offset : heap_size;
+		int rc = fn(b, &r, arg);
+		if (rc)
+			return rc;
+		if (i < n) {
+			r.s = i + 1;
+			r.lo = block_end(&b[i]);
+		}
+	}
+	return 0;
+}
+
+typedef struct full_state {
+	plan *p;
+	uint64_t largest;
+} full_state;
+
+static int region_compact(const gs_live_block *b, const region *r, void *arg)
+{
+	full_state *st = arg;
+	uint64_t cursor = r->e > r->s ? slide(st->p, b, r->s, r->e - 1, r->lo) : r->lo;
+	if (r->hi - cursor > st->largest)
+		st->largest = r->hi - cursor;
+	return 0;
+}
+
+static int region_largest_gap(const gs_live_block *b, const region *r, void *arg)
+{
+	uint64_t *largest = arg;
+	for (size_t i = r->s; i <= r->e; i++) {
+		uint64_t g = gap_before(b, r, i);
+		if (g > *largest)
+			*largest = g;
+	}
+	return 0;
+}
+
+typedef struct window_state {
+	uint64_t want;
+	bool found;
+	uint64_t cost; /* bytes moved */
+	region r;      /* the best window's region */
+	size_t k;      /* its first block */
+	size_t count;  /* how many blocks from k slide down (0: the gap alone is enough) */
+} window_state;
+
+/*
+ * Two pointers over the region: for each first block k, the shortest run k..j whose gaps
+ * (gap k to gap j+1) add up to want. Both sums only grow with j and only shrink with k, so the
+ * end pointer never moves back: O(blocks) per region.
+ */
+static int region_window(const gs_live_block *b, const region *r, void *arg)
+{
+	window_state *st = arg;
+	size_t k = r->s, hi = r->s; /* hole = gaps k..hi, moved = blocks k..hi-1 */
+	uint64_t hole = gap_before(b, r, k), cost = 0;
+	while (k <= r->e) {
+		while (hole < st->want && hi < r->e) {
+			cost += align_up(b[hi].size);
+			hi++;
+			hole += gap_before(b, r, hi);
+		}
+		if (hole < st->want)
+			break;
+		if (!st->found || cost < st->cost) {
+			st->found = true;
+			st->cost = cost;
+			st->r = *r;
+			st->k = k;
+			st->count = hi - k;
+		}
+		hole -= gap_before(b, r, k);
+		if (hi > k) {
+			cost -= align_up(b[k].size);
+			k++;
+		} else {
+			k++;
+			hi = k;
+			hole = k <= r->e ? gap_before(b, r, k) : 0;
+			cost = 0;
+		}
+	}
+	return 0;
+}
+
+int gs_heap_compact_plan(const gs_live_block *blocks, size_t n, uint64_t heap_size, uint64_t want,
+                         gs_move *moves, size_t cap, size_t *nmoves, uint64_t *largest_after)
+{
+	*nmoves = 0;
+	if (blocks_validate(blocks, n, heap_size) != 0 || want > heap_size)
+		return -EINVAL;
+	plan p = {moves, cap, 0};
+	uint64_t largest = 0;
+	if (want == 0) {
+		full_state st = {&p, 0};
+		regions_each(blocks, n, heap_size, region_compact, &st);
+		largest = st.largest;
+	} else {
+		want = align_up(want);
+		regions_each(blocks, n, heap_size, region_largest_gap, &largest);
+		if (largest < want) {
+			window_state st = {.want = want};
+			regions_each(blocks, n, heap_size, region_window, &st);
+			if (!st.found)
+				return -ENOSPC;
+			uint64_t start = st.k == st.r.s ? st.r.lo : block_end(&blocks[st.k - 1]);
+			uint64_t cursor =
+			        st.count ? slide(&p, blocks, st.k, st.k + st.count - 1, start)
+			                 : start;
+			size_t after = st.k + st.count;
+			largest = (after == st.r.e ? st.r.hi : blocks[after].offset) - cursor;
+		}
+	}
+	*nmoves = p.n;
+	if (largest_after)
+		*largest_after = largest;
+	return p.n > cap ? -ENOBUFS : 0;
+}
+
+/* ---- segments ---- */
 
 int gs_segment_init(gs_segment *s, uint32_t id, const char *name, int kind, uint64_t size,
                     bool cpu_visible)
@@ -132,6 +696,7 @@ int gs_segment_init(gs_segment *s, uint32_t id, const char *name, int kind, uint
 	s->mem = m;
 	if (gs_heap_init(&s->heap, size) != 0) {
 		munmap(m, size);
+		s->mem = NULL;
 		return -ENOMEM;
 	}
 	return 0;
@@ -161,40 +726,56 @@ void gs_segment_scrub(gs_segment *s, uint64_t offset, uint64_t size)
 	}
 }
 
-static int try_segment(gs_segment *segs, uint32_t nsegs, uint32_t id, bool top_down, uint64_t size,
-                       uint64_t *offset)
+/* ---- placement ---- */
+
+static int segment_index(const gs_segment *segs, uint32_t nsegs, uint32_t id)
 {
 	for (uint32_t i = 0; i < nsegs; i++)
 		if (segs[i].id == id)
-			return gs_heap_alloc(&segs[i].heap, size, top_down, offset) == 0 ? (int)i
-			                                                                 : -1;
+			return (int)i;
 	return -1;
 }
 
-int gs_vidmm_place(gs_segment *segs, uint32_t nsegs, uint32_t supported_set, uint32_t preference,
-                   uint64_t size, uint64_t *offset)
+size_t gs_vidmm_place_order(const gs_segment *segs, uint32_t nsegs, uint32_t supported_set,
+                            uint32_t preference, gs_place_step *out, size_t cap)
 {
 	gs_segpref p;
 	gs_segpref_decode(preference, &p);
 	uint32_t tried = 0;
-	for (int k = 0; k < GS_SEGPREF_SLOTS && p.segment[k]; k++) {
-		tried |= 1u << p.segment[k];
-		int i = try_segment(segs, nsegs, p.segment[k], p.direction[k], size, offset);
-		if (i >= 0)
-			return i;
+	size_t n = 0;
+	for (int k = 0; k < GS_SEGPREF_SLOTS && p.segment[k] && n < cap; k++) {
+		uint32_t bit = 1u << p.segment[k];
+		int i = segment_index(segs, nsegs, p.segment[k]);
+		/* A repeated slot would only retry a segment that just had no room. */
+		if (i < 0 || (tried & bit))
+			continue;
+		tried |= bit;
+		out[n++] = (gs_place_step){(uint32_t)i, p.direction[k] != 0, true};
 	}
 	/* Fall back: memory segments before aperture segments, each in configured order. */
 	for (int pass = 0; pass < 2; pass++) {
 		int want = pass == 0 ? GPUSCHED__V1__SEGMENT_KIND__SEGMENT_KIND_MEMORY
 		                     : GPUSCHED__V1__SEGMENT_KIND__SEGMENT_KIND_APERTURE;
-		for (uint32_t i = 0; i < nsegs; i++) {
+		for (uint32_t i = 0; i < nsegs && n < cap; i++) {
 			uint32_t bit = 1u << segs[i].id;
 			if (segs[i].kind != want || (supported_set && !(supported_set & bit)) ||
 			    (tried & bit))
 				continue;
-			if (gs_heap_alloc(&segs[i].heap, size, false, offset) == 0)
-				return (int)i;
+			tried |= bit;
+			out[n++] = (gs_place_step){i, false, false};
 		}
 	}
+	return n;
+}
+
+int gs_vidmm_place(gs_segment *segs, uint32_t nsegs, uint32_t supported_set, uint32_t preference,
+                   uint64_t size, uint64_t *offset)
+{
+	gs_place_step steps[GS_PLACE_STEPS_MAX];
+	size_t n = gs_vidmm_place_order(segs, nsegs, supported_set, preference, steps,
+	                                GS_PLACE_STEPS_MAX);
+	for (size_t k = 0; k < n; k++)
+		if (gs_heap_alloc(&segs[steps[k].index].heap, size, steps[k].top_down, offset) == 0)
+			return (int)steps[k].index;
 	return -1;
 }

@@ -1,0 +1,260 @@
+#include "paging_plan.h"
+
+#include "vidmm.h"
+#include "wddm.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+static uint64_t align_up(uint64_t v)
+{
+	return (v + GS_VIDMM_ALIGN - 1) & ~(uint64_t)(GS_VIDMM_ALIGN - 1);
+}
+
+/* ---- transfers ---- */
+
+uint64_t gs_transfer_pieces(uint64_t size, uint64_t chunk)
+{
+	if (size == 0 || chunk == 0)
+		return 0;
+	return size / chunk + (size % chunk != 0);
+}
+
+int64_t gs_transfer_split(uint64_t size, uint64_t chunk, uint32_t base_flags, gs_subtransfer *out,
+                          size_t cap)
+{
+	const uint32_t both = GS_TRANSFER_SWIZZLE | GS_TRANSFER_UNSWIZZLE;
+	if (size == 0 || chunk == 0 || (base_flags & ~GS_TRANSFER_BASE_MASK) ||
+	    (base_flags & both) == both)
+		return -EINVAL;
+	uint64_t pieces = gs_transfer_pieces(size, chunk);
+	if (pieces > cap || pieces > INT64_MAX)
+		return -ENOBUFS;
+	for (uint64_t i = 0; i < pieces; i++) {
+		uint64_t offset = i * chunk;
+		uint32_t flags = base_flags;
+		if (i == 0)
+			flags |= GS_TRANSFER_START;
+		if (i == pieces - 1)
+			flags |= GS_TRANSFER_END;
+		out[i] = (gs_subtransfer){offset, size - offset < chunk ? size - offset : chunk,
+		                          flags};
+	}
+	return (int64_t)pieces;
+}
+
+/* ---- priorities ---- */
+
+uint32_t gs_alloc_priority_effective(uint32_t priority)
+{
+	return priority ? priority : GS_ALLOC_PRIORITY_NORMAL;
+}
+
+bool gs_should_evict_for_preference(uint32_t new_priority, const uint32_t *victim_priorities,
+                                    size_t n)
+{
+	uint32_t p = gs_alloc_priority_effective(new_priority);
+	if (p < GS_ALLOC_PRIORITY_HIGH)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (gs_alloc_priority_effective(victim_priorities[i]) >= p)
+			return false;
+	return true;
+}
+
+uint32_t gs_victims_max_priority(const gs_victim_candidate *c, const size_t *idx, size_t n)
+{
+	uint32_t m = 0;
+	for (size_t i = 0; i < n; i++) {
+		uint32_t p = gs_alloc_priority_effective(c[idx[i]].priority);
+		if (p > m)
+			m = p;
+	}
+	return m;
+}
+
+/* ---- victims by bytes ---- */
+
+/* Eviction order: lowest priority, then least recently used, then lowest index (so equal
+ * candidates always come out the same way). */
+static int cmp_victim(const void *a, const void *b, void *arg)
+{
+	const gs_victim_candidate *c = arg;
+	size_t i = *(const size_t *)a, j = *(const size_t *)b;
+	uint32_t pi = gs_alloc_priority_effective(c[i].priority);
+	uint32_t pj = gs_alloc_priority_effective(c[j].priority);
+	if (pi != pj)
+		return pi < pj ? -1 : 1;
+	if (c[i].last_use != c[j].last_use)
+		return c[i].last_use < c[j].last_use ? -1 : 1;
+	return (i > j) - (i < j);
+}
+
+int gs_pick_victims(const gs_victim_candidate *c, size_t n, uint64_t need_bytes, size_t *out,
+                    size_t cap, size_t *nout)
+{
+	*nout = 0;
+	if (cap < n)
+		return -EINVAL;
+	if (need_bytes == 0)
+		return 0;
+	size_t m = 0;
+	for (size_t i = 0; i < n; i++)
+		if (!c[i].pinned)
+			out[m++] = i;
+	qsort_r(out, m, sizeof(*out), cmp_victim, (void *)c);
+	uint64_t sum = 0;
+	size_t k = 0;
+	while (k < m && sum < need_bytes)
+		sum += align_up(c[out[k++]].size);
+	if (sum < need_bytes)
+		return -ENOSPC;
+	/* The last victim is needed (the prefix before it fell short); earlier ones may not be
+	 * once it is in. Spare the most valued first: walk back from the one before it. */
+	size_t kept = k;
+	for (size_t i = k - 1; i-- > 0;) {
+		uint64_t s = align_up(c[out[i]].size);
+		if (sum - s >= need_bytes) {
+			sum -= s;
+			out[i] = SIZE_MAX;
+			kept--;
+		}
+	}
+	size_t w = 0;
+	for (size_t i = 0; i < k; i++)
+		if (out[i] != SIZE_MAX)
+			out[w++] = out[i];
+	*nout = kept;
+	return 0;
+}
+
+/* ---- victims for one contiguous hole ---- */
+
+static uint64_t cand_end(const gs_victim_candidate *c)
+{
+	return c->offset + align_up(c->size);
+}
+
+static int candidates_validate(const gs_victim_candidate *c, size_t n, uint64_t segment_size)
+{
+	uint64_t prev_end = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (c[i].size == 0 || c[i].size > segment_size || c[i].offset % GS_VIDMM_ALIGN ||
+		    c[i].offset < prev_end || c[i].offset > segment_size - align_up(c[i].size))
+			return -EINVAL;
+		prev_end = cand_end(&c[i]);
+	}
+	return 0;
+}
+
+/* Unpinned candidates [s, e) between pinned ones (or the segment's edges); lo..hi is the space
+ * they and their gaps share. Gap i (s <= i <= e) is the free space just before candidate i. */
+typedef struct span {
+	size_t s, e;
+	uint64_t lo, hi;
+} span;
+
+static uint64_t span_gap(const gs_victim_candidate *c, const span *r, size_t i)
+{
+	uint64_t start = i == r->s ? r->lo : cand_end(&c[i - 1]);
+	uint64_t end = i == r->e ? r->hi : c[i].offset;
+	return end - start;
+}
+
+typedef struct best_run {
+	bool found;
+	uint32_t max_priority;
+	uint64_t bytes;
+	size_t k, count;
+	uint64_t hole;
+} best_run;
+
+static bool run_better(const best_run *b, uint32_t maxp, uint64_t bytes)
+{
+	if (!b->found)
+		return true;
+	if (maxp != b->max_priority)
+		return maxp < b->max_priority;
+	return bytes < b->bytes; /* ties keep the earlier (lower) run */
+}
+
+/*
+ * Two pointers, as in the compaction planner: for each first victim k the shortest run k..hi-1
+ * whose bytes and gaps k..hi together reach need. A longer run from the same k only adds bytes and
+ * can only raise the highest priority, so the shortest one is the best from k; the end pointer
+ * never moves back. A deque in dq (indices, priorities decreasing from the front) keeps the run's
+ * highest priority at its front.
+ */
+static void span_scan(const gs_victim_candidate *c, const span *r, uint64_t need, size_t *dq,
+                      best_run *best)
+{
+	size_t head = 0, tail = 0;
+	size_t k = r->s, hi = r->s;
+	uint64_t hole = span_gap(c, r, k), bytes = 0;
+	while (k <= r->e) {
+		while (hole < need && hi < r->e) {
+			uint32_t p = gs_alloc_priority_effective(c[hi].priority);
+			while (tail > head &&
+			       gs_alloc_priority_effective(c[dq[tail - 1]].priority) <= p)
+				tail--;
+			dq[tail++] = hi;
+			/* An evicted victim's own bytes join the hole, with the gap after it. */
+			uint64_t sz = align_up(c[hi].size);
+			bytes += sz;
+			hi++;
+			hole += sz + span_gap(c, r, hi);
+		}
+		if (hole < need)
+			return;
+		uint32_t maxp = tail > head ? gs_alloc_priority_effective(c[dq[head]].priority) : 0;
+		if (run_better(best, maxp, bytes)) {
+			uint64_t start = k == r->s ? r->lo : cand_end(&c[k - 1]);
+			*best = (best_run){true, maxp, bytes, k, hi - k, start};
+		}
+		hole -= span_gap(c, r, k);
+		if (hi > k) {
+			if (dq[head] == k)
+				head++;
+			bytes -= align_up(c[k].size);
+			hole -= align_up(c[k].size);
+			k++;
+		} else {
+			k++;
+			hi = k;
+			hole = k <= r->e ? span_gap(c, r, k) : 0;
+		}
+	}
+}
+
+int gs_pick_victims_contiguous(const gs_victim_candidate *c, size_t n, uint64_t segment_size,
+                               uint64_t need_bytes, size_t *out, size_t cap, size_t *nout,
+                               uint64_t *hole_offset)
+{
+	*nout = 0;
+	*hole_offset = 0;
+	if (cap < n || need_bytes > segment_size || candidates_validate(c, n, segment_size) != 0)
+		return -EINVAL;
+	if (need_bytes == 0)
+		return 0;
+	uint64_t need = align_up(need_bytes);
+	best_run best = {.found = false};
+	span r = {0, 0, 0, 0};
+	for (size_t i = 0; i <= n; i++) {
+		if (i < n && !c[i].pinned)
+			continue;
+		r.e = i;
+		r.hi = i < n ? c[i].offset : segment_size;
+		span_scan(c, &r, need, out, &best);
+		if (i < n) {
+			r.s = i + 1;
+			r.lo = cand_end(&c[i]);
+		}
+	}
+	if (!best.found)
+		return -ENOSPC;
+	for (size_t i = 0; i < best.count; i++)
+		out[i] = best.k + i;
+	*nout = best.count;
+	*hole_offset = best.hole;
+	return 0;
+}
