@@ -425,7 +425,8 @@ int gs_submit_batch(gs_client *c, const gs_submit_desc *packets, size_t count,
                     gs_submit_result *out);
 
 /* Waits up to timeout_ms for the packet to reach a final state. state and fence may be NULL.
- * Returns GS_STATUS_TIMEOUT if it did not. */
+ * Returns GS_STATUS_TIMEOUT if it did not, and GS_STATUS_FAULTED (with *state set to
+ * GS_PACKET_FAULTED) when the packet faulted. */
 int gs_packet_wait(gs_client *c, uint64_t packet, uint32_t timeout_ms, gs_packet_state *state,
                    uint64_t *fence);
 

@@ -164,6 +164,9 @@ int gs_packet_wait(gs_client *c, uint64_t packet, uint32_t timeout_ms, gs_packet
 	body.packet = packet;
 	body.timeout_ms = timeout_ms;
 	rv = gsc_call(c, GSC_REQ(PACKET_WAIT), &body, GSC_RESP(PACKET_WAIT), timeout_ms, &resp);
+	if (rv == GS_STATUS_FAULTED && state)
+		*state =
+		        GS_PACKET_FAULTED; /* the daemon answers a faulted packet with its status */
 	if (rv != 0)
 		return rv;
 	if (state)

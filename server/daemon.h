@@ -93,6 +93,7 @@ struct gs_adapter {
 	uint64_t vblank_period_ns;
 	uint64_t vblank_epoch_ns; /* wall time of vblank 0 */
 	uint64_t vblanks;
+	uint64_t vblank_target; /* the blank the timer is armed for */
 	uint32_t flips_waiting;
 };
 

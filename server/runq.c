@@ -100,10 +100,11 @@ void gs_runq_remove(gs_runq *q, gs_runq_entry *e)
 		sift_down(band, i);
 		sift_up(band, (size_t)last->index);
 	}
+	/* The band's clock moves only in gs_runq_pop, to the key of the one that runs: moving it
+	 * here, to whoever is now first, would lift a requeued context to its rival's key and
+	 * turn every weighted share into 1:1. */
 	if (band->count == 0)
 		q->bitmap[e->band / 64] &= ~(UINT64_C(1) << (e->band % 64));
-	else if (band->heap[0]->key > band->min_key)
-		band->min_key = band->heap[0]->key;
 }
 
 gs_runq_entry *gs_runq_peek(const gs_runq *q)

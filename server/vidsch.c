@@ -259,7 +259,8 @@ static void enqueue_ready(gs_daemon *d, gs_context *x)
 		return;
 	}
 	x->ready_since = gs_node_now(n);
-	gs_list_push_back(&n->ready_fifo, &x->ready_link);
+	if (x->priority_class > 0)
+		gs_list_push_back(&n->ready_fifo, &x->ready_link);
 	gs_packet *r = n->running;
 	if (r && !n->preempt_reason && r->ctx != x) {
 		uint32_t rb = band_of(r->ctx);
@@ -318,27 +319,23 @@ static void complete(gs_daemon *d, gs_node *n, gs_packet *p, const char *detail)
  * work is ready) if any, else the run queue's best. */
 static gs_context *pick(gs_daemon *d, gs_node *n)
 {
-	if (gs_list_empty(&n->ready_fifo))
+	if (n->rq.count == 0)
 		return NULL;
-	/* The longest waiting context that is owed progress. IDLE ones are not, and must not
-	 * stand in front of those that are: an IDLE context does not run while others wait,
-	 * so it would stay at the head of the FIFO and no one behind it would be boosted. */
-	gs_context *oldest = NULL;
-	for (gs_list *it = n->ready_fifo.next; it != &n->ready_fifo; it = it->next) {
-		gs_context *c = GS_CONTAINER_OF(it, gs_context, ready_link);
-		if (c->priority_class > 0) {
-			oldest = c;
-			break;
-		}
-	}
+	/* The longest waiting context that is owed progress (IDLE ones never enter the FIFO:
+	 * an IDLE context does not run while others wait, so at its head it would block every
+	 * boost behind it). */
+	gs_context *oldest = gs_list_empty(&n->ready_fifo)
+	                             ? NULL
+	                             : GS_CONTAINER_OF(n->ready_fifo.next, gs_context, ready_link);
 	int top = gs_runq_top_band(&n->rq);
-	gs_context *x;
 	if (oldest && (int)band_of(oldest) < top && gs_band_class((uint32_t)top) < 5 &&
-	    gs_node_now(n) - oldest->ready_since >= (uint64_t)d->cfg.starvation_ms * 1000000u)
-		x = oldest; /* boosted for one quantum */
-	else
-		x = GS_CONTAINER_OF(gs_runq_peek(&n->rq), gs_context, rq);
-	unqueue(x);
+	    gs_node_now(n) - oldest->ready_since >= (uint64_t)d->cfg.starvation_ms * 1000000u) {
+		unqueue(oldest); /* boosted for one quantum */
+		return oldest;
+	}
+	/* Popping moves the band's clock to the key of the one that runs now. */
+	gs_context *x = GS_CONTAINER_OF(gs_runq_pop(&n->rq), gs_context, rq);
+	gs_list_remove(&x->ready_link);
 	return x;
 }
 
@@ -627,7 +624,13 @@ static void vblank_cb(uv_timer_t *t)
 {
 	gs_adapter *a = t->data;
 	gs_daemon *d = a->d;
-	a->vblanks = (gs_now_ns() - a->vblank_epoch_ns) / a->vblank_period_ns;
+	uint64_t blank = (gs_now_ns() - a->vblank_epoch_ns) / a->vblank_period_ns;
+	if (blank < a->vblank_target) {
+		/* libuv timers count whole milliseconds and may fire just before the blank. */
+		vblank_arm(d, a);
+		return;
+	}
+	a->vblanks = blank;
 	char detail[48];
 	snprintf(detail, sizeof(detail), "vertical blank %llu", (unsigned long long)a->vblanks);
 	for (uint32_t i = 0; i < a->nnodes; i++) {
@@ -656,8 +659,9 @@ static void vblank_arm(gs_daemon *d, gs_adapter *a)
 		return;
 	}
 	uint64_t now = gs_now_ns();
-	uint64_t next = a->vblank_epoch_ns + ((now - a->vblank_epoch_ns) / a->vblank_period_ns +
-	                                      1) * a->vblank_period_ns;
+	if (a->vblank_target <= (now - a->vblank_epoch_ns) / a->vblank_period_ns)
+		a->vblank_target = (now - a->vblank_epoch_ns) / a->vblank_period_ns + 1;
+	uint64_t next = a->vblank_epoch_ns + a->vblank_target * a->vblank_period_ns;
 	uv_timer_start(&a->vblank_timer, vblank_cb, (next - now + 999999u) / 1000000u, 0);
 }
 
