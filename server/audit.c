@@ -49,6 +49,12 @@
  */
 #define LINGER_NS  2000000ull
 #define LINGER_MAX 512
+/*
+ * Group commit under concurrency: when the last commit answered several waiters, more are
+ * likely in flight, so the writer waits up to ACK_GATHER_NS for about as many before it pays
+ * a commit's fixed cost again. With one waiter at a time (one client) it never waits.
+ */
+#define ACK_GATHER_NS 100000ull
 
 enum rec_kind { REC_PACKET, REC_CONTEXT, REC_ALLOCATION, REC_ERROR, REC_NOTE, REC_FLUSH };
 
@@ -174,6 +180,8 @@ struct gs_audit {
 	struct node *head, *tail;
 	size_t list_count;   /* records in head..tail */
 	size_t pending_acks; /* of which carry an ack */
+	size_t ack_target;   /* wake the writer when this many acks are pending (0: at once) */
+	size_t last_acks;    /* acks in the last list taken (writer thread) */
 	bool stopping;
 	struct node *free_shared; /* nodes the writer is done with */
 	size_t free_shared_count;
@@ -587,6 +595,18 @@ static void *writer_main(void *arg)
 			if (pthread_cond_timedwait(&a->cv, &a->mu, &ts) != 0)
 				break; /* the deadline passed */
 		}
+		if (a->last_acks >= 2 && a->pending_acks < a->last_acks && !a->stopping) {
+			uint64_t until = now_ns() + ACK_GATHER_NS;
+			struct timespec ts = {(time_t)(until / 1000000000ull),
+			                      (long)(until % 1000000000ull)};
+			a->ack_target = a->last_acks;
+			while (!a->stopping && a->pending_acks < a->ack_target &&
+			       a->list_count < LINGER_MAX)
+				if (pthread_cond_timedwait(&a->cv, &a->mu, &ts) != 0)
+					break;
+			a->ack_target = 0;
+		}
+		a->last_acks = a->pending_acks;
 		struct node *list = a->head;
 		a->head = a->tail = NULL;
 		a->list_count = 0;
@@ -637,7 +657,8 @@ static void node_push(gs_audit *a, struct node *n)
 	}
 	/* Wake the writer only when it has something to decide: a first record (to start its
 	 * linger deadline), an ack to honour now, or a full batch. */
-	if (was_empty || n->ack || a->list_count == LINGER_MAX)
+	if (was_empty || a->list_count == LINGER_MAX ||
+	    (n->ack && a->pending_acks >= a->ack_target))
 		pthread_cond_signal(&a->cv);
 	pthread_mutex_unlock(&a->mu);
 }
