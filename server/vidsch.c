@@ -172,6 +172,19 @@ static void cancel_packet(gs_daemon *d, gs_packet *p, const char *why)
 	retire(d, p);
 }
 
+/*
+ * Retires a packet but keeps its context alive for what the caller does next (requeue it,
+ * fault it): the packet's reference may have been the last one of a destroyed context.
+ * The caller ends with gs_context_put.
+ */
+static gs_context *retire_keep_context(gs_daemon *d, gs_packet *p)
+{
+	gs_context *x = p->ctx;
+	x->refs++;
+	retire(d, p);
+	return x;
+}
+
 /* ---- run queue membership ---- */
 
 static gs_packet *head_of(const gs_context *x)
@@ -358,9 +371,9 @@ static void run_null_here(gs_daemon *d, gs_node *n, gs_packet *p)
 			gs_obj_sync_signal(d, s, cmd.value);
 	}
 	complete(d, n, p, NULL);
-	gs_context *x = p->ctx;
-	retire(d, p);
+	gs_context *x = retire_keep_context(d, p);
 	enqueue_ready(d, x); /* kick's loop picks the next one */
+	gs_context_put(d, x);
 }
 
 static void dispatch(gs_daemon *d, gs_node *n, gs_context *x, gs_packet *p)
@@ -410,8 +423,10 @@ static void dispatch(gs_daemon *d, gs_node *n, gs_context *x, gs_packet *p)
 		n->running = NULL;
 		n->inflight = 0;
 		p->on_engine = false;
+		x->refs++;
 		cancel_packet(d, p, "the engine refused the packet");
 		enqueue_ready(d, x);
+		gs_context_put(d, x);
 		return;
 	}
 	/* A budgeted run that does not stop (a non-preemptible SPIN) is a hang. */
@@ -587,11 +602,11 @@ static void timed_out(gs_daemon *d, gs_node *n, gs_packet *p, const gs_irq *irq)
 	abandon_signals(d, p, irq->stop_offset);
 	gs_audit_note(d->audit, p->ctx->obj.tenant->name, "tdr", why);
 	publish_message(d, p->ctx->obj.tenant->name, why);
-	gs_context *x = p->ctx;
-	gs_tenant *t = x->obj.tenant;
+	gs_tenant *t = p->ctx->obj.tenant;
 	bool paging = p->rec.submit_flags & GS_SUBMIT_PAGING;
-	retire(d, p);
+	gs_context *x = retire_keep_context(d, p);
 	fault_context(d, x, why);
+	gs_context_put(d, x);
 	count_timeout(d, t, gs_node_now(n));
 	/* A paging packet hit by the reset widens it to the whole adapter. */
 	if (paging) {
@@ -611,9 +626,9 @@ static void on_fault(gs_daemon *d, gs_packet *p, const gs_irq *irq)
 	d->stats.packets_faulted++;
 	gs_packet_transition(d, p, GS_PS(FAULTED), irq->detail);
 	abandon_signals(d, p, irq->stop_offset);
-	gs_context *x = p->ctx;
-	retire(d, p);
+	gs_context *x = retire_keep_context(d, p);
 	fault_context(d, x, irq->detail);
+	gs_context_put(d, x);
 }
 
 /* ---- vertical blank ---- */
@@ -642,9 +657,9 @@ static void vblank_cb(uv_timer_t *t)
 		n->running = NULL;
 		n->inflight = 0;
 		complete(d, n, p, detail);
-		gs_context *x = p->ctx;
-		retire(d, p);
+		gs_context *x = retire_keep_context(d, p);
 		make_ready(d, x);
+		gs_context_put(d, x);
 		kick(d, n);
 	}
 	vblank_arm(d, a);
@@ -780,8 +795,9 @@ static void handle_irq(gs_daemon *d, gs_adapter *a, const gs_irq *irq)
 		if (flip_waits(d, n, p))
 			return;
 		complete(d, n, p, NULL);
-		retire(d, p);
+		x = retire_keep_context(d, p);
 		enqueue_ready(d, x);
+		gs_context_put(d, x);
 		break;
 	case GS_IRQ_DMA_FAULTED:
 	case GS_IRQ_DMA_PAGE_FAULTED:
