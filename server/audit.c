@@ -319,7 +319,7 @@ event:
 	bind_str(s, 2, n->tenant, null_tenant);
 	sqlite3_bind_int(s, 3, r->state);
 	sqlite3_bind_text(s, 4, name, -1, SQLITE_STATIC);
-	bind_u64(s, 5, n->time_ns);
+	bind_u64(s, 5, r->event_ns ? r->event_ns : n->time_ns);
 	bind_str(s, 6, n->text2, n->nulls & NULL_TEXT2);
 	return step_reset(s);
 }

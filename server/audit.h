@@ -55,6 +55,9 @@ typedef struct gs_packet_rec {
 	uint32_t patch_count;
 	int state; /* Gpusched__V1__PacketState value */
 	uint64_t submitted_ns, ready_ns, started_ns, completed_ns;
+	/* Time of the event this record appends, on the daemon's clock (the node's virtual
+	 * clock under --clock virtual); 0 = the wall time it was queued. */
+	uint64_t event_ns;
 	uint32_t preemptions;
 	uint32_t resubmissions;
 	const char *result;

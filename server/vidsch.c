@@ -76,6 +76,7 @@ static void publish_message(gs_daemon *d, const char *tenant, const char *text)
 void gs_packet_transition(gs_daemon *d, gs_packet *p, int state, const char *detail)
 {
 	p->rec.state = state;
+	p->rec.event_ns = gs_node_now(p->node);
 	GS_DEBUG("packet %llu -> %s%s%s", (unsigned long long)p->rec.packet, g_state_names[state],
 	         detail ? ": " : "", detail ? detail : "");
 	gs_audit_packet(d->audit, &p->rec, detail, NULL, NULL);
@@ -914,7 +915,9 @@ int gs_vidsch_start(gs_daemon *d, gs_adapter *a)
 	a->vblank_epoch_ns = gs_now_ns();
 	for (uint32_t i = 0; i < a->nnodes; i++) {
 		gs_node *n = &a->nodes[i];
-		gs_runq_init(&n->rq);
+				gs_runq_init(&n->rq);
+		/* Virtual time starts at 1 s, not 0: 0 means "not reached" in packet records. */
+		n->vtime_ns = GS_VIRTUAL_EPOCH_NS;
 		gs_list_init(&n->ready_fifo);
 		gs_list_init(&n->contexts);
 		uv_timer_init(d->loop, &n->quantum_timer);

@@ -974,6 +974,23 @@ static void test_virtual_clock(void **state)
 	}
 	/* Virtual time moves on: the second ran after the first. */
 	assert_true(r[0].started_ns >= r[1].completed_ns);
+	/* Events carry the same (virtual) clock as the packet's row. */
+	for (size_t i = 0; i < n; i++) {
+		gs_packet_event *ev;
+		size_t nev;
+		assert_int_equal(gs_packet_events(c, r[i].packet, &ev, &nev), 0);
+		bool seen = false;
+		for (size_t k = 0; k < nev; k++) {
+			if (ev[k].state == GS_PACKET_COMPLETED) {
+				assert_int_equal(ev[k].time_ns, r[i].completed_ns);
+				seen = true;
+			}
+			if (ev[k].state == GS_PACKET_RUNNING)
+				assert_int_equal(ev[k].time_ns, r[i].started_ns);
+		}
+		assert_true(seen);
+		gs_packet_events_free(ev, nev);
+	}
 	gs_history_free(r, n);
 }
 
