@@ -35,6 +35,18 @@ echo "Scheduling history (newest first):"
 build/bin/gpusched history --limit 15
 build/bin/gpusched stats
 
+echo
+echo "Preemption: a NORMAL packet spinning 300 ms on node 0, then a HIGH one on the same node:"
+build/bin/gpusched submit --node 0 --spin-us 300000 --priority-class 2 >"$run_dir/low" &
+low=$!
+# Wait (at most 5 s) until the daemon acknowledged the low packet, then submit the high one.
+for _ in $(seq 100); do grep -q '^packet' "$run_dir/low" 2>/dev/null && break; sleep 0.05; done
+build/bin/gpusched submit --node 0 --spin-us 1000 --priority-class 4 --wait
+wait $low
+low_packet=$(awk '/^packet/ {print $2; exit}' "$run_dir/low")
+echo "Life of the NORMAL packet $low_packet (run segments, preemption, resubmission):"
+build/bin/gpusched events "$low_packet"
+
 kill -TERM $pid
 wait $pid
 trap - EXIT
