@@ -29,6 +29,22 @@ static int finish(cli *ctx, int status, const char *done_text)
 	return CLI_EXIT_OK;
 }
 
+/* The shared shape of "<object> destroy ID": parse one ID, connect, call, report. */
+static int destroy_by_id(cli *ctx, int argc, char **argv, const char *help, const char *what,
+                         int (*destroy)(gs_client *, uint64_t))
+{
+	uint64_t id;
+	int rv = cli_simple_args(ctx, argc, argv, help, 1, 1, what);
+	if (rv != CLI_CONTINUE)
+		return rv;
+	rv = arg_u64(ctx, argv, 0, "ID", &id);
+	if (rv == 0)
+		rv = cli_connect(ctx);
+	if (rv != 0)
+		return rv;
+	return finish(ctx, destroy(ctx->client, id), "destroyed");
+}
+
 /* ---- stats ------------------------------------------------------------------------------ */
 
 static const char stats_help[] = "Usage: gpusched stats [--json]\n"
@@ -115,18 +131,7 @@ static int device_create(cli *ctx, int argc, char **argv)
 
 static int device_destroy(cli *ctx, int argc, char **argv)
 {
-	uint64_t device;
-	int rv;
-
-	rv = cli_simple_args(ctx, argc, argv, device_help, 1, 1, "a device ID");
-	if (rv != CLI_CONTINUE)
-		return rv;
-	rv = arg_u64(ctx, argv, 0, "ID", &device);
-	if (rv == 0)
-		rv = cli_connect(ctx);
-	if (rv != 0)
-		return rv;
-	return finish(ctx, gs_device_destroy(ctx->client, device), "destroyed");
+	return destroy_by_id(ctx, argc, argv, device_help, "a device ID", gs_device_destroy);
 }
 
 int cmd_device(cli *ctx, int argc, char **argv)
@@ -305,18 +310,7 @@ static int sync_wait(cli *ctx, int argc, char **argv)
 
 static int sync_destroy(cli *ctx, int argc, char **argv)
 {
-	uint64_t sync;
-	int rv;
-
-	rv = cli_simple_args(ctx, argc, argv, sync_help, 1, 1, "a sync ID");
-	if (rv != CLI_CONTINUE)
-		return rv;
-	rv = arg_u64(ctx, argv, 0, "ID", &sync);
-	if (rv == 0)
-		rv = cli_connect(ctx);
-	if (rv != 0)
-		return rv;
-	return finish(ctx, gs_sync_destroy(ctx->client, sync), "destroyed");
+	return destroy_by_id(ctx, argc, argv, sync_help, "a sync ID", gs_sync_destroy);
 }
 
 int cmd_sync(cli *ctx, int argc, char **argv)
