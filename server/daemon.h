@@ -225,7 +225,7 @@ typedef struct gs_retired {
 	int state;
 } gs_retired;
 
-#define GS_RETIRED_RING 65536
+#define GS_RETIRED_RING     65536
 #define GS_VIRTUAL_EPOCH_NS UINT64_C(1000000000) /* where every node's virtual clock starts */
 
 typedef struct gs_stats {

@@ -915,7 +915,7 @@ int gs_vidsch_start(gs_daemon *d, gs_adapter *a)
 	a->vblank_epoch_ns = gs_now_ns();
 	for (uint32_t i = 0; i < a->nnodes; i++) {
 		gs_node *n = &a->nodes[i];
-				gs_runq_init(&n->rq);
+		gs_runq_init(&n->rq);
 		/* Virtual time starts at 1 s, not 0: 0 means "not reached" in packet records. */
 		n->vtime_ns = GS_VIRTUAL_EPOCH_NS;
 		gs_list_init(&n->ready_fifo);

@@ -188,11 +188,12 @@ bool gs_testd_alive(gs_testd *t)
 
 void gs_testd_cleanup(gs_testd *t)
 {
-		if (t->pid > 0)
+	if (t->pid > 0)
 		gs_testd_kill9(t);
 	if (!t->dir[0])
 		return;
-	/* GS_TEST_KEEP=1 keeps the socket directory, audit file and daemon log for a post-mortem. */
+	/* GS_TEST_KEEP=1 keeps the socket directory, audit file and daemon log for a post-mortem.
+	 */
 	const char *keep = getenv("GS_TEST_KEEP");
 	if (keep && *keep && strcmp(keep, "0") != 0) {
 		fprintf(stderr, "testd: kept %s\n", t->dir);
