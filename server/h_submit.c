@@ -34,20 +34,26 @@ static int refuse(verdict *v, int status, const char *fmt, ...)
 	return status;
 }
 
-/* Checks every SIGNAL names a sync object of the tenant. The buffer is already valid ISA. */
-static int check_signals(gs_daemon *d, const gs_tenant *t, const uint8_t *dma, size_t len,
-                         verdict *v)
+/* Decodes the DMA buffer once: every command must be valid ISA, and every SIGNAL must name a
+ * sync object of the tenant. */
+static int check_dma(gs_daemon *d, const gs_tenant *t, const uint8_t *dma, size_t len, verdict *v)
 {
 	size_t pos = 0;
 	gs_isa_cmd cmd;
-	while (gs_isa_decode(dma, len, &pos, &cmd) == GS_ISA_OK) {
+	for (;;) {
+		size_t at = pos;
+		gs_isa_err ie = gs_isa_decode(dma, len, &pos, &cmd);
+		if (ie == GS_ISA_END)
+			return GS_ST(OK);
+		if (ie != GS_ISA_OK)
+			return refuse(v, GS_ST(DMA_INVALID), "DMA buffer: %s at byte %zu",
+			              gs_isa_strerror(ie), at);
 		if (cmd.op == GS_OP_SIGNAL && !gs_object_get(d, cmd.sync, GS_OBJ_SYNC, t))
 			return refuse(
 			        v, GS_ST(NOT_FOUND),
 			        "SIGNAL at byte %zu names sync object %llu, which does not exist",
-			        pos - gs_isa_cmd_size(GS_OP_SIGNAL), (unsigned long long)cmd.sync);
+			        at, (unsigned long long)cmd.sync);
 	}
-	return GS_ST(OK);
 }
 
 static int check_sizes(gs_daemon *d, const gs_context *x, const Gpusched__V1__SubmitRequest *s,
@@ -114,29 +120,40 @@ static int check_lists(gs_daemon *d, gs_call *c, const gs_context *x,
 	return GS_ST(OK);
 }
 
+/* Carves `n` elements of `size` bytes at *at (kept 8-byte aligned). */
+static void *carve(uint8_t **at, size_t n, size_t size)
+{
+	void *p = *at;
+	*at += (n * size + 7u) & ~(size_t)7u;
+	return p;
+}
+
+/* One allocation holds the packet and its arrays (the submit path's hottest malloc). */
 static gs_packet *packet_new(const Gpusched__V1__SubmitRequest *s)
 {
-	gs_packet *p = calloc(1, sizeof(*p));
-	if (!p)
+	size_t na = s->n_allocations, np = s->n_patches, nw = s->n_waits, nd = s->dma_buffer.len;
+	size_t bytes = ((sizeof(gs_packet) + 7u) & ~(size_t)7u) +
+	               ((na * sizeof(gs_packet_alloc) + 7u) & ~(size_t)7u) +
+	               ((na * sizeof(gs_range) + 7u) & ~(size_t)7u) +
+	               ((np * sizeof(gs_packet_patch) + 7u) & ~(size_t)7u) +
+	               ((nw * sizeof(gs_sync_point) + 7u) & ~(size_t)7u) + nd;
+	uint8_t *at = calloc(1, bytes);
+	if (!at)
 		return NULL;
+	gs_packet *p = carve(&at, 1, sizeof(gs_packet));
 	gs_list_init(&p->link);
 	gs_list_init(&p->waiters);
-	p->nallocs = (uint32_t)s->n_allocations;
-	p->npatches = (uint32_t)s->n_patches;
-	p->dma_len = s->dma_buffer.len;
-	/* calloc(0) may return NULL: ask for at least one element. */
-	p->dma = malloc(p->dma_len ? p->dma_len : 1);
-	p->allocs = calloc(p->nallocs + 1, sizeof(*p->allocs));
-	p->ranges = calloc(p->nallocs + 1, sizeof(*p->ranges));
-	p->patches = calloc(p->npatches + 1, sizeof(*p->patches));
-	p->nwaits = (uint32_t)s->n_waits;
-	p->waits = calloc(p->nwaits + 1, sizeof(*p->waits));
-	if (!p->dma || !p->allocs || !p->ranges || !p->patches || !p->waits) {
-		gs_packet_free(p);
-		return NULL;
-	}
-	if (p->dma_len)
-		memcpy(p->dma, s->dma_buffer.data, p->dma_len);
+	p->nallocs = (uint32_t)na;
+	p->npatches = (uint32_t)np;
+	p->nwaits = (uint32_t)nw;
+	p->allocs = carve(&at, na, sizeof(gs_packet_alloc));
+	p->ranges = carve(&at, na, sizeof(gs_range));
+	p->patches = carve(&at, np, sizeof(gs_packet_patch));
+	p->waits = carve(&at, nw, sizeof(gs_sync_point));
+	p->dma = carve(&at, nd, 1);
+	p->dma_len = nd;
+	if (nd)
+		memcpy(p->dma, s->dma_buffer.data, nd);
 	return p;
 }
 
@@ -182,14 +199,7 @@ static int build_packet(gs_daemon *d, gs_call *c, const Gpusched__V1__SubmitRequ
 	v->status = gs_rules_submit_flags(s->submit_flags, v->msg, sizeof(v->msg));
 	if (v->status != GS_ST(OK) || check_sizes(d, x, s, v) != GS_ST(OK))
 		goto rejected;
-	size_t ncmds = 0, bad = 0;
-	gs_isa_err ie = gs_isa_validate(s->dma_buffer.data, s->dma_buffer.len, &ncmds, &bad);
-	if (ie != GS_ISA_OK) {
-		refuse(v, GS_ST(DMA_INVALID), "DMA buffer: %s at byte %zu", gs_isa_strerror(ie),
-		       bad);
-		goto rejected;
-	}
-	if (check_signals(d, c->tenant, s->dma_buffer.data, s->dma_buffer.len, v) != GS_ST(OK))
+	if (check_dma(d, c->tenant, s->dma_buffer.data, s->dma_buffer.len, v) != GS_ST(OK))
 		goto rejected;
 	gs_packet *p = packet_new(s);
 	if (!p) {
