@@ -63,6 +63,7 @@ typedef struct gs_node {
 	uint32_t inflight;   /* 1 while running != NULL */
 	uint64_t run_start;  /* wall ns when running started */
 	uint64_t run_budget; /* budget it was given (0 = none) */
+	bool in_kick;        /* kick() is on the stack for this node */
 	const char *preempt_reason; /* why a preemption was asked for, NULL if none */
 	gs_packet *tdr_guilty;      /* the packet a reset was issued against */
 	uv_timer_t quantum_timer;   /* wall clock: ends an unbudgeted run when others wait */

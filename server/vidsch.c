@@ -433,10 +433,16 @@ static void dispatch(gs_daemon *d, gs_node *n, gs_context *x, gs_packet *p)
 
 static void kick(gs_daemon *d, gs_node *n)
 {
+	/* Signals raised inside the loop (NullRendering's SIGNALs, cancelled packets' abandoned
+	 * values) make contexts ready and call back here: the loop below re-checks, so a nested
+	 * call returns at once instead of recursing once per link of a chain. */
+	if (n->in_kick)
+		return;
+	n->in_kick = true;
 	while (!n->running && !d->stopping && !d->sched_held) {
 		gs_context *x = pick(d, n);
 		if (!x)
-			return;
+			break;
 		gs_packet *p = head_of(x);
 		assert(p);
 		if ((p->rec.submit_flags & GS_SUBMIT_NULL_RENDERING) && !p->needs_resubmit &&
@@ -449,11 +455,14 @@ static void kick(gs_daemon *d, gs_node *n)
 		}
 		dispatch(d, n, x, p);
 	}
+	n->in_kick = false;
 }
 
 static void preempt_running(gs_daemon *d, gs_node *n, const char *why)
 {
-	if (!n->running || n->preempt_reason)
+	/* A flip waiting for its blank has already executed: there is nothing to preempt, and
+	 * a TDR timer armed now would fault whoever runs after it. */
+	if (!n->running || n->preempt_reason || n->running->flip_waiting)
 		return;
 	n->preempt_reason = why;
 	uv_timer_stop(&n->quantum_timer);
@@ -652,6 +661,8 @@ static void vblank_cb(uv_timer_t *t)
 		a->flips_waiting--;
 		n->running = NULL;
 		n->inflight = 0;
+		uv_timer_stop(&n->quantum_timer);
+		n->preempt_reason = NULL;
 		complete(d, n, p, detail);
 		gs_context *x = retire_keep_context(d, p);
 		make_ready(d, x);
@@ -745,7 +756,18 @@ static void requeue(gs_daemon *d, gs_packet *p, const gs_irq *irq, int state, co
 	snprintf(detail, sizeof(detail), "%s after %llu us of engine time, at byte %zu", why,
 	         (unsigned long long)(irq->engine_ns / 1000u), irq->stop_offset);
 	gs_packet_transition(d, p, state, detail);
-	enqueue_ready(d, p->ctx);
+	gs_context *x = p->ctx;
+	if (x->destroyed || x->faulted || d->stopping) {
+		/* Nothing will run it again: end it now rather than strand it in pending. */
+		x->refs++;
+		cancel_packet(d, p,
+		              d->stopping
+		                      ? "daemon stopping"
+		                      : (x->destroyed ? "context destroyed" : "context faulted"));
+		gs_context_put(d, x);
+		return;
+	}
+	enqueue_ready(d, x);
 }
 
 static void handle_irq(gs_daemon *d, gs_adapter *a, const gs_irq *irq)
@@ -881,11 +903,22 @@ void gs_vidsch_context_removed(gs_daemon *d, gs_context *x)
 
 void gs_vidsch_sync_changed(gs_daemon *d, gs_sync *s)
 {
-	gs_list *it, *tmp;
-	GS_LIST_FOREACH_SAFE(it, tmp, &s->gpu_waiters)
-	{
+	/* Detach the waiters first: a context still short of its value re-parks on the sync's
+	 * list while we go, and nested signals may change that list; draining a private list
+	 * from its front is safe against both (walking the live list looped forever). */
+	gs_list waiting;
+	gs_list_init(&waiting);
+	if (!gs_list_empty(&s->gpu_waiters)) {
+		waiting.next = s->gpu_waiters.next;
+		waiting.prev = s->gpu_waiters.prev;
+		waiting.next->prev = &waiting;
+		waiting.prev->next = &waiting;
+		gs_list_init(&s->gpu_waiters);
+	}
+	gs_list *it;
+	while ((it = gs_list_pop_front(&waiting))) {
 		gs_context *x = GS_CONTAINER_OF(it, gs_context, wait_link);
-		unblock(x);
+		x->blocked_on = NULL;
 		make_ready(d, x);
 	}
 }

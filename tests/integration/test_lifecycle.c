@@ -129,6 +129,82 @@ static void test_destroy_device_while_faulting(void **state)
 	still_serves(f);
 }
 
+/* Two contexts wait on one sync object; a CPU signal below their value must leave both
+ * waiting (the daemon once looped forever re-parking them), and reaching it runs both. */
+static void test_two_gpu_waiters_partial_signal(void **state)
+{
+	fx *f = *state;
+	uint64_t dev, sync;
+	assert_int_equal(gs_device_create(f->c, "waiters", &dev), 0);
+	assert_int_equal(gs_sync_create(f->c, dev, 0, &sync), 0);
+	uint64_t pk[2];
+	for (int i = 0; i < 2; i++) {
+		uint64_t ctx = itest_context(f->c, dev, 0, f->lay.paging_node);
+		gs_dmabuf b;
+		gs_dmabuf_init(&b);
+		assert_int_equal(gs_dmabuf_wait(&b, sync, 10), 0);
+		assert_int_equal(gs_dmabuf_nop(&b), 0);
+		gs_submit_result r;
+		assert_int_equal(gs_submit(f->c, ctx, &b, 0, &r), 0);
+		gs_dmabuf_free(&b);
+		pk[i] = r.packet;
+	}
+	assert_int_equal(gs_sync_signal(f->c, sync, 5), 0);
+	gs_packet_state st;
+	assert_int_equal(gs_packet_wait(f->c, pk[0], 0, &st, NULL), 0);
+	assert_false(gs_packet_state_is_final(st));
+	still_serves(f);
+	assert_int_equal(gs_sync_signal(f->c, sync, 10), 0);
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(gs_packet_wait(f->c, pk[i], 10000, &st, NULL), 0);
+		assert_int_equal(st, GS_PACKET_COMPLETED);
+	}
+	assert_int_equal(gs_device_destroy(f->c, dev), 0);
+}
+
+/* A destroyed context's running packet that is then preempted ends (CANCELLED) instead of
+ * being stranded: its waiter is answered and its allocation becomes idle. */
+static void test_destroyed_context_preempted(void **state)
+{
+	fx *f = *state;
+	uint64_t dev;
+	assert_int_equal(gs_device_create(f->c, "preempted", &dev), 0);
+	gs_allocation_placement a;
+	itest_alloc(f->c, dev, 4096, 0, 0, &a);
+	uint64_t low = itest_context(f->c, dev, 0, f->lay.paging_node);
+	gs_context_desc cd;
+	gs_context_desc_init(&cd, dev, 0);
+	cd.priority_class = 4; /* HIGH */
+	cd.info.paging_companion_node_id = f->lay.paging_node;
+	uint64_t high;
+	assert_int_equal(gs_context_create(f->c, &cd, &high, NULL), 0);
+
+	gs_dmabuf b;
+	gs_dmabuf_init(&b);
+	assert_int_equal(gs_dmabuf_spin(&b, 1000000, 0), 0);
+	assert_int_equal(gs_dmabuf_fill(&b, a.allocation, 0, 64, 1), 0);
+	gs_submit_result r;
+	assert_int_equal(gs_submit(f->c, low, &b, 0, &r), 0);
+	gs_dmabuf_free(&b);
+	wait_running(f, r.packet);
+	assert_int_equal(gs_context_destroy(f->c, low), 0);
+
+	gs_dmabuf_init(&b);
+	assert_int_equal(gs_dmabuf_nop(&b), 0);
+	itest_submit_wait(f->c, high, &b, 0);
+	gs_dmabuf_free(&b);
+
+	gs_packet_state st = GS_PACKET_UNKNOWN;
+	assert_int_equal(gs_packet_wait(f->c, r.packet, 10000, &st, NULL), 0);
+	assert_int_equal(st, GS_PACKET_CANCELLED);
+	gs_allocation_status as;
+	assert_int_equal(gs_allocation_query(f->c, a.allocation, &as), 0);
+	assert_int_equal(as.busy_packets, 0);
+	uint8_t byte;
+	assert_int_equal(gs_allocation_read(f->c, a.allocation, 0, &byte, 1), 0);
+	assert_int_equal(gs_device_destroy(f->c, dev), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -136,6 +212,9 @@ int main(void)
 	                                        teardown),
 	        cmocka_unit_test_setup_teardown(test_destroy_device_while_faulting, setup,
 	                                        teardown),
+	        cmocka_unit_test_setup_teardown(test_two_gpu_waiters_partial_signal, setup,
+	                                        teardown),
+	        cmocka_unit_test_setup_teardown(test_destroyed_context_preempted, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
