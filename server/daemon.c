@@ -25,7 +25,8 @@ uint64_t gs_node_now(const gs_node *n)
 gs_tenant *gs_tenant_by_token(gs_daemon *d, const char *token)
 {
 	for (uint32_t i = 0; i < d->ntenants; i++)
-		if (strcmp(d->tenants[i]->token, token ? token : "") == 0)
+		if (!d->tenants[i]->removed &&
+		    strcmp(d->tenants[i]->token, token ? token : "") == 0)
 			return d->tenants[i];
 	return NULL;
 }
@@ -33,7 +34,7 @@ gs_tenant *gs_tenant_by_token(gs_daemon *d, const char *token)
 gs_tenant *gs_tenant_by_name(gs_daemon *d, const char *name)
 {
 	for (uint32_t i = 0; i < d->ntenants; i++)
-		if (strcmp(d->tenants[i]->name, name) == 0)
+		if (!d->tenants[i]->removed && strcmp(d->tenants[i]->name, name) == 0)
 			return d->tenants[i];
 	return NULL;
 }
@@ -85,7 +86,7 @@ static int adapter_init(gs_daemon *d, gs_adapter *a, uint32_t id, const gs_adapt
 		n->adapter = a;
 	}
 	a->nnodes = ac->nnodes;
-	return gs_vidsch_start(d, a);
+	return 0;
 }
 
 int gs_daemon_init(gs_daemon *d, const gs_config *cfg, uv_loop_t *loop)
@@ -128,7 +129,10 @@ int gs_daemon_init(gs_daemon *d, const gs_config *cfg, uv_loop_t *loop)
 	for (uint32_t i = 0; i < d->cfg.nadapters; i++) {
 		if (adapter_init(d, &d->adapters[i], i, &d->cfg.adapters[i]) != 0)
 			return -1;
+		/* Counted before its engines start, so a failed start is still cleaned up. */
 		d->nadapters++;
+		if (gs_vidsch_start(d, &d->adapters[i]) != 0)
+			return -1;
 	}
 	return gs_rpc_start(d);
 }
@@ -180,9 +184,12 @@ void gs_daemon_destroy(gs_daemon *d)
 	 * finish while both are still open. */
 	while (d->offloads > 0)
 		uv_run(d->loop, UV_RUN_ONCE);
-	gs_audit_note(d->audit, "-", "daemon_stop", "clean shutdown");
-	/* Closing the audit commits everything and sends the answers it still held. */
-	gs_audit_close(d->audit);
+	/* Closing the audit commits everything and sends the answers it still held. It is NULL
+	 * when start-up failed before opening it. */
+	if (d->audit) {
+		gs_audit_note(d->audit, "-", "daemon_stop", "clean shutdown");
+		gs_audit_close(d->audit);
+	}
 	d->audit = NULL;
 	gs_rpc_free(d);
 	for (uint32_t i = 0; i < d->nadapters; i++) {

@@ -58,8 +58,14 @@ static void read_after_flush(gs_daemon *d, gs_call *c, void (*work)(gs_call *c))
 	pthread_mutex_init(&b->mu, NULL);
 	pthread_cond_init(&b->cv, NULL);
 	c->barrier = b;
+	/* Queue the read first: if that fails the call is answered and nothing waits on b. */
+	if (!gs_call_offload(c, work)) {
+		pthread_mutex_destroy(&b->mu);
+		pthread_cond_destroy(&b->cv);
+		free(b);
+		return;
+	}
 	gs_audit_flush(d->audit, barrier_ack, b);
-	gs_call_offload(c, work);
 }
 
 static void history_work(gs_call *c)

@@ -287,7 +287,8 @@ void gs_h_submit(gs_daemon *d, gs_call *c)
 	resp.submit = &sr;
 	/* The SUBMITTED record is queued before any later transition of the packet, and the
 	 * answer leaves only once it is committed. */
-	gs_call_reply_after_audit(c, &resp, &p->rec, NULL);
+	const gs_packet_rec *rec = &p->rec;
+	gs_call_reply_after_audit(c, &resp, &rec, 1);
 	gs_vidsch_queue(d, p);
 }
 
@@ -329,8 +330,6 @@ void gs_h_submit_batch(gs_daemon *d, gs_call *c)
 		packet_admit(d, ps[i]);
 		submit_out(ps[i], &srs[i]);
 		srp[i] = &srs[i];
-		if (i + 1 < n)
-			gs_audit_packet(d->audit, &ps[i]->rec, NULL, NULL, NULL);
 	}
 	Gpusched__V1__SubmitBatchResponse br = GPUSCHED__V1__SUBMIT_BATCH_RESPONSE__INIT;
 	br.n_packets = n;
@@ -338,8 +337,18 @@ void gs_h_submit_batch(gs_daemon *d, gs_call *c)
 	Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
 	resp.body_case = GPUSCHED__V1__RESPONSE__BODY_SUBMIT_BATCH;
 	resp.submit_batch = &br;
-	/* Records commit in queue order, so the last one committed means all are. */
-	gs_call_reply_after_audit(c, &resp, &ps[n - 1]->rec, NULL);
+	/* Every record acks: the answer leaves once all of them are committed. */
+	const gs_packet_rec **recs = calloc(n, sizeof(*recs));
+	if (!recs) {
+		for (size_t i = 0; i < n; i++)
+			gs_audit_packet(d->audit, &ps[i]->rec, NULL, NULL, NULL);
+		gs_call_error(c, GS_ST(INTERNAL), "out of memory");
+	} else {
+		for (size_t i = 0; i < n; i++)
+			recs[i] = &ps[i]->rec;
+		gs_call_reply_after_audit(c, &resp, recs, n);
+		free(recs);
+	}
 	/* The batch arrives at once: every packet is queued before any is scheduled, so the
 	 * first one is not started alone (and unbudgeted) before its competitors arrive. */
 	gs_vidsch_hold(d, true);

@@ -540,12 +540,10 @@ static void h_tenant_destroy(gs_daemon *d, gs_call *c)
 		gs_call_error(c, GS_ST(INVALID_ARGUMENT), "a tenant cannot remove itself");
 		return;
 	}
-	/* Kept in memory (records name it) but can no longer authenticate. */
+	/* Kept in memory (old records and retired packets point at it), but a removed tenant is
+	 * skipped by every token and name lookup, so it can never authenticate again. */
 	t->removed = true;
-	t->token[0] = '\0';
-	random_token(t->token, sizeof(t->token));
-	memmove(t->token + 1, t->token, strlen(t->token) + 1);
-	t->token[0] = '!'; /* no client token can match: clients never send a leading '!' */
+	memset(t->token, 0, sizeof(t->token));
 	gs_audit_note(d->audit, c->tenant->name, "tenant_removed", t->name);
 	reply_empty(c);
 }

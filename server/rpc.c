@@ -220,17 +220,22 @@ typedef struct audit_reply {
 	gs_rpc_worker *w;
 	nng_msg *msg;
 	uint64_t id;
+	uint32_t remaining; /* records not yet acked (all acks come from the writer thread) */
+	bool all_ok;
 } audit_reply;
 
 static void audit_reply_ack(void *arg, bool ok)
 {
 	audit_reply *ar = arg;
+	ar->all_ok &= ok;
+	if (--ar->remaining > 0)
+		return;
 	nng_msg *msg = ar->msg;
-	if (!ok) {
+	if (!ar->all_ok) {
 		nng_msg_free(msg);
 		Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
 		resp.status = GS_ST(INTERNAL);
-		resp.message = "the audit record could not be committed; the packet is not "
+		resp.message = "an audit record could not be committed; the submission is not "
 		               "acknowledged";
 		msg = encode_response(ar->id, &resp);
 	}
@@ -238,22 +243,27 @@ static void audit_reply_ack(void *arg, bool ok)
 	free(ar);
 }
 
-void gs_call_reply_after_audit(gs_call *c, Gpusched__V1__Response *resp, const gs_packet_rec *rec,
-                               const char *detail)
+void gs_call_reply_after_audit(gs_call *c, Gpusched__V1__Response *resp,
+                               const gs_packet_rec *const *recs, size_t n)
 {
 	audit_reply *ar = malloc(sizeof(*ar));
 	nng_msg *msg = encode_response(call_id(c), resp);
 	if (!ar || !msg) {
 		free(ar);
 		nng_msg_free(msg);
-		gs_audit_packet(c->d->audit, rec, detail, NULL, NULL);
+		for (size_t i = 0; i < n; i++)
+			gs_audit_packet(c->d->audit, recs[i], NULL, NULL, NULL);
 		gs_call_error(c, GS_ST(INTERNAL), "out of memory encoding the answer");
 		return;
 	}
-	ar->w = c->worker;
-	ar->msg = msg;
-	ar->id = call_id(c);
-	gs_audit_packet(c->d->audit, rec, detail, audit_reply_ack, ar);
+	*ar = (audit_reply){.w = c->worker,
+	                    .msg = msg,
+	                    .id = call_id(c),
+	                    .remaining = (uint32_t)n,
+	                    .all_ok = true};
+	/* Each record acks: a batch may straddle transactions, and one of them may fail. */
+	for (size_t i = 0; i < n; i++)
+		gs_audit_packet(c->d->audit, recs[i], NULL, audit_reply_ack, ar);
 	call_free(c);
 }
 
@@ -305,12 +315,12 @@ static void offload_done(uv_work_t *w, int status)
 	free(o);
 }
 
-void gs_call_offload(gs_call *c, void (*work)(gs_call *c))
+bool gs_call_offload(gs_call *c, void (*work)(gs_call *c))
 {
 	offload *o = malloc(sizeof(*o));
 	if (!o) {
 		gs_call_error(c, GS_ST(INTERNAL), "out of memory");
-		return;
+		return false;
 	}
 	o->c = c;
 	o->fn = work;
@@ -318,9 +328,10 @@ void gs_call_offload(gs_call *c, void (*work)(gs_call *c))
 	if (uv_queue_work(c->d->loop, &o->work, offload_work, offload_done) != 0) {
 		free(o);
 		gs_call_error(c, GS_ST(INTERNAL), "cannot queue work");
-		return;
+		return false;
 	}
 	c->d->offloads++;
+	return true;
 }
 
 void gs_call_reply_off_loop(gs_call *c, Gpusched__V1__Response *resp)

@@ -36,7 +36,8 @@ struct gs_call {
 };
 
 int gs_rpc_start(gs_daemon *d);
-/* Stops accepting: closes listeners and the socket; deferred calls are answered first. */
+/* Stopping keeps the listeners open (closing them drops live connections in nng); new requests
+ * are answered SHUTTING_DOWN by the dispatcher. */
 void gs_rpc_stop(gs_daemon *d);
 /* Closes the sockets and frees the workers (after the audit writer has sent its answers). */
 void gs_rpc_free(gs_daemon *d);
@@ -50,14 +51,16 @@ void gs_call_reply(gs_call *c, Gpusched__V1__Response *resp);
 void gs_call_error(gs_call *c, int status, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
 void gs_call_verror(gs_call *c, int status, const char *fmt, va_list ap);
-/* Encodes the answer now and sends it from the audit writer once `rec` is committed. */
-void gs_call_reply_after_audit(gs_call *c, Gpusched__V1__Response *resp, const gs_packet_rec *rec,
-                               const char *detail);
+/* Encodes the answer now and sends it from the audit writer once every one of the n records is
+ * committed (or an INTERNAL error if any could not be). */
+void gs_call_reply_after_audit(gs_call *c, Gpusched__V1__Response *resp,
+                               const gs_packet_rec *const *recs, size_t n);
 /* Arms a deadline for a deferred call; on expiry `fn` runs on the loop. */
 void gs_call_set_timeout(gs_call *c, uint32_t ms, void (*fn)(gs_call *c));
 /* Runs `work` on libuv's thread pool, which must answer the call with gs_call_reply_off_loop
  * (it encodes the answer); the loop then audits an error, sends the answer, frees the call. */
-void gs_call_offload(gs_call *c, void (*work)(gs_call *c));
+/* Returns false (the call answered with an error and freed) when the work cannot be queued. */
+bool gs_call_offload(gs_call *c, void (*work)(gs_call *c));
 void gs_call_reply_off_loop(gs_call *c, Gpusched__V1__Response *resp);
 const char *gs_request_name(int body_case);
 

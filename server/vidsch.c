@@ -951,6 +951,11 @@ int gs_vidsch_start(gs_daemon *d, gs_adapter *a)
 		uv_timer_init(d->loop, &n->quantum_timer);
 		uv_timer_init(d->loop, &n->tdr_timer);
 		n->quantum_timer.data = n->tdr_timer.data = n;
+	}
+	/* Handles first, engines second: if an engine fails to start, gs_vidsch_stop can still
+	 * close every handle and stop the engines that did start. */
+	for (uint32_t i = 0; i < a->nnodes; i++) {
+		gs_node *n = &a->nodes[i];
 		gs_engine_config ec = {.node = i,
 		                       .name = n->cfg->name,
 		                       .memory = &a->memory,
