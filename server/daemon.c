@@ -156,7 +156,9 @@ void gs_daemon_stop(gs_daemon *d)
 		return;
 	d->stopping = true;
 	GS_INFO("stopping: no new requests; cancelling queued packets");
-	gs_rpc_stop(d);
+	/* The listeners stay open: in nng closing one closes every connection it accepted, and
+	 * clients waiting on packets that this stop cancels would lose their answers. New
+	 * requests are answered SHUTTING_DOWN instead; the socket closes last. */
 	for (uint32_t i = 0; i < d->nadapters; i++)
 		gs_vidsch_cancel(d, &d->adapters[i], NULL, "daemon stopping");
 }

@@ -538,16 +538,6 @@ void gs_rpc_publish(gs_daemon *d, Gpusched__V1__Event *ev)
 		nng_msg_free(m);
 }
 
-/*
- * Stopping does not close the listeners: in nng that closes every connection they accepted,
- * and clients waiting on packets that the stop cancels would lose their answers. New requests
- * are answered STATUS_SHUTTING_DOWN instead (d->stopping), and the socket closes last.
- */
-void gs_rpc_stop(gs_daemon *d)
-{
-	(void)d;
-}
-
 void gs_rpc_free(gs_daemon *d)
 {
 	struct gs_rpc *rpc = d->rpc;

@@ -36,9 +36,6 @@ struct gs_call {
 };
 
 int gs_rpc_start(gs_daemon *d);
-/* Stopping keeps the listeners open (closing them drops live connections in nng); new requests
- * are answered SHUTTING_DOWN by the dispatcher. */
-void gs_rpc_stop(gs_daemon *d);
 /* Closes the sockets and frees the workers (after the audit writer has sent its answers). */
 void gs_rpc_free(gs_daemon *d);
 /* Frees what is left once the loop has closed the async handle. */
