@@ -307,6 +307,9 @@ void gs_vidsch_sync_destroyed(gs_daemon *d, gs_sync *s);
 void gs_vidsch_cancel(gs_daemon *d, gs_adapter *a, const gs_context *ctx, const char *why);
 /* Records a packet transition: updates its row and appends an audit event. */
 void gs_packet_transition(gs_daemon *d, gs_packet *p, int state, const char *detail);
+/* Publishes the packet's current state on the PUB socket (SUBMITTED is audited by the
+ * acknowledgement path and published by the submit handler with this). */
+void gs_packet_publish(gs_daemon *d, const gs_packet *p, const char *detail);
 const gs_retired *gs_retired_find(const gs_daemon *d, uint64_t packet);
 void gs_packet_free(gs_packet *p);
 bool gs_packet_final(int state);

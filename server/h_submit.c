@@ -244,6 +244,7 @@ static int build_packet(gs_daemon *d, gs_call *c, const Gpusched__V1__SubmitRequ
 	                         .patch_count = p->npatches,
 	                         .state = GS_PS(SUBMITTED),
 	                         .submitted_ns = gs_node_now(x->node)};
+	p->rec.event_ns = p->rec.submitted_ns;
 	*out = p;
 	return GS_ST(OK);
 rejected:
@@ -289,6 +290,7 @@ void gs_h_submit(gs_daemon *d, gs_call *c)
 	 * answer leaves only once it is committed. */
 	const gs_packet_rec *rec = &p->rec;
 	gs_call_reply_after_audit(c, &resp, &rec, 1);
+	gs_packet_publish(d, p, NULL);
 	gs_vidsch_queue(d, p);
 }
 
@@ -352,8 +354,10 @@ void gs_h_submit_batch(gs_daemon *d, gs_call *c)
 	/* The batch arrives at once: every packet is queued before any is scheduled, so the
 	 * first one is not started alone (and unbudgeted) before its competitors arrive. */
 	gs_vidsch_hold(d, true);
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
+		gs_packet_publish(d, ps[i], NULL);
 		gs_vidsch_queue(d, ps[i]);
+	}
 	gs_vidsch_hold(d, false);
 	free(ps);
 	free(srs);

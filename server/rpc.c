@@ -522,6 +522,11 @@ int gs_rpc_start(gs_daemon *d)
 	return 0;
 }
 
+bool gs_rpc_publishing(const gs_daemon *d)
+{
+	return d->rpc && d->rpc->pub_open;
+}
+
 void gs_rpc_publish(gs_daemon *d, Gpusched__V1__Event *ev)
 {
 	struct gs_rpc *rpc = d->rpc;

@@ -42,6 +42,8 @@ void gs_rpc_free(gs_daemon *d);
 void gs_rpc_release(gs_daemon *d);
 /* Publishes an event on the PUB socket, if one is configured. */
 void gs_rpc_publish(gs_daemon *d, Gpusched__V1__Event *ev);
+/* True when a PUB socket is configured (callers skip building events otherwise). */
+bool gs_rpc_publishing(const gs_daemon *d);
 
 /* Answers a call and frees it. */
 void gs_call_reply(gs_call *c, Gpusched__V1__Response *resp);

@@ -48,13 +48,16 @@ bool gs_packet_final(int state)
 	       state == GS_PS(REJECTED) || state == GS_PS(ABORTED);
 }
 
-static void publish(gs_daemon *d, const gs_packet *p, const char *detail)
+void gs_packet_publish(gs_daemon *d, const gs_packet *p, const char *detail)
 {
+	/* Every transition passes here: nothing to build when no PUB socket is configured. */
+	if (!gs_rpc_publishing(d))
+		return;
 	Gpusched__V1__Event ev = GPUSCHED__V1__EVENT__INIT;
 	Gpusched__V1__PacketEvent pe = GPUSCHED__V1__PACKET_EVENT__INIT;
 	pe.packet = p->rec.packet;
 	pe.state = p->rec.state;
-	pe.time_ns = gs_now_ns();
+	pe.time_ns = p->rec.event_ns; /* the same clock as the audit event */
 	pe.detail = (char *)(detail ? detail : "");
 	ev.time_ns = pe.time_ns;
 	ev.tenant = (char *)p->rec.tenant;
@@ -80,7 +83,7 @@ void gs_packet_transition(gs_daemon *d, gs_packet *p, int state, const char *det
 	GS_DEBUG("packet %llu -> %s%s%s", (unsigned long long)p->rec.packet, g_state_names[state],
 	         detail ? ": " : "", detail ? detail : "");
 	gs_audit_packet(d->audit, &p->rec, detail, NULL, NULL);
-	publish(d, p, detail);
+	gs_packet_publish(d, p, detail);
 }
 
 void gs_packet_free(gs_packet *p)
