@@ -117,20 +117,6 @@ typedef struct bench {
 	size_t nlows, caplows;
 } bench;
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* The daemon's clock for packet timestamps. */
 static uint64_t real_ns(void)
 {
@@ -217,7 +203,7 @@ static int high_once(bench *b, phase *ph, trial *t)
 {
 	gs_submit_result res;
 	t->call_rt_ns = real_ns();
-	uint64_t t0 = mono_ns();
+	uint64_t t0 = gs_test_mono_ns();
 	int rc = gs_submit(b->c, b->ctx_high, &b->nop, 0, &res);
 	if (rc != 0) {
 		phase_fail(ph, "gs_submit (high)", rc, b->c);
@@ -225,7 +211,7 @@ static int high_once(bench *b, phase *ph, trial *t)
 	}
 	gs_packet_state st;
 	rc = gs_packet_wait(b->c, res.packet, PACKET_WAIT_MS, &st, NULL);
-	t->client_ns = mono_ns() - t0;
+	t->client_ns = gs_test_mono_ns() - t0;
 	t->packet = res.packet;
 	if (rc != 0) {
 		phase_fail(ph, "gs_packet_wait (high)", rc, b->c);
@@ -248,7 +234,7 @@ static void run_phase(bench *b, phase *ph)
 		phase_fail(ph, "trials", GS_ERR_NOMEM, NULL);
 		return;
 	}
-	double start = now_s();
+	double start = gs_test_mono_s();
 	double deadline = start + o->seconds;
 	for (uint64_t i = 0; i < o->warmup + o->trials && !ph->errors; i++) {
 		if (ph->kind == PH_PREEMPT && low_running(b, ph) != 0)
@@ -258,10 +244,10 @@ static void run_phase(bench *b, phase *ph)
 			break;
 		if (i >= o->warmup)
 			ph->trials[ph->ntrials++] = t;
-		if (now_s() >= deadline)
+		if (gs_test_mono_s() >= deadline)
 			break;
 	}
-	ph->seconds = now_s() - start;
+	ph->seconds = gs_test_mono_s() - start;
 }
 
 /* ---- analysis ---- */

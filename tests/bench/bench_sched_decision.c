@@ -44,6 +44,7 @@
 #include "daemon.h"
 #include "list.h"
 #include "runq.h"
+#include "testd.h"
 #include "sched_decision_daemon.h"
 
 #define WEIGHT_SCALE  1024u /* as vidsch.c */
@@ -86,13 +87,6 @@ typedef struct node {
 	gs_list ready_fifo;
 	uint64_t now; /* the node's clock */
 } node;
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static uint64_t xorshift(uint64_t *s)
 {
@@ -235,23 +229,23 @@ static void measure(const options *o, enum layout l, size_t count, result *r)
 	}
 	double per[MAX_REPS];
 	uint64_t boosted = 0, total = 0;
-	uint64_t deadline = mono_ns() + (uint64_t)(o->seconds * 1e9);
+	uint64_t deadline = gs_test_mono_ns() + (uint64_t)(o->seconds * 1e9);
 	bool (*once)(node *, uint64_t *) = l == L_RUNQ ? decide_runq : decide;
 	/* Warm-up, not counted: caches, branch predictors and the CPU's clock, for at least
 	 * WARMUP_NS and one repetition (at most 1000 repetitions). */
-	uint64_t warm_until = mono_ns() + WARMUP_NS;
+	uint64_t warm_until = gs_test_mono_ns() + WARMUP_NS;
 	for (int i = 0; i < 1000; i++) {
 		for (uint64_t k = 0; k < o->decisions; k++)
 			once(&w.n, &rng);
-		if (mono_ns() >= warm_until)
+		if (gs_test_mono_ns() >= warm_until)
 			break;
 	}
 	for (int rep = 1; rep <= o->reps; rep++) {
 		uint64_t b = 0;
-		uint64_t t0 = mono_ns();
+		uint64_t t0 = gs_test_mono_ns();
 		for (uint64_t i = 0; i < o->decisions; i++)
 			b += once(&w.n, &rng);
-		uint64_t t1 = mono_ns();
+		uint64_t t1 = gs_test_mono_ns();
 		per[r->reps++] = (double)(t1 - t0) / (double)o->decisions;
 		boosted += b;
 		total += o->decisions;

@@ -75,20 +75,6 @@ typedef struct result {
 	measure echo, submit;
 } result;
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* ---- the payload ---- */
 
 /* Size of the Submit Request a client sends: one NullRendering NOP on a context, with a
@@ -411,18 +397,18 @@ static void *client_main(void *arg)
 			once(cl, &s);
 
 	gate_arrive(&r->ready);
-	cl->start = now_s();
+	cl->start = gs_test_mono_s();
 	double deadline = cl->start + r->o->seconds;
 	while (!cl->error && cl->done < cl->quota) {
-		uint64_t t0 = now_ns();
+		uint64_t t0 = gs_test_mono_ns();
 		if (once(cl, &s) != 0)
 			break;
-		uint64_t dt = now_ns() - t0;
+		uint64_t dt = gs_test_mono_ns() - t0;
 		cl->lat_ns[cl->done++] = dt > UINT32_MAX ? UINT32_MAX : (uint32_t)dt;
-		if (now_s() >= deadline)
+		if (gs_test_mono_s() >= deadline)
 			break;
 	}
-	cl->end = now_s();
+	cl->end = gs_test_mono_s();
 	gate_arrive(&r->done);
 	session_close(&s);
 	return NULL;

@@ -32,6 +32,7 @@
 #include <time.h>
 
 #include "swizzle.h"
+#include "testd.h"
 #include "vidmm.h"
 
 #define KIB 1024ull
@@ -47,13 +48,6 @@ typedef struct options {
 	bool json;
 	uint64_t seed;
 } options;
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static uint64_t rng_state;
 static uint64_t rnd(void)
@@ -176,7 +170,7 @@ static throughput run_churn(const workload *w, const allocator *a, uint64_t *liv
 		if (!live[i])
 			t.failures++;
 	}
-	double start = now_s(), end = start;
+	double start = gs_test_mono_s(), end = start;
 	uint64_t step = 0;
 	while (step < w->nsteps) {
 		uint64_t batch = step + 4096 < w->nsteps ? step + 4096 : w->nsteps;
@@ -192,7 +186,7 @@ static throughput run_churn(const workload *w, const allocator *a, uint64_t *liv
 			if (!live[v])
 				t.failures++;
 		}
-		end = now_s();
+		end = gs_test_mono_s();
 		if (end - start >= seconds)
 			break;
 	}
@@ -257,20 +251,20 @@ typedef enum { K_MEMCPY, K_SWIZZLE, K_UNSWIZZLE } copy_kind;
 static double time_copy(copy_kind k, uint8_t *dst, const uint8_t *src, uint32_t pitch,
                         double seconds)
 {
-	double best = 0, start = now_s();
+	double best = 0, start = gs_test_mono_s();
 	for (int pass = 0; pass < 50; pass++) {
-		double t0 = now_s();
+		double t0 = gs_test_mono_s();
 		if (k == K_MEMCPY)
 			memcpy(dst, src, SWIZZLE_SIZE);
 		else if (k == K_SWIZZLE)
 			gs_swizzle(dst, src, SWIZZLE_SIZE, pitch);
 		else
 			gs_unswizzle(dst, src, SWIZZLE_SIZE, pitch);
-		double t = now_s() - t0;
+		double t = gs_test_mono_s() - t0;
 		double gbs = t > 0 ? (double)SWIZZLE_SIZE / t / 1e9 : 0;
 		if (gbs > best)
 			best = gbs;
-		if (pass >= 2 && now_s() - start >= seconds)
+		if (pass >= 2 && gs_test_mono_s() - start >= seconds)
 			break;
 	}
 	return best;
@@ -334,7 +328,7 @@ static size_t fragment(gs_heap *h, const workload *w, const options *o, unsigned
 		if (gs_heap_alloc(h, sz[i], rnd() & 1, &off[i]) != 0)
 			sz[i] = 0;
 	}
-	double start = now_s();
+	double start = gs_test_mono_s();
 	uint64_t limit = 10 * w->nlive;
 	for (uint64_t s = 0; s < limit; s++) {
 		uint64_t v = rnd() % w->nlive;
@@ -344,7 +338,7 @@ static size_t fragment(gs_heap *h, const workload *w, const options *o, unsigned
 		if (gs_heap_alloc(h, sz[v], rnd() & 1, &off[v]) != 0)
 			sz[v] = 0;
 		r->churn_steps++;
-		if ((s & 4095) == 0 && now_s() - start >= o->seconds)
+		if ((s & 4095) == 0 && gs_test_mono_s() - start >= o->seconds)
 			break;
 	}
 	size_t n = 0;
@@ -389,21 +383,21 @@ static int bench_compact(const workload *w, const options *o, unsigned freed_pct
 			r->want_bytes += moves[k].size;
 	}
 
-	double t0 = now_s();
+	double t0 = gs_test_mono_s();
 	uint64_t largest = 0;
 	int rc = gs_heap_compact_plan(blocks, n, h.size, 0, moves, n, &nmv, &largest);
-	r->plan_ms = (now_s() - t0) * 1e3;
+	r->plan_ms = (gs_test_mono_s() - t0) * 1e3;
 	if (rc != 0)
 		return -1;
 	r->moves = nmv;
-	t0 = now_s();
+	t0 = gs_test_mono_s();
 	bool ok = true;
 	for (size_t k = 0; k < nmv; k++) {
 		gs_heap_free(&h, moves[k].from, moves[k].size);
 		ok &= gs_heap_alloc_at(&h, moves[k].to, moves[k].size) == 0;
 		r->bytes_moved += moves[k].size;
 	}
-	r->apply_ms = (now_s() - t0) * 1e3;
+	r->apply_ms = (gs_test_mono_s() - t0) * 1e3;
 	r->largest_after = gs_heap_largest_free(&h);
 	r->frac_after = r->free_bytes ? (double)r->largest_after / (double)r->free_bytes : 0;
 	r->heap_ok = ok && r->largest_after == largest && gs_heap_check(&h) == 0;

@@ -26,13 +26,6 @@
 #define HISTORY_PAGE    10000u
 #define MAX_REPS        100
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static int cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -146,7 +139,7 @@ void sdd_measure(size_t contexts, uint64_t packets, int reps, double seconds, sd
 		goto out;
 	}
 	gs_client_set_timeout(c, CALL_TIMEOUT_MS);
-	double t0 = now_s();
+	double t0 = gs_test_mono_s();
 	rc = gs_device_create(c, "bench-sched-decision", &device);
 	for (size_t i = 0; rc == 0 && i < contexts; i++) {
 		gs_context_desc cd;
@@ -157,7 +150,7 @@ void sdd_measure(size_t contexts, uint64_t packets, int reps, double seconds, sd
 		fail(r, "device/contexts", rc, c);
 		goto out;
 	}
-	r->setup_s = now_s() - t0;
+	r->setup_s = gs_test_mono_s() - t0;
 	/* Round-robin: every context's first packet comes before any context's second. */
 	for (size_t k = 0; k < per_ctx; k++)
 		for (size_t i = 0; i < contexts; i++)
@@ -166,12 +159,12 @@ void sdd_measure(size_t contexts, uint64_t packets, int reps, double seconds, sd
 			                         .dma = &nop,
 			                         .submit_flags = GS_SUBMIT_NULL_RENDERING};
 
-	double deadline = now_s() + seconds;
+	double deadline = gs_test_mono_s() + seconds;
 	/* Repetition 0 warms the daemon up (allocations, SQLite pages) and is not counted. */
 	for (int rep = 0; rep <= reps; rep++) {
-		double c0 = now_s();
+		double c0 = gs_test_mono_s();
 		rc = gs_submit_batch(c, descs, total, out);
-		double c1 = now_s();
+		double c1 = gs_test_mono_s();
 		if (rc != 0) {
 			fail(r, "gs_submit_batch", rc, c);
 			if (!gs_testd_alive(&d)) {
@@ -207,7 +200,7 @@ void sdd_measure(size_t contexts, uint64_t packets, int reps, double seconds, sd
 			per[r->reps] = total > 1 ? (double)span / (double)(total - 1) : 0;
 			client[r->reps++] = (c1 - c0) * 1e3;
 		}
-		if (now_s() >= deadline && r->reps > 0)
+		if (gs_test_mono_s() >= deadline && r->reps > 0)
 			break;
 	}
 	if (r->reps) {

@@ -16,11 +16,21 @@
 #define READY_TIMEOUT_MS 20000
 #define EXIT_TIMEOUT_MS  20000
 
-long long gs_test_now_ms(void)
+uint64_t gs_test_mono_ns(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+long long gs_test_now_ms(void)
+{
+	return (long long)(gs_test_mono_ns() / 1000000u);
+}
+
+double gs_test_mono_s(void)
+{
+	return (double)gs_test_mono_ns() / 1e9;
 }
 
 void gs_testd_dump_log(const gs_testd *t)

@@ -7,6 +7,7 @@
 #define GS_TESTD_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 typedef struct gs_testd {
@@ -36,5 +37,8 @@ void gs_testd_cleanup(gs_testd *t);
 void gs_testd_dump_log(const gs_testd *t);
 /* Milliseconds since an arbitrary start (CLOCK_MONOTONIC). */
 long long gs_test_now_ms(void);
+/* The same clock in nanoseconds, and in seconds (for benchmarks). */
+uint64_t gs_test_mono_ns(void);
+double gs_test_mono_s(void);
 
 #endif
