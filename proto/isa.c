@@ -16,6 +16,8 @@
 #define OFF_B 16u /* src (COPY, CHECKSUM) / size (FILL) / value (SIGNAL) */
 #define OFF_C 24u /* size (COPY, CHECKSUM) / pattern (FILL) */
 #define OFF_D 28u /* FILL: reserved u32 */
+#define OFF_E 32u /* TRANSFER: transfer flags */
+#define OFF_F 36u /* TRANSFER: pitch */
 
 static const struct {
 	const char *name;
@@ -28,6 +30,7 @@ static const struct {
         [GS_OP_CHECKSUM] = {"CHECKSUM", 32, 0},
         [GS_OP_SPIN] = {"SPIN", 16, GS_SPIN_NONPREEMPTIBLE},
         [GS_OP_SIGNAL] = {"SIGNAL", 24, 0},
+        [GS_OP_TRANSFER] = {"TRANSFER", 40, 0},
 };
 
 static void le16_put(uint8_t *p, uint16_t v)
@@ -113,6 +116,20 @@ gs_isa_err gs_isa_decode(const uint8_t *buf, size_t len, size_t *pos, gs_isa_cmd
 		c.sync = gs_le64_get(p + OFF_A);
 		c.value = gs_le64_get(p + OFF_B);
 		break;
+	case GS_OP_TRANSFER: {
+		c.dst = gs_le64_get(p + OFF_A);
+		c.src = gs_le64_get(p + OFF_B);
+		c.size = gs_le64_get(p + OFF_C);
+		c.transfer_flags = le32_get(p + OFF_E);
+		c.pitch = le32_get(p + OFF_F);
+		const uint32_t swz = GS_ISA_TRANSFER_SWIZZLE | GS_ISA_TRANSFER_UNSWIZZLE;
+		if ((c.transfer_flags & ~GS_ISA_TRANSFER_FLAGS_MASK) != 0 ||
+		    (c.transfer_flags & swz) == swz)
+			return GS_ISA_BAD_FLAGS;
+		if ((c.transfer_flags & swz) ? (c.pitch == 0 || c.pitch % 64u != 0) : c.pitch != 0)
+			return GS_ISA_BAD_FLAGS;
+		break;
+	}
 	case GS_OP_COUNT_:
 		return GS_ISA_BAD_OP;
 	}
@@ -153,6 +170,13 @@ size_t gs_isa_encode(const gs_isa_cmd *cmd, uint8_t *out, size_t cap)
 	case GS_OP_SIGNAL:
 		gs_le64_put(out + OFF_A, cmd->sync);
 		gs_le64_put(out + OFF_B, cmd->value);
+		break;
+	case GS_OP_TRANSFER:
+		gs_le64_put(out + OFF_A, cmd->dst);
+		gs_le64_put(out + OFF_B, cmd->src);
+		gs_le64_put(out + OFF_C, cmd->size);
+		le32_put(out + OFF_E, cmd->transfer_flags);
+		le32_put(out + OFF_F, cmd->pitch);
 		break;
 	case GS_OP_COUNT_:
 		return 0;

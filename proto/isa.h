@@ -24,6 +24,14 @@
  *             flag 0x1 NONPREEMPTIBLE: the engine cannot stop inside it (models a long shader)
  *   SIGNAL    size 24  +8 u64 sync object handle, +16 u64 value
  *             signals a monitored fence to `value` when the engine reaches it
+ *   TRANSFER  size 40  +8 u64 dst address, +16 u64 src address, +24 u64 size,
+ *             +32 u32 DXGK_TRANSFERFLAGS Value (bits 0..4; reserved bits zero; not both
+ *             Swizzle and Unswizzle), +36 u32 pitch (bytes per row of the tiled layout,
+ *             server/swizzle.h: a non-zero multiple of 64 when Swizzle or Unswizzle is set,
+ *             else 0). Copies size bytes, swizzling (linear src -> tiled dst) or unswizzling
+ *             (tiled src -> linear dst) when asked; src and dst must not overlap.
+ *             Daemon only: it builds paging buffers out of TRANSFER commands (submit flag
+ *             Paging), and a client DMA buffer that contains one is refused.
  *
  * Addresses are GPU addresses: (segment id << 40) | byte offset in the segment. The client
  * writes 0 there and lists a patch location at the field's offset; the daemon writes the
@@ -48,11 +56,16 @@ typedef enum gs_isa_op {
 	GS_OP_CHECKSUM = 3,
 	GS_OP_SPIN = 4,
 	GS_OP_SIGNAL = 5,
-	GS_OP_COUNT_ /* not an opcode */
+	GS_OP_TRANSFER = 6, /* daemon only (paging buffers) */
+	GS_OP_COUNT_        /* not an opcode */
 } gs_isa_op;
 
-#define GS_ISA_HEADER_SIZE     8u
-#define GS_SPIN_NONPREEMPTIBLE 0x1u
+#define GS_ISA_HEADER_SIZE 8u
+/* DXGK_TRANSFERFLAGS bits as TRANSFER carries them (proto/wddm.h has the same values). */
+#define GS_ISA_TRANSFER_SWIZZLE    0x01u
+#define GS_ISA_TRANSFER_UNSWIZZLE  0x02u
+#define GS_ISA_TRANSFER_FLAGS_MASK 0x1fu
+#define GS_SPIN_NONPREEMPTIBLE     0x1u
 
 /* Byte offsets of the address fields inside a command (patch locations point here). */
 #define GS_ISA_DST_FIELD 8u
@@ -78,13 +91,15 @@ static inline uint64_t gs_addr_offset(uint64_t addr)
 typedef struct gs_isa_cmd {
 	uint8_t op;
 	uint8_t flags;
-	uint64_t dst;     /* FILL, COPY, CHECKSUM */
-	uint64_t src;     /* COPY, CHECKSUM */
-	uint64_t size;    /* FILL, COPY, CHECKSUM: bytes */
-	uint32_t pattern; /* FILL */
-	uint64_t micros;  /* SPIN */
-	uint64_t sync;    /* SIGNAL */
-	uint64_t value;   /* SIGNAL */
+	uint64_t dst;            /* FILL, COPY, CHECKSUM, TRANSFER */
+	uint64_t src;            /* COPY, CHECKSUM, TRANSFER */
+	uint64_t size;           /* FILL, COPY, CHECKSUM, TRANSFER: bytes */
+	uint32_t pattern;        /* FILL */
+	uint64_t micros;         /* SPIN */
+	uint64_t sync;           /* SIGNAL */
+	uint64_t value;          /* SIGNAL */
+	uint32_t transfer_flags; /* TRANSFER: DXGK_TRANSFERFLAGS Value */
+	uint32_t pitch;          /* TRANSFER: tiled layout pitch (Swizzle/Unswizzle) */
 } gs_isa_cmd;
 
 typedef enum gs_isa_err {

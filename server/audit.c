@@ -1221,3 +1221,20 @@ int gs_history_last_ids(const char *path, uint64_t *packet, uint64_t *handle, ch
 	sqlite3_close(db);
 	return rc == SQLITE_OK ? 0 : -1;
 }
+
+void gs_audit_move(gs_audit *a, const gs_move_rec *rec)
+{
+	(void)a;
+	(void)rec;
+}
+
+void gs_audit_packet_allocations(gs_audit *a, uint64_t packet, const char *tenant,
+                                 const uint64_t *allocations, const bool *write, size_t n)
+{
+	(void)a;
+	(void)packet;
+	(void)tenant;
+	(void)allocations;
+	(void)write;
+	(void)n;
+}

@@ -107,6 +107,32 @@ void gs_audit_context(gs_audit *a, const gs_context_rec *rec);
 void gs_audit_flush(gs_audit *a, gs_audit_ack_fn ack, void *ack_arg);
 void gs_audit_allocation(gs_audit *a, const gs_allocation_rec *rec);
 /* A rejected or failed request: what was asked, the status returned and why. */
+/* One action of the memory manager on an allocation (schema table `moves`). Segment 0 means
+ * system memory (or nowhere, for PLACE's from and FREE's to). */
+typedef struct gs_move_rec {
+	uint64_t allocation;
+	const char *tenant; /* the allocation's owner */
+	uint64_t device;
+	uint32_t adapter;
+	uint64_t packet;     /* the paging packet moving the bytes; 0 = none */
+	uint64_t for_packet; /* the render packet it was made resident for; 0 = none */
+	int kind;            /* Gpusched__V1__MoveKind */
+	uint32_t from_segment;
+	uint64_t from_offset;
+	uint32_t to_segment;
+	uint64_t to_offset;
+	uint64_t bytes;
+	uint32_t transfer_flags; /* DXGK_TRANSFERFLAGS of the whole transfer */
+	uint32_t pieces;         /* sub-transfers */
+	const char *reason;      /* may be NULL */
+	uint64_t time_ns;        /* 0 = the wall time it is queued */
+} gs_move_rec;
+void gs_audit_move(gs_audit *a, const gs_move_rec *rec);
+/* The allocation list of a packet (schema table `packet_allocations`), recorded once when it is
+ * submitted, so history can be filtered by allocation. write[i] may be NULL (all read). */
+void gs_audit_packet_allocations(gs_audit *a, uint64_t packet, const char *tenant,
+                                 const uint64_t *allocations, const bool *write, size_t n);
+
 void gs_audit_error(gs_audit *a, const char *tenant, const char *request, int status,
                     const char *message);
 /* Free-form daemon event (start, stop, engine reset, ban...). */

@@ -334,7 +334,13 @@ void gs_h_submit_batch(gs_daemon *d, gs_call *c);
 void gs_h_packet_wait(gs_daemon *d, gs_call *c);
 /* Answers a PacketWait with a packet's state (FAULTED answers STATUS_FAULTED). */
 void gs_packet_wait_answer(gs_call *c, uint64_t packet, int state, uint64_t fence);
+void gs_h_allocation_list(gs_daemon *d, gs_call *c);
+void gs_h_make_resident(gs_daemon *d, gs_call *c);
+void gs_h_evict(gs_daemon *d, gs_call *c);
+void gs_h_transfer(gs_daemon *d, gs_call *c);
 void gs_h_history(gs_daemon *d, gs_call *c);
+/* MovesRequest: the memory manager's moves of the tenant's allocations (h_history.c). */
+void gs_h_moves(gs_daemon *d, gs_call *c);
 void gs_h_packet_events(gs_daemon *d, gs_call *c);
 
 #endif

@@ -3,6 +3,7 @@
  * the ISA (address translation and bounds checks against the packet's allocation list).
  */
 #include "engine.h"
+#include "swizzle.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -111,6 +112,26 @@ int gs_engine_exec_cmd(const gs_memory *mem, const gs_exec *x, const gs_isa_cmd 
 		if (!dst)
 			return -1;
 		gs_le64_put(dst, gs_isa_checksum(src, cmd->size));
+		return 0;
+	case GS_OP_TRANSFER:
+		/* A paging transfer: the daemon built it, but it is checked like any command. */
+		if (cmd->size == 0)
+			return 0;
+		src = translate(mem, x, cmd->src, cmd->size, false, detail, detail_cap);
+		if (!src)
+			return -1;
+		dst = translate(mem, x, cmd->dst, cmd->size, true, detail, detail_cap);
+		if (!dst)
+			return -1;
+		if ((src < dst ? (uint64_t)(dst - src) : (uint64_t)(src - dst)) < cmd->size) {
+			snprintf(detail, detail_cap, "TRANSFER source and destination overlap");
+			return -1;
+		}
+		if (cmd->transfer_flags & GS_ISA_TRANSFER_SWIZZLE)
+			return gs_swizzle(dst, src, cmd->size, cmd->pitch) == 0 ? 0 : -1;
+		if (cmd->transfer_flags & GS_ISA_TRANSFER_UNSWIZZLE)
+			return gs_unswizzle(dst, src, cmd->size, cmd->pitch) == 0 ? 0 : -1;
+		memcpy(dst, src, cmd->size);
 		return 0;
 	case GS_OP_COUNT_:
 		break;

@@ -190,3 +190,10 @@ void gs_h_packet_events(gs_daemon *d, gs_call *c)
 {
 	read_after_flush(d, c, events_work);
 }
+
+void gs_h_moves(gs_daemon *d, gs_call *c)
+{
+	(void)d;
+	gs_call_error(c, GS_ST(UNIMPLEMENTED),
+	              "moves is defined by the contract but not served yet");
+}

@@ -594,13 +594,6 @@ static void h_context_set_priority(gs_daemon *d, gs_call *c)
 	reply_empty(c);
 }
 
-static void h_unimplemented(gs_daemon *d, gs_call *c)
-{
-	(void)d;
-	gs_call_error(c, GS_ST(UNIMPLEMENTED), "%s is defined by the contract but not served yet",
-	              gs_request_name(c->req->body_case));
-}
-
 typedef void (*handler_fn)(gs_daemon *d, gs_call *c);
 
 static const handler_fn g_handlers[] = {
@@ -624,15 +617,17 @@ static const handler_fn g_handlers[] = {
         [GPUSCHED__V1__REQUEST__BODY_SYNC_DESTROY] = h_sync_destroy,
         [GPUSCHED__V1__REQUEST__BODY_SYNC_SIGNAL] = h_sync_signal,
         [GPUSCHED__V1__REQUEST__BODY_SYNC_WAIT] = h_sync_wait,
-        [GPUSCHED__V1__REQUEST__BODY_MAKE_RESIDENT] = h_unimplemented,
-        [GPUSCHED__V1__REQUEST__BODY_EVICT] = h_unimplemented,
-        [GPUSCHED__V1__REQUEST__BODY_TRANSFER] = h_unimplemented,
+        [GPUSCHED__V1__REQUEST__BODY_MAKE_RESIDENT] = gs_h_make_resident,
+        [GPUSCHED__V1__REQUEST__BODY_EVICT] = gs_h_evict,
+        [GPUSCHED__V1__REQUEST__BODY_TRANSFER] = gs_h_transfer,
         [GPUSCHED__V1__REQUEST__BODY_HISTORY] = gs_h_history,
         [GPUSCHED__V1__REQUEST__BODY_PACKET_EVENTS] = gs_h_packet_events,
         [GPUSCHED__V1__REQUEST__BODY_STATS] = h_stats,
         [GPUSCHED__V1__REQUEST__BODY_TENANT_CREATE] = h_tenant_create,
         [GPUSCHED__V1__REQUEST__BODY_TENANT_DESTROY] = h_tenant_destroy,
         [GPUSCHED__V1__REQUEST__BODY_TENANT_LIST] = h_tenant_list,
+        [GPUSCHED__V1__REQUEST__BODY_ALLOCATION_LIST] = gs_h_allocation_list,
+        [GPUSCHED__V1__REQUEST__BODY_MOVES] = gs_h_moves,
 };
 
 void gs_handle_request(gs_daemon *d, gs_call *c)

@@ -376,6 +376,8 @@ static const char *const g_request_names[] = {
         [GPUSCHED__V1__REQUEST__BODY_TENANT_CREATE] = "tenant_create",
         [GPUSCHED__V1__REQUEST__BODY_TENANT_DESTROY] = "tenant_destroy",
         [GPUSCHED__V1__REQUEST__BODY_TENANT_LIST] = "tenant_list",
+        [GPUSCHED__V1__REQUEST__BODY_ALLOCATION_LIST] = "allocation_list",
+        [GPUSCHED__V1__REQUEST__BODY_MOVES] = "moves",
 };
 
 const char *gs_request_name(int body_case)
