@@ -42,6 +42,7 @@ static void default_adapter(gs_adapter_config *a, uint32_t index)
 	                            .size = 1024 * MiB,
 	                            .cpu_visible = true};
 	set_str(a->segments[1].name, GS_NAME_MAX, "aperture");
+	a->system_memory = 4096 * MiB;
 }
 
 void gs_config_defaults(gs_config *c)
@@ -65,6 +66,7 @@ void gs_config_defaults(gs_config *c)
 	c->tdr_limit_count = 5;
 	c->tdr_limit_time_ms = 60000;
 	c->starvation_ms = 40;
+	c->paging_chunk = 1 * MiB;
 	c->refresh_hz = 60;
 	c->nadapters = 1;
 	default_adapter(&c->adapters[0], 0);
@@ -200,6 +202,12 @@ static int load_adapter(json_t *ja, gs_adapter_config *a, cfg_err *e)
 				s->size = mib * MiB;
 		}
 	}
+	uint64_t sys_mib = 0;
+	if (get_u64(ja, "system_memory", &a->system_memory, e) ||
+	    get_u64(ja, "system_memory_mib", &sys_mib, e))
+		return -1;
+	if (sys_mib)
+		a->system_memory = sys_mib * MiB;
 	return 0;
 }
 
@@ -274,7 +282,8 @@ int gs_config_load(gs_config *c, const char *path, char *err, size_t errcap)
 	    get_u32(root, "tdr_limit_count", &c->tdr_limit_count, &e) ||
 	    get_u32(root, "tdr_limit_time_ms", &c->tdr_limit_time_ms, &e) ||
 	    get_u32(root, "starvation_ms", &c->starvation_ms, &e) ||
-	    get_u32(root, "refresh_hz", &c->refresh_hz, &e))
+	    get_u32(root, "refresh_hz", &c->refresh_hz, &e) ||
+	    get_u64(root, "paging_chunk", &c->paging_chunk, &e))
 		goto out;
 	if (clock[0]) {
 		if (strcmp(clock, "wall") && strcmp(clock, "virtual")) {
@@ -334,6 +343,10 @@ int gs_config_validate(const gs_config *c, char *err, size_t errcap)
 		         "tdr_limit_count 1..15, refresh_hz 1..1000");
 		return -1;
 	}
+	if (c->paging_chunk < 4096 || c->paging_chunk > (UINT64_C(1) << 30)) {
+		snprintf(err, errcap, "paging_chunk must be 4 KiB..1 GiB");
+		return -1;
+	}
 	if (c->rpc_workers == 0 || c->rpc_workers > 4096) {
 		snprintf(err, errcap, "rpc_workers must be 1..4096");
 		return -1;
@@ -348,9 +361,10 @@ int gs_config_validate(const gs_config *c, char *err, size_t errcap)
 		uint32_t seen = 0;
 		for (uint32_t s = 0; s < a->nsegments; s++) {
 			const gs_segment_config *sc = &a->segments[s];
-			if (sc->id < 1 || sc->id > 31 || (seen & (1u << sc->id))) {
+			if (sc->id < 1 || sc->id > 30 || (seen & (1u << sc->id))) {
 				snprintf(err, errcap,
-				         "adapter %s: segment ids must be unique and in 1..31",
+				         "adapter %s: segment ids must be unique and in 1..30 (31 "
+				         "is system memory)",
 				         a->name);
 				return -1;
 			}
@@ -361,6 +375,11 @@ int gs_config_validate(const gs_config *c, char *err, size_t errcap)
 				         sc->id);
 				return -1;
 			}
+		}
+		if (a->system_memory < 1 * MiB || a->system_memory > (UINT64_C(1) << 40)) {
+			snprintf(err, errcap, "adapter %s: system_memory must be 1 MiB..1 TiB",
+			         a->name);
+			return -1;
 		}
 		bool paging = false;
 		for (uint32_t n = 0; n < a->nnodes; n++)

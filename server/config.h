@@ -36,6 +36,7 @@ typedef struct gs_adapter_config {
 	gs_node_config nodes[GS_MAX_NODES];
 	uint32_t nsegments;
 	gs_segment_config segments[8];
+	uint64_t system_memory; /* bytes of system memory evicted allocations may use */
 } gs_adapter_config;
 
 typedef struct gs_tenant_config {
@@ -74,6 +75,7 @@ typedef struct gs_config {
 	uint32_t tdr_limit_time_ms; /* ... within this window ban the tenant */
 	uint32_t starvation_ms;     /* a ready context (not IDLE) waiting this long runs next */
 	uint32_t refresh_hz;        /* emulated display: vertical blanks per second */
+	uint64_t paging_chunk;      /* bytes per sub-transfer of a paging transfer */
 	uint32_t nadapters;
 	gs_adapter_config adapters[GS_MAX_ADAPTERS];
 	uint32_t ntenants;
@@ -88,7 +90,8 @@ void gs_config_defaults(gs_config *c);
 /* Loads a JSON file over the current values. Returns 0, or -1 with err filled. */
 int gs_config_load(gs_config *c, const char *path, char *err, size_t errcap);
 
-/* Checks cross-field rules (segment ids unique and 1..31, a paging node, sizes > 0). */
+/* Checks cross-field rules (segment ids unique and 1..30 (31 is system memory's), a paging node,
+ * sizes > 0). */
 int gs_config_validate(const gs_config *c, char *err, size_t errcap);
 
 #endif

@@ -95,6 +95,10 @@ int gs_daemon_init(gs_daemon *d, const gs_config *cfg, uv_loop_t *loop)
 	d->cfg = *cfg;
 	d->loop = loop;
 	d->start_ns = gs_now_ns();
+	/* Owns the daemon's own contexts (paging); no token names it. */
+	snprintf(d->system_tenant.name, sizeof(d->system_tenant.name), "gpuschedd");
+	d->system_tenant.share = 1;
+	d->system_tenant.priority_ceiling = GS_CLASS_SYSTEM;
 	gs_hmap_init(&d->objects);
 	gs_hmap_init(&d->packets);
 	d->retired = calloc(GS_RETIRED_RING, sizeof(*d->retired));
@@ -131,7 +135,8 @@ int gs_daemon_init(gs_daemon *d, const gs_config *cfg, uv_loop_t *loop)
 			return -1;
 		/* Counted before its engines start, so a failed start is still cleaned up. */
 		d->nadapters++;
-		if (gs_vidsch_start(d, &d->adapters[i]) != 0)
+		if (gs_vidsch_start(d, &d->adapters[i]) != 0 ||
+		    gs_res_adapter_init(d, &d->adapters[i]) != 0)
 			return -1;
 	}
 	return gs_rpc_start(d);
@@ -201,6 +206,7 @@ void gs_daemon_destroy(gs_daemon *d)
 	uv_run(d->loop, UV_RUN_DEFAULT); /* let the close callbacks run */
 	for (uint32_t i = 0; i < d->nadapters; i++) {
 		gs_adapter *a = &d->adapters[i];
+		gs_res_adapter_fini(d, a);
 		for (uint32_t s = 0; s < a->nsegments; s++)
 			gs_segment_fini(&a->segments[s]);
 		free(a->irqs);

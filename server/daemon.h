@@ -70,8 +70,9 @@ typedef struct gs_node {
 	uv_timer_t tdr_timer;       /* wall clock: resets the engine when a preemption hangs */
 	uint64_t next_fence;
 	uint64_t completed_fence;
-	uint64_t vtime_ns; /* virtual clock of this node's engine */
-	uint64_t queued;   /* packets of this node not yet final */
+	uint64_t vtime_ns;   /* virtual clock of this node's engine */
+	uint64_t queued;     /* packets of this node not yet final */
+	uint64_t switch_for; /* packet a ContextSwitch was queued against (memory manager) */
 } gs_node;
 
 struct gs_adapter {
@@ -96,6 +97,23 @@ struct gs_adapter {
 	uint64_t vblanks;
 	uint64_t vblank_target; /* the blank the timer is armed for */
 	uint32_t flips_waiting;
+	/* ---- memory manager (residency.c) ---- */
+	gs_segment sysmem;                  /* system memory: where evicted allocations live */
+	gs_list residents[GS_MAX_SEGMENTS]; /* allocations by segment id (sysmem: GS_SYSMEM_ID) */
+	struct gs_context
+	        *paging_ctx[GS_MAX_NODES]; /* system context per node for paging buffers */
+	struct gs_device *sysdev;          /* the device of those contexts */
+	uint32_t paging_node;              /* the configured paging node (requests' default) */
+	/* Paging packets of the adapter run one at a time in the order they were built (seq),
+	 * so the bytes always follow the heap bookkeeping, which is updated when a move is
+	 * planned. paging_done.value is the seq of the last one finished; render packets made
+	 * resident by paging wait on it like on a sync object. */
+	uint64_t paging_seq;
+	struct gs_sync *paging_done;
+	/* Bumped whenever pins are released: packets that found no room wait on it. */
+	struct gs_sync *room;
+	uint64_t pinned_allocs; /* allocations with pins > 0 */
+	uint64_t paging_packets, paging_bytes, evictions;
 };
 
 typedef enum gs_obj_type {
@@ -119,6 +137,10 @@ typedef struct gs_device {
 	gs_list contexts;
 	gs_list allocations;
 	gs_list syncs;
+	/* The device's paging queue: every paging packet that moves one of its allocations takes
+	 * the next fence; the sync (daemon-signalled) reaches it when that packet finishes. */
+	struct gs_sync *paging_sync;
+	uint64_t paging_fence;
 } gs_device;
 
 typedef struct gs_sync gs_sync;
@@ -165,6 +187,17 @@ typedef struct gs_allocation {
 	uint32_t refs;   /* 1 for the handle + 1 per live packet */
 	gs_list waiters; /* CPU reads/writes waiting for it to go idle */
 	uint64_t created_ns;
+	/* Memory manager. */
+	gs_list res_link;    /* in adapter->residents[segment id] */
+	uint32_t pins;       /* packets ready or running (or being made ready) that hold it */
+	gs_list pin_waiters; /* Evict/Transfer requests waiting for pins to drop to 0 */
+	uint64_t last_use;   /* d->use_seq when a packet last pinned it (LRU) */
+	uint64_t moves;
+	uint32_t moving; /* paging packets queued or running that move it */
+	uint32_t pitch;  /* tiled layout pitch (GS_ALLOC_TILED) */
+	uint32_t mark;   /* scratch of gs_res_prepare */
+	uint64_t last_use_ns;
+	gs_adapter *adapter; /* outlives the device, which may go before the last packet */
 } gs_allocation;
 
 struct gs_sync {
@@ -177,6 +210,7 @@ struct gs_sync {
 	/* A packet that would have signalled values up to this one faulted or was cancelled:
 	 * waits for values in (value, abandoned] can never be satisfied. */
 	uint64_t abandoned;
+	bool daemon_only; /* signalled by the daemon only (a device's paging sync) */
 };
 
 typedef struct gs_packet_alloc {
@@ -216,6 +250,15 @@ struct gs_packet {
 	uint64_t spin_done_us; /* of the SPIN at resume_offset */
 	bool needs_resubmit;   /* preempted or aborted: the next run is a resubmission */
 	bool flip_waiting;     /* executed; completes at the next vertical blank */
+	/* Memory manager. */
+	uint32_t nranges;      /* ranges the engine may touch (paging: source and destination) */
+	bool pinned;           /* its allocations are pinned (gs_res_prepare .. run ends) */
+	uint64_t paging_wait;  /* runs once adapter->paging_done reaches this (0: no wait) */
+	uint64_t paging_seq;   /* paging packets: place in the adapter's paging order */
+	uint64_t paging_sync;  /* paging packets: the device paging sync handle to signal */
+	uint64_t paging_fence; /* ... with this value */
+	uint32_t paging_moves; /* render packets: moves made for its latest residency */
+	uint64_t room_wait;    /* runs once adapter->room reaches this (found no room) */
 };
 
 /* Final state of a packet no longer in memory, for PacketWait on old packets. */
@@ -253,6 +296,8 @@ struct gs_daemon {
 	gs_retired *retired; /* ring of GS_RETIRED_RING */
 	uint64_t devices, contexts, allocations;
 	gs_stats stats;
+	gs_tenant system_tenant; /* owns the system contexts; never authenticates */
+	uint64_t use_seq;        /* LRU clock of allocations */
 	uint64_t start_ns;
 	bool stopping;
 	bool sched_held;   /* gs_vidsch_hold */
@@ -313,6 +358,45 @@ void gs_packet_publish(gs_daemon *d, const gs_packet *p, const char *detail);
 const gs_retired *gs_retired_find(const gs_daemon *d, uint64_t packet);
 void gs_packet_free(gs_packet *p);
 bool gs_packet_final(int state);
+
+/* ---- residency.c: the memory manager ---- */
+#define GS_SYSMEM_ID 31u /* internal segment id of system memory (0 on the wire) */
+int gs_res_adapter_init(gs_daemon *d, gs_adapter *a);
+void gs_res_adapter_fini(gs_daemon *d, gs_adapter *a);
+/* The device's paging sync object, created with it. 0 or -1 (out of memory). */
+int gs_res_device_init(gs_daemon *d, gs_device *dev);
+/* Places a new allocation: free room by preference, else system memory (over-commit; made
+ * resident when a packet needs it). Never evicts. Returns false when even system memory is
+ * full. */
+bool gs_res_place_new(gs_daemon *d, gs_allocation *al);
+/* The allocation's range goes back to its segment (last reference gone). */
+void gs_res_free(gs_daemon *d, gs_allocation *al);
+typedef enum gs_res_result {
+	GS_RES_READY,   /* every allocation is resident and pinned: dispatch */
+	GS_RES_PAGING,  /* paging packets were queued: wait for p->paging_wait */
+	GS_RES_NO_ROOM, /* pinned allocations fill the room now: wait for pins to drop */
+	GS_RES_NEVER,   /* can never fit: why says so */
+} gs_res_result;
+gs_res_result gs_res_prepare(gs_daemon *d, gs_packet *p, char *why, size_t cap);
+/* Releases the packet's pins (its run ended: retired, preempted, aborted). */
+void gs_res_unpin(gs_daemon *d, gs_packet *p);
+/* A paging packet reached a final state. */
+void gs_res_paging_done(gs_daemon *d, gs_packet *p);
+/* Is the allocation in a segment of its supported set? */
+bool gs_res_resident(const gs_allocation *al);
+/* The wire id of where it lives: 0 for system memory. */
+uint32_t gs_res_segment_id(const gs_allocation *al);
+/* CPU view (always linear): copies bytes out of / into the allocation where it lives now. */
+void gs_res_cpu_read(const gs_allocation *al, uint64_t offset, uint8_t *out, uint64_t n);
+void gs_res_cpu_write(gs_allocation *al, uint64_t offset, const uint8_t *in, uint64_t n);
+/* Client requests: move to a segment (NULL = system memory) with the given kind
+ * (Gpusched__V1__MoveKind). Returns 0, 1 when already there, or a status with msg. */
+int gs_res_move_to(gs_daemon *d, gs_allocation *al, gs_segment *dst, uint32_t want_flags, int kind,
+                   const char *reason, char *msg, size_t cap);
+/* Makes one allocation resident for a MakeResident request. 0 moved, 1 already resident,
+ * else a status with msg. */
+int gs_res_make_resident(gs_daemon *d, gs_allocation *al, char *msg, size_t cap);
+gs_segment *gs_res_segment_by_id(gs_adapter *a, uint32_t wire_id);
 
 /* ---- handlers.c, h_*.c ---- */
 void gs_handle_request(gs_daemon *d, gs_call *c);

@@ -55,44 +55,41 @@ void gs_h_allocation_create(gs_daemon *d, gs_call *c)
 		              (unsigned long long)t->memory_quota, (unsigned long long)q->size);
 		return;
 	}
-	uint64_t offset = 0;
-	int si = gs_vidmm_place(a->segments, a->nsegments, set, q->segment_preference, q->size,
-	                        &offset);
-	if (si < 0) {
-		gs_call_error(c, GS_ST(OUT_OF_MEMORY),
-		              "no supported segment (set 0x%x) has %llu free bytes in one piece",
-		              set, (unsigned long long)q->size);
-		return;
-	}
 	gs_allocation *al = calloc(1, sizeof(*al));
 	if (!al || !gs_object_register(d, &al->obj, GS_OBJ_ALLOCATION, t)) {
-		gs_heap_free(&a->segments[si].heap, offset, q->size);
 		free(al);
 		gs_call_error(c, GS_ST(INTERNAL), "out of memory");
 		return;
 	}
 	al->dev = dev;
+	al->adapter = a;
 	al->size = q->size;
 	al->supported_segment_set = set;
 	al->segment_preference = q->segment_preference;
 	al->priority = q->priority ? q->priority : GS_ALLOC_PRIORITY_NORMAL;
 	al->flags = q->flags;
-	al->segment = &a->segments[si];
-	al->offset = offset;
 	al->refs = 1;
 	al->created_ns = gs_now_ns();
 	gs_list_init(&al->waiters);
+	/* Video memory may be over-committed: with no room, it starts in system memory and is
+	 * made resident when a packet needs it. */
+	if (!gs_res_place_new(d, al)) {
+		gs_object_unregister(d, &al->obj);
+		free(al);
+		gs_call_error(c, GS_ST(OUT_OF_MEMORY),
+		              "no segment and no system memory has %llu free bytes in one piece",
+		              (unsigned long long)q->size);
+		return;
+	}
 	gs_list_push_back(&dev->allocations, &al->dev_link);
-	/* New video memory reads as zero: never another tenant's old bytes. */
-	gs_segment_scrub(al->segment, offset, q->size);
 	t->memory_used += q->size;
 	d->allocations++;
 	gs_audit_allocation_of(d, al);
 	Gpusched__V1__AllocationCreateResponse ac = GPUSCHED__V1__ALLOCATION_CREATE_RESPONSE__INIT;
 	ac.allocation = al->obj.handle;
-	ac.segment = al->segment->id;
-	ac.offset = offset;
-	ac.address = gs_addr_make(al->segment->id, offset);
+	ac.segment = gs_res_segment_id(al);
+	ac.offset = al->offset;
+	ac.address = gs_res_resident(al) ? gs_addr_make(al->segment->id, al->offset) : 0;
 	Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
 	resp.body_case = GPUSCHED__V1__RESPONSE__BODY_ALLOCATION_CREATE;
 	resp.allocation_create = &ac;
@@ -109,29 +106,124 @@ void gs_h_allocation_destroy(gs_daemon *d, gs_call *c)
 	reply_empty(c);
 }
 
+/* Fills a query answer; tenant must outlive the answer. */
+static void query_out(const gs_allocation *al, Gpusched__V1__AllocationQueryResponse *aq)
+{
+	gpusched__v1__allocation_query_response__init(aq);
+	aq->allocation = al->obj.handle;
+	aq->device = al->dev->obj.handle;
+	aq->size = al->size;
+	aq->supported_segment_set = al->supported_segment_set;
+	aq->segment_preference = al->segment_preference;
+	aq->priority = al->priority;
+	aq->flags = al->flags;
+	aq->resident = gs_res_resident(al);
+	aq->segment = gs_res_segment_id(al);
+	aq->offset = al->offset;
+	aq->address = aq->resident ? gs_addr_make(al->segment->id, al->offset) : 0;
+	aq->busy_packets = al->inflight;
+	aq->pinned = al->pins;
+	aq->moves = al->moves;
+	aq->moving = al->moving > 0;
+	aq->last_used_ns = al->last_use_ns;
+	aq->tenant = (char *)al->obj.tenant->name;
+}
+
 void gs_h_allocation_query(gs_daemon *d, gs_call *c)
 {
 	(void)d;
 	gs_allocation *al = gs_call_object(c, R(allocation_query)->allocation, GS_OBJ_ALLOCATION);
 	if (!al)
 		return;
-	Gpusched__V1__AllocationQueryResponse aq = GPUSCHED__V1__ALLOCATION_QUERY_RESPONSE__INIT;
-	aq.allocation = al->obj.handle;
-	aq.device = al->dev->obj.handle;
-	aq.size = al->size;
-	aq.supported_segment_set = al->supported_segment_set;
-	aq.segment_preference = al->segment_preference;
-	aq.priority = al->priority;
-	aq.flags = al->flags;
-	aq.resident = al->segment != NULL;
-	aq.segment = al->segment ? al->segment->id : 0;
-	aq.offset = al->offset;
-	aq.address = al->segment ? gs_addr_make(al->segment->id, al->offset) : 0;
-	aq.busy_packets = al->inflight;
+	Gpusched__V1__AllocationQueryResponse aq;
+	query_out(al, &aq);
 	Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
 	resp.body_case = GPUSCHED__V1__RESPONSE__BODY_ALLOCATION_QUERY;
 	resp.allocation_query = &aq;
 	gs_call_reply(c, &resp);
+}
+
+typedef struct list_ctx {
+	const gs_tenant *tenant;
+	uint32_t adapter;
+	uint64_t device, after;
+	bool resident_only;
+	gs_allocation **out;
+	size_t n, cap;
+} list_ctx;
+
+static void list_each(uint64_t key, void *value, void *arg)
+{
+	(void)key;
+	list_ctx *l = arg;
+	gs_object *o = value;
+	if (o->type != GS_OBJ_ALLOCATION || o->tenant != l->tenant || o->handle <= l->after)
+		return;
+	gs_allocation *al = (gs_allocation *)o;
+	if (al->adapter->id != l->adapter || (l->device && al->dev->obj.handle != l->device) ||
+	    (l->resident_only && !gs_res_resident(al)))
+		return;
+	if (l->n == l->cap) {
+		size_t nc = l->cap ? l->cap * 2 : 256;
+		gs_allocation **m = realloc(l->out, nc * sizeof(*m));
+		if (!m) {
+			l->cap = SIZE_MAX; /* marks the failure */
+			return;
+		}
+		l->out = m;
+		l->cap = nc;
+	}
+	if (l->n < l->cap && l->cap != SIZE_MAX)
+		l->out[l->n++] = al;
+}
+
+static int cmp_handle(const void *x, const void *y)
+{
+	const gs_allocation *a = *(gs_allocation *const *)x, *b = *(gs_allocation *const *)y;
+	return a->obj.handle < b->obj.handle ? -1 : a->obj.handle > b->obj.handle;
+}
+
+void gs_h_allocation_list(gs_daemon *d, gs_call *c)
+{
+	const Gpusched__V1__AllocationListRequest *q = R(allocation_list);
+	if (q->device && !gs_call_object(c, q->device, GS_OBJ_DEVICE))
+		return;
+	uint32_t limit = q->limit ? q->limit : 1000;
+	if (limit > 100000) {
+		gs_call_error(c, GS_ST(INVALID_ARGUMENT), "limit %u exceeds 100000", q->limit);
+		return;
+	}
+	list_ctx l = {.tenant = c->tenant,
+	              .adapter = c->req->adapter,
+	              .device = q->device,
+	              .after = q->after,
+	              .resident_only = q->resident_only};
+	gs_hmap_each(&d->objects, list_each, &l);
+	size_t n = l.n < limit ? l.n : limit;
+	Gpusched__V1__AllocationQueryResponse *rows = calloc(n ? n : 1, sizeof(*rows));
+	Gpusched__V1__AllocationQueryResponse **rp = calloc(n ? n : 1, sizeof(*rp));
+	if (l.cap == SIZE_MAX || !rows || !rp) {
+		free(l.out);
+		free(rows);
+		free(rp);
+		gs_call_error(c, GS_ST(INTERNAL), "out of memory");
+		return;
+	}
+	qsort(l.out, l.n, sizeof(*l.out), cmp_handle);
+	for (size_t i = 0; i < n; i++) {
+		query_out(l.out[i], &rows[i]);
+		rp[i] = &rows[i];
+	}
+	Gpusched__V1__AllocationListResponse lr = GPUSCHED__V1__ALLOCATION_LIST_RESPONSE__INIT;
+	lr.n_allocations = n;
+	lr.allocations = rp;
+	Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
+	resp.body_case = GPUSCHED__V1__RESPONSE__BODY_ALLOCATION_LIST;
+	resp.allocation_list = &lr;
+	gs_call_reply(c, &resp);
+	free(l.out);
+	free(rows);
+	free(rp);
 }
 
 void gs_h_allocation_set_priority(gs_daemon *d, gs_call *c)
@@ -207,12 +299,25 @@ void gs_h_allocation_read(gs_daemon *d, gs_call *c)
 	if (!al || !cpu_range_ok(c, al, q->offset, q->size) || defer_until_idle(c, al))
 		return;
 	Gpusched__V1__AllocationReadResponse ar = GPUSCHED__V1__ALLOCATION_READ_RESPONSE__INIT;
-	ar.data.data = al->segment->mem + al->offset + q->offset;
+	/* Linear memory is answered in place; a tiled image is read through its layout. */
+	uint8_t *copy = NULL;
+	if (al->flags & GS_ALLOC_TILED) {
+		copy = malloc(q->size ? q->size : 1);
+		if (!copy) {
+			gs_call_error(c, GS_ST(INTERNAL), "out of memory");
+			return;
+		}
+		gs_res_cpu_read(al, q->offset, copy, q->size);
+		ar.data.data = copy;
+	} else {
+		ar.data.data = al->segment->mem + al->offset + q->offset;
+	}
 	ar.data.len = q->size;
 	Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
 	resp.body_case = GPUSCHED__V1__RESPONSE__BODY_ALLOCATION_READ;
 	resp.allocation_read = &ar;
 	gs_call_reply(c, &resp);
+	free(copy);
 }
 
 void gs_h_allocation_write(gs_daemon *d, gs_call *c)
@@ -224,6 +329,6 @@ void gs_h_allocation_write(gs_daemon *d, gs_call *c)
 		return;
 	/* An empty bytes field decodes as data NULL: memcpy must not see it, even for 0. */
 	if (q->data.len)
-		memcpy(al->segment->mem + al->offset + q->offset, q->data.data, q->data.len);
+		gs_res_cpu_write(al, q->offset, q->data.data, q->data.len);
 	reply_empty(c);
 }

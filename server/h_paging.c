@@ -1,32 +1,200 @@
 /*
- * Client paging requests (MakeResident, Evict, Transfer) and the allocation list.
+ * Client paging requests: MakeResident, Evict and Transfer (residency.c does the work).
+ *
+ * All three answer with the device's paging fence, which its paging sync object reaches once
+ * the paging packets they queued have moved the bytes. Evict and Transfer move an allocation
+ * only while no packet is ready or running with it: a request that finds one pinned waits for
+ * the pins to go (it is re-dispatched then), so the transfer is issued with
+ * AllocationIsIdle, as VidMm does with a busy allocation.
  */
 #include "daemon.h"
 #include "rpc.h"
+#include "wddm.h"
 
-static void not_yet(gs_call *c)
+#include <stdio.h>
+#include <stdlib.h>
+
+#define R(field) (c->req->field)
+#define MK(x)    GPUSCHED__V1__MOVE_KIND__MOVE_KIND_##x
+
+static void paging_reply(gs_call *c, const gs_device *dev, uint32_t moves)
 {
-	gs_call_error(c, GS_ST(UNIMPLEMENTED), "%s is defined by the contract but not served yet",
-	              gs_request_name(c->req->body_case));
+	Gpusched__V1__PagingResponse pr = GPUSCHED__V1__PAGING_RESPONSE__INIT;
+	pr.paging_fence = dev->paging_fence;
+	pr.paging_sync = dev->paging_sync ? dev->paging_sync->obj.handle : 0;
+	pr.moves = moves;
+	Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
+	switch (c->req->body_case) {
+	case GPUSCHED__V1__REQUEST__BODY_EVICT:
+		resp.body_case = GPUSCHED__V1__RESPONSE__BODY_EVICT;
+		resp.evict = &pr;
+		break;
+	case GPUSCHED__V1__REQUEST__BODY_TRANSFER:
+		resp.body_case = GPUSCHED__V1__RESPONSE__BODY_TRANSFER;
+		resp.transfer = &pr;
+		break;
+	default:
+		resp.body_case = GPUSCHED__V1__RESPONSE__BODY_MAKE_RESIDENT;
+		resp.make_resident = &pr;
+		break;
+	}
+	gs_call_reply(c, &resp);
+}
+
+/* Resolves a device's allocation list; answers and returns false on a bad one. */
+static bool lookup_list(gs_daemon *d, gs_call *c, const gs_device *dev, const uint64_t *handles,
+                        size_t n, gs_allocation **out)
+{
+	if (n == 0 || n > d->cfg.max_allocation_list) {
+		gs_call_error(c, GS_ST(INVALID_ARGUMENT), "1..%u allocations per request (got %zu)",
+		              d->cfg.max_allocation_list, n);
+		return false;
+	}
+	for (size_t i = 0; i < n; i++) {
+		out[i] = gs_object_get(d, handles[i], GS_OBJ_ALLOCATION, c->tenant);
+		if (!out[i] || out[i]->dev != dev) {
+			gs_call_error(c, GS_ST(NOT_FOUND),
+			              "allocation %llu does not exist on device %llu",
+			              (unsigned long long)handles[i],
+			              (unsigned long long)dev->obj.handle);
+			return false;
+		}
+	}
+	return true;
+}
+
+/* Defers the call while any of the allocations is pinned; true when deferred. */
+static bool wait_unpinned(gs_call *c, gs_allocation **als, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (als[i]->pins > 0) {
+			gs_list_push_back(&als[i]->pin_waiters, &c->link);
+			return true;
+		}
+	return false;
 }
 
 void gs_h_make_resident(gs_daemon *d, gs_call *c)
 {
-	(void)d;
-	not_yet(c);
+	const Gpusched__V1__MakeResidentRequest *q = R(make_resident);
+	gs_device *dev = gs_call_object(c, q->device, GS_OBJ_DEVICE);
+	if (!dev)
+		return;
+	gs_allocation **als = calloc(q->n_allocations ? q->n_allocations : 1, sizeof(*als));
+	if (!als) {
+		gs_call_error(c, GS_ST(INTERNAL), "out of memory");
+		return;
+	}
+	if (!lookup_list(d, c, dev, q->allocations, q->n_allocations, als)) {
+		free(als);
+		return;
+	}
+	/* Each one stays out of the others' way: none is chosen to make room for another. */
+	for (size_t i = 0; i < q->n_allocations; i++)
+		als[i]->pins++;
+	uint32_t moves = 0;
+	int st = GS_ST(OK);
+	char msg[256] = "";
+	for (size_t i = 0; i < q->n_allocations && st == GS_ST(OK); i++) {
+		int r = gs_res_make_resident(d, als[i], msg, sizeof(msg));
+		if (r == 0)
+			moves++;
+		else if (r != 1)
+			st = r;
+	}
+	for (size_t i = 0; i < q->n_allocations; i++)
+		als[i]->pins--;
+	free(als);
+	if (st != GS_ST(OK)) {
+		gs_call_error(c, st, "%s", msg);
+		return;
+	}
+	paging_reply(c, dev, moves);
 }
+
 void gs_h_evict(gs_daemon *d, gs_call *c)
 {
-	(void)d;
-	not_yet(c);
+	const Gpusched__V1__EvictRequest *q = R(evict);
+	gs_device *dev = gs_call_object(c, q->device, GS_OBJ_DEVICE);
+	if (!dev)
+		return;
+	gs_allocation **als = calloc(q->n_allocations ? q->n_allocations : 1, sizeof(*als));
+	if (!als) {
+		gs_call_error(c, GS_ST(INTERNAL), "out of memory");
+		return;
+	}
+	if (!lookup_list(d, c, dev, q->allocations, q->n_allocations, als) ||
+	    wait_unpinned(c, als, q->n_allocations)) {
+		free(als);
+		return;
+	}
+	uint32_t moves = 0;
+	int st = GS_ST(OK);
+	char msg[256] = "";
+	for (size_t i = 0; i < q->n_allocations && st == GS_ST(OK); i++) {
+		int r = gs_res_move_to(d, als[i], &dev->adapter->sysmem, 0, MK(EVICT_REQUEST),
+		                       "Evict", msg, sizeof(msg));
+		if (r == 0)
+			moves++;
+		else if (r != 1)
+			st = r;
+	}
+	free(als);
+	if (st != GS_ST(OK)) {
+		gs_call_error(c, st, "%s", msg);
+		return;
+	}
+	paging_reply(c, dev, moves);
 }
+
 void gs_h_transfer(gs_daemon *d, gs_call *c)
 {
-	(void)d;
-	not_yet(c);
-}
-void gs_h_allocation_list(gs_daemon *d, gs_call *c)
-{
-	(void)d;
-	not_yet(c);
+	const Gpusched__V1__TransferRequest *q = R(transfer);
+	gs_allocation *al = gs_call_object(c, q->allocation, GS_OBJ_ALLOCATION);
+	if (!al)
+		return;
+	uint32_t f = q->transfer_flags;
+	if (f & ~GS_TRANSFER_VALID_MASK) {
+		gs_call_error(
+		        c, GS_ST(RESERVED_BITS),
+		        "transfer flags 0x%x: bits 0x%x are reserved (DXGK_TRANSFERFLAGS has 5)", f,
+		        f & ~GS_TRANSFER_VALID_MASK);
+		return;
+	}
+	if (f & (GS_TRANSFER_ALLOCATION_IS_IDLE | GS_TRANSFER_START | GS_TRANSFER_END)) {
+		gs_call_error(
+		        c, GS_ST(FLAGS_NOT_ALLOWED),
+		        "transfer flags 0x%x: AllocationIsIdle, TransferStart and TransferEnd "
+		        "are set by the daemon",
+		        f);
+		return;
+	}
+	if ((f & GS_TRANSFER_SWIZZLE) && (f & GS_TRANSFER_UNSWIZZLE)) {
+		gs_call_error(c, GS_ST(TRANSFER_FLAGS),
+		              "transfer flags 0x%x: Swizzle and Unswizzle contradict each other",
+		              f);
+		return;
+	}
+	gs_segment *dst = gs_res_segment_by_id(al->adapter, q->segment);
+	if (!dst) {
+		gs_call_error(c, GS_ST(SEGMENT_UNKNOWN), "segment %u does not exist on adapter %u",
+		              q->segment, al->adapter->id);
+		return;
+	}
+	if (q->segment && !(al->supported_segment_set & (1u << q->segment))) {
+		gs_call_error(c, GS_ST(SEGMENT_PREFERENCE),
+		              "segment %u is outside allocation %llu's supported set 0x%x",
+		              q->segment, (unsigned long long)al->obj.handle,
+		              al->supported_segment_set);
+		return;
+	}
+	if (wait_unpinned(c, &al, 1))
+		return;
+	char msg[256] = "";
+	int r = gs_res_move_to(d, al, dst, f, MK(TRANSFER), "Transfer", msg, sizeof(msg));
+	if (r != 0 && r != 1) {
+		gs_call_error(c, r, "%s", msg);
+		return;
+	}
+	paging_reply(c, al->dev, r == 0);
 }

@@ -48,6 +48,10 @@ static int check_dma(gs_daemon *d, const gs_tenant *t, const uint8_t *dma, size_
 		if (ie != GS_ISA_OK)
 			return refuse(v, GS_ST(DMA_INVALID), "DMA buffer: %s at byte %zu",
 			              gs_isa_strerror(ie), at);
+		if (cmd.op == GS_OP_TRANSFER)
+			return refuse(v, GS_ST(FLAGS_NOT_ALLOWED),
+			              "TRANSFER at byte %zu: paging transfers are the daemon's own",
+			              at);
 		if (cmd.op == GS_OP_SIGNAL && !gs_object_get(d, cmd.sync, GS_OBJ_SYNC, t))
 			return refuse(
 			        v, GS_ST(NOT_FOUND),
@@ -144,6 +148,7 @@ static gs_packet *packet_new(const Gpusched__V1__SubmitRequest *s)
 	gs_list_init(&p->link);
 	gs_list_init(&p->waiters);
 	p->nallocs = (uint32_t)na;
+	p->nranges = (uint32_t)na;
 	p->npatches = (uint32_t)np;
 	p->nwaits = (uint32_t)nw;
 	p->allocs = carve(&at, na, sizeof(gs_packet_alloc));

@@ -104,6 +104,9 @@ static void h_info(gs_daemon *d, gs_call *c)
 		ai[i].max_dma_buffer = d->cfg.max_dma_buffer;
 		ai[i].max_allocation_list = d->cfg.max_allocation_list;
 		ai[i].max_patch_list = d->cfg.max_patch_list;
+		ai[i].system_memory = a->sysmem.size;
+		ai[i].system_memory_used = a->sysmem.heap.used;
+		ai[i].paging_chunk = d->cfg.paging_chunk;
 		for (uint32_t n = 0; n < a->nnodes; n++) {
 			gpusched__v1__node_info__init(&ni[i][n]);
 			nip[i][n] = &ni[i][n];
@@ -166,6 +169,12 @@ static void h_device_create(gs_daemon *d, gs_call *c)
 	gs_list_init(&dev->allocations);
 	gs_list_init(&dev->syncs);
 	if (!gs_object_register(d, &dev->obj, GS_OBJ_DEVICE, c->tenant)) {
+		free(dev);
+		gs_call_error(c, GS_ST(INTERNAL), "out of memory");
+		return;
+	}
+	if (gs_res_device_init(d, dev) != 0) {
+		gs_object_unregister(d, &dev->obj);
 		free(dev);
 		gs_call_error(c, GS_ST(INTERNAL), "out of memory");
 		return;
@@ -326,6 +335,12 @@ static void h_sync_destroy(gs_daemon *d, gs_call *c)
 	gs_sync *s = gs_call_object(c, R(sync_destroy)->sync, GS_OBJ_SYNC);
 	if (!s)
 		return;
+	if (s->daemon_only) {
+		gs_call_error(c, GS_ST(PERMISSION_DENIED),
+		              "sync %llu is its device's paging fence: it goes with the device",
+		              (unsigned long long)s->obj.handle);
+		return;
+	}
 	gs_obj_sync_destroy(d, s);
 	reply_empty(c);
 }
@@ -336,6 +351,12 @@ static void h_sync_signal(gs_daemon *d, gs_call *c)
 	if (!s)
 		return;
 	uint64_t v = R(sync_signal)->value;
+	if (s->daemon_only) {
+		gs_call_error(c, GS_ST(PERMISSION_DENIED),
+		              "sync %llu is its device's paging fence: only the daemon signals it",
+		              (unsigned long long)s->obj.handle);
+		return;
+	}
 	if (v < s->value) {
 		gs_call_error(c, GS_ST(INVALID_ARGUMENT),
 		              "a monitored fence never goes backwards (value %llu < current %llu)",

@@ -70,7 +70,7 @@ void gs_audit_allocation_of(gs_daemon *d, const gs_allocation *a)
 	                       .segment_preference = a->segment_preference,
 	                       .priority = a->priority,
 	                       .flags = a->flags,
-	                       .segment = a->segment ? a->segment->id : 0,
+	                       .segment = a->segment && gs_res_resident(a) ? a->segment->id : 0,
 	                       .offset = a->offset,
 	                       .created_ns = a->created_ns,
 	                       .destroyed_ns = a->destroyed ? gs_now_ns() : 0};
@@ -89,10 +89,7 @@ void gs_allocation_put(gs_daemon *d, gs_allocation *a)
 	if (--a->refs > 0)
 		return;
 	/* Last reference: the memory goes back to its segment. */
-	if (a->segment) {
-		gs_heap_free(&a->segment->heap, a->offset, a->size);
-		a->segment = NULL;
-	}
+	gs_res_free(d, a);
 	a->obj.tenant->memory_used -= a->size;
 	d->allocations--;
 	free(a);

@@ -1,8 +1,9 @@
 /*
  * A node's run queue of ready contexts: one band per (process class, context priority) pair,
- * 6 classes x 15 priorities = 90 bands, higher band first. Inside a band, contexts share the
- * engine by weighted virtual runtime (engine time consumed / weight): the smallest key runs
- * next, ties broken by a sequence number so the order is deterministic.
+ * 6 classes x 15 priorities = 90 bands, higher band first, and above them one band of the
+ * daemon's own system contexts (the memory manager's paging), class GS_CLASS_SYSTEM. Inside a band,
+ * contexts share the engine by weighted virtual runtime (engine time consumed / weight): the
+ * smallest key runs next, ties broken by a sequence number so the order is deterministic.
  *
  * Costs: insert, remove and pop O(log n) in the band's size; finding the highest non-empty
  * band O(1) (a bitmap).
@@ -18,7 +19,11 @@
 #define GS_PRIORITY_MAX         7
 #define GS_PRIORITIES_PER_CLASS 15u
 #define GS_CLASSES              6u
-#define GS_BANDS                (GS_CLASSES * GS_PRIORITIES_PER_CLASS)
+#define GS_CLIENT_BANDS         (GS_CLASSES * GS_PRIORITIES_PER_CLASS)
+/* The daemon's system contexts: above REALTIME, never time-sliced, never boosted past. */
+#define GS_CLASS_SYSTEM GS_CLASSES
+#define GS_BAND_SYSTEM  GS_CLIENT_BANDS
+#define GS_BANDS        (GS_CLIENT_BANDS + 1u)
 
 static inline uint32_t gs_band_of(uint32_t priority_class, int32_t priority)
 {

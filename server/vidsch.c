@@ -135,6 +135,9 @@ static void abandon_signals(gs_daemon *d, gs_packet *p, size_t from)
 static void retire(gs_daemon *d, gs_packet *p)
 {
 	gs_list_remove(&p->link);
+	gs_res_unpin(d, p);
+	if (p->paging_seq)
+		gs_res_paging_done(d, p);
 	gs_list *it, *tmp;
 	GS_LIST_FOREACH_SAFE(it, tmp, &p->waiters)
 	{
@@ -226,6 +229,20 @@ static bool head_may_run(gs_daemon *d, gs_context *x)
 		gs_packet *p = head_of(x);
 		if (!p || p == x->node->running)
 			return false;
+		/* The memory manager's waits: for paging (the packets that make this one's
+		 * allocations resident, or a paging packet's predecessor), or for room. */
+		gs_adapter *a = x->node->adapter;
+		gs_sync *mm = NULL;
+		if (p->paging_wait && a->paging_done->value < p->paging_wait)
+			mm = a->paging_done;
+		else if (p->room_wait && a->room->value < p->room_wait)
+			mm = a->room;
+		if (mm) {
+			x->blocked_on = mm;
+			gs_list_push_back(&mm->gpu_waiters, &x->wait_link);
+			return false;
+		}
+		p->room_wait = 0;
 		bool cancelled = false;
 		for (uint32_t i = 0; i < p->nwaits; i++) {
 			gs_sync *s = gs_object_get(d, p->waits[i].sync, GS_OBJ_SYNC, x->obj.tenant);
@@ -271,7 +288,7 @@ static void enqueue_ready(gs_daemon *d, gs_context *x)
 		return;
 	}
 	x->ready_since = gs_node_now(n);
-	if (x->priority_class > 0)
+	if (x->priority_class > 0 && x->priority_class < GS_CLASS_SYSTEM)
 		gs_list_push_back(&n->ready_fifo, &x->ready_link);
 	gs_packet *r = n->running;
 	if (r && !n->preempt_reason && r->ctx != x) {
@@ -302,6 +319,10 @@ static void make_ready(gs_daemon *d, gs_context *x)
  * recorded) and builds the ranges the engine may touch. Runs at every (re)submission. */
 static void patch(gs_packet *p)
 {
+	p->rec.patch_flags = gs_patch_flags_for_submit(p->rec.submit_flags);
+	/* The memory manager's packets carry absolute addresses and their own ranges. */
+	if (p->rec.submit_flags & GS_SUBMIT_DAEMON_ONLY)
+		return;
 	for (uint32_t i = 0; i < p->nallocs; i++) {
 		const gs_allocation *a = p->allocs[i].alloc;
 		p->ranges[i].addr = gs_addr_make(a->segment->id, a->offset);
@@ -313,7 +334,6 @@ static void patch(gs_packet *p)
 		gs_le64_put(p->dma + pl->patch_offset,
 		            p->ranges[pl->allocation_index].addr + pl->allocation_offset);
 	}
-	p->rec.patch_flags = gs_patch_flags_for_submit(p->rec.submit_flags);
 }
 
 static void complete(gs_daemon *d, gs_node *n, gs_packet *p, const char *detail)
@@ -392,7 +412,13 @@ static void dispatch(gs_daemon *d, gs_node *n, gs_context *x, gs_packet *p)
 	}
 	patch(p);
 	p->rec.ready_ns = gs_node_now(n);
-	gs_packet_transition(d, p, GS_PS(READY), NULL);
+	if (p->paging_moves) {
+		snprintf(detail, sizeof(detail), "resident after %u paging moves", p->paging_moves);
+		p->paging_moves = 0;
+		gs_packet_transition(d, p, GS_PS(READY), detail);
+	} else {
+		gs_packet_transition(d, p, GS_PS(READY), NULL);
+	}
 	/* Time-slice only when someone of the same or a higher band waits; REALTIME never
 	 * yields to its own band. */
 	int top = gs_runq_top_band(&n->rq);
@@ -407,7 +433,7 @@ static void dispatch(gs_daemon *d, gs_node *n, gs_context *x, gs_packet *p)
 	        .dma_len = p->dma_len,
 	        .resume_offset = p->resume_offset,
 	        .ranges = p->ranges,
-	        .nranges = p->nallocs,
+	        .nranges = p->nranges,
 	        .user = p,
 	        .budget_ns = budget,
 	        .tdr_ns = d->cfg.virtual_clock ? (uint64_t)d->cfg.tdr_delay_ms * 1000000u : 0,
@@ -434,6 +460,30 @@ static void dispatch(gs_daemon *d, gs_node *n, gs_context *x, gs_packet *p)
 		               0);
 }
 
+/*
+ * Makes the head packet's allocations resident before it runs (not for the memory manager's
+ * own packets, nor NullRendering ones, which touch no memory). Returns true when it may be
+ * dispatched now; otherwise its context waits (for paging or for room), or the packet was
+ * cancelled because its allocations can never be resident together.
+ */
+static bool make_resident(gs_daemon *d, gs_context *x, gs_packet *p)
+{
+	if (p->rec.submit_flags & (GS_SUBMIT_DAEMON_ONLY | GS_SUBMIT_NULL_RENDERING))
+		return true;
+	char why[192];
+	gs_res_result r = gs_res_prepare(d, p, why, sizeof(why));
+	if (r == GS_RES_READY)
+		return true;
+	x->refs++;
+	if (r == GS_RES_NO_ROOM)
+		p->room_wait = p->node->adapter->room->value + 1;
+	else if (r == GS_RES_NEVER)
+		cancel_packet(d, p, why);
+	enqueue_ready(d, x); /* parks it on its wait, or queues its next packet */
+	gs_context_put(d, x);
+	return false;
+}
+
 static void kick(gs_daemon *d, gs_node *n)
 {
 	/* Signals raised inside the loop (NullRendering's SIGNALs, cancelled packets' abandoned
@@ -448,6 +498,8 @@ static void kick(gs_daemon *d, gs_node *n)
 			break;
 		gs_packet *p = head_of(x);
 		assert(p);
+		if (!make_resident(d, x, p))
+			continue;
 		if ((p->rec.submit_flags & GS_SUBMIT_NULL_RENDERING) && !p->needs_resubmit &&
 		    !(p->rec.submit_flags & GS_SUBMIT_FLIP)) {
 			patch(p);
@@ -549,6 +601,12 @@ static void fault_context(gs_daemon *d, gs_context *x, const char *why)
 {
 	if (x->faulted)
 		return;
+	if (x->obj.tenant == &d->system_tenant) {
+		/* A paging packet failed: a daemon bug. Paging must go on for everyone else. */
+		GS_ERROR("system context %llu: %s", (unsigned long long)x->obj.handle, why);
+		gs_audit_note(d->audit, NULL, "paging_fault", why);
+		return;
+	}
 	x->faulted = true;
 	GS_WARN("context %llu of tenant %s faulted: %s", (unsigned long long)x->obj.handle,
 	        x->obj.tenant->name, why);
@@ -559,7 +617,7 @@ static void fault_context(gs_daemon *d, gs_context *x, const char *why)
 
 static void ban_tenant(gs_daemon *d, gs_tenant *t)
 {
-	if (t->banned)
+	if (t->banned || t == &d->system_tenant)
 		return;
 	t->banned = true;
 	char text[160];
@@ -750,6 +808,8 @@ static void irq_post(void *arg, const gs_irq *irq)
 /* The run ended with the packet still to finish: back to the head of its context. */
 static void requeue(gs_daemon *d, gs_packet *p, const gs_irq *irq, int state, const char *why)
 {
+	/* Its allocations may move until it runs again; it is made resident and patched anew. */
+	gs_res_unpin(d, p);
 	p->resume_offset = irq->stop_offset;
 	p->spin_done_us = irq->spin_done_us;
 	p->needs_resubmit = true;

@@ -26,7 +26,8 @@ static void test_band_mapping(void **state)
 	assert_int_equal(gs_band_of(0, -7), 0);
 	assert_int_equal(gs_band_of(0, 7), 14);
 	assert_int_equal(gs_band_of(2, 0), 37);
-	assert_int_equal(gs_band_of(5, 7), GS_BANDS - 1);
+	assert_int_equal(gs_band_of(5, 7), GS_CLIENT_BANDS - 1);
+	assert_int_equal(gs_band_of(GS_CLASS_SYSTEM, GS_PRIORITY_MIN), GS_BAND_SYSTEM);
 	assert_int_equal(gs_band_class(gs_band_of(4, -3)), 4);
 }
 

@@ -1,0 +1,838 @@
+/*
+ * The memory manager (VidMm) of the daemon: where allocations live, and the paging that moves
+ * them.
+ *
+ * Every allocation always has a location: a range of one of the adapter's segments, or of
+ * system memory (an internal segment, id GS_SYSMEM_ID, that no allocation supports: living
+ * there means "not resident"). Creation places an allocation by its segment preference where
+ * there is room, and in system memory when there is none, so video memory can be
+ * over-committed.
+ *
+ * Before a render packet runs, gs_res_prepare pins every allocation of its list (a pinned
+ * allocation is never chosen to make room) and makes the missing ones resident: the first
+ * segment of the placement order (gs_vidmm_place_order) with room takes it; an allocation of
+ * priority HIGH or more evicts lower-priority allocations from a preferred segment rather than
+ * falling back; as the last resort any unpinned allocations are evicted, least valuable first
+ * (gs_pick_victims_contiguous), to an aperture segment with room or to system memory.
+ *
+ * Moves are planned here, on the loop thread, and the heap bookkeeping changes at once; the
+ * bytes are moved by paging packets (submit flag Paging): DMA buffers of TRANSFER commands
+ * that run in the system context of a node (its own band, above every client's), split into
+ * sub-transfers of paging_chunk bytes with TransferStart / TransferEnd. Because the
+ * bookkeeping runs ahead of the bytes, paging packets of an adapter run strictly one after
+ * another in the order they were planned (each waits for adapter->paging_done to reach its
+ * predecessor), so every transfer reads what the previous ones left. A render packet that
+ * needed paging waits for the last of its paging packets the same way, then runs patched with
+ * the allocations' new addresses.
+ *
+ * Tiled allocations (GS_ALLOC_TILED) are stored swizzled (swizzle.h) in memory segments and
+ * linear everywhere else: a transfer between the two converts (Swizzle / Unswizzle), and the
+ * CPU view (AllocationRead/Write) is always linear.
+ *
+ * Before an allocation of a device is moved while a context of that device runs on an
+ * engine, a zero-length ContextSwitch packet goes to that engine first (with Paging too when
+ * the engine runs a paging packet of the device), as WDDM does.
+ */
+#include "daemon.h"
+#include "isa.h"
+#include "log.h"
+#include "paging_plan.h"
+#include "rpc.h"
+#include "swizzle.h"
+#include "wddm.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MK(x)          GPUSCHED__V1__MOVE_KIND__MOVE_KIND_##x
+#define TRANSFER_BYTES 40u /* one TRANSFER command */
+
+static gs_adapter *adapter_of(const gs_allocation *al)
+{
+	return al->adapter;
+}
+
+static bool is_sysmem(const gs_segment *s)
+{
+	return s->id == GS_SYSMEM_ID;
+}
+
+uint32_t gs_res_segment_id(const gs_allocation *al)
+{
+	return is_sysmem(al->segment) ? 0 : al->segment->id;
+}
+
+bool gs_res_resident(const gs_allocation *al)
+{
+	return !is_sysmem(al->segment) && (al->supported_segment_set & (1u << al->segment->id));
+}
+
+gs_segment *gs_res_segment_by_id(gs_adapter *a, uint32_t wire_id)
+{
+	if (wire_id == 0)
+		return &a->sysmem;
+	for (uint32_t i = 0; i < a->nsegments; i++)
+		if (a->segments[i].id == wire_id)
+			return &a->segments[i];
+	return NULL;
+}
+
+/* Is the allocation's layout in this segment the tiled one? */
+static bool tiled_in(const gs_segment *s, const gs_allocation *al)
+{
+	return (al->flags & GS_ALLOC_TILED) && !is_sysmem(s) &&
+	       s->kind == GPUSCHED__V1__SEGMENT_KIND__SEGMENT_KIND_MEMORY;
+}
+
+static uint64_t rounded(uint64_t size)
+{
+	return (size + GS_VIDMM_ALIGN - 1) / GS_VIDMM_ALIGN * GS_VIDMM_ALIGN;
+}
+
+/* ---- CPU view ---- */
+
+/* Copies n bytes at linear offset off between buf and a tiled image of size bytes. */
+static void tiled_copy(uint8_t *img, uint64_t size, uint32_t pitch, uint64_t off, uint8_t *buf,
+                       uint64_t n, bool to_cpu)
+{
+	const uint64_t band = gs_swizzle_band(pitch);
+	const uint64_t tail = size - size % band; /* from here on the layout is linear */
+	uint64_t l = off;
+	const uint64_t end = off + n;
+	while (l < end) {
+		uint64_t t = gs_swizzle_offset(l, size, pitch);
+		/* A tile row is 64 contiguous bytes on both sides (pitch is a multiple of 64). */
+		uint64_t run = l >= tail ? end - l : GS_TILE_WIDTH - l % GS_TILE_WIDTH;
+		if (run > end - l)
+			run = end - l;
+		if (to_cpu)
+			memcpy(buf + (l - off), img + t, run);
+		else
+			memcpy(img + t, buf + (l - off), run);
+		l += run;
+	}
+}
+
+void gs_res_cpu_read(const gs_allocation *al, uint64_t offset, uint8_t *out, uint64_t n)
+{
+	uint8_t *img = al->segment->mem + al->offset;
+	if (tiled_in(al->segment, al))
+		tiled_copy(img, al->size, al->pitch, offset, out, n, true);
+	else if (n)
+		memcpy(out, img + offset, n);
+}
+
+void gs_res_cpu_write(gs_allocation *al, uint64_t offset, const uint8_t *in, uint64_t n)
+{
+	uint8_t *img = al->segment->mem + al->offset;
+	if (tiled_in(al->segment, al))
+		tiled_copy(img, al->size, al->pitch, offset, (uint8_t *)in, n, false);
+	else if (n)
+		memcpy(img + offset, in, n);
+}
+
+static void room_changed(gs_daemon *d, gs_adapter *a);
+
+/* ---- bookkeeping ---- */
+
+static void set_location(gs_adapter *a, gs_allocation *al, gs_segment *s, uint64_t offset)
+{
+	gs_list_remove(&al->res_link);
+	al->segment = s;
+	al->offset = offset;
+	gs_list_push_back(&a->residents[s->id], &al->res_link);
+}
+
+static void audit_move(gs_daemon *d, const gs_allocation *al, int kind, const gs_segment *from,
+                       uint64_t from_off, uint64_t packet, uint64_t for_packet, uint32_t flags,
+                       uint32_t pieces, const char *reason)
+{
+	gs_move_rec r = {.allocation = al->obj.handle,
+	                 .tenant = al->obj.tenant->name,
+	                 .device = al->dev->obj.handle,
+	                 .adapter = adapter_of(al)->id,
+	                 .packet = packet,
+	                 .for_packet = for_packet,
+	                 .kind = kind,
+	                 .from_segment = from && !is_sysmem(from) ? from->id : 0,
+	                 .from_offset = from ? from_off : 0,
+	                 .to_segment = gs_res_segment_id(al),
+	                 .to_offset = al->offset,
+	                 .bytes = kind == MK(PLACE) || kind == MK(RESIDENT) ? 0 : al->size,
+	                 .transfer_flags = flags,
+	                 .pieces = pieces,
+	                 .reason = reason};
+	gs_audit_move(d->audit, &r);
+}
+
+bool gs_res_place_new(gs_daemon *d, gs_allocation *al)
+{
+	gs_adapter *a = adapter_of(al);
+	gs_list_init(&al->res_link);
+	gs_list_init(&al->pin_waiters);
+	al->pitch = GS_SWIZZLE_PITCH_DEFAULT;
+	uint64_t off = 0;
+	int si = gs_vidmm_place(a->segments, a->nsegments, al->supported_segment_set,
+	                        al->segment_preference, al->size, &off);
+	gs_segment *s = si >= 0 ? &a->segments[si] : &a->sysmem;
+	if (si < 0 && gs_heap_alloc(&a->sysmem.heap, al->size, false, &off) != 0)
+		return false;
+	set_location(a, al, s, off);
+	/* New memory reads as zero: never another tenant's old bytes. */
+	gs_segment_scrub(s, off, al->size);
+	audit_move(d, al, MK(PLACE), NULL, 0, 0, 0, 0, 0,
+	           si >= 0 ? "created" : "created in system memory: no segment has room");
+	return true;
+}
+
+void gs_res_free(gs_daemon *d, gs_allocation *al)
+{
+	if (!al->segment)
+		return;
+	/* The device may be gone already (packets held the last references): only the
+	 * allocation's own fields are used here. */
+	gs_move_rec r = {.allocation = al->obj.handle,
+	                 .tenant = al->obj.tenant->name,
+	                 .kind = MK(FREE),
+	                 .from_segment = is_sysmem(al->segment) ? 0 : al->segment->id,
+	                 .from_offset = al->offset,
+	                 .bytes = al->size,
+	                 .reason = "destroyed"};
+	gs_audit_move(d->audit, &r);
+	gs_heap_free(&al->segment->heap, al->offset, al->size);
+	gs_list_remove(&al->res_link);
+	al->segment = NULL;
+	room_changed(d, al->adapter);
+}
+
+/* ---- pins ---- */
+
+static void pin(gs_adapter *a, gs_allocation *al, uint64_t use)
+{
+	if (al->pins++ == 0)
+		a->pinned_allocs++;
+	al->last_use = use;
+	al->last_use_ns = gs_now_ns();
+}
+
+/* Releases one pin; re-dispatches the requests that waited for the allocation to be free. */
+static void unpin(gs_daemon *d, gs_adapter *a, gs_allocation *al)
+{
+	if (--al->pins > 0)
+		return;
+	a->pinned_allocs--;
+	gs_list *it;
+	while ((it = gs_list_pop_front(&al->pin_waiters))) {
+		gs_call *c = GS_CONTAINER_OF(it, gs_call, link);
+		gs_list_init(it);
+		gs_handle_request(d, c);
+	}
+}
+
+/* Room may have appeared: packets that found none try again. */
+static void room_changed(gs_daemon *d, gs_adapter *a)
+{
+	if (gs_list_empty(&a->room->gpu_waiters))
+		return;
+	a->room->value++;
+	gs_obj_sync_changed(d, a->room);
+}
+
+static void unpin_packet(gs_daemon *d, gs_packet *p)
+{
+	p->pinned = false;
+	for (uint32_t i = 0; i < p->nallocs; i++)
+		unpin(d, p->node->adapter, p->allocs[i].alloc);
+}
+
+void gs_res_unpin(gs_daemon *d, gs_packet *p)
+{
+	if (!p->pinned)
+		return;
+	unpin_packet(d, p);
+	room_changed(d, p->node->adapter);
+}
+
+/* ---- paging packets ---- */
+
+/* Carves one block into the packet and its arrays, as h_submit.c does. */
+static gs_packet *paging_packet_new(size_t dma_len)
+{
+	size_t head = (sizeof(gs_packet) + 7u) & ~(size_t)7u;
+	size_t allocs = (sizeof(gs_packet_alloc) + 7u) & ~(size_t)7u;
+	size_t ranges = (2 * sizeof(gs_range) + 7u) & ~(size_t)7u;
+	uint8_t *m = calloc(1, head + allocs + ranges + dma_len);
+	if (!m)
+		return NULL;
+	gs_packet *p = (gs_packet *)m;
+	gs_list_init(&p->link);
+	gs_list_init(&p->waiters);
+	p->allocs = (gs_packet_alloc *)(m + head);
+	p->ranges = (gs_range *)(m + head + allocs);
+	p->dma = m + head + allocs + ranges;
+	p->dma_len = dma_len;
+	return p;
+}
+
+/*
+ * Fills in and queues a paging packet of device dev (owner of what it moves) on node n: it
+ * takes the next paging seq of the adapter and the next paging fence of the device.
+ */
+static void paging_queue(gs_daemon *d, gs_node *n, gs_device *dev, gs_packet *p, uint32_t flags,
+                         const char *detail)
+{
+	gs_adapter *a = n->adapter;
+	gs_context *x = a->paging_ctx[n->index];
+	p->ctx = x;
+	p->node = n;
+	p->paging_seq = ++a->paging_seq;
+	p->paging_wait = p->paging_seq - 1;
+	p->paging_sync = dev->paging_sync ? dev->paging_sync->obj.handle : 0;
+	p->paging_fence = ++dev->paging_fence;
+	p->rec = (gs_packet_rec){.packet = ++d->next_packet,
+	                         .tenant = dev->obj.tenant->name,
+	                         .device = dev->obj.handle,
+	                         .context = x->obj.handle,
+	                         .adapter = a->id,
+	                         .node = n->index,
+	                         .fence = ++n->next_fence,
+	                         .submit_flags = flags,
+	                         .dma_size = (uint32_t)p->dma_len,
+	                         .allocation_count = p->nallocs,
+	                         .state = GS_PS(SUBMITTED),
+	                         .submitted_ns = gs_node_now(n)};
+	p->rec.event_ns = p->rec.submitted_ns;
+	x->refs++;
+	gs_hmap_put(&d->packets, p->rec.packet, p);
+	a->paging_packets++;
+	gs_audit_packet(d->audit, &p->rec, detail, NULL, NULL);
+	if (p->nallocs) {
+		uint64_t h = p->allocs[0].alloc->obj.handle;
+		bool w = true;
+		gs_audit_packet_allocations(d->audit, p->rec.packet, p->rec.tenant, &h, &w, 1);
+	}
+	gs_packet_publish(d, p, detail);
+	gs_vidsch_queue(d, p);
+}
+
+/* Sends ContextSwitch packets to engines running a context of the allocation's device. */
+static void context_switch_for(gs_daemon *d, gs_adapter *a, const gs_allocation *al)
+{
+	for (uint32_t i = 0; i < a->nnodes; i++) {
+		gs_node *n = &a->nodes[i];
+		gs_packet *r = n->running;
+		if (!r || r->flip_waiting || n->switch_for == r->rec.packet)
+			continue;
+		bool paging = r->rec.submit_flags & GS_SUBMIT_PAGING;
+		if (paging ? r->rec.device != al->dev->obj.handle : r->ctx->dev != al->dev)
+			continue;
+		gs_packet *cs = paging_packet_new(0);
+		if (!cs) {
+			GS_ERROR("memory manager: out of memory for a ContextSwitch packet");
+			continue;
+		}
+		n->switch_for = r->rec.packet;
+		char detail[96];
+		snprintf(detail, sizeof(detail),
+		         "ContextSwitch away from packet %llu before moving "
+		         "allocation %llu",
+		         (unsigned long long)r->rec.packet, (unsigned long long)al->obj.handle);
+		paging_queue(d, n, al->dev, cs,
+		             GS_SUBMIT_CONTEXT_SWITCH | (paging ? GS_SUBMIT_PAGING : 0u), detail);
+	}
+}
+
+/*
+ * Moves al to [dst, dst_off) (already taken in dst's heap): builds the paging packet, frees the
+ * old range, records the move. idle: no packet runs with the allocation (AllocationIsIdle).
+ * Returns false (nothing changed, dst's range given back) when memory for the packet is short.
+ */
+static bool move_alloc(gs_daemon *d, gs_allocation *al, gs_segment *dst, uint64_t dst_off, int kind,
+                       uint64_t for_packet, bool idle, const char *reason, gs_node *on)
+{
+	gs_adapter *a = adapter_of(al);
+	gs_segment *src = al->segment;
+	uint64_t src_off = al->offset;
+	uint32_t conv = 0;
+	if (tiled_in(src, al) && !tiled_in(dst, al))
+		conv = GS_TRANSFER_UNSWIZZLE;
+	else if (!tiled_in(src, al) && tiled_in(dst, al))
+		conv = GS_TRANSFER_SWIZZLE;
+	uint32_t base = conv | (idle ? GS_TRANSFER_ALLOCATION_IS_IDLE : 0u);
+	uint64_t chunk = d->cfg.paging_chunk;
+	if (conv)
+		chunk = gs_swizzle_chunk(chunk, al->pitch);
+	uint64_t pieces = gs_transfer_pieces(al->size, chunk);
+	gs_subtransfer *sub = calloc(pieces, sizeof(*sub));
+	gs_packet *p = sub ? paging_packet_new(pieces * TRANSFER_BYTES) : NULL;
+	if (!p || gs_transfer_split(al->size, chunk, base, sub, pieces) != (int64_t)pieces) {
+		free(sub);
+		free(p);
+		gs_heap_free(&dst->heap, dst_off, al->size);
+		GS_ERROR("memory manager: out of memory building a paging packet");
+		return false;
+	}
+	context_switch_for(d, a, al);
+	uint64_t from = gs_addr_make(src->id, src_off), to = gs_addr_make(dst->id, dst_off);
+	for (uint64_t i = 0; i < pieces; i++) {
+		gs_isa_cmd cmd = {.op = GS_OP_TRANSFER,
+		                  .dst = to + sub[i].offset,
+		                  .src = from + sub[i].offset,
+		                  .size = sub[i].size,
+		                  .transfer_flags = sub[i].flags,
+		                  .pitch = conv ? al->pitch : 0};
+		gs_isa_encode(&cmd, p->dma + i * TRANSFER_BYTES, TRANSFER_BYTES);
+	}
+	free(sub);
+	p->nallocs = 1;
+	p->allocs[0] = (gs_packet_alloc){al, true};
+	p->nranges = 2;
+	p->ranges[0] = (gs_range){from, al->size, false};
+	p->ranges[1] = (gs_range){to, al->size, true};
+	al->refs++;
+	al->inflight++;
+	al->moving++;
+	al->moves++;
+	gs_heap_free(&src->heap, src_off, al->size);
+	set_location(a, al, dst, dst_off);
+	if (kind == MK(EVICT) || kind == MK(EVICT_REQUEST))
+		a->evictions++;
+	a->paging_bytes += al->size;
+	uint32_t whole = base | (pieces ? GS_TRANSFER_START | GS_TRANSFER_END : 0u);
+	char detail[160];
+	snprintf(detail, sizeof(detail),
+	         "%s allocation %llu: segment %u+%llu -> %u+%llu, %llu bytes",
+	         kind == MK(EVICT) || kind == MK(EVICT_REQUEST) ? "evict" : "move",
+	         (unsigned long long)al->obj.handle, is_sysmem(src) ? 0 : src->id,
+	         (unsigned long long)src_off, gs_res_segment_id(al), (unsigned long long)dst_off,
+	         (unsigned long long)al->size);
+	/* The node: the one asked for (a packet's paging companion), else the paging node. */
+	gs_node *n = on ? on : &a->nodes[a->paging_node];
+	paging_queue(d, n, al->dev, p, GS_SUBMIT_PAGING, detail);
+	audit_move(d, al, kind, src, src_off, p->rec.packet, for_packet, whole, (uint32_t)pieces,
+	           reason);
+	return true;
+}
+
+/* ---- making room ---- */
+
+typedef struct cand {
+	gs_victim_candidate c;
+	gs_allocation *al;
+} cand;
+
+static int cmp_cand(const void *x, const void *y)
+{
+	const cand *a = x, *b = y;
+	return a->c.offset < b->c.offset ? -1 : a->c.offset > b->c.offset;
+}
+
+/* Where a victim goes: an aperture segment of its set with room, else system memory. */
+static gs_segment *eviction_target(gs_adapter *a, const gs_allocation *v, const gs_segment *from,
+                                   uint64_t *off)
+{
+	for (uint32_t i = 0; i < a->nsegments; i++) {
+		gs_segment *s = &a->segments[i];
+		if (s == from || s->kind != GPUSCHED__V1__SEGMENT_KIND__SEGMENT_KIND_APERTURE ||
+		    !(v->supported_segment_set & (1u << s->id)))
+			continue;
+		if (gs_heap_alloc(&s->heap, v->size, false, off) == 0)
+			return s;
+	}
+	return gs_heap_alloc(&a->sysmem.heap, v->size, false, off) == 0 ? &a->sysmem : NULL;
+}
+
+typedef struct room_ctx {
+	uint64_t for_packet;
+	gs_node *on;
+	const char *reason;
+	uint32_t moves;
+} room_ctx;
+
+/*
+ * Frees one hole of size bytes in segment s by evicting unpinned allocations. With
+ * honour_priority != 0, only when every victim's priority is below it (an allocation keeping
+ * its preference). Returns true with the hole taken in s's heap at *off.
+ */
+static bool evict_for(gs_daemon *d, gs_adapter *a, gs_segment *s, uint64_t size,
+                      uint32_t honour_priority, room_ctx *rc, uint64_t *off)
+{
+	size_t n = 0, cap = 64;
+	cand *cs = malloc(cap * sizeof(*cs));
+	for (gs_list *it = a->residents[s->id].next; it != &a->residents[s->id]; it = it->next) {
+		gs_allocation *v = GS_CONTAINER_OF(it, gs_allocation, res_link);
+		if (!cs)
+			break;
+		if (n == cap) {
+			cand *m = realloc(cs, 2 * cap * sizeof(*cs));
+			if (!m) {
+				free(cs);
+				cs = NULL;
+				break;
+			}
+			cs = m;
+			cap *= 2;
+		}
+		/* Destroyed ones are on their way out with their last packet: never worth moving.
+		 */
+		cs[n].c = (gs_victim_candidate){.offset = v->offset,
+		                                .size = rounded(v->size),
+		                                .priority = v->priority,
+		                                .last_use = v->last_use,
+		                                .pinned = v->pins > 0 || v->destroyed};
+		cs[n].al = v;
+		n++;
+	}
+	if (!cs) {
+		GS_ERROR("memory manager: out of memory choosing victims");
+		return false;
+	}
+	qsort(cs, n, sizeof(*cs), cmp_cand);
+	gs_victim_candidate *c = malloc((n ? n : 1) * sizeof(*c));
+	size_t *idx = malloc((n ? n : 1) * sizeof(*idx));
+	bool ok = false;
+	if (c && idx) {
+		for (size_t i = 0; i < n; i++)
+			c[i] = cs[i].c;
+		size_t nv = 0;
+		uint64_t hole = 0;
+		int rv = gs_pick_victims_contiguous(c, n, s->heap.size, size, idx, n, &nv, &hole);
+		if (rv == 0 && honour_priority) {
+			uint32_t *pr = malloc((nv ? nv : 1) * sizeof(*pr));
+			if (!pr)
+				rv = -1;
+			else {
+				for (size_t i = 0; i < nv; i++)
+					pr[i] = c[idx[i]].priority;
+				if (!gs_should_evict_for_preference(honour_priority, pr, nv))
+					rv = -1;
+				free(pr);
+			}
+		}
+		if (rv == 0) {
+			ok = true;
+			for (size_t i = 0; i < nv && ok; i++) {
+				gs_allocation *v = cs[idx[i]].al;
+				uint64_t voff;
+				gs_segment *to = eviction_target(a, v, s, &voff);
+				char why[96];
+				snprintf(why, sizeof(why), "room in segment %u (%s)", s->id,
+				         rc->reason);
+				ok = to && move_alloc(d, v, to, voff, MK(EVICT), rc->for_packet,
+				                      true, why, rc->on);
+				rc->moves += ok;
+			}
+			ok = ok && gs_heap_alloc_at(&s->heap, hole, size) == 0;
+			if (ok)
+				*off = hole;
+		}
+	}
+	free(idx);
+	free(c);
+	free(cs);
+	return ok;
+}
+
+/* Finds a place for al (pinned by the caller) and moves it there. */
+static bool place(gs_daemon *d, gs_allocation *al, room_ctx *rc, int kind)
+{
+	gs_adapter *a = adapter_of(al);
+	gs_place_step steps[GS_PLACE_STEPS_MAX];
+	size_t ns = gs_vidmm_place_order(a->segments, a->nsegments, al->supported_segment_set,
+	                                 al->segment_preference, steps, GS_PLACE_STEPS_MAX);
+	uint32_t prio = gs_alloc_priority_effective(al->priority);
+	uint64_t off;
+	/* Free room first, in preference order; a HIGH (or higher) allocation evicts lower ones
+	 * from a preferred segment instead of falling back. */
+	for (size_t i = 0; i < ns; i++) {
+		gs_segment *s = &a->segments[steps[i].index];
+		if (gs_heap_alloc(&s->heap, al->size, steps[i].top_down, &off) == 0 ||
+		    (steps[i].preferred && prio >= GS_ALLOC_PRIORITY_HIGH &&
+		     evict_for(d, a, s, al->size, prio, rc, &off)))
+			return move_alloc(d, al, s, off, kind, rc->for_packet, true, rc->reason,
+			                  rc->on) &&
+			       ++rc->moves;
+	}
+	/* The last resort: evict whatever is least valuable, in the same order. */
+	for (size_t i = 0; i < ns; i++) {
+		gs_segment *s = &a->segments[steps[i].index];
+		if (evict_for(d, a, s, al->size, 0, rc, &off))
+			return move_alloc(d, al, s, off, kind, rc->for_packet, true, rc->reason,
+			                  rc->on) &&
+			       ++rc->moves;
+	}
+	return false;
+}
+
+/* Scheduling is held while a plan is made, so that nothing runs (or plans) in between; the
+ * paging packets it queued start once it is released. */
+static bool hold(gs_daemon *d)
+{
+	bool was = d->sched_held;
+	d->sched_held = true;
+	return was;
+}
+
+static void release(gs_daemon *d, bool was)
+{
+	if (!was)
+		gs_vidsch_hold(d, false);
+}
+
+gs_res_result gs_res_prepare(gs_daemon *d, gs_packet *p, char *why, size_t cap)
+{
+	gs_adapter *a = p->node->adapter;
+	if (p->pinned) {
+		/* Woken after its paging: everything it needs is in place (pins kept it). */
+		return GS_RES_READY;
+	}
+	uint64_t use = ++d->use_seq;
+	p->pinned = true;
+	for (uint32_t i = 0; i < p->nallocs; i++)
+		pin(a, p->allocs[i].alloc, use);
+	bool all = true;
+	for (uint32_t i = 0; i < p->nallocs && all; i++)
+		all = gs_res_resident(p->allocs[i].alloc);
+	if (all)
+		return GS_RES_READY;
+	bool was = hold(d);
+	char reason[48];
+	snprintf(reason, sizeof(reason), "for packet %llu", (unsigned long long)p->rec.packet);
+	gs_node *companion = &a->nodes[p->ctx->paging_companion_node_id < a->nnodes
+	                                       ? p->ctx->paging_companion_node_id
+	                                       : a->paging_node];
+	room_ctx rc = {.for_packet = p->rec.packet, .on = companion, .reason = reason};
+	uint64_t seq0 = a->paging_seq;
+	gs_allocation *missing = NULL;
+	for (uint32_t i = 0; i < p->nallocs && !missing; i++) {
+		gs_allocation *al = p->allocs[i].alloc;
+		if (!gs_res_resident(al) && !place(d, al, &rc, MK(PAGE_IN)))
+			missing = al;
+	}
+	p->paging_moves = rc.moves;
+	gs_res_result res = GS_RES_PAGING;
+	if (missing) {
+		/* Others' pins hold the room. If no one else holds anything, nothing will ever
+		 * change: the packet's allocations cannot be resident together. */
+		bool others = false;
+		for (uint32_t i = 0; i < p->nallocs; i++)
+			p->allocs[i].alloc->mark = 0;
+		for (uint32_t i = 0; i < p->nallocs; i++)
+			p->allocs[i].alloc->mark++;
+		uint64_t mine = 0;
+		for (uint32_t i = 0; i < p->nallocs; i++) {
+			gs_allocation *al = p->allocs[i].alloc;
+			if (al->mark) {
+				others |= al->pins > al->mark;
+				mine++;
+				al->mark = 0; /* counted once */
+			}
+		}
+		others |= a->pinned_allocs > mine;
+		/* Paging in flight or destroyed allocations still held: things will change. */
+		others |= a->paging_done->value < a->paging_seq;
+		/* Quietly: these pins were only just taken, and waking the other waiters for
+		 * room now would have them retry against the same situation, back and forth. */
+		unpin_packet(d, p);
+		if (others) {
+			res = GS_RES_NO_ROOM;
+		} else {
+			snprintf(why, cap,
+			         "allocation %llu (%llu bytes) cannot be made resident together "
+			         "with "
+			         "the rest of the packet's allocation list",
+			         (unsigned long long)missing->obj.handle,
+			         (unsigned long long)missing->size);
+			res = GS_RES_NEVER;
+		}
+	} else if (a->paging_seq == seq0) {
+		res = GS_RES_READY;
+	}
+	if (res == GS_RES_PAGING)
+		p->paging_wait = a->paging_seq;
+	release(d, was);
+	return res;
+}
+
+void gs_res_paging_done(gs_daemon *d, gs_packet *p)
+{
+	gs_adapter *a = p->node->adapter;
+	if (p->nallocs)
+		p->allocs[0].alloc->moving--;
+	if (p->rec.submit_flags & GS_SUBMIT_CONTEXT_SWITCH && p->node->switch_for)
+		p->node->switch_for = 0;
+	if (p->paging_sync) {
+		gs_sync *s = gs_object_get(d, p->paging_sync, GS_OBJ_SYNC, NULL);
+		if (s)
+			gs_obj_sync_signal(d, s, p->paging_fence);
+	}
+	if (p->paging_seq > a->paging_done->value) {
+		a->paging_done->value = p->paging_seq;
+		gs_obj_sync_changed(d, a->paging_done);
+	}
+	room_changed(d, a);
+}
+
+/* ---- client requests ---- */
+
+int gs_res_make_resident(gs_daemon *d, gs_allocation *al, char *msg, size_t cap)
+{
+	if (gs_res_resident(al)) {
+		audit_move(d, al, MK(RESIDENT), al->segment, al->offset, 0, 0, 0, 0,
+		           "MakeResident: resident already");
+		return 1;
+	}
+	bool was = hold(d);
+	room_ctx rc = {.reason = "MakeResident"};
+	bool ok = place(d, al, &rc, MK(PAGE_IN));
+	release(d, was);
+	if (!ok) {
+		snprintf(msg, cap,
+		         "no room for allocation %llu (%llu bytes): the allocations that would "
+		         "have to move are in use by running packets",
+		         (unsigned long long)al->obj.handle, (unsigned long long)al->size);
+		return GS_ST(OUT_OF_MEMORY);
+	}
+	return 0;
+}
+
+int gs_res_move_to(gs_daemon *d, gs_allocation *al, gs_segment *dst, uint32_t want_flags, int kind,
+                   const char *reason, char *msg, size_t cap)
+{
+	gs_adapter *a = adapter_of(al);
+	uint32_t conv = 0;
+	if (tiled_in(al->segment, al) && !tiled_in(dst, al))
+		conv = GS_TRANSFER_UNSWIZZLE;
+	else if (!tiled_in(al->segment, al) && tiled_in(dst, al))
+		conv = GS_TRANSFER_SWIZZLE;
+	uint32_t asked = want_flags & (GS_TRANSFER_SWIZZLE | GS_TRANSFER_UNSWIZZLE);
+	if (asked && asked != conv) {
+		snprintf(msg, cap,
+		         "transfer flags 0x%x contradict the move of allocation %llu (%s): it %s",
+		         want_flags, (unsigned long long)al->obj.handle,
+		         al->flags & GS_ALLOC_TILED ? "tiled" : "linear",
+		         conv == GS_TRANSFER_SWIZZLE     ? "swizzles"
+		         : conv == GS_TRANSFER_UNSWIZZLE ? "unswizzles"
+		                                         : "copies without conversion");
+		return GS_ST(TRANSFER_FLAGS);
+	}
+	if (al->segment == dst)
+		return 1;
+	bool was = hold(d);
+	uint64_t off;
+	room_ctx rc = {.reason = reason};
+	uint64_t use = ++d->use_seq;
+	pin(a, al, use); /* never its own victim */
+	bool room = gs_heap_alloc(&dst->heap, al->size, false, &off) == 0 ||
+	            (!is_sysmem(dst) && evict_for(d, a, dst, al->size, 0, &rc, &off));
+	unpin(d, a, al);
+	bool ok = room && move_alloc(d, al, dst, off, kind, 0, true, reason, NULL);
+	release(d, was);
+	if (!ok) {
+		snprintf(msg, cap,
+		         "no room for allocation %llu (%llu bytes) in segment %u: what would have "
+		         "to move is in use by running packets",
+		         (unsigned long long)al->obj.handle, (unsigned long long)al->size,
+		         is_sysmem(dst) ? 0 : dst->id);
+		return GS_ST(OUT_OF_MEMORY);
+	}
+	return 0;
+}
+
+/* ---- adapters and devices ---- */
+
+static gs_sync *internal_sync(void)
+{
+	gs_sync *s = calloc(1, sizeof(*s));
+	if (s) {
+		gs_list_init(&s->waiters);
+		gs_list_init(&s->gpu_waiters);
+		gs_list_init(&s->dev_link);
+	}
+	return s;
+}
+
+int gs_res_adapter_init(gs_daemon *d, gs_adapter *a)
+{
+	if (gs_segment_init(&a->sysmem, GS_SYSMEM_ID, "system",
+	                    GPUSCHED__V1__SEGMENT_KIND__SEGMENT_KIND_APERTURE,
+	                    a->cfg->system_memory, true) != 0) {
+		GS_ERROR("adapter %s: cannot reserve %llu bytes of system memory", a->cfg->name,
+		         (unsigned long long)a->cfg->system_memory);
+		return -1;
+	}
+	a->memory.seg[GS_SYSMEM_ID] =
+	        (gs_mem_segment){GS_SYSMEM_ID, a->sysmem.mem, a->cfg->system_memory};
+	for (uint32_t i = 0; i < GS_MAX_SEGMENTS; i++)
+		gs_list_init(&a->residents[i]);
+	a->paging_done = internal_sync();
+	a->room = internal_sync();
+	a->sysdev = calloc(1, sizeof(*a->sysdev));
+	if (!a->paging_done || !a->room || !a->sysdev)
+		return -1;
+	gs_device *sd = a->sysdev;
+	sd->obj = (gs_object){
+	        .handle = ++d->next_handle, .type = GS_OBJ_DEVICE, .tenant = &d->system_tenant};
+	sd->adapter = a;
+	snprintf(sd->name, sizeof(sd->name), "paging");
+	gs_list_init(&sd->contexts);
+	gs_list_init(&sd->allocations);
+	gs_list_init(&sd->syncs);
+	for (uint32_t i = 0; i < a->nnodes; i++) {
+		if (a->nodes[i].cfg->paging && !a->paging_node)
+			a->paging_node = i;
+		gs_context *x = calloc(1, sizeof(*x));
+		if (!x)
+			return -1;
+		/* Not in the handle table: no client can name it. */
+		x->obj = (gs_object){.handle = ++d->next_handle,
+		                     .type = GS_OBJ_CONTEXT,
+		                     .tenant = &d->system_tenant};
+		x->dev = sd;
+		x->node = &a->nodes[i];
+		gs_list_init(&x->dev_link);
+		x->flags = 0x1; /* SystemContext */
+		x->priority_class = GS_CLASS_SYSTEM;
+		x->priority = GS_PRIORITY_MIN; /* the system band */
+		x->paging_companion_node_id = i;
+		x->refs = 1;
+		x->created_ns = gs_now_ns();
+		gs_vidsch_context_added(d, x);
+		a->paging_ctx[i] = x;
+		gs_audit_context_of(d, x);
+	}
+	return 0;
+}
+
+void gs_res_adapter_fini(gs_daemon *d, gs_adapter *a)
+{
+	for (uint32_t i = 0; i < GS_MAX_NODES; i++) {
+		gs_context *x = a->paging_ctx[i];
+		if (!x)
+			continue;
+		gs_list_remove(&x->node_link);
+		gs_context_put(d, x);
+		a->paging_ctx[i] = NULL;
+	}
+	free(a->paging_done);
+	free(a->room);
+	free(a->sysdev);
+	a->paging_done = a->room = NULL;
+	a->sysdev = NULL;
+	gs_segment_fini(&a->sysmem);
+}
+
+int gs_res_device_init(gs_daemon *d, gs_device *dev)
+{
+	gs_sync *s = internal_sync();
+	if (!s || !gs_object_register(d, &s->obj, GS_OBJ_SYNC, dev->obj.tenant)) {
+		free(s);
+		return -1;
+	}
+	s->dev = dev;
+	s->daemon_only = true;
+	gs_list_push_back(&dev->syncs, &s->dev_link);
+	dev->paging_sync = s;
+	return 0;
+}
