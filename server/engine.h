@@ -42,7 +42,8 @@ typedef struct gs_range {
  *
  * Engine time of one run ("engine_ns"): on the wall clock, CLOCK_MONOTONIC time from the
  * start of the run; on the virtual clock, 100 ns for every command the run issues (a SPIN
- * resumed in its middle is issued again) plus the SPIN microseconds the run consumed.
+ * resumed in its middle is issued again) plus the SPIN microseconds the run consumed, plus
+ * 1 ns per 16 bytes a TRANSFER moves (rounded up per TRANSFER: a 16 GB/s copy engine).
  * The fields after `user` are zero in a plain submission, meaning "no limit, nothing done".
  */
 typedef struct gs_exec {

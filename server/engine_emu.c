@@ -13,6 +13,12 @@
  * one at which the run's engine time reaches the budget, so a packet with a given budget
  * stops at the same place every time. On the virtual clock SPINs take no wall time, so
  * preemption requests are seen at command boundaries only.
+ *
+ * Virtual engine time: VIRTUAL_CMD_NS for issuing any command, the SPIN microseconds, and
+ * for a TRANSFER also its bytes at VIRTUAL_TRANSFER_BYTES_PER_NS (a 16 GB/s copy engine),
+ * rounded up to a whole nanosecond: a function of the size alone, so it is deterministic.
+ * It is charged once the transfer has moved its bytes (a faulting one moved none). Other
+ * commands (FILL, COPY, CHECKSUM) cost the per-command time only.
  */
 #include "engine_thread.h"
 
@@ -22,6 +28,8 @@
 
 /* Virtual engine time charged for decoding and issuing any command. */
 #define VIRTUAL_CMD_NS 100u
+/* Bytes a TRANSFER moves per nanosecond of virtual engine time (16 GB/s). */
+#define VIRTUAL_TRANSFER_BYTES_PER_NS 16u
 
 static uint64_t sat_add(uint64_t a, uint64_t b)
 {
@@ -31,6 +39,12 @@ static uint64_t sat_add(uint64_t a, uint64_t b)
 static uint64_t micros_to_ns(uint64_t micros)
 {
 	return micros > UINT64_MAX / 1000u ? UINT64_MAX : micros * 1000u;
+}
+
+/* Virtual engine time of the bytes of a TRANSFER: ceil(bytes / 16) ns, no overflow. */
+static uint64_t transfer_ns(uint64_t bytes)
+{
+	return bytes / VIRTUAL_TRANSFER_BYTES_PER_NS + (bytes % VIRTUAL_TRANSFER_BYTES_PER_NS != 0);
 }
 
 /* One run of one packet. */
@@ -208,6 +222,8 @@ void gs_emu_walk(gs_engine *e, gs_exec *x, bool execute, gs_irq *final)
 			stop(&w, GS_IRQ_DMA_PAGE_FAULTED, GS_STOP_NONE, at, 0);
 			break;
 		}
+		if (cmd.op == GS_OP_TRANSFER)
+			w.vns = sat_add(w.vns, transfer_ns(cmd.size));
 	}
 	final->engine_ns = engine_ns(&w);
 }

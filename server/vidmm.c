@@ -746,8 +746,11 @@ size_t gs_vidmm_place_order(const gs_segment *segs, uint32_t nsegs, uint32_t sup
 	for (int k = 0; k < GS_SEGPREF_SLOTS && p.segment[k] && n < cap; k++) {
 		uint32_t bit = 1u << p.segment[k];
 		int i = segment_index(segs, nsegs, p.segment[k]);
-		/* A repeated slot would only retry a segment that just had no room. */
-		if (i < 0 || (tried & bit))
+		/* A repeated slot would only retry a segment that just had no room; a segment
+		 * outside the supported set is never a place for the allocation, whatever the
+		 * preference says (creation refuses such a preference, but a caller placing for
+		 * a narrower set must not be led outside it). */
+		if (i < 0 || (tried & bit) || (supported_set && !(supported_set & bit)))
 			continue;
 		tried |= bit;
 		out[n++] = (gs_place_step){(uint32_t)i, p.direction[k] != 0, true};

@@ -127,8 +127,9 @@ void gs_segment_scrub(gs_segment *s, uint64_t offset, uint64_t size);
  * Placement order: each preferred segment (D3DDDI_SEGMENTPREFERENCE slots, most preferred first,
  * up to the first 0) with its direction, then every other segment of supported_set (0 = all)
  * bottom-up, memory segments before aperture segments, each in configured order. A preferred id
- * that names no configured segment, or repeats an earlier slot, is skipped. The scheduler uses
- * the same order to decide where to make room when placement fails.
+ * that names no configured segment, lies outside a non-zero supported_set, or repeats an earlier
+ * slot, is skipped. The scheduler uses the same order to decide where to make room when
+ * placement fails.
  */
 typedef struct gs_place_step {
 	uint32_t index; /* into segs */

@@ -18,6 +18,12 @@
  *            gs_heap_compact_plan (want 0: full compaction, every block movable; the target is
  *            >= 0.8), with the moves and bytes it costs, and the bytes the cheapest targeted
  *            plan moves for one hole halfway between the largest extent and all free bytes.
+ *   transfer paging transfer throughput: 64 MiB moved between two segments by TRANSFER commands
+ *            (plain, Swizzle and Unswizzle at pitch 1 KiB), cut into 1 MiB sub-transfers as
+ *            the daemon cuts them (gs_swizzle_chunk + gs_transfer_split), encoded into one DMA
+ *            buffer and decoded and executed with gs_engine_exec_cmd as the engine does,
+ *            against memcpy of the same 64 MiB measured in the same run, interleaved with the
+ *            transfers (MB/s and ratio; the target is >= 0.5). The results are checked.
  *
  * Every measurement is bounded by --seconds and a fixed operation count. Prints a table; with
  * --json, one JSON object per measurement on stdout and the table on stderr.
@@ -31,9 +37,13 @@
 #include <string.h>
 #include <time.h>
 
+#include "engine.h"
+#include "isa.h"
+#include "paging_plan.h"
 #include "swizzle.h"
 #include "testd.h"
 #include "vidmm.h"
+#include "wddm.h"
 
 #define KIB 1024ull
 #define MIB (1024ull * KIB)
@@ -41,6 +51,10 @@
 
 #define MAX_STEPS    2000000u /* churn steps timed per allocator */
 #define SWIZZLE_SIZE (64 * MIB)
+#define XFER_SIZE    (64 * MIB)
+#define XFER_CHUNK   (1 * MIB) /* the daemon's sub-transfer size */
+#define XFER_PITCH   GS_SWIZZLE_PITCH_DEFAULT
+#define XFER_TARGET  0.5
 
 typedef struct options {
 	uint64_t count;
@@ -300,6 +314,174 @@ static int bench_swizzle(const options *o, swizzle_result *r, int nr)
 	return 0;
 }
 
+/* ---- paging transfers through the engine ---- */
+
+typedef struct transfer_result {
+	const char *kind;
+	uint32_t flags, pitch;
+	uint64_t pieces;
+	double memcpy_mbs, transfer_mbs, ratio;
+	bool ok;
+} transfer_result;
+
+typedef struct transfer_rig {
+	gs_memory mem;
+	gs_range ranges[2];
+	uint8_t *dma;
+	size_t dma_len;
+	uint64_t ncmds;
+} transfer_rig;
+
+/* Encodes the transfer of the whole source segment to the destination one, cut as the daemon
+ * cuts it, into rig->dma. Returns 0, or -1 when the split or the encoding fails. */
+static int transfer_build(transfer_rig *rig, uint32_t flags, uint32_t pitch)
+{
+	uint64_t chunk = flags & (GS_TRANSFER_SWIZZLE | GS_TRANSFER_UNSWIZZLE)
+	                         ? gs_swizzle_chunk(XFER_CHUNK, pitch)
+	                         : XFER_CHUNK;
+	uint64_t n = gs_transfer_pieces(XFER_SIZE, chunk);
+	gs_subtransfer *pieces = calloc(n, sizeof(*pieces));
+	if (!pieces)
+		return -1;
+	size_t cap = n * gs_isa_cmd_size(GS_OP_TRANSFER);
+	free(rig->dma);
+	rig->dma = malloc(cap);
+	rig->dma_len = 0;
+	int64_t got = gs_transfer_split(XFER_SIZE, chunk, flags, pieces, n);
+	if (!rig->dma || got != (int64_t)n) {
+		free(pieces);
+		return -1;
+	}
+	for (uint64_t i = 0; i < n; i++) {
+		gs_isa_cmd c = {.op = GS_OP_TRANSFER,
+		                .dst = gs_addr_make(2, pieces[i].offset),
+		                .src = gs_addr_make(1, pieces[i].offset),
+		                .size = pieces[i].size,
+		                .transfer_flags = pieces[i].flags,
+		                .pitch = (flags & (GS_TRANSFER_SWIZZLE | GS_TRANSFER_UNSWIZZLE))
+		                                 ? pitch
+		                                 : 0};
+		size_t w = gs_isa_encode(&c, rig->dma + rig->dma_len, cap - rig->dma_len);
+		if (w == 0) {
+			free(pieces);
+			return -1;
+		}
+		rig->dma_len += w;
+	}
+	rig->ncmds = n;
+	free(pieces);
+	return 0;
+}
+
+/* One pass as the engine runs a paging buffer: decode each command, execute it. Returns the
+ * seconds it took, or -1 on a decode error or a fault. */
+static double transfer_pass(const transfer_rig *rig)
+{
+	gs_exec x = {.packet = 1,
+	             .dma = rig->dma,
+	             .dma_len = rig->dma_len,
+	             .ranges = rig->ranges,
+	             .nranges = 2};
+	char detail[96];
+	gs_isa_cmd c;
+	size_t pos = 0;
+	double t0 = gs_test_mono_s();
+	for (;;) {
+		gs_isa_err err = gs_isa_decode(rig->dma, rig->dma_len, &pos, &c);
+		if (err == GS_ISA_END)
+			break;
+		if (err != GS_ISA_OK ||
+		    gs_engine_exec_cmd(&rig->mem, &x, &c, detail, sizeof(detail)))
+			return -1;
+	}
+	return gs_test_mono_s() - t0;
+}
+
+static double mbs(double seconds)
+{
+	return seconds > 0 ? (double)XFER_SIZE / seconds / 1e6 : 0;
+}
+
+/* Best of interleaved passes (memcpy, then the transfers) within the time share. */
+static void transfer_time(transfer_rig *rig, double seconds, double *best_memcpy,
+                          double *best_transfer, bool *ok)
+{
+	uint8_t *src = rig->mem.seg[1].base, *dst = rig->mem.seg[2].base;
+	double start = gs_test_mono_s();
+	for (int pass = 0; pass < 50; pass++) {
+		double t0 = gs_test_mono_s();
+		memcpy(dst, src, XFER_SIZE);
+		double m = mbs(gs_test_mono_s() - t0);
+		if (m > *best_memcpy)
+			*best_memcpy = m;
+		double t = transfer_pass(rig);
+		if (t < 0) {
+			*ok = false;
+			return;
+		}
+		if (mbs(t) > *best_transfer)
+			*best_transfer = mbs(t);
+		if (pass >= 2 && gs_test_mono_s() - start >= seconds)
+			break;
+	}
+}
+
+static int bench_transfer(const options *o, transfer_result *r, int nr)
+{
+	static const struct {
+		const char *kind;
+		uint32_t flags;
+	} kinds[] = {
+	        {"plain", 0},
+	        {"swizzle", GS_TRANSFER_SWIZZLE},
+	        {"unswizzle", GS_TRANSFER_UNSWIZZLE},
+	};
+	transfer_rig rig;
+	memset(&rig, 0, sizeof(rig));
+	/* Segment memory is page-aligned; every page is touched before timing. */
+	for (uint32_t id = 1; id <= 2; id++) {
+		rig.mem.seg[id] = (gs_mem_segment){id, aligned_alloc(4096, XFER_SIZE), XFER_SIZE};
+		if (!rig.mem.seg[id].base)
+			return -1;
+	}
+	rig.ranges[0] = (gs_range){gs_addr_make(1, 0), XFER_SIZE, false};
+	rig.ranges[1] = (gs_range){gs_addr_make(2, 0), XFER_SIZE, true};
+	uint8_t *src = rig.mem.seg[1].base, *dst = rig.mem.seg[2].base;
+	uint8_t *want = aligned_alloc(4096, XFER_SIZE);
+	if (!want)
+		return -1;
+	for (uint64_t i = 0; i < XFER_SIZE; i++)
+		src[i] = (uint8_t)(i * 157 + (i >> 11));
+	memset(dst, 0, XFER_SIZE);
+
+	double share = o->seconds / nr;
+	for (int i = 0; i < nr && i < 3; i++) {
+		r[i] = (transfer_result){.kind = kinds[i].kind,
+		                         .flags = kinds[i].flags,
+		                         .pitch = kinds[i].flags ? XFER_PITCH : 0,
+		                         .ok = true};
+		if (transfer_build(&rig, r[i].flags | GS_TRANSFER_ALLOCATION_IS_IDLE, r[i].pitch) !=
+		    0)
+			return -1;
+		r[i].pieces = rig.ncmds;
+		transfer_time(&rig, share, &r[i].memcpy_mbs, &r[i].transfer_mbs, &r[i].ok);
+		/* The last pass left the transfer's result in dst: check it whole. */
+		if (r[i].flags == 0)
+			memcpy(want, src, XFER_SIZE);
+		else if (r[i].flags == GS_TRANSFER_SWIZZLE)
+			gs_swizzle(want, src, XFER_SIZE, XFER_PITCH);
+		else
+			gs_unswizzle(want, src, XFER_SIZE, XFER_PITCH);
+		r[i].ok = r[i].ok && memcmp(dst, want, XFER_SIZE) == 0;
+		r[i].ratio = r[i].memcpy_mbs > 0 ? r[i].transfer_mbs / r[i].memcpy_mbs : 0;
+	}
+	free(rig.dma);
+	free(rig.mem.seg[1].base);
+	free(rig.mem.seg[2].base);
+	free(want);
+	return 0;
+}
+
 /* ---- fragmentation and compaction ---- */
 
 typedef struct compact_result {
@@ -412,7 +594,8 @@ static int bench_compact(const workload *w, const options *o, unsigned freed_pct
 /* ---- output ---- */
 
 static void print_table(FILE *out, const options *o, const workload *w, const alloc_result *a,
-                        const swizzle_result *s, int ns, const compact_result *c, int nc)
+                        const swizzle_result *s, int ns, const compact_result *c, int nc,
+                        const transfer_result *t, int nt)
 {
 	fprintf(out,
 	        "\nbench_vidmm: %" PRIu64 " live allocations of 256 B..1 MiB in a %.1f GiB heap "
@@ -454,10 +637,29 @@ static void print_table(FILE *out, const options *o, const workload *w, const al
 	        "(largest/free: the largest free extent over all free bytes; after compact: once "
 	        "the full\n plan is applied to the heap; targeted: the cheapest plan for one hole "
 	        "halfway between\n the largest extent and all free bytes)\n");
+
+	fprintf(out,
+	        "\npaging transfer throughput: %llu MiB in %llu KiB TRANSFERs through "
+	        "gs_engine_exec_cmd\n",
+	        (unsigned long long)(XFER_SIZE / MIB), (unsigned long long)(XFER_CHUNK / KIB));
+	fprintf(out, "%-16s %8s %12s %12s %8s %s\n", "kind", "pieces", "MB/s", "memcpy MB/s",
+	        "ratio", "(target >= 0.5)");
+	for (int i = 0; i < nt; i++) {
+		char kind[32];
+		if (t[i].pitch)
+			snprintf(kind, sizeof(kind), "%s p%u", t[i].kind, t[i].pitch);
+		else
+			snprintf(kind, sizeof(kind), "%s", t[i].kind);
+		fprintf(out, "%-16s %8" PRIu64 " %12.0f %12.0f %8.3f %s%s\n", kind, t[i].pieces,
+		        t[i].transfer_mbs, t[i].memcpy_mbs, t[i].ratio,
+		        t[i].ratio >= XFER_TARGET ? "target met" : "missed",
+		        t[i].ok ? "" : "  RESULT WRONG");
+	}
 }
 
 static void print_json(const options *o, const workload *w, const alloc_result *a,
-                       const swizzle_result *s, int ns, const compact_result *c, int nc)
+                       const swizzle_result *s, int ns, const compact_result *c, int nc,
+                       const transfer_result *t, int nt)
 {
 	printf("{\"bench\":\"vidmm\",\"measure\":\"alloc\",\"live\":%" PRIu64
 	       ",\"heap_bytes\":%" PRIu64 ",\"heap_ops_per_s\":%.0f,\"heap_ops\":%" PRIu64
@@ -485,6 +687,15 @@ static void print_json(const options *o, const workload *w, const alloc_result *
 		       c[i].frac_after, c[i].moves, c[i].bytes_moved, c[i].plan_ms, c[i].apply_ms,
 		       c[i].want, c[i].want_moves, c[i].want_bytes,
 		       c[i].heap_ok ? "true" : "false");
+	for (int i = 0; i < nt; i++)
+		printf("{\"bench\":\"vidmm\",\"measure\":\"transfer\",\"kind\":\"%s\","
+		       "\"pitch\":%u,\"bytes\":%llu,\"chunk\":%llu,\"pieces\":%" PRIu64
+		       ",\"transfer_mbs\":%.1f,\"memcpy_mbs\":%.1f,\"ratio\":%.4f,"
+		       "\"target_met\":%s,\"ok\":%s}\n",
+		       t[i].kind, t[i].pitch, (unsigned long long)XFER_SIZE,
+		       (unsigned long long)XFER_CHUNK, t[i].pieces, t[i].transfer_mbs,
+		       t[i].memcpy_mbs, t[i].ratio, t[i].ratio >= XFER_TARGET ? "true" : "false",
+		       t[i].ok ? "true" : "false");
 }
 
 static void usage(FILE *out)
@@ -492,8 +703,9 @@ static void usage(FILE *out)
 	fprintf(out,
 	        "Usage: bench_vidmm [OPTIONS]\n"
 	        "Segment heap placement + free throughput against malloc/free, swizzle and\n"
-	        "unswizzle throughput against memcpy, and the largest free extent after churn\n"
-	        "without and with the compaction plan.\n\n"
+	        "unswizzle throughput against memcpy, the largest free extent after churn\n"
+	        "without and with the compaction plan, and paging TRANSFER throughput through\n"
+	        "the engine against memcpy.\n\n"
 	        "Options:\n"
 	        "  --count N      live allocations (default 100000, 1000..1000000); the heap "
 	        "model\n"
@@ -503,8 +715,8 @@ static void usage(FILE *out)
 	        "  --json         one JSON object per measurement on stdout; the table goes to "
 	        "stderr\n"
 	        "  -h, --help     show this help\n\n"
-	        "Exit status: 0 when every measurement ran and the heap stayed consistent, 1\n"
-	        "otherwise, 2 usage.\n");
+	        "Exit status: 0 when every measurement ran, the heap stayed consistent and every\n"
+	        "conversion and transfer gave the right bytes, 1 otherwise, 2 usage.\n");
 }
 
 static int parse_args(int argc, char **argv, options *o)
@@ -563,15 +775,19 @@ int main(int argc, char **argv)
 	alloc_result a = {0};
 	swizzle_result s[2];
 	compact_result c[2];
+	transfer_result t[3];
 	if (workload_make(&w, &o) != 0 || bench_alloc(&w, &o, &a) != 0 ||
 	    bench_swizzle(&o, s, 2) != 0 || bench_compact(&w, &o, 0, &c[0]) != 0 ||
-	    bench_compact(&w, &o, 25, &c[1]) != 0) {
+	    bench_compact(&w, &o, 25, &c[1]) != 0 || bench_transfer(&o, t, 3) != 0) {
 		fprintf(stderr, "bench_vidmm: out of memory\n");
 		return 1;
 	}
-	print_table(o.json ? stderr : stdout, &o, &w, &a, s, 2, c, 2);
+	print_table(o.json ? stderr : stdout, &o, &w, &a, s, 2, c, 2, t, 3);
 	if (o.json)
-		print_json(&o, &w, &a, s, 2, c, 2);
+		print_json(&o, &w, &a, s, 2, c, 2, t, 3);
 	workload_free(&w);
-	return c[0].heap_ok && c[1].heap_ok && s[0].round_trip_ok && s[1].round_trip_ok ? 0 : 1;
+	return c[0].heap_ok && c[1].heap_ok && s[0].round_trip_ok && s[1].round_trip_ok &&
+	                       t[0].ok && t[1].ok && t[2].ok
+	               ? 0
+	               : 1;
 }

@@ -1,9 +1,11 @@
 /*
  * The DMA-buffer ISA: encoding round trips, every decode error, whole-buffer validation,
- * FILL's tail semantics and the CHECKSUM hash.
+ * FILL's tail semantics and the CHECKSUM hash; TRANSFER's wire bytes and every refusal of its
+ * transfer flags and pitch.
  */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -31,6 +33,24 @@ static const gs_isa_cmd examples[] = {
         {.op = GS_OP_SPIN, .micros = 0x8182838485868788u},
         {.op = GS_OP_SPIN, .flags = GS_SPIN_NONPREEMPTIBLE, .micros = 12345},
         {.op = GS_OP_SIGNAL, .sync = 0x9192939495969798u, .value = 0xa1a2a3a4a5a6a7a8u},
+        /* TRANSFER: a plain copy with every non-conversion flag, a Swizzle and an Unswizzle */
+        {.op = GS_OP_TRANSFER,
+         .dst = 0xb1b2b3b4b5b6b7b8u,
+         .src = 0xc1c2c3c4c5c6c7c8u,
+         .size = 0xd1d2d3d4d5d6d7d8u,
+         .transfer_flags = 0x1c},
+        {.op = GS_OP_TRANSFER,
+         .dst = 1,
+         .src = 2,
+         .size = 3,
+         .transfer_flags = GS_ISA_TRANSFER_SWIZZLE | 0x08,
+         .pitch = 1024},
+        {.op = GS_OP_TRANSFER,
+         .dst = 4,
+         .src = 5,
+         .size = 6,
+         .transfer_flags = GS_ISA_TRANSFER_UNSWIZZLE | 0x1c,
+         .pitch = 0xffffffc0u},
 };
 #define NEXAMPLES (sizeof(examples) / sizeof(examples[0]))
 
@@ -42,10 +62,15 @@ static void test_sizes_and_names(void **state)
 		size_t size;
 		const char *name;
 	} want[] = {
-	        {GS_OP_NOP, 8, "NOP"},    {GS_OP_FILL, 32, "FILL"},
-	        {GS_OP_COPY, 32, "COPY"}, {GS_OP_CHECKSUM, 32, "CHECKSUM"},
-	        {GS_OP_SPIN, 16, "SPIN"}, {GS_OP_SIGNAL, 24, "SIGNAL"},
-	        {GS_OP_COUNT_, 0, "?"},   {0xff, 0, "?"},
+	        {GS_OP_NOP, 8, "NOP"},
+	        {GS_OP_FILL, 32, "FILL"},
+	        {GS_OP_COPY, 32, "COPY"},
+	        {GS_OP_CHECKSUM, 32, "CHECKSUM"},
+	        {GS_OP_SPIN, 16, "SPIN"},
+	        {GS_OP_SIGNAL, 24, "SIGNAL"},
+	        {GS_OP_TRANSFER, 40, "TRANSFER"},
+	        {GS_OP_COUNT_, 0, "?"},
+	        {0xff, 0, "?"},
 	};
 	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
 		assert_int_equal(gs_isa_cmd_size(want[i].op), want[i].size);
@@ -80,6 +105,8 @@ static void test_round_trip(void **state)
 		assert_int_equal(out.micros, examples[i].micros);
 		assert_int_equal(out.sync, examples[i].sync);
 		assert_int_equal(out.value, examples[i].value);
+		assert_int_equal(out.transfer_flags, examples[i].transfer_flags);
+		assert_int_equal(out.pitch, examples[i].pitch);
 		assert_int_equal(gs_isa_decode(buf, n, &pos, &out), GS_ISA_END);
 	}
 }
@@ -97,6 +124,98 @@ static void test_fill_wire_bytes(void **state)
 	uint8_t buf[32];
 	assert_int_equal(gs_isa_encode(&examples[1], buf, sizeof(buf)), 32);
 	assert_memory_equal(buf, want, sizeof(want));
+}
+
+/* The exact bytes of a TRANSFER (Swizzle, pitch 1024, with TransferStart). */
+static void test_transfer_wire_bytes(void **state)
+{
+	(void)state;
+	const gs_isa_cmd t = {.op = GS_OP_TRANSFER,
+	                      .dst = 0x0102030405060708u,
+	                      .src = 0x1112131415161718u,
+	                      .size = 0x2122232425262728u,
+	                      .transfer_flags = 0x09,
+	                      .pitch = 0x400};
+	static const uint8_t want[40] = {
+	        0x06, 0x00, 0x28, 0x00, 0,    0,    0,    0,    /* header */
+	        0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01, /* dst */
+	        0x18, 0x17, 0x16, 0x15, 0x14, 0x13, 0x12, 0x11, /* src */
+	        0x28, 0x27, 0x26, 0x25, 0x24, 0x23, 0x22, 0x21, /* size */
+	        0x09, 0x00, 0x00, 0x00, 0x00, 0x04, 0x00, 0x00, /* transfer flags, pitch */
+	};
+	uint8_t buf[48];
+	memset(buf, 0xee, sizeof(buf));
+	assert_int_equal(gs_isa_encode(&t, buf, sizeof(buf)), 40);
+	assert_memory_equal(buf, want, sizeof(want));
+	assert_int_equal(buf[40], 0xee); /* nothing written past the command */
+	assert_int_equal(gs_isa_encode(&t, buf, 39), 0);
+	size_t pos = 0;
+	gs_isa_cmd out;
+	assert_int_equal(gs_isa_decode(want, sizeof(want), &pos, &out), GS_ISA_OK);
+	assert_int_equal(pos, 40);
+	assert_int_equal(out.op, GS_OP_TRANSFER);
+	assert_int_equal(out.flags, 0);
+	assert_true(out.dst == t.dst && out.src == t.src && out.size == t.size);
+	assert_int_equal(out.transfer_flags, 0x09);
+	assert_int_equal(out.pitch, 0x400);
+	assert_int_equal(out.pattern | out.micros | out.sync | out.value, 0);
+}
+
+/* Decodes an encoded TRANSFER with these transfer flags and pitch. */
+static gs_isa_err decode_transfer(uint32_t transfer_flags, uint32_t pitch)
+{
+	const gs_isa_cmd t = {.op = GS_OP_TRANSFER,
+	                      .dst = 0x100,
+	                      .src = 0x200,
+	                      .size = 0x300,
+	                      .transfer_flags = transfer_flags,
+	                      .pitch = pitch};
+	uint8_t buf[40];
+	assert_int_equal(gs_isa_encode(&t, buf, sizeof(buf)), 40);
+	size_t pos = 0;
+	gs_isa_cmd out;
+	gs_isa_err err = gs_isa_decode(buf, sizeof(buf), &pos, &out);
+	assert_int_equal(pos, err == GS_ISA_OK ? 40 : 0);
+	if (err == GS_ISA_OK) {
+		assert_int_equal(out.transfer_flags, transfer_flags);
+		assert_int_equal(out.pitch, pitch);
+	}
+	return err;
+}
+
+static void test_transfer_flags_and_pitch(void **state)
+{
+	(void)state;
+	const uint32_t swz = GS_ISA_TRANSFER_SWIZZLE, unswz = GS_ISA_TRANSFER_UNSWIZZLE;
+	/* Every combination of the five defined bits: accepted unless both conversions are
+	 * asked for; a conversion needs a pitch, a plain copy must have none. */
+	for (uint32_t f = 0; f <= GS_ISA_TRANSFER_FLAGS_MASK; f++) {
+		bool both = (f & (swz | unswz)) == (swz | unswz);
+		bool converts = (f & (swz | unswz)) != 0;
+		if (both) {
+			assert_int_equal(decode_transfer(f, 0), GS_ISA_BAD_FLAGS);
+			assert_int_equal(decode_transfer(f, 1024), GS_ISA_BAD_FLAGS);
+		} else if (converts) {
+			assert_int_equal(decode_transfer(f, 64), GS_ISA_OK);
+			assert_int_equal(decode_transfer(f, 1024), GS_ISA_OK);
+			assert_int_equal(decode_transfer(f, 0), GS_ISA_BAD_FLAGS);   /* missing */
+			assert_int_equal(decode_transfer(f, 100), GS_ISA_BAD_FLAGS); /* not 64k */
+			assert_int_equal(decode_transfer(f, 32), GS_ISA_BAD_FLAGS);
+		} else {
+			assert_int_equal(decode_transfer(f, 0), GS_ISA_OK);
+			assert_int_equal(decode_transfer(f, 64),
+			                 GS_ISA_BAD_FLAGS); /* stray pitch */
+			assert_int_equal(decode_transfer(f, 1), GS_ISA_BAD_FLAGS);
+		}
+	}
+	/* The largest pitch that is a multiple of 64 still decodes. */
+	assert_int_equal(decode_transfer(swz, 0xffffffc0u), GS_ISA_OK);
+	assert_int_equal(decode_transfer(unswz, 0xffffffffu), GS_ISA_BAD_FLAGS);
+	/* Every reserved bit of the transfer flags, alone and with valid ones. */
+	for (uint32_t bit = 5; bit < 32; bit++) {
+		assert_int_equal(decode_transfer(1u << bit, 0), GS_ISA_BAD_FLAGS);
+		assert_int_equal(decode_transfer((1u << bit) | swz | 0x18, 1024), GS_ISA_BAD_FLAGS);
+	}
 }
 
 static void test_encode_limits(void **state)
@@ -147,6 +266,33 @@ static void test_decode_errors(void **state)
 	expect_decode(&spin, 2, 24, 0, GS_ISA_BAD_SIZE);
 	expect_decode(&spin, 2, 8, 0, GS_ISA_BAD_SIZE);
 	expect_decode(&spin, 3, 1, 0, GS_ISA_BAD_SIZE);
+	/* TRANSFER: the size field must be 40, and a short buffer is truncation */
+	const gs_isa_cmd *transfer = &examples[7];
+	assert_int_equal(transfer->op, GS_OP_TRANSFER);
+	expect_decode(transfer, 2, 32, 0, GS_ISA_BAD_SIZE);
+	expect_decode(transfer, 2, 48, 0, GS_ISA_BAD_SIZE);
+	expect_decode(transfer, 2, 41, 0, GS_ISA_BAD_SIZE);
+	expect_decode(transfer, 3, 1, 0, GS_ISA_BAD_SIZE);
+	expect_decode(transfer, 2, 32, 8, GS_ISA_BAD_SIZE); /* checked before truncation */
+	expect_decode(transfer, NO_EDIT, 0, 1, GS_ISA_TRUNCATED);
+	expect_decode(transfer, NO_EDIT, 0, 4, GS_ISA_TRUNCATED);  /* the pitch missing */
+	expect_decode(transfer, NO_EDIT, 0, 8, GS_ISA_TRUNCATED);  /* flags and pitch missing */
+	expect_decode(transfer, NO_EDIT, 0, 32, GS_ISA_TRUNCATED); /* header only */
+	/* TRANSFER has no header flags, and its reserved header bytes must be zero */
+	for (uint8_t bit = 0; bit < 8; bit++)
+		expect_decode(transfer, 1, (uint8_t)(1u << bit), 0, GS_ISA_BAD_FLAGS);
+	for (size_t b = 4; b < 8; b++)
+		expect_decode(transfer, b, 0x01, 0, GS_ISA_BAD_FLAGS);
+	/* transfer flags byte 32 and the bytes above it: reserved bits */
+	expect_decode(transfer, 32, 0x20, 0, GS_ISA_BAD_FLAGS);
+	expect_decode(transfer, 33, 0x01, 0, GS_ISA_BAD_FLAGS);
+	expect_decode(transfer, 35, 0x80, 0, GS_ISA_BAD_FLAGS);
+	/* plain copy given a pitch; conversion without one */
+	expect_decode(transfer, 36, 0x40, 0, GS_ISA_BAD_FLAGS);
+	expect_decode(&examples[8], 37, 0x00, 0, GS_ISA_BAD_FLAGS); /* pitch 1024 -> 0 */
+	expect_decode(&examples[8], 36, 0x01, 0, GS_ISA_BAD_FLAGS); /* pitch 1025 */
+	expect_decode(&examples[8], 32, 0x0b, 0, GS_ISA_BAD_FLAGS); /* Swizzle + Unswizzle */
+	expect_decode(&examples[8], 32, 0x0a, 0, GS_ISA_OK);        /* Unswizzle instead */
 	/* flags: only SPIN knows 0x1, and nothing knows 0x2 */
 	expect_decode(&nop, 1, 0x1, 0, GS_ISA_BAD_FLAGS);
 	expect_decode(&fill, 1, 0x1, 0, GS_ISA_BAD_FLAGS);
@@ -203,6 +349,12 @@ static void test_validate(void **state)
 	assert_int_equal(err_at, offsets[NEXAMPLES - 1]);
 	/* NULL outputs are allowed */
 	assert_int_equal(gs_isa_validate(buf, len, NULL, NULL), GS_ISA_OK);
+	/* A TRANSFER whose Swizzle lost its pitch is refused where it starts. */
+	size_t t = offsets[8];
+	assert_int_equal(buf[t], GS_OP_TRANSFER);
+	buf[t + 37] = 0;
+	assert_int_equal(gs_isa_validate(buf, len, &ncmds, &err_at), GS_ISA_BAD_FLAGS);
+	assert_int_equal(err_at, t);
 }
 
 static void test_strerror(void **state)
@@ -269,6 +421,8 @@ int main(void)
 	        cmocka_unit_test(test_sizes_and_names),
 	        cmocka_unit_test(test_round_trip),
 	        cmocka_unit_test(test_fill_wire_bytes),
+	        cmocka_unit_test(test_transfer_wire_bytes),
+	        cmocka_unit_test(test_transfer_flags_and_pitch),
 	        cmocka_unit_test(test_encode_limits),
 	        cmocka_unit_test(test_decode_errors),
 	        cmocka_unit_test(test_decode_position),

@@ -1,6 +1,8 @@
-/* Paging plans: sub-transfer flags for every size around the chunk and every base flag set,
- * victim choice by priority and age (tables, plus properties on random input), the contiguous
- * variant against a brute force, and the priority rule for honouring preferences. */
+/* Paging plans: sub-transfer flags for every size around the chunk and every base flag set (and
+ * for band-aligned Swizzle chunks), victim choice by priority and age (tables, pinned and tie
+ * cases, plus properties on random input), the contiguous variant against a brute force and by
+ * its tie rules, and the priority rule for honouring preferences, also checked for exactness
+ * against what the pickers choose. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,6 +14,7 @@
 #include <cmocka.h>
 
 #include "paging_plan.h"
+#include "swizzle.h"
 #include "vidmm.h"
 #include "wddm.h"
 
@@ -111,6 +114,51 @@ static void test_split_rejects(void **state)
 	assert_int_equal(gs_transfer_pieces(UINT64_MAX, 1ull << 63), 2);
 }
 
+/* The daemon's recipe for a converting transfer: a band-aligned chunk from gs_swizzle_chunk, so
+ * every piece but the last is whole bands; Start only on the first piece, End only on the last,
+ * both on a single one, and the conversion flag on all of them. */
+static void test_split_swizzle_chunks(void **state)
+{
+	(void)state;
+	const uint32_t pitches[] = {64, 1024, 4096, 6400};
+	for (size_t p = 0; p < sizeof(pitches) / sizeof(pitches[0]); p++) {
+		const uint64_t band = gs_swizzle_band(pitches[p]);
+		const uint64_t chunk = gs_swizzle_chunk(1 * MIB, pitches[p]);
+		assert_int_equal(chunk % band, 0);
+		assert_true(chunk <= 1 * MIB || chunk == band);
+		const uint64_t sizes[] = {1,     band - 1,  band,
+		                          chunk, chunk + 1, 3 * chunk + band + 7};
+		for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+			for (int conv = 0; conv < 2; conv++) {
+				const uint32_t base = conv ? GS_TRANSFER_UNSWIZZLE |
+				                                      GS_TRANSFER_ALLOCATION_IS_IDLE
+				                           : GS_TRANSFER_SWIZZLE;
+				gs_subtransfer out[8];
+				int64_t n = gs_transfer_split(sizes[i], chunk, base, out, 8);
+				assert_int_equal(n, gs_transfer_pieces(sizes[i], chunk));
+				uint64_t next = 0;
+				for (int64_t k = 0; k < n; k++) {
+					assert_int_equal(out[k].offset, next);
+					assert_int_equal(out[k].offset % band, 0);
+					if (k < n - 1)
+						assert_int_equal(out[k].size, chunk);
+					assert_int_equal(out[k].flags & GS_TRANSFER_BASE_MASK,
+					                 base);
+					assert_int_equal((out[k].flags & GS_TRANSFER_START) != 0,
+					                 k == 0);
+					assert_int_equal((out[k].flags & GS_TRANSFER_END) != 0,
+					                 k == n - 1);
+					next += out[k].size;
+				}
+				assert_int_equal(next, sizes[i]);
+				if (n == 1)
+					assert_int_equal(out[0].flags, base | GS_TRANSFER_START |
+					                                       GS_TRANSFER_END);
+			}
+		}
+	}
+}
+
 /* ---- victims by bytes ---- */
 
 static const gs_victim_candidate cands[] = {
@@ -175,6 +223,90 @@ static void test_pick_victims_spares_small_ones(void **state)
 	assert_int_equal(n, 2);
 	assert_int_equal(out[0], 1);
 	assert_int_equal(out[1], 2);
+}
+
+/* Pinned is absolute: the cheapest, oldest, exactly fitting candidate is never taken when it is
+ * pinned. Equal priority and age: the lower index goes first. */
+static void test_pick_victims_pinned_and_ties(void **state)
+{
+	(void)state;
+	const gs_victim_candidate c[] = {
+	        {0, 1 * MIB, MINP, 0, true},  /* 0: the best in every way, but pinned */
+	        {0, 1 * MIB, NORM, 7, false}, /* 1 */
+	        {0, 1 * MIB, NORM, 7, false}, /* 2: ties with 1 */
+	        {0, 1 * MIB, LOW, 9, false},  /* 3: lower priority beats older age */
+	        {0, 1 * MIB, NORM, 3, false}, /* 4: older than 1 and 2 */
+	        {0, 1 * MIB, MAXP, 1, false}, /* 5 */
+	        {0, 1 * MIB, 0, 5, false},    /* 6: NORMAL, between 4 and 1 */
+	};
+	const size_t order[] = {3, 4, 6, 1, 2, 5};
+	for (size_t k = 1; k <= 6; k++) {
+		size_t out[7], n = 0;
+		assert_int_equal(gs_pick_victims(c, 7, k * MIB, out, 7, &n), 0);
+		assert_int_equal(n, k);
+		for (size_t i = 0; i < n; i++)
+			assert_int_equal(out[i], order[i]);
+	}
+	size_t out[7], n = 9;
+	assert_int_equal(gs_pick_victims(c, 7, 6 * MIB + 1, out, 7, &n), -ENOSPC);
+	assert_int_equal(n, 0);
+	/* Only pinned candidates: nothing can help. */
+	assert_int_equal(gs_pick_victims(c, 1, 1, out, 7, &n), -ENOSPC);
+	/* The contiguous picker never takes a pinned block either, however cheap: the pinned
+	 * MINIMUM block at 4K splits the segment, and the hole comes from the NORMAL one. */
+	const gs_victim_candidate seg[] = {
+	        {0, 4 * KIB, NORM, 0, false},
+	        {4 * KIB, 4 * KIB, MINP, 0, true},
+	        {8 * KIB, 4 * KIB, HIGH, 0, false},
+	};
+	uint64_t hole = 0;
+	assert_int_equal(gs_pick_victims_contiguous(seg, 3, 16 * KIB, 8 * KIB, out, 3, &n, &hole),
+	                 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(out[0], 2);
+	assert_int_equal(hole, 8 * KIB);
+	assert_int_equal(gs_pick_victims_contiguous(seg, 3, 16 * KIB, 12 * KIB, out, 3, &n, &hole),
+	                 -ENOSPC);
+}
+
+/* Equal highest priority: the run evicting fewer bytes; equal bytes too: the lower one. */
+static void test_contiguous_ties(void **state)
+{
+	(void)state;
+	/* 32 KiB, all LOW: [A 2K @0][B 4K @4K][C 2K @12K][D 2K @20K] with free 2K..4K, 8K..12K,
+	 * 14K..20K, 22K..32K. */
+	const gs_victim_candidate c[] = {
+	        {0, 2 * KIB, LOW, 0, false},
+	        {4 * KIB, 4 * KIB, LOW, 0, false},
+	        {12 * KIB, 2 * KIB, LOW, 0, false},
+	        {20 * KIB, 2 * KIB, LOW, 0, false},
+	};
+	size_t out[4], n;
+	uint64_t hole;
+	/* 12 KiB: evicting B (4K) gives 2K..12K = 10K, not enough; C alone gives 8K..20K = 12K
+	 * (2K evicted); D alone gives 14K..32K = 18K (2K evicted): equal, the lower wins. */
+	assert_int_equal(gs_pick_victims_contiguous(c, 4, 32 * KIB, 12 * KIB, out, 4, &n, &hole),
+	                 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(out[0], 2);
+	assert_int_equal(hole, 8 * KIB);
+	/* 16 KiB: only D (2K) makes 18K; C+... would cost more. */
+	assert_int_equal(gs_pick_victims_contiguous(c, 4, 32 * KIB, 16 * KIB, out, 4, &n, &hole),
+	                 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(out[0], 3);
+	assert_int_equal(hole, 14 * KIB);
+	/* Priority beats bytes: make D HIGH, and C+D (max HIGH) loses to B+C (max LOW, 6K) for
+	 * 17 KiB: B+C frees 2K..20K = 18K. */
+	gs_victim_candidate d[4];
+	memcpy(d, c, sizeof(d));
+	d[3].priority = HIGH;
+	assert_int_equal(gs_pick_victims_contiguous(d, 4, 32 * KIB, 17 * KIB, out, 4, &n, &hole),
+	                 0);
+	assert_int_equal(n, 2);
+	assert_int_equal(out[0], 1);
+	assert_int_equal(out[1], 2);
+	assert_int_equal(hole, 2 * KIB);
 }
 
 /* The ranking gs_pick_victims documents, written out independently. */
@@ -409,17 +541,84 @@ static void test_should_evict_for_preference(void **state)
 	assert_int_equal(gs_alloc_priority_effective(LOW), LOW);
 }
 
+/*
+ * The exactness gs_should_evict_for_preference claims: applied to what either picker chose, it
+ * says "evict" exactly when the new allocation is HIGH or more and some set of unpinned victims
+ * of strictly lower priority would make the room (by bytes for gs_pick_victims, as one hole for
+ * the contiguous picker, found by brute force over runs).
+ */
+static void test_should_evict_exact_for_pickers(void **state)
+{
+	(void)state;
+	rng_state = 29;
+	const uint32_t prios[] = {0, MINP, LOW, NORM, HIGH, MAXP};
+	const uint32_t news[] = {NORM, HIGH, HIGH + 1, MAXP, 0xffffffffu};
+	for (int round = 0; round < 3000; round++) {
+		const uint64_t seg = 64 * KIB;
+		gs_victim_candidate c[12];
+		size_t n = 0;
+		uint64_t cursor = 0;
+		for (size_t i = 0; i < 12; i++) {
+			cursor += (rnd() % 3) * 512;
+			uint64_t sz = 1 + rnd() % 8000;
+			if (cursor + al(sz) > seg)
+				break;
+			c[n++] = (gs_victim_candidate){cursor, sz, prios[rnd() % 6], rnd() % 4,
+			                               rnd() % 6 == 0};
+			cursor += al(sz);
+		}
+		const uint32_t newp = news[rnd() % 5];
+		const uint64_t need = 1 + rnd() % (48 * KIB);
+		const bool qualifies = newp >= HIGH;
+
+		/* Candidates a preference may evict: unpinned and strictly lower. */
+		gs_victim_candidate lower[12];
+		uint64_t lower_bytes = 0;
+		for (size_t i = 0; i < n; i++) {
+			lower[i] = c[i];
+			if (gs_alloc_priority_effective(c[i].priority) >= newp)
+				lower[i].pinned = true;
+			if (!lower[i].pinned)
+				lower_bytes += al(c[i].size);
+		}
+
+		size_t out[12], k;
+		uint32_t vp[12];
+		if (gs_pick_victims(c, n, need, out, 12, &k) == 0) {
+			for (size_t i = 0; i < k; i++)
+				vp[i] = c[out[i]].priority;
+			assert_int_equal(gs_should_evict_for_preference(newp, vp, k),
+			                 qualifies && lower_bytes >= need);
+		}
+		uint64_t hole;
+		if (gs_pick_victims_contiguous(c, n, seg, need, out, 12, &k, &hole) == 0) {
+			for (size_t i = 0; i < k; i++)
+				vp[i] = c[out[i]].priority;
+			assert_int_equal(gs_victims_max_priority(c, out, k) <
+			                                 gs_alloc_priority_effective(newp) ||
+			                         k == 0,
+			                 brute_run(lower, n, seg, need).found);
+			assert_int_equal(gs_should_evict_for_preference(newp, vp, k),
+			                 qualifies && brute_run(lower, n, seg, need).found);
+		}
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_split_sizes_and_flags),
 	        cmocka_unit_test(test_split_rejects),
+	        cmocka_unit_test(test_split_swizzle_chunks),
 	        cmocka_unit_test(test_pick_victims_table),
 	        cmocka_unit_test(test_pick_victims_spares_small_ones),
+	        cmocka_unit_test(test_pick_victims_pinned_and_ties),
 	        cmocka_unit_test(test_pick_victims_properties),
 	        cmocka_unit_test(test_contiguous_by_hand),
 	        cmocka_unit_test(test_contiguous_matches_brute_force),
+	        cmocka_unit_test(test_contiguous_ties),
 	        cmocka_unit_test(test_should_evict_for_preference),
+	        cmocka_unit_test(test_should_evict_exact_for_pickers),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -476,6 +476,270 @@ static void test_place_order_repeated_id(void **state)
 	segs_fini(s);
 }
 
+/*
+ * A second layout for the placement order: aperture segments configured first and in between,
+ * ids out of order, so "memory before aperture, each in configured order" differs from both
+ * configured order and id order.
+ */
+static const uint32_t mix_ids[] = {4, 9, 1, 17, 31, 6};
+static const int mix_kinds[] = {APER, MEM, MEM, APER, MEM, MEM};
+#define NMIX 6
+/* Fallback order with no preference and every segment supported: 9, 1, 31, 6, then 4, 17. */
+static const uint32_t mix_fallback[NMIX] = {1, 2, 4, 5, 0, 3};
+
+static void mix_init(gs_segment *s)
+{
+	for (int i = 0; i < NMIX; i++)
+		assert_int_equal(
+		        gs_segment_init(&s[i], mix_ids[i], "mix", mix_kinds[i], SEGSIZE, false), 0);
+}
+
+static void mix_fini(gs_segment *s)
+{
+	for (int i = 0; i < NMIX; i++)
+		gs_segment_fini(&s[i]);
+}
+
+static int mix_index(uint32_t id)
+{
+	for (int i = 0; i < NMIX; i++)
+		if (mix_ids[i] == id)
+			return i;
+	return -1;
+}
+
+/* The documented order, written out step by step: preference slots up to the first 0, each
+ * kept if it names a configured segment in the supported set not listed yet; then the other
+ * supported memory segments, then the other supported apertures, in configured order. */
+static size_t model_order(uint32_t supported, const gs_segpref *p, gs_place_step *out)
+{
+	bool listed[NMIX] = {false};
+	size_t n = 0;
+	for (int k = 0; k < GS_SEGPREF_SLOTS; k++) {
+		if (p->segment[k] == 0)
+			break;
+		int i = mix_index(p->segment[k]);
+		if (i < 0 || listed[i] || (supported && !(supported & (1u << p->segment[k]))))
+			continue;
+		listed[i] = true;
+		out[n++] = (gs_place_step){(uint32_t)i, p->direction[k] != 0, true};
+	}
+	for (int pass = 0; pass < 2; pass++)
+		for (int i = 0; i < NMIX; i++) {
+			if (mix_kinds[i] != (pass == 0 ? MEM : APER) || listed[i] ||
+			    (supported && !(supported & (1u << mix_ids[i]))))
+				continue;
+			listed[i] = true;
+			out[n++] = (gs_place_step){(uint32_t)i, false, false};
+		}
+	return n;
+}
+
+static void expect_order(const gs_segment *s, uint32_t supported, const gs_segpref *p,
+                         const char *what)
+{
+	gs_place_step want[GS_PLACE_STEPS_MAX], got[GS_PLACE_STEPS_MAX];
+	size_t nw = model_order(supported, p, want);
+	size_t ng = gs_vidmm_place_order(s, NMIX, supported, gs_segpref_encode(p), got,
+	                                 GS_PLACE_STEPS_MAX);
+	bool same = nw == ng;
+	for (size_t k = 0; same && k < ng; k++)
+		same = got[k].index == want[k].index && got[k].top_down == want[k].top_down &&
+		       got[k].preferred == want[k].preferred;
+	if (!same)
+		fail_msg("%s: slots {%u %u %u %u %u} dirs {%u %u %u %u %u} set 0x%x: %zu steps, "
+		         "model %zu (first index %u vs %u)",
+		         what, p->segment[0], p->segment[1], p->segment[2], p->segment[3],
+		         p->segment[4], p->direction[0], p->direction[1], p->direction[2],
+		         p->direction[3], p->direction[4], supported, ng, nw,
+		         ng ? got[0].index : 99u, nw ? want[0].index : 99u);
+}
+
+/* Hand-written cases of every rule, on the mixed layout. */
+static void test_place_order_rules_table(void **state)
+{
+	(void)state;
+	gs_segment s[NMIX];
+	mix_init(s);
+	gs_place_step fb[GS_PLACE_STEPS_MAX];
+	assert_int_equal(gs_vidmm_place_order(s, NMIX, 0, 0, fb, GS_PLACE_STEPS_MAX), NMIX);
+	for (size_t k = 0; k < NMIX; k++)
+		assert_int_equal(fb[k].index, mix_fallback[k]);
+	const struct {
+		const char *what;
+		uint32_t supported;
+		gs_segpref p;
+		size_t n;
+		struct {
+			uint32_t id;
+			bool top_down, preferred;
+		} step[NMIX];
+	} cases[] = {
+	        {"no preference: memory in configured order, then apertures",
+	         0,
+	         {{0}, {0}},
+	         6,
+	         {{9, 0, 0}, {1, 0, 0}, {31, 0, 0}, {6, 0, 0}, {4, 0, 0}, {17, 0, 0}}},
+	        {"one slot, top-down; an aperture may be preferred",
+	         0,
+	         {{17}, {1}},
+	         6,
+	         {{17, 1, 1}, {9, 0, 0}, {1, 0, 0}, {31, 0, 0}, {6, 0, 0}, {4, 0, 0}}},
+	        {"five slots, alternating directions",
+	         0,
+	         {{6, 4, 31, 9, 17}, {1, 0, 1, 0, 1}},
+	         6,
+	         {{6, 1, 1}, {4, 0, 1}, {31, 1, 1}, {9, 0, 1}, {17, 1, 1}, {1, 0, 0}}},
+	        {"id 0 ends the list: later slots and their directions are ignored",
+	         0,
+	         {{31, 0, 6, 4, 17}, {0, 1, 1, 1, 1}},
+	         6,
+	         {{31, 0, 1}, {9, 0, 0}, {1, 0, 0}, {6, 0, 0}, {4, 0, 0}, {17, 0, 0}}},
+	        {"a repeated id is skipped, keeping the first slot's direction",
+	         0,
+	         {{1, 1, 9, 1}, {0, 1, 1, 1}},
+	         6,
+	         {{1, 0, 1}, {9, 1, 1}, {31, 0, 0}, {6, 0, 0}, {4, 0, 0}, {17, 0, 0}}},
+	        {"ids naming no configured segment are skipped",
+	         0,
+	         {{2, 30, 6, 5}, {1, 1, 1, 1}},
+	         6,
+	         {{6, 1, 1}, {9, 0, 0}, {1, 0, 0}, {31, 0, 0}, {4, 0, 0}, {17, 0, 0}}},
+	        {"ids outside the supported set are skipped, and so is their fallback",
+	         (1u << 1) | (1u << 6) | (1u << 17),
+	         {{9, 17, 4, 6}, {1, 1, 1, 0}},
+	         3,
+	         {{17, 1, 1}, {6, 0, 1}, {1, 0, 0}}},
+	        {"supported set of apertures only",
+	         (1u << 4) | (1u << 17),
+	         {{31}, {1}},
+	         2,
+	         {{4, 0, 0}, {17, 0, 0}}},
+	};
+	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		gs_place_step st[GS_PLACE_STEPS_MAX];
+		uint32_t pref = gs_segpref_encode(&cases[c].p);
+		size_t n = gs_vidmm_place_order(s, NMIX, cases[c].supported, pref, st,
+		                                GS_PLACE_STEPS_MAX);
+		if (n != cases[c].n)
+			fail_msg("%s: %zu steps, expected %zu", cases[c].what, n, cases[c].n);
+		for (size_t k = 0; k < n; k++)
+			if (mix_ids[st[k].index] != cases[c].step[k].id ||
+			    st[k].top_down != cases[c].step[k].top_down ||
+			    st[k].preferred != cases[c].step[k].preferred)
+				fail_msg("%s: step %zu is segment %u (top_down %d, preferred %d)",
+				         cases[c].what, k, mix_ids[st[k].index], st[k].top_down,
+				         st[k].preferred);
+		expect_order(s, cases[c].supported, &cases[c].p, cases[c].what);
+	}
+	mix_fini(s);
+}
+
+/*
+ * Every preference pattern against the model: 0..5 slots used; ids drawn from configured
+ * memory and aperture segments, unconfigured ids and repeats; anything after the first 0 (ids
+ * and directions); every direction bit; four supported sets. Then placement with real heaps:
+ * with a random set of segments full, gs_vidmm_place must land in the first step that has
+ * room, at offset 0 bottom-up or at the high end top-down.
+ */
+static void test_place_every_pattern_against_model(void **state)
+{
+	(void)state;
+	static const uint8_t pool[] = {4, 9, 1, 17, 31, 6, 2, 30, 9, 31};
+	const uint32_t all =
+	        (1u << 4) | (1u << 9) | (1u << 1) | (1u << 17) | (1u << 31) | (1u << 6);
+	const uint32_t sets[] = {0, all, all & ~((1u << 9) | (1u << 17)), (1u << 6) | (1u << 4)};
+	gs_segment s[NMIX];
+	mix_init(s);
+	rng_state = 0x5eed;
+	size_t patterns = 0;
+	for (int used = 0; used <= GS_SEGPREF_SLOTS; used++) {
+		for (int round = 0; round < 300; round++) {
+			gs_segpref p = {{0}, {0}};
+			for (int k = 0; k < GS_SEGPREF_SLOTS; k++) {
+				/* Slots past the end may hold anything: they must not count. */
+				bool live = k < used;
+				p.segment[k] = live ? pool[rnd() % sizeof(pool)]
+				                    : (k == used ? 0 : (uint8_t)(rnd() % 32));
+				p.direction[k] = (uint8_t)(rnd() & 1);
+			}
+			/* Every direction bit pattern of the live slots, in turn. */
+			uint32_t dirs = (uint32_t)round % (1u << used);
+			for (int k = 0; k < used; k++)
+				p.direction[k] = (uint8_t)((dirs >> k) & 1);
+			for (size_t si = 0; si < sizeof(sets) / sizeof(sets[0]); si++) {
+				expect_order(s, sets[si], &p, "random pattern");
+				patterns++;
+
+				gs_place_step want[GS_PLACE_STEPS_MAX];
+				size_t nw = model_order(sets[si], &p, want);
+				uint32_t full = (uint32_t)rnd() & ((1u << NMIX) - 1);
+				for (int i = 0; i < NMIX; i++)
+					if (full & (1u << i))
+						assert_int_equal(
+						        gs_heap_alloc_at(&s[i].heap, 0, SEGSIZE),
+						        0);
+				int expect = -1;
+				bool top_down = false;
+				for (size_t k = 0; k < nw && expect < 0; k++)
+					if (!(full & (1u << want[k].index))) {
+						expect = (int)want[k].index;
+						top_down = want[k].top_down;
+					}
+				uint64_t off = UINT64_MAX;
+				int got = gs_vidmm_place(s, NMIX, sets[si], gs_segpref_encode(&p),
+				                         1000, &off);
+				assert_int_equal(got, expect);
+				if (got >= 0) {
+					assert_int_equal(off, top_down ? SEGSIZE - 1024 : 0);
+					gs_heap_free(&s[got].heap, off, 1000);
+				}
+				for (int i = 0; i < NMIX; i++)
+					if (full & (1u << i))
+						gs_heap_free(&s[i].heap, 0, SEGSIZE);
+			}
+		}
+	}
+	assert_true(patterns >= 6 * 300 * 4);
+	for (int i = 0; i < NMIX; i++) {
+		assert_int_equal(s[i].heap.used, 0);
+		assert_int_equal(gs_heap_check(&s[i].heap), 0);
+	}
+	mix_fini(s);
+}
+
+/* Direction on a heap that already holds allocations: top-down takes the high end of the highest
+ * best-fitting extent, bottom-up the low end of the lowest, both in the preferred segment. */
+static void test_place_direction_on_used_heap(void **state)
+{
+	(void)state;
+	gs_segment s[NMIX];
+	mix_init(s);
+	gs_segment *m = &s[mix_index(31)];
+	/* Used: [0, 8K), [16K, 40K), [48K, 64K): two free 8 KiB holes, at 8K and at 40K. */
+	assert_int_equal(gs_heap_alloc_at(&m->heap, 0, 8 * KIB), 0);
+	assert_int_equal(gs_heap_alloc_at(&m->heap, 16 * KIB, 24 * KIB), 0);
+	assert_int_equal(gs_heap_alloc_at(&m->heap, 48 * KIB, 16 * KIB), 0);
+	gs_segpref up = {{31}, {0}}, down = {{31}, {1}};
+	uint64_t a = 0, b = 0, c = 0;
+	/* Equal holes: top-down takes the high end of the higher one ... */
+	assert_int_equal(gs_vidmm_place(s, NMIX, 0, gs_segpref_encode(&down), 3000, &b),
+	                 mix_index(31));
+	assert_int_equal(b, 48 * KIB - 3072);
+	gs_heap_free(&m->heap, b, 3000);
+	/* ... bottom-up the low end of the lower one. */
+	assert_int_equal(gs_vidmm_place(s, NMIX, 0, gs_segpref_encode(&up), 3000, &a),
+	                 mix_index(31));
+	assert_int_equal(a, 8 * KIB);
+	/* 9 KiB fits no hole: the fallback, memory 9, bottom-up (the direction belongs to the
+	 * preferred slot). */
+	assert_int_equal(gs_vidmm_place(s, NMIX, 0, gs_segpref_encode(&down), 9 * KIB, &c),
+	                 mix_index(9));
+	assert_int_equal(c, 0);
+	assert_int_equal(gs_heap_check(&m->heap), 0);
+	mix_fini(s);
+}
+
 /* ---- compaction ---- */
 
 /*
@@ -722,6 +986,9 @@ int main(void)
 	        cmocka_unit_test(test_place_every_slot_and_direction),
 	        cmocka_unit_test(test_place_fallback_table),
 	        cmocka_unit_test(test_place_order_repeated_id),
+	        cmocka_unit_test(test_place_order_rules_table),
+	        cmocka_unit_test(test_place_every_pattern_against_model),
+	        cmocka_unit_test(test_place_direction_on_used_heap),
 	        cmocka_unit_test(test_compact_by_hand),
 	        cmocka_unit_test(test_compact_rejects_bad_input),
 	        cmocka_unit_test(test_compact_full_random),
