@@ -113,6 +113,7 @@ struct gs_adapter {
 	/* Bumped whenever pins are released: packets that found no room wait on it. */
 	struct gs_sync *room;
 	uint64_t pinned_allocs; /* allocations with pins > 0 */
+	uint64_t paging_vns;    /* virtual clock: when the last paging packet finished */
 	uint64_t paging_packets, paging_bytes, evictions;
 };
 

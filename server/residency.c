@@ -306,6 +306,7 @@ static void paging_queue(gs_daemon *d, gs_node *n, gs_device *dev, gs_packet *p,
 	x->refs++;
 	gs_hmap_put(&d->packets, p->rec.packet, p);
 	a->paging_packets++;
+	d->stats.packets_submitted++;
 	gs_audit_packet(d->audit, &p->rec, detail, NULL, NULL);
 	if (p->nallocs) {
 		uint64_t h = p->allocs[0].alloc->obj.handle;
@@ -412,6 +413,7 @@ static bool move_alloc(gs_daemon *d, gs_allocation *al, gs_segment *dst, uint64_
 	paging_queue(d, n, al->dev, p, GS_SUBMIT_PAGING, detail);
 	audit_move(d, al, kind, src, src_off, p->rec.packet, for_packet, whole, (uint32_t)pieces,
 	           reason);
+	gs_audit_allocation_of(d, al); /* its row holds the current placement */
 	return true;
 }
 
@@ -669,6 +671,7 @@ void gs_res_paging_done(gs_daemon *d, gs_packet *p)
 	}
 	if (p->paging_seq > a->paging_done->value) {
 		a->paging_done->value = p->paging_seq;
+		a->paging_vns = gs_node_now(p->node);
 		gs_obj_sync_changed(d, a->paging_done);
 	}
 	room_changed(d, a);

@@ -410,6 +410,11 @@ static void dispatch(gs_daemon *d, gs_node *n, gs_context *x, gs_packet *p)
 		         (unsigned long long)p->rec.fence, p->resume_offset);
 		gs_packet_transition(d, p, GS_PS(RESUBMITTED), detail);
 	}
+	/* Virtual clock: what waited for paging starts no earlier than the paging ended, which
+	 * may have run on another node's clock. */
+	gs_adapter *a = n->adapter;
+	if (d->cfg.virtual_clock && p->paging_wait && n->vtime_ns < a->paging_vns)
+		n->vtime_ns = a->paging_vns;
 	patch(p);
 	p->rec.ready_ns = gs_node_now(n);
 	if (p->paging_moves) {
