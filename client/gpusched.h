@@ -78,6 +78,8 @@ typedef enum gs_status {
 	GS_STATUS_SEGMENT_PREFERENCE = 40,
 	GS_STATUS_SEGMENT_UNKNOWN = 41,
 	GS_STATUS_ALLOCATION_PRIORITY = 42,
+	GS_STATUS_TRANSFER_FLAGS = 43,        /* transfer flags contradict the move */
+	GS_STATUS_NOT_RESIDENT_TOGETHER = 44, /* the allocations cannot all be resident at once */
 } gs_status;
 
 /* Short name of a status or local error: "NOT_FOUND", "TRANSPORT"; "STATUS_<n>" if unknown. */
@@ -135,6 +137,21 @@ typedef enum gs_share_policy {
 	GS_SHARE_FIXED_SHARE = 2,
 } gs_share_policy;
 const char *gs_share_policy_name(gs_share_policy policy); /* "BEST_EFFORT", ... */
+
+/* What the memory manager did to an allocation (gs_move.kind). */
+typedef enum gs_move_kind {
+	GS_MOVE_UNKNOWN = 0,
+	GS_MOVE_PLACE = 1,         /* placed at creation (no bytes moved) */
+	GS_MOVE_PAGE_IN = 2,       /* brought into video memory for a packet or make-resident */
+	GS_MOVE_EVICT = 3,         /* moved out to make room (to an aperture or system memory) */
+	GS_MOVE_TRANSFER = 4,      /* explicit gs_transfer */
+	GS_MOVE_EVICT_REQUEST = 5, /* explicit gs_evict */
+	GS_MOVE_RESIDENT = 6,      /* make-resident found it resident already (no bytes moved) */
+	GS_MOVE_FREE = 7,          /* destroyed: its range was freed */
+} gs_move_kind;
+/* "PLACE", "PAGE_IN", "EVICT", "TRANSFER", "EVICT_REQUEST", "RESIDENT", "FREE";
+ * "UNKNOWN" for values outside the enum. */
+const char *gs_move_kind_name(gs_move_kind kind);
 
 /* ---------------------------------------------------------------------------------------- */
 /* Connection                                                                                */
@@ -216,6 +233,9 @@ typedef struct gs_adapter_info {
 	uint32_t max_dma_buffer;
 	uint32_t max_allocation_list;
 	uint32_t max_patch_list;
+	uint64_t system_memory;      /* bytes of the pool allocations are evicted to */
+	uint64_t system_memory_used; /* bytes of it in use */
+	uint64_t paging_chunk;       /* bytes per sub-transfer of a paging transfer */
 } gs_adapter_info;
 
 typedef struct gs_daemon_info {
@@ -308,13 +328,27 @@ typedef struct gs_allocation_status {
 	uint32_t segment;
 	uint64_t offset;
 	uint64_t address;
-	uint64_t busy_packets; /* packets in flight that reference it */
+	uint64_t busy_packets; /* packets in flight that reference it (render and paging) */
+	uint32_t pinned;       /* packets running or about to run that hold it in place */
+	uint64_t moves;        /* times the memory manager moved it since creation */
+	bool moving;           /* a paging transfer of it is queued or running */
+	uint64_t last_used_ns; /* when a packet last referenced it (daemon clock; 0 = never) */
 } gs_allocation_status;
 
 int gs_allocation_create(gs_client *c, const gs_allocation_desc *desc,
                          gs_allocation_placement *out);
 int gs_allocation_destroy(gs_client *c, uint64_t allocation);
 int gs_allocation_query(gs_client *c, uint64_t allocation, gs_allocation_status *out);
+/*
+ * The tenant's allocations on the client's adapter, oldest (lowest handle) first.
+ * device 0 = every device; resident_only: only those resident in a segment now; limit 0 =
+ * 1000 (at most 100000); after: only handles greater than this (0 = from the start; pass the
+ * last handle of one call to the next to page through a long list).
+ * *out is malloc'd (NULL when *count is 0); release it with gs_allocation_list_free.
+ */
+int gs_allocation_list(gs_client *c, uint64_t device, bool resident_only, uint32_t limit,
+                       uint64_t after, gs_allocation_status **out, size_t *count);
+void gs_allocation_list_free(gs_allocation_status *allocations);
 int gs_allocation_set_priority(gs_client *c, uint64_t allocation, uint32_t priority);
 /* Takes effect at the allocation's next placement. */
 int gs_allocation_set_preference(gs_client *c, uint64_t allocation, uint32_t segment_preference);
@@ -447,11 +481,32 @@ int gs_sync_wait(gs_client *c, uint64_t sync, uint64_t value, uint32_t timeout_m
 /* Paging                                                                                    */
 /* ---------------------------------------------------------------------------------------- */
 
+/*
+ * Every memory move is a paging packet the daemon runs on the device's paging queue. The
+ * answer names the device's paging sync object and the paging fence value it reaches once the
+ * moves a request queued are done: gs_sync_wait(c, r.paging_sync, r.paging_fence, ...) waits
+ * for them on the CPU, and a SyncPoint / gs_dmabuf_wait on the same pair makes a packet wait.
+ * When nothing had to move, paging_fence is the device's current value.
+ */
+typedef struct gs_paging_result {
+	uint64_t paging_fence; /* the device's paging fence value to wait for */
+	uint64_t paging_sync;  /* the device's paging sync object (signalled by the daemon only) */
+	uint32_t moves;        /* allocations this request moved (paging transfers queued) */
+} gs_paging_result;
+
+/* Places each allocation in a segment of its supported set (by its preference, evicting
+ * others if needed); it stays there until evicted. out may be NULL. */
 int gs_make_resident(gs_client *c, uint64_t device, const uint64_t *allocations, size_t count,
-                     uint64_t *paging_fence);
-int gs_evict(gs_client *c, uint64_t device, const uint64_t *allocations, size_t count);
-/* segment 0 = system memory; transfer_flags: GS_TRANSFER_SWIZZLE / _UNSWIZZLE. */
-int gs_transfer(gs_client *c, uint64_t allocation, uint32_t segment, uint32_t transfer_flags);
+                     gs_paging_result *out);
+/* Moves each allocation out of video memory (to system memory) once no packet uses it. */
+int gs_evict(gs_client *c, uint64_t device, const uint64_t *allocations, size_t count,
+             gs_paging_result *out);
+/* Moves one allocation to `segment` (0 = system memory) once no packet uses it.
+ * transfer_flags: GS_TRANSFER_SWIZZLE / _UNSWIZZLE naming the conversion the move implies for
+ * a tiled allocation, or 0 to let the daemon choose (GS_STATUS_TRANSFER_FLAGS when they
+ * contradict the move). */
+int gs_transfer(gs_client *c, uint64_t allocation, uint32_t segment, uint32_t transfer_flags,
+                gs_paging_result *out);
 
 /* ---------------------------------------------------------------------------------------- */
 /* History and statistics                                                                    */
@@ -466,6 +521,8 @@ typedef struct gs_history_filter {
 	uint32_t node;          /* zero-based, used when match_node */
 	uint32_t limit;         /* 0 = 100; at most 10000 */
 	uint64_t before_packet; /* 0 = from the newest; else packets with id < this */
+	uint64_t allocation;    /* 0 = any; else packets that referenced or moved it */
+	bool paging;            /* only the memory manager's packets (Paging / ContextSwitch) */
 } gs_history_filter;
 
 typedef struct gs_packet_record {
@@ -505,6 +562,40 @@ typedef struct gs_packet_event {
 
 int gs_packet_events(gs_client *c, uint64_t packet, gs_packet_event **events, size_t *count);
 void gs_packet_events_free(gs_packet_event *events, size_t count);
+
+/* A zero-initialised filter matches every move of the tenant's allocations (the newest 100). */
+typedef struct gs_moves_filter {
+	uint64_t allocation; /* 0 = any */
+	uint64_t device;     /* 0 = any */
+	uint64_t packet;     /* 0 = any; else moves made by this paging packet or for this render
+	                        packet */
+	uint32_t limit;      /* 0 = 100; at most 10000 */
+	uint64_t before_seq; /* 0 = from the newest; else moves with seq < this */
+} gs_moves_filter;
+
+/* One action of the memory manager on an allocation, from the audit record. Segment 0 is
+ * system memory (or nowhere: the source of a PLACE, the destination of a FREE). */
+typedef struct gs_move {
+	uint64_t seq;
+	uint64_t time_ns; /* daemon clock */
+	uint64_t allocation;
+	uint64_t device;
+	uint64_t packet;     /* the paging packet that moved the bytes; 0 = none */
+	uint64_t for_packet; /* the render packet it was made resident for; 0 = none */
+	gs_move_kind kind;
+	uint32_t from_segment;
+	uint64_t from_offset;
+	uint32_t to_segment;
+	uint64_t to_offset;
+	uint64_t bytes;
+	uint32_t transfer_flags; /* DXGK_TRANSFERFLAGS (GS_TRANSFER_*) of the whole transfer */
+	uint32_t pieces;         /* sub-transfers it was split into */
+	char *reason;            /* "for packet 41", "MakeResident", ...; "" when none */
+} gs_move;
+
+/* Newest first. *moves is malloc'd (NULL when *count is 0); release with gs_moves_free. */
+int gs_moves(gs_client *c, const gs_moves_filter *filter, gs_move **moves, size_t *count);
+void gs_moves_free(gs_move *moves, size_t count);
 
 typedef struct gs_daemon_stats {
 	uint64_t requests;

@@ -1,5 +1,6 @@
 /*
- * Queries of the daemon's audit record: packet history, a packet's events, statistics.
+ * Queries of the daemon's audit record: packet history, a packet's events, the memory
+ * manager's moves, statistics.
  */
 #include <stdlib.h>
 
@@ -64,6 +65,8 @@ int gs_history(gs_client *c, const gs_history_filter *filter, gs_packet_record *
 	body.node = filter->match_node ? filter->node + 1 : 0;
 	body.limit = filter->limit;
 	body.before_packet = filter->before_packet;
+	body.allocation = filter->allocation;
+	body.paging = filter->paging;
 	rv = gsc_call(c, GSC_REQ(HISTORY), &body, GSC_RESP(HISTORY), 0, &resp);
 	if (rv != 0)
 		return rv;
@@ -135,6 +138,76 @@ int gs_packet_events(gs_client *c, uint64_t packet, gs_packet_event **events, si
 		return gsc_fail(c, rv, "out of memory copying the events");
 	}
 	*events = out;
+	*count = n;
+	return 0;
+}
+
+void gs_moves_free(gs_move *moves, size_t count)
+{
+	if (!moves)
+		return;
+	for (size_t i = 0; i < count; i++)
+		free(moves[i].reason);
+	free(moves);
+}
+
+int gs_moves(gs_client *c, const gs_moves_filter *filter, gs_move **moves, size_t *count)
+{
+	Gpusched__V1__MovesRequest body = GPUSCHED__V1__MOVES_REQUEST__INIT;
+	const gs_moves_filter any = {0};
+	const Gpusched__V1__MovesResponse *r;
+	Gpusched__V1__Response *resp;
+	gs_move *out = NULL;
+	size_t n = 0;
+	int rv;
+
+	*moves = NULL;
+	*count = 0;
+	if (!filter)
+		filter = &any;
+	body.allocation = filter->allocation;
+	body.device = filter->device;
+	body.packet = filter->packet;
+	body.limit = filter->limit;
+	body.before_seq = filter->before_seq;
+	rv = gsc_call(c, GSC_REQ(MOVES), &body, GSC_RESP(MOVES), 0, &resp);
+	if (rv != 0)
+		return rv;
+	r = resp->moves;
+	if (r->n_moves) {
+		out = calloc(r->n_moves, sizeof(*out));
+		if (!out)
+			rv = GS_ERR_NOMEM;
+	}
+	for (; rv == 0 && n < r->n_moves; n++) {
+		const Gpusched__V1__MoveRecord *m = r->moves[n];
+
+		out[n] = (gs_move){
+		        .seq = m->seq,
+		        .time_ns = m->time_ns,
+		        .allocation = m->allocation,
+		        .device = m->device,
+		        .packet = m->packet,
+		        .for_packet = m->for_packet,
+		        .kind = (gs_move_kind)m->kind,
+		        .from_segment = m->from_segment,
+		        .from_offset = m->from_offset,
+		        .to_segment = m->to_segment,
+		        .to_offset = m->to_offset,
+		        .bytes = m->bytes,
+		        .transfer_flags = m->transfer_flags,
+		        .pieces = m->pieces,
+		        .reason = gsc_strdup0(m->reason),
+		};
+		if (!out[n].reason)
+			rv = GS_ERR_NOMEM;
+	}
+	gsc_response_free(resp);
+	if (rv != 0) {
+		gs_moves_free(out, n);
+		return gsc_fail(c, rv, "out of memory copying the moves");
+	}
+	*moves = out;
 	*count = n;
 	return 0;
 }

@@ -40,6 +40,9 @@ static int copy_adapter(gs_adapter_info *dst, const Gpusched__V1__AdapterInfo *s
 	dst->max_dma_buffer = src->max_dma_buffer;
 	dst->max_allocation_list = src->max_allocation_list;
 	dst->max_patch_list = src->max_patch_list;
+	dst->system_memory = src->system_memory;
+	dst->system_memory_used = src->system_memory_used;
+	dst->paging_chunk = src->paging_chunk;
 	dst->name = gsc_strdup0(src->name);
 	dst->backend = gsc_strdup0(src->backend);
 	dst->clock = gsc_strdup0(src->clock);
@@ -289,19 +292,10 @@ int gs_allocation_destroy(gs_client *c, uint64_t allocation)
 	return gsc_call_plain(c, GSC_REQ(ALLOCATION_DESTROY), &body);
 }
 
-int gs_allocation_query(gs_client *c, uint64_t allocation, gs_allocation_status *out)
+static void copy_allocation_status(gs_allocation_status *dst,
+                                   const Gpusched__V1__AllocationQueryResponse *r)
 {
-	Gpusched__V1__AllocationQueryRequest body = GPUSCHED__V1__ALLOCATION_QUERY_REQUEST__INIT;
-	Gpusched__V1__Response *resp;
-	const Gpusched__V1__AllocationQueryResponse *r;
-	int rv;
-
-	body.allocation = allocation;
-	rv = gsc_call(c, GSC_REQ(ALLOCATION_QUERY), &body, GSC_RESP(ALLOCATION_QUERY), 0, &resp);
-	if (rv != 0)
-		return rv;
-	r = resp->allocation_query;
-	*out = (gs_allocation_status){
+	*dst = (gs_allocation_status){
 	        .allocation = r->allocation,
 	        .device = r->device,
 	        .size = r->size,
@@ -314,9 +308,66 @@ int gs_allocation_query(gs_client *c, uint64_t allocation, gs_allocation_status 
 	        .offset = r->offset,
 	        .address = r->address,
 	        .busy_packets = r->busy_packets,
+	        .pinned = r->pinned,
+	        .moves = r->moves,
+	        .moving = r->moving,
+	        .last_used_ns = r->last_used_ns,
 	};
+}
+
+int gs_allocation_query(gs_client *c, uint64_t allocation, gs_allocation_status *out)
+{
+	Gpusched__V1__AllocationQueryRequest body = GPUSCHED__V1__ALLOCATION_QUERY_REQUEST__INIT;
+	Gpusched__V1__Response *resp;
+	int rv;
+
+	body.allocation = allocation;
+	rv = gsc_call(c, GSC_REQ(ALLOCATION_QUERY), &body, GSC_RESP(ALLOCATION_QUERY), 0, &resp);
+	if (rv != 0)
+		return rv;
+	copy_allocation_status(out, resp->allocation_query);
 	gsc_response_free(resp);
 	return 0;
+}
+
+int gs_allocation_list(gs_client *c, uint64_t device, bool resident_only, uint32_t limit,
+                       uint64_t after, gs_allocation_status **out, size_t *count)
+{
+	Gpusched__V1__AllocationListRequest body = GPUSCHED__V1__ALLOCATION_LIST_REQUEST__INIT;
+	const Gpusched__V1__AllocationListResponse *r;
+	Gpusched__V1__Response *resp;
+	gs_allocation_status *list = NULL;
+	int rv;
+
+	*out = NULL;
+	*count = 0;
+	body.device = device;
+	body.resident_only = resident_only;
+	body.limit = limit;
+	body.after = after;
+	rv = gsc_call(c, GSC_REQ(ALLOCATION_LIST), &body, GSC_RESP(ALLOCATION_LIST), 0, &resp);
+	if (rv != 0)
+		return rv;
+	r = resp->allocation_list;
+	if (r->n_allocations) {
+		list = calloc(r->n_allocations, sizeof(*list));
+		if (!list) {
+			gsc_response_free(resp);
+			return gsc_fail(c, GS_ERR_NOMEM,
+			                "out of memory copying the allocation list");
+		}
+	}
+	for (size_t i = 0; i < r->n_allocations; i++)
+		copy_allocation_status(&list[i], r->allocations[i]);
+	*out = list;
+	*count = r->n_allocations;
+	gsc_response_free(resp);
+	return 0;
+}
+
+void gs_allocation_list_free(gs_allocation_status *allocations)
+{
+	free(allocations);
 }
 
 int gs_allocation_set_priority(gs_client *c, uint64_t allocation, uint32_t priority)
@@ -435,41 +486,71 @@ int gs_sync_wait(gs_client *c, uint64_t sync, uint64_t value, uint32_t timeout_m
 
 /* ---- paging ----------------------------------------------------------------------------- */
 
-int gs_make_resident(gs_client *c, uint64_t device, const uint64_t *allocations, size_t count,
-                     uint64_t *paging_fence)
+/* The three paging requests answer the same PagingResponse, each in its own oneof member. */
+static int paging_call(gs_client *c, Gpusched__V1__Request__BodyCase req_case, void *body,
+                       Gpusched__V1__Response__BodyCase want, gs_paging_result *out)
 {
-	Gpusched__V1__MakeResidentRequest body = GPUSCHED__V1__MAKE_RESIDENT_REQUEST__INIT;
+	const Gpusched__V1__PagingResponse *r;
 	Gpusched__V1__Response *resp;
 	int rv;
 
-	body.device = device;
-	body.n_allocations = count;
-	body.allocations = (uint64_t *)allocations; /* read only, see allocation_write */
-	rv = gsc_call(c, GSC_REQ(MAKE_RESIDENT), &body, GSC_RESP(MAKE_RESIDENT), 0, &resp);
+	rv = gsc_call(c, req_case, body, want, 0, &resp);
 	if (rv != 0)
 		return rv;
-	if (paging_fence)
-		*paging_fence = resp->make_resident->paging_fence;
+	switch (want) {
+	case GSC_RESP(MAKE_RESIDENT):
+		r = resp->make_resident;
+		break;
+	case GSC_RESP(EVICT):
+		r = resp->evict;
+		break;
+	default:
+		r = resp->transfer;
+		break;
+	}
+	if (out)
+		*out = (gs_paging_result){
+		        .paging_fence = r->paging_fence,
+		        .paging_sync = r->paging_sync,
+		        .moves = r->moves,
+		};
 	gsc_response_free(resp);
 	return 0;
 }
 
-int gs_evict(gs_client *c, uint64_t device, const uint64_t *allocations, size_t count)
+int gs_make_resident(gs_client *c, uint64_t device, const uint64_t *allocations, size_t count,
+                     gs_paging_result *out)
 {
-	Gpusched__V1__EvictRequest body = GPUSCHED__V1__EVICT_REQUEST__INIT;
+	Gpusched__V1__MakeResidentRequest body = GPUSCHED__V1__MAKE_RESIDENT_REQUEST__INIT;
 
+	if (count && !allocations)
+		return gsc_fail(c, GS_ERR_INVALID, "no array for %zu allocations", count);
 	body.device = device;
 	body.n_allocations = count;
 	body.allocations = (uint64_t *)allocations; /* read only, see allocation_write */
-	return gsc_call_plain(c, GSC_REQ(EVICT), &body);
+	return paging_call(c, GSC_REQ(MAKE_RESIDENT), &body, GSC_RESP(MAKE_RESIDENT), out);
 }
 
-int gs_transfer(gs_client *c, uint64_t allocation, uint32_t segment, uint32_t transfer_flags)
+int gs_evict(gs_client *c, uint64_t device, const uint64_t *allocations, size_t count,
+             gs_paging_result *out)
+{
+	Gpusched__V1__EvictRequest body = GPUSCHED__V1__EVICT_REQUEST__INIT;
+
+	if (count && !allocations)
+		return gsc_fail(c, GS_ERR_INVALID, "no array for %zu allocations", count);
+	body.device = device;
+	body.n_allocations = count;
+	body.allocations = (uint64_t *)allocations; /* read only, see allocation_write */
+	return paging_call(c, GSC_REQ(EVICT), &body, GSC_RESP(EVICT), out);
+}
+
+int gs_transfer(gs_client *c, uint64_t allocation, uint32_t segment, uint32_t transfer_flags,
+                gs_paging_result *out)
 {
 	Gpusched__V1__TransferRequest body = GPUSCHED__V1__TRANSFER_REQUEST__INIT;
 
 	body.allocation = allocation;
 	body.segment = segment;
 	body.transfer_flags = transfer_flags;
-	return gsc_call_plain(c, GSC_REQ(TRANSFER), &body);
+	return paging_call(c, GSC_REQ(TRANSFER), &body, GSC_RESP(TRANSFER), out);
 }

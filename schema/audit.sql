@@ -1,4 +1,4 @@
--- gpusched audit store, schema version 1.
+-- gpusched audit store, schema version 2.
 --
 -- The daemon embeds this file in its binary and runs it, inside one transaction, every time it
 -- opens the audit file. Every statement is therefore idempotent (IF NOT EXISTS, upserts), so an
@@ -8,15 +8,18 @@
 -- 64-bit unsigned values (ids, fences, nanosecond timestamps) are stored as SQLite's signed
 -- 64-bit INTEGER with the same bits. Timestamps are nanoseconds; 0 means "not yet".
 -- PacketState values are those of gpusched.v1.PacketState in proto/gpusched.proto; the name is
--- stored beside the number so that the file reads on its own.
+-- stored beside the number so that the file reads on its own; MoveKind values likewise.
+--
+-- Version 2 added the tables moves and packet_allocations. Their statements, like every other,
+-- are idempotent, so a version 1 file opened by this daemon gains them and keeps its rows.
 
-PRAGMA user_version = 1;
+PRAGMA user_version = 2;
 
 CREATE TABLE IF NOT EXISTS meta (
 	key   TEXT PRIMARY KEY NOT NULL,
 	value TEXT NOT NULL
 );
-INSERT INTO meta (key, value) VALUES ('schema_version', '1')
+INSERT INTO meta (key, value) VALUES ('schema_version', '2')
 	ON CONFLICT (key) DO UPDATE SET value = excluded.value;
 
 -- One row per packet, updated in place at every state change. The packet id is the rowid, so
@@ -121,3 +124,44 @@ CREATE TABLE IF NOT EXISTS notes (
 	kind    TEXT    NOT NULL,
 	detail  TEXT
 );
+
+-- Append-only: one row per action of the video memory manager on an allocation (placed, paged
+-- in, evicted, transferred, freed...), in the order the daemon took them. Segment 0 is system
+-- memory (or nowhere: the source of a PLACE, the destination of a FREE).
+CREATE TABLE IF NOT EXISTS moves (
+	seq            INTEGER PRIMARY KEY NOT NULL,
+	time_ns        INTEGER NOT NULL,
+	tenant         TEXT    NOT NULL, -- the allocation's owner
+	allocation     INTEGER NOT NULL,
+	device         INTEGER NOT NULL,
+	adapter        INTEGER NOT NULL,
+	packet         INTEGER NOT NULL, -- the paging packet that moves the bytes; 0 = none
+	for_packet     INTEGER NOT NULL, -- the render packet it was made resident for; 0 = none
+	kind           INTEGER NOT NULL, -- gpusched.v1.MoveKind value
+	kind_name      TEXT    NOT NULL,
+	from_segment   INTEGER NOT NULL,
+	from_offset    INTEGER NOT NULL,
+	to_segment     INTEGER NOT NULL,
+	to_offset      INTEGER NOT NULL,
+	bytes          INTEGER NOT NULL,
+	transfer_flags INTEGER NOT NULL, -- raw DXGK_TRANSFERFLAGS Value of the whole transfer
+	pieces         INTEGER NOT NULL, -- sub-transfers it was split into
+	reason         TEXT
+);
+-- Moves are read per tenant, newest first, optionally narrowed to one allocation, or to the
+-- moves a paging packet made or a render packet needed.
+CREATE INDEX IF NOT EXISTS moves_tenant ON moves (tenant, seq DESC);
+CREATE INDEX IF NOT EXISTS moves_tenant_allocation ON moves (tenant, allocation, seq);
+CREATE INDEX IF NOT EXISTS moves_packet ON moves (packet);
+CREATE INDEX IF NOT EXISTS moves_for_packet ON moves (for_packet);
+
+-- One row per allocation-list entry of a packet, written once when it is submitted, so that
+-- history can answer "which packets referenced this allocation".
+CREATE TABLE IF NOT EXISTS packet_allocations (
+	packet     INTEGER NOT NULL,
+	allocation INTEGER NOT NULL,
+	tenant     TEXT    NOT NULL, -- the packet's owner
+	write      INTEGER NOT NULL  -- 1 when the packet writes it (WriteOperation)
+);
+CREATE INDEX IF NOT EXISTS packet_allocations_tenant
+	ON packet_allocations (tenant, allocation, packet);

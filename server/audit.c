@@ -56,7 +56,25 @@
  */
 #define ACK_GATHER_NS 100000ull
 
-enum rec_kind { REC_PACKET, REC_CONTEXT, REC_ALLOCATION, REC_ERROR, REC_NOTE, REC_FLUSH };
+enum rec_kind {
+	REC_PACKET,
+	REC_CONTEXT,
+	REC_ALLOCATION,
+	REC_ERROR,
+	REC_NOTE,
+	REC_FLUSH,
+	REC_MOVE,
+	REC_PACKET_ALLOCS,
+};
+
+/* A packet's allocation list: the one record whose size varies, so its entries live in one
+ * malloc'd block (allocations, then the write flags) that the writer frees with the node. */
+struct packet_allocs {
+	uint64_t packet;
+	size_t n;
+	uint64_t *allocations;
+	uint8_t *write;
+};
 
 /* Which of a node's inline strings stand for SQL NULL because the caller passed NULL. */
 enum { NULL_TENANT = 1u << 0, NULL_TEXT1 = 1u << 1, NULL_TEXT2 = 1u << 2 };
@@ -75,10 +93,13 @@ struct node {
 		gs_packet_rec packet;
 		gs_context_rec context;
 		gs_allocation_rec allocation;
+		gs_move_rec move; /* its reason lives in text1 */
+		struct packet_allocs palloc;
 		int status;
 	} u;
 	char tenant[GS_AUDIT_TENANT_MAX + 1];
-	char text1[GS_AUDIT_TEXT_MAX + 1]; /* packet result, error request, note kind */
+	/* Packet result, error request, note kind, move reason. */
+	char text1[GS_AUDIT_TEXT_MAX + 1];
 	char text2[GS_AUDIT_TEXT_MAX + 1]; /* packet event detail, error message, note detail */
 };
 
@@ -92,6 +113,8 @@ enum stmt_id {
 	ST_ALLOCATION,
 	ST_ERROR,
 	ST_NOTE,
+	ST_MOVE,
+	ST_PACKET_ALLOC,
 	ST_COUNT
 };
 
@@ -154,6 +177,13 @@ static const char *const stmt_sql[ST_COUNT] = {
         [ST_ERROR] = "INSERT INTO errors (time_ns, tenant, request, status, message)"
                      " VALUES (?1, ?2, ?3, ?4, ?5)",
         [ST_NOTE] = "INSERT INTO notes (time_ns, tenant, kind, detail) VALUES (?1, ?2, ?3, ?4)",
+        [ST_MOVE] = "INSERT INTO moves (time_ns, tenant, allocation, device, adapter, packet,"
+                    " for_packet, kind, kind_name, from_segment, from_offset, to_segment,"
+                    " to_offset, bytes, transfer_flags, pieces, reason)"
+                    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15,"
+                    " ?16, ?17)",
+        [ST_PACKET_ALLOC] = "INSERT INTO packet_allocations (packet, allocation, tenant, write)"
+                            " VALUES (?1, ?2, ?3, ?4)",
 };
 
 struct gs_audit {
@@ -247,6 +277,19 @@ static const char *state_name(int state)
 	static const char prefix[] = "PACKET_STATE_";
 	const ProtobufCEnumValue *v = protobuf_c_enum_descriptor_get_value(
 	        &gpusched__v1__packet_state__descriptor, state);
+	if (!v)
+		return "INVALID";
+	if (strncmp(v->name, prefix, sizeof prefix - 1) == 0)
+		return v->name + sizeof prefix - 1;
+	return v->name;
+}
+
+/* "MOVE_KIND_PAGE_IN" -> "PAGE_IN", likewise. */
+static const char *move_kind_name(int kind)
+{
+	static const char prefix[] = "MOVE_KIND_";
+	const ProtobufCEnumValue *v =
+	        protobuf_c_enum_descriptor_get_value(&gpusched__v1__move_kind__descriptor, kind);
 	if (!v)
 		return "INVALID";
 	if (strncmp(v->name, prefix, sizeof prefix - 1) == 0)
@@ -393,6 +436,49 @@ static int write_note(gs_audit *a, const struct node *n)
 	return step_reset(s);
 }
 
+static int write_move(gs_audit *a, const struct node *n)
+{
+	const gs_move_rec *r = &n->u.move;
+	sqlite3_stmt *s = a->st[ST_MOVE];
+
+	bind_u64(s, 1, r->time_ns ? r->time_ns : n->time_ns);
+	bind_str(s, 2, n->tenant, n->nulls & NULL_TENANT);
+	bind_u64(s, 3, r->allocation);
+	bind_u64(s, 4, r->device);
+	sqlite3_bind_int64(s, 5, r->adapter);
+	bind_u64(s, 6, r->packet);
+	bind_u64(s, 7, r->for_packet);
+	sqlite3_bind_int(s, 8, r->kind);
+	sqlite3_bind_text(s, 9, move_kind_name(r->kind), -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 10, r->from_segment);
+	bind_u64(s, 11, r->from_offset);
+	sqlite3_bind_int64(s, 12, r->to_segment);
+	bind_u64(s, 13, r->to_offset);
+	bind_u64(s, 14, r->bytes);
+	sqlite3_bind_int64(s, 15, r->transfer_flags);
+	sqlite3_bind_int64(s, 16, r->pieces);
+	bind_str(s, 17, n->text1, n->nulls & NULL_TEXT1);
+	return step_reset(s);
+}
+
+/* One row per entry; the first refused row refuses the record (rows before it may stay). */
+static int write_packet_allocs(gs_audit *a, const struct node *n)
+{
+	const struct packet_allocs *p = &n->u.palloc;
+	sqlite3_stmt *s = a->st[ST_PACKET_ALLOC];
+
+	bind_u64(s, 1, p->packet);
+	bind_str(s, 3, n->tenant, n->nulls & NULL_TENANT);
+	for (size_t i = 0; i < p->n; i++) {
+		bind_u64(s, 2, p->allocations[i]);
+		sqlite3_bind_int(s, 4, p->write[i]);
+		int rc = step_reset(s);
+		if (rc != SQLITE_OK)
+			return rc;
+	}
+	return SQLITE_OK;
+}
+
 static int write_node(gs_audit *a, const struct node *n)
 {
 	switch (n->kind) {
@@ -406,6 +492,10 @@ static int write_node(gs_audit *a, const struct node *n)
 		return write_error(a, n);
 	case REC_NOTE:
 		return write_note(a, n);
+	case REC_MOVE:
+		return write_move(a, n);
+	case REC_PACKET_ALLOCS:
+		return write_packet_allocs(a, n);
 	case REC_FLUSH:
 		return SQLITE_OK; /* only its ack matters */
 	}
@@ -568,9 +658,15 @@ static void writer_drain(gs_audit *a, struct node *list)
 		atomic_fetch_add_explicit(&a->dropped, failed, memory_order_relaxed);
 		atomic_fetch_sub_explicit(&a->queued, count, memory_order_relaxed);
 
-		for (struct node *n = first; n; n = n->next)
+		for (struct node *n = first; n; n = n->next) {
 			if (n->ack)
 				n->ack(n->ack_arg, ok && !n->failed);
+			if (n->kind == REC_PACKET_ALLOCS) {
+				/* The recycled node keeps no pointer into freed memory. */
+				free(n->u.palloc.allocations);
+				n->u.palloc.allocations = NULL;
+			}
+		}
 		writer_recycle(a, first, last, count);
 	}
 	writer_checkpoint(a);
@@ -726,6 +822,54 @@ void gs_audit_allocation(gs_audit *a, const gs_allocation_rec *rec)
 	n->u.allocation.tenant = NULL;
 	node_text(n, n->tenant, sizeof n->tenant, rec->tenant, NULL_TENANT);
 	node_push(a, n);
+}
+
+void gs_audit_move(gs_audit *a, const gs_move_rec *rec)
+{
+	struct node *n = node_take(a, REC_MOVE);
+	if (!n) {
+		node_lost(a, NULL, NULL);
+		return;
+	}
+	n->u.move = *rec;
+	n->u.move.tenant = NULL;
+	n->u.move.reason = NULL;
+	node_text(n, n->tenant, sizeof n->tenant, rec->tenant, NULL_TENANT);
+	node_text(n, n->text1, sizeof n->text1, rec->reason, NULL_TEXT1);
+	n->text2[0] = '\0';
+	node_push(a, n);
+}
+
+void gs_audit_packet_allocations(gs_audit *a, uint64_t packet, const char *tenant,
+                                 const uint64_t *allocations, const bool *write, size_t n)
+{
+	if (n == 0)
+		return;
+	/* One block: the handles (8-byte aligned at its start), then one byte per write flag. */
+	if (n > SIZE_MAX / (sizeof *allocations + 1)) {
+		node_lost(a, NULL, NULL);
+		return;
+	}
+	uint64_t *block = malloc(n * (sizeof *allocations + 1));
+	if (!block) {
+		node_lost(a, NULL, NULL);
+		return;
+	}
+	struct node *nd = node_take(a, REC_PACKET_ALLOCS);
+	if (!nd) {
+		free(block);
+		node_lost(a, NULL, NULL);
+		return;
+	}
+	uint8_t *w = (uint8_t *)(block + n);
+	memcpy(block, allocations, n * sizeof *allocations);
+	for (size_t i = 0; i < n; i++)
+		w[i] = write && write[i];
+	nd->u.palloc =
+	        (struct packet_allocs){.packet = packet, .n = n, .allocations = block, .write = w};
+	node_text(nd, nd->tenant, sizeof nd->tenant, tenant, NULL_TENANT);
+	nd->text1[0] = nd->text2[0] = '\0';
+	node_push(a, nd);
 }
 
 void gs_audit_error(gs_audit *a, const char *tenant, const char *request, int status,
@@ -1008,6 +1152,15 @@ static const char packet_select[] =
         " dma_size, allocation_count, patch_count, state, submitted_ns, ready_ns, started_ns,"
         " completed_ns, preemptions, resubmissions, result FROM packets WHERE tenant = ?1";
 
+/* Packets that listed the allocation, and the paging packets that moved it; both subqueries
+ * read one range of their (tenant, allocation, ...) index. */
+static const char allocation_clause[] =
+        " AND packet IN (SELECT packet FROM packet_allocations WHERE tenant = ?1"
+        " AND allocation = ?8 UNION SELECT packet FROM moves WHERE tenant = ?1"
+        " AND allocation = ?8 AND packet <> 0)";
+/* Paging (0x1) or ContextSwitch (0x40): the memory manager's own packets. */
+static const char paging_clause[] = " AND (submit_flags & 65) <> 0";
+
 /*
  * The query names only the filters in use, so SQLite picks the index that matches them (a
  * "?2 = 0 OR context = ?2" form would defeat the (tenant, context, packet) index). The text is
@@ -1015,10 +1168,11 @@ static const char packet_select[] =
  */
 static void build_packet_query(const gs_history_filter *f, char *sql, size_t cap)
 {
-	snprintf(sql, cap, "%s%s%s%s%s%s ORDER BY packet DESC LIMIT ?7", packet_select,
+	snprintf(sql, cap, "%s%s%s%s%s%s%s%s ORDER BY packet DESC LIMIT ?7", packet_select,
 	         f->context ? " AND context = ?2" : "", f->device ? " AND device = ?3" : "",
 	         f->state ? " AND state = ?4" : "", f->node >= 0 ? " AND node = ?5" : "",
-	         f->before_packet ? " AND packet < ?6" : "");
+	         f->before_packet ? " AND packet < ?6" : "", f->allocation ? allocation_clause : "",
+	         f->paging ? paging_clause : "");
 }
 
 static void read_packet_row(sqlite3_stmt *s, gs_packet_rec *r)
@@ -1060,7 +1214,7 @@ int gs_history_packets(const char *path, const gs_history_filter *f, gs_history_
 	if (open_reader(path, &db, err, errcap) != 0)
 		return -1;
 
-	char sql[sizeof packet_select + 256];
+	char sql[sizeof packet_select + sizeof allocation_clause + sizeof paging_clause + 256];
 	build_packet_query(f, sql, sizeof sql);
 	sqlite3_stmt *s = NULL;
 	gs_history_row *rows = NULL;
@@ -1077,6 +1231,7 @@ int gs_history_packets(const char *path, const gs_history_filter *f, gs_history_
 	sqlite3_bind_int(s, 5, f->node);
 	bind_u64(s, 6, f->before_packet);
 	sqlite3_bind_int64(s, 7, limit);
+	bind_u64(s, 8, f->allocation);
 
 	/* The limit bounds the rows, so allocate for it once; at most 10000 small rows. */
 	rows = calloc(limit, sizeof *rows);
@@ -1201,8 +1356,11 @@ int gs_history_last_ids(const char *path, uint64_t *packet, uint64_t *handle, ch
 	*packet = *handle = 0;
 	if (open_reader(path, &db, err, errcap) != 0)
 		return -1;
-	/* Handles are one daemon-wide sequence over devices, contexts and allocations. */
-	static const char sql[] = "SELECT (SELECT IFNULL(MAX(packet), 0) FROM packets),"
+	/* Handles are one daemon-wide sequence over devices, contexts and allocations. Paging
+	 * packets share the packets' sequence, and a move may name one whose row is not (yet)
+	 * in the file. */
+	static const char sql[] = "SELECT MAX((SELECT IFNULL(MAX(packet), 0) FROM packets),"
+	                          "     (SELECT IFNULL(MAX(packet), 0) FROM moves)),"
 	                          " MAX((SELECT IFNULL(MAX(context), 0) FROM contexts),"
 	                          "     (SELECT IFNULL(MAX(device), 0) FROM contexts),"
 	                          "     (SELECT IFNULL(MAX(allocation), 0) FROM allocations),"
@@ -1222,19 +1380,100 @@ int gs_history_last_ids(const char *path, uint64_t *packet, uint64_t *handle, ch
 	return rc == SQLITE_OK ? 0 : -1;
 }
 
-void gs_audit_move(gs_audit *a, const gs_move_rec *rec)
+static const char moves_select[] =
+        "SELECT seq, time_ns, allocation, device, adapter, packet, for_packet, kind,"
+        " from_segment, from_offset, to_segment, to_offset, bytes, transfer_flags, pieces,"
+        " reason FROM moves WHERE tenant = ?1";
+
+/* Like build_packet_query: only the filters in use, every value bound. */
+static void build_moves_query(const gs_moves_filter *f, char *sql, size_t cap)
 {
-	(void)a;
-	(void)rec;
+	snprintf(sql, cap, "%s%s%s%s%s ORDER BY seq DESC LIMIT ?6", moves_select,
+	         f->allocation ? " AND allocation = ?2" : "", f->device ? " AND device = ?3" : "",
+	         f->packet ? " AND (packet = ?4 OR for_packet = ?4)" : "",
+	         f->before_seq ? " AND seq < ?5" : "");
 }
 
-void gs_audit_packet_allocations(gs_audit *a, uint64_t packet, const char *tenant,
-                                 const uint64_t *allocations, const bool *write, size_t n)
+static void read_move_row(sqlite3_stmt *s, gs_move_row *m)
 {
-	(void)a;
-	(void)packet;
-	(void)tenant;
-	(void)allocations;
-	(void)write;
-	(void)n;
+	memset(m, 0, sizeof *m);
+	m->seq = col_u64(s, 0);
+	m->time_ns = col_u64(s, 1);
+	m->allocation = col_u64(s, 2);
+	m->device = col_u64(s, 3);
+	m->adapter = col_u32(s, 4);
+	m->packet = col_u64(s, 5);
+	m->for_packet = col_u64(s, 6);
+	m->kind = sqlite3_column_int(s, 7);
+	m->from_segment = col_u32(s, 8);
+	m->from_offset = col_u64(s, 9);
+	m->to_segment = col_u32(s, 10);
+	m->to_offset = col_u64(s, 11);
+	m->bytes = col_u64(s, 12);
+	m->transfer_flags = col_u32(s, 13);
+	m->pieces = col_u32(s, 14);
+	const unsigned char *r = sqlite3_column_text(s, 15);
+	copy_text(m->reason, sizeof m->reason, r ? (const char *)r : "");
+}
+
+int gs_history_moves(const char *path, const gs_moves_filter *f, gs_move_row **out, size_t *count,
+                     char *err, size_t errcap)
+{
+	*out = NULL;
+	*count = 0;
+	if (!f || !f->tenant || !f->tenant[0]) {
+		set_err(err, errcap, "history needs a tenant");
+		return -1;
+	}
+	uint32_t limit = f->limit ? f->limit : HISTORY_DEFAULT_LIMIT;
+	if (limit > HISTORY_MAX_LIMIT)
+		limit = HISTORY_MAX_LIMIT;
+
+	sqlite3 *db;
+	if (open_reader(path, &db, err, errcap) != 0)
+		return -1;
+
+	char sql[sizeof moves_select + 256];
+	build_moves_query(f, sql, sizeof sql);
+	sqlite3_stmt *s = NULL;
+	gs_move_row *rows = NULL;
+	size_t n = 0, cap = 0;
+	int rc = sqlite3_prepare_v2(db, sql, -1, &s, NULL);
+	if (rc != SQLITE_OK)
+		goto sql_fail;
+	sqlite3_bind_text(s, 1, f->tenant, -1, SQLITE_STATIC);
+	bind_u64(s, 2, f->allocation);
+	bind_u64(s, 3, f->device);
+	bind_u64(s, 4, f->packet);
+	bind_u64(s, 5, f->before_seq);
+	sqlite3_bind_int64(s, 6, limit);
+	/* Grown as rows come: a 10000-row limit usually meets far fewer moves. */
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW && n < limit) {
+		if (n == cap) {
+			size_t ncap = cap ? cap * 2 : 16;
+			gs_move_row *r = realloc(rows, ncap * sizeof *rows);
+			if (!r) {
+				set_err(err, errcap, "out of memory reading moves");
+				goto fail;
+			}
+			rows = r;
+			cap = ncap;
+		}
+		read_move_row(s, &rows[n++]);
+	}
+	if (rc != SQLITE_DONE && rc != SQLITE_ROW)
+		goto sql_fail;
+	sqlite3_finalize(s);
+	sqlite3_close(db);
+	*out = rows;
+	*count = n;
+	return 0;
+
+sql_fail:
+	set_err(err, errcap, "moves query failed: %s", sqlite3_errmsg(db));
+fail:
+	free(rows);
+	sqlite3_finalize(s);
+	sqlite3_close(db);
+	return -1;
 }

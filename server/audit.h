@@ -19,7 +19,7 @@
 typedef struct gs_audit gs_audit;
 
 /* The schema version this daemon writes; a file with a newer one is refused at open. */
-#define GS_AUDIT_SCHEMA_VERSION 1
+#define GS_AUDIT_SCHEMA_VERSION 2
 /* schema/audit.sql, compiled in (generated at build time from the file). */
 extern const char gs_audit_schema_sql[];
 
@@ -106,7 +106,6 @@ void gs_audit_context(gs_audit *a, const gs_context_rec *rec);
  * and then calls ack on the writer thread: a barrier for readers of the file. */
 void gs_audit_flush(gs_audit *a, gs_audit_ack_fn ack, void *ack_arg);
 void gs_audit_allocation(gs_audit *a, const gs_allocation_rec *rec);
-/* A rejected or failed request: what was asked, the status returned and why. */
 /* One action of the memory manager on an allocation (schema table `moves`). Segment 0 means
  * system memory (or nowhere, for PLACE's from and FREE's to). */
 typedef struct gs_move_rec {
@@ -127,12 +126,15 @@ typedef struct gs_move_rec {
 	const char *reason;      /* may be NULL */
 	uint64_t time_ns;        /* 0 = the wall time it is queued */
 } gs_move_rec;
+/* Copies the record (strings included); nothing is acknowledged. */
 void gs_audit_move(gs_audit *a, const gs_move_rec *rec);
 /* The allocation list of a packet (schema table `packet_allocations`), recorded once when it is
- * submitted, so history can be filtered by allocation. write[i] may be NULL (all read). */
+ * submitted, so history can be filtered by allocation. write may be NULL (all read). Both
+ * arrays are copied (one malloc; an empty list records nothing); nothing is acknowledged. */
 void gs_audit_packet_allocations(gs_audit *a, uint64_t packet, const char *tenant,
                                  const uint64_t *allocations, const bool *write, size_t n);
 
+/* A rejected or failed request: what was asked, the status returned and why. */
 void gs_audit_error(gs_audit *a, const char *tenant, const char *request, int status,
                     const char *message);
 /* Free-form daemon event (start, stop, engine reset, ban...). */
@@ -159,6 +161,9 @@ typedef struct gs_history_filter {
 	int32_t node;           /* -1 = any */
 	uint64_t before_packet; /* 0 = from the newest */
 	uint32_t limit;
+	uint64_t allocation; /* 0 = any; else packets that listed it (packet_allocations) or
+	                        moved it (moves) */
+	bool paging;         /* only the memory manager's packets (Paging or ContextSwitch) */
 } gs_history_filter;
 
 /* A fetched packet row; strings point into storage owned by the result. */
@@ -191,5 +196,39 @@ int gs_history_last_ids(const char *path, uint64_t *packet, uint64_t *handle, ch
 /* Events of one packet of `tenant`, oldest first. *out is malloc'd. */
 int gs_history_events(const char *path, const char *tenant, uint64_t packet, gs_event_row **out,
                       size_t *count, char *err, size_t errcap);
+
+typedef struct gs_moves_filter {
+	const char *tenant;  /* required: a tenant only ever sees the moves of its allocations */
+	uint64_t allocation; /* 0 = any */
+	uint64_t device;     /* 0 = any */
+	uint64_t packet;     /* 0 = any; else moves made by this paging packet or for this render
+	                        packet (packet = X or for_packet = X) */
+	uint64_t before_seq; /* 0 = from the newest; else moves with seq < this */
+	uint32_t limit;      /* 0 = 100; at most 10000 */
+} gs_moves_filter;
+
+/* A fetched moves row (the gs_move_rec fields, the reason copied and cut to fit). */
+typedef struct gs_move_row {
+	uint64_t seq;
+	uint64_t time_ns;
+	uint64_t allocation;
+	uint64_t device;
+	uint32_t adapter;
+	uint64_t packet;
+	uint64_t for_packet;
+	int kind; /* Gpusched__V1__MoveKind */
+	uint32_t from_segment;
+	uint64_t from_offset;
+	uint32_t to_segment;
+	uint64_t to_offset;
+	uint64_t bytes;
+	uint32_t transfer_flags;
+	uint32_t pieces;
+	char reason[128]; /* "" when none */
+} gs_move_row;
+
+/* Moves newest first. *out is malloc'd (NULL when *count is 0). Returns 0 or -1 with err. */
+int gs_history_moves(const char *path, const gs_moves_filter *f, gs_move_row **out, size_t *count,
+                     char *err, size_t errcap);
 
 #endif

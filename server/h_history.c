@@ -79,7 +79,9 @@ static void history_work(gs_call *c)
 	        .state = q->state,
 	        .node = q->node ? (int32_t)q->node - 1 : -1,
 	        .before_packet = q->before_packet,
-	        .limit = q->limit == 0 ? 100 : (q->limit > MAX_HISTORY ? MAX_HISTORY : q->limit)};
+	        .limit = q->limit == 0 ? 100 : (q->limit > MAX_HISTORY ? MAX_HISTORY : q->limit),
+	        .allocation = q->allocation,
+	        .paging = q->paging};
 	gs_history_result res = {0};
 	char err[256];
 	Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
@@ -191,9 +193,67 @@ void gs_h_packet_events(gs_daemon *d, gs_call *c)
 	read_after_flush(d, c, events_work);
 }
 
+static void moves_work(gs_call *c)
+{
+	barrier_wait(c);
+	const Gpusched__V1__MovesRequest *q = c->req->moves;
+	gs_moves_filter f = {
+	        .tenant = c->tenant->name,
+	        .allocation = q->allocation,
+	        .device = q->device,
+	        .packet = q->packet,
+	        .before_seq = q->before_seq,
+	        .limit = q->limit == 0 ? 100 : (q->limit > MAX_HISTORY ? MAX_HISTORY : q->limit)};
+	gs_move_row *rows = NULL;
+	size_t n = 0;
+	char err[256];
+	Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
+	if (gs_history_moves(c->d->cfg.db_path, &f, &rows, &n, err, sizeof(err)) != 0) {
+		resp.status = GS_ST(INTERNAL);
+		resp.message = err;
+		gs_call_reply_off_loop(c, &resp);
+		return;
+	}
+	Gpusched__V1__MoveRecord *recs = calloc(n + 1, sizeof(*recs));
+	Gpusched__V1__MoveRecord **rp = calloc(n + 1, sizeof(*rp));
+	Gpusched__V1__MovesResponse mr = GPUSCHED__V1__MOVES_RESPONSE__INIT;
+	if (!recs || !rp) {
+		resp.status = GS_ST(INTERNAL);
+		resp.message = "out of memory";
+	} else {
+		for (size_t i = 0; i < n; i++) {
+			const gs_move_row *m = &rows[i];
+			Gpusched__V1__MoveRecord *o = &recs[i];
+			gpusched__v1__move_record__init(o);
+			o->seq = m->seq;
+			o->time_ns = m->time_ns;
+			o->allocation = m->allocation;
+			o->device = m->device;
+			o->packet = m->packet;
+			o->for_packet = m->for_packet;
+			o->kind = m->kind;
+			o->from_segment = m->from_segment;
+			o->from_offset = m->from_offset;
+			o->to_segment = m->to_segment;
+			o->to_offset = m->to_offset;
+			o->bytes = m->bytes;
+			o->transfer_flags = m->transfer_flags;
+			o->pieces = m->pieces;
+			o->reason = rows[i].reason;
+			rp[i] = o;
+		}
+		mr.n_moves = n;
+		mr.moves = rp;
+		resp.body_case = GPUSCHED__V1__RESPONSE__BODY_MOVES;
+		resp.moves = &mr;
+	}
+	gs_call_reply_off_loop(c, &resp);
+	free(recs);
+	free(rp);
+	free(rows);
+}
+
 void gs_h_moves(gs_daemon *d, gs_call *c)
 {
-	(void)d;
-	gs_call_error(c, GS_ST(UNIMPLEMENTED),
-	              "moves is defined by the contract but not served yet");
+	read_after_flush(d, c, moves_work);
 }

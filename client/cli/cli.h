@@ -119,5 +119,11 @@ int cmd_device(cli *ctx, int argc, char **argv);
 int cmd_alloc(cli *ctx, int argc, char **argv);
 int cmd_sync(cli *ctx, int argc, char **argv);
 int cmd_tenant(cli *ctx, int argc, char **argv);
+int cmd_moves(cli *ctx, int argc, char **argv);
+
+/* Moves of the memory manager (cmd_moves.c), also shown by alloc show: one JSON object as
+ * `moves --json` prints it, and the table with each line prefixed by indent. */
+json_t *cli_json_move(const gs_move *m);
+void cli_print_moves(const gs_move *moves, size_t n, const char *indent);
 
 #endif

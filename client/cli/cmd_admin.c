@@ -1,5 +1,5 @@
 /*
- * Small commands over single objects: stats, device, alloc, sync, tenant.
+ * Small commands over single objects: stats, device, sync, tenant (alloc: cmd_alloc.c).
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -142,76 +142,6 @@ int cmd_device(cli *ctx, int argc, char **argv)
 	};
 
 	return cli_dispatch(ctx, sub, COUNT(sub), argc, argv, device_help);
-}
-
-/* ---- alloc ------------------------------------------------------------------------------ */
-
-static const char alloc_help[] = "Usage: gpusched alloc show ID [--json]\n"
-                                 "Shows an allocation: size, segments, placement, residency and\n"
-                                 "the packets in flight that reference it.\n";
-
-static int alloc_show(cli *ctx, int argc, char **argv)
-{
-	gs_allocation_status a;
-	char size[32];
-	uint64_t id;
-	int rv;
-
-	rv = cli_simple_args(ctx, argc, argv, alloc_help, 1, 1, "an allocation ID");
-	if (rv != CLI_CONTINUE)
-		return rv;
-	rv = arg_u64(ctx, argv, 0, "ID", &id);
-	if (rv == 0)
-		rv = cli_connect(ctx);
-	if (rv != 0)
-		return rv;
-	rv = gs_allocation_query(ctx->client, id, &a);
-	if (rv != 0)
-		return cli_fail(ctx, rv);
-	if (ctx->json) {
-		json_t *o = json_object();
-
-		json_object_set_new(o, "allocation", cli_json_u64(a.allocation));
-		json_object_set_new(o, "device", cli_json_u64(a.device));
-		json_object_set_new(o, "size", cli_json_u64(a.size));
-		json_object_set_new(o, "supported_segment_set",
-		                    json_integer(a.supported_segment_set));
-		json_object_set_new(o, "segment_preference", json_integer(a.segment_preference));
-		json_object_set_new(o, "priority", json_integer(a.priority));
-		json_object_set_new(o, "flags", json_integer(a.flags));
-		json_object_set_new(o, "resident", json_boolean(a.resident));
-		json_object_set_new(o, "segment", json_integer(a.segment));
-		json_object_set_new(o, "offset", cli_json_u64(a.offset));
-		json_object_set_new(o, "address", cli_json_u64(a.address));
-		json_object_set_new(o, "busy_packets", cli_json_u64(a.busy_packets));
-		cli_json_print(o);
-		return CLI_EXIT_OK;
-	}
-	cli_format_bytes(a.size, size, sizeof(size));
-	printf("allocation   %" PRIu64 " (device %" PRIu64 ")\n", a.allocation, a.device);
-	printf("size         %s (%" PRIu64 " bytes)%s\n", size, a.size,
-	       (a.flags & GS_ALLOC_TILED) ? ", tiled" : "");
-	printf("segments     supported 0x%08" PRIx32 ", preference 0x%08" PRIx32 "\n",
-	       a.supported_segment_set, a.segment_preference);
-	printf("priority     0x%08" PRIx32 "\n", a.priority);
-	if (a.resident)
-		printf("placement    segment %" PRIu32 " offset 0x%" PRIx64 " address 0x%" PRIx64
-		       "\n",
-		       a.segment, a.offset, a.address);
-	else
-		printf("placement    not resident\n");
-	printf("busy         %" PRIu64 " packet%s in flight\n", a.busy_packets,
-	       a.busy_packets == 1 ? "" : "s");
-	return CLI_EXIT_OK;
-}
-
-int cmd_alloc(cli *ctx, int argc, char **argv)
-{
-	static const cli_command sub[] = {
-	        {"show", "show an allocation", alloc_show},
-	};
-
-	return cli_dispatch(ctx, sub, COUNT(sub), argc, argv, alloc_help);
 }
 
 /* ---- sync ------------------------------------------------------------------------------- */

@@ -8,22 +8,27 @@
 
 static const char history_help[] =
         "Usage: gpusched history [--context ID] [--device ID] [--state S] [--node N]\n"
-        "                        [--limit N] [--before ID] [--json]\n"
+        "                        [--allocation ID] [--paging] [--limit N] [--before ID]\n"
+        "                        [--json]\n"
         "Lists packets from the daemon's audit record, newest first.\n"
         "\n"
         "Options:\n"
-        "  --context ID   only this context's packets\n"
-        "  --device ID    only this device's packets\n"
-        "  --state S      only packets now in state S: SUBMITTED, READY, RUNNING, COMPLETED,\n"
-        "                 FAULTED, ABORTED, PREEMPTED, RESUBMITTED, CANCELLED, REJECTED\n"
-        "                 (any case)\n"
-        "  --node N       only packets of node N (zero-based)\n"
-        "  --limit N      at most N packets (default 100, at most 10000)\n"
-        "  --before ID    only packets older than packet ID (to page back)\n"
-        "  --json         an array of objects: packet_id, context, device, node, fence,\n"
-        "                 submit_flags (raw value), submit_flag_names, patch_flags, state,\n"
-        "                 submitted_ns, ready_ns, started_ns, completed_ns, preemptions,\n"
-        "                 resubmissions, dma_size, allocation_count, patch_count, result, tenant\n"
+        "  --context ID      only this context's packets\n"
+        "  --device ID       only this device's packets\n"
+        "  --state S         only packets now in state S: SUBMITTED, READY, RUNNING,\n"
+        "                    COMPLETED, FAULTED, ABORTED, PREEMPTED, RESUBMITTED, CANCELLED,\n"
+        "                    REJECTED (any case)\n"
+        "  --node N          only packets of node N (zero-based)\n"
+        "  --allocation ID   only packets that listed allocation ID, and the paging packets\n"
+        "                    that moved it\n"
+        "  --paging          only the memory manager's packets (flag Paging or ContextSwitch)\n"
+        "  --limit N         at most N packets (default 100, at most 10000)\n"
+        "  --before ID       only packets older than packet ID (to page back)\n"
+        "  --json            an array of objects: packet_id, context, device, node, fence,\n"
+        "                    submit_flags (raw value), submit_flag_names, patch_flags, state,\n"
+        "                    submitted_ns, ready_ns, started_ns, completed_ns, preemptions,\n"
+        "                    resubmissions, dma_size, allocation_count, patch_count, result,\n"
+        "                    tenant\n"
         "\n"
         "Columns: WAIT is submitted -> started, RUN is started -> completed.\n";
 
@@ -37,6 +42,8 @@ enum {
 	OPT_NODE,
 	OPT_LIMIT,
 	OPT_BEFORE,
+	OPT_ALLOCATION,
+	OPT_PAGING,
 };
 
 /* Returns CLI_CONTINUE to go on, or the exit code to return now. */
@@ -49,6 +56,8 @@ static int parse_filter(cli *ctx, int argc, char **argv, gs_history_filter *f)
 	        {"node", required_argument, NULL, OPT_NODE},
 	        {"limit", required_argument, NULL, OPT_LIMIT},
 	        {"before", required_argument, NULL, OPT_BEFORE},
+	        {"allocation", required_argument, NULL, OPT_ALLOCATION},
+	        {"paging", no_argument, NULL, OPT_PAGING},
 	        CLI_COMMON_OPTIONS,
 	        {0},
 	};
@@ -77,6 +86,12 @@ static int parse_filter(cli *ctx, int argc, char **argv, gs_history_filter *f)
 			break;
 		case OPT_BEFORE:
 			rv = cli_arg_u64(ctx, "--before", optarg, &f->before_packet);
+			break;
+		case OPT_ALLOCATION:
+			rv = cli_arg_u64(ctx, "--allocation", optarg, &f->allocation);
+			break;
+		case OPT_PAGING:
+			f->paging = true;
 			break;
 		default:
 			rv = cli_common_option(ctx, opt, history_help);

@@ -10,8 +10,9 @@ static const char help[] =
         "Usage: gpusched info [--json]\n"
         "Shows the daemon's version, the tenant the token authenticates as, and for each\n"
         "adapter its nodes (fence = last completed submission fence, queued = packets queued\n"
-        "or running), its segments (size, used, largest free block, CPU visibility) and its\n"
-        "submission limits.\n";
+        "or running), its segments (size, used, largest free block, CPU visibility), its\n"
+        "system memory (the pool allocations are evicted to: size and use) with the paging\n"
+        "chunk (bytes per sub-transfer of a paging transfer), and its submission limits.\n";
 
 static json_t *adapter_json(const gs_adapter_info *a)
 {
@@ -38,25 +39,33 @@ static json_t *adapter_json(const gs_adapter_info *a)
 		                                          cli_json_u64(s->largest_free),
 		                                          "cpu_visible", s->cpu_visible));
 	}
-	return json_pack("{s:I, s:s, s:s, s:s, s:I, s:b, s:b, s:I, s:I, s:I, s:o, s:o}", "id",
-	                 (json_int_t)a->id, "name", a->name, "backend", a->backend, "clock",
+	return json_pack("{s:I, s:s, s:s, s:s, s:I, s:b, s:b, s:I, s:I, s:I, s:o, s:o, s:o, s:o, "
+	                 "s:o}",
+	                 "id", (json_int_t)a->id, "name", a->name, "backend", a->backend, "clock",
 	                 a->clock, "caps", (json_int_t)a->caps, "preemption",
 	                 (a->caps & GS_ADAPTER_CAP_PREEMPTION) != 0, "virtual_clock",
 	                 (a->caps & GS_ADAPTER_CAP_VIRTUAL_CLOCK) != 0, "max_dma_buffer",
 	                 (json_int_t)a->max_dma_buffer, "max_allocation_list",
 	                 (json_int_t)a->max_allocation_list, "max_patch_list",
-	                 (json_int_t)a->max_patch_list, "nodes", nodes, "segments", segments);
+	                 (json_int_t)a->max_patch_list, "system_memory",
+	                 cli_json_u64(a->system_memory), "system_memory_used",
+	                 cli_json_u64(a->system_memory_used), "paging_chunk",
+	                 cli_json_u64(a->paging_chunk), "nodes", nodes, "segments", segments);
 }
 
 static void print_adapter(const gs_adapter_info *a)
 {
-	char size[32], used[32], largest[32], dma[32];
+	char size[32], used[32], largest[32], dma[32], sys[32], sys_used[32], chunk[32];
 
 	cli_format_bytes(a->max_dma_buffer, dma, sizeof(dma));
 	printf("\nadapter %" PRIu32 ": %s (backend %s, clock %s%s)\n", a->id, a->name, a->backend,
 	       a->clock, (a->caps & GS_ADAPTER_CAP_PREEMPTION) ? ", preemption" : "");
 	printf("  limits: DMA buffer %s, allocation list %" PRIu32 ", patch list %" PRIu32 "\n",
 	       dma, a->max_allocation_list, a->max_patch_list);
+	cli_format_bytes(a->system_memory, sys, sizeof(sys));
+	cli_format_bytes(a->system_memory_used, sys_used, sizeof(sys_used));
+	cli_format_bytes(a->paging_chunk, chunk, sizeof(chunk));
+	printf("  system memory: %s (%s used), paging chunk %s\n", sys, sys_used, chunk);
 
 	printf("\n  %-4s %-16s %-8s %-7s %-6s %12s %8s\n", "NODE", "NAME", "KIND", "ENGINES",
 	       "PAGING", "FENCE", "QUEUED");

@@ -21,7 +21,8 @@ static const cli_command commands[] = {
         {"events", "list the state changes of one packet", cmd_events},
         {"stats", "show the daemon's counters", cmd_stats},
         {"device", "create or destroy devices (device --help)", cmd_device},
-        {"alloc", "inspect allocations (alloc --help)", cmd_alloc},
+        {"alloc", "list, inspect and move allocations (alloc --help)", cmd_alloc},
+        {"moves", "list the memory manager's moves of allocations", cmd_moves},
         {"sync", "create, signal, wait for and destroy sync objects (sync --help)", cmd_sync},
         {"tenant", "administer tenants (tenant --help)", cmd_tenant},
 };

@@ -619,9 +619,18 @@ static void test_allocation_rules(void **state)
 	               gs_allocation_write(c, pl.allocation, 4097, b, 1));
 	EXPECT_AUDITED(f, GS_STATUS_INVALID_ARGUMENT,
 	               gs_allocation_read(c, pl.allocation, UINT64_MAX - 4, b, 16));
-	uint64_t sync;
-	EXPECT_AUDITED(f, GS_STATUS_UNIMPLEMENTED,
-	               gs_make_resident(c, f->dev, &pl.allocation, 1, &sync));
+	/* Paging requests: unknown handles and bad transfer flags. */
+	gs_paging_result paging;
+	uint64_t nobody = pl.allocation + 1000000;
+	EXPECT_AUDITED(f, GS_STATUS_NOT_FOUND, gs_make_resident(c, f->dev, &nobody, 1, &paging));
+	EXPECT_AUDITED(f, GS_STATUS_INVALID_ARGUMENT, gs_evict(c, f->dev, NULL, 0, &paging));
+	EXPECT_AUDITED(f, GS_STATUS_RESERVED_BITS, gs_transfer(c, pl.allocation, 0, 0x20, &paging));
+	EXPECT_AUDITED(f, GS_STATUS_FLAGS_NOT_ALLOWED,
+	               gs_transfer(c, pl.allocation, 0, 0x8, &paging));
+	EXPECT_AUDITED(f, GS_STATUS_TRANSFER_FLAGS, gs_transfer(c, pl.allocation, 0, 0x3, &paging));
+	EXPECT_AUDITED(f, GS_STATUS_SEGMENT_UNKNOWN, gs_transfer(c, pl.allocation, 29, 0, &paging));
+	assert_int_equal(gs_make_resident(c, f->dev, &pl.allocation, 1, &paging), 0);
+	assert_int_equal(paging.moves, 0); /* resident already */
 
 	/* Zero-length CPU accesses are harmless. */
 	assert_int_equal(gs_allocation_write(c, pl.allocation, 0, NULL, 0), 0);

@@ -1,7 +1,7 @@
 /*
  * The gpusched CLI (GS_CLI_PATH) as a user runs it, against a real test daemon: help and
- * usage errors, exit codes, and the JSON documents of info, demo, submit, history, events and
- * stats, cross-checked against the daemon through the client library.
+ * usage errors, exit codes, and the JSON documents of info, demo, submit, history, events,
+ * stats, moves and alloc, cross-checked against the daemon through the client library.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -108,8 +108,9 @@ static const char *str_of(json_t *obj, const char *key)
 
 /* ---- without a daemon ---- */
 
-static const char *const commands[] = {"info",  "demo",   "submit", "history", "events",
-                                       "stats", "device", "alloc",  "sync",    "tenant"};
+static const char *const commands[] = {"info",   "demo",  "submit", "history", "events", "stats",
+                                       "device", "alloc", "sync",   "tenant",  "moves"};
+static const char *const alloc_subcommands[] = {"ls", "show", "resident", "evict", "transfer"};
 
 static void test_help(void **state)
 {
@@ -127,6 +128,22 @@ static void test_help(void **state)
 		assert_non_null(strstr(r.out, "Usage"));
 		itest_run_free(&r);
 	}
+	for (size_t i = 0; i < sizeof(alloc_subcommands) / sizeof(*alloc_subcommands); i++) {
+		cli(&r, "alloc", alloc_subcommands[i], "--help", NULL);
+		expect_exit(&r, EXIT_OK, alloc_subcommands[i]);
+		assert_non_null(strstr(r.out, "Usage"));
+		assert_non_null(strstr(r.out, "alloc transfer ID SEGMENT"));
+		itest_run_free(&r);
+	}
+	/* The new filters are documented. */
+	cli(&r, "history", "--help", NULL);
+	assert_non_null(strstr(r.out, "--allocation ID"));
+	assert_non_null(strstr(r.out, "--paging"));
+	itest_run_free(&r);
+	cli(&r, "moves", "--help", NULL);
+	assert_non_null(strstr(r.out, "--allocation ID"));
+	assert_non_null(strstr(r.out, "--packet ID"));
+	itest_run_free(&r);
 	cli(&r, "--version", NULL);
 	expect_exit(&r, EXIT_OK, "--version");
 	assert_non_null(strstr(r.out, "gpusched"));
@@ -161,6 +178,43 @@ static void test_usage_errors(void **state)
 	cli(&r, url, "history", "--limit", "many", NULL);
 	expect_exit(&r, EXIT_USAGE, "history --limit many");
 	itest_run_free(&r);
+
+	/* The memory commands check their arguments before connecting too. */
+	static const char *const bad[][7] = {
+	        {"history", "--allocation", "x"},
+	        {"moves", "--limit", "many"},
+	        {"moves", "--allocation", "-1"},
+	        {"moves", "extra"},
+	        {"alloc"},
+	        {"alloc", "frob"},
+	        {"alloc", "ls", "--limit", "x"},
+	        {"alloc", "ls", "7"},
+	        {"alloc", "show"},
+	        {"alloc", "show", "1", "2"},
+	        {"alloc", "show", "1", "--moves", "x"},
+	        {"alloc", "resident"},
+	        {"alloc", "resident", "1"},
+	        {"alloc", "resident", "1", "x"},
+	        {"alloc", "evict", "1"},
+	        {"alloc", "evict", "1", "2", "--flags", "swizzle"},
+	        {"alloc", "evict", "1", "2", "--timeout-ms", "soon"},
+	        {"alloc", "transfer", "1"},
+	        {"alloc", "transfer", "1", "2", "3"},
+	        {"alloc", "transfer", "1", "nowhere"},
+	        {"alloc", "transfer", "1", "32"},
+	        {"alloc", "transfer", "1", "2", "--flags", "sideways"},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+		const char *const *a = bad[i];
+		char what[128];
+		snprintf(what, sizeof(what), "%s %s %s %s %s", a[0], a[1] ? a[1] : "",
+		         a[1] && a[2] ? a[2] : "", a[1] && a[2] && a[3] ? a[3] : "",
+		         a[1] && a[2] && a[3] && a[4] ? a[4] : "");
+		cli(&r, url, a[0], a[1], a[2], a[3], a[4], a[5], a[6], NULL);
+		expect_exit(&r, EXIT_USAGE, what);
+		assert_non_null(strstr(r.err, "Try 'gpusched"));
+		itest_run_free(&r);
+	}
 }
 
 static void test_no_daemon(void **state)
@@ -409,6 +463,185 @@ static void test_history_json(void **state)
 	gs_close(c);
 }
 
+static json_t *cli_json(fx *f, const char *what, const char *a1, const char *a2, const char *a3,
+                        const char *a4, const char *a5)
+{
+	itest_run r;
+	cli(&r, f->url_opt, "--json", a1, a2, a3, a4, a5, NULL);
+	expect_exit(&r, EXIT_OK, what);
+	json_t *doc = parse(&r);
+	itest_run_free(&r);
+	return doc;
+}
+
+/* Every move object carries the documented keys. */
+static void check_move_keys(json_t *m)
+{
+	static const char *const keys[] = {
+	        "seq",       "time_ns",      "allocation",     "device",
+	        "kind",      "from_segment", "from_offset",    "to_segment",
+	        "to_offset", "bytes",        "transfer_flags", "transfer_flag_names",
+	        "pieces",    "packet",       "for_packet",     "reason"};
+	for (size_t k = 0; k < sizeof(keys) / sizeof(*keys); k++)
+		if (!json_object_get(m, keys[k]))
+			fail_msg("move has no \"%s\"", keys[k]);
+}
+
+/* moves, alloc ls/show/resident/evict/transfer and history --allocation/--paging. The daemon
+ * side of the paging requests and of the allocation list may answer UNIMPLEMENTED (a later
+ * issue): then the CLI must say so with exit 1, and the rest is checked when served. */
+static void test_memory_commands(void **state)
+{
+	fx *f = *state;
+	itest_run r;
+	gs_client *c = itest_connect(&f->t, NULL);
+	itest_layout lay;
+	itest_layout_of(c, &lay);
+	uint64_t dev;
+	assert_int_equal(gs_device_create(c, "cli-mem", &dev), 0);
+	gs_allocation_placement pl;
+	itest_alloc(c, dev, 65536, 0, 0, &pl);
+	char dev_s[32], id_s[32];
+	snprintf(dev_s, sizeof(dev_s), "%" PRIu64, dev);
+	snprintf(id_s, sizeof(id_s), "%" PRIu64, pl.allocation);
+
+	/* moves: an array (the daemon may or may not record PLACE moves at creation), each
+	 * move the tenant's and, filtered, of the allocation asked for. */
+	json_t *doc = cli_json(f, "moves --json", "moves", NULL, NULL, NULL, NULL);
+	assert_true(json_is_array(doc));
+	for (size_t i = 0; i < json_array_size(doc); i++)
+		check_move_keys(json_array_get(doc, i));
+	json_decref(doc);
+	doc = cli_json(f, "moves --allocation", "moves", "--allocation", id_s, "--limit", "5");
+	assert_true(json_is_array(doc));
+	assert_true(json_array_size(doc) <= 5);
+	for (size_t i = 0; i < json_array_size(doc); i++)
+		assert_int_equal(int_of(json_array_get(doc, i), "allocation"),
+		                 (json_int_t)pl.allocation);
+	json_decref(doc);
+	doc = cli_json(f, "moves --allocation (none)", "moves", "--allocation", "999999", NULL,
+	               NULL);
+	assert_int_equal(json_array_size(doc), 0);
+	json_decref(doc);
+	cli(&r, f->url_opt, "moves", "--packet", "999999", NULL);
+	expect_exit(&r, EXIT_OK, "moves --packet");
+	assert_non_null(strstr(r.out, "SEQ"));
+	assert_non_null(strstr(r.out, "(no moves)"));
+	itest_run_free(&r);
+
+	/* history with the new filters answers (a fresh allocation has no render packets). */
+	doc = cli_json(f, "history --allocation", "history", "--allocation", "999999", NULL, NULL);
+	assert_int_equal(json_array_size(doc), 0);
+	json_decref(doc);
+	doc = cli_json(f, "history --paging", "history", "--paging", NULL, NULL, NULL);
+	assert_true(json_is_array(doc));
+	for (size_t i = 0; i < json_array_size(doc); i++)
+		assert_true(int_of(json_array_get(doc, i), "submit_flags") &
+		            (GS_SUBMIT_PAGING | GS_SUBMIT_CONTEXT_SWITCH));
+	json_decref(doc);
+
+	/* alloc show: the status with the new fields and its recent moves. */
+	doc = cli_json(f, "alloc show --json", "alloc", "show", id_s, NULL, NULL);
+	assert_int_equal(int_of(doc, "allocation"), (json_int_t)pl.allocation);
+	assert_int_equal(int_of(doc, "device"), (json_int_t)dev);
+	assert_int_equal(int_of(doc, "size"), 65536);
+	assert_int_equal(int_of(doc, "pinned"), 0);
+	assert_true(int_of(doc, "moves") >= 0);
+	assert_true(json_is_boolean(json_object_get(doc, "moving")));
+	assert_true(int_of(doc, "last_used_ns") >= 0);
+	assert_string_equal(str_of(doc, "priority_name"), "NORMAL");
+	json_t *recent = json_object_get(doc, "recent_moves");
+	assert_true(json_is_array(recent));
+	for (size_t i = 0; i < json_array_size(recent); i++) {
+		check_move_keys(json_array_get(recent, i));
+		assert_int_equal(int_of(json_array_get(recent, i), "allocation"),
+		                 (json_int_t)pl.allocation);
+	}
+	json_decref(doc);
+	cli(&r, f->url_opt, "alloc", "show", id_s, NULL);
+	expect_exit(&r, EXIT_OK, "alloc show");
+	assert_non_null(strstr(r.out, "last used"));
+	assert_non_null(strstr(r.out, "recent moves"));
+	itest_run_free(&r);
+	cli(&r, f->url_opt, "alloc", "show", "999999", NULL);
+	expect_exit(&r, EXIT_DAEMON, "alloc show 999999");
+	assert_non_null(strstr(r.err, "NOT_FOUND"));
+	itest_run_free(&r);
+
+	/* alloc ls, as served. */
+	gs_allocation_status *list;
+	size_t n;
+	int rv = gs_allocation_list(c, dev, false, 0, 0, &list, &n);
+	cli(&r, f->url_opt, "--json", "alloc", "ls", "--device", dev_s, NULL);
+	if (rv == GS_STATUS_UNIMPLEMENTED) {
+		expect_exit(&r, EXIT_DAEMON, "alloc ls (not served)");
+		assert_non_null(strstr(r.err, "UNIMPLEMENTED"));
+		itest_run_free(&r);
+	} else {
+		assert_int_equal(rv, 0);
+		expect_exit(&r, EXIT_OK, "alloc ls --device --json");
+		doc = parse(&r);
+		itest_run_free(&r);
+		assert_int_equal(json_array_size(doc), n);
+		assert_int_equal(n, 1);
+		assert_int_equal(int_of(json_array_get(doc, 0), "allocation"),
+		                 (json_int_t)pl.allocation);
+		assert_int_equal(int_of(json_array_get(doc, 0), "size"), 65536);
+		json_decref(doc);
+		gs_allocation_list_free(list);
+		cli(&r, f->url_opt, "alloc", "ls", NULL);
+		expect_exit(&r, EXIT_OK, "alloc ls");
+		assert_non_null(strstr(r.out, "HANDLE"));
+		assert_non_null(strstr(r.out, id_s));
+		itest_run_free(&r);
+	}
+
+	/* resident / evict / transfer, as served. */
+	gs_paging_result pr;
+	rv = gs_make_resident(c, dev, &pl.allocation, 1, &pr);
+	cli(&r, f->url_opt, "--json", "alloc", "resident", dev_s, id_s, "--wait", NULL);
+	if (rv == GS_STATUS_UNIMPLEMENTED) {
+		expect_exit(&r, EXIT_DAEMON, "alloc resident (not served)");
+		assert_non_null(strstr(r.err, "UNIMPLEMENTED"));
+		itest_run_free(&r);
+	} else {
+		assert_int_equal(rv, 0);
+		expect_exit(&r, EXIT_OK, "alloc resident --wait --json");
+		doc = parse(&r);
+		itest_run_free(&r);
+		assert_true(int_of(doc, "paging_fence") >= (json_int_t)pr.paging_fence);
+		assert_int_equal(int_of(doc, "paging_sync"), (json_int_t)pr.paging_sync);
+		assert_true(int_of(doc, "value") >= int_of(doc, "paging_fence"));
+		json_decref(doc);
+		cli(&r, f->url_opt, "alloc", "evict", dev_s, id_s, "--wait", NULL);
+		expect_exit(&r, EXIT_OK, "alloc evict --wait");
+		assert_non_null(strstr(r.out, "paging fence"));
+		itest_run_free(&r);
+		char seg[16];
+		snprintf(seg, sizeof(seg), "%" PRIu32, lay.memory_segment);
+		cli(&r, f->url_opt, "alloc", "transfer", id_s, seg, "--wait", NULL);
+		expect_exit(&r, EXIT_OK, "alloc transfer --wait");
+		itest_run_free(&r);
+		gs_allocation_status st;
+		assert_int_equal(gs_allocation_query(c, pl.allocation, &st), 0);
+		assert_true(st.resident);
+		assert_int_equal(st.segment, lay.memory_segment);
+		cli(&r, f->url_opt, "alloc", "transfer", id_s, "system", "--wait", NULL);
+		expect_exit(&r, EXIT_OK, "alloc transfer system --wait");
+		itest_run_free(&r);
+		assert_int_equal(gs_allocation_query(c, pl.allocation, &st), 0);
+		assert_false(st.resident);
+		/* The moves just made are in the record, newest first. */
+		doc = cli_json(f, "moves after paging", "moves", "--allocation", id_s, NULL, NULL);
+		assert_true(json_array_size(doc) >= 2);
+		assert_true(int_of(json_array_get(doc, 0), "seq") >
+		            int_of(json_array_get(doc, 1), "seq"));
+		json_decref(doc);
+	}
+	assert_int_equal(gs_device_destroy(c, dev), 0);
+	gs_close(c);
+}
+
 int main(void)
 {
 	/* The CLI reads these; the tests pass everything explicitly. */
@@ -422,6 +655,7 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(test_demo_json, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_submit_json, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_history_json, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_memory_commands, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -589,10 +589,10 @@ static void test_reopen_keeps_rows_and_version(void **state)
 	assert_int_equal(query_int(fx->path, "SELECT state FROM packets WHERE packet = 5"),
 	                 ST_COMPLETED);
 	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packet_events"), 1011);
-	assert_int_equal(query_int(fx->path, "PRAGMA user_version"), 1);
+	assert_int_equal(query_int(fx->path, "PRAGMA user_version"), GS_AUDIT_SCHEMA_VERSION);
 	assert_int_equal(query_int(fx->path, "SELECT CAST(value AS INTEGER) FROM meta"
 	                                     " WHERE key = 'schema_version'"),
-	                 1);
+	                 GS_AUDIT_SCHEMA_VERSION);
 	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM meta"), 1);
 }
 
@@ -601,12 +601,14 @@ static void test_newer_schema_refused(void **state)
 	struct fixture *fx = *state;
 	gs_audit *a = open_audit(fx->path, NULL);
 	gs_audit_close(a);
-	exec_sql(fx->path, "PRAGMA user_version = 2");
+	char sql[64];
+	snprintf(sql, sizeof sql, "PRAGMA user_version = %d", GS_AUDIT_SCHEMA_VERSION + 1);
+	exec_sql(fx->path, sql);
 
 	a = (gs_audit *)&a; /* must be cleared on failure */
 	assert_int_equal(gs_audit_open(fx->path, NULL, &a), -1);
 	assert_null(a);
-	assert_int_equal(query_int(fx->path, "PRAGMA user_version"), 2);
+	assert_int_equal(query_int(fx->path, "PRAGMA user_version"), GS_AUDIT_SCHEMA_VERSION + 1);
 }
 
 /* History of a file that does not exist is an error with a reason, and creates nothing. */
@@ -1013,6 +1015,421 @@ static void test_burst_throughput(void **state)
 	gs_audit_close(a);
 }
 
+/* ---- the memory manager's records: moves and packet allocation lists ---- */
+
+enum { MK_PLACE = 1, MK_PAGE_IN = 2, MK_EVICT = 3, MK_TRANSFER = 4, MK_FREE = 7 };
+
+static gs_move_rec move(const char *tenant, uint64_t allocation, int kind, uint64_t packet,
+                        uint64_t for_packet)
+{
+	return (gs_move_rec){
+	        .allocation = allocation,
+	        .tenant = tenant,
+	        .device = 100 + allocation % 2,
+	        .adapter = 1,
+	        .packet = packet,
+	        .for_packet = for_packet,
+	        .kind = kind,
+	        .from_segment = 0,
+	        .from_offset = 0,
+	        .to_segment = 1,
+	        .to_offset = allocation * 4096,
+	        .bytes = 65536,
+	        .transfer_flags = 0x18, /* TransferStart | TransferEnd */
+	        .pieces = 2,
+	        .time_ns = 5000 + allocation,
+	};
+}
+
+/* Queues a tracked flush: its ack means every record queued before it is committed. */
+static uint64_t flush(gs_audit *a)
+{
+	uint64_t seq = ++T.issued;
+	gs_audit_flush(a, on_ack, (void *)(uintptr_t)seq);
+	return seq;
+}
+
+static size_t moves(const char *path, const gs_moves_filter *f, gs_move_row **rows)
+{
+	char err[256] = "";
+	size_t n = 0;
+	if (gs_history_moves(path, f, rows, &n, err, sizeof err) != 0)
+		fail_msg("moves: %s", err);
+	return n;
+}
+
+static void assert_move_allocs(const gs_move_row *rows, size_t n, const uint64_t *allocs,
+                               size_t want)
+{
+	assert_int_equal(n, want);
+	for (size_t i = 0; i < n; i++)
+		assert_int_equal(rows[i].allocation, allocs[i]);
+}
+
+static void test_moves_round_trip(void **state)
+{
+	struct fixture *fx = *state;
+	tracker_reset();
+	gs_audit *a = open_audit(fx->path, NULL);
+
+	/* seq 1..6 alpha, 7 beta; allocation 5 moves three times. */
+	gs_move_rec m = move("alpha", 5, MK_PLACE, 0, 0);
+	m.bytes = 0;
+	m.pieces = 0;
+	m.transfer_flags = 0;
+	m.reason = "created";
+	gs_audit_move(a, &m);
+	m = move("alpha", 6, MK_PLACE, 0, 0);
+	gs_audit_move(a, &m); /* no reason: NULL in the file, "" when read */
+	m = move("alpha", 5, MK_EVICT, 40, 0);
+	m.from_segment = 1;
+	m.from_offset = 20480;
+	m.to_segment = 2;
+	m.to_offset = 0x10000;
+	m.transfer_flags = 0x1a; /* Unswizzle | Start | End */
+	m.reason = "room for allocation 9";
+	gs_audit_move(a, &m);
+	m = move("alpha", 5, MK_PAGE_IN, 42, 41);
+	char long_reason[300];
+	memset(long_reason, 'r', sizeof long_reason - 1);
+	long_reason[sizeof long_reason - 1] = '\0';
+	m.reason = long_reason;
+	gs_audit_move(a, &m);
+	m = move("alpha", 6, MK_TRANSFER, 43, 0);
+	m.time_ns = 0; /* stamped with the time it was queued */
+	gs_audit_move(a, &m);
+	m = move("alpha", 8, MK_FREE, 0, 0);
+	m.to_segment = 0;
+	gs_audit_move(a, &m);
+	m = move("beta", 7, MK_PAGE_IN, 44, 42);
+	gs_audit_move(a, &m);
+	assert_true(wait_acks(flush(a)));
+
+	gs_move_row *rows;
+	gs_moves_filter f = {.tenant = "alpha"};
+	size_t n = moves(fx->path, &f, &rows);
+	assert_move_allocs(rows, n, (const uint64_t[]){8, 6, 5, 5, 6, 5}, 6);
+	for (size_t i = 0; i + 1 < n; i++)
+		assert_true(rows[i].seq > rows[i + 1].seq);
+	/* Every field of the eviction comes back. */
+	const gs_move_row *e = &rows[3];
+	assert_int_equal(e->kind, MK_EVICT);
+	assert_int_equal(e->device, 101);
+	assert_int_equal(e->adapter, 1);
+	assert_int_equal(e->packet, 40);
+	assert_int_equal(e->for_packet, 0);
+	assert_int_equal(e->from_segment, 1);
+	assert_int_equal(e->from_offset, 20480);
+	assert_int_equal(e->to_segment, 2);
+	assert_int_equal(e->to_offset, 0x10000);
+	assert_int_equal(e->bytes, 65536);
+	assert_int_equal(e->transfer_flags, 0x1a);
+	assert_int_equal(e->pieces, 2);
+	assert_int_equal(e->time_ns, 5005);
+	assert_string_equal(e->reason, "room for allocation 9");
+	/* A long reason is cut to the row's buffer; no reason reads as "". */
+	assert_int_equal(strlen(rows[2].reason), sizeof rows[2].reason - 1);
+	assert_int_equal(rows[2].for_packet, 41);
+	assert_string_equal(rows[4].reason, "");
+	assert_true(rows[1].time_ns > 1000000000ull); /* wall time at queueing */
+	free(rows);
+
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM moves WHERE reason IS NULL"), 4);
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM moves WHERE kind = 2"
+	                                     " AND kind_name = 'PAGE_IN'"),
+	                 2);
+	assert_int_equal(query_int(fx->path, "SELECT length(reason) FROM moves WHERE kind = 2"
+	                                     " AND tenant = 'alpha'"),
+	                 GS_AUDIT_TEXT_MAX);
+
+	/* Filters: allocation, device, packet (paging packet or render packet), paging back. */
+	f = (gs_moves_filter){.tenant = "alpha", .allocation = 5};
+	n = moves(fx->path, &f, &rows);
+	assert_int_equal(n, 3);
+	assert_int_equal(rows[0].kind, MK_PAGE_IN);
+	assert_int_equal(rows[1].kind, MK_EVICT);
+	assert_int_equal(rows[2].kind, MK_PLACE);
+	assert_string_equal(rows[2].reason, "created");
+	uint64_t second = rows[1].seq;
+	free(rows);
+	f.before_seq = second;
+	n = moves(fx->path, &f, &rows);
+	assert_int_equal(n, 1);
+	assert_int_equal(rows[0].kind, MK_PLACE);
+	free(rows);
+	f = (gs_moves_filter){.tenant = "alpha", .allocation = 5, .limit = 1};
+	n = moves(fx->path, &f, &rows);
+	assert_int_equal(n, 1);
+	assert_int_equal(rows[0].kind, MK_PAGE_IN);
+	free(rows);
+	f = (gs_moves_filter){.tenant = "alpha", .device = 100}; /* device = 100 + allocation % 2 */
+	n = moves(fx->path, &f, &rows);
+	assert_move_allocs(rows, n, (const uint64_t[]){8, 6, 6}, 3);
+	free(rows);
+	f = (gs_moves_filter){.tenant = "alpha", .packet = 42}; /* the paging packet */
+	n = moves(fx->path, &f, &rows);
+	assert_int_equal(n, 1);
+	assert_int_equal(rows[0].packet, 42);
+	free(rows);
+	f = (gs_moves_filter){.tenant = "alpha", .packet = 41}; /* the render packet */
+	n = moves(fx->path, &f, &rows);
+	assert_int_equal(n, 1);
+	assert_int_equal(rows[0].for_packet, 41);
+	free(rows);
+	f = (gs_moves_filter){.tenant = "alpha", .packet = 99};
+	assert_int_equal(moves(fx->path, &f, &rows), 0);
+	assert_null(rows);
+
+	/* Tenant scoping: beta sees its one move and nothing of alpha's, even by name. */
+	f = (gs_moves_filter){.tenant = "beta"};
+	n = moves(fx->path, &f, &rows);
+	assert_move_allocs(rows, n, (const uint64_t[]){7}, 1);
+	free(rows);
+	f = (gs_moves_filter){.tenant = "beta", .allocation = 5};
+	assert_int_equal(moves(fx->path, &f, &rows), 0);
+	f = (gs_moves_filter){.tenant = "beta", .packet = 42}; /* for_packet of beta's move */
+	n = moves(fx->path, &f, &rows);
+	assert_move_allocs(rows, n, (const uint64_t[]){7}, 1);
+	free(rows);
+	f = (gs_moves_filter){.tenant = "gamma"};
+	assert_int_equal(moves(fx->path, &f, &rows), 0);
+
+	/* No tenant, no moves. */
+	char err[256] = "";
+	f = (gs_moves_filter){.tenant = NULL};
+	assert_int_equal(gs_history_moves(fx->path, &f, &rows, &n, err, sizeof err), -1);
+	assert_true(strlen(err) > 0);
+	f.tenant = "";
+	assert_int_equal(gs_history_moves(fx->path, &f, &rows, &n, err, sizeof err), -1);
+	assert_int_equal(gs_history_moves(fx->path, NULL, &rows, &n, err, sizeof err), -1);
+
+	gs_audit_stats st;
+	gs_audit_get_stats(a, &st);
+	assert_int_equal(st.dropped, 0);
+	assert_int_equal(st.records, 8); /* 7 moves and the flush */
+	gs_audit_close(a);
+}
+
+/* Limits as for packets: 100 by default, at most 10000. */
+static void test_moves_limits(void **state)
+{
+	struct fixture *fx = *state;
+	tracker_reset();
+	gs_audit *a = open_audit(fx->path, NULL);
+	for (uint64_t i = 1; i <= 10050; i++) {
+		gs_move_rec m = move("alpha", i, MK_PLACE, 0, 0);
+		gs_audit_move(a, &m);
+	}
+	assert_true(wait_acks(flush(a)));
+	gs_move_row *rows;
+	gs_moves_filter f = {.tenant = "alpha"};
+	size_t n = moves(fx->path, &f, &rows);
+	assert_int_equal(n, 100);
+	assert_int_equal(rows[0].allocation, 10050);
+	free(rows);
+	f.limit = 50000;
+	n = moves(fx->path, &f, &rows);
+	assert_int_equal(n, 10000);
+	assert_int_equal(rows[9999].allocation, 51);
+	free(rows);
+	gs_audit_close(a);
+}
+
+static void test_history_by_allocation_and_paging(void **state)
+{
+	struct fixture *fx = *state;
+	tracker_reset();
+	gs_audit *a = open_audit(fx->path, NULL);
+
+	/* alpha: 1 lists {5, 6}; 2 lists {6}; 3 writes 5; 4 is a paging packet that moves 5;
+	 * 5 is a context switch; 6 lists nothing. beta: 7 lists its own allocation 5. */
+	static const uint32_t flags[] = {0, 0x2, 0x8, 0x10, 0x1, 0x40, 0x0, 0x0};
+	for (uint64_t id = 1; id <= 7; id++) {
+		gs_packet_rec r = packet(id, id == 7 ? "beta" : "alpha", 1, ST_COMPLETED, 0);
+		r.submit_flags = flags[id];
+		queue(a, &r, NULL);
+	}
+	gs_audit_packet_allocations(a, 1, "alpha", (const uint64_t[]){5, 6}, NULL, 2);
+	gs_audit_packet_allocations(a, 2, "alpha", (const uint64_t[]){6}, (const bool[]){true}, 1);
+	gs_audit_packet_allocations(a, 3, "alpha", (const uint64_t[]){9, 5},
+	                            (const bool[]){false, true}, 2);
+	gs_audit_packet_allocations(a, 6, "alpha", NULL, NULL, 0); /* records nothing */
+	gs_audit_packet_allocations(a, 7, "beta", (const uint64_t[]){5}, NULL, 1);
+	gs_move_rec m = move("alpha", 5, MK_EVICT, 4, 0);
+	gs_audit_move(a, &m);
+	m = move("alpha", 6, MK_PLACE, 0, 0); /* no packet: names none */
+	gs_audit_move(a, &m);
+	assert_true(wait_acks(flush(a)));
+
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packet_allocations"), 6);
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packet_allocations"
+	                                     " WHERE write = 1"),
+	                 2);
+	assert_int_equal(query_int(fx->path, "SELECT write FROM packet_allocations"
+	                                     " WHERE packet = 3 AND allocation = 5"),
+	                 1);
+	assert_int_equal(query_int(fx->path,
+	                           "SELECT count(*) FROM packet_allocations"
+	                           " WHERE packet = 1 AND write = 0 AND tenant = 'alpha'"),
+	                 2);
+
+	gs_history_result h;
+	gs_history_filter f = filter("alpha");
+	f.allocation = 5;
+	history(fx->path, &f, &h);
+	assert_ids(&h, (const uint64_t[]){4, 3, 1}, 3);
+	gs_history_result_free(&h);
+	f.allocation = 6;
+	history(fx->path, &f, &h);
+	assert_ids(&h, (const uint64_t[]){2, 1}, 2);
+	gs_history_result_free(&h);
+	f.allocation = 77;
+	history(fx->path, &f, &h);
+	assert_ids(&h, NULL, 0);
+	gs_history_result_free(&h);
+
+	f = filter("alpha");
+	f.paging = true;
+	history(fx->path, &f, &h);
+	assert_ids(&h, (const uint64_t[]){5, 4}, 2);
+	gs_history_result_free(&h);
+	f.allocation = 5;
+	history(fx->path, &f, &h);
+	assert_ids(&h, (const uint64_t[]){4}, 1);
+	gs_history_result_free(&h);
+
+	/* Combined with the other filters and paging back. */
+	f = filter("alpha");
+	f.allocation = 5;
+	f.before_packet = 4;
+	f.limit = 1;
+	history(fx->path, &f, &h);
+	assert_ids(&h, (const uint64_t[]){3}, 1);
+	gs_history_result_free(&h);
+
+	/* Tenant scoping: beta's allocation 5 is its own; alpha's packets never show. */
+	f = filter("beta");
+	f.allocation = 5;
+	history(fx->path, &f, &h);
+	assert_ids(&h, (const uint64_t[]){7}, 1);
+	gs_history_result_free(&h);
+	f.allocation = 6;
+	history(fx->path, &f, &h);
+	assert_ids(&h, NULL, 0);
+	gs_history_result_free(&h);
+	f = filter("beta");
+	f.paging = true;
+	history(fx->path, &f, &h);
+	assert_ids(&h, NULL, 0);
+	gs_history_result_free(&h);
+	gs_audit_close(a);
+}
+
+/* Allocation lists of every size, through more nodes than the pool keeps (the writer frees
+ * each list with its node; ASan's leak check runs in CI). */
+static void test_packet_allocations_many(void **state)
+{
+	struct fixture *fx = *state;
+	tracker_reset();
+	gs_audit *a = open_audit(fx->path, NULL);
+	enum { PACKETS = 12000, MAXLIST = 40 };
+	uint64_t list[MAXLIST];
+	bool wr[MAXLIST];
+	uint64_t rows = 0;
+	for (size_t i = 0; i < MAXLIST; i++) {
+		list[i] = 1000 + i;
+		wr[i] = i % 3 == 0;
+	}
+	for (uint64_t p = 1; p <= PACKETS; p++) {
+		size_t n = p % MAXLIST;
+		gs_audit_packet_allocations(a, p, "alpha", list, wr, n);
+		rows += n;
+	}
+	assert_true(wait_acks(flush(a)));
+	char sql[64];
+	snprintf(sql, sizeof sql, "SELECT count(*) FROM packet_allocations");
+	assert_int_equal(query_int(fx->path, sql), (int64_t)rows);
+	gs_audit_stats st;
+	gs_audit_get_stats(a, &st);
+	assert_int_equal(st.dropped, 0);
+	assert_int_equal(st.queued, 0);
+	gs_audit_close(a);
+}
+
+/* A version 1 file (no moves, no packet_allocations) opens, gains both, keeps its rows. */
+static void test_v1_file_upgraded(void **state)
+{
+	struct fixture *fx = *state;
+	tracker_reset();
+	gs_audit *a = open_audit(fx->path, NULL);
+	for (uint64_t id = 1; id <= 20; id++) {
+		gs_packet_rec r = packet(id, "alpha", 1, ST_COMPLETED, 0);
+		queue(a, &r, "v1");
+	}
+	gs_allocation_rec al = {.allocation = 5, .tenant = "alpha", .size = 4096};
+	gs_audit_allocation(a, &al);
+	assert_true(wait_acks(flush(a)));
+	gs_audit_close(a);
+	/* What a version 1 daemon left: the same tables less the new ones. */
+	exec_sql(fx->path, "DROP TABLE moves; DROP TABLE packet_allocations;"
+	                   " PRAGMA user_version = 1;"
+	                   " UPDATE meta SET value = '1' WHERE key = 'schema_version'");
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM sqlite_master"
+	                                     " WHERE name IN ('moves', 'packet_allocations')"),
+	                 0);
+
+	tracker_reset();
+	a = open_audit(fx->path, NULL);
+	assert_int_equal(query_int(fx->path, "PRAGMA user_version"), GS_AUDIT_SCHEMA_VERSION);
+	assert_int_equal(query_int(fx->path, "SELECT CAST(value AS INTEGER) FROM meta"
+	                                     " WHERE key = 'schema_version'"),
+	                 GS_AUDIT_SCHEMA_VERSION);
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM sqlite_master WHERE type ="
+	                                     " 'index' AND tbl_name IN ('moves',"
+	                                     " 'packet_allocations')"),
+	                 5);
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packets"), 20);
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packet_events"), 20);
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM allocations"), 1);
+
+	/* The new tables work at once, beside the old rows. */
+	gs_packet_rec r = packet(21, "alpha", 1, ST_SUBMITTED, 0);
+	r.submit_flags = 0x1;
+	queue(a, &r, NULL);
+	gs_audit_packet_allocations(a, 21, "alpha", (const uint64_t[]){5}, NULL, 1);
+	gs_move_rec m = move("alpha", 5, MK_PAGE_IN, 21, 0);
+	gs_audit_move(a, &m);
+	assert_true(wait_acks(flush(a)));
+	gs_history_filter f = filter("alpha");
+	gs_history_result h;
+	assert_int_equal(history(fx->path, &f, &h), 21);
+	gs_history_result_free(&h);
+	f.allocation = 5;
+	history(fx->path, &f, &h);
+	assert_ids(&h, (const uint64_t[]){21}, 1);
+	gs_history_result_free(&h);
+	gs_move_row *rows;
+	gs_moves_filter mf = {.tenant = "alpha", .allocation = 5};
+	assert_int_equal(moves(fx->path, &mf, &rows), 1);
+	free(rows);
+	gs_audit_close(a);
+
+	/* A restarted daemon continues after the highest packet, whichever table names it. */
+	uint64_t last_packet, last_handle;
+	char err[256];
+	assert_int_equal(gs_history_last_ids(fx->path, &last_packet, &last_handle, err, sizeof err),
+	                 0);
+	assert_int_equal(last_packet, 21);
+	exec_sql(fx->path,
+	         "INSERT INTO moves (time_ns, tenant, allocation, device, adapter, packet,"
+	         " for_packet, kind, kind_name, from_segment, from_offset, to_segment,"
+	         " to_offset, bytes, transfer_flags, pieces)"
+	         " VALUES (1, 'alpha', 5, 1, 0, 30, 0, 3, 'EVICT', 1, 0, 0, 0, 1, 0, 1)");
+	assert_int_equal(gs_history_last_ids(fx->path, &last_packet, &last_handle, err, sizeof err),
+	                 0);
+	assert_int_equal(last_packet, 30);
+}
+
 int main(void)
 {
 #define T_(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
@@ -1032,6 +1449,11 @@ int main(void)
 	        T_(test_kill9_keeps_acked),
 	        T_(test_io_error_fails_batch),
 	        T_(test_burst_throughput),
+	        T_(test_moves_round_trip),
+	        T_(test_moves_limits),
+	        T_(test_history_by_allocation_and_paging),
+	        T_(test_packet_allocations_many),
+	        T_(test_v1_file_upgraded),
 	};
 #undef T_
 	return cmocka_run_group_tests(tests, NULL, NULL);

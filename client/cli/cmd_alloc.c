@@ -1,0 +1,487 @@
+/*
+ * gpusched alloc: list and inspect allocations, and ask the video memory manager to move them
+ * (make resident, evict, transfer).
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "cli.h"
+
+#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
+#define DEFAULT_SHOW_MOVES   10u
+#define DEFAULT_PAGE_WAIT_MS 10000u
+
+static const char alloc_help[] =
+        "Usage: gpusched alloc ls [--device ID] [--resident] [--limit N] [--json]\n"
+        "       gpusched alloc show ID [--moves N] [--json]\n"
+        "       gpusched alloc resident DEVICE ID... [--wait] [--timeout-ms MS] [--json]\n"
+        "       gpusched alloc evict DEVICE ID... [--wait] [--timeout-ms MS] [--json]\n"
+        "       gpusched alloc transfer ID SEGMENT [--flags swizzle|unswizzle] [--wait]\n"
+        "                               [--timeout-ms MS] [--json]\n"
+        "\n"
+        "ls lists the tenant's allocations on the adapter, oldest first: handle, device,\n"
+        "size, segment (\"system\" when not resident in one), offset, priority, flags (tiled,\n"
+        "display), PINNED (packets running or about to run that hold it in place), BUSY\n"
+        "(packets in flight that reference it) and MOVES (times the memory manager moved it).\n"
+        "  --device ID      only this device's allocations\n"
+        "  --resident       only allocations resident in a segment now\n"
+        "  --limit N        at most N (default 1000, at most 100000)\n"
+        "\n"
+        "show prints one allocation: size, segments, placement, residency, the packets using\n"
+        "it, when a packet last used it, and its most recent moves, newest first.\n"
+        "  --moves N        show at most N moves (default 10; 0: none)\n"
+        "\n"
+        "resident makes the allocations of DEVICE resident in video memory (each in a segment\n"
+        "of its supported set, by its preference; others are evicted if needed) until they\n"
+        "are evicted; evict moves them out to system memory once no packet uses them;\n"
+        "transfer moves one allocation to SEGMENT (a segment id, or 0 or \"system\" for system\n"
+        "memory). A tiled allocation is swizzled in memory segments and linear elsewhere:\n"
+        "--flags may name the conversion the move implies (swizzle or unswizzle, or a\n"
+        "DXGK_TRANSFERFLAGS number); by default the daemon chooses.\n"
+        "Each prints the device's paging fence and paging sync object: the moves are done\n"
+        "once that sync object reaches that fence.\n"
+        "  --wait           wait for that (gs_sync_wait) before returning\n"
+        "  --timeout-ms MS  how long --wait waits (default 10000; TIMEOUT after it)\n"
+        "\n"
+        "--json prints one JSON document: ls an array and show an object with the fields of\n"
+        "the allocation (show adds \"recent_moves\", as gpusched moves --json prints them);\n"
+        "resident, evict and transfer {paging_fence, paging_sync, moves}, with --wait also\n"
+        "\"value\", the sync object's value after the wait.\n";
+
+/* ---- formatting ------------------------------------------------------------------------- */
+
+/* The name of a standard allocation priority, or NULL. */
+static const char *priority_name(uint32_t priority)
+{
+	static const struct {
+		uint32_t value;
+		const char *name;
+	} names[] = {
+	        {GS_ALLOC_PRIORITY_MINIMUM, "MINIMUM"}, {GS_ALLOC_PRIORITY_LOW, "LOW"},
+	        {GS_ALLOC_PRIORITY_NORMAL, "NORMAL"},   {GS_ALLOC_PRIORITY_HIGH, "HIGH"},
+	        {GS_ALLOC_PRIORITY_MAXIMUM, "MAXIMUM"},
+	};
+
+	for (size_t i = 0; i < COUNT(names); i++)
+		if (names[i].value == priority)
+			return names[i].name;
+	return NULL;
+}
+
+static void format_priority(uint32_t priority, char *buf, size_t cap)
+{
+	const char *name = priority_name(priority);
+
+	if (name)
+		snprintf(buf, cap, "%s", name);
+	else
+		snprintf(buf, cap, "0x%08" PRIx32, priority);
+}
+
+/* "tiled,display", "-" for none; unknown bits as hex. */
+static void format_alloc_flags(uint32_t flags, char *buf, size_t cap)
+{
+	uint32_t rest = flags & ~GS_ALLOC_VALID_MASK;
+
+	snprintf(buf, cap, "%s%s%s", (flags & GS_ALLOC_TILED) ? "tiled" : "",
+	         (flags & GS_ALLOC_TILED) && (flags & GS_ALLOC_DISPLAY) ? "," : "",
+	         (flags & GS_ALLOC_DISPLAY) ? "display" : "");
+	if (rest) {
+		size_t len = strlen(buf);
+		snprintf(buf + len, cap - len, "%s0x%" PRIx32, len ? "," : "", rest);
+	}
+	if (!buf[0])
+		snprintf(buf, cap, "-");
+}
+
+static json_t *status_json(const gs_allocation_status *a)
+{
+	json_t *o = json_object();
+	json_t *flags = json_array();
+	const char *prio = priority_name(a->priority);
+
+	if (a->flags & GS_ALLOC_TILED)
+		json_array_append_new(flags, json_string("tiled"));
+	if (a->flags & GS_ALLOC_DISPLAY)
+		json_array_append_new(flags, json_string("display"));
+	json_object_set_new(o, "allocation", cli_json_u64(a->allocation));
+	json_object_set_new(o, "device", cli_json_u64(a->device));
+	json_object_set_new(o, "size", cli_json_u64(a->size));
+	json_object_set_new(o, "supported_segment_set", json_integer(a->supported_segment_set));
+	json_object_set_new(o, "segment_preference", json_integer(a->segment_preference));
+	json_object_set_new(o, "priority", json_integer(a->priority));
+	json_object_set_new(o, "priority_name", prio ? json_string(prio) : json_null());
+	json_object_set_new(o, "flags", json_integer(a->flags));
+	json_object_set_new(o, "flag_names", flags);
+	json_object_set_new(o, "resident", json_boolean(a->resident));
+	json_object_set_new(o, "segment", json_integer(a->segment));
+	json_object_set_new(o, "offset", cli_json_u64(a->offset));
+	json_object_set_new(o, "address", cli_json_u64(a->address));
+	json_object_set_new(o, "busy_packets", cli_json_u64(a->busy_packets));
+	json_object_set_new(o, "pinned", json_integer(a->pinned));
+	json_object_set_new(o, "moves", cli_json_u64(a->moves));
+	json_object_set_new(o, "moving", json_boolean(a->moving));
+	json_object_set_new(o, "last_used_ns", cli_json_u64(a->last_used_ns));
+	return o;
+}
+
+/* ---- ls --------------------------------------------------------------------------------- */
+
+enum {
+	OPT_DEVICE = 0x200,
+	OPT_RESIDENT,
+	OPT_LIMIT,
+	OPT_MOVES,
+	OPT_WAIT,
+	OPT_TIMEOUT_MS,
+	OPT_FLAGS,
+};
+
+static int alloc_ls(cli *ctx, int argc, char **argv)
+{
+	static const struct option opts[] = {
+	        {"device", required_argument, NULL, OPT_DEVICE},
+	        {"resident", no_argument, NULL, OPT_RESIDENT},
+	        {"limit", required_argument, NULL, OPT_LIMIT},
+	        CLI_COMMON_OPTIONS,
+	        {0},
+	};
+	uint64_t device = 0;
+	bool resident = false;
+	uint32_t limit = 0;
+	gs_allocation_status *list;
+	size_t n;
+	int opt, rv;
+
+	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (opt) {
+		case OPT_DEVICE:
+			rv = cli_arg_u64(ctx, "--device", optarg, &device);
+			break;
+		case OPT_RESIDENT:
+			resident = true;
+			rv = 0;
+			break;
+		case OPT_LIMIT:
+			rv = cli_arg_u32(ctx, "--limit", optarg, &limit);
+			break;
+		default:
+			rv = cli_common_option(ctx, opt, alloc_help);
+			if (rv != CLI_CONTINUE)
+				return rv;
+			rv = 0;
+		}
+		if (rv != 0)
+			return rv;
+	}
+	if (optind < argc)
+		return cli_usage(ctx, "unexpected argument '%s'", argv[optind]);
+	rv = cli_connect(ctx);
+	if (rv != CLI_EXIT_OK)
+		return rv;
+	rv = gs_allocation_list(ctx->client, device, resident, limit, 0, &list, &n);
+	if (rv != 0)
+		return cli_fail(ctx, rv);
+	if (ctx->json) {
+		json_t *arr = json_array();
+
+		for (size_t i = 0; i < n; i++)
+			json_array_append_new(arr, status_json(&list[i]));
+		cli_json_print(arr);
+		gs_allocation_list_free(list);
+		return CLI_EXIT_OK;
+	}
+	printf("%-8s %-8s %10s %-7s %-12s %-10s %-13s %6s %6s %6s\n", "HANDLE", "DEVICE", "SIZE",
+	       "SEGMENT", "OFFSET", "PRIORITY", "FLAGS", "PINNED", "BUSY", "MOVES");
+	for (size_t i = 0; i < n; i++) {
+		const gs_allocation_status *a = &list[i];
+		char size[32], seg[16], off[24], prio[16], flags[32];
+
+		cli_format_bytes(a->size, size, sizeof(size));
+		if (a->resident) {
+			snprintf(seg, sizeof(seg), "%" PRIu32, a->segment);
+			snprintf(off, sizeof(off), "0x%" PRIx64, a->offset);
+		} else {
+			snprintf(seg, sizeof(seg), "system");
+			snprintf(off, sizeof(off), "-");
+		}
+		format_priority(a->priority, prio, sizeof(prio));
+		format_alloc_flags(a->flags, flags, sizeof(flags));
+		printf("%-8" PRIu64 " %-8" PRIu64 " %10s %-7s %-12s %-10s %-13s %6" PRIu32
+		       " %6" PRIu64 " %6" PRIu64 "%s\n",
+		       a->allocation, a->device, size, seg, off, prio, flags, a->pinned,
+		       a->busy_packets, a->moves, a->moving ? "  moving" : "");
+	}
+	if (n == 0)
+		printf("(no allocations)\n");
+	gs_allocation_list_free(list);
+	return CLI_EXIT_OK;
+}
+
+/* ---- show ------------------------------------------------------------------------------- */
+
+static int alloc_show(cli *ctx, int argc, char **argv)
+{
+	static const struct option opts[] = {
+	        {"moves", required_argument, NULL, OPT_MOVES},
+	        CLI_COMMON_OPTIONS,
+	        {0},
+	};
+	uint32_t show_moves = DEFAULT_SHOW_MOVES;
+	gs_allocation_status a;
+	gs_move *moves = NULL;
+	size_t n = 0;
+	bool have_moves = false;
+	char size[32], prio[16], flags[32], used[40];
+	uint64_t id;
+	int opt, rv;
+
+	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		if (opt == OPT_MOVES) {
+			rv = cli_arg_u32(ctx, "--moves", optarg, &show_moves);
+			if (rv != 0)
+				return rv;
+			continue;
+		}
+		rv = cli_common_option(ctx, opt, alloc_help);
+		if (rv != CLI_CONTINUE)
+			return rv;
+	}
+	if (argc - optind != 1)
+		return cli_usage(ctx, "expected an allocation ID");
+	rv = cli_arg_u64(ctx, "ID", argv[optind], &id);
+	if (rv == 0)
+		rv = cli_connect(ctx);
+	if (rv != 0)
+		return rv;
+	rv = gs_allocation_query(ctx->client, id, &a);
+	if (rv != 0)
+		return cli_fail(ctx, rv);
+	if (show_moves) {
+		gs_moves_filter f = {.allocation = id, .limit = show_moves};
+
+		rv = gs_moves(ctx->client, &f, &moves, &n);
+		/* A daemon that does not serve moves yet still shows the allocation. */
+		if (rv != 0 && rv != GS_STATUS_UNIMPLEMENTED)
+			return cli_fail(ctx, rv);
+		have_moves = rv == 0;
+	}
+
+	if (ctx->json) {
+		json_t *o = status_json(&a);
+
+		if (have_moves) {
+			json_t *arr = json_array();
+
+			for (size_t i = 0; i < n; i++)
+				json_array_append_new(arr, cli_json_move(&moves[i]));
+			json_object_set_new(o, "recent_moves", arr);
+		}
+		cli_json_print(o);
+		gs_moves_free(moves, n);
+		return CLI_EXIT_OK;
+	}
+	cli_format_bytes(a.size, size, sizeof(size));
+	format_priority(a.priority, prio, sizeof(prio));
+	format_alloc_flags(a.flags, flags, sizeof(flags));
+	cli_format_time(a.last_used_ns, used, sizeof(used));
+	printf("allocation   %" PRIu64 " (device %" PRIu64 ")\n", a.allocation, a.device);
+	printf("size         %s (%" PRIu64 " bytes)\n", size, a.size);
+	printf("flags        %s\n", flags);
+	printf("segments     supported 0x%08" PRIx32 ", preference 0x%08" PRIx32 "\n",
+	       a.supported_segment_set, a.segment_preference);
+	if (priority_name(a.priority))
+		printf("priority     %s (0x%08" PRIx32 ")\n", prio, a.priority);
+	else
+		printf("priority     %s\n", prio);
+	if (a.resident)
+		printf("placement    segment %" PRIu32 " offset 0x%" PRIx64 " address 0x%" PRIx64
+		       "\n",
+		       a.segment, a.offset, a.address);
+	else
+		printf("placement    system memory (not resident)\n");
+	printf("busy         %" PRIu64 " packet%s in flight, %" PRIu32 " pinning it\n",
+	       a.busy_packets, a.busy_packets == 1 ? "" : "s", a.pinned);
+	printf("moves        %" PRIu64 "%s\n", a.moves,
+	       a.moving ? ", a transfer is under way" : "");
+	printf("last used    %s\n", used);
+	if (have_moves) {
+		printf("\nrecent moves (newest first):\n");
+		cli_print_moves(moves, n, "  ");
+	}
+	gs_moves_free(moves, n);
+	return CLI_EXIT_OK;
+}
+
+/* ---- resident, evict, transfer ---------------------------------------------------------- */
+
+typedef struct paging_args {
+	bool wait;
+	uint32_t timeout_ms;
+	uint32_t transfer_flags;
+} paging_args;
+
+/* Parses the options of resident/evict (with_flags false) or transfer (true) and checks that
+ * at least min positional arguments follow (at most max; 0 = no bound). */
+static int parse_paging(cli *ctx, int argc, char **argv, bool with_flags, int min, int max,
+                        const char *what, paging_args *p)
+{
+	static const struct option opts[] = {
+	        {"wait", no_argument, NULL, OPT_WAIT},
+	        {"timeout-ms", required_argument, NULL, OPT_TIMEOUT_MS},
+	        {"flags", required_argument, NULL, OPT_FLAGS},
+	        CLI_COMMON_OPTIONS,
+	        {0},
+	};
+	const char *bad;
+	int opt, rv, n;
+
+	*p = (paging_args){.timeout_ms = DEFAULT_PAGE_WAIT_MS};
+	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (opt) {
+		case OPT_WAIT:
+			p->wait = true;
+			rv = 0;
+			break;
+		case OPT_TIMEOUT_MS:
+			rv = cli_arg_u32(ctx, "--timeout-ms", optarg, &p->timeout_ms);
+			break;
+		case OPT_FLAGS:
+			if (!with_flags)
+				return cli_usage(ctx, "--flags: only alloc transfer takes flags");
+			bad = optarg;
+			if (gs_flags_parse(gs_transfer_flag_names, optarg, &p->transfer_flags,
+			                   &bad) == 0) {
+				rv = 0;
+				break;
+			}
+			return cli_usage(ctx,
+			                 "--flags: unknown flag '%.*s' (names: swizzle, unswizzle, "
+			                 "or a number)",
+			                 (int)strcspn(bad, ",|"), bad);
+		default:
+			rv = cli_common_option(ctx, opt, alloc_help);
+			if (rv != CLI_CONTINUE)
+				return rv;
+			rv = 0;
+		}
+		if (rv != 0)
+			return rv;
+	}
+	n = argc - optind;
+	if (n < min || (max && n > max))
+		return cli_usage(ctx, "expected %s", what);
+	return CLI_CONTINUE;
+}
+
+/* Prints a paging answer, after waiting for its fence when asked. */
+static int paging_report(cli *ctx, int status, const gs_paging_result *r, const paging_args *p)
+{
+	uint64_t value = 0;
+	int rv;
+
+	if (status != 0)
+		return cli_fail(ctx, status);
+	if (p->wait && r->paging_sync) {
+		rv = gs_sync_wait(ctx->client, r->paging_sync, r->paging_fence, p->timeout_ms,
+		                  &value);
+		if (rv != 0)
+			return cli_fail(ctx, rv);
+	}
+	if (ctx->json) {
+		json_t *o = json_object();
+
+		json_object_set_new(o, "paging_fence", cli_json_u64(r->paging_fence));
+		json_object_set_new(o, "paging_sync", cli_json_u64(r->paging_sync));
+		json_object_set_new(o, "moves", json_integer(r->moves));
+		if (p->wait)
+			json_object_set_new(o, "value", cli_json_u64(value));
+		cli_json_print(o);
+		return CLI_EXIT_OK;
+	}
+	printf("paging fence %" PRIu64 " sync %" PRIu64 " (%" PRIu32 " moved)%s\n", r->paging_fence,
+	       r->paging_sync, r->moves, p->wait ? ", reached" : "");
+	return CLI_EXIT_OK;
+}
+
+/* Shared by resident and evict: DEVICE ID... */
+static int page_list(cli *ctx, int argc, char **argv,
+                     int (*call)(gs_client *, uint64_t, const uint64_t *, size_t,
+                                 gs_paging_result *))
+{
+	paging_args p;
+	gs_paging_result r = {0};
+	uint64_t device, ids[256];
+	size_t count;
+	int rv;
+
+	rv = parse_paging(ctx, argc, argv, false, 2, 0, "DEVICE and at least one allocation ID",
+	                  &p);
+	if (rv != CLI_CONTINUE)
+		return rv;
+	count = (size_t)(argc - optind - 1);
+	if (count > COUNT(ids))
+		return cli_usage(ctx, "at most %zu allocations at once", COUNT(ids));
+	rv = cli_arg_u64(ctx, "DEVICE", argv[optind], &device);
+	for (size_t i = 0; rv == 0 && i < count; i++)
+		rv = cli_arg_u64(ctx, "ID", argv[optind + 1 + (int)i], &ids[i]);
+	if (rv == 0)
+		rv = cli_connect(ctx);
+	if (rv != 0)
+		return rv;
+	return paging_report(ctx, call(ctx->client, device, ids, count, &r), &r, &p);
+}
+
+static int alloc_resident(cli *ctx, int argc, char **argv)
+{
+	return page_list(ctx, argc, argv, gs_make_resident);
+}
+
+static int alloc_evict(cli *ctx, int argc, char **argv)
+{
+	return page_list(ctx, argc, argv, gs_evict);
+}
+
+static int alloc_transfer(cli *ctx, int argc, char **argv)
+{
+	paging_args p;
+	gs_paging_result r = {0};
+	uint64_t id;
+	uint32_t segment;
+	const char *seg;
+	int rv;
+
+	rv = parse_paging(ctx, argc, argv, true, 2, 2, "an allocation ID and a SEGMENT", &p);
+	if (rv != CLI_CONTINUE)
+		return rv;
+	rv = cli_arg_u64(ctx, "ID", argv[optind], &id);
+	if (rv != 0)
+		return rv;
+	seg = argv[optind + 1];
+	if (strcasecmp(seg, "system") == 0)
+		segment = 0;
+	else if (!cli_parse_u32(seg, &segment) || segment > GS_SEGMENT_ID_MAX)
+		return cli_usage(ctx, "SEGMENT: '%s' is not a segment id (0..%u) or \"system\"",
+		                 seg, GS_SEGMENT_ID_MAX);
+	rv = cli_connect(ctx);
+	if (rv != CLI_EXIT_OK)
+		return rv;
+	return paging_report(ctx, gs_transfer(ctx->client, id, segment, p.transfer_flags, &r), &r,
+	                     &p);
+}
+
+int cmd_alloc(cli *ctx, int argc, char **argv)
+{
+	static const cli_command sub[] = {
+	        {"ls", "list allocations", alloc_ls},
+	        {"show", "show an allocation and its recent moves", alloc_show},
+	        {"resident", "make allocations resident", alloc_resident},
+	        {"evict", "evict allocations to system memory", alloc_evict},
+	        {"transfer", "move an allocation to a segment", alloc_transfer},
+	};
+
+	return cli_dispatch(ctx, sub, COUNT(sub), argc, argv, alloc_help);
+}
