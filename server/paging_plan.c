@@ -164,18 +164,21 @@ static uint64_t span_gap(const gs_victim_candidate *c, const span *r, size_t i)
 typedef struct best_run {
 	bool found;
 	uint32_t max_priority;
+	uint64_t newest_use; /* the most recent last_use among the victims */
 	uint64_t bytes;
 	size_t k, count;
 	uint64_t hole;
 } best_run;
 
-static bool run_better(const best_run *b, uint32_t maxp, uint64_t bytes)
+static bool run_better(const best_run *b, uint32_t maxp, uint64_t newest, uint64_t bytes)
 {
 	if (!b->found)
 		return true;
 	if (maxp != b->max_priority)
 		return maxp < b->max_priority;
-	return bytes < b->bytes; /* ties keep the earlier (lower) run */
+	if (newest != b->newest_use)
+		return newest < b->newest_use; /* least recently used */
+	return bytes < b->bytes;               /* ties keep the earlier (lower) run */
 }
 
 /*
@@ -186,9 +189,10 @@ static bool run_better(const best_run *b, uint32_t maxp, uint64_t bytes)
  * highest priority at its front.
  */
 static void span_scan(const gs_victim_candidate *c, const span *r, uint64_t need, size_t *dq,
-                      best_run *best)
+                      size_t *du, best_run *best)
 {
 	size_t head = 0, tail = 0;
+	size_t uhead = 0, utail = 0; /* du: the same for last_use, newest at the front */
 	size_t k = r->s, hi = r->s;
 	uint64_t hole = span_gap(c, r, k), bytes = 0;
 	while (k <= r->e) {
@@ -198,6 +202,9 @@ static void span_scan(const gs_victim_candidate *c, const span *r, uint64_t need
 			       gs_alloc_priority_effective(c[dq[tail - 1]].priority) <= p)
 				tail--;
 			dq[tail++] = hi;
+			while (utail > uhead && c[du[utail - 1]].last_use <= c[hi].last_use)
+				utail--;
+			du[utail++] = hi;
 			/* An evicted victim's own bytes join the hole, with the gap after it. */
 			uint64_t sz = align_up(c[hi].size);
 			bytes += sz;
@@ -207,14 +214,17 @@ static void span_scan(const gs_victim_candidate *c, const span *r, uint64_t need
 		if (hole < need)
 			return;
 		uint32_t maxp = tail > head ? gs_alloc_priority_effective(c[dq[head]].priority) : 0;
-		if (run_better(best, maxp, bytes)) {
+		uint64_t newest = utail > uhead ? c[du[uhead]].last_use : 0;
+		if (run_better(best, maxp, newest, bytes)) {
 			uint64_t start = k == r->s ? r->lo : cand_end(&c[k - 1]);
-			*best = (best_run){true, maxp, bytes, k, hi - k, start};
+			*best = (best_run){true, maxp, newest, bytes, k, hi - k, start};
 		}
 		hole -= span_gap(c, r, k);
 		if (hi > k) {
 			if (dq[head] == k)
 				head++;
+			if (du[uhead] == k)
+				uhead++;
 			bytes -= align_up(c[k].size);
 			hole -= align_up(c[k].size);
 			k++;
@@ -239,17 +249,21 @@ int gs_pick_victims_contiguous(const gs_victim_candidate *c, size_t n, uint64_t 
 	uint64_t need = align_up(need_bytes);
 	best_run best = {.found = false};
 	span r = {0, 0, 0, 0};
+	size_t *du = malloc((n ? n : 1) * sizeof(*du));
+	if (!du)
+		return -ENOMEM;
 	for (size_t i = 0; i <= n; i++) {
 		if (i < n && !c[i].pinned)
 			continue;
 		r.e = i;
 		r.hi = i < n ? c[i].offset : segment_size;
-		span_scan(c, &r, need, out, &best);
+		span_scan(c, &r, need, out, du, &best);
 		if (i < n) {
 			r.s = i + 1;
 			r.lo = cand_end(&c[i]);
 		}
 	}
+	free(du);
 	if (!best.found)
 		return -ENOSPC;
 	for (size_t i = 0; i < best.count; i++)

@@ -84,12 +84,13 @@ int gs_pick_victims(const gs_victim_candidate *c, size_t n, uint64_t need_bytes,
  * (pinned ones too: they bound the hole) sorted by offset; what lies between them is free.
  *
  * Among all such runs it takes the one whose highest victim priority is lowest, then the one
- * evicting the fewest bytes, then the lowest in the segment. out (cap >= n; also scratch)
+ * whose most recently used victim was used longest ago (LRU), then the one evicting the fewest
+ * bytes, then the lowest in the segment. out (cap >= n; also scratch)
  * receives the victims' indices in offset order, *nout their count, *hole_offset where the hole
  * starts. Returns 0 (no victims when a gap is big enough already), -ENOSPC when no run of
  * unpinned allocations can make such a hole (then fall back to gs_pick_victims plus compaction),
- * -EINVAL for cap < n or candidates out of order, overlapping, misaligned or outside the
- * segment.
+ * -ENOMEM, or -EINVAL for cap < n or candidates out of order, overlapping, misaligned or outside
+ * the segment.
  */
 int gs_pick_victims_contiguous(const gs_victim_candidate *c, size_t n, uint64_t segment_size,
                                uint64_t need_bytes, size_t *out, size_t cap, size_t *nout,

@@ -307,6 +307,24 @@ static void test_contiguous_ties(void **state)
 	assert_int_equal(out[0], 1);
 	assert_int_equal(out[1], 2);
 	assert_int_equal(hole, 2 * KIB);
+	/* Least recently used comes before bytes and position: for 12 KiB, C (2K), D (2K) and
+	 * A+B (6K) each do; the run whose newest victim is the oldest goes. */
+	memcpy(d, c, sizeof(d));
+	d[0].last_use = d[1].last_use = 8; /* A+B (6K) would free 12K too, but more recently used */
+	d[2].last_use = 9;
+	d[3].last_use = 1;
+	assert_int_equal(gs_pick_victims_contiguous(d, 4, 32 * KIB, 12 * KIB, out, 4, &n, &hole),
+	                 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(out[0], 3);
+	assert_int_equal(hole, 14 * KIB);
+	d[2].last_use = 2;
+	d[3].last_use = 5;
+	d[0].last_use = d[1].last_use = 3; /* A+B (newest 3) loses to C (2) */
+	assert_int_equal(gs_pick_victims_contiguous(d, 4, 32 * KIB, 12 * KIB, out, 4, &n, &hole),
+	                 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(out[0], 2);
 }
 
 /* The ranking gs_pick_victims documents, written out independently. */
