@@ -611,6 +611,9 @@ typedef struct gs_daemon_stats {
 	uint64_t contexts;
 	uint64_t allocations;
 	uint64_t uptime_ns;
+	uint64_t paging_packets; /* paging and ContextSwitch packets of the memory manager */
+	uint64_t paging_bytes;   /* bytes they moved */
+	uint64_t evictions;      /* allocations moved out of video memory */
 } gs_daemon_stats;
 
 int gs_stats(gs_client *c, gs_daemon_stats *out);

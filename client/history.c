@@ -237,6 +237,9 @@ int gs_stats(gs_client *c, gs_daemon_stats *out)
 	        .contexts = r->contexts,
 	        .allocations = r->allocations,
 	        .uptime_ns = r->uptime_ns,
+	        .paging_packets = r->paging_packets,
+	        .paging_bytes = r->paging_bytes,
+	        .evictions = r->evictions,
 	};
 	gsc_response_free(resp);
 	return 0;

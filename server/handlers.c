@@ -429,6 +429,11 @@ static void h_stats(gs_daemon *d, gs_call *c)
 	st.contexts = d->contexts;
 	st.allocations = d->allocations;
 	st.uptime_ns = gs_now_ns() - d->start_ns;
+	for (uint32_t i = 0; i < d->nadapters; i++) {
+		st.paging_packets += d->adapters[i].paging_packets;
+		st.paging_bytes += d->adapters[i].paging_bytes;
+		st.evictions += d->adapters[i].evictions;
+	}
 	Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
 	resp.body_case = GPUSCHED__V1__RESPONSE__BODY_STATS;
 	resp.stats = &st;

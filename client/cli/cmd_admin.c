@@ -47,8 +47,10 @@ static int destroy_by_id(cli *ctx, int argc, char **argv, const char *help, cons
 
 /* ---- stats ------------------------------------------------------------------------------ */
 
-static const char stats_help[] = "Usage: gpusched stats [--json]\n"
-                                 "Shows the daemon's request, packet, audit and object counters.\n";
+static const char stats_help[] =
+        "Usage: gpusched stats [--json]\n"
+        "Shows the daemon's request, packet, audit and object counters, and\n"
+        "the memory manager's (paging packets, bytes paged, evictions).\n";
 
 int cmd_stats(cli *ctx, int argc, char **argv)
 {
@@ -82,6 +84,9 @@ int cmd_stats(cli *ctx, int argc, char **argv)
 	        {"devices", s.devices},
 	        {"contexts", s.contexts},
 	        {"allocations", s.allocations},
+	        {"paging_packets", s.paging_packets},
+	        {"paging_bytes", s.paging_bytes},
+	        {"evictions", s.evictions},
 	        {"uptime_ns", s.uptime_ns},
 	};
 	if (ctx->json) {
