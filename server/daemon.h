@@ -194,9 +194,11 @@ typedef struct gs_allocation {
 	gs_list pin_waiters; /* Evict/Transfer requests waiting for pins to drop to 0 */
 	uint64_t last_use;   /* d->use_seq when a packet last pinned it (LRU) */
 	uint64_t moves;
-	uint32_t moving; /* paging packets queued or running that move it */
-	uint32_t pitch;  /* tiled layout pitch (GS_ALLOC_TILED) */
-	uint32_t mark;   /* scratch of gs_res_prepare */
+	uint32_t moving;   /* paging packets queued or running that move it */
+	uint64_t move_seq; /* paging seq of its latest move: its bytes are in place once
+	                      adapter->paging_done reaches it */
+	uint32_t pitch;    /* tiled layout pitch (GS_ALLOC_TILED) */
+	uint32_t mark;     /* scratch of gs_res_prepare */
 	uint64_t last_use_ns;
 	gs_adapter *adapter; /* outlives the device, which may go before the last packet */
 } gs_allocation;

@@ -52,7 +52,15 @@ static int check_dma(gs_daemon *d, const gs_tenant *t, const uint8_t *dma, size_
 			return refuse(v, GS_ST(FLAGS_NOT_ALLOWED),
 			              "TRANSFER at byte %zu: paging transfers are the daemon's own",
 			              at);
-		if (cmd.op == GS_OP_SIGNAL && !gs_object_get(d, cmd.sync, GS_OBJ_SYNC, t))
+		const gs_sync *s =
+		        cmd.op == GS_OP_SIGNAL ? gs_object_get(d, cmd.sync, GS_OBJ_SYNC, t) : NULL;
+		if (s && s->daemon_only)
+			return refuse(
+			        v, GS_ST(PERMISSION_DENIED),
+			        "SIGNAL at byte %zu names sync %llu, a device's paging fence: "
+			        "only the daemon signals it",
+			        at, (unsigned long long)cmd.sync);
+		if (cmd.op == GS_OP_SIGNAL && !s)
 			return refuse(
 			        v, GS_ST(NOT_FOUND),
 			        "SIGNAL at byte %zu names sync object %llu, which does not exist",

@@ -411,6 +411,7 @@ static bool move_alloc(gs_daemon *d, gs_allocation *al, gs_segment *dst, uint64_
 	/* The node: the one asked for (a packet's paging companion), else the paging node. */
 	gs_node *n = on ? on : &a->nodes[a->paging_node];
 	paging_queue(d, n, al->dev, p, GS_SUBMIT_PAGING, detail);
+	al->move_seq = p->paging_seq;
 	audit_move(d, al, kind, src, src_off, p->rec.packet, for_packet, whole, (uint32_t)pieces,
 	           reason);
 	gs_audit_allocation_of(d, al); /* its row holds the current placement */
@@ -593,11 +594,22 @@ gs_res_result gs_res_prepare(gs_daemon *d, gs_packet *p, char *why, size_t cap)
 	p->pinned = true;
 	for (uint32_t i = 0; i < p->nallocs; i++)
 		pin(a, p->allocs[i].alloc, use);
+	/* Resident in the bookkeeping is not enough: a move planned earlier (an eviction to an
+	 * aperture it supports, a Transfer) may still be on its way. */
 	bool all = true;
-	for (uint32_t i = 0; i < p->nallocs && all; i++)
-		all = gs_res_resident(p->allocs[i].alloc);
-	if (all)
-		return GS_RES_READY;
+	uint64_t last_move = 0;
+	for (uint32_t i = 0; i < p->nallocs; i++) {
+		const gs_allocation *al = p->allocs[i].alloc;
+		all = all && gs_res_resident(al);
+		if (al->move_seq > last_move)
+			last_move = al->move_seq;
+	}
+	if (all) {
+		if (last_move <= a->paging_done->value)
+			return GS_RES_READY;
+		p->paging_wait = last_move;
+		return GS_RES_PAGING;
+	}
 	bool was = hold(d);
 	char reason[48];
 	snprintf(reason, sizeof(reason), "for packet %llu", (unsigned long long)p->rec.packet);
@@ -648,11 +660,11 @@ gs_res_result gs_res_prepare(gs_daemon *d, gs_packet *p, char *why, size_t cap)
 			         (unsigned long long)missing->size);
 			res = GS_RES_NEVER;
 		}
-	} else if (a->paging_seq == seq0) {
+	} else if (a->paging_seq == seq0 && last_move <= a->paging_done->value) {
 		res = GS_RES_READY;
 	}
 	if (res == GS_RES_PAGING)
-		p->paging_wait = a->paging_seq;
+		p->paging_wait = a->paging_seq > seq0 ? a->paging_seq : last_move;
 	release(d, was);
 	return res;
 }

@@ -813,8 +813,6 @@ static void irq_post(void *arg, const gs_irq *irq)
 /* The run ended with the packet still to finish: back to the head of its context. */
 static void requeue(gs_daemon *d, gs_packet *p, const gs_irq *irq, int state, const char *why)
 {
-	/* Its allocations may move until it runs again; it is made resident and patched anew. */
-	gs_res_unpin(d, p);
 	p->resume_offset = irq->stop_offset;
 	p->spin_done_us = irq->spin_done_us;
 	p->needs_resubmit = true;
@@ -824,6 +822,9 @@ static void requeue(gs_daemon *d, gs_packet *p, const gs_irq *irq, int state, co
 	snprintf(detail, sizeof(detail), "%s after %llu us of engine time, at byte %zu", why,
 	         (unsigned long long)(irq->engine_ns / 1000u), irq->stop_offset);
 	gs_packet_transition(d, p, state, detail);
+	/* Its allocations may move until it runs again (requests that waited for them go now);
+	 * it is made resident and patched anew. */
+	gs_res_unpin(d, p);
 	gs_context *x = p->ctx;
 	if (x->destroyed || x->faulted || d->stopping) {
 		/* Nothing will run it again: end it now rather than strand it in pending. */
@@ -845,7 +846,7 @@ static void handle_irq(gs_daemon *d, gs_adapter *a, const gs_irq *irq)
 	if (irq->kind == GS_IRQ_FENCE_SIGNAL) {
 		/* Checked at submission too; a sync object destroyed since is simply gone. */
 		gs_sync *s = gs_object_get(d, irq->sync, GS_OBJ_SYNC, p->ctx->obj.tenant);
-		if (s)
+		if (s && !s->daemon_only)
 			gs_obj_sync_signal(d, s, irq->value);
 		return;
 	}
