@@ -166,26 +166,6 @@ static void audit_move(gs_daemon *d, const gs_allocation *al, int kind, const gs
 	gs_audit_move(d->audit, &r);
 }
 
-bool gs_res_place_new(gs_daemon *d, gs_allocation *al)
-{
-	gs_adapter *a = adapter_of(al);
-	gs_list_init(&al->res_link);
-	gs_list_init(&al->pin_waiters);
-	al->pitch = GS_SWIZZLE_PITCH_DEFAULT;
-	uint64_t off = 0;
-	int si = gs_vidmm_place(a->segments, a->nsegments, al->supported_segment_set,
-	                        al->segment_preference, al->size, &off);
-	gs_segment *s = si >= 0 ? &a->segments[si] : &a->sysmem;
-	if (si < 0 && gs_heap_alloc(&a->sysmem.heap, al->size, false, &off) != 0)
-		return false;
-	set_location(a, al, s, off);
-	/* New memory reads as zero: never another tenant's old bytes. */
-	gs_segment_scrub(s, off, al->size);
-	audit_move(d, al, MK(PLACE), NULL, 0, 0, 0, 0, 0,
-	           si >= 0 ? "created" : "created in system memory: no segment has room");
-	return true;
-}
-
 void gs_res_free(gs_daemon *d, gs_allocation *al)
 {
 	if (!al->segment)
@@ -315,6 +295,85 @@ static void paging_queue(gs_daemon *d, gs_node *n, gs_device *dev, gs_packet *p,
 	}
 	gs_packet_publish(d, p, detail);
 	gs_vidsch_queue(d, p);
+}
+
+/* Scheduling is held while a plan is made, so that nothing runs (or plans) in between; the
+ * paging packets it queued start once it is released. */
+static bool hold(gs_daemon *d)
+{
+	bool was = d->sched_held;
+	d->sched_held = true;
+	return was;
+}
+
+static void release(gs_daemon *d, bool was)
+{
+	if (!was)
+		gs_vidsch_hold(d, false);
+}
+
+/*
+ * Zero-fills a new allocation with a paging packet (a FILL command) instead of at once: while
+ * earlier paging packets are pending, the range just given to it may be one they still have to
+ * read (the old place of an allocation they move), so it must not be touched before them.
+ * Its packets and CPU accesses wait for this one like for a move. Returns the packet id, or 0
+ * when memory is short.
+ */
+static uint64_t zero_by_paging(gs_daemon *d, gs_allocation *al)
+{
+	gs_adapter *a = adapter_of(al);
+	gs_packet *p = paging_packet_new(32);
+	if (!p)
+		return 0;
+	uint64_t addr = gs_addr_make(al->segment->id, al->offset);
+	gs_isa_cmd cmd = {.op = GS_OP_FILL, .dst = addr, .size = al->size, .pattern = 0};
+	gs_isa_encode(&cmd, p->dma, 32);
+	p->nallocs = 1;
+	p->allocs[0] = (gs_packet_alloc){al, true};
+	p->nranges = 1;
+	p->ranges[0] = (gs_range){addr, al->size, true};
+	al->refs++;
+	al->inflight++;
+	al->moving++;
+	char detail[128];
+	snprintf(detail, sizeof(detail),
+	         "zero-fill new allocation %llu (%llu bytes) after the paging before it",
+	         (unsigned long long)al->obj.handle, (unsigned long long)al->size);
+	bool was = hold(d);
+	paging_queue(d, &a->nodes[a->paging_node], al->dev, p, GS_SUBMIT_PAGING, detail);
+	al->move_seq = p->paging_seq;
+	uint64_t id = p->rec.packet;
+	release(d, was);
+	return id;
+}
+
+bool gs_res_place_new(gs_daemon *d, gs_allocation *al)
+{
+	gs_adapter *a = adapter_of(al);
+	gs_list_init(&al->res_link);
+	gs_list_init(&al->pin_waiters);
+	al->pitch = GS_SWIZZLE_PITCH_DEFAULT;
+	uint64_t off = 0;
+	int si = gs_vidmm_place(a->segments, a->nsegments, al->supported_segment_set,
+	                        al->segment_preference, al->size, &off);
+	gs_segment *s = si >= 0 ? &a->segments[si] : &a->sysmem;
+	if (si < 0 && gs_heap_alloc(&a->sysmem.heap, al->size, false, &off) != 0)
+		return false;
+	set_location(a, al, s, off);
+	/* New memory reads as zero: never another tenant's old bytes. */
+	bool pending = a->paging_done->value < a->paging_seq;
+	uint64_t filler = pending ? zero_by_paging(d, al) : 0;
+	if (pending && !filler) {
+		gs_heap_free(&s->heap, off, al->size);
+		gs_list_remove(&al->res_link);
+		al->segment = NULL;
+		return false;
+	}
+	if (!pending)
+		gs_segment_scrub(s, off, al->size);
+	audit_move(d, al, MK(PLACE), NULL, 0, filler, 0, 0, 0,
+	           si >= 0 ? "created" : "created in system memory: no segment has room");
+	return true;
 }
 
 /* Sends ContextSwitch packets to engines running a context of the allocation's device. */
@@ -566,21 +625,6 @@ static bool place(gs_daemon *d, gs_allocation *al, room_ctx *rc, int kind)
 			       ++rc->moves;
 	}
 	return false;
-}
-
-/* Scheduling is held while a plan is made, so that nothing runs (or plans) in between; the
- * paging packets it queued start once it is released. */
-static bool hold(gs_daemon *d)
-{
-	bool was = d->sched_held;
-	d->sched_held = true;
-	return was;
-}
-
-static void release(gs_daemon *d, bool was)
-{
-	if (!was)
-		gs_vidsch_hold(d, false);
 }
 
 gs_res_result gs_res_prepare(gs_daemon *d, gs_packet *p, char *why, size_t cap)

@@ -1192,6 +1192,50 @@ static void test_render_waits_for_eviction(void **state)
 	                  "Y, which checksummed V while V's eviction was queued");
 }
 
+/*
+ * A new allocation may be placed where an allocation's bytes are still waiting to be moved out
+ * (its move is planned, its paging packet queued). Zeroing it, writing it from the CPU or using
+ * it on the GPU must wait for that paging, or the moved allocation loses its bytes.
+ */
+static void test_new_allocation_waits_for_paging(void **state)
+{
+	fx *f = *state;
+	gs_client *c = fx_start(f, "wall", 1024, 1024, 16384);
+	itest_layout lay;
+	itest_layout_of(c, &lay);
+	uint64_t dev;
+	MUST(c, gs_device_create(c, "reuse", &dev));
+	gs_allocation_placement pv, pn;
+	uint64_t v = alloc_make(c, dev, 512 * KiB, BIT(SEG_MEM) | BIT(SEG_APE), pref1(SEG_MEM), 0,
+	                        0, &pv);
+	assert_int_equal(pv.segment, SEG_MEM);
+	uint64_t rng = 0x9abc;
+	static uint8_t pat[512 * KiB], pat2[512 * KiB];
+	random_bytes(&rng, pat, sizeof(pat));
+	random_bytes(&rng, pat2, sizeof(pat2));
+	MUST(c, gs_allocation_write(c, v, 0, pat, sizeof(pat)));
+
+	uint64_t k = block_paging_node(c, dev, lay.paging_node);
+	/* V's move to the aperture is planned now and runs after K. */
+	gs_paging_result pr;
+	MUST(c, gs_transfer(c, v, SEG_APE, 0, &pr));
+	assert_int_equal(pr.moves, 1);
+	/* N takes V's old range at once. */
+	uint64_t n = alloc_make(c, dev, 512 * KiB, BIT(SEG_MEM), pref1(SEG_MEM), 0, 0, &pn);
+	assert_int_equal(pn.segment, SEG_MEM);
+	assert_int_equal(pn.offset, pv.offset);
+	/* Written before K ends: the write must wait for the paging before it. */
+	MUST(c, gs_allocation_write(c, n, 0, pat2, sizeof(pat2)));
+	expect_final(c, k, GS_PACKET_COMPLETED);
+	MUST(c, gs_sync_wait(c, pr.paging_sync, pr.paging_fence, WAIT_MS, NULL));
+	expect_bytes(c, v, pat, sizeof(pat), "V, moved out of the range N took");
+	expect_bytes(c, n, pat2, sizeof(pat2), "N, written while the paging before it was queued");
+	/* The zero-fill of N was a paging packet of its own, recorded with N's placement. */
+	gs_move mv;
+	assert_true(find_move(c, n, GS_MOVE_PLACE, &mv));
+	assert_true(mv.packet != 0);
+}
+
 /* =====================================================================================
  * 3. Tiled allocations: swizzled in vram, linear elsewhere and to the CPU
  * ===================================================================================== */
@@ -1651,6 +1695,8 @@ int main(void)
 	                                        teardown),
 	        cmocka_unit_test_setup_teardown(test_render_waits_for_transfer, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_render_waits_for_eviction, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_new_allocation_waits_for_paging, setup,
+	                                        teardown),
 	        cmocka_unit_test_setup_teardown(test_tiled, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_make_resident_evict, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_bad_input, setup, teardown),
