@@ -265,9 +265,38 @@ rejected:
 	return v->status;
 }
 
+/* Records the packet's allocation list (history by allocation), ahead of its SUBMITTED
+ * record so both are committed together. */
+static void audit_allocation_list(gs_daemon *d, const gs_packet *p)
+{
+	if (p->nallocs == 0)
+		return;
+	uint64_t hs[64];
+	bool ws[64];
+	uint64_t *h = hs;
+	bool *w = ws;
+	if (p->nallocs > 64) {
+		h = malloc(p->nallocs * sizeof(*h));
+		w = malloc(p->nallocs * sizeof(*w));
+	}
+	if (h && w) {
+		for (uint32_t i = 0; i < p->nallocs; i++) {
+			h[i] = p->allocs[i].alloc->obj.handle;
+			w[i] = p->allocs[i].write;
+		}
+		gs_audit_packet_allocations(d->audit, p->rec.packet, p->rec.tenant, h, w,
+		                            p->nallocs);
+	}
+	if (h != hs)
+		free(h);
+	if (w != ws)
+		free(w);
+}
+
 /* Takes the packet's references and makes it findable; it is queued separately. */
 static void packet_admit(gs_daemon *d, gs_packet *p)
 {
+	audit_allocation_list(d, p);
 	p->ctx->refs++;
 	for (uint32_t i = 0; i < p->nallocs; i++) {
 		p->allocs[i].alloc->refs++;

@@ -1,9 +1,10 @@
 /*
- * gpusched alloc: list and inspect allocations, and ask the video memory manager to move them
- * (make resident, evict, transfer).
+ * gpusched alloc: create, destroy, list and inspect allocations, and ask the video memory
+ * manager to move them (make resident, evict, transfer).
  */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -15,12 +16,31 @@
 #define DEFAULT_PAGE_WAIT_MS 10000u
 
 static const char alloc_help[] =
-        "Usage: gpusched alloc ls [--device ID] [--resident] [--limit N] [--json]\n"
+        "Usage: gpusched alloc create DEVICE SIZE [--segments SET] [--preference P]\n"
+        "                             [--priority PRIO] [--tiled] [--display] [--json]\n"
+        "       gpusched alloc destroy ID [--json]\n"
+        "       gpusched alloc ls [--device ID] [--resident] [--limit N] [--json]\n"
         "       gpusched alloc show ID [--moves N] [--json]\n"
         "       gpusched alloc resident DEVICE ID... [--wait] [--timeout-ms MS] [--json]\n"
         "       gpusched alloc evict DEVICE ID... [--wait] [--timeout-ms MS] [--json]\n"
         "       gpusched alloc transfer ID SEGMENT [--flags swizzle|unswizzle] [--wait]\n"
         "                               [--timeout-ms MS] [--json]\n"
+        "\n"
+        "create makes an allocation of SIZE bytes (a number, or with a K, M or G suffix: KiB,\n"
+        "MiB, GiB) on DEVICE (see gpusched device create) and prints its handle and where the\n"
+        "memory manager placed it: a segment and offset, or \"system memory (not resident)\"\n"
+        "when video memory is full (over-commit: it is paged in when a packet needs it).\n"
+        "Allocations belong to the tenant, not to the connection: it lives on after the\n"
+        "command exits, until alloc destroy (or device destroy).\n"
+        "  --segments SET    supported segments: a bitmask of segment ids, bit n for segment\n"
+        "                    n (0x6 = segments 1 and 2); default 0, every segment\n"
+        "  --preference P    D3DDDI_SEGMENTPREFERENCE: its raw Value (a number), or up to five\n"
+        "                    segment ids in order, each optionally \":down\" (Direction 1,\n"
+        "                    top-down) or \":up\" (0), e.g. \"1,2:down\"; default none\n"
+        "  --priority PRIO   minimum, low, normal (default), high, maximum, or a number\n"
+        "  --tiled           a tiled allocation (kept swizzled in memory segments)\n"
+        "  --display         a display surface (the target of Present)\n"
+        "destroy frees an allocation once no packet uses it any more.\n"
         "\n"
         "ls lists the tenant's allocations on the adapter, oldest first: handle, device,\n"
         "size, segment (\"system\" when not resident in one), offset, priority, flags (tiled,\n"
@@ -46,10 +66,11 @@ static const char alloc_help[] =
         "  --wait           wait for that (gs_sync_wait) before returning\n"
         "  --timeout-ms MS  how long --wait waits (default 10000; TIMEOUT after it)\n"
         "\n"
-        "--json prints one JSON document: ls an array and show an object with the fields of\n"
-        "the allocation (show adds \"recent_moves\", as gpusched moves --json prints them);\n"
-        "resident, evict and transfer {paging_fence, paging_sync, moves}, with --wait also\n"
-        "\"value\", the sync object's value after the wait.\n";
+        "--json prints one JSON document: create {allocation, device, size, resident,\n"
+        "segment, offset, address}, destroy {ok}, ls an array and show an object with the\n"
+        "fields of the allocation (show adds \"recent_moves\", as gpusched moves --json prints\n"
+        "them); resident, evict and transfer {paging_fence, paging_sync, moves}, with --wait\n"
+        "also \"value\", the sync object's value after the wait.\n";
 
 /* ---- formatting ------------------------------------------------------------------------- */
 
@@ -128,8 +149,6 @@ static json_t *status_json(const gs_allocation_status *a)
 	return o;
 }
 
-/* ---- ls --------------------------------------------------------------------------------- */
-
 enum {
 	OPT_DEVICE = 0x200,
 	OPT_RESIDENT,
@@ -138,7 +157,222 @@ enum {
 	OPT_WAIT,
 	OPT_TIMEOUT_MS,
 	OPT_FLAGS,
+	OPT_SEGMENTS,
+	OPT_PREFERENCE,
+	OPT_PRIORITY,
+	OPT_TILED,
+	OPT_DISPLAY,
 };
+
+/* ---- create, destroy -------------------------------------------------------------------- */
+
+/* A byte count: a number, or one with a binary suffix (K, KiB, M, MiB, G, GiB). */
+static bool parse_size(const char *s, uint64_t *out)
+{
+	static const struct {
+		const char *suffix;
+		unsigned shift;
+	} units[] = {{"K", 10}, {"KiB", 10}, {"M", 20}, {"MiB", 20}, {"G", 30}, {"GiB", 30}};
+	size_t digits = strspn(s, "0123456789");
+	char num[32];
+	uint64_t v;
+
+	if (cli_parse_u64(s, out))
+		return true;
+	if (digits == 0 || digits >= sizeof(num))
+		return false;
+	memcpy(num, s, digits);
+	num[digits] = '\0';
+	if (!cli_parse_u64(num, &v))
+		return false;
+	for (size_t i = 0; i < COUNT(units); i++) {
+		if (strcasecmp(s + digits, units[i].suffix) != 0)
+			continue;
+		if (v > (UINT64_MAX >> units[i].shift))
+			return false;
+		*out = v << units[i].shift;
+		return true;
+	}
+	return false;
+}
+
+/* A D3DDDI_SEGMENTPREFERENCE: its Value, or "ID[:down|:up],..." (at most five ids, 1..31).
+ * A lone id reads the same either way: slot 0 is the low bits. */
+static bool parse_preference(const char *s, uint32_t *out)
+{
+	gs_segpref p = {{0}};
+	char buf[128], *save = NULL, *tok;
+	unsigned n = 0;
+
+	if (cli_parse_u32(s, out))
+		return true;
+	if (strlen(s) >= sizeof(buf))
+		return false;
+	strcpy(buf, s);
+	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		char *dir = strchr(tok, ':');
+		uint32_t id;
+
+		if (n == GS_SEGPREF_SLOTS)
+			return false;
+		if (dir)
+			*dir++ = '\0';
+		if (!cli_parse_u32(tok, &id) || id < 1 || id > GS_SEGMENT_ID_MAX)
+			return false;
+		p.segment[n] = (uint8_t)id;
+		if (!dir || strcasecmp(dir, "up") == 0 || strcasecmp(dir, "bottom-up") == 0)
+			p.direction[n] = 0;
+		else if (strcasecmp(dir, "down") == 0 || strcasecmp(dir, "top-down") == 0)
+			p.direction[n] = 1;
+		else
+			return false;
+		n++;
+	}
+	if (n == 0)
+		return false;
+	*out = gs_segpref_encode(&p);
+	return true;
+}
+
+/* An allocation priority: a standard name (any case) or a number. */
+static bool parse_priority(const char *s, uint32_t *out)
+{
+	static const struct {
+		const char *name;
+		uint32_t value;
+	} names[] = {
+	        {"minimum", GS_ALLOC_PRIORITY_MINIMUM}, {"low", GS_ALLOC_PRIORITY_LOW},
+	        {"normal", GS_ALLOC_PRIORITY_NORMAL},   {"high", GS_ALLOC_PRIORITY_HIGH},
+	        {"maximum", GS_ALLOC_PRIORITY_MAXIMUM},
+	};
+
+	for (size_t i = 0; i < COUNT(names); i++) {
+		if (strcasecmp(s, names[i].name) == 0) {
+			*out = names[i].value;
+			return true;
+		}
+	}
+	return cli_parse_u32(s, out);
+}
+
+static int alloc_create(cli *ctx, int argc, char **argv)
+{
+	static const struct option opts[] = {
+	        {"segments", required_argument, NULL, OPT_SEGMENTS},
+	        {"preference", required_argument, NULL, OPT_PREFERENCE},
+	        {"priority", required_argument, NULL, OPT_PRIORITY},
+	        {"tiled", no_argument, NULL, OPT_TILED},
+	        {"display", no_argument, NULL, OPT_DISPLAY},
+	        CLI_COMMON_OPTIONS,
+	        {0},
+	};
+	gs_allocation_desc desc = {0};
+	gs_allocation_placement pl;
+	char size[32];
+	int opt, rv;
+
+	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		rv = 0;
+		switch (opt) {
+		case OPT_SEGMENTS:
+			rv = cli_arg_u32(ctx, "--segments", optarg, &desc.supported_segment_set);
+			break;
+		case OPT_PREFERENCE:
+			if (!parse_preference(optarg, &desc.segment_preference))
+				return cli_usage(
+				        ctx,
+				        "--preference: '%s' is neither a number nor a list of "
+				        "at most %d segment ids (1..%u) like \"1,2:down\"",
+				        optarg, GS_SEGPREF_SLOTS, GS_SEGMENT_ID_MAX);
+			break;
+		case OPT_PRIORITY:
+			if (!parse_priority(optarg, &desc.priority))
+				return cli_usage(
+				        ctx,
+				        "--priority: '%s' is not minimum, low, normal, high, "
+				        "maximum or a number",
+				        optarg);
+			break;
+		case OPT_TILED:
+			desc.flags |= GS_ALLOC_TILED;
+			break;
+		case OPT_DISPLAY:
+			desc.flags |= GS_ALLOC_DISPLAY;
+			break;
+		default:
+			rv = cli_common_option(ctx, opt, alloc_help);
+			if (rv != CLI_CONTINUE)
+				return rv;
+			rv = 0;
+		}
+		if (rv != 0)
+			return rv;
+	}
+	if (argc - optind != 2)
+		return cli_usage(ctx, "expected DEVICE and SIZE");
+	rv = cli_arg_u64(ctx, "DEVICE", argv[optind], &desc.device);
+	if (rv != 0)
+		return rv;
+	if (!parse_size(argv[optind + 1], &desc.size) || desc.size == 0)
+		return cli_usage(ctx,
+		                 "SIZE: '%s' is not a positive byte count (e.g. 65536, 64K, 1M)",
+		                 argv[optind + 1]);
+	rv = cli_connect(ctx);
+	if (rv != CLI_EXIT_OK)
+		return rv;
+	rv = gs_allocation_create(ctx->client, &desc, &pl);
+	if (rv != 0)
+		return cli_fail(ctx, rv);
+	/* Segment 0 is system memory: created there when no segment had room. */
+	if (ctx->json) {
+		json_t *o = json_object();
+
+		json_object_set_new(o, "allocation", cli_json_u64(pl.allocation));
+		json_object_set_new(o, "device", cli_json_u64(desc.device));
+		json_object_set_new(o, "size", cli_json_u64(desc.size));
+		json_object_set_new(o, "resident", json_boolean(pl.segment != 0));
+		json_object_set_new(o, "segment", json_integer(pl.segment));
+		json_object_set_new(o, "offset", cli_json_u64(pl.offset));
+		json_object_set_new(o, "address", cli_json_u64(pl.address));
+		cli_json_print(o);
+		return CLI_EXIT_OK;
+	}
+	cli_format_bytes(desc.size, size, sizeof(size));
+	if (pl.segment)
+		printf("allocation %" PRIu64 " (device %" PRIu64 ", %s): segment %" PRIu32
+		       " offset 0x%" PRIx64 " address 0x%" PRIx64 "\n",
+		       pl.allocation, desc.device, size, pl.segment, pl.offset, pl.address);
+	else
+		printf("allocation %" PRIu64 " (device %" PRIu64
+		       ", %s): system memory (not resident)\n",
+		       pl.allocation, desc.device, size);
+	return CLI_EXIT_OK;
+}
+
+static int alloc_destroy(cli *ctx, int argc, char **argv)
+{
+	uint64_t id;
+	int rv;
+
+	rv = cli_simple_args(ctx, argc, argv, alloc_help, 1, 1, "an allocation ID");
+	if (rv != CLI_CONTINUE)
+		return rv;
+	rv = cli_arg_u64(ctx, "ID", argv[optind], &id);
+	if (rv == 0)
+		rv = cli_connect(ctx);
+	if (rv != 0)
+		return rv;
+	rv = gs_allocation_destroy(ctx->client, id);
+	if (rv != 0)
+		return cli_fail(ctx, rv);
+	if (ctx->json)
+		cli_json_print(json_pack("{s:b}", "ok", 1));
+	else
+		printf("allocation %" PRIu64 " destroyed\n", id);
+	return CLI_EXIT_OK;
+}
+
+/* ---- ls --------------------------------------------------------------------------------- */
 
 static int alloc_ls(cli *ctx, int argc, char **argv)
 {
@@ -476,6 +710,8 @@ static int alloc_transfer(cli *ctx, int argc, char **argv)
 int cmd_alloc(cli *ctx, int argc, char **argv)
 {
 	static const cli_command sub[] = {
+	        {"create", "create an allocation on a device", alloc_create},
+	        {"destroy", "destroy an allocation", alloc_destroy},
 	        {"ls", "list allocations", alloc_ls},
 	        {"show", "show an allocation and its recent moves", alloc_show},
 	        {"resident", "make allocations resident", alloc_resident},

@@ -4,6 +4,11 @@
  * holding; at the end every allocation is read back and compared byte-exact, and every
  * checksum the GPU wrote is compared with XXH64 computed here.
  *
+ * With more working allocations (--allocs) than video memory holds, the daemon's memory
+ * manager pages them in and out between packets; each packet references at most
+ * DEMO_PACKET_ALLOCS of them (plus the result allocation), so that one packet's list always
+ * fits. The paging packets and bytes the demo caused are read back from the audit record.
+ *
  * Ordering: packets of one context run in submission order, packets of different contexts
  * do not. Every packet ends with a SIGNAL of its context's sync object; before a packet
  * touches an allocation that the other context touched in a packet that may not have run
@@ -20,35 +25,49 @@
 #include "cli.h"
 #include "isa.h" /* gs_isa_checksum, gs_isa_fill: the reference semantics to verify against */
 
-#define DEMO_ALLOCS      4 /* working allocations; one more holds checksum results */
-#define DEMO_CONTEXTS    2
-#define DEMO_MAX_CMDS    3            /* commands per packet besides the SIGNAL (and a SPIN) */
-#define DEMO_MAX_OP      (64u << 10)  /* largest FILL/COPY */
-#define DEMO_MAX_SUM     (256u << 10) /* largest CHECKSUM source */
-#define DEMO_IO_CHUNK    (64u << 10)  /* bytes per allocation_read/_write request */
-#define DEMO_CHECK_SIZE  8u           /* a CHECKSUM writes 8 bytes */
-#define DEMO_MAX_REPORTS 5            /* mismatches described one by one before summarising */
+#define DEMO_ALLOCS        4  /* default working allocations; one more holds checksum results */
+#define DEMO_ALLOCS_MAX    64 /* --allocs at most */
+#define DEMO_PACKET_ALLOCS 4  /* distinct working allocations one packet references at most */
+#define DEMO_CONTEXTS      2
+#define DEMO_MAX_CMDS      3            /* commands per packet besides the SIGNAL (and a SPIN) */
+#define DEMO_MAX_OP        (64u << 10)  /* largest FILL/COPY */
+#define DEMO_MAX_SUM       (256u << 10) /* largest CHECKSUM source */
+#define DEMO_IO_CHUNK      (64u << 10)  /* bytes per allocation_read/_write request */
+#define DEMO_CHECK_SIZE    8u           /* a CHECKSUM writes 8 bytes */
+#define DEMO_MAX_REPORTS   5            /* mismatches described one by one before summarising */
+#define DEMO_AUDIT_PAGE    10000u       /* records per history/moves request (the daemon's max) */
+#define DEMO_AUDIT_PAGES   16           /* requests at most when counting paging (bounded) */
 
 static const char help[] =
-        "Usage: gpusched demo [--packets N] [--seed S] [--alloc-size BYTES] [--json]\n"
+        "Usage: gpusched demo [--packets N] [--allocs N] [--alloc-size BYTES] [--seed S]\n"
+        "                     [--json]\n"
         "Runs a verified workload on the adapter: creates a device, a context on each of the\n"
-        "first two nodes, four allocations with different segment preferences and a result\n"
-        "allocation, then submits N packets (default 64) on both contexts mixing FILL with\n"
-        "random patterns, COPY between allocations and CHECKSUM (XXH64) into the result\n"
-        "allocation. Cross-context dependencies are made explicit with sync objects: every\n"
-        "packet signals its context's sync object and the CPU waits for the other context's\n"
-        "value before submitting a packet that touches the same allocation.\n"
+        "first two nodes, --allocs working allocations (default 4) with different segment\n"
+        "preferences and priorities and a result allocation, then submits --packets packets\n"
+        "(default 64) on both contexts mixing FILL with random patterns, COPY between\n"
+        "allocations and CHECKSUM (XXH64) into the result allocation. Each packet references\n"
+        "at most 4 of the working allocations (picked at random per packet) and the result\n"
+        "allocation.\n"
+        "Cross-context dependencies are made explicit with sync objects: every packet signals\n"
+        "its context's sync object and the CPU waits for the other context's value before\n"
+        "submitting a packet that touches the same allocation.\n"
         "At the end it reads every allocation back and compares it byte-exact with a CPU-side\n"
-        "model, and compares every checksum the GPU wrote with one computed locally. It\n"
-        "destroys everything it created.\n"
+        "model, and compares every checksum the GPU wrote with one computed locally. It prints\n"
+        "how many paging packets the memory manager ran for the demo's device and how many\n"
+        "bytes they moved (from the audit record), then destroys everything it created.\n"
+        "With more allocation bytes than the adapter's segments hold (--allocs x --alloc-size),\n"
+        "the demo over-commits video memory: allocations are paged in and out between packets\n"
+        "and must still read back byte-exact.\n"
         "\n"
         "Options:\n"
         "  --packets N        packets to submit (default 64)\n"
-        "  --seed S           random seed (default: from the clock; printed for replays)\n"
+        "  --allocs N         working allocations, 1..64 (default 4)\n"
         "  --alloc-size BYTES size of each working allocation (default 1048576)\n"
+        "  --seed S           random seed (default: from the clock; printed for replays)\n"
         "  --json             one object: packets_submitted, packets_completed, checksums_ok,\n"
         "                     checksums_total, bytes_verified, bytes_mismatched,\n"
-        "                     cross_context_waits, elapsed_s, seed, nodes, ok\n"
+        "                     cross_context_waits, allocations, alloc_size, segment_bytes,\n"
+        "                     paging_packets, bytes_paged, elapsed_s, seed, nodes, ok\n"
         "\n"
         "Exit status: 0 verified, 4 a byte or checksum differs or a packet did not complete,\n"
         "1 the daemon returned an error, 3 the connection failed.\n";
@@ -81,13 +100,17 @@ typedef struct demo {
 	uint32_t packet_count;
 	uint64_t seed;
 	uint64_t alloc_size;
+	uint32_t nallocs; /* working allocations; allocs[nallocs] is the result allocation */
 	/* state */
 	uint64_t rng;
 	uint64_t device;
 	demo_context ctxs[DEMO_CONTEXTS];
 	size_t ctx_count;
-	demo_alloc allocs[DEMO_ALLOCS + 1]; /* [DEMO_ALLOCS] is the result allocation */
+	demo_alloc allocs[DEMO_ALLOCS_MAX + 1];
 	size_t alloc_count;
+	size_t pick[DEMO_PACKET_ALLOCS]; /* the working allocations the current packet may use */
+	size_t npick;
+	uint64_t segment_bytes; /* the adapter's segments, all together */
 	demo_check *checks;
 	size_t check_count;
 	uint64_t *packets;
@@ -101,9 +124,13 @@ typedef struct demo {
 	uint64_t bytes_mismatched;
 	size_t checks_ok;
 	int reports;
+	uint64_t paging_packets; /* paging packets of the demo's device (audit record) */
+	uint64_t bytes_paged;    /* bytes they moved */
+	bool paging_known;       /* false: the daemon does not serve the audit queries */
+	bool paging_partial;     /* more records than DEMO_AUDIT_PAGES requests return */
 } demo;
 
-#define RESULT_ALLOC DEMO_ALLOCS
+#define RESULT_ALLOC(d) ((size_t)(d)->nallocs)
 
 /* ---- randomness ------------------------------------------------------------------------- */
 
@@ -183,11 +210,13 @@ static int create_allocations(demo *d, const gs_adapter_info *ad)
 	uint32_t supported = 0;
 	int rv;
 
-	for (size_t i = 0; i < ad->segment_count; i++)
+	for (size_t i = 0; i < ad->segment_count; i++) {
 		if (ad->segments[i].id <= GS_SEGMENT_ID_MAX)
 			supported |= 1u << ad->segments[i].id;
+		d->segment_bytes += ad->segments[i].size;
+	}
 
-	for (size_t i = 0; i <= DEMO_ALLOCS; i++) {
+	for (size_t i = 0; i <= d->nallocs; i++) {
 		demo_alloc *a = &d->allocs[i];
 		gs_allocation_desc desc = {
 		        .device = d->device,
@@ -195,11 +224,11 @@ static int create_allocations(demo *d, const gs_adapter_info *ad)
 		};
 		gs_segpref pref = {{0}};
 
-		if (i < DEMO_ALLOCS) {
+		if (i < d->nallocs) {
 			a->size = d->alloc_size;
-			desc.priority = priorities[i];
-			/* Each working allocation prefers another segment, the last none. */
-			if (i + 1 < DEMO_ALLOCS && ad->segment_count) {
+			desc.priority = priorities[i % DEMO_ALLOCS];
+			/* Each working allocation prefers another segment, every fourth none. */
+			if (i % DEMO_ALLOCS + 1 < DEMO_ALLOCS && ad->segment_count) {
 				pref.segment[0] = (uint8_t)ad->segments[i % ad->segment_count].id;
 				desc.segment_preference = gs_segpref_encode(&pref);
 			}
@@ -211,7 +240,7 @@ static int create_allocations(demo *d, const gs_adapter_info *ad)
 		if (!a->model)
 			return GS_ERR_NOMEM;
 		for (uint64_t b = 0; b < a->size; b++)
-			a->model[b] = i < DEMO_ALLOCS ? (uint8_t)rnd(d) : 0;
+			a->model[b] = i < d->nallocs ? (uint8_t)rnd(d) : 0;
 		rv = gs_allocation_create(d->c, &desc, &a->place);
 		if (rv != 0) {
 			free(a->model);
@@ -279,7 +308,7 @@ static int teardown(demo *d)
 
 static void demo_free(demo *d)
 {
-	for (size_t i = 0; i <= DEMO_ALLOCS; i++)
+	for (size_t i = 0; i < d->alloc_count; i++)
 		free(d->allocs[i].model);
 	free(d->checks);
 	free(d->packets);
@@ -288,9 +317,39 @@ static void demo_free(demo *d)
 
 /* ---- the workload ----------------------------------------------------------------------- */
 
+/* One of the working allocations the current packet may use. */
+static size_t pick_alloc(demo *d)
+{
+	return d->pick[rnd(d) % d->npick];
+}
+
+/* Chooses the packet's working allocations: all of them when there are few, else
+ * DEMO_PACKET_ALLOCS distinct ones at random (a partial Fisher-Yates shuffle). */
+static void pick_allocs(demo *d)
+{
+	size_t order[DEMO_ALLOCS_MAX];
+
+	if (d->nallocs <= DEMO_PACKET_ALLOCS) {
+		for (size_t i = 0; i < d->nallocs; i++)
+			d->pick[i] = i;
+		d->npick = d->nallocs;
+		return;
+	}
+	for (size_t i = 0; i < d->nallocs; i++)
+		order[i] = i;
+	for (size_t i = 0; i < DEMO_PACKET_ALLOCS; i++) {
+		size_t j = i + rnd(d) % (d->nallocs - i), t = order[i];
+
+		order[i] = order[j];
+		order[j] = t;
+		d->pick[i] = order[i];
+	}
+	d->npick = DEMO_PACKET_ALLOCS;
+}
+
 static int add_fill(demo *d, bool *touched)
 {
-	size_t i = rnd(d) % DEMO_ALLOCS;
+	size_t i = pick_alloc(d);
 	demo_alloc *a = &d->allocs[i];
 	uint32_t pattern = (uint32_t)rnd(d);
 	uint64_t off, len;
@@ -303,7 +362,7 @@ static int add_fill(demo *d, bool *touched)
 
 static int add_copy(demo *d, bool *touched)
 {
-	size_t di = rnd(d) % DEMO_ALLOCS, si = rnd(d) % DEMO_ALLOCS;
+	size_t di = pick_alloc(d), si = pick_alloc(d);
 	demo_alloc *dst = &d->allocs[di], *src = &d->allocs[si];
 	uint64_t doff, soff, len;
 
@@ -319,8 +378,8 @@ static int add_copy(demo *d, bool *touched)
 
 static int add_checksum(demo *d, bool *touched)
 {
-	size_t i = rnd(d) % DEMO_ALLOCS;
-	demo_alloc *a = &d->allocs[i], *res = &d->allocs[RESULT_ALLOC];
+	size_t i = pick_alloc(d);
+	demo_alloc *a = &d->allocs[i], *res = &d->allocs[RESULT_ALLOC(d)];
 	demo_check *chk = &d->checks[d->check_count];
 	uint64_t off, len;
 
@@ -339,6 +398,7 @@ static int build_packet(demo *d, size_t x, bool *touched)
 	int cmds = 1 + (int)(rnd(d) % DEMO_MAX_CMDS), rv = 0;
 
 	gs_dmabuf_reset(&d->buf);
+	pick_allocs(d);
 	/* Some engine time now and then, so that the two nodes overlap. */
 	if (rnd(d) % 8 == 0)
 		rv = gs_dmabuf_spin(&d->buf, 20 + rnd(d) % 200, 0);
@@ -368,7 +428,7 @@ static int wait_dependencies(demo *d, size_t x, const bool *touched)
 
 		if (y == x)
 			continue;
-		for (size_t i = 0; i < DEMO_ALLOCS; i++)
+		for (size_t i = 0; i < d->nallocs; i++)
 			if (touched[i] && d->allocs[i].last_value[y] > need)
 				need = d->allocs[i].last_value[y];
 		if (need <= other->reached)
@@ -393,7 +453,7 @@ static int run(demo *d)
 	for (uint32_t p = 0; p < d->packet_count; p++) {
 		/* Mostly alternate, sometimes repeat: both in-order runs and switches occur. */
 		size_t x = (p + (rnd(d) % 4 == 0)) % DEMO_CONTEXTS;
-		bool touched[DEMO_ALLOCS] = {false};
+		bool touched[DEMO_ALLOCS_MAX] = {false};
 		gs_submit_result res;
 		int rv;
 
@@ -406,7 +466,7 @@ static int run(demo *d)
 			return rv;
 		d->packets[d->packet_submitted++] = res.packet;
 		d->ctxs[x].signalled++;
-		for (size_t i = 0; i < DEMO_ALLOCS; i++)
+		for (size_t i = 0; i < d->nallocs; i++)
 			if (touched[i])
 				d->allocs[i].last_value[x] = d->ctxs[x].signalled;
 		show_progress(d, "submitted", p + 1, d->packet_count);
@@ -476,7 +536,7 @@ static int verify(demo *d)
 	uint8_t *got = NULL;
 	int rv = 0;
 
-	for (size_t i = 0; rv == 0 && i <= DEMO_ALLOCS; i++) {
+	for (size_t i = 0; rv == 0 && i <= d->nallocs; i++) {
 		const demo_alloc *a = &d->allocs[i];
 
 		got = malloc(a->size);
@@ -489,12 +549,84 @@ static int verify(demo *d)
 		}
 		if (rv == 0) {
 			compare(d, i, got);
-			if (i == RESULT_ALLOC)
+			if (i == RESULT_ALLOC(d))
 				compare_checks(d, got);
 		}
 		free(got);
-		show_progress(d, "verified allocation", i + 1, DEMO_ALLOCS + 1);
+		show_progress(d, "verified allocation", i + 1, (size_t)d->nallocs + 1);
 	}
+	return rv;
+}
+
+/* ---- paging ----------------------------------------------------------------------------- */
+
+/* The demo's device is its own: every paging packet and move recorded for it was caused by
+ * the demo. Both queries page through the record newest first, DEMO_AUDIT_PAGE records at a
+ * time, for at most DEMO_AUDIT_PAGES requests each. */
+static int count_paging_packets(demo *d)
+{
+	gs_history_filter f = {.device = d->device, .paging = true, .limit = DEMO_AUDIT_PAGE};
+
+	for (int page = 0; page < DEMO_AUDIT_PAGES; page++) {
+		gs_packet_record *recs;
+		size_t n;
+		int rv = gs_history(d->c, &f, &recs, &n);
+
+		if (rv != 0)
+			return rv;
+		/* ContextSwitch packets without the Paging flag move nothing. */
+		for (size_t i = 0; i < n; i++)
+			if (recs[i].submit_flags & GS_SUBMIT_PAGING)
+				d->paging_packets++;
+		if (n)
+			f.before_packet = recs[n - 1].packet;
+		gs_history_free(recs, n);
+		if (n < f.limit)
+			return 0;
+	}
+	d->paging_partial = true;
+	return 0;
+}
+
+static int count_paged_bytes(demo *d)
+{
+	gs_moves_filter f = {.device = d->device, .limit = DEMO_AUDIT_PAGE};
+
+	for (int page = 0; page < DEMO_AUDIT_PAGES; page++) {
+		gs_move *moves;
+		size_t n;
+		int rv = gs_moves(d->c, &f, &moves, &n);
+
+		if (rv != 0)
+			return rv;
+		/* Only moves a paging packet carried out moved bytes (not PLACE, RESIDENT, FREE).
+		 */
+		for (size_t i = 0; i < n; i++)
+			if (moves[i].packet)
+				d->bytes_paged += moves[i].bytes;
+		if (n)
+			f.before_seq = moves[n - 1].seq;
+		gs_moves_free(moves, n);
+		if (n < f.limit)
+			return 0;
+	}
+	d->paging_partial = true;
+	return 0;
+}
+
+/* A daemon that does not serve the audit queries still runs the demo. */
+static int count_paging(demo *d)
+{
+	int rv = count_paging_packets(d);
+
+	if (rv == 0)
+		rv = count_paged_bytes(d);
+	if (rv == GS_STATUS_UNIMPLEMENTED) {
+		cli_warn(d->ctx, "the daemon does not report paging: %s", gs_client_message(d->c));
+		d->paging_packets = d->bytes_paged = 0;
+		return 0;
+	}
+	d->paging_known = rv == 0;
 	return rv;
 }
 
@@ -508,10 +640,11 @@ static bool demo_ok(const demo *d)
 
 static void report(const demo *d, double elapsed)
 {
-	char bytes[32];
+	uint64_t working = (uint64_t)d->nallocs * d->alloc_size;
+	char bytes[32], size[32], total[32], segs[32], paged[32];
 
 	if (d->ctx->json) {
-		cli_json_print(json_pack(
+		json_t *o = json_pack(
 		        "{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:f, s:o, s:[I, I], s:b}",
 		        "packets_submitted", cli_json_u64(d->packet_submitted), "packets_completed",
 		        cli_json_u64(d->completed), "checksums_ok", cli_json_u64(d->checks_ok),
@@ -520,15 +653,37 @@ static void report(const demo *d, double elapsed)
 		        cli_json_u64(d->bytes_mismatched), "cross_context_waits",
 		        cli_json_u64(d->cross_waits), "elapsed_s", elapsed, "seed",
 		        cli_json_u64(d->seed), "nodes", (json_int_t)d->ctxs[0].node,
-		        (json_int_t)d->ctxs[1].node, "ok", demo_ok(d)));
+		        (json_int_t)d->ctxs[1].node, "ok", demo_ok(d));
+
+		json_object_set_new(o, "allocations", json_integer(d->nallocs));
+		json_object_set_new(o, "alloc_size", cli_json_u64(d->alloc_size));
+		json_object_set_new(o, "segment_bytes", cli_json_u64(d->segment_bytes));
+		/* null: the daemon did not say. */
+		json_object_set_new(o, "paging_packets",
+		                    d->paging_known ? cli_json_u64(d->paging_packets)
+		                                    : json_null());
+		json_object_set_new(o, "bytes_paged",
+		                    d->paging_known ? cli_json_u64(d->bytes_paged) : json_null());
+		cli_json_print(o);
 		return;
 	}
 	cli_format_bytes(d->bytes_verified, bytes, sizeof(bytes));
+	cli_format_bytes(d->alloc_size, size, sizeof(size));
+	cli_format_bytes(working, total, sizeof(total));
+	cli_format_bytes(d->segment_bytes, segs, sizeof(segs));
+	cli_format_bytes(d->bytes_paged, paged, sizeof(paged));
 	printf("demo: contexts on nodes %" PRIu32 " and %" PRIu32 ", seed %" PRIu64 "\n",
 	       d->ctxs[0].node, d->ctxs[1].node, d->seed);
+	printf("demo: %" PRIu32 " working allocation%s of %s (%s) on %s of segments%s\n",
+	       d->nallocs, d->nallocs == 1 ? "" : "s", size, total, segs,
+	       working > d->segment_bytes ? " (over-committed)" : "");
 	printf("demo: %zu packets submitted, %" PRIu64 " completed, %" PRIu64
 	       " cross-context waits\n",
 	       d->packet_submitted, d->completed, d->cross_waits);
+	if (d->paging_known)
+		printf("demo: %s%" PRIu64 " paging packet%s moved %s\n",
+		       d->paging_partial ? "at least " : "", d->paging_packets,
+		       d->paging_packets == 1 ? "" : "s", paged);
 	printf("demo: checksums %zu/%zu ok, %s verified (%" PRIu64 " bytes differ), %.3f s\n",
 	       d->checks_ok, d->check_count, bytes, d->bytes_mismatched, elapsed);
 	printf("demo: %s\n", demo_ok(d) ? "OK" : "FAILED");
@@ -536,7 +691,7 @@ static void report(const demo *d, double elapsed)
 
 /* ---- command ---------------------------------------------------------------------------- */
 
-enum { OPT_PACKETS = 0x200, OPT_SEED, OPT_ALLOC_SIZE };
+enum { OPT_PACKETS = 0x200, OPT_SEED, OPT_ALLOC_SIZE, OPT_ALLOCS };
 
 /* Returns CLI_CONTINUE to go on, or the exit code to return now. */
 static int parse_args(demo *d, int argc, char **argv)
@@ -545,6 +700,7 @@ static int parse_args(demo *d, int argc, char **argv)
 	        {"packets", required_argument, NULL, OPT_PACKETS},
 	        {"seed", required_argument, NULL, OPT_SEED},
 	        {"alloc-size", required_argument, NULL, OPT_ALLOC_SIZE},
+	        {"allocs", required_argument, NULL, OPT_ALLOCS},
 	        CLI_COMMON_OPTIONS,
 	        {0},
 	};
@@ -564,6 +720,11 @@ static int parse_args(demo *d, int argc, char **argv)
 			break;
 		case OPT_ALLOC_SIZE:
 			rv = cli_arg_u64(ctx, "--alloc-size", optarg, &d->alloc_size);
+			break;
+		case OPT_ALLOCS:
+			rv = cli_arg_u32(ctx, "--allocs", optarg, &d->nallocs);
+			if (rv == 0 && (d->nallocs < 1 || d->nallocs > DEMO_ALLOCS_MAX))
+				return cli_usage(ctx, "--allocs must be 1..%d", DEMO_ALLOCS_MAX);
 			break;
 		default:
 			rv = cli_common_option(ctx, opt, help);
@@ -597,7 +758,7 @@ static double now_s(void)
 
 int cmd_demo(cli *ctx, int argc, char **argv)
 {
-	demo d = {.ctx = ctx, .packet_count = 64, .alloc_size = 1u << 20};
+	demo d = {.ctx = ctx, .packet_count = 64, .alloc_size = 1u << 20, .nallocs = DEMO_ALLOCS};
 	double start;
 	int rv, cleanup, code;
 
@@ -626,6 +787,8 @@ int cmd_demo(cli *ctx, int argc, char **argv)
 		rv = drain(&d);
 	if (rv == 0)
 		rv = verify(&d);
+	if (rv == 0)
+		rv = count_paging(&d);
 	if (d.progress)
 		fprintf(stderr, "\r\033[K");
 	code = rv != 0 ? cli_fail(ctx, rv) : CLI_EXIT_OK;

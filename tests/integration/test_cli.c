@@ -1,7 +1,8 @@
 /*
  * The gpusched CLI (GS_CLI_PATH) as a user runs it, against a real test daemon: help and
  * usage errors, exit codes, and the JSON documents of info, demo, submit, history, events,
- * stats, moves and alloc, cross-checked against the daemon through the client library.
+ * stats, moves and alloc, cross-checked against the daemon through the client library; and
+ * the demo over-committing a daemon with little video memory.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -30,15 +31,36 @@ enum { EXIT_OK = 0, EXIT_DAEMON = 1, EXIT_USAGE = 2, EXIT_TRANSPORT = 3 };
 
 typedef struct fx {
 	gs_testd t;
+	itest_config cfg; /* only for a daemon started with a configuration */
 	char url_opt[340];
 } fx;
 
-static int setup(void **state)
+/* A small adapter: a 1 MiB memory segment and a 1 MiB aperture, 64 KiB paging chunks. */
+#define SMALL_MEMORY   (1u << 20)
+#define SMALL_APERTURE (1u << 20)
+static const char small_vram_json[] =
+        "{\"paging_chunk\": 65536, \"adapters\": [{\"name\": \"small0\", \"backend\": \"emu\","
+        " \"nodes\": [{\"name\": \"3d\", \"kind\": \"3d\"},"
+        " {\"name\": \"compute\", \"kind\": \"compute\"},"
+        " {\"name\": \"copy\", \"kind\": \"copy\", \"paging\": true}],"
+        " \"segments\": [{\"id\": 1, \"name\": \"vram\", \"kind\": \"memory\", \"size\": 1048576},"
+        " {\"id\": 2, \"name\": \"aperture\", \"kind\": \"aperture\", \"size_mib\": 1,"
+        " \"cpu_visible\": true}],"
+        " \"system_memory_mib\": 64}]}\n";
+
+static int start(void **state, const char *config_json)
 {
 	fx *f = calloc(1, sizeof(*f));
 	assert_non_null(f);
-	if (gs_testd_start(&f->t, NULL) != 0) {
+	const char *args[] = {"--config", f->cfg.path, NULL};
+	if (config_json && itest_config_write(&f->cfg, config_json) != 0) {
+		itest_config_cleanup(&f->cfg);
+		free(f);
+		return -1;
+	}
+	if (gs_testd_start(&f->t, config_json ? args : NULL) != 0) {
 		gs_testd_cleanup(&f->t);
+		itest_config_cleanup(&f->cfg);
 		free(f);
 		return -1;
 	}
@@ -47,11 +69,22 @@ static int setup(void **state)
 	return 0;
 }
 
+static int setup(void **state)
+{
+	return start(state, NULL);
+}
+
+static int setup_small_vram(void **state)
+{
+	return start(state, small_vram_json);
+}
+
 static int teardown(void **state)
 {
 	fx *f = *state;
 	int rc = gs_testd_stop(&f->t);
 	gs_testd_cleanup(&f->t);
+	itest_config_cleanup(&f->cfg);
 	free(f);
 	return rc == 0 ? 0 : -1;
 }
@@ -110,7 +143,8 @@ static const char *str_of(json_t *obj, const char *key)
 
 static const char *const commands[] = {"info",   "demo",  "submit", "history", "events", "stats",
                                        "device", "alloc", "sync",   "tenant",  "moves"};
-static const char *const alloc_subcommands[] = {"ls", "show", "resident", "evict", "transfer"};
+static const char *const alloc_subcommands[] = {"create",   "destroy", "ls",      "show",
+                                                "resident", "evict",   "transfer"};
 
 static void test_help(void **state)
 {
@@ -133,8 +167,14 @@ static void test_help(void **state)
 		expect_exit(&r, EXIT_OK, alloc_subcommands[i]);
 		assert_non_null(strstr(r.out, "Usage"));
 		assert_non_null(strstr(r.out, "alloc transfer ID SEGMENT"));
+		assert_non_null(strstr(r.out, "alloc create DEVICE SIZE"));
+		assert_non_null(strstr(r.out, "alloc destroy ID"));
 		itest_run_free(&r);
 	}
+	cli(&r, "demo", "--help", NULL);
+	assert_non_null(strstr(r.out, "--allocs N"));
+	assert_non_null(strstr(r.out, "paging_packets"));
+	itest_run_free(&r);
 	/* The new filters are documented. */
 	cli(&r, "history", "--help", NULL);
 	assert_non_null(strstr(r.out, "--allocation ID"));
@@ -180,7 +220,7 @@ static void test_usage_errors(void **state)
 	itest_run_free(&r);
 
 	/* The memory commands check their arguments before connecting too. */
-	static const char *const bad[][7] = {
+	static const char *const bad[][8] = {
 	        {"history", "--allocation", "x"},
 	        {"moves", "--limit", "many"},
 	        {"moves", "--allocation", "-1"},
@@ -203,6 +243,25 @@ static void test_usage_errors(void **state)
 	        {"alloc", "transfer", "1", "nowhere"},
 	        {"alloc", "transfer", "1", "32"},
 	        {"alloc", "transfer", "1", "2", "--flags", "sideways"},
+	        {"alloc", "create"},
+	        {"alloc", "create", "1"},
+	        {"alloc", "create", "1", "2", "3"},
+	        {"alloc", "create", "x", "4096"},
+	        {"alloc", "create", "1", "0"},
+	        {"alloc", "create", "1", "-5"},
+	        {"alloc", "create", "1", "12X"},
+	        {"alloc", "create", "1", "4096", "--segments", "all"},
+	        {"alloc", "create", "1", "4096", "--priority", "urgent"},
+	        {"alloc", "create", "1", "4096", "--preference", "1,2,3,4,5,6"},
+	        {"alloc", "create", "1", "4096", "--preference", "1:sideways"},
+	        {"alloc", "create", "1", "4096", "--preference", "0,1"},
+	        {"alloc", "create", "1", "4096", "--frob"},
+	        {"alloc", "destroy"},
+	        {"alloc", "destroy", "x"},
+	        {"alloc", "destroy", "1", "2"},
+	        {"demo", "--allocs", "0"},
+	        {"demo", "--allocs", "65"},
+	        {"demo", "--allocs", "many"},
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
 		const char *const *a = bad[i];
@@ -210,7 +269,7 @@ static void test_usage_errors(void **state)
 		snprintf(what, sizeof(what), "%s %s %s %s %s", a[0], a[1] ? a[1] : "",
 		         a[1] && a[2] ? a[2] : "", a[1] && a[2] && a[3] ? a[3] : "",
 		         a[1] && a[2] && a[3] && a[4] ? a[4] : "");
-		cli(&r, url, a[0], a[1], a[2], a[3], a[4], a[5], a[6], NULL);
+		cli(&r, url, a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], NULL);
 		expect_exit(&r, EXIT_USAGE, what);
 		assert_non_null(strstr(r.err, "Try 'gpusched"));
 		itest_run_free(&r);
@@ -642,6 +701,220 @@ static void test_memory_commands(void **state)
 	gs_close(c);
 }
 
+/* Runs the CLI and parses its one JSON document, exit 0 required. */
+static json_t *cli_json_argv(fx *f, const char *what, const char *const *args)
+{
+	char *argv[24];
+	int n = 0;
+	argv[n++] = (char *)GS_CLI_PATH;
+	argv[n++] = f->url_opt;
+	argv[n++] = (char *)"--json";
+	for (; *args && n < 23; args++)
+		argv[n++] = (char *)*args;
+	argv[n] = NULL;
+	itest_run r;
+	itest_run_argv(argv, CLI_TIMEOUT_MS, &r);
+	expect_exit(&r, EXIT_OK, what);
+	json_t *doc = parse(&r);
+	itest_run_free(&r);
+	return doc;
+}
+
+/* alloc create and destroy: what the CLI asked for is what the daemon holds, the allocation
+ * outlives the CLI, and the daemon's refusals exit 1. */
+static void test_alloc_create_destroy(void **state)
+{
+	fx *f = *state;
+	itest_run r;
+	gs_client *c = itest_connect(&f->t, NULL);
+	itest_layout lay;
+	itest_layout_of(c, &lay);
+	uint64_t dev;
+	assert_int_equal(gs_device_create(c, "cli-create", &dev), 0);
+	char dev_s[32], set_s[32], pref_s[32], raw_s[32];
+	snprintf(dev_s, sizeof(dev_s), "%" PRIu64, dev);
+
+	/* Defaults: every segment, no preference, NORMAL, no flags; size with a suffix. */
+	const char *plain[] = {"alloc", "create", dev_s, "64K", NULL};
+	json_t *doc = cli_json_argv(f, "alloc create DEV 64K", plain);
+	uint64_t id = (uint64_t)int_of(doc, "allocation");
+	assert_true(id > 0);
+	assert_int_equal(int_of(doc, "device"), (json_int_t)dev);
+	assert_int_equal(int_of(doc, "size"), 65536);
+	assert_true(json_is_true(json_object_get(doc, "resident")));
+	gs_allocation_status st;
+	assert_int_equal(gs_allocation_query(c, id, &st), 0);
+	assert_int_equal(st.device, dev);
+	assert_int_equal(st.size, 65536);
+	assert_true(st.resident);
+	assert_int_equal(int_of(doc, "segment"), st.segment);
+	assert_int_equal(int_of(doc, "offset"), (json_int_t)st.offset);
+	assert_int_equal(int_of(doc, "address"), (json_int_t)st.address);
+	assert_int_equal(st.priority, GS_ALLOC_PRIORITY_NORMAL);
+	assert_int_equal(st.segment_preference, 0);
+	assert_int_equal(st.flags, 0);
+	json_decref(doc);
+
+	/* Every option: the aperture only, preferred top-down, HIGH, tiled and display. */
+	snprintf(set_s, sizeof(set_s), "0x%x", 1u << lay.aperture_segment);
+	snprintf(pref_s, sizeof(pref_s), "%u:down", lay.aperture_segment);
+	const char *full[] = {"alloc",   "create",       dev_s,  "8192",       "--segments",
+	                      set_s,     "--preference", pref_s, "--priority", "high",
+	                      "--tiled", "--display",    NULL};
+	doc = cli_json_argv(f, "alloc create (every option)", full);
+	uint64_t id2 = (uint64_t)int_of(doc, "allocation");
+	assert_int_equal(int_of(doc, "segment"), lay.aperture_segment);
+	json_decref(doc);
+	assert_int_equal(gs_allocation_query(c, id2, &st), 0);
+	gs_segpref want = {{0}};
+	want.segment[0] = (uint8_t)lay.aperture_segment;
+	want.direction[0] = 1;
+	assert_int_equal(st.supported_segment_set, 1u << lay.aperture_segment);
+	assert_int_equal(st.segment_preference, gs_segpref_encode(&want));
+	assert_int_equal(st.priority, GS_ALLOC_PRIORITY_HIGH);
+	assert_int_equal(st.flags, GS_ALLOC_TILED | GS_ALLOC_DISPLAY);
+	assert_int_equal(st.segment, lay.aperture_segment);
+
+	/* A raw preference Value and priority number, plain output. */
+	snprintf(raw_s, sizeof(raw_s), "%u", gs_segpref_encode(&want));
+	cli(&r, f->url_opt, "alloc", "create", dev_s, "4096", "--preference", raw_s, "--priority",
+	    "0x50000000", NULL);
+	expect_exit(&r, EXIT_OK, "alloc create --preference RAW");
+	unsigned long long id3 = 0, dev3 = 0;
+	assert_int_equal(sscanf(r.out, "allocation %llu (device %llu", &id3, &dev3), 2);
+	assert_int_equal(dev3, dev);
+	assert_non_null(strstr(r.out, "segment "));
+	assert_non_null(strstr(r.out, " offset 0x"));
+	itest_run_free(&r);
+	assert_int_equal(gs_allocation_query(c, id3, &st), 0);
+	assert_int_equal(st.segment_preference, gs_segpref_encode(&want));
+	assert_int_equal(st.priority, GS_ALLOC_PRIORITY_LOW);
+
+	/* The daemon's refusals: unknown device, a preference outside the supported set. */
+	cli(&r, f->url_opt, "alloc", "create", "999999", "4096", NULL);
+	expect_exit(&r, EXIT_DAEMON, "alloc create on an unknown device");
+	assert_non_null(strstr(r.err, "NOT_FOUND"));
+	itest_run_free(&r);
+	snprintf(set_s, sizeof(set_s), "0x%x", 1u << lay.memory_segment);
+	cli(&r, f->url_opt, "alloc", "create", dev_s, "4096", "--segments", set_s, "--preference",
+	    pref_s, NULL);
+	expect_exit(&r, EXIT_DAEMON, "alloc create --preference outside --segments");
+	assert_non_null(strstr(r.err, "SEGMENT_PREFERENCE"));
+	itest_run_free(&r);
+
+	/* They are listed, and destroy removes them one at a time. */
+	doc = cli_json(f, "alloc ls --device", "alloc", "ls", "--device", dev_s, NULL);
+	assert_int_equal(json_array_size(doc), 3);
+	json_decref(doc);
+	char id_s[32];
+	snprintf(id_s, sizeof(id_s), "%" PRIu64, id);
+	cli(&r, f->url_opt, "alloc", "destroy", id_s, NULL);
+	expect_exit(&r, EXIT_OK, "alloc destroy");
+	assert_non_null(strstr(r.out, "destroyed"));
+	itest_run_free(&r);
+	assert_int_equal(gs_allocation_query(c, id, &st), GS_STATUS_NOT_FOUND);
+	cli(&r, f->url_opt, "alloc", "destroy", id_s, NULL);
+	expect_exit(&r, EXIT_DAEMON, "alloc destroy (again)");
+	assert_non_null(strstr(r.err, "NOT_FOUND"));
+	itest_run_free(&r);
+	snprintf(id_s, sizeof(id_s), "%" PRIu64, id2);
+	doc = cli_json(f, "alloc destroy --json", "alloc", "destroy", id_s, NULL, NULL);
+	assert_true(json_is_true(json_object_get(doc, "ok")));
+	json_decref(doc);
+	assert_int_equal(gs_allocation_query(c, id2, &st), GS_STATUS_NOT_FOUND);
+	assert_int_equal(gs_allocation_query(c, id3, &st), 0);
+	assert_int_equal(gs_device_destroy(c, dev), 0);
+	gs_close(c);
+}
+
+/* Over-commit from the CLI: once the 1 MiB memory segment and the aperture are full, a new
+ * allocation is created in system memory and says so. */
+static void test_alloc_create_overcommit(void **state)
+{
+	fx *f = *state;
+	itest_run r;
+	gs_client *c = itest_connect(&f->t, NULL);
+	uint64_t dev;
+	assert_int_equal(gs_device_create(c, "cli-overcommit", &dev), 0);
+	char dev_s[32];
+	snprintf(dev_s, sizeof(dev_s), "%" PRIu64, dev);
+	const char *args[] = {"alloc", "create", dev_s, "512K", NULL};
+	int resident = 0;
+	for (int i = 0; i < 4; i++) {
+		json_t *doc = cli_json_argv(f, "alloc create 512K", args);
+		assert_true(json_is_true(json_object_get(doc, "resident")));
+		assert_true(int_of(doc, "segment") > 0);
+		resident++;
+		json_decref(doc);
+	}
+	json_t *doc = cli_json_argv(f, "alloc create 512K (over-commit, json)", args);
+	assert_false(json_is_true(json_object_get(doc, "resident")));
+	assert_int_equal(int_of(doc, "segment"), 0);
+	gs_allocation_status st;
+	assert_int_equal(gs_allocation_query(c, (uint64_t)int_of(doc, "allocation"), &st), 0);
+	assert_false(st.resident);
+	json_decref(doc);
+	cli(&r, f->url_opt, "alloc", "create", dev_s, "512K", NULL);
+	expect_exit(&r, EXIT_OK, "alloc create 512K (over-commit)");
+	assert_non_null(strstr(r.out, "system memory (not resident)"));
+	itest_run_free(&r);
+	assert_int_equal(resident, 4);
+	assert_int_equal(gs_device_destroy(c, dev), 0);
+	gs_close(c);
+}
+
+/* The demo with 12 allocations of 256 KiB (3 MiB) on 2 MiB of segments: every byte and
+ * checksum still verifies, and the paging it reports is the paging the daemon recorded. */
+static void test_demo_overcommit(void **state)
+{
+	fx *f = *state;
+	const char *args[] = {"demo",   "--allocs", "12", "--alloc-size",
+	                      "262144", "--seed",   "11", NULL};
+	json_t *doc = cli_json_argv(f, "demo --allocs 12 --alloc-size 262144", args);
+	assert_true(json_is_true(json_object_get(doc, "ok")));
+	assert_int_equal(int_of(doc, "packets_completed"), int_of(doc, "packets_submitted"));
+	assert_int_equal(int_of(doc, "checksums_ok"), int_of(doc, "checksums_total"));
+	assert_int_equal(int_of(doc, "bytes_mismatched"), 0);
+	assert_true(int_of(doc, "bytes_verified") >= 12 * 262144);
+	assert_int_equal(int_of(doc, "allocations"), 12);
+	assert_int_equal(int_of(doc, "alloc_size"), 262144);
+	assert_int_equal(int_of(doc, "segment_bytes"), SMALL_MEMORY + SMALL_APERTURE);
+	json_int_t paging = int_of(doc, "paging_packets");
+	json_int_t paged = int_of(doc, "bytes_paged");
+	assert_true(paging > 0);
+	assert_true(paged >= 262144);
+	json_decref(doc);
+
+	/* The demo's device was the only one: its count is every Paging packet of the record. */
+	gs_client *c = itest_connect(&f->t, NULL);
+	gs_history_filter hf = {.paging = true, .limit = 10000};
+	gs_packet_record *recs;
+	size_t n;
+	assert_int_equal(gs_history(c, &hf, &recs, &n), 0);
+	json_int_t seen = 0;
+	for (size_t i = 0; i < n; i++)
+		seen += (recs[i].submit_flags & GS_SUBMIT_PAGING) != 0;
+	gs_history_free(recs, n);
+	assert_int_equal(seen, paging);
+	gs_daemon_stats s;
+	assert_int_equal(gs_stats(c, &s), 0);
+	assert_int_equal(s.packets_faulted, 0);
+	assert_int_equal(s.packets_cancelled, 0);
+	assert_int_equal(s.allocations, 0); /* the demo destroyed what it made */
+	gs_close(c);
+
+	/* The plain output says it too. */
+	itest_run r;
+	cli(&r, f->url_opt, "demo", "--allocs", "12", "--alloc-size", "262144", "--packets", "16",
+	    NULL);
+	expect_exit(&r, EXIT_OK, "demo --allocs 12 (plain)");
+	assert_non_null(strstr(r.out, "12 working allocations"));
+	assert_non_null(strstr(r.out, "over-committed"));
+	assert_non_null(strstr(r.out, "paging packet"));
+	assert_non_null(strstr(r.out, "demo: OK"));
+	itest_run_free(&r);
+}
+
 int main(void)
 {
 	/* The CLI reads these; the tests pass everything explicitly. */
@@ -656,6 +929,10 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(test_submit_json, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_history_json, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_memory_commands, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_alloc_create_destroy, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_alloc_create_overcommit, setup_small_vram,
+	                                        teardown),
+	        cmocka_unit_test_setup_teardown(test_demo_overcommit, setup_small_vram, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

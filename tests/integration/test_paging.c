@@ -1475,8 +1475,22 @@ static void test_make_resident_evict(void **state)
 	gs_dmabuf b;
 	gs_dmabuf_init(&b);
 	assert_int_equal(gs_dmabuf_checksum(&b, res, 0, a, 0, size), 0);
-	itest_submit_wait(c, ctx, &b, 0);
+	uint64_t reader = itest_submit_wait(c, ctx, &b, 0);
 	gs_dmabuf_free(&b);
+	/* History by allocation: the render packet that read it and the paging packets that
+	 * moved it (two moves: the eviction and the page-in). */
+	gs_history_filter hf = {.allocation = a, .limit = 100};
+	gs_packet_record *recs;
+	size_t nrec;
+	MUST(c, gs_history(c, &hf, &recs, &nrec));
+	size_t readers = 0, pagers = 0;
+	for (size_t i = 0; i < nrec; i++) {
+		readers += recs[i].packet == reader;
+		pagers += (recs[i].submit_flags & GS_SUBMIT_PAGING) != 0;
+	}
+	gs_history_free(recs, nrec);
+	assert_int_equal(readers, 1);
+	assert_int_equal(pagers, 2);
 	uint8_t got[8];
 	MUST(c, gs_allocation_read(c, res, 0, got, 8));
 	assert_int_equal(gs_le64_get(got), gs_isa_checksum(pat, size));
