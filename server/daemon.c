@@ -89,6 +89,26 @@ static int adapter_init(gs_daemon *d, gs_adapter *a, uint32_t id, const gs_adapt
 	return 0;
 }
 
+static void redispatch_drain(uv_async_t *h)
+{
+	gs_daemon *d = h->data;
+	gs_list *it;
+	while ((it = gs_list_pop_front(&d->redispatch))) {
+		gs_call *c = GS_CONTAINER_OF(it, gs_call, link);
+		gs_list_init(it);
+		if (d->stopping)
+			gs_call_error(c, GS_ST(SHUTTING_DOWN), "the daemon is stopping");
+		else
+			gs_handle_request(d, c);
+	}
+}
+
+void gs_redispatch(gs_daemon *d, gs_call *c)
+{
+	gs_list_push_back(&d->redispatch, &c->link);
+	uv_async_send(&d->redispatch_async);
+}
+
 int gs_daemon_init(gs_daemon *d, const gs_config *cfg, uv_loop_t *loop)
 {
 	memset(d, 0, sizeof(*d));
@@ -101,6 +121,9 @@ int gs_daemon_init(gs_daemon *d, const gs_config *cfg, uv_loop_t *loop)
 	d->system_tenant.priority_ceiling = GS_CLASS_SYSTEM;
 	gs_hmap_init(&d->objects);
 	gs_hmap_init(&d->packets);
+	gs_list_init(&d->redispatch);
+	uv_async_init(loop, &d->redispatch_async, redispatch_drain);
+	d->redispatch_async.data = d;
 	d->retired = calloc(GS_RETIRED_RING, sizeof(*d->retired));
 	if (!d->retired)
 		return -1;
@@ -187,6 +210,8 @@ void gs_daemon_destroy(gs_daemon *d)
 	for (uint32_t i = 0; i < d->nadapters; i++)
 		gs_vidsch_stop(d, &d->adapters[i]);
 	destroy_all_devices(d);
+	/* Requests that were to be handled again are answered now. */
+	redispatch_drain(&d->redispatch_async);
 	/* Reads on the thread pool answer through the socket and audit their errors: let them
 	 * finish while both are still open. */
 	while (d->offloads > 0)
@@ -203,6 +228,7 @@ void gs_daemon_destroy(gs_daemon *d)
 		gs_adapter *a = &d->adapters[i];
 		uv_close((uv_handle_t *)&a->irq_async, NULL);
 	}
+	uv_close((uv_handle_t *)&d->redispatch_async, NULL);
 	uv_run(d->loop, UV_RUN_DEFAULT); /* let the close callbacks run */
 	for (uint32_t i = 0; i < d->nadapters; i++) {
 		gs_adapter *a = &d->adapters[i];

@@ -306,11 +306,16 @@ struct gs_daemon {
 	bool sched_held;   /* gs_vidsch_hold */
 	uint32_t offloads; /* calls running on the thread pool */
 	uv_signal_t sigint, sigterm;
+	uv_async_t redispatch_async; /* drains `redispatch` */
+	gs_list redispatch;
 	uv_timer_t stop_timer;
 	int exit_code;
 };
 
 /* ---- daemon.c ---- */
+/* Handles the call again from the loop, after the current event (a request that waited for
+ * an allocation to be free); answered SHUTTING_DOWN once the daemon stops. */
+void gs_redispatch(gs_daemon *d, gs_call *c);
 int gs_daemon_init(gs_daemon *d, const gs_config *cfg, uv_loop_t *loop);
 /* Stops accepting, cancels queued packets, lets running ones settle, flushes the audit. */
 void gs_daemon_stop(gs_daemon *d);
@@ -396,9 +401,11 @@ void gs_res_cpu_write(gs_allocation *al, uint64_t offset, const uint8_t *in, uin
  * (Gpusched__V1__MoveKind). Returns 0, 1 when already there, or a status with msg. */
 int gs_res_move_to(gs_daemon *d, gs_allocation *al, gs_segment *dst, uint32_t want_flags, int kind,
                    const char *reason, char *msg, size_t cap);
-/* Makes one allocation resident for a MakeResident request. 0 moved, 1 already resident,
- * else a status with msg. */
-int gs_res_make_resident(gs_daemon *d, gs_allocation *al, char *msg, size_t cap);
+/* Makes allocations (of one adapter) resident for a MakeResident request, all or none.
+ * Returns OK with *moved, or a status with msg (NOT_RESIDENT_TOGETHER when they can never
+ * be resident together, OUT_OF_MEMORY when the room is held by packets now). */
+int gs_res_make_resident(gs_daemon *d, gs_allocation **als, size_t n, uint32_t *moved, char *msg,
+                         size_t cap);
 gs_segment *gs_res_segment_by_id(gs_adapter *a, uint32_t wire_id);
 
 /* ---- handlers.c, h_*.c ---- */

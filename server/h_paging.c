@@ -89,21 +89,9 @@ void gs_h_make_resident(gs_daemon *d, gs_call *c)
 		free(als);
 		return;
 	}
-	/* Each one stays out of the others' way: none is chosen to make room for another. */
-	for (size_t i = 0; i < q->n_allocations; i++)
-		als[i]->pins++;
 	uint32_t moves = 0;
-	int st = GS_ST(OK);
 	char msg[256] = "";
-	for (size_t i = 0; i < q->n_allocations && st == GS_ST(OK); i++) {
-		int r = gs_res_make_resident(d, als[i], msg, sizeof(msg));
-		if (r == 0)
-			moves++;
-		else if (r != 1)
-			st = r;
-	}
-	for (size_t i = 0; i < q->n_allocations; i++)
-		als[i]->pins--;
+	int st = gs_res_make_resident(d, als, q->n_allocations, &moves, msg, sizeof(msg));
 	free(als);
 	if (st != GS_ST(OK)) {
 		gs_call_error(c, st, "%s", msg);
@@ -128,6 +116,9 @@ void gs_h_evict(gs_daemon *d, gs_call *c)
 		free(als);
 		return;
 	}
+	/* Nothing runs (or pins) between the moves: all of them go while none is in use. */
+	bool was = d->sched_held;
+	d->sched_held = true;
 	uint32_t moves = 0;
 	int st = GS_ST(OK);
 	char msg[256] = "";
@@ -140,6 +131,8 @@ void gs_h_evict(gs_daemon *d, gs_call *c)
 			st = r;
 	}
 	free(als);
+	if (!was)
+		gs_vidsch_hold(d, false);
 	if (st != GS_ST(OK)) {
 		gs_call_error(c, st, "%s", msg);
 		return;

@@ -41,6 +41,7 @@
 #include "swizzle.h"
 #include "wddm.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -196,27 +197,27 @@ static void pin(gs_adapter *a, gs_allocation *al, uint64_t use)
 	al->last_use_ns = gs_now_ns();
 }
 
-/* Releases one pin; re-dispatches the requests that waited for the allocation to be free. */
+/* Releases one pin. Requests that waited for the allocation to be free are handled again
+ * from the loop once the current event is done (gs_redispatch), never from inside the
+ * scheduler's own state changes. */
 static void unpin(gs_daemon *d, gs_adapter *a, gs_allocation *al)
 {
 	if (--al->pins > 0)
 		return;
 	a->pinned_allocs--;
 	gs_list *it;
-	while ((it = gs_list_pop_front(&al->pin_waiters))) {
-		gs_call *c = GS_CONTAINER_OF(it, gs_call, link);
-		gs_list_init(it);
-		gs_handle_request(d, c);
-	}
+	while ((it = gs_list_pop_front(&al->pin_waiters)))
+		gs_redispatch(d, GS_CONTAINER_OF(it, gs_call, link));
 }
 
 /* Room may have appeared: packets that found none try again. */
 static void room_changed(gs_daemon *d, gs_adapter *a)
 {
-	if (gs_list_empty(&a->room->gpu_waiters))
-		return;
+	/* Bumped even with no one waiting: a packet planning now compares with the value it
+	 * saw before it planned. */
 	a->room->value++;
-	gs_obj_sync_changed(d, a->room);
+	if (!gs_list_empty(&a->room->gpu_waiters))
+		gs_obj_sync_changed(d, a->room);
 }
 
 static void unpin_packet(gs_daemon *d, gs_packet *p)
@@ -384,8 +385,9 @@ static void context_switch_for(gs_daemon *d, gs_adapter *a, const gs_allocation 
 		gs_packet *r = n->running;
 		if (!r || r->flip_waiting || n->switch_for == r->rec.packet)
 			continue;
+		/* By handle: the running packet's device may be gone (destroyed while it ran). */
 		bool paging = r->rec.submit_flags & GS_SUBMIT_PAGING;
-		if (paging ? r->rec.device != al->dev->obj.handle : r->ctx->dev != al->dev)
+		if (r->rec.device != al->dev->obj.handle)
 			continue;
 		gs_packet *cs = paging_packet_new(0);
 		if (!cs) {
@@ -403,23 +405,90 @@ static void context_switch_for(gs_daemon *d, gs_adapter *a, const gs_allocation 
 	}
 }
 
+/* ---- plans ---- */
+
 /*
- * Moves al to [dst, dst_off) (already taken in dst's heap): builds the paging packet, frees the
- * old range, records the move. idle: no packet runs with the allocation (AllocationIsIdle).
- * Returns false (nothing changed, dst's range given back) when memory for the packet is short.
+ * A plan is made as a transaction: every move it needs is applied to the heap bookkeeping as
+ * it is decided (so later decisions see it) and recorded; when the plan cannot be completed,
+ * the moves are undone in reverse order and nothing was queued, so a packet that finds no
+ * room leaves memory exactly as it was. Only a complete plan is committed: its paging
+ * packets are built and queued in the order the moves were decided.
  */
-static bool move_alloc(gs_daemon *d, gs_allocation *al, gs_segment *dst, uint64_t dst_off, int kind,
-                       uint64_t for_packet, bool idle, const char *reason, gs_node *on)
+typedef struct planned {
+	gs_allocation *al;
+	gs_segment *src, *dst;
+	uint64_t src_off, dst_off;
+	int kind;
+	char reason[96];
+} planned;
+
+typedef struct plan {
+	gs_daemon *d;
+	gs_adapter *a;
+	uint64_t for_packet;
+	gs_node *
+	        on; /* the node paging runs on: a packet's paging companion, else the paging node */
+	const char *reason;
+	planned *mv;
+	size_t n, cap;
+} plan;
+
+/* Records the move of al to [dst, dst_off) (already taken in dst's heap) and applies it to the
+ * bookkeeping. Returns false, with dst's range given back, when memory is short. */
+static bool plan_move(plan *pl, gs_allocation *al, gs_segment *dst, uint64_t dst_off, int kind,
+                      const char *reason)
 {
+	if (pl->n == pl->cap) {
+		size_t nc = pl->cap ? pl->cap * 2 : 8;
+		planned *m = realloc(pl->mv, nc * sizeof(*m));
+		if (!m) {
+			gs_heap_free(&dst->heap, dst_off, al->size);
+			return false;
+		}
+		pl->mv = m;
+		pl->cap = nc;
+	}
+	planned *m = &pl->mv[pl->n++];
+	*m = (planned){.al = al,
+	               .src = al->segment,
+	               .dst = dst,
+	               .src_off = al->offset,
+	               .dst_off = dst_off,
+	               .kind = kind};
+	snprintf(m->reason, sizeof(m->reason), "%s", reason);
+	gs_heap_free(&al->segment->heap, al->offset, al->size);
+	set_location(pl->a, al, dst, dst_off);
+	return true;
+}
+
+/* Undoes the moves recorded after the first `keep`, newest first. */
+static void plan_rollback(plan *pl, size_t keep)
+{
+	while (pl->n > keep) {
+		planned *m = &pl->mv[--pl->n];
+		gs_heap_free(&m->dst->heap, m->dst_off, m->al->size);
+		/* Free again: everything that took it since was undone before. */
+		int rc = gs_heap_alloc_at(&m->src->heap, m->src_off, m->al->size);
+		assert(rc == 0);
+		(void)rc;
+		set_location(pl->a, m->al, m->src, m->src_off);
+	}
+}
+
+/*
+ * Builds and queues the paging packet of one planned move. idle: AllocationIsIdle, which every
+ * planned move is (pinned allocations never move). Returns false when memory is short.
+ */
+static bool emit_move(gs_daemon *d, const planned *m, uint64_t for_packet, gs_node *on)
+{
+	gs_allocation *al = m->al;
 	gs_adapter *a = adapter_of(al);
-	gs_segment *src = al->segment;
-	uint64_t src_off = al->offset;
 	uint32_t conv = 0;
-	if (tiled_in(src, al) && !tiled_in(dst, al))
+	if (tiled_in(m->src, al) && !tiled_in(m->dst, al))
 		conv = GS_TRANSFER_UNSWIZZLE;
-	else if (!tiled_in(src, al) && tiled_in(dst, al))
+	else if (!tiled_in(m->src, al) && tiled_in(m->dst, al))
 		conv = GS_TRANSFER_SWIZZLE;
-	uint32_t base = conv | (idle ? GS_TRANSFER_ALLOCATION_IS_IDLE : 0u);
+	uint32_t base = conv | GS_TRANSFER_ALLOCATION_IS_IDLE;
 	uint64_t chunk = d->cfg.paging_chunk;
 	if (conv)
 		chunk = gs_swizzle_chunk(chunk, al->pitch);
@@ -429,12 +498,12 @@ static bool move_alloc(gs_daemon *d, gs_allocation *al, gs_segment *dst, uint64_
 	if (!p || gs_transfer_split(al->size, chunk, base, sub, pieces) != (int64_t)pieces) {
 		free(sub);
 		free(p);
-		gs_heap_free(&dst->heap, dst_off, al->size);
 		GS_ERROR("memory manager: out of memory building a paging packet");
 		return false;
 	}
 	context_switch_for(d, a, al);
-	uint64_t from = gs_addr_make(src->id, src_off), to = gs_addr_make(dst->id, dst_off);
+	uint64_t from = gs_addr_make(m->src->id, m->src_off);
+	uint64_t to = gs_addr_make(m->dst->id, m->dst_off);
 	for (uint64_t i = 0; i < pieces; i++) {
 		gs_isa_cmd cmd = {.op = GS_OP_TRANSFER,
 		                  .dst = to + sub[i].offset,
@@ -454,27 +523,50 @@ static bool move_alloc(gs_daemon *d, gs_allocation *al, gs_segment *dst, uint64_
 	al->inflight++;
 	al->moving++;
 	al->moves++;
-	gs_heap_free(&src->heap, src_off, al->size);
-	set_location(a, al, dst, dst_off);
-	if (kind == MK(EVICT) || kind == MK(EVICT_REQUEST))
+	bool evict = m->kind == MK(EVICT) || m->kind == MK(EVICT_REQUEST);
+	if (evict)
 		a->evictions++;
 	a->paging_bytes += al->size;
 	uint32_t whole = base | (pieces ? GS_TRANSFER_START | GS_TRANSFER_END : 0u);
 	char detail[160];
 	snprintf(detail, sizeof(detail),
 	         "%s allocation %llu: segment %u+%llu -> %u+%llu, %llu bytes",
-	         kind == MK(EVICT) || kind == MK(EVICT_REQUEST) ? "evict" : "move",
-	         (unsigned long long)al->obj.handle, is_sysmem(src) ? 0 : src->id,
-	         (unsigned long long)src_off, gs_res_segment_id(al), (unsigned long long)dst_off,
+	         evict ? "evict" : "move", (unsigned long long)al->obj.handle,
+	         is_sysmem(m->src) ? 0 : m->src->id, (unsigned long long)m->src_off,
+	         is_sysmem(m->dst) ? 0 : m->dst->id, (unsigned long long)m->dst_off,
 	         (unsigned long long)al->size);
-	/* The node: the one asked for (a packet's paging companion), else the paging node. */
-	gs_node *n = on ? on : &a->nodes[a->paging_node];
-	paging_queue(d, n, al->dev, p, GS_SUBMIT_PAGING, detail);
+	paging_queue(d, on ? on : &a->nodes[a->paging_node], al->dev, p, GS_SUBMIT_PAGING, detail);
 	al->move_seq = p->paging_seq;
-	audit_move(d, al, kind, src, src_off, p->rec.packet, for_packet, whole, (uint32_t)pieces,
-	           reason);
-	gs_audit_allocation_of(d, al); /* its row holds the current placement */
+	/* The row describes where it is now, which is where the last planned move put it. */
+	gs_move_rec r = {.allocation = al->obj.handle,
+	                 .tenant = al->obj.tenant->name,
+	                 .device = al->dev->obj.handle,
+	                 .adapter = a->id,
+	                 .packet = p->rec.packet,
+	                 .for_packet = for_packet,
+	                 .kind = m->kind,
+	                 .from_segment = is_sysmem(m->src) ? 0 : m->src->id,
+	                 .from_offset = m->src_off,
+	                 .to_segment = is_sysmem(m->dst) ? 0 : m->dst->id,
+	                 .to_offset = m->dst_off,
+	                 .bytes = al->size,
+	                 .transfer_flags = whole,
+	                 .pieces = (uint32_t)pieces,
+	                 .reason = m->reason};
+	gs_audit_move(d->audit, &r);
+	gs_audit_allocation_of(d, al);
 	return true;
+}
+
+/* Queues every planned move. When memory runs short half way, the moves not queued yet are
+ * undone. Returns the number queued; all of them when it equals pl->n on return. */
+static size_t plan_commit(plan *pl)
+{
+	size_t done = 0;
+	while (done < pl->n && emit_move(pl->d, &pl->mv[done], pl->for_packet, pl->on))
+		done++;
+	plan_rollback(pl, done);
+	return done;
 }
 
 /* ---- making room ---- */
@@ -505,39 +597,25 @@ static gs_segment *eviction_target(gs_adapter *a, const gs_allocation *v, const 
 	return gs_heap_alloc(&a->sysmem.heap, v->size, false, off) == 0 ? &a->sysmem : NULL;
 }
 
-typedef struct room_ctx {
-	uint64_t for_packet;
-	gs_node *on;
-	const char *reason;
-	uint32_t moves;
-} room_ctx;
-
-/*
- * Frees one hole of size bytes in segment s by evicting unpinned allocations. With
- * honour_priority != 0, only when every victim's priority is below it (an allocation keeping
- * its preference). Returns true with the hole taken in s's heap at *off.
- */
-static bool evict_for(gs_daemon *d, gs_adapter *a, gs_segment *s, uint64_t size,
-                      uint32_t honour_priority, room_ctx *rc, uint64_t *off)
+/* The segment's live allocations as victim candidates, sorted by offset (NULL: no memory). */
+static cand *candidates(gs_adapter *a, const gs_segment *s, size_t *count)
 {
 	size_t n = 0, cap = 64;
 	cand *cs = malloc(cap * sizeof(*cs));
-	for (gs_list *it = a->residents[s->id].next; it != &a->residents[s->id]; it = it->next) {
+	for (gs_list *it = a->residents[s->id].next; cs && it != &a->residents[s->id];
+	     it = it->next) {
 		gs_allocation *v = GS_CONTAINER_OF(it, gs_allocation, res_link);
-		if (!cs)
-			break;
 		if (n == cap) {
 			cand *m = realloc(cs, 2 * cap * sizeof(*cs));
 			if (!m) {
 				free(cs);
-				cs = NULL;
-				break;
+				return NULL;
 			}
 			cs = m;
 			cap *= 2;
 		}
-		/* Destroyed ones are on their way out with their last packet: never worth moving.
-		 */
+		/* Destroyed ones are on their way out with their last packet: never worth
+		 * moving. */
 		cs[n].c = (gs_victim_candidate){.offset = v->offset,
 		                                .size = rounded(v->size),
 		                                .priority = v->priority,
@@ -546,49 +624,60 @@ static bool evict_for(gs_daemon *d, gs_adapter *a, gs_segment *s, uint64_t size,
 		cs[n].al = v;
 		n++;
 	}
-	if (!cs) {
-		GS_ERROR("memory manager: out of memory choosing victims");
-		return false;
-	}
-	qsort(cs, n, sizeof(*cs), cmp_cand);
-	gs_victim_candidate *c = malloc((n ? n : 1) * sizeof(*c));
-	size_t *idx = malloc((n ? n : 1) * sizeof(*idx));
+	if (cs)
+		qsort(cs, n, sizeof(*cs), cmp_cand);
+	*count = n;
+	return cs;
+}
+
+/*
+ * Plans one hole of size bytes in segment s by evicting unpinned allocations. With
+ * honour_priority != 0, only when every victim's priority is below it (an allocation keeping
+ * its preference). Returns true with the hole taken in s's heap at *off; false with nothing
+ * planned.
+ */
+static bool evict_for(plan *pl, gs_segment *s, uint64_t size, uint32_t honour_priority,
+                      uint64_t *off)
+{
+	size_t n = 0, mark = pl->n;
+	cand *cs = candidates(pl->a, s, &n);
+	gs_victim_candidate *c = cs ? malloc((n ? n : 1) * sizeof(*c)) : NULL;
+	size_t *idx = c ? malloc((n ? n : 1) * sizeof(*idx)) : NULL;
 	bool ok = false;
-	if (c && idx) {
+	if (!idx)
+		GS_ERROR("memory manager: out of memory choosing victims");
+	size_t nv = 0;
+	uint64_t hole = 0;
+	int rv = -1;
+	if (idx) {
 		for (size_t i = 0; i < n; i++)
 			c[i] = cs[i].c;
-		size_t nv = 0;
-		uint64_t hole = 0;
-		int rv = gs_pick_victims_contiguous(c, n, s->heap.size, size, idx, n, &nv, &hole);
-		if (rv == 0 && honour_priority) {
-			uint32_t *pr = malloc((nv ? nv : 1) * sizeof(*pr));
-			if (!pr)
-				rv = -1;
-			else {
-				for (size_t i = 0; i < nv; i++)
-					pr[i] = c[idx[i]].priority;
-				if (!gs_should_evict_for_preference(honour_priority, pr, nv))
-					rv = -1;
-				free(pr);
-			}
+		rv = gs_pick_victims_contiguous(c, n, s->heap.size, size, idx, n, &nv, &hole);
+	}
+	if (rv == 0 && honour_priority) {
+		uint32_t pr[64];
+		if (nv > 64)
+			rv = -1; /* more victims than a preference is worth */
+		for (size_t i = 0; rv == 0 && i < nv; i++)
+			pr[i] = c[idx[i]].priority;
+		if (rv == 0 && !gs_should_evict_for_preference(honour_priority, pr, nv))
+			rv = -1;
+	}
+	if (rv == 0) {
+		ok = true;
+		for (size_t i = 0; i < nv && ok; i++) {
+			gs_allocation *v = cs[idx[i]].al;
+			uint64_t voff;
+			gs_segment *to = eviction_target(pl->a, v, s, &voff);
+			char why[96];
+			snprintf(why, sizeof(why), "room in segment %u (%s)", s->id, pl->reason);
+			ok = to && plan_move(pl, v, to, voff, MK(EVICT), why);
 		}
-		if (rv == 0) {
-			ok = true;
-			for (size_t i = 0; i < nv && ok; i++) {
-				gs_allocation *v = cs[idx[i]].al;
-				uint64_t voff;
-				gs_segment *to = eviction_target(a, v, s, &voff);
-				char why[96];
-				snprintf(why, sizeof(why), "room in segment %u (%s)", s->id,
-				         rc->reason);
-				ok = to && move_alloc(d, v, to, voff, MK(EVICT), rc->for_packet,
-				                      true, why, rc->on);
-				rc->moves += ok;
-			}
-			ok = ok && gs_heap_alloc_at(&s->heap, hole, size) == 0;
-			if (ok)
-				*off = hole;
-		}
+		ok = ok && gs_heap_alloc_at(&s->heap, hole, size) == 0;
+		if (ok)
+			*off = hole;
+		else
+			plan_rollback(pl, mark);
 	}
 	free(idx);
 	free(c);
@@ -596,10 +685,10 @@ static bool evict_for(gs_daemon *d, gs_adapter *a, gs_segment *s, uint64_t size,
 	return ok;
 }
 
-/* Finds a place for al (pinned by the caller) and moves it there. */
-static bool place(gs_daemon *d, gs_allocation *al, room_ctx *rc, int kind)
+/* Plans a place for al (pinned by the caller) and its move there. */
+static bool place(plan *pl, gs_allocation *al, int kind)
 {
-	gs_adapter *a = adapter_of(al);
+	gs_adapter *a = pl->a;
 	gs_place_step steps[GS_PLACE_STEPS_MAX];
 	size_t ns = gs_vidmm_place_order(a->segments, a->nsegments, al->supported_segment_set,
 	                                 al->segment_preference, steps, GS_PLACE_STEPS_MAX);
@@ -611,29 +700,59 @@ static bool place(gs_daemon *d, gs_allocation *al, room_ctx *rc, int kind)
 		gs_segment *s = &a->segments[steps[i].index];
 		if (gs_heap_alloc(&s->heap, al->size, steps[i].top_down, &off) == 0 ||
 		    (steps[i].preferred && prio >= GS_ALLOC_PRIORITY_HIGH &&
-		     evict_for(d, a, s, al->size, prio, rc, &off)))
-			return move_alloc(d, al, s, off, kind, rc->for_packet, true, rc->reason,
-			                  rc->on) &&
-			       ++rc->moves;
+		     evict_for(pl, s, al->size, prio, &off)))
+			return plan_move(pl, al, s, off, kind, pl->reason);
 	}
 	/* The last resort: evict whatever is least valuable, in the same order. */
 	for (size_t i = 0; i < ns; i++) {
 		gs_segment *s = &a->segments[steps[i].index];
-		if (evict_for(d, a, s, al->size, 0, rc, &off))
-			return move_alloc(d, al, s, off, kind, rc->for_packet, true, rc->reason,
-			                  rc->on) &&
-			       ++rc->moves;
+		if (evict_for(pl, s, al->size, 0, &off))
+			return plan_move(pl, al, s, off, kind, pl->reason);
 	}
 	return false;
+}
+
+/*
+ * After a plan failed: will the situation ever change? Yes while others hold pins, paging is
+ * in flight, or destroyed allocations still occupy room (their last packets hold them).
+ * `mine` lists the allocations the failed request pinned itself (n entries, may repeat).
+ */
+static bool room_may_come(gs_adapter *a, gs_allocation *const *mine, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		mine[i]->mark = 0;
+	for (size_t i = 0; i < n; i++)
+		mine[i]->mark++;
+	uint64_t distinct = 0;
+	bool others = false;
+	for (size_t i = 0; i < n; i++) {
+		gs_allocation *al = mine[i];
+		if (al->mark) {
+			others |= al->pins > al->mark;
+			distinct++;
+			al->mark = 0; /* counted once */
+		}
+	}
+	others |= a->pinned_allocs > distinct;
+	others |= a->paging_done->value < a->paging_seq;
+	for (uint32_t s = 0; s < a->nsegments && !others; s++) {
+		const gs_list *h = &a->residents[a->segments[s].id];
+		for (const gs_list *it = h->next; it != h && !others; it = it->next)
+			others = GS_CONTAINER_OF(it, gs_allocation, res_link)->destroyed;
+	}
+	return others;
 }
 
 gs_res_result gs_res_prepare(gs_daemon *d, gs_packet *p, char *why, size_t cap)
 {
 	gs_adapter *a = p->node->adapter;
 	if (p->pinned) {
-		/* Woken after its paging: everything it needs is in place (pins kept it). */
+		/* Woken after its paging: everything it needs is in place (its pins kept it:
+		 * a ready packet's allocations are never moved, as WDDM's rule says). */
 		return GS_RES_READY;
 	}
+	/* A room change from here on wakes it, even one that happens while it plans. */
+	uint64_t room0 = a->room->value;
 	uint64_t use = ++d->use_seq;
 	p->pinned = true;
 	for (uint32_t i = 0; i < p->nallocs; i++)
@@ -660,55 +779,49 @@ gs_res_result gs_res_prepare(gs_daemon *d, gs_packet *p, char *why, size_t cap)
 	gs_node *companion = &a->nodes[p->ctx->paging_companion_node_id < a->nnodes
 	                                       ? p->ctx->paging_companion_node_id
 	                                       : a->paging_node];
-	room_ctx rc = {.for_packet = p->rec.packet, .on = companion, .reason = reason};
-	uint64_t seq0 = a->paging_seq;
+	plan pl = {.d = d, .a = a, .for_packet = p->rec.packet, .on = companion, .reason = reason};
 	gs_allocation *missing = NULL;
 	for (uint32_t i = 0; i < p->nallocs && !missing; i++) {
 		gs_allocation *al = p->allocs[i].alloc;
-		if (!gs_res_resident(al) && !place(d, al, &rc, MK(PAGE_IN)))
+		if (!gs_res_resident(al) && !place(&pl, al, MK(PAGE_IN)))
 			missing = al;
 	}
-	p->paging_moves = rc.moves;
+	if (missing)
+		plan_rollback(&pl, 0);
+	else if (plan_commit(&pl) < pl.n)
+		missing = p->allocs[0].alloc; /* out of memory half way: try again later */
+	size_t moves = pl.n;
+	free(pl.mv);
 	gs_res_result res = GS_RES_PAGING;
 	if (missing) {
-		/* Others' pins hold the room. If no one else holds anything, nothing will ever
-		 * change: the packet's allocations cannot be resident together. */
-		bool others = false;
-		for (uint32_t i = 0; i < p->nallocs; i++)
-			p->allocs[i].alloc->mark = 0;
-		for (uint32_t i = 0; i < p->nallocs; i++)
-			p->allocs[i].alloc->mark++;
-		uint64_t mine = 0;
-		for (uint32_t i = 0; i < p->nallocs; i++) {
-			gs_allocation *al = p->allocs[i].alloc;
-			if (al->mark) {
-				others |= al->pins > al->mark;
-				mine++;
-				al->mark = 0; /* counted once */
-			}
+		gs_allocation **mine = malloc((p->nallocs ? p->nallocs : 1) * sizeof(*mine));
+		bool may = true;
+		if (mine) {
+			for (uint32_t i = 0; i < p->nallocs; i++)
+				mine[i] = p->allocs[i].alloc;
+			may = room_may_come(a, mine, p->nallocs);
+			free(mine);
 		}
-		others |= a->pinned_allocs > mine;
-		/* Paging in flight or destroyed allocations still held: things will change. */
-		others |= a->paging_done->value < a->paging_seq;
-		/* Quietly: these pins were only just taken, and waking the other waiters for
-		 * room now would have them retry against the same situation, back and forth. */
+		/* Quietly: these pins were only just taken; waking the others for them would
+		 * only have them retry against the same situation. */
 		unpin_packet(d, p);
-		if (others) {
+		if (may) {
+			p->room_wait = room0 + 1;
 			res = GS_RES_NO_ROOM;
 		} else {
 			snprintf(why, cap,
 			         "allocation %llu (%llu bytes) cannot be made resident together "
-			         "with "
-			         "the rest of the packet's allocation list",
+			         "with the rest of the packet's allocation list",
 			         (unsigned long long)missing->obj.handle,
 			         (unsigned long long)missing->size);
 			res = GS_RES_NEVER;
 		}
-	} else if (a->paging_seq == seq0 && last_move <= a->paging_done->value) {
-		res = GS_RES_READY;
+	} else {
+		p->paging_moves = (uint32_t)moves;
+		p->paging_wait = moves ? a->paging_seq : last_move;
+		if (p->paging_wait <= a->paging_done->value)
+			res = GS_RES_READY;
 	}
-	if (res == GS_RES_PAGING)
-		p->paging_wait = a->paging_seq > seq0 ? a->paging_seq : last_move;
 	release(d, was);
 	return res;
 }
@@ -735,25 +848,50 @@ void gs_res_paging_done(gs_daemon *d, gs_packet *p)
 
 /* ---- client requests ---- */
 
-int gs_res_make_resident(gs_daemon *d, gs_allocation *al, char *msg, size_t cap)
+int gs_res_make_resident(gs_daemon *d, gs_allocation **als, size_t n, uint32_t *moved, char *msg,
+                         size_t cap)
 {
-	if (gs_res_resident(al)) {
-		audit_move(d, al, MK(RESIDENT), al->segment, al->offset, 0, 0, 0, 0,
-		           "MakeResident: resident already");
-		return 1;
-	}
+	gs_adapter *a = adapter_of(als[0]);
+	uint64_t use = ++d->use_seq;
+	/* Each one stays out of the others' way: none is chosen to make room for another. */
+	for (size_t i = 0; i < n; i++)
+		pin(a, als[i], use);
 	bool was = hold(d);
-	room_ctx rc = {.reason = "MakeResident"};
-	bool ok = place(d, al, &rc, MK(PAGE_IN));
-	release(d, was);
-	if (!ok) {
-		snprintf(msg, cap,
-		         "no room for allocation %llu (%llu bytes): the allocations that would "
-		         "have to move are in use by running packets",
-		         (unsigned long long)al->obj.handle, (unsigned long long)al->size);
-		return GS_ST(OUT_OF_MEMORY);
+	plan pl = {.d = d, .a = a, .reason = "MakeResident"};
+	gs_allocation *missing = NULL;
+	for (size_t i = 0; i < n && !missing; i++) {
+		if (gs_res_resident(als[i]))
+			audit_move(d, als[i], MK(RESIDENT), als[i]->segment, als[i]->offset, 0, 0,
+			           0, 0, "MakeResident: resident already");
+		else if (!place(&pl, als[i], MK(PAGE_IN)))
+			missing = als[i];
 	}
-	return 0;
+	if (missing)
+		plan_rollback(&pl, 0);
+	else if (plan_commit(&pl) < pl.n)
+		missing = als[0];
+	*moved = (uint32_t)pl.n;
+	free(pl.mv);
+	bool may = missing && room_may_come(a, als, n);
+	for (size_t i = 0; i < n; i++)
+		unpin(d, a, als[i]);
+	release(d, was);
+	if (!missing)
+		return GS_ST(OK);
+	*moved = 0;
+	if (!may) {
+		snprintf(msg, cap,
+		         "allocation %llu (%llu bytes) cannot be made resident together with the "
+		         "rest of the request",
+		         (unsigned long long)missing->obj.handle,
+		         (unsigned long long)missing->size);
+		return GS_ST(NOT_RESIDENT_TOGETHER);
+	}
+	snprintf(msg, cap,
+	         "no room for allocation %llu (%llu bytes) now: what would have to move is in use "
+	         "by packets that are running or about to run; nothing was moved",
+	         (unsigned long long)missing->obj.handle, (unsigned long long)missing->size);
+	return GS_ST(OUT_OF_MEMORY);
 }
 
 int gs_res_move_to(gs_daemon *d, gs_allocation *al, gs_segment *dst, uint32_t want_flags, int kind,
@@ -778,20 +916,26 @@ int gs_res_move_to(gs_daemon *d, gs_allocation *al, gs_segment *dst, uint32_t wa
 	}
 	if (al->segment == dst)
 		return 1;
+	/* Callers wait until no packet holds it (gs_h_evict, gs_h_transfer). */
+	assert(al->pins == 0);
 	bool was = hold(d);
 	uint64_t off;
-	room_ctx rc = {.reason = reason};
-	uint64_t use = ++d->use_seq;
-	pin(a, al, use); /* never its own victim */
-	bool room = gs_heap_alloc(&dst->heap, al->size, false, &off) == 0 ||
-	            (!is_sysmem(dst) && evict_for(d, a, dst, al->size, 0, &rc, &off));
+	plan pl = {.d = d, .a = a, .reason = reason};
+	pin(a, al, ++d->use_seq); /* never its own victim */
+	bool ok = gs_heap_alloc(&dst->heap, al->size, false, &off) == 0 ||
+	          (!is_sysmem(dst) && evict_for(&pl, dst, al->size, 0, &off));
 	unpin(d, a, al);
-	bool ok = room && move_alloc(d, al, dst, off, kind, 0, true, reason, NULL);
+	ok = ok && plan_move(&pl, al, dst, off, kind, reason);
+	if (ok)
+		ok = plan_commit(&pl) == pl.n;
+	else
+		plan_rollback(&pl, 0);
+	free(pl.mv);
 	release(d, was);
 	if (!ok) {
 		snprintf(msg, cap,
 		         "no room for allocation %llu (%llu bytes) in segment %u: what would have "
-		         "to move is in use by running packets",
+		         "to move is in use by packets that are running or about to run",
 		         (unsigned long long)al->obj.handle, (unsigned long long)al->size,
 		         is_sysmem(dst) ? 0 : dst->id);
 		return GS_ST(OUT_OF_MEMORY);

@@ -480,9 +480,7 @@ static bool make_resident(gs_daemon *d, gs_context *x, gs_packet *p)
 	if (r == GS_RES_READY)
 		return true;
 	x->refs++;
-	if (r == GS_RES_NO_ROOM)
-		p->room_wait = p->node->adapter->room->value + 1;
-	else if (r == GS_RES_NEVER)
+	if (r == GS_RES_NEVER)
 		cancel_packet(d, p, why);
 	enqueue_ready(d, x); /* parks it on its wait, or queues its next packet */
 	gs_context_put(d, x);

@@ -953,7 +953,7 @@ static void repatch_run(fx *f, bool parked)
 
 	/* The move: a Transfer of A from vram to the aperture by one paging packet X, made
 	 * after P was stopped and finished before P ran again. */
-	gs_move mv;
+	gs_move mv = {0};
 	if (!find_move(c, a, GS_MOVE_TRANSFER, &mv))
 		fail_msg("no TRANSFER move of allocation %" PRIu64, a);
 	assert_int_equal(mv.from_segment, SEG_MEM);
@@ -1075,7 +1075,7 @@ static void expect_after_move(fx *f, gs_client *c, uint64_t barrier_ctx, uint64_
                               gs_move_kind kind, uint64_t reader, uint64_t out, const uint8_t *want,
                               size_t n, const char *what)
 {
-	gs_move mv;
+	gs_move mv = {0};
 	if (!find_move(c, alloc, kind, &mv))
 		fail_msg("no %s move of allocation %" PRIu64, gs_move_kind_name(kind), alloc);
 	itest_audit_barrier(c, barrier_ctx);
@@ -1231,7 +1231,7 @@ static void test_new_allocation_waits_for_paging(void **state)
 	expect_bytes(c, v, pat, sizeof(pat), "V, moved out of the range N took");
 	expect_bytes(c, n, pat2, sizeof(pat2), "N, written while the paging before it was queued");
 	/* The zero-fill of N was a paging packet of its own, recorded with N's placement. */
-	gs_move mv;
+	gs_move mv = {0};
 	assert_true(find_move(c, n, GS_MOVE_PLACE, &mv));
 	assert_true(mv.packet != 0);
 }
@@ -1327,7 +1327,7 @@ static void test_tiled(void **state)
 	expect_bytes(c, t, pat, TL_SIZE, "tiled allocation read by the CPU in the aperture");
 	gpu_raw(c, ctx, t, lin, got);
 	expect_same(got, pat, TL_SIZE, "GPU copy of the tiled allocation in the aperture (linear)");
-	gs_move mv;
+	gs_move mv = {0};
 	assert_true(find_move(c, t, GS_MOVE_TRANSFER, &mv));
 	assert_int_equal(mv.from_segment, SEG_MEM);
 	assert_int_equal(mv.to_segment, SEG_APE);
@@ -1434,7 +1434,7 @@ static void test_make_resident_evict(void **state)
 	assert_false(st.moving);
 	assert_int_equal(st.moves, 1);
 	expect_bytes(c, a, pat, size, "after Evict");
-	gs_move mv;
+	gs_move mv = {0};
 	assert_true(find_move(c, a, GS_MOVE_EVICT_REQUEST, &mv));
 	assert_int_equal(mv.from_segment, SEG_MEM);
 	assert_int_equal(mv.to_segment, 0);
@@ -1700,6 +1700,401 @@ static void test_gpu_signal_of_paging_sync(void **state)
 	itest_audit_barrier(c, ctx);
 }
 
+/* =====================================================================================
+ * 7. Races found by a review of the memory manager, each once reproduced against it
+ * ===================================================================================== */
+
+typedef struct ev_thread {
+	gs_client *c;
+	uint64_t dev;
+	uint64_t al[2];
+	int rv;
+	gs_paging_result r;
+	char msg[256];
+} ev_thread;
+
+static void *ev_thread_fn(void *arg)
+{
+	ev_thread *x = arg;
+	x->rv = gs_evict(x->c, x->dev, x->al, 2, &x->r);
+	snprintf(x->msg, sizeof(x->msg), "%s", gs_client_message(x->c));
+	return NULL;
+}
+
+/*
+ * races R1: Evict [A, B] is parked on A's pin (P runs with A). When P retires, the Evict is
+ * re-dispatched from inside retire(); moving A releases the scheduler hold, which kicks node 0,
+ * where Q {B read, C write; C in system memory} was waiting: Q pins B and C and waits for C's
+ * page-in. The Evict then moves B (pinned by Q) without looking at the pin. Q runs after C's
+ * page-in, patched with B's system-memory address, before B's eviction transfer has copied B.
+ */
+static void test_r1_multi_evict_moves_pinned(void **state)
+{
+	fx *f = *state;
+	gs_client *c = fx_start(f, "wall", 1024, 1024, 16384);
+	itest_layout lay;
+	itest_layout_of(c, &lay);
+	uint64_t dev;
+	MUST(c, gs_device_create(c, "r1", &dev));
+	uint64_t ctx_p = sched_context(c, dev, 0, lay.paging_node, CLASS_HIGH, 0);
+	uint64_t ctx_q = sched_context(c, dev, 0, lay.paging_node, CLASS_NORMAL, 0);
+	gs_allocation_placement pa, pb, pf, pc;
+	uint64_t a = alloc_make(c, dev, 256 * KiB, BIT(SEG_MEM), pref1(SEG_MEM), 0, 0, &pa);
+	uint64_t b = alloc_make(c, dev, 256 * KiB, BIT(SEG_MEM), pref1(SEG_MEM), 0, 0, &pb);
+	uint64_t fl = alloc_make(c, dev, 512 * KiB, BIT(SEG_MEM), pref1(SEG_MEM), 0, 0, &pf);
+	uint64_t cc = alloc_make(c, dev, 256 * KiB, BIT(SEG_MEM), pref1(SEG_MEM), 0, 0, &pc);
+	uint64_t out = alloc_make(c, dev, 256 * KiB, BIT(SEG_APE), 0, 0, 0, NULL);
+	(void)fl;
+	assert_int_equal(pa.segment, SEG_MEM);
+	assert_int_equal(pb.segment, SEG_MEM);
+	assert_int_equal(pf.segment, SEG_MEM);
+	assert_int_equal(pc.segment, 0); /* vram full: system memory */
+	static uint8_t pat[256 * KiB];
+	uint64_t rng = 0x77;
+	random_bytes(&rng, pat, sizeof(pat));
+	MUST(c, gs_allocation_write(c, b, 0, pat, sizeof(pat)));
+
+	uint64_t s1;
+	MUST(c, gs_sync_create(c, dev, 0, &s1));
+	gs_dmabuf buf;
+	gs_dmabuf_init(&buf);
+	assert_int_equal(gs_dmabuf_signal(&buf, s1, 1), 0);
+	assert_int_equal(gs_dmabuf_spin(&buf, 400000, 0), 0);
+	assert_int_equal(gs_dmabuf_fill(&buf, a, 0, 64, 0x11111111u), 0);
+	uint64_t p = submit(c, ctx_p, &buf, 0);
+	gs_dmabuf_free(&buf);
+	sync_reached(c, s1, 1); /* P runs: A pinned */
+
+	/* Q: lower band on the same node: waits in the run queue, not prepared. */
+	gs_dmabuf_init(&buf);
+	assert_int_equal(gs_dmabuf_copy(&buf, out, 0, b, 0, 256 * KiB), 0);
+	assert_int_equal(gs_dmabuf_fill(&buf, cc, 0, 64, 0x22222222u), 0);
+	uint64_t q = submit(c, ctx_q, &buf, 0);
+	gs_dmabuf_free(&buf);
+
+	ev_thread th = {.dev = dev, .al = {a, b}, .rv = -100};
+	th.c = itest_connect(&f->d.t, NULL);
+	uint64_t before = requests_seen(c);
+	pthread_t tid;
+	assert_int_equal(pthread_create(&tid, NULL, ev_thread_fn, &th), 0);
+	long long deadline = gs_test_now_ms() + WAIT_MS;
+	uint64_t polls = 0, seen = before;
+	while (seen < before + polls + 1 && gs_test_now_ms() < deadline) {
+		seen = requests_seen(c);
+		polls++;
+	}
+	assert_int_equal(query(c, a).moves, 0); /* parked on A's pin */
+	assert_int_equal(query(c, b).moves, 0);
+	if (gs_packet_state_is_final(sched_state_now(c, p)))
+		fail_msg("P ended before the Evict was parked");
+
+	assert_int_equal(pthread_join(tid, NULL), 0);
+	gs_close(th.c);
+	if (th.rv != 0)
+		fail_msg("evict: %s: %s", gs_status_name(th.rv), th.msg);
+	gs_allocation_status sb = query(c, b);
+	fprintf(stderr, "races R1: after Evict: B segment %u pinned %u moving %d moves %llu\n",
+	        sb.segment, sb.pinned, sb.moving, (unsigned long long)sb.moves);
+	expect_final(c, p, GS_PACKET_COMPLETED);
+	expect_final(c, q, GS_PACKET_COMPLETED);
+	paging_wait(c, &th.r);
+	gs_move mv = {0};
+	assert_true(find_move(c, b, GS_MOVE_EVICT_REQUEST, &mv));
+	itest_audit_barrier(c, ctx_q);
+	int64_t b_done = event_seq(db_of(f), mv.packet, GS_PACKET_COMPLETED, true);
+	int64_t q_ready = event_seq(db_of(f), q, GS_PACKET_READY, true);
+	fprintf(stderr,
+	        "races R1: Q READY at event %lld, B's eviction packet %llu COMPLETED at %lld\n",
+	        (long long)q_ready, (unsigned long long)mv.packet, (long long)b_done);
+	uint8_t *got = malloc(sizeof(pat));
+	MUST(c, gs_allocation_read(c, out, 0, got, sizeof(pat)));
+	size_t bad = 0;
+	for (size_t i = 0; i < sizeof(pat); i++)
+		bad += got[i] != pat[i];
+	free(got);
+	/* Either Q ran with B where it was and B's eviction was planned after Q finished (the
+	 * Evict waited for Q's pin), or Q ran after the eviction and B's page-in. */
+	int64_t b_planned = event_seq(db_of(f), mv.packet, GS_PACKET_SUBMITTED, false);
+	int64_t q_done = event_seq(db_of(f), q, GS_PACKET_COMPLETED, true);
+	fprintf(stderr, "races R1: B's eviction planned at event %lld, Q COMPLETED at %lld\n",
+	        (long long)b_planned, (long long)q_done);
+	if ((q_ready < b_done && q_done > b_planned) || bad)
+		fail_msg("Q was dispatched (event %lld) before B's eviction (packet %llu, done at "
+		         "%lld) moved B, which Q had pinned; %zu of %zu bytes Q copied from B are "
+		         "wrong",
+		         (long long)q_ready, (unsigned long long)mv.packet, (long long)b_done, bad,
+		         sizeof(pat));
+}
+
+/*
+ * races R2: a destroyed allocation D, still referenced by a queued (unprepared) packet, is never an
+ * eviction victim and is not counted by the NO_ROOM / NEVER decision: packet P, whose single
+ * 512 KiB allocation fits in vram once D goes, is cancelled as "cannot be made resident
+ * together".
+ */
+static void test_r2_destroyed_allocation_never(void **state)
+{
+	fx *f = *state;
+	gs_client *c = fx_start(f, "wall", 1024, 1024, 16384);
+	itest_layout lay;
+	itest_layout_of(c, &lay);
+	uint64_t dev;
+	MUST(c, gs_device_create(c, "r2", &dev));
+	uint64_t ctx0 = sched_context(c, dev, 0, lay.paging_node, CLASS_NORMAL, 0);
+	uint64_t ctx1 = sched_context(c, dev, 1, lay.paging_node, CLASS_NORMAL, 0);
+	gs_allocation_placement pd, px;
+	uint64_t dd = alloc_make(c, dev, 768 * KiB, BIT(SEG_MEM) | BIT(SEG_APE), pref1(SEG_MEM), 0,
+	                         0, &pd);
+	uint64_t x = alloc_make(c, dev, 512 * KiB, BIT(SEG_MEM), pref1(SEG_MEM), 0, 0, &px);
+	assert_int_equal(pd.segment, SEG_MEM);
+	assert_int_equal(px.segment, 0);
+	/* ctx1: K spins, Q (FILL D) waits behind it, unprepared. */
+	gs_dmabuf buf;
+	gs_dmabuf_init(&buf);
+	assert_int_equal(gs_dmabuf_spin(&buf, 300000, 0), 0);
+	uint64_t k = submit(c, ctx1, &buf, 0);
+	gs_dmabuf_free(&buf);
+	gs_dmabuf_init(&buf);
+	assert_int_equal(gs_dmabuf_fill(&buf, dd, 0, 64, 1), 0);
+	uint64_t q = submit(c, ctx1, &buf, 0);
+	gs_dmabuf_free(&buf);
+	MUST(c, gs_allocation_destroy(c, dd));
+	gs_dmabuf_init(&buf);
+	assert_int_equal(gs_dmabuf_fill(&buf, x, 0, 64, 2), 0);
+	uint64_t p = submit(c, ctx0, &buf, 0);
+	gs_dmabuf_free(&buf);
+	expect_final(c, k, GS_PACKET_COMPLETED);
+	expect_final(c, q, GS_PACKET_COMPLETED);
+	gs_packet_state st = GS_PACKET_UNKNOWN;
+	gs_packet_wait(c, p, WAIT_MS, &st, NULL);
+	if (st != GS_PACKET_COMPLETED) {
+		gs_packet_event *ev = NULL;
+		size_t n = sched_events(c, p, &ev);
+		fail_msg("P (one 512 KiB allocation, vram 1 MiB) ended %s: %s",
+		         gs_packet_state_name(st), n ? ev[n - 1].detail : "");
+	}
+}
+
+/* races R3: MakeResident of two allocations that cannot be resident together answers
+ * OUT_OF_MEMORY ("in use by running packets") instead of NOT_RESIDENT_TOGETHER. */
+static void test_r3_make_resident_status(void **state)
+{
+	fx *f = *state;
+	gs_client *c = fx_start(f, "wall", 1024, 1024, 16384);
+	uint64_t dev;
+	MUST(c, gs_device_create(c, "r3", &dev));
+	uint64_t x = alloc_make(c, dev, 768 * KiB, BIT(SEG_MEM), pref1(SEG_MEM), 0, 0, NULL);
+	uint64_t y = alloc_make(c, dev, 768 * KiB, BIT(SEG_MEM), pref1(SEG_MEM), 0, 0, NULL);
+	uint64_t l[2] = {x, y};
+	gs_paging_result r;
+	int rv = gs_make_resident(c, dev, l, 2, &r);
+	fprintf(stderr, "races R3: MakeResident -> %s: %s\n", gs_status_name(rv),
+	        rv ? gs_client_message(c) : "");
+	assert_int_equal(rv, GS_STATUS_NOT_RESIDENT_TOGETHER);
+}
+
+static void *tr_thread_fn(void *arg)
+{
+	rp_thread *x = arg;
+	x->rv = gs_transfer(x->c, x->alloc, 0, 0, &x->r);
+	snprintf(x->msg, sizeof(x->msg), "%s", gs_client_message(x->c));
+	return NULL;
+}
+
+/* races R4: a Transfer parked on a pin is re-dispatched while gs_vidsch_stop settles the aborted
+ * packet, after the paging contexts were cancelled: its paging packet is queued and never
+ * retired (the allocation, the packet and the paging context leak). */
+static void test_r4_parked_transfer_at_shutdown(void **state)
+{
+	fx *f = *state;
+	const char *cfg =
+	        "{\"clock\": \"wall\", \"shutdown_grace_ms\": 200, \"paging_chunk\": 16384, "
+	        "\"adapters\": [{\"name\": \"emu0\", \"backend\": \"emu\", \"nodes\": ["
+	        "{\"name\": \"3d\", \"kind\": \"3d\"},"
+	        "{\"name\": \"copy\", \"kind\": \"copy\", \"paging\": true}],"
+	        "\"segments\": [{\"id\": 1, \"name\": \"vram\", \"kind\": \"memory\", "
+	        "\"size\": 1048576}], \"system_memory_mib\": 64}]}";
+	sched_daemon_start(&f->d, cfg, false);
+	gs_client *c = itest_connect(&f->d.t, NULL);
+	f->c[f->nc++] = c;
+	uint64_t dev;
+	MUST(c, gs_device_create(c, "r4", &dev));
+	uint64_t ctx = sched_context(c, dev, 0, 1, CLASS_NORMAL, 0);
+	uint64_t a = alloc_make(c, dev, 64 * KiB, BIT(SEG_MEM), 0, 0, 0, NULL);
+	uint64_t s1;
+	MUST(c, gs_sync_create(c, dev, 0, &s1));
+	gs_dmabuf buf;
+	gs_dmabuf_init(&buf);
+	assert_int_equal(gs_dmabuf_signal(&buf, s1, 1), 0);
+	assert_int_equal(gs_dmabuf_spin(&buf, 30000000, 0), 0);
+	assert_int_equal(gs_dmabuf_fill(&buf, a, 0, 64, 1), 0);
+	(void)submit(c, ctx, &buf, 0);
+	gs_dmabuf_free(&buf);
+	sync_reached(c, s1, 1);
+	rp_thread th = {.alloc = a, .rv = -100};
+	th.c = itest_connect(&f->d.t, NULL);
+	uint64_t before = requests_seen(c);
+	pthread_t tid;
+	assert_int_equal(pthread_create(&tid, NULL, tr_thread_fn, &th), 0);
+	long long deadline = gs_test_now_ms() + WAIT_MS;
+	uint64_t polls = 0, seen = before;
+	while (seen < before + polls + 1 && gs_test_now_ms() < deadline) {
+		seen = requests_seen(c);
+		polls++;
+	}
+	int rc = sched_daemon_stop(&f->d);
+	assert_int_equal(pthread_join(tid, NULL), 0);
+	fprintf(stderr, "races R4: parked Transfer answered %s (%s); daemon exit %d\n",
+	        gs_status_name(th.rv), th.msg, rc);
+	gs_close(th.c);
+	assert_int_equal(rc, 0);
+}
+
+/* races R6: two NO_ROOM packets whose allocation lists cannot complete while a third packet pins
+ * part of vram evict each other's partial placements on every paging completion: paging
+ * ping-pong for as long as the pin lasts. */
+static void test_r6_no_room_ping_pong(void **state)
+{
+	fx *f = *state;
+	gs_client *c = fx_start(f, "wall", 1024, 1024, 16384);
+	itest_layout lay;
+	itest_layout_of(c, &lay);
+	uint64_t dev;
+	MUST(c, gs_device_create(c, "r6", &dev));
+	uint64_t dev2;
+	MUST(c, gs_device_create(c, "r6-other", &dev2));
+	uint64_t ctx_t = sched_context(c, dev2, 0, lay.paging_node, CLASS_NORMAL, 0);
+	uint64_t ctx_1 = sched_context(c, dev, 1, lay.paging_node, CLASS_NORMAL, 0);
+	uint64_t ctx_2 = sched_context(c, dev, 1, lay.paging_node, CLASS_NORMAL, 0);
+	uint64_t z = alloc_make(c, dev2, 512 * KiB, BIT(SEG_MEM), 0, 0, 0, NULL);
+	uint64_t fill = alloc_make(c, dev, 512 * KiB, BIT(SEG_MEM), 0, 0, 0, NULL);
+	uint64_t al[6];
+	for (int i = 0; i < 6; i++)
+		al[i] = alloc_make(c, dev, 256 * KiB, BIT(SEG_MEM), 0, 0, 0, NULL);
+	MUST(c, gs_allocation_destroy(c, fill));
+	uint64_t s1;
+	MUST(c, gs_sync_create(c, dev2, 0, &s1));
+	gs_dmabuf buf;
+	gs_dmabuf_init(&buf);
+	assert_int_equal(gs_dmabuf_signal(&buf, s1, 1), 0);
+	assert_int_equal(gs_dmabuf_spin(&buf, 3000000, 0), 0);
+	assert_int_equal(gs_dmabuf_fill(&buf, z, 0, 64, 1), 0);
+	uint64_t t = submit(c, ctx_t, &buf, 0);
+	gs_dmabuf_free(&buf);
+	sync_reached(c, s1, 1);
+	uint64_t pk[2];
+	for (int j = 0; j < 2; j++) {
+		gs_dmabuf_init(&buf);
+		for (int i = 0; i < 3; i++)
+			assert_int_equal(gs_dmabuf_fill(&buf, al[3 * j + i], 0, 64, 7), 0);
+		pk[j] = submit(c, j ? ctx_2 : ctx_1, &buf, 0);
+		gs_dmabuf_free(&buf);
+	}
+	/* Count the paging packets queued while T pins Z: from now until T completes (3 s). */
+	gs_daemon_stats s0, s2;
+	MUST(c, gs_stats(c, &s0));
+	expect_final(c, t, GS_PACKET_COMPLETED);
+	MUST(c, gs_stats(c, &s2));
+	fprintf(stderr, "races R6: paging packets while T pins Z: %llu (%llu bytes)\n",
+	        (unsigned long long)(s2.paging_packets - s0.paging_packets),
+	        (unsigned long long)(s2.paging_bytes - s0.paging_bytes));
+	for (int i = 0; i < 6; i++) {
+		gs_allocation_status q6 = query(c, al[i]);
+		fprintf(stderr, "races R6: al[%d] seg %u moves %llu pinned %u\n", i, q6.segment,
+		        (unsigned long long)q6.moves, q6.pinned);
+	}
+	for (int j = 0; j < 2; j++) {
+		gs_packet_event *ev = NULL;
+		size_t n = sched_events(c, pk[j], &ev);
+		for (size_t i = 0; i < n; i++)
+			fprintf(stderr, "races R6: P%d event %s %s\n", j + 1,
+			        gs_packet_state_name(ev[i].state),
+			        ev[i].detail ? ev[i].detail : "");
+		gs_packet_events_free(ev, n);
+	}
+	expect_final(c, t, GS_PACKET_COMPLETED);
+	expect_final(c, pk[0], GS_PACKET_COMPLETED);
+	expect_final(c, pk[1], GS_PACKET_COMPLETED);
+	if (s2.paging_packets - s0.paging_packets > 20)
+		fail_msg("paging ping-pong: %llu paging packets while no packet was able to run",
+		         (unsigned long long)(s2.paging_packets - s0.paging_packets));
+}
+
+/* races R7: the null backend ("untouched memory") does not execute the memory manager's TRANSFER or
+ * FILL either: a Transfer loses the allocation's bytes, and the moved allocation shows what
+ * the destination range held before (here: a destroyed allocation's bytes). */
+static void test_r7_null_backend_paging(void **state)
+{
+	fx *f = *state;
+	const char *cfg = "{\"clock\": \"wall\", \"paging_chunk\": 16384, "
+	                  "\"adapters\": [{\"name\": \"emu0\", \"backend\": \"null\", \"nodes\": ["
+	                  "{\"name\": \"3d\", \"kind\": \"3d\"},"
+	                  "{\"name\": \"copy\", \"kind\": \"copy\", \"paging\": true}],"
+	                  "\"segments\": [{\"id\": 1, \"name\": \"vram\", \"kind\": \"memory\", "
+	                  "\"size\": 1048576}, {\"id\": 2, \"name\": \"aperture\", \"kind\": "
+	                  "\"aperture\", \"size\": 1048576, \"cpu_visible\": true}], "
+	                  "\"system_memory_mib\": 64}]}";
+	sched_daemon_start(&f->d, cfg, false);
+	gs_client *c = itest_connect(&f->d.t, NULL);
+	f->c[f->nc++] = c;
+	uint64_t dev;
+	MUST(c, gs_device_create(c, "r7", &dev));
+	static uint8_t secret[64 * KiB], mine[64 * KiB], got[64 * KiB];
+	memset(secret, 0x5a, sizeof(secret));
+	memset(mine, 0xa5, sizeof(mine));
+	gs_allocation_placement po, pa;
+	uint64_t old = alloc_make(c, dev, 64 * KiB, BIT(SEG_APE), 0, 0, 0, &po);
+	MUST(c, gs_allocation_write(c, old, 0, secret, sizeof(secret)));
+	MUST(c, gs_allocation_destroy(c, old));
+	uint64_t a = alloc_make(c, dev, 64 * KiB, BIT(SEG_MEM) | BIT(SEG_APE), pref1(SEG_MEM), 0, 0,
+	                        &pa);
+	MUST(c, gs_allocation_write(c, a, 0, mine, sizeof(mine)));
+	gs_paging_result r;
+	MUST(c, gs_transfer(c, a, SEG_APE, 0, &r));
+	paging_wait(c, &r);
+	gs_allocation_status st = query(c, a);
+	MUST(c, gs_allocation_read(c, a, 0, got, sizeof(got)));
+	fprintf(stderr,
+	        "races R7: A now in segment %u+%llu (old was %u+%llu); first byte 0x%02x "
+	        "(wrote 0xa5; the destroyed allocation held 0x5a)\n",
+	        st.segment, (unsigned long long)st.offset, po.segment,
+	        (unsigned long long)po.offset, got[0]);
+	assert_memory_equal(got, mine, sizeof(mine));
+}
+
+/* R8 (sanity): device destroyed while paging packets of its allocations are queued. */
+static void test_r8_device_destroyed_with_paging_queued(void **state)
+{
+	fx *f = *state;
+	gs_client *c = fx_start(f, "wall", 1024, 1024, 16384);
+	itest_layout lay;
+	itest_layout_of(c, &lay);
+	uint64_t dev, dev2;
+	MUST(c, gs_device_create(c, "r8", &dev));
+	MUST(c, gs_device_create(c, "r8-blocker", &dev2));
+	uint64_t ctx = sched_context(c, dev, 0, lay.paging_node, CLASS_NORMAL, 0);
+	uint64_t a = alloc_make(c, dev, 256 * KiB, BIT(SEG_MEM) | BIT(SEG_APE), pref1(SEG_MEM), 0,
+	                        0, NULL);
+	uint64_t b = alloc_make(c, dev, 256 * KiB, BIT(SEG_MEM) | BIT(SEG_APE), pref1(SEG_MEM), 0,
+	                        0, NULL);
+	gs_dmabuf buf;
+	gs_dmabuf_init(&buf);
+	assert_int_equal(gs_dmabuf_spin(&buf, 300000, 0), 0);
+	assert_int_equal(gs_dmabuf_fill(&buf, b, 0, 64, 1), 0);
+	uint64_t r = submit(c, ctx, &buf, 0);
+	gs_dmabuf_free(&buf);
+	(void)r;
+	uint64_t k = block_paging_node(c, dev2, lay.paging_node);
+	gs_paging_result pr;
+	MUST(c, gs_transfer(c, a, SEG_APE, 0, &pr));
+	MUST(c, gs_device_destroy(c, dev));
+	uint64_t n = alloc_make(c, dev2, 512 * KiB, BIT(SEG_MEM), 0, 0, 0, NULL);
+	expect_final(c, k, GS_PACKET_COMPLETED);
+	(void)n;
+	gs_daemon_stats st;
+	MUST(c, gs_stats(c, &st));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1715,6 +2110,16 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(test_make_resident_evict, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_bad_input, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_gpu_signal_of_paging_sync, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_r1_multi_evict_moves_pinned, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_r2_destroyed_allocation_never, setup,
+	                                        teardown),
+	        cmocka_unit_test_setup_teardown(test_r3_make_resident_status, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_r4_parked_transfer_at_shutdown, setup,
+	                                        teardown),
+	        cmocka_unit_test_setup_teardown(test_r6_no_room_ping_pong, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_r7_null_backend_paging, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_r8_device_destroyed_with_paging_queued, setup,
+	                                        teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
