@@ -395,9 +395,12 @@ static void test_virtual_determinism(void **state)
  * The two backlogs come from two clients, so they cannot be one batch. Meanwhile a HIGH
  * context of tenant a keeps the engine busy in wall time with large FILLs (the virtual
  * clock makes SPINs free, memory traffic is not): both backlogs queue behind it. Should it
- * finish early the measurement still holds: the window starts only once both are queued.
+ * finish early (a loaded machine), a's backlog runs alone first: its last solo run is a
+ * credit the newcomer b still holds when the window opens, which skews the shares by about
+ * one SPIN. So this returns whether both backlogs were queued behind the FILLs, and the
+ * caller measures again on a fresh daemon when they were not.
  */
-static void share_measure(fx *f, uint32_t share_a, uint32_t share_b, uint64_t *ta, uint64_t *tb,
+static bool share_measure(fx *f, uint32_t share_a, uint32_t share_b, uint64_t *ta, uint64_t *tb,
                           uint64_t *window)
 {
 	char cfg[512];
@@ -508,9 +511,11 @@ static void share_measure(fx *f, uint32_t share_a, uint32_t share_b, uint64_t *t
 			         id, nruns, sum, SHARE_SPIN_US);
 	}
 	assert_true(sliced >= runs / 2);
+	bool behind = hog_run->end_seq > queued_seq;
 	sched_timeline_free(&tl);
 	batch_free(&ba);
 	batch_free(&bb);
+	return behind;
 }
 
 static void expect_share(uint64_t ta, uint64_t tb, uint64_t window, uint32_t share_a,
@@ -526,18 +531,30 @@ static void expect_share(uint64_t ta, uint64_t tb, uint64_t window, uint32_t sha
 		         ta / 1000, tb / 1000, ratio, share_a, share_b, want);
 }
 
-static void test_share_weighted(void **state)
+/* Measures until both backlogs were queued behind the FILLs (at most 3 daemons), then
+ * checks the split. */
+static void share_test(fx *f, uint32_t share_a, uint32_t share_b)
 {
 	uint64_t ta, tb, window;
-	share_measure(*state, 1, 3, &ta, &tb, &window);
-	expect_share(ta, tb, window, 1, 3);
+	for (int attempt = 1; !share_measure(f, share_a, share_b, &ta, &tb, &window); attempt++) {
+		if (attempt == 3)
+			fail_msg("3 times the FILLs ended before both backlogs were queued");
+		for (int i = 0; i < f->nc; i++)
+			gs_close(f->c[i]);
+		f->nc = 0;
+		assert_int_equal(sched_daemon_stop(&f->d[0]), 0);
+	}
+	expect_share(ta, tb, window, share_a, share_b);
+}
+
+static void test_share_weighted(void **state)
+{
+	share_test(*state, 1, 3);
 }
 
 static void test_share_equal(void **state)
 {
-	uint64_t ta, tb, window;
-	share_measure(*state, 1, 1, &ta, &tb, &window);
-	expect_share(ta, tb, window, 1, 1);
+	share_test(*state, 1, 1);
 }
 
 /* =====================================================================================
