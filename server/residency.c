@@ -794,7 +794,7 @@ gs_res_result gs_res_prepare(gs_daemon *d, gs_packet *p, char *why, size_t cap)
 	free(pl.mv);
 	gs_res_result res = GS_RES_PAGING;
 	if (missing) {
-		gs_allocation **mine = malloc((p->nallocs ? p->nallocs : 1) * sizeof(*mine));
+		gs_allocation **mine = calloc(p->nallocs ? p->nallocs : 1, sizeof(*mine));
 		bool may = true;
 		if (mine) {
 			for (uint32_t i = 0; i < p->nallocs; i++)

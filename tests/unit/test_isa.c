@@ -235,7 +235,7 @@ static void expect_decode(const gs_isa_cmd *cmd, size_t edit_at, uint8_t edit_va
 	uint8_t buf[64];
 	size_t n = gs_isa_encode(cmd, buf, sizeof(buf));
 	assert_true(n > 0);
-	if (edit_at < n)
+	if (edit_at < n && edit_at < sizeof(buf))
 		buf[edit_at] = edit_value;
 	size_t len = n - len_cut, pos = 0;
 	gs_isa_cmd out;
