@@ -148,8 +148,9 @@ typedef enum gs_move_kind {
 	GS_MOVE_EVICT_REQUEST = 5, /* explicit gs_evict */
 	GS_MOVE_RESIDENT = 6,      /* make-resident found it resident already (no bytes moved) */
 	GS_MOVE_FREE = 7,          /* destroyed: its range was freed */
+	GS_MOVE_COMPACT = 8,       /* slid within its segment to open a hole (compaction) */
 } gs_move_kind;
-/* "PLACE", "PAGE_IN", "EVICT", "TRANSFER", "EVICT_REQUEST", "RESIDENT", "FREE";
+/* "PLACE", "PAGE_IN", "EVICT", "TRANSFER", "EVICT_REQUEST", "RESIDENT", "FREE", "COMPACT";
  * "UNKNOWN" for values outside the enum. */
 const char *gs_move_kind_name(gs_move_kind kind);
 

@@ -29,7 +29,9 @@
  *             Swizzle and Unswizzle), +36 u32 pitch (bytes per row of the tiled layout,
  *             server/swizzle.h: a non-zero multiple of 64 when Swizzle or Unswizzle is set,
  *             else 0). Copies size bytes, swizzling (linear src -> tiled dst) or unswizzling
- *             (tiled src -> linear dst) when asked; src and dst must not overlap.
+ *             (tiled src -> linear dst) when asked. A plain transfer may overlap (memmove
+ *             semantics: compaction slides allocations within a segment); a converting one
+ *             must not.
  *             Daemon only: it builds paging buffers out of TRANSFER commands (submit flag
  *             Paging), and a client DMA buffer that contains one is refused.
  *

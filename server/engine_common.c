@@ -123,15 +123,19 @@ int gs_engine_exec_cmd(const gs_memory *mem, const gs_exec *x, const gs_isa_cmd 
 		dst = translate(mem, x, cmd->dst, cmd->size, true, detail, detail_cap);
 		if (!dst)
 			return -1;
-		if ((src < dst ? (uint64_t)(dst - src) : (uint64_t)(src - dst)) < cmd->size) {
-			snprintf(detail, detail_cap, "TRANSFER source and destination overlap");
+		/* A converting transfer cannot run in place; a plain one may (compaction slides
+		 * allocations within a segment): memmove semantics. */
+		if ((cmd->transfer_flags & (GS_ISA_TRANSFER_SWIZZLE | GS_ISA_TRANSFER_UNSWIZZLE)) &&
+		    (src < dst ? (uint64_t)(dst - src) : (uint64_t)(src - dst)) < cmd->size) {
+			snprintf(detail, detail_cap,
+			         "TRANSFER source and destination overlap while converting");
 			return -1;
 		}
 		if (cmd->transfer_flags & GS_ISA_TRANSFER_SWIZZLE)
 			return gs_swizzle(dst, src, cmd->size, cmd->pitch) == 0 ? 0 : -1;
 		if (cmd->transfer_flags & GS_ISA_TRANSFER_UNSWIZZLE)
 			return gs_unswizzle(dst, src, cmd->size, cmd->pitch) == 0 ? 0 : -1;
-		memcpy(dst, src, cmd->size);
+		memmove(dst, src, cmd->size);
 		return 0;
 	case GS_OP_COUNT_:
 		break;

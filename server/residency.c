@@ -461,6 +461,38 @@ static bool plan_move(plan *pl, gs_allocation *al, gs_segment *dst, uint64_t dst
 	return true;
 }
 
+/* Records sliding al to offset `to` of its own segment (compaction), where the range may
+ * overlap its old one: the old range is given back first, then the new one taken. */
+static bool plan_slide(plan *pl, gs_allocation *al, uint64_t to)
+{
+	if (pl->n == pl->cap) {
+		size_t nc = pl->cap ? pl->cap * 2 : 8;
+		planned *m = realloc(pl->mv, nc * sizeof(*m));
+		if (!m)
+			return false;
+		pl->mv = m;
+		pl->cap = nc;
+	}
+	gs_segment *s = al->segment;
+	gs_heap_free(&s->heap, al->offset, al->size);
+	if (gs_heap_alloc_at(&s->heap, to, al->size) != 0) {
+		int rc = gs_heap_alloc_at(&s->heap, al->offset, al->size);
+		assert(rc == 0);
+		(void)rc;
+		return false;
+	}
+	planned *m = &pl->mv[pl->n++];
+	*m = (planned){.al = al,
+	               .src = s,
+	               .dst = s,
+	               .src_off = al->offset,
+	               .dst_off = to,
+	               .kind = MK(COMPACT)};
+	snprintf(m->reason, sizeof(m->reason), "compaction of segment %u (%s)", s->id, pl->reason);
+	set_location(pl->a, al, s, to);
+	return true;
+}
+
 /* Undoes the moves recorded after the first `keep`, newest first. */
 static void plan_rollback(plan *pl, size_t keep)
 {
@@ -685,6 +717,41 @@ static bool evict_for(plan *pl, gs_segment *s, uint64_t size, uint32_t honour_pr
 	return ok;
 }
 
+/*
+ * Plans one hole of size bytes in segment s by sliding unpinned allocations down within it
+ * (compaction by paging: they stay resident), when s has enough free bytes between its
+ * pinned allocations but not in one piece. The cheapest plan (fewest bytes moved) of
+ * gs_heap_compact_plan. Returns true with the hole taken at *off; false with nothing planned.
+ */
+static bool compact_for(plan *pl, gs_segment *s, uint64_t size, uint64_t *off)
+{
+	if (s->heap.size - s->heap.used < rounded(size) ||
+	    gs_heap_largest_free(&s->heap) >= rounded(size))
+		return false;
+	size_t n = 0, mark = pl->n, nm = 0;
+	cand *cs = candidates(pl->a, s, &n);
+	gs_live_block *blocks = cs ? malloc((n ? n : 1) * sizeof(*blocks)) : NULL;
+	gs_move *moves = blocks ? malloc((n ? n : 1) * sizeof(*moves)) : NULL;
+	bool ok = false;
+	if (moves) {
+		for (size_t i = 0; i < n; i++)
+			blocks[i] = (gs_live_block){cs[i].c.offset, cs[i].c.size, !cs[i].c.pinned};
+		if (gs_heap_compact_plan(blocks, n, s->heap.size, size, moves, n, &nm, NULL) == 0 &&
+		    nm > 0) {
+			ok = true;
+			for (size_t i = 0; i < nm && ok; i++)
+				ok = plan_slide(pl, cs[moves[i].block].al, moves[i].to);
+			ok = ok && gs_heap_alloc(&s->heap, size, false, off) == 0;
+			if (!ok)
+				plan_rollback(pl, mark);
+		}
+	}
+	free(moves);
+	free(blocks);
+	free(cs);
+	return ok;
+}
+
 /* Plans a place for al (pinned by the caller) and its move there. */
 static bool place(plan *pl, gs_allocation *al, int kind)
 {
@@ -701,6 +768,12 @@ static bool place(plan *pl, gs_allocation *al, int kind)
 		if (gs_heap_alloc(&s->heap, al->size, steps[i].top_down, &off) == 0 ||
 		    (steps[i].preferred && prio >= GS_ALLOC_PRIORITY_HIGH &&
 		     evict_for(pl, s, al->size, prio, &off)))
+			return plan_move(pl, al, s, off, kind, pl->reason);
+	}
+	/* Enough free bytes, but not in one piece: compact, in the same order. */
+	for (size_t i = 0; i < ns; i++) {
+		gs_segment *s = &a->segments[steps[i].index];
+		if (compact_for(pl, s, al->size, &off))
 			return plan_move(pl, al, s, off, kind, pl->reason);
 	}
 	/* The last resort: evict whatever is least valuable, in the same order. */

@@ -1236,6 +1236,114 @@ static void test_new_allocation_waits_for_paging(void **state)
 	assert_true(mv.packet != 0);
 }
 
+/*
+ * Compaction by paging: vram holds four allocations with two 256 KiB holes between them; a
+ * 512 KiB allocation that supports only vram cannot fit in one piece, so an allocation slides
+ * down (a COMPACT move, a plain in-place TRANSFER) instead of being evicted, and keeps its
+ * bytes.
+ */
+static void test_compaction(void **state)
+{
+	fx *f = *state;
+	gs_client *c = fx_start(f, "virtual", 1024, 1024, 65536);
+	itest_layout lay;
+	itest_layout_of(c, &lay);
+	uint64_t dev;
+	MUST(c, gs_device_create(c, "compact", &dev));
+	uint64_t ctx = sched_context(c, dev, 0, lay.paging_node, CLASS_NORMAL, 0);
+	uint64_t al[4];
+	gs_allocation_placement pl[4];
+	for (int i = 0; i < 4; i++) {
+		al[i] = alloc_make(c, dev, 256 * KiB, BIT(SEG_MEM), pref1(SEG_MEM), 0, 0, &pl[i]);
+		assert_int_equal(pl[i].segment, SEG_MEM);
+	}
+	static uint8_t pat[2][256 * KiB];
+	uint64_t rng = 0xc0c0;
+	for (int k = 0; k < 2; k++) {
+		random_bytes(&rng, pat[k], sizeof(pat[k]));
+		MUST(c, gs_allocation_write(c, al[2 * k + 1], 0, pat[k], sizeof(pat[k])));
+	}
+	/* Holes where 0 and 2 were: 512 KiB free, 256 KiB the largest piece. */
+	MUST(c, gs_allocation_destroy(c, al[0]));
+	MUST(c, gs_allocation_destroy(c, al[2]));
+	gs_allocation_placement pb;
+	uint64_t big = alloc_make(c, dev, 512 * KiB, BIT(SEG_MEM), pref1(SEG_MEM), 0, 0, &pb);
+	assert_int_equal(pb.segment, 0); /* no piece large enough: system memory for now */
+	gs_dmabuf b;
+	gs_dmabuf_init(&b);
+	assert_int_equal(gs_dmabuf_fill(&b, big, 0, 512 * KiB, 0x600df00du), 0);
+	itest_submit_wait(c, ctx, &b, 0);
+	gs_dmabuf_free(&b);
+
+	gs_allocation_status sb = query(c, big);
+	assert_true(sb.resident);
+	assert_int_equal(sb.segment, SEG_MEM);
+	for (int k = 0; k < 2; k++) {
+		gs_allocation_status st = query(c, al[2 * k + 1]);
+		assert_int_equal(st.segment, SEG_MEM); /* still resident: slid, not evicted */
+		expect_bytes(c, al[2 * k + 1], pat[k], sizeof(pat[k]), "a compacted allocation");
+	}
+	/* The cheapest plan slides 1 down onto the first hole (256 KiB moved), which merges
+	 * the two holes; 3 stays where it is. */
+	gs_move mv = {0};
+	assert_false(find_move(c, al[3], GS_MOVE_COMPACT, &mv));
+	assert_int_equal(query(c, al[3]).offset, pl[3].offset);
+	assert_true(find_move(c, al[1], GS_MOVE_COMPACT, &mv));
+	assert_int_equal(mv.from_offset, pl[1].offset);
+	assert_int_equal(mv.to_offset, pl[0].offset);
+	assert_int_equal(mv.from_segment, SEG_MEM);
+	assert_int_equal(mv.to_segment, SEG_MEM);
+	assert_true(mv.to_offset < mv.from_offset);
+	assert_int_equal(mv.transfer_flags & (GS_TRANSFER_SWIZZLE | GS_TRANSFER_UNSWIZZLE), 0);
+	assert_false(find_move(c, al[1], GS_MOVE_EVICT, &mv));
+	assert_false(find_move(c, al[3], GS_MOVE_EVICT, &mv));
+	uint8_t *got = malloc(512 * KiB);
+	assert_non_null(got);
+	MUST(c, gs_allocation_read(c, big, 0, got, 512 * KiB));
+	for (size_t i = 0; i < 512 * KiB; i += 4)
+		if (got[i] != 0x0d || got[i + 3] != 0x60)
+			fail_msg("the compacted-for allocation holds 0x%02x at %zu", got[i], i);
+	free(got);
+}
+
+/* Compaction where the slide overlaps the allocation's old range: x (256 KiB at 128 KiB)
+ * slides to 0, through the TRANSFER's memmove semantics. */
+static void test_compaction_overlapping(void **state)
+{
+	fx *f = *state;
+	gs_client *c = fx_start(f, "virtual", 1024, 1024, 65536);
+	itest_layout lay;
+	itest_layout_of(c, &lay);
+	uint64_t dev;
+	MUST(c, gs_device_create(c, "overlap", &dev));
+	uint64_t ctx = sched_context(c, dev, 0, lay.paging_node, CLASS_NORMAL, 0);
+	const uint64_t sizes[4] = {128 * KiB, 256 * KiB, 128 * KiB, 512 * KiB};
+	uint64_t al[4];
+	gs_allocation_placement pl[4];
+	for (int i = 0; i < 4; i++)
+		al[i] = alloc_make(c, dev, sizes[i], BIT(SEG_MEM), pref1(SEG_MEM), 0, 0, &pl[i]);
+	assert_int_equal(pl[1].offset, 128 * KiB);
+	static uint8_t pat[256 * KiB];
+	uint64_t rng = 0x0b0e;
+	random_bytes(&rng, pat, sizeof(pat));
+	MUST(c, gs_allocation_write(c, al[1], 0, pat, sizeof(pat)));
+	MUST(c, gs_allocation_destroy(c, al[0]));
+	MUST(c, gs_allocation_destroy(c, al[2]));
+	uint64_t big = alloc_make(c, dev, 256 * KiB, BIT(SEG_MEM), pref1(SEG_MEM), 0, 0, NULL);
+	gs_dmabuf b;
+	gs_dmabuf_init(&b);
+	assert_int_equal(gs_dmabuf_fill(&b, big, 0, 64, 1), 0);
+	itest_submit_wait(c, ctx, &b, 0);
+	gs_dmabuf_free(&b);
+	gs_move mv = {0};
+	assert_true(find_move(c, al[1], GS_MOVE_COMPACT, &mv));
+	assert_int_equal(mv.from_offset, 128 * KiB);
+	assert_int_equal(mv.to_offset, 0);
+	assert_int_equal(query(c, al[1]).offset, 0);
+	expect_bytes(c, al[1], pat, sizeof(pat), "an allocation slid over its own old range");
+	assert_true(query(c, big).resident);
+}
+
 /* =====================================================================================
  * 3. Tiled allocations: swizzled in vram, linear elsewhere and to the CPU
  * ===================================================================================== */
@@ -2106,6 +2214,8 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(test_render_waits_for_eviction, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_new_allocation_waits_for_paging, setup,
 	                                        teardown),
+	        cmocka_unit_test_setup_teardown(test_compaction, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_compaction_overlapping, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_tiled, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_make_resident_evict, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_bad_input, setup, teardown),
