@@ -93,6 +93,9 @@ enum {
 	GS_SEED_TENANT_CREATE,
 	GS_SEED_TENANT_DESTROY,
 	GS_SEED_TENANT_LIST,
+	GS_SEED_ALLOCATION_LIST,
+	GS_SEED_MOVES,
+	GS_SEED_HISTORY_BY_ALLOCATION,
 	GS_SEED_COUNT
 };
 
@@ -175,6 +178,8 @@ static inline uint8_t *gs_fuzz_seed(int which, const gs_fuzz_handles *h, uint64_
 	Gpusched__V1__TenantCreateRequest tc = GPUSCHED__V1__TENANT_CREATE_REQUEST__INIT;
 	Gpusched__V1__TenantDestroyRequest td = GPUSCHED__V1__TENANT_DESTROY_REQUEST__INIT;
 	Gpusched__V1__TenantListRequest tl = GPUSCHED__V1__TENANT_LIST_REQUEST__INIT;
+	Gpusched__V1__AllocationListRequest al = GPUSCHED__V1__ALLOCATION_LIST_REQUEST__INIT;
+	Gpusched__V1__MovesRequest mv = GPUSCHED__V1__MOVES_REQUEST__INIT;
 	uint64_t allocs[2] = {h->allocation, h->allocation + 1};
 	uint8_t dma[2][256];
 	uint8_t bytes[16] = {0xde, 0xad, 0xbe, 0xef, 0,    1,    2,    3,
@@ -465,6 +470,30 @@ static inline uint8_t *gs_fuzz_seed(int which, const gs_fuzz_handles *h, uint64_
 	case GS_SEED_TENANT_LIST:
 		rq.body_case = GPUSCHED__V1__REQUEST__BODY_TENANT_LIST;
 		rq.tenant_list = &tl;
+		break;
+	case GS_SEED_ALLOCATION_LIST:
+		al.device = h->device;
+		al.resident_only = true;
+		al.limit = 10;
+		al.after = h->allocation - 1;
+		rq.body_case = GPUSCHED__V1__REQUEST__BODY_ALLOCATION_LIST;
+		rq.allocation_list = &al;
+		break;
+	case GS_SEED_MOVES:
+		mv.allocation = h->allocation;
+		mv.device = h->device;
+		mv.limit = 5;
+		mv.before_seq = 1000;
+		mv.packet = h->packet;
+		rq.body_case = GPUSCHED__V1__REQUEST__BODY_MOVES;
+		rq.moves = &mv;
+		break;
+	case GS_SEED_HISTORY_BY_ALLOCATION:
+		hi.allocation = h->allocation;
+		hi.paging = true;
+		hi.limit = 5;
+		rq.body_case = GPUSCHED__V1__REQUEST__BODY_HISTORY;
+		rq.history = &hi;
 		break;
 	default:
 		return NULL;
