@@ -68,6 +68,7 @@ static bool wait_unpinned(gs_call *c, gs_allocation **als, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
 		if (als[i]->pins > 0) {
+			c->deferred++;
 			gs_list_push_back(&als[i]->pin_waiters, &c->link);
 			return true;
 		}
@@ -124,7 +125,9 @@ void gs_h_evict(gs_daemon *d, gs_call *c)
 	char msg[256] = "";
 	for (size_t i = 0; i < q->n_allocations && st == GS_ST(OK); i++) {
 		int r = gs_res_move_to(d, als[i], &dev->adapter->sysmem, 0, MK(EVICT_REQUEST),
-		                       "Evict", msg, sizeof(msg));
+		                       c->deferred ? "Evict, once the packets using it were done"
+		                                   : "Evict",
+		                       msg, sizeof(msg));
 		if (r == 0)
 			moves++;
 		else if (r != 1)
@@ -184,7 +187,10 @@ void gs_h_transfer(gs_daemon *d, gs_call *c)
 	if (wait_unpinned(c, &al, 1))
 		return;
 	char msg[256] = "";
-	int r = gs_res_move_to(d, al, dst, f, MK(TRANSFER), "Transfer", msg, sizeof(msg));
+	int r = gs_res_move_to(d, al, dst, f, MK(TRANSFER),
+	                       c->deferred ? "Transfer, once the packets using it were done"
+	                                   : "Transfer",
+	                       msg, sizeof(msg));
 	if (r != 0 && r != 1) {
 		gs_call_error(c, r, "%s", msg);
 		return;

@@ -23,8 +23,9 @@ struct gs_call {
 	Gpusched__V1__Request *req;
 	gs_tenant *tenant;
 	uint64_t started_ns;
-	gs_list link;     /* on a waiter list while deferred */
-	uv_timer_t timer; /* deadline of a deferred wait */
+	gs_list link;      /* on a waiter list while deferred */
+	uint32_t deferred; /* times it waited (for an allocation to be free) */
+	uv_timer_t timer;  /* deadline of a deferred wait */
 	bool timer_used;
 	uint64_t wait_value; /* SyncWait target */
 	void *wait_object;   /* what it waits on */

@@ -964,6 +964,14 @@ static void repatch_run(fx *f, bool parked)
 	assert_int_equal(mv.pieces, RP_BYTES / 16384);
 	assert_int_equal(mv.transfer_flags & START_END, START_END);
 	assert_int_equal(mv.transfer_flags & (GS_TRANSFER_SWIZZLE | GS_TRANSFER_UNSWIZZLE), 0);
+	/* A Transfer that waited for the packet using the allocation says so. */
+	itest_audit_barrier(c, ctx_n);
+	assert_int_equal(itest_audit_int(db_of(f),
+	                                 "SELECT COUNT(*) FROM moves WHERE allocation = %" PRIu64
+	                                 " AND kind_name = 'TRANSFER' AND reason LIKE "
+	                                 "'%%once the packets using it were done%%'",
+	                                 a),
+	                 parked ? 1 : 0);
 	assert_true(mv.packet != 0);
 	uint64_t x = mv.packet;
 
@@ -988,7 +996,7 @@ static void repatch_run(fx *f, bool parked)
 		        itest_audit_int(db,
 		                        "SELECT COUNT(*) FROM moves WHERE allocation = "
 		                        "%" PRIu64 " AND kind = %d AND packet = %" PRIu64
-		                        " AND kind_name = 'TRANSFER' AND reason = 'Transfer'",
+		                        " AND kind_name = 'TRANSFER' AND reason LIKE 'Transfer%%'",
 		                        a, (int)GS_MOVE_TRANSFER, x),
 		        1);
 		/* Nothing moved A back for P. */
