@@ -710,6 +710,17 @@ static void test_overcommit_workload(void **state)
 		assert_int_equal(recs[i].state, GS_PACKET_COMPLETED);
 	}
 	gs_history_free(recs, nrecs);
+	/* ContextSwitch packets (the contexts of these devices run while their memory moves):
+	 * zero-length, completed, never with anything but Paging and ContextSwitch. */
+	int64_t switches =
+	        itest_audit_int(db, "SELECT COUNT(*) FROM packets WHERE submit_flags & 64");
+	fprintf(stderr, "  %" PRId64 " ContextSwitch packets (%" PRId64 " with Paging)\n", switches,
+	        itest_audit_int(db, "SELECT COUNT(*) FROM packets WHERE submit_flags = 65"));
+	assert_int_equal(itest_audit_int(db,
+	                                 "SELECT COUNT(*) FROM packets WHERE submit_flags & 64 AND "
+	                                 "(dma_size != 0 OR state_name != 'COMPLETED' OR "
+	                                 "submit_flags & ~65 != 0)"),
+	                 0);
 
 	if (audit_has_table(db, "moves")) {
 		int64_t evicts = itest_audit_int(db,
@@ -1350,6 +1361,72 @@ static void test_compaction_overlapping(void **state)
 	assert_int_equal(query(c, al[1]).offset, 0);
 	expect_bytes(c, al[1], pat, sizeof(pat), "an allocation slid over its own old range");
 	assert_true(query(c, big).resident);
+}
+
+/*
+ * ContextSwitch: R, a packet of device D, runs a long preemptible SPIN on node 0. Evicting
+ * another allocation B of D first sends a zero-length ContextSwitch packet to node 0, which
+ * switches the engine away from R (R is preempted and resumes later); B's eviction transfer
+ * runs after it.
+ */
+static void test_context_switch_before_move(void **state)
+{
+	fx *f = *state;
+	gs_client *c = fx_start(f, "wall", 1024, 1024, 65536);
+	itest_layout lay;
+	itest_layout_of(c, &lay);
+	uint64_t dev;
+	MUST(c, gs_device_create(c, "switch", &dev));
+	uint64_t ctx = sched_context(c, dev, 0, lay.paging_node, CLASS_NORMAL, 0);
+	uint64_t a = alloc_make(c, dev, 4096, BIT(SEG_MEM), 0, 0, 0, NULL);
+	uint64_t b = alloc_make(c, dev, 64 * KiB, BIT(SEG_MEM) | BIT(SEG_APE), pref1(SEG_MEM), 0, 0,
+	                        NULL);
+	static uint8_t pat[64 * KiB];
+	uint64_t rng = 0x5151;
+	random_bytes(&rng, pat, sizeof(pat));
+	MUST(c, gs_allocation_write(c, b, 0, pat, sizeof(pat)));
+	uint64_t s;
+	MUST(c, gs_sync_create(c, dev, 0, &s));
+	gs_dmabuf buf;
+	gs_dmabuf_init(&buf);
+	assert_int_equal(gs_dmabuf_signal(&buf, s, 1), 0);
+	assert_int_equal(gs_dmabuf_spin(&buf, 300000, 0), 0);
+	assert_int_equal(gs_dmabuf_fill(&buf, a, 0, 4096, 0x12345678u), 0);
+	uint64_t r = submit(c, ctx, &buf, 0);
+	gs_dmabuf_free(&buf);
+	sync_reached(c, s, 1); /* R runs */
+
+	gs_paging_result pr;
+	MUST(c, gs_evict(c, dev, &b, 1, &pr));
+	assert_int_equal(pr.moves, 1);
+	paging_wait(c, &pr);
+	expect_final(c, r, GS_PACKET_COMPLETED);
+	expect_bytes(c, b, pat, sizeof(pat), "B after its eviction");
+
+	gs_move mv = {0};
+	assert_true(find_move(c, b, GS_MOVE_EVICT_REQUEST, &mv));
+	itest_audit_barrier(c, ctx);
+	const char *db = db_of(f);
+	/* One ContextSwitch packet on node 0: zero-length, Paging not set (R is a render packet),
+	 * completed, against R, before B's transfer was submitted. */
+	assert_int_equal(itest_audit_int(db,
+	                                 "SELECT COUNT(*) FROM packets WHERE submit_flags & 64 AND "
+	                                 "node = 0 AND dma_size = 0 AND NOT submit_flags & 1 AND "
+	                                 "state_name = 'COMPLETED'"),
+	                 1);
+	int64_t cs = itest_audit_int(db, "SELECT packet FROM packets WHERE submit_flags & 64");
+	int64_t cs_done = event_seq(db, (uint64_t)cs, GS_PACKET_COMPLETED, true);
+	int64_t b_run = event_seq(db, mv.packet, GS_PACKET_RUNNING, false);
+	assert_true(cs_done > 0 && b_run > cs_done);
+	assert_int_equal(
+	        itest_audit_int(db,
+	                        "SELECT COUNT(*) FROM packet_events WHERE packet = %" PRId64
+	                        " AND detail LIKE 'ContextSwitch away from packet %" PRIu64 "%%'",
+	                        cs, r),
+	        1);
+	/* R was switched away from: preempted, then resumed and completed. */
+	assert_true(event_seq(db, r, GS_PACKET_PREEMPTED, false) > 0);
+	assert_true(event_seq(db, r, GS_PACKET_RESUBMITTED, false) > 0);
 }
 
 /* =====================================================================================
@@ -2222,6 +2299,7 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(test_render_waits_for_eviction, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_new_allocation_waits_for_paging, setup,
 	                                        teardown),
+	        cmocka_unit_test_setup_teardown(test_context_switch_before_move, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_compaction, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_compaction_overlapping, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_tiled, setup, teardown),
