@@ -209,7 +209,8 @@ void gs_h_allocation_list(gs_daemon *d, gs_call *c)
 		gs_call_error(c, GS_ST(INTERNAL), "out of memory");
 		return;
 	}
-	qsort(l.out, l.n, sizeof(*l.out), cmp_handle);
+	if (l.n)
+		qsort(l.out, l.n, sizeof(*l.out), cmp_handle);
 	for (size_t i = 0; i < n; i++) {
 		query_out(l.out[i], &rows[i]);
 		rp[i] = &rows[i];

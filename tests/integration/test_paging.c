@@ -1711,6 +1711,12 @@ static void test_bad_input(void **state)
 	uint64_t dev, dev2;
 	MUST(c, gs_device_create(c, "bad", &dev));
 	MUST(c, gs_device_create(c, "other", &dev2));
+	/* An empty list is a list: the device has no allocations yet. */
+	gs_allocation_status *none = NULL;
+	size_t nnone = 99;
+	MUST(c, gs_allocation_list(c, dev2, true, 10, 0, &none, &nnone));
+	assert_int_equal(nnone, 0);
+	gs_allocation_list_free(none);
 	uint64_t ctx = sched_context(c, dev, 0, lay.paging_node, CLASS_NORMAL, 0);
 	uint64_t ctx1 = sched_context(c, dev, 1, lay.paging_node, CLASS_NORMAL, 0);
 	uint64_t lin = alloc_make(c, dev, 8192, BIT(SEG_MEM) | BIT(SEG_APE), 0, 0, 0, NULL);
