@@ -12,8 +12,14 @@
  * allocation is never chosen to make room) and makes the missing ones resident: the first
  * segment of the placement order (gs_vidmm_place_order) with room takes it; an allocation of
  * priority HIGH or more evicts lower-priority allocations from a preferred segment rather than
- * falling back; as the last resort any unpinned allocations are evicted, least valuable first
- * (gs_pick_victims_contiguous), to an aperture segment with room or to system memory.
+ * falling back; a segment with enough free bytes in pieces is compacted (unpinned
+ * allocations slide down within it); as the last resort unpinned allocations are evicted,
+ * least valuable first (gs_pick_victims_contiguous), to an aperture segment with room or to
+ * system memory. A plan is a transaction: all of it is queued, or none (plan_rollback).
+ *
+ * A new allocation placed while paging is pending is zero-filled by a paging packet after it
+ * (its range may be the old place of an allocation still to be copied out); render packets and
+ * CPU accesses of an allocation wait for its latest move (move_seq, inflight).
  *
  * Moves are planned here, on the loop thread, and the heap bookkeeping changes at once; the
  * bytes are moved by paging packets (submit flag Paging): DMA buffers of TRANSFER commands
