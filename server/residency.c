@@ -92,6 +92,13 @@ static bool tiled_in(const gs_segment *s, const gs_allocation *al)
 	       s->kind == GPUSCHED__V1__SEGMENT_KIND__SEGMENT_KIND_MEMORY;
 }
 
+/* The conversion a move of al from src to dst makes: Swizzle, Unswizzle or none (0). */
+static uint32_t conversion(const gs_allocation *al, const gs_segment *src, const gs_segment *dst)
+{
+	bool from = tiled_in(src, al), to = tiled_in(dst, al);
+	return from == to ? 0u : to ? GS_TRANSFER_SWIZZLE : GS_TRANSFER_UNSWIZZLE;
+}
+
 static uint64_t rounded(uint64_t size)
 {
 	return (size + GS_VIDMM_ALIGN - 1) / GS_VIDMM_ALIGN * GS_VIDMM_ALIGN;
@@ -439,20 +446,28 @@ typedef struct plan {
 	size_t n, cap;
 } plan;
 
+/* Room for one more recorded move. */
+static bool plan_reserve(plan *pl)
+{
+	if (pl->n < pl->cap)
+		return true;
+	size_t nc = pl->cap ? pl->cap * 2 : 8;
+	planned *m = realloc(pl->mv, nc * sizeof(*m));
+	if (!m)
+		return false;
+	pl->mv = m;
+	pl->cap = nc;
+	return true;
+}
+
 /* Records the move of al to [dst, dst_off) (already taken in dst's heap) and applies it to the
  * bookkeeping. Returns false, with dst's range given back, when memory is short. */
 static bool plan_move(plan *pl, gs_allocation *al, gs_segment *dst, uint64_t dst_off, int kind,
                       const char *reason)
 {
-	if (pl->n == pl->cap) {
-		size_t nc = pl->cap ? pl->cap * 2 : 8;
-		planned *m = realloc(pl->mv, nc * sizeof(*m));
-		if (!m) {
-			gs_heap_free(&dst->heap, dst_off, al->size);
-			return false;
-		}
-		pl->mv = m;
-		pl->cap = nc;
+	if (!plan_reserve(pl)) {
+		gs_heap_free(&dst->heap, dst_off, al->size);
+		return false;
 	}
 	planned *m = &pl->mv[pl->n++];
 	*m = (planned){.al = al,
@@ -471,14 +486,8 @@ static bool plan_move(plan *pl, gs_allocation *al, gs_segment *dst, uint64_t dst
  * overlap its old one: the old range is given back first, then the new one taken. */
 static bool plan_slide(plan *pl, gs_allocation *al, uint64_t to)
 {
-	if (pl->n == pl->cap) {
-		size_t nc = pl->cap ? pl->cap * 2 : 8;
-		planned *m = realloc(pl->mv, nc * sizeof(*m));
-		if (!m)
-			return false;
-		pl->mv = m;
-		pl->cap = nc;
-	}
+	if (!plan_reserve(pl))
+		return false;
 	gs_segment *s = al->segment;
 	gs_heap_free(&s->heap, al->offset, al->size);
 	if (gs_heap_alloc_at(&s->heap, to, al->size) != 0) {
@@ -521,11 +530,7 @@ static bool emit_move(gs_daemon *d, const planned *m, uint64_t for_packet, gs_no
 {
 	gs_allocation *al = m->al;
 	gs_adapter *a = adapter_of(al);
-	uint32_t conv = 0;
-	if (tiled_in(m->src, al) && !tiled_in(m->dst, al))
-		conv = GS_TRANSFER_UNSWIZZLE;
-	else if (!tiled_in(m->src, al) && tiled_in(m->dst, al))
-		conv = GS_TRANSFER_SWIZZLE;
+	uint32_t conv = conversion(al, m->src, m->dst);
 	uint32_t base = conv | GS_TRANSFER_ALLOCATION_IS_IDLE;
 	uint64_t chunk = d->cfg.paging_chunk;
 	if (conv)
@@ -977,11 +982,7 @@ int gs_res_move_to(gs_daemon *d, gs_allocation *al, gs_segment *dst, uint32_t wa
                    const char *reason, char *msg, size_t cap)
 {
 	gs_adapter *a = adapter_of(al);
-	uint32_t conv = 0;
-	if (tiled_in(al->segment, al) && !tiled_in(dst, al))
-		conv = GS_TRANSFER_UNSWIZZLE;
-	else if (!tiled_in(al->segment, al) && tiled_in(dst, al))
-		conv = GS_TRANSFER_SWIZZLE;
+	uint32_t conv = conversion(al, al->segment, dst);
 	uint32_t asked = want_flags & (GS_TRANSFER_SWIZZLE | GS_TRANSFER_UNSWIZZLE);
 	if (asked && asked != conv) {
 		snprintf(msg, cap,
