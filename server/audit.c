@@ -45,7 +45,7 @@
  * once. Records nobody waits for (later transitions, contexts, notes) linger up to LINGER_NS or
  * until LINGER_MAX records are queued, so they ride along with the next commit instead of each
  * paying a commit's fixed cost. A crash loses at most that window of unacknowledged records;
- * every acknowledged record is already durable. History readers flush first (gs_audit_flush).
+ * every acknowledged record is already durable. History readers flush first (gsd_audit_flush).
  */
 #define LINGER_NS  2000000ull
 #define LINGER_MAX 512
@@ -86,21 +86,21 @@ struct node {
 	bool failed;     /* SQLite refused this record alone; the rest of its batch committed */
 	bool superseded; /* a later record of the same packet in this batch writes its row */
 	uint64_t time_ns;
-	gs_audit_ack_fn ack;
+	gsd_audit_ack_fn ack;
 	void *ack_arg;
 	/* The caller's record; its string pointers are cleared, the strings live below. */
 	union {
-		gs_packet_rec packet;
-		gs_context_rec context;
-		gs_allocation_rec allocation;
-		gs_move_rec move; /* its reason lives in text1 */
+		gsd_packet_rec packet;
+		gsd_context_rec context;
+		gsd_allocation_rec allocation;
+		gsd_move_rec move; /* its reason lives in text1 */
 		struct packet_allocs palloc;
 		int status;
 	} u;
-	char tenant[GS_AUDIT_TENANT_MAX + 1];
+	char tenant[GSD_AUDIT_TENANT_MAX + 1];
 	/* Packet result, error request, note kind, move reason. */
-	char text1[GS_AUDIT_TEXT_MAX + 1];
-	char text2[GS_AUDIT_TEXT_MAX + 1]; /* packet event detail, error message, note detail */
+	char text1[GSD_AUDIT_TEXT_MAX + 1];
+	char text2[GSD_AUDIT_TEXT_MAX + 1]; /* packet event detail, error message, note detail */
 };
 
 enum stmt_id {
@@ -186,7 +186,7 @@ static const char *const stmt_sql[ST_COUNT] = {
                             " VALUES (?1, ?2, ?3, ?4)",
 };
 
-struct gs_audit {
+struct gsd_audit {
 	sqlite3 *db; /* owned by the writer thread once it runs */
 	sqlite3_stmt *st[ST_COUNT];
 	uint32_t max_batch;
@@ -322,9 +322,9 @@ static int step_reset(sqlite3_stmt *s)
 
 /* ---- writer thread ---- */
 
-static int write_packet(gs_audit *a, const struct node *n)
+static int write_packet(gsd_audit *a, const struct node *n)
 {
-	const gs_packet_rec *r = &n->u.packet;
+	const gsd_packet_rec *r = &n->u.packet;
 	bool null_tenant = n->nulls & NULL_TENANT;
 	const char *name = state_name(r->state);
 	sqlite3_stmt *s = a->st[ST_PACKET];
@@ -367,9 +367,9 @@ event:
 	return step_reset(s);
 }
 
-static int write_context(gs_audit *a, const struct node *n)
+static int write_context(gsd_audit *a, const struct node *n)
 {
-	const gs_context_rec *r = &n->u.context;
+	const gsd_context_rec *r = &n->u.context;
 	sqlite3_stmt *s = a->st[ST_CONTEXT];
 
 	bind_u64(s, 1, r->context);
@@ -392,9 +392,9 @@ static int write_context(gs_audit *a, const struct node *n)
 	return step_reset(s);
 }
 
-static int write_allocation(gs_audit *a, const struct node *n)
+static int write_allocation(gsd_audit *a, const struct node *n)
 {
-	const gs_allocation_rec *r = &n->u.allocation;
+	const gsd_allocation_rec *r = &n->u.allocation;
 	sqlite3_stmt *s = a->st[ST_ALLOCATION];
 
 	bind_u64(s, 1, r->allocation);
@@ -413,7 +413,7 @@ static int write_allocation(gs_audit *a, const struct node *n)
 	return step_reset(s);
 }
 
-static int write_error(gs_audit *a, const struct node *n)
+static int write_error(gsd_audit *a, const struct node *n)
 {
 	sqlite3_stmt *s = a->st[ST_ERROR];
 
@@ -425,7 +425,7 @@ static int write_error(gs_audit *a, const struct node *n)
 	return step_reset(s);
 }
 
-static int write_note(gs_audit *a, const struct node *n)
+static int write_note(gsd_audit *a, const struct node *n)
 {
 	sqlite3_stmt *s = a->st[ST_NOTE];
 
@@ -436,9 +436,9 @@ static int write_note(gs_audit *a, const struct node *n)
 	return step_reset(s);
 }
 
-static int write_move(gs_audit *a, const struct node *n)
+static int write_move(gsd_audit *a, const struct node *n)
 {
-	const gs_move_rec *r = &n->u.move;
+	const gsd_move_rec *r = &n->u.move;
 	sqlite3_stmt *s = a->st[ST_MOVE];
 
 	bind_u64(s, 1, r->time_ns ? r->time_ns : n->time_ns);
@@ -462,7 +462,7 @@ static int write_move(gs_audit *a, const struct node *n)
 }
 
 /* One row per entry; the first refused row refuses the record (rows before it may stay). */
-static int write_packet_allocs(gs_audit *a, const struct node *n)
+static int write_packet_allocs(gsd_audit *a, const struct node *n)
 {
 	const struct packet_allocs *p = &n->u.palloc;
 	sqlite3_stmt *s = a->st[ST_PACKET_ALLOC];
@@ -479,7 +479,7 @@ static int write_packet_allocs(gs_audit *a, const struct node *n)
 	return SQLITE_OK;
 }
 
-static int write_node(gs_audit *a, const struct node *n)
+static int write_node(gsd_audit *a, const struct node *n)
 {
 	switch (n->kind) {
 	case REC_PACKET:
@@ -523,7 +523,7 @@ static bool same_owner(const struct node *x, const struct node *y)
  * follows: only the last one upserts the packets row (every record still appends its event).
  * Keyed by tenant too, so a record naming another tenant's packet never hides the owner's.
  */
-static void mark_superseded(gs_audit *a, struct node *first)
+static void mark_superseded(gsd_audit *a, struct node *first)
 {
 	uint64_t batch = ++a->batch_seq;
 	size_t mask = a->latest_cap - 1;
@@ -540,12 +540,12 @@ static void mark_superseded(gs_audit *a, struct node *first)
 	}
 }
 
-static bool write_batch(gs_audit *a, struct node *first)
+static bool write_batch(gsd_audit *a, struct node *first)
 {
 	mark_superseded(a, first);
 	int rc = step_reset(a->st[ST_BEGIN]);
 	if (rc != SQLITE_OK) {
-		GS_ERROR("audit: BEGIN failed: %s", sqlite3_errmsg(a->db));
+		GSD_ERROR("audit: BEGIN failed: %s", sqlite3_errmsg(a->db));
 		return false;
 	}
 	for (struct node *n = first; n; n = n->next) {
@@ -554,16 +554,16 @@ static bool write_batch(gs_audit *a, struct node *first)
 			continue;
 		if (sqlite3_get_autocommit(a->db)) {
 			/* SQLite rolled the transaction back itself. */
-			GS_ERROR("audit: batch aborted: %s", sqlite3_errmsg(a->db));
+			GSD_ERROR("audit: batch aborted: %s", sqlite3_errmsg(a->db));
 			return false;
 		}
-		GS_WARN("audit: record refused: %s", sqlite3_errmsg(a->db));
+		GSD_WARN("audit: record refused: %s", sqlite3_errmsg(a->db));
 		n->failed = true;
 	}
 	rc = step_reset(a->st[ST_COMMIT]);
 	if (rc == SQLITE_OK)
 		return true;
-	GS_ERROR("audit: COMMIT failed: %s", sqlite3_errmsg(a->db));
+	GSD_ERROR("audit: COMMIT failed: %s", sqlite3_errmsg(a->db));
 	if (!sqlite3_get_autocommit(a->db))
 		step_reset(a->st[ST_ROLLBACK]);
 	return false;
@@ -577,7 +577,7 @@ static int wal_hook(void *arg, sqlite3 *db, const char *name, int frames)
 {
 	(void)db;
 	(void)name;
-	((gs_audit *)arg)->wal_frames = frames;
+	((gsd_audit *)arg)->wal_frames = frames;
 	return SQLITE_OK;
 }
 
@@ -587,7 +587,7 @@ static int wal_hook(void *arg, sqlite3 *db, const char *name, int frames)
  * and the next commit tries again. This runs before the acks, but only once the WAL is over its
  * limit, which the passive checkpoints below normally prevent.
  */
-static void writer_truncate_wal(gs_audit *a)
+static void writer_truncate_wal(gsd_audit *a)
 {
 	/* The WAL file is at least as large as the frames it holds. */
 	if ((uint64_t)a->wal_frames * a->frame_bytes <= a->wal_limit)
@@ -602,7 +602,7 @@ static void writer_truncate_wal(gs_audit *a)
 }
 
 /* Copies committed frames back into the database so the WAL can restart from its beginning. */
-static void writer_checkpoint(gs_audit *a)
+static void writer_checkpoint(gsd_audit *a)
 {
 	if (a->wal_frames < PASSIVE_CHECKPOINT_FRAMES)
 		return;
@@ -613,7 +613,7 @@ static void writer_checkpoint(gs_audit *a)
 }
 
 /* Hands a written batch's nodes back for reuse, or frees them past the pool's bound. */
-static void writer_recycle(gs_audit *a, struct node *first, struct node *last, size_t count)
+static void writer_recycle(gsd_audit *a, struct node *first, struct node *last, size_t count)
 {
 	pthread_mutex_lock(&a->mu);
 	if (a->free_shared_count + count <= POOL_MAX) {
@@ -631,7 +631,7 @@ static void writer_recycle(gs_audit *a, struct node *first, struct node *last, s
 }
 
 /* Writes a detached list in transactions of at most max_batch records, acking each after it. */
-static void writer_drain(gs_audit *a, struct node *list)
+static void writer_drain(gsd_audit *a, struct node *list)
 {
 	while (list) {
 		struct node *first = list, *last = list;
@@ -674,7 +674,7 @@ static void writer_drain(gs_audit *a, struct node *list)
 
 static void *writer_main(void *arg)
 {
-	gs_audit *a = arg;
+	gsd_audit *a = arg;
 	pthread_setname_np(pthread_self(), "gs-audit");
 
 	pthread_mutex_lock(&a->mu);
@@ -718,7 +718,7 @@ static void *writer_main(void *arg)
 /* ---- producers (loop thread) ---- */
 
 /* A cleared node from the private pool, or a new one; NULL only when memory is exhausted. */
-static struct node *node_take(gs_audit *a, enum rec_kind kind)
+static struct node *node_take(gsd_audit *a, enum rec_kind kind)
 {
 	struct node *n = a->free_local;
 	if (n)
@@ -732,7 +732,7 @@ static struct node *node_take(gs_audit *a, enum rec_kind kind)
 	return n;
 }
 
-static void node_push(gs_audit *a, struct node *n)
+static void node_push(gsd_audit *a, struct node *n)
 {
 	pthread_mutex_lock(&a->mu);
 	bool was_empty = !a->head;
@@ -759,15 +759,15 @@ static void node_push(gs_audit *a, struct node *n)
 	pthread_mutex_unlock(&a->mu);
 }
 
-static void node_lost(gs_audit *a, gs_audit_ack_fn ack, void *ack_arg)
+static void node_lost(gsd_audit *a, gsd_audit_ack_fn ack, void *ack_arg)
 {
-	GS_ERROR("audit: out of memory, record dropped");
+	GSD_ERROR("audit: out of memory, record dropped");
 	atomic_fetch_add_explicit(&a->dropped, 1, memory_order_relaxed);
 	if (ack)
 		ack(ack_arg, false);
 }
 
-void gs_audit_flush(gs_audit *a, gs_audit_ack_fn ack, void *ack_arg)
+void gsd_audit_flush(gsd_audit *a, gsd_audit_ack_fn ack, void *ack_arg)
 {
 	struct node *n = node_take(a, REC_FLUSH);
 	if (!n) {
@@ -779,8 +779,8 @@ void gs_audit_flush(gs_audit *a, gs_audit_ack_fn ack, void *ack_arg)
 	node_push(a, n);
 }
 
-void gs_audit_packet(gs_audit *a, const gs_packet_rec *rec, const char *detail, gs_audit_ack_fn ack,
-                     void *ack_arg)
+void gsd_audit_packet(gsd_audit *a, const gsd_packet_rec *rec, const char *detail,
+                      gsd_audit_ack_fn ack, void *ack_arg)
 {
 	struct node *n = node_take(a, REC_PACKET);
 	if (!n) {
@@ -798,7 +798,7 @@ void gs_audit_packet(gs_audit *a, const gs_packet_rec *rec, const char *detail, 
 	node_push(a, n);
 }
 
-void gs_audit_context(gs_audit *a, const gs_context_rec *rec)
+void gsd_audit_context(gsd_audit *a, const gsd_context_rec *rec)
 {
 	struct node *n = node_take(a, REC_CONTEXT);
 	if (!n) {
@@ -811,7 +811,7 @@ void gs_audit_context(gs_audit *a, const gs_context_rec *rec)
 	node_push(a, n);
 }
 
-void gs_audit_allocation(gs_audit *a, const gs_allocation_rec *rec)
+void gsd_audit_allocation(gsd_audit *a, const gsd_allocation_rec *rec)
 {
 	struct node *n = node_take(a, REC_ALLOCATION);
 	if (!n) {
@@ -824,7 +824,7 @@ void gs_audit_allocation(gs_audit *a, const gs_allocation_rec *rec)
 	node_push(a, n);
 }
 
-void gs_audit_move(gs_audit *a, const gs_move_rec *rec)
+void gsd_audit_move(gsd_audit *a, const gsd_move_rec *rec)
 {
 	struct node *n = node_take(a, REC_MOVE);
 	if (!n) {
@@ -840,8 +840,8 @@ void gs_audit_move(gs_audit *a, const gs_move_rec *rec)
 	node_push(a, n);
 }
 
-void gs_audit_packet_allocations(gs_audit *a, uint64_t packet, const char *tenant,
-                                 const uint64_t *allocations, const bool *write, size_t n)
+void gsd_audit_packet_allocations(gsd_audit *a, uint64_t packet, const char *tenant,
+                                  const uint64_t *allocations, const bool *write, size_t n)
 {
 	if (n == 0)
 		return;
@@ -872,8 +872,8 @@ void gs_audit_packet_allocations(gs_audit *a, uint64_t packet, const char *tenan
 	node_push(a, nd);
 }
 
-void gs_audit_error(gs_audit *a, const char *tenant, const char *request, int status,
-                    const char *message)
+void gsd_audit_error(gsd_audit *a, const char *tenant, const char *request, int status,
+                     const char *message)
 {
 	struct node *n = node_take(a, REC_ERROR);
 	if (!n) {
@@ -887,7 +887,7 @@ void gs_audit_error(gs_audit *a, const char *tenant, const char *request, int st
 	node_push(a, n);
 }
 
-void gs_audit_note(gs_audit *a, const char *tenant, const char *kind, const char *detail)
+void gsd_audit_note(gsd_audit *a, const char *tenant, const char *kind, const char *detail)
 {
 	struct node *n = node_take(a, REC_NOTE);
 	if (!n) {
@@ -900,7 +900,7 @@ void gs_audit_note(gs_audit *a, const char *tenant, const char *kind, const char
 	node_push(a, n);
 }
 
-void gs_audit_get_stats(gs_audit *a, gs_audit_stats *out)
+void gsd_audit_get_stats(gsd_audit *a, gsd_audit_stats *out)
 {
 	out->records = atomic_load_explicit(&a->records, memory_order_relaxed);
 	out->commits = atomic_load_explicit(&a->commits, memory_order_relaxed);
@@ -946,13 +946,13 @@ static int apply_schema(sqlite3 *db)
 	rc = pragma_text(db, "PRAGMA user_version", v, sizeof v);
 	if (rc != SQLITE_OK)
 		goto rollback;
-	if (atoi(v) > GS_AUDIT_SCHEMA_VERSION) {
-		GS_ERROR("audit: file has schema version %s, this daemon knows %d", v,
-		         GS_AUDIT_SCHEMA_VERSION);
+	if (atoi(v) > GSD_AUDIT_SCHEMA_VERSION) {
+		GSD_ERROR("audit: file has schema version %s, this daemon knows %d", v,
+		          GSD_AUDIT_SCHEMA_VERSION);
 		rc = SQLITE_ERROR;
 		goto rollback;
 	}
-	rc = sqlite3_exec(db, gs_audit_schema_sql, NULL, NULL, &msg);
+	rc = sqlite3_exec(db, gsd_audit_schema_sql, NULL, NULL, &msg);
 	if (rc != SQLITE_OK)
 		goto rollback;
 	rc = sqlite3_exec(db, "COMMIT", NULL, NULL, &msg);
@@ -963,13 +963,13 @@ rollback:
 	sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
 fail:
 	if (msg) {
-		GS_ERROR("audit: schema: %s", msg);
+		GSD_ERROR("audit: schema: %s", msg);
 		sqlite3_free(msg);
 	}
 	return rc;
 }
 
-static int open_db(gs_audit *a, const char *path, bool sync_full)
+static int open_db(gsd_audit *a, const char *path, bool sync_full)
 {
 	char mode[32];
 	int rc = sqlite3_open_v2(path, &a->db,
@@ -982,7 +982,7 @@ static int open_db(gs_audit *a, const char *path, bool sync_full)
 	if (rc != SQLITE_OK)
 		goto fail;
 	if (strcmp(mode, "wal") != 0) {
-		GS_ERROR("audit: %s: cannot use WAL (journal mode %s)", path, mode);
+		GSD_ERROR("audit: %s: cannot use WAL (journal mode %s)", path, mode);
 		return SQLITE_ERROR;
 	}
 	/* In WAL mode NORMAL survives a crash of the process (not of the machine) without an
@@ -1004,7 +1004,7 @@ static int open_db(gs_audit *a, const char *path, bool sync_full)
 	sqlite3_wal_hook(a->db, wal_hook, a);
 	return SQLITE_OK;
 fail:
-	GS_ERROR("audit: %s: %s", path, a->db ? sqlite3_errmsg(a->db) : "no memory");
+	GSD_ERROR("audit: %s: %s", path, a->db ? sqlite3_errmsg(a->db) : "no memory");
 	return rc;
 }
 
@@ -1017,7 +1017,7 @@ static void free_nodes(struct node *n)
 	}
 }
 
-static void audit_free(gs_audit *a)
+static void audit_free(gsd_audit *a)
 {
 	for (int i = 0; i < ST_COUNT; i++)
 		sqlite3_finalize(a->st[i]);
@@ -1030,13 +1030,13 @@ static void audit_free(gs_audit *a)
 	free(a);
 }
 
-int gs_audit_open(const char *path, const gs_audit_options *opt, gs_audit **out)
+int gsd_audit_open(const char *path, const gsd_audit_options *opt, gsd_audit **out)
 {
 	*out = NULL;
-	gs_audit *a = calloc(1, sizeof *a);
+	gsd_audit *a = calloc(1, sizeof *a);
 	if (!a)
 		return -1;
-	gs_audit_options o = opt ? *opt : (gs_audit_options){0};
+	gsd_audit_options o = opt ? *opt : (gsd_audit_options){0};
 	a->max_batch = o.max_batch ? o.max_batch : DEFAULT_MAX_BATCH;
 	a->wal_limit = o.wal_limit ? o.wal_limit : DEFAULT_WAL_LIMIT;
 
@@ -1077,7 +1077,7 @@ fail:
 	return -1;
 }
 
-void gs_audit_close(gs_audit *a)
+void gsd_audit_close(gsd_audit *a)
 {
 	if (!a)
 		return;
@@ -1166,7 +1166,7 @@ static const char paging_clause[] = " AND (submit_flags & 65) <> 0";
  * "?2 = 0 OR context = ?2" form would defeat the (tenant, context, packet) index). The text is
  * built from fixed pieces only; every value is a bound parameter.
  */
-static void build_packet_query(const gs_history_filter *f, char *sql, size_t cap)
+static void build_packet_query(const gsd_history_filter *f, char *sql, size_t cap)
 {
 	snprintf(sql, cap, "%s%s%s%s%s%s%s%s ORDER BY packet DESC LIMIT ?7", packet_select,
 	         f->context ? " AND context = ?2" : "", f->device ? " AND device = ?3" : "",
@@ -1175,7 +1175,7 @@ static void build_packet_query(const gs_history_filter *f, char *sql, size_t cap
 	         f->paging ? paging_clause : "");
 }
 
-static void read_packet_row(sqlite3_stmt *s, gs_packet_rec *r)
+static void read_packet_row(sqlite3_stmt *s, gsd_packet_rec *r)
 {
 	memset(r, 0, sizeof *r);
 	r->packet = col_u64(s, 0);
@@ -1198,8 +1198,8 @@ static void read_packet_row(sqlite3_stmt *s, gs_packet_rec *r)
 	r->resubmissions = col_u32(s, 18);
 }
 
-int gs_history_packets(const char *path, const gs_history_filter *f, gs_history_result *out,
-                       char *err, size_t errcap)
+int gsd_history_packets(const char *path, const gsd_history_filter *f, gsd_history_result *out,
+                        char *err, size_t errcap)
 {
 	memset(out, 0, sizeof *out);
 	if (!f || !f->tenant || !f->tenant[0]) {
@@ -1217,7 +1217,7 @@ int gs_history_packets(const char *path, const gs_history_filter *f, gs_history_
 	char sql[sizeof packet_select + sizeof allocation_clause + sizeof paging_clause + 256];
 	build_packet_query(f, sql, sizeof sql);
 	sqlite3_stmt *s = NULL;
-	gs_history_row *rows = NULL;
+	gsd_history_row *rows = NULL;
 	size_t *offs = NULL; /* tenant and result offsets of each row, into strings */
 	struct strbuf strings = {0};
 	size_t count = 0;
@@ -1279,7 +1279,7 @@ fail:
 	return -1;
 }
 
-void gs_history_result_free(gs_history_result *r)
+void gsd_history_result_free(gsd_history_result *r)
 {
 	if (!r)
 		return;
@@ -1288,8 +1288,8 @@ void gs_history_result_free(gs_history_result *r)
 	memset(r, 0, sizeof *r);
 }
 
-int gs_history_events(const char *path, const char *tenant, uint64_t packet, gs_event_row **out,
-                      size_t *count, char *err, size_t errcap)
+int gsd_history_events(const char *path, const char *tenant, uint64_t packet, gsd_event_row **out,
+                       size_t *count, char *err, size_t errcap)
 {
 	*out = NULL;
 	*count = 0;
@@ -1303,7 +1303,7 @@ int gs_history_events(const char *path, const char *tenant, uint64_t packet, gs_
 
 	/* The packet_events(packet) index holds seq, so this reads one range in order. */
 	sqlite3_stmt *s = NULL;
-	gs_event_row *rows = NULL;
+	gsd_event_row *rows = NULL;
 	size_t n = 0, cap = 0;
 	int rc = sqlite3_prepare_v2(db,
 	                            "SELECT seq, packet, state, time_ns, detail FROM packet_events"
@@ -1316,7 +1316,7 @@ int gs_history_events(const char *path, const char *tenant, uint64_t packet, gs_
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
 		if (n == cap) {
 			size_t ncap = cap ? cap * 2 : 8;
-			gs_event_row *r = realloc(rows, ncap * sizeof *rows);
+			gsd_event_row *r = realloc(rows, ncap * sizeof *rows);
 			if (!r) {
 				set_err(err, errcap, "out of memory reading history");
 				goto fail;
@@ -1324,7 +1324,7 @@ int gs_history_events(const char *path, const char *tenant, uint64_t packet, gs_
 			rows = r;
 			cap = ncap;
 		}
-		gs_event_row *e = &rows[n++];
+		gsd_event_row *e = &rows[n++];
 		e->seq = col_u64(s, 0);
 		e->packet = col_u64(s, 1);
 		e->state = sqlite3_column_int(s, 2);
@@ -1349,8 +1349,8 @@ fail:
 	return -1;
 }
 
-int gs_history_last_ids(const char *path, uint64_t *packet, uint64_t *handle, char *err,
-                        size_t errcap)
+int gsd_history_last_ids(const char *path, uint64_t *packet, uint64_t *handle, char *err,
+                         size_t errcap)
 {
 	sqlite3 *db;
 	*packet = *handle = 0;
@@ -1386,7 +1386,7 @@ static const char moves_select[] =
         " reason FROM moves WHERE tenant = ?1";
 
 /* Like build_packet_query: only the filters in use, every value bound. */
-static void build_moves_query(const gs_moves_filter *f, char *sql, size_t cap)
+static void build_moves_query(const gsd_moves_filter *f, char *sql, size_t cap)
 {
 	snprintf(sql, cap, "%s%s%s%s%s ORDER BY seq DESC LIMIT ?6", moves_select,
 	         f->allocation ? " AND allocation = ?2" : "", f->device ? " AND device = ?3" : "",
@@ -1394,7 +1394,7 @@ static void build_moves_query(const gs_moves_filter *f, char *sql, size_t cap)
 	         f->before_seq ? " AND seq < ?5" : "");
 }
 
-static void read_move_row(sqlite3_stmt *s, gs_move_row *m)
+static void read_move_row(sqlite3_stmt *s, gsd_move_row *m)
 {
 	memset(m, 0, sizeof *m);
 	m->seq = col_u64(s, 0);
@@ -1416,8 +1416,8 @@ static void read_move_row(sqlite3_stmt *s, gs_move_row *m)
 	copy_text(m->reason, sizeof m->reason, r ? (const char *)r : "");
 }
 
-int gs_history_moves(const char *path, const gs_moves_filter *f, gs_move_row **out, size_t *count,
-                     char *err, size_t errcap)
+int gsd_history_moves(const char *path, const gsd_moves_filter *f, gsd_move_row **out,
+                      size_t *count, char *err, size_t errcap)
 {
 	*out = NULL;
 	*count = 0;
@@ -1436,7 +1436,7 @@ int gs_history_moves(const char *path, const gs_moves_filter *f, gs_move_row **o
 	char sql[sizeof moves_select + 256];
 	build_moves_query(f, sql, sizeof sql);
 	sqlite3_stmt *s = NULL;
-	gs_move_row *rows = NULL;
+	gsd_move_row *rows = NULL;
 	size_t n = 0, cap = 0;
 	int rc = sqlite3_prepare_v2(db, sql, -1, &s, NULL);
 	if (rc != SQLITE_OK)
@@ -1451,7 +1451,7 @@ int gs_history_moves(const char *path, const gs_moves_filter *f, gs_move_row **o
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW && n < limit) {
 		if (n == cap) {
 			size_t ncap = cap ? cap * 2 : 16;
-			gs_move_row *r = realloc(rows, ncap * sizeof *rows);
+			gsd_move_row *r = realloc(rows, ncap * sizeof *rows);
 			if (!r) {
 				set_err(err, errcap, "out of memory reading moves");
 				goto fail;

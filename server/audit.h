@@ -2,45 +2,45 @@
  * Audit: every packet's life, every context and allocation, and every rejected request is
  * written to SQLite by one writer thread in large transactions (group commit, WAL).
  *
- * All gs_audit_* producer calls are made from the loop thread only; they copy what they are
+ * All gsd_audit_* producer calls are made from the loop thread only; they copy what they are
  * given into an in-memory queue and return at once. The writer thread drains the queue in one
  * transaction per batch, then calls each record's ack callback (on the writer thread), so a
  * caller can answer a client only once its record is durable in the file.
  *
- * History reads use their own read-only connections (gs_history_*), callable from any thread.
+ * History reads use their own read-only connections (gsd_history_*), callable from any thread.
  */
-#ifndef GS_AUDIT_H
-#define GS_AUDIT_H
+#ifndef GSD_AUDIT_H
+#define GSD_AUDIT_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-typedef struct gs_audit gs_audit;
+typedef struct gsd_audit gsd_audit;
 
 /* The schema version this daemon writes; a file with a newer one is refused at open. */
-#define GS_AUDIT_SCHEMA_VERSION 2
+#define GSD_AUDIT_SCHEMA_VERSION 2
 /* schema/audit.sql, compiled in (generated at build time from the file). */
-extern const char gs_audit_schema_sql[];
+extern const char gsd_audit_schema_sql[];
 
 /* Longer strings are cut (at a UTF-8 character boundary) to these many bytes when queued. */
-#define GS_AUDIT_TENANT_MAX 63
-#define GS_AUDIT_TEXT_MAX   255
+#define GSD_AUDIT_TENANT_MAX 63
+#define GSD_AUDIT_TEXT_MAX   255
 
 /* Called on the writer thread once the record is committed (ok = true) or could not be written
  * (ok = false: its commit failed, or SQLite refused the record itself).
  * If the record cannot even be queued (out of memory), it is called at once, on the caller's
  * thread, with ok = false. */
-typedef void (*gs_audit_ack_fn)(void *arg, bool ok);
+typedef void (*gsd_audit_ack_fn)(void *arg, bool ok);
 
-typedef struct gs_audit_options {
+typedef struct gsd_audit_options {
 	bool sync_full;     /* PRAGMA synchronous=FULL (fsync per commit); default NORMAL */
 	uint32_t max_batch; /* records per transaction, 0 = 4096 */
 	uint64_t wal_limit; /* bytes; checkpoint (TRUNCATE) when the WAL grows past it */
-} gs_audit_options;
+} gsd_audit_options;
 
 /* The mutable and immutable columns of one packet row. Strings are copied. */
-typedef struct gs_packet_rec {
+typedef struct gsd_packet_rec {
 	uint64_t packet;
 	const char *tenant;
 	uint64_t device;
@@ -61,9 +61,9 @@ typedef struct gs_packet_rec {
 	uint32_t preemptions;
 	uint32_t resubmissions;
 	const char *result;
-} gs_packet_rec;
+} gsd_packet_rec;
 
-typedef struct gs_context_rec {
+typedef struct gsd_context_rec {
 	uint64_t context;
 	const char *tenant;
 	uint64_t device;
@@ -76,9 +76,9 @@ typedef struct gs_context_rec {
 	uint32_t allocation_list_size, patch_location_list_size, caps, paging_companion_node_id;
 	uint64_t created_ns;
 	uint64_t destroyed_ns; /* 0 while alive */
-} gs_context_rec;
+} gsd_context_rec;
 
-typedef struct gs_allocation_rec {
+typedef struct gsd_allocation_rec {
 	uint64_t allocation;
 	const char *tenant;
 	uint64_t device;
@@ -92,23 +92,23 @@ typedef struct gs_allocation_rec {
 	uint64_t offset;
 	uint64_t created_ns;
 	uint64_t destroyed_ns;
-} gs_allocation_rec;
+} gsd_allocation_rec;
 
-int gs_audit_open(const char *path, const gs_audit_options *opt, gs_audit **out);
+int gsd_audit_open(const char *path, const gsd_audit_options *opt, gsd_audit **out);
 /* Drains and commits everything queued, stops the writer thread, closes the file. */
-void gs_audit_close(gs_audit *a);
+void gsd_audit_close(gsd_audit *a);
 
 /* Upserts the packet row and appends one event (state = rec->state, detail may be NULL). */
-void gs_audit_packet(gs_audit *a, const gs_packet_rec *rec, const char *detail, gs_audit_ack_fn ack,
-                     void *ack_arg);
-void gs_audit_context(gs_audit *a, const gs_context_rec *rec);
+void gsd_audit_packet(gsd_audit *a, const gsd_packet_rec *rec, const char *detail,
+                      gsd_audit_ack_fn ack, void *ack_arg);
+void gsd_audit_context(gsd_audit *a, const gsd_context_rec *rec);
 /* Commits everything queued so far now (records nobody waits for otherwise linger up to 2 ms)
  * and then calls ack on the writer thread: a barrier for readers of the file. */
-void gs_audit_flush(gs_audit *a, gs_audit_ack_fn ack, void *ack_arg);
-void gs_audit_allocation(gs_audit *a, const gs_allocation_rec *rec);
+void gsd_audit_flush(gsd_audit *a, gsd_audit_ack_fn ack, void *ack_arg);
+void gsd_audit_allocation(gsd_audit *a, const gsd_allocation_rec *rec);
 /* One action of the memory manager on an allocation (schema table `moves`). Segment 0 means
  * system memory (or nowhere, for PLACE's from and FREE's to). */
-typedef struct gs_move_rec {
+typedef struct gsd_move_rec {
 	uint64_t allocation;
 	const char *tenant; /* the allocation's owner */
 	uint64_t device;
@@ -125,22 +125,22 @@ typedef struct gs_move_rec {
 	uint32_t pieces;         /* sub-transfers */
 	const char *reason;      /* may be NULL */
 	uint64_t time_ns;        /* 0 = the wall time it is queued */
-} gs_move_rec;
+} gsd_move_rec;
 /* Copies the record (strings included); nothing is acknowledged. */
-void gs_audit_move(gs_audit *a, const gs_move_rec *rec);
+void gsd_audit_move(gsd_audit *a, const gsd_move_rec *rec);
 /* The allocation list of a packet (schema table `packet_allocations`), recorded once when it is
  * submitted, so history can be filtered by allocation. write may be NULL (all read). Both
  * arrays are copied (one malloc; an empty list records nothing); nothing is acknowledged. */
-void gs_audit_packet_allocations(gs_audit *a, uint64_t packet, const char *tenant,
-                                 const uint64_t *allocations, const bool *write, size_t n);
+void gsd_audit_packet_allocations(gsd_audit *a, uint64_t packet, const char *tenant,
+                                  const uint64_t *allocations, const bool *write, size_t n);
 
 /* A rejected or failed request: what was asked, the status returned and why. */
-void gs_audit_error(gs_audit *a, const char *tenant, const char *request, int status,
-                    const char *message);
+void gsd_audit_error(gsd_audit *a, const char *tenant, const char *request, int status,
+                     const char *message);
 /* Free-form daemon event (start, stop, engine reset, ban...). */
-void gs_audit_note(gs_audit *a, const char *tenant, const char *kind, const char *detail);
+void gsd_audit_note(gsd_audit *a, const char *tenant, const char *kind, const char *detail);
 
-typedef struct gs_audit_stats {
+typedef struct gsd_audit_stats {
 	uint64_t records;     /* committed */
 	uint64_t commits;     /* transactions */
 	uint64_t queued;      /* waiting now */
@@ -148,12 +148,12 @@ typedef struct gs_audit_stats {
 	uint64_t dropped;     /* records not written: refused by SQLite on their own, or in a failed
 	                         commit, or not queued for want of memory */
 	uint64_t checkpoints; /* TRUNCATE checkpoints run because the WAL grew past wal_limit */
-} gs_audit_stats;
-void gs_audit_get_stats(gs_audit *a, gs_audit_stats *out);
+} gsd_audit_stats;
+void gsd_audit_get_stats(gsd_audit *a, gsd_audit_stats *out);
 
 /* ---- history reads (own read-only connection; any thread) ---- */
 
-typedef struct gs_history_filter {
+typedef struct gsd_history_filter {
 	const char *tenant;     /* required: a tenant only ever sees its own rows */
 	uint64_t context;       /* 0 = any */
 	uint64_t device;        /* 0 = any */
@@ -164,40 +164,40 @@ typedef struct gs_history_filter {
 	uint64_t allocation; /* 0 = any; else packets that listed it (packet_allocations) or
 	                        moved it (moves) */
 	bool paging;         /* only the memory manager's packets (Paging or ContextSwitch) */
-} gs_history_filter;
+} gsd_history_filter;
 
 /* A fetched packet row; strings point into storage owned by the result. */
-typedef struct gs_history_row {
-	gs_packet_rec rec;
-} gs_history_row;
+typedef struct gsd_history_row {
+	gsd_packet_rec rec;
+} gsd_history_row;
 
-typedef struct gs_history_result {
-	gs_history_row *rows;
+typedef struct gsd_history_result {
+	gsd_history_row *rows;
 	size_t count;
 	char *strings; /* backing store of tenant/result strings */
-} gs_history_result;
+} gsd_history_result;
 
-typedef struct gs_event_row {
+typedef struct gsd_event_row {
 	uint64_t seq;
 	uint64_t packet;
 	int state;
 	uint64_t time_ns;
 	char detail[128];
-} gs_event_row;
+} gsd_event_row;
 
 /* Rows newest first. Return 0 or -1 with err filled. */
-int gs_history_packets(const char *path, const gs_history_filter *f, gs_history_result *out,
-                       char *err, size_t errcap);
-void gs_history_result_free(gs_history_result *r);
+int gsd_history_packets(const char *path, const gsd_history_filter *f, gsd_history_result *out,
+                        char *err, size_t errcap);
+void gsd_history_result_free(gsd_history_result *r);
 /* The highest packet id and object handle recorded in the file, so a restarted daemon
  * continues both sequences instead of reusing (and overwriting) old rows. */
-int gs_history_last_ids(const char *path, uint64_t *packet, uint64_t *handle, char *err,
-                        size_t errcap);
+int gsd_history_last_ids(const char *path, uint64_t *packet, uint64_t *handle, char *err,
+                         size_t errcap);
 /* Events of one packet of `tenant`, oldest first. *out is malloc'd. */
-int gs_history_events(const char *path, const char *tenant, uint64_t packet, gs_event_row **out,
-                      size_t *count, char *err, size_t errcap);
+int gsd_history_events(const char *path, const char *tenant, uint64_t packet, gsd_event_row **out,
+                       size_t *count, char *err, size_t errcap);
 
-typedef struct gs_moves_filter {
+typedef struct gsd_moves_filter {
 	const char *tenant;  /* required: a tenant only ever sees the moves of its allocations */
 	uint64_t allocation; /* 0 = any */
 	uint64_t device;     /* 0 = any */
@@ -205,10 +205,10 @@ typedef struct gs_moves_filter {
 	                        packet (packet = X or for_packet = X) */
 	uint64_t before_seq; /* 0 = from the newest; else moves with seq < this */
 	uint32_t limit;      /* 0 = 100; at most 10000 */
-} gs_moves_filter;
+} gsd_moves_filter;
 
-/* A fetched moves row (the gs_move_rec fields, the reason copied and cut to fit). */
-typedef struct gs_move_row {
+/* A fetched moves row (the gsd_move_rec fields, the reason copied and cut to fit). */
+typedef struct gsd_move_row {
 	uint64_t seq;
 	uint64_t time_ns;
 	uint64_t allocation;
@@ -225,10 +225,10 @@ typedef struct gs_move_row {
 	uint32_t transfer_flags;
 	uint32_t pieces;
 	char reason[128]; /* "" when none */
-} gs_move_row;
+} gsd_move_row;
 
 /* Moves newest first. *out is malloc'd (NULL when *count is 0). Returns 0 or -1 with err. */
-int gs_history_moves(const char *path, const gs_moves_filter *f, gs_move_row **out, size_t *count,
-                     char *err, size_t errcap);
+int gsd_history_moves(const char *path, const gsd_moves_filter *f, gsd_move_row **out,
+                      size_t *count, char *err, size_t errcap);
 
 #endif

@@ -16,42 +16,42 @@ static void set_str(char *dst, size_t cap, const char *src)
 	snprintf(dst, cap, "%s", src);
 }
 
-static void default_adapter(gs_adapter_config *a, uint32_t index)
+static void default_adapter(gsd_adapter_config *a, uint32_t index)
 {
 	memset(a, 0, sizeof(*a));
 	snprintf(a->name, sizeof(a->name), "emu%u", index);
 	set_str(a->backend, sizeof(a->backend), "emu");
 	a->nnodes = 3;
-	set_str(a->nodes[0].name, GS_NAME_MAX, "3d");
+	set_str(a->nodes[0].name, GSD_NAME_MAX, "3d");
 	a->nodes[0].kind = GPUSCHED__V1__NODE_KIND__NODE_KIND_3D;
-	set_str(a->nodes[1].name, GS_NAME_MAX, "compute");
+	set_str(a->nodes[1].name, GSD_NAME_MAX, "compute");
 	a->nodes[1].kind = GPUSCHED__V1__NODE_KIND__NODE_KIND_COMPUTE;
-	set_str(a->nodes[2].name, GS_NAME_MAX, "copy");
+	set_str(a->nodes[2].name, GSD_NAME_MAX, "copy");
 	a->nodes[2].kind = GPUSCHED__V1__NODE_KIND__NODE_KIND_COPY;
 	a->nodes[2].paging = true;
 	a->nsegments = 2;
 	a->segments[0] =
-	        (gs_segment_config){.id = 1,
-	                            .kind = GPUSCHED__V1__SEGMENT_KIND__SEGMENT_KIND_MEMORY,
-	                            .size = 256 * MiB,
-	                            .cpu_visible = false};
-	set_str(a->segments[0].name, GS_NAME_MAX, "vram");
+	        (gsd_segment_config){.id = 1,
+	                             .kind = GPUSCHED__V1__SEGMENT_KIND__SEGMENT_KIND_MEMORY,
+	                             .size = 256 * MiB,
+	                             .cpu_visible = false};
+	set_str(a->segments[0].name, GSD_NAME_MAX, "vram");
 	a->segments[1] =
-	        (gs_segment_config){.id = 2,
-	                            .kind = GPUSCHED__V1__SEGMENT_KIND__SEGMENT_KIND_APERTURE,
-	                            .size = 1024 * MiB,
-	                            .cpu_visible = true};
-	set_str(a->segments[1].name, GS_NAME_MAX, "aperture");
+	        (gsd_segment_config){.id = 2,
+	                             .kind = GPUSCHED__V1__SEGMENT_KIND__SEGMENT_KIND_APERTURE,
+	                             .size = 1024 * MiB,
+	                             .cpu_visible = true};
+	set_str(a->segments[1].name, GSD_NAME_MAX, "aperture");
 	a->system_memory = 4096 * MiB;
 }
 
-void gs_config_defaults(gs_config *c)
+void gsd_config_defaults(gsd_config *c)
 {
 	memset(c, 0, sizeof(*c));
 	c->nlisten = 1;
 	gs_default_url(c->listen[0], sizeof(c->listen[0]));
 	set_str(c->db_path, sizeof(c->db_path), "gpusched-audit.db");
-	c->log_level = GS_LOG_INFO;
+	c->log_level = GSD_LOG_INFO;
 	c->wal_limit = 64 * MiB;
 	c->max_message = 8 * MiB;
 	c->max_dma_buffer = 1 * MiB;
@@ -153,7 +153,7 @@ static const char *const segment_kinds[] = {"memory", "aperture", NULL};
 static const char *const tenant_kinds[] = {"process", "vm", NULL};
 static const char *const policies[] = {"best_effort", "equal_share", "fixed_share", NULL};
 
-static int load_adapter(json_t *ja, gs_adapter_config *a, cfg_err *e)
+static int load_adapter(json_t *ja, gsd_adapter_config *a, cfg_err *e)
 {
 	if (!json_is_object(ja))
 		return fail(e, "%s: each adapter must be an object", "adapters");
@@ -163,12 +163,12 @@ static int load_adapter(json_t *ja, gs_adapter_config *a, cfg_err *e)
 	json_t *nodes = json_object_get(ja, "nodes");
 	if (nodes) {
 		if (!json_is_array(nodes) || json_array_size(nodes) == 0 ||
-		    json_array_size(nodes) > GS_MAX_NODES)
+		    json_array_size(nodes) > GSD_MAX_NODES)
 			return fail(e, "\"%s\" must be an array of 1..8 nodes", "nodes");
 		a->nnodes = (uint32_t)json_array_size(nodes);
 		for (uint32_t i = 0; i < a->nnodes; i++) {
 			json_t *jn = json_array_get(nodes, i);
-			gs_node_config *n = &a->nodes[i];
+			gsd_node_config *n = &a->nodes[i];
 			memset(n, 0, sizeof(*n));
 			snprintf(n->name, sizeof(n->name), "node%u", i);
 			if (get_str(jn, "name", n->name, sizeof(n->name), e) ||
@@ -185,7 +185,7 @@ static int load_adapter(json_t *ja, gs_adapter_config *a, cfg_err *e)
 		a->nsegments = (uint32_t)json_array_size(segs);
 		for (uint32_t i = 0; i < a->nsegments; i++) {
 			json_t *js = json_array_get(segs, i);
-			gs_segment_config *s = &a->segments[i];
+			gsd_segment_config *s = &a->segments[i];
 			memset(s, 0, sizeof(*s));
 			s->id = i + 1;
 			snprintf(s->name, sizeof(s->name), "segment%u", i + 1);
@@ -211,7 +211,7 @@ static int load_adapter(json_t *ja, gs_adapter_config *a, cfg_err *e)
 	return 0;
 }
 
-static int load_tenant(json_t *jt, gs_tenant_config *t, cfg_err *e)
+static int load_tenant(json_t *jt, gsd_tenant_config *t, cfg_err *e)
 {
 	memset(t, 0, sizeof(*t));
 	t->share = 1;
@@ -230,7 +230,7 @@ static int load_tenant(json_t *jt, gs_tenant_config *t, cfg_err *e)
 	return 0;
 }
 
-int gs_config_load(gs_config *c, const char *path, char *err, size_t errcap)
+int gsd_config_load(gsd_config *c, const char *path, char *err, size_t errcap)
 {
 	cfg_err e = {err, errcap};
 	json_error_t jerr;
@@ -247,7 +247,7 @@ int gs_config_load(gs_config *c, const char *path, char *err, size_t errcap)
 	json_t *listen = json_object_get(root, "listen");
 	if (listen) {
 		if (!json_is_array(listen) || json_array_size(listen) == 0 ||
-		    json_array_size(listen) > GS_MAX_LISTEN) {
+		    json_array_size(listen) > GSD_MAX_LISTEN) {
 			fail(&e, "\"%s\" must be an array of 1..8 URLs", "listen");
 			goto out;
 		}
@@ -293,7 +293,7 @@ int gs_config_load(gs_config *c, const char *path, char *err, size_t errcap)
 		c->virtual_clock = strcmp(clock, "virtual") == 0;
 	}
 	if (level[0]) {
-		c->log_level = gs_log_parse_level(level);
+		c->log_level = gsd_log_parse_level(level);
 		if (c->log_level < 0) {
 			fail(&e, "\"%s\" must be error, warn, info or debug", "log_level");
 			goto out;
@@ -302,7 +302,7 @@ int gs_config_load(gs_config *c, const char *path, char *err, size_t errcap)
 	json_t *adapters = json_object_get(root, "adapters");
 	if (adapters) {
 		if (!json_is_array(adapters) || json_array_size(adapters) == 0 ||
-		    json_array_size(adapters) > GS_MAX_ADAPTERS) {
+		    json_array_size(adapters) > GSD_MAX_ADAPTERS) {
 			fail(&e, "\"%s\" must be an array of 1..16 adapters", "adapters");
 			goto out;
 		}
@@ -315,7 +315,7 @@ int gs_config_load(gs_config *c, const char *path, char *err, size_t errcap)
 	}
 	json_t *tenants = json_object_get(root, "tenants");
 	if (tenants) {
-		if (!json_is_array(tenants) || json_array_size(tenants) > GS_MAX_TENANTS) {
+		if (!json_is_array(tenants) || json_array_size(tenants) > GSD_MAX_TENANTS) {
 			fail(&e, "\"%s\" must be an array of at most 64 tenants", "tenants");
 			goto out;
 		}
@@ -330,7 +330,7 @@ out:
 	return rc;
 }
 
-int gs_config_validate(const gs_config *c, char *err, size_t errcap)
+int gsd_config_validate(const gsd_config *c, char *err, size_t errcap)
 {
 	if (c->max_message < 4096 || c->max_dma_buffer == 0 || c->max_dma_buffer > c->max_message) {
 		snprintf(err, errcap, "max_message must be >= 4096 and hold max_dma_buffer (> 0)");
@@ -352,7 +352,7 @@ int gs_config_validate(const gs_config *c, char *err, size_t errcap)
 		return -1;
 	}
 	for (uint32_t i = 0; i < c->nadapters; i++) {
-		const gs_adapter_config *a = &c->adapters[i];
+		const gsd_adapter_config *a = &c->adapters[i];
 		if (strcmp(a->backend, "emu") && strcmp(a->backend, "null")) {
 			snprintf(err, errcap, "adapter %s: backend must be \"emu\" or \"null\"",
 			         a->name);
@@ -360,7 +360,7 @@ int gs_config_validate(const gs_config *c, char *err, size_t errcap)
 		}
 		uint32_t seen = 0;
 		for (uint32_t s = 0; s < a->nsegments; s++) {
-			const gs_segment_config *sc = &a->segments[s];
+			const gsd_segment_config *sc = &a->segments[s];
 			if (sc->id < 1 || sc->id > 30 || (seen & (1u << sc->id))) {
 				snprintf(err, errcap,
 				         "adapter %s: segment ids must be unique and in 1..30 (31 "

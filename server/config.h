@@ -2,45 +2,45 @@
  * Daemon configuration: built-in defaults (work with no file), then a JSON file
  * (--config), then command-line flags. See deploy/gpuschedd.example.json for every key.
  */
-#ifndef GS_CONFIG_H
-#define GS_CONFIG_H
+#ifndef GSD_CONFIG_H
+#define GSD_CONFIG_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#define GS_MAX_LISTEN   8
-#define GS_MAX_ADAPTERS 16
-#define GS_MAX_NODES    8
-#define GS_MAX_TENANTS  64
-#define GS_NAME_MAX     64
+#define GSD_MAX_LISTEN   8
+#define GSD_MAX_ADAPTERS 16
+#define GSD_MAX_NODES    8
+#define GSD_MAX_TENANTS  64
+#define GSD_NAME_MAX     64
 
-typedef struct gs_node_config {
-	char name[GS_NAME_MAX];
+typedef struct gsd_node_config {
+	char name[GSD_NAME_MAX];
 	int kind; /* Gpusched__V1__NodeKind */
 	bool paging;
-} gs_node_config;
+} gsd_node_config;
 
-typedef struct gs_segment_config {
+typedef struct gsd_segment_config {
 	uint32_t id; /* 1..31 */
-	char name[GS_NAME_MAX];
+	char name[GSD_NAME_MAX];
 	int kind; /* Gpusched__V1__SegmentKind */
 	uint64_t size;
 	bool cpu_visible;
-} gs_segment_config;
+} gsd_segment_config;
 
-typedef struct gs_adapter_config {
-	char name[GS_NAME_MAX];
+typedef struct gsd_adapter_config {
+	char name[GSD_NAME_MAX];
 	char backend[16]; /* "emu" | "null" */
 	uint32_t nnodes;
-	gs_node_config nodes[GS_MAX_NODES];
+	gsd_node_config nodes[GSD_MAX_NODES];
 	uint32_t nsegments;
-	gs_segment_config segments[8];
+	gsd_segment_config segments[8];
 	uint64_t system_memory; /* bytes of system memory evicted allocations may use */
-} gs_adapter_config;
+} gsd_adapter_config;
 
-typedef struct gs_tenant_config {
-	char name[GS_NAME_MAX];
+typedef struct gsd_tenant_config {
+	char name[GSD_NAME_MAX];
 	char token[128];
 	int kind;   /* Gpusched__V1__TenantKind */
 	int policy; /* Gpusched__V1__SharePolicy */
@@ -49,11 +49,11 @@ typedef struct gs_tenant_config {
 	uint64_t memory_quota;
 	uint32_t context_limit;
 	bool admin;
-} gs_tenant_config;
+} gsd_tenant_config;
 
-typedef struct gs_config {
+typedef struct gsd_config {
 	uint32_t nlisten;
-	char listen[GS_MAX_LISTEN][256];
+	char listen[GSD_MAX_LISTEN][256];
 	char events_url[256];
 	char db_path[512];
 	bool virtual_clock;
@@ -77,21 +77,21 @@ typedef struct gs_config {
 	uint32_t refresh_hz;        /* emulated display: vertical blanks per second */
 	uint64_t paging_chunk;      /* bytes per sub-transfer of a paging transfer */
 	uint32_t nadapters;
-	gs_adapter_config adapters[GS_MAX_ADAPTERS];
+	gsd_adapter_config adapters[GSD_MAX_ADAPTERS];
 	uint32_t ntenants;
-	gs_tenant_config tenants[GS_MAX_TENANTS];
-} gs_config;
+	gsd_tenant_config tenants[GSD_MAX_TENANTS];
+} gsd_config;
 
 /* Fills the built-in defaults: one emulated adapter with a 3D, a compute and a copy (paging)
  * node, a 256 MiB memory segment (id 1) and a 1 GiB aperture segment (id 2); an ipc:// socket
  * in the runtime directory and gpusched-audit.db in the working directory. */
-void gs_config_defaults(gs_config *c);
+void gsd_config_defaults(gsd_config *c);
 
 /* Loads a JSON file over the current values. Returns 0, or -1 with err filled. */
-int gs_config_load(gs_config *c, const char *path, char *err, size_t errcap);
+int gsd_config_load(gsd_config *c, const char *path, char *err, size_t errcap);
 
 /* Checks cross-field rules (segment ids unique and 1..30 (31 is system memory's), a paging node,
  * sizes > 0). */
-int gs_config_validate(const gs_config *c, char *err, size_t errcap);
+int gsd_config_validate(const gsd_config *c, char *err, size_t errcap);
 
 #endif

@@ -5,8 +5,8 @@
  *
  * A backend is a table of operations chosen by name at start-up ("emu", "null").
  */
-#ifndef GS_ENGINE_H
-#define GS_ENGINE_H
+#ifndef GSD_ENGINE_H
+#define GSD_ENGINE_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -15,25 +15,25 @@
 #include "isa.h"
 
 /* One segment's backing memory, as the engine sees it. */
-typedef struct gs_mem_segment {
+typedef struct gsd_mem_segment {
 	uint32_t id; /* segment id (1..31); 0 = unused slot */
 	uint8_t *base;
 	uint64_t size;
-} gs_mem_segment;
+} gsd_mem_segment;
 
-#define GS_MAX_SEGMENTS 32
+#define GSD_MAX_SEGMENTS 32
 
 /* The adapter memory an engine may touch: indexed by segment id. */
-typedef struct gs_memory {
-	gs_mem_segment seg[GS_MAX_SEGMENTS];
-} gs_memory;
+typedef struct gsd_memory {
+	gsd_mem_segment seg[GSD_MAX_SEGMENTS];
+} gsd_memory;
 
 /* A GPU address range a packet may access (one per allocation-list entry). */
-typedef struct gs_range {
+typedef struct gsd_range {
 	uint64_t addr; /* GPU address (see isa.h) */
 	uint64_t size;
 	bool write;
-} gs_range;
+} gsd_range;
 
 /*
  * A patched packet handed to an engine. The scheduler owns it; the engine reads it from
@@ -46,14 +46,14 @@ typedef struct gs_range {
  * 1 ns per 16 bytes a TRANSFER moves (rounded up per TRANSFER: a 16 GB/s copy engine).
  * The fields after `user` are zero in a plain submission, meaning "no limit, nothing done".
  */
-typedef struct gs_exec {
+typedef struct gsd_exec {
 	uint64_t packet;
 	uint64_t fence;
 	uint32_t submit_flags; /* NullRendering: queue and complete, do not execute */
 	const uint8_t *dma;    /* patched copy of the DMA buffer */
 	size_t dma_len;
 	size_t resume_offset; /* byte offset of the first command to run */
-	const gs_range *ranges;
+	const gsd_range *ranges;
 	size_t nranges;
 	void *user; /* the scheduler's packet */
 
@@ -69,66 +69,66 @@ typedef struct gs_exec {
 	 * interrupt that stopped it there); only its remainder runs. Ignored unless the
 	 * command at resume_offset is a SPIN. */
 	uint64_t spin_done_us;
-} gs_exec;
+} gsd_exec;
 
-typedef enum gs_irq_kind {
-	GS_IRQ_DMA_COMPLETED = 1,
-	GS_IRQ_DMA_PREEMPTED = 2,
-	GS_IRQ_DMA_FAULTED = 3,
-	GS_IRQ_DMA_PAGE_FAULTED = 4,
-	GS_IRQ_ABORTED = 5,      /* dropped by a reset */
-	GS_IRQ_FENCE_SIGNAL = 6, /* a SIGNAL command ran (MONITORED_FENCE_SIGNALED) */
-	GS_IRQ_STARTED = 7,      /* the engine started executing the packet */
+typedef enum gsd_irq_kind {
+	GSD_IRQ_DMA_COMPLETED = 1,
+	GSD_IRQ_DMA_PREEMPTED = 2,
+	GSD_IRQ_DMA_FAULTED = 3,
+	GSD_IRQ_DMA_PAGE_FAULTED = 4,
+	GSD_IRQ_ABORTED = 5,      /* dropped by a reset */
+	GSD_IRQ_FENCE_SIGNAL = 6, /* a SIGNAL command ran (MONITORED_FENCE_SIGNALED) */
+	GSD_IRQ_STARTED = 7,      /* the engine started executing the packet */
 	/* GPU_ENGINE_TIMEOUT (virtual clock): a NONPREEMPTIBLE SPIN would have run past
 	 * budget_ns + tdr_ns. Final: the packet is off the engine, which goes on with the
 	 * next one; engine_ns is budget_ns + tdr_ns exactly, stop_offset the SPIN. */
-	GS_IRQ_ENGINE_TIMEOUT = 8,
-} gs_irq_kind;
+	GSD_IRQ_ENGINE_TIMEOUT = 8,
+} gsd_irq_kind;
 
 /* Why a packet was PREEMPTED. */
-typedef enum gs_stop_reason {
-	GS_STOP_NONE = 0,    /* every other interrupt */
-	GS_STOP_REQUEST = 1, /* preempt() */
-	GS_STOP_BUDGET = 2,  /* the run consumed exec->budget_ns (checked first when both hold) */
-} gs_stop_reason;
+typedef enum gsd_stop_reason {
+	GSD_STOP_NONE = 0,    /* every other interrupt */
+	GSD_STOP_REQUEST = 1, /* preempt() */
+	GSD_STOP_BUDGET = 2,  /* the run consumed exec->budget_ns (checked first when both hold) */
+} gsd_stop_reason;
 
-typedef struct gs_irq {
-	gs_irq_kind kind;
+typedef struct gsd_irq {
+	gsd_irq_kind kind;
 	uint32_t node;
-	gs_exec *exec;
+	gsd_exec *exec;
 	/* PREEMPTED, ABORTED, ENGINE_TIMEOUT: offset of the first command not finished, where a
 	 * resubmission resumes; FAULTED, PAGE_FAULTED: the bad command; COMPLETED: dma_len;
 	 * STARTED: resume_offset; FENCE_SIGNAL: just past the SIGNAL. */
 	size_t stop_offset;
-	uint64_t sync;              /* FENCE_SIGNAL */
-	uint64_t value;             /* FENCE_SIGNAL */
-	uint64_t engine_ns;         /* engine time the packet consumed in this run */
-	gs_stop_reason stop_reason; /* PREEMPTED */
+	uint64_t sync;               /* FENCE_SIGNAL */
+	uint64_t value;              /* FENCE_SIGNAL */
+	uint64_t engine_ns;          /* engine time the packet consumed in this run */
+	gsd_stop_reason stop_reason; /* PREEMPTED */
 	/* PREEMPTED, ABORTED, ENGINE_TIMEOUT when stop_offset is a SPIN: its microseconds done
 	 * so far, over all runs (pass it back as exec->spin_done_us); 0 otherwise. */
 	uint64_t spin_done_us;
 	char detail[96]; /* fault text */
-} gs_irq;
+} gsd_irq;
 
 /* Called on the engine thread. Must be cheap and thread-safe. */
-typedef void (*gs_irq_fn)(void *arg, const gs_irq *irq);
+typedef void (*gsd_irq_fn)(void *arg, const gsd_irq *irq);
 
-typedef struct gs_engine_config {
+typedef struct gsd_engine_config {
 	uint32_t node;
 	const char *name;
-	const gs_memory *memory;
+	const gsd_memory *memory;
 	bool virtual_clock; /* SPIN consumes engine time without sleeping */
-	gs_irq_fn irq;
+	gsd_irq_fn irq;
 	void *irq_arg;
-} gs_engine_config;
+} gsd_engine_config;
 
-typedef struct gs_engine gs_engine;
+typedef struct gsd_engine gsd_engine;
 
-typedef struct gs_engine_ops {
+typedef struct gsd_engine_ops {
 	const char *name;
-	int (*create)(const gs_engine_config *cfg, gs_engine **out); /* starts its thread */
+	int (*create)(const gsd_engine_config *cfg, gsd_engine **out); /* starts its thread */
 	/* Queues a packet; the engine runs its packets in submission order. */
-	int (*submit)(gs_engine *e, gs_exec *x);
+	int (*submit)(gsd_engine *e, gsd_exec *x);
 	/*
 	 * Asks the engine to stop the running packet at its next command boundary or inside a
 	 * preemptible SPIN (wall clock: within a thread wake-up; virtual clock: at boundaries
@@ -137,27 +137,27 @@ typedef struct gs_engine_ops {
 	 * the request is used up by that packet's final interrupt, whatever it is (it may be
 	 * COMPLETED, the packet having finished first), and never reaches a later packet.
 	 */
-	void (*preempt)(gs_engine *e);
+	void (*preempt)(gsd_engine *e);
 	/*
 	 * Engine reset (TDR): aborts the running packet at once, even inside a NONPREEMPTIBLE
 	 * SPIN, then every packet queued at the time of the call, in order, each with one
 	 * ABORTED interrupt (a packet that finished meanwhile reports as it finished). Packets
 	 * submitted after the call run normally; an idle engine ignores it. Asynchronous.
 	 */
-	void (*reset)(gs_engine *e);
+	void (*reset)(gsd_engine *e);
 	/* Stops the thread after reporting ABORTED for every packet not yet finished. */
-	void (*destroy)(gs_engine *e);
-} gs_engine_ops;
+	void (*destroy)(gsd_engine *e);
+} gsd_engine_ops;
 
-extern const gs_engine_ops gs_engine_emu;
-extern const gs_engine_ops gs_engine_null;
+extern const gsd_engine_ops gsd_engine_emu;
+extern const gsd_engine_ops gsd_engine_null;
 
 /* Looks a backend up by name; NULL if unknown. */
-const gs_engine_ops *gs_engine_find(const char *name);
+const gsd_engine_ops *gsd_engine_find(const char *name);
 
 /* The engine half of the ISA: runs one command against memory within the packet's ranges.
  * Returns 0, or -1 with a reason in detail (a page fault). Shared by backends and tests. */
-int gs_engine_exec_cmd(const gs_memory *mem, const gs_exec *x, const gs_isa_cmd *cmd, char *detail,
-                       size_t detail_cap);
+int gsd_engine_exec_cmd(const gsd_memory *mem, const gsd_exec *x, const gs_isa_cmd *cmd,
+                        char *detail, size_t detail_cap);
 
 #endif

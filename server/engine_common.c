@@ -9,9 +9,9 @@
 #include <stdio.h>
 #include <string.h>
 
-const gs_engine_ops *gs_engine_find(const char *name)
+const gsd_engine_ops *gsd_engine_find(const char *name)
 {
-	static const gs_engine_ops *const backends[] = {&gs_engine_emu, &gs_engine_null};
+	static const gsd_engine_ops *const backends[] = {&gsd_engine_emu, &gsd_engine_null};
 
 	if (!name)
 		return NULL;
@@ -23,7 +23,7 @@ const gs_engine_ops *gs_engine_find(const char *name)
 
 /* Does [addr, addr + size) lie inside range r? Written with subtractions only, so no sum can
  * wrap whatever the 64-bit inputs are. */
-static bool range_contains(const gs_range *r, uint64_t addr, uint64_t size)
+static bool range_contains(const gsd_range *r, uint64_t addr, uint64_t size)
 {
 	if (addr < r->addr)
 		return false;
@@ -36,7 +36,7 @@ static bool range_contains(const gs_range *r, uint64_t addr, uint64_t size)
  * The allocation list decides what the packet may touch; the segment table is checked too so
  * that even a malformed list can never lead outside the adapter's memory.
  */
-static uint8_t *translate(const gs_memory *mem, const gs_exec *x, uint64_t addr, uint64_t size,
+static uint8_t *translate(const gsd_memory *mem, const gsd_exec *x, uint64_t addr, uint64_t size,
                           bool write, char *detail, size_t cap)
 {
 	const char *what = write ? "write" : "read";
@@ -60,7 +60,7 @@ static uint8_t *translate(const gs_memory *mem, const gs_exec *x, uint64_t addr,
 
 	uint32_t id = gs_addr_segment(addr);
 	uint64_t off = gs_addr_offset(addr);
-	const gs_mem_segment *seg = mem && id < GS_MAX_SEGMENTS ? &mem->seg[id] : NULL;
+	const gsd_mem_segment *seg = mem && id < GSD_MAX_SEGMENTS ? &mem->seg[id] : NULL;
 	if (!seg || seg->id != id || id == 0 || !seg->base || off > seg->size ||
 	    size > seg->size - off) {
 		snprintf(detail, cap,
@@ -71,8 +71,8 @@ static uint8_t *translate(const gs_memory *mem, const gs_exec *x, uint64_t addr,
 	return seg->base + off;
 }
 
-int gs_engine_exec_cmd(const gs_memory *mem, const gs_exec *x, const gs_isa_cmd *cmd, char *detail,
-                       size_t detail_cap)
+int gsd_engine_exec_cmd(const gsd_memory *mem, const gsd_exec *x, const gs_isa_cmd *cmd,
+                        char *detail, size_t detail_cap)
 {
 	uint8_t *dst, *src = NULL;
 
@@ -132,9 +132,9 @@ int gs_engine_exec_cmd(const gs_memory *mem, const gs_exec *x, const gs_isa_cmd 
 			return -1;
 		}
 		if (cmd->transfer_flags & GS_ISA_TRANSFER_SWIZZLE)
-			return gs_swizzle(dst, src, cmd->size, cmd->pitch) == 0 ? 0 : -1;
+			return gsd_swizzle(dst, src, cmd->size, cmd->pitch) == 0 ? 0 : -1;
 		if (cmd->transfer_flags & GS_ISA_TRANSFER_UNSWIZZLE)
-			return gs_unswizzle(dst, src, cmd->size, cmd->pitch) == 0 ? 0 : -1;
+			return gsd_unswizzle(dst, src, cmd->size, cmd->pitch) == 0 ? 0 : -1;
 		memmove(dst, src, cmd->size);
 		return 0;
 	case GS_OP_COUNT_:

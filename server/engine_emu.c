@@ -49,9 +49,9 @@ static uint64_t transfer_ns(uint64_t bytes)
 
 /* One run of one packet. */
 typedef struct walk {
-	gs_engine *e;
-	gs_exec *x;
-	gs_irq *final;
+	gsd_engine *e;
+	gsd_exec *x;
+	gsd_irq *final;
 	bool execute;
 	bool virtual_clock;
 	uint64_t t0;  /* wall clock at the start of the run */
@@ -60,7 +60,7 @@ typedef struct walk {
 
 static uint64_t engine_ns(const walk *w)
 {
-	return !w->execute ? 0 : w->virtual_clock ? w->vns : gs_engine_now_ns() - w->t0;
+	return !w->execute ? 0 : w->virtual_clock ? w->vns : gsd_engine_now_ns() - w->t0;
 }
 
 static bool budget_spent(const walk *w)
@@ -69,7 +69,7 @@ static bool budget_spent(const walk *w)
 }
 
 /* Ends the run with a final interrupt stopped at `at` (spin_done_us: of the SPIN there). */
-static void stop(walk *w, gs_irq_kind kind, gs_stop_reason why, size_t at, uint64_t spin_done_us)
+static void stop(walk *w, gsd_irq_kind kind, gsd_stop_reason why, size_t at, uint64_t spin_done_us)
 {
 	w->final->kind = kind;
 	w->final->stop_reason = why;
@@ -81,12 +81,12 @@ static void stop(walk *w, gs_irq_kind kind, gs_stop_reason why, size_t at, uint6
  * virtual clock that keeps the reported reason a function of the packet and budget alone. */
 static bool stop_at_boundary(walk *w, size_t at, uint64_t spin_done_us)
 {
-	if (gs_engine_abort_pending(w->e))
-		stop(w, GS_IRQ_ABORTED, GS_STOP_NONE, at, spin_done_us);
+	if (gsd_engine_abort_pending(w->e))
+		stop(w, GSD_IRQ_ABORTED, GSD_STOP_NONE, at, spin_done_us);
 	else if (budget_spent(w))
-		stop(w, GS_IRQ_DMA_PREEMPTED, GS_STOP_BUDGET, at, spin_done_us);
-	else if (gs_engine_preempt_pending(w->e))
-		stop(w, GS_IRQ_DMA_PREEMPTED, GS_STOP_REQUEST, at, spin_done_us);
+		stop(w, GSD_IRQ_DMA_PREEMPTED, GSD_STOP_BUDGET, at, spin_done_us);
+	else if (gsd_engine_preempt_pending(w->e))
+		stop(w, GSD_IRQ_DMA_PREEMPTED, GSD_STOP_REQUEST, at, spin_done_us);
 	else
 		return false;
 	return true;
@@ -105,7 +105,7 @@ static bool spin_virtual(walk *w, const gs_isa_cmd *cmd, size_t at, uint64_t don
 		if (budget && w->x->tdr_ns && end > limit) {
 			uint64_t ran_us = limit > w->vns ? (limit - w->vns) / 1000u : 0;
 			w->vns = limit;
-			stop(w, GS_IRQ_ENGINE_TIMEOUT, GS_STOP_NONE, at, done_us + ran_us);
+			stop(w, GSD_IRQ_ENGINE_TIMEOUT, GSD_STOP_NONE, at, done_us + ran_us);
 			return false;
 		}
 		w->vns = end;
@@ -116,7 +116,7 @@ static bool spin_virtual(walk *w, const gs_isa_cmd *cmd, size_t at, uint64_t don
 		uint64_t ran_us = w->vns >= budget ? 0 : (budget - w->vns + 999u) / 1000u;
 		if (ran_us < left_us) {
 			w->vns += ran_us * 1000u;
-			stop(w, GS_IRQ_DMA_PREEMPTED, GS_STOP_BUDGET, at, done_us + ran_us);
+			stop(w, GSD_IRQ_DMA_PREEMPTED, GSD_STOP_BUDGET, at, done_us + ran_us);
 			return false;
 		}
 	}
@@ -130,7 +130,7 @@ static bool spin_wall(walk *w, const gs_isa_cmd *cmd, size_t at, uint64_t done_u
 {
 	const bool preemptible = !(cmd->flags & GS_SPIN_NONPREEMPTIBLE);
 	const uint64_t need = micros_to_ns(cmd->micros - done_us);
-	const uint64_t s0 = gs_engine_now_ns();
+	const uint64_t s0 = gsd_engine_now_ns();
 	const uint64_t end = sat_add(s0, need);
 	uint64_t until = end;
 
@@ -139,39 +139,39 @@ static bool spin_wall(walk *w, const gs_isa_cmd *cmd, size_t at, uint64_t done_u
 		if (budget_end < until)
 			until = budget_end;
 	}
-	gs_wait_result r = gs_engine_wait_until(w->e, until, preemptible);
-	uint64_t ran = gs_engine_now_ns() - s0;
+	gsd_wait_result r = gsd_engine_wait_until(w->e, until, preemptible);
+	uint64_t ran = gsd_engine_now_ns() - s0;
 	/* A thread descheduled past the end finished the SPIN whatever woke it. */
 	if (ran >= need)
 		return true;
 	uint64_t spin_done_us = done_us + ran / 1000u;
 	switch (r) {
-	case GS_WAIT_ABORT:
-		stop(w, GS_IRQ_ABORTED, GS_STOP_NONE, at, spin_done_us);
+	case GSD_WAIT_ABORT:
+		stop(w, GSD_IRQ_ABORTED, GSD_STOP_NONE, at, spin_done_us);
 		break;
-	case GS_WAIT_PREEMPT:
-		stop(w, GS_IRQ_DMA_PREEMPTED, GS_STOP_REQUEST, at, spin_done_us);
+	case GSD_WAIT_PREEMPT:
+		stop(w, GSD_IRQ_DMA_PREEMPTED, GSD_STOP_REQUEST, at, spin_done_us);
 		break;
-	case GS_WAIT_TIME:
-		stop(w, GS_IRQ_DMA_PREEMPTED, GS_STOP_BUDGET, at, spin_done_us);
+	case GSD_WAIT_TIME:
+		stop(w, GSD_IRQ_DMA_PREEMPTED, GSD_STOP_BUDGET, at, spin_done_us);
 		break;
 	}
 	return false;
 }
 
-void gs_emu_walk(gs_engine *e, gs_exec *x, bool execute, gs_irq *final)
+void gsd_emu_walk(gsd_engine *e, gsd_exec *x, bool execute, gsd_irq *final)
 {
 	walk w = {.e = e,
 	          .x = x,
 	          .final = final,
 	          .execute = execute,
 	          .virtual_clock = e->cfg.virtual_clock,
-	          .t0 = gs_engine_now_ns()};
+	          .t0 = gsd_engine_now_ns()};
 	size_t pos = x->resume_offset;
 	gs_isa_cmd cmd;
 
 	if (pos > x->dma_len) {
-		stop(&w, GS_IRQ_DMA_FAULTED, GS_STOP_NONE, pos, 0);
+		stop(&w, GSD_IRQ_DMA_FAULTED, GSD_STOP_NONE, pos, 0);
 		snprintf(final->detail, sizeof(final->detail),
 		         "resume offset %zu beyond DMA buffer of %zu bytes", pos, x->dma_len);
 		return;
@@ -182,30 +182,30 @@ void gs_emu_walk(gs_engine *e, gs_exec *x, bool execute, gs_irq *final)
 		 * being preempted into an empty resubmission. */
 		gs_isa_err err = gs_isa_decode(x->dma, x->dma_len, &pos, &cmd);
 		if (err == GS_ISA_END) {
-			stop(&w, GS_IRQ_DMA_COMPLETED, GS_STOP_NONE, at, 0);
+			stop(&w, GSD_IRQ_DMA_COMPLETED, GSD_STOP_NONE, at, 0);
 			break;
 		}
 		if (err != GS_ISA_OK) {
-			stop(&w, GS_IRQ_DMA_FAULTED, GS_STOP_NONE, at, 0);
+			stop(&w, GSD_IRQ_DMA_FAULTED, GSD_STOP_NONE, at, 0);
 			snprintf(final->detail, sizeof(final->detail), "bad command at +%zu: %s",
 			         at, gs_isa_strerror(err));
 			break;
 		}
 		/* Only the command at resume_offset can be a partly done SPIN. */
 		const uint64_t done_us = at == x->resume_offset && cmd.op == GS_OP_SPIN
-		                                 ? gs_engine_resume_spin_done(x)
+		                                 ? gsd_engine_resume_spin_done(x)
 		                                 : 0;
 		if (execute && stop_at_boundary(&w, at, done_us))
 			break;
 		w.vns += VIRTUAL_CMD_NS;
 		if (cmd.op == GS_OP_SIGNAL) {
-			gs_irq sig;
-			gs_engine_irq_init(&sig, e, x, GS_IRQ_FENCE_SIGNAL);
+			gsd_irq sig;
+			gsd_engine_irq_init(&sig, e, x, GSD_IRQ_FENCE_SIGNAL);
 			sig.stop_offset = pos;
 			sig.sync = cmd.sync;
 			sig.value = cmd.value;
 			sig.engine_ns = engine_ns(&w);
-			gs_engine_report(e, &sig);
+			gsd_engine_report(e, &sig);
 			continue;
 		}
 		if (!execute)
@@ -217,9 +217,9 @@ void gs_emu_walk(gs_engine *e, gs_exec *x, bool execute, gs_irq *final)
 				break;
 			continue;
 		}
-		if (gs_engine_exec_cmd(e->cfg.memory, x, &cmd, final->detail,
-		                       sizeof(final->detail)) != 0) {
-			stop(&w, GS_IRQ_DMA_PAGE_FAULTED, GS_STOP_NONE, at, 0);
+		if (gsd_engine_exec_cmd(e->cfg.memory, x, &cmd, final->detail,
+		                        sizeof(final->detail)) != 0) {
+			stop(&w, GSD_IRQ_DMA_PAGE_FAULTED, GSD_STOP_NONE, at, 0);
 			break;
 		}
 		if (cmd.op == GS_OP_TRANSFER)
@@ -229,21 +229,21 @@ void gs_emu_walk(gs_engine *e, gs_exec *x, bool execute, gs_irq *final)
 }
 
 /* NullRendering packets go through queueing and fence signalling but do not execute. */
-static void emu_run(gs_engine *e, gs_exec *x, gs_irq *final)
+static void emu_run(gsd_engine *e, gsd_exec *x, gsd_irq *final)
 {
-	gs_emu_walk(e, x, !(x->submit_flags & GS_SUBMIT_NULL_RENDERING), final);
+	gsd_emu_walk(e, x, !(x->submit_flags & GS_SUBMIT_NULL_RENDERING), final);
 }
 
-static int emu_create(const gs_engine_config *cfg, gs_engine **out)
+static int emu_create(const gsd_engine_config *cfg, gsd_engine **out)
 {
-	return gs_engine_thread_create(cfg, emu_run, out);
+	return gsd_engine_thread_create(cfg, emu_run, out);
 }
 
-const gs_engine_ops gs_engine_emu = {
+const gsd_engine_ops gsd_engine_emu = {
         .name = "emu",
         .create = emu_create,
-        .submit = gs_engine_thread_submit,
-        .preempt = gs_engine_thread_preempt,
-        .reset = gs_engine_thread_reset,
-        .destroy = gs_engine_thread_destroy,
+        .submit = gsd_engine_thread_submit,
+        .preempt = gsd_engine_thread_preempt,
+        .reset = gsd_engine_thread_reset,
+        .destroy = gsd_engine_thread_destroy,
 };

@@ -23,7 +23,7 @@
  */
 #define WAIT_BUSY_NS 100000u
 
-void gs_engine_irq_init(gs_irq *irq, const gs_engine *e, gs_exec *x, gs_irq_kind kind)
+void gsd_engine_irq_init(gsd_irq *irq, const gsd_engine *e, gsd_exec *x, gsd_irq_kind kind)
 {
 	memset(irq, 0, sizeof(*irq));
 	irq->kind = kind;
@@ -31,12 +31,12 @@ void gs_engine_irq_init(gs_irq *irq, const gs_engine *e, gs_exec *x, gs_irq_kind
 	irq->exec = x;
 }
 
-void gs_engine_report(gs_engine *e, const gs_irq *irq)
+void gsd_engine_report(gsd_engine *e, const gsd_irq *irq)
 {
 	e->cfg.irq(e->cfg.irq_arg, irq);
 }
 
-uint64_t gs_engine_resume_spin_done(const gs_exec *x)
+uint64_t gsd_engine_resume_spin_done(const gsd_exec *x)
 {
 	size_t pos = x->resume_offset;
 	gs_isa_cmd cmd;
@@ -47,16 +47,16 @@ uint64_t gs_engine_resume_spin_done(const gs_exec *x)
 	return x->spin_done_us < cmd.micros ? x->spin_done_us : cmd.micros;
 }
 
-gs_wait_result gs_engine_wait_until(gs_engine *e, uint64_t until_ns, bool preemptible)
+gsd_wait_result gsd_engine_wait_until(gsd_engine *e, uint64_t until_ns, bool preemptible)
 {
 	for (;;) {
-		if (gs_engine_abort_pending(e))
-			return GS_WAIT_ABORT;
-		if (preemptible && gs_engine_preempt_pending(e))
-			return GS_WAIT_PREEMPT;
-		uint64_t t = gs_engine_now_ns();
+		if (gsd_engine_abort_pending(e))
+			return GSD_WAIT_ABORT;
+		if (preemptible && gsd_engine_preempt_pending(e))
+			return GSD_WAIT_PREEMPT;
+		uint64_t t = gsd_engine_now_ns();
 		if (t >= until_ns)
-			return GS_WAIT_TIME;
+			return GSD_WAIT_TIME;
 		if (until_ns - t <= WAIT_BUSY_NS)
 			continue;
 		uint64_t wake = until_ns - WAIT_BUSY_NS;
@@ -65,18 +65,18 @@ gs_wait_result gs_engine_wait_until(gs_engine *e, uint64_t until_ns, bool preemp
 		/* The flags are set under the lock before poke is signalled, so checking them
 		 * under the lock here cannot miss a request. Spurious wake-ups just loop. */
 		pthread_mutex_lock(&e->lock);
-		if (!gs_engine_abort_pending(e) && !(preemptible && gs_engine_preempt_pending(e)))
+		if (!gsd_engine_abort_pending(e) && !(preemptible && gsd_engine_preempt_pending(e)))
 			pthread_cond_timedwait(&e->poke, &e->lock, &ts);
 		pthread_mutex_unlock(&e->lock);
 	}
 }
 
 /* Caller holds the lock. */
-static int queue_push(gs_engine *e, gs_exec *x)
+static int queue_push(gsd_engine *e, gsd_exec *x)
 {
 	if (e->queue_len == e->queue_cap) {
 		size_t cap = e->queue_cap ? 2 * e->queue_cap : 16;
-		gs_exec **q = malloc(cap * sizeof(*q));
+		gsd_exec **q = malloc(cap * sizeof(*q));
 		if (!q)
 			return -1;
 		/* Unroll the ring into the new array so that head is 0 again. */
@@ -93,9 +93,9 @@ static int queue_push(gs_engine *e, gs_exec *x)
 }
 
 /* Caller holds the lock and has checked queue_len > 0. */
-static gs_exec *queue_pop(gs_engine *e)
+static gsd_exec *queue_pop(gsd_engine *e)
 {
-	gs_exec *x = e->queue[e->queue_head];
+	gsd_exec *x = e->queue[e->queue_head];
 	e->queue_head = (e->queue_head + 1) % e->queue_cap;
 	e->queue_len--;
 	if (e->reset_drain)
@@ -104,24 +104,24 @@ static gs_exec *queue_pop(gs_engine *e)
 }
 
 /* Reports ABORTED for a packet that never started; called without the lock. */
-static void report_dropped(gs_engine *e, gs_exec *x)
+static void report_dropped(gsd_engine *e, gsd_exec *x)
 {
-	gs_irq irq;
-	gs_engine_irq_init(&irq, e, x, GS_IRQ_ABORTED);
+	gsd_irq irq;
+	gsd_engine_irq_init(&irq, e, x, GSD_IRQ_ABORTED);
 	irq.stop_offset = x->resume_offset;
-	irq.spin_done_us = gs_engine_resume_spin_done(x);
-	gs_engine_report(e, &irq);
+	irq.spin_done_us = gsd_engine_resume_spin_done(x);
+	gsd_engine_report(e, &irq);
 }
 
-static void run_packet(gs_engine *e, gs_exec *x)
+static void run_packet(gsd_engine *e, gsd_exec *x)
 {
-	gs_irq irq;
+	gsd_irq irq;
 
-	gs_engine_irq_init(&irq, e, x, GS_IRQ_STARTED);
+	gsd_engine_irq_init(&irq, e, x, GSD_IRQ_STARTED);
 	irq.stop_offset = x->resume_offset;
-	gs_engine_report(e, &irq);
+	gsd_engine_report(e, &irq);
 
-	gs_engine_irq_init(&irq, e, x, GS_IRQ_DMA_COMPLETED);
+	gsd_engine_irq_init(&irq, e, x, GSD_IRQ_DMA_COMPLETED);
 	e->run(e, x, &irq);
 
 	/* Idle again before the final report: once the scheduler sees it, it may submit and
@@ -133,12 +133,12 @@ static void run_packet(gs_engine *e, gs_exec *x)
 	atomic_store_explicit(&e->reset_req, false, memory_order_release);
 	pthread_mutex_unlock(&e->lock);
 
-	gs_engine_report(e, &irq);
+	gsd_engine_report(e, &irq);
 }
 
 static void *engine_main(void *arg)
 {
-	gs_engine *e = arg;
+	gsd_engine *e = arg;
 	char name[16];
 	snprintf(name, sizeof(name), "gs-engine%u", e->cfg.node);
 	pthread_setname_np(pthread_self(), name);
@@ -153,7 +153,7 @@ static void *engine_main(void *arg)
 		if (e->stopping)
 			break;
 		const bool dropped = e->reset_drain > 0;
-		gs_exec *x = queue_pop(e);
+		gsd_exec *x = queue_pop(e);
 		if (dropped) {
 			/* A request made for a packet the reset dropped must not stop a later
 			 * one submitted to the then idle engine. */
@@ -171,7 +171,7 @@ static void *engine_main(void *arg)
 	}
 	/* Stopping: the packets never started are dropped by the reset, in submission order. */
 	while (e->queue_len) {
-		gs_exec *x = queue_pop(e);
+		gsd_exec *x = queue_pop(e);
 		pthread_mutex_unlock(&e->lock);
 		report_dropped(e, x);
 		pthread_mutex_lock(&e->lock);
@@ -180,11 +180,11 @@ static void *engine_main(void *arg)
 	return NULL;
 }
 
-int gs_engine_thread_create(const gs_engine_config *cfg, gs_engine_run_fn run, gs_engine **out)
+int gsd_engine_thread_create(const gsd_engine_config *cfg, gsd_engine_run_fn run, gsd_engine **out)
 {
 	if (!cfg || !cfg->irq || !run || !out)
 		return -1;
-	gs_engine *e = calloc(1, sizeof(*e));
+	gsd_engine *e = calloc(1, sizeof(*e));
 	if (!e)
 		return -1;
 	e->cfg = *cfg;
@@ -227,7 +227,7 @@ fail_alloc:
 	return -1;
 }
 
-int gs_engine_thread_submit(gs_engine *e, gs_exec *x)
+int gsd_engine_thread_submit(gsd_engine *e, gsd_exec *x)
 {
 	int rc = -1;
 
@@ -240,7 +240,7 @@ int gs_engine_thread_submit(gs_engine *e, gs_exec *x)
 	return rc;
 }
 
-void gs_engine_thread_preempt(gs_engine *e)
+void gsd_engine_thread_preempt(gsd_engine *e)
 {
 	pthread_mutex_lock(&e->lock);
 	if (e->running || e->queue_len) {
@@ -250,7 +250,7 @@ void gs_engine_thread_preempt(gs_engine *e)
 	pthread_mutex_unlock(&e->lock);
 }
 
-void gs_engine_thread_reset(gs_engine *e)
+void gsd_engine_thread_reset(gsd_engine *e)
 {
 	pthread_mutex_lock(&e->lock);
 	/* Everything queued now goes, in order, after the running packet; whatever is
@@ -263,7 +263,7 @@ void gs_engine_thread_reset(gs_engine *e)
 	pthread_mutex_unlock(&e->lock);
 }
 
-void gs_engine_thread_destroy(gs_engine *e)
+void gsd_engine_thread_destroy(gsd_engine *e)
 {
 	if (!e)
 		return;

@@ -13,52 +13,52 @@
 
 #define R(field) (c->req->field)
 
-static void reply_empty(gs_call *c)
+static void reply_empty(gsd_call *c)
 {
 	Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
-	gs_call_reply(c, &resp);
+	gsd_call_reply(c, &resp);
 }
 
-void gs_h_allocation_create(gs_daemon *d, gs_call *c)
+void gsd_h_allocation_create(gsd_daemon *d, gsd_call *c)
 {
 	const Gpusched__V1__AllocationCreateRequest *q = R(allocation_create);
-	gs_device *dev = gs_call_object(c, q->device, GS_OBJ_DEVICE);
+	gsd_device *dev = gsd_call_object(c, q->device, GSD_OBJ_DEVICE);
 	if (!dev)
 		return;
-	gs_adapter *a = dev->adapter;
-	gs_rules_adapter ra;
-	gs_rules_adapter_of(d, a, &ra);
+	gsd_adapter *a = dev->adapter;
+	gsd_rules_adapter ra;
+	gsd_rules_adapter_of(d, a, &ra);
 	char msg[256];
-	int st = gs_rules_allocation(&ra, q->size, q->supported_segment_set, q->segment_preference,
-	                             q->priority, q->flags, msg, sizeof(msg));
-	if (st != GS_ST(OK)) {
-		gs_call_error(c, st, "%s", msg);
+	int st = gsd_rules_allocation(&ra, q->size, q->supported_segment_set, q->segment_preference,
+	                              q->priority, q->flags, msg, sizeof(msg));
+	if (st != GSD_ST(OK)) {
+		gsd_call_error(c, st, "%s", msg);
 		return;
 	}
-	uint32_t set = gs_rules_effective_set(&ra, q->supported_segment_set);
+	uint32_t set = gsd_rules_effective_set(&ra, q->supported_segment_set);
 	uint64_t largest = 0;
 	for (uint32_t i = 0; i < a->nsegments; i++)
 		if ((set & (1u << a->segments[i].id)) && a->segments[i].size > largest)
 			largest = a->segments[i].size;
 	if (q->size > largest) {
-		gs_call_error(c, GS_ST(TOO_LARGE),
-		              "allocation of %llu bytes exceeds every supported segment (largest "
-		              "%llu)",
-		              (unsigned long long)q->size, (unsigned long long)largest);
+		gsd_call_error(c, GSD_ST(TOO_LARGE),
+		               "allocation of %llu bytes exceeds every supported segment (largest "
+		               "%llu)",
+		               (unsigned long long)q->size, (unsigned long long)largest);
 		return;
 	}
-	gs_tenant *t = c->tenant;
+	gsd_tenant *t = c->tenant;
 	if (t->memory_quota && t->memory_used + q->size > t->memory_quota) {
-		gs_call_error(c, GS_ST(QUOTA_EXCEEDED),
-		              "tenant %s: %llu bytes used, quota %llu, asked for %llu", t->name,
-		              (unsigned long long)t->memory_used,
-		              (unsigned long long)t->memory_quota, (unsigned long long)q->size);
+		gsd_call_error(c, GSD_ST(QUOTA_EXCEEDED),
+		               "tenant %s: %llu bytes used, quota %llu, asked for %llu", t->name,
+		               (unsigned long long)t->memory_used,
+		               (unsigned long long)t->memory_quota, (unsigned long long)q->size);
 		return;
 	}
-	gs_allocation *al = calloc(1, sizeof(*al));
-	if (!al || !gs_object_register(d, &al->obj, GS_OBJ_ALLOCATION, t)) {
+	gsd_allocation *al = calloc(1, sizeof(*al));
+	if (!al || !gsd_object_register(d, &al->obj, GSD_OBJ_ALLOCATION, t)) {
 		free(al);
-		gs_call_error(c, GS_ST(INTERNAL), "out of memory");
+		gsd_call_error(c, GSD_ST(INTERNAL), "out of memory");
 		return;
 	}
 	al->dev = dev;
@@ -69,45 +69,46 @@ void gs_h_allocation_create(gs_daemon *d, gs_call *c)
 	al->priority = q->priority ? q->priority : GS_ALLOC_PRIORITY_NORMAL;
 	al->flags = q->flags;
 	al->refs = 1;
-	al->created_ns = gs_now_ns();
-	gs_list_init(&al->waiters);
+	al->created_ns = gsd_now_ns();
+	gsd_list_init(&al->waiters);
 	/* Video memory may be over-committed: with no room, it starts in system memory and is
 	 * made resident when a packet needs it. */
-	if (!gs_res_place_new(d, al)) {
-		gs_object_unregister(d, &al->obj);
+	if (!gsd_vidmm_place_new(d, al)) {
+		gsd_object_unregister(d, &al->obj);
 		free(al);
-		gs_call_error(c, GS_ST(OUT_OF_MEMORY),
-		              "no segment and no system memory has %llu free bytes in one piece",
-		              (unsigned long long)q->size);
+		gsd_call_error(c, GSD_ST(OUT_OF_MEMORY),
+		               "no segment and no system memory has %llu free bytes in one piece",
+		               (unsigned long long)q->size);
 		return;
 	}
-	gs_list_push_back(&dev->allocations, &al->dev_link);
+	gsd_list_push_back(&dev->allocations, &al->dev_link);
 	t->memory_used += q->size;
 	d->allocations++;
-	gs_audit_allocation_of(d, al);
+	gsd_audit_allocation_of(d, al);
 	Gpusched__V1__AllocationCreateResponse ac = GPUSCHED__V1__ALLOCATION_CREATE_RESPONSE__INIT;
 	ac.allocation = al->obj.handle;
-	ac.segment = gs_res_segment_id(al);
+	ac.segment = gsd_vidmm_segment_id(al);
 	ac.offset = al->offset;
-	ac.address = gs_res_resident(al) ? gs_addr_make(al->segment->id, al->offset) : 0;
+	ac.address = gsd_vidmm_resident(al) ? gs_addr_make(al->segment->id, al->offset) : 0;
 	Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
 	resp.body_case = GPUSCHED__V1__RESPONSE__BODY_ALLOCATION_CREATE;
 	resp.allocation_create = &ac;
-	gs_call_reply(c, &resp);
+	gsd_call_reply(c, &resp);
 }
 
-void gs_h_allocation_destroy(gs_daemon *d, gs_call *c)
+void gsd_h_allocation_destroy(gsd_daemon *d, gsd_call *c)
 {
-	gs_allocation *al = gs_call_object(c, R(allocation_destroy)->allocation, GS_OBJ_ALLOCATION);
+	gsd_allocation *al =
+	        gsd_call_object(c, R(allocation_destroy)->allocation, GSD_OBJ_ALLOCATION);
 	if (!al)
 		return;
 	/* Packets still in flight keep their reference; the memory is freed after them. */
-	gs_obj_allocation_destroy(d, al);
+	gsd_allocation_destroy(d, al);
 	reply_empty(c);
 }
 
 /* Fills a query answer; tenant must outlive the answer. */
-static void query_out(const gs_allocation *al, Gpusched__V1__AllocationQueryResponse *aq)
+static void query_out(const gsd_allocation *al, Gpusched__V1__AllocationQueryResponse *aq)
 {
 	gpusched__v1__allocation_query_response__init(aq);
 	aq->allocation = al->obj.handle;
@@ -117,8 +118,8 @@ static void query_out(const gs_allocation *al, Gpusched__V1__AllocationQueryResp
 	aq->segment_preference = al->segment_preference;
 	aq->priority = al->priority;
 	aq->flags = al->flags;
-	aq->resident = gs_res_resident(al);
-	aq->segment = gs_res_segment_id(al);
+	aq->resident = gsd_vidmm_resident(al);
+	aq->segment = gsd_vidmm_segment_id(al);
 	aq->offset = al->offset;
 	aq->address = aq->resident ? gs_addr_make(al->segment->id, al->offset) : 0;
 	aq->busy_packets = al->inflight;
@@ -129,10 +130,11 @@ static void query_out(const gs_allocation *al, Gpusched__V1__AllocationQueryResp
 	aq->tenant = (char *)al->obj.tenant->name;
 }
 
-void gs_h_allocation_query(gs_daemon *d, gs_call *c)
+void gsd_h_allocation_query(gsd_daemon *d, gsd_call *c)
 {
 	(void)d;
-	gs_allocation *al = gs_call_object(c, R(allocation_query)->allocation, GS_OBJ_ALLOCATION);
+	gsd_allocation *al =
+	        gsd_call_object(c, R(allocation_query)->allocation, GSD_OBJ_ALLOCATION);
 	if (!al)
 		return;
 	Gpusched__V1__AllocationQueryResponse aq;
@@ -140,15 +142,15 @@ void gs_h_allocation_query(gs_daemon *d, gs_call *c)
 	Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
 	resp.body_case = GPUSCHED__V1__RESPONSE__BODY_ALLOCATION_QUERY;
 	resp.allocation_query = &aq;
-	gs_call_reply(c, &resp);
+	gsd_call_reply(c, &resp);
 }
 
 typedef struct list_ctx {
-	const gs_tenant *tenant;
+	const gsd_tenant *tenant;
 	uint32_t adapter;
 	uint64_t device, after;
 	bool resident_only;
-	gs_allocation **out;
+	gsd_allocation **out;
 	size_t n, cap;
 } list_ctx;
 
@@ -156,16 +158,16 @@ static void list_each(uint64_t key, void *value, void *arg)
 {
 	(void)key;
 	list_ctx *l = arg;
-	gs_object *o = value;
-	if (o->type != GS_OBJ_ALLOCATION || o->tenant != l->tenant || o->handle <= l->after)
+	gsd_object *o = value;
+	if (o->type != GSD_OBJ_ALLOCATION || o->tenant != l->tenant || o->handle <= l->after)
 		return;
-	gs_allocation *al = (gs_allocation *)o;
+	gsd_allocation *al = (gsd_allocation *)o;
 	if (al->adapter->id != l->adapter || (l->device && al->dev->obj.handle != l->device) ||
-	    (l->resident_only && !gs_res_resident(al)))
+	    (l->resident_only && !gsd_vidmm_resident(al)))
 		return;
 	if (l->n == l->cap) {
 		size_t nc = l->cap ? l->cap * 2 : 256;
-		gs_allocation **m = realloc(l->out, nc * sizeof(*m));
+		gsd_allocation **m = realloc(l->out, nc * sizeof(*m));
 		if (!m) {
 			l->cap = SIZE_MAX; /* marks the failure */
 			return;
@@ -179,18 +181,18 @@ static void list_each(uint64_t key, void *value, void *arg)
 
 static int cmp_handle(const void *x, const void *y)
 {
-	const gs_allocation *a = *(gs_allocation *const *)x, *b = *(gs_allocation *const *)y;
+	const gsd_allocation *a = *(gsd_allocation *const *)x, *b = *(gsd_allocation *const *)y;
 	return a->obj.handle < b->obj.handle ? -1 : a->obj.handle > b->obj.handle;
 }
 
-void gs_h_allocation_list(gs_daemon *d, gs_call *c)
+void gsd_h_allocation_list(gsd_daemon *d, gsd_call *c)
 {
 	const Gpusched__V1__AllocationListRequest *q = R(allocation_list);
-	if (q->device && !gs_call_object(c, q->device, GS_OBJ_DEVICE))
+	if (q->device && !gsd_call_object(c, q->device, GSD_OBJ_DEVICE))
 		return;
 	uint32_t limit = q->limit ? q->limit : 1000;
 	if (limit > 100000) {
-		gs_call_error(c, GS_ST(INVALID_ARGUMENT), "limit %u exceeds 100000", q->limit);
+		gsd_call_error(c, GSD_ST(INVALID_ARGUMENT), "limit %u exceeds 100000", q->limit);
 		return;
 	}
 	list_ctx l = {.tenant = c->tenant,
@@ -198,7 +200,7 @@ void gs_h_allocation_list(gs_daemon *d, gs_call *c)
 	              .device = q->device,
 	              .after = q->after,
 	              .resident_only = q->resident_only};
-	gs_hmap_each(&d->objects, list_each, &l);
+	gsd_hmap_each(&d->objects, list_each, &l);
 	size_t n = l.n < limit ? l.n : limit;
 	Gpusched__V1__AllocationQueryResponse *rows = calloc(n ? n : 1, sizeof(*rows));
 	Gpusched__V1__AllocationQueryResponse **rp = calloc(n ? n : 1, sizeof(*rp));
@@ -206,7 +208,7 @@ void gs_h_allocation_list(gs_daemon *d, gs_call *c)
 		free(l.out);
 		free(rows);
 		free(rp);
-		gs_call_error(c, GS_ST(INTERNAL), "out of memory");
+		gsd_call_error(c, GSD_ST(INTERNAL), "out of memory");
 		return;
 	}
 	if (l.n)
@@ -221,82 +223,82 @@ void gs_h_allocation_list(gs_daemon *d, gs_call *c)
 	Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
 	resp.body_case = GPUSCHED__V1__RESPONSE__BODY_ALLOCATION_LIST;
 	resp.allocation_list = &lr;
-	gs_call_reply(c, &resp);
+	gsd_call_reply(c, &resp);
 	free(l.out);
 	free(rows);
 	free(rp);
 }
 
-void gs_h_allocation_set_priority(gs_daemon *d, gs_call *c)
+void gsd_h_allocation_set_priority(gsd_daemon *d, gsd_call *c)
 {
-	gs_allocation *al =
-	        gs_call_object(c, R(allocation_set_priority)->allocation, GS_OBJ_ALLOCATION);
+	gsd_allocation *al =
+	        gsd_call_object(c, R(allocation_set_priority)->allocation, GSD_OBJ_ALLOCATION);
 	if (!al)
 		return;
 	if (R(allocation_set_priority)->priority == 0) {
-		gs_call_error(c, GS_ST(ALLOCATION_PRIORITY),
-		              "allocation priority 0 is invalid (MINIMUM is 0x28000000)");
+		gsd_call_error(c, GSD_ST(ALLOCATION_PRIORITY),
+		               "allocation priority 0 is invalid (MINIMUM is 0x28000000)");
 		return;
 	}
 	al->priority = R(allocation_set_priority)->priority;
-	gs_audit_allocation_of(d, al);
+	gsd_audit_allocation_of(d, al);
 	reply_empty(c);
 }
 
-void gs_h_allocation_set_preference(gs_daemon *d, gs_call *c)
+void gsd_h_allocation_set_preference(gsd_daemon *d, gsd_call *c)
 {
 	const Gpusched__V1__AllocationSetPreferenceRequest *q = R(allocation_set_preference);
-	gs_allocation *al = gs_call_object(c, q->allocation, GS_OBJ_ALLOCATION);
+	gsd_allocation *al = gsd_call_object(c, q->allocation, GSD_OBJ_ALLOCATION);
 	if (!al)
 		return;
-	gs_rules_adapter ra;
-	gs_rules_adapter_of(d, al->dev->adapter, &ra);
+	gsd_rules_adapter ra;
+	gsd_rules_adapter_of(d, al->dev->adapter, &ra);
 	char msg[256];
-	int st =
-	        gs_rules_allocation(&ra, al->size, al->supported_segment_set, q->segment_preference,
-	                            al->priority, al->flags, msg, sizeof(msg));
-	if (st != GS_ST(OK)) {
-		gs_call_error(c, st, "%s", msg);
+	int st = gsd_rules_allocation(&ra, al->size, al->supported_segment_set,
+	                              q->segment_preference, al->priority, al->flags, msg,
+	                              sizeof(msg));
+	if (st != GSD_ST(OK)) {
+		gsd_call_error(c, st, "%s", msg);
 		return;
 	}
 	/* Takes effect at the next placement; the allocation does not move now. */
 	al->segment_preference = q->segment_preference;
-	gs_audit_allocation_of(d, al);
+	gsd_audit_allocation_of(d, al);
 	reply_empty(c);
 }
 
 /* Checks [offset, offset+size) against the allocation and the message limit. */
-static bool cpu_range_ok(gs_call *c, const gs_allocation *al, uint64_t offset, uint64_t size)
+static bool cpu_range_ok(gsd_call *c, const gsd_allocation *al, uint64_t offset, uint64_t size)
 {
 	if (offset > al->size || size > al->size - offset) {
-		gs_call_error(c, GS_ST(INVALID_ARGUMENT),
-		              "range %llu+%llu is outside allocation %llu of %llu bytes",
-		              (unsigned long long)offset, (unsigned long long)size,
-		              (unsigned long long)al->obj.handle, (unsigned long long)al->size);
+		gsd_call_error(c, GSD_ST(INVALID_ARGUMENT),
+		               "range %llu+%llu is outside allocation %llu of %llu bytes",
+		               (unsigned long long)offset, (unsigned long long)size,
+		               (unsigned long long)al->obj.handle, (unsigned long long)al->size);
 		return false;
 	}
 	if (size > c->d->cfg.max_message - 4096) {
-		gs_call_error(c, GS_ST(TOO_LARGE), "%llu bytes exceed one message; use chunks",
-		              (unsigned long long)size);
+		gsd_call_error(c, GSD_ST(TOO_LARGE), "%llu bytes exceed one message; use chunks",
+		               (unsigned long long)size);
 		return false;
 	}
 	return true;
 }
 
 /* Defers a CPU access until the allocation is idle; returns true when it was deferred. */
-static bool defer_until_idle(gs_call *c, gs_allocation *al)
+static bool defer_until_idle(gsd_call *c, gsd_allocation *al)
 {
 	if (al->inflight == 0)
 		return false;
-	gs_list_push_back(&al->waiters, &c->link);
+	gsd_list_push_back(&al->waiters, &c->link);
 	return true;
 }
 
-void gs_h_allocation_read(gs_daemon *d, gs_call *c)
+void gsd_h_allocation_read(gsd_daemon *d, gsd_call *c)
 {
 	(void)d;
 	const Gpusched__V1__AllocationReadRequest *q = R(allocation_read);
-	gs_allocation *al = gs_call_object(c, q->allocation, GS_OBJ_ALLOCATION);
+	gsd_allocation *al = gsd_call_object(c, q->allocation, GSD_OBJ_ALLOCATION);
 	if (!al || !cpu_range_ok(c, al, q->offset, q->size) || defer_until_idle(c, al))
 		return;
 	Gpusched__V1__AllocationReadResponse ar = GPUSCHED__V1__ALLOCATION_READ_RESPONSE__INIT;
@@ -305,10 +307,10 @@ void gs_h_allocation_read(gs_daemon *d, gs_call *c)
 	if (al->flags & GS_ALLOC_TILED) {
 		copy = malloc(q->size ? q->size : 1);
 		if (!copy) {
-			gs_call_error(c, GS_ST(INTERNAL), "out of memory");
+			gsd_call_error(c, GSD_ST(INTERNAL), "out of memory");
 			return;
 		}
-		gs_res_cpu_read(al, q->offset, copy, q->size);
+		gsd_vidmm_cpu_read(al, q->offset, copy, q->size);
 		ar.data.data = copy;
 	} else {
 		ar.data.data = al->segment->mem + al->offset + q->offset;
@@ -317,19 +319,19 @@ void gs_h_allocation_read(gs_daemon *d, gs_call *c)
 	Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
 	resp.body_case = GPUSCHED__V1__RESPONSE__BODY_ALLOCATION_READ;
 	resp.allocation_read = &ar;
-	gs_call_reply(c, &resp);
+	gsd_call_reply(c, &resp);
 	free(copy);
 }
 
-void gs_h_allocation_write(gs_daemon *d, gs_call *c)
+void gsd_h_allocation_write(gsd_daemon *d, gsd_call *c)
 {
 	(void)d;
 	const Gpusched__V1__AllocationWriteRequest *q = R(allocation_write);
-	gs_allocation *al = gs_call_object(c, q->allocation, GS_OBJ_ALLOCATION);
+	gsd_allocation *al = gsd_call_object(c, q->allocation, GSD_OBJ_ALLOCATION);
 	if (!al || !cpu_range_ok(c, al, q->offset, q->data.len) || defer_until_idle(c, al))
 		return;
 	/* An empty bytes field decodes as data NULL: memcpy must not see it, even for 0. */
 	if (q->data.len)
-		gs_res_cpu_write(al, q->offset, q->data.data, q->data.len);
+		gsd_vidmm_cpu_write(al, q->offset, q->data.data, q->data.len);
 	reply_empty(c);
 }

@@ -34,7 +34,7 @@ static void barrier_ack(void *arg, bool ok)
 	pthread_mutex_unlock(&b->mu);
 }
 
-static void barrier_wait(gs_call *c)
+static void barrier_wait(gsd_call *c)
 {
 	flush_barrier *b = c->barrier;
 	pthread_mutex_lock(&b->mu);
@@ -48,31 +48,31 @@ static void barrier_wait(gs_call *c)
 }
 
 /* Flushes the audit, then runs `work` on the pool once the flush is committed. */
-static void read_after_flush(gs_daemon *d, gs_call *c, void (*work)(gs_call *c))
+static void read_after_flush(gsd_daemon *d, gsd_call *c, void (*work)(gsd_call *c))
 {
 	flush_barrier *b = calloc(1, sizeof(*b));
 	if (!b) {
-		gs_call_error(c, GS_ST(INTERNAL), "out of memory");
+		gsd_call_error(c, GSD_ST(INTERNAL), "out of memory");
 		return;
 	}
 	pthread_mutex_init(&b->mu, NULL);
 	pthread_cond_init(&b->cv, NULL);
 	c->barrier = b;
 	/* Queue the read first: if that fails the call is answered and nothing waits on b. */
-	if (!gs_call_offload(c, work)) {
+	if (!gsd_call_offload(c, work)) {
 		pthread_mutex_destroy(&b->mu);
 		pthread_cond_destroy(&b->cv);
 		free(b);
 		return;
 	}
-	gs_audit_flush(d->audit, barrier_ack, b);
+	gsd_audit_flush(d->audit, barrier_ack, b);
 }
 
-static void history_work(gs_call *c)
+static void history_work(gsd_call *c)
 {
 	barrier_wait(c);
 	const Gpusched__V1__HistoryRequest *q = c->req->history;
-	gs_history_filter f = {
+	gsd_history_filter f = {
 	        .tenant = c->tenant->name,
 	        .context = q->context,
 	        .device = q->device,
@@ -82,23 +82,23 @@ static void history_work(gs_call *c)
 	        .limit = q->limit == 0 ? 100 : (q->limit > MAX_HISTORY ? MAX_HISTORY : q->limit),
 	        .allocation = q->allocation,
 	        .paging = q->paging};
-	gs_history_result res = {0};
+	gsd_history_result res = {0};
 	char err[256];
 	Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
-	if (gs_history_packets(c->d->cfg.db_path, &f, &res, err, sizeof(err)) != 0) {
-		resp.status = GS_ST(INTERNAL);
+	if (gsd_history_packets(c->d->cfg.db_path, &f, &res, err, sizeof(err)) != 0) {
+		resp.status = GSD_ST(INTERNAL);
 		resp.message = err;
-		gs_call_reply_off_loop(c, &resp);
+		gsd_call_reply_off_loop(c, &resp);
 		return;
 	}
 	Gpusched__V1__PacketRecord *recs = calloc(res.count + 1, sizeof(*recs));
 	Gpusched__V1__PacketRecord **rp = calloc(res.count + 1, sizeof(*rp));
 	if (!recs || !rp) {
-		resp.status = GS_ST(INTERNAL);
+		resp.status = GSD_ST(INTERNAL);
 		resp.message = "out of memory";
 	} else {
 		for (size_t i = 0; i < res.count; i++) {
-			const gs_packet_rec *r = &res.rows[i].rec;
+			const gsd_packet_rec *r = &res.rows[i].rec;
 			Gpusched__V1__PacketRecord *o = &recs[i];
 			gpusched__v1__packet_record__init(o);
 			o->packet = r->packet;
@@ -127,45 +127,45 @@ static void history_work(gs_call *c)
 		hr.packets = rp;
 		resp.body_case = GPUSCHED__V1__RESPONSE__BODY_HISTORY;
 		resp.history = &hr;
-		gs_call_reply_off_loop(c, &resp);
+		gsd_call_reply_off_loop(c, &resp);
 		free(recs);
 		free(rp);
-		gs_history_result_free(&res);
+		gsd_history_result_free(&res);
 		return;
 	}
 	free(recs);
 	free(rp);
-	gs_history_result_free(&res);
-	gs_call_reply_off_loop(c, &resp);
+	gsd_history_result_free(&res);
+	gsd_call_reply_off_loop(c, &resp);
 }
 
-void gs_h_history(gs_daemon *d, gs_call *c)
+void gsd_h_history(gsd_daemon *d, gsd_call *c)
 {
 	read_after_flush(d, c, history_work);
 }
 
-static void events_work(gs_call *c)
+static void events_work(gsd_call *c)
 {
 	barrier_wait(c);
-	gs_event_row *rows = NULL;
+	gsd_event_row *rows = NULL;
 	size_t n = 0;
 	char err[256];
 	Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
-	if (gs_history_events(c->d->cfg.db_path, c->tenant->name, c->req->packet_events->packet,
-	                      &rows, &n, err, sizeof(err)) != 0) {
-		resp.status = GS_ST(INTERNAL);
+	if (gsd_history_events(c->d->cfg.db_path, c->tenant->name, c->req->packet_events->packet,
+	                       &rows, &n, err, sizeof(err)) != 0) {
+		resp.status = GSD_ST(INTERNAL);
 		resp.message = err;
-		gs_call_reply_off_loop(c, &resp);
+		gsd_call_reply_off_loop(c, &resp);
 		return;
 	}
 	Gpusched__V1__PacketEvent *evs = calloc(n + 1, sizeof(*evs));
 	Gpusched__V1__PacketEvent **ep = calloc(n + 1, sizeof(*ep));
 	Gpusched__V1__PacketEventsResponse er = GPUSCHED__V1__PACKET_EVENTS_RESPONSE__INIT;
 	if (!evs || !ep) {
-		resp.status = GS_ST(INTERNAL);
+		resp.status = GSD_ST(INTERNAL);
 		resp.message = "out of memory";
 	} else if (n == 0) {
-		resp.status = GS_ST(NOT_FOUND);
+		resp.status = GSD_ST(NOT_FOUND);
 		resp.message = "no such packet in the history";
 	} else {
 		for (size_t i = 0; i < n; i++) {
@@ -182,47 +182,47 @@ static void events_work(gs_call *c)
 		resp.body_case = GPUSCHED__V1__RESPONSE__BODY_PACKET_EVENTS;
 		resp.packet_events = &er;
 	}
-	gs_call_reply_off_loop(c, &resp);
+	gsd_call_reply_off_loop(c, &resp);
 	free(evs);
 	free(ep);
 	free(rows);
 }
 
-void gs_h_packet_events(gs_daemon *d, gs_call *c)
+void gsd_h_packet_events(gsd_daemon *d, gsd_call *c)
 {
 	read_after_flush(d, c, events_work);
 }
 
-static void moves_work(gs_call *c)
+static void moves_work(gsd_call *c)
 {
 	barrier_wait(c);
 	const Gpusched__V1__MovesRequest *q = c->req->moves;
-	gs_moves_filter f = {
+	gsd_moves_filter f = {
 	        .tenant = c->tenant->name,
 	        .allocation = q->allocation,
 	        .device = q->device,
 	        .packet = q->packet,
 	        .before_seq = q->before_seq,
 	        .limit = q->limit == 0 ? 100 : (q->limit > MAX_HISTORY ? MAX_HISTORY : q->limit)};
-	gs_move_row *rows = NULL;
+	gsd_move_row *rows = NULL;
 	size_t n = 0;
 	char err[256];
 	Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
-	if (gs_history_moves(c->d->cfg.db_path, &f, &rows, &n, err, sizeof(err)) != 0) {
-		resp.status = GS_ST(INTERNAL);
+	if (gsd_history_moves(c->d->cfg.db_path, &f, &rows, &n, err, sizeof(err)) != 0) {
+		resp.status = GSD_ST(INTERNAL);
 		resp.message = err;
-		gs_call_reply_off_loop(c, &resp);
+		gsd_call_reply_off_loop(c, &resp);
 		return;
 	}
 	Gpusched__V1__MoveRecord *recs = calloc(n + 1, sizeof(*recs));
 	Gpusched__V1__MoveRecord **rp = calloc(n + 1, sizeof(*rp));
 	Gpusched__V1__MovesResponse mr = GPUSCHED__V1__MOVES_RESPONSE__INIT;
 	if (!recs || !rp) {
-		resp.status = GS_ST(INTERNAL);
+		resp.status = GSD_ST(INTERNAL);
 		resp.message = "out of memory";
 	} else {
 		for (size_t i = 0; i < n; i++) {
-			const gs_move_row *m = &rows[i];
+			const gsd_move_row *m = &rows[i];
 			Gpusched__V1__MoveRecord *o = &recs[i];
 			gpusched__v1__move_record__init(o);
 			o->seq = m->seq;
@@ -247,13 +247,13 @@ static void moves_work(gs_call *c)
 		resp.body_case = GPUSCHED__V1__RESPONSE__BODY_MOVES;
 		resp.moves = &mr;
 	}
-	gs_call_reply_off_loop(c, &resp);
+	gsd_call_reply_off_loop(c, &resp);
 	free(recs);
 	free(rp);
 	free(rows);
 }
 
-void gs_h_moves(gs_daemon *d, gs_call *c)
+void gsd_h_moves(gsd_daemon *d, gsd_call *c)
 {
 	read_after_flush(d, c, moves_work);
 }

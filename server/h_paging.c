@@ -17,7 +17,7 @@
 #define R(field) (c->req->field)
 #define MK(x)    GPUSCHED__V1__MOVE_KIND__MOVE_KIND_##x
 
-static void paging_reply(gs_call *c, const gs_device *dev, uint32_t moves)
+static void paging_reply(gsd_call *c, const gsd_device *dev, uint32_t moves)
 {
 	Gpusched__V1__PagingResponse pr = GPUSCHED__V1__PAGING_RESPONSE__INIT;
 	pr.paging_fence = dev->paging_fence;
@@ -38,25 +38,26 @@ static void paging_reply(gs_call *c, const gs_device *dev, uint32_t moves)
 		resp.make_resident = &pr;
 		break;
 	}
-	gs_call_reply(c, &resp);
+	gsd_call_reply(c, &resp);
 }
 
 /* Resolves a device's allocation list; answers and returns false on a bad one. */
-static bool lookup_list(gs_daemon *d, gs_call *c, const gs_device *dev, const uint64_t *handles,
-                        size_t n, gs_allocation **out)
+static bool lookup_list(gsd_daemon *d, gsd_call *c, const gsd_device *dev, const uint64_t *handles,
+                        size_t n, gsd_allocation **out)
 {
 	if (n == 0 || n > d->cfg.max_allocation_list) {
-		gs_call_error(c, GS_ST(INVALID_ARGUMENT), "1..%u allocations per request (got %zu)",
-		              d->cfg.max_allocation_list, n);
+		gsd_call_error(c, GSD_ST(INVALID_ARGUMENT),
+		               "1..%u allocations per request (got %zu)",
+		               d->cfg.max_allocation_list, n);
 		return false;
 	}
 	for (size_t i = 0; i < n; i++) {
-		out[i] = gs_object_get(d, handles[i], GS_OBJ_ALLOCATION, c->tenant);
+		out[i] = gsd_object_get(d, handles[i], GSD_OBJ_ALLOCATION, c->tenant);
 		if (!out[i] || out[i]->dev != dev) {
-			gs_call_error(c, GS_ST(NOT_FOUND),
-			              "allocation %llu does not exist on device %llu",
-			              (unsigned long long)handles[i],
-			              (unsigned long long)dev->obj.handle);
+			gsd_call_error(c, GSD_ST(NOT_FOUND),
+			               "allocation %llu does not exist on device %llu",
+			               (unsigned long long)handles[i],
+			               (unsigned long long)dev->obj.handle);
 			return false;
 		}
 	}
@@ -64,26 +65,26 @@ static bool lookup_list(gs_daemon *d, gs_call *c, const gs_device *dev, const ui
 }
 
 /* Defers the call while any of the allocations is pinned; true when deferred. */
-static bool wait_unpinned(gs_call *c, gs_allocation **als, size_t n)
+static bool wait_unpinned(gsd_call *c, gsd_allocation **als, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
 		if (als[i]->pins > 0) {
 			c->deferred++;
-			gs_list_push_back(&als[i]->pin_waiters, &c->link);
+			gsd_list_push_back(&als[i]->pin_waiters, &c->link);
 			return true;
 		}
 	return false;
 }
 
-void gs_h_make_resident(gs_daemon *d, gs_call *c)
+void gsd_h_make_resident(gsd_daemon *d, gsd_call *c)
 {
 	const Gpusched__V1__MakeResidentRequest *q = R(make_resident);
-	gs_device *dev = gs_call_object(c, q->device, GS_OBJ_DEVICE);
+	gsd_device *dev = gsd_call_object(c, q->device, GSD_OBJ_DEVICE);
 	if (!dev)
 		return;
-	gs_allocation **als = calloc(q->n_allocations ? q->n_allocations : 1, sizeof(*als));
+	gsd_allocation **als = calloc(q->n_allocations ? q->n_allocations : 1, sizeof(*als));
 	if (!als) {
-		gs_call_error(c, GS_ST(INTERNAL), "out of memory");
+		gsd_call_error(c, GSD_ST(INTERNAL), "out of memory");
 		return;
 	}
 	if (!lookup_list(d, c, dev, q->allocations, q->n_allocations, als)) {
@@ -92,24 +93,24 @@ void gs_h_make_resident(gs_daemon *d, gs_call *c)
 	}
 	uint32_t moves = 0;
 	char msg[256] = "";
-	int st = gs_res_make_resident(d, als, q->n_allocations, &moves, msg, sizeof(msg));
+	int st = gsd_vidmm_make_resident(d, als, q->n_allocations, &moves, msg, sizeof(msg));
 	free(als);
-	if (st != GS_ST(OK)) {
-		gs_call_error(c, st, "%s", msg);
+	if (st != GSD_ST(OK)) {
+		gsd_call_error(c, st, "%s", msg);
 		return;
 	}
 	paging_reply(c, dev, moves);
 }
 
-void gs_h_evict(gs_daemon *d, gs_call *c)
+void gsd_h_evict(gsd_daemon *d, gsd_call *c)
 {
 	const Gpusched__V1__EvictRequest *q = R(evict);
-	gs_device *dev = gs_call_object(c, q->device, GS_OBJ_DEVICE);
+	gsd_device *dev = gsd_call_object(c, q->device, GSD_OBJ_DEVICE);
 	if (!dev)
 		return;
-	gs_allocation **als = calloc(q->n_allocations ? q->n_allocations : 1, sizeof(*als));
+	gsd_allocation **als = calloc(q->n_allocations ? q->n_allocations : 1, sizeof(*als));
 	if (!als) {
-		gs_call_error(c, GS_ST(INTERNAL), "out of memory");
+		gsd_call_error(c, GSD_ST(INTERNAL), "out of memory");
 		return;
 	}
 	if (!lookup_list(d, c, dev, q->allocations, q->n_allocations, als) ||
@@ -121,13 +122,13 @@ void gs_h_evict(gs_daemon *d, gs_call *c)
 	bool was = d->sched_held;
 	d->sched_held = true;
 	uint32_t moves = 0;
-	int st = GS_ST(OK);
+	int st = GSD_ST(OK);
 	char msg[256] = "";
-	for (size_t i = 0; i < q->n_allocations && st == GS_ST(OK); i++) {
-		int r = gs_res_move_to(d, als[i], &dev->adapter->sysmem, 0, MK(EVICT_REQUEST),
-		                       c->deferred ? "Evict, once the packets using it were done"
-		                                   : "Evict",
-		                       msg, sizeof(msg));
+	for (size_t i = 0; i < q->n_allocations && st == GSD_ST(OK); i++) {
+		int r = gsd_vidmm_move_to(d, als[i], &dev->adapter->sysmem, 0, MK(EVICT_REQUEST),
+		                          c->deferred ? "Evict, once the packets using it were done"
+		                                      : "Evict",
+		                          msg, sizeof(msg));
 		if (r == 0)
 			moves++;
 		else if (r != 1)
@@ -135,64 +136,65 @@ void gs_h_evict(gs_daemon *d, gs_call *c)
 	}
 	free(als);
 	if (!was)
-		gs_vidsch_hold(d, false);
-	if (st != GS_ST(OK)) {
-		gs_call_error(c, st, "%s", msg);
+		gsd_vidsch_hold(d, false);
+	if (st != GSD_ST(OK)) {
+		gsd_call_error(c, st, "%s", msg);
 		return;
 	}
 	paging_reply(c, dev, moves);
 }
 
-void gs_h_transfer(gs_daemon *d, gs_call *c)
+void gsd_h_transfer(gsd_daemon *d, gsd_call *c)
 {
 	const Gpusched__V1__TransferRequest *q = R(transfer);
-	gs_allocation *al = gs_call_object(c, q->allocation, GS_OBJ_ALLOCATION);
+	gsd_allocation *al = gsd_call_object(c, q->allocation, GSD_OBJ_ALLOCATION);
 	if (!al)
 		return;
 	uint32_t f = q->transfer_flags;
 	if (f & ~GS_TRANSFER_VALID_MASK) {
-		gs_call_error(
-		        c, GS_ST(RESERVED_BITS),
+		gsd_call_error(
+		        c, GSD_ST(RESERVED_BITS),
 		        "transfer flags 0x%x: bits 0x%x are reserved (DXGK_TRANSFERFLAGS has 5)", f,
 		        f & ~GS_TRANSFER_VALID_MASK);
 		return;
 	}
 	if (f & (GS_TRANSFER_ALLOCATION_IS_IDLE | GS_TRANSFER_START | GS_TRANSFER_END)) {
-		gs_call_error(
-		        c, GS_ST(FLAGS_NOT_ALLOWED),
+		gsd_call_error(
+		        c, GSD_ST(FLAGS_NOT_ALLOWED),
 		        "transfer flags 0x%x: AllocationIsIdle, TransferStart and TransferEnd "
 		        "are set by the daemon",
 		        f);
 		return;
 	}
 	if ((f & GS_TRANSFER_SWIZZLE) && (f & GS_TRANSFER_UNSWIZZLE)) {
-		gs_call_error(c, GS_ST(TRANSFER_FLAGS),
-		              "transfer flags 0x%x: Swizzle and Unswizzle contradict each other",
-		              f);
+		gsd_call_error(c, GSD_ST(TRANSFER_FLAGS),
+		               "transfer flags 0x%x: Swizzle and Unswizzle contradict each other",
+		               f);
 		return;
 	}
-	gs_segment *dst = gs_res_segment_by_id(al->adapter, q->segment);
+	gsd_segment *dst = gsd_vidmm_segment_by_id(al->adapter, q->segment);
 	if (!dst) {
-		gs_call_error(c, GS_ST(SEGMENT_UNKNOWN), "segment %u does not exist on adapter %u",
-		              q->segment, al->adapter->id);
+		gsd_call_error(c, GSD_ST(SEGMENT_UNKNOWN),
+		               "segment %u does not exist on adapter %u", q->segment,
+		               al->adapter->id);
 		return;
 	}
 	if (q->segment && !(al->supported_segment_set & (1u << q->segment))) {
-		gs_call_error(c, GS_ST(SEGMENT_PREFERENCE),
-		              "segment %u is outside allocation %llu's supported set 0x%x",
-		              q->segment, (unsigned long long)al->obj.handle,
-		              al->supported_segment_set);
+		gsd_call_error(c, GSD_ST(SEGMENT_PREFERENCE),
+		               "segment %u is outside allocation %llu's supported set 0x%x",
+		               q->segment, (unsigned long long)al->obj.handle,
+		               al->supported_segment_set);
 		return;
 	}
 	if (wait_unpinned(c, &al, 1))
 		return;
 	char msg[256] = "";
-	int r = gs_res_move_to(d, al, dst, f, MK(TRANSFER),
-	                       c->deferred ? "Transfer, once the packets using it were done"
-	                                   : "Transfer",
-	                       msg, sizeof(msg));
+	int r = gsd_vidmm_move_to(d, al, dst, f, MK(TRANSFER),
+	                          c->deferred ? "Transfer, once the packets using it were done"
+	                                      : "Transfer",
+	                          msg, sizeof(msg));
 	if (r != 0 && r != 1) {
-		gs_call_error(c, r, "%s", msg);
+		gsd_call_error(c, r, "%s", msg);
 		return;
 	}
 	paging_reply(c, al->dev, r == 0);

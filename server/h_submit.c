@@ -36,7 +36,7 @@ static int refuse(verdict *v, int status, const char *fmt, ...)
 
 /* Decodes the DMA buffer once: every command must be valid ISA, and every SIGNAL must name a
  * sync object of the tenant. */
-static int check_dma(gs_daemon *d, const gs_tenant *t, const uint8_t *dma, size_t len, verdict *v)
+static int check_dma(gsd_daemon *d, const gsd_tenant *t, const uint8_t *dma, size_t len, verdict *v)
 {
 	size_t pos = 0;
 	gs_isa_cmd cmd;
@@ -44,92 +44,93 @@ static int check_dma(gs_daemon *d, const gs_tenant *t, const uint8_t *dma, size_
 		size_t at = pos;
 		gs_isa_err ie = gs_isa_decode(dma, len, &pos, &cmd);
 		if (ie == GS_ISA_END)
-			return GS_ST(OK);
+			return GSD_ST(OK);
 		if (ie != GS_ISA_OK)
-			return refuse(v, GS_ST(DMA_INVALID), "DMA buffer: %s at byte %zu",
+			return refuse(v, GSD_ST(DMA_INVALID), "DMA buffer: %s at byte %zu",
 			              gs_isa_strerror(ie), at);
 		if (cmd.op == GS_OP_TRANSFER)
-			return refuse(v, GS_ST(FLAGS_NOT_ALLOWED),
+			return refuse(v, GSD_ST(FLAGS_NOT_ALLOWED),
 			              "TRANSFER at byte %zu: paging transfers are the daemon's own",
 			              at);
-		const gs_sync *s =
-		        cmd.op == GS_OP_SIGNAL ? gs_object_get(d, cmd.sync, GS_OBJ_SYNC, t) : NULL;
+		const gsd_sync *s = cmd.op == GS_OP_SIGNAL
+		                            ? gsd_object_get(d, cmd.sync, GSD_OBJ_SYNC, t)
+		                            : NULL;
 		if (s && s->daemon_only)
 			return refuse(
-			        v, GS_ST(PERMISSION_DENIED),
+			        v, GSD_ST(PERMISSION_DENIED),
 			        "SIGNAL at byte %zu names sync %llu, a device's paging fence: "
 			        "only the daemon signals it",
 			        at, (unsigned long long)cmd.sync);
 		if (cmd.op == GS_OP_SIGNAL && !s)
 			return refuse(
-			        v, GS_ST(NOT_FOUND),
+			        v, GSD_ST(NOT_FOUND),
 			        "SIGNAL at byte %zu names sync object %llu, which does not exist",
 			        at, (unsigned long long)cmd.sync);
 	}
 }
 
-static int check_sizes(gs_daemon *d, const gs_context *x, const Gpusched__V1__SubmitRequest *s,
+static int check_sizes(gsd_daemon *d, const gsd_context *x, const Gpusched__V1__SubmitRequest *s,
                        verdict *v)
 {
 	if (s->dma_buffer.len > d->cfg.max_dma_buffer)
-		return refuse(v, GS_ST(LIST_TOO_LARGE), "DMA buffer of %zu bytes exceeds %u",
+		return refuse(v, GSD_ST(LIST_TOO_LARGE), "DMA buffer of %zu bytes exceeds %u",
 		              s->dma_buffer.len, d->cfg.max_dma_buffer);
 	if (s->n_allocations > d->cfg.max_allocation_list)
-		return refuse(v, GS_ST(LIST_TOO_LARGE), "allocation list of %zu exceeds %u",
+		return refuse(v, GSD_ST(LIST_TOO_LARGE), "allocation list of %zu exceeds %u",
 		              s->n_allocations, d->cfg.max_allocation_list);
 	if (s->n_patches > d->cfg.max_patch_list)
-		return refuse(v, GS_ST(LIST_TOO_LARGE), "patch location list of %zu exceeds %u",
+		return refuse(v, GSD_ST(LIST_TOO_LARGE), "patch location list of %zu exceeds %u",
 		              s->n_patches, d->cfg.max_patch_list);
 	if (s->n_waits > 64)
-		return refuse(v, GS_ST(LIST_TOO_LARGE), "%zu GPU waits exceed 64", s->n_waits);
+		return refuse(v, GSD_ST(LIST_TOO_LARGE), "%zu GPU waits exceed 64", s->n_waits);
 	if (s->private_data.len > x->dma_buffer_private_data_size)
-		return refuse(v, GS_ST(INVALID_ARGUMENT),
+		return refuse(v, GSD_ST(INVALID_ARGUMENT),
 		              "private data of %zu bytes exceeds DmaBufferPrivateDataSize %u",
 		              s->private_data.len, x->dma_buffer_private_data_size);
-	return GS_ST(OK);
+	return GSD_ST(OK);
 }
 
-static int check_lists(gs_daemon *d, gs_call *c, const gs_context *x,
-                       const Gpusched__V1__SubmitRequest *s, gs_packet *p, verdict *v)
+static int check_lists(gsd_daemon *d, gsd_call *c, const gsd_context *x,
+                       const Gpusched__V1__SubmitRequest *s, gsd_packet *p, verdict *v)
 {
 	for (size_t i = 0; i < s->n_waits; i++) {
 		const Gpusched__V1__SyncPoint *w = s->waits[i];
-		if (!gs_object_get(d, w->sync, GS_OBJ_SYNC, c->tenant))
-			return refuse(v, GS_ST(NOT_FOUND),
+		if (!gsd_object_get(d, w->sync, GSD_OBJ_SYNC, c->tenant))
+			return refuse(v, GSD_ST(NOT_FOUND),
 			              "wait %zu names sync object %llu, which does not exist", i,
 			              (unsigned long long)w->sync);
-		p->waits[i] = (gs_sync_point){w->sync, w->value};
+		p->waits[i] = (gsd_sync_point){w->sync, w->value};
 	}
 	for (size_t i = 0; i < s->n_allocations; i++) {
 		const Gpusched__V1__AllocationListEntry *e = s->allocations[i];
-		gs_allocation *a = gs_object_get(d, e->allocation, GS_OBJ_ALLOCATION, c->tenant);
+		gsd_allocation *a = gsd_object_get(d, e->allocation, GSD_OBJ_ALLOCATION, c->tenant);
 		if (!a || a->dev != x->dev)
 			return refuse(
-			        v, GS_ST(NOT_FOUND),
+			        v, GSD_ST(NOT_FOUND),
 			        "allocation list entry %zu: allocation %llu does not exist on "
 			        "this device",
 			        i, (unsigned long long)e->allocation);
-		p->allocs[i] = (gs_packet_alloc){a, e->write};
+		p->allocs[i] = (gsd_packet_alloc){a, e->write};
 	}
 	for (size_t i = 0; i < s->n_patches; i++) {
 		const Gpusched__V1__PatchLocation *pl = s->patches[i];
 		if (pl->allocation_index >= s->n_allocations)
-			return refuse(v, GS_ST(PATCH_INVALID),
+			return refuse(v, GSD_ST(PATCH_INVALID),
 			              "patch %zu: allocation index %u outside the list of %zu", i,
 			              pl->allocation_index, s->n_allocations);
 		if ((uint64_t)pl->patch_offset + 8 > s->dma_buffer.len)
 			return refuse(
-			        v, GS_ST(PATCH_INVALID),
+			        v, GSD_ST(PATCH_INVALID),
 			        "patch %zu: offset %u + 8 outside the DMA buffer of %zu bytes", i,
 			        pl->patch_offset, s->dma_buffer.len);
 		if (pl->allocation_offset >= p->allocs[pl->allocation_index].alloc->size)
-			return refuse(v, GS_ST(PATCH_INVALID),
+			return refuse(v, GSD_ST(PATCH_INVALID),
 			              "patch %zu: allocation offset %llu outside the allocation", i,
 			              (unsigned long long)pl->allocation_offset);
-		p->patches[i] = (gs_packet_patch){pl->allocation_index, pl->patch_offset,
-		                                  pl->allocation_offset};
+		p->patches[i] = (gsd_packet_patch){pl->allocation_index, pl->patch_offset,
+		                                   pl->allocation_offset};
 	}
-	return GS_ST(OK);
+	return GSD_ST(OK);
 }
 
 /* Carves `n` elements of `size` bytes at *at (kept 8-byte aligned). */
@@ -141,28 +142,28 @@ static void *carve(uint8_t **at, size_t n, size_t size)
 }
 
 /* One allocation holds the packet and its arrays (the submit path's hottest malloc). */
-static gs_packet *packet_new(const Gpusched__V1__SubmitRequest *s)
+static gsd_packet *packet_new(const Gpusched__V1__SubmitRequest *s)
 {
 	size_t na = s->n_allocations, np = s->n_patches, nw = s->n_waits, nd = s->dma_buffer.len;
-	size_t bytes = ((sizeof(gs_packet) + 7u) & ~(size_t)7u) +
-	               ((na * sizeof(gs_packet_alloc) + 7u) & ~(size_t)7u) +
-	               ((na * sizeof(gs_range) + 7u) & ~(size_t)7u) +
-	               ((np * sizeof(gs_packet_patch) + 7u) & ~(size_t)7u) +
-	               ((nw * sizeof(gs_sync_point) + 7u) & ~(size_t)7u) + nd;
+	size_t bytes = ((sizeof(gsd_packet) + 7u) & ~(size_t)7u) +
+	               ((na * sizeof(gsd_packet_alloc) + 7u) & ~(size_t)7u) +
+	               ((na * sizeof(gsd_range) + 7u) & ~(size_t)7u) +
+	               ((np * sizeof(gsd_packet_patch) + 7u) & ~(size_t)7u) +
+	               ((nw * sizeof(gsd_sync_point) + 7u) & ~(size_t)7u) + nd;
 	uint8_t *at = calloc(1, bytes);
 	if (!at)
 		return NULL;
-	gs_packet *p = carve(&at, 1, sizeof(gs_packet));
-	gs_list_init(&p->link);
-	gs_list_init(&p->waiters);
+	gsd_packet *p = carve(&at, 1, sizeof(gsd_packet));
+	gsd_list_init(&p->link);
+	gsd_list_init(&p->waiters);
 	p->nallocs = (uint32_t)na;
 	p->nranges = (uint32_t)na;
 	p->npatches = (uint32_t)np;
 	p->nwaits = (uint32_t)nw;
-	p->allocs = carve(&at, na, sizeof(gs_packet_alloc));
-	p->ranges = carve(&at, na, sizeof(gs_range));
-	p->patches = carve(&at, np, sizeof(gs_packet_patch));
-	p->waits = carve(&at, nw, sizeof(gs_sync_point));
+	p->allocs = carve(&at, na, sizeof(gsd_packet_alloc));
+	p->ranges = carve(&at, na, sizeof(gsd_range));
+	p->patches = carve(&at, np, sizeof(gsd_packet_patch));
+	p->waits = carve(&at, nw, sizeof(gsd_sync_point));
 	p->dma = carve(&at, nd, 1);
 	p->dma_len = nd;
 	if (nd)
@@ -171,56 +172,56 @@ static gs_packet *packet_new(const Gpusched__V1__SubmitRequest *s)
 }
 
 /* Audits a submission that failed validation as a REJECTED packet. */
-static void audit_rejected(gs_daemon *d, gs_call *c, const gs_context *x,
+static void audit_rejected(gsd_daemon *d, gsd_call *c, const gsd_context *x,
                            const Gpusched__V1__SubmitRequest *s, const verdict *v)
 {
-	gs_packet_rec r = {.packet = ++d->next_packet,
-	                   .tenant = c->tenant->name,
-	                   .device = x ? x->dev->obj.handle : 0,
-	                   .context = s->context,
-	                   .adapter = c->req->adapter,
-	                   .node = x ? x->node->index : 0,
-	                   .submit_flags = s->submit_flags,
-	                   .dma_size = (uint32_t)s->dma_buffer.len,
-	                   .allocation_count = (uint32_t)s->n_allocations,
-	                   .patch_count = (uint32_t)s->n_patches,
-	                   .state = GS_PS(REJECTED),
-	                   .submitted_ns = gs_now_ns(),
-	                   .result = v->msg};
+	gsd_packet_rec r = {.packet = ++d->next_packet,
+	                    .tenant = c->tenant->name,
+	                    .device = x ? x->dev->obj.handle : 0,
+	                    .context = s->context,
+	                    .adapter = c->req->adapter,
+	                    .node = x ? x->node->index : 0,
+	                    .submit_flags = s->submit_flags,
+	                    .dma_size = (uint32_t)s->dma_buffer.len,
+	                    .allocation_count = (uint32_t)s->n_allocations,
+	                    .patch_count = (uint32_t)s->n_patches,
+	                    .state = GSD_PS(REJECTED),
+	                    .submitted_ns = gsd_now_ns(),
+	                    .result = v->msg};
 	r.completed_ns = r.submitted_ns;
 	d->stats.packets_rejected++;
-	gs_audit_packet(d->audit, &r, v->msg, NULL, NULL);
+	gsd_audit_packet(d->audit, &r, v->msg, NULL, NULL);
 }
 
 /* Validates one submission completely. On success *out holds the packet, not yet queued. */
-static int build_packet(gs_daemon *d, gs_call *c, const Gpusched__V1__SubmitRequest *s,
-                        gs_packet **out, verdict *v)
+static int build_packet(gsd_daemon *d, gsd_call *c, const Gpusched__V1__SubmitRequest *s,
+                        gsd_packet **out, verdict *v)
 {
 	*out = NULL;
-	gs_context *x = gs_object_get(d, s->context, GS_OBJ_CONTEXT, c->tenant);
+	gsd_context *x = gsd_object_get(d, s->context, GSD_OBJ_CONTEXT, c->tenant);
 	if (!x || x->dev->adapter->id != c->req->adapter) {
-		refuse(v, GS_ST(NOT_FOUND), "context %llu does not exist on adapter %u",
+		refuse(v, GSD_ST(NOT_FOUND), "context %llu does not exist on adapter %u",
 		       (unsigned long long)s->context, c->req->adapter);
 		x = NULL;
 		goto rejected;
 	}
 	if (x->faulted) {
-		refuse(v, GS_ST(FAULTED), "context %llu is in an error state after a fault",
+		refuse(v, GSD_ST(FAULTED), "context %llu is in an error state after a fault",
 		       (unsigned long long)s->context);
 		goto rejected;
 	}
-	v->status = gs_rules_submit_flags(s->submit_flags, v->msg, sizeof(v->msg));
-	if (v->status != GS_ST(OK) || check_sizes(d, x, s, v) != GS_ST(OK))
+	v->status = gsd_rules_submit_flags(s->submit_flags, v->msg, sizeof(v->msg));
+	if (v->status != GSD_ST(OK) || check_sizes(d, x, s, v) != GSD_ST(OK))
 		goto rejected;
-	if (check_dma(d, c->tenant, s->dma_buffer.data, s->dma_buffer.len, v) != GS_ST(OK))
+	if (check_dma(d, c->tenant, s->dma_buffer.data, s->dma_buffer.len, v) != GSD_ST(OK))
 		goto rejected;
-	gs_packet *p = packet_new(s);
+	gsd_packet *p = packet_new(s);
 	if (!p) {
-		refuse(v, GS_ST(INTERNAL), "out of memory");
+		refuse(v, GSD_ST(INTERNAL), "out of memory");
 		goto rejected;
 	}
-	if (check_lists(d, c, x, s, p, v) != GS_ST(OK)) {
-		gs_packet_free(p);
+	if (check_lists(d, c, x, s, p, v) != GSD_ST(OK)) {
+		gsd_packet_free(p);
 		goto rejected;
 	}
 	/* Lists and the DMA buffer may grow past their initial sizes, never shrink. */
@@ -238,28 +239,28 @@ static int build_packet(gs_daemon *d, gs_call *c, const Gpusched__V1__SubmitRequ
 		grew = true;
 	}
 	if (grew)
-		gs_audit_context_of(d, x);
+		gsd_audit_context_of(d, x);
 	p->ctx = x;
 	p->node = x->node;
 	uint32_t flags = s->submit_flags;
 	if (c->tenant->kind == GPUSCHED__V1__TENANT_KIND__TENANT_KIND_VM)
 		flags |= GS_SUBMIT_VIRTUAL_MACHINE_DATA;
-	p->rec = (gs_packet_rec){.packet = ++d->next_packet,
-	                         .tenant = c->tenant->name,
-	                         .device = x->dev->obj.handle,
-	                         .context = x->obj.handle,
-	                         .adapter = x->dev->adapter->id,
-	                         .node = x->node->index,
-	                         .fence = ++x->node->next_fence,
-	                         .submit_flags = flags,
-	                         .dma_size = (uint32_t)s->dma_buffer.len,
-	                         .allocation_count = p->nallocs,
-	                         .patch_count = p->npatches,
-	                         .state = GS_PS(SUBMITTED),
-	                         .submitted_ns = gs_node_now(x->node)};
+	p->rec = (gsd_packet_rec){.packet = ++d->next_packet,
+	                          .tenant = c->tenant->name,
+	                          .device = x->dev->obj.handle,
+	                          .context = x->obj.handle,
+	                          .adapter = x->dev->adapter->id,
+	                          .node = x->node->index,
+	                          .fence = ++x->node->next_fence,
+	                          .submit_flags = flags,
+	                          .dma_size = (uint32_t)s->dma_buffer.len,
+	                          .allocation_count = p->nallocs,
+	                          .patch_count = p->npatches,
+	                          .state = GSD_PS(SUBMITTED),
+	                          .submitted_ns = gsd_node_now(x->node)};
 	p->rec.event_ns = p->rec.submitted_ns;
 	*out = p;
-	return GS_ST(OK);
+	return GSD_ST(OK);
 rejected:
 	audit_rejected(d, c, x, s, v);
 	return v->status;
@@ -267,7 +268,7 @@ rejected:
 
 /* Records the packet's allocation list (history by allocation), ahead of its SUBMITTED
  * record so both are committed together. */
-static void audit_allocation_list(gs_daemon *d, const gs_packet *p)
+static void audit_allocation_list(gsd_daemon *d, const gsd_packet *p)
 {
 	if (p->nallocs == 0)
 		return;
@@ -284,8 +285,8 @@ static void audit_allocation_list(gs_daemon *d, const gs_packet *p)
 			h[i] = p->allocs[i].alloc->obj.handle;
 			w[i] = p->allocs[i].write;
 		}
-		gs_audit_packet_allocations(d->audit, p->rec.packet, p->rec.tenant, h, w,
-		                            p->nallocs);
+		gsd_audit_packet_allocations(d->audit, p->rec.packet, p->rec.tenant, h, w,
+		                             p->nallocs);
 	}
 	if (h != hs)
 		free(h);
@@ -294,7 +295,7 @@ static void audit_allocation_list(gs_daemon *d, const gs_packet *p)
 }
 
 /* Takes the packet's references and makes it findable; it is queued separately. */
-static void packet_admit(gs_daemon *d, gs_packet *p)
+static void packet_admit(gsd_daemon *d, gsd_packet *p)
 {
 	audit_allocation_list(d, p);
 	p->ctx->refs++;
@@ -302,11 +303,11 @@ static void packet_admit(gs_daemon *d, gs_packet *p)
 		p->allocs[i].alloc->refs++;
 		p->allocs[i].alloc->inflight++;
 	}
-	gs_hmap_put(&d->packets, p->rec.packet, p);
+	gsd_hmap_put(&d->packets, p->rec.packet, p);
 	d->stats.packets_submitted++;
 }
 
-static void submit_out(const gs_packet *p, Gpusched__V1__SubmitResponse *o)
+static void submit_out(const gsd_packet *p, Gpusched__V1__SubmitResponse *o)
 {
 	gpusched__v1__submit_response__init(o);
 	o->packet = p->rec.packet;
@@ -314,12 +315,12 @@ static void submit_out(const gs_packet *p, Gpusched__V1__SubmitResponse *o)
 	o->node = p->node->index;
 }
 
-void gs_h_submit(gs_daemon *d, gs_call *c)
+void gsd_h_submit(gsd_daemon *d, gsd_call *c)
 {
-	gs_packet *p;
+	gsd_packet *p;
 	verdict v;
-	if (build_packet(d, c, R(submit), &p, &v) != GS_ST(OK)) {
-		gs_call_error(c, v.status, "%s", v.msg);
+	if (build_packet(d, c, R(submit), &p, &v) != GSD_ST(OK)) {
+		gsd_call_error(c, v.status, "%s", v.msg);
 		return;
 	}
 	packet_admit(d, p);
@@ -330,29 +331,29 @@ void gs_h_submit(gs_daemon *d, gs_call *c)
 	resp.submit = &sr;
 	/* The SUBMITTED record is queued before any later transition of the packet, and the
 	 * answer leaves only once it is committed. */
-	const gs_packet_rec *rec = &p->rec;
-	gs_call_reply_after_audit(c, &resp, &rec, 1);
-	gs_packet_publish(d, p, NULL);
-	gs_vidsch_queue(d, p);
+	const gsd_packet_rec *rec = &p->rec;
+	gsd_call_reply_after_audit(c, &resp, &rec, 1);
+	gsd_packet_publish(d, p, NULL);
+	gsd_vidsch_queue(d, p);
 }
 
-void gs_h_submit_batch(gs_daemon *d, gs_call *c)
+void gsd_h_submit_batch(gsd_daemon *d, gsd_call *c)
 {
 	const Gpusched__V1__SubmitBatchRequest *q = R(submit_batch);
 	size_t n = q->n_packets;
 	if (n == 0 || n > d->cfg.max_batch) {
-		gs_call_error(c, GS_ST(INVALID_ARGUMENT), "a batch holds 1..%u packets (got %zu)",
-		              d->cfg.max_batch, n);
+		gsd_call_error(c, GSD_ST(INVALID_ARGUMENT), "a batch holds 1..%u packets (got %zu)",
+		               d->cfg.max_batch, n);
 		return;
 	}
-	gs_packet **ps = calloc(n, sizeof(*ps));
+	gsd_packet **ps = calloc(n, sizeof(*ps));
 	Gpusched__V1__SubmitResponse *srs = calloc(n, sizeof(*srs));
 	Gpusched__V1__SubmitResponse **srp = calloc(n, sizeof(*srp));
 	if (!ps || !srs || !srp) {
 		free(ps);
 		free(srs);
 		free(srp);
-		gs_call_error(c, GS_ST(INTERNAL), "out of memory");
+		gsd_call_error(c, GSD_ST(INTERNAL), "out of memory");
 		return;
 	}
 	verdict v;
@@ -360,13 +361,13 @@ void gs_h_submit_batch(gs_daemon *d, gs_call *c)
 	 * order, so a rejected batch leaves gaps in the fence sequence; fences only need to
 	 * increase. */
 	for (size_t i = 0; i < n; i++) {
-		if (build_packet(d, c, q->packets[i], &ps[i], &v) != GS_ST(OK)) {
+		if (build_packet(d, c, q->packets[i], &ps[i], &v) != GSD_ST(OK)) {
 			for (size_t j = 0; j < i; j++)
-				gs_packet_free(ps[j]);
+				gsd_packet_free(ps[j]);
 			free(ps);
 			free(srs);
 			free(srp);
-			gs_call_error(c, v.status, "packet %zu of the batch: %s", i, v.msg);
+			gsd_call_error(c, v.status, "packet %zu of the batch: %s", i, v.msg);
 			return;
 		}
 	}
@@ -382,25 +383,25 @@ void gs_h_submit_batch(gs_daemon *d, gs_call *c)
 	resp.body_case = GPUSCHED__V1__RESPONSE__BODY_SUBMIT_BATCH;
 	resp.submit_batch = &br;
 	/* Every record acks: the answer leaves once all of them are committed. */
-	const gs_packet_rec **recs = calloc(n, sizeof(*recs));
+	const gsd_packet_rec **recs = calloc(n, sizeof(*recs));
 	if (!recs) {
 		for (size_t i = 0; i < n; i++)
-			gs_audit_packet(d->audit, &ps[i]->rec, NULL, NULL, NULL);
-		gs_call_error(c, GS_ST(INTERNAL), "out of memory");
+			gsd_audit_packet(d->audit, &ps[i]->rec, NULL, NULL, NULL);
+		gsd_call_error(c, GSD_ST(INTERNAL), "out of memory");
 	} else {
 		for (size_t i = 0; i < n; i++)
 			recs[i] = &ps[i]->rec;
-		gs_call_reply_after_audit(c, &resp, recs, n);
+		gsd_call_reply_after_audit(c, &resp, recs, n);
 		free(recs);
 	}
 	/* The batch arrives at once: every packet is queued before any is scheduled, so the
 	 * first one is not started alone (and unbudgeted) before its competitors arrive. */
-	gs_vidsch_hold(d, true);
+	gsd_vidsch_hold(d, true);
 	for (size_t i = 0; i < n; i++) {
-		gs_packet_publish(d, ps[i], NULL);
-		gs_vidsch_queue(d, ps[i]);
+		gsd_packet_publish(d, ps[i], NULL);
+		gsd_vidsch_queue(d, ps[i]);
 	}
-	gs_vidsch_hold(d, false);
+	gsd_vidsch_hold(d, false);
 	free(ps);
 	free(srs);
 	free(srp);
@@ -408,16 +409,16 @@ void gs_h_submit_batch(gs_daemon *d, gs_call *c)
 
 /* ---- packet waits ---- */
 
-static void packet_wait_expired(gs_call *c)
+static void packet_wait_expired(gsd_call *c)
 {
-	gs_packet *p = c->wait_object;
-	gs_list_remove(&c->link);
-	gs_call_error(c, GS_ST(TIMEOUT), "packet %llu is still %s",
-	              (unsigned long long)p->rec.packet,
-	              p->rec.state == GS_PS(RUNNING) ? "running" : "queued");
+	gsd_packet *p = c->wait_object;
+	gsd_list_remove(&c->link);
+	gsd_call_error(c, GSD_ST(TIMEOUT), "packet %llu is still %s",
+	               (unsigned long long)p->rec.packet,
+	               p->rec.state == GSD_PS(RUNNING) ? "running" : "queued");
 }
 
-void gs_packet_wait_answer(gs_call *c, uint64_t packet, int state, uint64_t fence)
+void gsd_packet_wait_answer(gsd_call *c, uint64_t packet, int state, uint64_t fence)
 {
 	Gpusched__V1__PacketWaitResponse pw = GPUSCHED__V1__PACKET_WAIT_RESPONSE__INIT;
 	pw.packet = packet;
@@ -426,34 +427,34 @@ void gs_packet_wait_answer(gs_call *c, uint64_t packet, int state, uint64_t fenc
 	Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
 	resp.body_case = GPUSCHED__V1__RESPONSE__BODY_PACKET_WAIT;
 	resp.packet_wait = &pw;
-	if (state == GS_PS(FAULTED)) {
-		resp.status = GS_ST(FAULTED);
+	if (state == GSD_PS(FAULTED)) {
+		resp.status = GSD_ST(FAULTED);
 		resp.message = "the packet faulted; see its history events";
 	}
-	gs_call_reply(c, &resp);
+	gsd_call_reply(c, &resp);
 }
 
-void gs_h_packet_wait(gs_daemon *d, gs_call *c)
+void gsd_h_packet_wait(gsd_daemon *d, gsd_call *c)
 {
 	const Gpusched__V1__PacketWaitRequest *q = R(packet_wait);
-	gs_packet *p = gs_hmap_get(&d->packets, q->packet);
+	gsd_packet *p = gsd_hmap_get(&d->packets, q->packet);
 	if (p && p->ctx->obj.tenant == c->tenant) {
 		if (q->timeout_ms == 0) {
-			gs_packet_wait_answer(c, p->rec.packet, p->rec.state, p->rec.fence);
+			gsd_packet_wait_answer(c, p->rec.packet, p->rec.state, p->rec.fence);
 			return;
 		}
 		c->wait_object = p;
-		gs_list_push_back(&p->waiters, &c->link);
-		gs_call_set_timeout(c, q->timeout_ms, packet_wait_expired);
+		gsd_list_push_back(&p->waiters, &c->link);
+		gsd_call_set_timeout(c, q->timeout_ms, packet_wait_expired);
 		return;
 	}
-	const gs_retired *r = gs_retired_find(d, q->packet);
+	const gsd_retired *r = gsd_retired_find(d, q->packet);
 	if (r && r->tenant == c->tenant) {
-		gs_packet_wait_answer(c, r->packet, r->state, r->fence);
+		gsd_packet_wait_answer(c, r->packet, r->state, r->fence);
 		return;
 	}
-	gs_call_error(c, GS_ST(NOT_FOUND),
-	              "packet %llu is not in flight and not among the recently finished; see "
-	              "history",
-	              (unsigned long long)q->packet);
+	gsd_call_error(c, GSD_ST(NOT_FOUND),
+	               "packet %llu is not in flight and not among the recently finished; see "
+	               "history",
+	               (unsigned long long)q->packet);
 }

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 
 /* A 64-bit mixer (splitmix64's finaliser): handles are sequential, so spread them. */
-static size_t slot_of(const gs_hmap *m, uint64_t key)
+static size_t slot_of(const gsd_hmap *m, uint64_t key)
 {
 	key ^= key >> 30;
 	key *= UINT64_C(0xbf58476d1ce4e5b9);
@@ -13,20 +13,20 @@ static size_t slot_of(const gs_hmap *m, uint64_t key)
 	return (size_t)key & (m->cap - 1);
 }
 
-void gs_hmap_init(gs_hmap *m)
+void gsd_hmap_init(gsd_hmap *m)
 {
 	m->slots = NULL;
 	m->cap = 0;
 	m->count = 0;
 }
 
-void gs_hmap_free(gs_hmap *m)
+void gsd_hmap_free(gsd_hmap *m)
 {
 	free(m->slots);
-	gs_hmap_init(m);
+	gsd_hmap_init(m);
 }
 
-void *gs_hmap_get(const gs_hmap *m, uint64_t key)
+void *gsd_hmap_get(const gsd_hmap *m, uint64_t key)
 {
 	if (m->cap == 0 || key == 0)
 		return NULL;
@@ -38,24 +38,24 @@ void *gs_hmap_get(const gs_hmap *m, uint64_t key)
 	}
 }
 
-static int grow(gs_hmap *m)
+static int grow(gsd_hmap *m)
 {
 	size_t ncap = m->cap ? m->cap * 2 : 64;
-	gs_hmap_slot *ns = calloc(ncap, sizeof(*ns));
+	gsd_hmap_slot *ns = calloc(ncap, sizeof(*ns));
 	if (!ns)
 		return -1;
-	gs_hmap old = *m;
+	gsd_hmap old = *m;
 	m->slots = ns;
 	m->cap = ncap;
 	m->count = 0;
 	for (size_t i = 0; i < old.cap; i++)
 		if (old.slots[i].key)
-			gs_hmap_put(m, old.slots[i].key, old.slots[i].value);
+			gsd_hmap_put(m, old.slots[i].key, old.slots[i].value);
 	free(old.slots);
 	return 0;
 }
 
-int gs_hmap_put(gs_hmap *m, uint64_t key, void *value)
+int gsd_hmap_put(gsd_hmap *m, uint64_t key, void *value)
 {
 	if (key == 0)
 		return -1;
@@ -76,7 +76,7 @@ int gs_hmap_put(gs_hmap *m, uint64_t key, void *value)
 	}
 }
 
-void *gs_hmap_del(gs_hmap *m, uint64_t key)
+void *gsd_hmap_del(gsd_hmap *m, uint64_t key)
 {
 	if (m->cap == 0 || key == 0)
 		return NULL;
@@ -105,7 +105,7 @@ void *gs_hmap_del(gs_hmap *m, uint64_t key)
 	return value;
 }
 
-void gs_hmap_each(const gs_hmap *m, void (*fn)(uint64_t key, void *value, void *arg), void *arg)
+void gsd_hmap_each(const gsd_hmap *m, void (*fn)(uint64_t key, void *value, void *arg), void *arg)
 {
 	for (size_t i = 0; i < m->cap; i++)
 		if (m->slots[i].key)

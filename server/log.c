@@ -9,15 +9,15 @@
 #include <time.h>
 #include <unistd.h>
 
-static atomic_int g_level = GS_LOG_INFO;
+static atomic_int g_level = GSD_LOG_INFO;
 static const char *const g_names[] = {"ERROR", "WARN ", "INFO ", "DEBUG"};
 
-void gs_log_set_level(gs_log_level level)
+void gsd_log_set_level(gsd_log_level level)
 {
 	atomic_store(&g_level, (int)level);
 }
 
-int gs_log_parse_level(const char *name)
+int gsd_log_parse_level(const char *name)
 {
 	static const char *const words[] = {"error", "warn", "info", "debug"};
 	for (int i = 0; i < 4; i++)
@@ -26,7 +26,7 @@ int gs_log_parse_level(const char *name)
 	return -1;
 }
 
-void gs_log(gs_log_level level, const char *fmt, ...)
+void gsd_log(gsd_log_level level, const char *fmt, ...)
 {
 	if ((int)level > atomic_load(&g_level))
 		return;

@@ -48,7 +48,7 @@ enum { OPT_CLOCK = 256, OPT_LOG_LEVEL, OPT_BACKEND, OPT_AUDIT_SYNC };
 typedef struct cli_opts {
 	const char *config;
 	uint32_t nlisten;
-	const char *listen[GS_MAX_LISTEN];
+	const char *listen[GSD_MAX_LISTEN];
 	const char *db;
 	const char *clock;
 	const char *events;
@@ -75,9 +75,9 @@ static int parse_args(int argc, char **argv, cli_opts *o)
 	while ((ch = getopt_long(argc, argv, "l:d:c:e:hV", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 'l':
-			if (o->nlisten == GS_MAX_LISTEN) {
+			if (o->nlisten == GSD_MAX_LISTEN) {
 				fprintf(stderr, "gpuschedd: at most %d --listen URLs\n",
-				        GS_MAX_LISTEN);
+				        GSD_MAX_LISTEN);
 				return 2;
 			}
 			o->listen[o->nlisten++] = optarg;
@@ -122,10 +122,10 @@ static int parse_args(int argc, char **argv, cli_opts *o)
 }
 
 /* Flags override the file, which overrides the defaults. */
-static int apply_args(gs_config *cfg, const cli_opts *o)
+static int apply_args(gsd_config *cfg, const cli_opts *o)
 {
 	char err[512];
-	if (o->config && gs_config_load(cfg, o->config, err, sizeof(err)) != 0) {
+	if (o->config && gsd_config_load(cfg, o->config, err, sizeof(err)) != 0) {
 		fprintf(stderr, "gpuschedd: %s\n", err);
 		return 1;
 	}
@@ -150,7 +150,7 @@ static int apply_args(gs_config *cfg, const cli_opts *o)
 			snprintf(cfg->adapters[i].backend, sizeof(cfg->adapters[i].backend), "%s",
 			         o->backend);
 	if (o->log_level) {
-		cfg->log_level = gs_log_parse_level(o->log_level);
+		cfg->log_level = gsd_log_parse_level(o->log_level);
 		if (cfg->log_level < 0) {
 			fprintf(stderr,
 			        "gpuschedd: --log-level must be error, warn, info or debug\n");
@@ -159,7 +159,7 @@ static int apply_args(gs_config *cfg, const cli_opts *o)
 	}
 	if (o->audit_sync_full)
 		cfg->audit_sync_full = true;
-	if (gs_config_validate(cfg, err, sizeof(err)) != 0) {
+	if (gsd_config_validate(cfg, err, sizeof(err)) != 0) {
 		fprintf(stderr, "gpuschedd: configuration: %s\n", err);
 		return 1;
 	}
@@ -170,7 +170,7 @@ static int apply_args(gs_config *cfg, const cli_opts *o)
 
 static uint64_t g_stop_deadline;
 
-static bool engines_idle(const gs_daemon *d)
+static bool engines_idle(const gsd_daemon *d)
 {
 	for (uint32_t i = 0; i < d->nadapters; i++)
 		for (uint32_t n = 0; n < d->adapters[i].nnodes; n++)
@@ -181,11 +181,11 @@ static bool engines_idle(const gs_daemon *d)
 
 static void stop_poll(uv_timer_t *t)
 {
-	gs_daemon *d = t->data;
-	if (engines_idle(d) || gs_now_ns() >= g_stop_deadline) {
+	gsd_daemon *d = t->data;
+	if (engines_idle(d) || gsd_now_ns() >= g_stop_deadline) {
 		if (!engines_idle(d))
-			GS_WARN("packets still running after %u ms: aborting them",
-			        d->cfg.shutdown_grace_ms);
+			GSD_WARN("packets still running after %u ms: aborting them",
+			         d->cfg.shutdown_grace_ms);
 		uv_close((uv_handle_t *)t, NULL);
 		uv_close((uv_handle_t *)&d->sigint, NULL);
 		uv_close((uv_handle_t *)&d->sigterm, NULL);
@@ -195,12 +195,12 @@ static void stop_poll(uv_timer_t *t)
 
 static void on_signal(uv_signal_t *s, int signum)
 {
-	gs_daemon *d = s->data;
+	gsd_daemon *d = s->data;
 	if (d->stopping)
 		return;
-	GS_INFO("received %s", signum == SIGINT ? "SIGINT" : "SIGTERM");
-	gs_daemon_stop(d);
-	g_stop_deadline = gs_now_ns() + (uint64_t)d->cfg.shutdown_grace_ms * 1000000u;
+	GSD_INFO("received %s", signum == SIGINT ? "SIGINT" : "SIGTERM");
+	gsd_daemon_stop(d);
+	g_stop_deadline = gsd_now_ns() + (uint64_t)d->cfg.shutdown_grace_ms * 1000000u;
 	/* Completions arrive as interrupts on the loop; this timer only checks whether the
 	 * engines have drained, and gives up at the deadline. */
 	uv_timer_init(d->loop, &d->stop_timer);
@@ -214,20 +214,20 @@ int main(int argc, char **argv)
 	int rc = parse_args(argc, argv, &o);
 	if (rc)
 		return rc;
-	static gs_config cfg;
-	gs_config_defaults(&cfg);
+	static gsd_config cfg;
+	gsd_config_defaults(&cfg);
 	rc = apply_args(&cfg, &o);
 	if (rc)
 		return rc;
-	gs_log_set_level(cfg.log_level);
+	gsd_log_set_level(cfg.log_level);
 	signal(SIGPIPE, SIG_IGN);
 	pthread_setname_np(pthread_self(), "gs-loop");
 
-	static gs_daemon d;
+	static gsd_daemon d;
 	uv_loop_t *loop = uv_default_loop();
-	if (gs_daemon_init(&d, &cfg, loop) != 0) {
-		GS_ERROR("start-up failed");
-		gs_daemon_destroy(&d);
+	if (gsd_daemon_init(&d, &cfg, loop) != 0) {
+		GSD_ERROR("start-up failed");
+		gsd_daemon_destroy(&d);
 		return 1;
 	}
 	uv_signal_init(loop, &d.sigint);
@@ -237,18 +237,18 @@ int main(int argc, char **argv)
 	uv_signal_start(&d.sigterm, on_signal, SIGTERM);
 
 	for (uint32_t i = 0; i < d.nadapters; i++) {
-		const gs_adapter *a = &d.adapters[i];
-		GS_INFO("adapter %u %s: backend %s, %u nodes, %u segments, clock %s", a->id,
-		        a->cfg->name, a->ops->name, a->nnodes, a->nsegments,
-		        cfg.virtual_clock ? "virtual" : "wall");
+		const gsd_adapter *a = &d.adapters[i];
+		GSD_INFO("adapter %u %s: backend %s, %u nodes, %u segments, clock %s", a->id,
+		         a->cfg->name, a->ops->name, a->nnodes, a->nsegments,
+		         cfg.virtual_clock ? "virtual" : "wall");
 	}
-	GS_INFO("audit file %s", cfg.db_path);
+	GSD_INFO("audit file %s", cfg.db_path);
 	printf("gpuschedd %s ready on %s\n", GS_VERSION, cfg.listen[0]);
 	fflush(stdout);
 
 	uv_run(loop, UV_RUN_DEFAULT);
-	gs_daemon_destroy(&d);
+	gsd_daemon_destroy(&d);
 	uv_loop_close(loop);
-	GS_INFO("stopped");
+	GSD_INFO("stopped");
 	return 0;
 }

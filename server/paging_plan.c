@@ -8,26 +8,26 @@
 
 static uint64_t align_up(uint64_t v)
 {
-	return (v + GS_VIDMM_ALIGN - 1) & ~(uint64_t)(GS_VIDMM_ALIGN - 1);
+	return (v + GSD_HEAP_ALIGN - 1) & ~(uint64_t)(GSD_HEAP_ALIGN - 1);
 }
 
 /* ---- transfers ---- */
 
-uint64_t gs_transfer_pieces(uint64_t size, uint64_t chunk)
+uint64_t gsd_transfer_pieces(uint64_t size, uint64_t chunk)
 {
 	if (size == 0 || chunk == 0)
 		return 0;
 	return size / chunk + (size % chunk != 0);
 }
 
-int64_t gs_transfer_split(uint64_t size, uint64_t chunk, uint32_t base_flags, gs_subtransfer *out,
-                          size_t cap)
+int64_t gsd_transfer_split(uint64_t size, uint64_t chunk, uint32_t base_flags, gsd_subtransfer *out,
+                           size_t cap)
 {
 	const uint32_t both = GS_TRANSFER_SWIZZLE | GS_TRANSFER_UNSWIZZLE;
-	if (size == 0 || chunk == 0 || (base_flags & ~GS_TRANSFER_BASE_MASK) ||
+	if (size == 0 || chunk == 0 || (base_flags & ~GSD_TRANSFER_BASE_MASK) ||
 	    (base_flags & both) == both)
 		return -EINVAL;
-	uint64_t pieces = gs_transfer_pieces(size, chunk);
+	uint64_t pieces = gsd_transfer_pieces(size, chunk);
 	if (pieces > cap || pieces > INT64_MAX)
 		return -ENOBUFS;
 	for (uint64_t i = 0; i < pieces; i++) {
@@ -37,36 +37,36 @@ int64_t gs_transfer_split(uint64_t size, uint64_t chunk, uint32_t base_flags, gs
 			flags |= GS_TRANSFER_START;
 		if (i == pieces - 1)
 			flags |= GS_TRANSFER_END;
-		out[i] = (gs_subtransfer){offset, size - offset < chunk ? size - offset : chunk,
-		                          flags};
+		out[i] = (gsd_subtransfer){offset, size - offset < chunk ? size - offset : chunk,
+		                           flags};
 	}
 	return (int64_t)pieces;
 }
 
 /* ---- priorities ---- */
 
-uint32_t gs_alloc_priority_effective(uint32_t priority)
+uint32_t gsd_alloc_priority_effective(uint32_t priority)
 {
 	return priority ? priority : GS_ALLOC_PRIORITY_NORMAL;
 }
 
-bool gs_should_evict_for_preference(uint32_t new_priority, const uint32_t *victim_priorities,
-                                    size_t n)
+bool gsd_should_evict_for_preference(uint32_t new_priority, const uint32_t *victim_priorities,
+                                     size_t n)
 {
-	uint32_t p = gs_alloc_priority_effective(new_priority);
+	uint32_t p = gsd_alloc_priority_effective(new_priority);
 	if (p < GS_ALLOC_PRIORITY_HIGH)
 		return false;
 	for (size_t i = 0; i < n; i++)
-		if (gs_alloc_priority_effective(victim_priorities[i]) >= p)
+		if (gsd_alloc_priority_effective(victim_priorities[i]) >= p)
 			return false;
 	return true;
 }
 
-uint32_t gs_victims_max_priority(const gs_victim_candidate *c, const size_t *idx, size_t n)
+uint32_t gsd_victims_max_priority(const gsd_victim_candidate *c, const size_t *idx, size_t n)
 {
 	uint32_t m = 0;
 	for (size_t i = 0; i < n; i++) {
-		uint32_t p = gs_alloc_priority_effective(c[idx[i]].priority);
+		uint32_t p = gsd_alloc_priority_effective(c[idx[i]].priority);
 		if (p > m)
 			m = p;
 	}
@@ -79,10 +79,10 @@ uint32_t gs_victims_max_priority(const gs_victim_candidate *c, const size_t *idx
  * candidates always come out the same way). */
 static int cmp_victim(const void *a, const void *b, void *arg)
 {
-	const gs_victim_candidate *c = arg;
+	const gsd_victim_candidate *c = arg;
 	size_t i = *(const size_t *)a, j = *(const size_t *)b;
-	uint32_t pi = gs_alloc_priority_effective(c[i].priority);
-	uint32_t pj = gs_alloc_priority_effective(c[j].priority);
+	uint32_t pi = gsd_alloc_priority_effective(c[i].priority);
+	uint32_t pj = gsd_alloc_priority_effective(c[j].priority);
 	if (pi != pj)
 		return pi < pj ? -1 : 1;
 	if (c[i].last_use != c[j].last_use)
@@ -90,8 +90,8 @@ static int cmp_victim(const void *a, const void *b, void *arg)
 	return (i > j) - (i < j);
 }
 
-int gs_pick_victims(const gs_victim_candidate *c, size_t n, uint64_t need_bytes, size_t *out,
-                    size_t cap, size_t *nout)
+int gsd_pick_victims(const gsd_victim_candidate *c, size_t n, uint64_t need_bytes, size_t *out,
+                     size_t cap, size_t *nout)
 {
 	*nout = 0;
 	if (cap < n)
@@ -130,16 +130,16 @@ int gs_pick_victims(const gs_victim_candidate *c, size_t n, uint64_t need_bytes,
 
 /* ---- victims for one contiguous hole ---- */
 
-static uint64_t cand_end(const gs_victim_candidate *c)
+static uint64_t cand_end(const gsd_victim_candidate *c)
 {
 	return c->offset + align_up(c->size);
 }
 
-static int candidates_validate(const gs_victim_candidate *c, size_t n, uint64_t segment_size)
+static int candidates_validate(const gsd_victim_candidate *c, size_t n, uint64_t segment_size)
 {
 	uint64_t prev_end = 0;
 	for (size_t i = 0; i < n; i++) {
-		if (c[i].size == 0 || c[i].size > segment_size || c[i].offset % GS_VIDMM_ALIGN ||
+		if (c[i].size == 0 || c[i].size > segment_size || c[i].offset % GSD_HEAP_ALIGN ||
 		    c[i].offset < prev_end || c[i].offset > segment_size - align_up(c[i].size))
 			return -EINVAL;
 		prev_end = cand_end(&c[i]);
@@ -154,7 +154,7 @@ typedef struct span {
 	uint64_t lo, hi;
 } span;
 
-static uint64_t span_gap(const gs_victim_candidate *c, const span *r, size_t i)
+static uint64_t span_gap(const gsd_victim_candidate *c, const span *r, size_t i)
 {
 	uint64_t start = i == r->s ? r->lo : cand_end(&c[i - 1]);
 	uint64_t end = i == r->e ? r->hi : c[i].offset;
@@ -188,7 +188,7 @@ static bool run_better(const best_run *b, uint32_t maxp, uint64_t newest, uint64
  * never moves back. A deque in dq (indices, priorities decreasing from the front) keeps the run's
  * highest priority at its front.
  */
-static void span_scan(const gs_victim_candidate *c, const span *r, uint64_t need, size_t *dq,
+static void span_scan(const gsd_victim_candidate *c, const span *r, uint64_t need, size_t *dq,
                       size_t *du, best_run *best)
 {
 	size_t head = 0, tail = 0;
@@ -197,9 +197,9 @@ static void span_scan(const gs_victim_candidate *c, const span *r, uint64_t need
 	uint64_t hole = span_gap(c, r, k), bytes = 0;
 	while (k <= r->e) {
 		while (hole < need && hi < r->e) {
-			uint32_t p = gs_alloc_priority_effective(c[hi].priority);
+			uint32_t p = gsd_alloc_priority_effective(c[hi].priority);
 			while (tail > head &&
-			       gs_alloc_priority_effective(c[dq[tail - 1]].priority) <= p)
+			       gsd_alloc_priority_effective(c[dq[tail - 1]].priority) <= p)
 				tail--;
 			dq[tail++] = hi;
 			while (utail > uhead && c[du[utail - 1]].last_use <= c[hi].last_use)
@@ -213,7 +213,8 @@ static void span_scan(const gs_victim_candidate *c, const span *r, uint64_t need
 		}
 		if (hole < need)
 			return;
-		uint32_t maxp = tail > head ? gs_alloc_priority_effective(c[dq[head]].priority) : 0;
+		uint32_t maxp =
+		        tail > head ? gsd_alloc_priority_effective(c[dq[head]].priority) : 0;
 		uint64_t newest = utail > uhead ? c[du[uhead]].last_use : 0;
 		if (run_better(best, maxp, newest, bytes)) {
 			uint64_t start = k == r->s ? r->lo : cand_end(&c[k - 1]);
@@ -236,9 +237,9 @@ static void span_scan(const gs_victim_candidate *c, const span *r, uint64_t need
 	}
 }
 
-int gs_pick_victims_contiguous(const gs_victim_candidate *c, size_t n, uint64_t segment_size,
-                               uint64_t need_bytes, size_t *out, size_t cap, size_t *nout,
-                               uint64_t *hole_offset)
+int gsd_pick_victims_contiguous(const gsd_victim_candidate *c, size_t n, uint64_t segment_size,
+                                uint64_t need_bytes, size_t *out, size_t cap, size_t *nout,
+                                uint64_t *hole_offset)
 {
 	*nout = 0;
 	*hole_offset = 0;

@@ -3,14 +3,14 @@
  * segment. Nothing here touches daemon state or memory; inputs describe the situation and the
  * outputs say what to do.
  *
- *  - gs_transfer_split cuts one allocation's transfer into sub-transfers with the
+ *  - gsd_transfer_split cuts one allocation's transfer into sub-transfers with the
  *    DXGK_TRANSFERFLAGS each must carry;
- *  - gs_pick_victims / gs_pick_victims_contiguous choose allocations to evict from a segment;
- *  - gs_should_evict_for_preference says whether an allocation's priority justifies evicting
+ *  - gsd_pick_victims / gsd_pick_victims_contiguous choose allocations to evict from a segment;
+ *  - gsd_should_evict_for_preference says whether an allocation's priority justifies evicting
  *    those victims rather than falling back to a less preferred segment.
  */
-#ifndef GS_PAGING_PLAN_H
-#define GS_PAGING_PLAN_H
+#ifndef GSD_PAGING_PLAN_H
+#define GSD_PAGING_PLAN_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -18,31 +18,31 @@
 
 /* ---- transfers ---- */
 
-typedef struct gs_subtransfer {
+typedef struct gsd_subtransfer {
 	uint64_t offset; /* within the allocation */
 	uint64_t size;
 	uint32_t flags; /* DXGK_TRANSFERFLAGS */
-} gs_subtransfer;
+} gsd_subtransfer;
 
 /* Flags a caller may ask for on every piece; Start/End are the split's to set. */
-#define GS_TRANSFER_BASE_MASK 0x07u /* Swizzle | Unswizzle | AllocationIsIdle */
+#define GSD_TRANSFER_BASE_MASK 0x07u /* Swizzle | Unswizzle | AllocationIsIdle */
 
-/* How many pieces gs_transfer_split makes: ceil(size / chunk); 0 for size or chunk 0. */
-uint64_t gs_transfer_pieces(uint64_t size, uint64_t chunk);
+/* How many pieces gsd_transfer_split makes: ceil(size / chunk); 0 for size or chunk 0. */
+uint64_t gsd_transfer_pieces(uint64_t size, uint64_t chunk);
 
 /*
  * Splits a transfer of size bytes into pieces of chunk bytes (the last one shorter), in offset
  * order. Every piece carries base_flags; the first also TransferStart (0x8) and the last also
  * TransferEnd (0x10), so a transfer that fits in one piece carries both. Reserved bits are never
- * set. For a Swizzle or Unswizzle transfer pass a chunk from gs_swizzle_chunk so every piece
+ * set. For a Swizzle or Unswizzle transfer pass a chunk from gsd_swizzle_chunk so every piece
  * converts on its own.
  *
  * Returns the number of pieces written, or -EINVAL (size or chunk 0; base_flags outside
- * GS_TRANSFER_BASE_MASK; Swizzle and Unswizzle both set, a contradiction), or -ENOBUFS when more
- * than cap pieces are needed (nothing written; gs_transfer_pieces says how many).
+ * GSD_TRANSFER_BASE_MASK; Swizzle and Unswizzle both set, a contradiction), or -ENOBUFS when more
+ * than cap pieces are needed (nothing written; gsd_transfer_pieces says how many).
  */
-int64_t gs_transfer_split(uint64_t size, uint64_t chunk, uint32_t base_flags, gs_subtransfer *out,
-                          size_t cap);
+int64_t gsd_transfer_split(uint64_t size, uint64_t chunk, uint32_t base_flags, gsd_subtransfer *out,
+                           size_t cap);
 
 /* ---- victims ---- */
 
@@ -50,15 +50,15 @@ int64_t gs_transfer_split(uint64_t size, uint64_t chunk, uint32_t base_flags, gs
  * One allocation resident in the segment that needs room. pinned: referenced by a running or
  * ready packet, so it must stay (never chosen). priority: the D3DDDI allocation priority, 0
  * read as NORMAL. last_use: any stamp that grows with time (ns, a packet sequence): smaller =
- * used longer ago. Sizes are counted rounded up to GS_VIDMM_ALIGN, as the heap holds them.
+ * used longer ago. Sizes are counted rounded up to GSD_HEAP_ALIGN, as the heap holds them.
  */
-typedef struct gs_victim_candidate {
+typedef struct gsd_victim_candidate {
 	uint64_t offset;
 	uint64_t size;
 	uint32_t priority;
 	uint64_t last_use;
 	bool pinned;
-} gs_victim_candidate;
+} gsd_victim_candidate;
 
 /*
  * Chooses victims whose sizes add up to at least need_bytes (the room still missing beyond what
@@ -72,15 +72,15 @@ typedef struct gs_victim_candidate {
  * together are too small (*nout 0: evicting would not help), -EINVAL when cap < n.
  *
  * This is room in bytes; the heap may still be too fragmented for one allocation of that size,
- * which the compaction planner (gs_heap_compact_plan) or the contiguous variant settles.
+ * which the compaction planner (gsd_heap_compact_plan) or the contiguous variant settles.
  */
-int gs_pick_victims(const gs_victim_candidate *c, size_t n, uint64_t need_bytes, size_t *out,
-                    size_t cap, size_t *nout);
+int gsd_pick_victims(const gsd_victim_candidate *c, size_t n, uint64_t need_bytes, size_t *out,
+                     size_t cap, size_t *nout);
 
 /*
  * Best effort for an allocator that needs need_bytes in one piece: chooses a run of adjacent
  * victims whose eviction, with the free gaps around them, leaves one free hole of at least
- * need_bytes (rounded up to GS_VIDMM_ALIGN). c must list every live allocation of the segment
+ * need_bytes (rounded up to GSD_HEAP_ALIGN). c must list every live allocation of the segment
  * (pinned ones too: they bound the hole) sorted by offset; what lies between them is free.
  *
  * Among all such runs it takes the one whose highest victim priority is lowest, then the one
@@ -88,21 +88,21 @@ int gs_pick_victims(const gs_victim_candidate *c, size_t n, uint64_t need_bytes,
  * bytes, then the lowest in the segment. out (cap >= n; also scratch)
  * receives the victims' indices in offset order, *nout their count, *hole_offset where the hole
  * starts. Returns 0 (no victims when a gap is big enough already), -ENOSPC when no run of
- * unpinned allocations can make such a hole (then fall back to gs_pick_victims plus compaction),
+ * unpinned allocations can make such a hole (then fall back to gsd_pick_victims plus compaction),
  * -ENOMEM, or -EINVAL for cap < n or candidates out of order, overlapping, misaligned or outside
  * the segment.
  */
-int gs_pick_victims_contiguous(const gs_victim_candidate *c, size_t n, uint64_t segment_size,
-                               uint64_t need_bytes, size_t *out, size_t cap, size_t *nout,
-                               uint64_t *hole_offset);
+int gsd_pick_victims_contiguous(const gsd_victim_candidate *c, size_t n, uint64_t segment_size,
+                                uint64_t need_bytes, size_t *out, size_t cap, size_t *nout,
+                                uint64_t *hole_offset);
 
 /* The highest (effective) priority among the chosen victims; 0 when there are none. */
-uint32_t gs_victims_max_priority(const gs_victim_candidate *c, const size_t *idx, size_t n);
+uint32_t gsd_victims_max_priority(const gsd_victim_candidate *c, const size_t *idx, size_t n);
 
 /* ---- priorities ---- */
 
 /* A priority as VidMm weighs it: 0 (invalid, never stored) reads as NORMAL. */
-uint32_t gs_alloc_priority_effective(uint32_t priority);
+uint32_t gsd_alloc_priority_effective(uint32_t priority);
 
 /*
  * The rule for "a higher allocation priority makes VidMm honour preferences harder": when an
@@ -116,11 +116,11 @@ uint32_t gs_alloc_priority_effective(uint32_t priority);
  * segment has room), and an allocation never evicts one of equal or higher priority to keep its
  * preference. With no victims it returns whether the priority alone qualifies.
  *
- * Because both pickers take low priorities first (gs_pick_victims) or minimise the highest
- * priority of the run (gs_pick_victims_contiguous), checking their result is exact: when it
+ * Because both pickers take low priorities first (gsd_pick_victims) or minimise the highest
+ * priority of the run (gsd_pick_victims_contiguous), checking their result is exact: when it
  * contains a victim of priority >= the new one, no set of strictly lower victims would do.
  */
-bool gs_should_evict_for_preference(uint32_t new_priority, const uint32_t *victim_priorities,
-                                    size_t n);
+bool gsd_should_evict_for_preference(uint32_t new_priority, const uint32_t *victim_priorities,
+                                     size_t n);
 
 #endif

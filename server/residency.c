@@ -3,18 +3,18 @@
  * them.
  *
  * Every allocation always has a location: a range of one of the adapter's segments, or of
- * system memory (an internal segment, id GS_SYSMEM_ID, that no allocation supports: living
+ * system memory (an internal segment, id GSD_SYSMEM_ID, that no allocation supports: living
  * there means "not resident"). Creation places an allocation by its segment preference where
  * there is room, and in system memory when there is none, so video memory can be
  * over-committed.
  *
- * Before a render packet runs, gs_res_prepare pins every allocation of its list (a pinned
+ * Before a render packet runs, gsd_vidmm_prepare pins every allocation of its list (a pinned
  * allocation is never chosen to make room) and makes the missing ones resident: the first
- * segment of the placement order (gs_vidmm_place_order) with room takes it; an allocation of
+ * segment of the placement order (gsd_place_order) with room takes it; an allocation of
  * priority HIGH or more evicts lower-priority allocations from a preferred segment rather than
  * falling back; a segment with enough free bytes in pieces is compacted (unpinned
  * allocations slide down within it); as the last resort unpinned allocations are evicted,
- * least valuable first (gs_pick_victims_contiguous), to an aperture segment with room or to
+ * least valuable first (gsd_pick_victims_contiguous), to an aperture segment with room or to
  * system memory. A plan is a transaction: all of it is queued, or none (plan_rollback).
  *
  * A new allocation placed while paging is pending is zero-filled by a paging packet after it
@@ -55,27 +55,27 @@
 #define MK(x)          GPUSCHED__V1__MOVE_KIND__MOVE_KIND_##x
 #define TRANSFER_BYTES 40u /* one TRANSFER command */
 
-static gs_adapter *adapter_of(const gs_allocation *al)
+static gsd_adapter *adapter_of(const gsd_allocation *al)
 {
 	return al->adapter;
 }
 
-static bool is_sysmem(const gs_segment *s)
+static bool is_sysmem(const gsd_segment *s)
 {
-	return s->id == GS_SYSMEM_ID;
+	return s->id == GSD_SYSMEM_ID;
 }
 
-uint32_t gs_res_segment_id(const gs_allocation *al)
+uint32_t gsd_vidmm_segment_id(const gsd_allocation *al)
 {
 	return is_sysmem(al->segment) ? 0 : al->segment->id;
 }
 
-bool gs_res_resident(const gs_allocation *al)
+bool gsd_vidmm_resident(const gsd_allocation *al)
 {
 	return !is_sysmem(al->segment) && (al->supported_segment_set & (1u << al->segment->id));
 }
 
-gs_segment *gs_res_segment_by_id(gs_adapter *a, uint32_t wire_id)
+gsd_segment *gsd_vidmm_segment_by_id(gsd_adapter *a, uint32_t wire_id)
 {
 	if (wire_id == 0)
 		return &a->sysmem;
@@ -86,14 +86,14 @@ gs_segment *gs_res_segment_by_id(gs_adapter *a, uint32_t wire_id)
 }
 
 /* Is the allocation's layout in this segment the tiled one? */
-static bool tiled_in(const gs_segment *s, const gs_allocation *al)
+static bool tiled_in(const gsd_segment *s, const gsd_allocation *al)
 {
 	return (al->flags & GS_ALLOC_TILED) && !is_sysmem(s) &&
 	       s->kind == GPUSCHED__V1__SEGMENT_KIND__SEGMENT_KIND_MEMORY;
 }
 
 /* The conversion a move of al from src to dst makes: Swizzle, Unswizzle or none (0). */
-static uint32_t conversion(const gs_allocation *al, const gs_segment *src, const gs_segment *dst)
+static uint32_t conversion(const gsd_allocation *al, const gsd_segment *src, const gsd_segment *dst)
 {
 	bool from = tiled_in(src, al), to = tiled_in(dst, al);
 	return from == to ? 0u : to ? GS_TRANSFER_SWIZZLE : GS_TRANSFER_UNSWIZZLE;
@@ -101,7 +101,7 @@ static uint32_t conversion(const gs_allocation *al, const gs_segment *src, const
 
 static uint64_t rounded(uint64_t size)
 {
-	return (size + GS_VIDMM_ALIGN - 1) / GS_VIDMM_ALIGN * GS_VIDMM_ALIGN;
+	return (size + GSD_HEAP_ALIGN - 1) / GSD_HEAP_ALIGN * GSD_HEAP_ALIGN;
 }
 
 /* ---- CPU view ---- */
@@ -110,14 +110,14 @@ static uint64_t rounded(uint64_t size)
 static void tiled_copy(uint8_t *img, uint64_t size, uint32_t pitch, uint64_t off, uint8_t *buf,
                        uint64_t n, bool to_cpu)
 {
-	const uint64_t band = gs_swizzle_band(pitch);
+	const uint64_t band = gsd_swizzle_band(pitch);
 	const uint64_t tail = size - size % band; /* from here on the layout is linear */
 	uint64_t l = off;
 	const uint64_t end = off + n;
 	while (l < end) {
-		uint64_t t = gs_swizzle_offset(l, size, pitch);
+		uint64_t t = gsd_swizzle_offset(l, size, pitch);
 		/* A tile row is 64 contiguous bytes on both sides (pitch is a multiple of 64). */
-		uint64_t run = l >= tail ? end - l : GS_TILE_WIDTH - l % GS_TILE_WIDTH;
+		uint64_t run = l >= tail ? end - l : GSD_TILE_WIDTH - l % GSD_TILE_WIDTH;
 		if (run > end - l)
 			run = end - l;
 		if (to_cpu)
@@ -128,7 +128,7 @@ static void tiled_copy(uint8_t *img, uint64_t size, uint32_t pitch, uint64_t off
 	}
 }
 
-void gs_res_cpu_read(const gs_allocation *al, uint64_t offset, uint8_t *out, uint64_t n)
+void gsd_vidmm_cpu_read(const gsd_allocation *al, uint64_t offset, uint8_t *out, uint64_t n)
 {
 	uint8_t *img = al->segment->mem + al->offset;
 	if (tiled_in(al->segment, al))
@@ -137,7 +137,7 @@ void gs_res_cpu_read(const gs_allocation *al, uint64_t offset, uint8_t *out, uin
 		memcpy(out, img + offset, n);
 }
 
-void gs_res_cpu_write(gs_allocation *al, uint64_t offset, const uint8_t *in, uint64_t n)
+void gsd_vidmm_cpu_write(gsd_allocation *al, uint64_t offset, const uint8_t *in, uint64_t n)
 {
 	uint8_t *img = al->segment->mem + al->offset;
 	if (tiled_in(al->segment, al))
@@ -146,101 +146,101 @@ void gs_res_cpu_write(gs_allocation *al, uint64_t offset, const uint8_t *in, uin
 		memcpy(img + offset, in, n);
 }
 
-static void room_changed(gs_daemon *d, gs_adapter *a);
+static void room_changed(gsd_daemon *d, gsd_adapter *a);
 
 /* ---- bookkeeping ---- */
 
-static void set_location(gs_adapter *a, gs_allocation *al, gs_segment *s, uint64_t offset)
+static void set_location(gsd_adapter *a, gsd_allocation *al, gsd_segment *s, uint64_t offset)
 {
-	gs_list_remove(&al->res_link);
+	gsd_list_remove(&al->res_link);
 	al->segment = s;
 	al->offset = offset;
-	gs_list_push_back(&a->residents[s->id], &al->res_link);
+	gsd_list_push_back(&a->residents[s->id], &al->res_link);
 }
 
-static void audit_move(gs_daemon *d, const gs_allocation *al, int kind, const gs_segment *from,
+static void audit_move(gsd_daemon *d, const gsd_allocation *al, int kind, const gsd_segment *from,
                        uint64_t from_off, uint64_t packet, uint64_t for_packet, uint32_t flags,
                        uint32_t pieces, const char *reason)
 {
-	gs_move_rec r = {.allocation = al->obj.handle,
-	                 .tenant = al->obj.tenant->name,
-	                 .device = al->dev->obj.handle,
-	                 .adapter = adapter_of(al)->id,
-	                 .packet = packet,
-	                 .for_packet = for_packet,
-	                 .kind = kind,
-	                 .from_segment = from && !is_sysmem(from) ? from->id : 0,
-	                 .from_offset = from ? from_off : 0,
-	                 .to_segment = gs_res_segment_id(al),
-	                 .to_offset = al->offset,
-	                 .bytes = kind == MK(PLACE) || kind == MK(RESIDENT) ? 0 : al->size,
-	                 .transfer_flags = flags,
-	                 .pieces = pieces,
-	                 .reason = reason};
-	gs_audit_move(d->audit, &r);
+	gsd_move_rec r = {.allocation = al->obj.handle,
+	                  .tenant = al->obj.tenant->name,
+	                  .device = al->dev->obj.handle,
+	                  .adapter = adapter_of(al)->id,
+	                  .packet = packet,
+	                  .for_packet = for_packet,
+	                  .kind = kind,
+	                  .from_segment = from && !is_sysmem(from) ? from->id : 0,
+	                  .from_offset = from ? from_off : 0,
+	                  .to_segment = gsd_vidmm_segment_id(al),
+	                  .to_offset = al->offset,
+	                  .bytes = kind == MK(PLACE) || kind == MK(RESIDENT) ? 0 : al->size,
+	                  .transfer_flags = flags,
+	                  .pieces = pieces,
+	                  .reason = reason};
+	gsd_audit_move(d->audit, &r);
 }
 
-void gs_res_free(gs_daemon *d, gs_allocation *al)
+void gsd_vidmm_free(gsd_daemon *d, gsd_allocation *al)
 {
 	if (!al->segment)
 		return;
 	/* The device may be gone already (packets held the last references): only the
 	 * allocation's own fields are used here. */
-	gs_move_rec r = {.allocation = al->obj.handle,
-	                 .tenant = al->obj.tenant->name,
-	                 .kind = MK(FREE),
-	                 .from_segment = is_sysmem(al->segment) ? 0 : al->segment->id,
-	                 .from_offset = al->offset,
-	                 .bytes = al->size,
-	                 .reason = "destroyed"};
-	gs_audit_move(d->audit, &r);
-	gs_heap_free(&al->segment->heap, al->offset, al->size);
-	gs_list_remove(&al->res_link);
+	gsd_move_rec r = {.allocation = al->obj.handle,
+	                  .tenant = al->obj.tenant->name,
+	                  .kind = MK(FREE),
+	                  .from_segment = is_sysmem(al->segment) ? 0 : al->segment->id,
+	                  .from_offset = al->offset,
+	                  .bytes = al->size,
+	                  .reason = "destroyed"};
+	gsd_audit_move(d->audit, &r);
+	gsd_heap_free(&al->segment->heap, al->offset, al->size);
+	gsd_list_remove(&al->res_link);
 	al->segment = NULL;
 	room_changed(d, al->adapter);
 }
 
 /* ---- pins ---- */
 
-static void pin(gs_adapter *a, gs_allocation *al, uint64_t use)
+static void pin(gsd_adapter *a, gsd_allocation *al, uint64_t use)
 {
 	if (al->pins++ == 0)
 		a->pinned_allocs++;
 	al->last_use = use;
-	al->last_use_ns = gs_now_ns();
+	al->last_use_ns = gsd_now_ns();
 }
 
 /* Releases one pin. Requests that waited for the allocation to be free are handled again
- * from the loop once the current event is done (gs_redispatch), never from inside the
+ * from the loop once the current event is done (gsd_redispatch), never from inside the
  * scheduler's own state changes. */
-static void unpin(gs_daemon *d, gs_adapter *a, gs_allocation *al)
+static void unpin(gsd_daemon *d, gsd_adapter *a, gsd_allocation *al)
 {
 	if (--al->pins > 0)
 		return;
 	a->pinned_allocs--;
-	gs_list *it;
-	while ((it = gs_list_pop_front(&al->pin_waiters)))
-		gs_redispatch(d, GS_CONTAINER_OF(it, gs_call, link));
+	gsd_list *it;
+	while ((it = gsd_list_pop_front(&al->pin_waiters)))
+		gsd_redispatch(d, GSD_CONTAINER_OF(it, gsd_call, link));
 }
 
 /* Room may have appeared: packets that found none try again. */
-static void room_changed(gs_daemon *d, gs_adapter *a)
+static void room_changed(gsd_daemon *d, gsd_adapter *a)
 {
 	/* Bumped even with no one waiting: a packet planning now compares with the value it
 	 * saw before it planned. */
 	a->room->value++;
-	if (!gs_list_empty(&a->room->gpu_waiters))
-		gs_obj_sync_changed(d, a->room);
+	if (!gsd_list_empty(&a->room->gpu_waiters))
+		gsd_sync_changed(d, a->room);
 }
 
-static void unpin_packet(gs_daemon *d, gs_packet *p)
+static void unpin_packet(gsd_daemon *d, gsd_packet *p)
 {
 	p->pinned = false;
 	for (uint32_t i = 0; i < p->nallocs; i++)
 		unpin(d, p->node->adapter, p->allocs[i].alloc);
 }
 
-void gs_res_unpin(gs_daemon *d, gs_packet *p)
+void gsd_vidmm_unpin(gsd_daemon *d, gsd_packet *p)
 {
 	if (!p->pinned)
 		return;
@@ -251,19 +251,19 @@ void gs_res_unpin(gs_daemon *d, gs_packet *p)
 /* ---- paging packets ---- */
 
 /* Carves one block into the packet and its arrays, as h_submit.c does. */
-static gs_packet *paging_packet_new(size_t dma_len)
+static gsd_packet *paging_packet_new(size_t dma_len)
 {
-	size_t head = (sizeof(gs_packet) + 7u) & ~(size_t)7u;
-	size_t allocs = (sizeof(gs_packet_alloc) + 7u) & ~(size_t)7u;
-	size_t ranges = (2 * sizeof(gs_range) + 7u) & ~(size_t)7u;
+	size_t head = (sizeof(gsd_packet) + 7u) & ~(size_t)7u;
+	size_t allocs = (sizeof(gsd_packet_alloc) + 7u) & ~(size_t)7u;
+	size_t ranges = (2 * sizeof(gsd_range) + 7u) & ~(size_t)7u;
 	uint8_t *m = calloc(1, head + allocs + ranges + dma_len);
 	if (!m)
 		return NULL;
-	gs_packet *p = (gs_packet *)m;
-	gs_list_init(&p->link);
-	gs_list_init(&p->waiters);
-	p->allocs = (gs_packet_alloc *)(m + head);
-	p->ranges = (gs_range *)(m + head + allocs);
+	gsd_packet *p = (gsd_packet *)m;
+	gsd_list_init(&p->link);
+	gsd_list_init(&p->waiters);
+	p->allocs = (gsd_packet_alloc *)(m + head);
+	p->ranges = (gsd_range *)(m + head + allocs);
 	p->dma = m + head + allocs + ranges;
 	p->dma_len = dma_len;
 	return p;
@@ -273,57 +273,57 @@ static gs_packet *paging_packet_new(size_t dma_len)
  * Fills in and queues a paging packet of device dev (owner of what it moves) on node n: it
  * takes the next paging seq of the adapter and the next paging fence of the device.
  */
-static void paging_queue(gs_daemon *d, gs_node *n, gs_device *dev, gs_packet *p, uint32_t flags,
+static void paging_queue(gsd_daemon *d, gsd_node *n, gsd_device *dev, gsd_packet *p, uint32_t flags,
                          const char *detail)
 {
-	gs_adapter *a = n->adapter;
-	gs_context *x = a->paging_ctx[n->index];
+	gsd_adapter *a = n->adapter;
+	gsd_context *x = a->paging_ctx[n->index];
 	p->ctx = x;
 	p->node = n;
 	p->paging_seq = ++a->paging_seq;
 	p->paging_wait = p->paging_seq - 1;
 	p->paging_sync = dev->paging_sync ? dev->paging_sync->obj.handle : 0;
 	p->paging_fence = ++dev->paging_fence;
-	p->rec = (gs_packet_rec){.packet = ++d->next_packet,
-	                         .tenant = dev->obj.tenant->name,
-	                         .device = dev->obj.handle,
-	                         .context = x->obj.handle,
-	                         .adapter = a->id,
-	                         .node = n->index,
-	                         .fence = ++n->next_fence,
-	                         .submit_flags = flags,
-	                         .dma_size = (uint32_t)p->dma_len,
-	                         .allocation_count = p->nallocs,
-	                         .state = GS_PS(SUBMITTED),
-	                         .submitted_ns = gs_node_now(n)};
+	p->rec = (gsd_packet_rec){.packet = ++d->next_packet,
+	                          .tenant = dev->obj.tenant->name,
+	                          .device = dev->obj.handle,
+	                          .context = x->obj.handle,
+	                          .adapter = a->id,
+	                          .node = n->index,
+	                          .fence = ++n->next_fence,
+	                          .submit_flags = flags,
+	                          .dma_size = (uint32_t)p->dma_len,
+	                          .allocation_count = p->nallocs,
+	                          .state = GSD_PS(SUBMITTED),
+	                          .submitted_ns = gsd_node_now(n)};
 	p->rec.event_ns = p->rec.submitted_ns;
 	x->refs++;
-	gs_hmap_put(&d->packets, p->rec.packet, p);
+	gsd_hmap_put(&d->packets, p->rec.packet, p);
 	a->paging_packets++;
 	d->stats.packets_submitted++;
-	gs_audit_packet(d->audit, &p->rec, detail, NULL, NULL);
+	gsd_audit_packet(d->audit, &p->rec, detail, NULL, NULL);
 	if (p->nallocs) {
 		uint64_t h = p->allocs[0].alloc->obj.handle;
 		bool w = true;
-		gs_audit_packet_allocations(d->audit, p->rec.packet, p->rec.tenant, &h, &w, 1);
+		gsd_audit_packet_allocations(d->audit, p->rec.packet, p->rec.tenant, &h, &w, 1);
 	}
-	gs_packet_publish(d, p, detail);
-	gs_vidsch_queue(d, p);
+	gsd_packet_publish(d, p, detail);
+	gsd_vidsch_queue(d, p);
 }
 
 /* Scheduling is held while a plan is made, so that nothing runs (or plans) in between; the
  * paging packets it queued start once it is released. */
-static bool hold(gs_daemon *d)
+static bool hold(gsd_daemon *d)
 {
 	bool was = d->sched_held;
 	d->sched_held = true;
 	return was;
 }
 
-static void release(gs_daemon *d, bool was)
+static void release(gsd_daemon *d, bool was)
 {
 	if (!was)
-		gs_vidsch_hold(d, false);
+		gsd_vidsch_hold(d, false);
 }
 
 /*
@@ -333,19 +333,19 @@ static void release(gs_daemon *d, bool was)
  * Its packets and CPU accesses wait for this one like for a move. Returns the packet id, or 0
  * when memory is short.
  */
-static uint64_t zero_by_paging(gs_daemon *d, gs_allocation *al)
+static uint64_t zero_by_paging(gsd_daemon *d, gsd_allocation *al)
 {
-	gs_adapter *a = adapter_of(al);
-	gs_packet *p = paging_packet_new(32);
+	gsd_adapter *a = adapter_of(al);
+	gsd_packet *p = paging_packet_new(32);
 	if (!p)
 		return 0;
 	uint64_t addr = gs_addr_make(al->segment->id, al->offset);
 	gs_isa_cmd cmd = {.op = GS_OP_FILL, .dst = addr, .size = al->size, .pattern = 0};
 	gs_isa_encode(&cmd, p->dma, 32);
 	p->nallocs = 1;
-	p->allocs[0] = (gs_packet_alloc){al, true};
+	p->allocs[0] = (gsd_packet_alloc){al, true};
 	p->nranges = 1;
-	p->ranges[0] = (gs_range){addr, al->size, true};
+	p->ranges[0] = (gsd_range){addr, al->size, true};
 	al->refs++;
 	al->inflight++;
 	al->moving++;
@@ -361,50 +361,50 @@ static uint64_t zero_by_paging(gs_daemon *d, gs_allocation *al)
 	return id;
 }
 
-bool gs_res_place_new(gs_daemon *d, gs_allocation *al)
+bool gsd_vidmm_place_new(gsd_daemon *d, gsd_allocation *al)
 {
-	gs_adapter *a = adapter_of(al);
-	gs_list_init(&al->res_link);
-	gs_list_init(&al->pin_waiters);
-	al->pitch = GS_SWIZZLE_PITCH_DEFAULT;
+	gsd_adapter *a = adapter_of(al);
+	gsd_list_init(&al->res_link);
+	gsd_list_init(&al->pin_waiters);
+	al->pitch = GSD_SWIZZLE_PITCH_DEFAULT;
 	uint64_t off = 0;
-	int si = gs_vidmm_place(a->segments, a->nsegments, al->supported_segment_set,
-	                        al->segment_preference, al->size, &off);
-	gs_segment *s = si >= 0 ? &a->segments[si] : &a->sysmem;
-	if (si < 0 && gs_heap_alloc(&a->sysmem.heap, al->size, false, &off) != 0)
+	int si = gsd_place(a->segments, a->nsegments, al->supported_segment_set,
+	                   al->segment_preference, al->size, &off);
+	gsd_segment *s = si >= 0 ? &a->segments[si] : &a->sysmem;
+	if (si < 0 && gsd_heap_alloc(&a->sysmem.heap, al->size, false, &off) != 0)
 		return false;
 	set_location(a, al, s, off);
 	/* New memory reads as zero: never another tenant's old bytes. */
 	bool pending = a->paging_done->value < a->paging_seq;
 	uint64_t filler = pending ? zero_by_paging(d, al) : 0;
 	if (pending && !filler) {
-		gs_heap_free(&s->heap, off, al->size);
-		gs_list_remove(&al->res_link);
+		gsd_heap_free(&s->heap, off, al->size);
+		gsd_list_remove(&al->res_link);
 		al->segment = NULL;
 		return false;
 	}
 	if (!pending)
-		gs_segment_scrub(s, off, al->size);
+		gsd_segment_scrub(s, off, al->size);
 	audit_move(d, al, MK(PLACE), NULL, 0, filler, 0, 0, 0,
 	           si >= 0 ? "created" : "created in system memory: no segment has room");
 	return true;
 }
 
 /* Sends ContextSwitch packets to engines running a context of the allocation's device. */
-static void context_switch_for(gs_daemon *d, gs_adapter *a, const gs_allocation *al)
+static void context_switch_for(gsd_daemon *d, gsd_adapter *a, const gsd_allocation *al)
 {
 	for (uint32_t i = 0; i < a->nnodes; i++) {
-		gs_node *n = &a->nodes[i];
-		gs_packet *r = n->running;
+		gsd_node *n = &a->nodes[i];
+		gsd_packet *r = n->running;
 		if (!r || r->flip_waiting || n->switch_for == r->rec.packet)
 			continue;
 		/* By handle: the running packet's device may be gone (destroyed while it ran). */
 		bool paging = r->rec.submit_flags & GS_SUBMIT_PAGING;
 		if (r->rec.device != al->dev->obj.handle)
 			continue;
-		gs_packet *cs = paging_packet_new(0);
+		gsd_packet *cs = paging_packet_new(0);
 		if (!cs) {
-			GS_ERROR("memory manager: out of memory for a ContextSwitch packet");
+			GSD_ERROR("memory manager: out of memory for a ContextSwitch packet");
 			continue;
 		}
 		n->switch_for = r->rec.packet;
@@ -428,18 +428,18 @@ static void context_switch_for(gs_daemon *d, gs_adapter *a, const gs_allocation 
  * packets are built and queued in the order the moves were decided.
  */
 typedef struct planned {
-	gs_allocation *al;
-	gs_segment *src, *dst;
+	gsd_allocation *al;
+	gsd_segment *src, *dst;
 	uint64_t src_off, dst_off;
 	int kind;
 	char reason[96];
 } planned;
 
 typedef struct plan {
-	gs_daemon *d;
-	gs_adapter *a;
+	gsd_daemon *d;
+	gsd_adapter *a;
 	uint64_t for_packet;
-	gs_node *
+	gsd_node *
 	        on; /* the node paging runs on: a packet's paging companion, else the paging node */
 	const char *reason;
 	planned *mv;
@@ -462,11 +462,11 @@ static bool plan_reserve(plan *pl)
 
 /* Records the move of al to [dst, dst_off) (already taken in dst's heap) and applies it to the
  * bookkeeping. Returns false, with dst's range given back, when memory is short. */
-static bool plan_move(plan *pl, gs_allocation *al, gs_segment *dst, uint64_t dst_off, int kind,
+static bool plan_move(plan *pl, gsd_allocation *al, gsd_segment *dst, uint64_t dst_off, int kind,
                       const char *reason)
 {
 	if (!plan_reserve(pl)) {
-		gs_heap_free(&dst->heap, dst_off, al->size);
+		gsd_heap_free(&dst->heap, dst_off, al->size);
 		return false;
 	}
 	planned *m = &pl->mv[pl->n++];
@@ -477,21 +477,21 @@ static bool plan_move(plan *pl, gs_allocation *al, gs_segment *dst, uint64_t dst
 	               .dst_off = dst_off,
 	               .kind = kind};
 	snprintf(m->reason, sizeof(m->reason), "%s", reason);
-	gs_heap_free(&al->segment->heap, al->offset, al->size);
+	gsd_heap_free(&al->segment->heap, al->offset, al->size);
 	set_location(pl->a, al, dst, dst_off);
 	return true;
 }
 
 /* Records sliding al to offset `to` of its own segment (compaction), where the range may
  * overlap its old one: the old range is given back first, then the new one taken. */
-static bool plan_slide(plan *pl, gs_allocation *al, uint64_t to)
+static bool plan_slide(plan *pl, gsd_allocation *al, uint64_t to)
 {
 	if (!plan_reserve(pl))
 		return false;
-	gs_segment *s = al->segment;
-	gs_heap_free(&s->heap, al->offset, al->size);
-	if (gs_heap_alloc_at(&s->heap, to, al->size) != 0) {
-		int rc = gs_heap_alloc_at(&s->heap, al->offset, al->size);
+	gsd_segment *s = al->segment;
+	gsd_heap_free(&s->heap, al->offset, al->size);
+	if (gsd_heap_alloc_at(&s->heap, to, al->size) != 0) {
+		int rc = gsd_heap_alloc_at(&s->heap, al->offset, al->size);
 		assert(rc == 0);
 		(void)rc;
 		return false;
@@ -513,9 +513,9 @@ static void plan_rollback(plan *pl, size_t keep)
 {
 	while (pl->n > keep) {
 		planned *m = &pl->mv[--pl->n];
-		gs_heap_free(&m->dst->heap, m->dst_off, m->al->size);
+		gsd_heap_free(&m->dst->heap, m->dst_off, m->al->size);
 		/* Free again: everything that took it since was undone before. */
-		int rc = gs_heap_alloc_at(&m->src->heap, m->src_off, m->al->size);
+		int rc = gsd_heap_alloc_at(&m->src->heap, m->src_off, m->al->size);
 		assert(rc == 0);
 		(void)rc;
 		set_location(pl->a, m->al, m->src, m->src_off);
@@ -526,22 +526,22 @@ static void plan_rollback(plan *pl, size_t keep)
  * Builds and queues the paging packet of one planned move. idle: AllocationIsIdle, which every
  * planned move is (pinned allocations never move). Returns false when memory is short.
  */
-static bool emit_move(gs_daemon *d, const planned *m, uint64_t for_packet, gs_node *on)
+static bool emit_move(gsd_daemon *d, const planned *m, uint64_t for_packet, gsd_node *on)
 {
-	gs_allocation *al = m->al;
-	gs_adapter *a = adapter_of(al);
+	gsd_allocation *al = m->al;
+	gsd_adapter *a = adapter_of(al);
 	uint32_t conv = conversion(al, m->src, m->dst);
 	uint32_t base = conv | GS_TRANSFER_ALLOCATION_IS_IDLE;
 	uint64_t chunk = d->cfg.paging_chunk;
 	if (conv)
-		chunk = gs_swizzle_chunk(chunk, al->pitch);
-	uint64_t pieces = gs_transfer_pieces(al->size, chunk);
-	gs_subtransfer *sub = calloc(pieces, sizeof(*sub));
-	gs_packet *p = sub ? paging_packet_new(pieces * TRANSFER_BYTES) : NULL;
-	if (!p || gs_transfer_split(al->size, chunk, base, sub, pieces) != (int64_t)pieces) {
+		chunk = gsd_swizzle_chunk(chunk, al->pitch);
+	uint64_t pieces = gsd_transfer_pieces(al->size, chunk);
+	gsd_subtransfer *sub = calloc(pieces, sizeof(*sub));
+	gsd_packet *p = sub ? paging_packet_new(pieces * TRANSFER_BYTES) : NULL;
+	if (!p || gsd_transfer_split(al->size, chunk, base, sub, pieces) != (int64_t)pieces) {
 		free(sub);
 		free(p);
-		GS_ERROR("memory manager: out of memory building a paging packet");
+		GSD_ERROR("memory manager: out of memory building a paging packet");
 		return false;
 	}
 	context_switch_for(d, a, al);
@@ -558,10 +558,10 @@ static bool emit_move(gs_daemon *d, const planned *m, uint64_t for_packet, gs_no
 	}
 	free(sub);
 	p->nallocs = 1;
-	p->allocs[0] = (gs_packet_alloc){al, true};
+	p->allocs[0] = (gsd_packet_alloc){al, true};
 	p->nranges = 2;
-	p->ranges[0] = (gs_range){from, al->size, false};
-	p->ranges[1] = (gs_range){to, al->size, true};
+	p->ranges[0] = (gsd_range){from, al->size, false};
+	p->ranges[1] = (gsd_range){to, al->size, true};
 	al->refs++;
 	al->inflight++;
 	al->moving++;
@@ -581,23 +581,23 @@ static bool emit_move(gs_daemon *d, const planned *m, uint64_t for_packet, gs_no
 	paging_queue(d, on ? on : &a->nodes[a->paging_node], al->dev, p, GS_SUBMIT_PAGING, detail);
 	al->move_seq = p->paging_seq;
 	/* The row describes where it is now, which is where the last planned move put it. */
-	gs_move_rec r = {.allocation = al->obj.handle,
-	                 .tenant = al->obj.tenant->name,
-	                 .device = al->dev->obj.handle,
-	                 .adapter = a->id,
-	                 .packet = p->rec.packet,
-	                 .for_packet = for_packet,
-	                 .kind = m->kind,
-	                 .from_segment = is_sysmem(m->src) ? 0 : m->src->id,
-	                 .from_offset = m->src_off,
-	                 .to_segment = is_sysmem(m->dst) ? 0 : m->dst->id,
-	                 .to_offset = m->dst_off,
-	                 .bytes = al->size,
-	                 .transfer_flags = whole,
-	                 .pieces = (uint32_t)pieces,
-	                 .reason = m->reason};
-	gs_audit_move(d->audit, &r);
-	gs_audit_allocation_of(d, al);
+	gsd_move_rec r = {.allocation = al->obj.handle,
+	                  .tenant = al->obj.tenant->name,
+	                  .device = al->dev->obj.handle,
+	                  .adapter = a->id,
+	                  .packet = p->rec.packet,
+	                  .for_packet = for_packet,
+	                  .kind = m->kind,
+	                  .from_segment = is_sysmem(m->src) ? 0 : m->src->id,
+	                  .from_offset = m->src_off,
+	                  .to_segment = is_sysmem(m->dst) ? 0 : m->dst->id,
+	                  .to_offset = m->dst_off,
+	                  .bytes = al->size,
+	                  .transfer_flags = whole,
+	                  .pieces = (uint32_t)pieces,
+	                  .reason = m->reason};
+	gsd_audit_move(d->audit, &r);
+	gsd_audit_allocation_of(d, al);
 	return true;
 }
 
@@ -615,8 +615,8 @@ static size_t plan_commit(plan *pl)
 /* ---- making room ---- */
 
 typedef struct cand {
-	gs_victim_candidate c;
-	gs_allocation *al;
+	gsd_victim_candidate c;
+	gsd_allocation *al;
 } cand;
 
 static int cmp_cand(const void *x, const void *y)
@@ -626,28 +626,28 @@ static int cmp_cand(const void *x, const void *y)
 }
 
 /* Where a victim goes: an aperture segment of its set with room, else system memory. */
-static gs_segment *eviction_target(gs_adapter *a, const gs_allocation *v, const gs_segment *from,
-                                   uint64_t *off)
+static gsd_segment *eviction_target(gsd_adapter *a, const gsd_allocation *v,
+                                    const gsd_segment *from, uint64_t *off)
 {
 	for (uint32_t i = 0; i < a->nsegments; i++) {
-		gs_segment *s = &a->segments[i];
+		gsd_segment *s = &a->segments[i];
 		if (s == from || s->kind != GPUSCHED__V1__SEGMENT_KIND__SEGMENT_KIND_APERTURE ||
 		    !(v->supported_segment_set & (1u << s->id)))
 			continue;
-		if (gs_heap_alloc(&s->heap, v->size, false, off) == 0)
+		if (gsd_heap_alloc(&s->heap, v->size, false, off) == 0)
 			return s;
 	}
-	return gs_heap_alloc(&a->sysmem.heap, v->size, false, off) == 0 ? &a->sysmem : NULL;
+	return gsd_heap_alloc(&a->sysmem.heap, v->size, false, off) == 0 ? &a->sysmem : NULL;
 }
 
 /* The segment's live allocations as victim candidates, sorted by offset (NULL: no memory). */
-static cand *candidates(gs_adapter *a, const gs_segment *s, size_t *count)
+static cand *candidates(gsd_adapter *a, const gsd_segment *s, size_t *count)
 {
 	size_t n = 0, cap = 64;
 	cand *cs = malloc(cap * sizeof(*cs));
-	for (gs_list *it = a->residents[s->id].next; cs && it != &a->residents[s->id];
+	for (gsd_list *it = a->residents[s->id].next; cs && it != &a->residents[s->id];
 	     it = it->next) {
-		gs_allocation *v = GS_CONTAINER_OF(it, gs_allocation, res_link);
+		gsd_allocation *v = GSD_CONTAINER_OF(it, gsd_allocation, res_link);
 		if (n == cap) {
 			cand *m = realloc(cs, 2 * cap * sizeof(*cs));
 			if (!m) {
@@ -659,11 +659,11 @@ static cand *candidates(gs_adapter *a, const gs_segment *s, size_t *count)
 		}
 		/* Destroyed ones are on their way out with their last packet: never worth
 		 * moving. */
-		cs[n].c = (gs_victim_candidate){.offset = v->offset,
-		                                .size = rounded(v->size),
-		                                .priority = v->priority,
-		                                .last_use = v->last_use,
-		                                .pinned = v->pins > 0 || v->destroyed};
+		cs[n].c = (gsd_victim_candidate){.offset = v->offset,
+		                                 .size = rounded(v->size),
+		                                 .priority = v->priority,
+		                                 .last_use = v->last_use,
+		                                 .pinned = v->pins > 0 || v->destroyed};
 		cs[n].al = v;
 		n++;
 	}
@@ -679,23 +679,23 @@ static cand *candidates(gs_adapter *a, const gs_segment *s, size_t *count)
  * its preference). Returns true with the hole taken in s's heap at *off; false with nothing
  * planned.
  */
-static bool evict_for(plan *pl, gs_segment *s, uint64_t size, uint32_t honour_priority,
+static bool evict_for(plan *pl, gsd_segment *s, uint64_t size, uint32_t honour_priority,
                       uint64_t *off)
 {
 	size_t n = 0, mark = pl->n;
 	cand *cs = candidates(pl->a, s, &n);
-	gs_victim_candidate *c = cs ? malloc((n ? n : 1) * sizeof(*c)) : NULL;
+	gsd_victim_candidate *c = cs ? malloc((n ? n : 1) * sizeof(*c)) : NULL;
 	size_t *idx = c ? malloc((n ? n : 1) * sizeof(*idx)) : NULL;
 	bool ok = false;
 	if (!idx)
-		GS_ERROR("memory manager: out of memory choosing victims");
+		GSD_ERROR("memory manager: out of memory choosing victims");
 	size_t nv = 0;
 	uint64_t hole = 0;
 	int rv = -1;
 	if (idx) {
 		for (size_t i = 0; i < n; i++)
 			c[i] = cs[i].c;
-		rv = gs_pick_victims_contiguous(c, n, s->heap.size, size, idx, n, &nv, &hole);
+		rv = gsd_pick_victims_contiguous(c, n, s->heap.size, size, idx, n, &nv, &hole);
 	}
 	if (rv == 0 && honour_priority) {
 		uint32_t pr[64];
@@ -703,20 +703,20 @@ static bool evict_for(plan *pl, gs_segment *s, uint64_t size, uint32_t honour_pr
 			rv = -1; /* more victims than a preference is worth */
 		for (size_t i = 0; rv == 0 && i < nv; i++)
 			pr[i] = c[idx[i]].priority;
-		if (rv == 0 && !gs_should_evict_for_preference(honour_priority, pr, nv))
+		if (rv == 0 && !gsd_should_evict_for_preference(honour_priority, pr, nv))
 			rv = -1;
 	}
 	if (rv == 0) {
 		ok = true;
 		for (size_t i = 0; i < nv && ok; i++) {
-			gs_allocation *v = cs[idx[i]].al;
+			gsd_allocation *v = cs[idx[i]].al;
 			uint64_t voff;
-			gs_segment *to = eviction_target(pl->a, v, s, &voff);
+			gsd_segment *to = eviction_target(pl->a, v, s, &voff);
 			char why[96];
 			snprintf(why, sizeof(why), "room in segment %u (%s)", s->id, pl->reason);
 			ok = to && plan_move(pl, v, to, voff, MK(EVICT), why);
 		}
-		ok = ok && gs_heap_alloc_at(&s->heap, hole, size) == 0;
+		ok = ok && gsd_heap_alloc_at(&s->heap, hole, size) == 0;
 		if (ok)
 			*off = hole;
 		else
@@ -732,27 +732,28 @@ static bool evict_for(plan *pl, gs_segment *s, uint64_t size, uint32_t honour_pr
  * Plans one hole of size bytes in segment s by sliding unpinned allocations down within it
  * (compaction by paging: they stay resident), when s has enough free bytes between its
  * pinned allocations but not in one piece. The cheapest plan (fewest bytes moved) of
- * gs_heap_compact_plan. Returns true with the hole taken at *off; false with nothing planned.
+ * gsd_heap_compact_plan. Returns true with the hole taken at *off; false with nothing planned.
  */
-static bool compact_for(plan *pl, gs_segment *s, uint64_t size, uint64_t *off)
+static bool compact_for(plan *pl, gsd_segment *s, uint64_t size, uint64_t *off)
 {
 	if (s->heap.size - s->heap.used < rounded(size) ||
-	    gs_heap_largest_free(&s->heap) >= rounded(size))
+	    gsd_heap_largest_free(&s->heap) >= rounded(size))
 		return false;
 	size_t n = 0, mark = pl->n, nm = 0;
 	cand *cs = candidates(pl->a, s, &n);
-	gs_live_block *blocks = cs ? malloc((n ? n : 1) * sizeof(*blocks)) : NULL;
-	gs_move *moves = blocks ? malloc((n ? n : 1) * sizeof(*moves)) : NULL;
+	gsd_live_block *blocks = cs ? malloc((n ? n : 1) * sizeof(*blocks)) : NULL;
+	gsd_move *moves = blocks ? malloc((n ? n : 1) * sizeof(*moves)) : NULL;
 	bool ok = false;
 	if (moves) {
 		for (size_t i = 0; i < n; i++)
-			blocks[i] = (gs_live_block){cs[i].c.offset, cs[i].c.size, !cs[i].c.pinned};
-		if (gs_heap_compact_plan(blocks, n, s->heap.size, size, moves, n, &nm, NULL) == 0 &&
+			blocks[i] = (gsd_live_block){cs[i].c.offset, cs[i].c.size, !cs[i].c.pinned};
+		if (gsd_heap_compact_plan(blocks, n, s->heap.size, size, moves, n, &nm, NULL) ==
+		            0 &&
 		    nm > 0) {
 			ok = true;
 			for (size_t i = 0; i < nm && ok; i++)
 				ok = plan_slide(pl, cs[moves[i].block].al, moves[i].to);
-			ok = ok && gs_heap_alloc(&s->heap, size, false, off) == 0;
+			ok = ok && gsd_heap_alloc(&s->heap, size, false, off) == 0;
 			if (!ok)
 				plan_rollback(pl, mark);
 		}
@@ -764,32 +765,32 @@ static bool compact_for(plan *pl, gs_segment *s, uint64_t size, uint64_t *off)
 }
 
 /* Plans a place for al (pinned by the caller) and its move there. */
-static bool place(plan *pl, gs_allocation *al, int kind)
+static bool place(plan *pl, gsd_allocation *al, int kind)
 {
-	gs_adapter *a = pl->a;
-	gs_place_step steps[GS_PLACE_STEPS_MAX];
-	size_t ns = gs_vidmm_place_order(a->segments, a->nsegments, al->supported_segment_set,
-	                                 al->segment_preference, steps, GS_PLACE_STEPS_MAX);
-	uint32_t prio = gs_alloc_priority_effective(al->priority);
+	gsd_adapter *a = pl->a;
+	gsd_place_step steps[GSD_PLACE_STEPS_MAX];
+	size_t ns = gsd_place_order(a->segments, a->nsegments, al->supported_segment_set,
+	                            al->segment_preference, steps, GSD_PLACE_STEPS_MAX);
+	uint32_t prio = gsd_alloc_priority_effective(al->priority);
 	uint64_t off;
 	/* Free room first, in preference order; a HIGH (or higher) allocation evicts lower ones
 	 * from a preferred segment instead of falling back. */
 	for (size_t i = 0; i < ns; i++) {
-		gs_segment *s = &a->segments[steps[i].index];
-		if (gs_heap_alloc(&s->heap, al->size, steps[i].top_down, &off) == 0 ||
+		gsd_segment *s = &a->segments[steps[i].index];
+		if (gsd_heap_alloc(&s->heap, al->size, steps[i].top_down, &off) == 0 ||
 		    (steps[i].preferred && prio >= GS_ALLOC_PRIORITY_HIGH &&
 		     evict_for(pl, s, al->size, prio, &off)))
 			return plan_move(pl, al, s, off, kind, pl->reason);
 	}
 	/* Enough free bytes, but not in one piece: compact, in the same order. */
 	for (size_t i = 0; i < ns; i++) {
-		gs_segment *s = &a->segments[steps[i].index];
+		gsd_segment *s = &a->segments[steps[i].index];
 		if (compact_for(pl, s, al->size, &off))
 			return plan_move(pl, al, s, off, kind, pl->reason);
 	}
 	/* The last resort: evict whatever is least valuable, in the same order. */
 	for (size_t i = 0; i < ns; i++) {
-		gs_segment *s = &a->segments[steps[i].index];
+		gsd_segment *s = &a->segments[steps[i].index];
 		if (evict_for(pl, s, al->size, 0, &off))
 			return plan_move(pl, al, s, off, kind, pl->reason);
 	}
@@ -801,7 +802,7 @@ static bool place(plan *pl, gs_allocation *al, int kind)
  * in flight, or destroyed allocations still occupy room (their last packets hold them).
  * `mine` lists the allocations the failed request pinned itself (n entries, may repeat).
  */
-static bool room_may_come(gs_adapter *a, gs_allocation *const *mine, size_t n)
+static bool room_may_come(gsd_adapter *a, gsd_allocation *const *mine, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
 		mine[i]->mark = 0;
@@ -810,7 +811,7 @@ static bool room_may_come(gs_adapter *a, gs_allocation *const *mine, size_t n)
 	uint64_t distinct = 0;
 	bool others = false;
 	for (size_t i = 0; i < n; i++) {
-		gs_allocation *al = mine[i];
+		gsd_allocation *al = mine[i];
 		if (al->mark) {
 			others |= al->pins > al->mark;
 			distinct++;
@@ -820,20 +821,20 @@ static bool room_may_come(gs_adapter *a, gs_allocation *const *mine, size_t n)
 	others |= a->pinned_allocs > distinct;
 	others |= a->paging_done->value < a->paging_seq;
 	for (uint32_t s = 0; s < a->nsegments && !others; s++) {
-		const gs_list *h = &a->residents[a->segments[s].id];
-		for (const gs_list *it = h->next; it != h && !others; it = it->next)
-			others = GS_CONTAINER_OF(it, gs_allocation, res_link)->destroyed;
+		const gsd_list *h = &a->residents[a->segments[s].id];
+		for (const gsd_list *it = h->next; it != h && !others; it = it->next)
+			others = GSD_CONTAINER_OF(it, gsd_allocation, res_link)->destroyed;
 	}
 	return others;
 }
 
-gs_res_result gs_res_prepare(gs_daemon *d, gs_packet *p, char *why, size_t cap)
+gsd_vidmm_result gsd_vidmm_prepare(gsd_daemon *d, gsd_packet *p, char *why, size_t cap)
 {
-	gs_adapter *a = p->node->adapter;
+	gsd_adapter *a = p->node->adapter;
 	if (p->pinned) {
 		/* Woken after its paging: everything it needs is in place (its pins kept it:
 		 * a ready packet's allocations are never moved, as WDDM's rule says). */
-		return GS_RES_READY;
+		return GSD_VIDMM_READY;
 	}
 	/* A room change from here on wakes it, even one that happens while it plans. */
 	uint64_t room0 = a->room->value;
@@ -846,28 +847,28 @@ gs_res_result gs_res_prepare(gs_daemon *d, gs_packet *p, char *why, size_t cap)
 	bool all = true;
 	uint64_t last_move = 0;
 	for (uint32_t i = 0; i < p->nallocs; i++) {
-		const gs_allocation *al = p->allocs[i].alloc;
-		all = all && gs_res_resident(al);
+		const gsd_allocation *al = p->allocs[i].alloc;
+		all = all && gsd_vidmm_resident(al);
 		if (al->move_seq > last_move)
 			last_move = al->move_seq;
 	}
 	if (all) {
 		if (last_move <= a->paging_done->value)
-			return GS_RES_READY;
+			return GSD_VIDMM_READY;
 		p->paging_wait = last_move;
-		return GS_RES_PAGING;
+		return GSD_VIDMM_PAGING;
 	}
 	bool was = hold(d);
 	char reason[48];
 	snprintf(reason, sizeof(reason), "for packet %llu", (unsigned long long)p->rec.packet);
-	gs_node *companion = &a->nodes[p->ctx->paging_companion_node_id < a->nnodes
-	                                       ? p->ctx->paging_companion_node_id
-	                                       : a->paging_node];
+	gsd_node *companion = &a->nodes[p->ctx->paging_companion_node_id < a->nnodes
+	                                        ? p->ctx->paging_companion_node_id
+	                                        : a->paging_node];
 	plan pl = {.d = d, .a = a, .for_packet = p->rec.packet, .on = companion, .reason = reason};
-	gs_allocation *missing = NULL;
+	gsd_allocation *missing = NULL;
 	for (uint32_t i = 0; i < p->nallocs && !missing; i++) {
-		gs_allocation *al = p->allocs[i].alloc;
-		if (!gs_res_resident(al) && !place(&pl, al, MK(PAGE_IN)))
+		gsd_allocation *al = p->allocs[i].alloc;
+		if (!gsd_vidmm_resident(al) && !place(&pl, al, MK(PAGE_IN)))
 			missing = al;
 	}
 	if (missing)
@@ -876,9 +877,9 @@ gs_res_result gs_res_prepare(gs_daemon *d, gs_packet *p, char *why, size_t cap)
 		missing = p->allocs[0].alloc; /* out of memory half way: try again later */
 	size_t moves = pl.n;
 	free(pl.mv);
-	gs_res_result res = GS_RES_PAGING;
+	gsd_vidmm_result res = GSD_VIDMM_PAGING;
 	if (missing) {
-		gs_allocation **mine = calloc(p->nallocs ? p->nallocs : 1, sizeof(*mine));
+		gsd_allocation **mine = calloc(p->nallocs ? p->nallocs : 1, sizeof(*mine));
 		bool may = true;
 		if (mine) {
 			for (uint32_t i = 0; i < p->nallocs; i++)
@@ -891,60 +892,60 @@ gs_res_result gs_res_prepare(gs_daemon *d, gs_packet *p, char *why, size_t cap)
 		unpin_packet(d, p);
 		if (may) {
 			p->room_wait = room0 + 1;
-			res = GS_RES_NO_ROOM;
+			res = GSD_VIDMM_NO_ROOM;
 		} else {
 			snprintf(why, cap,
 			         "allocation %llu (%llu bytes) cannot be made resident together "
 			         "with the rest of the packet's allocation list",
 			         (unsigned long long)missing->obj.handle,
 			         (unsigned long long)missing->size);
-			res = GS_RES_NEVER;
+			res = GSD_VIDMM_NEVER;
 		}
 	} else {
 		p->paging_moves = (uint32_t)moves;
 		p->paging_wait = moves ? a->paging_seq : last_move;
 		if (p->paging_wait <= a->paging_done->value)
-			res = GS_RES_READY;
+			res = GSD_VIDMM_READY;
 	}
 	release(d, was);
 	return res;
 }
 
-void gs_res_paging_done(gs_daemon *d, gs_packet *p)
+void gsd_vidmm_paging_done(gsd_daemon *d, gsd_packet *p)
 {
-	gs_adapter *a = p->node->adapter;
+	gsd_adapter *a = p->node->adapter;
 	if (p->nallocs)
 		p->allocs[0].alloc->moving--;
 	if (p->rec.submit_flags & GS_SUBMIT_CONTEXT_SWITCH && p->node->switch_for)
 		p->node->switch_for = 0;
 	if (p->paging_sync) {
-		gs_sync *s = gs_object_get(d, p->paging_sync, GS_OBJ_SYNC, NULL);
+		gsd_sync *s = gsd_object_get(d, p->paging_sync, GSD_OBJ_SYNC, NULL);
 		if (s)
-			gs_obj_sync_signal(d, s, p->paging_fence);
+			gsd_sync_signal(d, s, p->paging_fence);
 	}
 	if (p->paging_seq > a->paging_done->value) {
 		a->paging_done->value = p->paging_seq;
-		a->paging_vns = gs_node_now(p->node);
-		gs_obj_sync_changed(d, a->paging_done);
+		a->paging_vns = gsd_node_now(p->node);
+		gsd_sync_changed(d, a->paging_done);
 	}
 	room_changed(d, a);
 }
 
 /* ---- client requests ---- */
 
-int gs_res_make_resident(gs_daemon *d, gs_allocation **als, size_t n, uint32_t *moved, char *msg,
-                         size_t cap)
+int gsd_vidmm_make_resident(gsd_daemon *d, gsd_allocation **als, size_t n, uint32_t *moved,
+                            char *msg, size_t cap)
 {
-	gs_adapter *a = adapter_of(als[0]);
+	gsd_adapter *a = adapter_of(als[0]);
 	uint64_t use = ++d->use_seq;
 	/* Each one stays out of the others' way: none is chosen to make room for another. */
 	for (size_t i = 0; i < n; i++)
 		pin(a, als[i], use);
 	bool was = hold(d);
 	plan pl = {.d = d, .a = a, .reason = "MakeResident"};
-	gs_allocation *missing = NULL;
+	gsd_allocation *missing = NULL;
 	for (size_t i = 0; i < n && !missing; i++) {
-		if (gs_res_resident(als[i]))
+		if (gsd_vidmm_resident(als[i]))
 			audit_move(d, als[i], MK(RESIDENT), als[i]->segment, als[i]->offset, 0, 0,
 			           0, 0, "MakeResident: resident already");
 		else if (!place(&pl, als[i], MK(PAGE_IN)))
@@ -961,7 +962,7 @@ int gs_res_make_resident(gs_daemon *d, gs_allocation **als, size_t n, uint32_t *
 		unpin(d, a, als[i]);
 	release(d, was);
 	if (!missing)
-		return GS_ST(OK);
+		return GSD_ST(OK);
 	*moved = 0;
 	if (!may) {
 		snprintf(msg, cap,
@@ -969,19 +970,19 @@ int gs_res_make_resident(gs_daemon *d, gs_allocation **als, size_t n, uint32_t *
 		         "rest of the request",
 		         (unsigned long long)missing->obj.handle,
 		         (unsigned long long)missing->size);
-		return GS_ST(NOT_RESIDENT_TOGETHER);
+		return GSD_ST(NOT_RESIDENT_TOGETHER);
 	}
 	snprintf(msg, cap,
 	         "no room for allocation %llu (%llu bytes) now: what would have to move is in use "
 	         "by packets that are running or about to run; nothing was moved",
 	         (unsigned long long)missing->obj.handle, (unsigned long long)missing->size);
-	return GS_ST(OUT_OF_MEMORY);
+	return GSD_ST(OUT_OF_MEMORY);
 }
 
-int gs_res_move_to(gs_daemon *d, gs_allocation *al, gs_segment *dst, uint32_t want_flags, int kind,
-                   const char *reason, char *msg, size_t cap)
+int gsd_vidmm_move_to(gsd_daemon *d, gsd_allocation *al, gsd_segment *dst, uint32_t want_flags,
+                      int kind, const char *reason, char *msg, size_t cap)
 {
-	gs_adapter *a = adapter_of(al);
+	gsd_adapter *a = adapter_of(al);
 	uint32_t conv = conversion(al, al->segment, dst);
 	uint32_t asked = want_flags & (GS_TRANSFER_SWIZZLE | GS_TRANSFER_UNSWIZZLE);
 	if (asked && asked != conv) {
@@ -992,17 +993,17 @@ int gs_res_move_to(gs_daemon *d, gs_allocation *al, gs_segment *dst, uint32_t wa
 		         conv == GS_TRANSFER_SWIZZLE     ? "swizzles"
 		         : conv == GS_TRANSFER_UNSWIZZLE ? "unswizzles"
 		                                         : "copies without conversion");
-		return GS_ST(TRANSFER_FLAGS);
+		return GSD_ST(TRANSFER_FLAGS);
 	}
 	if (al->segment == dst)
 		return 1;
-	/* Callers wait until no packet holds it (gs_h_evict, gs_h_transfer). */
+	/* Callers wait until no packet holds it (gsd_h_evict, gsd_h_transfer). */
 	assert(al->pins == 0);
 	bool was = hold(d);
 	uint64_t off;
 	plan pl = {.d = d, .a = a, .reason = reason};
 	pin(a, al, ++d->use_seq); /* never its own victim */
-	bool ok = gs_heap_alloc(&dst->heap, al->size, false, &off) == 0 ||
+	bool ok = gsd_heap_alloc(&dst->heap, al->size, false, &off) == 0 ||
 	          (!is_sysmem(dst) && evict_for(&pl, dst, al->size, 0, &off));
 	unpin(d, a, al);
 	ok = ok && plan_move(&pl, al, dst, off, kind, reason);
@@ -1018,84 +1019,84 @@ int gs_res_move_to(gs_daemon *d, gs_allocation *al, gs_segment *dst, uint32_t wa
 		         "to move is in use by packets that are running or about to run",
 		         (unsigned long long)al->obj.handle, (unsigned long long)al->size,
 		         is_sysmem(dst) ? 0 : dst->id);
-		return GS_ST(OUT_OF_MEMORY);
+		return GSD_ST(OUT_OF_MEMORY);
 	}
 	return 0;
 }
 
 /* ---- adapters and devices ---- */
 
-static gs_sync *internal_sync(void)
+static gsd_sync *internal_sync(void)
 {
-	gs_sync *s = calloc(1, sizeof(*s));
+	gsd_sync *s = calloc(1, sizeof(*s));
 	if (s) {
-		gs_list_init(&s->waiters);
-		gs_list_init(&s->gpu_waiters);
-		gs_list_init(&s->dev_link);
+		gsd_list_init(&s->waiters);
+		gsd_list_init(&s->gpu_waiters);
+		gsd_list_init(&s->dev_link);
 	}
 	return s;
 }
 
-int gs_res_adapter_init(gs_daemon *d, gs_adapter *a)
+int gsd_vidmm_adapter_init(gsd_daemon *d, gsd_adapter *a)
 {
-	if (gs_segment_init(&a->sysmem, GS_SYSMEM_ID, "system",
-	                    GPUSCHED__V1__SEGMENT_KIND__SEGMENT_KIND_APERTURE,
-	                    a->cfg->system_memory, true) != 0) {
-		GS_ERROR("adapter %s: cannot reserve %llu bytes of system memory", a->cfg->name,
-		         (unsigned long long)a->cfg->system_memory);
+	if (gsd_segment_init(&a->sysmem, GSD_SYSMEM_ID, "system",
+	                     GPUSCHED__V1__SEGMENT_KIND__SEGMENT_KIND_APERTURE,
+	                     a->cfg->system_memory, true) != 0) {
+		GSD_ERROR("adapter %s: cannot reserve %llu bytes of system memory", a->cfg->name,
+		          (unsigned long long)a->cfg->system_memory);
 		return -1;
 	}
-	a->memory.seg[GS_SYSMEM_ID] =
-	        (gs_mem_segment){GS_SYSMEM_ID, a->sysmem.mem, a->cfg->system_memory};
-	for (uint32_t i = 0; i < GS_MAX_SEGMENTS; i++)
-		gs_list_init(&a->residents[i]);
+	a->memory.seg[GSD_SYSMEM_ID] =
+	        (gsd_mem_segment){GSD_SYSMEM_ID, a->sysmem.mem, a->cfg->system_memory};
+	for (uint32_t i = 0; i < GSD_MAX_SEGMENTS; i++)
+		gsd_list_init(&a->residents[i]);
 	a->paging_done = internal_sync();
 	a->room = internal_sync();
 	a->sysdev = calloc(1, sizeof(*a->sysdev));
 	if (!a->paging_done || !a->room || !a->sysdev)
 		return -1;
-	gs_device *sd = a->sysdev;
-	sd->obj = (gs_object){
-	        .handle = ++d->next_handle, .type = GS_OBJ_DEVICE, .tenant = &d->system_tenant};
+	gsd_device *sd = a->sysdev;
+	sd->obj = (gsd_object){
+	        .handle = ++d->next_handle, .type = GSD_OBJ_DEVICE, .tenant = &d->system_tenant};
 	sd->adapter = a;
 	snprintf(sd->name, sizeof(sd->name), "paging");
-	gs_list_init(&sd->contexts);
-	gs_list_init(&sd->allocations);
-	gs_list_init(&sd->syncs);
+	gsd_list_init(&sd->contexts);
+	gsd_list_init(&sd->allocations);
+	gsd_list_init(&sd->syncs);
 	for (uint32_t i = 0; i < a->nnodes; i++) {
 		if (a->nodes[i].cfg->paging && !a->paging_node)
 			a->paging_node = i;
-		gs_context *x = calloc(1, sizeof(*x));
+		gsd_context *x = calloc(1, sizeof(*x));
 		if (!x)
 			return -1;
 		/* Not in the handle table: no client can name it. */
-		x->obj = (gs_object){.handle = ++d->next_handle,
-		                     .type = GS_OBJ_CONTEXT,
-		                     .tenant = &d->system_tenant};
+		x->obj = (gsd_object){.handle = ++d->next_handle,
+		                      .type = GSD_OBJ_CONTEXT,
+		                      .tenant = &d->system_tenant};
 		x->dev = sd;
 		x->node = &a->nodes[i];
-		gs_list_init(&x->dev_link);
+		gsd_list_init(&x->dev_link);
 		x->flags = 0x1; /* SystemContext */
-		x->priority_class = GS_CLASS_SYSTEM;
-		x->priority = GS_PRIORITY_MIN; /* the system band */
+		x->priority_class = GSD_CLASS_SYSTEM;
+		x->priority = GSD_PRIORITY_MIN; /* the system band */
 		x->paging_companion_node_id = i;
 		x->refs = 1;
-		x->created_ns = gs_now_ns();
-		gs_vidsch_context_added(d, x);
+		x->created_ns = gsd_now_ns();
+		gsd_vidsch_context_added(d, x);
 		a->paging_ctx[i] = x;
-		gs_audit_context_of(d, x);
+		gsd_audit_context_of(d, x);
 	}
 	return 0;
 }
 
-void gs_res_adapter_fini(gs_daemon *d, gs_adapter *a)
+void gsd_vidmm_adapter_fini(gsd_daemon *d, gsd_adapter *a)
 {
-	for (uint32_t i = 0; i < GS_MAX_NODES; i++) {
-		gs_context *x = a->paging_ctx[i];
+	for (uint32_t i = 0; i < GSD_MAX_NODES; i++) {
+		gsd_context *x = a->paging_ctx[i];
 		if (!x)
 			continue;
-		gs_list_remove(&x->node_link);
-		gs_context_put(d, x);
+		gsd_list_remove(&x->node_link);
+		gsd_context_put(d, x);
 		a->paging_ctx[i] = NULL;
 	}
 	free(a->paging_done);
@@ -1103,19 +1104,19 @@ void gs_res_adapter_fini(gs_daemon *d, gs_adapter *a)
 	free(a->sysdev);
 	a->paging_done = a->room = NULL;
 	a->sysdev = NULL;
-	gs_segment_fini(&a->sysmem);
+	gsd_segment_fini(&a->sysmem);
 }
 
-int gs_res_device_init(gs_daemon *d, gs_device *dev)
+int gsd_vidmm_device_init(gsd_daemon *d, gsd_device *dev)
 {
-	gs_sync *s = internal_sync();
-	if (!s || !gs_object_register(d, &s->obj, GS_OBJ_SYNC, dev->obj.tenant)) {
+	gsd_sync *s = internal_sync();
+	if (!s || !gsd_object_register(d, &s->obj, GSD_OBJ_SYNC, dev->obj.tenant)) {
 		free(s);
 		return -1;
 	}
 	s->dev = dev;
 	s->daemon_only = true;
-	gs_list_push_back(&dev->syncs, &s->dev_link);
+	gsd_list_push_back(&dev->syncs, &s->dev_link);
 	dev->paging_sync = s;
 	return 0;
 }

@@ -15,28 +15,28 @@
 
 enum { W_RECV = 0, W_SEND = 1 };
 
-struct gs_rpc_worker {
-	struct gs_rpc *rpc;
+struct gsd_rpc_worker {
+	struct gsd_rpc *rpc;
 	nng_ctx ctx;
 	nng_aio *aio;
 	int state;
 };
 
 typedef struct inbox_item {
-	gs_rpc_worker *w;
+	gsd_rpc_worker *w;
 	nng_msg *msg;
 } inbox_item;
 
-struct gs_rpc {
-	gs_daemon *d;
+struct gsd_rpc {
+	gsd_daemon *d;
 	nng_socket sock;
 	bool sock_open;
 	nng_socket pub;
 	bool pub_open;
 	uint64_t event_seq;
 	uint32_t nlisteners;
-	nng_listener listeners[GS_MAX_LISTEN];
-	gs_rpc_worker **workers;
+	nng_listener listeners[GSD_MAX_LISTEN];
+	gsd_rpc_worker **workers;
 	size_t nworkers, capworkers;
 	size_t max_workers;
 	atomic_uint idle;
@@ -50,7 +50,7 @@ struct gs_rpc {
 
 /* ---- nng side (runs on nng's threads) ---- */
 
-static void worker_arm(gs_rpc_worker *w)
+static void worker_arm(gsd_rpc_worker *w)
 {
 	w->state = W_RECV;
 	if (atomic_load(&w->rpc->closing))
@@ -61,8 +61,8 @@ static void worker_arm(gs_rpc_worker *w)
 
 static void worker_cb(void *arg)
 {
-	gs_rpc_worker *w = arg;
-	struct gs_rpc *rpc = w->rpc;
+	gsd_rpc_worker *w = arg;
+	struct gsd_rpc *rpc = w->rpc;
 	int rv = nng_aio_result(w->aio);
 	if (w->state == W_SEND) {
 		atomic_fetch_sub(&rpc->sending, 1);
@@ -102,7 +102,7 @@ static void worker_cb(void *arg)
 
 /* Sends on a worker whose request has been answered; any thread may call it, but only the one
  * that owns the worker's answer. */
-static void worker_send(gs_rpc_worker *w, nng_msg *msg)
+static void worker_send(gsd_rpc_worker *w, nng_msg *msg)
 {
 	if (!msg) {
 		worker_arm(w);
@@ -114,17 +114,17 @@ static void worker_send(gs_rpc_worker *w, nng_msg *msg)
 	nng_ctx_send(w->ctx, w->aio);
 }
 
-static int add_worker(struct gs_rpc *rpc)
+static int add_worker(struct gsd_rpc *rpc)
 {
 	if (rpc->nworkers == rpc->capworkers) {
 		size_t ncap = rpc->capworkers ? rpc->capworkers * 2 : 32;
-		gs_rpc_worker **n = realloc(rpc->workers, ncap * sizeof(*n));
+		gsd_rpc_worker **n = realloc(rpc->workers, ncap * sizeof(*n));
 		if (!n)
 			return -1;
 		rpc->workers = n;
 		rpc->capworkers = ncap;
 	}
-	gs_rpc_worker *w = calloc(1, sizeof(*w));
+	gsd_rpc_worker *w = calloc(1, sizeof(*w));
 	if (!w)
 		return -1;
 	w->rpc = rpc;
@@ -132,7 +132,7 @@ static int add_worker(struct gs_rpc *rpc)
 	if (rv == 0)
 		rv = nng_aio_alloc(&w->aio, worker_cb, w);
 	if (rv != 0) {
-		GS_ERROR("rpc: cannot open an nng context: %s", nng_strerror(rv));
+		GSD_ERROR("rpc: cannot open an nng context: %s", nng_strerror(rv));
 		free(w);
 		return -1;
 	}
@@ -154,12 +154,12 @@ static nng_msg *encode_response(uint64_t id, Gpusched__V1__Response *resp)
 	return m;
 }
 
-static uint64_t call_id(const gs_call *c)
+static uint64_t call_id(const gsd_call *c)
 {
 	return c->req ? c->req->id : 0;
 }
 
-static void call_free_now(gs_call *c)
+static void call_free_now(gsd_call *c)
 {
 	if (c->req)
 		gpusched__v1__request__free_unpacked(c->req, NULL);
@@ -171,9 +171,9 @@ static void timer_closed(uv_handle_t *h)
 	call_free_now(h->data);
 }
 
-static void call_free(gs_call *c)
+static void call_free(gsd_call *c)
 {
-	gs_list_remove(&c->link);
+	gsd_list_remove(&c->link);
 	if (c->timer_used) {
 		uv_timer_stop(&c->timer);
 		c->timer.data = c;
@@ -183,41 +183,41 @@ static void call_free(gs_call *c)
 	}
 }
 
-void gs_call_reply(gs_call *c, Gpusched__V1__Response *resp)
+void gsd_call_reply(gsd_call *c, Gpusched__V1__Response *resp)
 {
 	worker_send(c->worker, encode_response(call_id(c), resp));
 	call_free(c);
 }
 
-void gs_call_verror(gs_call *c, int status, const char *fmt, va_list ap)
+void gsd_call_verror(gsd_call *c, int status, const char *fmt, va_list ap)
 {
 	char msg[512];
 	vsnprintf(msg, sizeof(msg), fmt, ap);
-	gs_daemon *d = c->d;
+	gsd_daemon *d = c->d;
 	d->stats.errors++;
-	const char *req = c->req ? gs_request_name(c->req->body_case) : "undecodable";
-	if (status != GS_ST(TIMEOUT))
-		gs_audit_error(d->audit, c->tenant ? c->tenant->name : NULL, req, status, msg);
-	GS_DEBUG("request %s from %s: status %d: %s", req, c->tenant ? c->tenant->name : "-",
-	         status, msg);
+	const char *req = c->req ? gsd_request_name(c->req->body_case) : "undecodable";
+	if (status != GSD_ST(TIMEOUT))
+		gsd_audit_error(d->audit, c->tenant ? c->tenant->name : NULL, req, status, msg);
+	GSD_DEBUG("request %s from %s: status %d: %s", req, c->tenant ? c->tenant->name : "-",
+	          status, msg);
 	Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
 	resp.status = status;
 	resp.message = msg;
-	gs_call_reply(c, &resp);
+	gsd_call_reply(c, &resp);
 }
 
-void gs_call_error(gs_call *c, int status, const char *fmt, ...)
+void gsd_call_error(gsd_call *c, int status, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	gs_call_verror(c, status, fmt, ap);
+	gsd_call_verror(c, status, fmt, ap);
 	va_end(ap);
 }
 
 /* ---- answers sent by the audit writer once a record is durable ---- */
 
 typedef struct audit_reply {
-	gs_rpc_worker *w;
+	gsd_rpc_worker *w;
 	nng_msg *msg;
 	uint64_t id;
 	uint32_t remaining; /* records not yet acked (all acks come from the writer thread) */
@@ -234,7 +234,7 @@ static void audit_reply_ack(void *arg, bool ok)
 	if (!ar->all_ok) {
 		nng_msg_free(msg);
 		Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
-		resp.status = GS_ST(INTERNAL);
+		resp.status = GSD_ST(INTERNAL);
 		resp.message = "an audit record could not be committed; the submission is not "
 		               "acknowledged";
 		msg = encode_response(ar->id, &resp);
@@ -243,8 +243,8 @@ static void audit_reply_ack(void *arg, bool ok)
 	free(ar);
 }
 
-void gs_call_reply_after_audit(gs_call *c, Gpusched__V1__Response *resp,
-                               const gs_packet_rec *const *recs, size_t n)
+void gsd_call_reply_after_audit(gsd_call *c, Gpusched__V1__Response *resp,
+                                const gsd_packet_rec *const *recs, size_t n)
 {
 	audit_reply *ar = malloc(sizeof(*ar));
 	nng_msg *msg = encode_response(call_id(c), resp);
@@ -252,8 +252,8 @@ void gs_call_reply_after_audit(gs_call *c, Gpusched__V1__Response *resp,
 		free(ar);
 		nng_msg_free(msg);
 		for (size_t i = 0; i < n; i++)
-			gs_audit_packet(c->d->audit, recs[i], NULL, NULL, NULL);
-		gs_call_error(c, GS_ST(INTERNAL), "out of memory encoding the answer");
+			gsd_audit_packet(c->d->audit, recs[i], NULL, NULL, NULL);
+		gsd_call_error(c, GSD_ST(INTERNAL), "out of memory encoding the answer");
 		return;
 	}
 	*ar = (audit_reply){.w = c->worker,
@@ -263,7 +263,7 @@ void gs_call_reply_after_audit(gs_call *c, Gpusched__V1__Response *resp,
 	                    .all_ok = true};
 	/* Each record acks: a batch may straddle transactions, and one of them may fail. */
 	for (size_t i = 0; i < n; i++)
-		gs_audit_packet(c->d->audit, recs[i], NULL, audit_reply_ack, ar);
+		gsd_audit_packet(c->d->audit, recs[i], NULL, audit_reply_ack, ar);
 	call_free(c);
 }
 
@@ -271,11 +271,11 @@ void gs_call_reply_after_audit(gs_call *c, Gpusched__V1__Response *resp,
 
 static void deadline_cb(uv_timer_t *t)
 {
-	gs_call *c = t->data;
+	gsd_call *c = t->data;
 	c->on_timeout(c);
 }
 
-void gs_call_set_timeout(gs_call *c, uint32_t ms, void (*fn)(gs_call *c))
+void gsd_call_set_timeout(gsd_call *c, uint32_t ms, void (*fn)(gsd_call *c))
 {
 	uv_timer_init(c->d->loop, &c->timer);
 	c->timer.data = c;
@@ -286,8 +286,8 @@ void gs_call_set_timeout(gs_call *c, uint32_t ms, void (*fn)(gs_call *c))
 
 typedef struct offload {
 	uv_work_t work;
-	gs_call *c;
-	void (*fn)(gs_call *c);
+	gsd_call *c;
+	void (*fn)(gsd_call *c);
 } offload;
 
 static void offload_work(uv_work_t *w)
@@ -300,12 +300,12 @@ static void offload_done(uv_work_t *w, int status)
 {
 	(void)status;
 	offload *o = w->data;
-	gs_call *c = o->c;
+	gsd_call *c = o->c;
 	/* Audit calls belong to the loop: an error answered off the loop is recorded here. */
-	if (c->off_status != GS_ST(OK)) {
+	if (c->off_status != GSD_ST(OK)) {
 		c->d->stats.errors++;
-		gs_audit_error(c->d->audit, c->tenant ? c->tenant->name : NULL,
-		               gs_request_name(c->req->body_case), c->off_status, c->off_message);
+		gsd_audit_error(c->d->audit, c->tenant ? c->tenant->name : NULL,
+		                gsd_request_name(c->req->body_case), c->off_status, c->off_message);
 	}
 	/* Sent from the loop, after the audit record: a client that reads the counters or the
 	 * audit right after the answer finds its error there. */
@@ -315,11 +315,11 @@ static void offload_done(uv_work_t *w, int status)
 	free(o);
 }
 
-bool gs_call_offload(gs_call *c, void (*work)(gs_call *c))
+bool gsd_call_offload(gsd_call *c, void (*work)(gsd_call *c))
 {
 	offload *o = malloc(sizeof(*o));
 	if (!o) {
-		gs_call_error(c, GS_ST(INTERNAL), "out of memory");
+		gsd_call_error(c, GSD_ST(INTERNAL), "out of memory");
 		return false;
 	}
 	o->c = c;
@@ -327,16 +327,16 @@ bool gs_call_offload(gs_call *c, void (*work)(gs_call *c))
 	o->work.data = o;
 	if (uv_queue_work(c->d->loop, &o->work, offload_work, offload_done) != 0) {
 		free(o);
-		gs_call_error(c, GS_ST(INTERNAL), "cannot queue work");
+		gsd_call_error(c, GSD_ST(INTERNAL), "cannot queue work");
 		return false;
 	}
 	c->d->offloads++;
 	return true;
 }
 
-void gs_call_reply_off_loop(gs_call *c, Gpusched__V1__Response *resp)
+void gsd_call_reply_off_loop(gsd_call *c, Gpusched__V1__Response *resp)
 {
-	if (resp->status != GS_ST(OK)) {
+	if (resp->status != GSD_ST(OK)) {
 		c->off_status = resp->status;
 		snprintf(c->off_message, sizeof(c->off_message), "%s",
 		         resp->message ? resp->message : "");
@@ -380,7 +380,7 @@ static const char *const g_request_names[] = {
         [GPUSCHED__V1__REQUEST__BODY_MOVES] = "moves",
 };
 
-const char *gs_request_name(int body_case)
+const char *gsd_request_name(int body_case)
 {
 	if (body_case <= 0 ||
 	    (size_t)body_case >= sizeof(g_request_names) / sizeof(*g_request_names) ||
@@ -389,14 +389,14 @@ const char *gs_request_name(int body_case)
 	return g_request_names[body_case];
 }
 
-static void handle_message(gs_daemon *d, gs_rpc_worker *w, nng_msg *msg)
+static void handle_message(gsd_daemon *d, gsd_rpc_worker *w, nng_msg *msg)
 {
-	struct gs_rpc *rpc = d->rpc;
+	struct gsd_rpc *rpc = d->rpc;
 	d->stats.requests++;
 	/* Keep a few contexts receiving while others hold deferred answers. */
 	if (atomic_load(&rpc->idle) < 2 && rpc->nworkers < rpc->max_workers)
 		add_worker(rpc);
-	gs_call *c = calloc(1, sizeof(*c));
+	gsd_call *c = calloc(1, sizeof(*c));
 	if (!c) {
 		nng_msg_free(msg);
 		worker_arm(w);
@@ -404,42 +404,43 @@ static void handle_message(gs_daemon *d, gs_rpc_worker *w, nng_msg *msg)
 	}
 	c->d = d;
 	c->worker = w;
-	c->started_ns = gs_now_ns();
-	gs_list_init(&c->link);
+	c->started_ns = gsd_now_ns();
+	gsd_list_init(&c->link);
 	size_t len = nng_msg_len(msg);
 	if (len > d->cfg.max_message) {
 		nng_msg_free(msg);
-		gs_call_error(c, GS_ST(TOO_LARGE), "request of %zu bytes exceeds max_message %llu",
-		              len, (unsigned long long)d->cfg.max_message);
+		gsd_call_error(c, GSD_ST(TOO_LARGE),
+		               "request of %zu bytes exceeds max_message %llu", len,
+		               (unsigned long long)d->cfg.max_message);
 		return;
 	}
 	c->req = gpusched__v1__request__unpack(NULL, len, nng_msg_body(msg));
 	nng_msg_free(msg);
 	if (!c->req) {
-		gs_call_error(c, GS_ST(MALFORMED),
-		              "request does not decode as gpusched.v1.Request");
+		gsd_call_error(c, GSD_ST(MALFORMED),
+		               "request does not decode as gpusched.v1.Request");
 		return;
 	}
 	if (d->stopping) {
-		gs_call_error(c, GS_ST(SHUTTING_DOWN), "the daemon is stopping");
+		gsd_call_error(c, GSD_ST(SHUTTING_DOWN), "the daemon is stopping");
 		return;
 	}
-	c->tenant = gs_tenant_by_token(d, c->req->token);
+	c->tenant = gsd_tenant_by_token(d, c->req->token);
 	if (!c->tenant) {
-		gs_call_error(c, GS_ST(UNAUTHENTICATED), "unknown tenant token");
+		gsd_call_error(c, GSD_ST(UNAUTHENTICATED), "unknown tenant token");
 		return;
 	}
 	if (c->tenant->banned) {
-		gs_call_error(c, GS_ST(BANNED), "tenant %s is banned", c->tenant->name);
+		gsd_call_error(c, GSD_ST(BANNED), "tenant %s is banned", c->tenant->name);
 		return;
 	}
-	gs_handle_request(d, c);
+	gsd_handle_request(d, c);
 }
 
 static void inbox_cb(uv_async_t *a)
 {
-	gs_daemon *d = a->data;
-	struct gs_rpc *rpc = d->rpc;
+	gsd_daemon *d = a->data;
+	struct gsd_rpc *rpc = d->rpc;
 	for (;;) {
 		pthread_mutex_lock(&rpc->lock);
 		size_t n = rpc->ninbox;
@@ -469,14 +470,14 @@ static void ensure_ipc_dir(const char *url)
 			continue;
 		*p = '\0';
 		if (mkdir(path, 0700) != 0 && errno != EEXIST)
-			GS_WARN("cannot create %s: %s", path, strerror(errno));
+			GSD_WARN("cannot create %s: %s", path, strerror(errno));
 		*p = '/';
 	}
 }
 
-int gs_rpc_start(gs_daemon *d)
+int gsd_rpc_start(gsd_daemon *d)
 {
-	struct gs_rpc *rpc = calloc(1, sizeof(*rpc));
+	struct gsd_rpc *rpc = calloc(1, sizeof(*rpc));
 	if (!rpc)
 		return -1;
 	d->rpc = rpc;
@@ -487,7 +488,7 @@ int gs_rpc_start(gs_daemon *d)
 	rpc->async.data = d;
 	int rv = nng_rep0_open(&rpc->sock);
 	if (rv != 0) {
-		GS_ERROR("rpc: cannot open the REP socket: %s", nng_strerror(rv));
+		GSD_ERROR("rpc: cannot open the REP socket: %s", nng_strerror(rv));
 		return -1;
 	}
 	rpc->sock_open = true;
@@ -498,12 +499,12 @@ int gs_rpc_start(gs_daemon *d)
 		ensure_ipc_dir(d->cfg.listen[i]);
 		rv = nng_listen(rpc->sock, d->cfg.listen[i], &rpc->listeners[i], 0);
 		if (rv != 0) {
-			GS_ERROR("rpc: cannot listen on %s: %s", d->cfg.listen[i],
-			         nng_strerror(rv));
+			GSD_ERROR("rpc: cannot listen on %s: %s", d->cfg.listen[i],
+			          nng_strerror(rv));
 			return -1;
 		}
 		rpc->nlisteners++;
-		GS_INFO("listening on %s", d->cfg.listen[i]);
+		GSD_INFO("listening on %s", d->cfg.listen[i]);
 	}
 	if (d->cfg.events_url[0]) {
 		ensure_ipc_dir(d->cfg.events_url);
@@ -511,12 +512,12 @@ int gs_rpc_start(gs_daemon *d)
 		if (rv == 0)
 			rv = nng_listen(rpc->pub, d->cfg.events_url, NULL, 0);
 		if (rv != 0) {
-			GS_ERROR("rpc: cannot publish events on %s: %s", d->cfg.events_url,
-			         nng_strerror(rv));
+			GSD_ERROR("rpc: cannot publish events on %s: %s", d->cfg.events_url,
+			          nng_strerror(rv));
 			return -1;
 		}
 		rpc->pub_open = true;
-		GS_INFO("publishing events on %s", d->cfg.events_url);
+		GSD_INFO("publishing events on %s", d->cfg.events_url);
 	}
 	for (uint32_t i = 0; i < d->cfg.rpc_workers; i++)
 		if (add_worker(rpc) != 0)
@@ -524,14 +525,14 @@ int gs_rpc_start(gs_daemon *d)
 	return 0;
 }
 
-bool gs_rpc_publishing(const gs_daemon *d)
+bool gsd_rpc_publishing(const gsd_daemon *d)
 {
 	return d->rpc && d->rpc->pub_open;
 }
 
-void gs_rpc_publish(gs_daemon *d, Gpusched__V1__Event *ev)
+void gsd_rpc_publish(gsd_daemon *d, Gpusched__V1__Event *ev)
 {
-	struct gs_rpc *rpc = d->rpc;
+	struct gsd_rpc *rpc = d->rpc;
 	if (!rpc || !rpc->pub_open)
 		return;
 	ev->seq = ++rpc->event_seq;
@@ -545,9 +546,9 @@ void gs_rpc_publish(gs_daemon *d, Gpusched__V1__Event *ev)
 		nng_msg_free(m);
 }
 
-void gs_rpc_free(gs_daemon *d)
+void gsd_rpc_free(gsd_daemon *d)
 {
-	struct gs_rpc *rpc = d->rpc;
+	struct gsd_rpc *rpc = d->rpc;
 	if (!rpc)
 		return;
 	/* The audit writer sent its last answers while closing: give them a moment (bounded)
@@ -571,10 +572,10 @@ void gs_rpc_free(gs_daemon *d)
 	pthread_mutex_destroy(&rpc->lock);
 	uv_close((uv_handle_t *)&rpc->async, NULL);
 	/* The async handle's memory must outlive uv_close: the loop frees nothing, so keep rpc
-	 * until the loop has run once more; gs_daemon_destroy frees it. */
+	 * until the loop has run once more; gsd_daemon_destroy frees it. */
 }
 
-void gs_rpc_release(gs_daemon *d)
+void gsd_rpc_release(gsd_daemon *d)
 {
 	free(d->rpc);
 	d->rpc = NULL;

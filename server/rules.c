@@ -19,8 +19,8 @@ static int fail(int status, char *msg, size_t cap, const char *fmt, ...)
 	return status;
 }
 
-int gs_rules_context_create(const gs_rules_adapter *a, const gs_rules_context *c,
-                            uint32_t priority_ceiling, char *msg, size_t cap)
+int gsd_rules_context_create(const gsd_rules_adapter *a, const gsd_rules_context *c,
+                             uint32_t priority_ceiling, char *msg, size_t cap)
 {
 	if (c->flags & ~GS_CTX_VALID_MASK)
 		return fail(ST(CTX_BAD_FLAGS), msg, cap, "create flags 0x%x: unknown bits 0x%x",
@@ -68,9 +68,9 @@ int gs_rules_context_create(const gs_rules_adapter *a, const gs_rules_context *c
 	if (c->patch_location_list_size > a->max_patch_list)
 		return fail(ST(CTX_BAD_SIZE), msg, cap, "PatchLocationListSize %u exceeds %u",
 		            c->patch_location_list_size, a->max_patch_list);
-	if (c->dma_buffer_private_data_size > GS_MAX_PRIVATE_DATA)
+	if (c->dma_buffer_private_data_size > GSD_MAX_PRIVATE_DATA)
 		return fail(ST(CTX_BAD_SIZE), msg, cap, "DmaBufferPrivateDataSize %u exceeds %u",
-		            c->dma_buffer_private_data_size, GS_MAX_PRIVATE_DATA);
+		            c->dma_buffer_private_data_size, GSD_MAX_PRIVATE_DATA);
 	if (c->priority_class > GS_PRIORITY_CLASS_MAX)
 		return fail(ST(INVALID_ARGUMENT), msg, cap, "priority class %u must be 0..5",
 		            c->priority_class);
@@ -85,7 +85,7 @@ int gs_rules_context_create(const gs_rules_adapter *a, const gs_rules_context *c
 	return ST(OK);
 }
 
-int gs_rules_submit_flags(uint32_t flags, char *msg, size_t cap)
+int gsd_rules_submit_flags(uint32_t flags, char *msg, size_t cap)
 {
 	if (flags & ~GS_SUBMIT_VALID_MASK)
 		return fail(ST(RESERVED_BITS), msg, cap,
@@ -102,7 +102,7 @@ int gs_rules_submit_flags(uint32_t flags, char *msg, size_t cap)
 	return ST(OK);
 }
 
-uint32_t gs_rules_effective_set(const gs_rules_adapter *a, uint32_t supported_set)
+uint32_t gsd_rules_effective_set(const gsd_rules_adapter *a, uint32_t supported_set)
 {
 	if (supported_set)
 		return supported_set;
@@ -113,9 +113,9 @@ uint32_t gs_rules_effective_set(const gs_rules_adapter *a, uint32_t supported_se
 	return all;
 }
 
-int gs_rules_allocation(const gs_rules_adapter *a, uint64_t size, uint32_t supported_set,
-                        uint32_t preference, uint32_t priority, uint32_t flags, char *msg,
-                        size_t cap)
+int gsd_rules_allocation(const gsd_rules_adapter *a, uint64_t size, uint32_t supported_set,
+                         uint32_t preference, uint32_t priority, uint32_t flags, char *msg,
+                         size_t cap)
 {
 	if (size == 0)
 		return fail(ST(INVALID_ARGUMENT), msg, cap, "allocation size must be > 0");
@@ -128,7 +128,7 @@ int gs_rules_allocation(const gs_rules_adapter *a, uint64_t size, uint32_t suppo
 			            "supported segment set 0x%x names segment %u, which does not "
 			            "exist",
 			            supported_set, id);
-	uint32_t set = gs_rules_effective_set(a, supported_set);
+	uint32_t set = gsd_rules_effective_set(a, supported_set);
 	switch (gs_segpref_validate(preference, set)) {
 	case GS_SEGPREF_OK:
 		break;

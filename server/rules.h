@@ -3,23 +3,23 @@
  * be unit-tested directly. Each returns a Gpusched__V1__Status value and, when not OK, a
  * message naming the field and the rule.
  */
-#ifndef GS_RULES_H
-#define GS_RULES_H
+#ifndef GSD_RULES_H
+#define GSD_RULES_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 /* What the rules need to know about an adapter. */
-typedef struct gs_rules_adapter {
+typedef struct gsd_rules_adapter {
 	uint32_t nnodes;
 	int segment_kind[32]; /* by segment id; -1 = no such segment */
 	uint32_t max_dma_buffer;
 	uint32_t max_allocation_list;
 	uint32_t max_patch_list;
-} gs_rules_adapter;
+} gsd_rules_adapter;
 
 /* DXGK_CONTEXTINFO as the client declared it. */
-typedef struct gs_rules_context {
+typedef struct gsd_rules_context {
 	uint32_t node;
 	uint32_t flags;
 	uint32_t dma_buffer_size, dma_buffer_segment_set, dma_buffer_private_data_size;
@@ -27,22 +27,22 @@ typedef struct gs_rules_context {
 	uint32_t paging_companion_node_id;
 	uint32_t priority_class;
 	int32_t priority;
-} gs_rules_context;
+} gsd_rules_context;
 
-#define GS_MAX_PRIVATE_DATA 65536u
+#define GSD_MAX_PRIVATE_DATA 65536u
 
-int gs_rules_context_create(const gs_rules_adapter *a, const gs_rules_context *c,
-                            uint32_t priority_ceiling, char *msg, size_t cap);
+int gsd_rules_context_create(const gsd_rules_adapter *a, const gsd_rules_context *c,
+                             uint32_t priority_ceiling, char *msg, size_t cap);
 
 /* DXGK_SUBMITCOMMANDFLAGS from a client. */
-int gs_rules_submit_flags(uint32_t flags, char *msg, size_t cap);
+int gsd_rules_submit_flags(uint32_t flags, char *msg, size_t cap);
 
 /* Allocation creation: size, supported set, D3DDDI_SEGMENTPREFERENCE, priority, flags.
  * `largest` = size of the largest supported segment. */
-int gs_rules_allocation(const gs_rules_adapter *a, uint64_t size, uint32_t supported_set,
-                        uint32_t preference, uint32_t priority, uint32_t flags, char *msg,
-                        size_t cap);
+int gsd_rules_allocation(const gsd_rules_adapter *a, uint64_t size, uint32_t supported_set,
+                         uint32_t preference, uint32_t priority, uint32_t flags, char *msg,
+                         size_t cap);
 /* The supported set with 0 replaced by every segment of the adapter. */
-uint32_t gs_rules_effective_set(const gs_rules_adapter *a, uint32_t supported_set);
+uint32_t gsd_rules_effective_set(const gsd_rules_adapter *a, uint32_t supported_set);
 
 #endif

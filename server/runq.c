@@ -3,32 +3,32 @@
 #include <stdlib.h>
 #include <string.h>
 
-void gs_runq_init(gs_runq *q)
+void gsd_runq_init(gsd_runq *q)
 {
 	memset(q, 0, sizeof(*q));
 }
 
-void gs_runq_fini(gs_runq *q)
+void gsd_runq_fini(gsd_runq *q)
 {
-	for (uint32_t b = 0; b < GS_BANDS; b++)
+	for (uint32_t b = 0; b < GSD_BANDS; b++)
 		free(q->bands[b].heap);
 	memset(q, 0, sizeof(*q));
 }
 
-static bool before(const gs_runq_entry *a, const gs_runq_entry *b)
+static bool before(const gsd_runq_entry *a, const gsd_runq_entry *b)
 {
 	return a->key < b->key || (a->key == b->key && a->seq < b->seq);
 }
 
-static void place(gs_runq_band *band, size_t i, gs_runq_entry *e)
+static void place(gsd_runq_band *band, size_t i, gsd_runq_entry *e)
 {
 	band->heap[i] = e;
 	e->index = (int32_t)i;
 }
 
-static void sift_up(gs_runq_band *band, size_t i)
+static void sift_up(gsd_runq_band *band, size_t i)
 {
-	gs_runq_entry *e = band->heap[i];
+	gsd_runq_entry *e = band->heap[i];
 	while (i > 0) {
 		size_t parent = (i - 1) / 2;
 		if (!before(e, band->heap[parent]))
@@ -39,9 +39,9 @@ static void sift_up(gs_runq_band *band, size_t i)
 	place(band, i, e);
 }
 
-static void sift_down(gs_runq_band *band, size_t i)
+static void sift_down(gsd_runq_band *band, size_t i)
 {
-	gs_runq_entry *e = band->heap[i];
+	gsd_runq_entry *e = band->heap[i];
 	for (;;) {
 		size_t child = 2 * i + 1;
 		if (child >= band->count)
@@ -56,7 +56,7 @@ static void sift_down(gs_runq_band *band, size_t i)
 	place(band, i, e);
 }
 
-int gs_runq_top_band(const gs_runq *q)
+int gsd_runq_top_band(const gsd_runq *q)
 {
 	if (q->bitmap[1])
 		return 64 + 63 - __builtin_clzll(q->bitmap[1]);
@@ -65,12 +65,12 @@ int gs_runq_top_band(const gs_runq *q)
 	return -1;
 }
 
-int gs_runq_insert(gs_runq *q, gs_runq_entry *e)
+int gsd_runq_insert(gsd_runq *q, gsd_runq_entry *e)
 {
-	gs_runq_band *band = &q->bands[e->band];
+	gsd_runq_band *band = &q->bands[e->band];
 	if (band->count == band->cap) {
 		size_t ncap = band->cap ? band->cap * 2 : 8;
-		gs_runq_entry **n = realloc(band->heap, ncap * sizeof(*n));
+		gsd_runq_entry **n = realloc(band->heap, ncap * sizeof(*n));
 		if (!n)
 			return -1;
 		band->heap = n;
@@ -86,13 +86,13 @@ int gs_runq_insert(gs_runq *q, gs_runq_entry *e)
 	return 0;
 }
 
-void gs_runq_remove(gs_runq *q, gs_runq_entry *e)
+void gsd_runq_remove(gsd_runq *q, gsd_runq_entry *e)
 {
 	if (e->index < 0)
 		return;
-	gs_runq_band *band = &q->bands[e->band];
+	gsd_runq_band *band = &q->bands[e->band];
 	size_t i = (size_t)e->index;
-	gs_runq_entry *last = band->heap[--band->count];
+	gsd_runq_entry *last = band->heap[--band->count];
 	e->index = -1;
 	q->count--;
 	if (i < band->count) {
@@ -100,27 +100,27 @@ void gs_runq_remove(gs_runq *q, gs_runq_entry *e)
 		sift_down(band, i);
 		sift_up(band, (size_t)last->index);
 	}
-	/* The band's clock moves only in gs_runq_pop, to the key of the one that runs: moving it
+	/* The band's clock moves only in gsd_runq_pop, to the key of the one that runs: moving it
 	 * here, to whoever is now first, would lift a requeued context to its rival's key and
 	 * turn every weighted share into 1:1. */
 	if (band->count == 0)
 		q->bitmap[e->band / 64] &= ~(UINT64_C(1) << (e->band % 64));
 }
 
-gs_runq_entry *gs_runq_peek(const gs_runq *q)
+gsd_runq_entry *gsd_runq_peek(const gsd_runq *q)
 {
-	int b = gs_runq_top_band(q);
+	int b = gsd_runq_top_band(q);
 	return b < 0 ? NULL : q->bands[b].heap[0];
 }
 
-gs_runq_entry *gs_runq_pop(gs_runq *q)
+gsd_runq_entry *gsd_runq_pop(gsd_runq *q)
 {
-	gs_runq_entry *e = gs_runq_peek(q);
+	gsd_runq_entry *e = gsd_runq_peek(q);
 	if (e) {
 		/* The band's clock moves to the key of the one that runs now. */
 		if (e->key > q->bands[e->band].min_key)
 			q->bands[e->band].min_key = e->key;
-		gs_runq_remove(q, e);
+		gsd_runq_remove(q, e);
 	}
 	return e;
 }

@@ -8,48 +8,49 @@
 #include <emmintrin.h>
 #endif
 
-bool gs_swizzle_pitch_valid(uint32_t pitch)
+bool gsd_swizzle_pitch_valid(uint32_t pitch)
 {
-	return pitch != 0 && pitch % GS_TILE_WIDTH == 0;
+	return pitch != 0 && pitch % GSD_TILE_WIDTH == 0;
 }
 
-uint64_t gs_swizzle_band(uint32_t pitch)
+uint64_t gsd_swizzle_band(uint32_t pitch)
 {
-	return (uint64_t)GS_TILE_HEIGHT * pitch;
+	return (uint64_t)GSD_TILE_HEIGHT * pitch;
 }
 
-uint64_t gs_swizzle_chunk(uint64_t chunk, uint32_t pitch)
+uint64_t gsd_swizzle_chunk(uint64_t chunk, uint32_t pitch)
 {
-	if (!gs_swizzle_pitch_valid(pitch))
+	if (!gsd_swizzle_pitch_valid(pitch))
 		return chunk;
-	uint64_t band = gs_swizzle_band(pitch);
+	uint64_t band = gsd_swizzle_band(pitch);
 	return chunk < band ? band : chunk - chunk % band;
 }
 
 /* Bytes from the start that are tiled: whole bands only. */
 static uint64_t tiled_bytes(uint64_t size, uint32_t pitch)
 {
-	uint64_t band = gs_swizzle_band(pitch);
+	uint64_t band = gsd_swizzle_band(pitch);
 	return size - size % band;
 }
 
-uint64_t gs_swizzle_offset(uint64_t linear, uint64_t size, uint32_t pitch)
+uint64_t gsd_swizzle_offset(uint64_t linear, uint64_t size, uint32_t pitch)
 {
-	if (!gs_swizzle_pitch_valid(pitch) || linear >= tiled_bytes(size, pitch))
+	if (!gsd_swizzle_pitch_valid(pitch) || linear >= tiled_bytes(size, pitch))
 		return linear;
 	uint64_t y = linear / pitch, x = linear % pitch;
-	return (y / GS_TILE_HEIGHT) * gs_swizzle_band(pitch) + (x / GS_TILE_WIDTH) * GS_TILE_BYTES +
-	       (y % GS_TILE_HEIGHT) * GS_TILE_WIDTH + x % GS_TILE_WIDTH;
+	return (y / GSD_TILE_HEIGHT) * gsd_swizzle_band(pitch) +
+	       (x / GSD_TILE_WIDTH) * GSD_TILE_BYTES + (y % GSD_TILE_HEIGHT) * GSD_TILE_WIDTH +
+	       x % GSD_TILE_WIDTH;
 }
 
-uint64_t gs_unswizzle_offset(uint64_t tiled, uint64_t size, uint32_t pitch)
+uint64_t gsd_unswizzle_offset(uint64_t tiled, uint64_t size, uint32_t pitch)
 {
-	if (!gs_swizzle_pitch_valid(pitch) || tiled >= tiled_bytes(size, pitch))
+	if (!gsd_swizzle_pitch_valid(pitch) || tiled >= tiled_bytes(size, pitch))
 		return tiled;
-	uint64_t band = tiled / gs_swizzle_band(pitch), in_band = tiled % gs_swizzle_band(pitch);
-	uint64_t tx = in_band / GS_TILE_BYTES, in_tile = in_band % GS_TILE_BYTES;
-	uint64_t y = band * GS_TILE_HEIGHT + in_tile / GS_TILE_WIDTH;
-	return y * pitch + tx * GS_TILE_WIDTH + in_tile % GS_TILE_WIDTH;
+	uint64_t band = tiled / gsd_swizzle_band(pitch), in_band = tiled % gsd_swizzle_band(pitch);
+	uint64_t tx = in_band / GSD_TILE_BYTES, in_tile = in_band % GSD_TILE_BYTES;
+	uint64_t y = band * GSD_TILE_HEIGHT + in_tile / GSD_TILE_WIDTH;
+	return y * pitch + tx * GSD_TILE_WIDTH + in_tile % GSD_TILE_WIDTH;
 }
 
 /*
@@ -87,27 +88,27 @@ static inline void copy64(uint8_t *dst, const uint8_t *src, bool stream)
 static void band_convert(uint8_t *tiled, uint8_t *linear, uint32_t pitch, bool to_tiled,
                          bool stream)
 {
-	uint32_t tiles = pitch / GS_TILE_WIDTH;
+	uint32_t tiles = pitch / GSD_TILE_WIDTH;
 	if (to_tiled) {
-		for (uint32_t r = 0; r < GS_TILE_HEIGHT; r++)
+		for (uint32_t r = 0; r < GSD_TILE_HEIGHT; r++)
 			for (uint32_t t = 0; t < tiles; t++)
-				copy64(tiled + (uint64_t)t * GS_TILE_BYTES + r * GS_TILE_WIDTH,
-				       linear + (uint64_t)r * pitch + (uint64_t)t * GS_TILE_WIDTH,
+				copy64(tiled + (uint64_t)t * GSD_TILE_BYTES + r * GSD_TILE_WIDTH,
+				       linear + (uint64_t)r * pitch + (uint64_t)t * GSD_TILE_WIDTH,
 				       stream);
 	} else {
 		for (uint32_t t = 0; t < tiles; t++)
-			for (uint32_t r = 0; r < GS_TILE_HEIGHT; r++)
-				copy64(linear + (uint64_t)r * pitch + (uint64_t)t * GS_TILE_WIDTH,
-				       tiled + (uint64_t)t * GS_TILE_BYTES + r * GS_TILE_WIDTH,
+			for (uint32_t r = 0; r < GSD_TILE_HEIGHT; r++)
+				copy64(linear + (uint64_t)r * pitch + (uint64_t)t * GSD_TILE_WIDTH,
+				       tiled + (uint64_t)t * GSD_TILE_BYTES + r * GSD_TILE_WIDTH,
 				       stream);
 	}
 }
 
 static int convert(uint8_t *tiled, uint8_t *linear, uint64_t size, uint32_t pitch, bool to_tiled)
 {
-	if (!gs_swizzle_pitch_valid(pitch))
+	if (!gsd_swizzle_pitch_valid(pitch))
 		return -EINVAL;
-	uint64_t band = gs_swizzle_band(pitch), whole = tiled_bytes(size, pitch);
+	uint64_t band = gsd_swizzle_band(pitch), whole = tiled_bytes(size, pitch);
 	uint8_t *dst = to_tiled ? tiled : linear;
 	/* Every row lands a multiple of 64 bytes from the base, so the base decides: aligned to a
 	 * cache line, each streamed row fills one whole line, which is what makes streaming pay
@@ -132,12 +133,12 @@ static int convert(uint8_t *tiled, uint8_t *linear, uint64_t size, uint32_t pitc
 }
 
 /* The casts drop const only to share one walker; the source side is never written. */
-int gs_swizzle(void *dst_tiled, const void *src_linear, uint64_t size, uint32_t pitch)
+int gsd_swizzle(void *dst_tiled, const void *src_linear, uint64_t size, uint32_t pitch)
 {
 	return convert(dst_tiled, (uint8_t *)src_linear, size, pitch, true);
 }
 
-int gs_unswizzle(void *dst_linear, const void *src_tiled, uint64_t size, uint32_t pitch)
+int gsd_unswizzle(void *dst_linear, const void *src_tiled, uint64_t size, uint32_t pitch)
 {
 	return convert((uint8_t *)src_tiled, dst_linear, size, pitch, false);
 }

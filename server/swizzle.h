@@ -18,38 +18,38 @@
  * L 128 -> T 64 (tile 0, row 1); L 8191 (row 63, x 127) -> T 8191; L 8192..8201 -> the same
  * (tail).
  *
- * Every band maps onto itself, so a transfer cut at band boundaries (gs_swizzle_chunk) can
+ * Every band maps onto itself, so a transfer cut at band boundaries (gsd_swizzle_chunk) can
  * convert each piece on its own; the mapping is a bijection on [0, size).
  */
-#ifndef GS_SWIZZLE_H
-#define GS_SWIZZLE_H
+#ifndef GSD_SWIZZLE_H
+#define GSD_SWIZZLE_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
-#define GS_TILE_WIDTH  64u /* bytes */
-#define GS_TILE_HEIGHT 64u /* rows */
-#define GS_TILE_BYTES  (GS_TILE_WIDTH * GS_TILE_HEIGHT)
+#define GSD_TILE_WIDTH  64u /* bytes */
+#define GSD_TILE_HEIGHT 64u /* rows */
+#define GSD_TILE_BYTES  (GSD_TILE_WIDTH * GSD_TILE_HEIGHT)
 
 /* A tiled allocation carries no surface description on the wire, so the daemon reads it as a
  * 1 KiB-pitch surface: every whole 64 KiB of it is tiled. */
-#define GS_SWIZZLE_PITCH_DEFAULT 1024u
+#define GSD_SWIZZLE_PITCH_DEFAULT 1024u
 
-bool gs_swizzle_pitch_valid(uint32_t pitch);
+bool gsd_swizzle_pitch_valid(uint32_t pitch);
 /* Bytes in one band: 64 rows of pitch bytes. */
-uint64_t gs_swizzle_band(uint32_t pitch);
+uint64_t gsd_swizzle_band(uint32_t pitch);
 /* chunk rounded down to whole bands (at least one band), so each sub-transfer of a split
  * Swizzle/Unswizzle transfer converts on its own. */
-uint64_t gs_swizzle_chunk(uint64_t chunk, uint32_t pitch);
+uint64_t gsd_swizzle_chunk(uint64_t chunk, uint32_t pitch);
 
 /* The tiled offset of linear offset L (< size), and back. Both return L unchanged for an
  * invalid pitch or an offset in the tail. */
-uint64_t gs_swizzle_offset(uint64_t linear, uint64_t size, uint32_t pitch);
-uint64_t gs_unswizzle_offset(uint64_t tiled, uint64_t size, uint32_t pitch);
+uint64_t gsd_swizzle_offset(uint64_t linear, uint64_t size, uint32_t pitch);
+uint64_t gsd_unswizzle_offset(uint64_t tiled, uint64_t size, uint32_t pitch);
 
-/* Copy size bytes converting linear -> tiled (gs_swizzle) or tiled -> linear (gs_unswizzle).
+/* Copy size bytes converting linear -> tiled (gsd_swizzle) or tiled -> linear (gsd_unswizzle).
  * dst and src must not overlap. Returns 0, or -EINVAL (nothing copied) for an invalid pitch. */
-int gs_swizzle(void *dst_tiled, const void *src_linear, uint64_t size, uint32_t pitch);
-int gs_unswizzle(void *dst_linear, const void *src_tiled, uint64_t size, uint32_t pitch);
+int gsd_swizzle(void *dst_tiled, const void *src_linear, uint64_t size, uint32_t pitch);
+int gsd_unswizzle(void *dst_linear, const void *src_tiled, uint64_t size, uint32_t pitch);
 
 #endif

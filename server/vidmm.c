@@ -11,7 +11,7 @@
 
 static uint64_t align_up(uint64_t v)
 {
-	return (v + GS_VIDMM_ALIGN - 1) & ~(uint64_t)(GS_VIDMM_ALIGN - 1);
+	return (v + GSD_HEAP_ALIGN - 1) & ~(uint64_t)(GSD_HEAP_ALIGN - 1);
 }
 
 /* ---- AVL trees over intrusive links ----
@@ -108,16 +108,16 @@ static avl_link *avl_remove(avl_link *t, avl_link *x, avl_cmp cmp)
 
 /* ---- extent nodes ---- */
 
-typedef struct gs_extent_node {
-	gs_extent ext;
+typedef struct gsd_extent_node {
+	gsd_extent ext;
 	avl_link off; /* in h->by_offset */
 	avl_link sz;  /* in h->by_size */
 } node;
 
 #define SLAB_NODES 256
 
-typedef struct gs_extent_slab {
-	struct gs_extent_slab *next;
+typedef struct gsd_extent_slab {
+	struct gsd_extent_slab *next;
 	node nodes[SLAB_NODES];
 } slab;
 
@@ -143,43 +143,43 @@ static int cmp_off(const avl_link *a, const avl_link *b)
  * best fit (lowest bottom-up, highest top-down) walk. */
 static int cmp_sz(const avl_link *a, const avl_link *b)
 {
-	const gs_extent *x = &of_sz(a)->ext, *y = &of_sz(b)->ext;
+	const gsd_extent *x = &of_sz(a)->ext, *y = &of_sz(b)->ext;
 	if (x->size != y->size)
 		return x->size > y->size ? 1 : -1;
 	return (x->offset > y->offset) - (x->offset < y->offset);
 }
 
-static avl_link *root_off(const gs_heap *h)
+static avl_link *root_off(const gsd_heap *h)
 {
 	return h->by_offset ? &h->by_offset->off : NULL;
 }
 
-static avl_link *root_sz(const gs_heap *h)
+static avl_link *root_sz(const gsd_heap *h)
 {
 	return h->by_size ? &h->by_size->sz : NULL;
 }
 
-static void off_insert(gs_heap *h, node *n)
+static void off_insert(gsd_heap *h, node *n)
 {
 	h->by_offset = of_off(avl_insert(root_off(h), &n->off, cmp_off));
 }
 
-static void off_remove(gs_heap *h, node *n)
+static void off_remove(gsd_heap *h, node *n)
 {
 	h->by_offset = of_off(avl_remove(root_off(h), &n->off, cmp_off));
 }
 
-static void sz_insert(gs_heap *h, node *n)
+static void sz_insert(gsd_heap *h, node *n)
 {
 	h->by_size = of_sz(avl_insert(root_sz(h), &n->sz, cmp_sz));
 }
 
-static void sz_remove(gs_heap *h, node *n)
+static void sz_remove(gsd_heap *h, node *n)
 {
 	h->by_size = of_sz(avl_remove(root_sz(h), &n->sz, cmp_sz));
 }
 
-static node *node_new(gs_heap *h)
+static node *node_new(gsd_heap *h)
 {
 	if (!h->spare) {
 		slab *s = malloc(sizeof(*s));
@@ -197,22 +197,22 @@ static node *node_new(gs_heap *h)
 	return n;
 }
 
-static void node_recycle(gs_heap *h, node *n)
+static void node_recycle(gsd_heap *h, node *n)
 {
 	n->off.child[0] = h->spare ? &h->spare->off : NULL;
 	h->spare = n;
 }
 
 /* Adds a new free extent to both trees; the caller has checked it touches no other. */
-static void extent_add(gs_heap *h, node *n, uint64_t offset, uint64_t size)
+static void extent_add(gsd_heap *h, node *n, uint64_t offset, uint64_t size)
 {
-	n->ext = (gs_extent){offset, size};
+	n->ext = (gsd_extent){offset, size};
 	off_insert(h, n);
 	sz_insert(h, n);
 	h->nfree++;
 }
 
-static void extent_drop(gs_heap *h, node *n)
+static void extent_drop(gsd_heap *h, node *n)
 {
 	off_remove(h, n);
 	sz_remove(h, n);
@@ -223,15 +223,15 @@ static void extent_drop(gs_heap *h, node *n)
 /* Changes an extent in place. The new range must keep its position among the other extents
  * (it grows or shrinks into space no other extent holds), so the offset tree stays ordered
  * without being touched; only the size tree, whose key changes, is updated. */
-static void extent_set(gs_heap *h, node *n, uint64_t offset, uint64_t size)
+static void extent_set(gsd_heap *h, node *n, uint64_t offset, uint64_t size)
 {
 	sz_remove(h, n);
-	n->ext = (gs_extent){offset, size};
+	n->ext = (gsd_extent){offset, size};
 	sz_insert(h, n);
 }
 
 /* The extent with the largest offset <= offset (or < offset when strict). */
-static node *extent_at_or_before(const gs_heap *h, uint64_t offset, bool strict)
+static node *extent_at_or_before(const gsd_heap *h, uint64_t offset, bool strict)
 {
 	node *best = NULL;
 	for (avl_link *t = root_off(h); t;) {
@@ -246,7 +246,7 @@ static node *extent_at_or_before(const gs_heap *h, uint64_t offset, bool strict)
 	return best;
 }
 
-static node *extent_after(const gs_heap *h, uint64_t offset)
+static node *extent_after(const gsd_heap *h, uint64_t offset)
 {
 	node *best = NULL;
 	for (avl_link *t = root_off(h); t;) {
@@ -261,7 +261,7 @@ static node *extent_after(const gs_heap *h, uint64_t offset)
 }
 
 /* The first extent in (size, offset) order whose size is >= size: the lowest best fit. */
-static node *best_fit_lowest(const gs_heap *h, uint64_t size)
+static node *best_fit_lowest(const gsd_heap *h, uint64_t size)
 {
 	node *best = NULL;
 	for (avl_link *t = root_sz(h); t;) {
@@ -276,7 +276,7 @@ static node *best_fit_lowest(const gs_heap *h, uint64_t size)
 }
 
 /* The last extent in (size, offset) order whose size is <= size. */
-static node *last_of_size_at_most(const gs_heap *h, uint64_t size)
+static node *last_of_size_at_most(const gsd_heap *h, uint64_t size)
 {
 	node *best = NULL;
 	for (avl_link *t = root_sz(h); t;) {
@@ -292,12 +292,12 @@ static node *last_of_size_at_most(const gs_heap *h, uint64_t size)
 
 /* ---- heap ---- */
 
-int gs_heap_init(gs_heap *h, uint64_t size)
+int gsd_heap_init(gsd_heap *h, uint64_t size)
 {
 	memset(h, 0, sizeof(*h));
-	/* Every allocation takes whole units of GS_VIDMM_ALIGN, so bytes past the last whole unit
+	/* Every allocation takes whole units of GSD_HEAP_ALIGN, so bytes past the last whole unit
 	 * could never be used; leaving them out keeps top-down offsets aligned too. */
-	size -= size % GS_VIDMM_ALIGN;
+	size -= size % GSD_HEAP_ALIGN;
 	h->size = size;
 	if (size == 0)
 		return 0;
@@ -308,7 +308,7 @@ int gs_heap_init(gs_heap *h, uint64_t size)
 	return 0;
 }
 
-void gs_heap_fini(gs_heap *h)
+void gsd_heap_fini(gsd_heap *h)
 {
 	for (slab *s = h->slabs, *next; s; s = next) {
 		next = s->next;
@@ -317,7 +317,7 @@ void gs_heap_fini(gs_heap *h)
 	memset(h, 0, sizeof(*h));
 }
 
-int gs_heap_alloc(gs_heap *h, uint64_t size, bool top_down, uint64_t *offset)
+int gsd_heap_alloc(gsd_heap *h, uint64_t size, bool top_down, uint64_t *offset)
 {
 	if (size == 0 || size > h->size)
 		return -1;
@@ -327,7 +327,7 @@ int gs_heap_alloc(gs_heap *h, uint64_t size, bool top_down, uint64_t *offset)
 		return -1;
 	if (top_down)
 		e = last_of_size_at_most(h, e->ext.size); /* the highest extent of that size */
-	gs_extent x = e->ext;
+	gsd_extent x = e->ext;
 	if (x.size == size) {
 		extent_drop(h, e);
 		*offset = x.offset;
@@ -342,9 +342,9 @@ int gs_heap_alloc(gs_heap *h, uint64_t size, bool top_down, uint64_t *offset)
 	return 0;
 }
 
-int gs_heap_alloc_at(gs_heap *h, uint64_t offset, uint64_t size)
+int gsd_heap_alloc_at(gsd_heap *h, uint64_t offset, uint64_t size)
 {
-	if (size == 0 || size > h->size || offset % GS_VIDMM_ALIGN)
+	if (size == 0 || size > h->size || offset % GSD_HEAP_ALIGN)
 		return -1;
 	size = align_up(size);
 	if (offset > h->size - size)
@@ -352,7 +352,7 @@ int gs_heap_alloc_at(gs_heap *h, uint64_t offset, uint64_t size)
 	node *e = extent_at_or_before(h, offset, false);
 	if (!e || e->ext.offset + e->ext.size < offset + size)
 		return -1;
-	gs_extent x = e->ext;
+	gsd_extent x = e->ext;
 	uint64_t left = offset - x.offset, right = x.offset + x.size - (offset + size);
 	if (left && right) {
 		/* Get the second node first: failing must leave the heap as it was. */
@@ -372,7 +372,7 @@ int gs_heap_alloc_at(gs_heap *h, uint64_t offset, uint64_t size)
 	return 0;
 }
 
-void gs_heap_free(gs_heap *h, uint64_t offset, uint64_t size)
+void gsd_heap_free(gsd_heap *h, uint64_t offset, uint64_t size)
 {
 	size = align_up(size);
 	node *prev = extent_at_or_before(h, offset, true);
@@ -400,7 +400,7 @@ void gs_heap_free(gs_heap *h, uint64_t offset, uint64_t size)
 	}
 }
 
-uint64_t gs_heap_largest_free(const gs_heap *h)
+uint64_t gsd_heap_largest_free(const gsd_heap *h)
 {
 	avl_link *t = root_sz(h);
 	if (!t)
@@ -410,7 +410,7 @@ uint64_t gs_heap_largest_free(const gs_heap *h)
 	return of_sz(t)->ext.size;
 }
 
-static void extents_walk(const avl_link *t, gs_extent *out, size_t cap, size_t *n)
+static void extents_walk(const avl_link *t, gsd_extent *out, size_t cap, size_t *n)
 {
 	if (!t)
 		return;
@@ -421,7 +421,7 @@ static void extents_walk(const avl_link *t, gs_extent *out, size_t cap, size_t *
 	extents_walk(t->child[1], out, cap, n);
 }
 
-size_t gs_heap_extents(const gs_heap *h, gs_extent *out, size_t cap)
+size_t gsd_heap_extents(const gsd_heap *h, gsd_extent *out, size_t cap)
 {
 	size_t n = 0;
 	extents_walk(root_off(h), out, cap, &n);
@@ -445,7 +445,7 @@ static int tree_check(const avl_link *t, avl_cmp cmp, const avl_link **last, siz
 	return t->height;
 }
 
-int gs_heap_check(const gs_heap *h)
+int gsd_heap_check(const gsd_heap *h)
 {
 	const avl_link *last = NULL;
 	size_t noff = 0, nsz = 0;
@@ -456,15 +456,15 @@ int gs_heap_check(const gs_heap *h)
 		return -1;
 	if (noff != h->nfree || nsz != h->nfree)
 		return -1;
-	gs_extent *ext = malloc((h->nfree ? h->nfree : 1) * sizeof(*ext));
+	gsd_extent *ext = malloc((h->nfree ? h->nfree : 1) * sizeof(*ext));
 	if (!ext)
 		return -1;
-	gs_heap_extents(h, ext, h->nfree);
+	gsd_heap_extents(h, ext, h->nfree);
 	uint64_t free_bytes = 0;
 	int rc = 0;
 	for (size_t i = 0; i < h->nfree && rc == 0; i++) {
-		const gs_extent *e = &ext[i];
-		if (e->size == 0 || e->offset % GS_VIDMM_ALIGN || e->size % GS_VIDMM_ALIGN ||
+		const gsd_extent *e = &ext[i];
+		if (e->size == 0 || e->offset % GSD_HEAP_ALIGN || e->size % GSD_HEAP_ALIGN ||
 		    e->offset > h->size || e->size > h->size - e->offset)
 			rc = -1;
 		else if (i > 0 && ext[i - 1].offset + ext[i - 1].size >= e->offset)
@@ -481,26 +481,26 @@ int gs_heap_check(const gs_heap *h)
 
 static int cmp_block(const void *a, const void *b)
 {
-	uint64_t x = ((const gs_live_block *)a)->offset, y = ((const gs_live_block *)b)->offset;
+	uint64_t x = ((const gsd_live_block *)a)->offset, y = ((const gsd_live_block *)b)->offset;
 	return (x > y) - (x < y);
 }
 
-void gs_live_blocks_sort(gs_live_block *blocks, size_t n)
+void gsd_live_blocks_sort(gsd_live_block *blocks, size_t n)
 {
 	if (n > 1)
 		qsort(blocks, n, sizeof(*blocks), cmp_block);
 }
 
-static uint64_t block_end(const gs_live_block *b)
+static uint64_t block_end(const gsd_live_block *b)
 {
 	return b->offset + align_up(b->size);
 }
 
-static int blocks_validate(const gs_live_block *b, size_t n, uint64_t heap_size)
+static int blocks_validate(const gsd_live_block *b, size_t n, uint64_t heap_size)
 {
 	uint64_t prev_end = 0;
 	for (size_t i = 0; i < n; i++) {
-		if (b[i].size == 0 || b[i].size > heap_size || b[i].offset % GS_VIDMM_ALIGN ||
+		if (b[i].size == 0 || b[i].size > heap_size || b[i].offset % GSD_HEAP_ALIGN ||
 		    b[i].offset < prev_end || b[i].offset > heap_size - align_up(b[i].size))
 			return -EINVAL;
 		prev_end = block_end(&b[i]);
@@ -510,19 +510,19 @@ static int blocks_validate(const gs_live_block *b, size_t n, uint64_t heap_size)
 
 /* Collects moves; counts past cap so the caller learns how many it needs. */
 typedef struct plan {
-	gs_move *moves;
+	gsd_move *moves;
 	size_t cap, n;
 } plan;
 
 /* Slides blocks [k, j] down so that they start at cursor and touch; returns the new cursor. */
-static uint64_t slide(plan *p, const gs_live_block *b, size_t k, size_t j, uint64_t cursor)
+static uint64_t slide(plan *p, const gsd_live_block *b, size_t k, size_t j, uint64_t cursor)
 {
 	for (size_t i = k; i <= j; i++) {
 		uint64_t size = align_up(b[i].size);
 		assert(cursor <= b[i].offset);
 		if (cursor != b[i].offset) {
 			if (p->n < p->cap)
-				p->moves[p->n] = (gs_move){i, b[i].offset, cursor, size};
+				p->moves[p->n] = (gsd_move){i, b[i].offset, cursor, size};
 			p->n++;
 		}
 		cursor += size;
@@ -540,7 +540,7 @@ typedef struct region {
 	uint64_t lo, hi;
 } region;
 
-static uint64_t gap_before(const gs_live_block *b, const region *r, size_t i)
+static uint64_t gap_before(const gsd_live_block *b, const region *r, size_t i)
 {
 	uint64_t start = i == r->s ? r->lo : block_end(&b[i - 1]);
 	uint64_t end = i == r->e ? r->hi : b[i].offset;
@@ -548,9 +548,9 @@ static uint64_t gap_before(const gs_live_block *b, const region *r, size_t i)
 }
 
 /* Calls fn for each region in offset order; stops early when it returns non-zero. */
-typedef int (*region_fn)(const gs_live_block *b, const region *r, void *arg);
+typedef int (*region_fn)(const gsd_live_block *b, const region *r, void *arg);
 
-static int regions_each(const gs_live_block *b, size_t n, uint64_t heap_size, region_fn fn,
+static int regions_each(const gsd_live_block *b, size_t n, uint64_t heap_size, region_fn fn,
                         void *arg)
 {
 	region r = {0, 0, 0, 0};
@@ -575,7 +575,7 @@ typedef struct full_state {
 	uint64_t largest;
 } full_state;
 
-static int region_compact(const gs_live_block *b, const region *r, void *arg)
+static int region_compact(const gsd_live_block *b, const region *r, void *arg)
 {
 	full_state *st = arg;
 	uint64_t cursor = r->e > r->s ? slide(st->p, b, r->s, r->e - 1, r->lo) : r->lo;
@@ -584,7 +584,7 @@ static int region_compact(const gs_live_block *b, const region *r, void *arg)
 	return 0;
 }
 
-static int region_largest_gap(const gs_live_block *b, const region *r, void *arg)
+static int region_largest_gap(const gsd_live_block *b, const region *r, void *arg)
 {
 	uint64_t *largest = arg;
 	for (size_t i = r->s; i <= r->e; i++) {
@@ -609,7 +609,7 @@ typedef struct window_state {
  * (gap k to gap j+1) add up to want. Both sums only grow with j and only shrink with k, so the
  * end pointer never moves back: O(blocks) per region.
  */
-static int region_window(const gs_live_block *b, const region *r, void *arg)
+static int region_window(const gsd_live_block *b, const region *r, void *arg)
 {
 	window_state *st = arg;
 	size_t k = r->s, hi = r->s; /* hole = gaps k..hi, moved = blocks k..hi-1 */
@@ -643,8 +643,8 @@ static int region_window(const gs_live_block *b, const region *r, void *arg)
 	return 0;
 }
 
-int gs_heap_compact_plan(const gs_live_block *blocks, size_t n, uint64_t heap_size, uint64_t want,
-                         gs_move *moves, size_t cap, size_t *nmoves, uint64_t *largest_after)
+int gsd_heap_compact_plan(const gsd_live_block *blocks, size_t n, uint64_t heap_size, uint64_t want,
+                          gsd_move *moves, size_t cap, size_t *nmoves, uint64_t *largest_after)
 {
 	*nmoves = 0;
 	if (blocks_validate(blocks, n, heap_size) != 0 || want > heap_size)
@@ -679,8 +679,8 @@ int gs_heap_compact_plan(const gs_live_block *blocks, size_t n, uint64_t heap_si
 
 /* ---- segments ---- */
 
-int gs_segment_init(gs_segment *s, uint32_t id, const char *name, int kind, uint64_t size,
-                    bool cpu_visible)
+int gsd_segment_init(gsd_segment *s, uint32_t id, const char *name, int kind, uint64_t size,
+                     bool cpu_visible)
 {
 	memset(s, 0, sizeof(*s));
 	s->id = id;
@@ -694,7 +694,7 @@ int gs_segment_init(gs_segment *s, uint32_t id, const char *name, int kind, uint
 	if (m == MAP_FAILED)
 		return -errno;
 	s->mem = m;
-	if (gs_heap_init(&s->heap, size) != 0) {
+	if (gsd_heap_init(&s->heap, size) != 0) {
 		munmap(m, size);
 		s->mem = NULL;
 		return -ENOMEM;
@@ -702,15 +702,15 @@ int gs_segment_init(gs_segment *s, uint32_t id, const char *name, int kind, uint
 	return 0;
 }
 
-void gs_segment_fini(gs_segment *s)
+void gsd_segment_fini(gsd_segment *s)
 {
 	if (s->mem)
 		munmap(s->mem, s->size);
-	gs_heap_fini(&s->heap);
+	gsd_heap_fini(&s->heap);
 	s->mem = NULL;
 }
 
-void gs_segment_scrub(gs_segment *s, uint64_t offset, uint64_t size)
+void gsd_segment_scrub(gsd_segment *s, uint64_t offset, uint64_t size)
 {
 	const uint64_t page = 4096;
 	uint64_t start = (offset + page - 1) & ~(page - 1);
@@ -728,7 +728,7 @@ void gs_segment_scrub(gs_segment *s, uint64_t offset, uint64_t size)
 
 /* ---- placement ---- */
 
-static int segment_index(const gs_segment *segs, uint32_t nsegs, uint32_t id)
+static int segment_index(const gsd_segment *segs, uint32_t nsegs, uint32_t id)
 {
 	for (uint32_t i = 0; i < nsegs; i++)
 		if (segs[i].id == id)
@@ -736,8 +736,8 @@ static int segment_index(const gs_segment *segs, uint32_t nsegs, uint32_t id)
 	return -1;
 }
 
-size_t gs_vidmm_place_order(const gs_segment *segs, uint32_t nsegs, uint32_t supported_set,
-                            uint32_t preference, gs_place_step *out, size_t cap)
+size_t gsd_place_order(const gsd_segment *segs, uint32_t nsegs, uint32_t supported_set,
+                       uint32_t preference, gsd_place_step *out, size_t cap)
 {
 	gs_segpref p;
 	gs_segpref_decode(preference, &p);
@@ -753,7 +753,7 @@ size_t gs_vidmm_place_order(const gs_segment *segs, uint32_t nsegs, uint32_t sup
 		if (i < 0 || (tried & bit) || (supported_set && !(supported_set & bit)))
 			continue;
 		tried |= bit;
-		out[n++] = (gs_place_step){(uint32_t)i, p.direction[k] != 0, true};
+		out[n++] = (gsd_place_step){(uint32_t)i, p.direction[k] != 0, true};
 	}
 	/* Fall back: memory segments before aperture segments, each in configured order. */
 	for (int pass = 0; pass < 2; pass++) {
@@ -765,20 +765,21 @@ size_t gs_vidmm_place_order(const gs_segment *segs, uint32_t nsegs, uint32_t sup
 			    (tried & bit))
 				continue;
 			tried |= bit;
-			out[n++] = (gs_place_step){i, false, false};
+			out[n++] = (gsd_place_step){i, false, false};
 		}
 	}
 	return n;
 }
 
-int gs_vidmm_place(gs_segment *segs, uint32_t nsegs, uint32_t supported_set, uint32_t preference,
-                   uint64_t size, uint64_t *offset)
+int gsd_place(gsd_segment *segs, uint32_t nsegs, uint32_t supported_set, uint32_t preference,
+              uint64_t size, uint64_t *offset)
 {
-	gs_place_step steps[GS_PLACE_STEPS_MAX];
-	size_t n = gs_vidmm_place_order(segs, nsegs, supported_set, preference, steps,
-	                                GS_PLACE_STEPS_MAX);
+	gsd_place_step steps[GSD_PLACE_STEPS_MAX];
+	size_t n =
+	        gsd_place_order(segs, nsegs, supported_set, preference, steps, GSD_PLACE_STEPS_MAX);
 	for (size_t k = 0; k < n; k++)
-		if (gs_heap_alloc(&segs[steps[k].index].heap, size, steps[k].top_down, offset) == 0)
+		if (gsd_heap_alloc(&segs[steps[k].index].heap, size, steps[k].top_down, offset) ==
+		    0)
 			return (int)steps[k].index;
 	return -1;
 }

@@ -42,16 +42,16 @@ static const char *const g_state_names[] = {"UNKNOWN",     "SUBMITTED", "READY",
                                             "COMPLETED",   "FAULTED",   "ABORTED", "PREEMPTED",
                                             "RESUBMITTED", "CANCELLED", "REJECTED"};
 
-bool gs_packet_final(int state)
+bool gsd_packet_final(int state)
 {
-	return state == GS_PS(COMPLETED) || state == GS_PS(FAULTED) || state == GS_PS(CANCELLED) ||
-	       state == GS_PS(REJECTED) || state == GS_PS(ABORTED);
+	return state == GSD_PS(COMPLETED) || state == GSD_PS(FAULTED) ||
+	       state == GSD_PS(CANCELLED) || state == GSD_PS(REJECTED) || state == GSD_PS(ABORTED);
 }
 
-void gs_packet_publish(gs_daemon *d, const gs_packet *p, const char *detail)
+void gsd_packet_publish(gsd_daemon *d, const gsd_packet *p, const char *detail)
 {
 	/* Every transition passes here: nothing to build when no PUB socket is configured. */
-	if (!gs_rpc_publishing(d))
+	if (!gsd_rpc_publishing(d))
 		return;
 	Gpusched__V1__Event ev = GPUSCHED__V1__EVENT__INIT;
 	Gpusched__V1__PacketEvent pe = GPUSCHED__V1__PACKET_EVENT__INIT;
@@ -63,50 +63,50 @@ void gs_packet_publish(gs_daemon *d, const gs_packet *p, const char *detail)
 	ev.tenant = (char *)p->rec.tenant;
 	ev.body_case = GPUSCHED__V1__EVENT__BODY_PACKET;
 	ev.packet = &pe;
-	gs_rpc_publish(d, &ev);
+	gsd_rpc_publish(d, &ev);
 }
 
-static void publish_message(gs_daemon *d, const char *tenant, const char *text)
+static void publish_message(gsd_daemon *d, const char *tenant, const char *text)
 {
 	Gpusched__V1__Event ev = GPUSCHED__V1__EVENT__INIT;
-	ev.time_ns = gs_now_ns();
+	ev.time_ns = gsd_now_ns();
 	ev.tenant = (char *)tenant;
 	ev.body_case = GPUSCHED__V1__EVENT__BODY_MESSAGE;
 	ev.message = (char *)text;
-	gs_rpc_publish(d, &ev);
+	gsd_rpc_publish(d, &ev);
 }
 
-void gs_packet_transition(gs_daemon *d, gs_packet *p, int state, const char *detail)
+void gsd_packet_transition(gsd_daemon *d, gsd_packet *p, int state, const char *detail)
 {
 	p->rec.state = state;
-	p->rec.event_ns = gs_node_now(p->node);
-	GS_DEBUG("packet %llu -> %s%s%s", (unsigned long long)p->rec.packet, g_state_names[state],
-	         detail ? ": " : "", detail ? detail : "");
-	gs_audit_packet(d->audit, &p->rec, detail, NULL, NULL);
-	gs_packet_publish(d, p, detail);
+	p->rec.event_ns = gsd_node_now(p->node);
+	GSD_DEBUG("packet %llu -> %s%s%s", (unsigned long long)p->rec.packet, g_state_names[state],
+	          detail ? ": " : "", detail ? detail : "");
+	gsd_audit_packet(d->audit, &p->rec, detail, NULL, NULL);
+	gsd_packet_publish(d, p, detail);
 }
 
-void gs_packet_free(gs_packet *p)
+void gsd_packet_free(gsd_packet *p)
 {
 	free(p); /* its arrays live in the same allocation (h_submit.c packet_new) */
 }
 
-const gs_retired *gs_retired_find(const gs_daemon *d, uint64_t packet)
+const gsd_retired *gsd_retired_find(const gsd_daemon *d, uint64_t packet)
 {
-	const gs_retired *r = &d->retired[packet % GS_RETIRED_RING];
+	const gsd_retired *r = &d->retired[packet % GSD_RETIRED_RING];
 	return r->packet == packet ? r : NULL;
 }
 
 /* Wakes CPU reads/writes that waited for the allocation to go idle. */
-static void allocation_idle(gs_daemon *d, gs_allocation *a)
+static void allocation_idle(gsd_daemon *d, gsd_allocation *a)
 {
-	gs_list *it, *tmp;
-	GS_LIST_FOREACH_SAFE(it, tmp, &a->waiters)
+	gsd_list *it, *tmp;
+	GSD_LIST_FOREACH_SAFE(it, tmp, &a->waiters)
 	{
-		gs_call *c = GS_CONTAINER_OF(it, gs_call, link);
-		gs_list_remove(it);
+		gsd_call *c = GSD_CONTAINER_OF(it, gsd_call, link);
+		gsd_list_remove(it);
 		/* Re-dispatch: the handler now finds the allocation idle and answers. */
-		gs_handle_request(d, c);
+		gsd_handle_request(d, c);
 	}
 }
 
@@ -116,60 +116,60 @@ static void allocation_idle(gs_daemon *d, gs_allocation *a)
  * A packet that ends without running its SIGNAL commands from `from` on (faulted, cancelled)
  * abandons those values: anyone waiting for them would wait forever, so such waits fail.
  */
-static void abandon_signals(gs_daemon *d, gs_packet *p, size_t from)
+static void abandon_signals(gsd_daemon *d, gsd_packet *p, size_t from)
 {
 	size_t pos = from;
 	gs_isa_cmd cmd;
 	while (gs_isa_decode(p->dma, p->dma_len, &pos, &cmd) == GS_ISA_OK) {
 		if (cmd.op != GS_OP_SIGNAL)
 			continue;
-		gs_sync *s = gs_object_get(d, cmd.sync, GS_OBJ_SYNC, p->ctx->obj.tenant);
+		gsd_sync *s = gsd_object_get(d, cmd.sync, GSD_OBJ_SYNC, p->ctx->obj.tenant);
 		if (!s || cmd.value <= s->value || cmd.value <= s->abandoned)
 			continue;
 		s->abandoned = cmd.value;
-		gs_obj_sync_changed(d, s);
+		gsd_sync_changed(d, s);
 	}
 }
 
 /* A packet reached a final state: release what it held and remember how it ended. */
-static void retire(gs_daemon *d, gs_packet *p)
+static void retire(gsd_daemon *d, gsd_packet *p)
 {
-	gs_list_remove(&p->link);
-	gs_res_unpin(d, p);
+	gsd_list_remove(&p->link);
+	gsd_vidmm_unpin(d, p);
 	if (p->paging_seq)
-		gs_res_paging_done(d, p);
-	gs_list *it, *tmp;
-	GS_LIST_FOREACH_SAFE(it, tmp, &p->waiters)
+		gsd_vidmm_paging_done(d, p);
+	gsd_list *it, *tmp;
+	GSD_LIST_FOREACH_SAFE(it, tmp, &p->waiters)
 	{
-		gs_call *c = GS_CONTAINER_OF(it, gs_call, link);
-		gs_list_remove(it);
-		gs_packet_wait_answer(c, p->rec.packet, p->rec.state, p->rec.fence);
+		gsd_call *c = GSD_CONTAINER_OF(it, gsd_call, link);
+		gsd_list_remove(it);
+		gsd_packet_wait_answer(c, p->rec.packet, p->rec.state, p->rec.fence);
 	}
-	gs_hmap_del(&d->packets, p->rec.packet);
-	gs_retired *r = &d->retired[p->rec.packet % GS_RETIRED_RING];
+	gsd_hmap_del(&d->packets, p->rec.packet);
+	gsd_retired *r = &d->retired[p->rec.packet % GSD_RETIRED_RING];
 	r->packet = p->rec.packet;
 	r->fence = p->rec.fence;
 	r->tenant = p->ctx->obj.tenant;
 	r->state = p->rec.state;
 	for (uint32_t i = 0; i < p->nallocs; i++) {
-		gs_allocation *a = p->allocs[i].alloc;
+		gsd_allocation *a = p->allocs[i].alloc;
 		if (--a->inflight == 0)
 			allocation_idle(d, a);
-		gs_allocation_put(d, a);
+		gsd_allocation_put(d, a);
 	}
 	p->node->queued--;
-	gs_context_put(d, p->ctx);
-	gs_packet_free(p);
+	gsd_context_put(d, p->ctx);
+	gsd_packet_free(p);
 }
 
 /* Ends a packet that will not run (again): CANCELLED, with its unreached signals abandoned. */
-static void cancel_packet(gs_daemon *d, gs_packet *p, const char *why)
+static void cancel_packet(gsd_daemon *d, gsd_packet *p, const char *why)
 {
-	p->rec.completed_ns = gs_node_now(p->node);
+	p->rec.completed_ns = gsd_node_now(p->node);
 	snprintf(p->result, sizeof(p->result), "%s", why);
 	p->rec.result = p->result;
 	d->stats.packets_cancelled++;
-	gs_packet_transition(d, p, GS_PS(CANCELLED), why);
+	gsd_packet_transition(d, p, GSD_PS(CANCELLED), why);
 	abandon_signals(d, p, p->resume_offset);
 	retire(d, p);
 }
@@ -177,11 +177,11 @@ static void cancel_packet(gs_daemon *d, gs_packet *p, const char *why)
 /*
  * Retires a packet but keeps its context alive for what the caller does next (requeue it,
  * fault it): the packet's reference may have been the last one of a destroyed context.
- * The caller ends with gs_context_put.
+ * The caller ends with gsd_context_put.
  */
-static gs_context *retire_keep_context(gs_daemon *d, gs_packet *p)
+static gsd_context *retire_keep_context(gsd_daemon *d, gsd_packet *p)
 {
-	gs_context *x = p->ctx;
+	gsd_context *x = p->ctx;
 	x->refs++;
 	retire(d, p);
 	return x;
@@ -189,32 +189,32 @@ static gs_context *retire_keep_context(gs_daemon *d, gs_packet *p)
 
 /* ---- run queue membership ---- */
 
-static gs_packet *head_of(const gs_context *x)
+static gsd_packet *head_of(const gsd_context *x)
 {
-	return gs_list_empty(&x->pending) ? NULL
-	                                  : GS_CONTAINER_OF(x->pending.next, gs_packet, link);
+	return gsd_list_empty(&x->pending) ? NULL
+	                                   : GSD_CONTAINER_OF(x->pending.next, gsd_packet, link);
 }
 
-static uint32_t band_of(const gs_context *x)
+static uint32_t band_of(const gsd_context *x)
 {
-	return gs_band_of(x->priority_class, x->priority);
+	return gsd_band_of(x->priority_class, x->priority);
 }
 
-static void unqueue(gs_context *x)
+static void unqueue(gsd_context *x)
 {
-	if (gs_runq_queued(&x->rq))
-		gs_runq_remove(&x->node->rq, &x->rq);
-	gs_list_remove(&x->ready_link);
+	if (gsd_runq_queued(&x->rq))
+		gsd_runq_remove(&x->node->rq, &x->rq);
+	gsd_list_remove(&x->ready_link);
 }
 
-static void unblock(gs_context *x)
+static void unblock(gsd_context *x)
 {
-	gs_list_remove(&x->wait_link);
+	gsd_list_remove(&x->wait_link);
 	x->blocked_on = NULL;
 }
 
-static void preempt_running(gs_daemon *d, gs_node *n, const char *why);
-static void kick(gs_daemon *d, gs_node *n);
+static void preempt_running(gsd_daemon *d, gsd_node *n, const char *why);
+static void kick(gsd_daemon *d, gsd_node *n);
 static void quantum_cb(uv_timer_t *t);
 static void tdr_cb(uv_timer_t *t);
 
@@ -223,29 +223,30 @@ static void tdr_cb(uv_timer_t *t);
  * parked on the first sync object still short of its value. A wait that can never be
  * satisfied (its signaller is gone) cancels the packet and moves on to the next one.
  */
-static bool head_may_run(gs_daemon *d, gs_context *x)
+static bool head_may_run(gsd_daemon *d, gsd_context *x)
 {
 	for (;;) {
-		gs_packet *p = head_of(x);
+		gsd_packet *p = head_of(x);
 		if (!p || p == x->node->running)
 			return false;
 		/* The memory manager's waits: for paging (the packets that make this one's
 		 * allocations resident, or a paging packet's predecessor), or for room. */
-		gs_adapter *a = x->node->adapter;
-		gs_sync *mm = NULL;
+		gsd_adapter *a = x->node->adapter;
+		gsd_sync *mm = NULL;
 		if (p->paging_wait && a->paging_done->value < p->paging_wait)
 			mm = a->paging_done;
 		else if (p->room_wait && a->room->value < p->room_wait)
 			mm = a->room;
 		if (mm) {
 			x->blocked_on = mm;
-			gs_list_push_back(&mm->gpu_waiters, &x->wait_link);
+			gsd_list_push_back(&mm->gpu_waiters, &x->wait_link);
 			return false;
 		}
 		p->room_wait = 0;
 		bool cancelled = false;
 		for (uint32_t i = 0; i < p->nwaits; i++) {
-			gs_sync *s = gs_object_get(d, p->waits[i].sync, GS_OBJ_SYNC, x->obj.tenant);
+			gsd_sync *s =
+			        gsd_object_get(d, p->waits[i].sync, GSD_OBJ_SYNC, x->obj.tenant);
 			uint64_t want = p->waits[i].value;
 			if (s && s->value >= want)
 				continue;
@@ -262,7 +263,7 @@ static bool head_may_run(gs_daemon *d, gs_context *x)
 				break;
 			}
 			x->blocked_on = s;
-			gs_list_push_back(&s->gpu_waiters, &x->wait_link);
+			gsd_list_push_back(&s->gpu_waiters, &x->wait_link);
 			return false;
 		}
 		if (!cancelled)
@@ -273,24 +274,24 @@ static bool head_may_run(gs_daemon *d, gs_context *x)
 /* Puts a context whose head packet may run into its node's run queue, and preempts or
  * time-slices the running packet if the newcomer outranks or equals it. Does not start
  * anything: callers inside the dispatch loop rely on that to stay iterative. */
-static void enqueue_ready(gs_daemon *d, gs_context *x)
+static void enqueue_ready(gsd_daemon *d, gsd_context *x)
 {
-	gs_node *n = x->node;
-	if (x->destroyed || x->faulted || gs_runq_queued(&x->rq) || x->blocked_on)
+	gsd_node *n = x->node;
+	if (x->destroyed || x->faulted || gsd_runq_queued(&x->rq) || x->blocked_on)
 		return;
 	if (!head_may_run(d, x))
 		return;
 	x->rq.band = band_of(x);
 	x->rq.seq = x->obj.handle;
-	if (gs_runq_insert(&n->rq, &x->rq) != 0) {
-		GS_ERROR("scheduler: out of memory queueing context %llu",
-		         (unsigned long long)x->obj.handle);
+	if (gsd_runq_insert(&n->rq, &x->rq) != 0) {
+		GSD_ERROR("scheduler: out of memory queueing context %llu",
+		          (unsigned long long)x->obj.handle);
 		return;
 	}
-	x->ready_since = gs_node_now(n);
-	if (x->priority_class > 0 && x->priority_class < GS_CLASS_SYSTEM)
-		gs_list_push_back(&n->ready_fifo, &x->ready_link);
-	gs_packet *r = n->running;
+	x->ready_since = gsd_node_now(n);
+	if (x->priority_class > 0 && x->priority_class < GSD_CLASS_SYSTEM)
+		gsd_list_push_back(&n->ready_fifo, &x->ready_link);
+	gsd_packet *r = n->running;
 	if (r && !n->preempt_reason && r->ctx != x) {
 		uint32_t rb = band_of(r->ctx);
 		if (x->rq.band > rb)
@@ -298,7 +299,7 @@ static void enqueue_ready(gs_daemon *d, gs_context *x)
 		else if (x->rq.band == rb && !n->run_budget && r->ctx->priority_class < 5 &&
 		         !d->cfg.virtual_clock) {
 			/* An unbudgeted run now shares its band: it may finish its quantum. */
-			uint64_t used_ms = (gs_now_ns() - n->run_start) / 1000000u;
+			uint64_t used_ms = (gsd_now_ns() - n->run_start) / 1000000u;
 			uint64_t quantum_ms = (d->cfg.quantum_us + 999u) / 1000u;
 			uv_timer_start(&n->quantum_timer, quantum_cb,
 			               used_ms >= quantum_ms ? 0 : quantum_ms - used_ms, 0);
@@ -307,7 +308,7 @@ static void enqueue_ready(gs_daemon *d, gs_context *x)
 }
 
 /* enqueue_ready, then start what the node can run. */
-static void make_ready(gs_daemon *d, gs_context *x)
+static void make_ready(gsd_daemon *d, gsd_context *x)
 {
 	enqueue_ready(d, x);
 	kick(d, x->node);
@@ -317,57 +318,58 @@ static void make_ready(gs_daemon *d, gs_context *x)
 
 /* Writes every patch location with its allocation's current address (DXGK_PATCHFLAGS
  * recorded) and builds the ranges the engine may touch. Runs at every (re)submission. */
-static void patch(gs_packet *p)
+static void patch(gsd_packet *p)
 {
 	p->rec.patch_flags = gs_patch_flags_for_submit(p->rec.submit_flags);
 	/* The memory manager's packets carry absolute addresses and their own ranges. */
 	if (p->rec.submit_flags & GS_SUBMIT_DAEMON_ONLY)
 		return;
 	for (uint32_t i = 0; i < p->nallocs; i++) {
-		const gs_allocation *a = p->allocs[i].alloc;
+		const gsd_allocation *a = p->allocs[i].alloc;
 		p->ranges[i].addr = gs_addr_make(a->segment->id, a->offset);
 		p->ranges[i].size = a->size;
 		p->ranges[i].write = p->allocs[i].write;
 	}
 	for (uint32_t i = 0; i < p->npatches; i++) {
-		const gs_packet_patch *pl = &p->patches[i];
+		const gsd_packet_patch *pl = &p->patches[i];
 		gs_le64_put(p->dma + pl->patch_offset,
 		            p->ranges[pl->allocation_index].addr + pl->allocation_offset);
 	}
 }
 
-static void complete(gs_daemon *d, gs_node *n, gs_packet *p, const char *detail)
+static void complete(gsd_daemon *d, gsd_node *n, gsd_packet *p, const char *detail)
 {
 	/* Fences are taken in submission order, but contexts of a node complete in the order
 	 * the scheduler runs them: the node's fence is the highest completed, never lower. */
 	if (p->rec.fence > n->completed_fence)
 		n->completed_fence = p->rec.fence;
-	p->rec.completed_ns = gs_node_now(n);
+	p->rec.completed_ns = gsd_node_now(n);
 	d->stats.packets_completed++;
-	gs_packet_transition(d, p, GS_PS(COMPLETED), detail);
+	gsd_packet_transition(d, p, GSD_PS(COMPLETED), detail);
 }
 
 /* Picks the context that runs next, or NULL: one starving (not IDLE, and not while REALTIME
  * work is ready) if any, else the run queue's best. */
-static gs_context *pick(gs_daemon *d, gs_node *n)
+static gsd_context *pick(gsd_daemon *d, gsd_node *n)
 {
 	if (n->rq.count == 0)
 		return NULL;
 	/* The longest waiting context that is owed progress (IDLE ones never enter the FIFO:
 	 * an IDLE context does not run while others wait, so at its head it would block every
 	 * boost behind it). */
-	gs_context *oldest = gs_list_empty(&n->ready_fifo)
-	                             ? NULL
-	                             : GS_CONTAINER_OF(n->ready_fifo.next, gs_context, ready_link);
-	int top = gs_runq_top_band(&n->rq);
-	if (oldest && (int)band_of(oldest) < top && gs_band_class((uint32_t)top) < 5 &&
-	    gs_node_now(n) - oldest->ready_since >= (uint64_t)d->cfg.starvation_ms * 1000000u) {
+	gsd_context *oldest =
+	        gsd_list_empty(&n->ready_fifo)
+	                ? NULL
+	                : GSD_CONTAINER_OF(n->ready_fifo.next, gsd_context, ready_link);
+	int top = gsd_runq_top_band(&n->rq);
+	if (oldest && (int)band_of(oldest) < top && gsd_band_class((uint32_t)top) < 5 &&
+	    gsd_node_now(n) - oldest->ready_since >= (uint64_t)d->cfg.starvation_ms * 1000000u) {
 		unqueue(oldest); /* boosted for one quantum */
 		return oldest;
 	}
 	/* Popping moves the band's clock to the key of the one that runs now. */
-	gs_context *x = GS_CONTAINER_OF(gs_runq_pop(&n->rq), gs_context, rq);
-	gs_list_remove(&x->ready_link);
+	gsd_context *x = GSD_CONTAINER_OF(gsd_runq_pop(&n->rq), gsd_context, rq);
+	gsd_list_remove(&x->ready_link);
 	return x;
 }
 
@@ -376,26 +378,26 @@ static gs_context *pick(gs_daemon *d, gs_node *n)
  * but an infinitely fast engine needs no thread to run on, so the scheduler retires it itself
  * (saving two thread hops). Its SIGNAL commands still signal their fences, in order.
  */
-static void run_null_here(gs_daemon *d, gs_node *n, gs_packet *p)
+static void run_null_here(gsd_daemon *d, gsd_node *n, gsd_packet *p)
 {
-	p->rec.started_ns = gs_node_now(n);
-	gs_packet_transition(d, p, GS_PS(RUNNING), NULL);
+	p->rec.started_ns = gsd_node_now(n);
+	gsd_packet_transition(d, p, GSD_PS(RUNNING), NULL);
 	size_t pos = p->resume_offset;
 	gs_isa_cmd cmd;
 	while (gs_isa_decode(p->dma, p->dma_len, &pos, &cmd) == GS_ISA_OK) {
 		if (cmd.op != GS_OP_SIGNAL)
 			continue;
-		gs_sync *s = gs_object_get(d, cmd.sync, GS_OBJ_SYNC, p->ctx->obj.tenant);
+		gsd_sync *s = gsd_object_get(d, cmd.sync, GSD_OBJ_SYNC, p->ctx->obj.tenant);
 		if (s)
-			gs_obj_sync_signal(d, s, cmd.value);
+			gsd_sync_signal(d, s, cmd.value);
 	}
 	complete(d, n, p, NULL);
-	gs_context *x = retire_keep_context(d, p);
+	gsd_context *x = retire_keep_context(d, p);
 	enqueue_ready(d, x); /* kick's loop picks the next one */
-	gs_context_put(d, x);
+	gsd_context_put(d, x);
 }
 
-static void dispatch(gs_daemon *d, gs_node *n, gs_context *x, gs_packet *p)
+static void dispatch(gsd_daemon *d, gsd_node *n, gsd_context *x, gsd_packet *p)
 {
 	char detail[64];
 	if (p->needs_resubmit) {
@@ -408,29 +410,29 @@ static void dispatch(gs_daemon *d, gs_node *n, gs_context *x, gs_packet *p)
 		p->needs_resubmit = false;
 		snprintf(detail, sizeof(detail), "fence %llu, resuming at byte %zu",
 		         (unsigned long long)p->rec.fence, p->resume_offset);
-		gs_packet_transition(d, p, GS_PS(RESUBMITTED), detail);
+		gsd_packet_transition(d, p, GSD_PS(RESUBMITTED), detail);
 	}
 	/* Virtual clock: what waited for paging starts no earlier than the paging ended, which
 	 * may have run on another node's clock. */
-	gs_adapter *a = n->adapter;
+	gsd_adapter *a = n->adapter;
 	if (d->cfg.virtual_clock && p->paging_wait && n->vtime_ns < a->paging_vns)
 		n->vtime_ns = a->paging_vns;
 	patch(p);
-	p->rec.ready_ns = gs_node_now(n);
+	p->rec.ready_ns = gsd_node_now(n);
 	if (p->paging_moves) {
 		snprintf(detail, sizeof(detail), "resident after %u paging moves", p->paging_moves);
 		p->paging_moves = 0;
-		gs_packet_transition(d, p, GS_PS(READY), detail);
+		gsd_packet_transition(d, p, GSD_PS(READY), detail);
 	} else {
-		gs_packet_transition(d, p, GS_PS(READY), NULL);
+		gsd_packet_transition(d, p, GSD_PS(READY), NULL);
 	}
 	/* Time-slice only when someone of the same or a higher band waits; REALTIME never
 	 * yields to its own band. */
-	int top = gs_runq_top_band(&n->rq);
+	int top = gsd_runq_top_band(&n->rq);
 	bool contended = top >= 0 && (uint32_t)top >= band_of(x);
 	uint64_t budget =
 	        contended && x->priority_class < 5 ? (uint64_t)d->cfg.quantum_us * 1000u : 0;
-	p->exec = (gs_exec){
+	p->exec = (gsd_exec){
 	        .packet = p->rec.packet,
 	        .fence = p->rec.fence,
 	        .submit_flags = p->rec.submit_flags,
@@ -446,7 +448,7 @@ static void dispatch(gs_daemon *d, gs_node *n, gs_context *x, gs_packet *p)
 	p->on_engine = true;
 	n->running = p;
 	n->inflight = 1;
-	n->run_start = gs_now_ns();
+	n->run_start = gsd_now_ns();
 	n->run_budget = budget;
 	n->preempt_reason = NULL;
 	if (n->adapter->ops->submit(n->engine, &p->exec) != 0) {
@@ -456,7 +458,7 @@ static void dispatch(gs_daemon *d, gs_node *n, gs_context *x, gs_packet *p)
 		x->refs++;
 		cancel_packet(d, p, "the engine refused the packet");
 		enqueue_ready(d, x);
-		gs_context_put(d, x);
+		gsd_context_put(d, x);
 		return;
 	}
 	/* A budgeted run that does not stop (a non-preemptible SPIN) is a hang. */
@@ -471,23 +473,23 @@ static void dispatch(gs_daemon *d, gs_node *n, gs_context *x, gs_packet *p)
  * dispatched now; otherwise its context waits (for paging or for room), or the packet was
  * cancelled because its allocations can never be resident together.
  */
-static bool make_resident(gs_daemon *d, gs_context *x, gs_packet *p)
+static bool make_resident(gsd_daemon *d, gsd_context *x, gsd_packet *p)
 {
 	if (p->rec.submit_flags & (GS_SUBMIT_DAEMON_ONLY | GS_SUBMIT_NULL_RENDERING))
 		return true;
 	char why[192];
-	gs_res_result r = gs_res_prepare(d, p, why, sizeof(why));
-	if (r == GS_RES_READY)
+	gsd_vidmm_result r = gsd_vidmm_prepare(d, p, why, sizeof(why));
+	if (r == GSD_VIDMM_READY)
 		return true;
 	x->refs++;
-	if (r == GS_RES_NEVER)
+	if (r == GSD_VIDMM_NEVER)
 		cancel_packet(d, p, why);
 	enqueue_ready(d, x); /* parks it on its wait, or queues its next packet */
-	gs_context_put(d, x);
+	gsd_context_put(d, x);
 	return false;
 }
 
-static void kick(gs_daemon *d, gs_node *n)
+static void kick(gsd_daemon *d, gsd_node *n)
 {
 	/* Signals raised inside the loop (NullRendering's SIGNALs, cancelled packets' abandoned
 	 * values) make contexts ready and call back here: the loop below re-checks, so a nested
@@ -496,18 +498,18 @@ static void kick(gs_daemon *d, gs_node *n)
 		return;
 	n->in_kick = true;
 	while (!n->running && !d->stopping && !d->sched_held) {
-		gs_context *x = pick(d, n);
+		gsd_context *x = pick(d, n);
 		if (!x)
 			break;
-		gs_packet *p = head_of(x);
+		gsd_packet *p = head_of(x);
 		assert(p);
 		if (!make_resident(d, x, p))
 			continue;
 		if ((p->rec.submit_flags & GS_SUBMIT_NULL_RENDERING) && !p->needs_resubmit &&
 		    !(p->rec.submit_flags & GS_SUBMIT_FLIP)) {
 			patch(p);
-			p->rec.ready_ns = gs_node_now(n);
-			gs_packet_transition(d, p, GS_PS(READY), NULL);
+			p->rec.ready_ns = gsd_node_now(n);
+			gsd_packet_transition(d, p, GSD_PS(READY), NULL);
 			run_null_here(d, n, p);
 			continue;
 		}
@@ -516,7 +518,7 @@ static void kick(gs_daemon *d, gs_node *n)
 	n->in_kick = false;
 }
 
-static void preempt_running(gs_daemon *d, gs_node *n, const char *why)
+static void preempt_running(gsd_daemon *d, gsd_node *n, const char *why)
 {
 	/* A flip waiting for its blank has already executed: there is nothing to preempt, and
 	 * a TDR timer armed now would fault whoever runs after it. */
@@ -532,27 +534,27 @@ static void preempt_running(gs_daemon *d, gs_node *n, const char *why)
 
 static void quantum_cb(uv_timer_t *t)
 {
-	gs_node *n = t->data;
-	gs_daemon *d = n->adapter->d;
+	gsd_node *n = t->data;
+	gsd_daemon *d = n->adapter->d;
 	/* Only worth it if someone of the running band (or higher) still waits. */
-	if (n->running && gs_runq_top_band(&n->rq) >= (int)band_of(n->running->ctx))
+	if (n->running && gsd_runq_top_band(&n->rq) >= (int)band_of(n->running->ctx))
 		preempt_running(d, n, "quantum expired");
 }
 
 static void tdr_cb(uv_timer_t *t)
 {
-	gs_node *n = t->data;
-	gs_daemon *d = n->adapter->d;
+	gsd_node *n = t->data;
+	gsd_daemon *d = n->adapter->d;
 	if (!n->running || n->tdr_guilty)
 		return;
-	GS_WARN("node %s: packet %llu did not stop within %u ms of a preemption request: "
-	        "resetting the engine",
-	        n->cfg->name, (unsigned long long)n->running->rec.packet, d->cfg.tdr_delay_ms);
+	GSD_WARN("node %s: packet %llu did not stop within %u ms of a preemption request: "
+	         "resetting the engine",
+	         n->cfg->name, (unsigned long long)n->running->rec.packet, d->cfg.tdr_delay_ms);
 	n->tdr_guilty = n->running;
 	n->adapter->ops->reset(n->engine);
 }
 
-void gs_vidsch_hold(gs_daemon *d, bool hold)
+void gsd_vidsch_hold(gsd_daemon *d, bool hold)
 {
 	d->sched_held = hold;
 	if (hold)
@@ -562,11 +564,11 @@ void gs_vidsch_hold(gs_daemon *d, bool hold)
 			kick(d, &d->adapters[a].nodes[i]);
 }
 
-void gs_vidsch_queue(gs_daemon *d, gs_packet *p)
+void gsd_vidsch_queue(gsd_daemon *d, gsd_packet *p)
 {
-	gs_context *x = p->ctx;
+	gsd_context *x = p->ctx;
 	p->node->queued++;
-	gs_list_push_back(&x->pending, &p->link);
+	gsd_list_push_back(&x->pending, &p->link);
 	if (head_of(x) == p)
 		make_ready(d, x);
 }
@@ -574,51 +576,51 @@ void gs_vidsch_queue(gs_daemon *d, gs_packet *p)
 /* ---- cancellation, faults, timeouts, bans ---- */
 
 /* Cancels the packets of a context that are not on the engine. */
-static void cancel_context(gs_daemon *d, gs_context *x, const char *why)
+static void cancel_context(gsd_daemon *d, gsd_context *x, const char *why)
 {
 	unqueue(x);
 	unblock(x);
-	gs_list *it, *tmp;
-	GS_LIST_FOREACH_SAFE(it, tmp, &x->pending)
+	gsd_list *it, *tmp;
+	GSD_LIST_FOREACH_SAFE(it, tmp, &x->pending)
 	{
-		gs_packet *p = GS_CONTAINER_OF(it, gs_packet, link);
+		gsd_packet *p = GSD_CONTAINER_OF(it, gsd_packet, link);
 		if (p != x->node->running)
 			cancel_packet(d, p, why);
 	}
 }
 
-void gs_vidsch_cancel(gs_daemon *d, gs_adapter *a, const gs_context *ctx, const char *why)
+void gsd_vidsch_cancel(gsd_daemon *d, gsd_adapter *a, const gsd_context *ctx, const char *why)
 {
 	if (ctx) {
-		cancel_context(d, (gs_context *)ctx, why);
+		cancel_context(d, (gsd_context *)ctx, why);
 		return;
 	}
 	for (uint32_t i = 0; i < a->nnodes; i++) {
-		gs_list *it, *tmp;
-		GS_LIST_FOREACH_SAFE(it, tmp, &a->nodes[i].contexts)
-		cancel_context(d, GS_CONTAINER_OF(it, gs_context, node_link), why);
+		gsd_list *it, *tmp;
+		GSD_LIST_FOREACH_SAFE(it, tmp, &a->nodes[i].contexts)
+		cancel_context(d, GSD_CONTAINER_OF(it, gsd_context, node_link), why);
 	}
 }
 
-static void fault_context(gs_daemon *d, gs_context *x, const char *why)
+static void fault_context(gsd_daemon *d, gsd_context *x, const char *why)
 {
 	if (x->faulted)
 		return;
 	if (x->obj.tenant == &d->system_tenant) {
 		/* A paging packet failed: a daemon bug. Paging must go on for everyone else. */
-		GS_ERROR("system context %llu: %s", (unsigned long long)x->obj.handle, why);
-		gs_audit_note(d->audit, NULL, "paging_fault", why);
+		GSD_ERROR("system context %llu: %s", (unsigned long long)x->obj.handle, why);
+		gsd_audit_note(d->audit, NULL, "paging_fault", why);
 		return;
 	}
 	x->faulted = true;
-	GS_WARN("context %llu of tenant %s faulted: %s", (unsigned long long)x->obj.handle,
-	        x->obj.tenant->name, why);
-	gs_audit_note(d->audit, x->obj.tenant->name, "context_faulted", why);
+	GSD_WARN("context %llu of tenant %s faulted: %s", (unsigned long long)x->obj.handle,
+	         x->obj.tenant->name, why);
+	gsd_audit_note(d->audit, x->obj.tenant->name, "context_faulted", why);
 	/* Its queued work is discarded and later requests on it fail with STATUS_FAULTED. */
 	cancel_context(d, x, "context faulted");
 }
 
-static void ban_tenant(gs_daemon *d, gs_tenant *t)
+static void ban_tenant(gsd_daemon *d, gsd_tenant *t)
 {
 	if (t->banned || t == &d->system_tenant)
 		return;
@@ -626,15 +628,15 @@ static void ban_tenant(gs_daemon *d, gs_tenant *t)
 	char text[160];
 	snprintf(text, sizeof(text), "tenant %s banned: more than %u GPU timeouts within %u ms",
 	         t->name, d->cfg.tdr_limit_count, d->cfg.tdr_limit_time_ms);
-	GS_WARN("%s", text);
-	gs_audit_note(d->audit, t->name, "tenant_banned", text);
+	GSD_WARN("%s", text);
+	gsd_audit_note(d->audit, t->name, "tenant_banned", text);
 	publish_message(d, t->name, text);
 	for (uint32_t a = 0; a < d->nadapters; a++)
 		for (uint32_t i = 0; i < d->adapters[a].nnodes; i++) {
-			gs_list *it, *tmp;
-			GS_LIST_FOREACH_SAFE(it, tmp, &d->adapters[a].nodes[i].contexts)
+			gsd_list *it, *tmp;
+			GSD_LIST_FOREACH_SAFE(it, tmp, &d->adapters[a].nodes[i].contexts)
 			{
-				gs_context *x = GS_CONTAINER_OF(it, gs_context, node_link);
+				gsd_context *x = GSD_CONTAINER_OF(it, gsd_context, node_link);
 				if (x->obj.tenant == t)
 					cancel_context(d, x, "tenant banned");
 			}
@@ -642,7 +644,7 @@ static void ban_tenant(gs_daemon *d, gs_tenant *t)
 }
 
 /* Counts a timeout against the tenant; more than the limit within the window bans it. */
-static void count_timeout(gs_daemon *d, gs_tenant *t, uint64_t now)
+static void count_timeout(gsd_daemon *d, gsd_tenant *t, uint64_t now)
 {
 	uint32_t keep = d->cfg.tdr_limit_count + 1;
 	if (t->ntdr == keep) {
@@ -656,59 +658,59 @@ static void count_timeout(gs_daemon *d, gs_tenant *t, uint64_t now)
 }
 
 /* The packet that hung: its context faults, the tenant is charged with a timeout. */
-static void timed_out(gs_daemon *d, gs_node *n, gs_packet *p, const gs_irq *irq)
+static void timed_out(gsd_daemon *d, gsd_node *n, gsd_packet *p, const gsd_irq *irq)
 {
 	char why[160];
 	snprintf(why, sizeof(why),
 	         "timeout detection and recovery: preemption not honoured within %u ms on node "
 	         "%s",
 	         d->cfg.tdr_delay_ms, n->cfg->name);
-	p->rec.completed_ns = gs_node_now(n);
+	p->rec.completed_ns = gsd_node_now(n);
 	snprintf(p->result, sizeof(p->result), "%s", why);
 	p->rec.result = p->result;
 	d->stats.packets_faulted++;
-	gs_packet_transition(d, p, GS_PS(FAULTED), why);
+	gsd_packet_transition(d, p, GSD_PS(FAULTED), why);
 	abandon_signals(d, p, irq->stop_offset);
-	gs_audit_note(d->audit, p->ctx->obj.tenant->name, "tdr", why);
+	gsd_audit_note(d->audit, p->ctx->obj.tenant->name, "tdr", why);
 	publish_message(d, p->ctx->obj.tenant->name, why);
-	gs_tenant *t = p->ctx->obj.tenant;
+	gsd_tenant *t = p->ctx->obj.tenant;
 	bool paging = p->rec.submit_flags & GS_SUBMIT_PAGING;
-	gs_context *x = retire_keep_context(d, p);
+	gsd_context *x = retire_keep_context(d, p);
 	fault_context(d, x, why);
-	gs_context_put(d, x);
-	count_timeout(d, t, gs_node_now(n));
+	gsd_context_put(d, x);
+	count_timeout(d, t, gsd_node_now(n));
 	/* A paging packet hit by the reset widens it to the whole adapter. */
 	if (paging) {
-		gs_adapter *a = n->adapter;
+		gsd_adapter *a = n->adapter;
 		for (uint32_t i = 0; i < a->nnodes; i++)
 			if (&a->nodes[i] != n && a->nodes[i].running)
 				a->ops->reset(a->nodes[i].engine);
 	}
 }
 
-static void on_fault(gs_daemon *d, gs_packet *p, const gs_irq *irq)
+static void on_fault(gsd_daemon *d, gsd_packet *p, const gsd_irq *irq)
 {
-	gs_node *n = p->node;
-	p->rec.completed_ns = gs_node_now(n);
+	gsd_node *n = p->node;
+	p->rec.completed_ns = gsd_node_now(n);
 	snprintf(p->result, sizeof(p->result), "%s", irq->detail);
 	p->rec.result = p->result;
 	d->stats.packets_faulted++;
-	gs_packet_transition(d, p, GS_PS(FAULTED), irq->detail);
+	gsd_packet_transition(d, p, GSD_PS(FAULTED), irq->detail);
 	abandon_signals(d, p, irq->stop_offset);
-	gs_context *x = retire_keep_context(d, p);
+	gsd_context *x = retire_keep_context(d, p);
 	fault_context(d, x, irq->detail);
-	gs_context_put(d, x);
+	gsd_context_put(d, x);
 }
 
 /* ---- vertical blank ---- */
 
-static void vblank_arm(gs_daemon *d, gs_adapter *a);
+static void vblank_arm(gsd_daemon *d, gsd_adapter *a);
 
 static void vblank_cb(uv_timer_t *t)
 {
-	gs_adapter *a = t->data;
-	gs_daemon *d = a->d;
-	uint64_t blank = (gs_now_ns() - a->vblank_epoch_ns) / a->vblank_period_ns;
+	gsd_adapter *a = t->data;
+	gsd_daemon *d = a->d;
+	uint64_t blank = (gsd_now_ns() - a->vblank_epoch_ns) / a->vblank_period_ns;
 	if (blank < a->vblank_target) {
 		/* libuv timers count whole milliseconds and may fire just before the blank. */
 		vblank_arm(d, a);
@@ -718,8 +720,8 @@ static void vblank_cb(uv_timer_t *t)
 	char detail[48];
 	snprintf(detail, sizeof(detail), "vertical blank %llu", (unsigned long long)a->vblanks);
 	for (uint32_t i = 0; i < a->nnodes; i++) {
-		gs_node *n = &a->nodes[i];
-		gs_packet *p = n->running;
+		gsd_node *n = &a->nodes[i];
+		gsd_packet *p = n->running;
 		if (!p || !p->flip_waiting)
 			continue;
 		a->flips_waiting--;
@@ -728,23 +730,23 @@ static void vblank_cb(uv_timer_t *t)
 		uv_timer_stop(&n->quantum_timer);
 		n->preempt_reason = NULL;
 		complete(d, n, p, detail);
-		gs_context *x = retire_keep_context(d, p);
+		gsd_context *x = retire_keep_context(d, p);
 		make_ready(d, x);
-		gs_context_put(d, x);
+		gsd_context_put(d, x);
 		kick(d, n);
 	}
 	vblank_arm(d, a);
 }
 
 /* Wakes at the next vertical blank while a flip waits (and only then). */
-static void vblank_arm(gs_daemon *d, gs_adapter *a)
+static void vblank_arm(gsd_daemon *d, gsd_adapter *a)
 {
 	(void)d;
 	if (!a->flips_waiting) {
 		uv_timer_stop(&a->vblank_timer);
 		return;
 	}
-	uint64_t now = gs_now_ns();
+	uint64_t now = gsd_now_ns();
 	if (a->vblank_target <= (now - a->vblank_epoch_ns) / a->vblank_period_ns)
 		a->vblank_target = (now - a->vblank_epoch_ns) / a->vblank_period_ns + 1;
 	uint64_t next = a->vblank_epoch_ns + a->vblank_target * a->vblank_period_ns;
@@ -753,12 +755,12 @@ static void vblank_arm(gs_daemon *d, gs_adapter *a)
 
 /* A Flip (without FlipWithNoWait) completes at the next vertical blank after it executed;
  * the engine stays with it until then. Returns true when it now waits. */
-static bool flip_waits(gs_daemon *d, gs_node *n, gs_packet *p)
+static bool flip_waits(gsd_daemon *d, gsd_node *n, gsd_packet *p)
 {
 	uint32_t f = p->rec.submit_flags;
 	if (!(f & GS_SUBMIT_FLIP) || (f & GS_SUBMIT_FLIP_WITH_NO_WAIT))
 		return false;
-	gs_adapter *a = n->adapter;
+	gsd_adapter *a = n->adapter;
 	if (d->cfg.virtual_clock) {
 		/* The node's clock moves on to the next blank; no waiting in wall time. */
 		n->vtime_ns = (n->vtime_ns / a->vblank_period_ns + 1) * a->vblank_period_ns;
@@ -777,27 +779,27 @@ static bool flip_waits(gs_daemon *d, gs_node *n, gs_packet *p)
  * ran. A present without such an entry is still accepted and recorded (every flag bit is); it
  * just has nothing to copy into. Both are held by the packet, so no CPU access or other engine
  * touches them meanwhile. */
-static void present(gs_packet *p)
+static void present(gsd_packet *p)
 {
 	uint32_t f = p->rec.submit_flags;
 	if (!(f & (GS_SUBMIT_PRESENT | GS_SUBMIT_REDIRECTED_PRESENT)) ||
 	    (f & GS_SUBMIT_NULL_RENDERING) || p->nallocs < 2 ||
 	    !(p->allocs[1].alloc->flags & GS_ALLOC_DISPLAY) || !p->allocs[1].write)
 		return;
-	const gs_allocation *src = p->allocs[0].alloc, *dst = p->allocs[1].alloc;
+	const gsd_allocation *src = p->allocs[0].alloc, *dst = p->allocs[1].alloc;
 	uint64_t n = src->size < dst->size ? src->size : dst->size;
 	memmove(dst->segment->mem + dst->offset, src->segment->mem + src->offset, n);
 }
 
 /* ---- interrupts ---- */
 
-static void irq_post(void *arg, const gs_irq *irq)
+static void irq_post(void *arg, const gsd_irq *irq)
 {
-	gs_adapter *a = arg;
+	gsd_adapter *a = arg;
 	pthread_mutex_lock(&a->irq_lock);
 	if (a->nirqs == a->capirqs) {
 		size_t ncap = a->capirqs ? a->capirqs * 2 : 256;
-		gs_irq *n = realloc(a->irqs, ncap * sizeof(*n));
+		gsd_irq *n = realloc(a->irqs, ncap * sizeof(*n));
 		if (!n)
 			abort(); /* an interrupt must never be lost */
 		a->irqs = n;
@@ -809,21 +811,21 @@ static void irq_post(void *arg, const gs_irq *irq)
 }
 
 /* The run ended with the packet still to finish: back to the head of its context. */
-static void requeue(gs_daemon *d, gs_packet *p, const gs_irq *irq, int state, const char *why)
+static void requeue(gsd_daemon *d, gsd_packet *p, const gsd_irq *irq, int state, const char *why)
 {
 	p->resume_offset = irq->stop_offset;
 	p->spin_done_us = irq->spin_done_us;
 	p->needs_resubmit = true;
-	if (state == GS_PS(PREEMPTED))
+	if (state == GSD_PS(PREEMPTED))
 		p->rec.preemptions++;
 	char detail[160];
 	snprintf(detail, sizeof(detail), "%s after %llu us of engine time, at byte %zu", why,
 	         (unsigned long long)(irq->engine_ns / 1000u), irq->stop_offset);
-	gs_packet_transition(d, p, state, detail);
+	gsd_packet_transition(d, p, state, detail);
 	/* Its allocations may move until it runs again (requests that waited for them go now);
 	 * it is made resident and patched anew. */
-	gs_res_unpin(d, p);
-	gs_context *x = p->ctx;
+	gsd_vidmm_unpin(d, p);
+	gsd_context *x = p->ctx;
 	if (x->destroyed || x->faulted || d->stopping) {
 		/* Nothing will run it again: end it now rather than strand it in pending. */
 		x->refs++;
@@ -831,26 +833,26 @@ static void requeue(gs_daemon *d, gs_packet *p, const gs_irq *irq, int state, co
 		              d->stopping
 		                      ? "daemon stopping"
 		                      : (x->destroyed ? "context destroyed" : "context faulted"));
-		gs_context_put(d, x);
+		gsd_context_put(d, x);
 		return;
 	}
 	enqueue_ready(d, x);
 }
 
-static void handle_irq(gs_daemon *d, gs_adapter *a, const gs_irq *irq)
+static void handle_irq(gsd_daemon *d, gsd_adapter *a, const gsd_irq *irq)
 {
-	gs_node *n = &a->nodes[irq->node];
-	gs_packet *p = irq->exec->user;
-	if (irq->kind == GS_IRQ_FENCE_SIGNAL) {
+	gsd_node *n = &a->nodes[irq->node];
+	gsd_packet *p = irq->exec->user;
+	if (irq->kind == GSD_IRQ_FENCE_SIGNAL) {
 		/* Checked at submission too; a sync object destroyed since is simply gone. */
-		gs_sync *s = gs_object_get(d, irq->sync, GS_OBJ_SYNC, p->ctx->obj.tenant);
+		gsd_sync *s = gsd_object_get(d, irq->sync, GSD_OBJ_SYNC, p->ctx->obj.tenant);
 		if (s && !s->daemon_only)
-			gs_obj_sync_signal(d, s, irq->value);
+			gsd_sync_signal(d, s, irq->value);
 		return;
 	}
-	if (irq->kind == GS_IRQ_STARTED) {
-		p->rec.started_ns = gs_node_now(n);
-		gs_packet_transition(d, p, GS_PS(RUNNING), NULL);
+	if (irq->kind == GSD_IRQ_STARTED) {
+		p->rec.started_ns = gsd_node_now(n);
+		gsd_packet_transition(d, p, GSD_PS(RUNNING), NULL);
 		return;
 	}
 	/* Every other interrupt ends this run of the packet on the engine. */
@@ -865,7 +867,7 @@ static void handle_irq(gs_daemon *d, gs_adapter *a, const gs_irq *irq)
 	bool guilty = n->tdr_guilty == p;
 	if (guilty)
 		n->tdr_guilty = NULL;
-	gs_context *x = p->ctx;
+	gsd_context *x = p->ctx;
 	if (d->cfg.virtual_clock) {
 		if (n->vtime_ns < p->rec.started_ns)
 			n->vtime_ns = p->rec.started_ns;
@@ -875,39 +877,39 @@ static void handle_irq(gs_daemon *d, gs_adapter *a, const gs_irq *irq)
 	x->rq.key += irq->engine_ns * WEIGHT_SCALE / (x->weight ? x->weight : 1);
 
 	switch (irq->kind) {
-	case GS_IRQ_DMA_COMPLETED:
+	case GSD_IRQ_DMA_COMPLETED:
 		present(p);
 		if (flip_waits(d, n, p))
 			return;
 		complete(d, n, p, NULL);
 		x = retire_keep_context(d, p);
 		enqueue_ready(d, x);
-		gs_context_put(d, x);
+		gsd_context_put(d, x);
 		break;
-	case GS_IRQ_DMA_FAULTED:
-	case GS_IRQ_DMA_PAGE_FAULTED:
+	case GSD_IRQ_DMA_FAULTED:
+	case GSD_IRQ_DMA_PAGE_FAULTED:
 		on_fault(d, p, irq);
 		break;
-	case GS_IRQ_DMA_PREEMPTED:
-		requeue(d, p, irq, GS_PS(PREEMPTED),
-		        irq->stop_reason == GS_STOP_BUDGET ? "quantum expired"
-		                                           : (reason ? reason : "preempted"));
+	case GSD_IRQ_DMA_PREEMPTED:
+		requeue(d, p, irq, GSD_PS(PREEMPTED),
+		        irq->stop_reason == GSD_STOP_BUDGET ? "quantum expired"
+		                                            : (reason ? reason : "preempted"));
 		break;
-	case GS_IRQ_ENGINE_TIMEOUT:
+	case GSD_IRQ_ENGINE_TIMEOUT:
 		timed_out(d, n, p, irq);
 		break;
-	default: /* GS_IRQ_ABORTED */
+	default: /* GSD_IRQ_ABORTED */
 		if (guilty) {
 			timed_out(d, n, p, irq);
 		} else if (d->stopping) {
-			p->rec.completed_ns = gs_node_now(n);
+			p->rec.completed_ns = gsd_node_now(n);
 			p->rec.result = "aborted: the daemon stopped";
 			d->stats.packets_cancelled++;
-			gs_packet_transition(d, p, GS_PS(ABORTED), p->rec.result);
+			gsd_packet_transition(d, p, GSD_PS(ABORTED), p->rec.result);
 			retire(d, p);
 		} else {
 			/* An innocent packet caught by a reset runs again. */
-			requeue(d, p, irq, GS_PS(ABORTED), "aborted by an engine reset");
+			requeue(d, p, irq, GSD_PS(ABORTED), "aborted by an engine reset");
 		}
 		break;
 	}
@@ -916,9 +918,9 @@ static void handle_irq(gs_daemon *d, gs_adapter *a, const gs_irq *irq)
 
 static void irq_drain(uv_async_t *h)
 {
-	gs_adapter *a = h->data;
+	gsd_adapter *a = h->data;
 	for (;;) {
-		gs_irq batch[64];
+		gsd_irq batch[64];
 		pthread_mutex_lock(&a->irq_lock);
 		size_t n = a->nirqs < 64 ? a->nirqs : 64;
 		if (n == 0) {
@@ -936,20 +938,20 @@ static void irq_drain(uv_async_t *h)
 
 /* ---- contexts and sync objects ---- */
 
-void gs_vidsch_context_added(gs_daemon *d, gs_context *x)
+void gsd_vidsch_context_added(gsd_daemon *d, gsd_context *x)
 {
 	(void)d;
-	gs_list_init(&x->pending);
-	gs_list_init(&x->ready_link);
-	gs_list_init(&x->wait_link);
-	gs_runq_entry_init(&x->rq);
+	gsd_list_init(&x->pending);
+	gsd_list_init(&x->ready_link);
+	gsd_list_init(&x->wait_link);
+	gsd_runq_entry_init(&x->rq);
 	x->weight = x->obj.tenant->share ? x->obj.tenant->share : 1;
-	gs_list_push_back(&x->node->contexts, &x->node_link);
+	gsd_list_push_back(&x->node->contexts, &x->node_link);
 }
 
-void gs_vidsch_context_priority(gs_daemon *d, gs_context *x, uint32_t cls, int32_t prio)
+void gsd_vidsch_context_priority(gsd_daemon *d, gsd_context *x, uint32_t cls, int32_t prio)
 {
-	bool queued = gs_runq_queued(&x->rq);
+	bool queued = gsd_runq_queued(&x->rq);
 	if (queued)
 		unqueue(x);
 	x->priority_class = cls;
@@ -957,49 +959,49 @@ void gs_vidsch_context_priority(gs_daemon *d, gs_context *x, uint32_t cls, int32
 	if (queued)
 		make_ready(d, x);
 	/* Lowered while running: someone now outranks it. */
-	gs_node *n = x->node;
-	if (n->running && n->running->ctx == x && gs_runq_top_band(&n->rq) > (int)band_of(x))
+	gsd_node *n = x->node;
+	if (n->running && n->running->ctx == x && gsd_runq_top_band(&n->rq) > (int)band_of(x))
 		preempt_running(d, n, "its priority was lowered");
 }
 
-void gs_vidsch_context_removed(gs_daemon *d, gs_context *x)
+void gsd_vidsch_context_removed(gsd_daemon *d, gsd_context *x)
 {
-	gs_vidsch_cancel(d, x->dev->adapter, x, "context destroyed");
-	gs_list_remove(&x->node_link);
+	gsd_vidsch_cancel(d, x->dev->adapter, x, "context destroyed");
+	gsd_list_remove(&x->node_link);
 }
 
-void gs_vidsch_sync_changed(gs_daemon *d, gs_sync *s)
+void gsd_vidsch_sync_changed(gsd_daemon *d, gsd_sync *s)
 {
 	/* Detach the waiters first: a context still short of its value re-parks on the sync's
 	 * list while we go, and nested signals may change that list; draining a private list
 	 * from its front is safe against both (walking the live list looped forever). */
-	gs_list waiting;
-	gs_list_init(&waiting);
-	if (!gs_list_empty(&s->gpu_waiters)) {
+	gsd_list waiting;
+	gsd_list_init(&waiting);
+	if (!gsd_list_empty(&s->gpu_waiters)) {
 		waiting.next = s->gpu_waiters.next;
 		waiting.prev = s->gpu_waiters.prev;
 		waiting.next->prev = &waiting;
 		waiting.prev->next = &waiting;
-		gs_list_init(&s->gpu_waiters);
+		gsd_list_init(&s->gpu_waiters);
 	}
-	gs_list *it;
-	while ((it = gs_list_pop_front(&waiting))) {
-		gs_context *x = GS_CONTAINER_OF(it, gs_context, wait_link);
+	gsd_list *it;
+	while ((it = gsd_list_pop_front(&waiting))) {
+		gsd_context *x = GSD_CONTAINER_OF(it, gsd_context, wait_link);
 		x->blocked_on = NULL;
 		make_ready(d, x);
 	}
 }
 
-void gs_vidsch_sync_destroyed(gs_daemon *d, gs_sync *s)
+void gsd_vidsch_sync_destroyed(gsd_daemon *d, gsd_sync *s)
 {
 	/* Called once the handle is gone: each waiter re-checks, finds the object missing and
 	 * cancels its waiting packet. */
-	gs_vidsch_sync_changed(d, s);
+	gsd_vidsch_sync_changed(d, s);
 }
 
 /* ---- start and stop ---- */
 
-int gs_vidsch_start(gs_daemon *d, gs_adapter *a)
+int gsd_vidsch_start(gsd_daemon *d, gsd_adapter *a)
 {
 	pthread_mutex_init(&a->irq_lock, NULL);
 	uv_async_init(d->loop, &a->irq_async, irq_drain);
@@ -1007,46 +1009,46 @@ int gs_vidsch_start(gs_daemon *d, gs_adapter *a)
 	uv_timer_init(d->loop, &a->vblank_timer);
 	a->vblank_timer.data = a;
 	a->vblank_period_ns = 1000000000ull / d->cfg.refresh_hz;
-	a->vblank_epoch_ns = gs_now_ns();
+	a->vblank_epoch_ns = gsd_now_ns();
 	for (uint32_t i = 0; i < a->nnodes; i++) {
-		gs_node *n = &a->nodes[i];
-		gs_runq_init(&n->rq);
+		gsd_node *n = &a->nodes[i];
+		gsd_runq_init(&n->rq);
 		/* Virtual time starts at 1 s, not 0: 0 means "not reached" in packet records. */
-		n->vtime_ns = GS_VIRTUAL_EPOCH_NS;
-		gs_list_init(&n->ready_fifo);
-		gs_list_init(&n->contexts);
+		n->vtime_ns = GSD_VIRTUAL_EPOCH_NS;
+		gsd_list_init(&n->ready_fifo);
+		gsd_list_init(&n->contexts);
 		uv_timer_init(d->loop, &n->quantum_timer);
 		uv_timer_init(d->loop, &n->tdr_timer);
 		n->quantum_timer.data = n->tdr_timer.data = n;
 	}
-	/* Handles first, engines second: if an engine fails to start, gs_vidsch_stop can still
+	/* Handles first, engines second: if an engine fails to start, gsd_vidsch_stop can still
 	 * close every handle and stop the engines that did start. */
 	for (uint32_t i = 0; i < a->nnodes; i++) {
-		gs_node *n = &a->nodes[i];
-		gs_engine_config ec = {.node = i,
-		                       .name = n->cfg->name,
-		                       .memory = &a->memory,
-		                       .virtual_clock = d->cfg.virtual_clock,
-		                       .irq = irq_post,
-		                       .irq_arg = a};
+		gsd_node *n = &a->nodes[i];
+		gsd_engine_config ec = {.node = i,
+		                        .name = n->cfg->name,
+		                        .memory = &a->memory,
+		                        .virtual_clock = d->cfg.virtual_clock,
+		                        .irq = irq_post,
+		                        .irq_arg = a};
 		int rc = a->ops->create(&ec, &n->engine);
 		if (rc != 0) {
-			GS_ERROR("adapter %s: cannot start the engine of node %s (%d)",
-			         a->cfg->name, n->cfg->name, rc);
+			GSD_ERROR("adapter %s: cannot start the engine of node %s (%d)",
+			          a->cfg->name, n->cfg->name, rc);
 			return -1;
 		}
 	}
 	return 0;
 }
 
-void gs_vidsch_stop(gs_daemon *d, gs_adapter *a)
+void gsd_vidsch_stop(gsd_daemon *d, gsd_adapter *a)
 {
-	gs_vidsch_cancel(d, a, NULL, "daemon stopping");
+	gsd_vidsch_cancel(d, a, NULL, "daemon stopping");
 	for (uint32_t i = 0; i < a->nnodes; i++) {
-		gs_node *n = &a->nodes[i];
+		gsd_node *n = &a->nodes[i];
 		/* A flip still waiting for its blank completes now: it has executed. */
 		if (n->running && n->running->flip_waiting) {
-			gs_packet *p = n->running;
+			gsd_packet *p = n->running;
 			n->running = NULL;
 			n->inflight = 0;
 			complete(d, n, p, "daemon stopping");
@@ -1061,7 +1063,7 @@ void gs_vidsch_stop(gs_daemon *d, gs_adapter *a)
 	for (uint32_t i = 0; i < a->nnodes; i++) {
 		uv_close((uv_handle_t *)&a->nodes[i].quantum_timer, NULL);
 		uv_close((uv_handle_t *)&a->nodes[i].tdr_timer, NULL);
-		gs_runq_fini(&a->nodes[i].rq);
+		gsd_runq_fini(&a->nodes[i].rq);
 	}
 	uv_close((uv_handle_t *)&a->vblank_timer, NULL);
 }

@@ -2,15 +2,15 @@
  * bench_sched_decision: the CPU cost of one scheduling decision as the number of contexts with
  * ready work grows (10, 1,000, 10,000 by default).
  *
- * In process, on the daemon's own data structures: N gs_context objects (allocated one by one,
- * as the daemon does) queued in a node's gs_runq (runq.c, linked from gs_server) and its ready
+ * In process, on the daemon's own data structures: N gsd_context objects (allocated one by one,
+ * as the daemon does) queued in a node's gsd_runq (runq.c, linked from gs_server) and its ready
  * FIFO. One decision is exactly what vidsch.c does between two runs of a node's engine:
  *
  *   pick     ready FIFO head (the oldest), highest band, starvation check, then the run queue's
  *            best (or the starving oldest) -- vidsch.c pick();
- *   unqueue  gs_runq_remove + list removal -- vidsch.c unqueue();
+ *   unqueue  gsd_runq_remove + list removal -- vidsch.c unqueue();
  *   charge   engine time to the context and its weighted key -- vidsch.c handle_irq();
- *   requeue  band, sequence, gs_runq_insert, ready_since, FIFO append -- vidsch.c
+ *   requeue  band, sequence, gsd_runq_insert, ready_since, FIFO append -- vidsch.c
  *            enqueue_ready().
  *
  * The engine time charged per run is one quantum (2 ms, the default) with +-10% deterministic
@@ -21,7 +21,7 @@
  *   spread  classes BELOW_NORMAL..HIGH and priorities -7..+7 drawn at random (60 bands).
  *
  * A third figure isolates the data structure: "runq" is the band layout with the decision cut
- * down to gs_runq_pop + key update + gs_runq_insert (no FIFO, no starvation check).
+ * down to gsd_runq_pop + key update + gsd_runq_insert (no FIFO, no starvation check).
  *
  * For each layout and size: 0.2 s of warm-up, then --reps timed repetitions of --decisions
  * decisions each (CLOCK_MONOTONIC around the whole repetition), bounded by --seconds per size;
@@ -83,8 +83,8 @@ typedef struct result {
 
 /* The scheduler's view of one node: what pick() and make_ready() touch. */
 typedef struct node {
-	gs_runq rq;
-	gs_list ready_fifo;
+	gsd_runq rq;
+	gsd_list ready_fifo;
 	uint64_t now; /* the node's clock */
 } node;
 
@@ -97,41 +97,41 @@ static uint64_t xorshift(uint64_t *s)
 	return *s = x;
 }
 
-static uint32_t band_of(const gs_context *x)
+static uint32_t band_of(const gsd_context *x)
 {
-	return gs_band_of(x->priority_class, x->priority);
+	return gsd_band_of(x->priority_class, x->priority);
 }
 
 /* vidsch.c enqueue_ready(), past its checks (the context's head packet may run, nothing is
  * running to preempt). */
-static void make_ready(node *n, gs_context *x)
+static void make_ready(node *n, gsd_context *x)
 {
 	x->rq.band = band_of(x);
 	x->rq.seq = x->obj.handle;
-	if (gs_runq_insert(&n->rq, &x->rq) != 0)
+	if (gsd_runq_insert(&n->rq, &x->rq) != 0)
 		abort(); /* the heaps never shrink: only the set-up can grow them */
 	x->ready_since = n->now;
-	gs_list_push_back(&n->ready_fifo, &x->ready_link);
+	gsd_list_push_back(&n->ready_fifo, &x->ready_link);
 }
 
 /* vidsch.c pick() and unqueue(). */
-static gs_context *pick(node *n, bool *boosted)
+static gsd_context *pick(node *n, bool *boosted)
 {
-	if (gs_list_empty(&n->ready_fifo))
+	if (gsd_list_empty(&n->ready_fifo))
 		return NULL;
-	gs_context *oldest = GS_CONTAINER_OF(n->ready_fifo.next, gs_context, ready_link);
-	int top = gs_runq_top_band(&n->rq);
-	gs_context *x;
+	gsd_context *oldest = GSD_CONTAINER_OF(n->ready_fifo.next, gsd_context, ready_link);
+	int top = gsd_runq_top_band(&n->rq);
+	gsd_context *x;
 	*boosted = (int)band_of(oldest) < top && oldest->priority_class > 0 &&
-	           gs_band_class((uint32_t)top) < 5 &&
+	           gsd_band_class((uint32_t)top) < 5 &&
 	           n->now - oldest->ready_since >= STARVATION_NS;
 	if (*boosted)
 		x = oldest;
 	else
-		x = GS_CONTAINER_OF(gs_runq_peek(&n->rq), gs_context, rq);
-	if (gs_runq_queued(&x->rq))
-		gs_runq_remove(&n->rq, &x->rq);
-	gs_list_remove(&x->ready_link);
+		x = GSD_CONTAINER_OF(gsd_runq_peek(&n->rq), gsd_context, rq);
+	if (gsd_runq_queued(&x->rq))
+		gsd_runq_remove(&n->rq, &x->rq);
+	gsd_list_remove(&x->ready_link);
 	return x;
 }
 
@@ -139,7 +139,7 @@ static gs_context *pick(node *n, bool *boosted)
 static bool decide(node *n, uint64_t *rng)
 {
 	bool boosted;
-	gs_context *x = pick(n, &boosted);
+	gsd_context *x = pick(n, &boosted);
 	/* The run: one quantum, +-10%. */
 	uint64_t ns = QUANTUM_NS - QUANTUM_NS / 10 + xorshift(rng) % (QUANTUM_NS / 5 + 1);
 	n->now += ns;
@@ -152,20 +152,20 @@ static bool decide(node *n, uint64_t *rng)
 /* The run queue alone: pop the best, charge it one quantum, insert it again. */
 static bool decide_runq(node *n, uint64_t *rng)
 {
-	gs_runq_entry *e = gs_runq_pop(&n->rq);
-	gs_context *x = GS_CONTAINER_OF(e, gs_context, rq);
+	gsd_runq_entry *e = gsd_runq_pop(&n->rq);
+	gsd_context *x = GSD_CONTAINER_OF(e, gsd_context, rq);
 	uint64_t ns = QUANTUM_NS - QUANTUM_NS / 10 + xorshift(rng) % (QUANTUM_NS / 5 + 1);
 	n->now += ns;
 	x->engine_ns += ns;
 	e->key += ns * WEIGHT_SCALE / (x->weight ? x->weight : 1);
-	if (gs_runq_insert(&n->rq, e) != 0)
+	if (gsd_runq_insert(&n->rq, e) != 0)
 		abort();
 	return false;
 }
 
 typedef struct world {
 	node n;
-	gs_context **ctx;
+	gsd_context **ctx;
 	size_t count;
 } world;
 
@@ -174,7 +174,7 @@ static void world_free(world *w)
 	for (size_t i = 0; i < w->count; i++)
 		free(w->ctx[i]);
 	free(w->ctx);
-	gs_runq_fini(&w->n.rq);
+	gsd_runq_fini(&w->n.rq);
 	memset(w, 0, sizeof(*w));
 }
 
@@ -182,29 +182,29 @@ static void world_free(world *w)
 static int world_build(world *w, enum layout l, size_t count, uint64_t *rng)
 {
 	memset(w, 0, sizeof(*w));
-	gs_runq_init(&w->n.rq);
-	gs_list_init(&w->n.ready_fifo);
+	gsd_runq_init(&w->n.rq);
+	gsd_list_init(&w->n.ready_fifo);
 	w->ctx = calloc(count, sizeof(*w->ctx));
 	if (!w->ctx)
 		return -1;
 	for (size_t i = 0; i < count; i++) {
-		gs_context *x = calloc(1, sizeof(*x));
+		gsd_context *x = calloc(1, sizeof(*x));
 		if (!x) {
 			world_free(w);
 			return -1;
 		}
 		w->ctx[w->count++] = x;
 		x->obj.handle = 1000 + i;
-		gs_list_init(&x->ready_link);
-		gs_runq_entry_init(&x->rq);
+		gsd_list_init(&x->ready_link);
+		gsd_runq_entry_init(&x->rq);
 		x->weight = 1u + (uint32_t)(xorshift(rng) % 4);
 		if (l != L_SPREAD) {
 			x->priority_class = 2;
 			x->priority = 0;
 		} else {
 			x->priority_class = 1u + (uint32_t)(xorshift(rng) % 4);
-			x->priority = GS_PRIORITY_MIN +
-			              (int32_t)(xorshift(rng) % GS_PRIORITIES_PER_CLASS);
+			x->priority = GSD_PRIORITY_MIN +
+			              (int32_t)(xorshift(rng) % GSD_PRIORITIES_PER_CLASS);
 		}
 		x->rq.key = xorshift(rng) % ((uint64_t)QUANTUM_NS * WEIGHT_SCALE);
 		make_ready(&w->n, x);
@@ -423,7 +423,7 @@ static void extremes(const result *res, int n, enum layout l, int *lo, int *hi)
 static void print_table(FILE *out, const result *res, int n, const options *o)
 {
 	fprintf(out,
-	        "\nbench_sched_decision: vidsch pick + unqueue + charge + requeue on gs_runq, "
+	        "\nbench_sched_decision: vidsch pick + unqueue + charge + requeue on gsd_runq, "
 	        "%" PRIu64 " decisions x %d reps (median), quantum %u us, %ld CPUs\n\n",
 	        o->decisions, o->reps, QUANTUM_NS / 1000u, sysconf(_SC_NPROCESSORS_ONLN));
 	fprintf(out, "%-7s %9s %6s %14s %9s %9s %9s\n", "layout", "contexts", "reps", "ns/decision",

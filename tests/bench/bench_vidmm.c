@@ -9,19 +9,19 @@
  *            raised to 2 MiB so every size stays in malloc's own heap: we compare allocators,
  *            not mmap system calls). Reports operations per second (an alloc or a free is one
  *            operation) and the ratio heap / malloc.
- *   swizzle  gs_swizzle and gs_unswizzle of a 64 MiB buffer at pitches 1 KiB and 4 KiB
+ *   swizzle  gsd_swizzle and gsd_unswizzle of a 64 MiB buffer at pitches 1 KiB and 4 KiB
  *            against memcpy of the same bytes (GB/s and ratio; the target is >= 0.5).
  *   compact  after a long random churn (10 x --count steps, bounded by --seconds) of the same
  *            heap, and again after the same churn followed by freeing a random quarter of the
  *            live allocations (scattered holes, as when a tenant leaves): the largest free
  *            extent as a fraction of all free bytes, before and after applying
- *            gs_heap_compact_plan (want 0: full compaction, every block movable; the target is
+ *            gsd_heap_compact_plan (want 0: full compaction, every block movable; the target is
  *            >= 0.8), with the moves and bytes it costs, and the bytes the cheapest targeted
  *            plan moves for one hole halfway between the largest extent and all free bytes.
  *   transfer paging transfer throughput: 64 MiB moved between two segments by TRANSFER commands
  *            (plain, Swizzle and Unswizzle at pitch 1 KiB), cut into 1 MiB sub-transfers as
- *            the daemon cuts them (gs_swizzle_chunk + gs_transfer_split), encoded into one DMA
- *            buffer and decoded and executed with gs_engine_exec_cmd as the engine does,
+ *            the daemon cuts them (gsd_swizzle_chunk + gsd_transfer_split), encoded into one DMA
+ *            buffer and decoded and executed with gsd_engine_exec_cmd as the engine does,
  *            against memcpy of the same 64 MiB measured in the same run, interleaved with the
  *            transfers (MB/s and ratio; the target is >= 0.5). The results are checked.
  *
@@ -53,7 +53,7 @@
 #define SWIZZLE_SIZE (64 * MIB)
 #define XFER_SIZE    (64 * MIB)
 #define XFER_CHUNK   (1 * MIB) /* the daemon's sub-transfer size */
-#define XFER_PITCH   GS_SWIZZLE_PITCH_DEFAULT
+#define XFER_PITCH   GSD_SWIZZLE_PITCH_DEFAULT
 #define XFER_TARGET  0.5
 
 typedef struct options {
@@ -95,7 +95,7 @@ static int workload_make(workload *w, const options *o)
 	memset(w, 0, sizeof(*w));
 	w->nlive = o->count;
 	w->heap_size = (64 * GIB / 100000) * o->count;
-	w->heap_size -= w->heap_size % GS_VIDMM_ALIGN;
+	w->heap_size -= w->heap_size % GSD_HEAP_ALIGN;
 	w->nsteps = MAX_STEPS;
 	w->fill_size = malloc(w->nlive * sizeof(*w->fill_size));
 	w->fill_dir = malloc(w->nlive);
@@ -145,12 +145,12 @@ typedef struct allocator {
 static uint64_t heap_alloc_op(void *state, uint64_t size, bool top_down)
 {
 	uint64_t off;
-	return gs_heap_alloc(state, size, top_down, &off) == 0 ? off + 1 : 0;
+	return gsd_heap_alloc(state, size, top_down, &off) == 0 ? off + 1 : 0;
 }
 
 static void heap_free_op(void *state, uint64_t handle, uint64_t size)
 {
-	gs_heap_free(state, handle - 1, size);
+	gsd_heap_free(state, handle - 1, size);
 }
 
 static uint64_t malloc_op(void *state, uint64_t size, bool top_down)
@@ -228,14 +228,14 @@ static int bench_alloc(const workload *w, const options *o, alloc_result *r)
 	uint64_t *live_size = malloc(w->nlive * sizeof(*live_size));
 	if (!live || !live_size)
 		return -1;
-	gs_heap h;
-	if (gs_heap_init(&h, w->heap_size) != 0)
+	gsd_heap h;
+	if (gsd_heap_init(&h, w->heap_size) != 0)
 		return -1;
 	allocator heap = {"heap", &h, heap_alloc_op, heap_free_op};
 	r->heap = run_churn(w, &heap, live, live_size, o->seconds);
 	r->free_extents = h.nfree;
 	release_all(&heap, live, live_size, w->nlive);
-	gs_heap_fini(&h);
+	gsd_heap_fini(&h);
 
 	mallopt(M_MMAP_THRESHOLD, (int)(2 * MIB));
 	mallopt(M_TRIM_THRESHOLD, (int)(512 * MIB));
@@ -271,9 +271,9 @@ static double time_copy(copy_kind k, uint8_t *dst, const uint8_t *src, uint32_t 
 		if (k == K_MEMCPY)
 			memcpy(dst, src, SWIZZLE_SIZE);
 		else if (k == K_SWIZZLE)
-			gs_swizzle(dst, src, SWIZZLE_SIZE, pitch);
+			gsd_swizzle(dst, src, SWIZZLE_SIZE, pitch);
 		else
-			gs_unswizzle(dst, src, SWIZZLE_SIZE, pitch);
+			gsd_unswizzle(dst, src, SWIZZLE_SIZE, pitch);
 		double t = gs_test_mono_s() - t0;
 		double gbs = t > 0 ? (double)SWIZZLE_SIZE / t / 1e9 : 0;
 		if (gbs > best)
@@ -286,7 +286,7 @@ static double time_copy(copy_kind k, uint8_t *dst, const uint8_t *src, uint32_t 
 
 static int bench_swizzle(const options *o, swizzle_result *r, int nr)
 {
-	static const uint32_t pitches[] = {GS_SWIZZLE_PITCH_DEFAULT, 4096};
+	static const uint32_t pitches[] = {GSD_SWIZZLE_PITCH_DEFAULT, 4096};
 	/* Page-aligned, like segment memory. */
 	uint8_t *a = aligned_alloc(4096, SWIZZLE_SIZE), *b = aligned_alloc(4096, SWIZZLE_SIZE),
 	        *c = aligned_alloc(4096, SWIZZLE_SIZE);
@@ -325,8 +325,8 @@ typedef struct transfer_result {
 } transfer_result;
 
 typedef struct transfer_rig {
-	gs_memory mem;
-	gs_range ranges[2];
+	gsd_memory mem;
+	gsd_range ranges[2];
 	uint8_t *dma;
 	size_t dma_len;
 	uint64_t ncmds;
@@ -337,17 +337,17 @@ typedef struct transfer_rig {
 static int transfer_build(transfer_rig *rig, uint32_t flags, uint32_t pitch)
 {
 	uint64_t chunk = flags & (GS_TRANSFER_SWIZZLE | GS_TRANSFER_UNSWIZZLE)
-	                         ? gs_swizzle_chunk(XFER_CHUNK, pitch)
+	                         ? gsd_swizzle_chunk(XFER_CHUNK, pitch)
 	                         : XFER_CHUNK;
-	uint64_t n = gs_transfer_pieces(XFER_SIZE, chunk);
-	gs_subtransfer *pieces = calloc(n, sizeof(*pieces));
+	uint64_t n = gsd_transfer_pieces(XFER_SIZE, chunk);
+	gsd_subtransfer *pieces = calloc(n, sizeof(*pieces));
 	if (!pieces)
 		return -1;
 	size_t cap = n * gs_isa_cmd_size(GS_OP_TRANSFER);
 	free(rig->dma);
 	rig->dma = malloc(cap);
 	rig->dma_len = 0;
-	int64_t got = gs_transfer_split(XFER_SIZE, chunk, flags, pieces, n);
+	int64_t got = gsd_transfer_split(XFER_SIZE, chunk, flags, pieces, n);
 	if (!rig->dma || got != (int64_t)n) {
 		free(pieces);
 		return -1;
@@ -377,11 +377,11 @@ static int transfer_build(transfer_rig *rig, uint32_t flags, uint32_t pitch)
  * seconds it took, or -1 on a decode error or a fault. */
 static double transfer_pass(const transfer_rig *rig)
 {
-	gs_exec x = {.packet = 1,
-	             .dma = rig->dma,
-	             .dma_len = rig->dma_len,
-	             .ranges = rig->ranges,
-	             .nranges = 2};
+	gsd_exec x = {.packet = 1,
+	              .dma = rig->dma,
+	              .dma_len = rig->dma_len,
+	              .ranges = rig->ranges,
+	              .nranges = 2};
 	char detail[96];
 	gs_isa_cmd c;
 	size_t pos = 0;
@@ -391,7 +391,7 @@ static double transfer_pass(const transfer_rig *rig)
 		if (err == GS_ISA_END)
 			break;
 		if (err != GS_ISA_OK ||
-		    gs_engine_exec_cmd(&rig->mem, &x, &c, detail, sizeof(detail)))
+		    gsd_engine_exec_cmd(&rig->mem, &x, &c, detail, sizeof(detail)))
 			return -1;
 	}
 	return gs_test_mono_s() - t0;
@@ -440,12 +440,12 @@ static int bench_transfer(const options *o, transfer_result *r, int nr)
 	memset(&rig, 0, sizeof(rig));
 	/* Segment memory is page-aligned; every page is touched before timing. */
 	for (uint32_t id = 1; id <= 2; id++) {
-		rig.mem.seg[id] = (gs_mem_segment){id, aligned_alloc(4096, XFER_SIZE), XFER_SIZE};
+		rig.mem.seg[id] = (gsd_mem_segment){id, aligned_alloc(4096, XFER_SIZE), XFER_SIZE};
 		if (!rig.mem.seg[id].base)
 			return -1;
 	}
-	rig.ranges[0] = (gs_range){gs_addr_make(1, 0), XFER_SIZE, false};
-	rig.ranges[1] = (gs_range){gs_addr_make(2, 0), XFER_SIZE, true};
+	rig.ranges[0] = (gsd_range){gs_addr_make(1, 0), XFER_SIZE, false};
+	rig.ranges[1] = (gsd_range){gs_addr_make(2, 0), XFER_SIZE, true};
 	uint8_t *src = rig.mem.seg[1].base, *dst = rig.mem.seg[2].base;
 	uint8_t *want = aligned_alloc(4096, XFER_SIZE);
 	if (!want)
@@ -469,9 +469,9 @@ static int bench_transfer(const options *o, transfer_result *r, int nr)
 		if (r[i].flags == 0)
 			memcpy(want, src, XFER_SIZE);
 		else if (r[i].flags == GS_TRANSFER_SWIZZLE)
-			gs_swizzle(want, src, XFER_SIZE, XFER_PITCH);
+			gsd_swizzle(want, src, XFER_SIZE, XFER_PITCH);
 		else
-			gs_unswizzle(want, src, XFER_SIZE, XFER_PITCH);
+			gsd_unswizzle(want, src, XFER_SIZE, XFER_PITCH);
 		r[i].ok = r[i].ok && memcmp(dst, want, XFER_SIZE) == 0;
 		r[i].ratio = r[i].memcpy_mbs > 0 ? r[i].transfer_mbs / r[i].memcpy_mbs : 0;
 	}
@@ -501,13 +501,13 @@ typedef struct compact_result {
  * random size), then free freed_pct of what is live. The seed makes every scenario start from
  * the same churn. Returns the live blocks, sorted by offset.
  */
-static size_t fragment(gs_heap *h, const workload *w, const options *o, unsigned freed_pct,
-                       uint64_t *off, uint64_t *sz, gs_live_block *blocks, compact_result *r)
+static size_t fragment(gsd_heap *h, const workload *w, const options *o, unsigned freed_pct,
+                       uint64_t *off, uint64_t *sz, gsd_live_block *blocks, compact_result *r)
 {
 	rng_state = o->seed ^ 0x5bd1e995;
 	for (uint64_t i = 0; i < w->nlive; i++) {
 		sz[i] = random_size();
-		if (gs_heap_alloc(h, sz[i], rnd() & 1, &off[i]) != 0)
+		if (gsd_heap_alloc(h, sz[i], rnd() & 1, &off[i]) != 0)
 			sz[i] = 0;
 	}
 	double start = gs_test_mono_s();
@@ -515,9 +515,9 @@ static size_t fragment(gs_heap *h, const workload *w, const options *o, unsigned
 	for (uint64_t s = 0; s < limit; s++) {
 		uint64_t v = rnd() % w->nlive;
 		if (sz[v])
-			gs_heap_free(h, off[v], sz[v]);
+			gsd_heap_free(h, off[v], sz[v]);
 		sz[v] = random_size();
-		if (gs_heap_alloc(h, sz[v], rnd() & 1, &off[v]) != 0)
+		if (gsd_heap_alloc(h, sz[v], rnd() & 1, &off[v]) != 0)
 			sz[v] = 0;
 		r->churn_steps++;
 		if ((s & 4095) == 0 && gs_test_mono_s() - start >= o->seconds)
@@ -528,12 +528,12 @@ static size_t fragment(gs_heap *h, const workload *w, const options *o, unsigned
 		if (!sz[i])
 			continue;
 		if (rnd() % 100 < freed_pct) {
-			gs_heap_free(h, off[i], sz[i]);
+			gsd_heap_free(h, off[i], sz[i]);
 			continue;
 		}
-		blocks[n++] = (gs_live_block){off[i], sz[i], true};
+		blocks[n++] = (gsd_live_block){off[i], sz[i], true};
 	}
-	gs_live_blocks_sort(blocks, n);
+	gsd_live_blocks_sort(blocks, n);
 	return n;
 }
 
@@ -543,23 +543,23 @@ static int bench_compact(const workload *w, const options *o, unsigned freed_pct
 	r->freed_pct = freed_pct;
 	uint64_t *off = malloc(w->nlive * sizeof(*off));
 	uint64_t *sz = malloc(w->nlive * sizeof(*sz));
-	gs_live_block *blocks = malloc(w->nlive * sizeof(*blocks));
-	gs_move *moves = malloc(w->nlive * sizeof(*moves));
-	gs_heap h;
-	if (!off || !sz || !blocks || !moves || gs_heap_init(&h, w->heap_size) != 0)
+	gsd_live_block *blocks = malloc(w->nlive * sizeof(*blocks));
+	gsd_move *moves = malloc(w->nlive * sizeof(*moves));
+	gsd_heap h;
+	if (!off || !sz || !blocks || !moves || gsd_heap_init(&h, w->heap_size) != 0)
 		return -1;
 	size_t n = fragment(&h, w, o, freed_pct, off, sz, blocks, r);
 	r->live = n;
 	r->free_bytes = h.size - h.used;
 	r->free_extents = h.nfree;
-	r->largest_before = gs_heap_largest_free(&h);
+	r->largest_before = gsd_heap_largest_free(&h);
 	r->frac_before = r->free_bytes ? (double)r->largest_before / (double)r->free_bytes : 0;
 
 	/* A targeted plan first (planning does not change the heap): one hole halfway between
 	 * the largest extent and all free bytes. */
 	size_t nmv = 0;
 	r->want = r->largest_before + (r->free_bytes - r->largest_before) / 2;
-	if (gs_heap_compact_plan(blocks, n, h.size, r->want, moves, n, &nmv, NULL) == 0) {
+	if (gsd_heap_compact_plan(blocks, n, h.size, r->want, moves, n, &nmv, NULL) == 0) {
 		r->want_moves = nmv;
 		for (size_t k = 0; k < nmv; k++)
 			r->want_bytes += moves[k].size;
@@ -567,7 +567,7 @@ static int bench_compact(const workload *w, const options *o, unsigned freed_pct
 
 	double t0 = gs_test_mono_s();
 	uint64_t largest = 0;
-	int rc = gs_heap_compact_plan(blocks, n, h.size, 0, moves, n, &nmv, &largest);
+	int rc = gsd_heap_compact_plan(blocks, n, h.size, 0, moves, n, &nmv, &largest);
 	r->plan_ms = (gs_test_mono_s() - t0) * 1e3;
 	if (rc != 0)
 		return -1;
@@ -575,15 +575,15 @@ static int bench_compact(const workload *w, const options *o, unsigned freed_pct
 	t0 = gs_test_mono_s();
 	bool ok = true;
 	for (size_t k = 0; k < nmv; k++) {
-		gs_heap_free(&h, moves[k].from, moves[k].size);
-		ok &= gs_heap_alloc_at(&h, moves[k].to, moves[k].size) == 0;
+		gsd_heap_free(&h, moves[k].from, moves[k].size);
+		ok &= gsd_heap_alloc_at(&h, moves[k].to, moves[k].size) == 0;
 		r->bytes_moved += moves[k].size;
 	}
 	r->apply_ms = (gs_test_mono_s() - t0) * 1e3;
-	r->largest_after = gs_heap_largest_free(&h);
+	r->largest_after = gsd_heap_largest_free(&h);
 	r->frac_after = r->free_bytes ? (double)r->largest_after / (double)r->free_bytes : 0;
-	r->heap_ok = ok && r->largest_after == largest && gs_heap_check(&h) == 0;
-	gs_heap_fini(&h);
+	r->heap_ok = ok && r->largest_after == largest && gsd_heap_check(&h) == 0;
+	gsd_heap_fini(&h);
 	free(off);
 	free(sz);
 	free(blocks);
@@ -603,7 +603,7 @@ static void print_table(FILE *out, const options *o, const workload *w, const al
 	        o->count, (double)w->heap_size / (double)GIB, o->seconds, o->seed);
 	fprintf(out, "%-28s %14s %14s %8s %10s\n", "alloc+free churn", "ops/s", "ops", "seconds",
 	        "no room");
-	fprintf(out, "%-28s %14.0f %14" PRIu64 " %8.2f %10" PRIu64 "\n", "gs_heap (best fit)",
+	fprintf(out, "%-28s %14.0f %14" PRIu64 " %8.2f %10" PRIu64 "\n", "gsd_heap (best fit)",
 	        a->heap.ops_per_s, a->heap.ops, a->heap.seconds, a->heap.failures);
 	fprintf(out, "%-28s %14.0f %14" PRIu64 " %8.2f %10" PRIu64 "\n", "malloc/free (baseline)",
 	        a->libc.ops_per_s, a->libc.ops, a->libc.seconds, a->libc.failures);
@@ -640,7 +640,7 @@ static void print_table(FILE *out, const options *o, const workload *w, const al
 
 	fprintf(out,
 	        "\npaging transfer throughput: %llu MiB in %llu KiB TRANSFERs through "
-	        "gs_engine_exec_cmd\n",
+	        "gsd_engine_exec_cmd\n",
 	        (unsigned long long)(XFER_SIZE / MIB), (unsigned long long)(XFER_CHUNK / KIB));
 	fprintf(out, "%-16s %8s %12s %12s %8s %s\n", "kind", "pieces", "MB/s", "memcpy MB/s",
 	        "ratio", "(target >= 0.5)");

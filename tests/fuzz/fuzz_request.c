@@ -40,9 +40,9 @@ static void fail(const char *what)
 	} while (0)
 
 /* The daemon's default adapter: nodes 3D, compute, copy; segment 1 memory, 2 aperture. */
-static const gs_rules_adapter *adapter(void)
+static const gsd_rules_adapter *adapter(void)
 {
-	static gs_rules_adapter a;
+	static gsd_rules_adapter a;
 	static bool ready;
 	if (!ready) {
 		a.nnodes = 3;
@@ -120,7 +120,7 @@ static void check_isa(const uint8_t *buf, size_t len)
 static void check_submit_flags(uint32_t flags)
 {
 	char msg[256] = "";
-	int st = gs_rules_submit_flags(flags, msg, sizeof(msg));
+	int st = gsd_rules_submit_flags(flags, msg, sizeof(msg));
 	check_verdict(st, msg);
 	bool ok = !(flags & ~GS_SUBMIT_VALID_MASK) && !(flags & GS_SUBMIT_DAEMON_ONLY);
 	CHECK((st == ST(OK)) == ok);
@@ -158,24 +158,24 @@ static void check_context_create(const Gpusched__V1__ContextCreateRequest *q)
 	if (!q || !q->info)
 		return; /* the daemon refuses a missing info before any rule */
 	const Gpusched__V1__ContextInfo *i = q->info;
-	const gs_rules_adapter *a = adapter();
-	gs_rules_context rc = {.node = q->node,
-	                       .flags = q->flags,
-	                       .dma_buffer_size = i->dma_buffer_size,
-	                       .dma_buffer_segment_set = i->dma_buffer_segment_set,
-	                       .dma_buffer_private_data_size = i->dma_buffer_private_data_size,
-	                       .allocation_list_size = i->allocation_list_size,
-	                       .patch_location_list_size = i->patch_location_list_size,
-	                       .reserved = i->reserved,
-	                       .caps = i->caps,
-	                       .paging_companion_node_id = i->paging_companion_node_id,
-	                       .priority_class = q->priority_class,
-	                       .priority = q->priority};
+	const gsd_rules_adapter *a = adapter();
+	gsd_rules_context rc = {.node = q->node,
+	                        .flags = q->flags,
+	                        .dma_buffer_size = i->dma_buffer_size,
+	                        .dma_buffer_segment_set = i->dma_buffer_segment_set,
+	                        .dma_buffer_private_data_size = i->dma_buffer_private_data_size,
+	                        .allocation_list_size = i->allocation_list_size,
+	                        .patch_location_list_size = i->patch_location_list_size,
+	                        .reserved = i->reserved,
+	                        .caps = i->caps,
+	                        .paging_companion_node_id = i->paging_companion_node_id,
+	                        .priority_class = q->priority_class,
+	                        .priority = q->priority};
 	char msg[256] = "";
-	int hi = gs_rules_context_create(a, &rc, GS_PRIORITY_CLASS_MAX, msg, sizeof(msg));
+	int hi = gsd_rules_context_create(a, &rc, GS_PRIORITY_CLASS_MAX, msg, sizeof(msg));
 	check_verdict(hi, msg);
 	msg[0] = '\0';
-	int lo = gs_rules_context_create(a, &rc, 2, msg, sizeof(msg));
+	int lo = gsd_rules_context_create(a, &rc, 2, msg, sizeof(msg));
 	check_verdict(lo, msg);
 	/* A lower ceiling can only add the ceiling's own refusal. */
 	CHECK(lo == hi || (hi == ST(OK) && lo == ST(PERMISSION_DENIED)));
@@ -195,7 +195,7 @@ static void check_context_create(const Gpusched__V1__ContextCreateRequest *q)
 	CHECK(rc.dma_buffer_size >= 1 && rc.dma_buffer_size <= a->max_dma_buffer);
 	CHECK(rc.allocation_list_size <= a->max_allocation_list);
 	CHECK(rc.patch_location_list_size <= a->max_patch_list);
-	CHECK(rc.dma_buffer_private_data_size <= GS_MAX_PRIVATE_DATA);
+	CHECK(rc.dma_buffer_private_data_size <= GSD_MAX_PRIVATE_DATA);
 	CHECK(rc.priority_class <= GS_PRIORITY_CLASS_MAX);
 	CHECK(rc.priority >= -7 && rc.priority <= 7);
 	CHECK(gs_priority_class_name(rc.priority_class) != NULL);
@@ -233,11 +233,11 @@ static void check_segpref(uint32_t value, uint32_t set)
 static void check_allocation(uint64_t size, uint32_t set, uint32_t pref, uint32_t priority,
                              uint32_t flags)
 {
-	const gs_rules_adapter *a = adapter();
+	const gsd_rules_adapter *a = adapter();
 	char msg[256] = "";
-	int st = gs_rules_allocation(a, size, set, pref, priority, flags, msg, sizeof(msg));
+	int st = gsd_rules_allocation(a, size, set, pref, priority, flags, msg, sizeof(msg));
 	check_verdict(st, msg);
-	uint32_t eff = gs_rules_effective_set(a, set);
+	uint32_t eff = gsd_rules_effective_set(a, set);
 	CHECK(set ? eff == set : eff == ((1u << 1) | (1u << 2)));
 	check_segpref(pref, eff);
 	check_segpref(pref, set);

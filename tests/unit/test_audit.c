@@ -141,10 +141,10 @@ static bool wait_acks(uint64_t n)
 
 /* ---- records ---- */
 
-static gs_packet_rec packet(uint64_t id, const char *tenant, uint64_t context, int state,
-                            uint32_t node)
+static gsd_packet_rec packet(uint64_t id, const char *tenant, uint64_t context, int state,
+                             uint32_t node)
 {
-	return (gs_packet_rec){
+	return (gsd_packet_rec){
 	        .packet = id,
 	        .tenant = tenant,
 	        .device = 100 + context,
@@ -163,30 +163,30 @@ static gs_packet_rec packet(uint64_t id, const char *tenant, uint64_t context, i
 }
 
 /* Queues a packet record whose ack is tracked; returns its sequence number. */
-static uint64_t queue(gs_audit *a, const gs_packet_rec *rec, const char *detail)
+static uint64_t queue(gsd_audit *a, const gsd_packet_rec *rec, const char *detail)
 {
 	uint64_t seq = ++T.issued;
-	gs_audit_packet(a, rec, detail, on_ack, (void *)(uintptr_t)seq);
+	gsd_audit_packet(a, rec, detail, on_ack, (void *)(uintptr_t)seq);
 	return seq;
 }
 
-static gs_audit *open_audit(const char *path, const gs_audit_options *opt)
+static gsd_audit *open_audit(const char *path, const gsd_audit_options *opt)
 {
-	gs_audit *a = NULL;
-	assert_int_equal(gs_audit_open(path, opt, &a), 0);
+	gsd_audit *a = NULL;
+	assert_int_equal(gsd_audit_open(path, opt, &a), 0);
 	assert_non_null(a);
 	return a;
 }
 
-static gs_history_filter filter(const char *tenant)
+static gsd_history_filter filter(const char *tenant)
 {
-	return (gs_history_filter){.tenant = tenant, .node = -1};
+	return (gsd_history_filter){.tenant = tenant, .node = -1};
 }
 
-static size_t history(const char *path, const gs_history_filter *f, gs_history_result *r)
+static size_t history(const char *path, const gsd_history_filter *f, gsd_history_result *r)
 {
 	char err[256] = "";
-	int rc = gs_history_packets(path, f, r, err, sizeof err);
+	int rc = gsd_history_packets(path, f, r, err, sizeof err);
 	if (rc != 0)
 		fail_msg("history: %s", err);
 	return r->count;
@@ -220,9 +220,9 @@ static void test_acked_records_are_readable(void **state)
 {
 	struct fixture *fx = *state;
 	tracker_reset();
-	gs_audit *a = open_audit(fx->path, NULL);
+	gsd_audit *a = open_audit(fx->path, NULL);
 
-	gs_packet_rec r = packet(1, "alpha", 7, ST_COMPLETED, 2);
+	gsd_packet_rec r = packet(1, "alpha", 7, ST_COMPLETED, 2);
 	r.ready_ns = 2001;
 	r.started_ns = 3001;
 	r.completed_ns = 4001;
@@ -230,16 +230,16 @@ static void test_acked_records_are_readable(void **state)
 	r.resubmissions = 1;
 	r.result = "ok";
 	queue(a, &r, "done");
-	gs_packet_rec r2 = packet(2, "alpha", 7, ST_SUBMITTED, 2);
+	gsd_packet_rec r2 = packet(2, "alpha", 7, ST_SUBMITTED, 2);
 	queue(a, &r2, NULL);
 	assert_true(wait_acks(2));
 	assert_int_equal(T.ok, 2);
 
-	gs_history_filter f = filter("alpha");
-	gs_history_result h;
+	gsd_history_filter f = filter("alpha");
+	gsd_history_result h;
 	assert_int_equal(history(fx->path, &f, &h), 2);
 	assert_int_equal(h.rows[0].rec.packet, 2); /* newest first */
-	const gs_packet_rec *g = &h.rows[1].rec;
+	const gsd_packet_rec *g = &h.rows[1].rec;
 	assert_int_equal(g->packet, 1);
 	assert_string_equal(g->tenant, "alpha");
 	assert_int_equal(g->device, 107);
@@ -261,19 +261,19 @@ static void test_acked_records_are_readable(void **state)
 	assert_int_equal(g->resubmissions, 1);
 	assert_string_equal(g->result, "ok");
 	assert_null(h.rows[0].rec.result);
-	gs_history_result_free(&h);
+	gsd_history_result_free(&h);
 
 	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packets WHERE packet = 1 AND "
 	                                     "state_name = 'COMPLETED'"),
 	                 1);
 
-	gs_audit_stats st;
-	gs_audit_get_stats(a, &st);
+	gsd_audit_stats st;
+	gsd_audit_get_stats(a, &st);
 	assert_int_equal(st.records, 2);
 	assert_true(st.commits >= 1);
 	assert_int_equal(st.queued, 0);
 	assert_int_equal(st.failures, 0);
-	gs_audit_close(a);
+	gsd_audit_close(a);
 }
 
 /*
@@ -285,12 +285,12 @@ static void test_group_commit(void **state)
 	struct fixture *fx = *state;
 	const uint64_t n = 10000;
 	tracker_reset();
-	gs_audit *a = open_audit(fx->path, NULL);
+	gsd_audit *a = open_audit(fx->path, NULL);
 
 	pthread_mutex_lock(&T.mu);
 	T.gate_seq = 1;
 	pthread_mutex_unlock(&T.mu);
-	gs_packet_rec r = packet(1, "alpha", 1, ST_SUBMITTED, 0);
+	gsd_packet_rec r = packet(1, "alpha", 1, ST_SUBMITTED, 0);
 	queue(a, &r, NULL);
 
 	struct timespec ts = deadline();
@@ -303,8 +303,8 @@ static void test_group_commit(void **state)
 		r = packet(id, "alpha", 1 + id % 3, ST_SUBMITTED, 0);
 		queue(a, &r, "queued");
 	}
-	gs_audit_stats st;
-	gs_audit_get_stats(a, &st);
+	gsd_audit_stats st;
+	gsd_audit_get_stats(a, &st);
 	assert_int_equal(st.queued, n - 1);
 
 	pthread_mutex_lock(&T.mu);
@@ -315,37 +315,37 @@ static void test_group_commit(void **state)
 	assert_false(T.out_of_order);
 	assert_int_equal(T.ok, n);
 
-	gs_audit_get_stats(a, &st);
+	gsd_audit_get_stats(a, &st);
 	assert_int_equal(st.records, n);
 	assert_int_equal(st.commits, 4);
 	assert_true(st.commits < st.records);
 	assert_int_equal(st.queued, 0);
 
 	/* The default limit is 100 and the largest is 10000. */
-	gs_history_filter f = filter("alpha");
-	gs_history_result h;
+	gsd_history_filter f = filter("alpha");
+	gsd_history_result h;
 	assert_int_equal(history(fx->path, &f, &h), 100);
 	assert_int_equal(h.rows[0].rec.packet, n);
 	assert_int_equal(h.rows[99].rec.packet, n - 99);
-	gs_history_result_free(&h);
+	gsd_history_result_free(&h);
 	f.limit = 20000;
 	assert_int_equal(history(fx->path, &f, &h), 10000);
-	gs_history_result_free(&h);
-	gs_audit_close(a);
+	gsd_history_result_free(&h);
+	gsd_audit_close(a);
 }
 
 static void test_upsert_and_events(void **state)
 {
 	struct fixture *fx = *state;
 	tracker_reset();
-	gs_audit *a = open_audit(fx->path, NULL);
+	gsd_audit *a = open_audit(fx->path, NULL);
 
 	static const int states[] = {ST_SUBMITTED,   ST_READY, ST_RUNNING, ST_PREEMPTED,
 	                             ST_RESUBMITTED, ST_READY, ST_RUNNING, ST_COMPLETED};
 	static const char *const details[] = {"submit", "ready", "run", "preempt",
 	                                      NULL,     "ready", "run", "done"};
 	const size_t n = sizeof states / sizeof states[0];
-	gs_packet_rec r = packet(42, "alpha", 3, ST_SUBMITTED, 1);
+	gsd_packet_rec r = packet(42, "alpha", 3, ST_SUBMITTED, 1);
 	for (size_t i = 0; i < n; i++) {
 		r.state = states[i];
 		if (states[i] == ST_PREEMPTED)
@@ -368,8 +368,8 @@ static void test_upsert_and_events(void **state)
 	assert_int_equal(T.ok, n);
 
 	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packets"), 1);
-	gs_history_filter f = filter("alpha");
-	gs_history_result h;
+	gsd_history_filter f = filter("alpha");
+	gsd_history_result h;
 	assert_int_equal(history(fx->path, &f, &h), 1);
 	assert_int_equal(h.rows[0].rec.state, ST_COMPLETED);
 	assert_int_equal(h.rows[0].rec.preemptions, 1);
@@ -379,12 +379,13 @@ static void test_upsert_and_events(void **state)
 	assert_int_equal(h.rows[0].rec.started_ns, 6006);
 	assert_int_equal(h.rows[0].rec.completed_ns, 9000);
 	assert_string_equal(h.rows[0].rec.result, "ok");
-	gs_history_result_free(&h);
+	gsd_history_result_free(&h);
 
-	gs_event_row *ev;
+	gsd_event_row *ev;
 	size_t count;
 	char err[256];
-	assert_int_equal(gs_history_events(fx->path, "alpha", 42, &ev, &count, err, sizeof err), 0);
+	assert_int_equal(gsd_history_events(fx->path, "alpha", 42, &ev, &count, err, sizeof err),
+	                 0);
 	assert_int_equal(count, n);
 	for (size_t i = 0; i < n; i++) {
 		assert_int_equal(ev[i].packet, 42);
@@ -397,40 +398,40 @@ static void test_upsert_and_events(void **state)
 		}
 	}
 	free(ev);
-	gs_audit_close(a);
+	gsd_audit_close(a);
 }
 
 static void test_tenant_isolation(void **state)
 {
 	struct fixture *fx = *state;
 	tracker_reset();
-	gs_audit *a = open_audit(fx->path, NULL);
+	gsd_audit *a = open_audit(fx->path, NULL);
 
 	for (uint64_t id = 1; id <= 5; id++) {
-		gs_packet_rec r = packet(id, "alpha", 1, ST_RUNNING, 0);
+		gsd_packet_rec r = packet(id, "alpha", 1, ST_RUNNING, 0);
 		queue(a, &r, "a");
 	}
 	for (uint64_t id = 6; id <= 8; id++) {
-		gs_packet_rec r = packet(id, "beta", 2, ST_RUNNING, 0);
+		gsd_packet_rec r = packet(id, "beta", 2, ST_RUNNING, 0);
 		queue(a, &r, "b");
 	}
 	/* beta names alpha's packet: alpha's row must not change hands or state. */
-	gs_packet_rec steal = packet(3, "beta", 2, ST_FAULTED, 0);
+	gsd_packet_rec steal = packet(3, "beta", 2, ST_FAULTED, 0);
 	steal.result = "stolen";
 	queue(a, &steal, "steal");
 	assert_true(wait_acks(9));
 
-	gs_history_filter f = filter("beta");
-	gs_history_result h;
+	gsd_history_filter f = filter("beta");
+	gsd_history_result h;
 	assert_int_equal(history(fx->path, &f, &h), 3);
 	for (size_t i = 0; i < h.count; i++) {
 		assert_string_equal(h.rows[i].rec.tenant, "beta");
 		assert_true(h.rows[i].rec.packet >= 6);
 	}
-	gs_history_result_free(&h);
+	gsd_history_result_free(&h);
 	f.context = 1; /* alpha's context, asked by beta */
 	assert_int_equal(history(fx->path, &f, &h), 0);
-	gs_history_result_free(&h);
+	gsd_history_result_free(&h);
 
 	f = filter("alpha");
 	f.before_packet = 4;
@@ -440,34 +441,34 @@ static void test_tenant_isolation(void **state)
 	assert_string_equal(h.rows[0].rec.tenant, "alpha");
 	assert_int_equal(h.rows[0].rec.state, ST_RUNNING);
 	assert_null(h.rows[0].rec.result);
-	gs_history_result_free(&h);
+	gsd_history_result_free(&h);
 
 	/* Each tenant sees only its own events of packet 3. */
-	gs_event_row *ev;
+	gsd_event_row *ev;
 	size_t count;
 	char err[256];
-	assert_int_equal(gs_history_events(fx->path, "alpha", 3, &ev, &count, err, sizeof err), 0);
+	assert_int_equal(gsd_history_events(fx->path, "alpha", 3, &ev, &count, err, sizeof err), 0);
 	assert_int_equal(count, 1);
 	assert_string_equal(ev[0].detail, "a");
 	free(ev);
-	assert_int_equal(gs_history_events(fx->path, "beta", 1, &ev, &count, err, sizeof err), 0);
+	assert_int_equal(gsd_history_events(fx->path, "beta", 1, &ev, &count, err, sizeof err), 0);
 	assert_int_equal(count, 0);
 	free(ev);
-	assert_int_equal(gs_history_events(fx->path, "gamma", 3, &ev, &count, err, sizeof err), 0);
+	assert_int_equal(gsd_history_events(fx->path, "gamma", 3, &ev, &count, err, sizeof err), 0);
 	assert_int_equal(count, 0);
 	free(ev);
 
 	/* No tenant, no history. */
 	f = filter(NULL);
-	assert_int_equal(gs_history_packets(fx->path, &f, &h, err, sizeof err), -1);
+	assert_int_equal(gsd_history_packets(fx->path, &f, &h, err, sizeof err), -1);
 	assert_true(strlen(err) > 0);
 	f = filter("");
-	assert_int_equal(gs_history_packets(fx->path, &f, &h, err, sizeof err), -1);
-	assert_int_equal(gs_history_events(fx->path, NULL, 3, &ev, &count, err, sizeof err), -1);
-	gs_audit_close(a);
+	assert_int_equal(gsd_history_packets(fx->path, &f, &h, err, sizeof err), -1);
+	assert_int_equal(gsd_history_events(fx->path, NULL, 3, &ev, &count, err, sizeof err), -1);
+	gsd_audit_close(a);
 }
 
-static void assert_ids(const gs_history_result *h, const uint64_t *ids, size_t n)
+static void assert_ids(const gsd_history_result *h, const uint64_t *ids, size_t n)
 {
 	assert_int_equal(h->count, n);
 	for (size_t i = 0; i < n; i++)
@@ -478,40 +479,40 @@ static void test_filters(void **state)
 {
 	struct fixture *fx = *state;
 	tracker_reset();
-	gs_audit *a = open_audit(fx->path, NULL);
+	gsd_audit *a = open_audit(fx->path, NULL);
 
 	/* Packet i: context 1 + i % 2, node i % 3, state COMPLETED when i % 4 == 0. */
 	for (uint64_t id = 1; id <= 12; id++) {
-		gs_packet_rec r = packet(id, "alpha", 1 + id % 2,
-		                         id % 4 ? ST_RUNNING : ST_COMPLETED, (uint32_t)(id % 3));
+		gsd_packet_rec r = packet(id, "alpha", 1 + id % 2,
+		                          id % 4 ? ST_RUNNING : ST_COMPLETED, (uint32_t)(id % 3));
 		queue(a, &r, NULL);
 	}
 	assert_true(wait_acks(12));
 
-	gs_history_result h;
-	gs_history_filter f = filter("alpha");
+	gsd_history_result h;
+	gsd_history_filter f = filter("alpha");
 	f.context = 2;
 	history(fx->path, &f, &h);
 	assert_ids(&h, (const uint64_t[]){11, 9, 7, 5, 3, 1}, 6);
-	gs_history_result_free(&h);
+	gsd_history_result_free(&h);
 
 	f = filter("alpha");
 	f.device = 101; /* device = 100 + context */
 	history(fx->path, &f, &h);
 	assert_ids(&h, (const uint64_t[]){12, 10, 8, 6, 4, 2}, 6);
-	gs_history_result_free(&h);
+	gsd_history_result_free(&h);
 
 	f = filter("alpha");
 	f.state = ST_COMPLETED;
 	history(fx->path, &f, &h);
 	assert_ids(&h, (const uint64_t[]){12, 8, 4}, 3);
-	gs_history_result_free(&h);
+	gsd_history_result_free(&h);
 
 	f = filter("alpha");
 	f.node = 0;
 	history(fx->path, &f, &h);
 	assert_ids(&h, (const uint64_t[]){12, 9, 6, 3}, 4);
-	gs_history_result_free(&h);
+	gsd_history_result_free(&h);
 
 	f = filter("alpha");
 	f.node = 2;
@@ -519,13 +520,13 @@ static void test_filters(void **state)
 	f.state = ST_RUNNING;
 	history(fx->path, &f, &h);
 	assert_ids(&h, (const uint64_t[]){2}, 1);
-	gs_history_result_free(&h);
+	gsd_history_result_free(&h);
 
 	f = filter("alpha");
 	f.limit = 5;
 	history(fx->path, &f, &h);
 	assert_ids(&h, (const uint64_t[]){12, 11, 10, 9, 8}, 5);
-	gs_history_result_free(&h);
+	gsd_history_result_free(&h);
 
 	/* Paging with before_packet visits every row once, newest first. */
 	f = filter("alpha");
@@ -534,13 +535,13 @@ static void test_filters(void **state)
 	for (;;) {
 		history(fx->path, &f, &h);
 		if (h.count == 0) {
-			gs_history_result_free(&h);
+			gsd_history_result_free(&h);
 			break;
 		}
 		for (size_t i = 0; i < h.count; i++)
 			assert_int_equal(h.rows[i].rec.packet, expect--);
 		f.before_packet = h.rows[h.count - 1].rec.packet;
-		gs_history_result_free(&h);
+		gsd_history_result_free(&h);
 	}
 	assert_int_equal(expect, 0);
 
@@ -549,82 +550,83 @@ static void test_filters(void **state)
 	f.before_packet = 7;
 	history(fx->path, &f, &h);
 	assert_ids(&h, (const uint64_t[]){5, 3, 1}, 3);
-	gs_history_result_free(&h);
-	gs_audit_close(a);
+	gsd_history_result_free(&h);
+	gsd_audit_close(a);
 }
 
 static void test_reopen_keeps_rows_and_version(void **state)
 {
 	struct fixture *fx = *state;
 	tracker_reset();
-	gs_audit *a = open_audit(fx->path, NULL);
+	gsd_audit *a = open_audit(fx->path, NULL);
 	for (uint64_t id = 1; id <= 10; id++) {
-		gs_packet_rec r = packet(id, "alpha", 1, ST_SUBMITTED, 0);
+		gsd_packet_rec r = packet(id, "alpha", 1, ST_SUBMITTED, 0);
 		queue(a, &r, NULL);
 	}
 	assert_true(wait_acks(10));
 	/* Close drains what is still queued: these 1000 are never waited for. */
 	for (uint64_t id = 11; id <= 1010; id++) {
-		gs_packet_rec r = packet(id, "alpha", 1, ST_SUBMITTED, 0);
-		gs_audit_packet(a, &r, NULL, NULL, NULL);
+		gsd_packet_rec r = packet(id, "alpha", 1, ST_SUBMITTED, 0);
+		gsd_audit_packet(a, &r, NULL, NULL, NULL);
 	}
-	gs_audit_close(a);
+	gsd_audit_close(a);
 
 	/* Readable with no writer open. */
-	gs_history_filter f = filter("alpha");
+	gsd_history_filter f = filter("alpha");
 	f.limit = 5000;
-	gs_history_result h;
+	gsd_history_result h;
 	assert_int_equal(history(fx->path, &f, &h), 1010);
-	gs_history_result_free(&h);
-	assert_int_equal(query_int(fx->path, "PRAGMA user_version"), GS_AUDIT_SCHEMA_VERSION);
+	gsd_history_result_free(&h);
+	assert_int_equal(query_int(fx->path, "PRAGMA user_version"), GSD_AUDIT_SCHEMA_VERSION);
 
 	tracker_reset();
 	a = open_audit(fx->path, NULL);
-	gs_packet_rec r = packet(5, "alpha", 1, ST_COMPLETED, 0);
+	gsd_packet_rec r = packet(5, "alpha", 1, ST_COMPLETED, 0);
 	queue(a, &r, "again");
 	assert_true(wait_acks(1));
-	gs_audit_close(a);
+	gsd_audit_close(a);
 
 	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packets"), 1010);
 	assert_int_equal(query_int(fx->path, "SELECT state FROM packets WHERE packet = 5"),
 	                 ST_COMPLETED);
 	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packet_events"), 1011);
-	assert_int_equal(query_int(fx->path, "PRAGMA user_version"), GS_AUDIT_SCHEMA_VERSION);
+	assert_int_equal(query_int(fx->path, "PRAGMA user_version"), GSD_AUDIT_SCHEMA_VERSION);
 	assert_int_equal(query_int(fx->path, "SELECT CAST(value AS INTEGER) FROM meta"
 	                                     " WHERE key = 'schema_version'"),
-	                 GS_AUDIT_SCHEMA_VERSION);
+	                 GSD_AUDIT_SCHEMA_VERSION);
 	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM meta"), 1);
 }
 
 static void test_newer_schema_refused(void **state)
 {
 	struct fixture *fx = *state;
-	gs_audit *a = open_audit(fx->path, NULL);
-	gs_audit_close(a);
+	gsd_audit *a = open_audit(fx->path, NULL);
+	gsd_audit_close(a);
 	char sql[64];
-	snprintf(sql, sizeof sql, "PRAGMA user_version = %d", GS_AUDIT_SCHEMA_VERSION + 1);
+	snprintf(sql, sizeof sql, "PRAGMA user_version = %d", GSD_AUDIT_SCHEMA_VERSION + 1);
 	exec_sql(fx->path, sql);
 
-	a = (gs_audit *)&a; /* must be cleared on failure */
-	assert_int_equal(gs_audit_open(fx->path, NULL, &a), -1);
+	a = (gsd_audit *)&a; /* must be cleared on failure */
+	assert_int_equal(gsd_audit_open(fx->path, NULL, &a), -1);
 	assert_null(a);
-	assert_int_equal(query_int(fx->path, "PRAGMA user_version"), GS_AUDIT_SCHEMA_VERSION + 1);
+	assert_int_equal(query_int(fx->path, "PRAGMA user_version"), GSD_AUDIT_SCHEMA_VERSION + 1);
 }
 
 /* History of a file that does not exist is an error with a reason, and creates nothing. */
 static void test_history_missing_file(void **state)
 {
 	struct fixture *fx = *state;
-	gs_history_filter f = filter("alpha");
-	gs_history_result h;
-	gs_event_row *ev;
+	gsd_history_filter f = filter("alpha");
+	gsd_history_result h;
+	gsd_event_row *ev;
 	size_t count;
 	char err[256] = "";
-	assert_int_equal(gs_history_packets(fx->path, &f, &h, err, sizeof err), -1);
+	assert_int_equal(gsd_history_packets(fx->path, &f, &h, err, sizeof err), -1);
 	assert_non_null(strstr(err, fx->path));
 	assert_null(h.rows);
 	err[0] = '\0';
-	assert_int_equal(gs_history_events(fx->path, "alpha", 1, &ev, &count, err, sizeof err), -1);
+	assert_int_equal(gsd_history_events(fx->path, "alpha", 1, &ev, &count, err, sizeof err),
+	                 -1);
 	assert_true(strlen(err) > 0);
 	assert_null(ev);
 	struct stat st;
@@ -635,7 +637,7 @@ static void test_errors_notes_contexts_allocations(void **state)
 {
 	struct fixture *fx = *state;
 	tracker_reset();
-	gs_audit *a = open_audit(fx->path, NULL);
+	gsd_audit *a = open_audit(fx->path, NULL);
 
 	char long_tenant[100];
 	memset(long_tenant, 't', sizeof long_tenant - 1);
@@ -645,33 +647,33 @@ static void test_errors_notes_contexts_allocations(void **state)
 	memset(long_msg, 'm', 254);
 	strcpy(long_msg + 254, "\xc3\xa9tail");
 
-	gs_audit_error(a, NULL, "Hello", 16, "bad token");
-	gs_audit_error(a, long_tenant, "Submit", 3, long_msg);
-	gs_audit_note(a, NULL, "start", "daemon up");
-	gs_audit_note(a, "alpha", "ban", NULL);
+	gsd_audit_error(a, NULL, "Hello", 16, "bad token");
+	gsd_audit_error(a, long_tenant, "Submit", 3, long_msg);
+	gsd_audit_note(a, NULL, "start", "daemon up");
+	gsd_audit_note(a, "alpha", "ban", NULL);
 
-	gs_context_rec c = {.context = 9,
-	                    .tenant = "alpha",
-	                    .device = 3,
-	                    .node = 1,
-	                    .priority = -2,
-	                    .dma_buffer_size = 65536,
-	                    .created_ns = 11};
-	gs_audit_context(a, &c);
+	gsd_context_rec c = {.context = 9,
+	                     .tenant = "alpha",
+	                     .device = 3,
+	                     .node = 1,
+	                     .priority = -2,
+	                     .dma_buffer_size = 65536,
+	                     .created_ns = 11};
+	gsd_audit_context(a, &c);
 	c.destroyed_ns = 99;
-	gs_audit_context(a, &c);
-	gs_allocation_rec al = {.allocation = 5,
-	                        .tenant = "alpha",
-	                        .size = 1 << 20,
-	                        .supported_segment_set = 0x6,
-	                        .created_ns = 12};
-	gs_audit_allocation(a, &al);
+	gsd_audit_context(a, &c);
+	gsd_allocation_rec al = {.allocation = 5,
+	                         .tenant = "alpha",
+	                         .size = 1 << 20,
+	                         .supported_segment_set = 0x6,
+	                         .created_ns = 12};
+	gsd_audit_allocation(a, &al);
 	al.segment = 2;
 	al.offset = 8192;
-	gs_audit_allocation(a, &al);
+	gsd_audit_allocation(a, &al);
 
 	/* Acks come in queue order, so this one's ack means everything above is committed. */
-	gs_packet_rec r = packet(1, "alpha", 9, ST_SUBMITTED, 1);
+	gsd_packet_rec r = packet(1, "alpha", 9, ST_SUBMITTED, 1);
 	queue(a, &r, NULL);
 	assert_true(wait_acks(1));
 
@@ -682,7 +684,7 @@ static void test_errors_notes_contexts_allocations(void **state)
 	                 1);
 	assert_int_equal(query_int(fx->path, "SELECT length(CAST(tenant AS BLOB))"
 	                                     " FROM errors WHERE request = 'Submit'"),
-	                 GS_AUDIT_TENANT_MAX);
+	                 GSD_AUDIT_TENANT_MAX);
 	assert_int_equal(query_int(fx->path, "SELECT length(CAST(message AS BLOB))"
 	                                     " FROM errors WHERE request = 'Submit'"),
 	                 254);
@@ -700,7 +702,7 @@ static void test_errors_notes_contexts_allocations(void **state)
 	assert_int_equal(query_int(fx->path, "SELECT segment * 100000 + segment_offset"
 	                                     " FROM allocations"),
 	                 208192);
-	gs_audit_close(a);
+	gsd_audit_close(a);
 }
 
 /* A record SQLite refuses (no tenant) fails alone; its batch-mates still commit. */
@@ -708,21 +710,21 @@ static void test_refused_record_fails_alone(void **state)
 {
 	struct fixture *fx = *state;
 	tracker_reset();
-	gs_audit *a = open_audit(fx->path, NULL);
+	gsd_audit *a = open_audit(fx->path, NULL);
 	for (uint64_t id = 1; id <= 5; id++) {
-		gs_packet_rec r = packet(id, id == 3 ? NULL : "alpha", 1, ST_SUBMITTED, 0);
+		gsd_packet_rec r = packet(id, id == 3 ? NULL : "alpha", 1, ST_SUBMITTED, 0);
 		queue(a, &r, NULL);
 	}
 	assert_true(wait_acks(5));
 	assert_false(T.out_of_order);
 	assert_int_equal(T.ok, 4);
 	assert_int_equal(T.failed, 1);
-	gs_audit_stats st;
-	gs_audit_get_stats(a, &st);
+	gsd_audit_stats st;
+	gsd_audit_get_stats(a, &st);
 	assert_int_equal(st.records, 4);
 	assert_int_equal(st.dropped, 1);
 	assert_int_equal(st.failures, 0);
-	gs_audit_close(a);
+	gsd_audit_close(a);
 	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packets"), 4);
 	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packet_events"), 4);
 }
@@ -732,13 +734,13 @@ static void test_lock_holder_delays_only(void **state)
 {
 	struct fixture *fx = *state;
 	tracker_reset();
-	gs_audit *a = open_audit(fx->path, NULL);
+	gsd_audit *a = open_audit(fx->path, NULL);
 
 	sqlite3 *db;
 	assert_int_equal(sqlite3_open(fx->path, &db), SQLITE_OK);
 	assert_int_equal(sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
 	for (uint64_t id = 1; id <= 100; id++) {
-		gs_packet_rec r = packet(id, "alpha", 1, ST_SUBMITTED, 0);
+		gsd_packet_rec r = packet(id, "alpha", 1, ST_SUBMITTED, 0);
 		queue(a, &r, NULL);
 	}
 	/* The producer calls returned although the writer cannot have begun. */
@@ -750,7 +752,7 @@ static void test_lock_holder_delays_only(void **state)
 
 	assert_true(wait_acks(100));
 	assert_int_equal(T.ok, 100);
-	gs_audit_close(a);
+	gsd_audit_close(a);
 }
 
 static off_t wal_size(const char *path)
@@ -762,11 +764,11 @@ static off_t wal_size(const char *path)
 	return st.st_size;
 }
 
-static uint64_t queue_burst(gs_audit *a, uint64_t first, uint64_t count)
+static uint64_t queue_burst(gsd_audit *a, uint64_t first, uint64_t count)
 {
 	uint64_t seq = 0;
 	for (uint64_t id = first; id < first + count; id++) {
-		gs_packet_rec r = packet(id, "alpha", 1, ST_SUBMITTED, 0);
+		gsd_packet_rec r = packet(id, "alpha", 1, ST_SUBMITTED, 0);
 		seq = queue(a, &r, "x");
 	}
 	return seq;
@@ -781,12 +783,12 @@ static void test_wal_bounded(void **state)
 {
 	struct fixture *fx = *state;
 	tracker_reset();
-	gs_audit_options o = {.wal_limit = 1};
-	gs_audit *a = open_audit(fx->path, &o);
+	gsd_audit_options o = {.wal_limit = 1};
+	gsd_audit *a = open_audit(fx->path, &o);
 	assert_true(wait_acks(queue_burst(a, 1, 500)));
 	assert_int_equal(wal_size(fx->path), 0);
-	gs_audit_stats s;
-	gs_audit_get_stats(a, &s);
+	gsd_audit_stats s;
+	gsd_audit_get_stats(a, &s);
 	assert_true(s.checkpoints >= 1);
 
 	sqlite3 *db;
@@ -805,9 +807,9 @@ static void test_wal_bounded(void **state)
 
 	assert_true(wait_acks(queue_burst(a, 1501, 1)));
 	assert_int_equal(wal_size(fx->path), 0);
-	gs_audit_get_stats(a, &s);
+	gsd_audit_get_stats(a, &s);
 	assert_true(s.checkpoints > before);
-	gs_audit_close(a);
+	gsd_audit_close(a);
 	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packets"), 1501);
 }
 
@@ -871,18 +873,18 @@ static void test_kill9_keeps_acked(void **state)
 	if (pid == 0) {
 		close(fds[0]);
 		child_fd = fds[1];
-		gs_audit *a;
-		if (gs_audit_open(fx->path, NULL, &a) != 0)
+		gsd_audit *a;
+		if (gsd_audit_open(fx->path, NULL, &a) != 0)
 			_exit(2);
 		for (uint64_t id = 1;; id++) {
-			gs_packet_rec r = packet(id, "alpha", 1, ST_SUBMITTED, 0);
-			gs_audit_packet(a, &r, "k", child_ack, (void *)(uintptr_t)id);
+			gsd_packet_rec r = packet(id, "alpha", 1, ST_SUBMITTED, 0);
+			gsd_audit_packet(a, &r, "k", child_ack, (void *)(uintptr_t)id);
 			/* Keep the backlog bounded; the kill comes while it is still full. */
-			gs_audit_stats st;
-			gs_audit_get_stats(a, &st);
+			gsd_audit_stats st;
+			gsd_audit_get_stats(a, &st);
 			while (st.queued > 20000) {
 				sched_yield();
-				gs_audit_get_stats(a, &st);
+				gsd_audit_get_stats(a, &st);
 			}
 		}
 	}
@@ -898,18 +900,18 @@ static void test_kill9_keeps_acked(void **state)
 	assert_int_equal(log.ok, log.count);
 	uint64_t ok_max = log.ok_max;
 
-	gs_audit *a = open_audit(fx->path, NULL); /* recovers the WAL */
-	gs_audit_close(a);
+	gsd_audit *a = open_audit(fx->path, NULL); /* recovers the WAL */
+	gsd_audit_close(a);
 	char sql[128];
 	snprintf(sql, sizeof sql, "SELECT count(*) FROM packets WHERE packet <= %" PRIu64, ok_max);
 	assert_int_equal(query_int(fx->path, sql), ok_max);
-	gs_history_filter f = filter("alpha");
+	gsd_history_filter f = filter("alpha");
 	f.before_packet = ok_max + 1;
 	f.limit = 1;
-	gs_history_result h;
+	gsd_history_result h;
 	assert_int_equal(history(fx->path, &f, &h), 1);
 	assert_int_equal(h.rows[0].rec.packet, ok_max);
-	gs_history_result_free(&h);
+	gsd_history_result_free(&h);
 	print_message("kill -9: all %" PRIu64 " packets acked before it are in the file\n", ok_max);
 }
 
@@ -922,8 +924,8 @@ static void test_io_error_fails_batch(void **state)
 {
 	struct fixture *fx = *state;
 	const uint64_t n = 20000;
-	gs_audit *a = open_audit(fx->path, NULL);
-	gs_audit_close(a);
+	gsd_audit *a = open_audit(fx->path, NULL);
+	gsd_audit_close(a);
 
 	int fds[2];
 	assert_int_equal(pipe(fds), 0);
@@ -936,15 +938,15 @@ static void test_io_error_fails_batch(void **state)
 		struct rlimit rl = {.rlim_cur = 512 * 1024, .rlim_max = 512 * 1024};
 		if (setrlimit(RLIMIT_FSIZE, &rl) != 0)
 			_exit(4);
-		gs_audit_options o = {.max_batch = 512};
-		if (gs_audit_open(fx->path, &o, &a) != 0)
+		gsd_audit_options o = {.max_batch = 512};
+		if (gsd_audit_open(fx->path, &o, &a) != 0)
 			_exit(2);
 		for (uint64_t id = 1; id <= n; id++) {
-			gs_packet_rec r = packet(id, "alpha", 1, ST_SUBMITTED, 0);
+			gsd_packet_rec r = packet(id, "alpha", 1, ST_SUBMITTED, 0);
 			r.result = "padding padding padding padding padding padding padding";
-			gs_audit_packet(a, &r, "io", child_ack, (void *)(uintptr_t)id);
+			gsd_audit_packet(a, &r, "io", child_ack, (void *)(uintptr_t)id);
 		}
-		gs_audit_close(a); /* must return: the writer survives the errors */
+		gsd_audit_close(a); /* must return: the writer survives the errors */
 		_exit(0);
 	}
 	close(fds[1]);
@@ -995,34 +997,34 @@ static void test_burst_throughput(void **state)
 	struct fixture *fx = *state;
 	const uint64_t n = 100000;
 	tracker_reset();
-	gs_audit *a = open_audit(fx->path, NULL);
+	gsd_audit *a = open_audit(fx->path, NULL);
 	struct timespec t0;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (uint64_t id = 1; id <= n; id++) {
-		gs_packet_rec r = packet(id, id % 2 ? "alpha" : "beta", 1 + id % 8, ST_SUBMITTED,
-		                         (uint32_t)(id % 4));
+		gsd_packet_rec r = packet(id, id % 2 ? "alpha" : "beta", 1 + id % 8, ST_SUBMITTED,
+		                          (uint32_t)(id % 4));
 		queue(a, &r, "submitted");
 	}
 	double queued_s = seconds_since(&t0);
 	assert_true(wait_acks(n));
 	double total_s = seconds_since(&t0);
 	assert_int_equal(T.ok, n);
-	gs_audit_stats st;
-	gs_audit_get_stats(a, &st);
+	gsd_audit_stats st;
+	gsd_audit_get_stats(a, &st);
 	print_message("burst: %" PRIu64 " packet records queued in %.3f s, committed in %.3f s "
 	              "(%.0f records/s, %" PRIu64 " commits)\n",
 	              n, queued_s, total_s, (double)n / total_s, st.commits);
-	gs_audit_close(a);
+	gsd_audit_close(a);
 }
 
 /* ---- the memory manager's records: moves and packet allocation lists ---- */
 
 enum { MK_PLACE = 1, MK_PAGE_IN = 2, MK_EVICT = 3, MK_TRANSFER = 4, MK_FREE = 7 };
 
-static gs_move_rec move(const char *tenant, uint64_t allocation, int kind, uint64_t packet,
-                        uint64_t for_packet)
+static gsd_move_rec move(const char *tenant, uint64_t allocation, int kind, uint64_t packet,
+                         uint64_t for_packet)
 {
-	return (gs_move_rec){
+	return (gsd_move_rec){
 	        .allocation = allocation,
 	        .tenant = tenant,
 	        .device = 100 + allocation % 2,
@@ -1042,23 +1044,23 @@ static gs_move_rec move(const char *tenant, uint64_t allocation, int kind, uint6
 }
 
 /* Queues a tracked flush: its ack means every record queued before it is committed. */
-static uint64_t flush(gs_audit *a)
+static uint64_t flush(gsd_audit *a)
 {
 	uint64_t seq = ++T.issued;
-	gs_audit_flush(a, on_ack, (void *)(uintptr_t)seq);
+	gsd_audit_flush(a, on_ack, (void *)(uintptr_t)seq);
 	return seq;
 }
 
-static size_t moves(const char *path, const gs_moves_filter *f, gs_move_row **rows)
+static size_t moves(const char *path, const gsd_moves_filter *f, gsd_move_row **rows)
 {
 	char err[256] = "";
 	size_t n = 0;
-	if (gs_history_moves(path, f, rows, &n, err, sizeof err) != 0)
+	if (gsd_history_moves(path, f, rows, &n, err, sizeof err) != 0)
 		fail_msg("moves: %s", err);
 	return n;
 }
 
-static void assert_move_allocs(const gs_move_row *rows, size_t n, const uint64_t *allocs,
+static void assert_move_allocs(const gsd_move_row *rows, size_t n, const uint64_t *allocs,
                                size_t want)
 {
 	assert_int_equal(n, want);
@@ -1070,17 +1072,17 @@ static void test_moves_round_trip(void **state)
 {
 	struct fixture *fx = *state;
 	tracker_reset();
-	gs_audit *a = open_audit(fx->path, NULL);
+	gsd_audit *a = open_audit(fx->path, NULL);
 
 	/* seq 1..6 alpha, 7 beta; allocation 5 moves three times. */
-	gs_move_rec m = move("alpha", 5, MK_PLACE, 0, 0);
+	gsd_move_rec m = move("alpha", 5, MK_PLACE, 0, 0);
 	m.bytes = 0;
 	m.pieces = 0;
 	m.transfer_flags = 0;
 	m.reason = "created";
-	gs_audit_move(a, &m);
+	gsd_audit_move(a, &m);
 	m = move("alpha", 6, MK_PLACE, 0, 0);
-	gs_audit_move(a, &m); /* no reason: NULL in the file, "" when read */
+	gsd_audit_move(a, &m); /* no reason: NULL in the file, "" when read */
 	m = move("alpha", 5, MK_EVICT, 40, 0);
 	m.from_segment = 1;
 	m.from_offset = 20480;
@@ -1088,31 +1090,31 @@ static void test_moves_round_trip(void **state)
 	m.to_offset = 0x10000;
 	m.transfer_flags = 0x1a; /* Unswizzle | Start | End */
 	m.reason = "room for allocation 9";
-	gs_audit_move(a, &m);
+	gsd_audit_move(a, &m);
 	m = move("alpha", 5, MK_PAGE_IN, 42, 41);
 	char long_reason[300];
 	memset(long_reason, 'r', sizeof long_reason - 1);
 	long_reason[sizeof long_reason - 1] = '\0';
 	m.reason = long_reason;
-	gs_audit_move(a, &m);
+	gsd_audit_move(a, &m);
 	m = move("alpha", 6, MK_TRANSFER, 43, 0);
 	m.time_ns = 0; /* stamped with the time it was queued */
-	gs_audit_move(a, &m);
+	gsd_audit_move(a, &m);
 	m = move("alpha", 8, MK_FREE, 0, 0);
 	m.to_segment = 0;
-	gs_audit_move(a, &m);
+	gsd_audit_move(a, &m);
 	m = move("beta", 7, MK_PAGE_IN, 44, 42);
-	gs_audit_move(a, &m);
+	gsd_audit_move(a, &m);
 	assert_true(wait_acks(flush(a)));
 
-	gs_move_row *rows;
-	gs_moves_filter f = {.tenant = "alpha"};
+	gsd_move_row *rows;
+	gsd_moves_filter f = {.tenant = "alpha"};
 	size_t n = moves(fx->path, &f, &rows);
 	assert_move_allocs(rows, n, (const uint64_t[]){8, 6, 5, 5, 6, 5}, 6);
 	for (size_t i = 0; i + 1 < n; i++)
 		assert_true(rows[i].seq > rows[i + 1].seq);
 	/* Every field of the eviction comes back. */
-	const gs_move_row *e = &rows[3];
+	const gsd_move_row *e = &rows[3];
 	assert_int_equal(e->kind, MK_EVICT);
 	assert_int_equal(e->device, 101);
 	assert_int_equal(e->adapter, 1);
@@ -1140,10 +1142,10 @@ static void test_moves_round_trip(void **state)
 	                 2);
 	assert_int_equal(query_int(fx->path, "SELECT length(reason) FROM moves WHERE kind = 2"
 	                                     " AND tenant = 'alpha'"),
-	                 GS_AUDIT_TEXT_MAX);
+	                 GSD_AUDIT_TEXT_MAX);
 
 	/* Filters: allocation, device, packet (paging packet or render packet), paging back. */
-	f = (gs_moves_filter){.tenant = "alpha", .allocation = 5};
+	f = (gsd_moves_filter){.tenant = "alpha", .allocation = 5};
 	n = moves(fx->path, &f, &rows);
 	assert_int_equal(n, 3);
 	assert_int_equal(rows[0].kind, MK_PAGE_IN);
@@ -1157,57 +1159,58 @@ static void test_moves_round_trip(void **state)
 	assert_int_equal(n, 1);
 	assert_int_equal(rows[0].kind, MK_PLACE);
 	free(rows);
-	f = (gs_moves_filter){.tenant = "alpha", .allocation = 5, .limit = 1};
+	f = (gsd_moves_filter){.tenant = "alpha", .allocation = 5, .limit = 1};
 	n = moves(fx->path, &f, &rows);
 	assert_int_equal(n, 1);
 	assert_int_equal(rows[0].kind, MK_PAGE_IN);
 	free(rows);
-	f = (gs_moves_filter){.tenant = "alpha", .device = 100}; /* device = 100 + allocation % 2 */
+	f = (gsd_moves_filter){.tenant = "alpha",
+	                       .device = 100}; /* device = 100 + allocation % 2 */
 	n = moves(fx->path, &f, &rows);
 	assert_move_allocs(rows, n, (const uint64_t[]){8, 6, 6}, 3);
 	free(rows);
-	f = (gs_moves_filter){.tenant = "alpha", .packet = 42}; /* the paging packet */
+	f = (gsd_moves_filter){.tenant = "alpha", .packet = 42}; /* the paging packet */
 	n = moves(fx->path, &f, &rows);
 	assert_int_equal(n, 1);
 	assert_int_equal(rows[0].packet, 42);
 	free(rows);
-	f = (gs_moves_filter){.tenant = "alpha", .packet = 41}; /* the render packet */
+	f = (gsd_moves_filter){.tenant = "alpha", .packet = 41}; /* the render packet */
 	n = moves(fx->path, &f, &rows);
 	assert_int_equal(n, 1);
 	assert_int_equal(rows[0].for_packet, 41);
 	free(rows);
-	f = (gs_moves_filter){.tenant = "alpha", .packet = 99};
+	f = (gsd_moves_filter){.tenant = "alpha", .packet = 99};
 	assert_int_equal(moves(fx->path, &f, &rows), 0);
 	assert_null(rows);
 
 	/* Tenant scoping: beta sees its one move and nothing of alpha's, even by name. */
-	f = (gs_moves_filter){.tenant = "beta"};
+	f = (gsd_moves_filter){.tenant = "beta"};
 	n = moves(fx->path, &f, &rows);
 	assert_move_allocs(rows, n, (const uint64_t[]){7}, 1);
 	free(rows);
-	f = (gs_moves_filter){.tenant = "beta", .allocation = 5};
+	f = (gsd_moves_filter){.tenant = "beta", .allocation = 5};
 	assert_int_equal(moves(fx->path, &f, &rows), 0);
-	f = (gs_moves_filter){.tenant = "beta", .packet = 42}; /* for_packet of beta's move */
+	f = (gsd_moves_filter){.tenant = "beta", .packet = 42}; /* for_packet of beta's move */
 	n = moves(fx->path, &f, &rows);
 	assert_move_allocs(rows, n, (const uint64_t[]){7}, 1);
 	free(rows);
-	f = (gs_moves_filter){.tenant = "gamma"};
+	f = (gsd_moves_filter){.tenant = "gamma"};
 	assert_int_equal(moves(fx->path, &f, &rows), 0);
 
 	/* No tenant, no moves. */
 	char err[256] = "";
-	f = (gs_moves_filter){.tenant = NULL};
-	assert_int_equal(gs_history_moves(fx->path, &f, &rows, &n, err, sizeof err), -1);
+	f = (gsd_moves_filter){.tenant = NULL};
+	assert_int_equal(gsd_history_moves(fx->path, &f, &rows, &n, err, sizeof err), -1);
 	assert_true(strlen(err) > 0);
 	f.tenant = "";
-	assert_int_equal(gs_history_moves(fx->path, &f, &rows, &n, err, sizeof err), -1);
-	assert_int_equal(gs_history_moves(fx->path, NULL, &rows, &n, err, sizeof err), -1);
+	assert_int_equal(gsd_history_moves(fx->path, &f, &rows, &n, err, sizeof err), -1);
+	assert_int_equal(gsd_history_moves(fx->path, NULL, &rows, &n, err, sizeof err), -1);
 
-	gs_audit_stats st;
-	gs_audit_get_stats(a, &st);
+	gsd_audit_stats st;
+	gsd_audit_get_stats(a, &st);
 	assert_int_equal(st.dropped, 0);
 	assert_int_equal(st.records, 8); /* 7 moves and the flush */
-	gs_audit_close(a);
+	gsd_audit_close(a);
 }
 
 /* Limits as for packets: 100 by default, at most 10000. */
@@ -1215,14 +1218,14 @@ static void test_moves_limits(void **state)
 {
 	struct fixture *fx = *state;
 	tracker_reset();
-	gs_audit *a = open_audit(fx->path, NULL);
+	gsd_audit *a = open_audit(fx->path, NULL);
 	for (uint64_t i = 1; i <= 10050; i++) {
-		gs_move_rec m = move("alpha", i, MK_PLACE, 0, 0);
-		gs_audit_move(a, &m);
+		gsd_move_rec m = move("alpha", i, MK_PLACE, 0, 0);
+		gsd_audit_move(a, &m);
 	}
 	assert_true(wait_acks(flush(a)));
-	gs_move_row *rows;
-	gs_moves_filter f = {.tenant = "alpha"};
+	gsd_move_row *rows;
+	gsd_moves_filter f = {.tenant = "alpha"};
 	size_t n = moves(fx->path, &f, &rows);
 	assert_int_equal(n, 100);
 	assert_int_equal(rows[0].allocation, 10050);
@@ -1232,33 +1235,33 @@ static void test_moves_limits(void **state)
 	assert_int_equal(n, 10000);
 	assert_int_equal(rows[9999].allocation, 51);
 	free(rows);
-	gs_audit_close(a);
+	gsd_audit_close(a);
 }
 
 static void test_history_by_allocation_and_paging(void **state)
 {
 	struct fixture *fx = *state;
 	tracker_reset();
-	gs_audit *a = open_audit(fx->path, NULL);
+	gsd_audit *a = open_audit(fx->path, NULL);
 
 	/* alpha: 1 lists {5, 6}; 2 lists {6}; 3 writes 5; 4 is a paging packet that moves 5;
 	 * 5 is a context switch; 6 lists nothing. beta: 7 lists its own allocation 5. */
 	static const uint32_t flags[] = {0, 0x2, 0x8, 0x10, 0x1, 0x40, 0x0, 0x0};
 	for (uint64_t id = 1; id <= 7; id++) {
-		gs_packet_rec r = packet(id, id == 7 ? "beta" : "alpha", 1, ST_COMPLETED, 0);
+		gsd_packet_rec r = packet(id, id == 7 ? "beta" : "alpha", 1, ST_COMPLETED, 0);
 		r.submit_flags = flags[id];
 		queue(a, &r, NULL);
 	}
-	gs_audit_packet_allocations(a, 1, "alpha", (const uint64_t[]){5, 6}, NULL, 2);
-	gs_audit_packet_allocations(a, 2, "alpha", (const uint64_t[]){6}, (const bool[]){true}, 1);
-	gs_audit_packet_allocations(a, 3, "alpha", (const uint64_t[]){9, 5},
-	                            (const bool[]){false, true}, 2);
-	gs_audit_packet_allocations(a, 6, "alpha", NULL, NULL, 0); /* records nothing */
-	gs_audit_packet_allocations(a, 7, "beta", (const uint64_t[]){5}, NULL, 1);
-	gs_move_rec m = move("alpha", 5, MK_EVICT, 4, 0);
-	gs_audit_move(a, &m);
+	gsd_audit_packet_allocations(a, 1, "alpha", (const uint64_t[]){5, 6}, NULL, 2);
+	gsd_audit_packet_allocations(a, 2, "alpha", (const uint64_t[]){6}, (const bool[]){true}, 1);
+	gsd_audit_packet_allocations(a, 3, "alpha", (const uint64_t[]){9, 5},
+	                             (const bool[]){false, true}, 2);
+	gsd_audit_packet_allocations(a, 6, "alpha", NULL, NULL, 0); /* records nothing */
+	gsd_audit_packet_allocations(a, 7, "beta", (const uint64_t[]){5}, NULL, 1);
+	gsd_move_rec m = move("alpha", 5, MK_EVICT, 4, 0);
+	gsd_audit_move(a, &m);
 	m = move("alpha", 6, MK_PLACE, 0, 0); /* no packet: names none */
-	gs_audit_move(a, &m);
+	gsd_audit_move(a, &m);
 	assert_true(wait_acks(flush(a)));
 
 	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packet_allocations"), 6);
@@ -1273,30 +1276,30 @@ static void test_history_by_allocation_and_paging(void **state)
 	                           " WHERE packet = 1 AND write = 0 AND tenant = 'alpha'"),
 	                 2);
 
-	gs_history_result h;
-	gs_history_filter f = filter("alpha");
+	gsd_history_result h;
+	gsd_history_filter f = filter("alpha");
 	f.allocation = 5;
 	history(fx->path, &f, &h);
 	assert_ids(&h, (const uint64_t[]){4, 3, 1}, 3);
-	gs_history_result_free(&h);
+	gsd_history_result_free(&h);
 	f.allocation = 6;
 	history(fx->path, &f, &h);
 	assert_ids(&h, (const uint64_t[]){2, 1}, 2);
-	gs_history_result_free(&h);
+	gsd_history_result_free(&h);
 	f.allocation = 77;
 	history(fx->path, &f, &h);
 	assert_ids(&h, NULL, 0);
-	gs_history_result_free(&h);
+	gsd_history_result_free(&h);
 
 	f = filter("alpha");
 	f.paging = true;
 	history(fx->path, &f, &h);
 	assert_ids(&h, (const uint64_t[]){5, 4}, 2);
-	gs_history_result_free(&h);
+	gsd_history_result_free(&h);
 	f.allocation = 5;
 	history(fx->path, &f, &h);
 	assert_ids(&h, (const uint64_t[]){4}, 1);
-	gs_history_result_free(&h);
+	gsd_history_result_free(&h);
 
 	/* Combined with the other filters and paging back. */
 	f = filter("alpha");
@@ -1305,24 +1308,24 @@ static void test_history_by_allocation_and_paging(void **state)
 	f.limit = 1;
 	history(fx->path, &f, &h);
 	assert_ids(&h, (const uint64_t[]){3}, 1);
-	gs_history_result_free(&h);
+	gsd_history_result_free(&h);
 
 	/* Tenant scoping: beta's allocation 5 is its own; alpha's packets never show. */
 	f = filter("beta");
 	f.allocation = 5;
 	history(fx->path, &f, &h);
 	assert_ids(&h, (const uint64_t[]){7}, 1);
-	gs_history_result_free(&h);
+	gsd_history_result_free(&h);
 	f.allocation = 6;
 	history(fx->path, &f, &h);
 	assert_ids(&h, NULL, 0);
-	gs_history_result_free(&h);
+	gsd_history_result_free(&h);
 	f = filter("beta");
 	f.paging = true;
 	history(fx->path, &f, &h);
 	assert_ids(&h, NULL, 0);
-	gs_history_result_free(&h);
-	gs_audit_close(a);
+	gsd_history_result_free(&h);
+	gsd_audit_close(a);
 }
 
 /* Allocation lists of every size, through more nodes than the pool keeps (the writer frees
@@ -1331,7 +1334,7 @@ static void test_packet_allocations_many(void **state)
 {
 	struct fixture *fx = *state;
 	tracker_reset();
-	gs_audit *a = open_audit(fx->path, NULL);
+	gsd_audit *a = open_audit(fx->path, NULL);
 	enum { PACKETS = 12000, MAXLIST = 40 };
 	uint64_t list[MAXLIST];
 	bool wr[MAXLIST];
@@ -1342,18 +1345,18 @@ static void test_packet_allocations_many(void **state)
 	}
 	for (uint64_t p = 1; p <= PACKETS; p++) {
 		size_t n = p % MAXLIST;
-		gs_audit_packet_allocations(a, p, "alpha", list, wr, n);
+		gsd_audit_packet_allocations(a, p, "alpha", list, wr, n);
 		rows += n;
 	}
 	assert_true(wait_acks(flush(a)));
 	char sql[64];
 	snprintf(sql, sizeof sql, "SELECT count(*) FROM packet_allocations");
 	assert_int_equal(query_int(fx->path, sql), (int64_t)rows);
-	gs_audit_stats st;
-	gs_audit_get_stats(a, &st);
+	gsd_audit_stats st;
+	gsd_audit_get_stats(a, &st);
 	assert_int_equal(st.dropped, 0);
 	assert_int_equal(st.queued, 0);
-	gs_audit_close(a);
+	gsd_audit_close(a);
 }
 
 /* A version 1 file (no moves, no packet_allocations) opens, gains both, keeps its rows. */
@@ -1361,15 +1364,15 @@ static void test_v1_file_upgraded(void **state)
 {
 	struct fixture *fx = *state;
 	tracker_reset();
-	gs_audit *a = open_audit(fx->path, NULL);
+	gsd_audit *a = open_audit(fx->path, NULL);
 	for (uint64_t id = 1; id <= 20; id++) {
-		gs_packet_rec r = packet(id, "alpha", 1, ST_COMPLETED, 0);
+		gsd_packet_rec r = packet(id, "alpha", 1, ST_COMPLETED, 0);
 		queue(a, &r, "v1");
 	}
-	gs_allocation_rec al = {.allocation = 5, .tenant = "alpha", .size = 4096};
-	gs_audit_allocation(a, &al);
+	gsd_allocation_rec al = {.allocation = 5, .tenant = "alpha", .size = 4096};
+	gsd_audit_allocation(a, &al);
 	assert_true(wait_acks(flush(a)));
-	gs_audit_close(a);
+	gsd_audit_close(a);
 	/* What a version 1 daemon left: the same tables less the new ones. */
 	exec_sql(fx->path, "DROP TABLE moves; DROP TABLE packet_allocations;"
 	                   " PRAGMA user_version = 1;"
@@ -1380,10 +1383,10 @@ static void test_v1_file_upgraded(void **state)
 
 	tracker_reset();
 	a = open_audit(fx->path, NULL);
-	assert_int_equal(query_int(fx->path, "PRAGMA user_version"), GS_AUDIT_SCHEMA_VERSION);
+	assert_int_equal(query_int(fx->path, "PRAGMA user_version"), GSD_AUDIT_SCHEMA_VERSION);
 	assert_int_equal(query_int(fx->path, "SELECT CAST(value AS INTEGER) FROM meta"
 	                                     " WHERE key = 'schema_version'"),
-	                 GS_AUDIT_SCHEMA_VERSION);
+	                 GSD_AUDIT_SCHEMA_VERSION);
 	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM sqlite_master WHERE type ="
 	                                     " 'index' AND tbl_name IN ('moves',"
 	                                     " 'packet_allocations')"),
@@ -1393,40 +1396,40 @@ static void test_v1_file_upgraded(void **state)
 	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM allocations"), 1);
 
 	/* The new tables work at once, beside the old rows. */
-	gs_packet_rec r = packet(21, "alpha", 1, ST_SUBMITTED, 0);
+	gsd_packet_rec r = packet(21, "alpha", 1, ST_SUBMITTED, 0);
 	r.submit_flags = 0x1;
 	queue(a, &r, NULL);
-	gs_audit_packet_allocations(a, 21, "alpha", (const uint64_t[]){5}, NULL, 1);
-	gs_move_rec m = move("alpha", 5, MK_PAGE_IN, 21, 0);
-	gs_audit_move(a, &m);
+	gsd_audit_packet_allocations(a, 21, "alpha", (const uint64_t[]){5}, NULL, 1);
+	gsd_move_rec m = move("alpha", 5, MK_PAGE_IN, 21, 0);
+	gsd_audit_move(a, &m);
 	assert_true(wait_acks(flush(a)));
-	gs_history_filter f = filter("alpha");
-	gs_history_result h;
+	gsd_history_filter f = filter("alpha");
+	gsd_history_result h;
 	assert_int_equal(history(fx->path, &f, &h), 21);
-	gs_history_result_free(&h);
+	gsd_history_result_free(&h);
 	f.allocation = 5;
 	history(fx->path, &f, &h);
 	assert_ids(&h, (const uint64_t[]){21}, 1);
-	gs_history_result_free(&h);
-	gs_move_row *rows;
-	gs_moves_filter mf = {.tenant = "alpha", .allocation = 5};
+	gsd_history_result_free(&h);
+	gsd_move_row *rows;
+	gsd_moves_filter mf = {.tenant = "alpha", .allocation = 5};
 	assert_int_equal(moves(fx->path, &mf, &rows), 1);
 	free(rows);
-	gs_audit_close(a);
+	gsd_audit_close(a);
 
 	/* A restarted daemon continues after the highest packet, whichever table names it. */
 	uint64_t last_packet, last_handle;
 	char err[256];
-	assert_int_equal(gs_history_last_ids(fx->path, &last_packet, &last_handle, err, sizeof err),
-	                 0);
+	assert_int_equal(
+	        gsd_history_last_ids(fx->path, &last_packet, &last_handle, err, sizeof err), 0);
 	assert_int_equal(last_packet, 21);
 	exec_sql(fx->path,
 	         "INSERT INTO moves (time_ns, tenant, allocation, device, adapter, packet,"
 	         " for_packet, kind, kind_name, from_segment, from_offset, to_segment,"
 	         " to_offset, bytes, transfer_flags, pieces)"
 	         " VALUES (1, 'alpha', 5, 1, 0, 30, 0, 3, 'EVICT', 1, 0, 0, 0, 1, 0, 1)");
-	assert_int_equal(gs_history_last_ids(fx->path, &last_packet, &last_handle, err, sizeof err),
-	                 0);
+	assert_int_equal(
+	        gsd_history_last_ids(fx->path, &last_packet, &last_handle, err, sizeof err), 0);
 	assert_int_equal(last_packet, 30);
 }
 

@@ -31,13 +31,13 @@
 /* ---- fixture: two 1 MiB segments (ids 1 and 2) and an irq recorder ---- */
 
 typedef struct fixture {
-	gs_memory mem;
-	const gs_engine_ops *ops;
-	gs_engine *engine;
+	gsd_memory mem;
+	const gsd_engine_ops *ops;
+	gsd_engine *engine;
 
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	gs_irq irqs[MAX_IRQS];
+	gsd_irq irqs[MAX_IRQS];
 	uint64_t irq_ns[MAX_IRQS]; /* CLOCK_MONOTONIC when each irq was reported */
 	size_t nirqs;
 	/* A SIGNAL with this sync object makes the callback request preemption, which pins the
@@ -55,7 +55,7 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static void on_irq(void *arg, const gs_irq *irq)
+static void on_irq(void *arg, const gsd_irq *irq)
 {
 	fixture *f = arg;
 
@@ -70,9 +70,9 @@ static void on_irq(void *arg, const gs_irq *irq)
 		f->overflow = true;
 	pthread_cond_broadcast(&f->cond);
 	pthread_mutex_unlock(&f->lock);
-	if ((irq->kind == GS_IRQ_FENCE_SIGNAL && f->preempt_on_sync &&
+	if ((irq->kind == GSD_IRQ_FENCE_SIGNAL && f->preempt_on_sync &&
 	     irq->sync == f->preempt_on_sync) ||
-	    (irq->kind == GS_IRQ_STARTED && f->preempt_on_started))
+	    (irq->kind == GSD_IRQ_STARTED && f->preempt_on_started))
 		f->ops->preempt(f->engine);
 }
 
@@ -98,9 +98,9 @@ static int setup(void **state)
 	return 0;
 }
 
-static void start_engine(fixture *f, const gs_engine_ops *ops, bool virtual_clock)
+static void start_engine(fixture *f, const gsd_engine_ops *ops, bool virtual_clock)
 {
-	gs_engine_config cfg = {
+	gsd_engine_config cfg = {
 	        .node = NODE,
 	        .name = "test",
 	        .memory = &f->mem,
@@ -124,7 +124,7 @@ static int teardown(void **state)
 	fixture *f = *state;
 	stop_engine(f);
 	bool overflow = f->overflow;
-	for (uint32_t id = 0; id < GS_MAX_SEGMENTS; id++)
+	for (uint32_t id = 0; id < GSD_MAX_SEGMENTS; id++)
 		free(f->mem.seg[id].base);
 	pthread_cond_destroy(&f->cond);
 	pthread_mutex_destroy(&f->lock);
@@ -132,15 +132,16 @@ static int teardown(void **state)
 	return overflow ? -1 : 0;
 }
 
-static bool is_final(gs_irq_kind k)
+static bool is_final(gsd_irq_kind k)
 {
-	return k == GS_IRQ_DMA_COMPLETED || k == GS_IRQ_DMA_PREEMPTED || k == GS_IRQ_DMA_FAULTED ||
-	       k == GS_IRQ_DMA_PAGE_FAULTED || k == GS_IRQ_ABORTED || k == GS_IRQ_ENGINE_TIMEOUT;
+	return k == GSD_IRQ_DMA_COMPLETED || k == GSD_IRQ_DMA_PREEMPTED ||
+	       k == GSD_IRQ_DMA_FAULTED || k == GSD_IRQ_DMA_PAGE_FAULTED || k == GSD_IRQ_ABORTED ||
+	       k == GSD_IRQ_ENGINE_TIMEOUT;
 }
 
 /* Index of the first irq of x matching `kind` (0 = any final one), waiting up to timeout_ns;
  * SIZE_MAX if none came. */
-static size_t wait_irq_for(fixture *f, const gs_exec *x, gs_irq_kind kind, uint64_t timeout_ns)
+static size_t wait_irq_for(fixture *f, const gsd_exec *x, gsd_irq_kind kind, uint64_t timeout_ns)
 {
 	uint64_t end = now_ns() + timeout_ns;
 	struct timespec deadline = {.tv_sec = (time_t)(end / 1000000000u),
@@ -164,7 +165,7 @@ static size_t wait_irq_for(fixture *f, const gs_exec *x, gs_irq_kind kind, uint6
 }
 
 /* The same, failing the test after WAIT_S. */
-static size_t wait_irq(fixture *f, const gs_exec *x, gs_irq_kind kind)
+static size_t wait_irq(fixture *f, const gsd_exec *x, gsd_irq_kind kind)
 {
 	size_t i = wait_irq_for(f, x, kind, (uint64_t)WAIT_S * 1000000000u);
 	if (i == SIZE_MAX)
@@ -172,11 +173,11 @@ static size_t wait_irq(fixture *f, const gs_exec *x, gs_irq_kind kind)
 	return i;
 }
 
-static gs_irq wait_final(fixture *f, const gs_exec *x)
+static gsd_irq wait_final(fixture *f, const gsd_exec *x)
 {
 	size_t i = wait_irq(f, x, 0);
 	pthread_mutex_lock(&f->lock);
-	gs_irq irq = f->irqs[i];
+	gsd_irq irq = f->irqs[i];
 	pthread_mutex_unlock(&f->lock);
 	assert_int_equal(irq.node, NODE);
 	return irq;
@@ -191,7 +192,7 @@ static void forget_irqs(fixture *f)
 }
 
 /* All irqs of x, in the order reported. */
-static size_t irqs_of(fixture *f, const gs_exec *x, gs_irq *out, size_t cap)
+static size_t irqs_of(fixture *f, const gsd_exec *x, gsd_irq *out, size_t cap)
 {
 	size_t n = 0;
 	pthread_mutex_lock(&f->lock);
@@ -244,14 +245,14 @@ static gs_isa_cmd signal_cmd(uint64_t sync, uint64_t value)
 	return (gs_isa_cmd){.op = GS_OP_SIGNAL, .sync = sync, .value = value};
 }
 
-static gs_exec packet(const dma *d, const gs_range *ranges, size_t nranges)
+static gsd_exec packet(const dma *d, const gsd_range *ranges, size_t nranges)
 {
-	return (gs_exec){.packet = 1,
-	                 .fence = 1,
-	                 .dma = d->buf,
-	                 .dma_len = d->len,
-	                 .ranges = ranges,
-	                 .nranges = nranges};
+	return (gsd_exec){.packet = 1,
+	                  .fence = 1,
+	                  .dma = d->buf,
+	                  .dma_len = d->len,
+	                  .ranges = ranges,
+	                  .nranges = nranges};
 }
 
 static uint8_t *host(fixture *f, uint64_t addr)
@@ -274,7 +275,7 @@ static bool all_bytes(const uint8_t *p, size_t n, uint8_t v)
 #define ADDR_B             GPU_ADDR(2, 0x0)
 #define ADDR_R             GPU_ADDR(1, 0x8000)
 #define ALLOC_SIZE         4096u
-static const gs_range ranges_abr[] = {
+static const gsd_range ranges_abr[] = {
         {ADDR_A, ALLOC_SIZE, true},
         {ADDR_B, ALLOC_SIZE, true},
         {ADDR_R, ALLOC_SIZE, false},
@@ -285,7 +286,7 @@ static const gs_range ranges_abr[] = {
 static void test_fill_copy_checksum(void **state)
 {
 	fixture *f = *state;
-	start_engine(f, &gs_engine_emu, false);
+	start_engine(f, &gsd_engine_emu, false);
 
 	for (size_t i = 0; i < ALLOC_SIZE; i++)
 		host(f, ADDR_R)[i] = (uint8_t)(i * 7);
@@ -295,11 +296,11 @@ static void test_fill_copy_checksum(void **state)
 	emit(&d, checksum(ADDR_B, ADDR_B + 8, 2000));
 	/* overlapping copy inside A: memmove semantics */
 	emit(&d, copy(ADDR_A + 2, ADDR_A, 1000));
-	gs_exec x = packet(&d, ranges_abr, 3);
+	gsd_exec x = packet(&d, ranges_abr, 3);
 	assert_int_equal(f->ops->submit(f->engine, &x), 0);
 
-	gs_irq irq = wait_final(f, &x);
-	assert_int_equal(irq.kind, GS_IRQ_DMA_COMPLETED);
+	gsd_irq irq = wait_final(f, &x);
+	assert_int_equal(irq.kind, GSD_IRQ_DMA_COMPLETED);
 	assert_int_equal(irq.stop_offset, d.len);
 	assert_true(irq.engine_ns > 0);
 
@@ -313,38 +314,38 @@ static void test_fill_copy_checksum(void **state)
 	assert_true(gs_le64_get(host(f, ADDR_B)) == gs_isa_checksum(host(f, ADDR_R), 2000));
 
 	/* STARTED comes first, then the final interrupt, and nothing else. */
-	gs_irq all[4];
+	gsd_irq all[4];
 	assert_int_equal(irqs_of(f, &x, all, 4), 2);
-	assert_int_equal(all[0].kind, GS_IRQ_STARTED);
-	assert_int_equal(all[1].kind, GS_IRQ_DMA_COMPLETED);
+	assert_int_equal(all[0].kind, GSD_IRQ_STARTED);
+	assert_int_equal(all[1].kind, GSD_IRQ_DMA_COMPLETED);
 }
 
 static void test_signal_and_order(void **state)
 {
 	fixture *f = *state;
-	start_engine(f, &gs_engine_emu, false);
+	start_engine(f, &gsd_engine_emu, false);
 
 	dma d1 = {0}, d2 = {0};
 	emit(&d1, signal_cmd(77, 5));
 	emit(&d1, fill(ADDR_A, 16, 1));
 	size_t sig2 = emit(&d1, signal_cmd(77, 6));
 	emit(&d2, signal_cmd(78, 1));
-	gs_exec x1 = packet(&d1, ranges_abr, 3), x2 = packet(&d2, ranges_abr, 3);
+	gsd_exec x1 = packet(&d1, ranges_abr, 3), x2 = packet(&d2, ranges_abr, 3);
 	assert_int_equal(f->ops->submit(f->engine, &x1), 0);
 	assert_int_equal(f->ops->submit(f->engine, &x2), 0);
-	assert_int_equal(wait_final(f, &x2).kind, GS_IRQ_DMA_COMPLETED);
+	assert_int_equal(wait_final(f, &x2).kind, GSD_IRQ_DMA_COMPLETED);
 
 	/* Packets run in submission order; each one's irqs are STARTED, signals, final. */
 	pthread_mutex_lock(&f->lock);
 	static const struct {
 		int packet;
-		gs_irq_kind kind;
+		gsd_irq_kind kind;
 		uint64_t sync, value;
 	} want[] = {
-	        {1, GS_IRQ_STARTED, 0, 0},       {1, GS_IRQ_FENCE_SIGNAL, 77, 5},
-	        {1, GS_IRQ_FENCE_SIGNAL, 77, 6}, {1, GS_IRQ_DMA_COMPLETED, 0, 0},
-	        {2, GS_IRQ_STARTED, 0, 0},       {2, GS_IRQ_FENCE_SIGNAL, 78, 1},
-	        {2, GS_IRQ_DMA_COMPLETED, 0, 0},
+	        {1, GSD_IRQ_STARTED, 0, 0},       {1, GSD_IRQ_FENCE_SIGNAL, 77, 5},
+	        {1, GSD_IRQ_FENCE_SIGNAL, 77, 6}, {1, GSD_IRQ_DMA_COMPLETED, 0, 0},
+	        {2, GSD_IRQ_STARTED, 0, 0},       {2, GSD_IRQ_FENCE_SIGNAL, 78, 1},
+	        {2, GSD_IRQ_DMA_COMPLETED, 0, 0},
 	};
 	assert_int_equal(f->nirqs, sizeof(want) / sizeof(want[0]));
 	for (size_t i = 0; i < f->nirqs; i++) {
@@ -361,10 +362,10 @@ static void test_signal_and_order(void **state)
 /* Runs a one-packet buffer and expects a page fault at the offset of command `bad`. */
 static void expect_page_fault(fixture *f, const dma *d, size_t bad, const char *why)
 {
-	gs_exec x = packet(d, ranges_abr, 3);
+	gsd_exec x = packet(d, ranges_abr, 3);
 	assert_int_equal(f->ops->submit(f->engine, &x), 0);
-	gs_irq irq = wait_final(f, &x);
-	assert_int_equal(irq.kind, GS_IRQ_DMA_PAGE_FAULTED);
+	gsd_irq irq = wait_final(f, &x);
+	assert_int_equal(irq.kind, GSD_IRQ_DMA_PAGE_FAULTED);
 	assert_int_equal(irq.stop_offset, bad);
 	assert_non_null(strstr(irq.detail, "page fault"));
 	assert_non_null(strstr(irq.detail, why));
@@ -373,7 +374,7 @@ static void expect_page_fault(fixture *f, const dma *d, size_t bad, const char *
 static void test_page_faults(void **state)
 {
 	fixture *f = *state;
-	start_engine(f, &gs_engine_emu, false);
+	start_engine(f, &gsd_engine_emu, false);
 	static const struct {
 		gs_isa_cmd cmd;
 		const char *why;
@@ -418,10 +419,10 @@ static void test_page_faults(void **state)
 static void test_range_outside_segment(void **state)
 {
 	fixture *f = *state;
-	start_engine(f, &gs_engine_emu, false);
+	start_engine(f, &gsd_engine_emu, false);
 	/* Allocation-list entries the memory cannot back: an unmapped segment, and a range that
 	 * runs past its segment's end. The engine must still refuse. */
-	const gs_range bad_ranges[] = {
+	const gsd_range bad_ranges[] = {
 	        {gs_addr_make(7, 0), 4096, true},
 	        {gs_addr_make(1, SEG_SIZE - 16), 4096, true},
 	};
@@ -429,65 +430,65 @@ static void test_range_outside_segment(void **state)
 	emit(&d, fill(gs_addr_make(7, 0), 16, 1));
 	dma e = {0};
 	emit(&e, fill(gs_addr_make(1, SEG_SIZE - 16), 32, 1));
-	gs_exec x = packet(&d, bad_ranges, 2), y = packet(&e, bad_ranges, 2);
+	gsd_exec x = packet(&d, bad_ranges, 2), y = packet(&e, bad_ranges, 2);
 	assert_int_equal(f->ops->submit(f->engine, &x), 0);
 	assert_int_equal(f->ops->submit(f->engine, &y), 0);
-	gs_irq ix = wait_final(f, &x), iy = wait_final(f, &y);
-	assert_int_equal(ix.kind, GS_IRQ_DMA_PAGE_FAULTED);
+	gsd_irq ix = wait_final(f, &x), iy = wait_final(f, &y);
+	assert_int_equal(ix.kind, GSD_IRQ_DMA_PAGE_FAULTED);
 	assert_non_null(strstr(ix.detail, "outside segment 7"));
-	assert_int_equal(iy.kind, GS_IRQ_DMA_PAGE_FAULTED);
+	assert_int_equal(iy.kind, GSD_IRQ_DMA_PAGE_FAULTED);
 	assert_non_null(strstr(iy.detail, "outside segment 1"));
 }
 
 static void test_decode_fault(void **state)
 {
 	fixture *f = *state;
-	start_engine(f, &gs_engine_emu, false);
+	start_engine(f, &gsd_engine_emu, false);
 
 	dma d = {0};
 	emit(&d, fill(ADDR_A, 4, 0x09090909u));
 	size_t bad = emit(&d, spin(1));
 	d.buf[bad + 1] = 0x2; /* unknown SPIN flag */
-	gs_exec x = packet(&d, ranges_abr, 3);
+	gsd_exec x = packet(&d, ranges_abr, 3);
 	assert_int_equal(f->ops->submit(f->engine, &x), 0);
-	gs_irq irq = wait_final(f, &x);
-	assert_int_equal(irq.kind, GS_IRQ_DMA_FAULTED);
+	gsd_irq irq = wait_final(f, &x);
+	assert_int_equal(irq.kind, GSD_IRQ_DMA_FAULTED);
 	assert_int_equal(irq.stop_offset, bad);
 	assert_non_null(strstr(irq.detail, "flags"));
 	assert_true(all_bytes(host(f, ADDR_A), 4, 0x09));
 
 	/* A resume offset inside a command or past the end faults too. */
-	gs_exec y = packet(&d, ranges_abr, 3);
+	gsd_exec y = packet(&d, ranges_abr, 3);
 	y.resume_offset = 4;
-	gs_exec z = packet(&d, ranges_abr, 3);
+	gsd_exec z = packet(&d, ranges_abr, 3);
 	z.resume_offset = d.len + 1;
 	assert_int_equal(f->ops->submit(f->engine, &y), 0);
 	assert_int_equal(f->ops->submit(f->engine, &z), 0);
-	assert_int_equal(wait_final(f, &y).kind, GS_IRQ_DMA_FAULTED);
-	assert_int_equal(wait_final(f, &z).kind, GS_IRQ_DMA_FAULTED);
+	assert_int_equal(wait_final(f, &y).kind, GSD_IRQ_DMA_FAULTED);
+	assert_int_equal(wait_final(f, &z).kind, GSD_IRQ_DMA_FAULTED);
 }
 
 static void test_null_rendering(void **state)
 {
 	fixture *f = *state;
-	start_engine(f, &gs_engine_emu, false);
+	start_engine(f, &gsd_engine_emu, false);
 
 	dma d = {0};
 	emit(&d, fill(ADDR_A, ALLOC_SIZE, 0xffffffffu));
 	emit(&d, spin(10 * 1000 * 1000)); /* 10 s of wall time, if it ran */
 	emit(&d, fill(ADDR_R, 1, 1));     /* would even fault */
 	emit(&d, signal_cmd(5, 9));
-	gs_exec x = packet(&d, ranges_abr, 3);
+	gsd_exec x = packet(&d, ranges_abr, 3);
 	x.submit_flags = GS_SUBMIT_NULL_RENDERING;
 	uint64_t t0 = now_ns();
 	assert_int_equal(f->ops->submit(f->engine, &x), 0);
-	gs_irq irq = wait_final(f, &x);
+	gsd_irq irq = wait_final(f, &x);
 	assert_true(now_ns() - t0 < 5000000000u);
-	assert_int_equal(irq.kind, GS_IRQ_DMA_COMPLETED);
+	assert_int_equal(irq.kind, GSD_IRQ_DMA_COMPLETED);
 	assert_int_equal(irq.engine_ns, 0);
 	assert_true(all_bytes(host(f, ADDR_A), ALLOC_SIZE, 0));
 	/* Fences still signal: NullRendering goes through fence signalling. */
-	size_t i = wait_irq(f, &x, GS_IRQ_FENCE_SIGNAL);
+	size_t i = wait_irq(f, &x, GSD_IRQ_FENCE_SIGNAL);
 	pthread_mutex_lock(&f->lock);
 	assert_int_equal(f->irqs[i].sync, 5);
 	assert_int_equal(f->irqs[i].value, 9);
@@ -497,23 +498,23 @@ static void test_null_rendering(void **state)
 static void test_null_backend(void **state)
 {
 	fixture *f = *state;
-	assert_ptr_equal(gs_engine_find("emu"), &gs_engine_emu);
-	assert_ptr_equal(gs_engine_find("null"), &gs_engine_null);
-	assert_null(gs_engine_find("real"));
-	assert_null(gs_engine_find(NULL));
-	start_engine(f, gs_engine_find("null"), false);
+	assert_ptr_equal(gsd_engine_find("emu"), &gsd_engine_emu);
+	assert_ptr_equal(gsd_engine_find("null"), &gsd_engine_null);
+	assert_null(gsd_engine_find("real"));
+	assert_null(gsd_engine_find(NULL));
+	start_engine(f, gsd_engine_find("null"), false);
 
 	dma d = {0};
 	emit(&d, fill(ADDR_A, ALLOC_SIZE, 0x12345678u));
 	emit(&d, spin(10 * 1000 * 1000));
-	gs_exec x[8];
+	gsd_exec x[8];
 	for (size_t i = 0; i < 8; i++) {
 		x[i] = packet(&d, ranges_abr, 3);
 		assert_int_equal(f->ops->submit(f->engine, &x[i]), 0);
 	}
 	for (size_t i = 0; i < 8; i++) {
-		gs_irq irq = wait_final(f, &x[i]);
-		assert_int_equal(irq.kind, GS_IRQ_DMA_COMPLETED);
+		gsd_irq irq = wait_final(f, &x[i]);
+		assert_int_equal(irq.kind, GSD_IRQ_DMA_COMPLETED);
 		assert_int_equal(irq.engine_ns, 0);
 	}
 	assert_true(all_bytes(host(f, ADDR_A), ALLOC_SIZE, 0));
@@ -527,7 +528,7 @@ static void test_null_backend(void **state)
 static void test_preempt_and_resume(void **state)
 {
 	fixture *f = *state;
-	start_engine(f, &gs_engine_emu, false);
+	start_engine(f, &gsd_engine_emu, false);
 	f->preempt_on_sync = 99;
 
 	dma d = {0};
@@ -536,10 +537,10 @@ static void test_preempt_and_resume(void **state)
 	size_t stop = emit(&d, spin(20000));
 	emit(&d, fill(ADDR_A + 64, 64, 0x22222222u));
 	emit(&d, copy(ADDR_B, ADDR_A, 128));
-	gs_exec x = packet(&d, ranges_abr, 3);
+	gsd_exec x = packet(&d, ranges_abr, 3);
 	assert_int_equal(f->ops->submit(f->engine, &x), 0);
-	gs_irq irq = wait_final(f, &x);
-	assert_int_equal(irq.kind, GS_IRQ_DMA_PREEMPTED);
+	gsd_irq irq = wait_final(f, &x);
+	assert_int_equal(irq.kind, GSD_IRQ_DMA_PREEMPTED);
 	assert_int_equal(irq.stop_offset, stop);
 	assert_true(irq.engine_ns < 20000000u); /* the SPIN did not run */
 	assert_true(all_bytes(host(f, ADDR_A), 64, 0x11));
@@ -548,21 +549,21 @@ static void test_preempt_and_resume(void **state)
 
 	/* Resubmission: the scheduler's next packet for the same buffer. */
 	f->preempt_on_sync = 0;
-	gs_exec y = packet(&d, ranges_abr, 3);
+	gsd_exec y = packet(&d, ranges_abr, 3);
 	y.submit_flags = GS_SUBMIT_RESUBMISSION;
 	y.resume_offset = irq.stop_offset;
 	assert_int_equal(f->ops->submit(f->engine, &y), 0);
 	irq = wait_final(f, &y);
-	assert_int_equal(irq.kind, GS_IRQ_DMA_COMPLETED);
+	assert_int_equal(irq.kind, GSD_IRQ_DMA_COMPLETED);
 	assert_true(irq.engine_ns >= 20000000u); /* the SPIN ran this time, in wall time */
 	assert_true(all_bytes(host(f, ADDR_A + 64), 64, 0x22));
 	assert_true(all_bytes(host(f, ADDR_B), 64, 0x11));
 	assert_true(all_bytes(host(f, ADDR_B + 64), 64, 0x22));
 	/* The first part did not run twice: no second SIGNAL. */
-	gs_irq all[8];
+	gsd_irq all[8];
 	size_t n = irqs_of(f, &y, all, 8);
 	for (size_t i = 0; i < n; i++)
-		assert_int_not_equal(all[i].kind, GS_IRQ_FENCE_SIGNAL);
+		assert_int_not_equal(all[i].kind, GSD_IRQ_FENCE_SIGNAL);
 }
 
 /*
@@ -572,7 +573,7 @@ static void test_preempt_and_resume(void **state)
 static void test_preempt_running_spin(void **state)
 {
 	fixture *f = *state;
-	start_engine(f, &gs_engine_emu, false);
+	start_engine(f, &gsd_engine_emu, false);
 
 	dma d = {0};
 	emit(&d, signal_cmd(1, 1));
@@ -580,58 +581,58 @@ static void test_preempt_running_spin(void **state)
 	        &d,
 	        (gs_isa_cmd){.op = GS_OP_SPIN, .flags = GS_SPIN_NONPREEMPTIBLE, .micros = 50000});
 	size_t after_spin = emit(&d, fill(ADDR_A, 1, 0x33333333u));
-	gs_exec x = packet(&d, ranges_abr, 3);
+	gsd_exec x = packet(&d, ranges_abr, 3);
 	assert_int_equal(f->ops->submit(f->engine, &x), 0);
-	wait_irq(f, &x, GS_IRQ_FENCE_SIGNAL);
+	wait_irq(f, &x, GSD_IRQ_FENCE_SIGNAL);
 	f->ops->preempt(f->engine);
-	gs_irq irq = wait_final(f, &x);
+	gsd_irq irq = wait_final(f, &x);
 	/* Honoured at a boundary, never inside the SPIN: before it if the request beat the engine
 	 * back from the SIGNAL callback, usually after it; or not at all if this thread was
 	 * descheduled for the whole 50 ms and the packet completed first. */
-	if (irq.kind == GS_IRQ_DMA_PREEMPTED && irq.stop_offset == spin_at) {
+	if (irq.kind == GSD_IRQ_DMA_PREEMPTED && irq.stop_offset == spin_at) {
 		assert_true(irq.engine_ns < 50000000u);
-	} else if (irq.kind == GS_IRQ_DMA_PREEMPTED) {
+	} else if (irq.kind == GSD_IRQ_DMA_PREEMPTED) {
 		assert_int_equal(irq.stop_offset, after_spin);
 		assert_true(irq.engine_ns >= 50000000u);
 	} else {
-		assert_int_equal(irq.kind, GS_IRQ_DMA_COMPLETED);
+		assert_int_equal(irq.kind, GSD_IRQ_DMA_COMPLETED);
 	}
-	assert_int_equal(host(f, ADDR_A)[0], irq.kind == GS_IRQ_DMA_COMPLETED ? 0x33 : 0);
+	assert_int_equal(host(f, ADDR_A)[0], irq.kind == GSD_IRQ_DMA_COMPLETED ? 0x33 : 0);
 }
 
 static void test_preempt_idle_is_noop(void **state)
 {
 	fixture *f = *state;
-	start_engine(f, &gs_engine_emu, false);
+	start_engine(f, &gsd_engine_emu, false);
 
 	f->ops->preempt(f->engine); /* nothing running or queued: forgotten */
 	dma d = {0};
 	emit(&d, fill(ADDR_A, 4, 0x44444444u));
-	gs_exec x = packet(&d, ranges_abr, 3);
+	gsd_exec x = packet(&d, ranges_abr, 3);
 	assert_int_equal(f->ops->submit(f->engine, &x), 0);
-	assert_int_equal(wait_final(f, &x).kind, GS_IRQ_DMA_COMPLETED);
+	assert_int_equal(wait_final(f, &x).kind, GSD_IRQ_DMA_COMPLETED);
 
 	/* A request made after a packet completed does not touch the next packet either. */
 	f->ops->preempt(f->engine);
-	gs_exec y = packet(&d, ranges_abr, 3);
+	gsd_exec y = packet(&d, ranges_abr, 3);
 	assert_int_equal(f->ops->submit(f->engine, &y), 0);
-	assert_int_equal(wait_final(f, &y).kind, GS_IRQ_DMA_COMPLETED);
+	assert_int_equal(wait_final(f, &y).kind, GSD_IRQ_DMA_COMPLETED);
 }
 
 static void test_virtual_clock(void **state)
 {
 	fixture *f = *state;
-	start_engine(f, &gs_engine_emu, true);
+	start_engine(f, &gsd_engine_emu, true);
 
 	dma d = {0};
 	emit(&d, spin(10u * 1000 * 1000)); /* 10 s */
 	emit(&d, fill(ADDR_A, 4, 0x55555555u));
 	uint64_t t0 = now_ns();
-	gs_exec x = packet(&d, ranges_abr, 3);
+	gsd_exec x = packet(&d, ranges_abr, 3);
 	assert_int_equal(f->ops->submit(f->engine, &x), 0);
-	gs_irq irq = wait_final(f, &x);
+	gsd_irq irq = wait_final(f, &x);
 	uint64_t wall = now_ns() - t0;
-	assert_int_equal(irq.kind, GS_IRQ_DMA_COMPLETED);
+	assert_int_equal(irq.kind, GSD_IRQ_DMA_COMPLETED);
 	/* 10 s of SPIN plus 100 ns for each of the two commands */
 	assert_true(irq.engine_ns == 10000000000u + 200u);
 	assert_true(wall < 2000000000u);
@@ -641,15 +642,15 @@ static void test_virtual_clock(void **state)
 static void test_wall_spin(void **state)
 {
 	fixture *f = *state;
-	start_engine(f, &gs_engine_emu, false);
+	start_engine(f, &gsd_engine_emu, false);
 
 	dma d = {0};
 	emit(&d, spin(30000));
-	gs_exec x = packet(&d, ranges_abr, 3);
+	gsd_exec x = packet(&d, ranges_abr, 3);
 	uint64_t t0 = now_ns();
 	assert_int_equal(f->ops->submit(f->engine, &x), 0);
-	gs_irq irq = wait_final(f, &x);
-	assert_int_equal(irq.kind, GS_IRQ_DMA_COMPLETED);
+	gsd_irq irq = wait_final(f, &x);
+	assert_int_equal(irq.kind, GSD_IRQ_DMA_COMPLETED);
 	assert_true(irq.engine_ns >= 30000000u);
 	assert_true(now_ns() - t0 >= 30000000u);
 }
@@ -657,36 +658,36 @@ static void test_wall_spin(void **state)
 static void test_destroy_aborts(void **state)
 {
 	fixture *f = *state;
-	start_engine(f, &gs_engine_emu, false);
+	start_engine(f, &gsd_engine_emu, false);
 
 	dma running = {0}, queued = {0};
 	emit(&running, signal_cmd(1, 1));
 	size_t spin_at = emit(&running, spin(60u * 1000 * 1000)); /* 60 s: only a reset ends it */
 	emit(&queued, fill(ADDR_A, 4, 0x66666666u));
-	gs_exec x = packet(&running, ranges_abr, 3);
-	gs_exec q[3];
+	gsd_exec x = packet(&running, ranges_abr, 3);
+	gsd_exec q[3];
 	assert_int_equal(f->ops->submit(f->engine, &x), 0);
 	for (size_t i = 0; i < 3; i++) {
 		q[i] = packet(&queued, ranges_abr, 3);
 		assert_int_equal(f->ops->submit(f->engine, &q[i]), 0);
 	}
-	wait_irq(f, &x, GS_IRQ_FENCE_SIGNAL); /* x is inside its SPIN */
+	wait_irq(f, &x, GSD_IRQ_FENCE_SIGNAL); /* x is inside its SPIN */
 
 	uint64_t t0 = now_ns();
 	stop_engine(f);
 	assert_true(now_ns() - t0 < 2000000000u);
 
-	gs_irq irq = wait_final(f, &x);
-	assert_int_equal(irq.kind, GS_IRQ_ABORTED);
+	gsd_irq irq = wait_final(f, &x);
+	assert_int_equal(irq.kind, GSD_IRQ_ABORTED);
 	assert_int_equal(irq.stop_offset, spin_at);
 	/* The queued packets are aborted in submission order, never started. */
 	size_t last = 0;
 	for (size_t i = 0; i < 3; i++) {
 		size_t at = wait_irq(f, &q[i], 0);
-		assert_int_equal(f->irqs[at].kind, GS_IRQ_ABORTED);
+		assert_int_equal(f->irqs[at].kind, GSD_IRQ_ABORTED);
 		assert_true(at > last);
 		last = at;
-		gs_irq all[4];
+		gsd_irq all[4];
 		assert_int_equal(irqs_of(f, &q[i], all, 4), 1);
 	}
 	assert_true(all_bytes(host(f, ADDR_A), 4, 0));
@@ -700,11 +701,11 @@ static gs_isa_cmd spin_np(uint64_t micros)
 }
 
 /* Submits x and returns its final interrupt, checking that it is x's only final one. */
-static gs_irq run_final(fixture *f, gs_exec *x)
+static gsd_irq run_final(fixture *f, gsd_exec *x)
 {
 	assert_int_equal(f->ops->submit(f->engine, x), 0);
-	gs_irq irq = wait_final(f, x);
-	gs_irq all[16];
+	gsd_irq irq = wait_final(f, x);
+	gsd_irq all[16];
 	size_t n = irqs_of(f, x, all, 16), finals = 0;
 	for (size_t i = 0; i < n; i++)
 		finals += is_final(all[i].kind);
@@ -712,7 +713,7 @@ static gs_irq run_final(fixture *f, gs_exec *x)
 	return irq;
 }
 
-static void expect_stop(const gs_irq *irq, gs_irq_kind kind, gs_stop_reason why, size_t at,
+static void expect_stop(const gsd_irq *irq, gsd_irq_kind kind, gsd_stop_reason why, size_t at,
                         uint64_t spin_done_us, uint64_t engine_ns)
 {
 	assert_int_equal(irq->kind, kind);
@@ -742,39 +743,39 @@ static void budget_packet(dma *d)
 static void test_budget_virtual_deterministic(void **state)
 {
 	fixture *f = *state;
-	start_engine(f, &gs_engine_emu, true);
+	start_engine(f, &gsd_engine_emu, true);
 	dma d = {0};
 	budget_packet(&d);
 
 	static const struct {
 		uint64_t budget;
-		gs_irq_kind kind;
-		gs_stop_reason why;
+		gsd_irq_kind kind;
+		gsd_stop_reason why;
 		size_t at;
 		uint64_t spin_done_us, engine_ns;
 	} cases[] = {
 	        /* reached between commands: after the first FILL */
-	        {100, GS_IRQ_DMA_PREEMPTED, GS_STOP_BUDGET, 32, 0, 100},
+	        {100, GSD_IRQ_DMA_PREEMPTED, GSD_STOP_BUDGET, 32, 0, 100},
 	        /* inside the preemptible SPIN, at the first whole microsecond reaching it:
 	         * 200 ns issued + 300 us >= 300 000 ns */
-	        {300000, GS_IRQ_DMA_PREEMPTED, GS_STOP_BUDGET, 32, 300, 300200},
-	        {300200, GS_IRQ_DMA_PREEMPTED, GS_STOP_BUDGET, 32, 300, 300200},
-	        {300201, GS_IRQ_DMA_PREEMPTED, GS_STOP_BUDGET, 32, 301, 301200},
+	        {300000, GSD_IRQ_DMA_PREEMPTED, GSD_STOP_BUDGET, 32, 300, 300200},
+	        {300200, GSD_IRQ_DMA_PREEMPTED, GSD_STOP_BUDGET, 32, 300, 300200},
+	        {300201, GSD_IRQ_DMA_PREEMPTED, GSD_STOP_BUDGET, 32, 301, 301200},
 	        /* the SPIN ends exactly on the budget: it finishes, the next boundary stops */
-	        {1000200, GS_IRQ_DMA_PREEMPTED, GS_STOP_BUDGET, 48, 0, 1000200},
-	        {1000250, GS_IRQ_DMA_PREEMPTED, GS_STOP_BUDGET, 80, 0, 1000300},
+	        {1000200, GSD_IRQ_DMA_PREEMPTED, GSD_STOP_BUDGET, 48, 0, 1000200},
+	        {1000250, GSD_IRQ_DMA_PREEMPTED, GSD_STOP_BUDGET, 80, 0, 1000300},
 	        /* the NONPREEMPTIBLE SPIN runs whole through the budget */
-	        {1000400, GS_IRQ_DMA_PREEMPTED, GS_STOP_BUDGET, 96, 0, 1500400},
+	        {1000400, GSD_IRQ_DMA_PREEMPTED, GSD_STOP_BUDGET, 96, 0, 1500400},
 	        /* the last command reaches it: nothing left, so the packet completes */
-	        {1500500, GS_IRQ_DMA_COMPLETED, GS_STOP_NONE, 128, 0, 1500500},
-	        {0, GS_IRQ_DMA_COMPLETED, GS_STOP_NONE, 128, 0, 1500500},
+	        {1500500, GSD_IRQ_DMA_COMPLETED, GSD_STOP_NONE, 128, 0, 1500500},
+	        {0, GSD_IRQ_DMA_COMPLETED, GSD_STOP_NONE, 128, 0, 1500500},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		gs_irq first = {0};
+		gsd_irq first = {0};
 		for (int round = 0; round < 2; round++) {
-			gs_exec x = packet(&d, ranges_abr, 3);
+			gsd_exec x = packet(&d, ranges_abr, 3);
 			x.budget_ns = cases[i].budget;
-			gs_irq irq = run_final(f, &x);
+			gsd_irq irq = run_final(f, &x);
 			forget_irqs(f);
 			expect_stop(&irq, cases[i].kind, cases[i].why, cases[i].at,
 			            cases[i].spin_done_us, cases[i].engine_ns);
@@ -794,7 +795,7 @@ static void test_budget_virtual_deterministic(void **state)
 static void test_budget_virtual_resume(void **state)
 {
 	fixture *f = *state;
-	start_engine(f, &gs_engine_emu, true);
+	start_engine(f, &gsd_engine_emu, true);
 	dma d = {0};
 	budget_packet(&d);
 
@@ -802,28 +803,28 @@ static void test_budget_virtual_resume(void **state)
 	 * the FILL and the NONPREEMPTIBLE SPIN, then the last FILL. A resumed SPIN is issued
 	 * again (100 ns), so the sum is the uninterrupted time plus 3 x 100 ns. */
 	static const struct {
-		gs_irq_kind kind;
+		gsd_irq_kind kind;
 		size_t at;
 		uint64_t spin_done_us, engine_ns;
 	} runs[] = {
-	        {GS_IRQ_DMA_PREEMPTED, 32, 300, 300200},
-	        {GS_IRQ_DMA_PREEMPTED, 32, 600, 300100},
-	        {GS_IRQ_DMA_PREEMPTED, 32, 900, 300100},
-	        {GS_IRQ_DMA_PREEMPTED, 96, 0, 100 + 100000 + 100 + 100 + 500000},
-	        {GS_IRQ_DMA_COMPLETED, 128, 0, 100},
+	        {GSD_IRQ_DMA_PREEMPTED, 32, 300, 300200},
+	        {GSD_IRQ_DMA_PREEMPTED, 32, 600, 300100},
+	        {GSD_IRQ_DMA_PREEMPTED, 32, 900, 300100},
+	        {GSD_IRQ_DMA_PREEMPTED, 96, 0, 100 + 100000 + 100 + 100 + 500000},
+	        {GSD_IRQ_DMA_COMPLETED, 128, 0, 100},
 	};
 	size_t resume = 0;
 	uint64_t done = 0, total = 0;
 	for (size_t i = 0; i < sizeof(runs) / sizeof(runs[0]); i++) {
-		gs_exec x = packet(&d, ranges_abr, 3);
+		gsd_exec x = packet(&d, ranges_abr, 3);
 		x.submit_flags = i ? GS_SUBMIT_RESUBMISSION : 0;
 		x.budget_ns = 300000;
 		x.resume_offset = resume;
 		x.spin_done_us = done;
-		gs_irq irq = run_final(f, &x);
+		gsd_irq irq = run_final(f, &x);
 		forget_irqs(f);
 		expect_stop(&irq, runs[i].kind,
-		            runs[i].kind == GS_IRQ_DMA_PREEMPTED ? GS_STOP_BUDGET : GS_STOP_NONE,
+		            runs[i].kind == GSD_IRQ_DMA_PREEMPTED ? GSD_STOP_BUDGET : GSD_STOP_NONE,
 		            runs[i].at, runs[i].spin_done_us, runs[i].engine_ns);
 		resume = irq.stop_offset;
 		done = irq.spin_done_us;
@@ -835,30 +836,30 @@ static void test_budget_virtual_resume(void **state)
 	assert_true(all_bytes(host(f, ADDR_B), 64, 0x33));
 
 	/* Without a budget a resumed SPIN runs only its remainder ... */
-	gs_exec y = packet(&d, ranges_abr, 3);
+	gsd_exec y = packet(&d, ranges_abr, 3);
 	y.resume_offset = 32;
 	y.spin_done_us = 250;
-	gs_irq irq = run_final(f, &y);
-	expect_stop(&irq, GS_IRQ_DMA_COMPLETED, GS_STOP_NONE, 128, 0, 4 * 100 + 750000 + 500000);
+	gsd_irq irq = run_final(f, &y);
+	expect_stop(&irq, GSD_IRQ_DMA_COMPLETED, GSD_STOP_NONE, 128, 0, 4 * 100 + 750000 + 500000);
 	/* ... none of it when it is all done ... */
-	gs_exec z = packet(&d, ranges_abr, 3);
+	gsd_exec z = packet(&d, ranges_abr, 3);
 	z.resume_offset = 32;
 	z.spin_done_us = 5000;
 	irq = run_final(f, &z);
-	expect_stop(&irq, GS_IRQ_DMA_COMPLETED, GS_STOP_NONE, 128, 0, 4 * 100 + 500000);
+	expect_stop(&irq, GSD_IRQ_DMA_COMPLETED, GSD_STOP_NONE, 128, 0, 4 * 100 + 500000);
 	/* ... and spin_done_us means nothing when the resume point is not a SPIN. */
-	gs_exec w = packet(&d, ranges_abr, 3);
+	gsd_exec w = packet(&d, ranges_abr, 3);
 	w.resume_offset = 48;
 	w.spin_done_us = 400;
 	irq = run_final(f, &w);
-	expect_stop(&irq, GS_IRQ_DMA_COMPLETED, GS_STOP_NONE, 128, 0, 3 * 100 + 500000);
+	expect_stop(&irq, GSD_IRQ_DMA_COMPLETED, GSD_STOP_NONE, 128, 0, 3 * 100 + 500000);
 }
 
 /* GPU_ENGINE_TIMEOUT on the virtual clock, and when it does not apply. */
 static void test_virtual_timeout(void **state)
 {
 	fixture *f = *state;
-	start_engine(f, &gs_engine_emu, true);
+	start_engine(f, &gsd_engine_emu, true);
 
 	dma d = {0};
 	emit(&d, fill(ADDR_A, 16, 0x44444444u));
@@ -869,17 +870,17 @@ static void test_virtual_timeout(void **state)
 
 	/* budget 1 ms + tdr 2 s < 10 s: the timeout ends the packet at exactly 2.001 s, and
 	 * the packet queued behind it runs normally. */
-	gs_exec x = packet(&d, ranges_abr, 3);
+	gsd_exec x = packet(&d, ranges_abr, 3);
 	x.budget_ns = 1000000;
 	x.tdr_ns = 2000000000u;
-	gs_exec y = packet(&next, ranges_abr, 3);
+	gsd_exec y = packet(&next, ranges_abr, 3);
 	assert_int_equal(f->ops->submit(f->engine, &x), 0);
 	assert_int_equal(f->ops->submit(f->engine, &y), 0);
-	gs_irq irq = wait_final(f, &x);
-	expect_stop(&irq, GS_IRQ_ENGINE_TIMEOUT, GS_STOP_NONE, spin_at,
+	gsd_irq irq = wait_final(f, &x);
+	expect_stop(&irq, GSD_IRQ_ENGINE_TIMEOUT, GSD_STOP_NONE, spin_at,
 	            (2001000000u - 200u) / 1000u, 2001000000u);
-	assert_int_equal(wait_final(f, &y).kind, GS_IRQ_DMA_COMPLETED);
-	gs_irq all[4];
+	assert_int_equal(wait_final(f, &y).kind, GSD_IRQ_DMA_COMPLETED);
+	gsd_irq all[4];
 	assert_int_equal(irqs_of(f, &x, all, 4), 2); /* STARTED, ENGINE_TIMEOUT */
 	assert_true(all_bytes(host(f, ADDR_A), 16, 0x44));
 	assert_true(all_bytes(host(f, ADDR_B), 16, 0x00)); /* never reached */
@@ -891,26 +892,26 @@ static void test_virtual_timeout(void **state)
 	x.budget_ns = 1000000;
 	x.tdr_ns = 9999001000u;
 	irq = run_final(f, &x);
-	expect_stop(&irq, GS_IRQ_DMA_PREEMPTED, GS_STOP_BUDGET, after, 0, 10000000000u + 200u);
+	expect_stop(&irq, GSD_IRQ_DMA_PREEMPTED, GSD_STOP_BUDGET, after, 0, 10000000000u + 200u);
 	forget_irqs(f);
 	/* exactly on the limit is not past it */
 	x = packet(&d, ranges_abr, 3);
 	x.budget_ns = 200;
 	x.tdr_ns = 10000000000u;
 	irq = run_final(f, &x);
-	expect_stop(&irq, GS_IRQ_DMA_PREEMPTED, GS_STOP_BUDGET, after, 0, 10000000000u + 200u);
+	expect_stop(&irq, GSD_IRQ_DMA_PREEMPTED, GSD_STOP_BUDGET, after, 0, 10000000000u + 200u);
 	forget_irqs(f);
 
 	/* no budget, or no tdr: no timeout */
 	x = packet(&d, ranges_abr, 3);
 	x.tdr_ns = 1000;
 	irq = run_final(f, &x);
-	expect_stop(&irq, GS_IRQ_DMA_COMPLETED, GS_STOP_NONE, d.len, 0, 10000000000u + 300u);
+	expect_stop(&irq, GSD_IRQ_DMA_COMPLETED, GSD_STOP_NONE, d.len, 0, 10000000000u + 300u);
 	forget_irqs(f);
 	x = packet(&d, ranges_abr, 3);
 	x.budget_ns = 1000;
 	irq = run_final(f, &x);
-	expect_stop(&irq, GS_IRQ_DMA_PREEMPTED, GS_STOP_BUDGET, after, 0, 10000000000u + 200u);
+	expect_stop(&irq, GSD_IRQ_DMA_PREEMPTED, GSD_STOP_BUDGET, after, 0, 10000000000u + 200u);
 	forget_irqs(f);
 
 	/* A preemptible SPIN never times out: the budget stops it first. */
@@ -920,7 +921,7 @@ static void test_virtual_timeout(void **state)
 	x.budget_ns = 1000000;
 	x.tdr_ns = 1;
 	irq = run_final(f, &x);
-	expect_stop(&irq, GS_IRQ_DMA_PREEMPTED, GS_STOP_BUDGET, 0, 1000, 1000100);
+	expect_stop(&irq, GSD_IRQ_DMA_PREEMPTED, GSD_STOP_BUDGET, 0, 1000, 1000100);
 }
 
 /* On the wall clock the budget cuts a preemptible SPIN, and waits out a NONPREEMPTIBLE one;
@@ -928,17 +929,17 @@ static void test_virtual_timeout(void **state)
 static void test_budget_wall(void **state)
 {
 	fixture *f = *state;
-	start_engine(f, &gs_engine_emu, false);
+	start_engine(f, &gsd_engine_emu, false);
 
 	dma d = {0};
 	emit(&d, spin(1000u * 1000));
 	emit(&d, fill(ADDR_A, 4, 0x77777777u));
-	gs_exec x = packet(&d, ranges_abr, 3);
+	gsd_exec x = packet(&d, ranges_abr, 3);
 	x.budget_ns = 20000000;
 	x.tdr_ns = 1;
-	gs_irq irq = run_final(f, &x);
-	assert_int_equal(irq.kind, GS_IRQ_DMA_PREEMPTED);
-	assert_int_equal(irq.stop_reason, GS_STOP_BUDGET);
+	gsd_irq irq = run_final(f, &x);
+	assert_int_equal(irq.kind, GSD_IRQ_DMA_PREEMPTED);
+	assert_int_equal(irq.stop_reason, GSD_STOP_BUDGET);
 	assert_int_equal(irq.stop_offset, 0);
 	assert_true(irq.engine_ns >= 20000000u);
 	assert_true(irq.engine_ns < 500000000u);
@@ -952,12 +953,12 @@ static void test_budget_wall(void **state)
 	dma n = {0};
 	emit(&n, spin_np(10000));
 	size_t after = emit(&n, fill(ADDR_A, 4, 0x77777777u));
-	gs_exec y = packet(&n, ranges_abr, 3);
+	gsd_exec y = packet(&n, ranges_abr, 3);
 	y.budget_ns = 1000000;
 	y.tdr_ns = 1;
 	irq = run_final(f, &y);
-	assert_int_equal(irq.kind, GS_IRQ_DMA_PREEMPTED);
-	assert_int_equal(irq.stop_reason, GS_STOP_BUDGET);
+	assert_int_equal(irq.kind, GSD_IRQ_DMA_PREEMPTED);
+	assert_int_equal(irq.stop_reason, GSD_STOP_BUDGET);
 	assert_int_equal(irq.stop_offset, after);
 	assert_int_equal(irq.spin_done_us, 0);
 	assert_true(irq.engine_ns >= 10000000u);
@@ -970,21 +971,21 @@ static void test_budget_wall(void **state)
 static void test_preempt_inside_wall_spin(void **state)
 {
 	fixture *f = *state;
-	start_engine(f, &gs_engine_emu, false);
+	start_engine(f, &gsd_engine_emu, false);
 
 	dma d = {0};
 	emit(&d, signal_cmd(1, 1));
 	size_t spin_at = emit(&d, spin(1000u * 1000));
 	emit(&d, fill(ADDR_A, 4, 0x88888888u));
-	gs_exec x = packet(&d, ranges_abr, 3);
+	gsd_exec x = packet(&d, ranges_abr, 3);
 	uint64_t t0 = now_ns();
 	assert_int_equal(f->ops->submit(f->engine, &x), 0);
-	wait_irq(f, &x, GS_IRQ_FENCE_SIGNAL);
+	wait_irq(f, &x, GSD_IRQ_FENCE_SIGNAL);
 	f->ops->preempt(f->engine);
-	gs_irq irq = wait_final(f, &x);
+	gsd_irq irq = wait_final(f, &x);
 	/* The request lands before or inside the SPIN, never after it. */
-	assert_int_equal(irq.kind, GS_IRQ_DMA_PREEMPTED);
-	assert_int_equal(irq.stop_reason, GS_STOP_REQUEST);
+	assert_int_equal(irq.kind, GSD_IRQ_DMA_PREEMPTED);
+	assert_int_equal(irq.stop_reason, GSD_STOP_REQUEST);
 	assert_int_equal(irq.stop_offset, spin_at);
 	assert_true(irq.spin_done_us < 500000u);
 	assert_true(irq.engine_ns < 500000000u);
@@ -992,24 +993,24 @@ static void test_preempt_inside_wall_spin(void **state)
 	assert_true(all_bytes(host(f, ADDR_A), 4, 0));
 
 	/* Resume with all but 10 ms of it done. */
-	gs_exec y = packet(&d, ranges_abr, 3);
+	gsd_exec y = packet(&d, ranges_abr, 3);
 	y.submit_flags = GS_SUBMIT_RESUBMISSION;
 	y.resume_offset = irq.stop_offset;
 	y.spin_done_us = 990000;
 	irq = run_final(f, &y);
-	assert_int_equal(irq.kind, GS_IRQ_DMA_COMPLETED);
+	assert_int_equal(irq.kind, GSD_IRQ_DMA_COMPLETED);
 	assert_true(irq.engine_ns >= 10000000u);
 	assert_true(irq.engine_ns < 500000000u);
 	assert_true(all_bytes(host(f, ADDR_A), 4, 0x88));
 
 	/* A request pending before a resumed SPIN starts keeps the SPIN's progress. */
 	f->preempt_on_started = true;
-	gs_exec z = packet(&d, ranges_abr, 3);
+	gsd_exec z = packet(&d, ranges_abr, 3);
 	z.resume_offset = spin_at;
 	z.spin_done_us = 999000;
 	irq = run_final(f, &z);
-	assert_int_equal(irq.kind, GS_IRQ_DMA_PREEMPTED);
-	assert_int_equal(irq.stop_reason, GS_STOP_REQUEST);
+	assert_int_equal(irq.kind, GSD_IRQ_DMA_PREEMPTED);
+	assert_int_equal(irq.stop_reason, GSD_STOP_REQUEST);
 	assert_int_equal(irq.stop_offset, spin_at);
 	assert_int_equal(irq.spin_done_us, 999000);
 	assert_true(irq.engine_ns < 500000000u);
@@ -1030,7 +1031,7 @@ static int cmp_u64(const void *a, const void *b)
 static void test_preempt_latency(void **state)
 {
 	fixture *f = *state;
-	start_engine(f, &gs_engine_emu, false);
+	start_engine(f, &gsd_engine_emu, false);
 
 	dma d = {0};
 	emit(&d, signal_cmd(1, 1));
@@ -1038,9 +1039,9 @@ static void test_preempt_latency(void **state)
 	uint64_t lat[LATENCY_TRIALS];
 	size_t inside = 0;
 	for (size_t i = 0; i < LATENCY_TRIALS; i++) {
-		gs_exec x = packet(&d, ranges_abr, 3);
+		gsd_exec x = packet(&d, ranges_abr, 3);
 		assert_int_equal(f->ops->submit(f->engine, &x), 0);
-		wait_irq(f, &x, GS_IRQ_FENCE_SIGNAL);
+		wait_irq(f, &x, GSD_IRQ_FENCE_SIGNAL);
 		/* Not synchronisation: lets the request land at different points of the SPIN,
 		 * as a high-priority submission would. Any point is correct. */
 		struct timespec pause = {.tv_nsec = 100000 + (long)(i % 8) * 50000};
@@ -1049,11 +1050,11 @@ static void test_preempt_latency(void **state)
 		f->ops->preempt(f->engine);
 		size_t at = wait_irq(f, &x, 0);
 		pthread_mutex_lock(&f->lock);
-		gs_irq irq = f->irqs[at];
+		gsd_irq irq = f->irqs[at];
 		lat[i] = f->irq_ns[at] - t;
 		pthread_mutex_unlock(&f->lock);
-		assert_int_equal(irq.kind, GS_IRQ_DMA_PREEMPTED);
-		assert_int_equal(irq.stop_reason, GS_STOP_REQUEST);
+		assert_int_equal(irq.kind, GSD_IRQ_DMA_PREEMPTED);
+		assert_int_equal(irq.stop_reason, GSD_STOP_REQUEST);
 		assert_int_equal(irq.stop_offset, spin_at);
 		assert_true(irq.spin_done_us < 1000000u);
 		inside += irq.spin_done_us > 0;
@@ -1079,15 +1080,15 @@ static uint64_t cpu_ns(void)
 static void test_spin_cpu_cost(void **state)
 {
 	fixture *f = *state;
-	start_engine(f, &gs_engine_emu, false);
+	start_engine(f, &gsd_engine_emu, false);
 
 	dma d = {0};
 	emit(&d, spin(1000u * 1000));
-	gs_exec x = packet(&d, ranges_abr, 3);
+	gsd_exec x = packet(&d, ranges_abr, 3);
 	uint64_t c0 = cpu_ns(), t0 = now_ns();
-	gs_irq irq = run_final(f, &x);
+	gsd_irq irq = run_final(f, &x);
 	uint64_t cpu = cpu_ns() - c0, wall = now_ns() - t0;
-	assert_int_equal(irq.kind, GS_IRQ_DMA_COMPLETED);
+	assert_int_equal(irq.kind, GSD_IRQ_DMA_COMPLETED);
 	assert_true(irq.engine_ns >= 1000000000u);
 	printf("[ cpu ] 1 s preemptible SPIN: %.2f ms CPU (%.3f%% of a core) for %.3f ms wall, "
 	       "ended %.1f us late\n",
@@ -1103,19 +1104,19 @@ static void test_spin_cpu_cost(void **state)
 static void test_reset_aborts_nonpreemptible(void **state)
 {
 	fixture *f = *state;
-	start_engine(f, &gs_engine_emu, false);
+	start_engine(f, &gsd_engine_emu, false);
 
 	dma d = {0};
 	emit(&d, signal_cmd(1, 1));
 	size_t spin_at = emit(&d, spin_np(60u * 1000 * 1000)); /* 60 s */
 	emit(&d, fill(ADDR_A, 4, 0x99999999u));
-	gs_exec x;
+	gsd_exec x;
 	for (int attempt = 0;; attempt++) {
 		assert_true(attempt < 20);
 		x = packet(&d, ranges_abr, 3);
 		x.budget_ns = 1000000;
 		assert_int_equal(f->ops->submit(f->engine, &x), 0);
-		wait_irq(f, &x, GS_IRQ_FENCE_SIGNAL);
+		wait_irq(f, &x, GSD_IRQ_FENCE_SIGNAL);
 		/* Not synchronisation: gives the engine time to enter the SPIN. If the request
 		 * still beats it there, the packet stops before the SPIN, and we try again. */
 		struct timespec pause = {.tv_nsec = 1000000};
@@ -1126,9 +1127,9 @@ static void test_reset_aborts_nonpreemptible(void **state)
 		if (at == SIZE_MAX)
 			break;
 		pthread_mutex_lock(&f->lock);
-		gs_irq early = f->irqs[at];
+		gsd_irq early = f->irqs[at];
 		pthread_mutex_unlock(&f->lock);
-		expect_stop(&early, GS_IRQ_DMA_PREEMPTED, GS_STOP_REQUEST, spin_at, 0,
+		expect_stop(&early, GSD_IRQ_DMA_PREEMPTED, GSD_STOP_REQUEST, spin_at, 0,
 		            early.engine_ns);
 		assert_true(early.engine_ns < 50000000u);
 		forget_irqs(f);
@@ -1138,11 +1139,11 @@ static void test_reset_aborts_nonpreemptible(void **state)
 	f->ops->reset(f->engine);
 	size_t at = wait_irq(f, &x, 0);
 	pthread_mutex_lock(&f->lock);
-	gs_irq irq = f->irqs[at];
+	gsd_irq irq = f->irqs[at];
 	uint64_t latency = f->irq_ns[at] - t;
 	pthread_mutex_unlock(&f->lock);
-	assert_int_equal(irq.kind, GS_IRQ_ABORTED);
-	assert_int_equal(irq.stop_reason, GS_STOP_NONE);
+	assert_int_equal(irq.kind, GSD_IRQ_ABORTED);
+	assert_int_equal(irq.stop_reason, GSD_STOP_NONE);
 	assert_int_equal(irq.stop_offset, spin_at);
 	assert_true(irq.spin_done_us < 60000000u);
 	assert_true(irq.engine_ns >= 50000000u);
@@ -1151,13 +1152,13 @@ static void test_reset_aborts_nonpreemptible(void **state)
 	       (double)latency / 1e3);
 
 	/* The engine goes on; the old request is gone with the aborted packet. */
-	gs_exec y = packet(&d, ranges_abr, 3);
+	gsd_exec y = packet(&d, ranges_abr, 3);
 	y.resume_offset = spin_at;
 	y.spin_done_us = 60u * 1000 * 1000 - 1000; /* 1 ms left */
 	irq = run_final(f, &y);
-	assert_int_equal(irq.kind, GS_IRQ_DMA_COMPLETED);
+	assert_int_equal(irq.kind, GSD_IRQ_DMA_COMPLETED);
 	assert_true(all_bytes(host(f, ADDR_A), 4, 0x99));
-	gs_irq all[8];
+	gsd_irq all[8];
 	assert_int_equal(irqs_of(f, &x, all, 8), 3); /* STARTED, SIGNAL, ABORTED */
 }
 
@@ -1166,13 +1167,13 @@ static void test_reset_aborts_nonpreemptible(void **state)
 static void test_reset_aborts_queue(void **state)
 {
 	fixture *f = *state;
-	start_engine(f, &gs_engine_emu, false);
+	start_engine(f, &gsd_engine_emu, false);
 
 	f->ops->reset(f->engine); /* idle: nothing to do, nothing remembered */
 	dma d = {0};
 	emit(&d, fill(ADDR_B, 4, 0xaaaaaaaau));
-	gs_exec w = packet(&d, ranges_abr, 3);
-	assert_int_equal(run_final(f, &w).kind, GS_IRQ_DMA_COMPLETED);
+	gsd_exec w = packet(&d, ranges_abr, 3);
+	assert_int_equal(run_final(f, &w).kind, GSD_IRQ_DMA_COMPLETED);
 	forget_irqs(f);
 
 	dma running = {0}, queued = {0};
@@ -1180,42 +1181,42 @@ static void test_reset_aborts_queue(void **state)
 	size_t spin_at = emit(&running, spin_np(60u * 1000 * 1000));
 	emit(&queued, spin(10));
 	emit(&queued, fill(ADDR_A, 4, 0xbbbbbbbbu));
-	gs_exec x = packet(&running, ranges_abr, 3);
-	gs_exec q[3];
+	gsd_exec x = packet(&running, ranges_abr, 3);
+	gsd_exec q[3];
 	assert_int_equal(f->ops->submit(f->engine, &x), 0);
 	for (size_t i = 0; i < 3; i++) {
 		q[i] = packet(&queued, ranges_abr, 3);
 		assert_int_equal(f->ops->submit(f->engine, &q[i]), 0);
 	}
 	q[1].spin_done_us = 7; /* a resumed SPIN reports its progress back when dropped */
-	wait_irq(f, &x, GS_IRQ_FENCE_SIGNAL);
+	wait_irq(f, &x, GSD_IRQ_FENCE_SIGNAL);
 
 	f->ops->reset(f->engine);
-	gs_exec y = packet(&queued, ranges_abr, 3); /* after the reset: new work */
+	gsd_exec y = packet(&queued, ranges_abr, 3); /* after the reset: new work */
 	assert_int_equal(f->ops->submit(f->engine, &y), 0);
-	gs_irq irq = wait_final(f, &y);
-	assert_int_equal(irq.kind, GS_IRQ_DMA_COMPLETED);
+	gsd_irq irq = wait_final(f, &y);
+	assert_int_equal(irq.kind, GSD_IRQ_DMA_COMPLETED);
 
 	size_t ix = wait_irq(f, &x, 0);
 	pthread_mutex_lock(&f->lock);
-	assert_int_equal(f->irqs[ix].kind, GS_IRQ_ABORTED);
+	assert_int_equal(f->irqs[ix].kind, GSD_IRQ_ABORTED);
 	assert_int_equal(f->irqs[ix].stop_offset, spin_at);
 	pthread_mutex_unlock(&f->lock);
 	size_t last = ix;
 	for (size_t i = 0; i < 3; i++) {
 		size_t at = wait_irq(f, &q[i], 0);
 		pthread_mutex_lock(&f->lock);
-		assert_int_equal(f->irqs[at].kind, GS_IRQ_ABORTED);
+		assert_int_equal(f->irqs[at].kind, GSD_IRQ_ABORTED);
 		assert_int_equal(f->irqs[at].stop_offset, 0);
 		assert_int_equal(f->irqs[at].spin_done_us, i == 1 ? 7 : 0);
 		pthread_mutex_unlock(&f->lock);
 		assert_true(at > last);
 		last = at;
-		gs_irq all[4];
+		gsd_irq all[4];
 		assert_int_equal(irqs_of(f, &q[i], all, 4), 1); /* never STARTED */
 	}
 	/* y ran after all of them, and only y wrote A. */
-	assert_true(wait_irq(f, &y, GS_IRQ_STARTED) > last);
+	assert_true(wait_irq(f, &y, GSD_IRQ_STARTED) > last);
 	assert_true(all_bytes(host(f, ADDR_A), 4, 0xbb));
 	assert_true(all_bytes(host(f, ADDR_B), 4, 0xaa));
 }
@@ -1224,13 +1225,13 @@ static void test_reset_aborts_queue(void **state)
 static void test_null_backend_budget_reset(void **state)
 {
 	fixture *f = *state;
-	start_engine(f, &gs_engine_null, false);
+	start_engine(f, &gsd_engine_null, false);
 	assert_non_null(f->ops->reset);
 
 	dma d = {0};
 	emit(&d, spin_np(10u * 1000 * 1000));
 	emit(&d, signal_cmd(3, 4));
-	gs_exec x[4];
+	gsd_exec x[4];
 	for (size_t i = 0; i < 4; i++) {
 		x[i] = packet(&d, ranges_abr, 3);
 		x[i].budget_ns = 1;
@@ -1240,10 +1241,10 @@ static void test_null_backend_budget_reset(void **state)
 	f->ops->reset(f->engine);
 	f->ops->preempt(f->engine);
 	for (size_t i = 0; i < 4; i++) {
-		gs_irq irq = wait_final(f, &x[i]);
-		assert_int_equal(irq.kind, GS_IRQ_DMA_COMPLETED);
+		gsd_irq irq = wait_final(f, &x[i]);
+		assert_int_equal(irq.kind, GSD_IRQ_DMA_COMPLETED);
 		assert_int_equal(irq.engine_ns, 0);
-		wait_irq(f, &x[i], GS_IRQ_FENCE_SIGNAL);
+		wait_irq(f, &x[i], GSD_IRQ_FENCE_SIGNAL);
 	}
 }
 
@@ -1258,14 +1259,14 @@ static double gib_per_s(uint64_t ns)
 }
 
 /* Engine time (as the engine measured it) of a one-command packet. */
-static uint64_t engine_time(fixture *f, gs_isa_cmd c, const gs_range *ranges, size_t n)
+static uint64_t engine_time(fixture *f, gs_isa_cmd c, const gsd_range *ranges, size_t n)
 {
 	dma d = {0};
 	emit(&d, c);
-	gs_exec x = packet(&d, ranges, n);
+	gsd_exec x = packet(&d, ranges, n);
 	assert_int_equal(f->ops->submit(f->engine, &x), 0);
-	gs_irq irq = wait_final(f, &x);
-	assert_int_equal(irq.kind, GS_IRQ_DMA_COMPLETED);
+	gsd_irq irq = wait_final(f, &x);
+	assert_int_equal(irq.kind, GSD_IRQ_DMA_COMPLETED);
 	forget_irqs(f); /* the recorder is bounded; x goes out of scope */
 	return irq.engine_ns;
 }
@@ -1293,8 +1294,8 @@ static void test_throughput_64mib(void **state)
 	}
 	uint8_t *src = f->mem.seg[3].base, *dst = f->mem.seg[4].base;
 	const uint64_t gsrc = gs_addr_make(3, 0), gdst = gs_addr_make(4, 0);
-	const gs_range big[] = {{gsrc, BIG, false}, {gdst, BIG, true}};
-	start_engine(f, &gs_engine_emu, false);
+	const gsd_range big[] = {{gsrc, BIG, false}, {gdst, BIG, true}};
+	start_engine(f, &gsd_engine_emu, false);
 
 	/* FILL_DIRECT (gs_isa_fill on this thread) separates FILL's algorithm from the engine;
 	 * FILL_BYTE (the memset path through the engine) shows what the engine thread and its

@@ -29,7 +29,7 @@
 
 static uint64_t al(uint64_t v)
 {
-	return (v + GS_VIDMM_ALIGN - 1) & ~(uint64_t)(GS_VIDMM_ALIGN - 1);
+	return (v + GSD_HEAP_ALIGN - 1) & ~(uint64_t)(GSD_HEAP_ALIGN - 1);
 }
 
 static uint64_t rng_state;
@@ -60,10 +60,11 @@ static void test_split_sizes_and_flags(void **state)
 	};
 	for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
 		for (size_t b = 0; b < sizeof(bases) / sizeof(bases[0]); b++) {
-			gs_subtransfer out[16];
-			int64_t n = gs_transfer_split(sizes[s].size, chunk, bases[b], out, 16);
+			gsd_subtransfer out[16];
+			int64_t n = gsd_transfer_split(sizes[s].size, chunk, bases[b], out, 16);
 			assert_int_equal(n, sizes[s].pieces);
-			assert_int_equal(gs_transfer_pieces(sizes[s].size, chunk), sizes[s].pieces);
+			assert_int_equal(gsd_transfer_pieces(sizes[s].size, chunk),
+			                 sizes[s].pieces);
 			uint64_t next = 0;
 			for (int64_t i = 0; i < n; i++) {
 				uint32_t want = bases[b];
@@ -87,7 +88,7 @@ static void test_split_sizes_and_flags(void **state)
 static void test_split_rejects(void **state)
 {
 	(void)state;
-	gs_subtransfer out[4];
+	gsd_subtransfer out[4];
 	const struct {
 		uint64_t size, chunk;
 		uint32_t base;
@@ -106,15 +107,15 @@ static void test_split_rejects(void **state)
 	        {1, 4096, 0, 0, -ENOBUFS},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
-		assert_int_equal(gs_transfer_split(cases[i].size, cases[i].chunk, cases[i].base,
-		                                   out, cases[i].cap),
+		assert_int_equal(gsd_transfer_split(cases[i].size, cases[i].chunk, cases[i].base,
+		                                    out, cases[i].cap),
 		                 cases[i].rc);
-	assert_int_equal(gs_transfer_pieces(0, 1), 0);
-	assert_int_equal(gs_transfer_pieces(1, 0), 0);
-	assert_int_equal(gs_transfer_pieces(UINT64_MAX, 1ull << 63), 2);
+	assert_int_equal(gsd_transfer_pieces(0, 1), 0);
+	assert_int_equal(gsd_transfer_pieces(1, 0), 0);
+	assert_int_equal(gsd_transfer_pieces(UINT64_MAX, 1ull << 63), 2);
 }
 
-/* The daemon's recipe for a converting transfer: a band-aligned chunk from gs_swizzle_chunk, so
+/* The daemon's recipe for a converting transfer: a band-aligned chunk from gsd_swizzle_chunk, so
  * every piece but the last is whole bands; Start only on the first piece, End only on the last,
  * both on a single one, and the conversion flag on all of them. */
 static void test_split_swizzle_chunks(void **state)
@@ -122,8 +123,8 @@ static void test_split_swizzle_chunks(void **state)
 	(void)state;
 	const uint32_t pitches[] = {64, 1024, 4096, 6400};
 	for (size_t p = 0; p < sizeof(pitches) / sizeof(pitches[0]); p++) {
-		const uint64_t band = gs_swizzle_band(pitches[p]);
-		const uint64_t chunk = gs_swizzle_chunk(1 * MIB, pitches[p]);
+		const uint64_t band = gsd_swizzle_band(pitches[p]);
+		const uint64_t chunk = gsd_swizzle_chunk(1 * MIB, pitches[p]);
 		assert_int_equal(chunk % band, 0);
 		assert_true(chunk <= 1 * MIB || chunk == band);
 		const uint64_t sizes[] = {1,     band - 1,  band,
@@ -133,16 +134,16 @@ static void test_split_swizzle_chunks(void **state)
 				const uint32_t base = conv ? GS_TRANSFER_UNSWIZZLE |
 				                                      GS_TRANSFER_ALLOCATION_IS_IDLE
 				                           : GS_TRANSFER_SWIZZLE;
-				gs_subtransfer out[8];
-				int64_t n = gs_transfer_split(sizes[i], chunk, base, out, 8);
-				assert_int_equal(n, gs_transfer_pieces(sizes[i], chunk));
+				gsd_subtransfer out[8];
+				int64_t n = gsd_transfer_split(sizes[i], chunk, base, out, 8);
+				assert_int_equal(n, gsd_transfer_pieces(sizes[i], chunk));
 				uint64_t next = 0;
 				for (int64_t k = 0; k < n; k++) {
 					assert_int_equal(out[k].offset, next);
 					assert_int_equal(out[k].offset % band, 0);
 					if (k < n - 1)
 						assert_int_equal(out[k].size, chunk);
-					assert_int_equal(out[k].flags & GS_TRANSFER_BASE_MASK,
+					assert_int_equal(out[k].flags & GSD_TRANSFER_BASE_MASK,
 					                 base);
 					assert_int_equal((out[k].flags & GS_TRANSFER_START) != 0,
 					                 k == 0);
@@ -161,7 +162,7 @@ static void test_split_swizzle_chunks(void **state)
 
 /* ---- victims by bytes ---- */
 
-static const gs_victim_candidate cands[] = {
+static const gsd_victim_candidate cands[] = {
         {0, 1 * MIB, NORM, 10, false}, /* 0 */
         {0, 1 * MIB, LOW, 50, false},  /* 1 */
         {0, 1 * MIB, LOW, 20, false},  /* 2 */
@@ -193,33 +194,33 @@ static void test_pick_victims_table(void **state)
 	};
 	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
 		size_t out[NCANDS], n = 99;
-		assert_int_equal(gs_pick_victims(cands, NCANDS, cases[c].need, out, NCANDS, &n),
+		assert_int_equal(gsd_pick_victims(cands, NCANDS, cases[c].need, out, NCANDS, &n),
 		                 cases[c].rc);
 		assert_int_equal(n, cases[c].n);
 		for (size_t i = 0; i < n; i++)
 			assert_int_equal(out[i], cases[c].idx[i]);
 	}
 	size_t out[NCANDS], n;
-	assert_int_equal(gs_pick_victims(cands, NCANDS, 1, out, NCANDS - 1, &n), -EINVAL);
-	assert_int_equal(gs_victims_max_priority(cands, (size_t[]){2, 5, 1}, 3), NORM);
-	assert_int_equal(gs_victims_max_priority(cands, NULL, 0), 0);
+	assert_int_equal(gsd_pick_victims(cands, NCANDS, 1, out, NCANDS - 1, &n), -EINVAL);
+	assert_int_equal(gsd_victims_max_priority(cands, (size_t[]){2, 5, 1}, 3), NORM);
+	assert_int_equal(gsd_victims_max_priority(cands, NULL, 0), 0);
 }
 
 static void test_pick_victims_spares_small_ones(void **state)
 {
 	(void)state;
-	const gs_victim_candidate c[] = {
+	const gsd_victim_candidate c[] = {
 	        {0, 256, LOW, 1, false},
 	        {0, 300, LOW, 2, false}, /* counts as 512 */
 	        {0, 8 * MIB, NORM, 3, false},
 	        {0, 8 * MIB, MAXP, 4, false},
 	};
 	size_t out[4], n;
-	assert_int_equal(gs_pick_victims(c, 4, 8 * MIB, out, 4, &n), 0);
+	assert_int_equal(gsd_pick_victims(c, 4, 8 * MIB, out, 4, &n), 0);
 	assert_int_equal(n, 1);
 	assert_int_equal(out[0], 2);
 	/* 8 MiB + 512: the 512-byte one is needed with the big one, the 256-byte one is not. */
-	assert_int_equal(gs_pick_victims(c, 4, 8 * MIB + 512, out, 4, &n), 0);
+	assert_int_equal(gsd_pick_victims(c, 4, 8 * MIB + 512, out, 4, &n), 0);
 	assert_int_equal(n, 2);
 	assert_int_equal(out[0], 1);
 	assert_int_equal(out[1], 2);
@@ -230,7 +231,7 @@ static void test_pick_victims_spares_small_ones(void **state)
 static void test_pick_victims_pinned_and_ties(void **state)
 {
 	(void)state;
-	const gs_victim_candidate c[] = {
+	const gsd_victim_candidate c[] = {
 	        {0, 1 * MIB, MINP, 0, true},  /* 0: the best in every way, but pinned */
 	        {0, 1 * MIB, NORM, 7, false}, /* 1 */
 	        {0, 1 * MIB, NORM, 7, false}, /* 2: ties with 1 */
@@ -242,30 +243,30 @@ static void test_pick_victims_pinned_and_ties(void **state)
 	const size_t order[] = {3, 4, 6, 1, 2, 5};
 	for (size_t k = 1; k <= 6; k++) {
 		size_t out[7], n = 0;
-		assert_int_equal(gs_pick_victims(c, 7, k * MIB, out, 7, &n), 0);
+		assert_int_equal(gsd_pick_victims(c, 7, k * MIB, out, 7, &n), 0);
 		assert_int_equal(n, k);
 		for (size_t i = 0; i < n; i++)
 			assert_int_equal(out[i], order[i]);
 	}
 	size_t out[7], n = 9;
-	assert_int_equal(gs_pick_victims(c, 7, 6 * MIB + 1, out, 7, &n), -ENOSPC);
+	assert_int_equal(gsd_pick_victims(c, 7, 6 * MIB + 1, out, 7, &n), -ENOSPC);
 	assert_int_equal(n, 0);
 	/* Only pinned candidates: nothing can help. */
-	assert_int_equal(gs_pick_victims(c, 1, 1, out, 7, &n), -ENOSPC);
+	assert_int_equal(gsd_pick_victims(c, 1, 1, out, 7, &n), -ENOSPC);
 	/* The contiguous picker never takes a pinned block either, however cheap: the pinned
 	 * MINIMUM block at 4K splits the segment, and the hole comes from the NORMAL one. */
-	const gs_victim_candidate seg[] = {
+	const gsd_victim_candidate seg[] = {
 	        {0, 4 * KIB, NORM, 0, false},
 	        {4 * KIB, 4 * KIB, MINP, 0, true},
 	        {8 * KIB, 4 * KIB, HIGH, 0, false},
 	};
 	uint64_t hole = 0;
-	assert_int_equal(gs_pick_victims_contiguous(seg, 3, 16 * KIB, 8 * KIB, out, 3, &n, &hole),
+	assert_int_equal(gsd_pick_victims_contiguous(seg, 3, 16 * KIB, 8 * KIB, out, 3, &n, &hole),
 	                 0);
 	assert_int_equal(n, 1);
 	assert_int_equal(out[0], 2);
 	assert_int_equal(hole, 8 * KIB);
-	assert_int_equal(gs_pick_victims_contiguous(seg, 3, 16 * KIB, 12 * KIB, out, 3, &n, &hole),
+	assert_int_equal(gsd_pick_victims_contiguous(seg, 3, 16 * KIB, 12 * KIB, out, 3, &n, &hole),
 	                 -ENOSPC);
 }
 
@@ -275,7 +276,7 @@ static void test_contiguous_ties(void **state)
 	(void)state;
 	/* 32 KiB, all LOW: [A 2K @0][B 4K @4K][C 2K @12K][D 2K @20K] with free 2K..4K, 8K..12K,
 	 * 14K..20K, 22K..32K. */
-	const gs_victim_candidate c[] = {
+	const gsd_victim_candidate c[] = {
 	        {0, 2 * KIB, LOW, 0, false},
 	        {4 * KIB, 4 * KIB, LOW, 0, false},
 	        {12 * KIB, 2 * KIB, LOW, 0, false},
@@ -285,23 +286,23 @@ static void test_contiguous_ties(void **state)
 	uint64_t hole;
 	/* 12 KiB: evicting B (4K) gives 2K..12K = 10K, not enough; C alone gives 8K..20K = 12K
 	 * (2K evicted); D alone gives 14K..32K = 18K (2K evicted): equal, the lower wins. */
-	assert_int_equal(gs_pick_victims_contiguous(c, 4, 32 * KIB, 12 * KIB, out, 4, &n, &hole),
+	assert_int_equal(gsd_pick_victims_contiguous(c, 4, 32 * KIB, 12 * KIB, out, 4, &n, &hole),
 	                 0);
 	assert_int_equal(n, 1);
 	assert_int_equal(out[0], 2);
 	assert_int_equal(hole, 8 * KIB);
 	/* 16 KiB: only D (2K) makes 18K; C+... would cost more. */
-	assert_int_equal(gs_pick_victims_contiguous(c, 4, 32 * KIB, 16 * KIB, out, 4, &n, &hole),
+	assert_int_equal(gsd_pick_victims_contiguous(c, 4, 32 * KIB, 16 * KIB, out, 4, &n, &hole),
 	                 0);
 	assert_int_equal(n, 1);
 	assert_int_equal(out[0], 3);
 	assert_int_equal(hole, 14 * KIB);
 	/* Priority beats bytes: make D HIGH, and C+D (max HIGH) loses to B+C (max LOW, 6K) for
 	 * 17 KiB: B+C frees 2K..20K = 18K. */
-	gs_victim_candidate d[4];
+	gsd_victim_candidate d[4];
 	memcpy(d, c, sizeof(d));
 	d[3].priority = HIGH;
-	assert_int_equal(gs_pick_victims_contiguous(d, 4, 32 * KIB, 17 * KIB, out, 4, &n, &hole),
+	assert_int_equal(gsd_pick_victims_contiguous(d, 4, 32 * KIB, 17 * KIB, out, 4, &n, &hole),
 	                 0);
 	assert_int_equal(n, 2);
 	assert_int_equal(out[0], 1);
@@ -313,7 +314,7 @@ static void test_contiguous_ties(void **state)
 	d[0].last_use = d[1].last_use = 8; /* A+B (6K) would free 12K too, but more recently used */
 	d[2].last_use = 9;
 	d[3].last_use = 1;
-	assert_int_equal(gs_pick_victims_contiguous(d, 4, 32 * KIB, 12 * KIB, out, 4, &n, &hole),
+	assert_int_equal(gsd_pick_victims_contiguous(d, 4, 32 * KIB, 12 * KIB, out, 4, &n, &hole),
 	                 0);
 	assert_int_equal(n, 1);
 	assert_int_equal(out[0], 3);
@@ -321,17 +322,17 @@ static void test_contiguous_ties(void **state)
 	d[2].last_use = 2;
 	d[3].last_use = 5;
 	d[0].last_use = d[1].last_use = 3; /* A+B (newest 3) loses to C (2) */
-	assert_int_equal(gs_pick_victims_contiguous(d, 4, 32 * KIB, 12 * KIB, out, 4, &n, &hole),
+	assert_int_equal(gsd_pick_victims_contiguous(d, 4, 32 * KIB, 12 * KIB, out, 4, &n, &hole),
 	                 0);
 	assert_int_equal(n, 1);
 	assert_int_equal(out[0], 2);
 }
 
-/* The ranking gs_pick_victims documents, written out independently. */
-static bool rank_before(const gs_victim_candidate *c, size_t a, size_t b)
+/* The ranking gsd_pick_victims documents, written out independently. */
+static bool rank_before(const gsd_victim_candidate *c, size_t a, size_t b)
 {
-	uint32_t pa = gs_alloc_priority_effective(c[a].priority);
-	uint32_t pb = gs_alloc_priority_effective(c[b].priority);
+	uint32_t pa = gsd_alloc_priority_effective(c[a].priority);
+	uint32_t pb = gsd_alloc_priority_effective(c[b].priority);
 	if (pa != pb)
 		return pa < pb;
 	if (c[a].last_use != c[b].last_use)
@@ -347,18 +348,18 @@ static void test_pick_victims_properties(void **state)
 	rng_state = 3;
 	const uint32_t prios[] = {0, MINP, LOW, NORM, HIGH, MAXP, LOW + 7};
 	for (int round = 0; round < 2000; round++) {
-		gs_victim_candidate c[24];
+		gsd_victim_candidate c[24];
 		size_t n = 1 + rnd() % 24;
 		uint64_t total = 0;
 		for (size_t i = 0; i < n; i++) {
-			c[i] = (gs_victim_candidate){0, 1 + rnd() % (4 * MIB), prios[rnd() % 7],
-			                             rnd() % 8, rnd() % 5 == 0};
+			c[i] = (gsd_victim_candidate){0, 1 + rnd() % (4 * MIB), prios[rnd() % 7],
+			                              rnd() % 8, rnd() % 5 == 0};
 			if (!c[i].pinned)
 				total += al(c[i].size);
 		}
 		uint64_t need = rnd() % (total + 2 * MIB + 1);
 		size_t out[24], k;
-		int rc = gs_pick_victims(c, n, need, out, 24, &k);
+		int rc = gsd_pick_victims(c, n, need, out, 24, &k);
 		if (need > total) {
 			assert_int_equal(rc, -ENOSPC);
 			assert_int_equal(k, 0);
@@ -378,8 +379,8 @@ static void test_pick_victims_properties(void **state)
 			assert_true(sum - al(c[out[i]].size) < need);
 		/* Eviction order is non-decreasing in (priority, last_use). */
 		for (size_t i = 1; i < k; i++) {
-			uint32_t pa = gs_alloc_priority_effective(c[out[i - 1]].priority);
-			uint32_t pb = gs_alloc_priority_effective(c[out[i]].priority);
+			uint32_t pa = gsd_alloc_priority_effective(c[out[i - 1]].priority);
+			uint32_t pb = gsd_alloc_priority_effective(c[out[i]].priority);
 			assert_true(pa < pb ||
 			            (pa == pb && c[out[i - 1]].last_use <= c[out[i]].last_use));
 		}
@@ -415,7 +416,7 @@ static void test_contiguous_by_hand(void **state)
 {
 	(void)state;
 	/* 16 KiB: free 1K-2K, 4K-6K, 7K-8K, 10K-12K, 13K-16K. */
-	const gs_victim_candidate c[] = {
+	const gsd_victim_candidate c[] = {
 	        {0, 1 * KIB, LOW, 0, false},        /* 0 */
 	        {2 * KIB, 1 * KIB, HIGH, 0, false}, /* 1 */
 	        {3 * KIB, 1 * KIB, LOW, 0, true},   /* 2: pinned */
@@ -442,8 +443,8 @@ static void test_contiguous_by_hand(void **state)
 	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
 		size_t out[6], n = 99;
 		uint64_t hole = 99;
-		assert_int_equal(gs_pick_victims_contiguous(c, 6, 16 * KIB, cases[k].need, out, 6,
-		                                            &n, &hole),
+		assert_int_equal(gsd_pick_victims_contiguous(c, 6, 16 * KIB, cases[k].need, out, 6,
+		                                             &n, &hole),
 		                 cases[k].rc);
 		assert_int_equal(n, cases[k].n);
 		for (size_t i = 0; i < n; i++)
@@ -452,9 +453,10 @@ static void test_contiguous_by_hand(void **state)
 	}
 	size_t out[6], n;
 	uint64_t hole;
-	assert_int_equal(gs_pick_victims_contiguous(c, 6, 16 * KIB, 1, out, 5, &n, &hole), -EINVAL);
-	const gs_victim_candidate bad[] = {{4096, 256, LOW, 0, false}, {0, 256, LOW, 0, false}};
-	assert_int_equal(gs_pick_victims_contiguous(bad, 2, 16 * KIB, 1, out, 6, &n, &hole),
+	assert_int_equal(gsd_pick_victims_contiguous(c, 6, 16 * KIB, 1, out, 5, &n, &hole),
+	                 -EINVAL);
+	const gsd_victim_candidate bad[] = {{4096, 256, LOW, 0, false}, {0, 256, LOW, 0, false}};
+	assert_int_equal(gsd_pick_victims_contiguous(bad, 2, 16 * KIB, 1, out, 6, &n, &hole),
 	                 -EINVAL);
 }
 
@@ -465,7 +467,7 @@ typedef struct run {
 	size_t k, count;
 } run;
 
-static run brute_run(const gs_victim_candidate *c, size_t n, uint64_t seg, uint64_t need)
+static run brute_run(const gsd_victim_candidate *c, size_t n, uint64_t seg, uint64_t need)
 {
 	run best = {false, 0, 0, 0, 0, 0};
 	need = al(need);
@@ -483,7 +485,7 @@ static run brute_run(const gs_victim_candidate *c, size_t n, uint64_t seg, uint6
 			}
 			if (j == n || c[j].pinned)
 				break;
-			uint32_t p = gs_alloc_priority_effective(c[j].priority);
+			uint32_t p = gsd_alloc_priority_effective(c[j].priority);
 			maxp = p > maxp ? p : maxp;
 			bytes += al(c[j].size);
 		}
@@ -498,7 +500,7 @@ static void test_contiguous_matches_brute_force(void **state)
 	const uint32_t prios[] = {0, MINP, LOW, NORM, HIGH, MAXP};
 	for (int round = 0; round < 5000; round++) {
 		const uint64_t seg = 64 * KIB;
-		gs_victim_candidate c[14];
+		gsd_victim_candidate c[14];
 		size_t n = 0;
 		uint64_t cursor = 0;
 		for (size_t i = 0; i < 14; i++) {
@@ -506,15 +508,15 @@ static void test_contiguous_matches_brute_force(void **state)
 			uint64_t sz = 1 + rnd() % 6000;
 			if (cursor + al(sz) > seg)
 				break;
-			c[n++] = (gs_victim_candidate){cursor, sz, prios[rnd() % 6], 0,
-			                               rnd() % 5 == 0};
+			c[n++] = (gsd_victim_candidate){cursor, sz, prios[rnd() % 6], 0,
+			                                rnd() % 5 == 0};
 			cursor += al(sz);
 		}
 		uint64_t need = 1 + rnd() % (40 * KIB);
 		run want = brute_run(c, n, seg, need);
 		size_t out[14], k;
 		uint64_t hole;
-		int rc = gs_pick_victims_contiguous(c, n, seg, need, out, 14, &k, &hole);
+		int rc = gsd_pick_victims_contiguous(c, n, seg, need, out, 14, &k, &hole);
 		if (!want.found) {
 			assert_int_equal(rc, -ENOSPC);
 			continue;
@@ -552,17 +554,17 @@ static void test_should_evict_for_preference(void **state)
 	        {MINP, {0}, 0, false},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
-		if (gs_should_evict_for_preference(cases[i].newp, cases[i].v, cases[i].n) !=
+		if (gsd_should_evict_for_preference(cases[i].newp, cases[i].v, cases[i].n) !=
 		    cases[i].evict)
 			fail_msg("case %zu: new 0x%x", i, cases[i].newp);
-	assert_int_equal(gs_alloc_priority_effective(0), NORM);
-	assert_int_equal(gs_alloc_priority_effective(LOW), LOW);
+	assert_int_equal(gsd_alloc_priority_effective(0), NORM);
+	assert_int_equal(gsd_alloc_priority_effective(LOW), LOW);
 }
 
 /*
- * The exactness gs_should_evict_for_preference claims: applied to what either picker chose, it
+ * The exactness gsd_should_evict_for_preference claims: applied to what either picker chose, it
  * says "evict" exactly when the new allocation is HIGH or more and some set of unpinned victims
- * of strictly lower priority would make the room (by bytes for gs_pick_victims, as one hole for
+ * of strictly lower priority would make the room (by bytes for gsd_pick_victims, as one hole for
  * the contiguous picker, found by brute force over runs).
  */
 static void test_should_evict_exact_for_pickers(void **state)
@@ -573,7 +575,7 @@ static void test_should_evict_exact_for_pickers(void **state)
 	const uint32_t news[] = {NORM, HIGH, HIGH + 1, MAXP, 0xffffffffu};
 	for (int round = 0; round < 3000; round++) {
 		const uint64_t seg = 64 * KIB;
-		gs_victim_candidate c[12];
+		gsd_victim_candidate c[12];
 		size_t n = 0;
 		uint64_t cursor = 0;
 		for (size_t i = 0; i < 12; i++) {
@@ -581,8 +583,8 @@ static void test_should_evict_exact_for_pickers(void **state)
 			uint64_t sz = 1 + rnd() % 8000;
 			if (cursor + al(sz) > seg)
 				break;
-			c[n++] = (gs_victim_candidate){cursor, sz, prios[rnd() % 6], rnd() % 4,
-			                               rnd() % 6 == 0};
+			c[n++] = (gsd_victim_candidate){cursor, sz, prios[rnd() % 6], rnd() % 4,
+			                                rnd() % 6 == 0};
 			cursor += al(sz);
 		}
 		const uint32_t newp = news[rnd() % 5];
@@ -590,11 +592,11 @@ static void test_should_evict_exact_for_pickers(void **state)
 		const bool qualifies = newp >= HIGH;
 
 		/* Candidates a preference may evict: unpinned and strictly lower. */
-		gs_victim_candidate lower[12];
+		gsd_victim_candidate lower[12];
 		uint64_t lower_bytes = 0;
 		for (size_t i = 0; i < n; i++) {
 			lower[i] = c[i];
-			if (gs_alloc_priority_effective(c[i].priority) >= newp)
+			if (gsd_alloc_priority_effective(c[i].priority) >= newp)
 				lower[i].pinned = true;
 			if (!lower[i].pinned)
 				lower_bytes += al(c[i].size);
@@ -602,21 +604,21 @@ static void test_should_evict_exact_for_pickers(void **state)
 
 		size_t out[12], k;
 		uint32_t vp[12];
-		if (gs_pick_victims(c, n, need, out, 12, &k) == 0) {
+		if (gsd_pick_victims(c, n, need, out, 12, &k) == 0) {
 			for (size_t i = 0; i < k; i++)
 				vp[i] = c[out[i]].priority;
-			assert_int_equal(gs_should_evict_for_preference(newp, vp, k),
+			assert_int_equal(gsd_should_evict_for_preference(newp, vp, k),
 			                 qualifies && lower_bytes >= need);
 		}
 		uint64_t hole;
-		if (gs_pick_victims_contiguous(c, n, seg, need, out, 12, &k, &hole) == 0) {
+		if (gsd_pick_victims_contiguous(c, n, seg, need, out, 12, &k, &hole) == 0) {
 			for (size_t i = 0; i < k; i++)
 				vp[i] = c[out[i]].priority;
-			assert_int_equal(gs_victims_max_priority(c, out, k) <
-			                                 gs_alloc_priority_effective(newp) ||
+			assert_int_equal(gsd_victims_max_priority(c, out, k) <
+			                                 gsd_alloc_priority_effective(newp) ||
 			                         k == 0,
 			                 brute_run(lower, n, seg, need).found);
-			assert_int_equal(gs_should_evict_for_preference(newp, vp, k),
+			assert_int_equal(gsd_should_evict_for_preference(newp, vp, k),
 			                 qualifies && brute_run(lower, n, seg, need).found);
 		}
 	}

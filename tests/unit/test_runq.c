@@ -10,11 +10,11 @@
 
 #include "runq.h"
 
-static gs_runq_entry mk(uint32_t cls, int32_t prio, uint64_t key, uint64_t seq)
+static gsd_runq_entry mk(uint32_t cls, int32_t prio, uint64_t key, uint64_t seq)
 {
-	gs_runq_entry e;
-	gs_runq_entry_init(&e);
-	e.band = gs_band_of(cls, prio);
+	gsd_runq_entry e;
+	gsd_runq_entry_init(&e);
+	e.band = gsd_band_of(cls, prio);
 	e.key = key;
 	e.seq = seq;
 	return e;
@@ -23,87 +23,87 @@ static gs_runq_entry mk(uint32_t cls, int32_t prio, uint64_t key, uint64_t seq)
 static void test_band_mapping(void **state)
 {
 	(void)state;
-	assert_int_equal(gs_band_of(0, -7), 0);
-	assert_int_equal(gs_band_of(0, 7), 14);
-	assert_int_equal(gs_band_of(2, 0), 37);
-	assert_int_equal(gs_band_of(5, 7), GS_CLIENT_BANDS - 1);
-	assert_int_equal(gs_band_of(GS_CLASS_SYSTEM, GS_PRIORITY_MIN), GS_BAND_SYSTEM);
-	assert_int_equal(gs_band_class(gs_band_of(4, -3)), 4);
+	assert_int_equal(gsd_band_of(0, -7), 0);
+	assert_int_equal(gsd_band_of(0, 7), 14);
+	assert_int_equal(gsd_band_of(2, 0), 37);
+	assert_int_equal(gsd_band_of(5, 7), GSD_CLIENT_BANDS - 1);
+	assert_int_equal(gsd_band_of(GSD_CLASS_SYSTEM, GSD_PRIORITY_MIN), GSD_BAND_SYSTEM);
+	assert_int_equal(gsd_band_class(gsd_band_of(4, -3)), 4);
 }
 
 static void test_higher_band_first(void **state)
 {
 	(void)state;
-	gs_runq q;
-	gs_runq_init(&q);
-	gs_runq_entry idle = mk(0, 7, 0, 1), normal = mk(2, 0, 100, 2), high = mk(4, -7, 500, 3),
-	              rt = mk(5, -7, 900, 4);
-	assert_int_equal(gs_runq_insert(&q, &idle), 0);
-	assert_int_equal(gs_runq_insert(&q, &high), 0);
-	assert_int_equal(gs_runq_insert(&q, &normal), 0);
-	assert_int_equal(gs_runq_insert(&q, &rt), 0);
-	assert_int_equal(gs_runq_top_band(&q), (int)gs_band_of(5, -7));
-	assert_ptr_equal(gs_runq_pop(&q), &rt);
-	assert_ptr_equal(gs_runq_pop(&q), &high);
-	assert_ptr_equal(gs_runq_pop(&q), &normal);
-	assert_ptr_equal(gs_runq_pop(&q), &idle);
-	assert_null(gs_runq_pop(&q));
-	assert_int_equal(gs_runq_top_band(&q), -1);
-	gs_runq_fini(&q);
+	gsd_runq q;
+	gsd_runq_init(&q);
+	gsd_runq_entry idle = mk(0, 7, 0, 1), normal = mk(2, 0, 100, 2), high = mk(4, -7, 500, 3),
+	               rt = mk(5, -7, 900, 4);
+	assert_int_equal(gsd_runq_insert(&q, &idle), 0);
+	assert_int_equal(gsd_runq_insert(&q, &high), 0);
+	assert_int_equal(gsd_runq_insert(&q, &normal), 0);
+	assert_int_equal(gsd_runq_insert(&q, &rt), 0);
+	assert_int_equal(gsd_runq_top_band(&q), (int)gsd_band_of(5, -7));
+	assert_ptr_equal(gsd_runq_pop(&q), &rt);
+	assert_ptr_equal(gsd_runq_pop(&q), &high);
+	assert_ptr_equal(gsd_runq_pop(&q), &normal);
+	assert_ptr_equal(gsd_runq_pop(&q), &idle);
+	assert_null(gsd_runq_pop(&q));
+	assert_int_equal(gsd_runq_top_band(&q), -1);
+	gsd_runq_fini(&q);
 }
 
 static void test_key_then_seq_in_band(void **state)
 {
 	(void)state;
-	gs_runq q;
-	gs_runq_init(&q);
-	gs_runq_entry a = mk(2, 0, 30, 1), b = mk(2, 0, 10, 2), c = mk(2, 0, 10, 1),
-	              d = mk(2, 0, 20, 9);
-	gs_runq_insert(&q, &a);
-	gs_runq_insert(&q, &b);
-	gs_runq_insert(&q, &c);
-	gs_runq_insert(&q, &d);
-	assert_ptr_equal(gs_runq_pop(&q), &c); /* key 10, seq 1 */
-	assert_ptr_equal(gs_runq_pop(&q), &b);
-	assert_ptr_equal(gs_runq_pop(&q), &d);
-	assert_ptr_equal(gs_runq_pop(&q), &a);
-	gs_runq_fini(&q);
+	gsd_runq q;
+	gsd_runq_init(&q);
+	gsd_runq_entry a = mk(2, 0, 30, 1), b = mk(2, 0, 10, 2), c = mk(2, 0, 10, 1),
+	               d = mk(2, 0, 20, 9);
+	gsd_runq_insert(&q, &a);
+	gsd_runq_insert(&q, &b);
+	gsd_runq_insert(&q, &c);
+	gsd_runq_insert(&q, &d);
+	assert_ptr_equal(gsd_runq_pop(&q), &c); /* key 10, seq 1 */
+	assert_ptr_equal(gsd_runq_pop(&q), &b);
+	assert_ptr_equal(gsd_runq_pop(&q), &d);
+	assert_ptr_equal(gsd_runq_pop(&q), &a);
+	gsd_runq_fini(&q);
 }
 
 static void test_remove_middle_and_requeue(void **state)
 {
 	(void)state;
-	gs_runq q;
-	gs_runq_init(&q);
-	gs_runq_entry e[6];
+	gsd_runq q;
+	gsd_runq_init(&q);
+	gsd_runq_entry e[6];
 	for (int i = 0; i < 6; i++) {
 		e[i] = mk(2, 0, (uint64_t)(10 * (6 - i)), (uint64_t)i);
-		gs_runq_insert(&q, &e[i]);
+		gsd_runq_insert(&q, &e[i]);
 	}
-	gs_runq_remove(&q, &e[2]);
-	assert_false(gs_runq_queued(&e[2]));
-	gs_runq_remove(&q, &e[2]); /* twice is harmless */
+	gsd_runq_remove(&q, &e[2]);
+	assert_false(gsd_runq_queued(&e[2]));
+	gsd_runq_remove(&q, &e[2]); /* twice is harmless */
 	assert_int_equal(q.count, 5);
-	assert_ptr_equal(gs_runq_pop(&q), &e[5]);
-	assert_ptr_equal(gs_runq_pop(&q), &e[4]);
-	assert_ptr_equal(gs_runq_pop(&q), &e[3]);
-	assert_ptr_equal(gs_runq_pop(&q), &e[1]);
-	assert_ptr_equal(gs_runq_pop(&q), &e[0]);
-	gs_runq_fini(&q);
+	assert_ptr_equal(gsd_runq_pop(&q), &e[5]);
+	assert_ptr_equal(gsd_runq_pop(&q), &e[4]);
+	assert_ptr_equal(gsd_runq_pop(&q), &e[3]);
+	assert_ptr_equal(gsd_runq_pop(&q), &e[1]);
+	assert_ptr_equal(gsd_runq_pop(&q), &e[0]);
+	gsd_runq_fini(&q);
 }
 
 /* A context that slept re-enters at the band's clock, not with its old, small key. */
 static void test_no_credit_banking(void **state)
 {
 	(void)state;
-	gs_runq q;
-	gs_runq_init(&q);
-	gs_runq_entry busy = mk(2, 0, 1000000, 1), sleeper = mk(2, 0, 5, 2);
-	gs_runq_insert(&q, &busy);
-	assert_ptr_equal(gs_runq_pop(&q), &busy);
-	gs_runq_insert(&q, &sleeper);
+	gsd_runq q;
+	gsd_runq_init(&q);
+	gsd_runq_entry busy = mk(2, 0, 1000000, 1), sleeper = mk(2, 0, 5, 2);
+	gsd_runq_insert(&q, &busy);
+	assert_ptr_equal(gsd_runq_pop(&q), &busy);
+	gsd_runq_insert(&q, &sleeper);
 	assert_true(sleeper.key >= 1000000);
-	gs_runq_fini(&q);
+	gsd_runq_fini(&q);
 }
 
 /* Random operations against a brute-force model of the same order. */
@@ -111,9 +111,9 @@ static void test_random_against_model(void **state)
 {
 	(void)state;
 	enum { N = 400 };
-	gs_runq q;
-	gs_runq_init(&q);
-	static gs_runq_entry e[N];
+	gsd_runq q;
+	gsd_runq_init(&q);
+	static gsd_runq_entry e[N];
 	bool in[N] = {0};
 	srand(12345);
 	for (int i = 0; i < N; i++) {
@@ -128,10 +128,10 @@ static void test_random_against_model(void **state)
 			uint64_t floor = q.bands[e[i].band].min_key;
 			if (e[i].key < floor)
 				e[i].key = floor + (uint64_t)(rand() % 50);
-			assert_int_equal(gs_runq_insert(&q, &e[i]), 0);
+			assert_int_equal(gsd_runq_insert(&q, &e[i]), 0);
 			in[i] = true;
 		} else if (op == 1 && in[i]) {
-			gs_runq_remove(&q, &e[i]);
+			gsd_runq_remove(&q, &e[i]);
 			in[i] = false;
 		} else if (op == 2) {
 			int best = -1;
@@ -144,7 +144,7 @@ static void test_random_against_model(void **state)
 				      (e[j].key == e[best].key && e[j].seq < e[best].seq))))
 					best = j;
 			}
-			gs_runq_entry *got = gs_runq_pop(&q);
+			gsd_runq_entry *got = gsd_runq_pop(&q);
 			if (best < 0) {
 				assert_null(got);
 			} else {
@@ -153,7 +153,7 @@ static void test_random_against_model(void **state)
 			}
 		}
 	}
-	gs_runq_fini(&q);
+	gsd_runq_fini(&q);
 }
 
 int main(void)

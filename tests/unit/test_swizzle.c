@@ -24,31 +24,31 @@ static void test_example_by_hand(void **state)
 	        {192, 4160}, {8127, 4095}, {8064, 4032}, {8191, 8191}, {8192, 8192}, {8201, 8201},
 	};
 	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++) {
-		assert_int_equal(gs_swizzle_offset(map[i].linear, 8202, 128), map[i].tiled);
-		assert_int_equal(gs_unswizzle_offset(map[i].tiled, 8202, 128), map[i].linear);
+		assert_int_equal(gsd_swizzle_offset(map[i].linear, 8202, 128), map[i].tiled);
+		assert_int_equal(gsd_unswizzle_offset(map[i].tiled, 8202, 128), map[i].linear);
 	}
 	/* A 64-wide surface is one tile per band: the layout is the identity. */
 	for (uint64_t l = 0; l < 3 * 4096; l += 37)
-		assert_int_equal(gs_swizzle_offset(l, 3 * 4096, 64), l);
+		assert_int_equal(gsd_swizzle_offset(l, 3 * 4096, 64), l);
 }
 
 static void test_pitch_and_chunk_helpers(void **state)
 {
 	(void)state;
-	assert_false(gs_swizzle_pitch_valid(0));
-	assert_false(gs_swizzle_pitch_valid(100));
-	assert_true(gs_swizzle_pitch_valid(64));
-	assert_true(gs_swizzle_pitch_valid(GS_SWIZZLE_PITCH_DEFAULT));
-	assert_int_equal(gs_swizzle_band(1024), 64 * 1024);
-	assert_int_equal(gs_swizzle_chunk(1, 1024), 64 * 1024);
-	assert_int_equal(gs_swizzle_chunk(200 * 1024, 1024), 192 * 1024);
-	assert_int_equal(gs_swizzle_chunk(128 * 1024, 1024), 128 * 1024);
-	assert_int_equal(gs_swizzle_chunk(5000, 100), 5000); /* invalid pitch: unchanged */
+	assert_false(gsd_swizzle_pitch_valid(0));
+	assert_false(gsd_swizzle_pitch_valid(100));
+	assert_true(gsd_swizzle_pitch_valid(64));
+	assert_true(gsd_swizzle_pitch_valid(GSD_SWIZZLE_PITCH_DEFAULT));
+	assert_int_equal(gsd_swizzle_band(1024), 64 * 1024);
+	assert_int_equal(gsd_swizzle_chunk(1, 1024), 64 * 1024);
+	assert_int_equal(gsd_swizzle_chunk(200 * 1024, 1024), 192 * 1024);
+	assert_int_equal(gsd_swizzle_chunk(128 * 1024, 1024), 128 * 1024);
+	assert_int_equal(gsd_swizzle_chunk(5000, 100), 5000); /* invalid pitch: unchanged */
 	/* Invalid pitch: offsets unchanged, copies refused. */
-	assert_int_equal(gs_swizzle_offset(77, 1000, 96), 77);
+	assert_int_equal(gsd_swizzle_offset(77, 1000, 96), 77);
 	uint8_t a[16] = {1}, b[16] = {0};
-	assert_int_equal(gs_swizzle(b, a, sizeof(a), 96), -EINVAL);
-	assert_int_equal(gs_unswizzle(b, a, sizeof(a), 0), -EINVAL);
+	assert_int_equal(gsd_swizzle(b, a, sizeof(a), 96), -EINVAL);
+	assert_int_equal(gsd_unswizzle(b, a, sizeof(a), 0), -EINVAL);
 	assert_int_equal(b[0], 0);
 }
 
@@ -70,20 +70,20 @@ static void test_offsets_bijective_and_band_local(void **state)
 	for (size_t p = 0; p < sizeof(pitches) / sizeof(pitches[0]); p++) {
 		uint64_t sizes[8];
 		uint64_t ns = sizes_for(pitches[p], sizes);
-		uint64_t band = gs_swizzle_band(pitches[p]);
+		uint64_t band = gsd_swizzle_band(pitches[p]);
 		for (uint64_t si = 0; si < ns; si++) {
 			uint64_t size = sizes[si];
 			uint8_t *seen = calloc(size ? size : 1, 1);
 			assert_non_null(seen);
 			for (uint64_t l = 0; l < size; l++) {
-				uint64_t t = gs_swizzle_offset(l, size, pitches[p]);
+				uint64_t t = gsd_swizzle_offset(l, size, pitches[p]);
 				assert_true(t < size);
 				assert_int_equal(seen[t], 0);
 				seen[t] = 1;
 				assert_int_equal(t / band, l / band); /* stays in its band */
 				if (l >= size - size % band)
 					assert_int_equal(t, l); /* tail linear */
-				assert_int_equal(gs_unswizzle_offset(t, size, pitches[p]), l);
+				assert_int_equal(gsd_unswizzle_offset(t, size, pitches[p]), l);
 			}
 			free(seen);
 		}
@@ -113,14 +113,14 @@ static void test_copies_follow_mapping_and_round_trip(void **state)
 			assert_true(lin && til && back);
 			fill_pattern(lin, size, (uint32_t)(p * 16 + si));
 			memset(til, 0xee, alloc);
-			assert_int_equal(gs_swizzle(til, lin, size, pitches[p]), 0);
+			assert_int_equal(gsd_swizzle(til, lin, size, pitches[p]), 0);
 			for (uint64_t l = 0; l < size; l++)
-				if (til[gs_swizzle_offset(l, size, pitches[p])] != lin[l])
+				if (til[gsd_swizzle_offset(l, size, pitches[p])] != lin[l])
 					fail_msg("pitch %u size %llu: byte %llu misplaced",
 					         pitches[p], (unsigned long long)size,
 					         (unsigned long long)l);
 			memset(back, 0x11, alloc);
-			assert_int_equal(gs_unswizzle(back, til, size, pitches[p]), 0);
+			assert_int_equal(gsd_unswizzle(back, til, size, pitches[p]), 0);
 			assert_memory_equal(back, lin, size ? size : 0);
 			free(lin);
 			free(til);
@@ -129,21 +129,21 @@ static void test_copies_follow_mapping_and_round_trip(void **state)
 	}
 }
 
-/* A transfer cut with gs_swizzle_chunk: each piece swizzled alone gives the whole result. */
+/* A transfer cut with gsd_swizzle_chunk: each piece swizzled alone gives the whole result. */
 static void test_band_pieces_convert_alone(void **state)
 {
 	(void)state;
-	const uint32_t pitch = GS_SWIZZLE_PITCH_DEFAULT;
+	const uint32_t pitch = GSD_SWIZZLE_PITCH_DEFAULT;
 	const uint64_t size = 5 * 64 * 1024 + 3000;
 	uint8_t *lin = malloc(size), *whole = malloc(size), *pieces = malloc(size);
 	assert_true(lin && whole && pieces);
 	fill_pattern(lin, size, 5);
-	assert_int_equal(gs_swizzle(whole, lin, size, pitch), 0);
-	uint64_t chunk = gs_swizzle_chunk(150 * 1024, pitch); /* 128 KiB */
+	assert_int_equal(gsd_swizzle(whole, lin, size, pitch), 0);
+	uint64_t chunk = gsd_swizzle_chunk(150 * 1024, pitch); /* 128 KiB */
 	assert_int_equal(chunk, 128 * 1024);
 	for (uint64_t off = 0; off < size; off += chunk) {
 		uint64_t n = size - off < chunk ? size - off : chunk;
-		assert_int_equal(gs_swizzle(pieces + off, lin + off, n, pitch), 0);
+		assert_int_equal(gsd_swizzle(pieces + off, lin + off, n, pitch), 0);
 	}
 	assert_memory_equal(pieces, whole, size);
 	free(lin);
@@ -165,10 +165,10 @@ static void test_large_aligned_and_not(void **state)
 	fill_pattern(lin, size, 9);
 	for (int shift = 0; shift < 2; shift++) {
 		uint8_t *t = til + shift, *b = back + shift;
-		assert_int_equal(gs_swizzle(t, lin, size, pitch), 0);
+		assert_int_equal(gsd_swizzle(t, lin, size, pitch), 0);
 		for (uint64_t l = 0; l < size; l += 61)
-			assert_int_equal(t[gs_swizzle_offset(l, size, pitch)], lin[l]);
-		assert_int_equal(gs_unswizzle(b, t, size, pitch), 0);
+			assert_int_equal(t[gsd_swizzle_offset(l, size, pitch)], lin[l]);
+		assert_int_equal(gsd_unswizzle(b, t, size, pitch), 0);
 		assert_memory_equal(b, lin, size);
 	}
 	free(lin);

@@ -1,9 +1,9 @@
 /*
- * The paging TRANSFER command on the engine: run through gs_engine_exec_cmd against real segment
+ * The paging TRANSFER command on the engine: run through gsd_engine_exec_cmd against real segment
  * memory, a plain transfer copies the bytes; Swizzle places every byte where the formula of
  * swizzle.h says (checked against a reference written here from that formula, not with the
  * library's own mapping) and Unswizzle puts it back; a transfer cut into band-aligned pieces
- * (gs_swizzle_chunk + gs_transfer_split, the daemon's recipe) converts to the same bytes as one
+ * (gsd_swizzle_chunk + gsd_transfer_split, the daemon's recipe) converts to the same bytes as one
  * whole transfer; reads outside the allocation list, writes to read-only allocations and
  * overlapping ranges of a converting transfer fault with a reason and touch nothing, while a
  * plain overlapping transfer moves like memmove (compaction slides allocations in place). On the
@@ -42,8 +42,8 @@
 #define DST_A     GPU(2, 0)
 #define DST_B     GPU(2, HALF)
 
-static gs_memory mem;
-static const gs_range ranges[] = {
+static gsd_memory mem;
+static const gsd_range ranges[] = {
         {SRC, HALF, false},
         {SCRATCH, HALF, true},
         {DST_A, HALF, true},
@@ -102,17 +102,17 @@ static gs_isa_cmd transfer(uint64_t dst, uint64_t src, uint64_t size, uint32_t f
 }
 
 /* Runs one command as the engine does: through the wire encoding and the strict decoder
- * first, then gs_engine_exec_cmd with the packet's ranges. */
-static int exec_ranges(gs_isa_cmd c, const gs_range *r, size_t nr, char *detail, size_t cap)
+ * first, then gsd_engine_exec_cmd with the packet's ranges. */
+static int exec_ranges(gs_isa_cmd c, const gsd_range *r, size_t nr, char *detail, size_t cap)
 {
 	uint8_t buf[64];
 	size_t n = gs_isa_encode(&c, buf, sizeof(buf)), pos = 0;
 	assert_int_equal(n, 40);
 	gs_isa_cmd d;
 	assert_int_equal(gs_isa_decode(buf, n, &pos, &d), GS_ISA_OK);
-	gs_exec x = {.packet = 1, .ranges = r, .nranges = nr};
+	gsd_exec x = {.packet = 1, .ranges = r, .nranges = nr};
 	detail[0] = '\0';
-	return gs_engine_exec_cmd(&mem, &x, &d, detail, cap);
+	return gsd_engine_exec_cmd(&mem, &x, &d, detail, cap);
 }
 
 static int exec(gs_isa_cmd c, char *detail, size_t cap)
@@ -274,8 +274,8 @@ static void test_swizzle_and_unswizzle_match_reference(void **state)
 static void run_split(uint64_t dst, uint64_t src, uint64_t size, uint64_t chunk, uint32_t flags,
                       uint32_t pitch, size_t want_pieces)
 {
-	gs_subtransfer pieces[64];
-	int64_t n = gs_transfer_split(size, chunk, flags, pieces, 64);
+	gsd_subtransfer pieces[64];
+	int64_t n = gsd_transfer_split(size, chunk, flags, pieces, 64);
 	assert_int_equal(n, want_pieces);
 	static uint8_t dma[64 * 40];
 	size_t len = 0;
@@ -288,7 +288,8 @@ static void run_split(uint64_t dst, uint64_t src, uint64_t size, uint64_t chunk,
 	size_t ncmds = 0, err_at = 0;
 	assert_int_equal(gs_isa_validate(dma, len, &ncmds, &err_at), GS_ISA_OK);
 	assert_int_equal(ncmds, (size_t)n);
-	gs_exec x = {.packet = 1, .dma = dma, .dma_len = len, .ranges = ranges, .nranges = NRANGES};
+	gsd_exec x = {
+	        .packet = 1, .dma = dma, .dma_len = len, .ranges = ranges, .nranges = NRANGES};
 	size_t pos = 0;
 	gs_isa_cmd c;
 	char detail[96];
@@ -297,7 +298,7 @@ static void run_split(uint64_t dst, uint64_t src, uint64_t size, uint64_t chunk,
 		assert_int_equal(c.transfer_flags & (GS_TRANSFER_START | GS_TRANSFER_END),
 		                 (i == 0 ? GS_TRANSFER_START : 0) |
 		                         (i == n - 1 ? GS_TRANSFER_END : 0));
-		if (gs_engine_exec_cmd(&mem, &x, &c, detail, sizeof(detail)) != 0)
+		if (gsd_engine_exec_cmd(&mem, &x, &c, detail, sizeof(detail)) != 0)
 			fail_msg("piece %lld: %s", (long long)i, detail);
 	}
 	assert_int_equal(gs_isa_decode(dma, len, &pos, &c), GS_ISA_END);
@@ -312,7 +313,7 @@ static void test_split_converts_like_whole(void **state)
 		size_t pieces;
 	} cases[] = {
 	        /* 5 bands and a tail, 150 KiB asked, 128 KiB (two bands) used */
-	        {GS_SWIZZLE_PITCH_DEFAULT, 5 * 64 * KIB + 3000, 150 * KIB, 3},
+	        {GSD_SWIZZLE_PITCH_DEFAULT, 5 * 64 * KIB + 3000, 150 * KIB, 3},
 	        /* the daemon's 1 MiB sub-transfers: 4 bands of 256 KiB each, plus a tail */
 	        {4096, 3 * MIB + 5 * 4096 + 7, MIB, 4},
 	        /* a band larger than the chunk asked for: one band per piece */
@@ -323,8 +324,8 @@ static void test_split_converts_like_whole(void **state)
 	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
 		const uint32_t pitch = cases[k].pitch;
 		const uint64_t size = cases[k].size;
-		const uint64_t chunk = gs_swizzle_chunk(cases[k].ask, pitch);
-		assert_int_equal(chunk % gs_swizzle_band(pitch), 0);
+		const uint64_t chunk = gsd_swizzle_chunk(cases[k].ask, pitch);
+		assert_int_equal(chunk % gsd_swizzle_band(pitch), 0);
 		fill_random(host(SRC), size, (uint32_t)k + 40);
 		exec_ok(transfer(DST_A, SRC, size, GS_TRANSFER_SWIZZLE, pitch));
 		memset(host(DST_B), 0, size);
@@ -392,7 +393,7 @@ static void test_faults(void **state)
 		}
 	}
 	/* A list entry the segment table cannot back. */
-	const gs_range bad[] = {{GPU(1, SEG_SIZE - 16), 4096, false}, {DST_A, 4096, true}};
+	const gsd_range bad[] = {{GPU(1, SEG_SIZE - 16), 4096, false}, {DST_A, 4096, true}};
 	char detail[96];
 	assert_int_equal(
 	        exec_ranges(transfer(DST_A, GPU(1, SEG_SIZE - 16), 32, 0, 0), bad, 2, detail, 96),
@@ -426,11 +427,11 @@ static void test_overlap_plain(void **state)
 typedef struct recorder {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	gs_irq irqs[MAX_IRQS];
+	gsd_irq irqs[MAX_IRQS];
 	size_t n;
 } recorder;
 
-static void on_irq(void *arg, const gs_irq *irq)
+static void on_irq(void *arg, const gsd_irq *irq)
 {
 	recorder *r = arg;
 	pthread_mutex_lock(&r->lock);
@@ -440,15 +441,15 @@ static void on_irq(void *arg, const gs_irq *irq)
 	pthread_mutex_unlock(&r->lock);
 }
 
-static bool is_final(gs_irq_kind k)
+static bool is_final(gsd_irq_kind k)
 {
-	return k != GS_IRQ_STARTED && k != GS_IRQ_FENCE_SIGNAL;
+	return k != GSD_IRQ_STARTED && k != GSD_IRQ_FENCE_SIGNAL;
 }
 
 /* Submits x and waits (bounded) for its final interrupt. */
-static gs_irq run_packet(gs_engine *e, recorder *r, gs_exec *x)
+static gsd_irq run_packet(gsd_engine *e, recorder *r, gsd_exec *x)
 {
-	assert_int_equal(gs_engine_emu.submit(e, x), 0);
+	assert_int_equal(gsd_engine_emu.submit(e, x), 0);
 	struct timespec deadline;
 	clock_gettime(CLOCK_REALTIME, &deadline);
 	deadline.tv_sec += 20;
@@ -456,7 +457,7 @@ static gs_irq run_packet(gs_engine *e, recorder *r, gs_exec *x)
 	for (;;) {
 		for (size_t i = 0; i < r->n; i++) {
 			if (r->irqs[i].exec == x && is_final(r->irqs[i].kind)) {
-				gs_irq irq = r->irqs[i];
+				gsd_irq irq = r->irqs[i];
 				r->n = 0;
 				pthread_mutex_unlock(&r->lock);
 				return irq;
@@ -483,14 +484,14 @@ static size_t emit(packet_buf *p, gs_isa_cmd c)
 	return at;
 }
 
-static gs_exec packet(const packet_buf *p)
+static gsd_exec packet(const packet_buf *p)
 {
-	return (gs_exec){.packet = 1,
-	                 .fence = 1,
-	                 .dma = p->buf,
-	                 .dma_len = p->len,
-	                 .ranges = ranges,
-	                 .nranges = NRANGES};
+	return (gsd_exec){.packet = 1,
+	                  .fence = 1,
+	                  .dma = p->buf,
+	                  .dma_len = p->len,
+	                  .ranges = ranges,
+	                  .nranges = NRANGES};
 }
 
 static void test_virtual_engine_time(void **state)
@@ -499,14 +500,14 @@ static void test_virtual_engine_time(void **state)
 	recorder r = {.n = 0};
 	pthread_mutex_init(&r.lock, NULL);
 	pthread_cond_init(&r.cond, NULL);
-	gs_engine_config cfg = {.node = 1,
-	                        .name = "transfer",
-	                        .memory = &mem,
-	                        .virtual_clock = true,
-	                        .irq = on_irq,
-	                        .irq_arg = &r};
-	gs_engine *e = NULL;
-	assert_int_equal(gs_engine_emu.create(&cfg, &e), 0);
+	gsd_engine_config cfg = {.node = 1,
+	                         .name = "transfer",
+	                         .memory = &mem,
+	                         .virtual_clock = true,
+	                         .irq = on_irq,
+	                         .irq_arg = &r};
+	gsd_engine *e = NULL;
+	assert_int_equal(gsd_engine_emu.create(&cfg, &e), 0);
 
 	/* [0] TRANSFER 4096 (256 ns)  [40] Swizzle 1000 (63)  [80] TRANSFER 17 (2)
 	 * [120] TRANSFER 16 (1)  [160] FILL 4096 (none)  [192] COPY 4096 (none)  [224] end */
@@ -528,9 +529,9 @@ static void test_virtual_engine_time(void **state)
 	const uint64_t whole = 6 * 100 + 256 + 63 + 2 + 1;
 
 	for (int round = 0; round < 2; round++) { /* the same every time */
-		gs_exec x = packet(&p);
-		gs_irq irq = run_packet(e, &r, &x);
-		assert_int_equal(irq.kind, GS_IRQ_DMA_COMPLETED);
+		gsd_exec x = packet(&p);
+		gsd_irq irq = run_packet(e, &r, &x);
+		assert_int_equal(irq.kind, GSD_IRQ_DMA_COMPLETED);
 		assert_int_equal(irq.engine_ns, whole);
 	}
 	assert_memory_equal(host(DST_A), host(SRC), 4096);
@@ -538,33 +539,33 @@ static void test_virtual_engine_time(void **state)
 
 	/* A budget is checked at the boundary after the TRANSFER that reached it, and the time
 	 * of the resumed rest adds up to the whole. */
-	gs_exec x = packet(&p);
+	gsd_exec x = packet(&p);
 	x.budget_ns = 300;
-	gs_irq irq = run_packet(e, &r, &x);
-	assert_int_equal(irq.kind, GS_IRQ_DMA_PREEMPTED);
-	assert_int_equal(irq.stop_reason, GS_STOP_BUDGET);
+	gsd_irq irq = run_packet(e, &r, &x);
+	assert_int_equal(irq.kind, GSD_IRQ_DMA_PREEMPTED);
+	assert_int_equal(irq.stop_reason, GSD_STOP_BUDGET);
 	assert_int_equal(irq.stop_offset, 40);
 	assert_int_equal(irq.engine_ns, 356);
-	gs_exec y = packet(&p);
+	gsd_exec y = packet(&p);
 	y.resume_offset = 40;
 	y.budget_ns = 163; /* exactly the Swizzle: stops before the next command */
 	irq = run_packet(e, &r, &y);
-	assert_int_equal(irq.kind, GS_IRQ_DMA_PREEMPTED);
+	assert_int_equal(irq.kind, GSD_IRQ_DMA_PREEMPTED);
 	assert_int_equal(irq.stop_offset, 80);
 	assert_int_equal(irq.engine_ns, 163);
-	gs_exec z = packet(&p);
+	gsd_exec z = packet(&p);
 	z.resume_offset = 80;
 	irq = run_packet(e, &r, &z);
-	assert_int_equal(irq.kind, GS_IRQ_DMA_COMPLETED);
+	assert_int_equal(irq.kind, GSD_IRQ_DMA_COMPLETED);
 	assert_int_equal(356 + 163 + irq.engine_ns, whole);
 
 	/* A faulting TRANSFER moved nothing and is charged only its issue. */
 	packet_buf f = {.len = 0};
 	emit(&f, transfer(DST_A, SRC, 4096, 0, 0));
 	emit(&f, transfer(SRC, DST_A, 4096, 0, 0)); /* write to the read-only source */
-	gs_exec w = packet(&f);
+	gsd_exec w = packet(&f);
 	irq = run_packet(e, &r, &w);
-	assert_int_equal(irq.kind, GS_IRQ_DMA_PAGE_FAULTED);
+	assert_int_equal(irq.kind, GSD_IRQ_DMA_PAGE_FAULTED);
 	assert_int_equal(irq.stop_offset, 40);
 	assert_int_equal(irq.engine_ns, 100 + 256 + 100);
 	assert_non_null(strstr(irq.detail, "read-only"));
@@ -572,17 +573,17 @@ static void test_virtual_engine_time(void **state)
 	/* 1 MiB at 16 GB/s: 65 536 ns; NullRendering: nothing runs, no time. */
 	packet_buf big = {.len = 0};
 	emit(&big, transfer(DST_A, SRC, MIB, GS_TRANSFER_SWIZZLE, 1024));
-	gs_exec b = packet(&big);
+	gsd_exec b = packet(&big);
 	irq = run_packet(e, &r, &b);
-	assert_int_equal(irq.kind, GS_IRQ_DMA_COMPLETED);
+	assert_int_equal(irq.kind, GSD_IRQ_DMA_COMPLETED);
 	assert_int_equal(irq.engine_ns, 100 + MIB / 16);
-	gs_exec nr = packet(&big);
+	gsd_exec nr = packet(&big);
 	nr.submit_flags = GS_SUBMIT_NULL_RENDERING;
 	irq = run_packet(e, &r, &nr);
-	assert_int_equal(irq.kind, GS_IRQ_DMA_COMPLETED);
+	assert_int_equal(irq.kind, GSD_IRQ_DMA_COMPLETED);
 	assert_int_equal(irq.engine_ns, 0);
 
-	gs_engine_emu.destroy(e);
+	gsd_engine_emu.destroy(e);
 	pthread_cond_destroy(&r.cond);
 	pthread_mutex_destroy(&r.lock);
 }

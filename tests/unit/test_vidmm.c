@@ -20,7 +20,7 @@
 
 static uint64_t al(uint64_t v)
 {
-	return (v + GS_VIDMM_ALIGN - 1) & ~(uint64_t)(GS_VIDMM_ALIGN - 1);
+	return (v + GSD_HEAP_ALIGN - 1) & ~(uint64_t)(GSD_HEAP_ALIGN - 1);
 }
 
 /* Deterministic xorshift so failures reproduce. */
@@ -36,7 +36,7 @@ static uint64_t rnd(void)
 /* ---- the model: a sorted array of free extents, scanned linearly ---- */
 
 typedef struct model {
-	gs_extent ext[4096];
+	gsd_extent ext[4096];
 	size_t n;
 	uint64_t size, used;
 } model;
@@ -44,7 +44,7 @@ typedef struct model {
 static void model_init(model *m, uint64_t size)
 {
 	m->n = 1;
-	m->ext[0] = (gs_extent){0, size};
+	m->ext[0] = (gsd_extent){0, size};
 	m->size = size;
 	m->used = 0;
 }
@@ -64,7 +64,7 @@ static int model_alloc(model *m, uint64_t size, bool top_down, uint64_t *offset)
 	}
 	if (best == SIZE_MAX)
 		return -1;
-	gs_extent *e = &m->ext[best];
+	gsd_extent *e = &m->ext[best];
 	if (top_down) {
 		*offset = e->offset + e->size - size;
 	} else {
@@ -87,7 +87,7 @@ static void model_free(model *m, uint64_t offset, uint64_t size)
 	while (i < m->n && m->ext[i].offset < offset)
 		i++;
 	memmove(&m->ext[i + 1], &m->ext[i], (m->n - i) * sizeof(m->ext[0]));
-	m->ext[i] = (gs_extent){offset, size};
+	m->ext[i] = (gsd_extent){offset, size};
 	m->n++;
 	/* Merge with the neighbours. */
 	if (i + 1 < m->n && m->ext[i].offset + m->ext[i].size == m->ext[i + 1].offset) {
@@ -103,12 +103,12 @@ static void model_free(model *m, uint64_t offset, uint64_t size)
 	m->used -= size;
 }
 
-static void assert_same(const gs_heap *h, const model *m)
+static void assert_same(const gsd_heap *h, const model *m)
 {
-	static gs_extent got[4096];
-	assert_int_equal(gs_heap_check(h), 0);
+	static gsd_extent got[4096];
+	assert_int_equal(gsd_heap_check(h), 0);
 	assert_int_equal(h->used, m->used);
-	size_t n = gs_heap_extents(h, got, 4096);
+	size_t n = gsd_heap_extents(h, got, 4096);
 	assert_int_equal(n, m->n);
 	uint64_t largest = 0;
 	for (size_t i = 0; i < n; i++) {
@@ -117,7 +117,7 @@ static void assert_same(const gs_heap *h, const model *m)
 		if (m->ext[i].size > largest)
 			largest = m->ext[i].size;
 	}
-	assert_int_equal(gs_heap_largest_free(h), largest);
+	assert_int_equal(gsd_heap_largest_free(h), largest);
 }
 
 /* ---- heap: table of steps with the expected offsets ---- */
@@ -131,21 +131,21 @@ typedef struct heap_step {
 
 static void run_steps(uint64_t heap_size, const heap_step *s, size_t n)
 {
-	gs_heap h;
-	assert_int_equal(gs_heap_init(&h, heap_size), 0);
+	gsd_heap h;
+	assert_int_equal(gsd_heap_init(&h, heap_size), 0);
 	for (size_t i = 0; i < n; i++) {
 		uint64_t off = UINT64_MAX;
 		if (s[i].op == 'a') {
-			assert_int_equal(gs_heap_alloc(&h, s[i].size, s[i].top_down, &off), 0);
+			assert_int_equal(gsd_heap_alloc(&h, s[i].size, s[i].top_down, &off), 0);
 			assert_int_equal(off, s[i].where);
 		} else if (s[i].op == 'x') {
-			assert_int_equal(gs_heap_alloc(&h, s[i].size, s[i].top_down, &off), -1);
+			assert_int_equal(gsd_heap_alloc(&h, s[i].size, s[i].top_down, &off), -1);
 		} else {
-			gs_heap_free(&h, s[i].where, s[i].size);
+			gsd_heap_free(&h, s[i].where, s[i].size);
 		}
-		assert_int_equal(gs_heap_check(&h), 0);
+		assert_int_equal(gsd_heap_check(&h), 0);
 	}
-	gs_heap_fini(&h);
+	gsd_heap_fini(&h);
 }
 
 static void test_heap_best_fit_table(void **state)
@@ -197,26 +197,26 @@ static void test_heap_merges_both_sides(void **state)
 static void test_heap_alloc_at(void **state)
 {
 	(void)state;
-	gs_heap h;
-	assert_int_equal(gs_heap_init(&h, 64 * KIB), 0);
-	assert_int_equal(gs_heap_alloc_at(&h, 4 * KIB, 1000), 0); /* middle: splits in two */
+	gsd_heap h;
+	assert_int_equal(gsd_heap_init(&h, 64 * KIB), 0);
+	assert_int_equal(gsd_heap_alloc_at(&h, 4 * KIB, 1000), 0); /* middle: splits in two */
 	assert_int_equal(h.nfree, 2);
-	assert_int_equal(gs_heap_alloc_at(&h, 4 * KIB, 256), -1);        /* in use */
-	assert_int_equal(gs_heap_alloc_at(&h, 3 * KIB + 256, 1024), -1); /* overlaps its end */
-	assert_int_equal(gs_heap_alloc_at(&h, 100, 256), -1);            /* misaligned */
-	assert_int_equal(gs_heap_alloc_at(&h, 64 * KIB - 256, 512), -1); /* past the end */
-	assert_int_equal(gs_heap_alloc_at(&h, 0, 4 * KIB), 0);           /* low edge */
-	assert_int_equal(gs_heap_alloc_at(&h, 64 * KIB - 256, 256), 0);  /* high edge */
+	assert_int_equal(gsd_heap_alloc_at(&h, 4 * KIB, 256), -1);        /* in use */
+	assert_int_equal(gsd_heap_alloc_at(&h, 3 * KIB + 256, 1024), -1); /* overlaps its end */
+	assert_int_equal(gsd_heap_alloc_at(&h, 100, 256), -1);            /* misaligned */
+	assert_int_equal(gsd_heap_alloc_at(&h, 64 * KIB - 256, 512), -1); /* past the end */
+	assert_int_equal(gsd_heap_alloc_at(&h, 0, 4 * KIB), 0);           /* low edge */
+	assert_int_equal(gsd_heap_alloc_at(&h, 64 * KIB - 256, 256), 0);  /* high edge */
 	assert_int_equal(h.nfree, 1);
-	assert_int_equal(gs_heap_largest_free(&h), 64 * KIB - 5 * KIB - 256);
-	assert_int_equal(gs_heap_check(&h), 0);
-	gs_heap_free(&h, 4 * KIB, 1000);
-	gs_heap_free(&h, 0, 4 * KIB);
-	gs_heap_free(&h, 64 * KIB - 256, 256);
+	assert_int_equal(gsd_heap_largest_free(&h), 64 * KIB - 5 * KIB - 256);
+	assert_int_equal(gsd_heap_check(&h), 0);
+	gsd_heap_free(&h, 4 * KIB, 1000);
+	gsd_heap_free(&h, 0, 4 * KIB);
+	gsd_heap_free(&h, 64 * KIB - 256, 256);
 	assert_int_equal(h.nfree, 1);
 	assert_int_equal(h.used, 0);
-	assert_int_equal(gs_heap_largest_free(&h), 64 * KIB);
-	gs_heap_fini(&h);
+	assert_int_equal(gsd_heap_largest_free(&h), 64 * KIB);
+	gsd_heap_fini(&h);
 }
 
 /* A segment size that is not a whole number of units: the heap manages only whole units, so
@@ -229,17 +229,17 @@ static void test_heap_unaligned_size(void **state)
 	        {'f', 1, false, 512}, {'x', 257, true, 0},  {'a', 200, true, 512},
 	};
 	run_steps(1000, s, sizeof(s) / sizeof(s[0]));
-	gs_heap h;
-	assert_int_equal(gs_heap_init(&h, 1000), 0);
+	gsd_heap h;
+	assert_int_equal(gsd_heap_init(&h, 1000), 0);
 	assert_int_equal(h.size, 768);
-	assert_int_equal(gs_heap_largest_free(&h), 768);
-	gs_heap_fini(&h);
-	assert_int_equal(gs_heap_init(&h, 100), 0); /* less than a unit: nothing to place */
+	assert_int_equal(gsd_heap_largest_free(&h), 768);
+	gsd_heap_fini(&h);
+	assert_int_equal(gsd_heap_init(&h, 100), 0); /* less than a unit: nothing to place */
 	uint64_t off;
-	assert_int_equal(gs_heap_alloc(&h, 1, false, &off), -1);
-	assert_int_equal(gs_heap_largest_free(&h), 0);
-	assert_int_equal(gs_heap_check(&h), 0);
-	gs_heap_fini(&h);
+	assert_int_equal(gsd_heap_alloc(&h, 1, false, &off), -1);
+	assert_int_equal(gsd_heap_largest_free(&h), 0);
+	assert_int_equal(gsd_heap_check(&h), 0);
+	gsd_heap_fini(&h);
 }
 
 /* Random allocs and frees of mixed sizes and directions: the heap must pick exactly the
@@ -252,10 +252,10 @@ static void test_heap_matches_model(void **state)
 		uint64_t off, size;
 	} live[2048];
 	size_t nlive = 0;
-	gs_heap h;
+	gsd_heap h;
 	const uint64_t size = 256 * MIB;
 	rng_state = 0x9e3779b97f4a7c15ull;
-	assert_int_equal(gs_heap_init(&h, size), 0);
+	assert_int_equal(gsd_heap_init(&h, size), 0);
 	model_init(&m, size);
 	for (int step = 0; step < 60000; step++) {
 		bool do_alloc = nlive == 0 || (nlive < 2048 && rnd() % 100 < 55);
@@ -265,7 +265,7 @@ static void test_heap_matches_model(void **state)
 			        rnd() % 8 == 0 ? 1 + rnd() % (2 * MIB) : 1 + rnd() % (64 * KIB);
 			bool td = rnd() & 1;
 			uint64_t a = 0, b = 0;
-			int ra = gs_heap_alloc(&h, sz, td, &a);
+			int ra = gsd_heap_alloc(&h, sz, td, &a);
 			int rb = model_alloc(&m, sz, td, &b);
 			assert_int_equal(ra, rb);
 			if (ra == 0) {
@@ -276,7 +276,7 @@ static void test_heap_matches_model(void **state)
 			}
 		} else {
 			size_t i = rnd() % nlive;
-			gs_heap_free(&h, live[i].off, live[i].size);
+			gsd_heap_free(&h, live[i].off, live[i].size);
 			model_free(&m, live[i].off, live[i].size);
 			live[i] = live[--nlive];
 		}
@@ -286,11 +286,11 @@ static void test_heap_matches_model(void **state)
 	assert_same(&h, &m);
 	while (nlive) {
 		nlive--;
-		gs_heap_free(&h, live[nlive].off, live[nlive].size);
+		gsd_heap_free(&h, live[nlive].off, live[nlive].size);
 	}
 	assert_int_equal(h.used, 0);
 	assert_int_equal(h.nfree, 1);
-	gs_heap_fini(&h);
+	gsd_heap_fini(&h);
 }
 
 /* 100k live allocations: the case the trees exist for; the books must still balance. */
@@ -300,23 +300,23 @@ static void test_heap_many_live(void **state)
 	enum { N = 100000 };
 	uint64_t *off = malloc(N * sizeof(*off));
 	assert_non_null(off);
-	gs_heap h;
-	assert_int_equal(gs_heap_init(&h, 64 * 1024 * MIB), 0);
+	gsd_heap h;
+	assert_int_equal(gsd_heap_init(&h, 64 * 1024 * MIB), 0);
 	/* The first half packs up from 0, the second down from the top: index neighbours are
 	 * address neighbours, with the untouched middle between the halves. */
 	for (int i = 0; i < N; i++)
-		assert_int_equal(gs_heap_alloc(&h, 4096, i >= N / 2, &off[i]), 0);
+		assert_int_equal(gsd_heap_alloc(&h, 4096, i >= N / 2, &off[i]), 0);
 	/* Free every other one: 50k separate holes that must not merge, plus the middle. */
 	for (int i = 0; i < N; i += 2)
-		gs_heap_free(&h, off[i], 4096);
+		gsd_heap_free(&h, off[i], 4096);
 	assert_int_equal(h.nfree, N / 2 + 1);
-	assert_int_equal(gs_heap_largest_free(&h), h.size - (uint64_t)N * 4096);
-	assert_int_equal(gs_heap_check(&h), 0);
+	assert_int_equal(gsd_heap_largest_free(&h), h.size - (uint64_t)N * 4096);
+	assert_int_equal(gsd_heap_check(&h), 0);
 	for (int i = 1; i < N; i += 2)
-		gs_heap_free(&h, off[i], 4096);
+		gsd_heap_free(&h, off[i], 4096);
 	assert_int_equal(h.nfree, 1);
 	assert_int_equal(h.used, 0);
-	gs_heap_fini(&h);
+	gsd_heap_fini(&h);
 	free(off);
 }
 
@@ -331,22 +331,22 @@ static const int seg_kinds[] = {MEM, MEM, MEM, MEM, MEM, APER};
 #define NSEGS   6
 #define SEGSIZE (64 * KIB)
 
-static void segs_init(gs_segment *s)
+static void segs_init(gsd_segment *s)
 {
 	for (int i = 0; i < NSEGS; i++)
 		assert_int_equal(
-		        gs_segment_init(&s[i], seg_ids[i], "seg", seg_kinds[i], SEGSIZE, true), 0);
+		        gsd_segment_init(&s[i], seg_ids[i], "seg", seg_kinds[i], SEGSIZE, true), 0);
 }
 
-static void segs_fini(gs_segment *s)
+static void segs_fini(gsd_segment *s)
 {
 	for (int i = 0; i < NSEGS; i++)
-		gs_segment_fini(&s[i]);
+		gsd_segment_fini(&s[i]);
 }
 
-static void seg_fill(gs_segment *s)
+static void seg_fill(gsd_segment *s)
 {
-	assert_int_equal(gs_heap_alloc_at(&s->heap, 0, s->size), 0);
+	assert_int_equal(gsd_heap_alloc_at(&s->heap, 0, s->size), 0);
 }
 
 static int index_of_id(uint32_t id)
@@ -369,7 +369,7 @@ static void test_place_every_slot_and_direction(void **state)
 	for (int target = 0; target < 5; target++) {
 		for (int slot = 0; slot < GS_SEGPREF_SLOTS; slot++) {
 			for (int dir = 0; dir < 2; dir++) {
-				gs_segment s[NSEGS];
+				gsd_segment s[NSEGS];
 				segs_init(s);
 				gs_segpref p = {{0}, {0}};
 				int filler = 0;
@@ -385,9 +385,9 @@ static void test_place_every_slot_and_direction(void **state)
 				p.direction[slot] = (uint8_t)dir;
 				uint32_t pref = gs_segpref_encode(&p);
 
-				gs_place_step st[GS_PLACE_STEPS_MAX];
-				size_t n = gs_vidmm_place_order(s, NSEGS, 0, pref, st,
-				                                GS_PLACE_STEPS_MAX);
+				gsd_place_step st[GSD_PLACE_STEPS_MAX];
+				size_t n =
+				        gsd_place_order(s, NSEGS, 0, pref, st, GSD_PLACE_STEPS_MAX);
 				assert_int_equal(n, NSEGS);
 				for (int k = 0; k <= slot; k++) {
 					assert_int_equal(st[k].index, index_of_id(p.segment[k]));
@@ -404,7 +404,7 @@ static void test_place_every_slot_and_direction(void **state)
 				assert_int_equal(st[n - 1].index, 5);
 
 				uint64_t off = UINT64_MAX;
-				int si = gs_vidmm_place(s, NSEGS, 0, pref, 1000, &off);
+				int si = gsd_place(s, NSEGS, 0, pref, 1000, &off);
 				assert_int_equal(si, target);
 				assert_int_equal(off, dir ? SEGSIZE - 1024 : 0);
 				segs_fini(s);
@@ -443,13 +443,13 @@ static void test_place_fallback_table(void **state)
 	        {"everything full", 0x3f, 0, 0, -1},
 	};
 	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
-		gs_segment s[NSEGS];
+		gsd_segment s[NSEGS];
 		segs_init(s);
 		for (int i = 0; i < NSEGS; i++)
 			if (cases[c].full & (1u << i))
 				seg_fill(&s[i]);
 		uint64_t off = 0;
-		int si = gs_vidmm_place(s, NSEGS, cases[c].supported, cases[c].pref, 4096, &off);
+		int si = gsd_place(s, NSEGS, cases[c].supported, cases[c].pref, 4096, &off);
 		if (si != cases[c].expect)
 			fail_msg("%s: placed in %d, expected %d", cases[c].what, si,
 			         cases[c].expect);
@@ -460,11 +460,11 @@ static void test_place_fallback_table(void **state)
 static void test_place_order_repeated_id(void **state)
 {
 	(void)state;
-	gs_segment s[NSEGS];
+	gsd_segment s[NSEGS];
 	segs_init(s);
 	gs_segpref p = {{7, 7, 31, 0, 12}, {1, 0, 0, 0, 1}}; /* slot 4 is after the end */
-	gs_place_step st[GS_PLACE_STEPS_MAX];
-	size_t n = gs_vidmm_place_order(s, NSEGS, 0, gs_segpref_encode(&p), st, GS_PLACE_STEPS_MAX);
+	gsd_place_step st[GSD_PLACE_STEPS_MAX];
+	size_t n = gsd_place_order(s, NSEGS, 0, gs_segpref_encode(&p), st, GSD_PLACE_STEPS_MAX);
 	assert_int_equal(n, NSEGS);
 	const uint32_t want[NSEGS] = {1, 4, 0, 2, 3, 5};
 	for (size_t k = 0; k < n; k++)
@@ -472,7 +472,7 @@ static void test_place_order_repeated_id(void **state)
 	assert_true(st[0].top_down);
 	assert_false(st[1].top_down);
 	/* A short cap writes a prefix. */
-	assert_int_equal(gs_vidmm_place_order(s, NSEGS, 0, gs_segpref_encode(&p), st, 2), 2);
+	assert_int_equal(gsd_place_order(s, NSEGS, 0, gs_segpref_encode(&p), st, 2), 2);
 	segs_fini(s);
 }
 
@@ -487,17 +487,18 @@ static const int mix_kinds[] = {APER, MEM, MEM, APER, MEM, MEM};
 /* Fallback order with no preference and every segment supported: 9, 1, 31, 6, then 4, 17. */
 static const uint32_t mix_fallback[NMIX] = {1, 2, 4, 5, 0, 3};
 
-static void mix_init(gs_segment *s)
+static void mix_init(gsd_segment *s)
 {
 	for (int i = 0; i < NMIX; i++)
 		assert_int_equal(
-		        gs_segment_init(&s[i], mix_ids[i], "mix", mix_kinds[i], SEGSIZE, false), 0);
+		        gsd_segment_init(&s[i], mix_ids[i], "mix", mix_kinds[i], SEGSIZE, false),
+		        0);
 }
 
-static void mix_fini(gs_segment *s)
+static void mix_fini(gsd_segment *s)
 {
 	for (int i = 0; i < NMIX; i++)
-		gs_segment_fini(&s[i]);
+		gsd_segment_fini(&s[i]);
 }
 
 static int mix_index(uint32_t id)
@@ -511,7 +512,7 @@ static int mix_index(uint32_t id)
 /* The documented order, written out step by step: preference slots up to the first 0, each
  * kept if it names a configured segment in the supported set not listed yet; then the other
  * supported memory segments, then the other supported apertures, in configured order. */
-static size_t model_order(uint32_t supported, const gs_segpref *p, gs_place_step *out)
+static size_t model_order(uint32_t supported, const gs_segpref *p, gsd_place_step *out)
 {
 	bool listed[NMIX] = {false};
 	size_t n = 0;
@@ -522,7 +523,7 @@ static size_t model_order(uint32_t supported, const gs_segpref *p, gs_place_step
 		if (i < 0 || listed[i] || (supported && !(supported & (1u << p->segment[k]))))
 			continue;
 		listed[i] = true;
-		out[n++] = (gs_place_step){(uint32_t)i, p->direction[k] != 0, true};
+		out[n++] = (gsd_place_step){(uint32_t)i, p->direction[k] != 0, true};
 	}
 	for (int pass = 0; pass < 2; pass++)
 		for (int i = 0; i < NMIX; i++) {
@@ -530,18 +531,18 @@ static size_t model_order(uint32_t supported, const gs_segpref *p, gs_place_step
 			    (supported && !(supported & (1u << mix_ids[i]))))
 				continue;
 			listed[i] = true;
-			out[n++] = (gs_place_step){(uint32_t)i, false, false};
+			out[n++] = (gsd_place_step){(uint32_t)i, false, false};
 		}
 	return n;
 }
 
-static void expect_order(const gs_segment *s, uint32_t supported, const gs_segpref *p,
+static void expect_order(const gsd_segment *s, uint32_t supported, const gs_segpref *p,
                          const char *what)
 {
-	gs_place_step want[GS_PLACE_STEPS_MAX], got[GS_PLACE_STEPS_MAX];
+	gsd_place_step want[GSD_PLACE_STEPS_MAX], got[GSD_PLACE_STEPS_MAX];
 	size_t nw = model_order(supported, p, want);
-	size_t ng = gs_vidmm_place_order(s, NMIX, supported, gs_segpref_encode(p), got,
-	                                 GS_PLACE_STEPS_MAX);
+	size_t ng =
+	        gsd_place_order(s, NMIX, supported, gs_segpref_encode(p), got, GSD_PLACE_STEPS_MAX);
 	bool same = nw == ng;
 	for (size_t k = 0; same && k < ng; k++)
 		same = got[k].index == want[k].index && got[k].top_down == want[k].top_down &&
@@ -559,10 +560,10 @@ static void expect_order(const gs_segment *s, uint32_t supported, const gs_segpr
 static void test_place_order_rules_table(void **state)
 {
 	(void)state;
-	gs_segment s[NMIX];
+	gsd_segment s[NMIX];
 	mix_init(s);
-	gs_place_step fb[GS_PLACE_STEPS_MAX];
-	assert_int_equal(gs_vidmm_place_order(s, NMIX, 0, 0, fb, GS_PLACE_STEPS_MAX), NMIX);
+	gsd_place_step fb[GSD_PLACE_STEPS_MAX];
+	assert_int_equal(gsd_place_order(s, NMIX, 0, 0, fb, GSD_PLACE_STEPS_MAX), NMIX);
 	for (size_t k = 0; k < NMIX; k++)
 		assert_int_equal(fb[k].index, mix_fallback[k]);
 	const struct {
@@ -617,10 +618,10 @@ static void test_place_order_rules_table(void **state)
 	         {{4, 0, 0}, {17, 0, 0}}},
 	};
 	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
-		gs_place_step st[GS_PLACE_STEPS_MAX];
+		gsd_place_step st[GSD_PLACE_STEPS_MAX];
 		uint32_t pref = gs_segpref_encode(&cases[c].p);
-		size_t n = gs_vidmm_place_order(s, NMIX, cases[c].supported, pref, st,
-		                                GS_PLACE_STEPS_MAX);
+		size_t n =
+		        gsd_place_order(s, NMIX, cases[c].supported, pref, st, GSD_PLACE_STEPS_MAX);
 		if (n != cases[c].n)
 			fail_msg("%s: %zu steps, expected %zu", cases[c].what, n, cases[c].n);
 		for (size_t k = 0; k < n; k++)
@@ -639,7 +640,7 @@ static void test_place_order_rules_table(void **state)
  * Every preference pattern against the model: 0..5 slots used; ids drawn from configured
  * memory and aperture segments, unconfigured ids and repeats; anything after the first 0 (ids
  * and directions); every direction bit; four supported sets. Then placement with real heaps:
- * with a random set of segments full, gs_vidmm_place must land in the first step that has
+ * with a random set of segments full, gsd_place must land in the first step that has
  * room, at offset 0 bottom-up or at the high end top-down.
  */
 static void test_place_every_pattern_against_model(void **state)
@@ -649,7 +650,7 @@ static void test_place_every_pattern_against_model(void **state)
 	const uint32_t all =
 	        (1u << 4) | (1u << 9) | (1u << 1) | (1u << 17) | (1u << 31) | (1u << 6);
 	const uint32_t sets[] = {0, all, all & ~((1u << 9) | (1u << 17)), (1u << 6) | (1u << 4)};
-	gs_segment s[NMIX];
+	gsd_segment s[NMIX];
 	mix_init(s);
 	rng_state = 0x5eed;
 	size_t patterns = 0;
@@ -671,13 +672,13 @@ static void test_place_every_pattern_against_model(void **state)
 				expect_order(s, sets[si], &p, "random pattern");
 				patterns++;
 
-				gs_place_step want[GS_PLACE_STEPS_MAX];
+				gsd_place_step want[GSD_PLACE_STEPS_MAX];
 				size_t nw = model_order(sets[si], &p, want);
 				uint32_t full = (uint32_t)rnd() & ((1u << NMIX) - 1);
 				for (int i = 0; i < NMIX; i++)
 					if (full & (1u << i))
 						assert_int_equal(
-						        gs_heap_alloc_at(&s[i].heap, 0, SEGSIZE),
+						        gsd_heap_alloc_at(&s[i].heap, 0, SEGSIZE),
 						        0);
 				int expect = -1;
 				bool top_down = false;
@@ -687,23 +688,23 @@ static void test_place_every_pattern_against_model(void **state)
 						top_down = want[k].top_down;
 					}
 				uint64_t off = UINT64_MAX;
-				int got = gs_vidmm_place(s, NMIX, sets[si], gs_segpref_encode(&p),
-				                         1000, &off);
+				int got = gsd_place(s, NMIX, sets[si], gs_segpref_encode(&p), 1000,
+				                    &off);
 				assert_int_equal(got, expect);
 				if (got >= 0) {
 					assert_int_equal(off, top_down ? SEGSIZE - 1024 : 0);
-					gs_heap_free(&s[got].heap, off, 1000);
+					gsd_heap_free(&s[got].heap, off, 1000);
 				}
 				for (int i = 0; i < NMIX; i++)
 					if (full & (1u << i))
-						gs_heap_free(&s[i].heap, 0, SEGSIZE);
+						gsd_heap_free(&s[i].heap, 0, SEGSIZE);
 			}
 		}
 	}
 	assert_true(patterns >= 6 * 300 * 4);
 	for (int i = 0; i < NMIX; i++) {
 		assert_int_equal(s[i].heap.used, 0);
-		assert_int_equal(gs_heap_check(&s[i].heap), 0);
+		assert_int_equal(gsd_heap_check(&s[i].heap), 0);
 	}
 	mix_fini(s);
 }
@@ -713,30 +714,28 @@ static void test_place_every_pattern_against_model(void **state)
 static void test_place_direction_on_used_heap(void **state)
 {
 	(void)state;
-	gs_segment s[NMIX];
+	gsd_segment s[NMIX];
 	mix_init(s);
-	gs_segment *m = &s[mix_index(31)];
+	gsd_segment *m = &s[mix_index(31)];
 	/* Used: [0, 8K), [16K, 40K), [48K, 64K): two free 8 KiB holes, at 8K and at 40K. */
-	assert_int_equal(gs_heap_alloc_at(&m->heap, 0, 8 * KIB), 0);
-	assert_int_equal(gs_heap_alloc_at(&m->heap, 16 * KIB, 24 * KIB), 0);
-	assert_int_equal(gs_heap_alloc_at(&m->heap, 48 * KIB, 16 * KIB), 0);
+	assert_int_equal(gsd_heap_alloc_at(&m->heap, 0, 8 * KIB), 0);
+	assert_int_equal(gsd_heap_alloc_at(&m->heap, 16 * KIB, 24 * KIB), 0);
+	assert_int_equal(gsd_heap_alloc_at(&m->heap, 48 * KIB, 16 * KIB), 0);
 	gs_segpref up = {{31}, {0}}, down = {{31}, {1}};
 	uint64_t a = 0, b = 0, c = 0;
 	/* Equal holes: top-down takes the high end of the higher one ... */
-	assert_int_equal(gs_vidmm_place(s, NMIX, 0, gs_segpref_encode(&down), 3000, &b),
-	                 mix_index(31));
+	assert_int_equal(gsd_place(s, NMIX, 0, gs_segpref_encode(&down), 3000, &b), mix_index(31));
 	assert_int_equal(b, 48 * KIB - 3072);
-	gs_heap_free(&m->heap, b, 3000);
+	gsd_heap_free(&m->heap, b, 3000);
 	/* ... bottom-up the low end of the lower one. */
-	assert_int_equal(gs_vidmm_place(s, NMIX, 0, gs_segpref_encode(&up), 3000, &a),
-	                 mix_index(31));
+	assert_int_equal(gsd_place(s, NMIX, 0, gs_segpref_encode(&up), 3000, &a), mix_index(31));
 	assert_int_equal(a, 8 * KIB);
 	/* 9 KiB fits no hole: the fallback, memory 9, bottom-up (the direction belongs to the
 	 * preferred slot). */
-	assert_int_equal(gs_vidmm_place(s, NMIX, 0, gs_segpref_encode(&down), 9 * KIB, &c),
+	assert_int_equal(gsd_place(s, NMIX, 0, gs_segpref_encode(&down), 9 * KIB, &c),
 	                 mix_index(9));
 	assert_int_equal(c, 0);
-	assert_int_equal(gs_heap_check(&m->heap), 0);
+	assert_int_equal(gsd_heap_check(&m->heap), 0);
 	mix_fini(s);
 }
 
@@ -747,8 +746,8 @@ static void test_place_direction_on_used_heap(void **state)
  * space no other block holds and keep immovable blocks still. Returns the largest free extent
  * afterwards.
  */
-static uint64_t apply_plan(const gs_live_block *b, size_t n, uint64_t heap_size, const gs_move *mv,
-                           size_t nmv, uint64_t *pos)
+static uint64_t apply_plan(const gsd_live_block *b, size_t n, uint64_t heap_size,
+                           const gsd_move *mv, size_t nmv, uint64_t *pos)
 {
 	for (size_t i = 0; i < n; i++)
 		pos[i] = b[i].offset;
@@ -759,7 +758,7 @@ static uint64_t apply_plan(const gs_live_block *b, size_t n, uint64_t heap_size,
 		assert_int_equal(mv[k].from, pos[i]);
 		assert_int_equal(mv[k].size, al(b[i].size));
 		assert_true(mv[k].to < mv[k].from);
-		assert_int_equal(mv[k].to % GS_VIDMM_ALIGN, 0);
+		assert_int_equal(mv[k].to % GSD_HEAP_ALIGN, 0);
 		for (size_t j = 0; j < n; j++)
 			if (j != i)
 				assert_true(mv[k].to + mv[k].size <= pos[j] ||
@@ -786,23 +785,23 @@ static uint64_t apply_plan(const gs_live_block *b, size_t n, uint64_t heap_size,
 }
 
 /* Live blocks left by random churn in a heap, a fraction of them pinned. */
-static size_t churn_blocks(gs_heap *h, gs_live_block *b, size_t max, int steps, int pinned_pct)
+static size_t churn_blocks(gsd_heap *h, gsd_live_block *b, size_t max, int steps, int pinned_pct)
 {
 	size_t n = 0;
 	for (int s = 0; s < steps; s++) {
 		if (n < max && (n == 0 || rnd() % 100 < 60)) {
 			uint64_t off, sz = 1 + rnd() % (32 * KIB);
-			if (gs_heap_alloc(h, sz, rnd() & 1, &off) == 0)
-				b[n++] = (gs_live_block){off, sz, true};
+			if (gsd_heap_alloc(h, sz, rnd() & 1, &off) == 0)
+				b[n++] = (gsd_live_block){off, sz, true};
 		} else {
 			size_t i = rnd() % n;
-			gs_heap_free(h, b[i].offset, b[i].size);
+			gsd_heap_free(h, b[i].offset, b[i].size);
 			b[i] = b[--n];
 		}
 	}
 	for (size_t i = 0; i < n; i++)
 		b[i].movable = (int)(rnd() % 100) >= pinned_pct;
-	gs_live_blocks_sort(b, n);
+	gsd_live_blocks_sort(b, n);
 	return n;
 }
 
@@ -810,16 +809,16 @@ static void test_compact_by_hand(void **state)
 {
 	(void)state;
 	/* 16 KiB: [A 1K @1K] [B 2K @4K movable] [P 1K @8K pinned] [C 512 @12K] */
-	const gs_live_block b[] = {
+	const gsd_live_block b[] = {
 	        {1 * KIB, 1 * KIB, true},
 	        {4 * KIB, 2 * KIB, true},
 	        {8 * KIB, 1 * KIB, false},
 	        {12 * KIB, 512, true},
 	};
-	gs_move mv[8];
+	gsd_move mv[8];
 	size_t n = 99;
 	uint64_t largest = 0;
-	assert_int_equal(gs_heap_compact_plan(b, 4, 16 * KIB, 0, mv, 8, &n, &largest), 0);
+	assert_int_equal(gsd_heap_compact_plan(b, 4, 16 * KIB, 0, mv, 8, &n, &largest), 0);
 	assert_int_equal(n, 3);
 	assert_int_equal(mv[0].block, 0);
 	assert_int_equal(mv[0].to, 0);
@@ -832,46 +831,46 @@ static void test_compact_by_hand(void **state)
 
 	/* want 5 KiB: no gap is that big (the largest is 3.5K above C). Sliding A and B (3K of
 	 * moves) would make 5K below P; sliding C (512 bytes) to 9K makes 9.5K..16K = 6.5K. */
-	assert_int_equal(gs_heap_compact_plan(b, 4, 16 * KIB, 5 * KIB, mv, 8, &n, &largest), 0);
+	assert_int_equal(gsd_heap_compact_plan(b, 4, 16 * KIB, 5 * KIB, mv, 8, &n, &largest), 0);
 	assert_int_equal(n, 1);
 	assert_int_equal(mv[0].block, 3);
 	assert_int_equal(mv[0].to, 9 * KIB);
 	assert_int_equal(largest, 6 * KIB + 512);
 	/* want 4 KiB: sliding B down to 2K would free 4K..8K too, but moving C costs less. */
-	assert_int_equal(gs_heap_compact_plan(b, 4, 16 * KIB, 4 * KIB, mv, 8, &n, &largest), 0);
+	assert_int_equal(gsd_heap_compact_plan(b, 4, 16 * KIB, 4 * KIB, mv, 8, &n, &largest), 0);
 	assert_int_equal(n, 1);
 	assert_int_equal(mv[0].block, 3);
 	/* want 3 KiB: the gap above C is big enough: no moves. */
-	assert_int_equal(gs_heap_compact_plan(b, 4, 16 * KIB, 3 * KIB, mv, 8, &n, &largest), 0);
+	assert_int_equal(gsd_heap_compact_plan(b, 4, 16 * KIB, 3 * KIB, mv, 8, &n, &largest), 0);
 	assert_int_equal(n, 0);
 	assert_int_equal(largest, 3 * KIB + 512);
 	/* want 7 KiB: no region holds that much free space. */
-	assert_int_equal(gs_heap_compact_plan(b, 4, 16 * KIB, 7 * KIB, mv, 8, &n, &largest),
+	assert_int_equal(gsd_heap_compact_plan(b, 4, 16 * KIB, 7 * KIB, mv, 8, &n, &largest),
 	                 -ENOSPC);
 	assert_int_equal(n, 0);
 	/* Too small a move array: says how many are needed. */
-	assert_int_equal(gs_heap_compact_plan(b, 4, 16 * KIB, 0, mv, 2, &n, NULL), -ENOBUFS);
+	assert_int_equal(gsd_heap_compact_plan(b, 4, 16 * KIB, 0, mv, 2, &n, NULL), -ENOBUFS);
 	assert_int_equal(n, 3);
 }
 
 static void test_compact_rejects_bad_input(void **state)
 {
 	(void)state;
-	gs_move mv[4];
+	gsd_move mv[4];
 	size_t n;
-	const gs_live_block unsorted[] = {{4096, 256, true}, {0, 256, true}};
-	const gs_live_block overlap[] = {{0, 300, true}, {256, 256, true}}; /* 300 rounds to 512 */
-	const gs_live_block misaligned[] = {{100, 256, true}};
-	const gs_live_block outside[] = {{4096, 256, true}};
-	const gs_live_block empty[] = {{0, 0, true}};
-	assert_int_equal(gs_heap_compact_plan(unsorted, 2, 8192, 0, mv, 4, &n, NULL), -EINVAL);
-	assert_int_equal(gs_heap_compact_plan(overlap, 2, 8192, 0, mv, 4, &n, NULL), -EINVAL);
-	assert_int_equal(gs_heap_compact_plan(misaligned, 1, 8192, 0, mv, 4, &n, NULL), -EINVAL);
-	assert_int_equal(gs_heap_compact_plan(outside, 1, 4096, 0, mv, 4, &n, NULL), -EINVAL);
-	assert_int_equal(gs_heap_compact_plan(empty, 1, 4096, 0, mv, 4, &n, NULL), -EINVAL);
-	assert_int_equal(gs_heap_compact_plan(NULL, 0, 4096, 8192, mv, 4, &n, NULL), -EINVAL);
+	const gsd_live_block unsorted[] = {{4096, 256, true}, {0, 256, true}};
+	const gsd_live_block overlap[] = {{0, 300, true}, {256, 256, true}}; /* 300 rounds to 512 */
+	const gsd_live_block misaligned[] = {{100, 256, true}};
+	const gsd_live_block outside[] = {{4096, 256, true}};
+	const gsd_live_block empty[] = {{0, 0, true}};
+	assert_int_equal(gsd_heap_compact_plan(unsorted, 2, 8192, 0, mv, 4, &n, NULL), -EINVAL);
+	assert_int_equal(gsd_heap_compact_plan(overlap, 2, 8192, 0, mv, 4, &n, NULL), -EINVAL);
+	assert_int_equal(gsd_heap_compact_plan(misaligned, 1, 8192, 0, mv, 4, &n, NULL), -EINVAL);
+	assert_int_equal(gsd_heap_compact_plan(outside, 1, 4096, 0, mv, 4, &n, NULL), -EINVAL);
+	assert_int_equal(gsd_heap_compact_plan(empty, 1, 4096, 0, mv, 4, &n, NULL), -EINVAL);
+	assert_int_equal(gsd_heap_compact_plan(NULL, 0, 4096, 8192, mv, 4, &n, NULL), -EINVAL);
 	uint64_t largest;
-	assert_int_equal(gs_heap_compact_plan(NULL, 0, 4096, 0, mv, 4, &n, &largest), 0);
+	assert_int_equal(gsd_heap_compact_plan(NULL, 0, 4096, 0, mv, 4, &n, &largest), 0);
 	assert_int_equal(largest, 4096);
 }
 
@@ -880,35 +879,35 @@ static void test_compact_rejects_bad_input(void **state)
 static void test_compact_full_random(void **state)
 {
 	(void)state;
-	static gs_live_block b[4096];
-	static gs_move mv[4096];
+	static gsd_live_block b[4096];
+	static gsd_move mv[4096];
 	static uint64_t pos[4096];
 	rng_state = 7;
 	for (int round = 0; round < 40; round++) {
-		gs_heap h;
+		gsd_heap h;
 		const uint64_t hs = 16 * MIB;
-		assert_int_equal(gs_heap_init(&h, hs), 0);
+		assert_int_equal(gsd_heap_init(&h, hs), 0);
 		int pinned = round % 4 == 0 ? 0 : (int)(rnd() % 5);
 		size_t n = churn_blocks(&h, b, 1500, 4000, pinned);
 		size_t nmv = 0;
 		uint64_t largest = 0;
-		assert_int_equal(gs_heap_compact_plan(b, n, hs, 0, mv, 4096, &nmv, &largest), 0);
+		assert_int_equal(gsd_heap_compact_plan(b, n, hs, 0, mv, 4096, &nmv, &largest), 0);
 		assert_int_equal(apply_plan(b, n, hs, mv, nmv, pos), largest);
 		for (size_t k = 0; k < nmv; k++) {
-			gs_heap_free(&h, mv[k].from, mv[k].size);
-			assert_int_equal(gs_heap_alloc_at(&h, mv[k].to, mv[k].size), 0);
+			gsd_heap_free(&h, mv[k].from, mv[k].size);
+			assert_int_equal(gsd_heap_alloc_at(&h, mv[k].to, mv[k].size), 0);
 		}
-		assert_int_equal(gs_heap_check(&h), 0);
-		assert_int_equal(gs_heap_largest_free(&h), largest);
+		assert_int_equal(gsd_heap_check(&h), 0);
+		assert_int_equal(gsd_heap_largest_free(&h), largest);
 		if (pinned == 0) /* nothing pinned: all free space is one extent */
 			assert_int_equal(largest, hs - h.used);
-		gs_heap_fini(&h);
+		gsd_heap_fini(&h);
 	}
 }
 
 /* Brute force over every run of consecutive movable blocks: the cheapest that makes a hole of
  * want bytes. */
-static uint64_t brute_cost(const gs_live_block *b, size_t n, uint64_t hs, uint64_t want,
+static uint64_t brute_cost(const gsd_live_block *b, size_t n, uint64_t hs, uint64_t want,
                            bool *found)
 {
 	uint64_t best = UINT64_MAX;
@@ -936,8 +935,8 @@ static uint64_t brute_cost(const gs_live_block *b, size_t n, uint64_t hs, uint64
 static void test_compact_window_is_cheapest(void **state)
 {
 	(void)state;
-	gs_live_block b[12];
-	gs_move mv[16];
+	gsd_live_block b[12];
+	gsd_move mv[16];
 	uint64_t pos[12];
 	rng_state = 99;
 	for (int round = 0; round < 3000; round++) {
@@ -950,7 +949,7 @@ static void test_compact_window_is_cheapest(void **state)
 			uint64_t sz = 1 + rnd() % 4096;
 			if (cursor + al(sz) > hs)
 				break;
-			b[m++] = (gs_live_block){cursor, sz, rnd() % 4 != 0};
+			b[m++] = (gsd_live_block){cursor, sz, rnd() % 4 != 0};
 			cursor += al(sz);
 		}
 		uint64_t want = (1 + rnd() % 64) * 512;
@@ -958,7 +957,7 @@ static void test_compact_window_is_cheapest(void **state)
 		uint64_t best = brute_cost(b, m, hs, want, &found);
 		size_t nmv;
 		uint64_t largest;
-		int rc = gs_heap_compact_plan(b, m, hs, want, mv, 16, &nmv, &largest);
+		int rc = gsd_heap_compact_plan(b, m, hs, want, mv, 16, &nmv, &largest);
 		if (!found) {
 			assert_int_equal(rc, -ENOSPC);
 			continue;
