@@ -3,9 +3,9 @@
  * adapters, the audit writer and the RPC sockets, prints "ready", and runs the libuv loop
  * until SIGINT or SIGTERM.
  */
-#include "daemon.h"
-#include "log.h"
-#include "rpc.h"
+#include "core/daemon.h"
+#include "core/log.h"
+#include "rpc/rpc.h"
 
 #include <getopt.h>
 #include <pthread.h>

@@ -41,9 +41,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "daemon.h"
-#include "list.h"
-#include "runq.h"
+#include "core/daemon.h"
+#include "core/list.h"
+#include "vidsch/runq.h"
 #include "testd.h"
 #include "sched_decision_daemon.h"
 

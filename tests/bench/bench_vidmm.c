@@ -37,12 +37,12 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine.h"
+#include "engine/engine.h"
 #include "isa.h"
-#include "paging_plan.h"
-#include "swizzle.h"
+#include "vidmm/paging_plan.h"
+#include "vidmm/swizzle.h"
 #include "testd.h"
-#include "vidmm.h"
+#include "vidmm/heap.h"
 #include "wddm.h"
 
 #define KIB 1024ull

@@ -20,7 +20,7 @@
 
 #include "gpusched.pb-c.h"
 #include "isa.h"
-#include "rules.h"
+#include "rpc/rules.h"
 #include "wddm.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -28,7 +28,7 @@
 
 #include <sqlite3.h>
 
-#include "audit.h"
+#include "audit/audit.h"
 
 #define ACK_DEADLINE_S 60
 

@@ -19,7 +19,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine.h"
+#include "engine/engine.h"
 #include "isa.h"
 #include "wddm.h"
 

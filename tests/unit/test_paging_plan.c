@@ -13,9 +13,9 @@
 
 #include <cmocka.h>
 
-#include "paging_plan.h"
-#include "swizzle.h"
-#include "vidmm.h"
+#include "vidmm/paging_plan.h"
+#include "vidmm/swizzle.h"
+#include "vidmm/heap.h"
 #include "wddm.h"
 
 #define KIB 1024ull

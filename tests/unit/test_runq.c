@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "runq.h"
+#include "vidsch/runq.h"
 
 static gsd_runq_entry mk(uint32_t cls, int32_t prio, uint64_t key, uint64_t seq)
 {

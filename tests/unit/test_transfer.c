@@ -23,10 +23,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine.h"
+#include "engine/engine.h"
 #include "isa.h"
-#include "paging_plan.h"
-#include "swizzle.h"
+#include "vidmm/paging_plan.h"
+#include "vidmm/swizzle.h"
 #include "wddm.h"
 
 #define KIB 1024ull

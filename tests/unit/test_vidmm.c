@@ -12,7 +12,7 @@
 #include <cmocka.h>
 
 #include "gpusched.pb-c.h"
-#include "vidmm.h"
+#include "vidmm/heap.h"
 #include "wddm.h"
 
 #define KIB 1024ull

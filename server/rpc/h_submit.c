@@ -4,10 +4,10 @@
  * queue it, and acknowledge it only once its SUBMITTED record is committed to SQLite.
  * A rejected packet is audited too (state REJECTED), with the reason.
  */
-#include "daemon.h"
+#include "core/daemon.h"
 #include "isa.h"
-#include "rpc.h"
-#include "rules.h"
+#include "rpc/rpc.h"
+#include "rpc/rules.h"
 #include "wddm.h"
 
 #include <stdarg.h>

@@ -1,6 +1,6 @@
-#include "paging_plan.h"
+#include "vidmm/paging_plan.h"
 
-#include "vidmm.h"
+#include "vidmm/heap.h"
 #include "wddm.h"
 
 #include <errno.h>

@@ -1,4 +1,4 @@
-#include "hmap.h"
+#include "core/hmap.h"
 
 #include <stdlib.h>
 

@@ -5,7 +5,7 @@
  * Paging packets are the exception: they execute, so memory stays what the daemon says.
  * Budgets, timeouts and preemption are moot: nothing runs long enough to reach them.
  */
-#include "engine_thread.h"
+#include "engine/thread.h"
 #include "wddm.h"
 
 static void null_run(gsd_engine *e, gsd_exec *x, gsd_irq *final)

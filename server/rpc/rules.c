@@ -1,4 +1,4 @@
-#include "rules.h"
+#include "rpc/rules.h"
 
 #include "gpusched.pb-c.h"
 #include "wddm.h"

@@ -7,8 +7,8 @@
  * the pins to go (it is re-dispatched then), so the transfer is issued with
  * AllocationIsIdle, as VidMm does with a busy allocation.
  */
-#include "daemon.h"
-#include "rpc.h"
+#include "core/daemon.h"
+#include "rpc/rpc.h"
 #include "wddm.h"
 
 #include <stdio.h>

@@ -20,7 +20,7 @@
  * It is charged once the transfer has moved its bytes (a faulting one moved none). Other
  * commands (FILL, COPY, CHECKSUM) cost the per-command time only.
  */
-#include "engine_thread.h"
+#include "engine/thread.h"
 
 #include <stdio.h>
 

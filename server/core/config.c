@@ -1,8 +1,8 @@
-#include "config.h"
+#include "core/config.h"
 
 #include "defaults.h"
 #include "gpusched.pb-c.h"
-#include "log.h"
+#include "core/log.h"
 
 #include <jansson.h>
 #include <stdio.h>

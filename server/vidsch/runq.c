@@ -1,4 +1,4 @@
-#include "runq.h"
+#include "vidsch/runq.h"
 
 #include <stdlib.h>
 #include <string.h>

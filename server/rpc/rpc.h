@@ -11,7 +11,7 @@
 #ifndef GSD_RPC_H
 #define GSD_RPC_H
 
-#include "daemon.h"
+#include "core/daemon.h"
 
 #include <stdarg.h>
 

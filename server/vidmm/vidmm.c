@@ -39,12 +39,12 @@
  * engine, a zero-length ContextSwitch packet goes to that engine first (with Paging too when
  * the engine runs a paging packet of the device), as WDDM does.
  */
-#include "daemon.h"
+#include "core/daemon.h"
 #include "isa.h"
-#include "log.h"
-#include "paging_plan.h"
-#include "rpc.h"
-#include "swizzle.h"
+#include "core/log.h"
+#include "vidmm/paging_plan.h"
+#include "rpc/rpc.h"
+#include "vidmm/swizzle.h"
 #include "wddm.h"
 
 #include <assert.h>

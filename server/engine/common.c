@@ -2,8 +2,8 @@
  * What every backend shares above the thread: the backend registry and the memory half of
  * the ISA (address translation and bounds checks against the packet's allocation list).
  */
-#include "engine.h"
-#include "swizzle.h"
+#include "engine/engine.h"
+#include "vidmm/swizzle.h"
 
 #include <inttypes.h>
 #include <stdio.h>

@@ -3,9 +3,9 @@
  * preference updates, and CPU read/write. CPU access waits until no packet that references the
  * allocation is in flight, so it sees exactly what the GPU left and never races an engine.
  */
-#include "daemon.h"
-#include "rpc.h"
-#include "rules.h"
+#include "core/daemon.h"
+#include "rpc/rpc.h"
+#include "rpc/rules.h"
 #include "wddm.h"
 
 #include <stdlib.h>

@@ -6,10 +6,10 @@
  * Every handler answers its call exactly once, now or later (a deferred wait), and every
  * error answer is audited by gsd_call_error.
  */
-#include "daemon.h"
-#include "log.h"
-#include "rpc.h"
-#include "rules.h"
+#include "core/daemon.h"
+#include "core/log.h"
+#include "rpc/rpc.h"
+#include "rpc/rules.h"
 #include "wddm.h"
 
 #include <fcntl.h>

@@ -1,6 +1,6 @@
-#include "rpc.h"
+#include "rpc/rpc.h"
 
-#include "log.h"
+#include "core/log.h"
 
 #include <errno.h>
 #include <nng/nng.h>

@@ -1,4 +1,4 @@
-#include "swizzle.h"
+#include "vidmm/swizzle.h"
 
 #include <errno.h>
 #include <stdint.h>

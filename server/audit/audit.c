@@ -15,7 +15,7 @@
  * History reads open their own read-only connection per call; in WAL mode they see the last
  * committed state and neither block nor are blocked by the writer.
  */
-#include "audit.h"
+#include "audit/audit.h"
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -29,7 +29,7 @@
 #include <sqlite3.h>
 
 #include "gpusched.pb-c.h"
-#include "log.h"
+#include "core/log.h"
 
 #define DEFAULT_MAX_BATCH 4096
 #define DEFAULT_WAL_LIMIT (64ull << 20)

@@ -8,9 +8,9 @@
  * live packet one more, so destroying a handle while packets still run defers freeing the
  * memory until the last packet retires.
  */
-#include "daemon.h"
-#include "log.h"
-#include "rpc.h"
+#include "core/daemon.h"
+#include "core/log.h"
+#include "rpc/rpc.h"
 
 #include <stdlib.h>
 

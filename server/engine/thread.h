@@ -11,7 +11,7 @@
 #include <stdatomic.h>
 #include <time.h>
 
-#include "engine.h"
+#include "engine/engine.h"
 
 /*
  * Runs one packet on the engine thread, from x->resume_offset to its end or to the first

@@ -1,4 +1,4 @@
-#include "vidmm.h"
+#include "vidmm/heap.h"
 
 #include "gpusched.pb-c.h"
 #include "wddm.h"

@@ -1,7 +1,7 @@
-#include "daemon.h"
+#include "core/daemon.h"
 
-#include "log.h"
-#include "rpc.h"
+#include "core/log.h"
+#include "rpc/rpc.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -6,14 +6,14 @@
 #ifndef GSD_DAEMON_H
 #define GSD_DAEMON_H
 
-#include "audit.h"
-#include "config.h"
-#include "engine.h"
-#include "hmap.h"
-#include "list.h"
-#include "rules.h"
-#include "runq.h"
-#include "vidmm.h"
+#include "audit/audit.h"
+#include "core/config.h"
+#include "engine/engine.h"
+#include "core/hmap.h"
+#include "core/list.h"
+#include "rpc/rules.h"
+#include "vidsch/runq.h"
+#include "vidmm/heap.h"
 
 #include "gpusched.pb-c.h"
 

@@ -3,8 +3,8 @@
  * (WAL lets them read while the writer commits), so a large query never stalls the loop.
  * A tenant only ever sees its own rows.
  */
-#include "daemon.h"
-#include "rpc.h"
+#include "core/daemon.h"
+#include "rpc/rpc.h"
 
 #include <pthread.h>
 #include <stdio.h>

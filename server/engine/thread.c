@@ -6,7 +6,7 @@
  * once stopping is set no packet is popped to run and submit refuses new ones;
  * reset_drain <= queue_len.
  */
-#include "engine_thread.h"
+#include "engine/thread.h"
 
 #include <pthread.h>
 #include <stdio.h>

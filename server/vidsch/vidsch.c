@@ -24,10 +24,10 @@
  * pending list, possibly as the node's running packet, or retired); a node's completed fence
  * never goes backwards; a context's packets complete in submission order.
  */
-#include "daemon.h"
+#include "core/daemon.h"
 #include "isa.h"
-#include "log.h"
-#include "rpc.h"
+#include "core/log.h"
+#include "rpc/rpc.h"
 #include "wddm.h"
 
 #include <assert.h>
