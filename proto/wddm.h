@@ -1,5 +1,5 @@
 /*
- * WDDM bit layouts gpusched honours (shared/design/MODEL.md), with names <-> values.
+ * WDDM bit layouts gpusched honours (docs/wddm.md), with names <-> values.
  * Shared by the daemon, the client library and the CLI.
  */
 #ifndef GS_WDDM_H
@@ -112,7 +112,13 @@ int gs_flags_parse(const gs_flag_name *table, const char *text, uint32_t *out, c
 uint32_t gs_patch_flags_for_submit(uint32_t submit_flags);
 
 /* Scheduling priority classes (D3DKMT_SCHEDULINGPRIORITYCLASS) */
-#define GS_PRIORITY_CLASS_MAX 5u
+#define GS_PRIORITY_CLASS_IDLE         0u
+#define GS_PRIORITY_CLASS_BELOW_NORMAL 1u
+#define GS_PRIORITY_CLASS_NORMAL       2u
+#define GS_PRIORITY_CLASS_ABOVE_NORMAL 3u
+#define GS_PRIORITY_CLASS_HIGH         4u
+#define GS_PRIORITY_CLASS_REALTIME     5u
+#define GS_PRIORITY_CLASS_MAX          GS_PRIORITY_CLASS_REALTIME
 const char *gs_priority_class_name(uint32_t cls);
 
 #ifdef __cplusplus

@@ -3,9 +3,8 @@
  * adapters, the audit writer and the RPC sockets, prints "ready", and runs the libuv loop
  * until SIGINT or SIGTERM.
  */
-#include "core/daemon.h"
 #include "core/log.h"
-#include "rpc/rpc.h"
+#include "lifecycle.h"
 
 #include <getopt.h>
 #include <pthread.h>

@@ -3,21 +3,14 @@
  * preference updates, and CPU read/write. CPU access waits until no packet that references the
  * allocation is in flight, so it sees exactly what the GPU left and never races an engine.
  */
-#include "core/daemon.h"
-#include "rpc/rpc.h"
-#include "rpc/rules.h"
+#include "rpc/handlers.h"
+
+#include "vidmm/vidmm.h"
+
 #include "wddm.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-#define R(field) (c->req->field)
-
-static void reply_empty(gsd_call *c)
-{
-	Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
-	gsd_call_reply(c, &resp);
-}
 
 void gsd_h_allocation_create(gsd_daemon *d, gsd_call *c)
 {
@@ -55,36 +48,23 @@ void gsd_h_allocation_create(gsd_daemon *d, gsd_call *c)
 		               (unsigned long long)t->memory_quota, (unsigned long long)q->size);
 		return;
 	}
-	gsd_allocation *al = calloc(1, sizeof(*al));
-	if (!al || !gsd_object_register(d, &al->obj, GSD_OBJ_ALLOCATION, t)) {
-		free(al);
-		gsd_call_error(c, GSD_ST(INTERNAL), "out of memory");
-		return;
-	}
-	al->dev = dev;
-	al->adapter = a;
-	al->size = q->size;
-	al->supported_segment_set = set;
-	al->segment_preference = q->segment_preference;
-	al->priority = q->priority ? q->priority : GS_ALLOC_PRIORITY_NORMAL;
-	al->flags = q->flags;
-	al->refs = 1;
-	al->created_ns = gsd_now_ns();
-	gsd_list_init(&al->waiters);
-	/* Video memory may be over-committed: with no room, it starts in system memory and is
-	 * made resident when a packet needs it. */
-	if (!gsd_vidmm_place_new(d, al)) {
-		gsd_object_unregister(d, &al->obj);
-		free(al);
-		gsd_call_error(c, GSD_ST(OUT_OF_MEMORY),
+	gsd_allocation_params pr = {.size = q->size,
+	                            .supported_segment_set = set,
+	                            .segment_preference = q->segment_preference,
+	                            .priority = q->priority,
+	                            .flags = q->flags};
+	gsd_allocation *al;
+	st = gsd_allocation_create(d, dev, &pr, &al);
+	if (st == GSD_ST(OUT_OF_MEMORY)) {
+		gsd_call_error(c, st,
 		               "no segment and no system memory has %llu free bytes in one piece",
 		               (unsigned long long)q->size);
 		return;
 	}
-	gsd_list_push_back(&dev->allocations, &al->dev_link);
-	t->memory_used += q->size;
-	d->allocations++;
-	gsd_audit_allocation_of(d, al);
+	if (st != GSD_ST(OK)) {
+		gsd_call_error(c, st, "out of memory");
+		return;
+	}
 	Gpusched__V1__AllocationCreateResponse ac = GPUSCHED__V1__ALLOCATION_CREATE_RESPONSE__INIT;
 	ac.allocation = al->obj.handle;
 	ac.segment = gsd_vidmm_segment_id(al);
@@ -104,7 +84,7 @@ void gsd_h_allocation_destroy(gsd_daemon *d, gsd_call *c)
 		return;
 	/* Packets still in flight keep their reference; the memory is freed after them. */
 	gsd_allocation_destroy(d, al);
-	reply_empty(c);
+	gsd_call_reply_empty(c);
 }
 
 /* Fills a query answer; tenant must outlive the answer. */
@@ -241,8 +221,8 @@ void gsd_h_allocation_set_priority(gsd_daemon *d, gsd_call *c)
 		return;
 	}
 	al->priority = R(allocation_set_priority)->priority;
-	gsd_audit_allocation_of(d, al);
-	reply_empty(c);
+	gsd_allocation_audit(d, al);
+	gsd_call_reply_empty(c);
 }
 
 void gsd_h_allocation_set_preference(gsd_daemon *d, gsd_call *c)
@@ -263,8 +243,8 @@ void gsd_h_allocation_set_preference(gsd_daemon *d, gsd_call *c)
 	}
 	/* Takes effect at the next placement; the allocation does not move now. */
 	al->segment_preference = q->segment_preference;
-	gsd_audit_allocation_of(d, al);
-	reply_empty(c);
+	gsd_allocation_audit(d, al);
+	gsd_call_reply_empty(c);
 }
 
 /* Checks [offset, offset+size) against the allocation and the message limit. */
@@ -290,7 +270,7 @@ static bool defer_until_idle(gsd_call *c, gsd_allocation *al)
 {
 	if (al->inflight == 0)
 		return false;
-	gsd_list_push_back(&al->waiters, &c->link);
+	gsd_call_retry_when(c, &al->idle_waiters);
 	return true;
 }
 
@@ -333,5 +313,5 @@ void gsd_h_allocation_write(gsd_daemon *d, gsd_call *c)
 	/* An empty bytes field decodes as data NULL: memcpy must not see it, even for 0. */
 	if (q->data.len)
 		gsd_vidmm_cpu_write(al, q->offset, q->data.data, q->data.len);
-	reply_empty(c);
+	gsd_call_reply_empty(c);
 }

@@ -3,8 +3,7 @@
  * (WAL lets them read while the writer commits), so a large query never stalls the loop.
  * A tenant only ever sees its own rows.
  */
-#include "core/daemon.h"
-#include "rpc/rpc.h"
+#include "rpc/handlers.h"
 
 #include <pthread.h>
 #include <stdio.h>

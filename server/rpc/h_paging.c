@@ -7,15 +7,17 @@
  * the pins to go (it is re-dispatched then), so the transfer is issued with
  * AllocationIsIdle, as VidMm does with a busy allocation.
  */
-#include "core/daemon.h"
-#include "rpc/rpc.h"
+#include "rpc/handlers.h"
+
+#include "vidmm/vidmm.h"
+#include "vidsch/vidsch.h"
+
 #include "wddm.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 
-#define R(field) (c->req->field)
-#define MK(x)    GPUSCHED__V1__MOVE_KIND__MOVE_KIND_##x
+#define MK(x) GPUSCHED__V1__MOVE_KIND__MOVE_KIND_##x
 
 static void paging_reply(gsd_call *c, const gsd_device *dev, uint32_t moves)
 {
@@ -69,8 +71,7 @@ static bool wait_unpinned(gsd_call *c, gsd_allocation **als, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
 		if (als[i]->pins > 0) {
-			c->deferred++;
-			gsd_list_push_back(&als[i]->pin_waiters, &c->link);
+			gsd_call_retry_when(c, &als[i]->pin_waiters);
 			return true;
 		}
 	return false;
@@ -119,24 +120,22 @@ void gsd_h_evict(gsd_daemon *d, gsd_call *c)
 		return;
 	}
 	/* Nothing runs (or pins) between the moves: all of them go while none is in use. */
-	bool was = d->sched_held;
-	d->sched_held = true;
+	gsd_vidsch_hold(d, true);
 	uint32_t moves = 0;
 	int st = GSD_ST(OK);
 	char msg[256] = "";
 	for (size_t i = 0; i < q->n_allocations && st == GSD_ST(OK); i++) {
-		int r = gsd_vidmm_move_to(d, als[i], &dev->adapter->sysmem, 0, MK(EVICT_REQUEST),
-		                          c->deferred ? "Evict, once the packets using it were done"
-		                                      : "Evict",
-		                          msg, sizeof(msg));
+		int r = gsd_vidmm_move_to(
+		        d, als[i], gsd_vidmm_segment_by_id(dev->adapter, 0), 0, MK(EVICT_REQUEST),
+		        c->deferred ? "Evict, once the packets using it were done" : "Evict", msg,
+		        sizeof(msg));
 		if (r == 0)
 			moves++;
 		else if (r != 1)
 			st = r;
 	}
 	free(als);
-	if (!was)
-		gsd_vidsch_hold(d, false);
+	gsd_vidsch_hold(d, false);
 	if (st != GSD_ST(OK)) {
 		gsd_call_error(c, st, "%s", msg);
 		return;

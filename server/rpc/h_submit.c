@@ -4,18 +4,17 @@
  * queue it, and acknowledge it only once its SUBMITTED record is committed to SQLite.
  * A rejected packet is audited too (state REJECTED), with the reason.
  */
-#include "core/daemon.h"
+#include "rpc/handlers.h"
+
+#include "vidsch/vidsch.h"
+
 #include "isa.h"
-#include "rpc/rpc.h"
-#include "rpc/rules.h"
 #include "wddm.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define R(field) (c->req->field)
 
 typedef struct verdict {
 	int status;
@@ -133,42 +132,16 @@ static int check_lists(gsd_daemon *d, gsd_call *c, const gsd_context *x,
 	return GSD_ST(OK);
 }
 
-/* Carves `n` elements of `size` bytes at *at (kept 8-byte aligned). */
-static void *carve(uint8_t **at, size_t n, size_t size)
-{
-	void *p = *at;
-	*at += (n * size + 7u) & ~(size_t)7u;
-	return p;
-}
-
-/* One allocation holds the packet and its arrays (the submit path's hottest malloc). */
+/* The packet of a validated-size submission, its DMA buffer copied. */
 static gsd_packet *packet_new(const Gpusched__V1__SubmitRequest *s)
 {
-	size_t na = s->n_allocations, np = s->n_patches, nw = s->n_waits, nd = s->dma_buffer.len;
-	size_t bytes = ((sizeof(gsd_packet) + 7u) & ~(size_t)7u) +
-	               ((na * sizeof(gsd_packet_alloc) + 7u) & ~(size_t)7u) +
-	               ((na * sizeof(gsd_range) + 7u) & ~(size_t)7u) +
-	               ((np * sizeof(gsd_packet_patch) + 7u) & ~(size_t)7u) +
-	               ((nw * sizeof(gsd_sync_point) + 7u) & ~(size_t)7u) + nd;
-	uint8_t *at = calloc(1, bytes);
-	if (!at)
-		return NULL;
-	gsd_packet *p = carve(&at, 1, sizeof(gsd_packet));
-	gsd_list_init(&p->link);
-	gsd_list_init(&p->waiters);
-	p->nallocs = (uint32_t)na;
-	p->nranges = (uint32_t)na;
-	p->npatches = (uint32_t)np;
-	p->nwaits = (uint32_t)nw;
-	p->allocs = carve(&at, na, sizeof(gsd_packet_alloc));
-	p->ranges = carve(&at, na, sizeof(gsd_range));
-	p->patches = carve(&at, np, sizeof(gsd_packet_patch));
-	p->waits = carve(&at, nw, sizeof(gsd_sync_point));
-	p->dma = carve(&at, nd, 1);
-	p->dma_len = nd;
-	if (nd)
-		memcpy(p->dma, s->dma_buffer.data, nd);
-	return p;
+	gsd_packet_shape shape = {.nallocs = (uint32_t)s->n_allocations,
+	                          .nranges = (uint32_t)s->n_allocations,
+	                          .npatches = (uint32_t)s->n_patches,
+	                          .nwaits = (uint32_t)s->n_waits,
+	                          .dma = s->dma_buffer.data,
+	                          .dma_len = s->dma_buffer.len};
+	return gsd_packet_new(&shape);
 }
 
 /* Audits a submission that failed validation as a REJECTED packet. */
@@ -239,7 +212,7 @@ static int build_packet(gsd_daemon *d, gsd_call *c, const Gpusched__V1__SubmitRe
 		grew = true;
 	}
 	if (grew)
-		gsd_audit_context_of(d, x);
+		gsd_context_audit(d, x);
 	p->ctx = x;
 	p->node = x->node;
 	uint32_t flags = s->submit_flags;
@@ -299,10 +272,8 @@ static void packet_admit(gsd_daemon *d, gsd_packet *p)
 {
 	audit_allocation_list(d, p);
 	p->ctx->refs++;
-	for (uint32_t i = 0; i < p->nallocs; i++) {
-		p->allocs[i].alloc->refs++;
-		p->allocs[i].alloc->inflight++;
-	}
+	for (uint32_t i = 0; i < p->nallocs; i++)
+		gsd_allocation_busy(p->allocs[i].alloc);
 	gsd_hmap_put(&d->packets, p->rec.packet, p);
 	d->stats.packets_submitted++;
 }
@@ -412,13 +383,14 @@ void gsd_h_submit_batch(gsd_daemon *d, gsd_call *c)
 static void packet_wait_expired(gsd_call *c)
 {
 	gsd_packet *p = c->wait_object;
-	gsd_list_remove(&c->link);
+	gsd_waiter_cancel(&c->waiter);
 	gsd_call_error(c, GSD_ST(TIMEOUT), "packet %llu is still %s",
 	               (unsigned long long)p->rec.packet,
 	               p->rec.state == GSD_PS(RUNNING) ? "running" : "queued");
 }
 
-void gsd_packet_wait_answer(gsd_call *c, uint64_t packet, int state, uint64_t fence)
+/* Answers a PacketWait with a packet's state (FAULTED answers STATUS_FAULTED). */
+static void packet_wait_answer(gsd_call *c, uint64_t packet, int state, uint64_t fence)
 {
 	Gpusched__V1__PacketWaitResponse pw = GPUSCHED__V1__PACKET_WAIT_RESPONSE__INIT;
 	pw.packet = packet;
@@ -434,23 +406,30 @@ void gsd_packet_wait_answer(gsd_call *c, uint64_t packet, int state, uint64_t fe
 	gsd_call_reply(c, &resp);
 }
 
+/* The packet reached a final state (event: the packet, about to be retired). */
+static void packet_wait_wake(gsd_waiter *w, void *event)
+{
+	const gsd_packet *p = event;
+	packet_wait_answer(gsd_call_of_waiter(w), p->rec.packet, p->rec.state, p->rec.fence);
+}
+
 void gsd_h_packet_wait(gsd_daemon *d, gsd_call *c)
 {
 	const Gpusched__V1__PacketWaitRequest *q = R(packet_wait);
 	gsd_packet *p = gsd_hmap_get(&d->packets, q->packet);
 	if (p && p->ctx->obj.tenant == c->tenant) {
 		if (q->timeout_ms == 0) {
-			gsd_packet_wait_answer(c, p->rec.packet, p->rec.state, p->rec.fence);
+			packet_wait_answer(c, p->rec.packet, p->rec.state, p->rec.fence);
 			return;
 		}
 		c->wait_object = p;
-		gsd_list_push_back(&p->waiters, &c->link);
+		gsd_call_wait(c, &p->waiters, packet_wait_wake);
 		gsd_call_set_timeout(c, q->timeout_ms, packet_wait_expired);
 		return;
 	}
 	const gsd_retired *r = gsd_retired_find(d, q->packet);
 	if (r && r->tenant == c->tenant) {
-		gsd_packet_wait_answer(c, r->packet, r->state, r->fence);
+		packet_wait_answer(c, r->packet, r->state, r->fence);
 		return;
 	}
 	gsd_call_error(c, GSD_ST(NOT_FOUND),

@@ -1,17 +1,20 @@
+/*
+ * The transport of requests: the REP socket, its pool of nng contexts ("workers"), the inbox the
+ * nng threads fill and the loop drains, answers (now, after the audit commit, or computed on
+ * the thread pool), deadlines, and calls parked until something they wait for happens.
+ */
 #include "rpc/rpc.h"
 
 #include "core/log.h"
+#include "rpc/handlers.h"
 
-#include <errno.h>
 #include <nng/nng.h>
-#include <nng/protocol/pubsub0/pub.h>
 #include <nng/protocol/reqrep0/rep.h>
 #include <nng/supplemental/util/platform.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 enum { W_RECV = 0, W_SEND = 1 };
 
@@ -31,9 +34,6 @@ struct gsd_rpc {
 	gsd_daemon *d;
 	nng_socket sock;
 	bool sock_open;
-	nng_socket pub;
-	bool pub_open;
-	uint64_t event_seq;
 	uint32_t nlisteners;
 	nng_listener listeners[GSD_MAX_LISTEN];
 	gsd_rpc_worker **workers;
@@ -46,6 +46,11 @@ struct gsd_rpc {
 	inbox_item *inbox;
 	size_t ninbox, capinbox;
 	uv_async_t async;
+	/* Calls to handle again from the loop (their waiter.link), and the async that drains them.
+	 */
+	gsd_list redispatch;
+	uv_async_t redispatch_async;
+	uint32_t offloads; /* calls running on the thread pool */
 };
 
 /* ---- nng side (runs on nng's threads) ---- */
@@ -173,7 +178,7 @@ static void timer_closed(uv_handle_t *h)
 
 static void call_free(gsd_call *c)
 {
-	gsd_list_remove(&c->link);
+	gsd_waiter_cancel(&c->waiter);
 	if (c->timer_used) {
 		uv_timer_stop(&c->timer);
 		c->timer.data = c;
@@ -310,7 +315,7 @@ static void offload_done(uv_work_t *w, int status)
 	/* Sent from the loop, after the audit record: a client that reads the counters or the
 	 * audit right after the answer finds its error there. */
 	worker_send(c->worker, c->off_reply);
-	c->d->offloads--;
+	c->d->rpc->offloads--;
 	call_free(c);
 	free(o);
 }
@@ -330,7 +335,7 @@ bool gsd_call_offload(gsd_call *c, void (*work)(gsd_call *c))
 		gsd_call_error(c, GSD_ST(INTERNAL), "cannot queue work");
 		return false;
 	}
-	c->d->offloads++;
+	c->d->rpc->offloads++;
 	return true;
 }
 
@@ -405,7 +410,7 @@ static void handle_message(gsd_daemon *d, gsd_rpc_worker *w, nng_msg *msg)
 	c->d = d;
 	c->worker = w;
 	c->started_ns = gsd_now_ns();
-	gsd_list_init(&c->link);
+	gsd_waiter_init(&c->waiter, NULL);
 	size_t len = nng_msg_len(msg);
 	if (len > d->cfg.max_message) {
 		nng_msg_free(msg);
@@ -458,21 +463,55 @@ static void inbox_cb(uv_async_t *a)
 	}
 }
 
-/* Creates the directory of an ipc:// socket path so defaults work for a non-root user. */
-static void ensure_ipc_dir(const char *url)
+/* ---- parked calls ---- */
+
+gsd_call *gsd_call_of_waiter(gsd_waiter *w)
 {
-	if (strncmp(url, "ipc://", 6) != 0)
-		return;
-	char path[256];
-	snprintf(path, sizeof(path), "%s", url + 6);
-	for (char *p = path + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(path, 0700) != 0 && errno != EEXIST)
-			GSD_WARN("cannot create %s: %s", path, strerror(errno));
-		*p = '/';
+	return GSD_CONTAINER_OF(w, gsd_call, waiter);
+}
+
+void gsd_call_wait(gsd_call *c, gsd_waitq *q, gsd_wake_fn wake)
+{
+	c->waiter.wake = wake;
+	gsd_waitq_add(q, &c->waiter);
+}
+
+static void redispatch_drain(uv_async_t *h)
+{
+	gsd_daemon *d = h->data;
+	gsd_list *it;
+	while ((it = gsd_list_pop_front(&d->rpc->redispatch))) {
+		gsd_call *c = gsd_call_of_waiter(GSD_CONTAINER_OF(it, gsd_waiter, link));
+		if (d->stopping)
+			gsd_call_error(c, GSD_ST(SHUTTING_DOWN), "the daemon is stopping");
+		else
+			gsd_handle_request(d, c);
 	}
+}
+
+/* Woken: handled again from the loop once the current event is done, never from inside the
+ * state changes of the layer that woke it. */
+static void retry_wake(gsd_waiter *w, void *event)
+{
+	(void)event;
+	gsd_call *c = gsd_call_of_waiter(w);
+	gsd_list_push_back(&c->d->rpc->redispatch, &w->link);
+	uv_async_send(&c->d->rpc->redispatch_async);
+}
+
+void gsd_call_retry_when(gsd_call *c, gsd_waitq *q)
+{
+	c->deferred++;
+	gsd_call_wait(c, q, retry_wake);
+}
+
+void gsd_rpc_settle(gsd_daemon *d)
+{
+	if (!d->rpc)
+		return;
+	redispatch_drain(&d->rpc->redispatch_async);
+	while (d->rpc->offloads > 0)
+		uv_run(d->loop, UV_RUN_ONCE);
 }
 
 int gsd_rpc_start(gsd_daemon *d)
@@ -486,6 +525,9 @@ int gsd_rpc_start(gsd_daemon *d)
 	pthread_mutex_init(&rpc->lock, NULL);
 	uv_async_init(d->loop, &rpc->async, inbox_cb);
 	rpc->async.data = d;
+	gsd_list_init(&rpc->redispatch);
+	uv_async_init(d->loop, &rpc->redispatch_async, redispatch_drain);
+	rpc->redispatch_async.data = d;
 	int rv = nng_rep0_open(&rpc->sock);
 	if (rv != 0) {
 		GSD_ERROR("rpc: cannot open the REP socket: %s", nng_strerror(rv));
@@ -496,7 +538,7 @@ int gsd_rpc_start(gsd_daemon *d)
 	 * with STATUS_TOO_LARGE; beyond that nng drops the connection without reading them. */
 	nng_socket_set_size(rpc->sock, NNG_OPT_RECVMAXSZ, (size_t)d->cfg.max_message * 2 + 65536);
 	for (uint32_t i = 0; i < d->cfg.nlisten; i++) {
-		ensure_ipc_dir(d->cfg.listen[i]);
+		gsd_ensure_ipc_dir(d->cfg.listen[i]);
 		rv = nng_listen(rpc->sock, d->cfg.listen[i], &rpc->listeners[i], 0);
 		if (rv != 0) {
 			GSD_ERROR("rpc: cannot listen on %s: %s", d->cfg.listen[i],
@@ -506,44 +548,10 @@ int gsd_rpc_start(gsd_daemon *d)
 		rpc->nlisteners++;
 		GSD_INFO("listening on %s", d->cfg.listen[i]);
 	}
-	if (d->cfg.events_url[0]) {
-		ensure_ipc_dir(d->cfg.events_url);
-		rv = nng_pub0_open(&rpc->pub);
-		if (rv == 0)
-			rv = nng_listen(rpc->pub, d->cfg.events_url, NULL, 0);
-		if (rv != 0) {
-			GSD_ERROR("rpc: cannot publish events on %s: %s", d->cfg.events_url,
-			          nng_strerror(rv));
-			return -1;
-		}
-		rpc->pub_open = true;
-		GSD_INFO("publishing events on %s", d->cfg.events_url);
-	}
 	for (uint32_t i = 0; i < d->cfg.rpc_workers; i++)
 		if (add_worker(rpc) != 0)
 			return -1;
 	return 0;
-}
-
-bool gsd_rpc_publishing(const gsd_daemon *d)
-{
-	return d->rpc && d->rpc->pub_open;
-}
-
-void gsd_rpc_publish(gsd_daemon *d, Gpusched__V1__Event *ev)
-{
-	struct gsd_rpc *rpc = d->rpc;
-	if (!rpc || !rpc->pub_open)
-		return;
-	ev->seq = ++rpc->event_seq;
-	size_t len = gpusched__v1__event__get_packed_size(ev);
-	nng_msg *m;
-	if (nng_msg_alloc(&m, len) != 0)
-		return;
-	gpusched__v1__event__pack(ev, nng_msg_body(m));
-	/* PUB never blocks; a slow subscriber loses events rather than stalling the loop. */
-	if (nng_sendmsg(rpc->pub, m, NNG_FLAG_NONBLOCK) != 0)
-		nng_msg_free(m);
 }
 
 void gsd_rpc_free(gsd_daemon *d)
@@ -558,8 +566,6 @@ void gsd_rpc_free(gsd_daemon *d)
 	atomic_store(&rpc->closing, true);
 	if (rpc->sock_open)
 		nng_close(rpc->sock);
-	if (rpc->pub_open)
-		nng_close(rpc->pub);
 	for (size_t i = 0; i < rpc->nworkers; i++) {
 		/* nng_aio_free waits for a running callback to return. */
 		nng_aio_free(rpc->workers[i]->aio);
@@ -571,6 +577,7 @@ void gsd_rpc_free(gsd_daemon *d)
 	free(rpc->inbox);
 	pthread_mutex_destroy(&rpc->lock);
 	uv_close((uv_handle_t *)&rpc->async, NULL);
+	uv_close((uv_handle_t *)&rpc->redispatch_async, NULL);
 	/* The async handle's memory must outlive uv_close: the loop frees nothing, so keep rpc
 	 * until the loop has run once more; gsd_daemon_destroy frees it. */
 }

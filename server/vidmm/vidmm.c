@@ -39,12 +39,13 @@
  * engine, a zero-length ContextSwitch packet goes to that engine first (with Paging too when
  * the engine runs a paging packet of the device), as WDDM does.
  */
-#include "core/daemon.h"
-#include "isa.h"
+#include "vidmm/vidmm.h"
+
 #include "core/log.h"
 #include "vidmm/paging_plan.h"
-#include "rpc/rpc.h"
 #include "vidmm/swizzle.h"
+
+#include "isa.h"
 #include "wddm.h"
 
 #include <assert.h>
@@ -54,11 +55,6 @@
 
 #define MK(x)          GPUSCHED__V1__MOVE_KIND__MOVE_KIND_##x
 #define TRANSFER_BYTES 40u /* one TRANSFER command */
-
-static gsd_adapter *adapter_of(const gsd_allocation *al)
-{
-	return al->adapter;
-}
 
 static bool is_sysmem(const gsd_segment *s)
 {
@@ -165,7 +161,7 @@ static void audit_move(gsd_daemon *d, const gsd_allocation *al, int kind, const 
 	gsd_move_rec r = {.allocation = al->obj.handle,
 	                  .tenant = al->obj.tenant->name,
 	                  .device = al->dev->obj.handle,
-	                  .adapter = adapter_of(al)->id,
+	                  .adapter = al->adapter->id,
 	                  .packet = packet,
 	                  .for_packet = for_packet,
 	                  .kind = kind,
@@ -180,7 +176,8 @@ static void audit_move(gsd_daemon *d, const gsd_allocation *al, int kind, const 
 	gsd_audit_move(d->audit, &r);
 }
 
-void gsd_vidmm_free(gsd_daemon *d, gsd_allocation *al)
+/* The hook of an allocation's last reference: its range goes back to its segment. */
+static void release_memory(gsd_daemon *d, gsd_allocation *al)
 {
 	if (!al->segment)
 		return;
@@ -210,17 +207,14 @@ static void pin(gsd_adapter *a, gsd_allocation *al, uint64_t use)
 	al->last_use_ns = gsd_now_ns();
 }
 
-/* Releases one pin. Requests that waited for the allocation to be free are handled again
- * from the loop once the current event is done (gsd_redispatch), never from inside the
- * scheduler's own state changes. */
-static void unpin(gsd_daemon *d, gsd_adapter *a, gsd_allocation *al)
+/* Releases one pin. The last one wakes whoever waits for the allocation to be free (an
+ * Evict or Transfer request). */
+static void unpin(gsd_adapter *a, gsd_allocation *al)
 {
 	if (--al->pins > 0)
 		return;
 	a->pinned_allocs--;
-	gsd_list *it;
-	while ((it = gsd_list_pop_front(&al->pin_waiters)))
-		gsd_redispatch(d, GSD_CONTAINER_OF(it, gsd_call, link));
+	gsd_waitq_wake(&al->pin_waiters, al);
 }
 
 /* Room may have appeared: packets that found none try again. */
@@ -229,52 +223,48 @@ static void room_changed(gsd_daemon *d, gsd_adapter *a)
 	/* Bumped even with no one waiting: a packet planning now compares with the value it
 	 * saw before it planned. */
 	a->room->value++;
-	if (!gsd_list_empty(&a->room->gpu_waiters))
+	if (!gsd_waitq_empty(&a->room->waiters))
 		gsd_sync_changed(d, a->room);
 }
 
-static void unpin_packet(gsd_daemon *d, gsd_packet *p)
+static void unpin_packet(gsd_packet *p)
 {
 	p->pinned = false;
 	for (uint32_t i = 0; i < p->nallocs; i++)
-		unpin(d, p->node->adapter, p->allocs[i].alloc);
+		unpin(p->node->adapter, p->allocs[i].alloc);
 }
 
 void gsd_vidmm_unpin(gsd_daemon *d, gsd_packet *p)
 {
 	if (!p->pinned)
 		return;
-	unpin_packet(d, p);
+	unpin_packet(p);
 	room_changed(d, p->node->adapter);
 }
 
 /* ---- paging packets ---- */
 
-/* Carves one block into the packet and its arrays, as h_submit.c does. */
-static gsd_packet *paging_packet_new(size_t dma_len)
+/* A paging packet moving (or filling) nallocs allocation(s) through nranges ranges. */
+static gsd_packet *paging_packet_new(uint32_t nallocs, uint32_t nranges, size_t dma_len)
 {
-	size_t head = (sizeof(gsd_packet) + 7u) & ~(size_t)7u;
-	size_t allocs = (sizeof(gsd_packet_alloc) + 7u) & ~(size_t)7u;
-	size_t ranges = (2 * sizeof(gsd_range) + 7u) & ~(size_t)7u;
-	uint8_t *m = calloc(1, head + allocs + ranges + dma_len);
-	if (!m)
-		return NULL;
-	gsd_packet *p = (gsd_packet *)m;
-	gsd_list_init(&p->link);
-	gsd_list_init(&p->waiters);
-	p->allocs = (gsd_packet_alloc *)(m + head);
-	p->ranges = (gsd_range *)(m + head + allocs);
-	p->dma = m + head + allocs + ranges;
-	p->dma_len = dma_len;
-	return p;
+	gsd_packet_shape shape = {.nallocs = nallocs, .nranges = nranges, .dma_len = dma_len};
+	return gsd_packet_new(&shape);
+}
+
+/* Hands the paging packets an operation built to the scheduler, in order (the hook). */
+static void submit_paging(gsd_daemon *d, gsd_list *out)
+{
+	if (!gsd_list_empty(out))
+		d->hooks.paging_submit(d, out);
 }
 
 /*
- * Fills in and queues a paging packet of device dev (owner of what it moves) on node n: it
+ * Fills in a paging packet of device dev (owner of what it moves) on node n and appends it to
+ * `out`, the operation's packets (queued together once it is planned, by submit_paging): it
  * takes the next paging seq of the adapter and the next paging fence of the device.
  */
 static void paging_queue(gsd_daemon *d, gsd_node *n, gsd_device *dev, gsd_packet *p, uint32_t flags,
-                         const char *detail)
+                         const char *detail, gsd_list *out)
 {
 	gsd_adapter *a = n->adapter;
 	gsd_context *x = a->paging_ctx[n->index];
@@ -308,22 +298,7 @@ static void paging_queue(gsd_daemon *d, gsd_node *n, gsd_device *dev, gsd_packet
 		gsd_audit_packet_allocations(d->audit, p->rec.packet, p->rec.tenant, &h, &w, 1);
 	}
 	gsd_packet_publish(d, p, detail);
-	gsd_vidsch_queue(d, p);
-}
-
-/* Scheduling is held while a plan is made, so that nothing runs (or plans) in between; the
- * paging packets it queued start once it is released. */
-static bool hold(gsd_daemon *d)
-{
-	bool was = d->sched_held;
-	d->sched_held = true;
-	return was;
-}
-
-static void release(gsd_daemon *d, bool was)
-{
-	if (!was)
-		gsd_vidsch_hold(d, false);
+	gsd_list_push_back(out, &p->link);
 }
 
 /*
@@ -333,39 +308,33 @@ static void release(gsd_daemon *d, bool was)
  * Its packets and CPU accesses wait for this one like for a move. Returns the packet id, or 0
  * when memory is short.
  */
-static uint64_t zero_by_paging(gsd_daemon *d, gsd_allocation *al)
+static uint64_t zero_by_paging(gsd_daemon *d, gsd_allocation *al, gsd_list *out)
 {
-	gsd_adapter *a = adapter_of(al);
-	gsd_packet *p = paging_packet_new(32);
+	gsd_adapter *a = al->adapter;
+	gsd_packet *p = paging_packet_new(1, 1, 32);
 	if (!p)
 		return 0;
 	uint64_t addr = gs_addr_make(al->segment->id, al->offset);
 	gs_isa_cmd cmd = {.op = GS_OP_FILL, .dst = addr, .size = al->size, .pattern = 0};
 	gs_isa_encode(&cmd, p->dma, 32);
-	p->nallocs = 1;
 	p->allocs[0] = (gsd_packet_alloc){al, true};
-	p->nranges = 1;
 	p->ranges[0] = (gsd_range){addr, al->size, true};
-	al->refs++;
-	al->inflight++;
+	gsd_allocation_busy(al);
 	al->moving++;
 	char detail[128];
 	snprintf(detail, sizeof(detail),
 	         "zero-fill new allocation %llu (%llu bytes) after the paging before it",
 	         (unsigned long long)al->obj.handle, (unsigned long long)al->size);
-	bool was = hold(d);
-	paging_queue(d, &a->nodes[a->paging_node], al->dev, p, GS_SUBMIT_PAGING, detail);
+	paging_queue(d, &a->nodes[a->paging_node], al->dev, p, GS_SUBMIT_PAGING, detail, out);
 	al->move_seq = p->paging_seq;
-	uint64_t id = p->rec.packet;
-	release(d, was);
-	return id;
+	return p->rec.packet;
 }
 
-bool gsd_vidmm_place_new(gsd_daemon *d, gsd_allocation *al)
+/* The hook of allocation creation: places a new allocation by its preference where there is
+ * room, else in system memory. Never evicts. False when even system memory is full. */
+static bool place_new(gsd_daemon *d, gsd_allocation *al)
 {
-	gsd_adapter *a = adapter_of(al);
-	gsd_list_init(&al->res_link);
-	gsd_list_init(&al->pin_waiters);
+	gsd_adapter *a = al->adapter;
 	al->pitch = GSD_SWIZZLE_PITCH_DEFAULT;
 	uint64_t off = 0;
 	int si = gsd_place(a->segments, a->nsegments, al->supported_segment_set,
@@ -376,7 +345,9 @@ bool gsd_vidmm_place_new(gsd_daemon *d, gsd_allocation *al)
 	set_location(a, al, s, off);
 	/* New memory reads as zero: never another tenant's old bytes. */
 	bool pending = a->paging_done->value < a->paging_seq;
-	uint64_t filler = pending ? zero_by_paging(d, al) : 0;
+	gsd_list out;
+	gsd_list_init(&out);
+	uint64_t filler = pending ? zero_by_paging(d, al, &out) : 0;
 	if (pending && !filler) {
 		gsd_heap_free(&s->heap, off, al->size);
 		gsd_list_remove(&al->res_link);
@@ -387,11 +358,13 @@ bool gsd_vidmm_place_new(gsd_daemon *d, gsd_allocation *al)
 		gsd_segment_scrub(s, off, al->size);
 	audit_move(d, al, MK(PLACE), NULL, 0, filler, 0, 0, 0,
 	           si >= 0 ? "created" : "created in system memory: no segment has room");
+	submit_paging(d, &out);
 	return true;
 }
 
 /* Sends ContextSwitch packets to engines running a context of the allocation's device. */
-static void context_switch_for(gsd_daemon *d, gsd_adapter *a, const gsd_allocation *al)
+static void context_switch_for(gsd_daemon *d, gsd_adapter *a, const gsd_allocation *al,
+                               gsd_list *out)
 {
 	for (uint32_t i = 0; i < a->nnodes; i++) {
 		gsd_node *n = &a->nodes[i];
@@ -402,7 +375,7 @@ static void context_switch_for(gsd_daemon *d, gsd_adapter *a, const gsd_allocati
 		bool paging = r->rec.submit_flags & GS_SUBMIT_PAGING;
 		if (r->rec.device != al->dev->obj.handle)
 			continue;
-		gsd_packet *cs = paging_packet_new(0);
+		gsd_packet *cs = paging_packet_new(0, 0, 0);
 		if (!cs) {
 			GSD_ERROR("memory manager: out of memory for a ContextSwitch packet");
 			continue;
@@ -414,7 +387,8 @@ static void context_switch_for(gsd_daemon *d, gsd_adapter *a, const gsd_allocati
 		         "allocation %llu",
 		         (unsigned long long)r->rec.packet, (unsigned long long)al->obj.handle);
 		paging_queue(d, n, al->dev, cs,
-		             GS_SUBMIT_CONTEXT_SWITCH | (paging ? GS_SUBMIT_PAGING : 0u), detail);
+		             GS_SUBMIT_CONTEXT_SWITCH | (paging ? GS_SUBMIT_PAGING : 0u), detail,
+		             out);
 	}
 }
 
@@ -444,6 +418,7 @@ typedef struct plan {
 	const char *reason;
 	planned *mv;
 	size_t n, cap;
+	gsd_list out; /* the paging packets of the moves committed so far */
 } plan;
 
 /* Room for one more recorded move. */
@@ -526,10 +501,11 @@ static void plan_rollback(plan *pl, size_t keep)
  * Builds and queues the paging packet of one planned move. idle: AllocationIsIdle, which every
  * planned move is (pinned allocations never move). Returns false when memory is short.
  */
-static bool emit_move(gsd_daemon *d, const planned *m, uint64_t for_packet, gsd_node *on)
+static bool emit_move(gsd_daemon *d, const planned *m, uint64_t for_packet, gsd_node *on,
+                      gsd_list *out)
 {
 	gsd_allocation *al = m->al;
-	gsd_adapter *a = adapter_of(al);
+	gsd_adapter *a = al->adapter;
 	uint32_t conv = conversion(al, m->src, m->dst);
 	uint32_t base = conv | GS_TRANSFER_ALLOCATION_IS_IDLE;
 	uint64_t chunk = d->cfg.paging_chunk;
@@ -537,14 +513,14 @@ static bool emit_move(gsd_daemon *d, const planned *m, uint64_t for_packet, gsd_
 		chunk = gsd_swizzle_chunk(chunk, al->pitch);
 	uint64_t pieces = gsd_transfer_pieces(al->size, chunk);
 	gsd_subtransfer *sub = calloc(pieces, sizeof(*sub));
-	gsd_packet *p = sub ? paging_packet_new(pieces * TRANSFER_BYTES) : NULL;
+	gsd_packet *p = sub ? paging_packet_new(1, 2, pieces * TRANSFER_BYTES) : NULL;
 	if (!p || gsd_transfer_split(al->size, chunk, base, sub, pieces) != (int64_t)pieces) {
 		free(sub);
 		free(p);
 		GSD_ERROR("memory manager: out of memory building a paging packet");
 		return false;
 	}
-	context_switch_for(d, a, al);
+	context_switch_for(d, a, al, out);
 	uint64_t from = gs_addr_make(m->src->id, m->src_off);
 	uint64_t to = gs_addr_make(m->dst->id, m->dst_off);
 	for (uint64_t i = 0; i < pieces; i++) {
@@ -557,13 +533,10 @@ static bool emit_move(gsd_daemon *d, const planned *m, uint64_t for_packet, gsd_
 		gs_isa_encode(&cmd, p->dma + i * TRANSFER_BYTES, TRANSFER_BYTES);
 	}
 	free(sub);
-	p->nallocs = 1;
 	p->allocs[0] = (gsd_packet_alloc){al, true};
-	p->nranges = 2;
 	p->ranges[0] = (gsd_range){from, al->size, false};
 	p->ranges[1] = (gsd_range){to, al->size, true};
-	al->refs++;
-	al->inflight++;
+	gsd_allocation_busy(al);
 	al->moving++;
 	al->moves++;
 	bool evict = m->kind == MK(EVICT) || m->kind == MK(EVICT_REQUEST);
@@ -578,7 +551,8 @@ static bool emit_move(gsd_daemon *d, const planned *m, uint64_t for_packet, gsd_
 	         is_sysmem(m->src) ? 0 : m->src->id, (unsigned long long)m->src_off,
 	         is_sysmem(m->dst) ? 0 : m->dst->id, (unsigned long long)m->dst_off,
 	         (unsigned long long)al->size);
-	paging_queue(d, on ? on : &a->nodes[a->paging_node], al->dev, p, GS_SUBMIT_PAGING, detail);
+	paging_queue(d, on ? on : &a->nodes[a->paging_node], al->dev, p, GS_SUBMIT_PAGING, detail,
+	             out);
 	al->move_seq = p->paging_seq;
 	/* The row describes where it is now, which is where the last planned move put it. */
 	gsd_move_rec r = {.allocation = al->obj.handle,
@@ -597,7 +571,7 @@ static bool emit_move(gsd_daemon *d, const planned *m, uint64_t for_packet, gsd_
 	                  .pieces = (uint32_t)pieces,
 	                  .reason = m->reason};
 	gsd_audit_move(d->audit, &r);
-	gsd_audit_allocation_of(d, al);
+	gsd_allocation_audit(d, al);
 	return true;
 }
 
@@ -606,7 +580,7 @@ static bool emit_move(gsd_daemon *d, const planned *m, uint64_t for_packet, gsd_
 static size_t plan_commit(plan *pl)
 {
 	size_t done = 0;
-	while (done < pl->n && emit_move(pl->d, &pl->mv[done], pl->for_packet, pl->on))
+	while (done < pl->n && emit_move(pl->d, &pl->mv[done], pl->for_packet, pl->on, &pl->out))
 		done++;
 	plan_rollback(pl, done);
 	return done;
@@ -858,13 +832,13 @@ gsd_vidmm_result gsd_vidmm_prepare(gsd_daemon *d, gsd_packet *p, char *why, size
 		p->paging_wait = last_move;
 		return GSD_VIDMM_PAGING;
 	}
-	bool was = hold(d);
 	char reason[48];
 	snprintf(reason, sizeof(reason), "for packet %llu", (unsigned long long)p->rec.packet);
 	gsd_node *companion = &a->nodes[p->ctx->paging_companion_node_id < a->nnodes
 	                                        ? p->ctx->paging_companion_node_id
 	                                        : a->paging_node];
 	plan pl = {.d = d, .a = a, .for_packet = p->rec.packet, .on = companion, .reason = reason};
+	gsd_list_init(&pl.out);
 	gsd_allocation *missing = NULL;
 	for (uint32_t i = 0; i < p->nallocs && !missing; i++) {
 		gsd_allocation *al = p->allocs[i].alloc;
@@ -889,7 +863,7 @@ gsd_vidmm_result gsd_vidmm_prepare(gsd_daemon *d, gsd_packet *p, char *why, size
 		}
 		/* Quietly: these pins were only just taken; waking the others for them would
 		 * only have them retry against the same situation. */
-		unpin_packet(d, p);
+		unpin_packet(p);
 		if (may) {
 			p->room_wait = room0 + 1;
 			res = GSD_VIDMM_NO_ROOM;
@@ -907,7 +881,7 @@ gsd_vidmm_result gsd_vidmm_prepare(gsd_daemon *d, gsd_packet *p, char *why, size
 		if (p->paging_wait <= a->paging_done->value)
 			res = GSD_VIDMM_READY;
 	}
-	release(d, was);
+	submit_paging(d, &pl.out);
 	return res;
 }
 
@@ -936,13 +910,13 @@ void gsd_vidmm_paging_done(gsd_daemon *d, gsd_packet *p)
 int gsd_vidmm_make_resident(gsd_daemon *d, gsd_allocation **als, size_t n, uint32_t *moved,
                             char *msg, size_t cap)
 {
-	gsd_adapter *a = adapter_of(als[0]);
+	gsd_adapter *a = als[0]->adapter;
 	uint64_t use = ++d->use_seq;
 	/* Each one stays out of the others' way: none is chosen to make room for another. */
 	for (size_t i = 0; i < n; i++)
 		pin(a, als[i], use);
-	bool was = hold(d);
 	plan pl = {.d = d, .a = a, .reason = "MakeResident"};
+	gsd_list_init(&pl.out);
 	gsd_allocation *missing = NULL;
 	for (size_t i = 0; i < n && !missing; i++) {
 		if (gsd_vidmm_resident(als[i]))
@@ -959,8 +933,8 @@ int gsd_vidmm_make_resident(gsd_daemon *d, gsd_allocation **als, size_t n, uint3
 	free(pl.mv);
 	bool may = missing && room_may_come(a, als, n);
 	for (size_t i = 0; i < n; i++)
-		unpin(d, a, als[i]);
-	release(d, was);
+		unpin(a, als[i]);
+	submit_paging(d, &pl.out);
 	if (!missing)
 		return GSD_ST(OK);
 	*moved = 0;
@@ -982,7 +956,7 @@ int gsd_vidmm_make_resident(gsd_daemon *d, gsd_allocation **als, size_t n, uint3
 int gsd_vidmm_move_to(gsd_daemon *d, gsd_allocation *al, gsd_segment *dst, uint32_t want_flags,
                       int kind, const char *reason, char *msg, size_t cap)
 {
-	gsd_adapter *a = adapter_of(al);
+	gsd_adapter *a = al->adapter;
 	uint32_t conv = conversion(al, al->segment, dst);
 	uint32_t asked = want_flags & (GS_TRANSFER_SWIZZLE | GS_TRANSFER_UNSWIZZLE);
 	if (asked && asked != conv) {
@@ -999,20 +973,20 @@ int gsd_vidmm_move_to(gsd_daemon *d, gsd_allocation *al, gsd_segment *dst, uint3
 		return 1;
 	/* Callers wait until no packet holds it (gsd_h_evict, gsd_h_transfer). */
 	assert(al->pins == 0);
-	bool was = hold(d);
 	uint64_t off;
 	plan pl = {.d = d, .a = a, .reason = reason};
+	gsd_list_init(&pl.out);
 	pin(a, al, ++d->use_seq); /* never its own victim */
 	bool ok = gsd_heap_alloc(&dst->heap, al->size, false, &off) == 0 ||
 	          (!is_sysmem(dst) && evict_for(&pl, dst, al->size, 0, &off));
-	unpin(d, a, al);
+	unpin(a, al);
 	ok = ok && plan_move(&pl, al, dst, off, kind, reason);
 	if (ok)
 		ok = plan_commit(&pl) == pl.n;
 	else
 		plan_rollback(&pl, 0);
 	free(pl.mv);
-	release(d, was);
+	submit_paging(d, &pl.out);
 	if (!ok) {
 		snprintf(msg, cap,
 		         "no room for allocation %llu (%llu bytes) in segment %u: what would have "
@@ -1024,99 +998,76 @@ int gsd_vidmm_move_to(gsd_daemon *d, gsd_allocation *al, gsd_segment *dst, uint3
 	return 0;
 }
 
-/* ---- adapters and devices ---- */
+/* ---- adapters ---- */
 
-static gsd_sync *internal_sync(void)
+gsd_sync *gsd_vidmm_wait_of(const gsd_adapter *a, const gsd_packet *p)
 {
-	gsd_sync *s = calloc(1, sizeof(*s));
-	if (s) {
-		gsd_list_init(&s->waiters);
-		gsd_list_init(&s->gpu_waiters);
-		gsd_list_init(&s->dev_link);
+	if (p->paging_wait && a->paging_done->value < p->paging_wait)
+		return a->paging_done;
+	if (p->room_wait && a->room->value < p->room_wait)
+		return a->room;
+	return NULL;
+}
+
+/* The configured segments and system memory, backed by real memory the engines may touch. */
+static int make_segments(gsd_adapter *a)
+{
+	const gsd_adapter_config *ac = a->cfg;
+	for (uint32_t i = 0; i < ac->nsegments; i++) {
+		const gsd_segment_config *sc = &ac->segments[i];
+		if (gsd_segment_init(&a->segments[i], sc->id, sc->name, sc->kind, sc->size,
+		                     sc->cpu_visible) != 0) {
+			GSD_ERROR("adapter %s: cannot reserve %llu bytes for segment %s", ac->name,
+			          (unsigned long long)sc->size, sc->name);
+			return -1;
+		}
+		a->nsegments++;
+		a->memory.seg[sc->id] = (gsd_mem_segment){sc->id, a->segments[i].mem, sc->size};
 	}
-	return s;
+	if (gsd_segment_init(&a->sysmem, GSD_SYSMEM_ID, "system",
+	                     GPUSCHED__V1__SEGMENT_KIND__SEGMENT_KIND_APERTURE, ac->system_memory,
+	                     true) != 0) {
+		GSD_ERROR("adapter %s: cannot reserve %llu bytes of system memory", ac->name,
+		          (unsigned long long)ac->system_memory);
+		return -1;
+	}
+	a->memory.seg[GSD_SYSMEM_ID] =
+	        (gsd_mem_segment){GSD_SYSMEM_ID, a->sysmem.mem, ac->system_memory};
+	return 0;
 }
 
 int gsd_vidmm_adapter_init(gsd_daemon *d, gsd_adapter *a)
 {
-	if (gsd_segment_init(&a->sysmem, GSD_SYSMEM_ID, "system",
-	                     GPUSCHED__V1__SEGMENT_KIND__SEGMENT_KIND_APERTURE,
-	                     a->cfg->system_memory, true) != 0) {
-		GSD_ERROR("adapter %s: cannot reserve %llu bytes of system memory", a->cfg->name,
-		          (unsigned long long)a->cfg->system_memory);
-		return -1;
-	}
-	a->memory.seg[GSD_SYSMEM_ID] =
-	        (gsd_mem_segment){GSD_SYSMEM_ID, a->sysmem.mem, a->cfg->system_memory};
 	for (uint32_t i = 0; i < GSD_MAX_SEGMENTS; i++)
 		gsd_list_init(&a->residents[i]);
-	a->paging_done = internal_sync();
-	a->room = internal_sync();
-	a->sysdev = calloc(1, sizeof(*a->sysdev));
-	if (!a->paging_done || !a->room || !a->sysdev)
+	if (make_segments(a) != 0)
 		return -1;
-	gsd_device *sd = a->sysdev;
-	sd->obj = (gsd_object){
-	        .handle = ++d->next_handle, .type = GSD_OBJ_DEVICE, .tenant = &d->system_tenant};
-	sd->adapter = a;
-	snprintf(sd->name, sizeof(sd->name), "paging");
-	gsd_list_init(&sd->contexts);
-	gsd_list_init(&sd->allocations);
-	gsd_list_init(&sd->syncs);
-	for (uint32_t i = 0; i < a->nnodes; i++) {
-		if (a->nodes[i].cfg->paging && !a->paging_node)
+	/* The first node configured for paging runs the paging nobody else asks for. */
+	bool found = false;
+	for (uint32_t i = 0; i < a->nnodes && !found; i++)
+		if (a->nodes[i].cfg->paging) {
 			a->paging_node = i;
-		gsd_context *x = calloc(1, sizeof(*x));
-		if (!x)
-			return -1;
-		/* Not in the handle table: no client can name it. */
-		x->obj = (gsd_object){.handle = ++d->next_handle,
-		                      .type = GSD_OBJ_CONTEXT,
-		                      .tenant = &d->system_tenant};
-		x->dev = sd;
-		x->node = &a->nodes[i];
-		gsd_list_init(&x->dev_link);
-		x->flags = 0x1; /* SystemContext */
-		x->priority_class = GSD_CLASS_SYSTEM;
-		x->priority = GSD_PRIORITY_MIN; /* the system band */
-		x->paging_companion_node_id = i;
-		x->refs = 1;
-		x->created_ns = gsd_now_ns();
-		gsd_vidsch_context_added(d, x);
-		a->paging_ctx[i] = x;
-		gsd_audit_context_of(d, x);
-	}
-	return 0;
+			found = true;
+		}
+	a->paging_done = gsd_sync_create(d, NULL, 0);
+	a->room = gsd_sync_create(d, NULL, 0);
+	return a->paging_done && a->room ? 0 : -1;
 }
 
 void gsd_vidmm_adapter_fini(gsd_daemon *d, gsd_adapter *a)
 {
-	for (uint32_t i = 0; i < GSD_MAX_NODES; i++) {
-		gsd_context *x = a->paging_ctx[i];
-		if (!x)
-			continue;
-		gsd_list_remove(&x->node_link);
-		gsd_context_put(d, x);
-		a->paging_ctx[i] = NULL;
-	}
-	free(a->paging_done);
-	free(a->room);
-	free(a->sysdev);
+	if (a->paging_done)
+		gsd_sync_destroy(d, a->paging_done);
+	if (a->room)
+		gsd_sync_destroy(d, a->room);
 	a->paging_done = a->room = NULL;
-	a->sysdev = NULL;
+	for (uint32_t s = 0; s < a->nsegments; s++)
+		gsd_segment_fini(&a->segments[s]);
 	gsd_segment_fini(&a->sysmem);
 }
 
-int gsd_vidmm_device_init(gsd_daemon *d, gsd_device *dev)
+void gsd_vidmm_install_hooks(gsd_daemon *d)
 {
-	gsd_sync *s = internal_sync();
-	if (!s || !gsd_object_register(d, &s->obj, GSD_OBJ_SYNC, dev->obj.tenant)) {
-		free(s);
-		return -1;
-	}
-	s->dev = dev;
-	s->daemon_only = true;
-	gsd_list_push_back(&dev->syncs, &s->dev_link);
-	dev->paging_sync = s;
-	return 0;
+	d->hooks.allocation_place = place_new;
+	d->hooks.allocation_release = release_memory;
 }

@@ -2,16 +2,14 @@
  * bench_sched_decision: the CPU cost of one scheduling decision as the number of contexts with
  * ready work grows (10, 1,000, 10,000 by default).
  *
- * In process, on the daemon's own data structures: N gsd_context objects (allocated one by one,
- * as the daemon does) queued in a node's gsd_runq (runq.c, linked from gs_server) and its ready
- * FIFO. One decision is exactly what vidsch.c does between two runs of a node's engine:
+ * In process, on the daemon's own code: N gsd_context objects (allocated one by one, as the
+ * daemon does) queued in a node's queue by the scheduling policy the daemon runs
+ * (server/vidsch/policy.c, linked from gs_server). One decision is exactly what the scheduler
+ * does between two runs of a node's engine:
  *
- *   pick     ready FIFO head (the oldest), highest band, starvation check, then the run queue's
- *            best (or the starving oldest) -- vidsch.c pick();
- *   unqueue  gsd_runq_remove + list removal -- vidsch.c unqueue();
- *   charge   engine time to the context and its weighted key -- vidsch.c handle_irq();
- *   requeue  band, sequence, gsd_runq_insert, ready_since, FIFO append -- vidsch.c
- *            enqueue_ready().
+ *   pick     gsd_policy_pick: the oldest ready context if it starves, else the run queue's best;
+ *   charge   gsd_policy_charge: engine time to the context and its weighted key;
+ *   requeue  gsd_policy_enqueue: band, key, ready_since, FIFO append.
  *
  * The engine time charged per run is one quantum (2 ms, the default) with +-10% deterministic
  * jitter, and the node's clock advances by it, so the starvation rule (40 ms, the default) fires
@@ -42,12 +40,12 @@
 #include <unistd.h>
 
 #include "core/daemon.h"
-#include "core/list.h"
-#include "vidsch/runq.h"
+#include "vidsch/policy.h"
+
+#include "wddm.h"
 #include "testd.h"
 #include "sched_decision_daemon.h"
 
-#define WEIGHT_SCALE  1024u /* as vidsch.c */
 #define QUANTUM_NS    2000000u
 #define STARVATION_NS 40000000u
 #define MAX_SIZES     16
@@ -81,10 +79,10 @@ typedef struct result {
 	int error;
 } result;
 
-/* The scheduler's view of one node: what pick() and make_ready() touch. */
+/* The scheduler's view of one node: its queue (vidsch/policy.h) and its clock. */
 typedef struct node {
-	gsd_runq rq;
-	gsd_list ready_fifo;
+	gsd_sched_queue q;
+	gsd_sched_params params;
 	uint64_t now; /* the node's clock */
 } node;
 
@@ -97,68 +95,36 @@ static uint64_t xorshift(uint64_t *s)
 	return *s = x;
 }
 
-static uint32_t band_of(const gsd_context *x)
-{
-	return gsd_band_of(x->priority_class, x->priority);
-}
-
-/* vidsch.c enqueue_ready(), past its checks (the context's head packet may run, nothing is
- * running to preempt). */
+/* vidsch.c gsd_vidsch_enqueue_ready(), past its checks (the context's head packet may run,
+ * nothing is running to preempt). */
 static void make_ready(node *n, gsd_context *x)
 {
-	x->rq.band = band_of(x);
-	x->rq.seq = x->obj.handle;
-	if (gsd_runq_insert(&n->rq, &x->rq) != 0)
+	if (gsd_policy_enqueue(&n->q, &x->sched, n->now) != 0)
 		abort(); /* the heaps never shrink: only the set-up can grow them */
-	x->ready_since = n->now;
-	gsd_list_push_back(&n->ready_fifo, &x->ready_link);
-}
-
-/* vidsch.c pick() and unqueue(). */
-static gsd_context *pick(node *n, bool *boosted)
-{
-	if (gsd_list_empty(&n->ready_fifo))
-		return NULL;
-	gsd_context *oldest = GSD_CONTAINER_OF(n->ready_fifo.next, gsd_context, ready_link);
-	int top = gsd_runq_top_band(&n->rq);
-	gsd_context *x;
-	*boosted = (int)band_of(oldest) < top && oldest->priority_class > 0 &&
-	           gsd_band_class((uint32_t)top) < 5 &&
-	           n->now - oldest->ready_since >= STARVATION_NS;
-	if (*boosted)
-		x = oldest;
-	else
-		x = GSD_CONTAINER_OF(gsd_runq_peek(&n->rq), gsd_context, rq);
-	if (gsd_runq_queued(&x->rq))
-		gsd_runq_remove(&n->rq, &x->rq);
-	gsd_list_remove(&x->ready_link);
-	return x;
 }
 
 /* One decision and the run it leads to. Returns whether the starvation rule chose. */
 static bool decide(node *n, uint64_t *rng)
 {
 	bool boosted;
-	gsd_context *x = pick(n, &boosted);
+	gsd_sched_entity *e = gsd_policy_pick(&n->q, n->now, &n->params, &boosted);
 	/* The run: one quantum, +-10%. */
 	uint64_t ns = QUANTUM_NS - QUANTUM_NS / 10 + xorshift(rng) % (QUANTUM_NS / 5 + 1);
 	n->now += ns;
-	x->engine_ns += ns;
-	x->rq.key += ns * WEIGHT_SCALE / (x->weight ? x->weight : 1);
-	make_ready(n, x);
+	gsd_policy_charge(e, ns);
+	make_ready(n, GSD_CONTAINER_OF(e, gsd_context, sched));
 	return boosted;
 }
 
 /* The run queue alone: pop the best, charge it one quantum, insert it again. */
 static bool decide_runq(node *n, uint64_t *rng)
 {
-	gsd_runq_entry *e = gsd_runq_pop(&n->rq);
-	gsd_context *x = GSD_CONTAINER_OF(e, gsd_context, rq);
+	gsd_runq_entry *r = gsd_runq_pop(&n->q.rq);
+	gsd_sched_entity *e = GSD_CONTAINER_OF(r, gsd_sched_entity, rq);
 	uint64_t ns = QUANTUM_NS - QUANTUM_NS / 10 + xorshift(rng) % (QUANTUM_NS / 5 + 1);
 	n->now += ns;
-	x->engine_ns += ns;
-	e->key += ns * WEIGHT_SCALE / (x->weight ? x->weight : 1);
-	if (gsd_runq_insert(&n->rq, e) != 0)
+	gsd_policy_charge(e, ns);
+	if (gsd_runq_insert(&n->q.rq, r) != 0)
 		abort();
 	return false;
 }
@@ -174,7 +140,7 @@ static void world_free(world *w)
 	for (size_t i = 0; i < w->count; i++)
 		free(w->ctx[i]);
 	free(w->ctx);
-	gsd_runq_fini(&w->n.rq);
+	gsd_policy_queue_fini(&w->n.q);
 	memset(w, 0, sizeof(*w));
 }
 
@@ -182,8 +148,8 @@ static void world_free(world *w)
 static int world_build(world *w, enum layout l, size_t count, uint64_t *rng)
 {
 	memset(w, 0, sizeof(*w));
-	gsd_runq_init(&w->n.rq);
-	gsd_list_init(&w->n.ready_fifo);
+	gsd_policy_queue_init(&w->n.q);
+	w->n.params = (gsd_sched_params){.quantum_ns = QUANTUM_NS, .starvation_ns = STARVATION_NS};
 	w->ctx = calloc(count, sizeof(*w->ctx));
 	if (!w->ctx)
 		return -1;
@@ -195,18 +161,16 @@ static int world_build(world *w, enum layout l, size_t count, uint64_t *rng)
 		}
 		w->ctx[w->count++] = x;
 		x->obj.handle = 1000 + i;
-		gsd_list_init(&x->ready_link);
-		gsd_runq_entry_init(&x->rq);
-		x->weight = 1u + (uint32_t)(xorshift(rng) % 4);
-		if (l != L_SPREAD) {
-			x->priority_class = 2;
-			x->priority = 0;
-		} else {
-			x->priority_class = 1u + (uint32_t)(xorshift(rng) % 4);
-			x->priority = GSD_PRIORITY_MIN +
-			              (int32_t)(xorshift(rng) % GSD_PRIORITIES_PER_CLASS);
+		uint32_t weight = 1u + (uint32_t)(xorshift(rng) % 4);
+		uint32_t cls = GS_PRIORITY_CLASS_NORMAL;
+		int32_t prio = 0;
+		if (l == L_SPREAD) {
+			cls = 1u + (uint32_t)(xorshift(rng) % 4);
+			prio = GSD_PRIORITY_MIN +
+			       (int32_t)(xorshift(rng) % GSD_PRIORITIES_PER_CLASS);
 		}
-		x->rq.key = xorshift(rng) % ((uint64_t)QUANTUM_NS * WEIGHT_SCALE);
+		gsd_policy_entity_init(&x->sched, cls, prio, weight, x->obj.handle);
+		x->sched.rq.key = xorshift(rng) % ((uint64_t)QUANTUM_NS * GSD_WEIGHT_SCALE);
 		make_ready(&w->n, x);
 	}
 	return 0;
@@ -252,7 +216,7 @@ static void measure(const options *o, enum layout l, size_t count, result *r)
 		if (t1 >= deadline)
 			break;
 	}
-	if (w.n.rq.count != count)
+	if (w.n.q.rq.count != count)
 		r->error = 1; /* a lost context: the replica of vidsch is broken */
 	world_free(&w);
 	if (r->reps == 0)

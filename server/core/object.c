@@ -1,0 +1,371 @@
+#include "core/object.h"
+
+#include "core/daemon.h"
+#include "core/log.h"
+
+#include "wddm.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+/* ---- handles ---- */
+
+static uint64_t object_register(gsd_daemon *d, gsd_object *o, gsd_obj_type type, gsd_tenant *t,
+                                bool in_table)
+{
+	o->handle = ++d->next_handle;
+	o->type = type;
+	o->tenant = t;
+	if (in_table && gsd_hmap_put(&d->objects, o->handle, o) != 0)
+		return 0;
+	return o->handle;
+}
+
+void *gsd_object_get(gsd_daemon *d, uint64_t handle, gsd_obj_type type, const gsd_tenant *t)
+{
+	gsd_object *o = gsd_hmap_get(&d->objects, handle);
+	if (!o || o->type != type || (t && o->tenant != t))
+		return NULL;
+	return o;
+}
+
+static void object_unregister(gsd_daemon *d, gsd_object *o)
+{
+	gsd_hmap_del(&d->objects, o->handle);
+}
+
+gsd_adapter *gsd_object_adapter(const gsd_object *o)
+{
+	switch (o->type) {
+	case GSD_OBJ_DEVICE:
+		return ((const gsd_device *)o)->adapter;
+	case GSD_OBJ_CONTEXT:
+		return ((const gsd_context *)o)->dev->adapter;
+	case GSD_OBJ_ALLOCATION:
+		return ((const gsd_allocation *)o)->adapter;
+	case GSD_OBJ_SYNC:
+		return ((const gsd_sync *)o)->dev->adapter;
+	}
+	return NULL;
+}
+
+const char *gsd_object_type_name(gsd_obj_type type)
+{
+	static const char *const names[] = {"", "device", "context", "allocation", "sync object"};
+	return type <= GSD_OBJ_SYNC ? names[type] : "?";
+}
+
+/* ---- sync objects ---- */
+
+gsd_sync *gsd_sync_create(gsd_daemon *d, gsd_device *dev, uint64_t value)
+{
+	gsd_sync *s = calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
+	gsd_waitq_init(&s->waiters);
+	gsd_list_init(&s->dev_link);
+	s->value = value;
+	if (!dev)
+		return s; /* internal: no handle, no device */
+	if (!object_register(d, &s->obj, GSD_OBJ_SYNC, dev->obj.tenant, true)) {
+		free(s);
+		return NULL;
+	}
+	s->dev = dev;
+	gsd_list_push_back(&dev->syncs, &s->dev_link);
+	return s;
+}
+
+void gsd_sync_changed(gsd_daemon *d, gsd_sync *s)
+{
+	(void)d;
+	gsd_waitq_wake(&s->waiters, s);
+}
+
+void gsd_sync_signal(gsd_daemon *d, gsd_sync *s, uint64_t value)
+{
+	/* A monitored fence never goes backwards. */
+	if (value <= s->value)
+		return;
+	s->value = value;
+	gsd_sync_changed(d, s);
+}
+
+void gsd_sync_abandon(gsd_daemon *d, gsd_sync *s, uint64_t upto)
+{
+	if (upto <= s->value || upto <= s->abandoned)
+		return;
+	s->abandoned = upto;
+	gsd_sync_changed(d, s);
+}
+
+void gsd_sync_destroy(gsd_daemon *d, gsd_sync *s)
+{
+	gsd_list_remove(&s->dev_link);
+	if (s->dev)
+		object_unregister(d, &s->obj);
+	/* Every waiter learns it is gone: a CPU wait fails, a context whose packet waits on it
+	 * finds the handle missing and cancels that packet. */
+	s->destroyed = true;
+	gsd_sync_changed(d, s);
+	free(s);
+}
+
+/* ---- devices ---- */
+
+gsd_device *gsd_device_create(gsd_daemon *d, gsd_adapter *a, gsd_tenant *t, const char *name,
+                              bool system)
+{
+	gsd_device *dev = calloc(1, sizeof(*dev));
+	if (!dev)
+		return NULL;
+	dev->adapter = a;
+	snprintf(dev->name, sizeof(dev->name), "%s", name);
+	gsd_list_init(&dev->contexts);
+	gsd_list_init(&dev->allocations);
+	gsd_list_init(&dev->syncs);
+	if (!object_register(d, &dev->obj, GSD_OBJ_DEVICE, t, !system)) {
+		free(dev);
+		return NULL;
+	}
+	if (system)
+		return dev;
+	/* The device's paging fence: signalled by the daemon as its paging packets finish. */
+	dev->paging_sync = gsd_sync_create(d, dev, 0);
+	if (!dev->paging_sync) {
+		object_unregister(d, &dev->obj);
+		free(dev);
+		return NULL;
+	}
+	dev->paging_sync->daemon_only = true;
+	t->devices++;
+	d->devices++;
+	gsd_audit_note(d->audit, t->name, "device_created", dev->name);
+	return dev;
+}
+
+void gsd_device_destroy(gsd_daemon *d, gsd_device *dev)
+{
+	gsd_list *it, *tmp;
+	GSD_LIST_FOREACH_SAFE(it, tmp, &dev->contexts)
+	gsd_context_destroy(d, GSD_CONTAINER_OF(it, gsd_context, dev_link), "device destroyed");
+	GSD_LIST_FOREACH_SAFE(it, tmp, &dev->allocations)
+	gsd_allocation_destroy(d, GSD_CONTAINER_OF(it, gsd_allocation, dev_link));
+	GSD_LIST_FOREACH_SAFE(it, tmp, &dev->syncs)
+	gsd_sync_destroy(d, GSD_CONTAINER_OF(it, gsd_sync, dev_link));
+	object_unregister(d, &dev->obj);
+	gsd_audit_note(d->audit, dev->obj.tenant->name, "device_destroyed", dev->name);
+	dev->obj.tenant->devices--;
+	d->devices--;
+	free(dev);
+}
+
+typedef struct device_list {
+	gsd_device **items;
+	size_t n, cap;
+} device_list;
+
+static void collect_device(uint64_t key, void *value, void *arg)
+{
+	(void)key;
+	gsd_object *o = value;
+	device_list *l = arg;
+	/* Collected first: destroying while iterating would modify the map. */
+	if (o->type == GSD_OBJ_DEVICE && l->n < l->cap)
+		l->items[l->n++] = (gsd_device *)o;
+}
+
+void gsd_device_destroy_all(gsd_daemon *d)
+{
+	device_list l = {.cap = d->devices};
+	l.items = calloc(l.cap ? l.cap : 1, sizeof(*l.items));
+	if (!l.items) {
+		/* Without the list, destroy one device per walk of the table: slower, never
+		 * skipped (every device's waits must be answered). */
+		gsd_device *one;
+		l.items = &one;
+		l.cap = 1;
+		for (l.n = 0; gsd_hmap_each(&d->objects, collect_device, &l), l.n; l.n = 0)
+			gsd_device_destroy(d, one);
+		return;
+	}
+	gsd_hmap_each(&d->objects, collect_device, &l);
+	for (size_t i = 0; i < l.n; i++)
+		gsd_device_destroy(d, l.items[i]);
+	free(l.items);
+}
+
+/* ---- contexts ---- */
+
+void gsd_context_audit(gsd_daemon *d, const gsd_context *x)
+{
+	gsd_context_rec r = {.context = x->obj.handle,
+	                     .tenant = x->obj.tenant->name,
+	                     .device = x->dev->obj.handle,
+	                     .adapter = x->dev->adapter->id,
+	                     .node = x->node->index,
+	                     .flags = x->flags,
+	                     .priority_class = x->sched.priority_class,
+	                     .priority = x->sched.priority,
+	                     .dma_buffer_size = x->dma_buffer_size,
+	                     .dma_buffer_segment_set = x->dma_buffer_segment_set,
+	                     .dma_buffer_private_data_size = x->dma_buffer_private_data_size,
+	                     .allocation_list_size = x->allocation_list_size,
+	                     .patch_location_list_size = x->patch_location_list_size,
+	                     .caps = x->caps,
+	                     .paging_companion_node_id = x->paging_companion_node_id,
+	                     .created_ns = x->created_ns,
+	                     .destroyed_ns = x->destroyed ? gsd_now_ns() : 0};
+	gsd_audit_context(d->audit, &r);
+}
+
+gsd_context *gsd_context_create(gsd_daemon *d, gsd_device *dev, const gsd_context_params *pr,
+                                bool system)
+{
+	gsd_context *x = calloc(1, sizeof(*x));
+	if (!x)
+		return NULL;
+	gsd_tenant *t = dev->obj.tenant;
+	if (!object_register(d, &x->obj, GSD_OBJ_CONTEXT, t, !system)) {
+		free(x);
+		return NULL;
+	}
+	x->dev = dev;
+	x->node = &dev->adapter->nodes[pr->node];
+	x->flags = pr->flags;
+	x->dma_buffer_size = pr->dma_buffer_size;
+	x->dma_buffer_segment_set = pr->dma_buffer_segment_set;
+	x->dma_buffer_private_data_size = pr->dma_buffer_private_data_size;
+	x->allocation_list_size = pr->allocation_list_size;
+	x->patch_location_list_size = pr->patch_location_list_size;
+	x->caps = pr->caps;
+	x->paging_companion_node_id = pr->paging_companion_node_id;
+	x->refs = 1;
+	x->created_ns = gsd_now_ns();
+	gsd_list_init(&x->pending);
+	gsd_list_init(&x->dev_link);
+	gsd_list_init(&x->node_link);
+	gsd_policy_entity_init(&x->sched, pr->priority_class, pr->priority, t->share,
+	                       x->obj.handle);
+	d->hooks.context_attach(d, x);
+	if (!system) {
+		gsd_list_push_back(&dev->contexts, &x->dev_link);
+		t->contexts++;
+		d->contexts++;
+	}
+	gsd_context_audit(d, x);
+	return x;
+}
+
+void gsd_context_put(gsd_daemon *d, gsd_context *x)
+{
+	(void)d;
+	if (--x->refs == 0)
+		free(x);
+}
+
+void gsd_context_destroy(gsd_daemon *d, gsd_context *x, const char *why)
+{
+	d->hooks.context_detach(d, x, why);
+	x->destroyed = true;
+	gsd_list_remove(&x->dev_link);
+	object_unregister(d, &x->obj);
+	gsd_context_audit(d, x);
+	x->obj.tenant->contexts--;
+	d->contexts--;
+	gsd_context_put(d, x);
+}
+
+/* ---- allocations ---- */
+
+void gsd_allocation_audit(gsd_daemon *d, const gsd_allocation *al)
+{
+	gsd_allocation_rec r = {
+	        .allocation = al->obj.handle,
+	        .tenant = al->obj.tenant->name,
+	        .device = al->dev->obj.handle,
+	        .adapter = al->adapter->id,
+	        .size = al->size,
+	        .supported_segment_set = al->supported_segment_set,
+	        .segment_preference = al->segment_preference,
+	        .priority = al->priority,
+	        .flags = al->flags,
+	        .segment = al->segment && al->segment->id != GSD_SYSMEM_ID &&
+	                                   (al->supported_segment_set & (1u << al->segment->id))
+	                           ? al->segment->id
+	                           : 0,
+	        .offset = al->offset,
+	        .created_ns = al->created_ns,
+	        .destroyed_ns = al->destroyed ? gsd_now_ns() : 0};
+	gsd_audit_allocation(d->audit, &r);
+}
+
+int gsd_allocation_create(gsd_daemon *d, gsd_device *dev, const gsd_allocation_params *pr,
+                          gsd_allocation **out)
+{
+	*out = NULL;
+	gsd_tenant *t = dev->obj.tenant;
+	gsd_allocation *al = calloc(1, sizeof(*al));
+	if (!al || !object_register(d, &al->obj, GSD_OBJ_ALLOCATION, t, true)) {
+		free(al);
+		return GSD_ST(INTERNAL);
+	}
+	al->dev = dev;
+	al->adapter = dev->adapter;
+	al->size = pr->size;
+	al->supported_segment_set = pr->supported_segment_set;
+	al->segment_preference = pr->segment_preference;
+	al->priority = pr->priority ? pr->priority : GS_ALLOC_PRIORITY_NORMAL;
+	al->flags = pr->flags;
+	al->refs = 1;
+	al->created_ns = gsd_now_ns();
+	gsd_list_init(&al->dev_link);
+	gsd_list_init(&al->res_link);
+	gsd_waitq_init(&al->idle_waiters);
+	gsd_waitq_init(&al->pin_waiters);
+	/* Video memory may be over-committed: with no room, it starts in system memory and is
+	 * made resident when a packet needs it. */
+	if (!d->hooks.allocation_place(d, al)) {
+		object_unregister(d, &al->obj);
+		free(al);
+		return GSD_ST(OUT_OF_MEMORY);
+	}
+	gsd_list_push_back(&dev->allocations, &al->dev_link);
+	t->memory_used += al->size;
+	d->allocations++;
+	gsd_allocation_audit(d, al);
+	*out = al;
+	return GSD_ST(OK);
+}
+
+void gsd_allocation_put(gsd_daemon *d, gsd_allocation *al)
+{
+	if (--al->refs > 0)
+		return;
+	/* Last reference: the memory goes back to its segment. */
+	d->hooks.allocation_release(d, al);
+	al->obj.tenant->memory_used -= al->size;
+	d->allocations--;
+	free(al);
+}
+
+void gsd_allocation_destroy(gsd_daemon *d, gsd_allocation *al)
+{
+	al->destroyed = true;
+	gsd_list_remove(&al->dev_link);
+	object_unregister(d, &al->obj);
+	gsd_allocation_audit(d, al);
+	gsd_allocation_put(d, al);
+}
+
+void gsd_allocation_busy(gsd_allocation *al)
+{
+	al->refs++;
+	al->inflight++;
+}
+
+void gsd_allocation_idle(gsd_allocation *al)
+{
+	if (--al->inflight == 0)
+		gsd_waitq_wake(&al->idle_waiters, al);
+}

@@ -1,0 +1,202 @@
+/*
+ * Handle-named objects: devices, contexts, allocations and sync objects, each created and
+ * destroyed here and nowhere else.
+ *
+ * Handles are daemon-wide 64-bit numbers that are never reused; every lookup is scoped to the
+ * asking tenant, so one tenant can never name another's objects (it gets NULL, as for a handle
+ * that never existed).
+ *
+ * Contexts and allocations are reference counted: the handle holds one reference and every
+ * live packet one more, so destroying a handle while packets still run defers freeing the
+ * memory until the last packet retires.
+ *
+ * The scheduler and the memory manager keep state in these objects and are told about their
+ * creation and destruction through the daemon's hooks (core/daemon.h), so this layer never
+ * calls up into them.
+ */
+#ifndef GSD_OBJECT_H
+#define GSD_OBJECT_H
+
+#include "core/adapter.h"
+#include "core/config.h"
+#include "core/list.h"
+#include "core/tenant.h"
+#include "core/waiter.h"
+#include "vidsch/policy.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef enum gsd_obj_type {
+	GSD_OBJ_DEVICE = 1,
+	GSD_OBJ_CONTEXT,
+	GSD_OBJ_ALLOCATION,
+	GSD_OBJ_SYNC,
+} gsd_obj_type;
+
+/* Leading fields of every handle-named object. */
+typedef struct gsd_object {
+	uint64_t handle;
+	gsd_obj_type type;
+	gsd_tenant *tenant;
+} gsd_object;
+
+struct gsd_device {
+	gsd_object obj;
+	gsd_adapter *adapter;
+	char name[GSD_NAME_MAX];
+	gsd_list contexts;
+	gsd_list allocations;
+	gsd_list syncs;
+	/* The device's paging queue: every paging packet that moves one of its allocations takes
+	 * the next fence; the sync (daemon-signalled) reaches it when that packet finishes. */
+	gsd_sync *paging_sync;
+	uint64_t paging_fence;
+};
+
+struct gsd_context {
+	gsd_object obj;
+	gsd_device *dev;
+	gsd_node *node;
+	gsd_list dev_link;
+	gsd_list node_link;
+	/* ---- scheduler (vidsch/) ---- */
+	gsd_list pending;       /* its packets not yet final, in submission order; head runs next */
+	gsd_sched_entity sched; /* its place in the node's queue (vidsch/policy.h) */
+	gsd_waiter wait;        /* on blocked_on's waiters while its head packet waits */
+	gsd_sync *blocked_on;
+	/* ---- what it declared ---- */
+	uint32_t flags;
+	/* Effective DXGK_CONTEXTINFO: list sizes only ever grow. */
+	uint32_t dma_buffer_size, dma_buffer_segment_set, dma_buffer_private_data_size;
+	uint32_t allocation_list_size, patch_location_list_size, caps, paging_companion_node_id;
+	bool faulted;
+	bool destroyed;
+	uint32_t refs; /* 1 for the handle + 1 per live packet */
+	uint64_t created_ns;
+};
+
+/* What a context is created with (validated by the caller). */
+typedef struct gsd_context_params {
+	uint32_t node;
+	uint32_t flags;
+	uint32_t priority_class;
+	int32_t priority;
+	uint32_t dma_buffer_size, dma_buffer_segment_set, dma_buffer_private_data_size;
+	uint32_t allocation_list_size, patch_location_list_size, caps, paging_companion_node_id;
+} gsd_context_params;
+
+typedef struct gsd_allocation {
+	gsd_object obj;
+	gsd_device *dev;
+	gsd_adapter *adapter; /* outlives the device, which may go before the last packet */
+	gsd_list dev_link;
+	uint64_t size;
+	uint32_t supported_segment_set;
+	uint32_t segment_preference;
+	uint32_t priority;
+	uint32_t flags;
+	bool destroyed;
+	uint32_t refs;          /* 1 for the handle + 1 per live packet */
+	uint32_t inflight;      /* live packets that reference it */
+	gsd_waitq idle_waiters; /* woken (event: the allocation) when inflight drops to 0 */
+	uint64_t created_ns;
+	/* ---- memory manager (vidmm/) ---- */
+	gsd_segment *segment; /* where it lives: a segment, or system memory (not resident) */
+	uint64_t offset;
+	gsd_list res_link;     /* in adapter->residents[segment id] */
+	uint32_t pins;         /* packets ready or running (or being made ready) that hold it */
+	gsd_waitq pin_waiters; /* woken (event: the allocation) when pins drop to 0 */
+	uint64_t last_use;     /* d->use_seq when a packet last pinned it (LRU) */
+	uint64_t last_use_ns;
+	uint64_t moves;
+	uint32_t moving;   /* paging packets queued or running that move it */
+	uint64_t move_seq; /* paging seq of its latest move: its bytes are in place once
+	                      adapter->paging_done reaches it */
+	uint32_t pitch;    /* tiled layout pitch (GS_ALLOC_TILED) */
+	uint32_t mark;     /* scratch of the memory manager's planner */
+} gsd_allocation;
+
+/* What an allocation is created with (validated by the caller). */
+typedef struct gsd_allocation_params {
+	uint64_t size;
+	uint32_t supported_segment_set; /* effective: never 0 */
+	uint32_t segment_preference;
+	uint32_t priority; /* 0 = NORMAL */
+	uint32_t flags;
+} gsd_allocation_params;
+
+/*
+ * A monitored fence. Its waiters (CPU waits of clients, contexts whose next packet waits for a
+ * value, the memory manager's packets waiting for paging or room) are woken with the sync
+ * object as the event whenever its value rises, values are abandoned, or it is destroyed
+ * (then `destroyed` is set and no handle names it any more); each checks its own condition.
+ */
+struct gsd_sync {
+	gsd_object obj;
+	gsd_device *dev; /* NULL for the memory manager's internal ones */
+	gsd_list dev_link;
+	uint64_t value;
+	gsd_waitq waiters;
+	/* A packet that would have signalled values up to this one faulted or was cancelled:
+	 * waits for values in (value, abandoned] can never be satisfied. */
+	uint64_t abandoned;
+	bool daemon_only; /* signalled by the daemon only (a device's paging sync) */
+	bool destroyed;   /* set while its waiters are woken for the last time */
+};
+
+/* ---- handles ---- */
+
+/* Looks a handle up for a tenant: NULL when absent, of another type, or another tenant's
+ * (tenant NULL: any tenant's). */
+void *gsd_object_get(gsd_daemon *d, uint64_t handle, gsd_obj_type type, const gsd_tenant *t);
+/* The adapter an object lives on. */
+gsd_adapter *gsd_object_adapter(const gsd_object *o);
+const char *gsd_object_type_name(gsd_obj_type type);
+
+/* ---- lifecycle: the only places objects are made and unmade ---- */
+
+/* A device of tenant t on adapter a, with its paging sync object. A system device (the
+ * memory manager's) has no handle in the table: no client can name it. NULL: out of memory. */
+gsd_device *gsd_device_create(gsd_daemon *d, gsd_adapter *a, gsd_tenant *t, const char *name,
+                              bool system);
+/* Destroys every context, allocation and sync object of the device, then the device. */
+void gsd_device_destroy(gsd_daemon *d, gsd_device *dev);
+/* Every client device goes (shutdown). */
+void gsd_device_destroy_all(gsd_daemon *d);
+
+/* A context of dev (its tenant's) on node pr->node, attached to the scheduler. A system
+ * context (paging) has no handle in the table. NULL: out of memory. */
+gsd_context *gsd_context_create(gsd_daemon *d, gsd_device *dev, const gsd_context_params *pr,
+                                bool system);
+/* Cancels its queued packets (the scheduler's hook), removes its handle; freed once its last
+ * packet retires. */
+void gsd_context_destroy(gsd_daemon *d, gsd_context *x, const char *why);
+void gsd_context_put(gsd_daemon *d, gsd_context *x);
+/* The context's row in the audit (created, changed or destroyed). */
+void gsd_context_audit(gsd_daemon *d, const gsd_context *x);
+
+/* An allocation of dev, placed by the memory manager (the hook). Returns OK, or
+ * OUT_OF_MEMORY / INTERNAL (nothing created). */
+int gsd_allocation_create(gsd_daemon *d, gsd_device *dev, const gsd_allocation_params *pr,
+                          gsd_allocation **out);
+/* Removes the handle; the memory goes back once the last packet holding it retires. */
+void gsd_allocation_destroy(gsd_daemon *d, gsd_allocation *al);
+void gsd_allocation_put(gsd_daemon *d, gsd_allocation *al);
+void gsd_allocation_audit(gsd_daemon *d, const gsd_allocation *al);
+/* One more packet uses it / one packet that used it is done (wakes idle_waiters at 0). */
+void gsd_allocation_busy(gsd_allocation *al);
+void gsd_allocation_idle(gsd_allocation *al);
+
+/* A sync object of dev starting at value (dev NULL: an internal one of the memory manager,
+ * without a handle). NULL: out of memory. */
+gsd_sync *gsd_sync_create(gsd_daemon *d, gsd_device *dev, uint64_t value);
+void gsd_sync_destroy(gsd_daemon *d, gsd_sync *s);
+/* Raises the value (a monitored fence never goes backwards) and wakes the waiters. */
+void gsd_sync_signal(gsd_daemon *d, gsd_sync *s, uint64_t value);
+/* Values up to `upto` will never be signalled: wakes the waiters so such waits fail. */
+void gsd_sync_abandon(gsd_daemon *d, gsd_sync *s, uint64_t upto);
+/* Wakes the waiters without a change of its own (an internal sync bumped in place). */
+void gsd_sync_changed(gsd_daemon *d, gsd_sync *s);
+
+#endif

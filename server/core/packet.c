@@ -1,0 +1,150 @@
+#include "core/packet.h"
+
+#include "core/daemon.h"
+#include "core/events.h"
+#include "core/log.h"
+
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- construction ---- */
+
+/* Carves n elements of size bytes at *at (kept 8-byte aligned). */
+static void *carve(uint8_t **at, size_t n, size_t size)
+{
+	void *p = *at;
+	*at += (n * size + 7u) & ~(size_t)7u;
+	return p;
+}
+
+static size_t rounded8(size_t n)
+{
+	return (n + 7u) & ~(size_t)7u;
+}
+
+gsd_packet *gsd_packet_new(const gsd_packet_shape *s)
+{
+	size_t bytes = rounded8(sizeof(gsd_packet)) +
+	               rounded8(s->nallocs * sizeof(gsd_packet_alloc)) +
+	               rounded8(s->nranges * sizeof(gsd_range)) +
+	               rounded8(s->npatches * sizeof(gsd_packet_patch)) +
+	               rounded8(s->nwaits * sizeof(gsd_sync_point)) + s->dma_len;
+	uint8_t *at = calloc(1, bytes);
+	if (!at)
+		return NULL;
+	gsd_packet *p = carve(&at, 1, sizeof(gsd_packet));
+	gsd_list_init(&p->link);
+	gsd_waitq_init(&p->waiters);
+	p->nallocs = s->nallocs;
+	p->nranges = s->nranges;
+	p->npatches = s->npatches;
+	p->nwaits = s->nwaits;
+	p->allocs = carve(&at, s->nallocs, sizeof(gsd_packet_alloc));
+	p->ranges = carve(&at, s->nranges, sizeof(gsd_range));
+	p->patches = carve(&at, s->npatches, sizeof(gsd_packet_patch));
+	p->waits = carve(&at, s->nwaits, sizeof(gsd_sync_point));
+	p->dma = carve(&at, s->dma_len, 1);
+	p->dma_len = s->dma_len;
+	if (s->dma_len && s->dma)
+		memcpy(p->dma, s->dma, s->dma_len);
+	return p;
+}
+
+void gsd_packet_free(gsd_packet *p)
+{
+	free(p); /* its arrays live in the same allocation */
+}
+
+/* ---- the state machine ---- */
+
+#define NSTATES (GSD_PS(REJECTED) + 1)
+#define BIT(s)  (1u << GSD_PS(s))
+
+static const char *const g_state_names[NSTATES] = {
+        "UNKNOWN", "SUBMITTED", "READY",       "RUNNING",   "COMPLETED", "FAULTED",
+        "ABORTED", "PREEMPTED", "RESUBMITTED", "CANCELLED", "REJECTED"};
+
+/*
+ * The legal transitions, by the state a packet leaves. A packet is READY only while it is
+ * handed to its engine, so the engine's first report takes it on (RUNNING, or ABORTED by a
+ * reset before it started, or FAULTED when that reset was against it); CANCELLED ends any
+ * packet that is not on an engine. ABORTED ends a packet for good only when nothing runs it
+ * again (a reset that hit it while the daemon stopped); an innocent one is resubmitted.
+ */
+static const uint32_t g_legal[NSTATES] = {
+        [0] = BIT(SUBMITTED) | BIT(REJECTED),
+        [GSD_PS(SUBMITTED)] = BIT(READY) | BIT(CANCELLED),
+        [GSD_PS(READY)] = BIT(RUNNING) | BIT(ABORTED) | BIT(FAULTED) | BIT(CANCELLED),
+        [GSD_PS(RUNNING)] = BIT(COMPLETED) | BIT(FAULTED) | BIT(PREEMPTED) | BIT(ABORTED),
+        [GSD_PS(PREEMPTED)] = BIT(RESUBMITTED) | BIT(CANCELLED),
+        [GSD_PS(ABORTED)] = BIT(RESUBMITTED) | BIT(CANCELLED),
+        [GSD_PS(RESUBMITTED)] = BIT(READY) | BIT(CANCELLED),
+};
+
+const char *gsd_packet_state_name(int state)
+{
+	return state >= 0 && state < NSTATES ? g_state_names[state] : "?";
+}
+
+bool gsd_packet_transition_legal(int from, int to)
+{
+	return from >= 0 && from < NSTATES && to >= 0 && to < NSTATES &&
+	       (g_legal[from] & (1u << to)) != 0;
+}
+
+void gsd_packet_publish(gsd_daemon *d, const gsd_packet *p, const char *detail)
+{
+	/* Every transition passes here: nothing to build when no PUB socket is configured. */
+	if (!gsd_events_on(d))
+		return;
+	Gpusched__V1__Event ev = GPUSCHED__V1__EVENT__INIT;
+	Gpusched__V1__PacketEvent pe = GPUSCHED__V1__PACKET_EVENT__INIT;
+	pe.packet = p->rec.packet;
+	pe.state = p->rec.state;
+	pe.time_ns = p->rec.event_ns; /* the same clock as the audit event */
+	pe.detail = (char *)(detail ? detail : "");
+	ev.time_ns = pe.time_ns;
+	ev.tenant = (char *)p->rec.tenant;
+	ev.body_case = GPUSCHED__V1__EVENT__BODY_PACKET;
+	ev.packet = &pe;
+	gsd_events_publish(d, &ev);
+}
+
+void gsd_packet_transition(gsd_daemon *d, gsd_packet *p, int state, const char *detail)
+{
+	int from = p->rec.state;
+	if (!gsd_packet_transition_legal(from, state)) {
+		char what[160];
+		snprintf(what, sizeof(what), "packet %llu: illegal transition %s -> %s",
+		         (unsigned long long)p->rec.packet, gsd_packet_state_name(from),
+		         gsd_packet_state_name(state));
+		GSD_ERROR("%s", what);
+		gsd_audit_note(d->audit, p->rec.tenant, "illegal_transition", what);
+		assert(!"illegal packet transition");
+	}
+	p->rec.state = state;
+	p->rec.event_ns = gsd_node_now(p->node);
+	GSD_DEBUG("packet %llu -> %s%s%s", (unsigned long long)p->rec.packet,
+	          gsd_packet_state_name(state), detail ? ": " : "", detail ? detail : "");
+	gsd_audit_packet(d->audit, &p->rec, detail, NULL, NULL);
+	gsd_packet_publish(d, p, detail);
+}
+
+/* ---- retired packets ---- */
+
+void gsd_retired_record(gsd_daemon *d, const gsd_packet *p)
+{
+	gsd_retired *r = &d->retired[p->rec.packet % GSD_RETIRED_RING];
+	r->packet = p->rec.packet;
+	r->fence = p->rec.fence;
+	r->tenant = p->ctx->obj.tenant;
+	r->state = p->rec.state;
+}
+
+const gsd_retired *gsd_retired_find(const gsd_daemon *d, uint64_t packet)
+{
+	const gsd_retired *r = &d->retired[packet % GSD_RETIRED_RING];
+	return r->packet == packet ? r : NULL;
+}

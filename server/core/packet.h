@@ -1,0 +1,122 @@
+/*
+ * Packets: one submission of a DMA buffer, the unit the scheduler queues, runs, preempts,
+ * resubmits and audits. Client packets (rpc/h_submit.c) and the memory manager's paging
+ * packets (vidmm/) are made by the same constructor.
+ *
+ * Packet life, checked by gsd_packet_transition against one table (packet.c):
+ *
+ *   SUBMITTED -> READY -> RUNNING -> COMPLETED
+ *                  ^        |  \--> FAULTED (the context faulted; TDR: it hung)
+ *                  |        |  \--> ABORTED (an engine reset: innocent ones are resubmitted)
+ *                  |        \-----> PREEMPTED
+ *                  +-- RESUBMITTED <-- PREEMPTED | ABORTED
+ *   CANCELLED from any non-final state while not on an engine; REJECTED (validation failed)
+ *   is recorded without ever being queued.
+ */
+#ifndef GSD_PACKET_H
+#define GSD_PACKET_H
+
+#include "audit/audit.h"
+#include "core/adapter.h"
+#include "core/list.h"
+#include "core/tenant.h"
+#include "core/waiter.h"
+#include "engine/engine.h"
+
+#include "gpusched.pb-c.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define GSD_PS(x) GPUSCHED__V1__PACKET_STATE__PACKET_STATE_##x
+
+typedef struct gsd_allocation gsd_allocation;
+
+typedef struct gsd_packet_alloc {
+	gsd_allocation *alloc;
+	bool write;
+} gsd_packet_alloc;
+
+typedef struct gsd_packet_patch {
+	uint32_t allocation_index;
+	uint32_t patch_offset;
+	uint64_t allocation_offset;
+} gsd_packet_patch;
+
+typedef struct gsd_sync_point {
+	uint64_t sync;
+	uint64_t value;
+} gsd_sync_point;
+
+struct gsd_packet {
+	gsd_list link; /* its context's pending list */
+	gsd_context *ctx;
+	gsd_node *node;
+	uint8_t *dma;
+	size_t dma_len;
+	uint32_t nallocs, npatches, nwaits, nranges;
+	gsd_packet_alloc *allocs;
+	gsd_packet_patch *patches;
+	gsd_sync_point *waits; /* GPU waits: the packet runs once every one is reached */
+	gsd_range *ranges;     /* what the engine may touch (paging: source and destination) */
+	gsd_exec exec;
+	gsd_packet_rec rec; /* the audit row, kept current */
+	gsd_waitq waiters;  /* woken (event: the packet) when it reaches a final state */
+	char result[192];   /* backing store of rec.result when the daemon composes it */
+	/* ---- scheduler (vidsch/) ---- */
+	bool on_engine;
+	size_t resume_offset;  /* where its next run starts */
+	uint64_t spin_done_us; /* of the SPIN at resume_offset */
+	bool needs_resubmit;   /* preempted or aborted: the next run is a resubmission */
+	bool flip_waiting;     /* executed; completes at the next vertical blank */
+	/* ---- memory manager (vidmm/) ---- */
+	bool pinned;           /* its allocations are pinned (prepared .. run ends) */
+	uint64_t paging_wait;  /* runs once adapter->paging_done reaches this (0: no wait) */
+	uint64_t paging_seq;   /* paging packets: place in the adapter's paging order */
+	uint64_t paging_sync;  /* paging packets: the device paging sync handle to signal */
+	uint64_t paging_fence; /* ... with this value */
+	uint32_t paging_moves; /* render packets: moves made for its latest residency */
+	uint64_t room_wait;    /* runs once adapter->room reaches this (found no room) */
+};
+
+/* The sizes of a packet's arrays; its DMA buffer is copied from dma (may be NULL). */
+typedef struct gsd_packet_shape {
+	uint32_t nallocs, nranges, npatches, nwaits;
+	const uint8_t *dma;
+	size_t dma_len;
+} gsd_packet_shape;
+
+/* One allocation holds the packet and all its arrays (the submit path's hottest malloc),
+ * zeroed. NULL: out of memory. */
+gsd_packet *gsd_packet_new(const gsd_packet_shape *shape);
+void gsd_packet_free(gsd_packet *p);
+
+/* The state's name ("RUNNING"); "?" for a value out of range. */
+const char *gsd_packet_state_name(int state);
+/* Can a packet go from one state to the other? (0 = a new packet.) */
+bool gsd_packet_transition_legal(int from, int to);
+/*
+ * Moves the packet to `state`, updating its row, and appends an audit event (and a published
+ * event). An illegal transition is a daemon bug: it asserts in debug builds; in release builds
+ * it is logged and audited as a note, and the packet goes on in the new state.
+ */
+void gsd_packet_transition(gsd_daemon *d, gsd_packet *p, int state, const char *detail);
+/* Records a packet that just got its first state (SUBMITTED: acknowledged by the caller's
+ * own audit record, so only published here). */
+void gsd_packet_publish(gsd_daemon *d, const gsd_packet *p, const char *detail);
+
+/* Final state of a packet no longer in memory, for PacketWait on old packets. */
+typedef struct gsd_retired {
+	uint64_t packet;
+	uint64_t fence;
+	const gsd_tenant *tenant;
+	int state;
+} gsd_retired;
+
+#define GSD_RETIRED_RING 65536
+
+void gsd_retired_record(gsd_daemon *d, const gsd_packet *p);
+const gsd_retired *gsd_retired_find(const gsd_daemon *d, uint64_t packet);
+
+#endif

@@ -1,0 +1,44 @@
+/*
+ * Tenants: the isolated customers of the daemon. A tenant is named by its token on every
+ * request; every handle, packet and history row belongs to exactly one tenant.
+ */
+#ifndef GSD_TENANT_H
+#define GSD_TENANT_H
+
+#include "core/config.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct gsd_daemon gsd_daemon;
+
+typedef struct gsd_tenant {
+	char name[GSD_NAME_MAX];
+	char token[128];
+	int kind;   /* Gpusched__V1__TenantKind */
+	int policy; /* Gpusched__V1__SharePolicy */
+	uint32_t share;
+	uint32_t priority_ceiling;
+	uint64_t memory_quota;
+	uint32_t context_limit;
+	bool admin;
+	bool banned;
+	bool removed; /* destroyed by an admin: kept so old records can still name it */
+	uint64_t memory_used;
+	uint32_t contexts;
+	uint32_t devices;
+	/* Times of its recent GPU timeouts (TDR), oldest first, for the ban rule. */
+	uint64_t tdr_times[16];
+	uint32_t ntdr;
+} gsd_tenant;
+
+/* Adds a tenant described by tc to the daemon's table. Returns it, or NULL when the table is
+ * full or memory is short. Every tenant, configured or created by an admin, is made here. */
+gsd_tenant *gsd_tenant_add(gsd_daemon *d, const gsd_tenant_config *tc);
+/* Live (not removed) tenants by token or name; NULL when none. */
+gsd_tenant *gsd_tenant_by_token(gsd_daemon *d, const char *token);
+gsd_tenant *gsd_tenant_by_name(gsd_daemon *d, const char *name);
+/* Removes a tenant: it can never authenticate again, but stays in memory for old records. */
+void gsd_tenant_remove(gsd_tenant *t);
+
+#endif

@@ -1,0 +1,32 @@
+#include "core/util.h"
+
+#include "core/log.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+uint64_t gsd_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void gsd_ensure_ipc_dir(const char *url)
+{
+	if (strncmp(url, "ipc://", 6) != 0)
+		return;
+	char path[256];
+	snprintf(path, sizeof(path), "%s", url + 6);
+	for (char *p = path + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(path, 0700) != 0 && errno != EEXIST)
+			GSD_WARN("cannot create %s: %s", path, strerror(errno));
+		*p = '/';
+	}
+}

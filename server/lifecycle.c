@@ -1,0 +1,149 @@
+#include "lifecycle.h"
+
+#include "core/events.h"
+#include "core/log.h"
+#include "rpc/rpc.h"
+#include "vidmm/vidmm.h"
+#include "vidsch/vidsch.h"
+
+#include "wddm.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int add_tenants(gsd_daemon *d, const gsd_config *cfg)
+{
+	/* Owns the daemon's own contexts (paging); no token names it. */
+	snprintf(d->system_tenant.name, sizeof(d->system_tenant.name), "gpuschedd");
+	d->system_tenant.share = 1;
+	d->system_tenant.priority_ceiling = GSD_CLASS_SYSTEM;
+	if (cfg->ntenants == 0) {
+		/* No tenants configured: one default tenant, named by the empty token. */
+		gsd_tenant_config def = {.name = "default",
+		                         .share = 1,
+		                         .priority_ceiling = GS_PRIORITY_CLASS_REALTIME,
+		                         .admin = true};
+		return gsd_tenant_add(d, &def) ? 0 : -1;
+	}
+	for (uint32_t i = 0; i < cfg->ntenants; i++)
+		if (!gsd_tenant_add(d, &cfg->tenants[i]))
+			return -1;
+	return 0;
+}
+
+static int adapter_init(gsd_daemon *d, gsd_adapter *a, uint32_t id, const gsd_adapter_config *ac)
+{
+	memset(a, 0, sizeof(*a));
+	a->id = id;
+	a->cfg = ac;
+	a->d = d;
+	a->ops = gsd_engine_find(ac->backend);
+	if (!a->ops) {
+		GSD_ERROR("adapter %s: unknown backend %s", ac->name, ac->backend);
+		return -1;
+	}
+	for (uint32_t i = 0; i < ac->nnodes; i++) {
+		gsd_node *n = &a->nodes[i];
+		n->index = i;
+		n->cfg = &ac->nodes[i];
+		n->adapter = a;
+	}
+	a->nnodes = ac->nnodes;
+	return 0;
+}
+
+/* Packet ids and handles continue from the audit file: a restarted daemon never reuses (and
+ * overwrites) old rows. */
+static int continue_ids(gsd_daemon *d)
+{
+	char err[256];
+	if (gsd_history_last_ids(d->cfg.db_path, &d->next_packet, &d->next_handle, err,
+	                         sizeof(err)) != 0) {
+		GSD_ERROR("%s", err);
+		return -1;
+	}
+	if (d->next_packet)
+		GSD_INFO("audit file holds packets up to %llu: continuing from there",
+		         (unsigned long long)d->next_packet);
+	return 0;
+}
+
+int gsd_daemon_init(gsd_daemon *d, const gsd_config *cfg, uv_loop_t *loop)
+{
+	memset(d, 0, sizeof(*d));
+	d->cfg = *cfg;
+	d->loop = loop;
+	d->start_ns = gsd_now_ns();
+	gsd_hmap_init(&d->objects);
+	gsd_hmap_init(&d->packets);
+	gsd_vidsch_install_hooks(d);
+	gsd_vidmm_install_hooks(d);
+	d->retired = calloc(GSD_RETIRED_RING, sizeof(*d->retired));
+	if (!d->retired || add_tenants(d, cfg) != 0)
+		return -1;
+	gsd_audit_options ao = {.sync_full = cfg->audit_sync_full, .wal_limit = cfg->wal_limit};
+	if (gsd_audit_open(cfg->db_path, &ao, &d->audit) != 0) {
+		GSD_ERROR("cannot open the audit database %s", cfg->db_path);
+		return -1;
+	}
+	if (continue_ids(d) != 0)
+		return -1;
+	gsd_audit_note(d->audit, "-", "daemon_start", GS_VERSION);
+	for (uint32_t i = 0; i < d->cfg.nadapters; i++) {
+		gsd_adapter *a = &d->adapters[i];
+		if (adapter_init(d, a, i, &d->cfg.adapters[i]) != 0)
+			return -1;
+		/* Counted before its engines start, so a failed start is still cleaned up. */
+		d->nadapters++;
+		if (gsd_vidmm_adapter_init(d, a) != 0 || gsd_vidsch_start(d, a) != 0)
+			return -1;
+	}
+	if (gsd_events_open(d, d->cfg.events_url) != 0)
+		return -1;
+	return gsd_rpc_start(d);
+}
+
+void gsd_daemon_stop(gsd_daemon *d)
+{
+	if (d->stopping)
+		return;
+	d->stopping = true;
+	GSD_INFO("stopping: no new requests; cancelling queued packets");
+	/* The listeners stay open: in nng closing one closes every connection it accepted, and
+	 * clients waiting on packets that this stop cancels would lose their answers. New
+	 * requests are answered SHUTTING_DOWN instead; the socket closes last. */
+	for (uint32_t i = 0; i < d->nadapters; i++)
+		gsd_vidsch_cancel(d, &d->adapters[i], NULL, "daemon stopping");
+}
+
+void gsd_daemon_destroy(gsd_daemon *d)
+{
+	for (uint32_t i = 0; i < d->nadapters; i++)
+		gsd_vidsch_stop(d, &d->adapters[i]);
+	/* Every device goes, which answers the waits still pending on its objects. */
+	gsd_device_destroy_all(d);
+	gsd_rpc_settle(d);
+	/* Closing the audit commits everything and sends the answers it still held. It is NULL
+	 * when start-up failed before opening it. */
+	if (d->audit) {
+		gsd_audit_note(d->audit, "-", "daemon_stop", "clean shutdown");
+		gsd_audit_close(d->audit);
+	}
+	d->audit = NULL;
+	gsd_rpc_free(d);
+	gsd_events_close(d);
+	for (uint32_t i = 0; i < d->nadapters; i++)
+		uv_close((uv_handle_t *)&d->adapters[i].irq_async, NULL);
+	uv_run(d->loop, UV_RUN_DEFAULT); /* let the close callbacks run */
+	for (uint32_t i = 0; i < d->nadapters; i++) {
+		gsd_vidsch_release(d, &d->adapters[i]);
+		gsd_vidmm_adapter_fini(d, &d->adapters[i]);
+	}
+	gsd_rpc_release(d);
+	for (uint32_t i = 0; i < d->ntenants; i++)
+		free(d->tenants[i]);
+	gsd_hmap_free(&d->objects);
+	gsd_hmap_free(&d->packets);
+	free(d->retired);
+}

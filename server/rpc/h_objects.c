@@ -1,0 +1,283 @@
+/*
+ * Devices, contexts and sync objects: create, destroy, context priority, and signalling and
+ * waiting on sync objects. The objects themselves are made and unmade in core/object.c.
+ */
+#include "rpc/handlers.h"
+
+#include "vidsch/vidsch.h"
+
+#include "wddm.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* ---- devices ---- */
+
+void gsd_h_device_create(gsd_daemon *d, gsd_call *c)
+{
+	gsd_adapter *a = gsd_call_adapter(c);
+	if (!a)
+		return;
+	if (c->tenant->devices >= d->cfg.max_devices) {
+		gsd_call_error(c, GSD_ST(QUOTA_EXCEEDED),
+		               "tenant %s already has %u devices (max %u)", c->tenant->name,
+		               c->tenant->devices, d->cfg.max_devices);
+		return;
+	}
+	gsd_device *dev = gsd_device_create(d, a, c->tenant, R(device_create)->name, false);
+	if (!dev) {
+		gsd_call_error(c, GSD_ST(INTERNAL), "out of memory");
+		return;
+	}
+	Gpusched__V1__DeviceCreateResponse dc = GPUSCHED__V1__DEVICE_CREATE_RESPONSE__INIT;
+	dc.device = dev->obj.handle;
+	Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
+	resp.body_case = GPUSCHED__V1__RESPONSE__BODY_DEVICE_CREATE;
+	resp.device_create = &dc;
+	gsd_call_reply(c, &resp);
+}
+
+void gsd_h_device_destroy(gsd_daemon *d, gsd_call *c)
+{
+	gsd_device *dev = gsd_call_object(c, R(device_destroy)->device, GSD_OBJ_DEVICE);
+	if (!dev)
+		return;
+	gsd_device_destroy(d, dev);
+	gsd_call_reply_empty(c);
+}
+
+/* ---- contexts ---- */
+
+static void context_info_out(const gsd_context *x, Gpusched__V1__ContextInfo *o)
+{
+	o->dma_buffer_size = x->dma_buffer_size;
+	o->dma_buffer_segment_set = x->dma_buffer_segment_set;
+	o->dma_buffer_private_data_size = x->dma_buffer_private_data_size;
+	o->allocation_list_size = x->allocation_list_size;
+	o->patch_location_list_size = x->patch_location_list_size;
+	o->caps = x->caps;
+	o->paging_companion_node_id = x->paging_companion_node_id;
+}
+
+void gsd_h_context_create(gsd_daemon *d, gsd_call *c)
+{
+	const Gpusched__V1__ContextCreateRequest *q = R(context_create);
+	gsd_device *dev = gsd_call_object(c, q->device, GSD_OBJ_DEVICE);
+	if (!dev)
+		return;
+	if (!q->info) {
+		gsd_call_error(c, GSD_ST(INVALID_ARGUMENT),
+		               "context_create needs info (DXGK_CONTEXTINFO)");
+		return;
+	}
+	gsd_rules_adapter ra;
+	gsd_rules_adapter_of(d, dev->adapter, &ra);
+	gsd_rules_context rc = {.node = q->node,
+	                        .flags = q->flags,
+	                        .dma_buffer_size = q->info->dma_buffer_size,
+	                        .dma_buffer_segment_set = q->info->dma_buffer_segment_set,
+	                        .dma_buffer_private_data_size =
+	                                q->info->dma_buffer_private_data_size,
+	                        .allocation_list_size = q->info->allocation_list_size,
+	                        .patch_location_list_size = q->info->patch_location_list_size,
+	                        .reserved = q->info->reserved,
+	                        .caps = q->info->caps,
+	                        .paging_companion_node_id = q->info->paging_companion_node_id,
+	                        .priority_class = q->priority_class,
+	                        .priority = q->priority};
+	char msg[256];
+	int st = gsd_rules_context_create(&ra, &rc, c->tenant->priority_ceiling, msg, sizeof(msg));
+	if (st != GSD_ST(OK)) {
+		gsd_call_error(c, st, "%s", msg);
+		return;
+	}
+	if (c->tenant->context_limit && c->tenant->contexts >= c->tenant->context_limit) {
+		gsd_call_error(c, GSD_ST(QUOTA_EXCEEDED), "tenant %s reached its context limit %u",
+		               c->tenant->name, c->tenant->context_limit);
+		return;
+	}
+	gsd_context_params pr = {.node = q->node,
+	                         .flags = q->flags,
+	                         .priority_class = q->priority_class,
+	                         .priority = q->priority,
+	                         .dma_buffer_size = rc.dma_buffer_size,
+	                         .dma_buffer_segment_set = rc.dma_buffer_segment_set,
+	                         .dma_buffer_private_data_size = rc.dma_buffer_private_data_size,
+	                         .allocation_list_size = rc.allocation_list_size,
+	                         .patch_location_list_size = rc.patch_location_list_size,
+	                         .caps = rc.caps,
+	                         .paging_companion_node_id = rc.paging_companion_node_id};
+	gsd_context *x = gsd_context_create(d, dev, &pr, false);
+	if (!x) {
+		gsd_call_error(c, GSD_ST(INTERNAL), "out of memory");
+		return;
+	}
+	Gpusched__V1__ContextInfo info = GPUSCHED__V1__CONTEXT_INFO__INIT;
+	context_info_out(x, &info);
+	Gpusched__V1__ContextCreateResponse cc = GPUSCHED__V1__CONTEXT_CREATE_RESPONSE__INIT;
+	cc.context = x->obj.handle;
+	cc.info = &info;
+	Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
+	resp.body_case = GPUSCHED__V1__RESPONSE__BODY_CONTEXT_CREATE;
+	resp.context_create = &cc;
+	gsd_call_reply(c, &resp);
+}
+
+void gsd_h_context_destroy(gsd_daemon *d, gsd_call *c)
+{
+	uint64_t h = R(context_destroy)->context;
+	/* A faulted context can still be destroyed: look it up without the fault check. */
+	gsd_context *x = gsd_object_get(d, h, GSD_OBJ_CONTEXT, c->tenant);
+	if (!x || x->dev->adapter->id != c->req->adapter) {
+		gsd_call_error(c, GSD_ST(NOT_FOUND), "context %llu does not exist on adapter %u",
+		               (unsigned long long)h, c->req->adapter);
+		return;
+	}
+	gsd_context_destroy(d, x, "context destroyed");
+	gsd_call_reply_empty(c);
+}
+
+void gsd_h_context_set_priority(gsd_daemon *d, gsd_call *c)
+{
+	const Gpusched__V1__ContextSetPriorityRequest *q = R(context_set_priority);
+	gsd_context *x = gsd_call_object(c, q->context, GSD_OBJ_CONTEXT);
+	if (!x)
+		return;
+	if (q->priority_class > GS_PRIORITY_CLASS_MAX || q->priority < -7 || q->priority > 7) {
+		gsd_call_error(c, GSD_ST(INVALID_ARGUMENT),
+		               "priority class %u must be 0..5 and priority %d must be -7..+7",
+		               q->priority_class, q->priority);
+		return;
+	}
+	if (q->priority_class > c->tenant->priority_ceiling) {
+		gsd_call_error(c, GSD_ST(PERMISSION_DENIED),
+		               "priority class %s is above the tenant's ceiling %s",
+		               gs_priority_class_name(q->priority_class),
+		               gs_priority_class_name(c->tenant->priority_ceiling));
+		return;
+	}
+	gsd_vidsch_context_priority(d, x, q->priority_class, q->priority);
+	gsd_context_audit(d, x);
+	gsd_call_reply_empty(c);
+}
+
+/* ---- sync objects ---- */
+
+void gsd_h_sync_create(gsd_daemon *d, gsd_call *c)
+{
+	gsd_device *dev = gsd_call_object(c, R(sync_create)->device, GSD_OBJ_DEVICE);
+	if (!dev)
+		return;
+	gsd_sync *s = gsd_sync_create(d, dev, R(sync_create)->initial_value);
+	if (!s) {
+		gsd_call_error(c, GSD_ST(INTERNAL), "out of memory");
+		return;
+	}
+	Gpusched__V1__SyncCreateResponse sc = GPUSCHED__V1__SYNC_CREATE_RESPONSE__INIT;
+	sc.sync = s->obj.handle;
+	Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
+	resp.body_case = GPUSCHED__V1__RESPONSE__BODY_SYNC_CREATE;
+	resp.sync_create = &sc;
+	gsd_call_reply(c, &resp);
+}
+
+/* The device's paging fence is the daemon's: clients may wait on it, nothing else. */
+static bool refuse_daemon_sync(gsd_call *c, const gsd_sync *s, const char *what)
+{
+	if (!s->daemon_only)
+		return false;
+	gsd_call_error(c, GSD_ST(PERMISSION_DENIED), "sync %llu is its device's paging fence: %s",
+	               (unsigned long long)s->obj.handle, what);
+	return true;
+}
+
+void gsd_h_sync_destroy(gsd_daemon *d, gsd_call *c)
+{
+	gsd_sync *s = gsd_call_object(c, R(sync_destroy)->sync, GSD_OBJ_SYNC);
+	if (!s || refuse_daemon_sync(c, s, "it goes with the device"))
+		return;
+	gsd_sync_destroy(d, s);
+	gsd_call_reply_empty(c);
+}
+
+void gsd_h_sync_signal(gsd_daemon *d, gsd_call *c)
+{
+	gsd_sync *s = gsd_call_object(c, R(sync_signal)->sync, GSD_OBJ_SYNC);
+	if (!s || refuse_daemon_sync(c, s, "only the daemon signals it"))
+		return;
+	uint64_t v = R(sync_signal)->value;
+	if (v < s->value) {
+		gsd_call_error(c, GSD_ST(INVALID_ARGUMENT),
+		               "a monitored fence never goes backwards (value %llu < current %llu)",
+		               (unsigned long long)v, (unsigned long long)s->value);
+		return;
+	}
+	gsd_sync_signal(d, s, v);
+	gsd_call_reply_empty(c);
+}
+
+static void answer_sync_wait(gsd_call *c, uint64_t value)
+{
+	Gpusched__V1__SyncWaitResponse sw = GPUSCHED__V1__SYNC_WAIT_RESPONSE__INIT;
+	sw.value = value;
+	Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
+	resp.body_case = GPUSCHED__V1__RESPONSE__BODY_SYNC_WAIT;
+	resp.sync_wait = &sw;
+	gsd_call_reply(c, &resp);
+}
+
+static void sync_wait_expired(gsd_call *c)
+{
+	gsd_sync *s = c->wait_object;
+	gsd_waiter_cancel(&c->waiter);
+	gsd_call_error(c, GSD_ST(TIMEOUT), "sync %llu is at %llu, waited for %llu",
+	               (unsigned long long)s->obj.handle, (unsigned long long)s->value,
+	               (unsigned long long)c->wait_value);
+}
+
+/* Answers a wait that can be answered now; false when it must go on waiting. */
+static bool sync_wait_answer(gsd_call *c, const gsd_sync *s)
+{
+	if (s->destroyed)
+		gsd_call_error(c, c->d->stopping ? GSD_ST(SHUTTING_DOWN) : GSD_ST(NOT_FOUND),
+		               "the sync object was destroyed while waited on");
+	else if (s->value >= c->wait_value)
+		answer_sync_wait(c, s->value);
+	else if (c->wait_value <= s->abandoned)
+		gsd_call_error(c, GSD_ST(FAULTED),
+		               "sync %llu will never reach %llu: the packet that would signal it "
+		               "faulted or was cancelled",
+		               (unsigned long long)s->obj.handle,
+		               (unsigned long long)c->wait_value);
+	else
+		return false;
+	return true;
+}
+
+/* The sync object changed: answer, or wait on. */
+static void sync_wait_wake(gsd_waiter *w, void *event)
+{
+	gsd_call *c = gsd_call_of_waiter(w);
+	gsd_sync *s = event;
+	if (!sync_wait_answer(c, s))
+		gsd_call_wait(c, &s->waiters, sync_wait_wake);
+}
+
+void gsd_h_sync_wait(gsd_daemon *d, gsd_call *c)
+{
+	(void)d;
+	const Gpusched__V1__SyncWaitRequest *q = R(sync_wait);
+	gsd_sync *s = gsd_call_object(c, q->sync, GSD_OBJ_SYNC);
+	if (!s)
+		return;
+	c->wait_object = s;
+	c->wait_value = q->value;
+	if (sync_wait_answer(c, s))
+		return;
+	if (q->timeout_ms == 0) {
+		sync_wait_expired(c);
+		return;
+	}
+	gsd_call_wait(c, &s->waiters, sync_wait_wake);
+	gsd_call_set_timeout(c, q->timeout_ms, sync_wait_expired);
+}

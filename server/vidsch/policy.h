@@ -1,0 +1,106 @@
+/*
+ * The scheduling policy of one node, as pure functions over its queue of ready contexts: which
+ * context runs next, for how long, and whether a newcomer stops the one running. Nothing here
+ * touches packets, engines, timers or the audit, so a unit test drives it with a mock engine
+ * on a virtual clock (tests/unit/test_policy.c) and the decision benchmark measures exactly
+ * the code the daemon runs.
+ *
+ * The rules (docs/scheduling.md):
+ * - Bands. A context's band is its process class x context priority (runq.h); the highest
+ *   band with a ready context runs. The daemon's system contexts (paging) sit above every
+ *   client band.
+ * - Weighted shares. Inside a band the context with the least weighted engine time runs:
+ *   every run charges engine_ns * 1024 / weight to its key, so contexts of one band share the
+ *   engine in proportion to their weights.
+ * - Quantum. A run gets a budget of one quantum when another context of its band or a higher
+ *   one waits (it is "contended"); REALTIME and system runs are never time-sliced.
+ * - Starvation. A ready context that is owed progress (not IDLE, not system) and has waited
+ *   longer than the starvation limit runs next for one quantum, unless REALTIME (or system)
+ *   work is ready.
+ * - Arrival. A newcomer of a higher band preempts the run at once; one of the same band ends
+ *   an unbudgeted run after one quantum (the caller arms that timer).
+ */
+#ifndef GSD_POLICY_H
+#define GSD_POLICY_H
+
+#include "core/list.h"
+#include "vidsch/runq.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Weighted runtime: engine ns scaled by 1024 / weight. */
+#define GSD_WEIGHT_SCALE 1024u
+
+/* What the policy knows of a context; embedded in it (core/object.h). */
+typedef struct gsd_sched_entity {
+	gsd_runq_entry rq;   /* in the queue while its next packet may run */
+	gsd_list ready_link; /* in the queue's FIFO of contexts owed progress */
+	uint64_t ready_since;
+	uint32_t priority_class; /* GS_PRIORITY_CLASS_*, or GSD_CLASS_SYSTEM */
+	int32_t priority;        /* -7..+7 */
+	uint32_t weight;         /* share of its band */
+	uint64_t engine_ns;      /* engine time consumed */
+	uint64_t seq;            /* tie-break among equal keys: lower first (the context handle) */
+} gsd_sched_entity;
+
+/* A node's ready contexts; embedded in the node (core/adapter.h). */
+typedef struct gsd_sched_queue {
+	gsd_runq rq;
+	gsd_list ready_fifo; /* contexts owed progress, longest waiting first */
+} gsd_sched_queue;
+
+typedef struct gsd_sched_params {
+	uint64_t quantum_ns;
+	uint64_t starvation_ns;
+} gsd_sched_params;
+
+void gsd_policy_queue_init(gsd_sched_queue *q);
+void gsd_policy_queue_fini(gsd_sched_queue *q);
+void gsd_policy_entity_init(gsd_sched_entity *e, uint32_t priority_class, int32_t priority,
+                            uint32_t weight, uint64_t seq);
+
+uint32_t gsd_policy_band(const gsd_sched_entity *e);
+static inline bool gsd_policy_queued(const gsd_sched_entity *e)
+{
+	return gsd_runq_queued(&e->rq);
+}
+/* Is a context of this class owed progress (starvation boost)? Not IDLE, not system. */
+bool gsd_policy_owed_progress(uint32_t priority_class);
+/* Is a run of this class ever time-sliced? Not REALTIME, not system. */
+bool gsd_policy_time_sliced(uint32_t priority_class);
+
+/* Queues a context whose next packet may run, ready since `now`. Returns 0, or -1 when
+ * memory is short (it is then not queued). */
+int gsd_policy_enqueue(gsd_sched_queue *q, gsd_sched_entity *e, uint64_t now);
+/* Takes a queued context out (safe when it is not queued). */
+void gsd_policy_dequeue(gsd_sched_queue *q, gsd_sched_entity *e);
+/* Changes the band of a context; requeues it when it was queued. Returns 0 or -1 (memory). */
+int gsd_policy_set_priority(gsd_sched_queue *q, gsd_sched_entity *e, uint32_t priority_class,
+                            int32_t priority, uint64_t now);
+
+/* The context that runs next, taken out of the queue, or NULL when none is ready. *boosted
+ * (may be NULL) tells whether the starvation rule chose it. */
+gsd_sched_entity *gsd_policy_pick(gsd_sched_queue *q, uint64_t now, const gsd_sched_params *p,
+                                  bool *boosted);
+/* The engine time a run of e may consume now (e already picked): one quantum when a context
+ * of its band or a higher one waits and e is time-sliced, else 0 (no limit). */
+uint64_t gsd_policy_budget(const gsd_sched_queue *q, const gsd_sched_entity *e,
+                           const gsd_sched_params *p);
+/* Charges a finished run's engine time to e. */
+void gsd_policy_charge(gsd_sched_entity *e, uint64_t engine_ns);
+
+typedef enum gsd_policy_verdict {
+	GSD_POLICY_KEEP = 0,  /* the run goes on */
+	GSD_POLICY_PREEMPT,   /* preempt the run now */
+	GSD_POLICY_END_SLICE, /* the unbudgeted run now shares its band: end it after a quantum */
+} gsd_policy_verdict;
+/* A context became ready while `running` runs (unbudgeted when budget is 0). */
+gsd_policy_verdict gsd_policy_on_arrival(const gsd_sched_entity *newcomer,
+                                         const gsd_sched_entity *running, uint64_t budget);
+/* Should `running` be preempted because a queued context outranks it (after its priority was
+ * lowered), or because its quantum ended while its band or a higher one waits? */
+bool gsd_policy_outranked(const gsd_sched_queue *q, const gsd_sched_entity *running);
+bool gsd_policy_contended(const gsd_sched_queue *q, const gsd_sched_entity *running);
+
+#endif

@@ -1,0 +1,35 @@
+/*
+ * VidSch: the GPU scheduler. It owns each node's queue of contexts, decides what runs (the
+ * policy, policy.h), hands patched packets to the engines and takes their interrupts, and
+ * carries out preemption, resubmission, timeout detection and recovery, flips and presents.
+ *
+ * Calls go down only: into the memory manager (vidmm/) to make a packet's allocations
+ * resident before it runs, into the engines (engine/), the object model (core/) and the audit.
+ * What it must tell the request layer (a packet ended, an allocation went idle, a sync object
+ * changed) it tells through waiters (core/waiter.h).
+ */
+#ifndef GSD_VIDSCH_H
+#define GSD_VIDSCH_H
+
+#include "core/daemon.h"
+
+/* Starts the engines of an adapter and makes its system (paging) contexts. 0 or -1 (logged). */
+int gsd_vidsch_start(gsd_daemon *d, gsd_adapter *a);
+/* Cancels what is queued, completes waiting flips, stops the engines (their aborted packets are
+ * settled here) and closes the adapter's handles. */
+void gsd_vidsch_stop(gsd_daemon *d, gsd_adapter *a);
+/* Frees the system contexts (after the loop closed the handles). */
+void gsd_vidsch_release(gsd_daemon *d, gsd_adapter *a);
+/* Installs the scheduler's hooks (context attach/detach, paging submission). */
+void gsd_vidsch_install_hooks(gsd_daemon *d);
+
+/* Queues a validated packet on its context (takes ownership). */
+void gsd_vidsch_queue(gsd_daemon *d, gsd_packet *p);
+/* While held, queued work is not started; releasing schedules every node. */
+void gsd_vidsch_hold(gsd_daemon *d, bool hold);
+/* Changes a context's priority; preempts or requeues as the new band requires. */
+void gsd_vidsch_context_priority(gsd_daemon *d, gsd_context *x, uint32_t cls, int32_t prio);
+/* Cancels every packet not on an engine of a context, or of a whole adapter when ctx is NULL. */
+void gsd_vidsch_cancel(gsd_daemon *d, gsd_adapter *a, gsd_context *ctx, const char *why);
+
+#endif
