@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs dependencies, checks formatting, builds with AddressSanitizer and
-# UndefinedBehaviorSanitizer, and runs every test (unit, integration, fuzz replay) with ctest.
+# Installs dependencies, checks formatting and the daemon's layering, builds with
+# AddressSanitizer and UndefinedBehaviorSanitizer, and runs every test (unit, integration, fuzz
+# replay, lint) with ctest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -9,6 +10,9 @@ cd "$(dirname "$0")/.."
 echo "== clang-format check"
 files=$(git ls-files '*.c' '*.h' 2>/dev/null || find server client proto tests -name '*.[ch]')
 clang-format --dry-run --Werror $files
+
+echo "== layer check (docs/architecture.md)"
+tests/lint/check_layers.sh
 
 echo "== build (ASan + UBSan)"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DGS_SANITIZE=ON >/dev/null

@@ -4,6 +4,8 @@
 #include "core/events.h"
 #include "core/log.h"
 
+#include "pbenum.h"
+
 #include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,10 +64,6 @@ void gsd_packet_free(gsd_packet *p)
 #define NSTATES (GSD_PS(REJECTED) + 1)
 #define BIT(s)  (1u << GSD_PS(s))
 
-static const char *const g_state_names[NSTATES] = {
-        "UNKNOWN", "SUBMITTED", "READY",       "RUNNING",   "COMPLETED", "FAULTED",
-        "ABORTED", "PREEMPTED", "RESUBMITTED", "CANCELLED", "REJECTED"};
-
 /*
  * The legal transitions, by the state a packet leaves. A packet is READY only while it is
  * handed to its engine, so the engine's first report takes it on (RUNNING, or ABORTED by a
@@ -85,7 +83,8 @@ static const uint32_t g_legal[NSTATES] = {
 
 const char *gsd_packet_state_name(int state)
 {
-	return state >= 0 && state < NSTATES ? g_state_names[state] : "?";
+	const char *n = gs_enum_name(&gpusched__v1__packet_state__descriptor, state, "PACKET_STATE_");
+	return n ? n : "?";
 }
 
 bool gsd_packet_transition_legal(int from, int to)

@@ -3,7 +3,7 @@
  * the ISA (address translation and bounds checks against the packet's allocation list).
  */
 #include "engine/engine.h"
-#include "vidmm/swizzle.h"
+#include "engine/swizzle.h"
 
 #include <inttypes.h>
 #include <stdio.h>

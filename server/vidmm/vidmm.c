@@ -43,7 +43,7 @@
 
 #include "core/log.h"
 #include "vidmm/paging_plan.h"
-#include "vidmm/swizzle.h"
+#include "engine/swizzle.h"
 
 #include "isa.h"
 #include "wddm.h"

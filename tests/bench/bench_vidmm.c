@@ -40,7 +40,7 @@
 #include "engine/engine.h"
 #include "isa.h"
 #include "vidmm/paging_plan.h"
-#include "vidmm/swizzle.h"
+#include "engine/swizzle.h"
 #include "testd.h"
 #include "vidmm/heap.h"
 #include "wddm.h"

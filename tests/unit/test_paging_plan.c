@@ -14,7 +14,7 @@
 #include <cmocka.h>
 
 #include "vidmm/paging_plan.h"
-#include "vidmm/swizzle.h"
+#include "engine/swizzle.h"
 #include "vidmm/heap.h"
 #include "wddm.h"
 

@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "vidmm/swizzle.h"
+#include "engine/swizzle.h"
 
 static void test_example_by_hand(void **state)
 {

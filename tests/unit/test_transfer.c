@@ -26,7 +26,7 @@
 #include "engine/engine.h"
 #include "isa.h"
 #include "vidmm/paging_plan.h"
-#include "vidmm/swizzle.h"
+#include "engine/swizzle.h"
 #include "wddm.h"
 
 #define KIB 1024ull

@@ -1,4 +1,4 @@
-#include "vidmm/swizzle.h"
+#include "engine/swizzle.h"
 
 #include <errno.h>
 #include <stdint.h>

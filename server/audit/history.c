@@ -1,0 +1,400 @@
+/*
+ * History reads: each call opens its own read-only SQLite connection (any thread), so a large
+ * query never holds up the writer; in WAL mode it sees the last committed state.
+ */
+#include "audit/audit.h"
+#include "audit/internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sqlite3.h>
+
+#define HISTORY_DEFAULT_LIMIT 100
+#define HISTORY_MAX_LIMIT     10000
+
+static int open_reader(const char *path, sqlite3 **db, char *err, size_t errcap)
+{
+	int rc = sqlite3_open_v2(path, db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL);
+	if (rc != SQLITE_OK) {
+		gsd_audit_set_err(err, errcap, "cannot open audit %s: %s", path,
+		        *db ? sqlite3_errmsg(*db) : sqlite3_errstr(rc));
+		sqlite3_close(*db);
+		*db = NULL;
+		return -1;
+	}
+	sqlite3_busy_timeout(*db, GSD_AUDIT_BUSY_TIMEOUT_MS);
+	return 0;
+}
+
+static uint64_t col_u64(sqlite3_stmt *s, int i)
+{
+	return (uint64_t)sqlite3_column_int64(s, i);
+}
+
+static uint32_t col_u32(sqlite3_stmt *s, int i)
+{
+	return (uint32_t)sqlite3_column_int64(s, i);
+}
+
+/* A growable byte store for the strings of a history result; offsets survive reallocation. */
+struct strbuf {
+	char *data;
+	size_t len, cap;
+};
+
+#define NO_STRING SIZE_MAX
+
+static size_t strbuf_add(struct strbuf *b, const unsigned char *s, int n)
+{
+	if (!s)
+		return NO_STRING;
+	size_t need = b->len + (size_t)n + 1;
+	if (need > b->cap) {
+		size_t cap = b->cap ? b->cap : 256;
+		while (cap < need)
+			cap *= 2;
+		char *d = realloc(b->data, cap);
+		if (!d)
+			return NO_STRING - 1;
+		b->data = d;
+		b->cap = cap;
+	}
+	size_t off = b->len;
+	memcpy(b->data + off, s, (size_t)n);
+	b->data[off + (size_t)n] = '\0';
+	b->len = need;
+	return off;
+}
+
+static const char packet_select[] =
+        "SELECT packet, tenant, device, context, adapter, node, fence, submit_flags, patch_flags,"
+        " dma_size, allocation_count, patch_count, state, submitted_ns, ready_ns, started_ns,"
+        " completed_ns, preemptions, resubmissions, result FROM packets WHERE tenant = ?1";
+
+/* Packets that listed the allocation, and the paging packets that moved it; both subqueries
+ * read one range of their (tenant, allocation, ...) index. */
+static const char allocation_clause[] =
+        " AND packet IN (SELECT packet FROM packet_allocations WHERE tenant = ?1"
+        " AND allocation = ?8 UNION SELECT packet FROM moves WHERE tenant = ?1"
+        " AND allocation = ?8 AND packet <> 0)";
+/* Paging (0x1) or ContextSwitch (0x40): the memory manager's own packets. */
+static const char paging_clause[] = " AND (submit_flags & 65) <> 0";
+
+/*
+ * The query names only the filters in use, so SQLite picks the index that matches them (a
+ * "?2 = 0 OR context = ?2" form would defeat the (tenant, context, packet) index). The text is
+ * built from fixed pieces only; every value is a bound parameter.
+ */
+static void build_packet_query(const gsd_history_filter *f, char *sql, size_t cap)
+{
+	snprintf(sql, cap, "%s%s%s%s%s%s%s%s ORDER BY packet DESC LIMIT ?7", packet_select,
+	         f->context ? " AND context = ?2" : "", f->device ? " AND device = ?3" : "",
+	         f->state ? " AND state = ?4" : "", f->node >= 0 ? " AND node = ?5" : "",
+	         f->before_packet ? " AND packet < ?6" : "", f->allocation ? allocation_clause : "",
+	         f->paging ? paging_clause : "");
+}
+
+static void read_packet_row(sqlite3_stmt *s, gsd_packet_rec *r)
+{
+	memset(r, 0, sizeof *r);
+	r->packet = col_u64(s, 0);
+	r->device = col_u64(s, 2);
+	r->context = col_u64(s, 3);
+	r->adapter = col_u32(s, 4);
+	r->node = col_u32(s, 5);
+	r->fence = col_u64(s, 6);
+	r->submit_flags = col_u32(s, 7);
+	r->patch_flags = col_u32(s, 8);
+	r->dma_size = col_u32(s, 9);
+	r->allocation_count = col_u32(s, 10);
+	r->patch_count = col_u32(s, 11);
+	r->state = sqlite3_column_int(s, 12);
+	r->submitted_ns = col_u64(s, 13);
+	r->ready_ns = col_u64(s, 14);
+	r->started_ns = col_u64(s, 15);
+	r->completed_ns = col_u64(s, 16);
+	r->preemptions = col_u32(s, 17);
+	r->resubmissions = col_u32(s, 18);
+}
+
+int gsd_history_packets(const char *path, const gsd_history_filter *f, gsd_history_result *out,
+                        char *err, size_t errcap)
+{
+	memset(out, 0, sizeof *out);
+	if (!f || !f->tenant || !f->tenant[0]) {
+		gsd_audit_set_err(err, errcap, "history needs a tenant");
+		return -1;
+	}
+	uint32_t limit = f->limit ? f->limit : HISTORY_DEFAULT_LIMIT;
+	if (limit > HISTORY_MAX_LIMIT)
+		limit = HISTORY_MAX_LIMIT;
+
+	sqlite3 *db;
+	if (open_reader(path, &db, err, errcap) != 0)
+		return -1;
+
+	char sql[sizeof packet_select + sizeof allocation_clause + sizeof paging_clause + 256];
+	build_packet_query(f, sql, sizeof sql);
+	sqlite3_stmt *s = NULL;
+	gsd_history_row *rows = NULL;
+	size_t *offs = NULL; /* tenant and result offsets of each row, into strings */
+	struct strbuf strings = {0};
+	size_t count = 0;
+	int rc = sqlite3_prepare_v2(db, sql, -1, &s, NULL);
+	if (rc != SQLITE_OK)
+		goto sql_fail;
+	sqlite3_bind_text(s, 1, f->tenant, -1, SQLITE_STATIC);
+	gsd_audit_bind_u64(s, 2, f->context);
+	gsd_audit_bind_u64(s, 3, f->device);
+	sqlite3_bind_int(s, 4, f->state);
+	sqlite3_bind_int(s, 5, f->node);
+	gsd_audit_bind_u64(s, 6, f->before_packet);
+	sqlite3_bind_int64(s, 7, limit);
+	gsd_audit_bind_u64(s, 8, f->allocation);
+
+	/* The limit bounds the rows, so allocate for it once; at most 10000 small rows. */
+	rows = calloc(limit, sizeof *rows);
+	offs = calloc((size_t)limit * 2, sizeof *offs);
+	if (!rows || !offs)
+		goto oom;
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW && count < limit) {
+		read_packet_row(s, &rows[count].rec);
+		for (int k = 0; k < 2; k++) {
+			int col = k == 0 ? 1 : 19;
+			const unsigned char *t = sqlite3_column_text(s, col);
+			size_t off = strbuf_add(&strings, t, sqlite3_column_bytes(s, col));
+			if (off == NO_STRING - 1)
+				goto oom;
+			offs[count * 2 + (size_t)k] = off;
+		}
+		count++;
+	}
+	if (rc != SQLITE_DONE && rc != SQLITE_ROW)
+		goto sql_fail;
+	for (size_t i = 0; i < count; i++) {
+		size_t t = offs[i * 2], r = offs[i * 2 + 1];
+		rows[i].rec.tenant = t == NO_STRING ? NULL : strings.data + t;
+		rows[i].rec.result = r == NO_STRING ? NULL : strings.data + r;
+	}
+	free(offs);
+	sqlite3_finalize(s);
+	sqlite3_close(db);
+	out->rows = rows;
+	out->count = count;
+	out->strings = strings.data;
+	return 0;
+
+oom:
+	gsd_audit_set_err(err, errcap, "out of memory reading history");
+	goto fail;
+sql_fail:
+	gsd_audit_set_err(err, errcap, "history query failed: %s", sqlite3_errmsg(db));
+fail:
+	free(rows);
+	free(offs);
+	free(strings.data);
+	sqlite3_finalize(s);
+	sqlite3_close(db);
+	return -1;
+}
+
+void gsd_history_result_free(gsd_history_result *r)
+{
+	if (!r)
+		return;
+	free(r->rows);
+	free(r->strings);
+	memset(r, 0, sizeof *r);
+}
+
+int gsd_history_events(const char *path, const char *tenant, uint64_t packet, gsd_event_row **out,
+                       size_t *count, char *err, size_t errcap)
+{
+	*out = NULL;
+	*count = 0;
+	if (!tenant || !tenant[0]) {
+		gsd_audit_set_err(err, errcap, "history needs a tenant");
+		return -1;
+	}
+	sqlite3 *db;
+	if (open_reader(path, &db, err, errcap) != 0)
+		return -1;
+
+	/* The packet_events(packet) index holds seq, so this reads one range in order. */
+	sqlite3_stmt *s = NULL;
+	gsd_event_row *rows = NULL;
+	size_t n = 0, cap = 0;
+	int rc = sqlite3_prepare_v2(db,
+	                            "SELECT seq, packet, state, time_ns, detail FROM packet_events"
+	                            " WHERE packet = ?1 AND tenant = ?2 ORDER BY seq",
+	                            -1, &s, NULL);
+	if (rc != SQLITE_OK)
+		goto sql_fail;
+	gsd_audit_bind_u64(s, 1, packet);
+	sqlite3_bind_text(s, 2, tenant, -1, SQLITE_STATIC);
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		if (n == cap) {
+			size_t ncap = cap ? cap * 2 : 8;
+			gsd_event_row *r = realloc(rows, ncap * sizeof *rows);
+			if (!r) {
+				gsd_audit_set_err(err, errcap, "out of memory reading history");
+				goto fail;
+			}
+			rows = r;
+			cap = ncap;
+		}
+		gsd_event_row *e = &rows[n++];
+		e->seq = col_u64(s, 0);
+		e->packet = col_u64(s, 1);
+		e->state = sqlite3_column_int(s, 2);
+		e->time_ns = col_u64(s, 3);
+		const unsigned char *d = sqlite3_column_text(s, 4);
+		gsd_audit_copy_text(e->detail, sizeof e->detail, d ? (const char *)d : "");
+	}
+	if (rc != SQLITE_DONE)
+		goto sql_fail;
+	sqlite3_finalize(s);
+	sqlite3_close(db);
+	*out = rows;
+	*count = n;
+	return 0;
+
+sql_fail:
+	gsd_audit_set_err(err, errcap, "history query failed: %s", sqlite3_errmsg(db));
+fail:
+	free(rows);
+	sqlite3_finalize(s);
+	sqlite3_close(db);
+	return -1;
+}
+
+int gsd_history_last_ids(const char *path, uint64_t *packet, uint64_t *handle, char *err,
+                         size_t errcap)
+{
+	sqlite3 *db;
+	*packet = *handle = 0;
+	if (open_reader(path, &db, err, errcap) != 0)
+		return -1;
+	/* Handles are one daemon-wide sequence over devices, contexts and allocations. Paging
+	 * packets share the packets' sequence, and a move may name one whose row is not (yet)
+	 * in the file. */
+	static const char sql[] = "SELECT MAX((SELECT IFNULL(MAX(packet), 0) FROM packets),"
+	                          "     (SELECT IFNULL(MAX(packet), 0) FROM moves)),"
+	                          " MAX((SELECT IFNULL(MAX(context), 0) FROM contexts),"
+	                          "     (SELECT IFNULL(MAX(device), 0) FROM contexts),"
+	                          "     (SELECT IFNULL(MAX(allocation), 0) FROM allocations),"
+	                          "     (SELECT IFNULL(MAX(device), 0) FROM packets))";
+	sqlite3_stmt *s = NULL;
+	int rc = sqlite3_prepare_v2(db, sql, -1, &s, NULL);
+	if (rc == SQLITE_OK && sqlite3_step(s) == SQLITE_ROW) {
+		*packet = col_u64(s, 0);
+		*handle = col_u64(s, 1);
+		rc = SQLITE_OK;
+	} else {
+		gsd_audit_set_err(err, errcap, "cannot read the last ids: %s", sqlite3_errmsg(db));
+		rc = SQLITE_ERROR;
+	}
+	sqlite3_finalize(s);
+	sqlite3_close(db);
+	return rc == SQLITE_OK ? 0 : -1;
+}
+
+static const char moves_select[] =
+        "SELECT seq, time_ns, allocation, device, adapter, packet, for_packet, kind,"
+        " from_segment, from_offset, to_segment, to_offset, bytes, transfer_flags, pieces,"
+        " reason FROM moves WHERE tenant = ?1";
+
+/* Like build_packet_query: only the filters in use, every value bound. */
+static void build_moves_query(const gsd_moves_filter *f, char *sql, size_t cap)
+{
+	snprintf(sql, cap, "%s%s%s%s%s ORDER BY seq DESC LIMIT ?6", moves_select,
+	         f->allocation ? " AND allocation = ?2" : "", f->device ? " AND device = ?3" : "",
+	         f->packet ? " AND (packet = ?4 OR for_packet = ?4)" : "",
+	         f->before_seq ? " AND seq < ?5" : "");
+}
+
+static void read_move_row(sqlite3_stmt *s, gsd_move_row *m)
+{
+	memset(m, 0, sizeof *m);
+	m->seq = col_u64(s, 0);
+	m->time_ns = col_u64(s, 1);
+	m->allocation = col_u64(s, 2);
+	m->device = col_u64(s, 3);
+	m->adapter = col_u32(s, 4);
+	m->packet = col_u64(s, 5);
+	m->for_packet = col_u64(s, 6);
+	m->kind = sqlite3_column_int(s, 7);
+	m->from_segment = col_u32(s, 8);
+	m->from_offset = col_u64(s, 9);
+	m->to_segment = col_u32(s, 10);
+	m->to_offset = col_u64(s, 11);
+	m->bytes = col_u64(s, 12);
+	m->transfer_flags = col_u32(s, 13);
+	m->pieces = col_u32(s, 14);
+	const unsigned char *r = sqlite3_column_text(s, 15);
+	gsd_audit_copy_text(m->reason, sizeof m->reason, r ? (const char *)r : "");
+}
+
+int gsd_history_moves(const char *path, const gsd_moves_filter *f, gsd_move_row **out,
+                      size_t *count, char *err, size_t errcap)
+{
+	*out = NULL;
+	*count = 0;
+	if (!f || !f->tenant || !f->tenant[0]) {
+		gsd_audit_set_err(err, errcap, "history needs a tenant");
+		return -1;
+	}
+	uint32_t limit = f->limit ? f->limit : HISTORY_DEFAULT_LIMIT;
+	if (limit > HISTORY_MAX_LIMIT)
+		limit = HISTORY_MAX_LIMIT;
+
+	sqlite3 *db;
+	if (open_reader(path, &db, err, errcap) != 0)
+		return -1;
+
+	char sql[sizeof moves_select + 256];
+	build_moves_query(f, sql, sizeof sql);
+	sqlite3_stmt *s = NULL;
+	gsd_move_row *rows = NULL;
+	size_t n = 0, cap = 0;
+	int rc = sqlite3_prepare_v2(db, sql, -1, &s, NULL);
+	if (rc != SQLITE_OK)
+		goto sql_fail;
+	sqlite3_bind_text(s, 1, f->tenant, -1, SQLITE_STATIC);
+	gsd_audit_bind_u64(s, 2, f->allocation);
+	gsd_audit_bind_u64(s, 3, f->device);
+	gsd_audit_bind_u64(s, 4, f->packet);
+	gsd_audit_bind_u64(s, 5, f->before_seq);
+	sqlite3_bind_int64(s, 6, limit);
+	/* Grown as rows come: a 10000-row limit usually meets far fewer moves. */
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW && n < limit) {
+		if (n == cap) {
+			size_t ncap = cap ? cap * 2 : 16;
+			gsd_move_row *r = realloc(rows, ncap * sizeof *rows);
+			if (!r) {
+				gsd_audit_set_err(err, errcap, "out of memory reading moves");
+				goto fail;
+			}
+			rows = r;
+			cap = ncap;
+		}
+		read_move_row(s, &rows[n++]);
+	}
+	if (rc != SQLITE_DONE && rc != SQLITE_ROW)
+		goto sql_fail;
+	sqlite3_finalize(s);
+	sqlite3_close(db);
+	*out = rows;
+	*count = n;
+	return 0;
+
+sql_fail:
+	gsd_audit_set_err(err, errcap, "moves query failed: %s", sqlite3_errmsg(db));
+fail:
+	free(rows);
+	sqlite3_finalize(s);
+	sqlite3_close(db);
+	return -1;
+}
