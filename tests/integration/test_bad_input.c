@@ -344,7 +344,7 @@ static void test_unknown_packet_events(void **state)
 	assert_int_equal(gs_stats(f->c, &s), 0);
 	if (s.errors != 1)
 		fail_msg("PacketEvents answered NOT_FOUND, but the daemon counts %" PRIu64
-		         " errors, not 1: the answer bypassed gs_call_error (not counted, not "
+		         " errors, not 1: the answer bypassed gsd_call_error (not counted, not "
 		         "audited)",
 		         s.errors);
 	audited(f, before, rv, GS_STATUS_NOT_FOUND, "packet_events of an unknown packet");

@@ -2100,7 +2100,7 @@ static void *tr_thread_fn(void *arg)
 	return NULL;
 }
 
-/* races R4: a Transfer parked on a pin is re-dispatched while gs_vidsch_stop settles the aborted
+/* races R4: a Transfer parked on a pin is re-dispatched while gsd_vidsch_stop settles the aborted
  * packet, after the paging contexts were cancelled: its paging packet is queued and never
  * retired (the allocation, the packet and the paging context leak). */
 static void test_r4_parked_transfer_at_shutdown(void **state)

@@ -33,7 +33,7 @@
 #include "sched_util.h"
 #include "testd.h"
 
-/* Every node's virtual clock starts here (server/daemon.h GS_VIRTUAL_EPOCH_NS). */
+/* Every node's virtual clock starts here (server/core/adapter.h GSD_VIRTUAL_EPOCH_NS). */
 #define VIRTUAL_EPOCH_NS UINT64_C(1000000000)
 #include "wddm.h"
 

@@ -1,0 +1,325 @@
+/*
+ * The scheduling policy (server/vidsch/policy.c) driven in process by a mock engine on a
+ * virtual clock, the way drm_sched's KUnit tests drive a mock scheduler: contexts with backlogs
+ * of packets, one engine that runs whatever the policy picks for as long as the policy's
+ * budget allows, and assertions on who ran, when and for how long. No daemon, no threads, no
+ * wall time: every run is deterministic.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "vidsch/policy.h"
+#include "wddm.h"
+
+#define MS       1000000ull
+#define QUANTUM  (2 * MS)
+#define STARVING (40 * MS)
+#define MAX_CTX  8
+
+/* A context of the mock: its policy entity and a backlog of packets of equal length. */
+typedef struct mock_ctx {
+	gsd_sched_entity e;
+	uint64_t packet_ns; /* length of each packet */
+	uint64_t left_ns;   /* of the packet at the head */
+	uint64_t packets;   /* still to run, the head included; UINT64_MAX = endless */
+	uint64_t ran_ns;    /* engine time it got */
+	uint64_t first_run; /* clock when it first ran (0 = never) */
+	uint64_t boosts;    /* runs the starvation rule chose */
+	uint64_t budgeted;  /* runs that had a budget */
+} mock_ctx;
+
+/* The mock engine of one node. */
+typedef struct mock {
+	gsd_sched_queue q;
+	gsd_sched_params p;
+	uint64_t now;
+	mock_ctx ctx[MAX_CTX];
+	int n;
+} mock;
+
+static void mock_init(mock *m)
+{
+	memset(m, 0, sizeof(*m));
+	gsd_policy_queue_init(&m->q);
+	m->p = (gsd_sched_params){.quantum_ns = QUANTUM, .starvation_ns = STARVING};
+	m->now = 1000 * MS;
+}
+
+static mock_ctx *mock_add(mock *m, uint32_t cls, int32_t prio, uint32_t weight, uint64_t packet_ns,
+                          uint64_t packets)
+{
+	assert_true(m->n < MAX_CTX);
+	mock_ctx *c = &m->ctx[m->n];
+	gsd_policy_entity_init(&c->e, cls, prio, weight, (uint64_t)m->n + 1);
+	c->packet_ns = packet_ns;
+	c->left_ns = packet_ns;
+	c->packets = packets;
+	m->n++;
+	assert_int_equal(gsd_policy_enqueue(&m->q, &c->e, m->now), 0);
+	return c;
+}
+
+static mock_ctx *ctx_of(gsd_sched_entity *e)
+{
+	return (mock_ctx *)((char *)e - offsetof(mock_ctx, e));
+}
+
+/* One decision and the run it leads to, as the scheduler's dispatch loop does: pick, run the
+ * head packet for at most the budget, charge, queue again while work is left. Returns the
+ * context that ran, or NULL when nothing is ready. */
+static mock_ctx *mock_step(mock *m)
+{
+	bool boosted = false;
+	gsd_sched_entity *e = gsd_policy_pick(&m->q, m->now, &m->p, &boosted);
+	if (!e)
+		return NULL;
+	mock_ctx *c = ctx_of(e);
+	uint64_t budget = gsd_policy_budget(&m->q, e, &m->p);
+	uint64_t ran = budget && budget < c->left_ns ? budget : c->left_ns;
+	if (!c->first_run)
+		c->first_run = m->now;
+	c->boosts += boosted;
+	c->budgeted += budget != 0;
+	m->now += ran;
+	c->ran_ns += ran;
+	c->left_ns -= ran;
+	gsd_policy_charge(e, ran);
+	if (c->left_ns == 0) {
+		if (c->packets != UINT64_MAX)
+			c->packets--;
+		c->left_ns = c->packet_ns;
+	}
+	if (c->packets)
+		assert_int_equal(gsd_policy_enqueue(&m->q, e, m->now), 0);
+	return c;
+}
+
+/* Runs until the clock passes `until` or nothing is ready. */
+static void mock_run(mock *m, uint64_t until)
+{
+	while (m->now < until && mock_step(m))
+		;
+}
+
+static void mock_fini(mock *m)
+{
+	gsd_policy_queue_fini(&m->q);
+}
+
+static double share(const mock *m, const mock_ctx *c)
+{
+	uint64_t total = 0;
+	for (int i = 0; i < m->n; i++)
+		total += m->ctx[i].ran_ns;
+	return total ? (double)c->ran_ns / (double)total : 0;
+}
+
+/* Contexts of one band share the engine in proportion to their weights, through quantum
+ * budgets, however long their packets are. */
+static void test_weighted_shares(void **state)
+{
+	(void)state;
+	mock m;
+	mock_init(&m);
+	mock_ctx *a = mock_add(&m, GS_PRIORITY_CLASS_NORMAL, 0, 1, 10 * MS, UINT64_MAX);
+	mock_ctx *b = mock_add(&m, GS_PRIORITY_CLASS_NORMAL, 0, 3, 7 * MS, UINT64_MAX);
+	mock_run(&m, m.now + 10000 * MS);
+	assert_true(share(&m, a) > 0.25 - 0.005 && share(&m, a) < 0.25 + 0.005);
+	assert_true(share(&m, b) > 0.75 - 0.005 && share(&m, b) < 0.75 + 0.005);
+	/* Every run was time-sliced: someone of the band always waited. */
+	assert_true(a->budgeted > 0 && b->budgeted > 0);
+	mock_fini(&m);
+}
+
+/* A higher band runs to the end of its work before a lower one gets anything (the lower one
+ * does not starve within the limit here: the high work is short). */
+static void test_higher_band_first(void **state)
+{
+	(void)state;
+	mock m;
+	mock_init(&m);
+	mock_ctx *lo = mock_add(&m, GS_PRIORITY_CLASS_NORMAL, 0, 1, 1 * MS, 5);
+	mock_ctx *hi = mock_add(&m, GS_PRIORITY_CLASS_HIGH, 0, 1, 1 * MS, 5);
+	uint64_t t0 = m.now;
+	for (int i = 0; i < 5; i++)
+		assert_ptr_equal(mock_step(&m), hi);
+	assert_int_equal(lo->ran_ns, 0);
+	/* Alone in its band and nobody above: never time-sliced. */
+	assert_int_equal(hi->budgeted, 0);
+	mock_run(&m, UINT64_MAX);
+	assert_int_equal(lo->first_run, t0 + 5 * MS);
+	assert_int_equal(lo->budgeted, 0);
+	mock_fini(&m);
+}
+
+/* A context owed progress that waited longer than the starvation limit runs next for one
+ * quantum, even with a higher band ready; then the higher band goes on. */
+static void test_starvation_boost(void **state)
+{
+	(void)state;
+	mock m;
+	mock_init(&m);
+	mock_ctx *lo = mock_add(&m, GS_PRIORITY_CLASS_BELOW_NORMAL, 0, 1, 100 * MS, UINT64_MAX);
+	mock_ctx *hi = mock_add(&m, GS_PRIORITY_CLASS_HIGH, 0, 1, 1 * MS, UINT64_MAX);
+	uint64_t t0 = m.now;
+	mock_run(&m, t0 + 1000 * MS);
+	/* First run: after waiting at least the limit, at most one high packet later. */
+	assert_true(lo->first_run >= t0 + STARVING);
+	assert_true(lo->first_run <= t0 + STARVING + 1 * MS);
+	assert_true(lo->boosts > 0);
+	/* Each boost is one quantum, so the low context gets about quantum / (limit + quantum). */
+	double want = (double)QUANTUM / (double)(STARVING + QUANTUM);
+	assert_true(share(&m, lo) > want * 0.8 && share(&m, lo) < want * 1.2);
+	assert_int_equal(hi->boosts, 0);
+	mock_fini(&m);
+}
+
+/* IDLE gets no guarantee: it never runs while anything else is ready. */
+static void test_idle_never_boosted(void **state)
+{
+	(void)state;
+	mock m;
+	mock_init(&m);
+	mock_ctx *idle = mock_add(&m, GS_PRIORITY_CLASS_IDLE, 7, 1, 1 * MS, UINT64_MAX);
+	mock_ctx *normal = mock_add(&m, GS_PRIORITY_CLASS_NORMAL, 0, 1, 1 * MS, 500);
+	mock_run(&m, m.now + 499 * MS);
+	assert_int_equal(idle->ran_ns, 0);
+	assert_int_equal(normal->ran_ns, 499 * MS);
+	/* Once the others are done, IDLE runs. */
+	mock_run(&m, m.now + 10 * MS);
+	assert_true(idle->ran_ns > 0);
+	mock_fini(&m);
+}
+
+/* REALTIME never yields: not time-sliced in its own band, and nobody is boosted past it. */
+static void test_realtime_never_yields(void **state)
+{
+	(void)state;
+	mock m;
+	mock_init(&m);
+	mock_ctx *normal = mock_add(&m, GS_PRIORITY_CLASS_NORMAL, 0, 1, 1 * MS, UINT64_MAX);
+	mock_ctx *rt1 = mock_add(&m, GS_PRIORITY_CLASS_REALTIME, 0, 1, 10 * MS, 20);
+	mock_ctx *rt2 = mock_add(&m, GS_PRIORITY_CLASS_REALTIME, 0, 1, 10 * MS, 20);
+	mock_run(&m, m.now + 400 * MS);
+	assert_int_equal(normal->ran_ns, 0);
+	assert_int_equal(rt1->budgeted + rt2->budgeted, 0);
+	assert_int_equal(rt1->ran_ns + rt2->ran_ns, 400 * MS);
+	mock_fini(&m);
+}
+
+/* The budget: none alone, one quantum when its band or a higher one waits, none when only
+ * lower bands wait. */
+static void test_budget(void **state)
+{
+	(void)state;
+	mock m;
+	mock_init(&m);
+	mock_ctx *a = mock_add(&m, GS_PRIORITY_CLASS_NORMAL, 0, 1, MS, 1);
+	gsd_sched_entity *e = gsd_policy_pick(&m.q, m.now, &m.p, NULL);
+	assert_ptr_equal(e, &a->e);
+	assert_int_equal(gsd_policy_budget(&m.q, e, &m.p), 0);
+	mock_ctx *same = mock_add(&m, GS_PRIORITY_CLASS_NORMAL, 0, 1, MS, 1);
+	assert_int_equal(gsd_policy_budget(&m.q, e, &m.p), QUANTUM);
+	gsd_policy_dequeue(&m.q, &same->e);
+	mock_add(&m, GS_PRIORITY_CLASS_BELOW_NORMAL, 7, 1, MS, 1);
+	assert_int_equal(gsd_policy_budget(&m.q, e, &m.p), 0);
+	mock_add(&m, GS_PRIORITY_CLASS_NORMAL, 1, 1, MS, 1);
+	assert_int_equal(gsd_policy_budget(&m.q, e, &m.p), QUANTUM);
+	mock_fini(&m);
+}
+
+/* What a newcomer does to the run. */
+static void test_arrival(void **state)
+{
+	(void)state;
+	gsd_sched_entity run, higher, same, lower, rt, rt_same;
+	gsd_policy_entity_init(&run, GS_PRIORITY_CLASS_NORMAL, 0, 1, 1);
+	gsd_policy_entity_init(&higher, GS_PRIORITY_CLASS_NORMAL, 1, 1, 2);
+	gsd_policy_entity_init(&same, GS_PRIORITY_CLASS_NORMAL, 0, 1, 3);
+	gsd_policy_entity_init(&lower, GS_PRIORITY_CLASS_BELOW_NORMAL, 7, 1, 4);
+	gsd_policy_entity_init(&rt, GS_PRIORITY_CLASS_REALTIME, 0, 1, 5);
+	gsd_policy_entity_init(&rt_same, GS_PRIORITY_CLASS_REALTIME, 0, 1, 6);
+	assert_int_equal(gsd_policy_on_arrival(&higher, &run, 0), GSD_POLICY_PREEMPT);
+	assert_int_equal(gsd_policy_on_arrival(&higher, &run, QUANTUM), GSD_POLICY_PREEMPT);
+	assert_int_equal(gsd_policy_on_arrival(&same, &run, 0), GSD_POLICY_END_SLICE);
+	assert_int_equal(gsd_policy_on_arrival(&same, &run, QUANTUM), GSD_POLICY_KEEP);
+	assert_int_equal(gsd_policy_on_arrival(&lower, &run, 0), GSD_POLICY_KEEP);
+	assert_int_equal(gsd_policy_on_arrival(&rt_same, &rt, 0), GSD_POLICY_KEEP);
+	assert_int_equal(gsd_policy_on_arrival(&rt, &run, 0), GSD_POLICY_PREEMPT);
+}
+
+/* A context that slept does not bank credit: coming back to a busy band, it shares from then
+ * on instead of owning the engine until its key catches up. */
+static void test_no_credit_after_sleep(void **state)
+{
+	(void)state;
+	mock m;
+	mock_init(&m);
+	mock_ctx *a = mock_add(&m, GS_PRIORITY_CLASS_NORMAL, 0, 1, 1 * MS, UINT64_MAX);
+	mock_run(&m, m.now + 1000 * MS);
+	mock_ctx *b = mock_add(&m, GS_PRIORITY_CLASS_NORMAL, 0, 1, 1 * MS, UINT64_MAX);
+	uint64_t a0 = a->ran_ns;
+	mock_run(&m, m.now + 100 * MS);
+	/* Equal weights from b's arrival on: about 50 ms each, give or take a run. */
+	assert_true(a->ran_ns - a0 >= 48 * MS && a->ran_ns - a0 <= 52 * MS);
+	assert_true(b->ran_ns >= 48 * MS && b->ran_ns <= 52 * MS);
+	mock_fini(&m);
+}
+
+/* A priority change moves a queued context to its new band at once. */
+static void test_set_priority(void **state)
+{
+	(void)state;
+	mock m;
+	mock_init(&m);
+	mock_ctx *a = mock_add(&m, GS_PRIORITY_CLASS_NORMAL, 0, 1, MS, 1);
+	mock_ctx *b = mock_add(&m, GS_PRIORITY_CLASS_NORMAL, 0, 1, MS, 1);
+	assert_int_equal(gsd_policy_set_priority(&m.q, &b->e, GS_PRIORITY_CLASS_HIGH, 0, m.now), 0);
+	assert_ptr_equal(mock_step(&m), b);
+	assert_int_equal(gsd_policy_set_priority(&m.q, &b->e, GS_PRIORITY_CLASS_IDLE, 0, m.now), 0);
+	assert_false(gsd_policy_queued(&b->e)); /* b had no work left: not queued again */
+	assert_ptr_equal(mock_step(&m), a);
+	assert_null(mock_step(&m));
+	mock_fini(&m);
+}
+
+/* The system band (paging) is above REALTIME and never time-sliced. */
+static void test_system_band(void **state)
+{
+	(void)state;
+	mock m;
+	mock_init(&m);
+	mock_ctx *rt = mock_add(&m, GS_PRIORITY_CLASS_REALTIME, 7, 1, MS, 3);
+	mock_ctx *sys = mock_add(&m, GSD_CLASS_SYSTEM, GSD_PRIORITY_MIN, 1, MS, 3);
+	assert_ptr_equal(mock_step(&m), sys);
+	assert_ptr_equal(mock_step(&m), sys);
+	assert_ptr_equal(mock_step(&m), sys);
+	assert_int_equal(sys->budgeted, 0);
+	assert_ptr_equal(mock_step(&m), rt);
+	assert_false(gsd_policy_owed_progress(GSD_CLASS_SYSTEM));
+	assert_false(gsd_policy_time_sliced(GSD_CLASS_SYSTEM));
+	mock_fini(&m);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test(test_weighted_shares),
+	        cmocka_unit_test(test_higher_band_first),
+	        cmocka_unit_test(test_starvation_boost),
+	        cmocka_unit_test(test_idle_never_boosted),
+	        cmocka_unit_test(test_realtime_never_yields),
+	        cmocka_unit_test(test_budget),
+	        cmocka_unit_test(test_arrival),
+	        cmocka_unit_test(test_no_credit_after_sleep),
+	        cmocka_unit_test(test_set_priority),
+	        cmocka_unit_test(test_system_band),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
