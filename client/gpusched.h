@@ -260,17 +260,7 @@ int gs_device_create(gs_client *c, const char *name, uint64_t *device);
  * sync objects. */
 int gs_device_destroy(gs_client *c, uint64_t device);
 
-/* DXGK_CONTEXTINFO, field by field. */
-typedef struct gs_context_info {
-	uint32_t dma_buffer_size;
-	uint32_t dma_buffer_segment_set; /* aperture segments only; 0 = system memory */
-	uint32_t dma_buffer_private_data_size;
-	uint32_t allocation_list_size; /* 256 for a GDI context */
-	uint32_t patch_location_list_size;
-	uint32_t reserved; /* must be 0 */
-	uint32_t caps;     /* GS_CTXCAPS_* of wddm.h */
-	uint32_t paging_companion_node_id;
-} gs_context_info;
+/* gs_context_info (DXGK_CONTEXTINFO) is declared in wddm.h. */
 
 /* Sane defaults: DMA buffer 64 KiB in system memory, no private data, lists of 64 entries,
  * no caps, paging companion node 0 (override it with the adapter's paging node). */

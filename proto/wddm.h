@@ -48,6 +48,18 @@ extern "C" {
 #define GS_CTXCAPS_USE_IOMMU                0x4u
 #define GS_CTXCAPS_VALID_MASK               0x7u
 
+/* DXGK_CONTEXTINFO, field by field: what a context declares at creation. */
+typedef struct gs_context_info {
+	uint32_t dma_buffer_size;
+	uint32_t dma_buffer_segment_set; /* aperture segments only; 0 = system memory */
+	uint32_t dma_buffer_private_data_size;
+	uint32_t allocation_list_size; /* 256 for a GDI context */
+	uint32_t patch_location_list_size;
+	uint32_t reserved; /* must be 0 */
+	uint32_t caps;     /* GS_CTXCAPS_* */
+	uint32_t paging_companion_node_id;
+} gs_context_info;
+
 /* Context create flags */
 #define GS_CTX_SYSTEM               0x1u
 #define GS_CTX_GDI                  0x2u

@@ -38,7 +38,7 @@
 /* Like SQLite's own auto-checkpoint threshold, which we replace (see wal_hook). */
 #define PASSIVE_CHECKPOINT_FRAMES 1000
 /* Free nodes kept for reuse; beyond this a burst's nodes go back to malloc. */
-#define POOL_MAX              8192
+#define POOL_MAX 8192
 /*
  * Commit policy. A record that carries an ack (a Submit waiting to be answered) is committed at
  * once. Records nobody waits for (later transitions, contexts, notes) linger up to LINGER_NS or
@@ -269,7 +269,8 @@ static void node_text(struct node *n, char *dst, size_t cap, const char *src, un
 
 static const char *state_name(int state)
 {
-	const char *n = gs_enum_name(&gpusched__v1__packet_state__descriptor, state, "PACKET_STATE_");
+	const char *n =
+	        gs_enum_name(&gpusched__v1__packet_state__descriptor, state, "PACKET_STATE_");
 	return n ? n : "INVALID";
 }
 
@@ -362,13 +363,13 @@ static int write_context(gsd_audit *a, const struct node *n)
 	sqlite3_bind_int64(s, 6, r->flags);
 	sqlite3_bind_int64(s, 7, r->priority_class);
 	sqlite3_bind_int64(s, 8, r->priority);
-	sqlite3_bind_int64(s, 9, r->dma_buffer_size);
-	sqlite3_bind_int64(s, 10, r->dma_buffer_segment_set);
-	sqlite3_bind_int64(s, 11, r->dma_buffer_private_data_size);
-	sqlite3_bind_int64(s, 12, r->allocation_list_size);
-	sqlite3_bind_int64(s, 13, r->patch_location_list_size);
-	sqlite3_bind_int64(s, 14, r->caps);
-	sqlite3_bind_int64(s, 15, r->paging_companion_node_id);
+	sqlite3_bind_int64(s, 9, r->info.dma_buffer_size);
+	sqlite3_bind_int64(s, 10, r->info.dma_buffer_segment_set);
+	sqlite3_bind_int64(s, 11, r->info.dma_buffer_private_data_size);
+	sqlite3_bind_int64(s, 12, r->info.allocation_list_size);
+	sqlite3_bind_int64(s, 13, r->info.patch_location_list_size);
+	sqlite3_bind_int64(s, 14, r->info.caps);
+	sqlite3_bind_int64(s, 15, r->info.paging_companion_node_id);
 	gsd_audit_bind_u64(s, 16, r->created_ns);
 	gsd_audit_bind_u64(s, 17, r->destroyed_ns);
 	return step_reset(s);
@@ -749,32 +750,39 @@ static void node_lost(gsd_audit *a, gsd_audit_ack_fn ack, void *ack_arg)
 		ack(ack_arg, false);
 }
 
-void gsd_audit_flush(gsd_audit *a, gsd_audit_ack_fn ack, void *ack_arg)
+/* A node of `kind` for tenant's record, acknowledged by ack; NULL (the record is lost, and
+ * acknowledged as not written) when memory is exhausted. */
+static struct node *node_begin(gsd_audit *a, enum rec_kind kind, const char *tenant,
+                               gsd_audit_ack_fn ack, void *ack_arg)
 {
-	struct node *n = node_take(a, REC_FLUSH);
+	struct node *n = node_take(a, kind);
 	if (!n) {
 		node_lost(a, ack, ack_arg);
-		return;
+		return NULL;
 	}
 	n->ack = ack;
 	n->ack_arg = ack_arg;
-	node_push(a, n);
+	node_text(n, n->tenant, sizeof n->tenant, tenant, NULL_TENANT);
+	n->text1[0] = n->text2[0] = '\0';
+	return n;
+}
+
+void gsd_audit_flush(gsd_audit *a, gsd_audit_ack_fn ack, void *ack_arg)
+{
+	struct node *n = node_begin(a, REC_FLUSH, NULL, ack, ack_arg);
+	if (n)
+		node_push(a, n);
 }
 
 void gsd_audit_packet(gsd_audit *a, const gsd_packet_rec *rec, const char *detail,
                       gsd_audit_ack_fn ack, void *ack_arg)
 {
-	struct node *n = node_take(a, REC_PACKET);
-	if (!n) {
-		node_lost(a, ack, ack_arg);
+	struct node *n = node_begin(a, REC_PACKET, rec->tenant, ack, ack_arg);
+	if (!n)
 		return;
-	}
-	n->ack = ack;
-	n->ack_arg = ack_arg;
 	n->u.packet = *rec;
 	n->u.packet.tenant = NULL;
 	n->u.packet.result = NULL;
-	node_text(n, n->tenant, sizeof n->tenant, rec->tenant, NULL_TENANT);
 	node_text(n, n->text1, sizeof n->text1, rec->result, NULL_TEXT1);
 	node_text(n, n->text2, sizeof n->text2, detail, NULL_TEXT2);
 	node_push(a, n);
@@ -782,43 +790,33 @@ void gsd_audit_packet(gsd_audit *a, const gsd_packet_rec *rec, const char *detai
 
 void gsd_audit_context(gsd_audit *a, const gsd_context_rec *rec)
 {
-	struct node *n = node_take(a, REC_CONTEXT);
-	if (!n) {
-		node_lost(a, NULL, NULL);
+	struct node *n = node_begin(a, REC_CONTEXT, rec->tenant, NULL, NULL);
+	if (!n)
 		return;
-	}
 	n->u.context = *rec;
 	n->u.context.tenant = NULL;
-	node_text(n, n->tenant, sizeof n->tenant, rec->tenant, NULL_TENANT);
 	node_push(a, n);
 }
 
 void gsd_audit_allocation(gsd_audit *a, const gsd_allocation_rec *rec)
 {
-	struct node *n = node_take(a, REC_ALLOCATION);
-	if (!n) {
-		node_lost(a, NULL, NULL);
+	struct node *n = node_begin(a, REC_ALLOCATION, rec->tenant, NULL, NULL);
+	if (!n)
 		return;
-	}
 	n->u.allocation = *rec;
 	n->u.allocation.tenant = NULL;
-	node_text(n, n->tenant, sizeof n->tenant, rec->tenant, NULL_TENANT);
 	node_push(a, n);
 }
 
 void gsd_audit_move(gsd_audit *a, const gsd_move_rec *rec)
 {
-	struct node *n = node_take(a, REC_MOVE);
-	if (!n) {
-		node_lost(a, NULL, NULL);
+	struct node *n = node_begin(a, REC_MOVE, rec->tenant, NULL, NULL);
+	if (!n)
 		return;
-	}
 	n->u.move = *rec;
 	n->u.move.tenant = NULL;
 	n->u.move.reason = NULL;
-	node_text(n, n->tenant, sizeof n->tenant, rec->tenant, NULL_TENANT);
 	node_text(n, n->text1, sizeof n->text1, rec->reason, NULL_TEXT1);
-	n->text2[0] = '\0';
 	node_push(a, n);
 }
 
@@ -837,10 +835,9 @@ void gsd_audit_packet_allocations(gsd_audit *a, uint64_t packet, const char *ten
 		node_lost(a, NULL, NULL);
 		return;
 	}
-	struct node *nd = node_take(a, REC_PACKET_ALLOCS);
+	struct node *nd = node_begin(a, REC_PACKET_ALLOCS, tenant, NULL, NULL);
 	if (!nd) {
 		free(block);
-		node_lost(a, NULL, NULL);
 		return;
 	}
 	uint8_t *w = (uint8_t *)(block + n);
@@ -849,21 +846,16 @@ void gsd_audit_packet_allocations(gsd_audit *a, uint64_t packet, const char *ten
 		w[i] = write && write[i];
 	nd->u.palloc =
 	        (struct packet_allocs){.packet = packet, .n = n, .allocations = block, .write = w};
-	node_text(nd, nd->tenant, sizeof nd->tenant, tenant, NULL_TENANT);
-	nd->text1[0] = nd->text2[0] = '\0';
 	node_push(a, nd);
 }
 
 void gsd_audit_error(gsd_audit *a, const char *tenant, const char *request, int status,
                      const char *message)
 {
-	struct node *n = node_take(a, REC_ERROR);
-	if (!n) {
-		node_lost(a, NULL, NULL);
+	struct node *n = node_begin(a, REC_ERROR, tenant, NULL, NULL);
+	if (!n)
 		return;
-	}
 	n->u.status = status;
-	node_text(n, n->tenant, sizeof n->tenant, tenant, NULL_TENANT);
 	node_text(n, n->text1, sizeof n->text1, request, NULL_TEXT1);
 	node_text(n, n->text2, sizeof n->text2, message, NULL_TEXT2);
 	node_push(a, n);
@@ -871,12 +863,9 @@ void gsd_audit_error(gsd_audit *a, const char *tenant, const char *request, int 
 
 void gsd_audit_note(gsd_audit *a, const char *tenant, const char *kind, const char *detail)
 {
-	struct node *n = node_take(a, REC_NOTE);
-	if (!n) {
-		node_lost(a, NULL, NULL);
+	struct node *n = node_begin(a, REC_NOTE, tenant, NULL, NULL);
+	if (!n)
 		return;
-	}
-	node_text(n, n->tenant, sizeof n->tenant, tenant, NULL_TENANT);
 	node_text(n, n->text1, sizeof n->text1, kind, NULL_TEXT1);
 	node_text(n, n->text2, sizeof n->text2, detail, NULL_TEXT2);
 	node_push(a, n);

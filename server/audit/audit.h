@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "wddm.h"
+
 typedef struct gsd_audit gsd_audit;
 
 /* The schema version this daemon writes; a file with a newer one is refused at open. */
@@ -72,8 +74,7 @@ typedef struct gsd_context_rec {
 	uint32_t flags;
 	uint32_t priority_class;
 	int32_t priority;
-	uint32_t dma_buffer_size, dma_buffer_segment_set, dma_buffer_private_data_size;
-	uint32_t allocation_list_size, patch_location_list_size, caps, paging_companion_node_id;
+	gs_context_info info; /* DXGK_CONTEXTINFO (reserved is not recorded) */
 	uint64_t created_ns;
 	uint64_t destroyed_ns; /* 0 while alive */
 } gsd_context_rec;

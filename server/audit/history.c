@@ -19,7 +19,7 @@ static int open_reader(const char *path, sqlite3 **db, char *err, size_t errcap)
 	int rc = sqlite3_open_v2(path, db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL);
 	if (rc != SQLITE_OK) {
 		gsd_audit_set_err(err, errcap, "cannot open audit %s: %s", path,
-		        *db ? sqlite3_errmsg(*db) : sqlite3_errstr(rc));
+		                  *db ? sqlite3_errmsg(*db) : sqlite3_errstr(rc));
 		sqlite3_close(*db);
 		*db = NULL;
 		return -1;
@@ -36,6 +36,59 @@ static uint64_t col_u64(sqlite3_stmt *s, int i)
 static uint32_t col_u32(sqlite3_stmt *s, int i)
 {
 	return (uint32_t)sqlite3_column_int64(s, i);
+}
+
+/*
+ * Steps a prepared query to its end (or `limit` rows), appending each row (row_size bytes,
+ * filled by `read`) to an array grown as rows come, and finalises it. Returns 0 with *out
+ * malloc'd (NULL when no row), or -1 with err filled ("<what> query failed: ...").
+ */
+typedef void (*row_reader)(sqlite3_stmt *s, void *row);
+
+static int collect_rows(sqlite3 *db, sqlite3_stmt *s, size_t row_size, uint32_t limit,
+                        row_reader read, const char *what, void **out, size_t *count, char *err,
+                        size_t errcap)
+{
+	char *rows = NULL;
+	size_t n = 0, cap = 0;
+	int rc;
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW && n < limit) {
+		if (n == cap) {
+			size_t ncap = cap ? cap * 2 : 16;
+			char *r = realloc(rows, ncap * row_size);
+			if (!r) {
+				gsd_audit_set_err(err, errcap, "out of memory reading %s", what);
+				goto fail;
+			}
+			rows = r;
+			cap = ncap;
+		}
+		read(s, rows + n++ * row_size);
+	}
+	if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
+		gsd_audit_set_err(err, errcap, "%s query failed: %s", what, sqlite3_errmsg(db));
+		goto fail;
+	}
+	sqlite3_finalize(s);
+	*out = rows;
+	*count = n;
+	return 0;
+fail:
+	free(rows);
+	sqlite3_finalize(s);
+	return -1;
+}
+
+/* Prepares sql on db; on failure fills err, closes db and returns NULL. */
+static sqlite3_stmt *prepare_or_close(sqlite3 *db, const char *sql, const char *what, char *err,
+                                      size_t errcap)
+{
+	sqlite3_stmt *s = NULL;
+	if (sqlite3_prepare_v2(db, sql, -1, &s, NULL) == SQLITE_OK)
+		return s;
+	gsd_audit_set_err(err, errcap, "%s query failed: %s", what, sqlite3_errmsg(db));
+	sqlite3_close(db);
+	return NULL;
 }
 
 /* A growable byte store for the strings of a history result; offsets survive reallocation. */
@@ -209,6 +262,17 @@ void gsd_history_result_free(gsd_history_result *r)
 	memset(r, 0, sizeof *r);
 }
 
+static void read_event_row(sqlite3_stmt *s, void *row)
+{
+	gsd_event_row *e = row;
+	e->seq = col_u64(s, 0);
+	e->packet = col_u64(s, 1);
+	e->state = sqlite3_column_int(s, 2);
+	e->time_ns = col_u64(s, 3);
+	const unsigned char *d = sqlite3_column_text(s, 4);
+	gsd_audit_copy_text(e->detail, sizeof e->detail, d ? (const char *)d : "");
+}
+
 int gsd_history_events(const char *path, const char *tenant, uint64_t packet, gsd_event_row **out,
                        size_t *count, char *err, size_t errcap)
 {
@@ -221,53 +285,20 @@ int gsd_history_events(const char *path, const char *tenant, uint64_t packet, gs
 	sqlite3 *db;
 	if (open_reader(path, &db, err, errcap) != 0)
 		return -1;
-
 	/* The packet_events(packet) index holds seq, so this reads one range in order. */
-	sqlite3_stmt *s = NULL;
-	gsd_event_row *rows = NULL;
-	size_t n = 0, cap = 0;
-	int rc = sqlite3_prepare_v2(db,
-	                            "SELECT seq, packet, state, time_ns, detail FROM packet_events"
-	                            " WHERE packet = ?1 AND tenant = ?2 ORDER BY seq",
-	                            -1, &s, NULL);
-	if (rc != SQLITE_OK)
-		goto sql_fail;
+	sqlite3_stmt *s = prepare_or_close(db,
+	                                   "SELECT seq, packet, state, time_ns, detail FROM "
+	                                   "packet_events WHERE packet = ?1 AND tenant = ?2 "
+	                                   "ORDER BY seq",
+	                                   "history", err, errcap);
+	if (!s)
+		return -1;
 	gsd_audit_bind_u64(s, 1, packet);
 	sqlite3_bind_text(s, 2, tenant, -1, SQLITE_STATIC);
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		if (n == cap) {
-			size_t ncap = cap ? cap * 2 : 8;
-			gsd_event_row *r = realloc(rows, ncap * sizeof *rows);
-			if (!r) {
-				gsd_audit_set_err(err, errcap, "out of memory reading history");
-				goto fail;
-			}
-			rows = r;
-			cap = ncap;
-		}
-		gsd_event_row *e = &rows[n++];
-		e->seq = col_u64(s, 0);
-		e->packet = col_u64(s, 1);
-		e->state = sqlite3_column_int(s, 2);
-		e->time_ns = col_u64(s, 3);
-		const unsigned char *d = sqlite3_column_text(s, 4);
-		gsd_audit_copy_text(e->detail, sizeof e->detail, d ? (const char *)d : "");
-	}
-	if (rc != SQLITE_DONE)
-		goto sql_fail;
-	sqlite3_finalize(s);
+	int rc = collect_rows(db, s, sizeof(gsd_event_row), UINT32_MAX, read_event_row, "history",
+	                      (void **)out, count, err, errcap);
 	sqlite3_close(db);
-	*out = rows;
-	*count = n;
-	return 0;
-
-sql_fail:
-	gsd_audit_set_err(err, errcap, "history query failed: %s", sqlite3_errmsg(db));
-fail:
-	free(rows);
-	sqlite3_finalize(s);
-	sqlite3_close(db);
-	return -1;
+	return rc;
 }
 
 int gsd_history_last_ids(const char *path, uint64_t *packet, uint64_t *handle, char *err,
@@ -315,8 +346,9 @@ static void build_moves_query(const gsd_moves_filter *f, char *sql, size_t cap)
 	         f->before_seq ? " AND seq < ?5" : "");
 }
 
-static void read_move_row(sqlite3_stmt *s, gsd_move_row *m)
+static void read_move_row(sqlite3_stmt *s, void *row)
 {
+	gsd_move_row *m = row;
 	memset(m, 0, sizeof *m);
 	m->seq = col_u64(s, 0);
 	m->time_ns = col_u64(s, 1);
@@ -356,12 +388,9 @@ int gsd_history_moves(const char *path, const gsd_moves_filter *f, gsd_move_row 
 
 	char sql[sizeof moves_select + 256];
 	build_moves_query(f, sql, sizeof sql);
-	sqlite3_stmt *s = NULL;
-	gsd_move_row *rows = NULL;
-	size_t n = 0, cap = 0;
-	int rc = sqlite3_prepare_v2(db, sql, -1, &s, NULL);
-	if (rc != SQLITE_OK)
-		goto sql_fail;
+	sqlite3_stmt *s = prepare_or_close(db, sql, "moves", err, errcap);
+	if (!s)
+		return -1;
 	sqlite3_bind_text(s, 1, f->tenant, -1, SQLITE_STATIC);
 	gsd_audit_bind_u64(s, 2, f->allocation);
 	gsd_audit_bind_u64(s, 3, f->device);
@@ -369,32 +398,8 @@ int gsd_history_moves(const char *path, const gsd_moves_filter *f, gsd_move_row 
 	gsd_audit_bind_u64(s, 5, f->before_seq);
 	sqlite3_bind_int64(s, 6, limit);
 	/* Grown as rows come: a 10000-row limit usually meets far fewer moves. */
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW && n < limit) {
-		if (n == cap) {
-			size_t ncap = cap ? cap * 2 : 16;
-			gsd_move_row *r = realloc(rows, ncap * sizeof *rows);
-			if (!r) {
-				gsd_audit_set_err(err, errcap, "out of memory reading moves");
-				goto fail;
-			}
-			rows = r;
-			cap = ncap;
-		}
-		read_move_row(s, &rows[n++]);
-	}
-	if (rc != SQLITE_DONE && rc != SQLITE_ROW)
-		goto sql_fail;
-	sqlite3_finalize(s);
+	int rc = collect_rows(db, s, sizeof(gsd_move_row), limit, read_move_row, "moves",
+	                      (void **)out, count, err, errcap);
 	sqlite3_close(db);
-	*out = rows;
-	*count = n;
-	return 0;
-
-sql_fail:
-	gsd_audit_set_err(err, errcap, "moves query failed: %s", sqlite3_errmsg(db));
-fail:
-	free(rows);
-	sqlite3_finalize(s);
-	sqlite3_close(db);
-	return -1;
+	return rc;
 }

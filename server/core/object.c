@@ -207,13 +207,7 @@ void gsd_context_audit(gsd_daemon *d, const gsd_context *x)
 	                     .flags = x->flags,
 	                     .priority_class = x->sched.priority_class,
 	                     .priority = x->sched.priority,
-	                     .dma_buffer_size = x->dma_buffer_size,
-	                     .dma_buffer_segment_set = x->dma_buffer_segment_set,
-	                     .dma_buffer_private_data_size = x->dma_buffer_private_data_size,
-	                     .allocation_list_size = x->allocation_list_size,
-	                     .patch_location_list_size = x->patch_location_list_size,
-	                     .caps = x->caps,
-	                     .paging_companion_node_id = x->paging_companion_node_id,
+	                     .info = x->info,
 	                     .created_ns = x->created_ns,
 	                     .destroyed_ns = x->destroyed ? gsd_now_ns() : 0};
 	gsd_audit_context(d->audit, &r);
@@ -233,13 +227,7 @@ gsd_context *gsd_context_create(gsd_daemon *d, gsd_device *dev, const gsd_contex
 	x->dev = dev;
 	x->node = &dev->adapter->nodes[pr->node];
 	x->flags = pr->flags;
-	x->dma_buffer_size = pr->dma_buffer_size;
-	x->dma_buffer_segment_set = pr->dma_buffer_segment_set;
-	x->dma_buffer_private_data_size = pr->dma_buffer_private_data_size;
-	x->allocation_list_size = pr->allocation_list_size;
-	x->patch_location_list_size = pr->patch_location_list_size;
-	x->caps = pr->caps;
-	x->paging_companion_node_id = pr->paging_companion_node_id;
+	x->info = pr->info;
 	x->refs = 1;
 	x->created_ns = gsd_now_ns();
 	gsd_list_init(&x->pending);

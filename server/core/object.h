@@ -24,6 +24,8 @@
 #include "core/waiter.h"
 #include "vidsch/policy.h"
 
+#include "wddm.h"
+
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -67,9 +69,7 @@ struct gsd_context {
 	gsd_sync *blocked_on;
 	/* ---- what it declared ---- */
 	uint32_t flags;
-	/* Effective DXGK_CONTEXTINFO: list sizes only ever grow. */
-	uint32_t dma_buffer_size, dma_buffer_segment_set, dma_buffer_private_data_size;
-	uint32_t allocation_list_size, patch_location_list_size, caps, paging_companion_node_id;
+	gs_context_info info; /* effective DXGK_CONTEXTINFO: list sizes only ever grow */
 	bool faulted;
 	bool destroyed;
 	uint32_t refs; /* 1 for the handle + 1 per live packet */
@@ -82,8 +82,7 @@ typedef struct gsd_context_params {
 	uint32_t flags;
 	uint32_t priority_class;
 	int32_t priority;
-	uint32_t dma_buffer_size, dma_buffer_segment_set, dma_buffer_private_data_size;
-	uint32_t allocation_list_size, patch_location_list_size, caps, paging_companion_node_id;
+	gs_context_info info;
 } gsd_context_params;
 
 typedef struct gsd_allocation {

@@ -71,6 +71,15 @@ static uint8_t *translate(const gsd_memory *mem, const gsd_exec *x, uint64_t add
 	return seg->base + off;
 }
 
+/* The source (read) and destination (written) of a COPY or TRANSFER of cmd->size bytes. */
+static int translate_pair(const gsd_memory *mem, const gsd_exec *x, const gs_isa_cmd *cmd,
+                          uint8_t **src, uint8_t **dst, char *detail, size_t cap)
+{
+	*src = translate(mem, x, cmd->src, cmd->size, false, detail, cap);
+	*dst = *src ? translate(mem, x, cmd->dst, cmd->size, true, detail, cap) : NULL;
+	return *dst ? 0 : -1;
+}
+
 int gsd_engine_exec_cmd(const gsd_memory *mem, const gsd_exec *x, const gs_isa_cmd *cmd,
                         char *detail, size_t detail_cap)
 {
@@ -94,11 +103,7 @@ int gsd_engine_exec_cmd(const gsd_memory *mem, const gsd_exec *x, const gs_isa_c
 	case GS_OP_COPY:
 		if (cmd->size == 0)
 			return 0;
-		src = translate(mem, x, cmd->src, cmd->size, false, detail, detail_cap);
-		if (!src)
-			return -1;
-		dst = translate(mem, x, cmd->dst, cmd->size, true, detail, detail_cap);
-		if (!dst)
+		if (translate_pair(mem, x, cmd, &src, &dst, detail, detail_cap) != 0)
 			return -1;
 		memmove(dst, src, cmd->size);
 		return 0;
@@ -117,11 +122,7 @@ int gsd_engine_exec_cmd(const gsd_memory *mem, const gsd_exec *x, const gs_isa_c
 		/* A paging transfer: the daemon built it, but it is checked like any command. */
 		if (cmd->size == 0)
 			return 0;
-		src = translate(mem, x, cmd->src, cmd->size, false, detail, detail_cap);
-		if (!src)
-			return -1;
-		dst = translate(mem, x, cmd->dst, cmd->size, true, detail, detail_cap);
-		if (!dst)
+		if (translate_pair(mem, x, cmd, &src, &dst, detail, detail_cap) != 0)
 			return -1;
 		/* A converting transfer cannot run in place; a plain one may (compaction slides
 		 * allocations within a segment): memmove semantics. */

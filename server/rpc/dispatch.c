@@ -15,6 +15,19 @@
 #include <string.h>
 #include <unistd.h>
 
+void *gsd_pb_repeated(size_t n, size_t size, void ***ptrs)
+{
+	size_t head = (n * sizeof(void *) + 15u) & ~(size_t)15u;
+	void **p = calloc(1, head + n * size + 1);
+	if (!p)
+		return NULL;
+	char *items = (char *)p + head;
+	for (size_t i = 0; i < n; i++)
+		p[i] = items + i * size;
+	*ptrs = p;
+	return items;
+}
+
 void gsd_call_reply_empty(gsd_call *c)
 {
 	Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;

@@ -182,21 +182,19 @@ void gsd_h_allocation_list(gsd_daemon *d, gsd_call *c)
 	              .resident_only = q->resident_only};
 	gsd_hmap_each(&d->objects, list_each, &l);
 	size_t n = l.n < limit ? l.n : limit;
-	Gpusched__V1__AllocationQueryResponse *rows = calloc(n ? n : 1, sizeof(*rows));
-	Gpusched__V1__AllocationQueryResponse **rp = calloc(n ? n : 1, sizeof(*rp));
-	if (l.cap == SIZE_MAX || !rows || !rp) {
+	Gpusched__V1__AllocationQueryResponse **rp = NULL;
+	Gpusched__V1__AllocationQueryResponse *rows =
+	        gsd_pb_repeated(n, sizeof(*rows), (void ***)&rp);
+	if (l.cap == SIZE_MAX || !rows) {
 		free(l.out);
-		free(rows);
 		free(rp);
 		gsd_call_error(c, GSD_ST(INTERNAL), "out of memory");
 		return;
 	}
 	if (l.n)
 		qsort(l.out, l.n, sizeof(*l.out), cmp_handle);
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < n; i++)
 		query_out(l.out[i], &rows[i]);
-		rp[i] = &rows[i];
-	}
 	Gpusched__V1__AllocationListResponse lr = GPUSCHED__V1__ALLOCATION_LIST_RESPONSE__INIT;
 	lr.n_allocations = n;
 	lr.allocations = rp;
@@ -205,7 +203,6 @@ void gsd_h_allocation_list(gsd_daemon *d, gsd_call *c)
 	resp.allocation_list = &lr;
 	gsd_call_reply(c, &resp);
 	free(l.out);
-	free(rows);
 	free(rp);
 }
 

@@ -67,75 +67,80 @@ static void read_after_flush(gsd_daemon *d, gsd_call *c, void (*work)(gsd_call *
 	gsd_audit_flush(d->audit, barrier_ack, b);
 }
 
+/* A read of the audit file failed: the call is answered INTERNAL with why. */
+static void reply_read_failed(gsd_call *c, const char *err)
+{
+	Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
+	resp.status = GSD_ST(INTERNAL);
+	resp.message = (char *)err;
+	gsd_call_reply_off_loop(c, &resp);
+}
+
+static uint32_t clamp_limit(uint32_t limit)
+{
+	return limit == 0 ? 100 : (limit > MAX_HISTORY ? MAX_HISTORY : limit);
+}
+
+static void packet_record_out(const gsd_packet_rec *r, Gpusched__V1__PacketRecord *o)
+{
+	gpusched__v1__packet_record__init(o);
+	o->packet = r->packet;
+	o->device = r->device;
+	o->context = r->context;
+	o->node = r->node;
+	o->fence = r->fence;
+	o->submit_flags = r->submit_flags;
+	o->patch_flags = r->patch_flags;
+	o->dma_size = r->dma_size;
+	o->allocation_count = r->allocation_count;
+	o->patch_count = r->patch_count;
+	o->state = r->state;
+	o->submitted_ns = r->submitted_ns;
+	o->ready_ns = r->ready_ns;
+	o->started_ns = r->started_ns;
+	o->completed_ns = r->completed_ns;
+	o->preemptions = r->preemptions;
+	o->resubmissions = r->resubmissions;
+	o->result = (char *)(r->result ? r->result : "");
+	o->tenant = (char *)(r->tenant ? r->tenant : "");
+}
+
 static void history_work(gsd_call *c)
 {
 	barrier_wait(c);
 	const Gpusched__V1__HistoryRequest *q = c->req->history;
-	gsd_history_filter f = {
-	        .tenant = c->tenant->name,
-	        .context = q->context,
-	        .device = q->device,
-	        .state = q->state,
-	        .node = q->node ? (int32_t)q->node - 1 : -1,
-	        .before_packet = q->before_packet,
-	        .limit = q->limit == 0 ? 100 : (q->limit > MAX_HISTORY ? MAX_HISTORY : q->limit),
-	        .allocation = q->allocation,
-	        .paging = q->paging};
+	gsd_history_filter f = {.tenant = c->tenant->name,
+	                        .context = q->context,
+	                        .device = q->device,
+	                        .state = q->state,
+	                        .node = q->node ? (int32_t)q->node - 1 : -1,
+	                        .before_packet = q->before_packet,
+	                        .limit = clamp_limit(q->limit),
+	                        .allocation = q->allocation,
+	                        .paging = q->paging};
 	gsd_history_result res = {0};
 	char err[256];
-	Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
 	if (gsd_history_packets(c->d->cfg.db_path, &f, &res, err, sizeof(err)) != 0) {
-		resp.status = GSD_ST(INTERNAL);
-		resp.message = err;
-		gsd_call_reply_off_loop(c, &resp);
+		reply_read_failed(c, err);
 		return;
 	}
-	Gpusched__V1__PacketRecord *recs = calloc(res.count + 1, sizeof(*recs));
-	Gpusched__V1__PacketRecord **rp = calloc(res.count + 1, sizeof(*rp));
-	if (!recs || !rp) {
-		resp.status = GSD_ST(INTERNAL);
-		resp.message = "out of memory";
+	Gpusched__V1__PacketRecord **rp;
+	Gpusched__V1__PacketRecord *recs = gsd_pb_repeated(res.count, sizeof(*recs), (void ***)&rp);
+	if (!recs) {
+		reply_read_failed(c, "out of memory");
 	} else {
-		for (size_t i = 0; i < res.count; i++) {
-			const gsd_packet_rec *r = &res.rows[i].rec;
-			Gpusched__V1__PacketRecord *o = &recs[i];
-			gpusched__v1__packet_record__init(o);
-			o->packet = r->packet;
-			o->device = r->device;
-			o->context = r->context;
-			o->node = r->node;
-			o->fence = r->fence;
-			o->submit_flags = r->submit_flags;
-			o->patch_flags = r->patch_flags;
-			o->dma_size = r->dma_size;
-			o->allocation_count = r->allocation_count;
-			o->patch_count = r->patch_count;
-			o->state = r->state;
-			o->submitted_ns = r->submitted_ns;
-			o->ready_ns = r->ready_ns;
-			o->started_ns = r->started_ns;
-			o->completed_ns = r->completed_ns;
-			o->preemptions = r->preemptions;
-			o->resubmissions = r->resubmissions;
-			o->result = (char *)(r->result ? r->result : "");
-			o->tenant = (char *)(r->tenant ? r->tenant : "");
-			rp[i] = o;
-		}
+		for (size_t i = 0; i < res.count; i++)
+			packet_record_out(&res.rows[i].rec, &recs[i]);
 		Gpusched__V1__HistoryResponse hr = GPUSCHED__V1__HISTORY_RESPONSE__INIT;
 		hr.n_packets = res.count;
 		hr.packets = rp;
+		Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
 		resp.body_case = GPUSCHED__V1__RESPONSE__BODY_HISTORY;
 		resp.history = &hr;
 		gsd_call_reply_off_loop(c, &resp);
-		free(recs);
 		free(rp);
-		gsd_history_result_free(&res);
-		return;
 	}
-	free(recs);
-	free(rp);
 	gsd_history_result_free(&res);
-	gsd_call_reply_off_loop(c, &resp);
 }
 
 void gsd_h_history(gsd_daemon *d, gsd_call *c)
@@ -149,18 +154,16 @@ static void events_work(gsd_call *c)
 	gsd_event_row *rows = NULL;
 	size_t n = 0;
 	char err[256];
-	Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
 	if (gsd_history_events(c->d->cfg.db_path, c->tenant->name, c->req->packet_events->packet,
 	                       &rows, &n, err, sizeof(err)) != 0) {
-		resp.status = GSD_ST(INTERNAL);
-		resp.message = err;
-		gsd_call_reply_off_loop(c, &resp);
+		reply_read_failed(c, err);
 		return;
 	}
-	Gpusched__V1__PacketEvent *evs = calloc(n + 1, sizeof(*evs));
-	Gpusched__V1__PacketEvent **ep = calloc(n + 1, sizeof(*ep));
+	Gpusched__V1__PacketEvent **ep = NULL;
+	Gpusched__V1__PacketEvent *evs = gsd_pb_repeated(n, sizeof(*evs), (void ***)&ep);
+	Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
 	Gpusched__V1__PacketEventsResponse er = GPUSCHED__V1__PACKET_EVENTS_RESPONSE__INIT;
-	if (!evs || !ep) {
+	if (!evs) {
 		resp.status = GSD_ST(INTERNAL);
 		resp.message = "out of memory";
 	} else if (n == 0) {
@@ -174,7 +177,6 @@ static void events_work(gsd_call *c)
 			evs[i].state = rows[i].state;
 			evs[i].time_ns = rows[i].time_ns;
 			evs[i].detail = rows[i].detail;
-			ep[i] = &evs[i];
 		}
 		er.n_events = n;
 		er.events = ep;
@@ -182,7 +184,6 @@ static void events_work(gsd_call *c)
 		resp.packet_events = &er;
 	}
 	gsd_call_reply_off_loop(c, &resp);
-	free(evs);
 	free(ep);
 	free(rows);
 }
@@ -192,63 +193,59 @@ void gsd_h_packet_events(gsd_daemon *d, gsd_call *c)
 	read_after_flush(d, c, events_work);
 }
 
+static void move_record_out(const gsd_move_row *m, Gpusched__V1__MoveRecord *o)
+{
+	gpusched__v1__move_record__init(o);
+	o->seq = m->seq;
+	o->time_ns = m->time_ns;
+	o->allocation = m->allocation;
+	o->device = m->device;
+	o->packet = m->packet;
+	o->for_packet = m->for_packet;
+	o->kind = m->kind;
+	o->from_segment = m->from_segment;
+	o->from_offset = m->from_offset;
+	o->to_segment = m->to_segment;
+	o->to_offset = m->to_offset;
+	o->bytes = m->bytes;
+	o->transfer_flags = m->transfer_flags;
+	o->pieces = m->pieces;
+	o->reason = (char *)m->reason;
+}
+
 static void moves_work(gsd_call *c)
 {
 	barrier_wait(c);
 	const Gpusched__V1__MovesRequest *q = c->req->moves;
-	gsd_moves_filter f = {
-	        .tenant = c->tenant->name,
-	        .allocation = q->allocation,
-	        .device = q->device,
-	        .packet = q->packet,
-	        .before_seq = q->before_seq,
-	        .limit = q->limit == 0 ? 100 : (q->limit > MAX_HISTORY ? MAX_HISTORY : q->limit)};
+	gsd_moves_filter f = {.tenant = c->tenant->name,
+	                      .allocation = q->allocation,
+	                      .device = q->device,
+	                      .packet = q->packet,
+	                      .before_seq = q->before_seq,
+	                      .limit = clamp_limit(q->limit)};
 	gsd_move_row *rows = NULL;
 	size_t n = 0;
 	char err[256];
-	Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
 	if (gsd_history_moves(c->d->cfg.db_path, &f, &rows, &n, err, sizeof(err)) != 0) {
-		resp.status = GSD_ST(INTERNAL);
-		resp.message = err;
-		gsd_call_reply_off_loop(c, &resp);
+		reply_read_failed(c, err);
 		return;
 	}
-	Gpusched__V1__MoveRecord *recs = calloc(n + 1, sizeof(*recs));
-	Gpusched__V1__MoveRecord **rp = calloc(n + 1, sizeof(*rp));
-	Gpusched__V1__MovesResponse mr = GPUSCHED__V1__MOVES_RESPONSE__INIT;
-	if (!recs || !rp) {
-		resp.status = GSD_ST(INTERNAL);
-		resp.message = "out of memory";
+	Gpusched__V1__MoveRecord **rp;
+	Gpusched__V1__MoveRecord *recs = gsd_pb_repeated(n, sizeof(*recs), (void ***)&rp);
+	if (!recs) {
+		reply_read_failed(c, "out of memory");
 	} else {
-		for (size_t i = 0; i < n; i++) {
-			const gsd_move_row *m = &rows[i];
-			Gpusched__V1__MoveRecord *o = &recs[i];
-			gpusched__v1__move_record__init(o);
-			o->seq = m->seq;
-			o->time_ns = m->time_ns;
-			o->allocation = m->allocation;
-			o->device = m->device;
-			o->packet = m->packet;
-			o->for_packet = m->for_packet;
-			o->kind = m->kind;
-			o->from_segment = m->from_segment;
-			o->from_offset = m->from_offset;
-			o->to_segment = m->to_segment;
-			o->to_offset = m->to_offset;
-			o->bytes = m->bytes;
-			o->transfer_flags = m->transfer_flags;
-			o->pieces = m->pieces;
-			o->reason = rows[i].reason;
-			rp[i] = o;
-		}
+		for (size_t i = 0; i < n; i++)
+			move_record_out(&rows[i], &recs[i]);
+		Gpusched__V1__MovesResponse mr = GPUSCHED__V1__MOVES_RESPONSE__INIT;
 		mr.n_moves = n;
 		mr.moves = rp;
+		Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
 		resp.body_case = GPUSCHED__V1__RESPONSE__BODY_MOVES;
 		resp.moves = &mr;
+		gsd_call_reply_off_loop(c, &resp);
+		free(rp);
 	}
-	gsd_call_reply_off_loop(c, &resp);
-	free(recs);
-	free(rp);
 	free(rows);
 }
 

@@ -50,13 +50,13 @@ void gsd_h_device_destroy(gsd_daemon *d, gsd_call *c)
 
 static void context_info_out(const gsd_context *x, Gpusched__V1__ContextInfo *o)
 {
-	o->dma_buffer_size = x->dma_buffer_size;
-	o->dma_buffer_segment_set = x->dma_buffer_segment_set;
-	o->dma_buffer_private_data_size = x->dma_buffer_private_data_size;
-	o->allocation_list_size = x->allocation_list_size;
-	o->patch_location_list_size = x->patch_location_list_size;
-	o->caps = x->caps;
-	o->paging_companion_node_id = x->paging_companion_node_id;
+	o->dma_buffer_size = x->info.dma_buffer_size;
+	o->dma_buffer_segment_set = x->info.dma_buffer_segment_set;
+	o->dma_buffer_private_data_size = x->info.dma_buffer_private_data_size;
+	o->allocation_list_size = x->info.allocation_list_size;
+	o->patch_location_list_size = x->info.patch_location_list_size;
+	o->caps = x->info.caps;
+	o->paging_companion_node_id = x->info.paging_companion_node_id;
 }
 
 void gsd_h_context_create(gsd_daemon *d, gsd_call *c)
@@ -72,19 +72,8 @@ void gsd_h_context_create(gsd_daemon *d, gsd_call *c)
 	}
 	gsd_rules_adapter ra;
 	gsd_rules_adapter_of(d, dev->adapter, &ra);
-	gsd_rules_context rc = {.node = q->node,
-	                        .flags = q->flags,
-	                        .dma_buffer_size = q->info->dma_buffer_size,
-	                        .dma_buffer_segment_set = q->info->dma_buffer_segment_set,
-	                        .dma_buffer_private_data_size =
-	                                q->info->dma_buffer_private_data_size,
-	                        .allocation_list_size = q->info->allocation_list_size,
-	                        .patch_location_list_size = q->info->patch_location_list_size,
-	                        .reserved = q->info->reserved,
-	                        .caps = q->info->caps,
-	                        .paging_companion_node_id = q->info->paging_companion_node_id,
-	                        .priority_class = q->priority_class,
-	                        .priority = q->priority};
+	gsd_rules_context rc;
+	gsd_rules_context_of(q, &rc);
 	char msg[256];
 	int st = gsd_rules_context_create(&ra, &rc, c->tenant->priority_ceiling, msg, sizeof(msg));
 	if (st != GSD_ST(OK)) {
@@ -100,13 +89,7 @@ void gsd_h_context_create(gsd_daemon *d, gsd_call *c)
 	                         .flags = q->flags,
 	                         .priority_class = q->priority_class,
 	                         .priority = q->priority,
-	                         .dma_buffer_size = rc.dma_buffer_size,
-	                         .dma_buffer_segment_set = rc.dma_buffer_segment_set,
-	                         .dma_buffer_private_data_size = rc.dma_buffer_private_data_size,
-	                         .allocation_list_size = rc.allocation_list_size,
-	                         .patch_location_list_size = rc.patch_location_list_size,
-	                         .caps = rc.caps,
-	                         .paging_companion_node_id = rc.paging_companion_node_id};
+	                         .info = rc.info};
 	gsd_context *x = gsd_context_create(d, dev, &pr, false);
 	if (!x) {
 		gsd_call_error(c, GSD_ST(INTERNAL), "out of memory");

@@ -43,27 +43,38 @@ static void paging_reply(gsd_call *c, const gsd_device *dev, uint32_t moves)
 	gsd_call_reply(c, &resp);
 }
 
-/* Resolves a device's allocation list; answers and returns false on a bad one. */
-static bool lookup_list(gsd_daemon *d, gsd_call *c, const gsd_device *dev, const uint64_t *handles,
-                        size_t n, gsd_allocation **out)
+/* The device a request names and the list of its allocations it names (malloc'd); answers and
+ * returns NULL on a bad one. */
+static gsd_allocation **device_allocations(gsd_daemon *d, gsd_call *c, uint64_t device,
+                                           const uint64_t *handles, size_t n, gsd_device **out)
 {
+	gsd_device *dev = gsd_call_object(c, device, GSD_OBJ_DEVICE);
+	if (!dev)
+		return NULL;
 	if (n == 0 || n > d->cfg.max_allocation_list) {
 		gsd_call_error(c, GSD_ST(INVALID_ARGUMENT),
 		               "1..%u allocations per request (got %zu)",
 		               d->cfg.max_allocation_list, n);
-		return false;
+		return NULL;
+	}
+	gsd_allocation **als = calloc(n, sizeof(*als));
+	if (!als) {
+		gsd_call_error(c, GSD_ST(INTERNAL), "out of memory");
+		return NULL;
 	}
 	for (size_t i = 0; i < n; i++) {
-		out[i] = gsd_object_get(d, handles[i], GSD_OBJ_ALLOCATION, c->tenant);
-		if (!out[i] || out[i]->dev != dev) {
+		als[i] = gsd_object_get(d, handles[i], GSD_OBJ_ALLOCATION, c->tenant);
+		if (!als[i] || als[i]->dev != dev) {
 			gsd_call_error(c, GSD_ST(NOT_FOUND),
 			               "allocation %llu does not exist on device %llu",
 			               (unsigned long long)handles[i],
 			               (unsigned long long)dev->obj.handle);
-			return false;
+			free(als);
+			return NULL;
 		}
 	}
-	return true;
+	*out = dev;
+	return als;
 }
 
 /* Defers the call while any of the allocations is pinned; true when deferred. */
@@ -80,18 +91,11 @@ static bool wait_unpinned(gsd_call *c, gsd_allocation **als, size_t n)
 void gsd_h_make_resident(gsd_daemon *d, gsd_call *c)
 {
 	const Gpusched__V1__MakeResidentRequest *q = R(make_resident);
-	gsd_device *dev = gsd_call_object(c, q->device, GSD_OBJ_DEVICE);
-	if (!dev)
+	gsd_device *dev;
+	gsd_allocation **als =
+	        device_allocations(d, c, q->device, q->allocations, q->n_allocations, &dev);
+	if (!als)
 		return;
-	gsd_allocation **als = calloc(q->n_allocations ? q->n_allocations : 1, sizeof(*als));
-	if (!als) {
-		gsd_call_error(c, GSD_ST(INTERNAL), "out of memory");
-		return;
-	}
-	if (!lookup_list(d, c, dev, q->allocations, q->n_allocations, als)) {
-		free(als);
-		return;
-	}
 	uint32_t moves = 0;
 	char msg[256] = "";
 	int st = gsd_vidmm_make_resident(d, als, q->n_allocations, &moves, msg, sizeof(msg));
@@ -106,16 +110,12 @@ void gsd_h_make_resident(gsd_daemon *d, gsd_call *c)
 void gsd_h_evict(gsd_daemon *d, gsd_call *c)
 {
 	const Gpusched__V1__EvictRequest *q = R(evict);
-	gsd_device *dev = gsd_call_object(c, q->device, GSD_OBJ_DEVICE);
-	if (!dev)
+	gsd_device *dev;
+	gsd_allocation **als =
+	        device_allocations(d, c, q->device, q->allocations, q->n_allocations, &dev);
+	if (!als)
 		return;
-	gsd_allocation **als = calloc(q->n_allocations ? q->n_allocations : 1, sizeof(*als));
-	if (!als) {
-		gsd_call_error(c, GSD_ST(INTERNAL), "out of memory");
-		return;
-	}
-	if (!lookup_list(d, c, dev, q->allocations, q->n_allocations, als) ||
-	    wait_unpinned(c, als, q->n_allocations)) {
+	if (wait_unpinned(c, als, q->n_allocations)) {
 		free(als);
 		return;
 	}

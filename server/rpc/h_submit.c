@@ -82,10 +82,10 @@ static int check_sizes(gsd_daemon *d, const gsd_context *x, const Gpusched__V1__
 		              s->n_patches, d->cfg.max_patch_list);
 	if (s->n_waits > 64)
 		return refuse(v, GSD_ST(LIST_TOO_LARGE), "%zu GPU waits exceed 64", s->n_waits);
-	if (s->private_data.len > x->dma_buffer_private_data_size)
+	if (s->private_data.len > x->info.dma_buffer_private_data_size)
 		return refuse(v, GSD_ST(INVALID_ARGUMENT),
 		              "private data of %zu bytes exceeds DmaBufferPrivateDataSize %u",
-		              s->private_data.len, x->dma_buffer_private_data_size);
+		              s->private_data.len, x->info.dma_buffer_private_data_size);
 	return GSD_ST(OK);
 }
 
@@ -199,16 +199,16 @@ static int build_packet(gsd_daemon *d, gsd_call *c, const Gpusched__V1__SubmitRe
 	}
 	/* Lists and the DMA buffer may grow past their initial sizes, never shrink. */
 	bool grew = false;
-	if (s->dma_buffer.len > x->dma_buffer_size) {
-		x->dma_buffer_size = (uint32_t)s->dma_buffer.len;
+	if (s->dma_buffer.len > x->info.dma_buffer_size) {
+		x->info.dma_buffer_size = (uint32_t)s->dma_buffer.len;
 		grew = true;
 	}
-	if (s->n_allocations > x->allocation_list_size) {
-		x->allocation_list_size = (uint32_t)s->n_allocations;
+	if (s->n_allocations > x->info.allocation_list_size) {
+		x->info.allocation_list_size = (uint32_t)s->n_allocations;
 		grew = true;
 	}
-	if (s->n_patches > x->patch_location_list_size) {
-		x->patch_location_list_size = (uint32_t)s->n_patches;
+	if (s->n_patches > x->info.patch_location_list_size) {
+		x->info.patch_location_list_size = (uint32_t)s->n_patches;
 		grew = true;
 	}
 	if (grew)
@@ -318,11 +318,10 @@ void gsd_h_submit_batch(gsd_daemon *d, gsd_call *c)
 		return;
 	}
 	gsd_packet **ps = calloc(n, sizeof(*ps));
-	Gpusched__V1__SubmitResponse *srs = calloc(n, sizeof(*srs));
-	Gpusched__V1__SubmitResponse **srp = calloc(n, sizeof(*srp));
-	if (!ps || !srs || !srp) {
+	Gpusched__V1__SubmitResponse **srp = NULL;
+	Gpusched__V1__SubmitResponse *srs = gsd_pb_repeated(n, sizeof(*srs), (void ***)&srp);
+	if (!ps || !srs) {
 		free(ps);
-		free(srs);
 		free(srp);
 		gsd_call_error(c, GSD_ST(INTERNAL), "out of memory");
 		return;
@@ -336,7 +335,6 @@ void gsd_h_submit_batch(gsd_daemon *d, gsd_call *c)
 			for (size_t j = 0; j < i; j++)
 				gsd_packet_free(ps[j]);
 			free(ps);
-			free(srs);
 			free(srp);
 			gsd_call_error(c, v.status, "packet %zu of the batch: %s", i, v.msg);
 			return;
@@ -345,7 +343,6 @@ void gsd_h_submit_batch(gsd_daemon *d, gsd_call *c)
 	for (size_t i = 0; i < n; i++) {
 		packet_admit(d, ps[i]);
 		submit_out(ps[i], &srs[i]);
-		srp[i] = &srs[i];
 	}
 	Gpusched__V1__SubmitBatchResponse br = GPUSCHED__V1__SUBMIT_BATCH_RESPONSE__INIT;
 	br.n_packets = n;
@@ -374,7 +371,6 @@ void gsd_h_submit_batch(gsd_daemon *d, gsd_call *c)
 	}
 	gsd_vidsch_hold(d, false);
 	free(ps);
-	free(srs);
 	free(srp);
 }
 

@@ -23,6 +23,10 @@ gsd_adapter *gsd_call_adapter(gsd_call *c);
 /* Looks up a handle of the call's tenant on the call's adapter; answers NOT_FOUND (or FAULTED
  * for a faulted context) and returns NULL when it cannot be used. */
 void *gsd_call_object(gsd_call *c, uint64_t handle, gsd_obj_type type);
+/* The n messages (of size bytes each) of a repeated field and the array of pointers to them
+ * the field wants, in one zeroed allocation: returns the messages and sets *ptrs, which is
+ * what to free. NULL when memory is short. */
+void *gsd_pb_repeated(size_t n, size_t size, void ***ptrs);
 /* Answers with an empty body (OK). */
 void gsd_call_reply_empty(gsd_call *c);
 void gsd_rules_adapter_of(const gsd_daemon *d, const gsd_adapter *a, gsd_rules_adapter *out);

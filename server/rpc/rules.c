@@ -28,49 +28,49 @@ int gsd_rules_context_create(const gsd_rules_adapter *a, const gsd_rules_context
 	if (c->flags & GS_CTX_SYSTEM)
 		return fail(ST(CTX_BAD_FLAGS), msg, cap,
 		            "SystemContext (0x1) is reserved for the daemon's own paging contexts");
-	if (c->reserved != 0)
+	if (c->info.reserved != 0)
 		return fail(ST(CTX_RESERVED_NONZERO), msg, cap,
-		            "DXGK_CONTEXTINFO.Reserved must be 0 (got 0x%x)", c->reserved);
+		            "DXGK_CONTEXTINFO.Reserved must be 0 (got 0x%x)", c->info.reserved);
 	if (c->node >= a->nnodes)
 		return fail(ST(CTX_BAD_NODE), msg, cap, "node %u does not exist (adapter has %u)",
 		            c->node, a->nnodes);
-	if (c->paging_companion_node_id >= a->nnodes)
+	if (c->info.paging_companion_node_id >= a->nnodes)
 		return fail(ST(CTX_BAD_PAGING_NODE), msg, cap,
 		            "PagingCompanionNodeId %u does not exist (adapter has %u nodes)",
-		            c->paging_companion_node_id, a->nnodes);
-	if (c->caps & ~GS_CTXCAPS_VALID_MASK)
+		            c->info.paging_companion_node_id, a->nnodes);
+	if (c->info.caps & ~GS_CTXCAPS_VALID_MASK)
 		return fail(ST(CTX_BAD_FLAGS), msg, cap, "Caps 0x%x: reserved bits 0x%x set",
-		            c->caps, c->caps & ~GS_CTXCAPS_VALID_MASK);
+		            c->info.caps, c->info.caps & ~GS_CTXCAPS_VALID_MASK);
 	for (uint32_t id = 0; id < 32; id++) {
-		if (!(c->dma_buffer_segment_set & (1u << id)))
+		if (!(c->info.dma_buffer_segment_set & (1u << id)))
 			continue;
 		if (id == 0 || a->segment_kind[id] < 0)
 			return fail(
 			        ST(CTX_DMA_SEGMENT_UNKNOWN), msg, cap,
 			        "DmaBufferSegmentSet 0x%x names segment %u, which does not exist",
-			        c->dma_buffer_segment_set, id);
+			        c->info.dma_buffer_segment_set, id);
 		if (a->segment_kind[id] != GPUSCHED__V1__SEGMENT_KIND__SEGMENT_KIND_APERTURE)
 			return fail(ST(CTX_DMA_SEGMENT_NOT_APERTURE), msg, cap,
 			            "DmaBufferSegmentSet 0x%x names memory segment %u: DMA buffers "
 			            "may live in aperture segments only",
-			            c->dma_buffer_segment_set, id);
+			            c->info.dma_buffer_segment_set, id);
 	}
-	if ((c->flags & GS_CTX_GDI) && c->allocation_list_size != GS_GDI_ALLOCATION_LIST_SIZE)
+	if ((c->flags & GS_CTX_GDI) && c->info.allocation_list_size != GS_GDI_ALLOCATION_LIST_SIZE)
 		return fail(ST(CTX_GDI_ALLOCATION_LIST), msg, cap,
 		            "a GdiContext must use AllocationListSize 256 (got %u)",
-		            c->allocation_list_size);
-	if (c->dma_buffer_size == 0 || c->dma_buffer_size > a->max_dma_buffer)
+		            c->info.allocation_list_size);
+	if (c->info.dma_buffer_size == 0 || c->info.dma_buffer_size > a->max_dma_buffer)
 		return fail(ST(CTX_BAD_SIZE), msg, cap, "DmaBufferSize %u must be 1..%u",
-		            c->dma_buffer_size, a->max_dma_buffer);
-	if (c->allocation_list_size > a->max_allocation_list)
+		            c->info.dma_buffer_size, a->max_dma_buffer);
+	if (c->info.allocation_list_size > a->max_allocation_list)
 		return fail(ST(CTX_BAD_SIZE), msg, cap, "AllocationListSize %u exceeds %u",
-		            c->allocation_list_size, a->max_allocation_list);
-	if (c->patch_location_list_size > a->max_patch_list)
+		            c->info.allocation_list_size, a->max_allocation_list);
+	if (c->info.patch_location_list_size > a->max_patch_list)
 		return fail(ST(CTX_BAD_SIZE), msg, cap, "PatchLocationListSize %u exceeds %u",
-		            c->patch_location_list_size, a->max_patch_list);
-	if (c->dma_buffer_private_data_size > GSD_MAX_PRIVATE_DATA)
+		            c->info.patch_location_list_size, a->max_patch_list);
+	if (c->info.dma_buffer_private_data_size > GSD_MAX_PRIVATE_DATA)
 		return fail(ST(CTX_BAD_SIZE), msg, cap, "DmaBufferPrivateDataSize %u exceeds %u",
-		            c->dma_buffer_private_data_size, GSD_MAX_PRIVATE_DATA);
+		            c->info.dma_buffer_private_data_size, GSD_MAX_PRIVATE_DATA);
 	if (c->priority_class > GS_PRIORITY_CLASS_MAX)
 		return fail(ST(INVALID_ARGUMENT), msg, cap, "priority class %u must be 0..5",
 		            c->priority_class);
@@ -149,4 +149,22 @@ int gsd_rules_allocation(const gsd_rules_adapter *a, uint64_t size, uint32_t sup
 	}
 	(void)priority; /* 0 means NORMAL on the wire; every other value is a valid priority */
 	return ST(OK);
+}
+
+void gsd_rules_context_of(const Gpusched__V1__ContextCreateRequest *q, gsd_rules_context *out)
+{
+	const Gpusched__V1__ContextInfo *i = q->info;
+	*out = (gsd_rules_context){
+	        .node = q->node,
+	        .flags = q->flags,
+	        .info = {.dma_buffer_size = i->dma_buffer_size,
+	                 .dma_buffer_segment_set = i->dma_buffer_segment_set,
+	                 .dma_buffer_private_data_size = i->dma_buffer_private_data_size,
+	                 .allocation_list_size = i->allocation_list_size,
+	                 .patch_location_list_size = i->patch_location_list_size,
+	                 .reserved = i->reserved,
+	                 .caps = i->caps,
+	                 .paging_companion_node_id = i->paging_companion_node_id},
+	        .priority_class = q->priority_class,
+	        .priority = q->priority};
 }

@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "wddm.h"
+
 /* What the rules need to know about an adapter. */
 typedef struct gsd_rules_adapter {
 	uint32_t nnodes;
@@ -18,18 +20,20 @@ typedef struct gsd_rules_adapter {
 	uint32_t max_patch_list;
 } gsd_rules_adapter;
 
-/* DXGK_CONTEXTINFO as the client declared it. */
+/* A context as the client declared it. */
 typedef struct gsd_rules_context {
 	uint32_t node;
 	uint32_t flags;
-	uint32_t dma_buffer_size, dma_buffer_segment_set, dma_buffer_private_data_size;
-	uint32_t allocation_list_size, patch_location_list_size, reserved, caps;
-	uint32_t paging_companion_node_id;
+	gs_context_info info;
 	uint32_t priority_class;
 	int32_t priority;
 } gsd_rules_context;
 
 #define GSD_MAX_PRIVATE_DATA 65536u
+
+typedef struct Gpusched__V1__ContextCreateRequest Gpusched__V1__ContextCreateRequest;
+/* The context a ContextCreate request declares (q->info must not be NULL). */
+void gsd_rules_context_of(const Gpusched__V1__ContextCreateRequest *q, gsd_rules_context *out);
 
 int gsd_rules_context_create(const gsd_rules_adapter *a, const gsd_rules_context *c,
                              uint32_t priority_ceiling, char *msg, size_t cap);

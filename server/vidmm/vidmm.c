@@ -834,8 +834,8 @@ gsd_vidmm_result gsd_vidmm_prepare(gsd_daemon *d, gsd_packet *p, char *why, size
 	}
 	char reason[48];
 	snprintf(reason, sizeof(reason), "for packet %llu", (unsigned long long)p->rec.packet);
-	gsd_node *companion = &a->nodes[p->ctx->paging_companion_node_id < a->nnodes
-	                                        ? p->ctx->paging_companion_node_id
+	gsd_node *companion = &a->nodes[p->ctx->info.paging_companion_node_id < a->nnodes
+	                                        ? p->ctx->info.paging_companion_node_id
 	                                        : a->paging_node];
 	plan pl = {.d = d, .a = a, .for_packet = p->rec.packet, .on = companion, .reason = reason};
 	gsd_list_init(&pl.out);

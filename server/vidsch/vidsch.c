@@ -38,19 +38,31 @@ gsd_sched_params gsd_vidsch_params(const gsd_daemon *d)
 	                          .starvation_ns = (uint64_t)d->cfg.starvation_ms * 1000000u};
 }
 
-/* ---- signals a packet will never give ---- */
+/* ---- the packet's SIGNAL commands ---- */
 
-void gsd_vidsch_abandon_signals(gsd_daemon *d, gsd_packet *p, size_t from)
+/* The next SIGNAL command at or after *pos naming a sync object of the packet's tenant that
+ * still exists: returns it with the value to signal, or NULL at the end of the buffer. */
+static gsd_sync *next_signal(gsd_daemon *d, const gsd_packet *p, size_t *pos, uint64_t *value)
 {
-	size_t pos = from;
 	gs_isa_cmd cmd;
-	while (gs_isa_decode(p->dma, p->dma_len, &pos, &cmd) == GS_ISA_OK) {
+	while (gs_isa_decode(p->dma, p->dma_len, pos, &cmd) == GS_ISA_OK) {
 		if (cmd.op != GS_OP_SIGNAL)
 			continue;
 		gsd_sync *s = gsd_object_get(d, cmd.sync, GSD_OBJ_SYNC, p->ctx->obj.tenant);
-		if (s)
-			gsd_sync_abandon(d, s, cmd.value);
+		if (s) {
+			*value = cmd.value;
+			return s;
+		}
 	}
+	return NULL;
+}
+
+void gsd_vidsch_abandon_signals(gsd_daemon *d, gsd_packet *p, size_t from)
+{
+	uint64_t v;
+	gsd_sync *s;
+	while ((s = next_signal(d, p, &from, &v)))
+		gsd_sync_abandon(d, s, v);
 }
 
 /* ---- retirement ---- */
@@ -263,14 +275,10 @@ static void run_null_here(gsd_daemon *d, gsd_node *n, gsd_packet *p)
 	p->rec.started_ns = gsd_node_now(n);
 	gsd_packet_transition(d, p, GSD_PS(RUNNING), NULL);
 	size_t pos = p->resume_offset;
-	gs_isa_cmd cmd;
-	while (gs_isa_decode(p->dma, p->dma_len, &pos, &cmd) == GS_ISA_OK) {
-		if (cmd.op != GS_OP_SIGNAL)
-			continue;
-		gsd_sync *s = gsd_object_get(d, cmd.sync, GSD_OBJ_SYNC, p->ctx->obj.tenant);
-		if (s)
-			gsd_sync_signal(d, s, cmd.value);
-	}
+	uint64_t v;
+	gsd_sync *s;
+	while ((s = next_signal(d, p, &pos, &v)))
+		gsd_sync_signal(d, s, v);
 	gsd_vidsch_complete(d, n, p, NULL);
 	gsd_context *x = gsd_vidsch_retire_keep_context(d, p);
 	gsd_vidsch_enqueue_ready(d, x); /* kick's loop picks the next one */
@@ -504,7 +512,7 @@ static int make_system_contexts(gsd_daemon *d, gsd_adapter *a)
 		                         .flags = GS_CTX_SYSTEM,
 		                         .priority_class = GSD_CLASS_SYSTEM,
 		                         .priority = GSD_PRIORITY_MIN, /* the system band */
-		                         .paging_companion_node_id = i};
+		                         .info = {.paging_companion_node_id = i}};
 		a->paging_ctx[i] = gsd_context_create(d, a->sysdev, &pr, true);
 		if (!a->paging_ctx[i])
 			return -1;

@@ -157,20 +157,9 @@ static void check_context_create(const Gpusched__V1__ContextCreateRequest *q)
 {
 	if (!q || !q->info)
 		return; /* the daemon refuses a missing info before any rule */
-	const Gpusched__V1__ContextInfo *i = q->info;
 	const gsd_rules_adapter *a = adapter();
-	gsd_rules_context rc = {.node = q->node,
-	                        .flags = q->flags,
-	                        .dma_buffer_size = i->dma_buffer_size,
-	                        .dma_buffer_segment_set = i->dma_buffer_segment_set,
-	                        .dma_buffer_private_data_size = i->dma_buffer_private_data_size,
-	                        .allocation_list_size = i->allocation_list_size,
-	                        .patch_location_list_size = i->patch_location_list_size,
-	                        .reserved = i->reserved,
-	                        .caps = i->caps,
-	                        .paging_companion_node_id = i->paging_companion_node_id,
-	                        .priority_class = q->priority_class,
-	                        .priority = q->priority};
+	gsd_rules_context rc;
+	gsd_rules_context_of(q, &rc);
 	char msg[256] = "";
 	int hi = gsd_rules_context_create(a, &rc, GS_PRIORITY_CLASS_MAX, msg, sizeof(msg));
 	check_verdict(hi, msg);
@@ -183,19 +172,19 @@ static void check_context_create(const Gpusched__V1__ContextCreateRequest *q)
 		return;
 	/* Accepted: every rule of the contract holds. */
 	CHECK(!(rc.flags & ~GS_CTX_VALID_MASK) && !(rc.flags & GS_CTX_SYSTEM));
-	CHECK(rc.reserved == 0);
-	CHECK(rc.node < a->nnodes && rc.paging_companion_node_id < a->nnodes);
-	CHECK(!(rc.caps & ~GS_CTXCAPS_VALID_MASK));
+	CHECK(rc.info.reserved == 0);
+	CHECK(rc.node < a->nnodes && rc.info.paging_companion_node_id < a->nnodes);
+	CHECK(!(rc.info.caps & ~GS_CTXCAPS_VALID_MASK));
 	for (uint32_t id = 0; id < 32; id++)
-		if (rc.dma_buffer_segment_set & (1u << id))
+		if (rc.info.dma_buffer_segment_set & (1u << id))
 			CHECK(id > 0 && a->segment_kind[id] ==
 			                        GPUSCHED__V1__SEGMENT_KIND__SEGMENT_KIND_APERTURE);
 	if (rc.flags & GS_CTX_GDI)
-		CHECK(rc.allocation_list_size == GS_GDI_ALLOCATION_LIST_SIZE);
-	CHECK(rc.dma_buffer_size >= 1 && rc.dma_buffer_size <= a->max_dma_buffer);
-	CHECK(rc.allocation_list_size <= a->max_allocation_list);
-	CHECK(rc.patch_location_list_size <= a->max_patch_list);
-	CHECK(rc.dma_buffer_private_data_size <= GSD_MAX_PRIVATE_DATA);
+		CHECK(rc.info.allocation_list_size == GS_GDI_ALLOCATION_LIST_SIZE);
+	CHECK(rc.info.dma_buffer_size >= 1 && rc.info.dma_buffer_size <= a->max_dma_buffer);
+	CHECK(rc.info.allocation_list_size <= a->max_allocation_list);
+	CHECK(rc.info.patch_location_list_size <= a->max_patch_list);
+	CHECK(rc.info.dma_buffer_private_data_size <= GSD_MAX_PRIVATE_DATA);
 	CHECK(rc.priority_class <= GS_PRIORITY_CLASS_MAX);
 	CHECK(rc.priority >= -7 && rc.priority <= 7);
 	CHECK(gs_priority_class_name(rc.priority_class) != NULL);

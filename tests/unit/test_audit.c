@@ -657,7 +657,7 @@ static void test_errors_notes_contexts_allocations(void **state)
 	                     .device = 3,
 	                     .node = 1,
 	                     .priority = -2,
-	                     .dma_buffer_size = 65536,
+	                     .info = {.dma_buffer_size = 65536},
 	                     .created_ns = 11};
 	gsd_audit_context(a, &c);
 	c.destroyed_ns = 99;
