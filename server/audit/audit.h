@@ -208,24 +208,12 @@ typedef struct gsd_moves_filter {
 	uint32_t limit;      /* 0 = 100; at most 10000 */
 } gsd_moves_filter;
 
-/* A fetched moves row (the gsd_move_rec fields, the reason copied and cut to fit). */
+/* A fetched moves row: the record as written (its tenant and reason pointers NULL), its
+ * sequence number, and the reason copied into the row (cut to fit, "" when none). */
 typedef struct gsd_move_row {
 	uint64_t seq;
-	uint64_t time_ns;
-	uint64_t allocation;
-	uint64_t device;
-	uint32_t adapter;
-	uint64_t packet;
-	uint64_t for_packet;
-	int kind; /* Gpusched__V1__MoveKind */
-	uint32_t from_segment;
-	uint64_t from_offset;
-	uint32_t to_segment;
-	uint64_t to_offset;
-	uint64_t bytes;
-	uint32_t transfer_flags;
-	uint32_t pieces;
-	char reason[128]; /* "" when none */
+	gsd_move_rec rec;
+	char reason[128];
 } gsd_move_row;
 
 /* Moves newest first. *out is malloc'd (NULL when *count is 0). Returns 0 or -1 with err. */

@@ -14,6 +14,11 @@
 #define HISTORY_DEFAULT_LIMIT 100
 #define HISTORY_MAX_LIMIT     10000
 
+/* The tenant every read is scoped to must be named; the row limit is clamped. Then a read-only
+ * connection. Returns 0, or -1 with err filled. */
+static int begin_read(const char *path, const char *tenant, uint32_t limit_in, uint32_t *limit,
+                      sqlite3 **db, char *err, size_t errcap);
+
 static int open_reader(const char *path, sqlite3 **db, char *err, size_t errcap)
 {
 	int rc = sqlite3_open_v2(path, db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL);
@@ -26,6 +31,19 @@ static int open_reader(const char *path, sqlite3 **db, char *err, size_t errcap)
 	}
 	sqlite3_busy_timeout(*db, GSD_AUDIT_BUSY_TIMEOUT_MS);
 	return 0;
+}
+
+static int begin_read(const char *path, const char *tenant, uint32_t limit_in, uint32_t *limit,
+                      sqlite3 **db, char *err, size_t errcap)
+{
+	if (!tenant || !tenant[0]) {
+		gsd_audit_set_err(err, errcap, "history needs a tenant");
+		return -1;
+	}
+	*limit = limit_in ? limit_in : HISTORY_DEFAULT_LIMIT;
+	if (*limit > HISTORY_MAX_LIMIT)
+		*limit = HISTORY_MAX_LIMIT;
+	return open_reader(path, db, err, errcap);
 }
 
 static uint64_t col_u64(sqlite3_stmt *s, int i)
@@ -176,16 +194,9 @@ int gsd_history_packets(const char *path, const gsd_history_filter *f, gsd_histo
                         char *err, size_t errcap)
 {
 	memset(out, 0, sizeof *out);
-	if (!f || !f->tenant || !f->tenant[0]) {
-		gsd_audit_set_err(err, errcap, "history needs a tenant");
-		return -1;
-	}
-	uint32_t limit = f->limit ? f->limit : HISTORY_DEFAULT_LIMIT;
-	if (limit > HISTORY_MAX_LIMIT)
-		limit = HISTORY_MAX_LIMIT;
-
+	uint32_t limit;
 	sqlite3 *db;
-	if (open_reader(path, &db, err, errcap) != 0)
+	if (begin_read(path, f ? f->tenant : NULL, f ? f->limit : 0, &limit, &db, err, errcap) != 0)
 		return -1;
 
 	char sql[sizeof packet_select + sizeof allocation_clause + sizeof paging_clause + 256];
@@ -278,12 +289,9 @@ int gsd_history_events(const char *path, const char *tenant, uint64_t packet, gs
 {
 	*out = NULL;
 	*count = 0;
-	if (!tenant || !tenant[0]) {
-		gsd_audit_set_err(err, errcap, "history needs a tenant");
-		return -1;
-	}
+	uint32_t limit;
 	sqlite3 *db;
-	if (open_reader(path, &db, err, errcap) != 0)
+	if (begin_read(path, tenant, 0, &limit, &db, err, errcap) != 0)
 		return -1;
 	/* The packet_events(packet) index holds seq, so this reads one range in order. */
 	sqlite3_stmt *s = prepare_or_close(db,
@@ -351,20 +359,20 @@ static void read_move_row(sqlite3_stmt *s, void *row)
 	gsd_move_row *m = row;
 	memset(m, 0, sizeof *m);
 	m->seq = col_u64(s, 0);
-	m->time_ns = col_u64(s, 1);
-	m->allocation = col_u64(s, 2);
-	m->device = col_u64(s, 3);
-	m->adapter = col_u32(s, 4);
-	m->packet = col_u64(s, 5);
-	m->for_packet = col_u64(s, 6);
-	m->kind = sqlite3_column_int(s, 7);
-	m->from_segment = col_u32(s, 8);
-	m->from_offset = col_u64(s, 9);
-	m->to_segment = col_u32(s, 10);
-	m->to_offset = col_u64(s, 11);
-	m->bytes = col_u64(s, 12);
-	m->transfer_flags = col_u32(s, 13);
-	m->pieces = col_u32(s, 14);
+	m->rec.time_ns = col_u64(s, 1);
+	m->rec.allocation = col_u64(s, 2);
+	m->rec.device = col_u64(s, 3);
+	m->rec.adapter = col_u32(s, 4);
+	m->rec.packet = col_u64(s, 5);
+	m->rec.for_packet = col_u64(s, 6);
+	m->rec.kind = sqlite3_column_int(s, 7);
+	m->rec.from_segment = col_u32(s, 8);
+	m->rec.from_offset = col_u64(s, 9);
+	m->rec.to_segment = col_u32(s, 10);
+	m->rec.to_offset = col_u64(s, 11);
+	m->rec.bytes = col_u64(s, 12);
+	m->rec.transfer_flags = col_u32(s, 13);
+	m->rec.pieces = col_u32(s, 14);
 	const unsigned char *r = sqlite3_column_text(s, 15);
 	gsd_audit_copy_text(m->reason, sizeof m->reason, r ? (const char *)r : "");
 }
@@ -374,16 +382,9 @@ int gsd_history_moves(const char *path, const gsd_moves_filter *f, gsd_move_row 
 {
 	*out = NULL;
 	*count = 0;
-	if (!f || !f->tenant || !f->tenant[0]) {
-		gsd_audit_set_err(err, errcap, "history needs a tenant");
-		return -1;
-	}
-	uint32_t limit = f->limit ? f->limit : HISTORY_DEFAULT_LIMIT;
-	if (limit > HISTORY_MAX_LIMIT)
-		limit = HISTORY_MAX_LIMIT;
-
+	uint32_t limit;
 	sqlite3 *db;
-	if (open_reader(path, &db, err, errcap) != 0)
+	if (begin_read(path, f ? f->tenant : NULL, f ? f->limit : 0, &limit, &db, err, errcap) != 0)
 		return -1;
 
 	char sql[sizeof moves_select + 256];

@@ -133,10 +133,7 @@ static void h_info(gsd_daemon *d, gsd_call *c)
 	info.n_adapters = d->nadapters;
 	info.adapters = aip;
 	info.tenant = c->tenant->name;
-	Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
-	resp.body_case = GPUSCHED__V1__RESPONSE__BODY_INFO;
-	resp.info = &info;
-	gsd_call_reply(c, &resp);
+	GSD_REPLY(c, INFO, info, &info);
 }
 
 /* ---- statistics ---- */
@@ -164,10 +161,7 @@ static void h_stats(gsd_daemon *d, gsd_call *c)
 		st.paging_bytes += d->adapters[i].paging_bytes;
 		st.evictions += d->adapters[i].evictions;
 	}
-	Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
-	resp.body_case = GPUSCHED__V1__RESPONSE__BODY_STATS;
-	resp.stats = &st;
-	gsd_call_reply(c, &resp);
+	GSD_REPLY(c, STATS, stats, &st);
 }
 
 /* ---- tenants ---- */
@@ -256,10 +250,7 @@ static void h_tenant_create(gsd_daemon *d, gsd_call *c)
 	gsd_audit_note(d->audit, c->tenant->name, "tenant_created", nt->name);
 	Gpusched__V1__TenantCreateResponse tr = GPUSCHED__V1__TENANT_CREATE_RESPONSE__INIT;
 	tr.token = nt->token;
-	Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
-	resp.body_case = GPUSCHED__V1__RESPONSE__BODY_TENANT_CREATE;
-	resp.tenant_create = &tr;
-	gsd_call_reply(c, &resp);
+	GSD_REPLY(c, TENANT_CREATE, tenant_create, &tr);
 }
 
 static void h_tenant_destroy(gsd_daemon *d, gsd_call *c)
@@ -301,10 +292,7 @@ static void h_tenant_list(gsd_daemon *d, gsd_call *c)
 	Gpusched__V1__TenantListResponse lr = GPUSCHED__V1__TENANT_LIST_RESPONSE__INIT;
 	lr.n_tenants = n;
 	lr.tenants = tp;
-	Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
-	resp.body_case = GPUSCHED__V1__RESPONSE__BODY_TENANT_LIST;
-	resp.tenant_list = &lr;
-	gsd_call_reply(c, &resp);
+	GSD_REPLY(c, TENANT_LIST, tenant_list, &lr);
 }
 
 /* ---- dispatch ---- */

@@ -70,10 +70,7 @@ void gsd_h_allocation_create(gsd_daemon *d, gsd_call *c)
 	ac.segment = gsd_vidmm_segment_id(al);
 	ac.offset = al->offset;
 	ac.address = gsd_vidmm_resident(al) ? gs_addr_make(al->segment->id, al->offset) : 0;
-	Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
-	resp.body_case = GPUSCHED__V1__RESPONSE__BODY_ALLOCATION_CREATE;
-	resp.allocation_create = &ac;
-	gsd_call_reply(c, &resp);
+	GSD_REPLY(c, ALLOCATION_CREATE, allocation_create, &ac);
 }
 
 void gsd_h_allocation_destroy(gsd_daemon *d, gsd_call *c)
@@ -119,10 +116,7 @@ void gsd_h_allocation_query(gsd_daemon *d, gsd_call *c)
 		return;
 	Gpusched__V1__AllocationQueryResponse aq;
 	query_out(al, &aq);
-	Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
-	resp.body_case = GPUSCHED__V1__RESPONSE__BODY_ALLOCATION_QUERY;
-	resp.allocation_query = &aq;
-	gsd_call_reply(c, &resp);
+	GSD_REPLY(c, ALLOCATION_QUERY, allocation_query, &aq);
 }
 
 typedef struct list_ctx {
@@ -198,10 +192,7 @@ void gsd_h_allocation_list(gsd_daemon *d, gsd_call *c)
 	Gpusched__V1__AllocationListResponse lr = GPUSCHED__V1__ALLOCATION_LIST_RESPONSE__INIT;
 	lr.n_allocations = n;
 	lr.allocations = rp;
-	Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
-	resp.body_case = GPUSCHED__V1__RESPONSE__BODY_ALLOCATION_LIST;
-	resp.allocation_list = &lr;
-	gsd_call_reply(c, &resp);
+	GSD_REPLY(c, ALLOCATION_LIST, allocation_list, &lr);
 	free(l.out);
 	free(rp);
 }
@@ -293,10 +284,7 @@ void gsd_h_allocation_read(gsd_daemon *d, gsd_call *c)
 		ar.data.data = al->segment->mem + al->offset + q->offset;
 	}
 	ar.data.len = q->size;
-	Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
-	resp.body_case = GPUSCHED__V1__RESPONSE__BODY_ALLOCATION_READ;
-	resp.allocation_read = &ar;
-	gsd_call_reply(c, &resp);
+	GSD_REPLY(c, ALLOCATION_READ, allocation_read, &ar);
 	free(copy);
 }
 

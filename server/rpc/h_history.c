@@ -134,10 +134,7 @@ static void history_work(gsd_call *c)
 		Gpusched__V1__HistoryResponse hr = GPUSCHED__V1__HISTORY_RESPONSE__INIT;
 		hr.n_packets = res.count;
 		hr.packets = rp;
-		Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
-		resp.body_case = GPUSCHED__V1__RESPONSE__BODY_HISTORY;
-		resp.history = &hr;
-		gsd_call_reply_off_loop(c, &resp);
+		GSD_REPLY_OFF_LOOP(c, HISTORY, history, &hr);
 		free(rp);
 	}
 	gsd_history_result_free(&res);
@@ -196,20 +193,21 @@ void gsd_h_packet_events(gsd_daemon *d, gsd_call *c)
 static void move_record_out(const gsd_move_row *m, Gpusched__V1__MoveRecord *o)
 {
 	gpusched__v1__move_record__init(o);
+	const gsd_move_rec *r = &m->rec;
 	o->seq = m->seq;
-	o->time_ns = m->time_ns;
-	o->allocation = m->allocation;
-	o->device = m->device;
-	o->packet = m->packet;
-	o->for_packet = m->for_packet;
-	o->kind = m->kind;
-	o->from_segment = m->from_segment;
-	o->from_offset = m->from_offset;
-	o->to_segment = m->to_segment;
-	o->to_offset = m->to_offset;
-	o->bytes = m->bytes;
-	o->transfer_flags = m->transfer_flags;
-	o->pieces = m->pieces;
+	o->time_ns = r->time_ns;
+	o->allocation = r->allocation;
+	o->device = r->device;
+	o->packet = r->packet;
+	o->for_packet = r->for_packet;
+	o->kind = r->kind;
+	o->from_segment = r->from_segment;
+	o->from_offset = r->from_offset;
+	o->to_segment = r->to_segment;
+	o->to_offset = r->to_offset;
+	o->bytes = r->bytes;
+	o->transfer_flags = r->transfer_flags;
+	o->pieces = r->pieces;
 	o->reason = (char *)m->reason;
 }
 
@@ -240,10 +238,7 @@ static void moves_work(gsd_call *c)
 		Gpusched__V1__MovesResponse mr = GPUSCHED__V1__MOVES_RESPONSE__INIT;
 		mr.n_moves = n;
 		mr.moves = rp;
-		Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
-		resp.body_case = GPUSCHED__V1__RESPONSE__BODY_MOVES;
-		resp.moves = &mr;
-		gsd_call_reply_off_loop(c, &resp);
+		GSD_REPLY_OFF_LOOP(c, MOVES, moves, &mr);
 		free(rp);
 	}
 	free(rows);

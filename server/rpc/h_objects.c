@@ -31,10 +31,7 @@ void gsd_h_device_create(gsd_daemon *d, gsd_call *c)
 	}
 	Gpusched__V1__DeviceCreateResponse dc = GPUSCHED__V1__DEVICE_CREATE_RESPONSE__INIT;
 	dc.device = dev->obj.handle;
-	Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
-	resp.body_case = GPUSCHED__V1__RESPONSE__BODY_DEVICE_CREATE;
-	resp.device_create = &dc;
-	gsd_call_reply(c, &resp);
+	GSD_REPLY(c, DEVICE_CREATE, device_create, &dc);
 }
 
 void gsd_h_device_destroy(gsd_daemon *d, gsd_call *c)
@@ -100,10 +97,7 @@ void gsd_h_context_create(gsd_daemon *d, gsd_call *c)
 	Gpusched__V1__ContextCreateResponse cc = GPUSCHED__V1__CONTEXT_CREATE_RESPONSE__INIT;
 	cc.context = x->obj.handle;
 	cc.info = &info;
-	Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
-	resp.body_case = GPUSCHED__V1__RESPONSE__BODY_CONTEXT_CREATE;
-	resp.context_create = &cc;
-	gsd_call_reply(c, &resp);
+	GSD_REPLY(c, CONTEXT_CREATE, context_create, &cc);
 }
 
 void gsd_h_context_destroy(gsd_daemon *d, gsd_call *c)
@@ -158,10 +152,7 @@ void gsd_h_sync_create(gsd_daemon *d, gsd_call *c)
 	}
 	Gpusched__V1__SyncCreateResponse sc = GPUSCHED__V1__SYNC_CREATE_RESPONSE__INIT;
 	sc.sync = s->obj.handle;
-	Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
-	resp.body_case = GPUSCHED__V1__RESPONSE__BODY_SYNC_CREATE;
-	resp.sync_create = &sc;
-	gsd_call_reply(c, &resp);
+	GSD_REPLY(c, SYNC_CREATE, sync_create, &sc);
 }
 
 /* The device's paging fence is the daemon's: clients may wait on it, nothing else. */
@@ -203,10 +194,7 @@ static void answer_sync_wait(gsd_call *c, uint64_t value)
 {
 	Gpusched__V1__SyncWaitResponse sw = GPUSCHED__V1__SYNC_WAIT_RESPONSE__INIT;
 	sw.value = value;
-	Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
-	resp.body_case = GPUSCHED__V1__RESPONSE__BODY_SYNC_WAIT;
-	resp.sync_wait = &sw;
-	gsd_call_reply(c, &resp);
+	GSD_REPLY(c, SYNC_WAIT, sync_wait, &sw);
 }
 
 static void sync_wait_expired(gsd_call *c)

@@ -76,4 +76,16 @@ bool gsd_call_offload(gsd_call *c, void (*work)(gsd_call *c));
 void gsd_call_reply_off_loop(gsd_call *c, Gpusched__V1__Response *resp);
 const char *gsd_request_name(int body_case);
 
+/* Answers a call with one response body: GSD_REPLY(c, SYNC_WAIT, sync_wait, &sw). */
+#define GSD_REPLY_WITH(fn, c, BODY, field, msg)                                                    \
+	do {                                                                                       \
+		Gpusched__V1__Response resp_ = GPUSCHED__V1__RESPONSE__INIT;                       \
+		resp_.body_case = GPUSCHED__V1__RESPONSE__BODY_##BODY;                             \
+		resp_.field = (msg);                                                               \
+		fn((c), &resp_);                                                                   \
+	} while (0)
+#define GSD_REPLY(c, BODY, field, msg) GSD_REPLY_WITH(gsd_call_reply, c, BODY, field, msg)
+#define GSD_REPLY_OFF_LOOP(c, BODY, field, msg)                                                    \
+	GSD_REPLY_WITH(gsd_call_reply_off_loop, c, BODY, field, msg)
+
 #endif

@@ -1065,7 +1065,7 @@ static void assert_move_allocs(const gsd_move_row *rows, size_t n, const uint64_
 {
 	assert_int_equal(n, want);
 	for (size_t i = 0; i < n; i++)
-		assert_int_equal(rows[i].allocation, allocs[i]);
+		assert_int_equal(rows[i].rec.allocation, allocs[i]);
 }
 
 static void test_moves_round_trip(void **state)
@@ -1115,25 +1115,25 @@ static void test_moves_round_trip(void **state)
 		assert_true(rows[i].seq > rows[i + 1].seq);
 	/* Every field of the eviction comes back. */
 	const gsd_move_row *e = &rows[3];
-	assert_int_equal(e->kind, MK_EVICT);
-	assert_int_equal(e->device, 101);
-	assert_int_equal(e->adapter, 1);
-	assert_int_equal(e->packet, 40);
-	assert_int_equal(e->for_packet, 0);
-	assert_int_equal(e->from_segment, 1);
-	assert_int_equal(e->from_offset, 20480);
-	assert_int_equal(e->to_segment, 2);
-	assert_int_equal(e->to_offset, 0x10000);
-	assert_int_equal(e->bytes, 65536);
-	assert_int_equal(e->transfer_flags, 0x1a);
-	assert_int_equal(e->pieces, 2);
-	assert_int_equal(e->time_ns, 5005);
+	assert_int_equal(e->rec.kind, MK_EVICT);
+	assert_int_equal(e->rec.device, 101);
+	assert_int_equal(e->rec.adapter, 1);
+	assert_int_equal(e->rec.packet, 40);
+	assert_int_equal(e->rec.for_packet, 0);
+	assert_int_equal(e->rec.from_segment, 1);
+	assert_int_equal(e->rec.from_offset, 20480);
+	assert_int_equal(e->rec.to_segment, 2);
+	assert_int_equal(e->rec.to_offset, 0x10000);
+	assert_int_equal(e->rec.bytes, 65536);
+	assert_int_equal(e->rec.transfer_flags, 0x1a);
+	assert_int_equal(e->rec.pieces, 2);
+	assert_int_equal(e->rec.time_ns, 5005);
 	assert_string_equal(e->reason, "room for allocation 9");
 	/* A long reason is cut to the row's buffer; no reason reads as "". */
 	assert_int_equal(strlen(rows[2].reason), sizeof rows[2].reason - 1);
-	assert_int_equal(rows[2].for_packet, 41);
+	assert_int_equal(rows[2].rec.for_packet, 41);
 	assert_string_equal(rows[4].reason, "");
-	assert_true(rows[1].time_ns > 1000000000ull); /* wall time at queueing */
+	assert_true(rows[1].rec.time_ns > 1000000000ull); /* wall time at queueing */
 	free(rows);
 
 	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM moves WHERE reason IS NULL"), 4);
@@ -1148,21 +1148,21 @@ static void test_moves_round_trip(void **state)
 	f = (gsd_moves_filter){.tenant = "alpha", .allocation = 5};
 	n = moves(fx->path, &f, &rows);
 	assert_int_equal(n, 3);
-	assert_int_equal(rows[0].kind, MK_PAGE_IN);
-	assert_int_equal(rows[1].kind, MK_EVICT);
-	assert_int_equal(rows[2].kind, MK_PLACE);
+	assert_int_equal(rows[0].rec.kind, MK_PAGE_IN);
+	assert_int_equal(rows[1].rec.kind, MK_EVICT);
+	assert_int_equal(rows[2].rec.kind, MK_PLACE);
 	assert_string_equal(rows[2].reason, "created");
 	uint64_t second = rows[1].seq;
 	free(rows);
 	f.before_seq = second;
 	n = moves(fx->path, &f, &rows);
 	assert_int_equal(n, 1);
-	assert_int_equal(rows[0].kind, MK_PLACE);
+	assert_int_equal(rows[0].rec.kind, MK_PLACE);
 	free(rows);
 	f = (gsd_moves_filter){.tenant = "alpha", .allocation = 5, .limit = 1};
 	n = moves(fx->path, &f, &rows);
 	assert_int_equal(n, 1);
-	assert_int_equal(rows[0].kind, MK_PAGE_IN);
+	assert_int_equal(rows[0].rec.kind, MK_PAGE_IN);
 	free(rows);
 	f = (gsd_moves_filter){.tenant = "alpha",
 	                       .device = 100}; /* device = 100 + allocation % 2 */
@@ -1172,12 +1172,12 @@ static void test_moves_round_trip(void **state)
 	f = (gsd_moves_filter){.tenant = "alpha", .packet = 42}; /* the paging packet */
 	n = moves(fx->path, &f, &rows);
 	assert_int_equal(n, 1);
-	assert_int_equal(rows[0].packet, 42);
+	assert_int_equal(rows[0].rec.packet, 42);
 	free(rows);
 	f = (gsd_moves_filter){.tenant = "alpha", .packet = 41}; /* the render packet */
 	n = moves(fx->path, &f, &rows);
 	assert_int_equal(n, 1);
-	assert_int_equal(rows[0].for_packet, 41);
+	assert_int_equal(rows[0].rec.for_packet, 41);
 	free(rows);
 	f = (gsd_moves_filter){.tenant = "alpha", .packet = 99};
 	assert_int_equal(moves(fx->path, &f, &rows), 0);
@@ -1228,12 +1228,12 @@ static void test_moves_limits(void **state)
 	gsd_moves_filter f = {.tenant = "alpha"};
 	size_t n = moves(fx->path, &f, &rows);
 	assert_int_equal(n, 100);
-	assert_int_equal(rows[0].allocation, 10050);
+	assert_int_equal(rows[0].rec.allocation, 10050);
 	free(rows);
 	f.limit = 50000;
 	n = moves(fx->path, &f, &rows);
 	assert_int_equal(n, 10000);
-	assert_int_equal(rows[9999].allocation, 51);
+	assert_int_equal(rows[9999].rec.allocation, 51);
 	free(rows);
 	gsd_audit_close(a);
 }
