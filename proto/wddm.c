@@ -1,5 +1,5 @@
 /*
- * WDDM bit layouts: segment preferences, flag names, priority classes (MODEL.md).
+ * WDDM bit layouts: segment preferences, flag names, priority classes (docs/wddm.md).
  */
 #include "wddm.h"
 

@@ -103,7 +103,7 @@ typedef enum gs_segpref_check {
 gs_segpref_check gs_segpref_validate(uint32_t value, uint32_t supported_set);
 
 /*
- * Flag names. Each table maps bit -> name as written in MODEL.md ("NullRendering").
+ * Flag names. Each table maps bit -> name as written in docs/wddm.md ("NullRendering").
  * gs_flags_format writes "Present|NullRendering" (or "none"); unknown bits appear as hex.
  * gs_flags_parse accepts a number (decimal or 0x hex) or names separated by ',' or '|'
  * (case-insensitive); returns 0 on success, -1 with *bad pointing at the unknown name.

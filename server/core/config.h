@@ -68,7 +68,7 @@ typedef struct gsd_config {
 	uint32_t max_devices; /* per tenant */
 	uint32_t rpc_workers; /* nng contexts kept receiving */
 	uint32_t shutdown_grace_ms;
-	/* Scheduler (MODEL.md: priorities, preemption, TDR). */
+	/* Scheduler (docs/concepts.md: priorities, preemption, TDR). */
 	uint32_t quantum_us;        /* time slice inside a band, engine time */
 	uint32_t tdr_delay_ms;      /* a preemption not honoured this long resets the engine */
 	uint32_t tdr_limit_count;   /* more timeouts than this ... */

@@ -1,7 +1,7 @@
 /*
  * The null engine: an infinitely fast engine. Every packet completes at once with zero engine
  * time and untouched memory; only its SIGNAL commands still report their fences, so waiters
- * behave as they would on a real engine (MODEL.md: NullRendering still signals fences).
+ * behave as they would on a real engine (docs/concepts.md: NullRendering still signals fences).
  * Paging packets are the exception: they execute, so memory stays what the daemon says.
  * Budgets, timeouts and preemption are moot: nothing runs long enough to reach them.
  */

@@ -103,10 +103,10 @@ typedef enum gsd_wait_result {
 gsd_wait_result gsd_engine_wait_until(gsd_engine *e, uint64_t until_ns, bool preemptible);
 
 /*
- * The emulator's command walk (engine_emu.c). With execute false nothing touches memory or
+ * The emulator's command walk (emu.c). With execute false nothing touches memory or
  * consumes time and preemption, budgets and resets are never observed (an infinitely fast
  * engine finishes before any boundary), but SIGNAL commands still report their fences:
- * NullRendering still goes through fence signalling (MODEL.md). The null backend is this
+ * NullRendering still goes through fence signalling (docs/concepts.md). The null backend is this
  * walk with execute false.
  */
 void gsd_emu_walk(gsd_engine *e, gsd_exec *x, bool execute, gsd_irq *final);

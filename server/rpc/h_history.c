@@ -12,7 +12,7 @@
 #define MAX_HISTORY 10000u
 
 /*
- * Transitions nobody waits for linger briefly in the audit queue (see audit.c). A reader first
+ * Transitions nobody waits for linger briefly in the audit queue (see audit/audit.c). A reader first
  * queues a flush and waits for its ack on the pool thread, so the answer includes everything
  * the daemon did before the query arrived. The audit acks every record, even when it cannot
  * write it, so the wait ends.

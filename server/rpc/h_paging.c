@@ -1,5 +1,5 @@
 /*
- * Client paging requests: MakeResident, Evict and Transfer (residency.c does the work).
+ * Client paging requests: MakeResident, Evict and Transfer (vidmm/vidmm.c does the work).
  *
  * All three answer with the device's paging fence, which its paging sync object reaches once
  * the paging packets they queued have moved the bytes. Evict and Transfer move an allocation

@@ -285,7 +285,7 @@ static void run_null_here(gsd_daemon *d, gsd_node *n, gsd_packet *p)
 	gsd_context_put(d, x);
 }
 
-/* A preempted or aborted packet runs again: a resubmission (MODEL: render packets get a new
+/* A preempted or aborted packet runs again: a resubmission (docs/concepts.md: render packets get a new
  * fence and the Resubmission flag; paging packets keep their fence). */
 static void resubmit(gsd_daemon *d, gsd_node *n, gsd_packet *p)
 {

@@ -1,5 +1,5 @@
 /*
- * The video memory manager (server/residency.c) against real daemons: over-committed video
+ * The video memory manager (server/vidmm/) against real daemons: over-committed video
  * memory under a seeded workload, moves while a packet is preempted, tiled allocations and
  * their swizzling transfers, explicit MakeResident / Evict / Transfer, and the requests the
  * memory manager refuses.

@@ -1,7 +1,7 @@
 /*
- * The GPU scheduler (server/vidsch.c) against real daemons: what a client can observe of
+ * The GPU scheduler (server/vidsch/) against real daemons: what a client can observe of
  * priorities, time slices, preemption and resubmission, starvation, timeout detection and
- * recovery, bans, GPU waits, priority changes and flips (MODEL.md).
+ * recovery, bans, GPU waits, priority changes and flips (docs/concepts.md).
  *
  * Most tests run on the virtual clock, where a SPIN takes engine time but no wall time and a
  * schedule is a function of the workload alone: they submit their workload as one batch (the
@@ -39,7 +39,7 @@
 
 #define MS          UINT64_C(1000000)           /* ns */
 #define CMD_NS      UINT64_C(100)               /* virtual engine time of issuing one command */
-#define PERIOD_60HZ (UINT64_C(1000000000) / 60) /* ns, as vidsch.c computes it */
+#define PERIOD_60HZ (UINT64_C(1000000000) / 60) /* ns, as vidsch/display.c computes it */
 #define AWAIT_MS    10000                       /* bound of every poll for a packet's state */
 
 /* ---- fixture: up to two daemons and their clients, released by teardown ---- */

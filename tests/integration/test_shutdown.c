@@ -21,8 +21,8 @@
 #include "testd.h"
 #include "wddm.h"
 
-/* Packets handed to an engine ahead of the queue (vidsch.c GS_ENGINE_DEPTH): the running one
- * and the next. They are not cancelled by a stop, they run or are aborted. */
+/* Packets on engines when the stop comes: one running on each of two nodes (an engine runs one
+ * packet at a time). They are not cancelled by a stop, they run or are aborted. */
 #define ON_ENGINE    2
 #define QUEUED       4
 #define SPIN_LONG_US (20u * 1000 * 1000)

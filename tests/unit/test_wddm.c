@@ -1,5 +1,5 @@
 /*
- * WDDM bit layouts against MODEL.md: every value below is written out by hand from the
+ * WDDM bit layouts against docs/wddm.md: every value below is written out by hand from the
  * document, never computed with the code under test.
  */
 #include <setjmp.h>
@@ -19,7 +19,7 @@ typedef struct expected_flag {
 	const char *name;
 } expected_flag;
 
-/* DXGK_SUBMITCOMMANDFLAGS (MODEL.md, seed 000). */
+/* DXGK_SUBMITCOMMANDFLAGS (docs/wddm.md). */
 static const expected_flag submit_flags[] = {
         {0x001, "Paging"},        {0x002, "Present"},      {0x004, "RedirectedPresent"},
         {0x008, "NullRendering"}, {0x010, "Flip"},         {0x020, "FlipWithNoWait"},
@@ -180,7 +180,7 @@ static void test_flags_parse(void **state)
 
 /*
  * D3DDDI_SEGMENTPREFERENCE: slot k holds SegmentId at bits 6k..6k+4 and Direction at bit
- * 6k+5. Each row sets one field of one slot; `value` is written by hand from MODEL.md's table.
+ * 6k+5. Each row sets one field of one slot; `value` is written by hand from the table in docs/wddm.md.
  */
 static const struct {
 	unsigned slot;
