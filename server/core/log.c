@@ -9,12 +9,12 @@
 #include <time.h>
 #include <unistd.h>
 
-static atomic_int g_level = GSD_LOG_INFO;
+atomic_int gsd_log_level_now = GSD_LOG_INFO;
 static const char *const g_names[] = {"ERROR", "WARN ", "INFO ", "DEBUG"};
 
 void gsd_log_set_level(gsd_log_level level)
 {
-	atomic_store(&g_level, (int)level);
+	atomic_store(&gsd_log_level_now, (int)level);
 }
 
 int gsd_log_parse_level(const char *name)
@@ -28,7 +28,7 @@ int gsd_log_parse_level(const char *name)
 
 void gsd_log(gsd_log_level level, const char *fmt, ...)
 {
-	if ((int)level > atomic_load(&g_level))
+	if (!gsd_log_enabled(level))
 		return;
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);

@@ -2,6 +2,9 @@
 #ifndef GSD_LOG_H
 #define GSD_LOG_H
 
+#include <stdatomic.h>
+#include <stdbool.h>
+
 typedef enum gsd_log_level {
 	GSD_LOG_ERROR = 0,
 	GSD_LOG_WARN = 1,
@@ -14,9 +17,22 @@ void gsd_log_set_level(gsd_log_level level);
 int gsd_log_parse_level(const char *name);
 void gsd_log(gsd_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-#define GSD_ERROR(...) gsd_log(GSD_LOG_ERROR, __VA_ARGS__)
-#define GSD_WARN(...)  gsd_log(GSD_LOG_WARN, __VA_ARGS__)
-#define GSD_INFO(...)  gsd_log(GSD_LOG_INFO, __VA_ARGS__)
-#define GSD_DEBUG(...) gsd_log(GSD_LOG_DEBUG, __VA_ARGS__)
+extern atomic_int gsd_log_level_now;
+static inline bool gsd_log_enabled(gsd_log_level level)
+{
+	return (int)level <= atomic_load_explicit(&gsd_log_level_now, memory_order_relaxed);
+}
+
+/* The arguments are evaluated only when the level is enabled: debug lines on the hot path
+ * cost one load when debug logging is off. */
+#define GSD_LOG_AT(level, ...)                                                                     \
+	do {                                                                                       \
+		if (gsd_log_enabled(level))                                                        \
+			gsd_log(level, __VA_ARGS__);                                               \
+	} while (0)
+#define GSD_ERROR(...) GSD_LOG_AT(GSD_LOG_ERROR, __VA_ARGS__)
+#define GSD_WARN(...)  GSD_LOG_AT(GSD_LOG_WARN, __VA_ARGS__)
+#define GSD_INFO(...)  GSD_LOG_AT(GSD_LOG_INFO, __VA_ARGS__)
+#define GSD_DEBUG(...) GSD_LOG_AT(GSD_LOG_DEBUG, __VA_ARGS__)
 
 #endif
