@@ -387,7 +387,7 @@ static void extremes(const result *res, int n, enum layout l, int *lo, int *hi)
 static void print_table(FILE *out, const result *res, int n, const options *o)
 {
 	fprintf(out,
-	        "\nbench_sched_decision: vidsch pick + unqueue + charge + requeue on gsd_runq, "
+	        "\nbench_sched_decision: gsd_policy_pick + charge + enqueue (vidsch/policy.c), "
 	        "%" PRIu64 " decisions x %d reps (median), quantum %u us, %ld CPUs\n\n",
 	        o->decisions, o->reps, QUANTUM_NS / 1000u, sysconf(_SC_NPROCESSORS_ONLN));
 	fprintf(out, "%-7s %9s %6s %14s %9s %9s %9s\n", "layout", "contexts", "reps", "ns/decision",
