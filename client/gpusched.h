@@ -80,6 +80,7 @@ typedef enum gs_status {
 	GS_STATUS_ALLOCATION_PRIORITY = 42,
 	GS_STATUS_TRANSFER_FLAGS = 43,        /* transfer flags contradict the move */
 	GS_STATUS_NOT_RESIDENT_TOGETHER = 44, /* the allocations cannot all be resident at once */
+	GS_STATUS_AUDIT_UNAVAILABLE = 45,     /* nothing was recorded or run: safe to retry */
 } gs_status;
 
 /* Short name of a status or local error: "NOT_FOUND", "TRANSPORT"; "STATUS_<n>" if unknown. */

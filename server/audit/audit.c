@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -191,6 +192,10 @@ struct gsd_audit {
 	uint32_t max_batch;
 	uint64_t wal_limit;
 	char *wal_path;
+	char *db_path;        /* the main file, checked at every commit */
+	dev_t db_dev;         /* its identity when opened: a file removed or replaced under the */
+	ino_t db_ino;         /* daemon is never written to (and acknowledged) again */
+	bool file_gone;       /* writer thread: the last check failed */
 	int wal_frames;       /* frames in the WAL after the last commit (writer thread) */
 	uint64_t frame_bytes; /* page size + WAL frame header */
 	/* Packet id -> last record of it in the batch being written (writer thread). */
@@ -219,6 +224,8 @@ struct gsd_audit {
 	struct node *free_local;
 
 	_Atomic uint64_t records, commits, queued, failures, dropped, checkpoints;
+	_Atomic int health;  /* gsd_audit_health */
+	uint64_t reconciled; /* packets reconciled at open */
 };
 
 /* ---- small helpers ---- */
@@ -523,9 +530,29 @@ static void mark_superseded(gsd_audit *a, struct node *first)
 	}
 }
 
+/* Is the file the daemon writes still the one at the configured path? A removed or replaced
+ * file would take every record of this commit into a file nobody can read again. */
+static bool file_still_there(gsd_audit *a)
+{
+	struct stat st;
+	bool same = stat(a->db_path, &st) == 0 && st.st_dev == a->db_dev && st.st_ino == a->db_ino;
+	if (!same && !a->file_gone)
+		GSD_ERROR("audit: %s was removed or replaced: nothing is committed or acknowledged "
+		          "until it is back (restore it, or restart the daemon)",
+		          a->db_path);
+	else if (same && a->file_gone)
+		GSD_WARN("audit: %s is back: committing again", a->db_path);
+	a->file_gone = !same;
+	return same;
+}
+
 static bool write_batch(gsd_audit *a, struct node *first)
 {
 	mark_superseded(a, first);
+	if (!file_still_there(a)) {
+		atomic_store(&a->health, GSD_AUDIT_FILE_GONE);
+		return false;
+	}
 	int rc = step_reset(a->st[ST_BEGIN]);
 	if (rc != SQLITE_OK) {
 		GSD_ERROR("audit: BEGIN failed: %s", sqlite3_errmsg(a->db));
@@ -627,6 +654,10 @@ static void writer_drain(gsd_audit *a, struct node *list)
 		last->next = NULL;
 
 		bool ok = write_batch(a, first);
+		if (ok)
+			atomic_store(&a->health, GSD_AUDIT_OK);
+		else if (atomic_load(&a->health) == GSD_AUDIT_OK)
+			atomic_store(&a->health, GSD_AUDIT_FAILING);
 		size_t failed = 0;
 		for (struct node *n = first; n; n = n->next)
 			failed += !ok || n->failed;
@@ -871,6 +902,16 @@ void gsd_audit_note(gsd_audit *a, const char *tenant, const char *kind, const ch
 	node_push(a, n);
 }
 
+gsd_audit_health gsd_audit_get_health(gsd_audit *a)
+{
+	return (gsd_audit_health)atomic_load(&a->health);
+}
+
+uint64_t gsd_audit_reconciled(const gsd_audit *a)
+{
+	return a->reconciled;
+}
+
 void gsd_audit_get_stats(gsd_audit *a, gsd_audit_stats *out)
 {
 	out->records = atomic_load_explicit(&a->records, memory_order_relaxed);
@@ -979,6 +1020,67 @@ fail:
 	return rc;
 }
 
+/* The identity of the file just opened, for file_still_there. */
+static int remember_file(gsd_audit *a, const char *path)
+{
+	struct stat st;
+	a->db_path = strdup(path);
+	if (!a->db_path || stat(path, &st) != 0) {
+		GSD_ERROR("audit: cannot stat %s: %s", path, strerror(errno));
+		return -1;
+	}
+	a->db_dev = st.st_dev;
+	a->db_ino = st.st_ino;
+	return 0;
+}
+
+/*
+ * Packets the file shows as not final were in flight when the daemon that wrote them died
+ * (kill -9, a crash, power loss): nothing runs them any more. Each gets a final ABORTED record
+ * now, so history and waits on them answer truthfully. One transaction, before the writer
+ * starts.
+ */
+static int reconcile(gsd_audit *a)
+{
+	static const char sql[] =
+	        "BEGIN IMMEDIATE;"
+	        "INSERT INTO packet_events (packet, tenant, state, state_name, time_ns, detail)"
+	        " SELECT packet, tenant, 6, 'ABORTED', ?1, 'daemon restarted: the packet was in"
+	        " flight when the daemon that ran it stopped'"
+	        " FROM packets WHERE state IN (1, 2, 3, 7, 8) ORDER BY packet;"
+	        "UPDATE packets SET state = 6, state_name = 'ABORTED', completed_ns = ?1,"
+	        " result = 'daemon restarted' WHERE state IN (1, 2, 3, 7, 8);";
+	sqlite3_stmt *s = NULL;
+	const char *tail = sql;
+	int rc = SQLITE_OK, changed = 0;
+	uint64_t now = now_ns();
+	while (rc == SQLITE_OK && tail && *tail) {
+		rc = sqlite3_prepare_v2(a->db, tail, -1, &s, &tail);
+		if (rc != SQLITE_OK || !s)
+			break;
+		if (sqlite3_bind_parameter_count(s) > 0)
+			gsd_audit_bind_u64(s, 1, now);
+		rc = sqlite3_step(s) == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(a->db);
+		if (rc == SQLITE_OK && sqlite3_bind_parameter_count(s) > 0)
+			changed = sqlite3_changes(a->db);
+		sqlite3_finalize(s);
+		s = NULL;
+	}
+	if (rc == SQLITE_OK)
+		rc = sqlite3_exec(a->db, "COMMIT", NULL, NULL, NULL);
+	if (rc != SQLITE_OK) {
+		GSD_ERROR("audit: reconciling packets left in flight: %s", sqlite3_errmsg(a->db));
+		sqlite3_exec(a->db, "ROLLBACK", NULL, NULL, NULL);
+		return rc;
+	}
+	if (changed > 0)
+		GSD_WARN("audit: %d packets were in flight when the previous daemon stopped: "
+		         "recorded as ABORTED (daemon restarted)",
+		         changed);
+	a->reconciled = (uint64_t)changed;
+	return SQLITE_OK;
+}
+
 static void free_nodes(struct node *n)
 {
 	while (n) {
@@ -997,6 +1099,7 @@ static void audit_free(gsd_audit *a)
 	free_nodes(a->free_local);
 	free_nodes(a->free_shared);
 	free(a->wal_path);
+	free(a->db_path);
 	free(a->latest);
 	free(a);
 }
@@ -1011,7 +1114,9 @@ int gsd_audit_open(const char *path, const gsd_audit_options *opt, gsd_audit **o
 	a->max_batch = o.max_batch ? o.max_batch : DEFAULT_MAX_BATCH;
 	a->wal_limit = o.wal_limit ? o.wal_limit : DEFAULT_WAL_LIMIT;
 
-	if (open_db(a, path, o.sync_full) != SQLITE_OK)
+	if (open_db(a, path, o.sync_full) != SQLITE_OK || remember_file(a, path) != 0)
+		goto fail;
+	if (reconcile(a) != SQLITE_OK)
 		goto fail;
 	char page[32] = "4096";
 	pragma_text(a->db, "PRAGMA page_size", page, sizeof page);

@@ -152,6 +152,20 @@ typedef struct gsd_audit_stats {
 } gsd_audit_stats;
 void gsd_audit_get_stats(gsd_audit *a, gsd_audit_stats *out);
 
+/* Whether records are being committed. A failed commit (disk full, the file locked by another
+ * process) makes it FAILING until a later commit succeeds; FILE_GONE when the file at the
+ * configured path was removed or replaced under the daemon (nothing is committed until the
+ * same file is back). Callers refuse work that needs an acknowledged record meanwhile. */
+typedef enum gsd_audit_health {
+	GSD_AUDIT_OK = 0,
+	GSD_AUDIT_FAILING = 1,
+	GSD_AUDIT_FILE_GONE = 2,
+} gsd_audit_health;
+gsd_audit_health gsd_audit_get_health(gsd_audit *a);
+/* Packets found in flight (not final) at open, recorded then as ABORTED "daemon restarted":
+ * what a previous daemon left when it died. */
+uint64_t gsd_audit_reconciled(const gsd_audit *a);
+
 /* ---- history reads (own read-only connection; any thread) ---- */
 
 typedef struct gsd_history_filter {

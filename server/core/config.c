@@ -60,6 +60,16 @@ void gsd_config_defaults(gsd_config *c)
 	c->max_batch = 1024;
 	c->max_devices = 1024;
 	c->rpc_workers = 16;
+	c->max_workers = 4096;
+	c->max_inflight_requests = 512;
+	c->max_waits_per_connection = 64;
+	c->max_wait_ms = 300000;
+	c->max_connections = 0;
+	c->max_connections_per_peer = 256;
+	c->unauthenticated_max_message = 64 * 1024;
+	c->max_bad_tokens_per_second = 20;
+	c->max_queued_packets = 32768;
+	c->max_syncs = 4096;
 	c->shutdown_grace_ms = 5000;
 	c->quantum_us = 2000;
 	c->tdr_delay_ms = 2000;
@@ -276,6 +286,16 @@ int gsd_config_load(gsd_config *c, const char *path, char *err, size_t errcap)
 	    get_u32(root, "max_batch", &c->max_batch, &e) ||
 	    get_u32(root, "max_devices", &c->max_devices, &e) ||
 	    get_u32(root, "rpc_workers", &c->rpc_workers, &e) ||
+	    get_u32(root, "max_workers", &c->max_workers, &e) ||
+	    get_u32(root, "max_inflight_requests", &c->max_inflight_requests, &e) ||
+	    get_u32(root, "max_waits_per_connection", &c->max_waits_per_connection, &e) ||
+	    get_u32(root, "max_wait_ms", &c->max_wait_ms, &e) ||
+	    get_u32(root, "max_connections", &c->max_connections, &e) ||
+	    get_u32(root, "max_connections_per_peer", &c->max_connections_per_peer, &e) ||
+	    get_u32(root, "unauthenticated_max_message", &c->unauthenticated_max_message, &e) ||
+	    get_u32(root, "max_bad_tokens_per_second", &c->max_bad_tokens_per_second, &e) ||
+	    get_u32(root, "max_queued_packets", &c->max_queued_packets, &e) ||
+	    get_u32(root, "max_syncs", &c->max_syncs, &e) ||
 	    get_u32(root, "shutdown_grace_ms", &c->shutdown_grace_ms, &e) ||
 	    get_u32(root, "quantum_us", &c->quantum_us, &e) ||
 	    get_u32(root, "tdr_delay_ms", &c->tdr_delay_ms, &e) ||
@@ -347,8 +367,23 @@ int gsd_config_validate(const gsd_config *c, char *err, size_t errcap)
 		snprintf(err, errcap, "paging_chunk must be 4 KiB..1 GiB");
 		return -1;
 	}
-	if (c->rpc_workers == 0 || c->rpc_workers > 4096) {
-		snprintf(err, errcap, "rpc_workers must be 1..4096");
+	if (c->max_workers < 128 || c->max_workers > 65536 || c->rpc_workers == 0 ||
+	    c->rpc_workers > c->max_workers) {
+		snprintf(err, errcap,
+		         "max_workers must be 128..65536 and rpc_workers 1..max_workers");
+		return -1;
+	}
+	if (c->max_inflight_requests == 0 || c->max_waits_per_connection == 0 ||
+	    c->max_wait_ms == 0 || c->max_connections_per_peer == 0 || c->max_queued_packets == 0 ||
+	    c->max_syncs == 0) {
+		snprintf(err, errcap,
+		         "max_inflight_requests, max_waits_per_connection, max_wait_ms, "
+		         "max_connections_per_peer, max_queued_packets and max_syncs must be > 0");
+		return -1;
+	}
+	if (c->unauthenticated_max_message < 1024 ||
+	    c->unauthenticated_max_message > c->max_message) {
+		snprintf(err, errcap, "unauthenticated_max_message must be 1 KiB..max_message");
 		return -1;
 	}
 	for (uint32_t i = 0; i < c->nadapters; i++) {

@@ -67,6 +67,17 @@ typedef struct gsd_config {
 	uint32_t max_batch;   /* packets per SubmitBatch */
 	uint32_t max_devices; /* per tenant */
 	uint32_t rpc_workers; /* nng contexts kept receiving */
+	/* Limits that keep one tenant or one peer from stalling the others. */
+	uint32_t max_workers;                 /* nng contexts at most (each holds one request) */
+	uint32_t max_inflight_requests;       /* per tenant: received and not yet answered */
+	uint32_t max_waits_per_connection;    /* requests waiting for an event, per connection */
+	uint32_t max_wait_ms;                 /* the longest any request waits */
+	uint32_t max_connections;             /* 0 = the open-file limit less a reserve */
+	uint32_t max_connections_per_peer;    /* per IP address (tcp) or user id (ipc) */
+	uint32_t unauthenticated_max_message; /* bytes, until a connection authenticates */
+	uint32_t max_bad_tokens_per_second;   /* per connection; more close it */
+	uint32_t max_queued_packets;          /* per tenant: packets not yet final */
+	uint32_t max_syncs;                   /* per tenant: sync objects */
 	uint32_t shutdown_grace_ms;
 	/* Scheduler (docs/concepts.md: priorities, preemption, TDR). */
 	uint32_t quantum_us;        /* time slice inside a band, engine time */

@@ -57,7 +57,7 @@ const char *gsd_object_type_name(gsd_obj_type type)
 
 /* ---- sync objects ---- */
 
-gsd_sync *gsd_sync_create(gsd_daemon *d, gsd_device *dev, uint64_t value)
+gsd_sync *gsd_sync_create(gsd_daemon *d, gsd_device *dev, uint64_t value, bool daemon_only)
 {
 	gsd_sync *s = calloc(1, sizeof(*s));
 	if (!s)
@@ -65,6 +65,7 @@ gsd_sync *gsd_sync_create(gsd_daemon *d, gsd_device *dev, uint64_t value)
 	gsd_waitq_init(&s->waiters);
 	gsd_list_init(&s->dev_link);
 	s->value = value;
+	s->daemon_only = daemon_only;
 	if (!dev)
 		return s; /* internal: no handle, no device */
 	if (!object_register(d, &s->obj, GSD_OBJ_SYNC, dev->obj.tenant, true)) {
@@ -73,6 +74,8 @@ gsd_sync *gsd_sync_create(gsd_daemon *d, gsd_device *dev, uint64_t value)
 	}
 	s->dev = dev;
 	gsd_list_push_back(&dev->syncs, &s->dev_link);
+	if (!daemon_only)
+		dev->obj.tenant->syncs++;
 	return s;
 }
 
@@ -102,8 +105,11 @@ void gsd_sync_abandon(gsd_daemon *d, gsd_sync *s, uint64_t upto)
 void gsd_sync_destroy(gsd_daemon *d, gsd_sync *s)
 {
 	gsd_list_remove(&s->dev_link);
-	if (s->dev)
+	if (s->dev) {
 		object_unregister(d, &s->obj);
+		if (!s->daemon_only)
+			s->obj.tenant->syncs--;
+	}
 	/* Every waiter learns it is gone: a CPU wait fails, a context whose packet waits on it
 	 * finds the handle missing and cancels that packet. */
 	s->destroyed = true;
@@ -131,13 +137,12 @@ gsd_device *gsd_device_create(gsd_daemon *d, gsd_adapter *a, gsd_tenant *t, cons
 	if (system)
 		return dev;
 	/* The device's paging fence: signalled by the daemon as its paging packets finish. */
-	dev->paging_sync = gsd_sync_create(d, dev, 0);
+	dev->paging_sync = gsd_sync_create(d, dev, 0, true);
 	if (!dev->paging_sync) {
 		object_unregister(d, &dev->obj);
 		free(dev);
 		return NULL;
 	}
-	dev->paging_sync->daemon_only = true;
 	t->devices++;
 	d->devices++;
 	gsd_audit_note(d->audit, t->name, "device_created", dev->name);

@@ -188,8 +188,9 @@ void gsd_allocation_busy(gsd_allocation *al);
 void gsd_allocation_idle(gsd_allocation *al);
 
 /* A sync object of dev starting at value (dev NULL: an internal one of the memory manager,
- * without a handle). NULL: out of memory. */
-gsd_sync *gsd_sync_create(gsd_daemon *d, gsd_device *dev, uint64_t value);
+ * without a handle); daemon_only: only the daemon signals it (a device's paging fence), and it
+ * does not count against the tenant's max_syncs. NULL: out of memory. */
+gsd_sync *gsd_sync_create(gsd_daemon *d, gsd_device *dev, uint64_t value, bool daemon_only);
 void gsd_sync_destroy(gsd_daemon *d, gsd_sync *s);
 /* Raises the value (a monitored fence never goes backwards) and wakes the waiters. */
 void gsd_sync_signal(gsd_daemon *d, gsd_sync *s, uint64_t value);

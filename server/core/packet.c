@@ -81,9 +81,15 @@ static const uint32_t g_legal[NSTATES] = {
         [GSD_PS(RESUBMITTED)] = BIT(READY) | BIT(CANCELLED),
 };
 
+bool gsd_packet_state_valid(int state)
+{
+	return state >= 0 && state < NSTATES;
+}
+
 const char *gsd_packet_state_name(int state)
 {
-	const char *n = gs_enum_name(&gpusched__v1__packet_state__descriptor, state, "PACKET_STATE_");
+	const char *n =
+	        gs_enum_name(&gpusched__v1__packet_state__descriptor, state, "PACKET_STATE_");
 	return n ? n : "?";
 }
 

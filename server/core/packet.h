@@ -65,6 +65,7 @@ struct gsd_packet {
 	gsd_waitq waiters;  /* woken (event: the packet) when it reaches a final state */
 	char result[192];   /* backing store of rec.result when the daemon composes it */
 	/* ---- scheduler (vidsch/) ---- */
+	bool unrecorded; /* its SUBMITTED record is not committed yet: it may not run */
 	bool on_engine;
 	size_t resume_offset;  /* where its next run starts */
 	uint64_t spin_done_us; /* of the SPIN at resume_offset */
@@ -92,6 +93,8 @@ typedef struct gsd_packet_shape {
 gsd_packet *gsd_packet_new(const gsd_packet_shape *shape);
 void gsd_packet_free(gsd_packet *p);
 
+/* Is the value a PacketState (UNKNOWN included)? */
+bool gsd_packet_state_valid(int state);
 /* The state's name ("RUNNING"); "?" for a value out of range. */
 const char *gsd_packet_state_name(int state);
 /* Can a packet go from one state to the other? (0 = a new packet.) */

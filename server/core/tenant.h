@@ -7,6 +7,7 @@
 
 #include "core/config.h"
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -27,6 +28,11 @@ typedef struct gsd_tenant {
 	uint64_t memory_used;
 	uint32_t contexts;
 	uint32_t devices;
+	uint32_t syncs;          /* sync objects it created (max_syncs) */
+	uint32_t queued_packets; /* its packets not yet final (max_queued_packets) */
+	/* Requests received and not yet answered (max_inflight_requests). Answers leave from the
+	 * loop, the audit writer or nng's threads: the one counter touched off the loop. */
+	atomic_uint inflight;
 	/* Times of its recent GPU timeouts (TDR), oldest first, for the ban rule. */
 	uint64_t tdr_times[16];
 	uint32_t ntdr;

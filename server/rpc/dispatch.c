@@ -297,6 +297,49 @@ static void h_tenant_list(gsd_daemon *d, gsd_call *c)
 
 /* ---- dispatch ---- */
 
+static const char *const g_request_names[] = {
+        [GPUSCHED__V1__REQUEST__BODY_INFO] = "info",
+        [GPUSCHED__V1__REQUEST__BODY_DEVICE_CREATE] = "device_create",
+        [GPUSCHED__V1__REQUEST__BODY_DEVICE_DESTROY] = "device_destroy",
+        [GPUSCHED__V1__REQUEST__BODY_CONTEXT_CREATE] = "context_create",
+        [GPUSCHED__V1__REQUEST__BODY_CONTEXT_DESTROY] = "context_destroy",
+        [GPUSCHED__V1__REQUEST__BODY_CONTEXT_SET_PRIORITY] = "context_set_priority",
+        [GPUSCHED__V1__REQUEST__BODY_ALLOCATION_CREATE] = "allocation_create",
+        [GPUSCHED__V1__REQUEST__BODY_ALLOCATION_DESTROY] = "allocation_destroy",
+        [GPUSCHED__V1__REQUEST__BODY_ALLOCATION_QUERY] = "allocation_query",
+        [GPUSCHED__V1__REQUEST__BODY_ALLOCATION_SET_PRIORITY] = "allocation_set_priority",
+        [GPUSCHED__V1__REQUEST__BODY_ALLOCATION_SET_PREFERENCE] = "allocation_set_preference",
+        [GPUSCHED__V1__REQUEST__BODY_ALLOCATION_READ] = "allocation_read",
+        [GPUSCHED__V1__REQUEST__BODY_ALLOCATION_WRITE] = "allocation_write",
+        [GPUSCHED__V1__REQUEST__BODY_SUBMIT] = "submit",
+        [GPUSCHED__V1__REQUEST__BODY_SUBMIT_BATCH] = "submit_batch",
+        [GPUSCHED__V1__REQUEST__BODY_PACKET_WAIT] = "packet_wait",
+        [GPUSCHED__V1__REQUEST__BODY_SYNC_CREATE] = "sync_create",
+        [GPUSCHED__V1__REQUEST__BODY_SYNC_DESTROY] = "sync_destroy",
+        [GPUSCHED__V1__REQUEST__BODY_SYNC_SIGNAL] = "sync_signal",
+        [GPUSCHED__V1__REQUEST__BODY_SYNC_WAIT] = "sync_wait",
+        [GPUSCHED__V1__REQUEST__BODY_MAKE_RESIDENT] = "make_resident",
+        [GPUSCHED__V1__REQUEST__BODY_EVICT] = "evict",
+        [GPUSCHED__V1__REQUEST__BODY_TRANSFER] = "transfer",
+        [GPUSCHED__V1__REQUEST__BODY_HISTORY] = "history",
+        [GPUSCHED__V1__REQUEST__BODY_PACKET_EVENTS] = "packet_events",
+        [GPUSCHED__V1__REQUEST__BODY_STATS] = "stats",
+        [GPUSCHED__V1__REQUEST__BODY_TENANT_CREATE] = "tenant_create",
+        [GPUSCHED__V1__REQUEST__BODY_TENANT_DESTROY] = "tenant_destroy",
+        [GPUSCHED__V1__REQUEST__BODY_TENANT_LIST] = "tenant_list",
+        [GPUSCHED__V1__REQUEST__BODY_ALLOCATION_LIST] = "allocation_list",
+        [GPUSCHED__V1__REQUEST__BODY_MOVES] = "moves",
+};
+
+const char *gsd_request_name(int body_case)
+{
+	if (body_case <= 0 ||
+	    (size_t)body_case >= sizeof(g_request_names) / sizeof(*g_request_names) ||
+	    !g_request_names[body_case])
+		return "empty";
+	return g_request_names[body_case];
+}
+
 typedef void (*handler_fn)(gsd_daemon *d, gsd_call *c);
 
 static const handler_fn g_handlers[] = {

@@ -41,7 +41,8 @@ void gsd_h_allocation_create(gsd_daemon *d, gsd_call *c)
 		return;
 	}
 	gsd_tenant *t = c->tenant;
-	if (t->memory_quota && t->memory_used + q->size > t->memory_quota) {
+	if (t->memory_quota &&
+	    (t->memory_used > t->memory_quota || q->size > t->memory_quota - t->memory_used)) {
 		gsd_call_error(c, GSD_ST(QUOTA_EXCEEDED),
 		               "tenant %s: %llu bytes used, quota %llu, asked for %llu", t->name,
 		               (unsigned long long)t->memory_used,
@@ -253,7 +254,8 @@ static bool cpu_range_ok(gsd_call *c, const gsd_allocation *al, uint64_t offset,
 	return true;
 }
 
-/* Defers a CPU access until the allocation is idle; returns true when it was deferred. */
+/* Defers a CPU access until the allocation is idle; returns true when it was deferred (or
+ * answered because it may not wait). */
 static bool defer_until_idle(gsd_call *c, gsd_allocation *al)
 {
 	if (al->inflight == 0)

@@ -12,8 +12,8 @@
 #define MAX_HISTORY 10000u
 
 /*
- * Transitions nobody waits for linger briefly in the audit queue (see audit/audit.c). A reader first
- * queues a flush and waits for its ack on the pool thread, so the answer includes everything
+ * Transitions nobody waits for linger briefly in the audit queue (see audit/audit.c). A reader
+ * first queues a flush and waits for its ack on the pool thread, so the answer includes everything
  * the daemon did before the query arrived. The audit acks every record, even when it cannot
  * write it, so the wait ends.
  */
@@ -113,7 +113,7 @@ static void history_work(gsd_call *c)
 	                        .context = q->context,
 	                        .device = q->device,
 	                        .state = q->state,
-	                        .node = q->node ? (int32_t)q->node - 1 : -1,
+	                        .node = q->node ? (int32_t)(q->node - 1) : -1,
 	                        .before_packet = q->before_packet,
 	                        .limit = clamp_limit(q->limit),
 	                        .allocation = q->allocation,
@@ -142,6 +142,22 @@ static void history_work(gsd_call *c)
 
 void gsd_h_history(gsd_daemon *d, gsd_call *c)
 {
+	/* Every number from the wire is checked before use: node is an ordinal + 1 of at most
+	 * GSD_MAX_NODES nodes (a larger one would overflow the signed filter), state a
+	 * PacketState. */
+	const Gpusched__V1__HistoryRequest *q = R(history);
+	if (q->node > GSD_MAX_NODES) {
+		gsd_call_error(c, GSD_ST(INVALID_ARGUMENT),
+		               "node %u is out of range (0 = any, else "
+		               "node ordinal + 1, at most %u)",
+		               q->node, GSD_MAX_NODES);
+		return;
+	}
+	if (!gsd_packet_state_valid((int)q->state)) {
+		gsd_call_error(c, GSD_ST(INVALID_ARGUMENT), "state %d is not a PacketState",
+		               (int)q->state);
+		return;
+	}
 	read_after_flush(d, c, history_work);
 }
 

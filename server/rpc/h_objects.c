@@ -145,7 +145,13 @@ void gsd_h_sync_create(gsd_daemon *d, gsd_call *c)
 	gsd_device *dev = gsd_call_object(c, R(sync_create)->device, GSD_OBJ_DEVICE);
 	if (!dev)
 		return;
-	gsd_sync *s = gsd_sync_create(d, dev, R(sync_create)->initial_value);
+	if (c->tenant->syncs >= d->cfg.max_syncs) {
+		gsd_call_error(c, GSD_ST(QUOTA_EXCEEDED),
+		               "tenant %s has %u sync objects: max_syncs %u reached",
+		               c->tenant->name, c->tenant->syncs, d->cfg.max_syncs);
+		return;
+	}
+	gsd_sync *s = gsd_sync_create(d, dev, R(sync_create)->initial_value, false);
 	if (!s) {
 		gsd_call_error(c, GSD_ST(INTERNAL), "out of memory");
 		return;
@@ -231,7 +237,7 @@ static void sync_wait_wake(gsd_waiter *w, void *event)
 	gsd_call *c = gsd_call_of_waiter(w);
 	gsd_sync *s = event;
 	if (!sync_wait_answer(c, s))
-		gsd_call_wait(c, &s->waiters, sync_wait_wake);
+		gsd_call_wait(c, &s->waiters, sync_wait_wake, 0, NULL); /* parked already */
 }
 
 void gsd_h_sync_wait(gsd_daemon *d, gsd_call *c)
@@ -249,6 +255,5 @@ void gsd_h_sync_wait(gsd_daemon *d, gsd_call *c)
 		sync_wait_expired(c);
 		return;
 	}
-	gsd_call_wait(c, &s->waiters, sync_wait_wake);
-	gsd_call_set_timeout(c, q->timeout_ms, sync_wait_expired);
+	gsd_call_wait(c, &s->waiters, sync_wait_wake, q->timeout_ms, sync_wait_expired);
 }

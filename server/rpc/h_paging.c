@@ -77,7 +77,8 @@ static gsd_allocation **device_allocations(gsd_daemon *d, gsd_call *c, uint64_t 
 	return als;
 }
 
-/* Defers the call while any of the allocations is pinned; true when deferred. */
+/* Defers the call while any of the allocations is pinned; true when deferred (or answered
+ * because it may not wait). */
 static bool wait_unpinned(gsd_call *c, gsd_allocation **als, size_t n)
 {
 	for (size_t i = 0; i < n; i++)

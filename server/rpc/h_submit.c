@@ -270,6 +270,7 @@ static void audit_allocation_list(gsd_daemon *d, const gsd_packet *p)
 /* Takes the packet's references and makes it findable; it is queued separately. */
 static void packet_admit(gsd_daemon *d, gsd_packet *p)
 {
+	p->ctx->obj.tenant->queued_packets++;
 	audit_allocation_list(d, p);
 	p->ctx->refs++;
 	for (uint32_t i = 0; i < p->nallocs; i++)
@@ -286,26 +287,78 @@ static void submit_out(const gsd_packet *p, Gpusched__V1__SubmitResponse *o)
 	o->node = p->node->index;
 }
 
+/* Refuses (and answers) n more packets beyond the tenant's max_queued_packets. */
+static bool queue_quota_exceeded(gsd_daemon *d, gsd_call *c, size_t n)
+{
+	const gsd_tenant *t = c->tenant;
+	if (n <= d->cfg.max_queued_packets && t->queued_packets <= d->cfg.max_queued_packets - n)
+		return false;
+	gsd_call_error(c, GSD_ST(QUOTA_EXCEEDED),
+	               "tenant %s has %u packets not yet final: %zu more would pass "
+	               "max_queued_packets %u",
+	               t->name, t->queued_packets, n, d->cfg.max_queued_packets);
+	return true;
+}
+
+/*
+ * While the audit cannot commit, nothing that must be acknowledged is accepted. The refusal's
+ * own `errors` record is the probe: once a commit succeeds again (space came back, the lock
+ * was released, the file was restored), submissions are accepted again.
+ */
+static bool audit_unavailable(gsd_daemon *d, gsd_call *c)
+{
+	gsd_audit_health h = gsd_audit_get_health(d->audit);
+	if (h == GSD_AUDIT_OK)
+		return false;
+	if (h == GSD_AUDIT_FILE_GONE)
+		gsd_call_error(
+		        c, GSD_ST(AUDIT_UNAVAILABLE),
+		        "the audit file %s was removed or replaced: no submission is accepted "
+		        "until it is back (restore it, or restart the daemon)",
+		        d->cfg.db_path);
+	else
+		gsd_call_error(
+		        c, GSD_ST(AUDIT_UNAVAILABLE),
+		        "the audit file %s cannot be written now (its last commit failed: disk "
+		        "full, or locked by another process): retry later",
+		        d->cfg.db_path);
+	return true;
+}
+
+/*
+ * Admits validated packets and queues them unrecorded: none may run before its SUBMITTED
+ * record is committed. The answer leaves once every record is; a record that cannot be
+ * committed cancels them all, unrun (gsd_call_reply_after_audit).
+ */
+static void queue_and_answer(gsd_daemon *d, gsd_call *c, gsd_packet *const *ps, size_t n,
+                             Gpusched__V1__Response *resp)
+{
+	for (size_t i = 0; i < n; i++) {
+		ps[i]->unrecorded = true;
+		packet_admit(d, ps[i]);
+		gsd_vidsch_queue(d, ps[i]);
+	}
+	gsd_call_reply_after_audit(c, resp, ps, n);
+	for (size_t i = 0; i < n; i++)
+		gsd_packet_publish(d, ps[i], NULL);
+}
+
 void gsd_h_submit(gsd_daemon *d, gsd_call *c)
 {
 	gsd_packet *p;
 	verdict v;
+	if (audit_unavailable(d, c) || queue_quota_exceeded(d, c, 1))
+		return;
 	if (build_packet(d, c, R(submit), &p, &v) != GSD_ST(OK)) {
 		gsd_call_error(c, v.status, "%s", v.msg);
 		return;
 	}
-	packet_admit(d, p);
 	Gpusched__V1__SubmitResponse sr;
 	submit_out(p, &sr);
 	Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
 	resp.body_case = GPUSCHED__V1__RESPONSE__BODY_SUBMIT;
 	resp.submit = &sr;
-	/* The SUBMITTED record is queued before any later transition of the packet, and the
-	 * answer leaves only once it is committed. */
-	const gsd_packet_rec *rec = &p->rec;
-	gsd_call_reply_after_audit(c, &resp, &rec, 1);
-	gsd_packet_publish(d, p, NULL);
-	gsd_vidsch_queue(d, p);
+	queue_and_answer(d, c, &p, 1, &resp);
 }
 
 void gsd_h_submit_batch(gsd_daemon *d, gsd_call *c)
@@ -317,6 +370,8 @@ void gsd_h_submit_batch(gsd_daemon *d, gsd_call *c)
 		               d->cfg.max_batch, n);
 		return;
 	}
+	if (audit_unavailable(d, c) || queue_quota_exceeded(d, c, n))
+		return;
 	gsd_packet **ps = calloc(n, sizeof(*ps));
 	Gpusched__V1__SubmitResponse **srp = NULL;
 	Gpusched__V1__SubmitResponse *srs = gsd_pb_repeated(n, sizeof(*srs), (void ***)&srp);
@@ -339,9 +394,6 @@ void gsd_h_submit_batch(gsd_daemon *d, gsd_call *c)
 			gsd_call_error(c, v.status, "packet %zu of the batch: %s", i, v.msg);
 			return;
 		}
-	}
-	for (size_t i = 0; i < n; i++) {
-		packet_admit(d, ps[i]);
 		submit_out(ps[i], &srs[i]);
 	}
 	Gpusched__V1__SubmitBatchResponse br = GPUSCHED__V1__SUBMIT_BATCH_RESPONSE__INIT;
@@ -350,26 +402,10 @@ void gsd_h_submit_batch(gsd_daemon *d, gsd_call *c)
 	Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
 	resp.body_case = GPUSCHED__V1__RESPONSE__BODY_SUBMIT_BATCH;
 	resp.submit_batch = &br;
-	/* Every record acks: the answer leaves once all of them are committed. */
-	const gsd_packet_rec **recs = calloc(n, sizeof(*recs));
-	if (!recs) {
-		for (size_t i = 0; i < n; i++)
-			gsd_audit_packet(d->audit, &ps[i]->rec, NULL, NULL, NULL);
-		gsd_call_error(c, GSD_ST(INTERNAL), "out of memory");
-	} else {
-		for (size_t i = 0; i < n; i++)
-			recs[i] = &ps[i]->rec;
-		gsd_call_reply_after_audit(c, &resp, recs, n);
-		free(recs);
-	}
-	/* The batch arrives at once: every packet is queued before any is scheduled, so the
-	 * first one is not started alone (and unbudgeted) before its competitors arrive. */
-	gsd_vidsch_hold(d, true);
-	for (size_t i = 0; i < n; i++) {
-		gsd_packet_publish(d, ps[i], NULL);
-		gsd_vidsch_queue(d, ps[i]);
-	}
-	gsd_vidsch_hold(d, false);
+	/* The batch arrives at once: its packets become runnable together once all of their
+	 * records are committed, so the first one is not started alone (and unbudgeted) before
+	 * its competitors arrive. */
+	queue_and_answer(d, c, ps, n, &resp);
 	free(ps);
 	free(srp);
 }
@@ -419,8 +455,7 @@ void gsd_h_packet_wait(gsd_daemon *d, gsd_call *c)
 			return;
 		}
 		c->wait_object = p;
-		gsd_call_wait(c, &p->waiters, packet_wait_wake);
-		gsd_call_set_timeout(c, q->timeout_ms, packet_wait_expired);
+		gsd_call_wait(c, &p->waiters, packet_wait_wake, q->timeout_ms, packet_wait_expired);
 		return;
 	}
 	const gsd_retired *r = gsd_retired_find(d, q->packet);

@@ -25,12 +25,16 @@ typedef struct gsd_call gsd_call;
 struct gsd_call {
 	gsd_daemon *d;
 	gsd_rpc_worker *worker;
+	uint64_t id;   /* the request's id (known before it is decoded) */
+	uint32_t pipe; /* the connection it came on (0: in process) */
 	Gpusched__V1__Request *req;
 	gsd_tenant *tenant;
 	uint64_t started_ns;
-	gsd_waiter waiter; /* on a waiter queue while deferred, or on the redispatch list */
-	uint32_t deferred; /* times it waited (for an allocation to be free) */
-	uv_timer_t timer;  /* deadline of a deferred wait */
+	gsd_waiter waiter;  /* on a waiter queue while parked, or on the redispatch list */
+	gsd_list conn_link; /* in its connection's list of parked calls */
+	bool parked;        /* counted as waiting (gsd_call_wait) until answered */
+	uint32_t deferred;  /* times it waited (for an allocation to be free) */
+	uv_timer_t timer;   /* deadline of a parked call */
 	bool timer_used;
 	uint64_t wait_value; /* SyncWait target */
 	void *wait_object;   /* what it waits on */
@@ -47,31 +51,42 @@ int gsd_rpc_start(gsd_daemon *d);
 void gsd_rpc_settle(gsd_daemon *d);
 /* Closes the sockets and frees the workers (after the audit writer has sent its answers). */
 void gsd_rpc_free(gsd_daemon *d);
-/* Frees what is left once the loop has closed the async handle. */
+/* Frees what is left once the loop has closed the async handles. */
 void gsd_rpc_release(gsd_daemon *d);
+/* Handles one request given as bytes, in process and without a connection (the fuzz target,
+ * tests): `reply` gets the encoded answer on the thread that answers (the loop, the audit
+ * writer). The loop must run for the request to be handled. Returns 0, or -1 (memory). */
+int gsd_rpc_inject(gsd_daemon *d, const void *req, size_t len,
+                   void (*reply)(void *arg, const uint8_t *resp, size_t len), void *arg);
 
 /* Answers a call and frees it. */
 void gsd_call_reply(gsd_call *c, Gpusched__V1__Response *resp);
 void gsd_call_error(gsd_call *c, int status, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
 void gsd_call_verror(gsd_call *c, int status, const char *fmt, va_list ap);
-/* Encodes the answer now and sends it from the audit writer once every one of the n records is
- * committed (or an INTERNAL error if any could not be). */
+/* The packets of a submission were queued unrecorded (they may not run yet): encodes the
+ * answer now and sends it from the audit writer once every packet's SUBMITTED record is
+ * committed, then lets them run; if any record could not be committed the answer is
+ * AUDIT_UNAVAILABLE and every one of them is cancelled without having run. */
 void gsd_call_reply_after_audit(gsd_call *c, Gpusched__V1__Response *resp,
-                                const gsd_packet_rec *const *recs, size_t n);
-/* Parks the call on q; `wake` runs when q is woken (the call is off q then: it answers, or
- * parks again). */
-void gsd_call_wait(gsd_call *c, gsd_waitq *q, gsd_wake_fn wake);
+                                gsd_packet *const *packets, size_t n);
+/*
+ * Parks the call on q until an event; `wake` runs when q is woken (the call is off q then: it
+ * answers, or parks again with gsd_call_wait). At most timeout_ms (capped by max_wait_ms),
+ * then on_timeout runs (it cancels the waiter and answers). A call may wait only within the
+ * limits that keep others served (max_waits_per_connection, and room for requests that do not
+ * wait): otherwise it is answered BUSY and false is returned.
+ */
+bool gsd_call_wait(gsd_call *c, gsd_waitq *q, gsd_wake_fn wake, uint32_t timeout_ms,
+                   void (*on_timeout)(gsd_call *c));
 /* Parks the call on q and handles it again from the start, from the loop after the current
- * event, once q is woken (answered SHUTTING_DOWN if the daemon stops meanwhile). */
-void gsd_call_retry_when(gsd_call *c, gsd_waitq *q);
+ * event, once q is woken (answered SHUTTING_DOWN if the daemon stops meanwhile, TIMEOUT after
+ * max_wait_ms). False as gsd_call_wait. */
+bool gsd_call_retry_when(gsd_call *c, gsd_waitq *q);
 gsd_call *gsd_call_of_waiter(gsd_waiter *w);
-/* Arms a deadline for a deferred call; on expiry `fn` runs on the loop (the call is still
- * parked: fn cancels its waiter and answers). */
-void gsd_call_set_timeout(gsd_call *c, uint32_t ms, void (*fn)(gsd_call *c));
 /* Runs `work` on libuv's thread pool, which must answer the call with gsd_call_reply_off_loop
- * (it encodes the answer); the loop then audits an error, sends the answer, frees the call. */
-/* Returns false (the call answered with an error and freed) when the work cannot be queued. */
+ * (it encodes the answer); the loop then audits an error, sends the answer, frees the call.
+ * Returns false (the call answered with an error and freed) when the work cannot be queued. */
 bool gsd_call_offload(gsd_call *c, void (*work)(gsd_call *c));
 void gsd_call_reply_off_loop(gsd_call *c, Gpusched__V1__Response *resp);
 const char *gsd_request_name(int body_case);

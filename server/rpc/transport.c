@@ -1,67 +1,61 @@
 /*
- * The transport of requests: the REP socket, its pool of nng contexts ("workers"), the inbox the
- * nng threads fill and the loop drains, answers (now, after the audit commit, or computed on
- * the thread pool), deadlines, and calls parked until something they wait for happens.
+ * The transport of requests: an nng REP socket served through many nng contexts ("workers"),
+ * so requests are handled concurrently and one whose answer is deferred does not hold up
+ * others; nng's threads only move each received message onto the inbox and wake the loop.
+ *
+ * Admission, on the loop, before a request costs anything: its size (a connection that has
+ * not authenticated yet may send only small requests), its envelope (id, token, adapter) read
+ * straight from the bytes without decoding the body, its token, and the tenant's limit on
+ * requests in flight. Only then is the body decoded and the request dispatched.
  */
-#include "rpc/rpc.h"
+#include "rpc/internal.h"
 
 #include "core/log.h"
 #include "rpc/handlers.h"
 
-#include <nng/nng.h>
 #include <nng/protocol/reqrep0/rep.h>
 #include <nng/supplemental/util/platform.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-enum { W_RECV = 0, W_SEND = 1 };
-
-struct gsd_rpc_worker {
-	struct gsd_rpc *rpc;
-	nng_ctx ctx;
-	nng_aio *aio;
-	int state;
-};
-
-typedef struct inbox_item {
-	gsd_rpc_worker *w;
-	nng_msg *msg;
-} inbox_item;
-
-struct gsd_rpc {
-	gsd_daemon *d;
-	nng_socket sock;
-	bool sock_open;
-	uint32_t nlisteners;
-	nng_listener listeners[GSD_MAX_LISTEN];
-	gsd_rpc_worker **workers;
-	size_t nworkers, capworkers;
-	size_t max_workers;
-	atomic_uint idle;
-	atomic_uint sending; /* answers handed to nng and not yet sent */
-	atomic_bool closing;
-	pthread_mutex_t lock;
-	inbox_item *inbox;
-	size_t ninbox, capinbox;
-	uv_async_t async;
-	/* Calls to handle again from the loop (their waiter.link), and the async that drains them.
-	 */
-	gsd_list redispatch;
-	uv_async_t redispatch_async;
-	uint32_t offloads; /* calls running on the thread pool */
-};
 
 /* ---- nng side (runs on nng's threads) ---- */
 
 static void worker_arm(gsd_rpc_worker *w)
 {
-	w->state = W_RECV;
+	w->state = GSD_W_RECV;
 	if (atomic_load(&w->rpc->closing))
 		return;
 	atomic_fetch_add(&w->rpc->idle, 1);
 	nng_ctx_recv(w->ctx, w->aio);
+}
+
+/* The worker's answer has left (or was dropped): the tenant's request is no longer in flight. */
+static void worker_done(gsd_rpc_worker *w)
+{
+	if (w->tenant) {
+		atomic_fetch_sub(&w->tenant->inflight, 1);
+		w->tenant = NULL;
+	}
+}
+
+bool gsd_rpc_post(struct gsd_rpc *rpc, gsd_inbox_item item)
+{
+	pthread_mutex_lock(&rpc->lock);
+	if (rpc->ninbox == rpc->capinbox) {
+		size_t ncap = rpc->capinbox ? rpc->capinbox * 2 : 64;
+		gsd_inbox_item *n = realloc(rpc->inbox, ncap * sizeof(*n));
+		if (!n) {
+			pthread_mutex_unlock(&rpc->lock);
+			return false;
+		}
+		rpc->inbox = n;
+		rpc->capinbox = ncap;
+	}
+	rpc->inbox[rpc->ninbox++] = item;
+	pthread_mutex_unlock(&rpc->lock);
+	uv_async_send(&rpc->async);
+	return true;
 }
 
 static void worker_cb(void *arg)
@@ -69,13 +63,14 @@ static void worker_cb(void *arg)
 	gsd_rpc_worker *w = arg;
 	struct gsd_rpc *rpc = w->rpc;
 	int rv = nng_aio_result(w->aio);
-	if (w->state == W_SEND) {
+	if (w->state == GSD_W_SEND) {
 		atomic_fetch_sub(&rpc->sending, 1);
 		if (rv != 0) {
 			/* The peer went away (or we are closing): the reply is dropped. */
 			nng_msg_free(nng_aio_get_msg(w->aio));
 			nng_aio_set_msg(w->aio, NULL);
 		}
+		worker_done(w);
 		worker_arm(w);
 		return;
 	}
@@ -87,33 +82,28 @@ static void worker_cb(void *arg)
 	}
 	nng_msg *msg = nng_aio_get_msg(w->aio);
 	nng_aio_set_msg(w->aio, NULL);
-	pthread_mutex_lock(&rpc->lock);
-	if (rpc->ninbox == rpc->capinbox) {
-		size_t ncap = rpc->capinbox ? rpc->capinbox * 2 : 64;
-		inbox_item *n = realloc(rpc->inbox, ncap * sizeof(*n));
-		if (!n) {
-			pthread_mutex_unlock(&rpc->lock);
-			nng_msg_free(msg);
-			worker_arm(w);
-			return;
-		}
-		rpc->inbox = n;
-		rpc->capinbox = ncap;
+	if (!gsd_rpc_post(rpc, (gsd_inbox_item){.w = w, .msg = msg})) {
+		nng_msg_free(msg);
+		worker_arm(w);
 	}
-	rpc->inbox[rpc->ninbox++] = (inbox_item){w, msg};
-	pthread_mutex_unlock(&rpc->lock);
-	uv_async_send(&rpc->async);
 }
 
-/* Sends on a worker whose request has been answered; any thread may call it, but only the one
- * that owns the worker's answer. */
-static void worker_send(gsd_rpc_worker *w, nng_msg *msg)
+void gsd_rpc_worker_send(gsd_rpc_worker *w, nng_msg *msg)
 {
+	if (w->inject) {
+		if (msg)
+			w->inject(w->inject_arg, nng_msg_body(msg), nng_msg_len(msg));
+		nng_msg_free(msg);
+		worker_done(w);
+		free(w);
+		return;
+	}
 	if (!msg) {
+		worker_done(w);
 		worker_arm(w);
 		return;
 	}
-	w->state = W_SEND;
+	w->state = GSD_W_SEND;
 	atomic_fetch_add(&w->rpc->sending, 1);
 	nng_aio_set_msg(w->aio, msg);
 	nng_ctx_send(w->ctx, w->aio);
@@ -146,9 +136,7 @@ static int add_worker(struct gsd_rpc *rpc)
 	return 0;
 }
 
-/* ---- encoding ---- */
-
-static nng_msg *encode_response(uint64_t id, Gpusched__V1__Response *resp)
+nng_msg *gsd_rpc_encode(uint64_t id, Gpusched__V1__Response *resp)
 {
 	resp->id = id;
 	size_t len = gpusched__v1__response__get_packed_size(resp);
@@ -159,239 +147,145 @@ static nng_msg *encode_response(uint64_t id, Gpusched__V1__Response *resp)
 	return m;
 }
 
-static uint64_t call_id(const gsd_call *c)
-{
-	return c->req ? c->req->id : 0;
-}
+/* ---- the envelope, read without decoding the body ---- */
 
-static void call_free_now(gsd_call *c)
-{
-	if (c->req)
-		gpusched__v1__request__free_unpacked(c->req, NULL);
-	free(c);
-}
-
-static void timer_closed(uv_handle_t *h)
-{
-	call_free_now(h->data);
-}
-
-static void call_free(gsd_call *c)
-{
-	gsd_waiter_cancel(&c->waiter);
-	if (c->timer_used) {
-		uv_timer_stop(&c->timer);
-		c->timer.data = c;
-		uv_close((uv_handle_t *)&c->timer, timer_closed);
-	} else {
-		call_free_now(c);
-	}
-}
-
-void gsd_call_reply(gsd_call *c, Gpusched__V1__Response *resp)
-{
-	worker_send(c->worker, encode_response(call_id(c), resp));
-	call_free(c);
-}
-
-void gsd_call_verror(gsd_call *c, int status, const char *fmt, va_list ap)
-{
-	char msg[512];
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	gsd_daemon *d = c->d;
-	d->stats.errors++;
-	const char *req = c->req ? gsd_request_name(c->req->body_case) : "undecodable";
-	if (status != GSD_ST(TIMEOUT))
-		gsd_audit_error(d->audit, c->tenant ? c->tenant->name : NULL, req, status, msg);
-	GSD_DEBUG("request %s from %s: status %d: %s", req, c->tenant ? c->tenant->name : "-",
-	          status, msg);
-	Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
-	resp.status = status;
-	resp.message = msg;
-	gsd_call_reply(c, &resp);
-}
-
-void gsd_call_error(gsd_call *c, int status, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	gsd_call_verror(c, status, fmt, ap);
-	va_end(ap);
-}
-
-/* ---- answers sent by the audit writer once a record is durable ---- */
-
-typedef struct audit_reply {
-	gsd_rpc_worker *w;
-	nng_msg *msg;
+typedef struct envelope {
 	uint64_t id;
-	uint32_t remaining; /* records not yet acked (all acks come from the writer thread) */
-	bool all_ok;
-} audit_reply;
+	char token[128];
+	bool token_too_long;
+} envelope;
 
-static void audit_reply_ack(void *arg, bool ok)
+static bool read_varint(const uint8_t **p, const uint8_t *end, uint64_t *out)
 {
-	audit_reply *ar = arg;
-	ar->all_ok &= ok;
-	if (--ar->remaining > 0)
-		return;
-	nng_msg *msg = ar->msg;
-	if (!ar->all_ok) {
-		nng_msg_free(msg);
-		Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
-		resp.status = GSD_ST(INTERNAL);
-		resp.message = "an audit record could not be committed; the submission is not "
-		               "acknowledged";
-		msg = encode_response(ar->id, &resp);
+	uint64_t v = 0;
+	for (int shift = 0; shift < 64 && *p < end; shift += 7) {
+		uint8_t b = *(*p)++;
+		v |= (uint64_t)(b & 0x7f) << shift;
+		if (!(b & 0x80)) {
+			*out = v;
+			return true;
+		}
 	}
-	worker_send(ar->w, msg);
-	free(ar);
+	return false;
 }
 
-void gsd_call_reply_after_audit(gsd_call *c, Gpusched__V1__Response *resp,
-                                const gsd_packet_rec *const *recs, size_t n)
+/*
+ * Reads Request.id (field 1) and Request.token (field 2) from the protobuf bytes, skipping
+ * every other field without copying it, so that an unauthenticated request costs one pass
+ * over its bytes and nothing else. False when the bytes are not a protobuf message.
+ */
+static bool read_envelope(const uint8_t *buf, size_t len, envelope *e)
 {
-	audit_reply *ar = malloc(sizeof(*ar));
-	nng_msg *msg = encode_response(call_id(c), resp);
-	if (!ar || !msg) {
-		free(ar);
-		nng_msg_free(msg);
-		for (size_t i = 0; i < n; i++)
-			gsd_audit_packet(c->d->audit, recs[i], NULL, NULL, NULL);
-		gsd_call_error(c, GSD_ST(INTERNAL), "out of memory encoding the answer");
-		return;
+	const uint8_t *p = buf, *end = buf + len;
+	memset(e, 0, sizeof(*e));
+	while (p < end) {
+		uint64_t tag, v;
+		if (!read_varint(&p, end, &tag) || (tag >> 3) == 0)
+			return false;
+		switch (tag & 7) {
+		case 0: /* varint */
+			if (!read_varint(&p, end, &v))
+				return false;
+			if (tag >> 3 == 1)
+				e->id = v;
+			break;
+		case 1: /* 64-bit */
+			if ((size_t)(end - p) < 8)
+				return false;
+			p += 8;
+			break;
+		case 2: /* length-delimited */
+			if (!read_varint(&p, end, &v) || v > (uint64_t)(end - p))
+				return false;
+			if (tag >> 3 == 2) {
+				e->token_too_long = v >= sizeof(e->token);
+				if (!e->token_too_long) {
+					memcpy(e->token, p, v);
+					e->token[v] = '\0';
+				}
+			}
+			p += v;
+			break;
+		case 5: /* 32-bit */
+			if ((size_t)(end - p) < 4)
+				return false;
+			p += 4;
+			break;
+		default:
+			return false;
+		}
 	}
-	*ar = (audit_reply){.w = c->worker,
-	                    .msg = msg,
-	                    .id = call_id(c),
-	                    .remaining = (uint32_t)n,
-	                    .all_ok = true};
-	/* Each record acks: a batch may straddle transactions, and one of them may fail. */
-	for (size_t i = 0; i < n; i++)
-		gsd_audit_packet(c->d->audit, recs[i], NULL, audit_reply_ack, ar);
-	call_free(c);
-}
-
-/* ---- deadlines and off-loop work ---- */
-
-static void deadline_cb(uv_timer_t *t)
-{
-	gsd_call *c = t->data;
-	c->on_timeout(c);
-}
-
-void gsd_call_set_timeout(gsd_call *c, uint32_t ms, void (*fn)(gsd_call *c))
-{
-	uv_timer_init(c->d->loop, &c->timer);
-	c->timer.data = c;
-	c->timer_used = true;
-	c->on_timeout = fn;
-	uv_timer_start(&c->timer, deadline_cb, ms, 0);
-}
-
-typedef struct offload {
-	uv_work_t work;
-	gsd_call *c;
-	void (*fn)(gsd_call *c);
-} offload;
-
-static void offload_work(uv_work_t *w)
-{
-	offload *o = w->data;
-	o->fn(o->c);
-}
-
-static void offload_done(uv_work_t *w, int status)
-{
-	(void)status;
-	offload *o = w->data;
-	gsd_call *c = o->c;
-	/* Audit calls belong to the loop: an error answered off the loop is recorded here. */
-	if (c->off_status != GSD_ST(OK)) {
-		c->d->stats.errors++;
-		gsd_audit_error(c->d->audit, c->tenant ? c->tenant->name : NULL,
-		                gsd_request_name(c->req->body_case), c->off_status, c->off_message);
-	}
-	/* Sent from the loop, after the audit record: a client that reads the counters or the
-	 * audit right after the answer finds its error there. */
-	worker_send(c->worker, c->off_reply);
-	c->d->rpc->offloads--;
-	call_free(c);
-	free(o);
-}
-
-bool gsd_call_offload(gsd_call *c, void (*work)(gsd_call *c))
-{
-	offload *o = malloc(sizeof(*o));
-	if (!o) {
-		gsd_call_error(c, GSD_ST(INTERNAL), "out of memory");
-		return false;
-	}
-	o->c = c;
-	o->fn = work;
-	o->work.data = o;
-	if (uv_queue_work(c->d->loop, &o->work, offload_work, offload_done) != 0) {
-		free(o);
-		gsd_call_error(c, GSD_ST(INTERNAL), "cannot queue work");
-		return false;
-	}
-	c->d->rpc->offloads++;
 	return true;
 }
 
-void gsd_call_reply_off_loop(gsd_call *c, Gpusched__V1__Response *resp)
+/* ---- admission and dispatch (the loop) ---- */
+
+static gsd_call *call_new(gsd_daemon *d, gsd_rpc_worker *w, uint32_t pipe)
 {
-	if (resp->status != GSD_ST(OK)) {
-		c->off_status = resp->status;
-		snprintf(c->off_message, sizeof(c->off_message), "%s",
-		         resp->message ? resp->message : "");
-	}
-	c->off_reply = encode_response(call_id(c), resp);
+	gsd_call *c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	c->d = d;
+	c->worker = w;
+	c->pipe = pipe;
+	c->started_ns = gsd_now_ns();
+	gsd_waiter_init(&c->waiter, NULL);
+	gsd_list_init(&c->conn_link);
+	return c;
 }
 
-/* ---- the loop side ---- */
-
-static const char *const g_request_names[] = {
-        [GPUSCHED__V1__REQUEST__BODY_INFO] = "info",
-        [GPUSCHED__V1__REQUEST__BODY_DEVICE_CREATE] = "device_create",
-        [GPUSCHED__V1__REQUEST__BODY_DEVICE_DESTROY] = "device_destroy",
-        [GPUSCHED__V1__REQUEST__BODY_CONTEXT_CREATE] = "context_create",
-        [GPUSCHED__V1__REQUEST__BODY_CONTEXT_DESTROY] = "context_destroy",
-        [GPUSCHED__V1__REQUEST__BODY_CONTEXT_SET_PRIORITY] = "context_set_priority",
-        [GPUSCHED__V1__REQUEST__BODY_ALLOCATION_CREATE] = "allocation_create",
-        [GPUSCHED__V1__REQUEST__BODY_ALLOCATION_DESTROY] = "allocation_destroy",
-        [GPUSCHED__V1__REQUEST__BODY_ALLOCATION_QUERY] = "allocation_query",
-        [GPUSCHED__V1__REQUEST__BODY_ALLOCATION_SET_PRIORITY] = "allocation_set_priority",
-        [GPUSCHED__V1__REQUEST__BODY_ALLOCATION_SET_PREFERENCE] = "allocation_set_preference",
-        [GPUSCHED__V1__REQUEST__BODY_ALLOCATION_READ] = "allocation_read",
-        [GPUSCHED__V1__REQUEST__BODY_ALLOCATION_WRITE] = "allocation_write",
-        [GPUSCHED__V1__REQUEST__BODY_SUBMIT] = "submit",
-        [GPUSCHED__V1__REQUEST__BODY_SUBMIT_BATCH] = "submit_batch",
-        [GPUSCHED__V1__REQUEST__BODY_PACKET_WAIT] = "packet_wait",
-        [GPUSCHED__V1__REQUEST__BODY_SYNC_CREATE] = "sync_create",
-        [GPUSCHED__V1__REQUEST__BODY_SYNC_DESTROY] = "sync_destroy",
-        [GPUSCHED__V1__REQUEST__BODY_SYNC_SIGNAL] = "sync_signal",
-        [GPUSCHED__V1__REQUEST__BODY_SYNC_WAIT] = "sync_wait",
-        [GPUSCHED__V1__REQUEST__BODY_MAKE_RESIDENT] = "make_resident",
-        [GPUSCHED__V1__REQUEST__BODY_EVICT] = "evict",
-        [GPUSCHED__V1__REQUEST__BODY_TRANSFER] = "transfer",
-        [GPUSCHED__V1__REQUEST__BODY_HISTORY] = "history",
-        [GPUSCHED__V1__REQUEST__BODY_PACKET_EVENTS] = "packet_events",
-        [GPUSCHED__V1__REQUEST__BODY_STATS] = "stats",
-        [GPUSCHED__V1__REQUEST__BODY_TENANT_CREATE] = "tenant_create",
-        [GPUSCHED__V1__REQUEST__BODY_TENANT_DESTROY] = "tenant_destroy",
-        [GPUSCHED__V1__REQUEST__BODY_TENANT_LIST] = "tenant_list",
-        [GPUSCHED__V1__REQUEST__BODY_ALLOCATION_LIST] = "allocation_list",
-        [GPUSCHED__V1__REQUEST__BODY_MOVES] = "moves",
-};
-
-const char *gsd_request_name(int body_case)
+/* Checks everything that needs no decoding; true when the request may be decoded (c->tenant
+ * set and counted in flight), false when it was answered. */
+static bool admit(gsd_daemon *d, gsd_call *c, gsd_conn *conn, const uint8_t *buf, size_t len)
 {
-	if (body_case <= 0 ||
-	    (size_t)body_case >= sizeof(g_request_names) / sizeof(*g_request_names) ||
-	    !g_request_names[body_case])
-		return "empty";
-	return g_request_names[body_case];
+	if (len > d->cfg.max_message) {
+		gsd_call_error(c, GSD_ST(TOO_LARGE),
+		               "request of %zu bytes exceeds max_message %llu", len,
+		               (unsigned long long)d->cfg.max_message);
+		return false;
+	}
+	if (conn && !conn->authenticated && len > d->cfg.unauthenticated_max_message) {
+		gsd_call_error(
+		        c, GSD_ST(TOO_LARGE),
+		        "request of %zu bytes on a connection that has not authenticated yet "
+		        "(limit %u bytes until a request with a valid token)",
+		        len, d->cfg.unauthenticated_max_message);
+		return false;
+	}
+	envelope e;
+	if (!read_envelope(buf, len, &e)) {
+		gsd_call_error(c, GSD_ST(MALFORMED),
+		               "request does not decode as gpusched.v1.Request");
+		return false;
+	}
+	c->id = e.id;
+	if (d->stopping) {
+		gsd_call_error(c, GSD_ST(SHUTTING_DOWN), "the daemon is stopping");
+		return false;
+	}
+	gsd_tenant *t = e.token_too_long ? NULL : gsd_tenant_by_token(d, e.token);
+	if (!t) {
+		gsd_rpc_conn_bad_token(d->rpc, conn);
+		gsd_call_error(c, GSD_ST(UNAUTHENTICATED), "unknown tenant token");
+		return false;
+	}
+	c->tenant = t;
+	if (conn)
+		conn->authenticated = true;
+	if (t->banned) {
+		gsd_call_error(c, GSD_ST(BANNED), "tenant %s is banned", t->name);
+		return false;
+	}
+	/* One tenant's requests in flight never take the workers the others need. */
+	if (atomic_load(&t->inflight) >= d->cfg.max_inflight_requests) {
+		gsd_call_error(c, GSD_ST(QUOTA_EXCEEDED),
+		               "tenant %s has %u requests in flight (max_inflight_requests %u)",
+		               t->name, atomic_load(&t->inflight), d->cfg.max_inflight_requests);
+		return false;
+	}
+	atomic_fetch_add(&t->inflight, 1);
+	c->worker->tenant = t;
+	return true;
 }
 
 static void handle_message(gsd_daemon *d, gsd_rpc_worker *w, nng_msg *msg)
@@ -399,44 +293,29 @@ static void handle_message(gsd_daemon *d, gsd_rpc_worker *w, nng_msg *msg)
 	struct gsd_rpc *rpc = d->rpc;
 	d->stats.requests++;
 	/* Keep a few contexts receiving while others hold deferred answers. */
-	if (atomic_load(&rpc->idle) < 2 && rpc->nworkers < rpc->max_workers)
+	if (atomic_load(&rpc->idle) < 2 && rpc->nworkers < d->cfg.max_workers)
 		add_worker(rpc);
-	gsd_call *c = calloc(1, sizeof(*c));
+	uint32_t pipe = w->inject ? 0 : (uint32_t)nng_pipe_id(nng_msg_get_pipe(msg));
+	gsd_call *c = call_new(d, w, pipe);
 	if (!c) {
 		nng_msg_free(msg);
-		worker_arm(w);
+		gsd_rpc_worker_send(w, NULL);
 		return;
 	}
-	c->d = d;
-	c->worker = w;
-	c->started_ns = gsd_now_ns();
-	gsd_waiter_init(&c->waiter, NULL);
+	bool closed;
+	gsd_conn *conn = gsd_rpc_conn(rpc, pipe, true, &closed);
+	const uint8_t *buf = nng_msg_body(msg);
 	size_t len = nng_msg_len(msg);
-	if (len > d->cfg.max_message) {
+	if (!admit(d, c, conn, buf, len)) {
 		nng_msg_free(msg);
-		gsd_call_error(c, GSD_ST(TOO_LARGE),
-		               "request of %zu bytes exceeds max_message %llu", len,
-		               (unsigned long long)d->cfg.max_message);
 		return;
 	}
-	c->req = gpusched__v1__request__unpack(NULL, len, nng_msg_body(msg));
+	c->req = gpusched__v1__request__unpack(NULL, len, buf);
 	nng_msg_free(msg);
 	if (!c->req) {
+		c->id = 0; /* the contract: a request that does not decode is answered with id 0 */
 		gsd_call_error(c, GSD_ST(MALFORMED),
 		               "request does not decode as gpusched.v1.Request");
-		return;
-	}
-	if (d->stopping) {
-		gsd_call_error(c, GSD_ST(SHUTTING_DOWN), "the daemon is stopping");
-		return;
-	}
-	c->tenant = gsd_tenant_by_token(d, c->req->token);
-	if (!c->tenant) {
-		gsd_call_error(c, GSD_ST(UNAUTHENTICATED), "unknown tenant token");
-		return;
-	}
-	if (c->tenant->banned) {
-		gsd_call_error(c, GSD_ST(BANNED), "tenant %s is banned", c->tenant->name);
 		return;
 	}
 	gsd_handle_request(d, c);
@@ -449,7 +328,7 @@ static void inbox_cb(uv_async_t *a)
 	for (;;) {
 		pthread_mutex_lock(&rpc->lock);
 		size_t n = rpc->ninbox;
-		inbox_item items[64];
+		gsd_inbox_item items[64];
 		if (n > 64)
 			n = 64;
 		memcpy(items, rpc->inbox, n * sizeof(*items));
@@ -458,61 +337,38 @@ static void inbox_cb(uv_async_t *a)
 		pthread_mutex_unlock(&rpc->lock);
 		if (n == 0)
 			return;
-		for (size_t i = 0; i < n; i++)
-			handle_message(d, items[i].w, items[i].msg);
+		for (size_t i = 0; i < n; i++) {
+			if (items[i].w)
+				handle_message(d, items[i].w, items[i].msg);
+			else
+				gsd_rpc_conn_closed(rpc, items[i].pipe);
+		}
 	}
 }
 
-/* ---- parked calls ---- */
-
-gsd_call *gsd_call_of_waiter(gsd_waiter *w)
+int gsd_rpc_inject(gsd_daemon *d, const void *req, size_t len,
+                   void (*reply)(void *arg, const uint8_t *resp, size_t len), void *arg)
 {
-	return GSD_CONTAINER_OF(w, gsd_call, waiter);
-}
-
-void gsd_call_wait(gsd_call *c, gsd_waitq *q, gsd_wake_fn wake)
-{
-	c->waiter.wake = wake;
-	gsd_waitq_add(q, &c->waiter);
-}
-
-static void redispatch_drain(uv_async_t *h)
-{
-	gsd_daemon *d = h->data;
-	gsd_list *it;
-	while ((it = gsd_list_pop_front(&d->rpc->redispatch))) {
-		gsd_call *c = gsd_call_of_waiter(GSD_CONTAINER_OF(it, gsd_waiter, link));
-		if (d->stopping)
-			gsd_call_error(c, GSD_ST(SHUTTING_DOWN), "the daemon is stopping");
-		else
-			gsd_handle_request(d, c);
+	gsd_rpc_worker *w = calloc(1, sizeof(*w));
+	nng_msg *msg = NULL;
+	if (!w || nng_msg_alloc(&msg, len) != 0) {
+		free(w);
+		return -1;
 	}
+	if (len)
+		memcpy(nng_msg_body(msg), req, len);
+	w->rpc = d->rpc;
+	w->inject = reply;
+	w->inject_arg = arg;
+	if (!gsd_rpc_post(d->rpc, (gsd_inbox_item){.w = w, .msg = msg})) {
+		nng_msg_free(msg);
+		free(w);
+		return -1;
+	}
+	return 0;
 }
 
-/* Woken: handled again from the loop once the current event is done, never from inside the
- * state changes of the layer that woke it. */
-static void retry_wake(gsd_waiter *w, void *event)
-{
-	(void)event;
-	gsd_call *c = gsd_call_of_waiter(w);
-	gsd_list_push_back(&c->d->rpc->redispatch, &w->link);
-	uv_async_send(&c->d->rpc->redispatch_async);
-}
-
-void gsd_call_retry_when(gsd_call *c, gsd_waitq *q)
-{
-	c->deferred++;
-	gsd_call_wait(c, q, retry_wake);
-}
-
-void gsd_rpc_settle(gsd_daemon *d)
-{
-	if (!d->rpc)
-		return;
-	redispatch_drain(&d->rpc->redispatch_async);
-	while (d->rpc->offloads > 0)
-		uv_run(d->loop, UV_RUN_ONCE);
-}
+/* ---- start and stop ---- */
 
 int gsd_rpc_start(gsd_daemon *d)
 {
@@ -521,19 +377,18 @@ int gsd_rpc_start(gsd_daemon *d)
 		return -1;
 	d->rpc = rpc;
 	rpc->d = d;
-	rpc->max_workers = 4096;
 	pthread_mutex_init(&rpc->lock, NULL);
 	uv_async_init(d->loop, &rpc->async, inbox_cb);
 	rpc->async.data = d;
-	gsd_list_init(&rpc->redispatch);
-	uv_async_init(d->loop, &rpc->redispatch_async, redispatch_drain);
-	rpc->redispatch_async.data = d;
+	gsd_rpc_calls_start(rpc);
 	int rv = nng_rep0_open(&rpc->sock);
 	if (rv != 0) {
 		GSD_ERROR("rpc: cannot open the REP socket: %s", nng_strerror(rv));
 		return -1;
 	}
 	rpc->sock_open = true;
+	if (gsd_rpc_conns_start(rpc) != 0)
+		return -1;
 	/* nng's default is unlimited. Messages between max_message and twice that are answered
 	 * with STATUS_TOO_LARGE; beyond that nng drops the connection without reading them. */
 	nng_socket_set_size(rpc->sock, NNG_OPT_RECVMAXSZ, (size_t)d->cfg.max_message * 2 + 65536);
@@ -572,18 +427,26 @@ void gsd_rpc_free(gsd_daemon *d)
 		free(rpc->workers[i]);
 	}
 	free(rpc->workers);
-	for (size_t i = 0; i < rpc->ninbox; i++)
+	for (size_t i = 0; i < rpc->ninbox; i++) {
 		nng_msg_free(rpc->inbox[i].msg);
+		if (rpc->inbox[i].w && rpc->inbox[i].w->inject)
+			free(rpc->inbox[i].w);
+	}
 	free(rpc->inbox);
 	pthread_mutex_destroy(&rpc->lock);
 	uv_close((uv_handle_t *)&rpc->async, NULL);
-	uv_close((uv_handle_t *)&rpc->redispatch_async, NULL);
-	/* The async handle's memory must outlive uv_close: the loop frees nothing, so keep rpc
+	gsd_rpc_calls_close(rpc);
+	/* The async handles' memory must outlive uv_close: the loop frees nothing, so keep rpc
 	 * until the loop has run once more; gsd_daemon_destroy frees it. */
 }
 
 void gsd_rpc_release(gsd_daemon *d)
 {
+	if (d->rpc) {
+		gsd_rpc_calls_free(d->rpc);
+		if (d->rpc->sock_open)
+			gsd_rpc_conns_free(d->rpc);
+	}
 	free(d->rpc);
 	d->rpc = NULL;
 }

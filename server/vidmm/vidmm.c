@@ -1049,8 +1049,8 @@ int gsd_vidmm_adapter_init(gsd_daemon *d, gsd_adapter *a)
 			a->paging_node = i;
 			found = true;
 		}
-	a->paging_done = gsd_sync_create(d, NULL, 0);
-	a->room = gsd_sync_create(d, NULL, 0);
+	a->paging_done = gsd_sync_create(d, NULL, 0, true);
+	a->room = gsd_sync_create(d, NULL, 0, true);
 	return a->paging_done && a->room ? 0 : -1;
 }
 

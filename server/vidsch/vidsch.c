@@ -83,6 +83,8 @@ void gsd_vidsch_retire(gsd_daemon *d, gsd_packet *p)
 		gsd_allocation_put(d, a);
 	}
 	p->node->queued--;
+	if (!(p->rec.submit_flags & GS_SUBMIT_DAEMON_ONLY))
+		p->ctx->obj.tenant->queued_packets--; /* a client's packet (paging ones are not) */
 	gsd_context_put(d, p->ctx);
 	gsd_packet_free(p);
 }
@@ -168,8 +170,8 @@ static bool head_may_run(gsd_daemon *d, gsd_context *x)
 {
 	for (;;) {
 		gsd_packet *p = head_of(x);
-		if (!p || p == x->node->running)
-			return false;
+		if (!p || p == x->node->running || p->unrecorded)
+			return false; /* an unrecorded head is made ready by gsd_vidsch_recorded */
 		/* The memory manager's waits: for paging (the packets that make this one's
 		 * allocations resident, or a paging packet's predecessor), or for room. */
 		gsd_sync *mm = gsd_vidmm_wait_of(x->node->adapter, p);
@@ -285,8 +287,8 @@ static void run_null_here(gsd_daemon *d, gsd_node *n, gsd_packet *p)
 	gsd_context_put(d, x);
 }
 
-/* A preempted or aborted packet runs again: a resubmission (docs/concepts.md: render packets get a new
- * fence and the Resubmission flag; paging packets keep their fence). */
+/* A preempted or aborted packet runs again: a resubmission (docs/concepts.md: render packets get a
+ * new fence and the Resubmission flag; paging packets keep their fence). */
 static void resubmit(gsd_daemon *d, gsd_node *n, gsd_packet *p)
 {
 	if (!(p->rec.submit_flags & GS_SUBMIT_PAGING))
@@ -421,6 +423,23 @@ void gsd_vidsch_queue(gsd_daemon *d, gsd_packet *p)
 	gsd_list_push_back(&x->pending, &p->link);
 	if (head_of(x) == p)
 		gsd_vidsch_make_ready(d, x);
+}
+
+void gsd_vidsch_recorded(gsd_daemon *d, gsd_packet *p, bool ok)
+{
+	gsd_context *x = p->ctx;
+	p->unrecorded = false;
+	if (ok) {
+		if (head_of(x) == p)
+			gsd_vidsch_make_ready(d, x);
+		return;
+	}
+	x->refs++;
+	gsd_vidsch_cancel_packet(d, p,
+	                         "its SUBMITTED record could not be committed to the audit: it "
+	                         "never ran");
+	gsd_vidsch_make_ready(d, x); /* its next packet, if any, is the head now */
+	gsd_context_put(d, x);
 }
 
 /* The memory manager's hook: its paging packets are queued together, so that none starts (or

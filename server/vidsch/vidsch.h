@@ -23,9 +23,15 @@ void gsd_vidsch_release(gsd_daemon *d, gsd_adapter *a);
 /* Installs the scheduler's hooks (context attach/detach, paging submission). */
 void gsd_vidsch_install_hooks(gsd_daemon *d);
 
-/* Queues a validated packet on its context (takes ownership). */
+/* Queues a validated packet on its context (takes ownership). A packet queued unrecorded
+ * (p->unrecorded) waits for gsd_vidsch_recorded before it may run. */
 void gsd_vidsch_queue(gsd_daemon *d, gsd_packet *p);
-/* While held, queued work is not started; releasing schedules every node. */
+/* The SUBMITTED record of an unrecorded packet was committed (ok): it may run now. Or it could
+ * not be: the packet is cancelled, never having run, so a client that retries never runs the
+ * work twice. */
+void gsd_vidsch_recorded(gsd_daemon *d, gsd_packet *p, bool ok);
+/* While held (counted: holds nest), queued work is not started; the last release schedules
+ * every node. */
 void gsd_vidsch_hold(gsd_daemon *d, bool hold);
 /* Changes a context's priority; preempts or requeues as the new band requires. */
 void gsd_vidsch_context_priority(gsd_daemon *d, gsd_context *x, uint32_t cls, int32_t prio);

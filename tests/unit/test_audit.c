@@ -581,6 +581,8 @@ static void test_reopen_keeps_rows_and_version(void **state)
 
 	tracker_reset();
 	a = open_audit(fx->path, NULL);
+	/* No daemon runs them any more: reopening records each as ABORTED (daemon restarted). */
+	assert_int_equal(gsd_audit_reconciled(a), 1010);
 	gsd_packet_rec r = packet(5, "alpha", 1, ST_COMPLETED, 0);
 	queue(a, &r, "again");
 	assert_true(wait_acks(1));
@@ -589,12 +591,114 @@ static void test_reopen_keeps_rows_and_version(void **state)
 	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packets"), 1010);
 	assert_int_equal(query_int(fx->path, "SELECT state FROM packets WHERE packet = 5"),
 	                 ST_COMPLETED);
-	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packet_events"), 1011);
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packets WHERE state = 6 AND "
+	                                     "result = 'daemon restarted'"),
+	                 1009);
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packet_events"),
+	                 1010 + 1010 + 1);
 	assert_int_equal(query_int(fx->path, "PRAGMA user_version"), GSD_AUDIT_SCHEMA_VERSION);
 	assert_int_equal(query_int(fx->path, "SELECT CAST(value AS INTEGER) FROM meta"
 	                                     " WHERE key = 'schema_version'"),
 	                 GSD_AUDIT_SCHEMA_VERSION);
 	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM meta"), 1);
+}
+
+/* Packets a dead daemon left in flight are each recorded ABORTED ("daemon restarted") when the
+ * file is opened again, with an event; final ones are left alone; a second open finds none. */
+static void test_reconcile_in_flight(void **state)
+{
+	struct fixture *fx = *state;
+	tracker_reset();
+	gsd_audit *a = open_audit(fx->path, NULL);
+	static const int states[] = {ST_SUBMITTED,   ST_READY,     ST_RUNNING, ST_PREEMPTED,
+	                             ST_RESUBMITTED, ST_COMPLETED, ST_FAULTED};
+	for (uint64_t i = 0; i < 7; i++) {
+		gsd_packet_rec r = packet(i + 1, "alpha", 1, states[i], 0);
+		queue(a, &r, NULL);
+	}
+	assert_true(wait_acks(7));
+	assert_int_equal(gsd_audit_reconciled(a), 0);
+	gsd_audit_close(a);
+
+	a = open_audit(fx->path, NULL);
+	assert_int_equal(gsd_audit_reconciled(a), 5);
+	gsd_audit_close(a);
+	for (uint64_t id = 1; id <= 5; id++) {
+		char sql[160];
+		snprintf(sql, sizeof sql,
+		         "SELECT count(*) FROM packets WHERE packet = %llu AND state = 6 AND "
+		         "result = 'daemon restarted' AND completed_ns > 0",
+		         (unsigned long long)id);
+		assert_int_equal(query_int(fx->path, sql), 1);
+		snprintf(sql, sizeof sql,
+		         "SELECT state FROM packet_events WHERE packet = %llu ORDER BY seq DESC "
+		         "LIMIT 1",
+		         (unsigned long long)id);
+		assert_int_equal(query_int(fx->path, sql), 6);
+	}
+	assert_int_equal(query_int(fx->path, "SELECT state FROM packets WHERE packet = 6"),
+	                 ST_COMPLETED);
+	assert_int_equal(query_int(fx->path, "SELECT state FROM packets WHERE packet = 7"),
+	                 ST_FAULTED);
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packet_events"), 7 + 5);
+	a = open_audit(fx->path, NULL);
+	assert_int_equal(gsd_audit_reconciled(a), 0);
+	gsd_audit_close(a);
+}
+
+/* A file removed under the writer is never committed to again: the records of every commit
+ * after it are acknowledged as not written and the audit says FILE_GONE; putting the same
+ * file back resumes commits. */
+static void test_removed_file_stops_acks(void **state)
+{
+	struct fixture *fx = *state;
+	tracker_reset();
+	gsd_audit *a = open_audit(fx->path, NULL);
+	gsd_packet_rec r = packet(1, "alpha", 1, ST_SUBMITTED, 0);
+	queue(a, &r, NULL);
+	assert_true(wait_acks(1));
+	assert_int_equal(gsd_audit_get_health(a), GSD_AUDIT_OK);
+
+	char moved[160];
+	snprintf(moved, sizeof moved, "%s.moved", fx->path);
+	assert_int_equal(rename(fx->path, moved), 0);
+	r = packet(2, "alpha", 1, ST_SUBMITTED, 0);
+	queue(a, &r, NULL);
+	assert_true(wait_acks(2));
+	assert_int_equal(T.failed, 1);
+	assert_int_equal(gsd_audit_get_health(a), GSD_AUDIT_FILE_GONE);
+
+	assert_int_equal(rename(moved, fx->path), 0);
+	r = packet(3, "alpha", 1, ST_SUBMITTED, 0);
+	queue(a, &r, NULL);
+	assert_true(wait_acks(3));
+	assert_int_equal(T.ok, 2);
+	assert_int_equal(gsd_audit_get_health(a), GSD_AUDIT_OK);
+	gsd_audit_close(a);
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packets WHERE packet = 2"), 0);
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packets WHERE packet IN (1, 3)"),
+	                 2);
+}
+
+/* A file replaced by another one (same path, another inode) is never written to. */
+static void test_replaced_file_stops_acks(void **state)
+{
+	struct fixture *fx = *state;
+	tracker_reset();
+	gsd_audit *a = open_audit(fx->path, NULL);
+	assert_int_equal(unlink(fx->path), 0);
+	FILE *f = fopen(fx->path, "w");
+	assert_non_null(f);
+	fclose(f);
+	gsd_packet_rec r = packet(1, "alpha", 1, ST_SUBMITTED, 0);
+	queue(a, &r, NULL);
+	assert_true(wait_acks(1));
+	assert_int_equal(T.failed, 1);
+	assert_int_equal(gsd_audit_get_health(a), GSD_AUDIT_FILE_GONE);
+	gsd_audit_close(a);
+	struct stat st;
+	assert_int_equal(stat(fx->path, &st), 0);
+	assert_int_equal(st.st_size, 0); /* the new file was left alone */
 }
 
 static void test_newer_schema_refused(void **state)
@@ -1443,6 +1547,9 @@ int main(void)
 	        T_(test_tenant_isolation),
 	        T_(test_filters),
 	        T_(test_reopen_keeps_rows_and_version),
+	        T_(test_reconcile_in_flight),
+	        T_(test_removed_file_stops_acks),
+	        T_(test_replaced_file_stops_acks),
 	        T_(test_newer_schema_refused),
 	        T_(test_history_missing_file),
 	        T_(test_errors_notes_contexts_allocations),

@@ -1,0 +1,232 @@
+/*
+ * Connections. nng tells us (on its own threads) when a pipe is added or removed; we count
+ * connections per peer (an IP address over tcp, a user id over ipc) and in all, and close a
+ * new pipe that would pass max_connections_per_peer or max_connections, so no peer can take
+ * the daemon's file descriptors from the others. Local administrators (ipc from root or the
+ * daemon's own user) keep a reserve above max_connections, so they can always connect.
+ *
+ * The loop keeps a record per connection: whether a request on it has authenticated (until
+ * then it gets only small messages and few wrong tokens), and the calls parked on it, which
+ * end when the peer goes away.
+ */
+#include "rpc/internal.h"
+
+#include "core/log.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+/* Connections above max_connections that only local administrators may use. */
+#define ADMIN_RESERVE 16u
+/* File descriptors kept for the daemon itself (audit files, engines, listeners, logs). */
+#define FD_RESERVE 128u
+
+/* ---- per peer, on nng's threads ---- */
+
+/* A non-zero key for the peer of a pipe; *admin when it is a local administrator. */
+static uint64_t peer_key(nng_pipe p, bool *admin)
+{
+	nng_sockaddr sa;
+	*admin = false;
+	if (nng_pipe_get_addr(p, NNG_OPT_REMADDR, &sa) != 0)
+		return UINT64_C(1) << 62; /* unknown peers share one key */
+	if (sa.s_family == NNG_AF_INET)
+		return (UINT64_C(1) << 60) | sa.s_in.sa_addr;
+	if (sa.s_family == NNG_AF_INET6) {
+		uint64_t h = 1469598103934665603u; /* FNV-1a over the address */
+		for (int i = 0; i < 16; i++)
+			h = (h ^ sa.s_in6.sa_addr[i]) * 1099511628211u;
+		return (UINT64_C(2) << 60) | (h >> 4);
+	}
+	uint64_t uid;
+	if (sa.s_family == NNG_AF_IPC && nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_UID, &uid) == 0) {
+		*admin = uid == 0 || uid == (uint64_t)geteuid();
+		return (UINT64_C(3) << 60) | (uid & 0xffffffffu);
+	}
+	return (UINT64_C(4) << 60) | sa.s_family;
+}
+
+static void warn_rejected(struct gsd_rpc *rpc, const char *why, uint32_t count, uint32_t max)
+{
+	rpc->rejected++;
+	uint64_t now = gsd_now_ns();
+	if (now - rpc->last_reject_ns < 1000000000u)
+		return; /* at most one line a second under a flood */
+	rpc->last_reject_ns = now;
+	GSD_WARN("rpc: closed a new connection: %s (%u, max %u; %llu refused so far)", why, count,
+	         max, (unsigned long long)rpc->rejected);
+}
+
+static void pipe_added(nng_pipe p, nng_pipe_ev ev, void *arg)
+{
+	(void)ev;
+	struct gsd_rpc *rpc = arg;
+	bool admin;
+	uint64_t key = peer_key(p, &admin);
+	uint32_t per_peer = rpc->d->cfg.max_connections_per_peer;
+	pthread_mutex_lock(&rpc->peers_lock);
+	uint32_t n = (uint32_t)(uintptr_t)gsd_hmap_get(&rpc->peers, key);
+	uint32_t limit = admin ? rpc->max_connections : rpc->max_connections - ADMIN_RESERVE;
+	bool ok = false;
+	if (rpc->connections >= limit)
+		warn_rejected(rpc, "too many connections", rpc->connections, limit);
+	else if (n >= per_peer && !admin)
+		warn_rejected(rpc, "too many connections from one peer", n, per_peer);
+	else if (gsd_hmap_put(&rpc->peers, key, (void *)(uintptr_t)(n + 1)) == 0 &&
+	         gsd_hmap_put(&rpc->pipe_peer, nng_pipe_id(p), (void *)(uintptr_t)key) == 0) {
+		rpc->connections++;
+		ok = true;
+	} else if (n == 0) {
+		gsd_hmap_del(&rpc->peers, key); /* out of memory half way */
+	}
+	pthread_mutex_unlock(&rpc->peers_lock);
+	if (!ok)
+		nng_pipe_close(p);
+}
+
+static void pipe_removed(nng_pipe p, nng_pipe_ev ev, void *arg)
+{
+	(void)ev;
+	struct gsd_rpc *rpc = arg;
+	uint32_t id = (uint32_t)nng_pipe_id(p);
+	pthread_mutex_lock(&rpc->peers_lock);
+	uint64_t key = (uint64_t)(uintptr_t)gsd_hmap_del(&rpc->pipe_peer, id);
+	if (key) {
+		uint32_t n = (uint32_t)(uintptr_t)gsd_hmap_get(&rpc->peers, key);
+		if (n <= 1)
+			gsd_hmap_del(&rpc->peers, key);
+		else
+			gsd_hmap_put(&rpc->peers, key, (void *)(uintptr_t)(n - 1));
+		rpc->connections--;
+	}
+	pthread_mutex_unlock(&rpc->peers_lock);
+	/* Calls parked on it end on the loop. Without memory for the event they end at their
+	 * deadline instead. */
+	if (key)
+		gsd_rpc_post(rpc, (gsd_inbox_item){.pipe = id});
+}
+
+/* The open-file limit bounds connections: each is a descriptor. */
+static uint32_t connection_limit(const gsd_config *cfg)
+{
+	if (cfg->max_connections)
+		return cfg->max_connections;
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+		return 65536;
+	uint64_t fds = rl.rlim_cur > FD_RESERVE + 2 * ADMIN_RESERVE ? rl.rlim_cur - FD_RESERVE
+	                                                            : 2 * ADMIN_RESERVE;
+	return fds > UINT32_MAX ? UINT32_MAX : (uint32_t)fds;
+}
+
+int gsd_rpc_conns_start(struct gsd_rpc *rpc)
+{
+	gsd_hmap_init(&rpc->conns);
+	gsd_hmap_init(&rpc->peers);
+	gsd_hmap_init(&rpc->pipe_peer);
+	pthread_mutex_init(&rpc->peers_lock, NULL);
+	rpc->max_connections = connection_limit(&rpc->d->cfg);
+	if (rpc->max_connections <= ADMIN_RESERVE)
+		rpc->max_connections = 2 * ADMIN_RESERVE;
+	GSD_INFO("rpc: at most %u connections, %u per peer", rpc->max_connections,
+	         rpc->d->cfg.max_connections_per_peer);
+	if (nng_pipe_notify(rpc->sock, NNG_PIPE_EV_ADD_PRE, pipe_added, rpc) != 0 ||
+	    nng_pipe_notify(rpc->sock, NNG_PIPE_EV_REM_POST, pipe_removed, rpc) != 0) {
+		GSD_ERROR("rpc: cannot watch connections");
+		return -1;
+	}
+	return 0;
+}
+
+static void free_conn(uint64_t key, void *value, void *arg)
+{
+	(void)key;
+	(void)arg;
+	free(value);
+}
+
+void gsd_rpc_conns_free(struct gsd_rpc *rpc)
+{
+	gsd_hmap_each(&rpc->conns, free_conn, NULL);
+	gsd_hmap_free(&rpc->conns);
+	gsd_hmap_free(&rpc->peers);
+	gsd_hmap_free(&rpc->pipe_peer);
+	pthread_mutex_destroy(&rpc->peers_lock);
+}
+
+/* ---- per connection, on the loop ---- */
+
+static bool recently_closed(const struct gsd_rpc *rpc, uint32_t pipe)
+{
+	for (size_t i = 0; i < GSD_CLOSED_RING; i++)
+		if (rpc->closed[i] == pipe)
+			return true;
+	return false;
+}
+
+gsd_conn *gsd_rpc_conn(struct gsd_rpc *rpc, uint32_t pipe, bool create, bool *closed)
+{
+	*closed = false;
+	if (pipe == 0)
+		return NULL;
+	gsd_conn *c = gsd_hmap_get(&rpc->conns, pipe);
+	if (c || !create)
+		return c;
+	/* A request can reach the loop after its pipe's close event did (they come from
+	 * different nng threads): such a pipe gets no new record. */
+	if (recently_closed(rpc, pipe)) {
+		*closed = true;
+		return NULL;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	c->pipe = pipe;
+	gsd_list_init(&c->parked);
+	if (gsd_hmap_put(&rpc->conns, pipe, c) != 0) {
+		free(c);
+		return NULL;
+	}
+	return c;
+}
+
+void gsd_rpc_conn_closed(struct gsd_rpc *rpc, uint32_t pipe)
+{
+	rpc->closed[rpc->closed_next++ % GSD_CLOSED_RING] = pipe;
+	gsd_conn *c = gsd_hmap_get(&rpc->conns, pipe);
+	if (!c)
+		return;
+	/* Nobody will read these answers; each is still recorded in the audit. */
+	gsd_list *it;
+	while ((it = gsd_list_pop_front(&c->parked))) {
+		gsd_call *call = GSD_CONTAINER_OF(it, gsd_call, conn_link);
+		gsd_list_init(it);
+		gsd_waiter_cancel(&call->waiter);
+		gsd_call_error(call, GSD_ST(BUSY),
+		               "the connection closed while the request waited: it is cancelled");
+	}
+	gsd_hmap_del(&rpc->conns, pipe);
+	free(c);
+}
+
+bool gsd_rpc_conn_bad_token(struct gsd_rpc *rpc, gsd_conn *conn)
+{
+	if (!conn)
+		return false;
+	uint64_t now = gsd_now_ns();
+	if (now - conn->bad_window >= 1000000000u) {
+		conn->bad_window = now;
+		conn->bad_tokens = 0;
+	}
+	uint32_t max = rpc->d->cfg.max_bad_tokens_per_second;
+	if (++conn->bad_tokens <= max)
+		return false;
+	nng_pipe p;
+	p.id = conn->pipe;
+	nng_pipe_close(p);
+	GSD_WARN("rpc: closed connection %u: more than %u unknown tokens in a second", conn->pipe,
+	         max);
+	return true;
+}

@@ -1,0 +1,116 @@
+/*
+ * What the transport's files share (not for the handlers):
+ *   transport.c  the REP socket, its contexts ("workers"), the inbox the nng threads fill and
+ *                the loop drains, and the admission of each request (size, envelope, token,
+ *                tenant limits) before it is decoded and dispatched;
+ *   conn.c       connections: per-peer limits on nng's threads, per-connection state on the
+ *                loop (authentication, waiting requests), cleanup when a peer goes away;
+ *   call.c       answering calls: now, after the audit commit, off the loop; parking calls
+ *                until an event, with deadlines and limits.
+ */
+#ifndef GSD_RPC_INTERNAL_H
+#define GSD_RPC_INTERNAL_H
+
+#include "rpc/rpc.h"
+
+#include "core/hmap.h"
+
+#include <nng/nng.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+enum { GSD_W_RECV = 0, GSD_W_SEND = 1 };
+
+struct gsd_rpc_worker {
+	struct gsd_rpc *rpc;
+	nng_ctx ctx;
+	nng_aio *aio;
+	int state;
+	/* The tenant whose request it holds, counted in tenant->inflight until the answer is
+	 * sent (NULL before authentication). */
+	gsd_tenant *tenant;
+	/* In-process calls (gsd_rpc_inject): the answer goes here instead of to nng. */
+	void (*inject)(void *arg, const uint8_t *reply, size_t len);
+	void *inject_arg;
+};
+
+/* An item of the inbox: a request (w, msg), or a connection event (w NULL: pipe closed). */
+typedef struct gsd_inbox_item {
+	gsd_rpc_worker *w;
+	nng_msg *msg;
+	uint32_t pipe;
+} gsd_inbox_item;
+
+/* A client connection (an nng pipe) as the loop knows it. */
+typedef struct gsd_conn {
+	uint32_t pipe;
+	bool authenticated; /* a request on it authenticated: the small size limit is lifted */
+	uint32_t waits;     /* calls parked (gsd_call.conn_link) */
+	gsd_list parked;
+	uint32_t bad_tokens; /* failed authentications in the current second */
+	uint64_t bad_window; /* that second (ns) */
+} gsd_conn;
+
+#define GSD_CLOSED_RING 4096
+
+struct gsd_rpc {
+	gsd_daemon *d;
+	nng_socket sock;
+	bool sock_open;
+	uint32_t nlisteners;
+	nng_listener listeners[GSD_MAX_LISTEN];
+	gsd_rpc_worker **workers;
+	size_t nworkers, capworkers;
+	atomic_uint idle;
+	atomic_uint sending; /* answers handed to nng and not yet sent */
+	atomic_bool closing;
+	pthread_mutex_t lock; /* inbox and recorded */
+	gsd_inbox_item *inbox;
+	size_t ninbox, capinbox;
+	uv_async_t async;
+	/* Calls to handle again from the loop (their waiter.link), and the async that drains them.
+	 */
+	gsd_list redispatch;
+	uv_async_t redispatch_async;
+	/* Answered submissions whose packets may now run, or must be cancelled (call.c). */
+	struct gsd_audit_reply *recorded, *recorded_tail;
+	uv_async_t recorded_async;
+	uint32_t offloads; /* calls running on the thread pool */
+	/* ---- loop side of connections (conn.c) ---- */
+	gsd_hmap conns;                   /* pipe id -> gsd_conn */
+	uint32_t closed[GSD_CLOSED_RING]; /* recently closed pipes: a late request finds its own */
+	size_t closed_next;
+	uint32_t parked; /* calls parked, all connections */
+	/* ---- nng side of connections (conn.c), under peers_lock ---- */
+	pthread_mutex_t peers_lock;
+	gsd_hmap peers;     /* peer key -> count of its connections (as a pointer-sized int) */
+	gsd_hmap pipe_peer; /* pipe id -> peer key (as a pointer-sized int) */
+	uint32_t connections, max_connections;
+	uint64_t rejected;       /* connections closed for a limit */
+	uint64_t last_reject_ns; /* rate limit of the warning */
+};
+
+/* ---- transport.c ---- */
+void gsd_rpc_worker_send(gsd_rpc_worker *w, nng_msg *msg);
+nng_msg *gsd_rpc_encode(uint64_t id, Gpusched__V1__Response *resp);
+/* Queues an item for the loop (any thread). False when memory is short. */
+bool gsd_rpc_post(struct gsd_rpc *rpc, gsd_inbox_item item);
+
+/* ---- conn.c ---- */
+int gsd_rpc_conns_start(struct gsd_rpc *rpc);
+void gsd_rpc_conns_free(struct gsd_rpc *rpc);
+/* The loop's record of a pipe, made on first use (create); NULL for in-process calls (pipe 0), a
+ * pipe that closed already (*closed set), or when memory is short. */
+gsd_conn *gsd_rpc_conn(struct gsd_rpc *rpc, uint32_t pipe, bool create, bool *closed);
+/* The pipe closed: its parked calls end, its record goes. */
+void gsd_rpc_conn_closed(struct gsd_rpc *rpc, uint32_t pipe);
+/* A request on the connection presented a token no tenant has: true when it has done so too
+ * often this second and the connection is being closed. */
+bool gsd_rpc_conn_bad_token(struct gsd_rpc *rpc, gsd_conn *conn);
+
+/* ---- call.c ---- */
+int gsd_rpc_calls_start(struct gsd_rpc *rpc);
+void gsd_rpc_calls_close(struct gsd_rpc *rpc);
+void gsd_rpc_calls_free(struct gsd_rpc *rpc);
+
+#endif
