@@ -268,3 +268,20 @@ void gs_isa_fill(uint8_t *dst, uint64_t size, uint32_t pattern)
 		done += n;
 	}
 }
+
+size_t gs_isa_address_fields(uint8_t op, size_t out[2])
+{
+	switch ((gs_isa_op)op) {
+	case GS_OP_FILL:
+		out[0] = GS_ISA_DST_FIELD;
+		return 1;
+	case GS_OP_COPY:
+	case GS_OP_CHECKSUM:
+	case GS_OP_TRANSFER:
+		out[0] = GS_ISA_DST_FIELD;
+		out[1] = GS_ISA_SRC_FIELD;
+		return 2;
+	default:
+		return 0;
+	}
+}

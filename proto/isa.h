@@ -113,6 +113,9 @@ typedef enum gs_isa_err {
 	GS_ISA_BAD_FLAGS = -4, /* unknown flag bits, or reserved header/field bytes not zero */
 } gs_isa_err;
 
+/* The address fields of a command of this opcode (offsets from the command start, written to
+ * out[0..n-1], n <= 2): the only places a patch location may point at. Returns n. */
+size_t gs_isa_address_fields(uint8_t op, size_t out[2]);
 /* Size in bytes of a command of this opcode, or 0 for an unknown opcode. */
 size_t gs_isa_cmd_size(uint8_t op);
 

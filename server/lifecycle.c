@@ -90,6 +90,14 @@ int gsd_daemon_init(gsd_daemon *d, const gsd_config *cfg, uv_loop_t *loop)
 	if (continue_ids(d) != 0)
 		return -1;
 	gsd_audit_note(d->audit, "-", "daemon_start", GS_VERSION);
+	if (gsd_audit_reconciled(d->audit)) {
+		char text[128];
+		snprintf(text, sizeof(text),
+		         "%llu packets in flight when the previous daemon stopped were recorded "
+		         "ABORTED",
+		         (unsigned long long)gsd_audit_reconciled(d->audit));
+		gsd_audit_note(d->audit, "-", "reconciled", text);
+	}
 	for (uint32_t i = 0; i < d->cfg.nadapters; i++) {
 		gsd_adapter *a = &d->adapters[i];
 		if (adapter_init(d, a, i, &d->cfg.adapters[i]) != 0)

@@ -6,12 +6,14 @@
 #include "core/log.h"
 #include "lifecycle.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 static void usage(FILE *out)
 {
@@ -165,6 +167,23 @@ static int apply_args(gsd_config *cfg, const cli_opts *o)
 	return 0;
 }
 
+/* Every connection takes a file descriptor: the soft limit (often 1,024) goes up to the hard
+ * limit, so a few hundred idle clients cannot lock everyone out. */
+static void raise_open_file_limit(void)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= rl.rlim_max)
+		return;
+	rlim_t was = rl.rlim_cur;
+	rl.rlim_cur = rl.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &rl) == 0)
+		GSD_INFO("open-file limit raised from %llu to %llu", (unsigned long long)was,
+		         (unsigned long long)rl.rlim_max);
+	else
+		GSD_WARN("cannot raise the open-file limit from %llu: %s", (unsigned long long)was,
+		         strerror(errno));
+}
+
 /* ---- stopping: wait (bounded) for running packets, then leave the loop ---- */
 
 static uint64_t g_stop_deadline;
@@ -220,6 +239,10 @@ int main(int argc, char **argv)
 		return rc;
 	gsd_log_set_level(cfg.log_level);
 	signal(SIGPIPE, SIG_IGN);
+	/* A file-size limit makes the audit's writes fail (and submissions be refused) rather
+	 * than kill the daemon. */
+	signal(SIGXFSZ, SIG_IGN);
+	raise_open_file_limit();
 	pthread_setname_np(pthread_self(), "gs-loop");
 
 	static gsd_daemon d;

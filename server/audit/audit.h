@@ -206,6 +206,10 @@ int gsd_history_packets(const char *path, const gsd_history_filter *f, gsd_histo
 void gsd_history_result_free(gsd_history_result *r);
 /* The highest packet id and object handle recorded in the file, so a restarted daemon
  * continues both sequences instead of reusing (and overwriting) old rows. */
+/* One packet of `tenant` (state, fence, result...) into *out, its strings NULL. Returns 1 when
+ * found, 0 when the file has no such packet of that tenant, -1 with err filled. */
+int gsd_history_packet(const char *path, const char *tenant, uint64_t packet, gsd_packet_rec *out,
+                       char *err, size_t errcap);
 int gsd_history_last_ids(const char *path, uint64_t *packet, uint64_t *handle, char *err,
                          size_t errcap);
 /* Events of one packet of `tenant`, oldest first. *out is malloc'd. */

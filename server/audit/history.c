@@ -309,6 +309,34 @@ int gsd_history_events(const char *path, const char *tenant, uint64_t packet, gs
 	return rc;
 }
 
+int gsd_history_packet(const char *path, const char *tenant, uint64_t packet, gsd_packet_rec *out,
+                       char *err, size_t errcap)
+{
+	uint32_t limit;
+	sqlite3 *db;
+	memset(out, 0, sizeof *out);
+	if (begin_read(path, tenant, 1, &limit, &db, err, errcap) != 0)
+		return -1;
+	char sql[sizeof packet_select + 32];
+	snprintf(sql, sizeof sql, "%s AND packet = ?2", packet_select);
+	sqlite3_stmt *s = prepare_or_close(db, sql, "history", err, errcap);
+	if (!s)
+		return -1;
+	sqlite3_bind_text(s, 1, tenant, -1, SQLITE_STATIC);
+	gsd_audit_bind_u64(s, 2, packet);
+	int rc = sqlite3_step(s);
+	int found = rc == SQLITE_ROW;
+	if (found)
+		read_packet_row(s, out);
+	else if (rc != SQLITE_DONE) {
+		gsd_audit_set_err(err, errcap, "history query failed: %s", sqlite3_errmsg(db));
+		found = -1;
+	}
+	sqlite3_finalize(s);
+	sqlite3_close(db);
+	return found;
+}
+
 int gsd_history_last_ids(const char *path, uint64_t *packet, uint64_t *handle, char *err,
                          size_t errcap)
 {

@@ -81,6 +81,12 @@ static const uint32_t g_legal[NSTATES] = {
         [GSD_PS(RESUBMITTED)] = BIT(READY) | BIT(CANCELLED),
 };
 
+bool gsd_packet_state_final(int state)
+{
+	return state == GSD_PS(COMPLETED) || state == GSD_PS(FAULTED) || state == GSD_PS(ABORTED) ||
+	       state == GSD_PS(CANCELLED) || state == GSD_PS(REJECTED);
+}
+
 bool gsd_packet_state_valid(int state)
 {
 	return state >= 0 && state < NSTATES;

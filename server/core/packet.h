@@ -93,6 +93,10 @@ typedef struct gsd_packet_shape {
 gsd_packet *gsd_packet_new(const gsd_packet_shape *shape);
 void gsd_packet_free(gsd_packet *p);
 
+/* Does a packet in this state never change again? (COMPLETED, FAULTED, ABORTED, CANCELLED,
+ * REJECTED: ABORTED is final unless the daemon resubmits it, which it never does for a
+ * packet that has left memory.) */
+bool gsd_packet_state_final(int state);
 /* Is the value a PacketState (UNKNOWN included)? */
 bool gsd_packet_state_valid(int state);
 /* The state's name ("RUNNING"); "?" for a value out of range. */

@@ -33,9 +33,56 @@ static int refuse(verdict *v, int status, const char *fmt, ...)
 	return status;
 }
 
+/*
+ * Where patch locations may point: the address fields of the commands that take an
+ * allocation, and nowhere else, so patching (which runs after this check, at every
+ * (re)submission) can only ever change an address, never turn a checked command into another.
+ * Commands are multiples of 8 bytes long and start at 0, so address fields start on multiples
+ * of 8: bit k says whether one starts at byte 8k.
+ */
+typedef struct patch_targets {
+	uint8_t *bits;
+	uint8_t local[256]; /* DMA buffers up to 16 KiB need no allocation */
+} patch_targets;
+
+static bool targets_init(patch_targets *t, size_t dma_len, bool needed)
+{
+	size_t bytes = dma_len / 64 + 1;
+	t->bits = NULL;
+	if (!needed)
+		return true;
+	t->bits = bytes <= sizeof(t->local) ? t->local : malloc(bytes);
+	if (t->bits)
+		memset(t->bits, 0, bytes);
+	return t->bits != NULL;
+}
+
+static void targets_free(patch_targets *t)
+{
+	if (t->bits != t->local)
+		free(t->bits);
+}
+
+static void targets_add(patch_targets *t, size_t cmd_at, uint8_t op)
+{
+	size_t f[2];
+	size_t n = t->bits ? gs_isa_address_fields(op, f) : 0;
+	for (size_t i = 0; i < n; i++) {
+		size_t k = (cmd_at + f[i]) / 8;
+		t->bits[k / 8] |= (uint8_t)(1u << (k % 8));
+	}
+}
+
+static bool targets_has(const patch_targets *t, uint32_t offset)
+{
+	size_t k = offset / 8;
+	return offset % 8 == 0 && (t->bits[k / 8] & (1u << (k % 8)));
+}
+
 /* Decodes the DMA buffer once: every command must be valid ISA, and every SIGNAL must name a
- * sync object of the tenant. */
-static int check_dma(gsd_daemon *d, const gsd_tenant *t, const uint8_t *dma, size_t len, verdict *v)
+ * sync object of the tenant; notes the address fields patches may point at. */
+static int check_dma(gsd_daemon *d, const gsd_tenant *t, const uint8_t *dma, size_t len,
+                     patch_targets *targets, verdict *v)
 {
 	size_t pos = 0;
 	gs_isa_cmd cmd;
@@ -47,6 +94,7 @@ static int check_dma(gsd_daemon *d, const gsd_tenant *t, const uint8_t *dma, siz
 		if (ie != GS_ISA_OK)
 			return refuse(v, GSD_ST(DMA_INVALID), "DMA buffer: %s at byte %zu",
 			              gs_isa_strerror(ie), at);
+		targets_add(targets, at, cmd.op);
 		if (cmd.op == GS_OP_TRANSFER)
 			return refuse(v, GSD_ST(FLAGS_NOT_ALLOWED),
 			              "TRANSFER at byte %zu: paging transfers are the daemon's own",
@@ -90,7 +138,8 @@ static int check_sizes(gsd_daemon *d, const gsd_context *x, const Gpusched__V1__
 }
 
 static int check_lists(gsd_daemon *d, gsd_call *c, const gsd_context *x,
-                       const Gpusched__V1__SubmitRequest *s, gsd_packet *p, verdict *v)
+                       const Gpusched__V1__SubmitRequest *s, const patch_targets *targets,
+                       gsd_packet *p, verdict *v)
 {
 	for (size_t i = 0; i < s->n_waits; i++) {
 		const Gpusched__V1__SyncPoint *w = s->waits[i];
@@ -122,6 +171,12 @@ static int check_lists(gsd_daemon *d, gsd_call *c, const gsd_context *x,
 			        v, GSD_ST(PATCH_INVALID),
 			        "patch %zu: offset %u + 8 outside the DMA buffer of %zu bytes", i,
 			        pl->patch_offset, s->dma_buffer.len);
+		if (!targets_has(targets, pl->patch_offset))
+			return refuse(
+			        v, GSD_ST(PATCH_INVALID),
+			        "patch %zu: offset %u is not the address field of a FILL, COPY or "
+			        "CHECKSUM command",
+			        i, pl->patch_offset);
 		if (pl->allocation_offset >= p->allocs[pl->allocation_index].alloc->size)
 			return refuse(v, GSD_ST(PATCH_INVALID),
 			              "patch %zu: allocation offset %llu outside the allocation", i,
@@ -167,6 +222,31 @@ static void audit_rejected(gsd_daemon *d, gsd_call *c, const gsd_context *x,
 }
 
 /* Validates one submission completely. On success *out holds the packet, not yet queued. */
+/* The DMA buffer, the lists and the patch locations: the packet when they are all valid, NULL
+ * with the verdict when not. */
+static gsd_packet *check_contents(gsd_daemon *d, gsd_call *c, const gsd_context *x,
+                                  const Gpusched__V1__SubmitRequest *s, verdict *v)
+{
+	patch_targets targets;
+	if (!targets_init(&targets, s->dma_buffer.len, s->n_patches > 0)) {
+		refuse(v, GSD_ST(INTERNAL), "out of memory");
+		return NULL;
+	}
+	gsd_packet *p = NULL;
+	if (check_dma(d, c->tenant, s->dma_buffer.data, s->dma_buffer.len, &targets, v) ==
+	    GSD_ST(OK)) {
+		p = packet_new(s);
+		if (!p)
+			refuse(v, GSD_ST(INTERNAL), "out of memory");
+		else if (check_lists(d, c, x, s, &targets, p, v) != GSD_ST(OK)) {
+			gsd_packet_free(p);
+			p = NULL;
+		}
+	}
+	targets_free(&targets);
+	return p;
+}
+
 static int build_packet(gsd_daemon *d, gsd_call *c, const Gpusched__V1__SubmitRequest *s,
                         gsd_packet **out, verdict *v)
 {
@@ -186,17 +266,9 @@ static int build_packet(gsd_daemon *d, gsd_call *c, const Gpusched__V1__SubmitRe
 	v->status = gsd_rules_submit_flags(s->submit_flags, v->msg, sizeof(v->msg));
 	if (v->status != GSD_ST(OK) || check_sizes(d, x, s, v) != GSD_ST(OK))
 		goto rejected;
-	if (check_dma(d, c->tenant, s->dma_buffer.data, s->dma_buffer.len, v) != GSD_ST(OK))
+	gsd_packet *p = check_contents(d, c, x, s, v);
+	if (!p)
 		goto rejected;
-	gsd_packet *p = packet_new(s);
-	if (!p) {
-		refuse(v, GSD_ST(INTERNAL), "out of memory");
-		goto rejected;
-	}
-	if (check_lists(d, c, x, s, p, v) != GSD_ST(OK)) {
-		gsd_packet_free(p);
-		goto rejected;
-	}
 	/* Lists and the DMA buffer may grow past their initial sizes, never shrink. */
 	bool grew = false;
 	if (s->dma_buffer.len > x->info.dma_buffer_size) {
@@ -445,6 +517,38 @@ static void packet_wait_wake(gsd_waiter *w, void *event)
 	packet_wait_answer(gsd_call_of_waiter(w), p->rec.packet, p->rec.state, p->rec.fence);
 }
 
+static void packet_wait_from_audit(gsd_call *c)
+{
+	uint64_t id = c->req->packet_wait->packet;
+	gsd_packet_rec r;
+	char err[256];
+	int found =
+	        gsd_history_packet(c->d->cfg.db_path, c->tenant->name, id, &r, err, sizeof(err));
+	Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
+	Gpusched__V1__PacketWaitResponse pw = GPUSCHED__V1__PACKET_WAIT_RESPONSE__INIT;
+	if (found < 0) {
+		resp.status = GSD_ST(INTERNAL);
+		resp.message = err;
+	} else if (!found || !gsd_packet_state_final(r.state)) {
+		/* Not this tenant's, never submitted, or (rarely) not final in the file yet. */
+		snprintf(err, sizeof(err), "packet %llu is not in flight and not in the history",
+		         (unsigned long long)id);
+		resp.status = GSD_ST(NOT_FOUND);
+		resp.message = err;
+	} else {
+		pw.packet = id;
+		pw.state = r.state;
+		pw.fence = r.fence;
+		resp.body_case = GPUSCHED__V1__RESPONSE__BODY_PACKET_WAIT;
+		resp.packet_wait = &pw;
+		if (r.state == GSD_PS(FAULTED)) {
+			resp.status = GSD_ST(FAULTED);
+			resp.message = "the packet faulted; see its history events";
+		}
+	}
+	gsd_call_reply_off_loop(c, &resp);
+}
+
 void gsd_h_packet_wait(gsd_daemon *d, gsd_call *c)
 {
 	const Gpusched__V1__PacketWaitRequest *q = R(packet_wait);
@@ -463,8 +567,7 @@ void gsd_h_packet_wait(gsd_daemon *d, gsd_call *c)
 		packet_wait_answer(c, r->packet, r->state, r->fence);
 		return;
 	}
-	gsd_call_error(c, GSD_ST(NOT_FOUND),
-	               "packet %llu is not in flight and not among the recently finished; see "
-	               "history",
-	               (unsigned long long)q->packet);
+	/* Older: the audit file has its final state (a packet a previous daemon left in flight
+	 * was recorded ABORTED when this one started). */
+	gsd_call_offload(c, packet_wait_from_audit);
 }
