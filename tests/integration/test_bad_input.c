@@ -135,42 +135,6 @@ static void audited(fx *f, int64_t before, int rv, int status, const char *what)
 
 /* ---- raw nng ---- */
 
-/* Sends raw bytes on a fresh REQ socket and decodes the answer. Returns 0, or the nng error. */
-static int raw_call(const char *url, const void *data, size_t len, int timeout_ms,
-                    Gpusched__V1__Response **out)
-{
-	nng_socket s;
-	nng_msg *m = NULL;
-	*out = NULL;
-	int rv = nng_req0_open(&s);
-	if (rv != 0)
-		return rv;
-	nng_socket_set_ms(s, NNG_OPT_SENDTIMEO, timeout_ms);
-	nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, timeout_ms);
-	rv = nng_dial(s, url, NULL, 0);
-	if (rv == 0)
-		rv = nng_send(s, (void *)data, len, 0);
-	if (rv == 0)
-		rv = nng_recvmsg(s, &m, 0);
-	if (rv == 0) {
-		*out = gpusched__v1__response__unpack(NULL, nng_msg_len(m), nng_msg_body(m));
-		nng_msg_free(m);
-		if (!*out)
-			rv = NNG_EPROTO;
-	}
-	nng_close(s);
-	return rv;
-}
-
-static void *pack_request(Gpusched__V1__Request *req, size_t *len)
-{
-	*len = gpusched__v1__request__get_packed_size(req);
-	uint8_t *buf = malloc(*len ? *len : 1);
-	assert_non_null(buf);
-	gpusched__v1__request__pack(req, buf);
-	return buf;
-}
-
 /* ---- malformed and oversize messages ---- */
 
 static void test_garbage_bytes(void **state)
@@ -188,7 +152,7 @@ static void test_garbage_bytes(void **state)
 	for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
 		int64_t before = itest_audit_errors(f->t.db);
 		Gpusched__V1__Response *resp;
-		int rv = raw_call(f->t.url, cases[i].p, cases[i].n, 10000, &resp);
+		int rv = itest_raw_call(f->t.url, cases[i].p, cases[i].n, 10000, &resp);
 		if (rv != 0)
 			fail_msg("garbage %zu: %s", i, nng_strerror(rv));
 		assert_int_equal(resp->status, GPUSCHED__V1__STATUS__STATUS_MALFORMED);
@@ -205,9 +169,9 @@ static void test_garbage_bytes(void **state)
 	req.body_case = GPUSCHED__V1__REQUEST__BODY_INFO;
 	req.info = &info;
 	size_t len;
-	void *bytes = pack_request(&req, &len);
+	void *bytes = itest_pack(&req, &len);
 	Gpusched__V1__Response *resp;
-	assert_int_equal(raw_call(f->t.url, bytes, len, 10000, &resp), 0);
+	assert_int_equal(itest_raw_call(f->t.url, bytes, len, 10000, &resp), 0);
 	free(bytes);
 	assert_int_equal(resp->id, 77);
 	assert_int_equal(resp->status, 0);
@@ -216,9 +180,9 @@ static void test_garbage_bytes(void **state)
 
 	/* A request without a body is refused, not crashed on. */
 	req.body_case = GPUSCHED__V1__REQUEST__BODY__NOT_SET;
-	bytes = pack_request(&req, &len);
+	bytes = itest_pack(&req, &len);
 	int64_t before = itest_audit_errors(f->t.db);
-	assert_int_equal(raw_call(f->t.url, bytes, len, 10000, &resp), 0);
+	assert_int_equal(itest_raw_call(f->t.url, bytes, len, 10000, &resp), 0);
 	free(bytes);
 	int st = (int)resp->status;
 	assert_int_equal(resp->id, 77);
@@ -767,7 +731,7 @@ static void abandon(fx *f, Gpusched__V1__Request *req)
 	assert_int_equal(gs_stats(f->c, &s), 0);
 	uint64_t base = s.requests;
 	size_t len;
-	void *bytes = pack_request(req, &len);
+	void *bytes = itest_pack(req, &len);
 	nng_socket sock;
 	assert_int_equal(nng_req0_open(&sock), 0);
 	assert_int_equal(nng_dial(sock, f->t.url, NULL, 0), 0);

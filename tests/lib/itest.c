@@ -18,7 +18,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/req.h>
 #include <sqlite3.h>
+
+#include "gpusched.pb-c.h"
 
 gs_client *itest_connect(const gs_testd *t, const char *token)
 {
@@ -308,4 +312,40 @@ uint64_t itest_rand(uint64_t *state)
 uint64_t itest_rand_below(uint64_t *state, uint64_t n)
 {
 	return n ? itest_rand(state) % n : 0;
+}
+
+void *itest_pack(const Gpusched__V1__Request *req, size_t *len)
+{
+	*len = gpusched__v1__request__get_packed_size(req);
+	uint8_t *buf = malloc(*len ? *len : 1);
+	assert_non_null(buf);
+	gpusched__v1__request__pack(req, buf);
+	return buf;
+}
+
+int itest_raw_call(const char *url, const void *data, size_t len, int timeout_ms,
+                   Gpusched__V1__Response **out)
+{
+	nng_socket s;
+	nng_msg *m = NULL;
+	*out = NULL;
+	int rv = nng_req0_open(&s);
+	if (rv != 0)
+		return rv;
+	nng_socket_set_ms(s, NNG_OPT_SENDTIMEO, timeout_ms);
+	nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, timeout_ms);
+	nng_socket_set_size(s, NNG_OPT_RECVMAXSZ, 0);
+	rv = nng_dial(s, url, NULL, 0);
+	if (rv == 0)
+		rv = nng_send(s, (void *)data, len, 0);
+	if (rv == 0)
+		rv = nng_recvmsg(s, &m, 0);
+	if (rv == 0) {
+		*out = gpusched__v1__response__unpack(NULL, nng_msg_len(m), nng_msg_body(m));
+		nng_msg_free(m);
+		if (!*out)
+			rv = NNG_EPROTO;
+	}
+	nng_close(s);
+	return rv;
 }

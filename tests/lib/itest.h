@@ -87,6 +87,17 @@ typedef struct itest_run {
 void itest_run_argv(char *const argv[], int timeout_ms, itest_run *out);
 void itest_run_free(itest_run *r);
 
+/* ---- raw requests ---- */
+
+typedef struct Gpusched__V1__Request Gpusched__V1__Request;
+typedef struct Gpusched__V1__Response Gpusched__V1__Response;
+/* Encodes a request (malloc'd; *len set). */
+void *itest_pack(const Gpusched__V1__Request *req, size_t *len);
+/* Sends raw bytes on a fresh REQ socket and decodes the answer into *out (free it with
+ * gpusched__v1__response__free_unpacked). Returns 0, or the nng error. */
+int itest_raw_call(const char *url, const void *data, size_t len, int timeout_ms,
+                   Gpusched__V1__Response **out);
+
 /* splitmix64: a small seeded generator for reproducible workloads. */
 uint64_t itest_rand(uint64_t *state);
 /* Uniform in [0, n). */

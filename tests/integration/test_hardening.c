@@ -1,0 +1,853 @@
+/*
+ * Hardening against real daemons: each test reproduces one way a hostile tenant, a buggy client
+ * or an unlucky operator broke the daemon before, and checks it no longer does.
+ *
+ *   stall      one tenant parking requests on one connection cannot stall the others; waits
+ *              have a deadline and end with their connection
+ *   unauth     requests with an unknown token are refused before their body is decoded; a
+ *              connection that keeps presenting unknown tokens is closed
+ *   audit      with the audit file locked or the disk full, nothing runs that was not
+ *              acknowledged, and work resumes once the file is writable
+ *   patch      patch locations cannot rewrite an instruction after it was checked
+ *   history    out-of-range numbers from the wire are refused, not used
+ *   fds        the open-file limit is raised; one peer cannot take every connection
+ *   quotas     queued packets and sync objects per tenant
+ *   removed    a removed or replaced audit file is never acknowledged into
+ *   kill -9    packets left in flight by a dead daemon are recorded ABORTED at the next start
+ *
+ * Waits are on events with a bound (an answer, a condition of the audit file polled until a
+ * deadline), never sleeps as synchronisation.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/req.h>
+#include <sqlite3.h>
+
+#include "gpusched.h"
+#include "gpusched.pb-c.h"
+#include "isa.h"
+#include "itest.h"
+#include "testd.h"
+#include "wddm.h"
+
+#define ATTACKER "attacker-token"
+#define VICTIM   "victim-token"
+
+typedef struct fx {
+	gs_testd t;
+	itest_config cfg;
+	bool started;
+} fx;
+
+static const char tenants_json[] =
+        "\"tenants\": [{\"name\": \"attacker\", \"token\": \"" ATTACKER "\", \"admin\": true},"
+        " {\"name\": \"victim\", \"token\": \"" VICTIM "\"}]";
+
+static void start(fx *f, const char *json, const char *const *more)
+{
+	assert_int_equal(itest_config_write(&f->cfg, json), 0);
+	const char *args[16] = {"--config", f->cfg.path};
+	size_t n = 2;
+	for (size_t i = 0; more && more[i] && n < 15; i++)
+		args[n++] = more[i];
+	args[n] = NULL;
+	assert_int_equal(gs_testd_start(&f->t, args), 0);
+	f->started = true;
+}
+
+static int setup(void **state)
+{
+	*state = calloc(1, sizeof(fx));
+	return *state ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	fx *f = *state;
+	if (f->started) {
+		if (gs_testd_alive(&f->t)) {
+			int rc = gs_testd_stop(&f->t);
+			if (rc != 0)
+				gs_testd_dump_log(&f->t);
+		}
+		gs_testd_cleanup(&f->t);
+	}
+	itest_config_cleanup(&f->cfg);
+	free(f);
+	return 0;
+}
+
+static double now_s(void)
+{
+	return gs_test_mono_s();
+}
+
+/* Polls an integer query of the audit file until it reaches `want` (bounded). */
+static int64_t audit_until(const char *db, int64_t want, const char *sql)
+{
+	double deadline = now_s() + 20;
+	int64_t v;
+	do {
+		v = itest_audit_int(db, "%s", sql);
+		if (v >= want)
+			return v;
+		struct timespec ts = {0, 5000000};
+		nanosleep(&ts, NULL);
+	} while (now_s() < deadline);
+	return v;
+}
+
+/* A device, a context on node 0 and one 4 KiB allocation of the tenant. */
+typedef struct world {
+	gs_client *c;
+	itest_layout lay;
+	uint64_t dev, ctx, alloc;
+} world;
+
+static void world_open(world *w, const fx *f, const char *token)
+{
+	w->c = itest_connect(&f->t, token);
+	itest_layout_of(w->c, &w->lay);
+	assert_int_equal(gs_device_create(w->c, "hardening", &w->dev), 0);
+	w->ctx = itest_context(w->c, w->dev, 0, w->lay.paging_node);
+	gs_allocation_placement pl;
+	itest_alloc(w->c, w->dev, 4096, 0, 0, &pl);
+	w->alloc = pl.allocation;
+}
+
+static void world_close(world *w)
+{
+	gs_close(w->c);
+}
+
+/* Submits one FILL of `size` bytes at `offset` of the world's allocation. */
+static int submit_fill(world *w, uint64_t offset, uint64_t size, uint32_t pattern,
+                       gs_submit_result *r)
+{
+	gs_dmabuf b;
+	gs_dmabuf_init(&b);
+	assert_int_equal(gs_dmabuf_fill(&b, w->alloc, offset, size, pattern), 0);
+	int rv = gs_submit(w->c, w->ctx, &b, 0, r);
+	gs_dmabuf_free(&b);
+	return rv;
+}
+
+static bool range_is(world *w, uint64_t offset, uint64_t size, uint32_t pattern)
+{
+	uint8_t got[4096], want[4096];
+	assert_true(size <= sizeof(got));
+	assert_int_equal(gs_allocation_read(w->c, w->alloc, offset, got, size), 0);
+	gs_isa_fill(want, size, pattern);
+	return memcmp(got, want, size) == 0;
+}
+
+/* ---- 1. the stall ---- */
+
+typedef struct pending {
+	nng_ctx ctx;
+	nng_aio *aio;
+	int status; /* -1 while unanswered */
+} pending;
+
+/* Answers arrive on nng's threads: counted under a lock the test waits on. */
+static struct {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int answered, busy, quota;
+} g_ans = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0};
+
+static void answered_cb(void *arg)
+{
+	pending *p = arg;
+	if (nng_aio_result(p->aio) != 0)
+		return; /* cancelled at the end of the test */
+	nng_msg *m = nng_aio_get_msg(p->aio);
+	Gpusched__V1__Response *r =
+	        gpusched__v1__response__unpack(NULL, nng_msg_len(m), nng_msg_body(m));
+	nng_msg_free(m);
+	pthread_mutex_lock(&g_ans.mu);
+	p->status = r ? (int)r->status : 1000;
+	g_ans.answered++;
+	g_ans.busy += p->status == GS_STATUS_BUSY;
+	g_ans.quota += p->status == GS_STATUS_QUOTA_EXCEEDED;
+	pthread_cond_broadcast(&g_ans.cv);
+	pthread_mutex_unlock(&g_ans.mu);
+	if (r)
+		gpusched__v1__response__free_unpacked(r, NULL);
+}
+
+/* Waits until n answers arrived (bounded); returns how many did. */
+static int wait_answers(int n)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += 20;
+	pthread_mutex_lock(&g_ans.mu);
+	int rc = 0;
+	while (g_ans.answered < n && rc != ETIMEDOUT)
+		rc = pthread_cond_timedwait(&g_ans.cv, &g_ans.mu, &ts);
+	int got = g_ans.answered;
+	pthread_mutex_unlock(&g_ans.mu);
+	return got;
+}
+
+static void *read_request(uint64_t id, uint64_t alloc, size_t *len)
+{
+	Gpusched__V1__Request req = GPUSCHED__V1__REQUEST__INIT;
+	Gpusched__V1__AllocationReadRequest rd = GPUSCHED__V1__ALLOCATION_READ_REQUEST__INIT;
+	rd.allocation = alloc;
+	rd.size = 16;
+	req.id = id;
+	req.token = ATTACKER;
+	req.body_case = GPUSCHED__V1__REQUEST__BODY_ALLOCATION_READ;
+	req.allocation_read = &rd;
+	return itest_pack(&req, len);
+}
+
+static void test_stall(void **state)
+{
+	fx *f = *state;
+	char json[512];
+	snprintf(json, sizeof(json),
+	         "{%s, \"max_waits_per_connection\": 16, \"max_inflight_requests\": 64, "
+	         "\"max_wait_ms\": 15000}",
+	         tenants_json);
+	start(f, json, NULL);
+	world a, v;
+	world_open(&a, f, ATTACKER);
+	world_open(&v, f, VICTIM);
+
+	/* The attacker's allocation stays busy: a packet holding it waits on a sync object. */
+	uint64_t sync;
+	assert_int_equal(gs_sync_create(a.c, a.dev, 0, &sync), 0);
+	gs_dmabuf b;
+	gs_dmabuf_init(&b);
+	assert_int_equal(gs_dmabuf_wait(&b, sync, 1), 0);
+	assert_int_equal(gs_dmabuf_fill(&b, a.alloc, 0, 64, 0x11111111u), 0);
+	gs_submit_result held;
+	assert_int_equal(gs_submit(a.c, a.ctx, &b, 0, &held), 0);
+	gs_dmabuf_free(&b);
+
+	/* 200 reads of it down one connection, all in flight at once. */
+	enum { N = 200 };
+	nng_socket s;
+	assert_int_equal(nng_req0_open(&s), 0);
+	assert_int_equal(nng_dial(s, f->t.url, NULL, 0), 0);
+	static pending p[N];
+	for (int i = 0; i < N; i++) {
+		p[i].status = -1;
+		assert_int_equal(nng_ctx_open(&p[i].ctx, s), 0);
+		assert_int_equal(nng_aio_alloc(&p[i].aio, NULL, NULL), 0);
+		size_t len;
+		void *req = read_request((uint64_t)i + 1, a.alloc, &len);
+		nng_msg *m;
+		assert_int_equal(nng_msg_alloc(&m, len), 0);
+		memcpy(nng_msg_body(m), req, len);
+		free(req);
+		nng_aio_set_msg(p[i].aio, m);
+		nng_ctx_send(p[i].ctx, p[i].aio);
+		nng_aio_wait(p[i].aio);
+		assert_int_equal(nng_aio_result(p[i].aio), 0);
+		/* The receive completes through answered_cb. */
+		nng_aio_free(p[i].aio);
+		assert_int_equal(nng_aio_alloc(&p[i].aio, answered_cb, &p[i]), 0);
+		nng_ctx_recv(p[i].ctx, p[i].aio);
+	}
+	/* Every request but those allowed to wait is answered at once: BUSY (the connection's
+	 * waits) or QUOTA_EXCEEDED (the tenant's requests in flight). */
+	assert_int_equal(wait_answers(N - 16), N - 16);
+	pthread_mutex_lock(&g_ans.mu);
+	assert_int_equal(g_ans.busy + g_ans.quota, N - 16);
+	assert_true(g_ans.busy > 0);
+	pthread_mutex_unlock(&g_ans.mu);
+
+	/* The victim is served meanwhile. */
+	gs_client_set_timeout(v.c, 5000);
+	gs_daemon_info *info = NULL;
+	assert_int_equal(gs_info(v.c, &info), 0);
+	gs_info_free(info);
+	gs_submit_result r;
+	assert_int_equal(submit_fill(&v, 0, 64, 0x22222222u, &r), 0);
+	assert_int_equal(gs_packet_wait(v.c, r.packet, 10000, NULL, NULL), 0);
+
+	/* The attacker goes away: its 16 waits end with it (each answered into the void and
+	 * recorded). */
+	int64_t before = itest_audit_int(f->t.db, "SELECT count(*) FROM errors WHERE message LIKE "
+	                                          "'%%connection closed while%%'");
+	for (int i = 0; i < N; i++) {
+		nng_aio_free(p[i].aio);
+		nng_ctx_close(p[i].ctx);
+	}
+	nng_close(s);
+	assert_int_equal(audit_until(f->t.db, before + 16,
+	                             "SELECT count(*) FROM errors WHERE message LIKE '%connection "
+	                             "closed while%'"),
+	                 before + 16);
+	/* A wait asking for 2^32-1 ms ends at max_wait_ms. */
+	uint64_t vs;
+	assert_int_equal(gs_sync_create(v.c, v.dev, 0, &vs), 0);
+	gs_client_set_timeout(v.c, 30000);
+	assert_int_equal(gs_sync_wait(v.c, vs, 1, UINT32_MAX, NULL), GS_STATUS_TIMEOUT);
+	/* Its held packet still runs once signalled, and the daemon still serves everyone. */
+	assert_int_equal(gs_sync_signal(a.c, sync, 1), 0);
+	gs_packet_state st;
+	assert_int_equal(gs_packet_wait(a.c, held.packet, 10000, &st, NULL), 0);
+	assert_int_equal(st, GS_PACKET_COMPLETED);
+	world_close(&a);
+	world_close(&v);
+}
+
+/* ---- 2. unauthenticated requests ---- */
+
+static long daemon_hwm_kib(pid_t pid)
+{
+	char path[64], line[256];
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	FILE *fp = fopen(path, "r");
+	assert_non_null(fp);
+	long kib = -1;
+	while (fgets(line, sizeof(line), fp))
+		if (sscanf(line, "VmHWM: %ld kB", &kib) == 1)
+			break;
+	fclose(fp);
+	return kib;
+}
+
+/* A SubmitBatch of n empty packets, encoded by hand: 2 bytes per packet. */
+static uint8_t *huge_batch(size_t n, const char *token, size_t *len)
+{
+	size_t tok = strlen(token);
+	size_t body = 2 * n;
+	uint8_t *buf = malloc(2 + tok + 16 + body);
+	assert_non_null(buf);
+	size_t at = 0;
+	buf[at++] = 0x12; /* field 2 (token), length-delimited */
+	buf[at++] = (uint8_t)tok;
+	memcpy(buf + at, token, tok);
+	at += tok;
+	buf[at++] = 0xc2; /* field 24 (submit_batch): (24 << 3) | 2 = 194 = 0xc2 0x01 */
+	buf[at++] = 0x01;
+	size_t v = body;
+	do {
+		buf[at++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+		v >>= 7;
+	} while (v);
+	for (size_t i = 0; i < n; i++) {
+		buf[at++] = 0x0a; /* SubmitBatchRequest.packets = 1, empty */
+		buf[at++] = 0x00;
+	}
+	*len = at;
+	return buf;
+}
+
+static void test_unauthenticated(void **state)
+{
+	fx *f = *state;
+	char json[512];
+	snprintf(json, sizeof(json), "{%s, \"max_bad_tokens_per_second\": 3}", tenants_json);
+	start(f, json, NULL);
+	world v;
+	world_open(&v, f, VICTIM);
+
+	/* 8 MiB of ~4 million packets with a wrong token, ten times: refused by size before
+	 * anything is decoded, so the daemon's memory does not grow by the decoded size. */
+	size_t len;
+	uint8_t *batch = huge_batch((8u << 20) / 2 - 64, "wrong-token", &len);
+	long hwm0 = daemon_hwm_kib(f->t.pid);
+	for (int i = 0; i < 10; i++) {
+		Gpusched__V1__Response *r = NULL;
+		assert_int_equal(itest_raw_call(f->t.url, batch, len, 20000, &r), 0);
+		assert_int_equal(r->status, GS_STATUS_TOO_LARGE);
+		assert_non_null(strstr(r->message, "not authenticated"));
+		gpusched__v1__response__free_unpacked(r, NULL);
+	}
+	free(batch);
+	long hwm1 = daemon_hwm_kib(f->t.pid);
+	/* Each message is held once by nng (8 MiB); decoding one would take ~700 MiB. */
+	assert_true(hwm1 - hwm0 < 96 * 1024);
+
+	/* A small request with a wrong token is refused as such, not decoded. */
+	Gpusched__V1__Request req = GPUSCHED__V1__REQUEST__INIT;
+	Gpusched__V1__InfoRequest ir = GPUSCHED__V1__INFO_REQUEST__INIT;
+	req.token = "wrong-token";
+	req.id = 7;
+	req.body_case = GPUSCHED__V1__REQUEST__BODY_INFO;
+	req.info = &ir;
+	void *small = itest_pack(&req, &len);
+
+	/* One connection presenting unknown tokens more than 3 times a second is closed. */
+	nng_socket s;
+	assert_int_equal(nng_req0_open(&s), 0);
+	nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, 3000);
+	nng_socket_set_ms(s, NNG_OPT_SENDTIMEO, 3000);
+	/* No redial within the test: a closed connection shows as a receive that times out (nng
+	 * would otherwise reconnect and resend at once). */
+	nng_dialer dl;
+	assert_int_equal(nng_dialer_create(&dl, s, f->t.url), 0);
+	nng_dialer_set_ms(dl, NNG_OPT_RECONNMINT, 60000);
+	nng_dialer_set_ms(dl, NNG_OPT_RECONNMAXT, 60000);
+	assert_int_equal(nng_dialer_start(dl, 0), 0);
+	int refused = 0, failed_at = -1;
+	for (int i = 0; i < 200 && failed_at < 0; i++) {
+		nng_msg *m;
+		assert_int_equal(nng_msg_alloc(&m, len), 0);
+		memcpy(nng_msg_body(m), small, len);
+		int rv = nng_sendmsg(s, m, 0);
+		if (rv == 0)
+			rv = nng_recvmsg(s, &m, 0);
+		if (rv != 0) {
+			failed_at = i;
+			break;
+		}
+		Gpusched__V1__Response *r =
+		        gpusched__v1__response__unpack(NULL, nng_msg_len(m), nng_msg_body(m));
+		nng_msg_free(m);
+		assert_non_null(r);
+		assert_int_equal(r->status, GS_STATUS_UNAUTHENTICATED);
+		assert_int_equal(r->id, 7);
+		refused++;
+		gpusched__v1__response__free_unpacked(r, NULL);
+	}
+	nng_close(s);
+	free(small);
+	assert_true(refused >= 3);
+	assert_true(failed_at >= 0); /* the connection went away */
+
+	/* Every refusal is audited; the victim never noticed. */
+	assert_true(itest_audit_int(f->t.db, "SELECT count(*) FROM errors WHERE status = %d",
+	                            GS_STATUS_UNAUTHENTICATED) >= 3);
+	gs_submit_result r;
+	assert_int_equal(submit_fill(&v, 0, 64, 0x33333333u, &r), 0);
+	assert_int_equal(gs_packet_wait(v.c, r.packet, 10000, NULL, NULL), 0);
+	world_close(&v);
+}
+
+/* ---- 3. the audit cannot commit ---- */
+
+/* Submits until the daemon accepts again (the refusals' own records probe the audit). */
+static void submit_until_accepted(world *w, uint64_t offset, uint32_t pattern, gs_submit_result *r)
+{
+	double deadline = now_s() + 30;
+	int rv;
+	do {
+		rv = submit_fill(w, offset, 256, pattern, r);
+		if (rv == 0)
+			return;
+		assert_int_equal(rv, GS_STATUS_AUDIT_UNAVAILABLE);
+		struct timespec ts = {0, 20000000};
+		nanosleep(&ts, NULL);
+	} while (now_s() < deadline);
+	fail_msg("submissions were not accepted again");
+}
+
+static void test_audit_locked(void **state)
+{
+	fx *f = *state;
+	start(f, "{}", NULL);
+	world w;
+	world_open(&w, f, NULL);
+
+	/* Another process holds the audit file's write lock. */
+	sqlite3 *db;
+	assert_int_equal(sqlite3_open(f->t.db, &db), SQLITE_OK);
+	sqlite3_busy_timeout(db, 20000); /* the daemon may be committing right now */
+	assert_int_equal(sqlite3_exec(db, "BEGIN EXCLUSIVE", NULL, NULL, NULL), SQLITE_OK);
+	gs_submit_result r;
+	gs_client_set_timeout(w.c, 30000);
+	/* Refused once the commit gave up (the busy timeout), and it did not run. */
+	assert_int_equal(submit_fill(&w, 0, 256, 0xAAAAAAAAu, &r), GS_STATUS_AUDIT_UNAVAILABLE);
+	/* While the audit is failing, refused at once. */
+	assert_int_equal(submit_fill(&w, 256, 256, 0xBBBBBBBBu, &r), GS_STATUS_AUDIT_UNAVAILABLE);
+	assert_int_equal(sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+
+	submit_until_accepted(&w, 512, 0xCCCCCCCCu, &r);
+	gs_packet_state st;
+	assert_int_equal(gs_packet_wait(w.c, r.packet, 10000, &st, NULL), 0);
+	assert_int_equal(st, GS_PACKET_COMPLETED);
+	assert_true(range_is(&w, 0, 512, 0));
+	assert_true(range_is(&w, 512, 256, 0xCCCCCCCCu));
+	/* The first packet is recorded as cancelled, never run. */
+	assert_int_equal(audit_until(f->t.db, 1,
+	                             "SELECT count(*) FROM packets WHERE state_name = 'CANCELLED' "
+	                             "AND result LIKE '%could not be committed%'"),
+	                 1);
+	assert_int_equal(itest_audit_int(f->t.db, "SELECT count(*) FROM packet_events WHERE "
+	                                          "state_name = 'RUNNING'"),
+	                 1);
+	world_close(&w);
+}
+
+static void set_fsize(pid_t pid, rlim_t limit)
+{
+	struct rlimit rl = {.rlim_cur = limit, .rlim_max = RLIM_INFINITY};
+	assert_int_equal(prlimit(pid, RLIMIT_FSIZE, &rl, NULL), 0);
+}
+
+static void test_disk_full(void **state)
+{
+	fx *f = *state;
+	start(f, "{}", NULL);
+	world w;
+	world_open(&w, f, NULL);
+	gs_submit_result r;
+	assert_int_equal(submit_fill(&w, 0, 256, 0x01010101u, &r), 0);
+	assert_int_equal(gs_packet_wait(w.c, r.packet, 10000, NULL, NULL), 0);
+
+	/* No file of the daemon may grow past 4 KiB: every WAL frame write fails (EFBIG). */
+	set_fsize(f->t.pid, 4096);
+	int refused = 0;
+	for (int i = 1; i <= 8; i++) {
+		int rv = submit_fill(&w, (uint64_t)i * 256, 256, 0x01010101u * (uint32_t)(i + 1),
+		                     &r);
+		assert_int_equal(rv, GS_STATUS_AUDIT_UNAVAILABLE);
+		refused++;
+	}
+	set_fsize(f->t.pid, RLIM_INFINITY);
+	submit_until_accepted(&w, 9 * 256, 0x0A0A0A0Au, &r);
+	assert_int_equal(gs_packet_wait(w.c, r.packet, 10000, NULL, NULL), 0);
+	/* Nothing that was refused ran. */
+	assert_true(range_is(&w, 0, 256, 0x01010101u));
+	assert_true(range_is(&w, 256, 8 * 256, 0));
+	assert_true(range_is(&w, 9 * 256, 256, 0x0A0A0A0Au));
+	assert_int_equal(refused, 8);
+	assert_true(gs_testd_alive(&f->t));
+	world_close(&w);
+}
+
+/* ---- 4. patch locations ---- */
+
+static void test_patch_over_instruction(void **state)
+{
+	fx *f = *state;
+	start(f, "{}", NULL);
+	world w;
+	world_open(&w, f, NULL);
+	uint64_t sync;
+	assert_int_equal(gs_sync_create(w.c, w.dev, 0, &sync), 0);
+	/* FILL at 0 (dst field at 8, size at 16), SIGNAL at 32 (sync handle at 40). */
+	static const uint32_t bad[] = {0, 4, 12, 16, 24, 40, 48};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		gs_dmabuf b;
+		gs_dmabuf_init(&b);
+		assert_int_equal(gs_dmabuf_fill(&b, w.alloc, 0, 64, 0x44444444u), 0);
+		assert_int_equal(gs_dmabuf_signal(&b, sync, 1), 0);
+		assert_int_equal(b.patch_count, 1);
+		b.patches[0].patch_offset = bad[i];
+		gs_submit_result r;
+		int rv = gs_submit(w.c, w.ctx, &b, 0, &r);
+		gs_dmabuf_free(&b);
+		if (rv != GS_STATUS_PATCH_INVALID)
+			fail_msg("patch at %u: status %d, want PATCH_INVALID", bad[i], rv);
+	}
+	/* Nothing ran: the allocation is untouched and the sync never signalled. */
+	uint64_t value = 99;
+	assert_int_equal(gs_sync_wait(w.c, sync, 0, 0, &value), 0);
+	assert_int_equal(value, 0);
+	assert_true(range_is(&w, 0, 64, 0));
+	/* The right place still works. */
+	gs_submit_result r;
+	assert_int_equal(submit_fill(&w, 0, 64, 0x44444444u, &r), 0);
+	assert_int_equal(gs_packet_wait(w.c, r.packet, 10000, NULL, NULL), 0);
+	assert_true(range_is(&w, 0, 64, 0x44444444u));
+	world_close(&w);
+}
+
+/* ---- 5. numbers from the wire ---- */
+
+static void test_history_out_of_range(void **state)
+{
+	fx *f = *state;
+	start(f, "{}", NULL);
+	static const uint32_t nodes[] = {0x80000000u, 0xffffffffu, 9};
+	for (size_t i = 0; i < 4; i++) {
+		Gpusched__V1__Request req = GPUSCHED__V1__REQUEST__INIT;
+		Gpusched__V1__HistoryRequest h = GPUSCHED__V1__HISTORY_REQUEST__INIT;
+		if (i < 3)
+			h.node = nodes[i];
+		else
+			h.state = 12345; /* not a PacketState */
+		req.id = 1;
+		req.body_case = GPUSCHED__V1__REQUEST__BODY_HISTORY;
+		req.history = &h;
+		size_t len;
+		void *buf = itest_pack(&req, &len);
+		Gpusched__V1__Response *r = NULL;
+		assert_int_equal(itest_raw_call(f->t.url, buf, len, 10000, &r), 0);
+		free(buf);
+		assert_int_equal(r->status, GS_STATUS_INVALID_ARGUMENT);
+		gpusched__v1__response__free_unpacked(r, NULL);
+	}
+	assert_true(gs_testd_alive(&f->t));
+}
+
+/* ---- 6. file descriptors ---- */
+
+static uint16_t free_port(void)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof(a);
+	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+	close(fd);
+	return ntohs(a.sin_port);
+}
+
+/* An SP connection from 127.0.0.2 that completes nng's handshake as a REQ peer and then
+ * stays idle. Returns the socket, or -1. */
+static int idle_peer(uint16_t port)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	if (fd < 0)
+		return -1;
+	struct sockaddr_in from = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(0x7f000002)};
+	struct sockaddr_in to = {.sin_family = AF_INET,
+	                         .sin_port = htons(port),
+	                         .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	struct timeval tv = {2, 0};
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	static const uint8_t hello[8] = {0, 'S', 'P', 0, 0, 0x30, 0, 0}; /* REQ0 */
+	uint8_t reply[8];
+	if (bind(fd, (struct sockaddr *)&from, sizeof(from)) != 0 ||
+	    connect(fd, (struct sockaddr *)&to, sizeof(to)) != 0 ||
+	    send(fd, hello, sizeof(hello), 0) != (ssize_t)sizeof(hello) ||
+	    recv(fd, reply, sizeof(reply), MSG_WAITALL) != (ssize_t)sizeof(reply)) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* The daemon has closed it (EOF or reset), waiting at most timeout_ms. */
+static bool closed_by_peer(int fd, int timeout_ms)
+{
+	struct pollfd p = {.fd = fd, .events = POLLIN | POLLRDHUP};
+	if (poll(&p, 1, timeout_ms) <= 0)
+		return false;
+	char c;
+	return recv(fd, &c, 1, MSG_DONTWAIT) <= 0;
+}
+
+static void nofile_limits(pid_t pid, long *soft, long *hard)
+{
+	char path[64], line[256];
+	snprintf(path, sizeof(path), "/proc/%d/limits", (int)pid);
+	FILE *fp = fopen(path, "r");
+	assert_non_null(fp);
+	*soft = *hard = -1;
+	while (fgets(line, sizeof(line), fp))
+		if (sscanf(line, "Max open files %ld %ld", soft, hard) == 2)
+			break;
+	fclose(fp);
+	assert_true(*soft > 0);
+}
+
+static void test_file_descriptors(void **state)
+{
+	fx *f = *state;
+	struct rlimit mine;
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, &mine), 0);
+	/* The common soft limit of 1,024, inherited by the daemon; our own goes up for the
+	 * attack. */
+	struct rlimit low = {.rlim_cur = mine.rlim_max < 1024 ? mine.rlim_max : 1024,
+	                     .rlim_max = mine.rlim_max};
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+	uint16_t port = free_port();
+	char listen[64];
+	snprintf(listen, sizeof(listen), "tcp://127.0.0.1:%u", port);
+	char json[512];
+	snprintf(json, sizeof(json), "{%s, \"max_connections_per_peer\": 100}", tenants_json);
+	const char *more[] = {"--listen", listen, NULL};
+	start(f, json, more);
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &mine), 0);
+
+	/* The daemon raised its soft limit to the hard one. */
+	long soft, hard;
+	nofile_limits(f->t.pid, &soft, &hard);
+	assert_int_equal(soft, hard);
+	assert_true(soft >= (long)low.rlim_cur);
+
+	/* One peer opens 300 idle connections; beyond 100 they are closed. */
+	enum { N = 300 };
+	int fds[N];
+	int opened = 0;
+	for (int i = 0; i < N; i++) {
+		fds[i] = idle_peer(port);
+		opened += fds[i] >= 0;
+	}
+	int open_now = 0;
+	for (int i = 0; i < N; i++)
+		if (fds[i] >= 0 && !closed_by_peer(fds[i], i < 100 ? 0 : 2000))
+			open_now++;
+	assert_true(opened > 100);
+	assert_true(open_now <= 100);
+
+	/* Everyone else still connects and is served, over both listeners. */
+	world v;
+	world_open(&v, f, VICTIM);
+	gs_client *t = NULL;
+	char why[256];
+	assert_int_equal(gs_connect_ex(listen, VICTIM, &t, why, sizeof(why)), 0);
+	gs_daemon_info *info = NULL;
+	assert_int_equal(gs_info(t, &info), 0);
+	gs_info_free(info);
+	gs_close(t);
+	for (int i = 0; i < N; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	world_close(&v);
+}
+
+/* ---- 7. quotas ---- */
+
+static void test_queue_and_sync_quotas(void **state)
+{
+	fx *f = *state;
+	start(f, "{\"max_queued_packets\": 40, \"max_syncs\": 5}", NULL);
+	world w;
+	world_open(&w, f, NULL);
+	uint64_t syncs[5];
+	for (int i = 0; i < 5; i++)
+		assert_int_equal(gs_sync_create(w.c, w.dev, 0, &syncs[i]), 0);
+	uint64_t extra;
+	assert_int_equal(gs_sync_create(w.c, w.dev, 0, &extra), GS_STATUS_QUOTA_EXCEEDED);
+	assert_non_null(strstr(gs_client_message(w.c), "max_syncs"));
+	assert_int_equal(gs_sync_destroy(w.c, syncs[4]), 0);
+	assert_int_equal(gs_sync_create(w.c, w.dev, 0, &syncs[4]), 0);
+
+	/* 40 packets held behind a wait fill the queue. */
+	gs_dmabuf b;
+	gs_dmabuf_init(&b);
+	assert_int_equal(gs_dmabuf_wait(&b, syncs[0], 1), 0);
+	assert_int_equal(gs_dmabuf_nop(&b), 0);
+	gs_submit_result r;
+	for (int i = 0; i < 40; i++)
+		assert_int_equal(gs_submit(w.c, w.ctx, &b, 0, &r), 0);
+	assert_int_equal(gs_submit(w.c, w.ctx, &b, 0, &r), GS_STATUS_QUOTA_EXCEEDED);
+	assert_non_null(strstr(gs_client_message(w.c), "max_queued_packets"));
+	gs_submit_desc two[2] = {{.context = w.ctx, .dma = &b}, {.context = w.ctx, .dma = &b}};
+	gs_submit_result rr[2];
+	assert_int_equal(gs_submit_batch(w.c, two, 2, rr), GS_STATUS_QUOTA_EXCEEDED);
+	/* They drain; the quota is free again. */
+	assert_int_equal(gs_sync_signal(w.c, syncs[0], 1), 0);
+	assert_int_equal(gs_packet_wait(w.c, r.packet, 10000, NULL, NULL), 0);
+	assert_int_equal(gs_submit_batch(w.c, two, 2, rr), 0);
+	gs_dmabuf_free(&b);
+	world_close(&w);
+}
+
+/* ---- 8. the audit file removed or replaced ---- */
+
+static void test_removed_audit_file(void **state)
+{
+	fx *f = *state;
+	start(f, "{}", NULL);
+	world w;
+	world_open(&w, f, NULL);
+	gs_submit_result r;
+	assert_int_equal(submit_fill(&w, 0, 256, 0x0B0B0B0Bu, &r), 0);
+	assert_int_equal(gs_packet_wait(w.c, r.packet, 10000, NULL, NULL), 0);
+
+	char moved[400];
+	snprintf(moved, sizeof(moved), "%s.moved", f->t.db);
+	assert_int_equal(rename(f->t.db, moved), 0);
+	/* Not acknowledged into a file nobody can read: refused, and it did not run. */
+	assert_int_equal(submit_fill(&w, 256, 256, 0x0C0C0C0Cu, &r), GS_STATUS_AUDIT_UNAVAILABLE);
+	assert_int_equal(submit_fill(&w, 512, 256, 0x0D0D0D0Du, &r), GS_STATUS_AUDIT_UNAVAILABLE);
+	assert_non_null(strstr(gs_client_message(w.c), "removed or replaced"));
+	assert_int_equal(rename(moved, f->t.db), 0);
+	submit_until_accepted(&w, 768, 0x0E0E0E0Eu, &r);
+	assert_int_equal(gs_packet_wait(w.c, r.packet, 10000, NULL, NULL), 0);
+	assert_true(range_is(&w, 256, 512, 0));
+	assert_true(range_is(&w, 768, 256, 0x0E0E0E0Eu));
+
+	/* Removed for good: every submission is refused until a restart. */
+	assert_int_equal(unlink(f->t.db), 0);
+	assert_int_equal(submit_fill(&w, 1024, 256, 0x0F0F0F0Fu, &r), GS_STATUS_AUDIT_UNAVAILABLE);
+	assert_int_equal(submit_fill(&w, 1024, 256, 0x0F0F0F0Fu, &r), GS_STATUS_AUDIT_UNAVAILABLE);
+	assert_true(range_is(&w, 1024, 256, 0));
+	world_close(&w);
+}
+
+/* ---- 9. kill -9 ---- */
+
+static void test_kill9_reconciled(void **state)
+{
+	fx *f = *state;
+	start(f, "{}", NULL);
+	world w;
+	world_open(&w, f, NULL);
+	gs_dmabuf b;
+	gs_dmabuf_init(&b);
+	assert_int_equal(gs_dmabuf_spin(&b, 30u * 1000 * 1000, 0), 0);
+	gs_submit_result running, queued;
+	assert_int_equal(gs_submit(w.c, w.ctx, &b, 0, &running), 0);
+	assert_int_equal(gs_submit(w.c, w.ctx, &b, 0, &queued), 0);
+	gs_dmabuf_free(&b);
+	/* The first is on the engine (RUNNING recorded) before the daemon dies. */
+	assert_int_equal(audit_until(f->t.db, 1,
+	                             "SELECT count(*) FROM packet_events WHERE state_name = "
+	                             "'RUNNING'"),
+	                 1);
+	gs_close(w.c);
+	gs_testd_kill9(&f->t);
+	assert_int_equal(
+	        gs_testd_restart(&f->t, (const char *const[]){"--config", f->cfg.path, NULL}), 0);
+	/* Both were recorded ABORTED, "daemon restarted", and a wait on them says so. */
+	assert_int_equal(itest_audit_int(f->t.db,
+	                                 "SELECT count(*) FROM packets WHERE packet IN (%" PRIu64
+	                                 ", %" PRIu64 ") AND state_name = 'ABORTED' AND result = "
+	                                 "'daemon restarted'",
+	                                 running.packet, queued.packet),
+	                 2);
+	assert_int_equal(itest_audit_int(f->t.db, "SELECT count(*) FROM notes WHERE kind = "
+	                                          "'reconciled'"),
+	                 1);
+	gs_client *c = itest_connect(&f->t, NULL);
+	gs_packet_state st = GS_PACKET_UNKNOWN;
+	assert_int_equal(gs_packet_wait(c, running.packet, 1000, &st, NULL), 0);
+	assert_int_equal(st, GS_PACKET_ABORTED);
+	assert_int_equal(gs_packet_wait(c, queued.packet, 0, &st, NULL), 0);
+	assert_int_equal(st, GS_PACKET_ABORTED);
+	gs_close(c);
+}
+
+int main(void)
+{
+#define T_(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+	const struct CMUnitTest tests[] = {
+	        T_(test_stall),
+	        T_(test_unauthenticated),
+	        T_(test_audit_locked),
+	        T_(test_disk_full),
+	        T_(test_patch_over_instruction),
+	        T_(test_history_out_of_range),
+	        T_(test_file_descriptors),
+	        T_(test_queue_and_sync_quotas),
+	        T_(test_removed_audit_file),
+	        T_(test_kill9_reconciled),
+	};
+#undef T_
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
