@@ -41,6 +41,16 @@
 /* Free nodes kept for reuse; beyond this a burst's nodes go back to malloc. */
 #define POOL_MAX 8192
 /*
+ * Records nobody waits for (a state change, a note) that a failed commit could not write are
+ * kept and go first into the next commit, so a change made during an outage (a lock held by a
+ * reader, a full disk, a removed file) reaches the file once it is writable again. Retries back
+ * off from RETRY_FIRST_NS to RETRY_LAST_NS; past RETRY_MAX kept records the oldest are dropped
+ * (counted in `dropped`).
+ */
+#define RETRY_MAX      (1u << 20)
+#define RETRY_FIRST_NS 20000000ull
+#define RETRY_LAST_NS  1000000000ull
+/*
  * Commit policy. A record that carries an ack (a Submit waiting to be answered) is committed at
  * once. Records nobody waits for (later transitions, contexts, notes) linger up to LINGER_NS or
  * until LINGER_MAX records are queued, so they ride along with the next commit instead of each
@@ -222,6 +232,12 @@ struct gsd_audit {
 
 	/* Loop thread only. */
 	struct node *free_local;
+
+	/* Writer thread only: records a failed commit keeps for the next one, oldest first. */
+	struct node *retry_head, *retry_tail;
+	size_t retry_count;
+	uint64_t retry_delay_ns; /* the wait before the next retry; 0 when nothing failed */
+	uint64_t retry_at_ns;
 
 	_Atomic uint64_t records, commits, queued, failures, dropped, checkpoints;
 	_Atomic int health;  /* gsd_audit_health */
@@ -640,9 +656,111 @@ static void writer_recycle(gsd_audit *a, struct node *first, struct node *last, 
 	}
 }
 
-/* Writes a detached list in transactions of at most max_batch records, acking each after it. */
+/* Should a record a failed commit could not write be kept for the next one? Not one somebody
+ * waits for (it was answered "not written"), and not past the bound. */
+static bool worth_retry(const gsd_audit *a, const struct node *n, size_t kept)
+{
+	return !n->ack && n->kind != REC_FLUSH && a->retry_count + kept < RETRY_MAX;
+}
+
+static void keep_for_retry(gsd_audit *a, struct node *n)
+{
+	n->next = NULL;
+	n->failed = n->superseded = false;
+	if (a->retry_tail)
+		a->retry_tail->next = n;
+	else
+		a->retry_head = n;
+	a->retry_tail = n;
+	a->retry_count++;
+}
+
+/* Drops what an outage kept (the daemon is stopping and the file is still not writable). */
+static void drop_retries(gsd_audit *a)
+{
+	if (!a->retry_head)
+		return;
+	GSD_ERROR("audit: %zu records could not be written before stopping", a->retry_count);
+	atomic_fetch_add_explicit(&a->dropped, a->retry_count, memory_order_relaxed);
+	atomic_fetch_sub_explicit(&a->queued, a->retry_count, memory_order_relaxed);
+	struct node *n = a->retry_head;
+	while (n) {
+		struct node *next = n->next;
+		if (n->kind == REC_PACKET_ALLOCS)
+			free(n->u.palloc.allocations);
+		free(n);
+		n = next;
+	}
+	a->retry_head = a->retry_tail = NULL;
+	a->retry_count = 0;
+}
+
+/* Puts the kept records in front of list: they were made first, so they are written first. */
+static struct node *take_retries(gsd_audit *a, struct node *list)
+{
+	if (!a->retry_head)
+		return list;
+	a->retry_tail->next = list;
+	list = a->retry_head;
+	a->retry_head = a->retry_tail = NULL;
+	a->retry_count = 0;
+	return list;
+}
+
+/* Counts a written (or failed) batch, answers its waiters, keeps what a failed commit should
+ * retry and recycles the rest. The counts are updated before the answers, so a waiter sees them. */
+static void finish_batch(gsd_audit *a, struct node *first, size_t count, bool ok)
+{
+	size_t kept = 0, failed = 0;
+	for (struct node *n = first; n; n = n->next) {
+		if (ok)
+			failed += n->failed;
+		else if (worth_retry(a, n, kept))
+			kept++;
+		else
+			failed++;
+	}
+	if (ok)
+		atomic_fetch_add_explicit(&a->records, count - failed, memory_order_relaxed);
+	atomic_fetch_add_explicit(&a->dropped, failed, memory_order_relaxed);
+	/* What is kept stays queued. */
+	atomic_fetch_sub_explicit(&a->queued, count - kept, memory_order_relaxed);
+
+	struct node *done = NULL, *done_last = NULL;
+	size_t done_count = 0;
+	while (first) {
+		struct node *n = first;
+		first = n->next;
+		if (n->ack)
+			n->ack(n->ack_arg, ok && !n->failed);
+		if (!ok && worth_retry(a, n, 0)) {
+			keep_for_retry(a, n);
+			continue;
+		}
+		if (n->kind == REC_PACKET_ALLOCS) {
+			/* The recycled node keeps no pointer into freed memory. */
+			free(n->u.palloc.allocations);
+			n->u.palloc.allocations = NULL;
+		}
+		n->next = done;
+		done = n;
+		if (!done_last)
+			done_last = n;
+		done_count++;
+	}
+	if (done)
+		writer_recycle(a, done, done_last, done_count);
+}
+
+/*
+ * Writes a detached list in transactions of at most max_batch records, acking each after it.
+ * After a failed commit the rest of the list is not tried (it would be written out of order):
+ * its waiters are answered "not written" and its other records kept for the retry.
+ */
 static void writer_drain(gsd_audit *a, struct node *list)
 {
+	list = take_retries(a, list);
+	bool ok = true;
 	while (list) {
 		struct node *first = list, *last = list;
 		size_t count = 1;
@@ -653,37 +771,29 @@ static void writer_drain(gsd_audit *a, struct node *list)
 		list = last->next;
 		last->next = NULL;
 
-		bool ok = write_batch(a, first);
-		if (ok)
-			atomic_store(&a->health, GSD_AUDIT_OK);
-		else if (atomic_load(&a->health) == GSD_AUDIT_OK)
-			atomic_store(&a->health, GSD_AUDIT_FAILING);
-		size_t failed = 0;
-		for (struct node *n = first; n; n = n->next)
-			failed += !ok || n->failed;
 		if (ok) {
-			atomic_fetch_add_explicit(&a->commits, 1, memory_order_relaxed);
-			atomic_fetch_add_explicit(&a->records, count - failed,
-			                          memory_order_relaxed);
-			writer_truncate_wal(a);
-		} else {
-			atomic_fetch_add_explicit(&a->failures, 1, memory_order_relaxed);
-		}
-		atomic_fetch_add_explicit(&a->dropped, failed, memory_order_relaxed);
-		atomic_fetch_sub_explicit(&a->queued, count, memory_order_relaxed);
-
-		for (struct node *n = first; n; n = n->next) {
-			if (n->ack)
-				n->ack(n->ack_arg, ok && !n->failed);
-			if (n->kind == REC_PACKET_ALLOCS) {
-				/* The recycled node keeps no pointer into freed memory. */
-				free(n->u.palloc.allocations);
-				n->u.palloc.allocations = NULL;
+			ok = write_batch(a, first);
+			if (ok) {
+				atomic_store(&a->health, GSD_AUDIT_OK);
+				atomic_fetch_add_explicit(&a->commits, 1, memory_order_relaxed);
+				writer_truncate_wal(a);
+			} else {
+				if (atomic_load(&a->health) == GSD_AUDIT_OK)
+					atomic_store(&a->health, GSD_AUDIT_FAILING);
+				atomic_fetch_add_explicit(&a->failures, 1, memory_order_relaxed);
 			}
 		}
-		writer_recycle(a, first, last, count);
+		finish_batch(a, first, count, ok);
 	}
-	writer_checkpoint(a);
+	if (ok) {
+		a->retry_delay_ns = 0;
+		writer_checkpoint(a);
+	} else {
+		a->retry_delay_ns = a->retry_delay_ns ? a->retry_delay_ns * 2 : RETRY_FIRST_NS;
+		if (a->retry_delay_ns > RETRY_LAST_NS)
+			a->retry_delay_ns = RETRY_LAST_NS;
+		a->retry_at_ns = now_ns() + a->retry_delay_ns;
+	}
 }
 
 static void *writer_main(void *arg)
@@ -693,10 +803,32 @@ static void *writer_main(void *arg)
 
 	pthread_mutex_lock(&a->mu);
 	for (;;) {
-		while (!a->head && !a->stopping)
-			pthread_cond_wait(&a->cv, &a->mu);
-		if (!a->head)
-			break; /* stopping, and everything queued before it is written */
+		bool retry_due = false;
+		while (!a->head && !a->stopping && !retry_due) {
+			if (!a->retry_head) {
+				pthread_cond_wait(&a->cv, &a->mu);
+				continue;
+			}
+			struct timespec ts = {(time_t)(a->retry_at_ns / 1000000000ull),
+			                      (long)(a->retry_at_ns % 1000000000ull)};
+			retry_due = pthread_cond_timedwait(&a->cv, &a->mu, &ts) != 0;
+		}
+		if (!a->head && !retry_due) {
+			/* Stopping, and everything queued before it is written: one last try for
+			 * what an outage kept, then it is dropped. */
+			pthread_mutex_unlock(&a->mu);
+			if (a->retry_head)
+				writer_drain(a, NULL);
+			drop_retries(a);
+			pthread_mutex_lock(&a->mu);
+			break;
+		}
+		if (!a->head) {
+			pthread_mutex_unlock(&a->mu);
+			writer_drain(a, NULL);
+			pthread_mutex_lock(&a->mu);
+			continue;
+		}
 		/* Let records nobody waits for gather (see LINGER_NS). */
 		uint64_t deadline = a->head->time_ns + LINGER_NS;
 		while (!a->stopping && a->pending_acks == 0 && a->list_count < LINGER_MAX) {

@@ -170,6 +170,14 @@ static uint64_t queue(gsd_audit *a, const gsd_packet_rec *rec, const char *detai
 	return seq;
 }
 
+/* Queues a tracked flush: its ack means every record queued before it is committed. */
+static uint64_t flush(gsd_audit *a)
+{
+	uint64_t seq = ++T.issued;
+	gsd_audit_flush(a, on_ack, (void *)(uintptr_t)seq);
+	return seq;
+}
+
 static gsd_audit *open_audit(const char *path, const gsd_audit_options *opt)
 {
 	gsd_audit *a = NULL;
@@ -859,6 +867,68 @@ static void test_lock_holder_delays_only(void **state)
 	gsd_audit_close(a);
 }
 
+/*
+ * A commit that fails (here: another process holds the write lock past the busy timeout)
+ * answers its waiters "not written", but the records nobody waits for (later state changes,
+ * notes) are kept and written, in order, by the first commit after the outage.
+ */
+static void test_outage_keeps_unacked_records(void **state)
+{
+	struct fixture *fx = *state;
+	tracker_reset();
+	gsd_audit *a = open_audit(fx->path, NULL);
+
+	sqlite3 *db;
+	assert_int_equal(sqlite3_open(fx->path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, "BEGIN EXCLUSIVE", NULL, NULL, NULL), SQLITE_OK);
+	gsd_packet_rec r = packet(2, "alpha", 1, ST_SUBMITTED, 0);
+	gsd_audit_packet(a, &r, "submitted", NULL, NULL);
+	r = packet(2, "alpha", 1, ST_COMPLETED, 0);
+	r.result = "done";
+	gsd_audit_packet(a, &r, "completed", NULL, NULL);
+	gsd_audit_note(a, "alpha", "outage", "made while the file was locked");
+	r = packet(1, "alpha", 1, ST_SUBMITTED, 0);
+	queue(a, &r, "acked"); /* somebody waits for this one */
+	assert_true(wait_acks(1));
+	assert_int_equal(T.failed, 1);
+	assert_int_not_equal(gsd_audit_get_health(a), GSD_AUDIT_OK);
+	gsd_audit_stats st;
+	gsd_audit_get_stats(a, &st);
+	assert_int_equal(st.queued, 3); /* kept for the retry */
+	assert_int_equal(st.dropped, 1);
+
+	assert_int_equal(sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+	flush(a);
+	assert_true(wait_acks(2));
+	assert_int_equal(T.ok, 1);
+	assert_int_equal(gsd_audit_get_health(a), GSD_AUDIT_OK);
+	gsd_audit_get_stats(a, &st);
+	assert_int_equal(st.queued, 0);
+	assert_int_equal(st.dropped, 1);
+
+	/* Packet 2 ends COMPLETED (the kept records were written in the order they were made),
+	 * packet 1 (answered "not written") is absent, the note is there. */
+	assert_int_equal(sqlite3_open_v2(fx->path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+	sqlite3_stmt *q;
+	assert_int_equal(
+	        sqlite3_prepare_v2(db,
+	                           "SELECT (SELECT state FROM packets WHERE packet = 2),"
+	                           " (SELECT count(*) FROM packet_events WHERE packet = 2),"
+	                           " (SELECT count(*) FROM packets WHERE packet = 1),"
+	                           " (SELECT count(*) FROM notes WHERE kind = 'outage')",
+	                           -1, &q, NULL),
+	        SQLITE_OK);
+	assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+	assert_int_equal(sqlite3_column_int(q, 0), ST_COMPLETED);
+	assert_int_equal(sqlite3_column_int(q, 1), 2);
+	assert_int_equal(sqlite3_column_int(q, 2), 0);
+	assert_int_equal(sqlite3_column_int(q, 3), 1);
+	sqlite3_finalize(q);
+	sqlite3_close(db);
+	gsd_audit_close(a);
+}
+
 static off_t wal_size(const char *path)
 {
 	char wal[128];
@@ -1145,14 +1215,6 @@ static gsd_move_rec move(const char *tenant, uint64_t allocation, int kind, uint
 	        .pieces = 2,
 	        .time_ns = 5000 + allocation,
 	};
-}
-
-/* Queues a tracked flush: its ack means every record queued before it is committed. */
-static uint64_t flush(gsd_audit *a)
-{
-	uint64_t seq = ++T.issued;
-	gsd_audit_flush(a, on_ack, (void *)(uintptr_t)seq);
-	return seq;
 }
 
 static size_t moves(const char *path, const gsd_moves_filter *f, gsd_move_row **rows)
@@ -1555,6 +1617,7 @@ int main(void)
 	        T_(test_errors_notes_contexts_allocations),
 	        T_(test_refused_record_fails_alone),
 	        T_(test_lock_holder_delays_only),
+	        T_(test_outage_keeps_unacked_records),
 	        T_(test_wal_bounded),
 	        T_(test_kill9_keeps_acked),
 	        T_(test_io_error_fails_batch),
