@@ -202,6 +202,12 @@ static int sync_signal(cli *ctx, int argc, char **argv)
 	return finish(ctx, gs_sync_signal(ctx->client, sync, value), "signalled");
 }
 
+static int sync_wait_option(cli *ctx, int opt, const char *arg, void *out)
+{
+	(void)opt; /* --timeout, its only option */
+	return cli_arg_u32(ctx, "--timeout", arg, out);
+}
+
 static int sync_wait(cli *ctx, int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -209,23 +215,21 @@ static int sync_wait(cli *ctx, int argc, char **argv)
 	        CLI_COMMON_OPTIONS,
 	        {0},
 	};
+	static const cli_syntax syntax = {
+	        .help = sync_help,
+	        .options = opts,
+	        .on_option = sync_wait_option,
+	        .min_args = 2,
+	        .max_args = 2,
+	        .args = "ID VALUE",
+	};
 	uint32_t timeout_ms = GS_DEFAULT_TIMEOUT_MS;
 	uint64_t sync, value, current = 0;
-	int opt, rv;
+	int rv;
 
-	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		if (opt == 'T') {
-			rv = cli_arg_u32(ctx, "--timeout", optarg, &timeout_ms);
-			if (rv != 0)
-				return rv;
-			continue;
-		}
-		rv = cli_common_option(ctx, opt, sync_help);
-		if (rv != CLI_CONTINUE)
-			return rv;
-	}
-	if (argc - optind != 2)
-		return cli_usage(ctx, "expected ID VALUE");
+	rv = cli_parse_args(ctx, argc, argv, &syntax, &timeout_ms);
+	if (rv != CLI_CONTINUE)
+		return rv;
 	rv = arg_u64(ctx, argv, 0, "ID", &sync);
 	if (rv == 0)
 		rv = arg_u64(ctx, argv, 1, "VALUE", &value);
@@ -335,99 +339,96 @@ enum {
 	OPT_TOKEN,
 };
 
-/* Returns CLI_CONTINUE after filling *t and *token, or the exit code to return now. */
-static int parse_tenant(cli *ctx, int argc, char **argv, gs_tenant *t, const char **token)
-{
-	static const struct option opts[] = {
-	        {"kind", required_argument, NULL, OPT_KIND},
-	        {"policy", required_argument, NULL, OPT_POLICY},
-	        {"share", required_argument, NULL, OPT_SHARE},
-	        {"priority-ceiling", required_argument, NULL, OPT_CEILING},
-	        {"memory-quota", required_argument, NULL, OPT_QUOTA},
-	        {"context-limit", required_argument, NULL, OPT_CONTEXT_LIMIT},
-	        {"admin", no_argument, NULL, OPT_ADMIN},
-	        {"token", required_argument, NULL, OPT_TOKEN},
-	        CLI_COMMON_OPTIONS,
-	        {0},
-	};
-	int opt, rv;
+/* What tenant create parses: the tenant and the token to give it (NULL: the daemon's). */
+typedef struct tenant_args {
+	gs_tenant t;
+	const char *token;
+} tenant_args;
 
-	*t = (gs_tenant){.share = 1, .priority_ceiling = 2};
-	*token = NULL;
-	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		rv = 0;
-		switch (opt) {
-		case OPT_KIND:
-			if (strcasecmp(optarg, "process") == 0)
-				t->kind = GS_TENANT_PROCESS;
-			else if (strcasecmp(optarg, "vm") == 0)
-				t->kind = GS_TENANT_VM;
-			else
-				rv = cli_usage(ctx, "--kind: 'process' or 'vm', not '%s'", optarg);
-			break;
-		case OPT_POLICY:
-			if (strcasecmp(optarg, "best-effort") == 0)
-				t->policy = GS_SHARE_BEST_EFFORT;
-			else if (strcasecmp(optarg, "equal-share") == 0)
-				t->policy = GS_SHARE_EQUAL_SHARE;
-			else if (strcasecmp(optarg, "fixed-share") == 0)
-				t->policy = GS_SHARE_FIXED_SHARE;
-			else
-				rv = cli_usage(ctx, "--policy: unknown policy '%s'", optarg);
-			break;
-		case OPT_SHARE:
-			rv = cli_arg_u32(ctx, "--share", optarg, &t->share);
-			break;
-		case OPT_CEILING:
-			rv = cli_arg_u32(ctx, "--priority-ceiling", optarg, &t->priority_ceiling);
-			break;
-		case OPT_QUOTA:
-			rv = cli_arg_u64(ctx, "--memory-quota", optarg, &t->memory_quota);
-			break;
-		case OPT_CONTEXT_LIMIT:
-			rv = cli_arg_u32(ctx, "--context-limit", optarg, &t->context_limit);
-			break;
-		case OPT_ADMIN:
-			t->admin = true;
-			break;
-		case OPT_TOKEN:
-			*token = optarg;
-			break;
-		default:
-			rv = cli_common_option(ctx, opt, tenant_help);
-			if (rv != CLI_CONTINUE)
-				return rv;
-			rv = 0;
-		}
-		if (rv != 0)
-			return rv;
+static int tenant_option(cli *ctx, int opt, const char *arg, void *out)
+{
+	tenant_args *a = out;
+	gs_tenant *t = &a->t;
+
+	switch (opt) {
+	case OPT_KIND:
+		if (strcasecmp(arg, "process") == 0)
+			t->kind = GS_TENANT_PROCESS;
+		else if (strcasecmp(arg, "vm") == 0)
+			t->kind = GS_TENANT_VM;
+		else
+			return cli_usage(ctx, "--kind: 'process' or 'vm', not '%s'", arg);
+		break;
+	case OPT_POLICY:
+		if (strcasecmp(arg, "best-effort") == 0)
+			t->policy = GS_SHARE_BEST_EFFORT;
+		else if (strcasecmp(arg, "equal-share") == 0)
+			t->policy = GS_SHARE_EQUAL_SHARE;
+		else if (strcasecmp(arg, "fixed-share") == 0)
+			t->policy = GS_SHARE_FIXED_SHARE;
+		else
+			return cli_usage(ctx, "--policy: unknown policy '%s'", arg);
+		break;
+	case OPT_SHARE:
+		return cli_arg_u32(ctx, "--share", arg, &t->share);
+	case OPT_CEILING:
+		return cli_arg_u32(ctx, "--priority-ceiling", arg, &t->priority_ceiling);
+	case OPT_QUOTA:
+		return cli_arg_u64(ctx, "--memory-quota", arg, &t->memory_quota);
+	case OPT_CONTEXT_LIMIT:
+		return cli_arg_u32(ctx, "--context-limit", arg, &t->context_limit);
+	case OPT_ADMIN:
+		t->admin = true;
+		break;
+	case OPT_TOKEN:
+		a->token = arg;
+		break;
 	}
-	if (argc - optind != 1)
-		return cli_usage(ctx, "expected one tenant NAME");
-	t->name = argv[optind];
-	return CLI_CONTINUE;
+	return 0;
 }
+
+static const struct option tenant_options[] = {
+        {"kind", required_argument, NULL, OPT_KIND},
+        {"policy", required_argument, NULL, OPT_POLICY},
+        {"share", required_argument, NULL, OPT_SHARE},
+        {"priority-ceiling", required_argument, NULL, OPT_CEILING},
+        {"memory-quota", required_argument, NULL, OPT_QUOTA},
+        {"context-limit", required_argument, NULL, OPT_CONTEXT_LIMIT},
+        {"admin", no_argument, NULL, OPT_ADMIN},
+        {"token", required_argument, NULL, OPT_TOKEN},
+        CLI_COMMON_OPTIONS,
+        {0},
+};
+
+static const cli_syntax tenant_create_syntax = {
+        .help = tenant_help,
+        .options = tenant_options,
+        .on_option = tenant_option,
+        .min_args = 1,
+        .max_args = 1,
+        .args = "one tenant NAME",
+};
 
 static int tenant_create(cli *ctx, int argc, char **argv)
 {
-	const char *token;
+	tenant_args a = {.t = {.share = 1, .priority_ceiling = 2}};
 	char *issued;
-	gs_tenant t;
 	int rv;
 
-	rv = parse_tenant(ctx, argc, argv, &t, &token);
+	rv = cli_parse_args(ctx, argc, argv, &tenant_create_syntax, &a);
 	if (rv != CLI_CONTINUE)
 		return rv;
+	a.t.name = argv[optind];
 	rv = cli_connect(ctx);
 	if (rv != CLI_EXIT_OK)
 		return rv;
-	rv = gs_tenant_create(ctx->client, &t, token, &issued);
+	rv = gs_tenant_create(ctx->client, &a.t, a.token, &issued);
 	if (rv != 0)
 		return cli_fail(ctx, rv);
 	if (ctx->json)
-		cli_json_print(json_pack("{s:s, s:s}", "name", t.name, "token", issued));
+		cli_json_print(json_pack("{s:s, s:s}", "name", a.t.name, "token", issued));
 	else
-		printf("tenant %s token %s\n", t.name, issued);
+		printf("tenant %s token %s\n", a.t.name, issued);
 	free(issued);
 	return CLI_EXIT_OK;
 }

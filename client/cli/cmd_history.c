@@ -46,66 +46,53 @@ enum {
 	OPT_PAGING,
 };
 
-/* Returns CLI_CONTINUE to go on, or the exit code to return now. */
-static int parse_filter(cli *ctx, int argc, char **argv, gs_history_filter *f)
+static int filter_option(cli *ctx, int opt, const char *arg, void *out)
 {
-	static const struct option opts[] = {
-	        {"context", required_argument, NULL, OPT_CONTEXT},
-	        {"device", required_argument, NULL, OPT_DEVICE},
-	        {"state", required_argument, NULL, OPT_STATE},
-	        {"node", required_argument, NULL, OPT_NODE},
-	        {"limit", required_argument, NULL, OPT_LIMIT},
-	        {"before", required_argument, NULL, OPT_BEFORE},
-	        {"allocation", required_argument, NULL, OPT_ALLOCATION},
-	        {"paging", no_argument, NULL, OPT_PAGING},
-	        CLI_COMMON_OPTIONS,
-	        {0},
-	};
-	int opt, rv;
+	gs_history_filter *f = out;
 
-	*f = (gs_history_filter){0};
-	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		rv = 0;
-		switch (opt) {
-		case OPT_CONTEXT:
-			rv = cli_arg_u64(ctx, "--context", optarg, &f->context);
-			break;
-		case OPT_DEVICE:
-			rv = cli_arg_u64(ctx, "--device", optarg, &f->device);
-			break;
-		case OPT_STATE:
-			if (gs_packet_state_parse(optarg, &f->state) != 0)
-				rv = cli_usage(ctx, "--state: unknown state '%s'", optarg);
-			break;
-		case OPT_NODE:
-			rv = cli_arg_u32(ctx, "--node", optarg, &f->node);
-			f->match_node = true;
-			break;
-		case OPT_LIMIT:
-			rv = cli_arg_u32(ctx, "--limit", optarg, &f->limit);
-			break;
-		case OPT_BEFORE:
-			rv = cli_arg_u64(ctx, "--before", optarg, &f->before_packet);
-			break;
-		case OPT_ALLOCATION:
-			rv = cli_arg_u64(ctx, "--allocation", optarg, &f->allocation);
-			break;
-		case OPT_PAGING:
-			f->paging = true;
-			break;
-		default:
-			rv = cli_common_option(ctx, opt, history_help);
-			if (rv != CLI_CONTINUE)
-				return rv;
-			rv = 0;
-		}
-		if (rv != 0)
-			return rv;
+	switch (opt) {
+	case OPT_CONTEXT:
+		return cli_arg_u64(ctx, "--context", arg, &f->context);
+	case OPT_DEVICE:
+		return cli_arg_u64(ctx, "--device", arg, &f->device);
+	case OPT_STATE:
+		if (gs_packet_state_parse(arg, &f->state) != 0)
+			return cli_usage(ctx, "--state: unknown state '%s'", arg);
+		return 0;
+	case OPT_NODE:
+		f->match_node = true;
+		return cli_arg_u32(ctx, "--node", arg, &f->node);
+	case OPT_LIMIT:
+		return cli_arg_u32(ctx, "--limit", arg, &f->limit);
+	case OPT_BEFORE:
+		return cli_arg_u64(ctx, "--before", arg, &f->before_packet);
+	case OPT_ALLOCATION:
+		return cli_arg_u64(ctx, "--allocation", arg, &f->allocation);
+	case OPT_PAGING:
+		f->paging = true;
+		break;
 	}
-	if (optind < argc)
-		return cli_usage(ctx, "unexpected argument '%s'", argv[optind]);
-	return CLI_CONTINUE;
+	return 0;
 }
+
+static const struct option history_options[] = {
+        {"context", required_argument, NULL, OPT_CONTEXT},
+        {"device", required_argument, NULL, OPT_DEVICE},
+        {"state", required_argument, NULL, OPT_STATE},
+        {"node", required_argument, NULL, OPT_NODE},
+        {"limit", required_argument, NULL, OPT_LIMIT},
+        {"before", required_argument, NULL, OPT_BEFORE},
+        {"allocation", required_argument, NULL, OPT_ALLOCATION},
+        {"paging", no_argument, NULL, OPT_PAGING},
+        CLI_COMMON_OPTIONS,
+        {0},
+};
+
+static const cli_syntax history_syntax = {
+        .help = history_help,
+        .options = history_options,
+        .on_option = filter_option,
+};
 
 static json_t *record_json(const gs_packet_record *r)
 {
@@ -165,12 +152,12 @@ static void print_records(const gs_packet_record *recs, size_t n)
 
 int cmd_history(cli *ctx, int argc, char **argv)
 {
-	gs_history_filter filter;
+	gs_history_filter filter = {0};
 	gs_packet_record *recs;
 	size_t n;
 	int rv;
 
-	rv = parse_filter(ctx, argc, argv, &filter);
+	rv = cli_parse_args(ctx, argc, argv, &history_syntax, &filter);
 	if (rv != CLI_CONTINUE)
 		return rv;
 	rv = cli_connect(ctx);
