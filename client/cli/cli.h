@@ -118,6 +118,9 @@ void cli_format_time(uint64_t ns, char *buf, size_t cap);
 
 /* jansson holds integers as json_int_t (long long); ids and counters fit. */
 json_t *cli_json_u64(uint64_t v);
+/* A JSON array of the `count` entries of `items`, each `size` bytes, made by to_json. */
+json_t *cli_json_array(const void *items, size_t count, size_t size,
+                       json_t *(*to_json)(const void *item));
 /* Prints one JSON document on one line to stdout and releases it. */
 void cli_json_print(json_t *doc);
 
@@ -134,9 +137,9 @@ int cmd_sync(cli *ctx, int argc, char **argv);
 int cmd_tenant(cli *ctx, int argc, char **argv);
 int cmd_moves(cli *ctx, int argc, char **argv);
 
-/* Moves of the memory manager (cmd_moves.c), also shown by alloc show: one JSON object as
- * `moves --json` prints it, and the table with each line prefixed by indent. */
-json_t *cli_json_move(const gs_move *m);
+/* Moves of the memory manager (cmd_moves.c), also shown by alloc show: one gs_move as a JSON
+ * object as `moves --json` prints it, and the table with each line prefixed by indent. */
+json_t *cli_json_move(const void *move);
 void cli_print_moves(const gs_move *moves, size_t n, const char *indent);
 
 #endif

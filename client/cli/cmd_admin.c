@@ -277,10 +277,39 @@ static const char tenant_help[] =
         "otherwise). create prints the new tenant's token (chosen by the daemon unless --token\n"
         "is given here, after the subcommand).\n";
 
+static json_t *tenant_json(const void *tenant)
+{
+	const gs_tenant *t = tenant;
+
+	return json_pack("{s:s, s:s, s:s, s:I, s:I, s:o, s:I, s:b, s:b}", "name", t->name, "kind",
+	                 gs_tenant_kind_name(t->kind), "policy", gs_share_policy_name(t->policy),
+	                 "share", (json_int_t)t->share, "priority_ceiling",
+	                 (json_int_t)t->priority_ceiling, "memory_quota",
+	                 cli_json_u64(t->memory_quota), "context_limit",
+	                 (json_int_t)t->context_limit, "admin", t->admin, "banned", t->banned);
+}
+
+static void print_tenants(const gs_tenant *t, size_t n)
+{
+	char quota[32];
+
+	printf("%-20s %-8s %-12s %6s %-13s %10s %8s %s\n", "NAME", "KIND", "POLICY", "SHARE",
+	       "CEILING", "QUOTA", "CONTEXTS", "FLAGS");
+	for (size_t i = 0; i < n; i++) {
+		if (t[i].memory_quota)
+			cli_format_bytes(t[i].memory_quota, quota, sizeof(quota));
+		else
+			snprintf(quota, sizeof(quota), "unlimited");
+		printf("%-20s %-8s %-12s %6" PRIu32 " %-13s %10s %8" PRIu32 " %s%s\n", t[i].name,
+		       gs_tenant_kind_name(t[i].kind), gs_share_policy_name(t[i].policy),
+		       t[i].share, gs_priority_class_name(t[i].priority_ceiling), quota,
+		       t[i].context_limit, t[i].admin ? "admin " : "", t[i].banned ? "banned" : "");
+	}
+}
+
 static int tenant_ls(cli *ctx, int argc, char **argv)
 {
 	gs_tenant *t;
-	char quota[32];
 	size_t n;
 	int rv;
 
@@ -293,37 +322,10 @@ static int tenant_ls(cli *ctx, int argc, char **argv)
 	rv = gs_tenant_list(ctx->client, &t, &n);
 	if (rv != 0)
 		return cli_fail(ctx, rv);
-	if (ctx->json) {
-		json_t *arr = json_array();
-
-		for (size_t i = 0; i < n; i++)
-			json_array_append_new(
-			        arr,
-			        json_pack("{s:s, s:s, s:s, s:I, s:I, s:o, s:I, s:b, s:b}", "name",
-			                  t[i].name, "kind", gs_tenant_kind_name(t[i].kind),
-			                  "policy", gs_share_policy_name(t[i].policy), "share",
-			                  (json_int_t)t[i].share, "priority_ceiling",
-			                  (json_int_t)t[i].priority_ceiling, "memory_quota",
-			                  cli_json_u64(t[i].memory_quota), "context_limit",
-			                  (json_int_t)t[i].context_limit, "admin", t[i].admin,
-			                  "banned", t[i].banned));
-		cli_json_print(arr);
-	} else {
-		printf("%-20s %-8s %-12s %6s %-13s %10s %8s %s\n", "NAME", "KIND", "POLICY",
-		       "SHARE", "CEILING", "QUOTA", "CONTEXTS", "FLAGS");
-		for (size_t i = 0; i < n; i++) {
-			if (t[i].memory_quota)
-				cli_format_bytes(t[i].memory_quota, quota, sizeof(quota));
-			else
-				snprintf(quota, sizeof(quota), "unlimited");
-			printf("%-20s %-8s %-12s %6" PRIu32 " %-13s %10s %8" PRIu32 " %s%s\n",
-			       t[i].name, gs_tenant_kind_name(t[i].kind),
-			       gs_share_policy_name(t[i].policy), t[i].share,
-			       gs_priority_class_name(t[i].priority_ceiling), quota,
-			       t[i].context_limit, t[i].admin ? "admin " : "",
-			       t[i].banned ? "banned" : "");
-		}
-	}
+	if (ctx->json)
+		cli_json_print(cli_json_array(t, n, sizeof(*t), tenant_json));
+	else
+		print_tenants(t, n);
 	gs_tenant_list_free(t, n);
 	return CLI_EXIT_OK;
 }

@@ -119,8 +119,9 @@ static void format_alloc_flags(uint32_t flags, char *buf, size_t cap)
 		snprintf(buf, cap, "-");
 }
 
-static json_t *status_json(const gs_allocation_status *a)
+static json_t *status_json(const void *status)
 {
+	const gs_allocation_status *a = status;
 	json_t *o = json_object();
 	json_t *flags = json_array();
 	const char *prio = priority_name(a->priority);
@@ -380,6 +381,33 @@ static int alloc_destroy(cli *ctx, int argc, char **argv)
 
 /* ---- ls --------------------------------------------------------------------------------- */
 
+static void print_allocations(const gs_allocation_status *list, size_t n)
+{
+	printf("%-8s %-8s %10s %-7s %-12s %-10s %-13s %6s %6s %6s\n", "HANDLE", "DEVICE", "SIZE",
+	       "SEGMENT", "OFFSET", "PRIORITY", "FLAGS", "PINNED", "BUSY", "MOVES");
+	for (size_t i = 0; i < n; i++) {
+		const gs_allocation_status *a = &list[i];
+		char size[32], seg[16], off[24], prio[16], flags[32];
+
+		cli_format_bytes(a->size, size, sizeof(size));
+		if (a->resident) {
+			snprintf(seg, sizeof(seg), "%" PRIu32, a->segment);
+			snprintf(off, sizeof(off), "0x%" PRIx64, a->offset);
+		} else {
+			snprintf(seg, sizeof(seg), "system");
+			snprintf(off, sizeof(off), "-");
+		}
+		format_priority(a->priority, prio, sizeof(prio));
+		format_alloc_flags(a->flags, flags, sizeof(flags));
+		printf("%-8" PRIu64 " %-8" PRIu64 " %10s %-7s %-12s %-10s %-13s %6" PRIu32
+		       " %6" PRIu64 " %6" PRIu64 "%s\n",
+		       a->allocation, a->device, size, seg, off, prio, flags, a->pinned,
+		       a->busy_packets, a->moves, a->moving ? "  moving" : "");
+	}
+	if (n == 0)
+		printf("(no allocations)\n");
+}
+
 /* What alloc ls parses: its filter. */
 typedef struct ls_args {
 	uint64_t device;
@@ -434,38 +462,10 @@ static int alloc_ls(cli *ctx, int argc, char **argv)
 	                        &n);
 	if (rv != 0)
 		return cli_fail(ctx, rv);
-	if (ctx->json) {
-		json_t *arr = json_array();
-
-		for (size_t i = 0; i < n; i++)
-			json_array_append_new(arr, status_json(&list[i]));
-		cli_json_print(arr);
-		gs_allocation_list_free(list);
-		return CLI_EXIT_OK;
-	}
-	printf("%-8s %-8s %10s %-7s %-12s %-10s %-13s %6s %6s %6s\n", "HANDLE", "DEVICE", "SIZE",
-	       "SEGMENT", "OFFSET", "PRIORITY", "FLAGS", "PINNED", "BUSY", "MOVES");
-	for (size_t i = 0; i < n; i++) {
-		const gs_allocation_status *a = &list[i];
-		char size[32], seg[16], off[24], prio[16], flags[32];
-
-		cli_format_bytes(a->size, size, sizeof(size));
-		if (a->resident) {
-			snprintf(seg, sizeof(seg), "%" PRIu32, a->segment);
-			snprintf(off, sizeof(off), "0x%" PRIx64, a->offset);
-		} else {
-			snprintf(seg, sizeof(seg), "system");
-			snprintf(off, sizeof(off), "-");
-		}
-		format_priority(a->priority, prio, sizeof(prio));
-		format_alloc_flags(a->flags, flags, sizeof(flags));
-		printf("%-8" PRIu64 " %-8" PRIu64 " %10s %-7s %-12s %-10s %-13s %6" PRIu32
-		       " %6" PRIu64 " %6" PRIu64 "%s\n",
-		       a->allocation, a->device, size, seg, off, prio, flags, a->pinned,
-		       a->busy_packets, a->moves, a->moving ? "  moving" : "");
-	}
-	if (n == 0)
-		printf("(no allocations)\n");
+	if (ctx->json)
+		cli_json_print(cli_json_array(list, n, sizeof(*list), status_json));
+	else
+		print_allocations(list, n);
 	gs_allocation_list_free(list);
 	return CLI_EXIT_OK;
 }
@@ -526,13 +526,10 @@ static int alloc_show(cli *ctx, int argc, char **argv)
 	if (ctx->json) {
 		json_t *o = status_json(&a);
 
-		if (have_moves) {
-			json_t *arr = json_array();
-
-			for (size_t i = 0; i < n; i++)
-				json_array_append_new(arr, cli_json_move(&moves[i]));
-			json_object_set_new(o, "recent_moves", arr);
-		}
+		if (have_moves)
+			json_object_set_new(
+			        o, "recent_moves",
+			        cli_json_array(moves, n, sizeof(*moves), cli_json_move));
 		cli_json_print(o);
 		gs_moves_free(moves, n);
 		return CLI_EXIT_OK;

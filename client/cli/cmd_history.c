@@ -94,8 +94,9 @@ static const cli_syntax history_syntax = {
         .on_option = filter_option,
 };
 
-static json_t *record_json(const gs_packet_record *r)
+static json_t *record_json(const void *record)
 {
+	const gs_packet_record *r = record;
 	json_t *o = json_object();
 
 	json_object_set_new(o, "packet_id", cli_json_u64(r->packet));
@@ -166,24 +167,41 @@ int cmd_history(cli *ctx, int argc, char **argv)
 	rv = gs_history(ctx->client, &filter, &recs, &n);
 	if (rv != 0)
 		return cli_fail(ctx, rv);
-	if (ctx->json) {
-		json_t *arr = json_array();
-
-		for (size_t i = 0; i < n; i++)
-			json_array_append_new(arr, record_json(&recs[i]));
-		cli_json_print(arr);
-	} else {
+	if (ctx->json)
+		cli_json_print(cli_json_array(recs, n, sizeof(*recs), record_json));
+	else
 		print_records(recs, n);
-	}
 	gs_history_free(recs, n);
 	return CLI_EXIT_OK;
+}
+
+static json_t *event_json(const void *event)
+{
+	const gs_packet_event *e = event;
+
+	return json_pack("{s:o, s:o, s:s, s:o, s:s}", "seq", cli_json_u64(e->seq), "packet_id",
+	                 cli_json_u64(e->packet), "state", gs_packet_state_name(e->state),
+	                 "time_ns", cli_json_u64(e->time_ns), "detail", e->detail);
+}
+
+static void print_events(const gs_packet_event *ev, size_t n)
+{
+	char when[40];
+
+	printf("%-10s %-23s %-11s %s\n", "SEQ", "TIME", "STATE", "DETAIL");
+	for (size_t i = 0; i < n; i++) {
+		cli_format_time(ev[i].time_ns, when, sizeof(when));
+		printf("%-10" PRIu64 " %-23s %-11s %s\n", ev[i].seq, when,
+		       gs_packet_state_name(ev[i].state), ev[i].detail);
+	}
+	if (n == 0)
+		printf("(no events)\n");
 }
 
 int cmd_events(cli *ctx, int argc, char **argv)
 {
 	gs_packet_event *ev;
 	uint64_t packet;
-	char when[40];
 	size_t n;
 	int rv;
 
@@ -199,27 +217,10 @@ int cmd_events(cli *ctx, int argc, char **argv)
 	rv = gs_packet_events(ctx->client, packet, &ev, &n);
 	if (rv != 0)
 		return cli_fail(ctx, rv);
-	if (ctx->json) {
-		json_t *arr = json_array();
-
-		for (size_t i = 0; i < n; i++)
-			json_array_append_new(arr, json_pack("{s:o, s:o, s:s, s:o, s:s}", "seq",
-			                                     cli_json_u64(ev[i].seq), "packet_id",
-			                                     cli_json_u64(ev[i].packet), "state",
-			                                     gs_packet_state_name(ev[i].state),
-			                                     "time_ns", cli_json_u64(ev[i].time_ns),
-			                                     "detail", ev[i].detail));
-		cli_json_print(arr);
-	} else {
-		printf("%-10s %-23s %-11s %s\n", "SEQ", "TIME", "STATE", "DETAIL");
-		for (size_t i = 0; i < n; i++) {
-			cli_format_time(ev[i].time_ns, when, sizeof(when));
-			printf("%-10" PRIu64 " %-23s %-11s %s\n", ev[i].seq, when,
-			       gs_packet_state_name(ev[i].state), ev[i].detail);
-		}
-		if (n == 0)
-			printf("(no events)\n");
-	}
+	if (ctx->json)
+		cli_json_print(cli_json_array(ev, n, sizeof(*ev), event_json));
+	else
+		print_events(ev, n);
 	gs_packet_events_free(ev, n);
 	return CLI_EXIT_OK;
 }

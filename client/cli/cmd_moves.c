@@ -59,8 +59,9 @@ static void format_id(uint64_t id, char *buf, size_t cap)
 		snprintf(buf, cap, "-");
 }
 
-json_t *cli_json_move(const gs_move *m)
+json_t *cli_json_move(const void *move)
 {
+	const gs_move *m = move;
 	json_t *o = json_object();
 
 	json_object_set_new(o, "seq", cli_json_u64(m->seq));
@@ -178,15 +179,10 @@ int cmd_moves(cli *ctx, int argc, char **argv)
 	rv = gs_moves(ctx->client, &filter, &moves, &n);
 	if (rv != 0)
 		return cli_fail(ctx, rv);
-	if (ctx->json) {
-		json_t *arr = json_array();
-
-		for (size_t i = 0; i < n; i++)
-			json_array_append_new(arr, cli_json_move(&moves[i]));
-		cli_json_print(arr);
-	} else {
+	if (ctx->json)
+		cli_json_print(cli_json_array(moves, n, sizeof(*moves), cli_json_move));
+	else
 		cli_print_moves(moves, n, "");
-	}
 	gs_moves_free(moves, n);
 	return CLI_EXIT_OK;
 }

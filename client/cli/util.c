@@ -337,6 +337,16 @@ json_t *cli_json_u64(uint64_t v)
 	return json_integer(v > (uint64_t)JSON_INT_MAX ? JSON_INT_MAX : (json_int_t)v);
 }
 
+json_t *cli_json_array(const void *items, size_t count, size_t size,
+                       json_t *(*to_json)(const void *item))
+{
+	json_t *arr = json_array();
+
+	for (size_t i = 0; i < count; i++)
+		json_array_append_new(arr, to_json((const char *)items + i * size));
+	return arr;
+}
+
 void cli_json_print(json_t *doc)
 {
 	json_dumpf(doc, stdout, JSON_COMPACT | JSON_PRESERVE_ORDER);
