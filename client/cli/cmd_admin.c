@@ -29,6 +29,16 @@ static int finish(cli *ctx, int status, const char *done_text)
 	return CLI_EXIT_OK;
 }
 
+/* Reports a created object's id: {"<kind>": id} or a line "<kind> <id>". */
+static int report_created(cli *ctx, const char *kind, uint64_t id)
+{
+	if (ctx->json)
+		cli_json_print(json_pack("{s:o}", kind, cli_json_u64(id)));
+	else
+		printf("%s %" PRIu64 "\n", kind, id);
+	return CLI_EXIT_OK;
+}
+
 /* The shared shape of "<object> destroy ID": parse one ID, connect, call, report. */
 static int destroy_by_id(cli *ctx, int argc, char **argv, const char *help, const char *what,
                          int (*destroy)(gs_client *, uint64_t))
@@ -127,11 +137,7 @@ static int device_create(cli *ctx, int argc, char **argv)
 	rv = gs_device_create(ctx->client, optind < argc ? argv[optind] : "gpusched", &device);
 	if (rv != 0)
 		return cli_fail(ctx, rv);
-	if (ctx->json)
-		cli_json_print(json_pack("{s:o}", "device", cli_json_u64(device)));
-	else
-		printf("device %" PRIu64 "\n", device);
-	return CLI_EXIT_OK;
+	return report_created(ctx, "device", device);
 }
 
 static int device_destroy(cli *ctx, int argc, char **argv)
@@ -177,11 +183,7 @@ static int sync_create(cli *ctx, int argc, char **argv)
 	rv = gs_sync_create(ctx->client, device, initial, &sync);
 	if (rv != 0)
 		return cli_fail(ctx, rv);
-	if (ctx->json)
-		cli_json_print(json_pack("{s:o}", "sync", cli_json_u64(sync)));
-	else
-		printf("sync %" PRIu64 "\n", sync);
-	return CLI_EXIT_OK;
+	return report_created(ctx, "sync", sync);
 }
 
 static int sync_signal(cli *ctx, int argc, char **argv)
