@@ -6,19 +6,11 @@
 
 #include "rpc.h"
 
-void gs_history_free(gs_packet_record *records, size_t count)
+static int copy_record(void *entry, const ProtobufCMessage *msg)
 {
-	if (!records)
-		return;
-	for (size_t i = 0; i < count; i++) {
-		free(records[i].result);
-		free(records[i].tenant);
-	}
-	free(records);
-}
+	const Gpusched__V1__PacketRecord *r = (const Gpusched__V1__PacketRecord *)msg;
+	gs_packet_record *dst = entry;
 
-static int copy_record(gs_packet_record *dst, const Gpusched__V1__PacketRecord *r)
-{
 	*dst = (gs_packet_record){
 	        .packet = r->packet,
 	        .device = r->device,
@@ -43,15 +35,33 @@ static int copy_record(gs_packet_record *dst, const Gpusched__V1__PacketRecord *
 	return dst->result && dst->tenant ? 0 : GS_ERR_NOMEM;
 }
 
+static void clear_record(void *entry)
+{
+	gs_packet_record *r = entry;
+
+	free(r->result);
+	free(r->tenant);
+}
+
+static const gsc_entry_kind record_kind = {
+        .size = sizeof(gs_packet_record),
+        .copy = copy_record,
+        .clear = clear_record,
+        .what = "history",
+};
+
+void gs_history_free(gs_packet_record *records, size_t count)
+{
+	gsc_free_list(&record_kind, records, count);
+}
+
 int gs_history(gs_client *c, const gs_history_filter *filter, gs_packet_record **records,
                size_t *count)
 {
 	Gpusched__V1__HistoryRequest body = GPUSCHED__V1__HISTORY_REQUEST__INIT;
 	const gs_history_filter any = {0};
-	const Gpusched__V1__HistoryResponse *r;
 	Gpusched__V1__Response *resp;
-	gs_packet_record *out = NULL;
-	size_t n = 0;
+	void *list;
 	int rv;
 
 	*records = NULL;
@@ -70,41 +80,52 @@ int gs_history(gs_client *c, const gs_history_filter *filter, gs_packet_record *
 	rv = gsc_call(c, GSC_REQ(HISTORY), &body, GSC_RESP(HISTORY), 0, &resp);
 	if (rv != 0)
 		return rv;
-	r = resp->history;
-	if (r->n_packets) {
-		out = calloc(r->n_packets, sizeof(*out));
-		if (!out)
-			rv = GS_ERR_NOMEM;
-	}
-	for (; rv == 0 && n < r->n_packets; n++)
-		rv = copy_record(&out[n], r->packets[n]);
+	rv = gsc_copy_list(c, &record_kind, (ProtobufCMessage *const *)resp->history->packets,
+	                   resp->history->n_packets, &list, count);
 	gsc_response_free(resp);
-	if (rv != 0) {
-		/* n counts the entry whose copy failed, so its partial strings go too. */
-		gs_history_free(out, n);
-		return gsc_fail(c, rv, "out of memory copying the history");
-	}
-	*records = out;
-	*count = n;
-	return 0;
+	*records = list;
+	return rv;
 }
+
+static int copy_event(void *entry, const ProtobufCMessage *msg)
+{
+	const Gpusched__V1__PacketEvent *e = (const Gpusched__V1__PacketEvent *)msg;
+	gs_packet_event *dst = entry;
+
+	*dst = (gs_packet_event){
+	        .seq = e->seq,
+	        .packet = e->packet,
+	        .state = (gs_packet_state)e->state,
+	        .time_ns = e->time_ns,
+	        .detail = gsc_strdup0(e->detail),
+	};
+	return dst->detail ? 0 : GS_ERR_NOMEM;
+}
+
+static void clear_event(void *entry)
+{
+	gs_packet_event *e = entry;
+
+	free(e->detail);
+}
+
+static const gsc_entry_kind event_kind = {
+        .size = sizeof(gs_packet_event),
+        .copy = copy_event,
+        .clear = clear_event,
+        .what = "events",
+};
 
 void gs_packet_events_free(gs_packet_event *events, size_t count)
 {
-	if (!events)
-		return;
-	for (size_t i = 0; i < count; i++)
-		free(events[i].detail);
-	free(events);
+	gsc_free_list(&event_kind, events, count);
 }
 
 int gs_packet_events(gs_client *c, uint64_t packet, gs_packet_event **events, size_t *count)
 {
 	Gpusched__V1__PacketEventsRequest body = GPUSCHED__V1__PACKET_EVENTS_REQUEST__INIT;
-	const Gpusched__V1__PacketEventsResponse *r;
 	Gpusched__V1__Response *resp;
-	gs_packet_event *out = NULL;
-	size_t n = 0;
+	void *list;
 	int rv;
 
 	*events = NULL;
@@ -113,52 +134,63 @@ int gs_packet_events(gs_client *c, uint64_t packet, gs_packet_event **events, si
 	rv = gsc_call(c, GSC_REQ(PACKET_EVENTS), &body, GSC_RESP(PACKET_EVENTS), 0, &resp);
 	if (rv != 0)
 		return rv;
-	r = resp->packet_events;
-	if (r->n_events) {
-		out = calloc(r->n_events, sizeof(*out));
-		if (!out)
-			rv = GS_ERR_NOMEM;
-	}
-	for (; rv == 0 && n < r->n_events; n++) {
-		const Gpusched__V1__PacketEvent *e = r->events[n];
-
-		out[n] = (gs_packet_event){
-		        .seq = e->seq,
-		        .packet = e->packet,
-		        .state = (gs_packet_state)e->state,
-		        .time_ns = e->time_ns,
-		        .detail = gsc_strdup0(e->detail),
-		};
-		if (!out[n].detail)
-			rv = GS_ERR_NOMEM;
-	}
+	rv = gsc_copy_list(c, &event_kind, (ProtobufCMessage *const *)resp->packet_events->events,
+	                   resp->packet_events->n_events, &list, count);
 	gsc_response_free(resp);
-	if (rv != 0) {
-		gs_packet_events_free(out, n);
-		return gsc_fail(c, rv, "out of memory copying the events");
-	}
-	*events = out;
-	*count = n;
-	return 0;
+	*events = list;
+	return rv;
 }
+
+static int copy_move(void *entry, const ProtobufCMessage *msg)
+{
+	const Gpusched__V1__MoveRecord *m = (const Gpusched__V1__MoveRecord *)msg;
+	gs_move *dst = entry;
+
+	*dst = (gs_move){
+	        .seq = m->seq,
+	        .time_ns = m->time_ns,
+	        .allocation = m->allocation,
+	        .device = m->device,
+	        .packet = m->packet,
+	        .for_packet = m->for_packet,
+	        .kind = (gs_move_kind)m->kind,
+	        .from_segment = m->from_segment,
+	        .from_offset = m->from_offset,
+	        .to_segment = m->to_segment,
+	        .to_offset = m->to_offset,
+	        .bytes = m->bytes,
+	        .transfer_flags = m->transfer_flags,
+	        .pieces = m->pieces,
+	        .reason = gsc_strdup0(m->reason),
+	};
+	return dst->reason ? 0 : GS_ERR_NOMEM;
+}
+
+static void clear_move(void *entry)
+{
+	gs_move *m = entry;
+
+	free(m->reason);
+}
+
+static const gsc_entry_kind move_kind = {
+        .size = sizeof(gs_move),
+        .copy = copy_move,
+        .clear = clear_move,
+        .what = "moves",
+};
 
 void gs_moves_free(gs_move *moves, size_t count)
 {
-	if (!moves)
-		return;
-	for (size_t i = 0; i < count; i++)
-		free(moves[i].reason);
-	free(moves);
+	gsc_free_list(&move_kind, moves, count);
 }
 
 int gs_moves(gs_client *c, const gs_moves_filter *filter, gs_move **moves, size_t *count)
 {
 	Gpusched__V1__MovesRequest body = GPUSCHED__V1__MOVES_REQUEST__INIT;
 	const gs_moves_filter any = {0};
-	const Gpusched__V1__MovesResponse *r;
 	Gpusched__V1__Response *resp;
-	gs_move *out = NULL;
-	size_t n = 0;
+	void *list;
 	int rv;
 
 	*moves = NULL;
@@ -173,43 +205,11 @@ int gs_moves(gs_client *c, const gs_moves_filter *filter, gs_move **moves, size_
 	rv = gsc_call(c, GSC_REQ(MOVES), &body, GSC_RESP(MOVES), 0, &resp);
 	if (rv != 0)
 		return rv;
-	r = resp->moves;
-	if (r->n_moves) {
-		out = calloc(r->n_moves, sizeof(*out));
-		if (!out)
-			rv = GS_ERR_NOMEM;
-	}
-	for (; rv == 0 && n < r->n_moves; n++) {
-		const Gpusched__V1__MoveRecord *m = r->moves[n];
-
-		out[n] = (gs_move){
-		        .seq = m->seq,
-		        .time_ns = m->time_ns,
-		        .allocation = m->allocation,
-		        .device = m->device,
-		        .packet = m->packet,
-		        .for_packet = m->for_packet,
-		        .kind = (gs_move_kind)m->kind,
-		        .from_segment = m->from_segment,
-		        .from_offset = m->from_offset,
-		        .to_segment = m->to_segment,
-		        .to_offset = m->to_offset,
-		        .bytes = m->bytes,
-		        .transfer_flags = m->transfer_flags,
-		        .pieces = m->pieces,
-		        .reason = gsc_strdup0(m->reason),
-		};
-		if (!out[n].reason)
-			rv = GS_ERR_NOMEM;
-	}
+	rv = gsc_copy_list(c, &move_kind, (ProtobufCMessage *const *)resp->moves->moves,
+	                   resp->moves->n_moves, &list, count);
 	gsc_response_free(resp);
-	if (rv != 0) {
-		gs_moves_free(out, n);
-		return gsc_fail(c, rv, "out of memory copying the moves");
-	}
-	*moves = out;
-	*count = n;
-	return 0;
+	*moves = list;
+	return rv;
 }
 
 int gs_stats(gs_client *c, gs_daemon_stats *out)

@@ -9,6 +9,69 @@
 
 /* ---- information ------------------------------------------------------------------------ */
 
+static int copy_node(void *entry, const ProtobufCMessage *msg)
+{
+	const Gpusched__V1__NodeInfo *n = (const Gpusched__V1__NodeInfo *)msg;
+	gs_node_info *dst = entry;
+
+	*dst = (gs_node_info){
+	        .id = n->id,
+	        .name = gsc_strdup0(n->name),
+	        .kind = (gs_node_kind)n->kind,
+	        .engines = n->engines,
+	        .paging = n->paging,
+	        .fence = n->fence,
+	        .queued = n->queued,
+	};
+	return dst->name ? 0 : GS_ERR_NOMEM;
+}
+
+static void clear_node(void *entry)
+{
+	gs_node_info *n = entry;
+
+	free(n->name);
+}
+
+static int copy_segment(void *entry, const ProtobufCMessage *msg)
+{
+	const Gpusched__V1__SegmentInfo *s = (const Gpusched__V1__SegmentInfo *)msg;
+	gs_segment_info *dst = entry;
+
+	*dst = (gs_segment_info){
+	        .id = s->id,
+	        .name = gsc_strdup0(s->name),
+	        .kind = (gs_segment_kind)s->kind,
+	        .size = s->size,
+	        .used = s->used,
+	        .largest_free = s->largest_free,
+	        .cpu_visible = s->cpu_visible,
+	};
+	return dst->name ? 0 : GS_ERR_NOMEM;
+}
+
+static void clear_segment(void *entry)
+{
+	gs_segment_info *s = entry;
+
+	free(s->name);
+}
+
+/* gs_info reports any copy that fails as one of the whole adapter information. */
+static const gsc_entry_kind node_kind = {
+        .size = sizeof(gs_node_info),
+        .copy = copy_node,
+        .clear = clear_node,
+        .what = "adapter information",
+};
+
+static const gsc_entry_kind segment_kind = {
+        .size = sizeof(gs_segment_info),
+        .copy = copy_segment,
+        .clear = clear_segment,
+        .what = "adapter information",
+};
+
 void gs_info_free(gs_daemon_info *info)
 {
 	if (!info)
@@ -16,12 +79,8 @@ void gs_info_free(gs_daemon_info *info)
 	for (size_t i = 0; i < info->adapter_count; i++) {
 		gs_adapter_info *a = &info->adapters[i];
 
-		for (size_t n = 0; n < a->node_count; n++)
-			free(a->nodes[n].name);
-		for (size_t s = 0; s < a->segment_count; s++)
-			free(a->segments[s].name);
-		free(a->nodes);
-		free(a->segments);
+		gsc_free_list(&node_kind, a->nodes, a->node_count);
+		gsc_free_list(&segment_kind, a->segments, a->segment_count);
 		free(a->name);
 		free(a->backend);
 		free(a->clock);
@@ -33,8 +92,11 @@ void gs_info_free(gs_daemon_info *info)
 }
 
 /* Copies one adapter; on failure what was copied stays for gs_info_free to release. */
-static int copy_adapter(gs_adapter_info *dst, const Gpusched__V1__AdapterInfo *src)
+static int copy_adapter(gs_client *c, gs_adapter_info *dst, const Gpusched__V1__AdapterInfo *src)
 {
+	void *list;
+	int rv;
+
 	dst->id = src->id;
 	dst->caps = src->caps;
 	dst->max_dma_buffer = src->max_dma_buffer;
@@ -49,50 +111,15 @@ static int copy_adapter(gs_adapter_info *dst, const Gpusched__V1__AdapterInfo *s
 	if (!dst->name || !dst->backend || !dst->clock)
 		return GS_ERR_NOMEM;
 
-	if (src->n_nodes) {
-		dst->nodes = calloc(src->n_nodes, sizeof(*dst->nodes));
-		if (!dst->nodes)
-			return GS_ERR_NOMEM;
-	}
-	for (size_t i = 0; i < src->n_nodes; i++) {
-		const Gpusched__V1__NodeInfo *n = src->nodes[i];
-
-		dst->nodes[i] = (gs_node_info){
-		        .id = n->id,
-		        .kind = (gs_node_kind)n->kind,
-		        .engines = n->engines,
-		        .paging = n->paging,
-		        .fence = n->fence,
-		        .queued = n->queued,
-		};
-		dst->node_count = i + 1;
-		dst->nodes[i].name = gsc_strdup0(n->name);
-		if (!dst->nodes[i].name)
-			return GS_ERR_NOMEM;
-	}
-
-	if (src->n_segments) {
-		dst->segments = calloc(src->n_segments, sizeof(*dst->segments));
-		if (!dst->segments)
-			return GS_ERR_NOMEM;
-	}
-	for (size_t i = 0; i < src->n_segments; i++) {
-		const Gpusched__V1__SegmentInfo *s = src->segments[i];
-
-		dst->segments[i] = (gs_segment_info){
-		        .id = s->id,
-		        .kind = (gs_segment_kind)s->kind,
-		        .size = s->size,
-		        .used = s->used,
-		        .largest_free = s->largest_free,
-		        .cpu_visible = s->cpu_visible,
-		};
-		dst->segment_count = i + 1;
-		dst->segments[i].name = gsc_strdup0(s->name);
-		if (!dst->segments[i].name)
-			return GS_ERR_NOMEM;
-	}
-	return 0;
+	rv = gsc_copy_list(c, &node_kind, (ProtobufCMessage *const *)src->nodes, src->n_nodes,
+	                   &list, &dst->node_count);
+	dst->nodes = list;
+	if (rv != 0)
+		return rv;
+	rv = gsc_copy_list(c, &segment_kind, (ProtobufCMessage *const *)src->segments,
+	                   src->n_segments, &list, &dst->segment_count);
+	dst->segments = list;
+	return rv;
 }
 
 int gs_info(gs_client *c, gs_daemon_info **out)
@@ -124,7 +151,7 @@ int gs_info(gs_client *c, gs_daemon_info **out)
 	}
 	for (size_t i = 0; i < r->n_adapters; i++) {
 		info->adapter_count = i + 1;
-		if (copy_adapter(&info->adapters[i], r->adapters[i]) != 0)
+		if (copy_adapter(c, &info->adapters[i], r->adapters[i]) != 0)
 			goto done;
 	}
 	rv = 0;
@@ -330,13 +357,25 @@ int gs_allocation_query(gs_client *c, uint64_t allocation, gs_allocation_status 
 	return 0;
 }
 
+/* An entry of an AllocationList answer: the message an AllocationQuery answers with. */
+static int copy_listed_allocation(void *entry, const ProtobufCMessage *msg)
+{
+	copy_allocation_status(entry, (const Gpusched__V1__AllocationQueryResponse *)msg);
+	return 0;
+}
+
+static const gsc_entry_kind allocation_kind = {
+        .size = sizeof(gs_allocation_status),
+        .copy = copy_listed_allocation,
+        .what = "allocation list",
+};
+
 int gs_allocation_list(gs_client *c, uint64_t device, bool resident_only, uint32_t limit,
                        uint64_t after, gs_allocation_status **out, size_t *count)
 {
 	Gpusched__V1__AllocationListRequest body = GPUSCHED__V1__ALLOCATION_LIST_REQUEST__INIT;
-	const Gpusched__V1__AllocationListResponse *r;
 	Gpusched__V1__Response *resp;
-	gs_allocation_status *list = NULL;
+	void *list;
 	int rv;
 
 	*out = NULL;
@@ -348,21 +387,12 @@ int gs_allocation_list(gs_client *c, uint64_t device, bool resident_only, uint32
 	rv = gsc_call(c, GSC_REQ(ALLOCATION_LIST), &body, GSC_RESP(ALLOCATION_LIST), 0, &resp);
 	if (rv != 0)
 		return rv;
-	r = resp->allocation_list;
-	if (r->n_allocations) {
-		list = calloc(r->n_allocations, sizeof(*list));
-		if (!list) {
-			gsc_response_free(resp);
-			return gsc_fail(c, GS_ERR_NOMEM,
-			                "out of memory copying the allocation list");
-		}
-	}
-	for (size_t i = 0; i < r->n_allocations; i++)
-		copy_allocation_status(&list[i], r->allocations[i]);
-	*out = list;
-	*count = r->n_allocations;
+	rv = gsc_copy_list(c, &allocation_kind,
+	                   (ProtobufCMessage *const *)resp->allocation_list->allocations,
+	                   resp->allocation_list->n_allocations, &list, count);
 	gsc_response_free(resp);
-	return 0;
+	*out = list;
+	return rv;
 }
 
 void gs_allocation_list_free(gs_allocation_status *allocations)

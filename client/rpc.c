@@ -168,6 +168,41 @@ int gsc_fail(gs_client *c, int err, const char *fmt, ...)
 	return err;
 }
 
+void gsc_free_list(const gsc_entry_kind *kind, void *list, size_t count)
+{
+	if (!list)
+		return;
+	for (size_t i = 0; kind->clear && i < count; i++)
+		kind->clear((char *)list + i * kind->size);
+	free(list);
+}
+
+int gsc_copy_list(gs_client *c, const gsc_entry_kind *kind, ProtobufCMessage *const *msgs, size_t n,
+                  void **list, size_t *count)
+{
+	char *out = NULL;
+	size_t i = 0;
+	int rv = 0;
+
+	*list = NULL;
+	*count = 0;
+	if (n) {
+		out = calloc(n, kind->size);
+		if (!out)
+			rv = GS_ERR_NOMEM;
+	}
+	for (; rv == 0 && i < n; i++)
+		rv = kind->copy(out + i * kind->size, msgs[i]);
+	if (rv != 0) {
+		/* i counts the entry whose copy failed, so its partial strings go too. */
+		gsc_free_list(kind, out, i);
+		return gsc_fail(c, rv, "out of memory copying the %s", kind->what);
+	}
+	*list = out;
+	*count = n;
+	return 0;
+}
+
 void gsc_response_free(Gpusched__V1__Response *resp)
 {
 	if (resp)

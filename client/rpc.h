@@ -58,6 +58,27 @@ int gsc_fail(gs_client *c, int err, const char *fmt, ...) __attribute__((format(
 /* strdup that maps NULL to "" (protobuf-c strings are never NULL, but defaults can be). */
 char *gsc_strdup0(const char *s);
 
+/*
+ * Lists the library copies out of a response (history, events, moves, tenants, ...) and hands
+ * to the caller, who frees them with the public gs_*_free of the list.
+ */
+typedef struct gsc_entry_kind {
+	size_t size; /* bytes of one entry */
+	/* Fills a zeroed entry from one message of the response; 0 or GS_ERR_NOMEM. */
+	int (*copy)(void *entry, const ProtobufCMessage *msg);
+	/* Frees what copy allocated in an entry, also after a failed copy; NULL: nothing. */
+	void (*clear)(void *entry);
+	const char *what; /* "history": names the list in "out of memory copying the history" */
+} gsc_entry_kind;
+
+/* Copies the n messages of a repeated field (generated as an array of message pointers) into
+ * a new array (NULL when n is 0). Returns 0 with the array in *list and n in *count, or
+ * GS_ERR_NOMEM with nothing left allocated, *list NULL, *count 0 and why in c->message. */
+int gsc_copy_list(gs_client *c, const gsc_entry_kind *kind, ProtobufCMessage *const *msgs, size_t n,
+                  void **list, size_t *count);
+/* Clears the first count entries of a list from gsc_copy_list, then frees it; NULL is fine. */
+void gsc_free_list(const gsc_entry_kind *kind, void *list, size_t count);
+
 /* Builds the SubmitRequest for one packet. The message points into `desc` and `dma` (no copy
  * of the DMA bytes); release with gsc_submit_msg_release. Exposed for tests of the encoding. */
 typedef struct gsc_submit_msg {

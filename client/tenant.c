@@ -50,22 +50,49 @@ int gs_tenant_destroy(gs_client *c, const char *name)
 	return gsc_call_plain(c, GSC_REQ(TENANT_DESTROY), &body);
 }
 
+static int copy_tenant(void *entry, const ProtobufCMessage *msg)
+{
+	const Gpusched__V1__Tenant *t = (const Gpusched__V1__Tenant *)msg;
+	gs_tenant *dst = entry;
+
+	*dst = (gs_tenant){
+	        .name = gsc_strdup0(t->name),
+	        .kind = (gs_tenant_kind)t->kind,
+	        .policy = (gs_share_policy)t->policy,
+	        .share = t->share,
+	        .priority_ceiling = t->priority_ceiling,
+	        .memory_quota = t->memory_quota,
+	        .context_limit = t->context_limit,
+	        .admin = t->admin,
+	        .banned = t->banned,
+	};
+	return dst->name ? 0 : GS_ERR_NOMEM;
+}
+
+static void clear_tenant(void *entry)
+{
+	gs_tenant *t = entry;
+
+	free(t->name);
+}
+
+static const gsc_entry_kind tenant_kind = {
+        .size = sizeof(gs_tenant),
+        .copy = copy_tenant,
+        .clear = clear_tenant,
+        .what = "tenants",
+};
+
 void gs_tenant_list_free(gs_tenant *tenants, size_t count)
 {
-	if (!tenants)
-		return;
-	for (size_t i = 0; i < count; i++)
-		free(tenants[i].name);
-	free(tenants);
+	gsc_free_list(&tenant_kind, tenants, count);
 }
 
 int gs_tenant_list(gs_client *c, gs_tenant **tenants, size_t *count)
 {
 	Gpusched__V1__TenantListRequest body = GPUSCHED__V1__TENANT_LIST_REQUEST__INIT;
-	const Gpusched__V1__TenantListResponse *r;
 	Gpusched__V1__Response *resp;
-	gs_tenant *out = NULL;
-	size_t n = 0;
+	void *list;
 	int rv;
 
 	*tenants = NULL;
@@ -73,35 +100,9 @@ int gs_tenant_list(gs_client *c, gs_tenant **tenants, size_t *count)
 	rv = gsc_call(c, GSC_REQ(TENANT_LIST), &body, GSC_RESP(TENANT_LIST), 0, &resp);
 	if (rv != 0)
 		return rv;
-	r = resp->tenant_list;
-	if (r->n_tenants) {
-		out = calloc(r->n_tenants, sizeof(*out));
-		if (!out)
-			rv = GS_ERR_NOMEM;
-	}
-	for (; rv == 0 && n < r->n_tenants; n++) {
-		const Gpusched__V1__Tenant *t = r->tenants[n];
-
-		out[n] = (gs_tenant){
-		        .name = gsc_strdup0(t->name),
-		        .kind = (gs_tenant_kind)t->kind,
-		        .policy = (gs_share_policy)t->policy,
-		        .share = t->share,
-		        .priority_ceiling = t->priority_ceiling,
-		        .memory_quota = t->memory_quota,
-		        .context_limit = t->context_limit,
-		        .admin = t->admin,
-		        .banned = t->banned,
-		};
-		if (!out[n].name)
-			rv = GS_ERR_NOMEM;
-	}
+	rv = gsc_copy_list(c, &tenant_kind, (ProtobufCMessage *const *)resp->tenant_list->tenants,
+	                   resp->tenant_list->n_tenants, &list, count);
 	gsc_response_free(resp);
-	if (rv != 0) {
-		gs_tenant_list_free(out, n);
-		return gsc_fail(c, rv, "out of memory copying the tenants");
-	}
-	*tenants = out;
-	*count = n;
-	return 0;
+	*tenants = list;
+	return rv;
 }

@@ -21,7 +21,7 @@
 #define CLI_EXIT_TRANSPORT 3 /* cannot connect, or the connection failed */
 #define CLI_EXIT_VERIFY    4 /* demo: the GPU's results differ from the model */
 
-/* cli_common_option's "keep parsing" answer (every exit code is >= 0). */
+/* The "go on" answer of the parsing helpers (every exit code is >= 0). */
 #define CLI_CONTINUE (-1)
 
 typedef struct cli {
@@ -52,13 +52,26 @@ typedef struct cli_command {
 		"json", no_argument, NULL, CLI_OPT_JSON                                            \
 	}
 
-/* Handles --help/--json and getopt's errors for the command whose help text is `help`.
- * Returns CLI_CONTINUE, or the exit code the command should return now. */
-int cli_common_option(cli *ctx, int opt, const char *help);
+/* Handles one of a command's own options (arg is its optarg), filling `out`, the command's
+ * parse state. Returns 0, or the exit code to return now (a usage error). */
+typedef int cli_option_fn(cli *ctx, int opt, const char *arg, void *out);
 
-/* For commands whose only options are the common ones: parses them and checks that between
- * min and max positional arguments follow (they are then argv[optind..argc-1]). `what`
- * names them for the usage error. Returns CLI_CONTINUE, or the exit code to return now. */
+/* A command's command line. */
+typedef struct cli_syntax {
+	const char *help; /* printed by --help */
+	/* The command's own options, then CLI_COMMON_OPTIONS and {0}; NULL: only the common. */
+	const struct option *options;
+	cli_option_fn *on_option; /* handles the command's own options */
+	int min_args, max_args;   /* positional arguments after the options */
+	const char *args;         /* "ID VALUE": names them in "expected ..." (max_args > 0) */
+} cli_syntax;
+
+/* Parses the options (--help, --json and getopt's complaints itself, the command's own through
+ * syntax->on_option) and checks how many positional arguments follow; they are then
+ * argv[optind..argc-1]. Returns CLI_CONTINUE, or the exit code to return now. */
+int cli_parse_args(cli *ctx, int argc, char **argv, const cli_syntax *syntax, void *out);
+
+/* cli_parse_args for commands whose only options are the common ones. */
 int cli_simple_args(cli *ctx, int argc, char **argv, const char *help, int min, int max,
                     const char *what);
 
@@ -105,6 +118,9 @@ void cli_format_time(uint64_t ns, char *buf, size_t cap);
 
 /* jansson holds integers as json_int_t (long long); ids and counters fit. */
 json_t *cli_json_u64(uint64_t v);
+/* A JSON array of the `count` entries of `items`, each `size` bytes, made by to_json. */
+json_t *cli_json_array(const void *items, size_t count, size_t size,
+                       json_t *(*to_json)(const void *item));
 /* Prints one JSON document on one line to stdout and releases it. */
 void cli_json_print(json_t *doc);
 
@@ -121,9 +137,9 @@ int cmd_sync(cli *ctx, int argc, char **argv);
 int cmd_tenant(cli *ctx, int argc, char **argv);
 int cmd_moves(cli *ctx, int argc, char **argv);
 
-/* Moves of the memory manager (cmd_moves.c), also shown by alloc show: one JSON object as
- * `moves --json` prints it, and the table with each line prefixed by indent. */
-json_t *cli_json_move(const gs_move *m);
+/* Moves of the memory manager (cmd_moves.c), also shown by alloc show: one gs_move as a JSON
+ * object as `moves --json` prints it, and the table with each line prefixed by indent. */
+json_t *cli_json_move(const void *move);
 void cli_print_moves(const gs_move *moves, size_t n, const char *indent);
 
 #endif

@@ -29,6 +29,16 @@ static int finish(cli *ctx, int status, const char *done_text)
 	return CLI_EXIT_OK;
 }
 
+/* Reports a created object's id: {"<kind>": id} or a line "<kind> <id>". */
+static int report_created(cli *ctx, const char *kind, uint64_t id)
+{
+	if (ctx->json)
+		cli_json_print(json_pack("{s:o}", kind, cli_json_u64(id)));
+	else
+		printf("%s %" PRIu64 "\n", kind, id);
+	return CLI_EXIT_OK;
+}
+
 /* The shared shape of "<object> destroy ID": parse one ID, connect, call, report. */
 static int destroy_by_id(cli *ctx, int argc, char **argv, const char *help, const char *what,
                          int (*destroy)(gs_client *, uint64_t))
@@ -127,11 +137,7 @@ static int device_create(cli *ctx, int argc, char **argv)
 	rv = gs_device_create(ctx->client, optind < argc ? argv[optind] : "gpusched", &device);
 	if (rv != 0)
 		return cli_fail(ctx, rv);
-	if (ctx->json)
-		cli_json_print(json_pack("{s:o}", "device", cli_json_u64(device)));
-	else
-		printf("device %" PRIu64 "\n", device);
-	return CLI_EXIT_OK;
+	return report_created(ctx, "device", device);
 }
 
 static int device_destroy(cli *ctx, int argc, char **argv)
@@ -177,11 +183,7 @@ static int sync_create(cli *ctx, int argc, char **argv)
 	rv = gs_sync_create(ctx->client, device, initial, &sync);
 	if (rv != 0)
 		return cli_fail(ctx, rv);
-	if (ctx->json)
-		cli_json_print(json_pack("{s:o}", "sync", cli_json_u64(sync)));
-	else
-		printf("sync %" PRIu64 "\n", sync);
-	return CLI_EXIT_OK;
+	return report_created(ctx, "sync", sync);
 }
 
 static int sync_signal(cli *ctx, int argc, char **argv)
@@ -202,6 +204,12 @@ static int sync_signal(cli *ctx, int argc, char **argv)
 	return finish(ctx, gs_sync_signal(ctx->client, sync, value), "signalled");
 }
 
+static int sync_wait_option(cli *ctx, int opt, const char *arg, void *out)
+{
+	(void)opt; /* --timeout, its only option */
+	return cli_arg_u32(ctx, "--timeout", arg, out);
+}
+
 static int sync_wait(cli *ctx, int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -209,23 +217,21 @@ static int sync_wait(cli *ctx, int argc, char **argv)
 	        CLI_COMMON_OPTIONS,
 	        {0},
 	};
+	static const cli_syntax syntax = {
+	        .help = sync_help,
+	        .options = opts,
+	        .on_option = sync_wait_option,
+	        .min_args = 2,
+	        .max_args = 2,
+	        .args = "ID VALUE",
+	};
 	uint32_t timeout_ms = GS_DEFAULT_TIMEOUT_MS;
 	uint64_t sync, value, current = 0;
-	int opt, rv;
+	int rv;
 
-	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		if (opt == 'T') {
-			rv = cli_arg_u32(ctx, "--timeout", optarg, &timeout_ms);
-			if (rv != 0)
-				return rv;
-			continue;
-		}
-		rv = cli_common_option(ctx, opt, sync_help);
-		if (rv != CLI_CONTINUE)
-			return rv;
-	}
-	if (argc - optind != 2)
-		return cli_usage(ctx, "expected ID VALUE");
+	rv = cli_parse_args(ctx, argc, argv, &syntax, &timeout_ms);
+	if (rv != CLI_CONTINUE)
+		return rv;
 	rv = arg_u64(ctx, argv, 0, "ID", &sync);
 	if (rv == 0)
 		rv = arg_u64(ctx, argv, 1, "VALUE", &value);
@@ -273,10 +279,39 @@ static const char tenant_help[] =
         "otherwise). create prints the new tenant's token (chosen by the daemon unless --token\n"
         "is given here, after the subcommand).\n";
 
+static json_t *tenant_json(const void *tenant)
+{
+	const gs_tenant *t = tenant;
+
+	return json_pack("{s:s, s:s, s:s, s:I, s:I, s:o, s:I, s:b, s:b}", "name", t->name, "kind",
+	                 gs_tenant_kind_name(t->kind), "policy", gs_share_policy_name(t->policy),
+	                 "share", (json_int_t)t->share, "priority_ceiling",
+	                 (json_int_t)t->priority_ceiling, "memory_quota",
+	                 cli_json_u64(t->memory_quota), "context_limit",
+	                 (json_int_t)t->context_limit, "admin", t->admin, "banned", t->banned);
+}
+
+static void print_tenants(const gs_tenant *t, size_t n)
+{
+	char quota[32];
+
+	printf("%-20s %-8s %-12s %6s %-13s %10s %8s %s\n", "NAME", "KIND", "POLICY", "SHARE",
+	       "CEILING", "QUOTA", "CONTEXTS", "FLAGS");
+	for (size_t i = 0; i < n; i++) {
+		if (t[i].memory_quota)
+			cli_format_bytes(t[i].memory_quota, quota, sizeof(quota));
+		else
+			snprintf(quota, sizeof(quota), "unlimited");
+		printf("%-20s %-8s %-12s %6" PRIu32 " %-13s %10s %8" PRIu32 " %s%s\n", t[i].name,
+		       gs_tenant_kind_name(t[i].kind), gs_share_policy_name(t[i].policy),
+		       t[i].share, gs_priority_class_name(t[i].priority_ceiling), quota,
+		       t[i].context_limit, t[i].admin ? "admin " : "", t[i].banned ? "banned" : "");
+	}
+}
+
 static int tenant_ls(cli *ctx, int argc, char **argv)
 {
 	gs_tenant *t;
-	char quota[32];
 	size_t n;
 	int rv;
 
@@ -289,37 +324,10 @@ static int tenant_ls(cli *ctx, int argc, char **argv)
 	rv = gs_tenant_list(ctx->client, &t, &n);
 	if (rv != 0)
 		return cli_fail(ctx, rv);
-	if (ctx->json) {
-		json_t *arr = json_array();
-
-		for (size_t i = 0; i < n; i++)
-			json_array_append_new(
-			        arr,
-			        json_pack("{s:s, s:s, s:s, s:I, s:I, s:o, s:I, s:b, s:b}", "name",
-			                  t[i].name, "kind", gs_tenant_kind_name(t[i].kind),
-			                  "policy", gs_share_policy_name(t[i].policy), "share",
-			                  (json_int_t)t[i].share, "priority_ceiling",
-			                  (json_int_t)t[i].priority_ceiling, "memory_quota",
-			                  cli_json_u64(t[i].memory_quota), "context_limit",
-			                  (json_int_t)t[i].context_limit, "admin", t[i].admin,
-			                  "banned", t[i].banned));
-		cli_json_print(arr);
-	} else {
-		printf("%-20s %-8s %-12s %6s %-13s %10s %8s %s\n", "NAME", "KIND", "POLICY",
-		       "SHARE", "CEILING", "QUOTA", "CONTEXTS", "FLAGS");
-		for (size_t i = 0; i < n; i++) {
-			if (t[i].memory_quota)
-				cli_format_bytes(t[i].memory_quota, quota, sizeof(quota));
-			else
-				snprintf(quota, sizeof(quota), "unlimited");
-			printf("%-20s %-8s %-12s %6" PRIu32 " %-13s %10s %8" PRIu32 " %s%s\n",
-			       t[i].name, gs_tenant_kind_name(t[i].kind),
-			       gs_share_policy_name(t[i].policy), t[i].share,
-			       gs_priority_class_name(t[i].priority_ceiling), quota,
-			       t[i].context_limit, t[i].admin ? "admin " : "",
-			       t[i].banned ? "banned" : "");
-		}
-	}
+	if (ctx->json)
+		cli_json_print(cli_json_array(t, n, sizeof(*t), tenant_json));
+	else
+		print_tenants(t, n);
 	gs_tenant_list_free(t, n);
 	return CLI_EXIT_OK;
 }
@@ -335,99 +343,96 @@ enum {
 	OPT_TOKEN,
 };
 
-/* Returns CLI_CONTINUE after filling *t and *token, or the exit code to return now. */
-static int parse_tenant(cli *ctx, int argc, char **argv, gs_tenant *t, const char **token)
-{
-	static const struct option opts[] = {
-	        {"kind", required_argument, NULL, OPT_KIND},
-	        {"policy", required_argument, NULL, OPT_POLICY},
-	        {"share", required_argument, NULL, OPT_SHARE},
-	        {"priority-ceiling", required_argument, NULL, OPT_CEILING},
-	        {"memory-quota", required_argument, NULL, OPT_QUOTA},
-	        {"context-limit", required_argument, NULL, OPT_CONTEXT_LIMIT},
-	        {"admin", no_argument, NULL, OPT_ADMIN},
-	        {"token", required_argument, NULL, OPT_TOKEN},
-	        CLI_COMMON_OPTIONS,
-	        {0},
-	};
-	int opt, rv;
+/* What tenant create parses: the tenant and the token to give it (NULL: the daemon's). */
+typedef struct tenant_args {
+	gs_tenant t;
+	const char *token;
+} tenant_args;
 
-	*t = (gs_tenant){.share = 1, .priority_ceiling = 2};
-	*token = NULL;
-	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		rv = 0;
-		switch (opt) {
-		case OPT_KIND:
-			if (strcasecmp(optarg, "process") == 0)
-				t->kind = GS_TENANT_PROCESS;
-			else if (strcasecmp(optarg, "vm") == 0)
-				t->kind = GS_TENANT_VM;
-			else
-				rv = cli_usage(ctx, "--kind: 'process' or 'vm', not '%s'", optarg);
-			break;
-		case OPT_POLICY:
-			if (strcasecmp(optarg, "best-effort") == 0)
-				t->policy = GS_SHARE_BEST_EFFORT;
-			else if (strcasecmp(optarg, "equal-share") == 0)
-				t->policy = GS_SHARE_EQUAL_SHARE;
-			else if (strcasecmp(optarg, "fixed-share") == 0)
-				t->policy = GS_SHARE_FIXED_SHARE;
-			else
-				rv = cli_usage(ctx, "--policy: unknown policy '%s'", optarg);
-			break;
-		case OPT_SHARE:
-			rv = cli_arg_u32(ctx, "--share", optarg, &t->share);
-			break;
-		case OPT_CEILING:
-			rv = cli_arg_u32(ctx, "--priority-ceiling", optarg, &t->priority_ceiling);
-			break;
-		case OPT_QUOTA:
-			rv = cli_arg_u64(ctx, "--memory-quota", optarg, &t->memory_quota);
-			break;
-		case OPT_CONTEXT_LIMIT:
-			rv = cli_arg_u32(ctx, "--context-limit", optarg, &t->context_limit);
-			break;
-		case OPT_ADMIN:
-			t->admin = true;
-			break;
-		case OPT_TOKEN:
-			*token = optarg;
-			break;
-		default:
-			rv = cli_common_option(ctx, opt, tenant_help);
-			if (rv != CLI_CONTINUE)
-				return rv;
-			rv = 0;
-		}
-		if (rv != 0)
-			return rv;
+static int tenant_option(cli *ctx, int opt, const char *arg, void *out)
+{
+	tenant_args *a = out;
+	gs_tenant *t = &a->t;
+
+	switch (opt) {
+	case OPT_KIND:
+		if (strcasecmp(arg, "process") == 0)
+			t->kind = GS_TENANT_PROCESS;
+		else if (strcasecmp(arg, "vm") == 0)
+			t->kind = GS_TENANT_VM;
+		else
+			return cli_usage(ctx, "--kind: 'process' or 'vm', not '%s'", arg);
+		break;
+	case OPT_POLICY:
+		if (strcasecmp(arg, "best-effort") == 0)
+			t->policy = GS_SHARE_BEST_EFFORT;
+		else if (strcasecmp(arg, "equal-share") == 0)
+			t->policy = GS_SHARE_EQUAL_SHARE;
+		else if (strcasecmp(arg, "fixed-share") == 0)
+			t->policy = GS_SHARE_FIXED_SHARE;
+		else
+			return cli_usage(ctx, "--policy: unknown policy '%s'", arg);
+		break;
+	case OPT_SHARE:
+		return cli_arg_u32(ctx, "--share", arg, &t->share);
+	case OPT_CEILING:
+		return cli_arg_u32(ctx, "--priority-ceiling", arg, &t->priority_ceiling);
+	case OPT_QUOTA:
+		return cli_arg_u64(ctx, "--memory-quota", arg, &t->memory_quota);
+	case OPT_CONTEXT_LIMIT:
+		return cli_arg_u32(ctx, "--context-limit", arg, &t->context_limit);
+	case OPT_ADMIN:
+		t->admin = true;
+		break;
+	case OPT_TOKEN:
+		a->token = arg;
+		break;
 	}
-	if (argc - optind != 1)
-		return cli_usage(ctx, "expected one tenant NAME");
-	t->name = argv[optind];
-	return CLI_CONTINUE;
+	return 0;
 }
+
+static const struct option tenant_options[] = {
+        {"kind", required_argument, NULL, OPT_KIND},
+        {"policy", required_argument, NULL, OPT_POLICY},
+        {"share", required_argument, NULL, OPT_SHARE},
+        {"priority-ceiling", required_argument, NULL, OPT_CEILING},
+        {"memory-quota", required_argument, NULL, OPT_QUOTA},
+        {"context-limit", required_argument, NULL, OPT_CONTEXT_LIMIT},
+        {"admin", no_argument, NULL, OPT_ADMIN},
+        {"token", required_argument, NULL, OPT_TOKEN},
+        CLI_COMMON_OPTIONS,
+        {0},
+};
+
+static const cli_syntax tenant_create_syntax = {
+        .help = tenant_help,
+        .options = tenant_options,
+        .on_option = tenant_option,
+        .min_args = 1,
+        .max_args = 1,
+        .args = "one tenant NAME",
+};
 
 static int tenant_create(cli *ctx, int argc, char **argv)
 {
-	const char *token;
+	tenant_args a = {.t = {.share = 1, .priority_ceiling = 2}};
 	char *issued;
-	gs_tenant t;
 	int rv;
 
-	rv = parse_tenant(ctx, argc, argv, &t, &token);
+	rv = cli_parse_args(ctx, argc, argv, &tenant_create_syntax, &a);
 	if (rv != CLI_CONTINUE)
 		return rv;
+	a.t.name = argv[optind];
 	rv = cli_connect(ctx);
 	if (rv != CLI_EXIT_OK)
 		return rv;
-	rv = gs_tenant_create(ctx->client, &t, token, &issued);
+	rv = gs_tenant_create(ctx->client, &a.t, a.token, &issued);
 	if (rv != 0)
 		return cli_fail(ctx, rv);
 	if (ctx->json)
-		cli_json_print(json_pack("{s:s, s:s}", "name", t.name, "token", issued));
+		cli_json_print(json_pack("{s:s, s:s}", "name", a.t.name, "token", issued));
 	else
-		printf("tenant %s token %s\n", t.name, issued);
+		printf("tenant %s token %s\n", a.t.name, issued);
 	free(issued);
 	return CLI_EXIT_OK;
 }

@@ -3,6 +3,7 @@
  * manager to move them (make resident, evict, transfer).
  */
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -118,8 +119,9 @@ static void format_alloc_flags(uint32_t flags, char *buf, size_t cap)
 		snprintf(buf, cap, "-");
 }
 
-static json_t *status_json(const gs_allocation_status *a)
+static json_t *status_json(const void *status)
 {
+	const gs_allocation_status *a = status;
 	json_t *o = json_object();
 	json_t *flags = json_array();
 	const char *prio = priority_name(a->priority);
@@ -255,61 +257,66 @@ static bool parse_priority(const char *s, uint32_t *out)
 	return cli_parse_u32(s, out);
 }
 
+static int create_option(cli *ctx, int opt, const char *arg, void *out)
+{
+	gs_allocation_desc *desc = out;
+
+	switch (opt) {
+	case OPT_SEGMENTS:
+		return cli_arg_u32(ctx, "--segments", arg, &desc->supported_segment_set);
+	case OPT_PREFERENCE:
+		if (!parse_preference(arg, &desc->segment_preference))
+			return cli_usage(ctx,
+			                 "--preference: '%s' is neither a number nor a list of "
+			                 "at most %d segment ids (1..%u) like \"1,2:down\"",
+			                 arg, GS_SEGPREF_SLOTS, GS_SEGMENT_ID_MAX);
+		break;
+	case OPT_PRIORITY:
+		if (!parse_priority(arg, &desc->priority))
+			return cli_usage(ctx,
+			                 "--priority: '%s' is not minimum, low, normal, high, "
+			                 "maximum or a number",
+			                 arg);
+		break;
+	case OPT_TILED:
+		desc->flags |= GS_ALLOC_TILED;
+		break;
+	case OPT_DISPLAY:
+		desc->flags |= GS_ALLOC_DISPLAY;
+		break;
+	}
+	return 0;
+}
+
+static const struct option create_options[] = {
+        {"segments", required_argument, NULL, OPT_SEGMENTS},
+        {"preference", required_argument, NULL, OPT_PREFERENCE},
+        {"priority", required_argument, NULL, OPT_PRIORITY},
+        {"tiled", no_argument, NULL, OPT_TILED},
+        {"display", no_argument, NULL, OPT_DISPLAY},
+        CLI_COMMON_OPTIONS,
+        {0},
+};
+
+static const cli_syntax create_syntax = {
+        .help = alloc_help,
+        .options = create_options,
+        .on_option = create_option,
+        .min_args = 2,
+        .max_args = 2,
+        .args = "DEVICE and SIZE",
+};
+
 static int alloc_create(cli *ctx, int argc, char **argv)
 {
-	static const struct option opts[] = {
-	        {"segments", required_argument, NULL, OPT_SEGMENTS},
-	        {"preference", required_argument, NULL, OPT_PREFERENCE},
-	        {"priority", required_argument, NULL, OPT_PRIORITY},
-	        {"tiled", no_argument, NULL, OPT_TILED},
-	        {"display", no_argument, NULL, OPT_DISPLAY},
-	        CLI_COMMON_OPTIONS,
-	        {0},
-	};
 	gs_allocation_desc desc = {0};
 	gs_allocation_placement pl;
 	char size[32];
-	int opt, rv;
+	int rv;
 
-	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		rv = 0;
-		switch (opt) {
-		case OPT_SEGMENTS:
-			rv = cli_arg_u32(ctx, "--segments", optarg, &desc.supported_segment_set);
-			break;
-		case OPT_PREFERENCE:
-			if (!parse_preference(optarg, &desc.segment_preference))
-				return cli_usage(
-				        ctx,
-				        "--preference: '%s' is neither a number nor a list of "
-				        "at most %d segment ids (1..%u) like \"1,2:down\"",
-				        optarg, GS_SEGPREF_SLOTS, GS_SEGMENT_ID_MAX);
-			break;
-		case OPT_PRIORITY:
-			if (!parse_priority(optarg, &desc.priority))
-				return cli_usage(
-				        ctx,
-				        "--priority: '%s' is not minimum, low, normal, high, "
-				        "maximum or a number",
-				        optarg);
-			break;
-		case OPT_TILED:
-			desc.flags |= GS_ALLOC_TILED;
-			break;
-		case OPT_DISPLAY:
-			desc.flags |= GS_ALLOC_DISPLAY;
-			break;
-		default:
-			rv = cli_common_option(ctx, opt, alloc_help);
-			if (rv != CLI_CONTINUE)
-				return rv;
-			rv = 0;
-		}
-		if (rv != 0)
-			return rv;
-	}
-	if (argc - optind != 2)
-		return cli_usage(ctx, "expected DEVICE and SIZE");
+	rv = cli_parse_args(ctx, argc, argv, &create_syntax, &desc);
+	if (rv != CLI_CONTINUE)
+		return rv;
 	rv = cli_arg_u64(ctx, "DEVICE", argv[optind], &desc.device);
 	if (rv != 0)
 		return rv;
@@ -374,60 +381,8 @@ static int alloc_destroy(cli *ctx, int argc, char **argv)
 
 /* ---- ls --------------------------------------------------------------------------------- */
 
-static int alloc_ls(cli *ctx, int argc, char **argv)
+static void print_allocations(const gs_allocation_status *list, size_t n)
 {
-	static const struct option opts[] = {
-	        {"device", required_argument, NULL, OPT_DEVICE},
-	        {"resident", no_argument, NULL, OPT_RESIDENT},
-	        {"limit", required_argument, NULL, OPT_LIMIT},
-	        CLI_COMMON_OPTIONS,
-	        {0},
-	};
-	uint64_t device = 0;
-	bool resident = false;
-	uint32_t limit = 0;
-	gs_allocation_status *list;
-	size_t n;
-	int opt, rv;
-
-	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		switch (opt) {
-		case OPT_DEVICE:
-			rv = cli_arg_u64(ctx, "--device", optarg, &device);
-			break;
-		case OPT_RESIDENT:
-			resident = true;
-			rv = 0;
-			break;
-		case OPT_LIMIT:
-			rv = cli_arg_u32(ctx, "--limit", optarg, &limit);
-			break;
-		default:
-			rv = cli_common_option(ctx, opt, alloc_help);
-			if (rv != CLI_CONTINUE)
-				return rv;
-			rv = 0;
-		}
-		if (rv != 0)
-			return rv;
-	}
-	if (optind < argc)
-		return cli_usage(ctx, "unexpected argument '%s'", argv[optind]);
-	rv = cli_connect(ctx);
-	if (rv != CLI_EXIT_OK)
-		return rv;
-	rv = gs_allocation_list(ctx->client, device, resident, limit, 0, &list, &n);
-	if (rv != 0)
-		return cli_fail(ctx, rv);
-	if (ctx->json) {
-		json_t *arr = json_array();
-
-		for (size_t i = 0; i < n; i++)
-			json_array_append_new(arr, status_json(&list[i]));
-		cli_json_print(arr);
-		gs_allocation_list_free(list);
-		return CLI_EXIT_OK;
-	}
 	printf("%-8s %-8s %10s %-7s %-12s %-10s %-13s %6s %6s %6s\n", "HANDLE", "DEVICE", "SIZE",
 	       "SEGMENT", "OFFSET", "PRIORITY", "FLAGS", "PINNED", "BUSY", "MOVES");
 	for (size_t i = 0; i < n; i++) {
@@ -451,11 +406,77 @@ static int alloc_ls(cli *ctx, int argc, char **argv)
 	}
 	if (n == 0)
 		printf("(no allocations)\n");
+}
+
+/* What alloc ls parses: its filter. */
+typedef struct ls_args {
+	uint64_t device;
+	bool resident;
+	uint32_t limit;
+} ls_args;
+
+static int ls_option(cli *ctx, int opt, const char *arg, void *out)
+{
+	ls_args *a = out;
+
+	switch (opt) {
+	case OPT_DEVICE:
+		return cli_arg_u64(ctx, "--device", arg, &a->device);
+	case OPT_RESIDENT:
+		a->resident = true;
+		break;
+	case OPT_LIMIT:
+		return cli_arg_u32(ctx, "--limit", arg, &a->limit);
+	}
+	return 0;
+}
+
+static const struct option ls_options[] = {
+        {"device", required_argument, NULL, OPT_DEVICE},
+        {"resident", no_argument, NULL, OPT_RESIDENT},
+        {"limit", required_argument, NULL, OPT_LIMIT},
+        CLI_COMMON_OPTIONS,
+        {0},
+};
+
+static const cli_syntax ls_syntax = {
+        .help = alloc_help,
+        .options = ls_options,
+        .on_option = ls_option,
+};
+
+static int alloc_ls(cli *ctx, int argc, char **argv)
+{
+	ls_args filter = {0};
+	gs_allocation_status *list;
+	size_t n;
+	int rv;
+
+	rv = cli_parse_args(ctx, argc, argv, &ls_syntax, &filter);
+	if (rv != CLI_CONTINUE)
+		return rv;
+	rv = cli_connect(ctx);
+	if (rv != CLI_EXIT_OK)
+		return rv;
+	rv = gs_allocation_list(ctx->client, filter.device, filter.resident, filter.limit, 0, &list,
+	                        &n);
+	if (rv != 0)
+		return cli_fail(ctx, rv);
+	if (ctx->json)
+		cli_json_print(cli_json_array(list, n, sizeof(*list), status_json));
+	else
+		print_allocations(list, n);
 	gs_allocation_list_free(list);
 	return CLI_EXIT_OK;
 }
 
 /* ---- show ------------------------------------------------------------------------------- */
+
+static int show_option(cli *ctx, int opt, const char *arg, void *out)
+{
+	(void)opt; /* --moves, its only option */
+	return cli_arg_u32(ctx, "--moves", arg, out);
+}
 
 static int alloc_show(cli *ctx, int argc, char **argv)
 {
@@ -464,6 +485,14 @@ static int alloc_show(cli *ctx, int argc, char **argv)
 	        CLI_COMMON_OPTIONS,
 	        {0},
 	};
+	static const cli_syntax syntax = {
+	        .help = alloc_help,
+	        .options = opts,
+	        .on_option = show_option,
+	        .min_args = 1,
+	        .max_args = 1,
+	        .args = "an allocation ID",
+	};
 	uint32_t show_moves = DEFAULT_SHOW_MOVES;
 	gs_allocation_status a;
 	gs_move *moves = NULL;
@@ -471,21 +500,11 @@ static int alloc_show(cli *ctx, int argc, char **argv)
 	bool have_moves = false;
 	char size[32], prio[16], flags[32], used[40];
 	uint64_t id;
-	int opt, rv;
+	int rv;
 
-	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		if (opt == OPT_MOVES) {
-			rv = cli_arg_u32(ctx, "--moves", optarg, &show_moves);
-			if (rv != 0)
-				return rv;
-			continue;
-		}
-		rv = cli_common_option(ctx, opt, alloc_help);
-		if (rv != CLI_CONTINUE)
-			return rv;
-	}
-	if (argc - optind != 1)
-		return cli_usage(ctx, "expected an allocation ID");
+	rv = cli_parse_args(ctx, argc, argv, &syntax, &show_moves);
+	if (rv != CLI_CONTINUE)
+		return rv;
 	rv = cli_arg_u64(ctx, "ID", argv[optind], &id);
 	if (rv == 0)
 		rv = cli_connect(ctx);
@@ -507,13 +526,10 @@ static int alloc_show(cli *ctx, int argc, char **argv)
 	if (ctx->json) {
 		json_t *o = status_json(&a);
 
-		if (have_moves) {
-			json_t *arr = json_array();
-
-			for (size_t i = 0; i < n; i++)
-				json_array_append_new(arr, cli_json_move(&moves[i]));
-			json_object_set_new(o, "recent_moves", arr);
-		}
+		if (have_moves)
+			json_object_set_new(
+			        o, "recent_moves",
+			        cli_json_array(moves, n, sizeof(*moves), cli_json_move));
 		cli_json_print(o);
 		gs_moves_free(moves, n);
 		return CLI_EXIT_OK;
@@ -558,58 +574,62 @@ typedef struct paging_args {
 	uint32_t transfer_flags;
 } paging_args;
 
-/* Parses the options of resident/evict (with_flags false) or transfer (true) and checks that
- * at least min positional arguments follow (at most max; 0 = no bound). */
-static int parse_paging(cli *ctx, int argc, char **argv, bool with_flags, int min, int max,
-                        const char *what, paging_args *p)
+/* The options of resident and evict, which take no --flags. */
+static int page_option(cli *ctx, int opt, const char *arg, void *out)
 {
-	static const struct option opts[] = {
-	        {"wait", no_argument, NULL, OPT_WAIT},
-	        {"timeout-ms", required_argument, NULL, OPT_TIMEOUT_MS},
-	        {"flags", required_argument, NULL, OPT_FLAGS},
-	        CLI_COMMON_OPTIONS,
-	        {0},
-	};
-	const char *bad;
-	int opt, rv, n;
+	paging_args *p = out;
 
-	*p = (paging_args){.timeout_ms = DEFAULT_PAGE_WAIT_MS};
-	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		switch (opt) {
-		case OPT_WAIT:
-			p->wait = true;
-			rv = 0;
-			break;
-		case OPT_TIMEOUT_MS:
-			rv = cli_arg_u32(ctx, "--timeout-ms", optarg, &p->timeout_ms);
-			break;
-		case OPT_FLAGS:
-			if (!with_flags)
-				return cli_usage(ctx, "--flags: only alloc transfer takes flags");
-			bad = optarg;
-			if (gs_flags_parse(gs_transfer_flag_names, optarg, &p->transfer_flags,
-			                   &bad) == 0) {
-				rv = 0;
-				break;
-			}
-			return cli_usage(ctx,
-			                 "--flags: unknown flag '%.*s' (names: swizzle, unswizzle, "
-			                 "or a number)",
-			                 (int)strcspn(bad, ",|"), bad);
-		default:
-			rv = cli_common_option(ctx, opt, alloc_help);
-			if (rv != CLI_CONTINUE)
-				return rv;
-			rv = 0;
-		}
-		if (rv != 0)
-			return rv;
+	switch (opt) {
+	case OPT_WAIT:
+		p->wait = true;
+		break;
+	case OPT_TIMEOUT_MS:
+		return cli_arg_u32(ctx, "--timeout-ms", arg, &p->timeout_ms);
+	case OPT_FLAGS:
+		return cli_usage(ctx, "--flags: only alloc transfer takes flags");
 	}
-	n = argc - optind;
-	if (n < min || (max && n > max))
-		return cli_usage(ctx, "expected %s", what);
-	return CLI_CONTINUE;
+	return 0;
 }
+
+static int transfer_option(cli *ctx, int opt, const char *arg, void *out)
+{
+	paging_args *p = out;
+	const char *bad = arg;
+
+	if (opt != OPT_FLAGS)
+		return page_option(ctx, opt, arg, out);
+	if (gs_flags_parse(gs_transfer_flag_names, arg, &p->transfer_flags, &bad) == 0)
+		return 0;
+	return cli_usage(ctx,
+	                 "--flags: unknown flag '%.*s' (names: swizzle, unswizzle, or a number)",
+	                 (int)strcspn(bad, ",|"), bad);
+}
+
+static const struct option paging_options[] = {
+        {"wait", no_argument, NULL, OPT_WAIT},
+        {"timeout-ms", required_argument, NULL, OPT_TIMEOUT_MS},
+        {"flags", required_argument, NULL, OPT_FLAGS},
+        CLI_COMMON_OPTIONS,
+        {0},
+};
+
+static const cli_syntax page_list_syntax = {
+        .help = alloc_help,
+        .options = paging_options,
+        .on_option = page_option,
+        .min_args = 2,
+        .max_args = INT_MAX,
+        .args = "DEVICE and at least one allocation ID",
+};
+
+static const cli_syntax transfer_syntax = {
+        .help = alloc_help,
+        .options = paging_options,
+        .on_option = transfer_option,
+        .min_args = 2,
+        .max_args = 2,
+        .args = "an allocation ID and a SEGMENT",
+};
 
 /* Prints a paging answer, after waiting for its fence when asked. */
 static int paging_report(cli *ctx, int status, const gs_paging_result *r, const paging_args *p)
@@ -646,14 +666,13 @@ static int page_list(cli *ctx, int argc, char **argv,
                      int (*call)(gs_client *, uint64_t, const uint64_t *, size_t,
                                  gs_paging_result *))
 {
-	paging_args p;
+	paging_args p = {.timeout_ms = DEFAULT_PAGE_WAIT_MS};
 	gs_paging_result r = {0};
 	uint64_t device, ids[256];
 	size_t count;
 	int rv;
 
-	rv = parse_paging(ctx, argc, argv, false, 2, 0, "DEVICE and at least one allocation ID",
-	                  &p);
+	rv = cli_parse_args(ctx, argc, argv, &page_list_syntax, &p);
 	if (rv != CLI_CONTINUE)
 		return rv;
 	count = (size_t)(argc - optind - 1);
@@ -681,14 +700,14 @@ static int alloc_evict(cli *ctx, int argc, char **argv)
 
 static int alloc_transfer(cli *ctx, int argc, char **argv)
 {
-	paging_args p;
+	paging_args p = {.timeout_ms = DEFAULT_PAGE_WAIT_MS};
 	gs_paging_result r = {0};
 	uint64_t id;
 	uint32_t segment;
 	const char *seg;
 	int rv;
 
-	rv = parse_paging(ctx, argc, argv, true, 2, 2, "an allocation ID and a SEGMENT", &p);
+	rv = cli_parse_args(ctx, argc, argv, &transfer_syntax, &p);
 	if (rv != CLI_CONTINUE)
 		return rv;
 	rv = cli_arg_u64(ctx, "ID", argv[optind], &id);

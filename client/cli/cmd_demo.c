@@ -99,6 +99,7 @@ typedef struct demo {
 	/* options */
 	uint32_t packet_count;
 	uint64_t seed;
+	bool seeded; /* --seed given; else the seed comes from the clock */
 	uint64_t alloc_size;
 	uint32_t nallocs; /* working allocations; allocs[nallocs] is the result allocation */
 	/* state */
@@ -693,53 +694,53 @@ static void report(const demo *d, double elapsed)
 
 enum { OPT_PACKETS = 0x200, OPT_SEED, OPT_ALLOC_SIZE, OPT_ALLOCS };
 
+static int demo_option(cli *ctx, int opt, const char *arg, void *out)
+{
+	demo *d = out;
+	int rv;
+
+	switch (opt) {
+	case OPT_PACKETS:
+		return cli_arg_u32(ctx, "--packets", arg, &d->packet_count);
+	case OPT_SEED:
+		d->seeded = true;
+		return cli_arg_u64(ctx, "--seed", arg, &d->seed);
+	case OPT_ALLOC_SIZE:
+		return cli_arg_u64(ctx, "--alloc-size", arg, &d->alloc_size);
+	case OPT_ALLOCS:
+		rv = cli_arg_u32(ctx, "--allocs", arg, &d->nallocs);
+		if (rv == 0 && (d->nallocs < 1 || d->nallocs > DEMO_ALLOCS_MAX))
+			return cli_usage(ctx, "--allocs must be 1..%d", DEMO_ALLOCS_MAX);
+		return rv;
+	}
+	return 0;
+}
+
+static const struct option demo_options[] = {
+        {"packets", required_argument, NULL, OPT_PACKETS},
+        {"seed", required_argument, NULL, OPT_SEED},
+        {"alloc-size", required_argument, NULL, OPT_ALLOC_SIZE},
+        {"allocs", required_argument, NULL, OPT_ALLOCS},
+        CLI_COMMON_OPTIONS,
+        {0},
+};
+
+static const cli_syntax demo_syntax = {
+        .help = help,
+        .options = demo_options,
+        .on_option = demo_option,
+};
+
 /* Returns CLI_CONTINUE to go on, or the exit code to return now. */
 static int parse_args(demo *d, int argc, char **argv)
 {
-	static const struct option opts[] = {
-	        {"packets", required_argument, NULL, OPT_PACKETS},
-	        {"seed", required_argument, NULL, OPT_SEED},
-	        {"alloc-size", required_argument, NULL, OPT_ALLOC_SIZE},
-	        {"allocs", required_argument, NULL, OPT_ALLOCS},
-	        CLI_COMMON_OPTIONS,
-	        {0},
-	};
-	cli *ctx = d->ctx;
-	bool seeded = false;
-	int opt, rv;
+	int rv = cli_parse_args(d->ctx, argc, argv, &demo_syntax, d);
 
-	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		rv = 0;
-		switch (opt) {
-		case OPT_PACKETS:
-			rv = cli_arg_u32(ctx, "--packets", optarg, &d->packet_count);
-			break;
-		case OPT_SEED:
-			rv = cli_arg_u64(ctx, "--seed", optarg, &d->seed);
-			seeded = true;
-			break;
-		case OPT_ALLOC_SIZE:
-			rv = cli_arg_u64(ctx, "--alloc-size", optarg, &d->alloc_size);
-			break;
-		case OPT_ALLOCS:
-			rv = cli_arg_u32(ctx, "--allocs", optarg, &d->nallocs);
-			if (rv == 0 && (d->nallocs < 1 || d->nallocs > DEMO_ALLOCS_MAX))
-				return cli_usage(ctx, "--allocs must be 1..%d", DEMO_ALLOCS_MAX);
-			break;
-		default:
-			rv = cli_common_option(ctx, opt, help);
-			if (rv != CLI_CONTINUE)
-				return rv;
-			rv = 0;
-		}
-		if (rv != 0)
-			return rv;
-	}
-	if (optind < argc)
-		return cli_usage(ctx, "unexpected argument '%s'", argv[optind]);
+	if (rv != CLI_CONTINUE)
+		return rv;
 	if (d->packet_count == 0 || d->alloc_size == 0)
-		return cli_usage(ctx, "--packets and --alloc-size must be positive");
-	if (!seeded) {
+		return cli_usage(d->ctx, "--packets and --alloc-size must be positive");
+	if (!d->seeded) {
 		struct timespec ts;
 
 		clock_gettime(CLOCK_REALTIME, &ts);

@@ -46,69 +46,57 @@ enum {
 	OPT_PAGING,
 };
 
-/* Returns CLI_CONTINUE to go on, or the exit code to return now. */
-static int parse_filter(cli *ctx, int argc, char **argv, gs_history_filter *f)
+static int filter_option(cli *ctx, int opt, const char *arg, void *out)
 {
-	static const struct option opts[] = {
-	        {"context", required_argument, NULL, OPT_CONTEXT},
-	        {"device", required_argument, NULL, OPT_DEVICE},
-	        {"state", required_argument, NULL, OPT_STATE},
-	        {"node", required_argument, NULL, OPT_NODE},
-	        {"limit", required_argument, NULL, OPT_LIMIT},
-	        {"before", required_argument, NULL, OPT_BEFORE},
-	        {"allocation", required_argument, NULL, OPT_ALLOCATION},
-	        {"paging", no_argument, NULL, OPT_PAGING},
-	        CLI_COMMON_OPTIONS,
-	        {0},
-	};
-	int opt, rv;
+	gs_history_filter *f = out;
 
-	*f = (gs_history_filter){0};
-	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		rv = 0;
-		switch (opt) {
-		case OPT_CONTEXT:
-			rv = cli_arg_u64(ctx, "--context", optarg, &f->context);
-			break;
-		case OPT_DEVICE:
-			rv = cli_arg_u64(ctx, "--device", optarg, &f->device);
-			break;
-		case OPT_STATE:
-			if (gs_packet_state_parse(optarg, &f->state) != 0)
-				rv = cli_usage(ctx, "--state: unknown state '%s'", optarg);
-			break;
-		case OPT_NODE:
-			rv = cli_arg_u32(ctx, "--node", optarg, &f->node);
-			f->match_node = true;
-			break;
-		case OPT_LIMIT:
-			rv = cli_arg_u32(ctx, "--limit", optarg, &f->limit);
-			break;
-		case OPT_BEFORE:
-			rv = cli_arg_u64(ctx, "--before", optarg, &f->before_packet);
-			break;
-		case OPT_ALLOCATION:
-			rv = cli_arg_u64(ctx, "--allocation", optarg, &f->allocation);
-			break;
-		case OPT_PAGING:
-			f->paging = true;
-			break;
-		default:
-			rv = cli_common_option(ctx, opt, history_help);
-			if (rv != CLI_CONTINUE)
-				return rv;
-			rv = 0;
-		}
-		if (rv != 0)
-			return rv;
+	switch (opt) {
+	case OPT_CONTEXT:
+		return cli_arg_u64(ctx, "--context", arg, &f->context);
+	case OPT_DEVICE:
+		return cli_arg_u64(ctx, "--device", arg, &f->device);
+	case OPT_STATE:
+		if (gs_packet_state_parse(arg, &f->state) != 0)
+			return cli_usage(ctx, "--state: unknown state '%s'", arg);
+		return 0;
+	case OPT_NODE:
+		f->match_node = true;
+		return cli_arg_u32(ctx, "--node", arg, &f->node);
+	case OPT_LIMIT:
+		return cli_arg_u32(ctx, "--limit", arg, &f->limit);
+	case OPT_BEFORE:
+		return cli_arg_u64(ctx, "--before", arg, &f->before_packet);
+	case OPT_ALLOCATION:
+		return cli_arg_u64(ctx, "--allocation", arg, &f->allocation);
+	case OPT_PAGING:
+		f->paging = true;
+		break;
 	}
-	if (optind < argc)
-		return cli_usage(ctx, "unexpected argument '%s'", argv[optind]);
-	return CLI_CONTINUE;
+	return 0;
 }
 
-static json_t *record_json(const gs_packet_record *r)
+static const struct option history_options[] = {
+        {"context", required_argument, NULL, OPT_CONTEXT},
+        {"device", required_argument, NULL, OPT_DEVICE},
+        {"state", required_argument, NULL, OPT_STATE},
+        {"node", required_argument, NULL, OPT_NODE},
+        {"limit", required_argument, NULL, OPT_LIMIT},
+        {"before", required_argument, NULL, OPT_BEFORE},
+        {"allocation", required_argument, NULL, OPT_ALLOCATION},
+        {"paging", no_argument, NULL, OPT_PAGING},
+        CLI_COMMON_OPTIONS,
+        {0},
+};
+
+static const cli_syntax history_syntax = {
+        .help = history_help,
+        .options = history_options,
+        .on_option = filter_option,
+};
+
+static json_t *record_json(const void *record)
 {
+	const gs_packet_record *r = record;
 	json_t *o = json_object();
 
 	json_object_set_new(o, "packet_id", cli_json_u64(r->packet));
@@ -165,12 +153,12 @@ static void print_records(const gs_packet_record *recs, size_t n)
 
 int cmd_history(cli *ctx, int argc, char **argv)
 {
-	gs_history_filter filter;
+	gs_history_filter filter = {0};
 	gs_packet_record *recs;
 	size_t n;
 	int rv;
 
-	rv = parse_filter(ctx, argc, argv, &filter);
+	rv = cli_parse_args(ctx, argc, argv, &history_syntax, &filter);
 	if (rv != CLI_CONTINUE)
 		return rv;
 	rv = cli_connect(ctx);
@@ -179,24 +167,41 @@ int cmd_history(cli *ctx, int argc, char **argv)
 	rv = gs_history(ctx->client, &filter, &recs, &n);
 	if (rv != 0)
 		return cli_fail(ctx, rv);
-	if (ctx->json) {
-		json_t *arr = json_array();
-
-		for (size_t i = 0; i < n; i++)
-			json_array_append_new(arr, record_json(&recs[i]));
-		cli_json_print(arr);
-	} else {
+	if (ctx->json)
+		cli_json_print(cli_json_array(recs, n, sizeof(*recs), record_json));
+	else
 		print_records(recs, n);
-	}
 	gs_history_free(recs, n);
 	return CLI_EXIT_OK;
+}
+
+static json_t *event_json(const void *event)
+{
+	const gs_packet_event *e = event;
+
+	return json_pack("{s:o, s:o, s:s, s:o, s:s}", "seq", cli_json_u64(e->seq), "packet_id",
+	                 cli_json_u64(e->packet), "state", gs_packet_state_name(e->state),
+	                 "time_ns", cli_json_u64(e->time_ns), "detail", e->detail);
+}
+
+static void print_events(const gs_packet_event *ev, size_t n)
+{
+	char when[40];
+
+	printf("%-10s %-23s %-11s %s\n", "SEQ", "TIME", "STATE", "DETAIL");
+	for (size_t i = 0; i < n; i++) {
+		cli_format_time(ev[i].time_ns, when, sizeof(when));
+		printf("%-10" PRIu64 " %-23s %-11s %s\n", ev[i].seq, when,
+		       gs_packet_state_name(ev[i].state), ev[i].detail);
+	}
+	if (n == 0)
+		printf("(no events)\n");
 }
 
 int cmd_events(cli *ctx, int argc, char **argv)
 {
 	gs_packet_event *ev;
 	uint64_t packet;
-	char when[40];
 	size_t n;
 	int rv;
 
@@ -212,27 +217,10 @@ int cmd_events(cli *ctx, int argc, char **argv)
 	rv = gs_packet_events(ctx->client, packet, &ev, &n);
 	if (rv != 0)
 		return cli_fail(ctx, rv);
-	if (ctx->json) {
-		json_t *arr = json_array();
-
-		for (size_t i = 0; i < n; i++)
-			json_array_append_new(arr, json_pack("{s:o, s:o, s:s, s:o, s:s}", "seq",
-			                                     cli_json_u64(ev[i].seq), "packet_id",
-			                                     cli_json_u64(ev[i].packet), "state",
-			                                     gs_packet_state_name(ev[i].state),
-			                                     "time_ns", cli_json_u64(ev[i].time_ns),
-			                                     "detail", ev[i].detail));
-		cli_json_print(arr);
-	} else {
-		printf("%-10s %-23s %-11s %s\n", "SEQ", "TIME", "STATE", "DETAIL");
-		for (size_t i = 0; i < n; i++) {
-			cli_format_time(ev[i].time_ns, when, sizeof(when));
-			printf("%-10" PRIu64 " %-23s %-11s %s\n", ev[i].seq, when,
-			       gs_packet_state_name(ev[i].state), ev[i].detail);
-		}
-		if (n == 0)
-			printf("(no events)\n");
-	}
+	if (ctx->json)
+		cli_json_print(cli_json_array(ev, n, sizeof(*ev), event_json));
+	else
+		print_events(ev, n);
 	gs_packet_events_free(ev, n);
 	return CLI_EXIT_OK;
 }

@@ -14,31 +14,33 @@ static const char help[] =
         "system memory (the pool allocations are evicted to: size and use) with the paging\n"
         "chunk (bytes per sub-transfer of a paging transfer), and its submission limits.\n";
 
-static json_t *adapter_json(const gs_adapter_info *a)
+static json_t *node_json(const void *node)
 {
-	json_t *nodes = json_array(), *segments = json_array();
+	const gs_node_info *n = node;
 
-	for (size_t i = 0; i < a->node_count; i++) {
-		const gs_node_info *n = &a->nodes[i];
+	return json_pack("{s:I, s:s, s:s, s:I, s:b, s:o, s:o}", "id", (json_int_t)n->id, "name",
+	                 n->name, "kind", gs_node_kind_name(n->kind), "engines",
+	                 (json_int_t)n->engines, "paging", n->paging, "fence",
+	                 cli_json_u64(n->fence), "queued", cli_json_u64(n->queued));
+}
 
-		json_array_append_new(nodes, json_pack("{s:I, s:s, s:s, s:I, s:b, s:o, s:o}", "id",
-		                                       (json_int_t)n->id, "name", n->name, "kind",
-		                                       gs_node_kind_name(n->kind), "engines",
-		                                       (json_int_t)n->engines, "paging", n->paging,
-		                                       "fence", cli_json_u64(n->fence), "queued",
-		                                       cli_json_u64(n->queued)));
-	}
-	for (size_t i = 0; i < a->segment_count; i++) {
-		const gs_segment_info *s = &a->segments[i];
+static json_t *segment_json(const void *segment)
+{
+	const gs_segment_info *s = segment;
 
-		json_array_append_new(segments, json_pack("{s:I, s:s, s:s, s:o, s:o, s:o, s:b}",
-		                                          "id", (json_int_t)s->id, "name", s->name,
-		                                          "kind", gs_segment_kind_name(s->kind),
-		                                          "size", cli_json_u64(s->size), "used",
-		                                          cli_json_u64(s->used), "largest_free",
-		                                          cli_json_u64(s->largest_free),
-		                                          "cpu_visible", s->cpu_visible));
-	}
+	return json_pack("{s:I, s:s, s:s, s:o, s:o, s:o, s:b}", "id", (json_int_t)s->id, "name",
+	                 s->name, "kind", gs_segment_kind_name(s->kind), "size",
+	                 cli_json_u64(s->size), "used", cli_json_u64(s->used), "largest_free",
+	                 cli_json_u64(s->largest_free), "cpu_visible", s->cpu_visible);
+}
+
+static json_t *adapter_json(const void *adapter)
+{
+	const gs_adapter_info *a = adapter;
+	json_t *nodes = cli_json_array(a->nodes, a->node_count, sizeof(*a->nodes), node_json);
+	json_t *segments =
+	        cli_json_array(a->segments, a->segment_count, sizeof(*a->segments), segment_json);
+
 	return json_pack("{s:I, s:s, s:s, s:s, s:I, s:b, s:b, s:I, s:I, s:I, s:o, s:o, s:o, s:o, "
 	                 "s:o}",
 	                 "id", (json_int_t)a->id, "name", a->name, "backend", a->backend, "clock",
@@ -107,10 +109,9 @@ int cmd_info(cli *ctx, int argc, char **argv)
 		return cli_fail(ctx, rv);
 
 	if (ctx->json) {
-		json_t *adapters = json_array();
+		json_t *adapters = cli_json_array(info->adapters, info->adapter_count,
+		                                  sizeof(*info->adapters), adapter_json);
 
-		for (size_t i = 0; i < info->adapter_count; i++)
-			json_array_append_new(adapters, adapter_json(&info->adapters[i]));
 		cli_json_print(json_pack("{s:s, s:s, s:s, s:o}", "version", info->version, "url",
 		                         gs_client_url(ctx->client), "tenant", info->tenant,
 		                         "adapters", adapters));

@@ -59,8 +59,9 @@ static void format_id(uint64_t id, char *buf, size_t cap)
 		snprintf(buf, cap, "-");
 }
 
-json_t *cli_json_move(const gs_move *m)
+json_t *cli_json_move(const void *move)
 {
+	const gs_move *m = move;
 	json_t *o = json_object();
 
 	json_object_set_new(o, "seq", cli_json_u64(m->seq));
@@ -127,60 +128,49 @@ void cli_print_moves(const gs_move *moves, size_t n, const char *indent)
 		printf("%s(no moves)\n", indent);
 }
 
-/* Returns CLI_CONTINUE to go on, or the exit code to return now. */
-static int parse_filter(cli *ctx, int argc, char **argv, gs_moves_filter *f)
+static int filter_option(cli *ctx, int opt, const char *arg, void *out)
 {
-	static const struct option opts[] = {
-	        {"allocation", required_argument, NULL, OPT_ALLOCATION},
-	        {"device", required_argument, NULL, OPT_DEVICE},
-	        {"packet", required_argument, NULL, OPT_PACKET},
-	        {"limit", required_argument, NULL, OPT_LIMIT},
-	        {"before", required_argument, NULL, OPT_BEFORE},
-	        CLI_COMMON_OPTIONS,
-	        {0},
-	};
-	int opt, rv;
+	gs_moves_filter *f = out;
 
-	*f = (gs_moves_filter){0};
-	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		switch (opt) {
-		case OPT_ALLOCATION:
-			rv = cli_arg_u64(ctx, "--allocation", optarg, &f->allocation);
-			break;
-		case OPT_DEVICE:
-			rv = cli_arg_u64(ctx, "--device", optarg, &f->device);
-			break;
-		case OPT_PACKET:
-			rv = cli_arg_u64(ctx, "--packet", optarg, &f->packet);
-			break;
-		case OPT_LIMIT:
-			rv = cli_arg_u32(ctx, "--limit", optarg, &f->limit);
-			break;
-		case OPT_BEFORE:
-			rv = cli_arg_u64(ctx, "--before", optarg, &f->before_seq);
-			break;
-		default:
-			rv = cli_common_option(ctx, opt, help);
-			if (rv != CLI_CONTINUE)
-				return rv;
-			rv = 0;
-		}
-		if (rv != 0)
-			return rv;
+	switch (opt) {
+	case OPT_ALLOCATION:
+		return cli_arg_u64(ctx, "--allocation", arg, &f->allocation);
+	case OPT_DEVICE:
+		return cli_arg_u64(ctx, "--device", arg, &f->device);
+	case OPT_PACKET:
+		return cli_arg_u64(ctx, "--packet", arg, &f->packet);
+	case OPT_LIMIT:
+		return cli_arg_u32(ctx, "--limit", arg, &f->limit);
+	case OPT_BEFORE:
+		return cli_arg_u64(ctx, "--before", arg, &f->before_seq);
 	}
-	if (optind < argc)
-		return cli_usage(ctx, "unexpected argument '%s'", argv[optind]);
-	return CLI_CONTINUE;
+	return 0;
 }
+
+static const struct option moves_options[] = {
+        {"allocation", required_argument, NULL, OPT_ALLOCATION},
+        {"device", required_argument, NULL, OPT_DEVICE},
+        {"packet", required_argument, NULL, OPT_PACKET},
+        {"limit", required_argument, NULL, OPT_LIMIT},
+        {"before", required_argument, NULL, OPT_BEFORE},
+        CLI_COMMON_OPTIONS,
+        {0},
+};
+
+static const cli_syntax moves_syntax = {
+        .help = help,
+        .options = moves_options,
+        .on_option = filter_option,
+};
 
 int cmd_moves(cli *ctx, int argc, char **argv)
 {
-	gs_moves_filter filter;
+	gs_moves_filter filter = {0};
 	gs_move *moves;
 	size_t n;
 	int rv;
 
-	rv = parse_filter(ctx, argc, argv, &filter);
+	rv = cli_parse_args(ctx, argc, argv, &moves_syntax, &filter);
 	if (rv != CLI_CONTINUE)
 		return rv;
 	rv = cli_connect(ctx);
@@ -189,15 +179,10 @@ int cmd_moves(cli *ctx, int argc, char **argv)
 	rv = gs_moves(ctx->client, &filter, &moves, &n);
 	if (rv != 0)
 		return cli_fail(ctx, rv);
-	if (ctx->json) {
-		json_t *arr = json_array();
-
-		for (size_t i = 0; i < n; i++)
-			json_array_append_new(arr, cli_json_move(&moves[i]));
-		cli_json_print(arr);
-	} else {
+	if (ctx->json)
+		cli_json_print(cli_json_array(moves, n, sizeof(*moves), cli_json_move));
+	else
 		cli_print_moves(moves, n, "");
-	}
 	gs_moves_free(moves, n);
 	return CLI_EXIT_OK;
 }

@@ -60,67 +60,65 @@ enum {
 	OPT_TIMEOUT,
 };
 
+static int submit_option(cli *ctx, int opt, const char *arg, void *out)
+{
+	submit_args *a = out;
+
+	switch (opt) {
+	case OPT_NODE:
+		a->has_node = true;
+		return cli_arg_u32(ctx, "--node", arg, &a->node);
+	case OPT_FLAGS:
+		return cli_arg_submit_flags(ctx, arg, &a->flags);
+	case OPT_SPIN:
+		return cli_arg_u64(ctx, "--spin-us", arg, &a->spin_us);
+	case OPT_NONPREEMPTIBLE:
+		a->nonpreemptible = true;
+		break;
+	case OPT_PRIORITY_CLASS:
+		return cli_arg_u32(ctx, "--priority-class", arg, &a->priority_class);
+	case OPT_PRIORITY:
+		if (!cli_parse_i32(arg, &a->priority))
+			return cli_usage(ctx, "--priority: '%s' is not a number", arg);
+		break;
+	case OPT_WAIT:
+		a->wait = true;
+		break;
+	case OPT_TIMEOUT:
+		return cli_arg_u32(ctx, "--timeout", arg, &a->timeout_ms);
+	}
+	return 0;
+}
+
+static const struct option submit_options[] = {
+        {"node", required_argument, NULL, OPT_NODE},
+        {"flags", required_argument, NULL, OPT_FLAGS},
+        {"spin-us", required_argument, NULL, OPT_SPIN},
+        {"nonpreemptible", no_argument, NULL, OPT_NONPREEMPTIBLE},
+        {"priority-class", required_argument, NULL, OPT_PRIORITY_CLASS},
+        {"priority", required_argument, NULL, OPT_PRIORITY},
+        {"wait", no_argument, NULL, OPT_WAIT},
+        {"timeout", required_argument, NULL, OPT_TIMEOUT},
+        CLI_COMMON_OPTIONS,
+        {0},
+};
+
+static const cli_syntax submit_syntax = {
+        .help = help,
+        .options = submit_options,
+        .on_option = submit_option,
+};
+
 /* Returns CLI_CONTINUE to go on, or the exit code to return now (0 after --help). */
 static int parse_args(cli *ctx, int argc, char **argv, submit_args *a)
 {
-	static const struct option opts[] = {
-	        {"node", required_argument, NULL, OPT_NODE},
-	        {"flags", required_argument, NULL, OPT_FLAGS},
-	        {"spin-us", required_argument, NULL, OPT_SPIN},
-	        {"nonpreemptible", no_argument, NULL, OPT_NONPREEMPTIBLE},
-	        {"priority-class", required_argument, NULL, OPT_PRIORITY_CLASS},
-	        {"priority", required_argument, NULL, OPT_PRIORITY},
-	        {"wait", no_argument, NULL, OPT_WAIT},
-	        {"timeout", required_argument, NULL, OPT_TIMEOUT},
-	        CLI_COMMON_OPTIONS,
-	        {0},
-	};
-	int opt, rv;
+	int rv;
 
 	*a = (submit_args){.priority_class = 2, .timeout_ms = GS_DEFAULT_TIMEOUT_MS};
-	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		rv = 0;
-		switch (opt) {
-		case OPT_NODE:
-			rv = cli_arg_u32(ctx, "--node", optarg, &a->node);
-			a->has_node = true;
-			break;
-		case OPT_FLAGS:
-			rv = cli_arg_submit_flags(ctx, optarg, &a->flags);
-			break;
-		case OPT_SPIN:
-			rv = cli_arg_u64(ctx, "--spin-us", optarg, &a->spin_us);
-			break;
-		case OPT_NONPREEMPTIBLE:
-			a->nonpreemptible = true;
-			break;
-		case OPT_PRIORITY_CLASS:
-			rv = cli_arg_u32(ctx, "--priority-class", optarg, &a->priority_class);
-			break;
-		case OPT_PRIORITY:
-			if (!cli_parse_i32(optarg, &a->priority))
-				rv = cli_usage(ctx, "--priority: '%s' is not a number", optarg);
-			break;
-		case OPT_WAIT:
-			a->wait = true;
-			break;
-		case OPT_TIMEOUT:
-			rv = cli_arg_u32(ctx, "--timeout", optarg, &a->timeout_ms);
-			break;
-		default:
-			rv = cli_common_option(ctx, opt, help);
-			if (rv != CLI_CONTINUE)
-				return rv;
-			rv = 0;
-		}
-		if (rv != 0)
-			return rv;
-	}
-	if (optind < argc)
-		return cli_usage(ctx, "unexpected argument '%s'", argv[optind]);
-	if (!a->has_node)
+	rv = cli_parse_args(ctx, argc, argv, &submit_syntax, a);
+	if (rv == CLI_CONTINUE && !a->has_node)
 		return cli_usage(ctx, "--node is required");
-	return CLI_CONTINUE;
+	return rv;
 }
 
 static json_t *packet_json(const gs_submit_result *r, uint32_t flags)

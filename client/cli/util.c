@@ -99,7 +99,9 @@ void cli_disconnect(cli *ctx)
 
 /* ---- option parsing --------------------------------------------------------------------- */
 
-int cli_common_option(cli *ctx, int opt, const char *help)
+/* Handles --help/--json and getopt's errors for the command whose help text is `help`.
+ * Returns CLI_CONTINUE, or the exit code the command should return now. */
+static int common_option(cli *ctx, int opt, const char *help)
 {
 	switch (opt) {
 	case CLI_OPT_HELP:
@@ -109,7 +111,7 @@ int cli_common_option(cli *ctx, int opt, const char *help)
 		ctx->json = true;
 		return CLI_CONTINUE;
 	default:
-		/* getopt_long already said what was wrong, under the name cli_set_prog gave. */
+		/* getopt_long already said what was wrong, under the name cli_run gave. */
 		fprintf(stderr, "Try 'gpusched %s --help'.\n", ctx->command);
 		return CLI_EXIT_USAGE;
 	}
@@ -126,22 +128,43 @@ int cli_run(cli *ctx, int (*run)(cli *, int, char **), int argc, char **argv)
 	return run(ctx, argc, argv);
 }
 
-int cli_simple_args(cli *ctx, int argc, char **argv, const char *help, int min, int max,
-                    const char *what)
+/* getopt_long answers '?' for an unknown option or a missing argument. */
+static bool is_common_option(int opt)
 {
-	static const struct option opts[] = {CLI_COMMON_OPTIONS, {0}};
+	return opt == CLI_OPT_HELP || opt == CLI_OPT_JSON || opt == '?';
+}
+
+int cli_parse_args(cli *ctx, int argc, char **argv, const cli_syntax *syntax, void *out)
+{
+	static const struct option common[] = {CLI_COMMON_OPTIONS, {0}};
+	const struct option *opts = syntax->options ? syntax->options : common;
 	int opt, rv, n;
 
 	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		rv = cli_common_option(ctx, opt, help);
-		if (rv != CLI_CONTINUE)
+		if (is_common_option(opt)) {
+			rv = common_option(ctx, opt, syntax->help);
+			if (rv != CLI_CONTINUE)
+				return rv;
+			continue;
+		}
+		rv = syntax->on_option(ctx, opt, optarg, out);
+		if (rv != 0)
 			return rv;
 	}
 	n = argc - optind;
-	if (n < min || n > max)
-		return max == 0 ? cli_usage(ctx, "unexpected argument '%s'", argv[optind])
-		                : cli_usage(ctx, "expected %s", what);
+	if (n < syntax->min_args || n > syntax->max_args)
+		return syntax->max_args == 0
+		               ? cli_usage(ctx, "unexpected argument '%s'", argv[optind])
+		               : cli_usage(ctx, "expected %s", syntax->args);
 	return CLI_CONTINUE;
+}
+
+int cli_simple_args(cli *ctx, int argc, char **argv, const char *help, int min, int max,
+                    const char *what)
+{
+	const cli_syntax syntax = {.help = help, .min_args = min, .max_args = max, .args = what};
+
+	return cli_parse_args(ctx, argc, argv, &syntax, NULL);
 }
 
 int cli_dispatch(cli *ctx, const cli_command *table, size_t count, int argc, char **argv,
@@ -312,6 +335,16 @@ json_t *cli_json_u64(uint64_t v)
 {
 	/* Saturate rather than wrap to a negative number. */
 	return json_integer(v > (uint64_t)JSON_INT_MAX ? JSON_INT_MAX : (json_int_t)v);
+}
+
+json_t *cli_json_array(const void *items, size_t count, size_t size,
+                       json_t *(*to_json)(const void *item))
+{
+	json_t *arr = json_array();
+
+	for (size_t i = 0; i < count; i++)
+		json_array_append_new(arr, to_json((const char *)items + i * size));
+	return arr;
 }
 
 void cli_json_print(json_t *doc)
