@@ -15,9 +15,9 @@
 static int add_tenants(gsd_daemon *d, const gsd_config *cfg)
 {
 	/* Owns the daemon's own contexts (paging); no token names it. */
-	snprintf(d->system_tenant.name, sizeof(d->system_tenant.name), "gpuschedd");
-	d->system_tenant.share = 1;
-	d->system_tenant.priority_ceiling = GSD_CLASS_SYSTEM;
+	snprintf(d->system_tenant.conf.name, sizeof(d->system_tenant.conf.name), "gpuschedd");
+	d->system_tenant.conf.share = 1;
+	d->system_tenant.conf.priority_ceiling = GSD_CLASS_SYSTEM;
 	if (cfg->ntenants == 0) {
 		/* No tenants configured: one default tenant, named by the empty token. */
 		gsd_tenant_config def = {.name = "default",

@@ -145,7 +145,7 @@ gsd_device *gsd_device_create(gsd_daemon *d, gsd_adapter *a, gsd_tenant *t, cons
 	}
 	t->devices++;
 	d->devices++;
-	gsd_audit_note(d->audit, t->name, "device_created", dev->name);
+	gsd_audit_note(d->audit, t->conf.name, "device_created", dev->name);
 	return dev;
 }
 
@@ -159,7 +159,7 @@ void gsd_device_destroy(gsd_daemon *d, gsd_device *dev)
 	GSD_LIST_FOREACH_SAFE(it, tmp, &dev->syncs)
 	gsd_sync_destroy(d, GSD_CONTAINER_OF(it, gsd_sync, dev_link));
 	object_unregister(d, &dev->obj);
-	gsd_audit_note(d->audit, dev->obj.tenant->name, "device_destroyed", dev->name);
+	gsd_audit_note(d->audit, dev->obj.tenant->conf.name, "device_destroyed", dev->name);
 	dev->obj.tenant->devices--;
 	d->devices--;
 	free(dev);
@@ -205,7 +205,7 @@ void gsd_device_destroy_all(gsd_daemon *d)
 void gsd_context_audit(gsd_daemon *d, const gsd_context *x)
 {
 	gsd_context_rec r = {.context = x->obj.handle,
-	                     .tenant = x->obj.tenant->name,
+	                     .tenant = x->obj.tenant->conf.name,
 	                     .device = x->dev->obj.handle,
 	                     .adapter = x->dev->adapter->id,
 	                     .node = x->node->index,
@@ -238,7 +238,7 @@ gsd_context *gsd_context_create(gsd_daemon *d, gsd_device *dev, const gsd_contex
 	gsd_list_init(&x->pending);
 	gsd_list_init(&x->dev_link);
 	gsd_list_init(&x->node_link);
-	gsd_policy_entity_init(&x->sched, pr->priority_class, pr->priority, t->share,
+	gsd_policy_entity_init(&x->sched, pr->priority_class, pr->priority, t->conf.share,
 	                       x->obj.handle);
 	d->hooks.context_attach(d, x);
 	if (!system) {
@@ -275,7 +275,7 @@ void gsd_allocation_audit(gsd_daemon *d, const gsd_allocation *al)
 {
 	gsd_allocation_rec r = {
 	        .allocation = al->obj.handle,
-	        .tenant = al->obj.tenant->name,
+	        .tenant = al->obj.tenant->conf.name,
 	        .device = al->dev->obj.handle,
 	        .adapter = al->adapter->id,
 	        .size = al->size,

@@ -13,15 +13,9 @@ gsd_tenant *gsd_tenant_add(gsd_daemon *d, const gsd_tenant_config *tc)
 	gsd_tenant *t = calloc(1, sizeof(*t));
 	if (!t)
 		return NULL;
-	snprintf(t->name, sizeof(t->name), "%s", tc->name);
-	snprintf(t->token, sizeof(t->token), "%s", tc->token);
-	t->kind = tc->kind;
-	t->policy = tc->policy;
-	t->share = tc->share ? tc->share : 1;
-	t->priority_ceiling = tc->priority_ceiling;
-	t->memory_quota = tc->memory_quota;
-	t->context_limit = tc->context_limit;
-	t->admin = tc->admin;
+	t->conf = *tc;
+	if (!t->conf.share)
+		t->conf.share = 1;
 	d->tenants[d->ntenants++] = t;
 	return t;
 }
@@ -30,7 +24,7 @@ gsd_tenant *gsd_tenant_by_token(gsd_daemon *d, const char *token)
 {
 	for (uint32_t i = 0; i < d->ntenants; i++)
 		if (!d->tenants[i]->removed &&
-		    strcmp(d->tenants[i]->token, token ? token : "") == 0)
+		    strcmp(d->tenants[i]->conf.token, token ? token : "") == 0)
 			return d->tenants[i];
 	return NULL;
 }
@@ -38,7 +32,7 @@ gsd_tenant *gsd_tenant_by_token(gsd_daemon *d, const char *token)
 gsd_tenant *gsd_tenant_by_name(gsd_daemon *d, const char *name)
 {
 	for (uint32_t i = 0; i < d->ntenants; i++)
-		if (!d->tenants[i]->removed && strcmp(d->tenants[i]->name, name) == 0)
+		if (!d->tenants[i]->removed && strcmp(d->tenants[i]->conf.name, name) == 0)
 			return d->tenants[i];
 	return NULL;
 }
@@ -48,5 +42,5 @@ void gsd_tenant_remove(gsd_tenant *t)
 	/* Kept in memory (old records and retired packets point at it), but a removed tenant is
 	 * skipped by every token and name lookup, so it can never authenticate again. */
 	t->removed = true;
-	memset(t->token, 0, sizeof(t->token));
+	memset(t->conf.token, 0, sizeof(t->conf.token));
 }

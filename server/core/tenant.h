@@ -14,15 +14,7 @@
 typedef struct gsd_daemon gsd_daemon;
 
 typedef struct gsd_tenant {
-	char name[GSD_NAME_MAX];
-	char token[128];
-	int kind;   /* Gpusched__V1__TenantKind */
-	int policy; /* Gpusched__V1__SharePolicy */
-	uint32_t share;
-	uint32_t priority_ceiling;
-	uint64_t memory_quota;
-	uint32_t context_limit;
-	bool admin;
+	gsd_tenant_config conf; /* as configured or created by an admin (share at least 1) */
 	bool banned;
 	bool removed; /* destroyed by an admin: kept so old records can still name it */
 	uint64_t memory_used;

@@ -73,8 +73,9 @@ void gsd_call_verror(gsd_call *c, int status, const char *fmt, va_list ap)
 	d->stats.errors++;
 	const char *req = c->req ? gsd_request_name(c->req->body_case) : "undecodable";
 	if (status != GSD_ST(TIMEOUT))
-		gsd_audit_error(d->audit, c->tenant ? c->tenant->name : NULL, req, status, msg);
-	GSD_DEBUG("request %s from %s: status %d: %s", req, c->tenant ? c->tenant->name : "-",
+		gsd_audit_error(d->audit, c->tenant ? c->tenant->conf.name : NULL, req, status,
+		                msg);
+	GSD_DEBUG("request %s from %s: status %d: %s", req, c->tenant ? c->tenant->conf.name : "-",
 	          status, msg);
 	Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
 	resp.status = status;
@@ -215,7 +216,7 @@ static void offload_done(uv_work_t *w, int status)
 	/* Audit calls belong to the loop: an error answered off the loop is recorded here. */
 	if (c->off_status != GSD_ST(OK)) {
 		c->d->stats.errors++;
-		gsd_audit_error(c->d->audit, c->tenant ? c->tenant->name : NULL,
+		gsd_audit_error(c->d->audit, c->tenant ? c->tenant->conf.name : NULL,
 		                gsd_request_name(c->req->body_case), c->off_status, c->off_message);
 	}
 	/* Sent from the loop, after the audit record: a client that reads the counters or the

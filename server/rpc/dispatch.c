@@ -132,7 +132,7 @@ static void h_info(gsd_daemon *d, gsd_call *c)
 	info.version = GS_VERSION;
 	info.n_adapters = d->nadapters;
 	info.adapters = aip;
-	info.tenant = c->tenant->name;
+	info.tenant = c->tenant->conf.name;
 	GSD_REPLY(c, INFO, info, &info);
 }
 
@@ -168,24 +168,24 @@ static void h_stats(gsd_daemon *d, gsd_call *c)
 
 static bool require_admin(gsd_call *c)
 {
-	if (c->tenant->admin)
+	if (c->tenant->conf.admin)
 		return true;
 	gsd_call_error(c, GSD_ST(PERMISSION_DENIED), "tenant %s is not an administrator",
-	               c->tenant->name);
+	               c->tenant->conf.name);
 	return false;
 }
 
 static void tenant_out(const gsd_tenant *t, Gpusched__V1__Tenant *o)
 {
 	gpusched__v1__tenant__init(o);
-	o->name = (char *)t->name;
-	o->kind = t->kind;
-	o->policy = t->policy;
-	o->share = t->share;
-	o->priority_ceiling = t->priority_ceiling;
-	o->memory_quota = t->memory_quota;
-	o->context_limit = t->context_limit;
-	o->admin = t->admin;
+	o->name = (char *)t->conf.name;
+	o->kind = t->conf.kind;
+	o->policy = t->conf.policy;
+	o->share = t->conf.share;
+	o->priority_ceiling = t->conf.priority_ceiling;
+	o->memory_quota = t->conf.memory_quota;
+	o->context_limit = t->conf.context_limit;
+	o->admin = t->conf.admin;
 	o->banned = t->banned;
 }
 
@@ -247,9 +247,9 @@ static void h_tenant_create(gsd_daemon *d, gsd_call *c)
 		gsd_call_error(c, GSD_ST(QUOTA_EXCEEDED), "too many tenants");
 		return;
 	}
-	gsd_audit_note(d->audit, c->tenant->name, "tenant_created", nt->name);
+	gsd_audit_note(d->audit, c->tenant->conf.name, "tenant_created", nt->conf.name);
 	Gpusched__V1__TenantCreateResponse tr = GPUSCHED__V1__TENANT_CREATE_RESPONSE__INIT;
-	tr.token = nt->token;
+	tr.token = nt->conf.token;
 	GSD_REPLY(c, TENANT_CREATE, tenant_create, &tr);
 }
 
@@ -263,7 +263,7 @@ static void h_tenant_destroy(gsd_daemon *d, gsd_call *c)
 		return;
 	}
 	if (t->devices) {
-		gsd_call_error(c, GSD_ST(BUSY), "tenant %s still has %u devices", t->name,
+		gsd_call_error(c, GSD_ST(BUSY), "tenant %s still has %u devices", t->conf.name,
 		               t->devices);
 		return;
 	}
@@ -272,7 +272,7 @@ static void h_tenant_destroy(gsd_daemon *d, gsd_call *c)
 		return;
 	}
 	gsd_tenant_remove(t);
-	gsd_audit_note(d->audit, c->tenant->name, "tenant_removed", t->name);
+	gsd_audit_note(d->audit, c->tenant->conf.name, "tenant_removed", t->conf.name);
 	gsd_call_reply_empty(c);
 }
 
@@ -283,7 +283,7 @@ static void h_tenant_list(gsd_daemon *d, gsd_call *c)
 	size_t n = 0;
 	for (uint32_t i = 0; i < d->ntenants; i++) {
 		const gsd_tenant *t = d->tenants[i];
-		if (t->removed || (!c->tenant->admin && t != c->tenant))
+		if (t->removed || (!c->tenant->conf.admin && t != c->tenant))
 			continue;
 		tenant_out(t, &tl[n]);
 		tp[n] = &tl[n];

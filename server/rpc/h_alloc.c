@@ -41,12 +41,13 @@ void gsd_h_allocation_create(gsd_daemon *d, gsd_call *c)
 		return;
 	}
 	gsd_tenant *t = c->tenant;
-	if (t->memory_quota &&
-	    (t->memory_used > t->memory_quota || q->size > t->memory_quota - t->memory_used)) {
+	if (t->conf.memory_quota && (t->memory_used > t->conf.memory_quota ||
+	                             q->size > t->conf.memory_quota - t->memory_used)) {
 		gsd_call_error(c, GSD_ST(QUOTA_EXCEEDED),
-		               "tenant %s: %llu bytes used, quota %llu, asked for %llu", t->name,
-		               (unsigned long long)t->memory_used,
-		               (unsigned long long)t->memory_quota, (unsigned long long)q->size);
+		               "tenant %s: %llu bytes used, quota %llu, asked for %llu",
+		               t->conf.name, (unsigned long long)t->memory_used,
+		               (unsigned long long)t->conf.memory_quota,
+		               (unsigned long long)q->size);
 		return;
 	}
 	gsd_allocation_params pr = {.size = q->size,
@@ -105,7 +106,7 @@ static void query_out(const gsd_allocation *al, Gpusched__V1__AllocationQueryRes
 	aq->moves = al->moves;
 	aq->moving = al->moving > 0;
 	aq->last_used_ns = al->last_use_ns;
-	aq->tenant = (char *)al->obj.tenant->name;
+	aq->tenant = (char *)al->obj.tenant->conf.name;
 }
 
 void gsd_h_allocation_query(gsd_daemon *d, gsd_call *c)

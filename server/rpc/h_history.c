@@ -109,7 +109,7 @@ static void history_work(gsd_call *c)
 {
 	barrier_wait(c);
 	const Gpusched__V1__HistoryRequest *q = c->req->history;
-	gsd_history_filter f = {.tenant = c->tenant->name,
+	gsd_history_filter f = {.tenant = c->tenant->conf.name,
 	                        .context = q->context,
 	                        .device = q->device,
 	                        .state = q->state,
@@ -167,8 +167,8 @@ static void events_work(gsd_call *c)
 	gsd_event_row *rows = NULL;
 	size_t n = 0;
 	char err[256];
-	if (gsd_history_events(c->d->cfg.db_path, c->tenant->name, c->req->packet_events->packet,
-	                       &rows, &n, err, sizeof(err)) != 0) {
+	if (gsd_history_events(c->d->cfg.db_path, c->tenant->conf.name,
+	                       c->req->packet_events->packet, &rows, &n, err, sizeof(err)) != 0) {
 		reply_read_failed(c, err);
 		return;
 	}
@@ -231,7 +231,7 @@ static void moves_work(gsd_call *c)
 {
 	barrier_wait(c);
 	const Gpusched__V1__MovesRequest *q = c->req->moves;
-	gsd_moves_filter f = {.tenant = c->tenant->name,
+	gsd_moves_filter f = {.tenant = c->tenant->conf.name,
 	                      .allocation = q->allocation,
 	                      .device = q->device,
 	                      .packet = q->packet,

@@ -20,7 +20,7 @@ void gsd_h_device_create(gsd_daemon *d, gsd_call *c)
 		return;
 	if (c->tenant->devices >= d->cfg.max_devices) {
 		gsd_call_error(c, GSD_ST(QUOTA_EXCEEDED),
-		               "tenant %s already has %u devices (max %u)", c->tenant->name,
+		               "tenant %s already has %u devices (max %u)", c->tenant->conf.name,
 		               c->tenant->devices, d->cfg.max_devices);
 		return;
 	}
@@ -72,14 +72,15 @@ void gsd_h_context_create(gsd_daemon *d, gsd_call *c)
 	gsd_rules_context rc;
 	gsd_rules_context_of(q, &rc);
 	char msg[256];
-	int st = gsd_rules_context_create(&ra, &rc, c->tenant->priority_ceiling, msg, sizeof(msg));
+	int st = gsd_rules_context_create(&ra, &rc, c->tenant->conf.priority_ceiling, msg,
+	                                  sizeof(msg));
 	if (st != GSD_ST(OK)) {
 		gsd_call_error(c, st, "%s", msg);
 		return;
 	}
-	if (c->tenant->context_limit && c->tenant->contexts >= c->tenant->context_limit) {
+	if (c->tenant->conf.context_limit && c->tenant->contexts >= c->tenant->conf.context_limit) {
 		gsd_call_error(c, GSD_ST(QUOTA_EXCEEDED), "tenant %s reached its context limit %u",
-		               c->tenant->name, c->tenant->context_limit);
+		               c->tenant->conf.name, c->tenant->conf.context_limit);
 		return;
 	}
 	gsd_context_params pr = {.node = q->node,
@@ -126,11 +127,11 @@ void gsd_h_context_set_priority(gsd_daemon *d, gsd_call *c)
 		               q->priority_class, q->priority);
 		return;
 	}
-	if (q->priority_class > c->tenant->priority_ceiling) {
+	if (q->priority_class > c->tenant->conf.priority_ceiling) {
 		gsd_call_error(c, GSD_ST(PERMISSION_DENIED),
 		               "priority class %s is above the tenant's ceiling %s",
 		               gs_priority_class_name(q->priority_class),
-		               gs_priority_class_name(c->tenant->priority_ceiling));
+		               gs_priority_class_name(c->tenant->conf.priority_ceiling));
 		return;
 	}
 	gsd_vidsch_context_priority(d, x, q->priority_class, q->priority);
@@ -148,7 +149,7 @@ void gsd_h_sync_create(gsd_daemon *d, gsd_call *c)
 	if (c->tenant->syncs >= d->cfg.max_syncs) {
 		gsd_call_error(c, GSD_ST(QUOTA_EXCEEDED),
 		               "tenant %s has %u sync objects: max_syncs %u reached",
-		               c->tenant->name, c->tenant->syncs, d->cfg.max_syncs);
+		               c->tenant->conf.name, c->tenant->syncs, d->cfg.max_syncs);
 		return;
 	}
 	gsd_sync *s = gsd_sync_create(d, dev, R(sync_create)->initial_value, false);

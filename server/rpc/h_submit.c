@@ -204,7 +204,7 @@ static void audit_rejected(gsd_daemon *d, gsd_call *c, const gsd_context *x,
                            const Gpusched__V1__SubmitRequest *s, const verdict *v)
 {
 	gsd_packet_rec r = {.packet = ++d->next_packet,
-	                    .tenant = c->tenant->name,
+	                    .tenant = c->tenant->conf.name,
 	                    .device = x ? x->dev->obj.handle : 0,
 	                    .context = s->context,
 	                    .adapter = c->req->adapter,
@@ -288,10 +288,10 @@ static int build_packet(gsd_daemon *d, gsd_call *c, const Gpusched__V1__SubmitRe
 	p->ctx = x;
 	p->node = x->node;
 	uint32_t flags = s->submit_flags;
-	if (c->tenant->kind == GPUSCHED__V1__TENANT_KIND__TENANT_KIND_VM)
+	if (c->tenant->conf.kind == GPUSCHED__V1__TENANT_KIND__TENANT_KIND_VM)
 		flags |= GS_SUBMIT_VIRTUAL_MACHINE_DATA;
 	p->rec = (gsd_packet_rec){.packet = ++d->next_packet,
-	                          .tenant = c->tenant->name,
+	                          .tenant = c->tenant->conf.name,
 	                          .device = x->dev->obj.handle,
 	                          .context = x->obj.handle,
 	                          .adapter = x->dev->adapter->id,
@@ -368,7 +368,7 @@ static bool queue_quota_exceeded(gsd_daemon *d, gsd_call *c, size_t n)
 	gsd_call_error(c, GSD_ST(QUOTA_EXCEEDED),
 	               "tenant %s has %u packets not yet final: %zu more would pass "
 	               "max_queued_packets %u",
-	               t->name, t->queued_packets, n, d->cfg.max_queued_packets);
+	               t->conf.name, t->queued_packets, n, d->cfg.max_queued_packets);
 	return true;
 }
 
@@ -522,8 +522,8 @@ static void packet_wait_from_audit(gsd_call *c)
 	uint64_t id = c->req->packet_wait->packet;
 	gsd_packet_rec r;
 	char err[256];
-	int found =
-	        gsd_history_packet(c->d->cfg.db_path, c->tenant->name, id, &r, err, sizeof(err));
+	int found = gsd_history_packet(c->d->cfg.db_path, c->tenant->conf.name, id, &r, err,
+	                               sizeof(err));
 	Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
 	Gpusched__V1__PacketWaitResponse pw = GPUSCHED__V1__PACKET_WAIT_RESPONSE__INIT;
 	if (found < 0) {

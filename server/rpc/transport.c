@@ -273,14 +273,15 @@ static bool admit(gsd_daemon *d, gsd_call *c, gsd_conn *conn, const uint8_t *buf
 	if (conn)
 		conn->authenticated = true;
 	if (t->banned) {
-		gsd_call_error(c, GSD_ST(BANNED), "tenant %s is banned", t->name);
+		gsd_call_error(c, GSD_ST(BANNED), "tenant %s is banned", t->conf.name);
 		return false;
 	}
 	/* One tenant's requests in flight never take the workers the others need. */
 	if (atomic_load(&t->inflight) >= d->cfg.max_inflight_requests) {
 		gsd_call_error(c, GSD_ST(QUOTA_EXCEEDED),
 		               "tenant %s has %u requests in flight (max_inflight_requests %u)",
-		               t->name, atomic_load(&t->inflight), d->cfg.max_inflight_requests);
+		               t->conf.name, atomic_load(&t->inflight),
+		               d->cfg.max_inflight_requests);
 		return false;
 	}
 	atomic_fetch_add(&t->inflight, 1);
