@@ -9,9 +9,13 @@
 #include <string.h>
 #include <sys/mman.h>
 
-static uint64_t align_up(uint64_t v)
+bool gsd_heap_block_fits(uint64_t offset, uint64_t size, uint64_t heap_size, uint64_t *end)
 {
-	return (v + GSD_HEAP_ALIGN - 1) & ~(uint64_t)(GSD_HEAP_ALIGN - 1);
+	if (size == 0 || size > heap_size || offset % GSD_HEAP_ALIGN || offset < *end ||
+	    offset > heap_size - gsd_heap_round(size))
+		return false;
+	*end = offset + gsd_heap_round(size);
+	return true;
 }
 
 /* ---- AVL trees over intrusive links ----
@@ -321,7 +325,7 @@ int gsd_heap_alloc(gsd_heap *h, uint64_t size, bool top_down, uint64_t *offset)
 {
 	if (size == 0 || size > h->size)
 		return -1;
-	size = align_up(size);
+	size = gsd_heap_round(size);
 	node *e = best_fit_lowest(h, size);
 	if (!e)
 		return -1;
@@ -346,7 +350,7 @@ int gsd_heap_alloc_at(gsd_heap *h, uint64_t offset, uint64_t size)
 {
 	if (size == 0 || size > h->size || offset % GSD_HEAP_ALIGN)
 		return -1;
-	size = align_up(size);
+	size = gsd_heap_round(size);
 	if (offset > h->size - size)
 		return -1;
 	node *e = extent_at_or_before(h, offset, false);
@@ -374,7 +378,7 @@ int gsd_heap_alloc_at(gsd_heap *h, uint64_t offset, uint64_t size)
 
 void gsd_heap_free(gsd_heap *h, uint64_t offset, uint64_t size)
 {
-	size = align_up(size);
+	size = gsd_heap_round(size);
 	node *prev = extent_at_or_before(h, offset, true);
 	node *next = extent_after(h, offset);
 	/* Freeing a range that is (partly) free already would corrupt the books. */
@@ -493,18 +497,15 @@ void gsd_live_blocks_sort(gsd_live_block *blocks, size_t n)
 
 static uint64_t block_end(const gsd_live_block *b)
 {
-	return b->offset + align_up(b->size);
+	return b->offset + gsd_heap_round(b->size);
 }
 
 static int blocks_validate(const gsd_live_block *b, size_t n, uint64_t heap_size)
 {
-	uint64_t prev_end = 0;
-	for (size_t i = 0; i < n; i++) {
-		if (b[i].size == 0 || b[i].size > heap_size || b[i].offset % GSD_HEAP_ALIGN ||
-		    b[i].offset < prev_end || b[i].offset > heap_size - align_up(b[i].size))
+	uint64_t end = 0;
+	for (size_t i = 0; i < n; i++)
+		if (!gsd_heap_block_fits(b[i].offset, b[i].size, heap_size, &end))
 			return -EINVAL;
-		prev_end = block_end(&b[i]);
-	}
 	return 0;
 }
 
@@ -518,7 +519,7 @@ typedef struct plan {
 static uint64_t slide(plan *p, const gsd_live_block *b, size_t k, size_t j, uint64_t cursor)
 {
 	for (size_t i = k; i <= j; i++) {
-		uint64_t size = align_up(b[i].size);
+		uint64_t size = gsd_heap_round(b[i].size);
 		assert(cursor <= b[i].offset);
 		if (cursor != b[i].offset) {
 			if (p->n < p->cap)
@@ -616,7 +617,7 @@ static int region_window(const gsd_live_block *b, const region *r, void *arg)
 	uint64_t hole = gap_before(b, r, k), cost = 0;
 	while (k <= r->e) {
 		while (hole < st->want && hi < r->e) {
-			cost += align_up(b[hi].size);
+			cost += gsd_heap_round(b[hi].size);
 			hi++;
 			hole += gap_before(b, r, hi);
 		}
@@ -631,7 +632,7 @@ static int region_window(const gsd_live_block *b, const region *r, void *arg)
 		}
 		hole -= gap_before(b, r, k);
 		if (hi > k) {
-			cost -= align_up(b[k].size);
+			cost -= gsd_heap_round(b[k].size);
 			k++;
 		} else {
 			k++;
@@ -656,7 +657,7 @@ int gsd_heap_compact_plan(const gsd_live_block *blocks, size_t n, uint64_t heap_
 		regions_each(blocks, n, heap_size, region_compact, &st);
 		largest = st.largest;
 	} else {
-		want = align_up(want);
+		want = gsd_heap_round(want);
 		regions_each(blocks, n, heap_size, region_largest_gap, &largest);
 		if (largest < want) {
 			window_state st = {.want = want};

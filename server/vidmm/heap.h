@@ -18,6 +18,19 @@
 /* Every allocation starts on, and is rounded up to, this many bytes. */
 #define GSD_HEAP_ALIGN 256u
 
+/* v rounded up to a whole number of GSD_HEAP_ALIGN units (v well below 2^64). */
+static inline uint64_t gsd_heap_round(uint64_t v)
+{
+	return (v + GSD_HEAP_ALIGN - 1) & ~(uint64_t)(GSD_HEAP_ALIGN - 1);
+}
+
+/*
+ * Checks one block of a list sorted by offset: non-empty, aligned, inside [0, heap_size), and
+ * starting at or after *end, the rounded end of the block before it (0 for the first). Moves
+ * *end past this block. A list whose every block passes holds no overlaps.
+ */
+bool gsd_heap_block_fits(uint64_t offset, uint64_t size, uint64_t heap_size, uint64_t *end);
+
 /* One free extent of a segment. */
 typedef struct gsd_extent {
 	uint64_t offset;

@@ -6,11 +6,6 @@
 #include <errno.h>
 #include <stdlib.h>
 
-static uint64_t align_up(uint64_t v)
-{
-	return (v + GSD_HEAP_ALIGN - 1) & ~(uint64_t)(GSD_HEAP_ALIGN - 1);
-}
-
 /* ---- transfers ---- */
 
 uint64_t gsd_transfer_pieces(uint64_t size, uint64_t chunk)
@@ -106,14 +101,14 @@ int gsd_pick_victims(const gsd_victim_candidate *c, size_t n, uint64_t need_byte
 	uint64_t sum = 0;
 	size_t k = 0;
 	while (k < m && sum < need_bytes)
-		sum += align_up(c[out[k++]].size);
+		sum += gsd_heap_round(c[out[k++]].size);
 	if (sum < need_bytes)
 		return -ENOSPC;
 	/* The last victim is needed (the prefix before it fell short); earlier ones may not be
 	 * once it is in. Spare the most valued first: walk back from the one before it. */
 	size_t kept = k;
 	for (size_t i = k - 1; i-- > 0;) {
-		uint64_t s = align_up(c[out[i]].size);
+		uint64_t s = gsd_heap_round(c[out[i]].size);
 		if (sum - s >= need_bytes) {
 			sum -= s;
 			out[i] = SIZE_MAX;
@@ -132,18 +127,15 @@ int gsd_pick_victims(const gsd_victim_candidate *c, size_t n, uint64_t need_byte
 
 static uint64_t cand_end(const gsd_victim_candidate *c)
 {
-	return c->offset + align_up(c->size);
+	return c->offset + gsd_heap_round(c->size);
 }
 
 static int candidates_validate(const gsd_victim_candidate *c, size_t n, uint64_t segment_size)
 {
-	uint64_t prev_end = 0;
-	for (size_t i = 0; i < n; i++) {
-		if (c[i].size == 0 || c[i].size > segment_size || c[i].offset % GSD_HEAP_ALIGN ||
-		    c[i].offset < prev_end || c[i].offset > segment_size - align_up(c[i].size))
+	uint64_t end = 0;
+	for (size_t i = 0; i < n; i++)
+		if (!gsd_heap_block_fits(c[i].offset, c[i].size, segment_size, &end))
 			return -EINVAL;
-		prev_end = cand_end(&c[i]);
-	}
 	return 0;
 }
 
@@ -206,7 +198,7 @@ static void span_scan(const gsd_victim_candidate *c, const span *r, uint64_t nee
 				utail--;
 			du[utail++] = hi;
 			/* An evicted victim's own bytes join the hole, with the gap after it. */
-			uint64_t sz = align_up(c[hi].size);
+			uint64_t sz = gsd_heap_round(c[hi].size);
 			bytes += sz;
 			hi++;
 			hole += sz + span_gap(c, r, hi);
@@ -226,8 +218,8 @@ static void span_scan(const gsd_victim_candidate *c, const span *r, uint64_t nee
 				head++;
 			if (du[uhead] == k)
 				uhead++;
-			bytes -= align_up(c[k].size);
-			hole -= align_up(c[k].size);
+			bytes -= gsd_heap_round(c[k].size);
+			hole -= gsd_heap_round(c[k].size);
 			k++;
 		} else {
 			k++;
@@ -247,7 +239,7 @@ int gsd_pick_victims_contiguous(const gsd_victim_candidate *c, size_t n, uint64_
 		return -EINVAL;
 	if (need_bytes == 0)
 		return 0;
-	uint64_t need = align_up(need_bytes);
+	uint64_t need = gsd_heap_round(need_bytes);
 	best_run best = {.found = false};
 	span r = {0, 0, 0, 0};
 	size_t *du = malloc((n ? n : 1) * sizeof(*du));
