@@ -500,15 +500,6 @@ static uint64_t block_end(const gsd_live_block *b)
 	return b->offset + gsd_heap_round(b->size);
 }
 
-static int blocks_validate(const gsd_live_block *b, size_t n, uint64_t heap_size)
-{
-	uint64_t end = 0;
-	for (size_t i = 0; i < n; i++)
-		if (!gsd_heap_block_fits(b[i].offset, b[i].size, heap_size, &end))
-			return -EINVAL;
-	return 0;
-}
-
 /* Collects moves; counts past cap so the caller learns how many it needs. */
 typedef struct plan {
 	gsd_move *moves;
@@ -648,8 +639,11 @@ int gsd_heap_compact_plan(const gsd_live_block *blocks, size_t n, uint64_t heap_
                           gsd_move *moves, size_t cap, size_t *nmoves, uint64_t *largest_after)
 {
 	*nmoves = 0;
-	if (blocks_validate(blocks, n, heap_size) != 0 || want > heap_size)
+	if (want > heap_size)
 		return -EINVAL;
+	for (uint64_t i = 0, end = 0; i < n; i++)
+		if (!gsd_heap_block_fits(blocks[i].offset, blocks[i].size, heap_size, &end))
+			return -EINVAL;
 	plan p = {moves, cap, 0};
 	uint64_t largest = 0;
 	if (want == 0) {

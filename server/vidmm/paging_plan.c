@@ -130,15 +130,6 @@ static uint64_t cand_end(const gsd_victim_candidate *c)
 	return c->offset + gsd_heap_round(c->size);
 }
 
-static int candidates_validate(const gsd_victim_candidate *c, size_t n, uint64_t segment_size)
-{
-	uint64_t end = 0;
-	for (size_t i = 0; i < n; i++)
-		if (!gsd_heap_block_fits(c[i].offset, c[i].size, segment_size, &end))
-			return -EINVAL;
-	return 0;
-}
-
 /* Unpinned candidates [s, e) between pinned ones (or the segment's edges); lo..hi is the space
  * they and their gaps share. Gap i (s <= i <= e) is the free space just before candidate i. */
 typedef struct span {
@@ -235,8 +226,11 @@ int gsd_pick_victims_contiguous(const gsd_victim_candidate *c, size_t n, uint64_
 {
 	*nout = 0;
 	*hole_offset = 0;
-	if (cap < n || need_bytes > segment_size || candidates_validate(c, n, segment_size) != 0)
+	if (cap < n || need_bytes > segment_size)
 		return -EINVAL;
+	for (uint64_t i = 0, end = 0; i < n; i++)
+		if (!gsd_heap_block_fits(c[i].offset, c[i].size, segment_size, &end))
+			return -EINVAL;
 	if (need_bytes == 0)
 		return 0;
 	uint64_t need = gsd_heap_round(need_bytes);
