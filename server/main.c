@@ -188,20 +188,11 @@ static void raise_open_file_limit(void)
 
 static uint64_t g_stop_deadline;
 
-static bool engines_idle(const gsd_daemon *d)
-{
-	for (uint32_t i = 0; i < d->nadapters; i++)
-		for (uint32_t n = 0; n < d->adapters[i].nnodes; n++)
-			if (d->adapters[i].nodes[n].inflight)
-				return false;
-	return true;
-}
-
 static void stop_poll(uv_timer_t *t)
 {
 	gsd_daemon *d = t->data;
-	if (engines_idle(d) || gsd_now_ns() >= g_stop_deadline) {
-		if (!engines_idle(d))
+	if (gsd_daemon_engines_idle(d) || gsd_now_ns() >= g_stop_deadline) {
+		if (!gsd_daemon_engines_idle(d))
 			GSD_WARN("packets still running after %u ms: aborting them",
 			         d->cfg.shutdown_grace_ms);
 		uv_close((uv_handle_t *)t, NULL);

@@ -59,6 +59,18 @@ typedef struct gs_fuzz_handles {
 	uint64_t packet;
 } gs_fuzz_handles;
 
+/*
+ * The handles the seeds name by default: those a fresh daemon with the default adapter gives
+ * the first objects a tenant makes, in this order: a device, a context, two allocations, a sync
+ * object, and the first packet. (The daemon's own paging device and its three paging contexts,
+ * one per node, take handles 1 to 4; the device's paging fence takes 6.) fuzz_dispatch makes
+ * these objects and checks the handles.
+ */
+#define GS_FUZZ_DAEMON_HANDLES                                                                     \
+	{                                                                                          \
+		.device = 5, .context = 7, .allocation = 8, .sync = 10, .packet = 1                \
+	}
+
 enum {
 	GS_SEED_INFO,
 	GS_SEED_INFO_TOKEN,

@@ -215,8 +215,7 @@ int main(int argc, char **argv)
 	if (nfiles && !iterations_given)
 		iterations = 0;
 
-	const gs_fuzz_handles handles = {
-	        .device = 1, .context = 2, .allocation = 3, .sync = 5, .packet = 7};
+	const gs_fuzz_handles handles = GS_FUZZ_DAEMON_HANDLES;
 	uint8_t *seeds[GS_SEED_COUNT];
 	size_t lens[GS_SEED_COUNT];
 	for (int i = 0; i < GS_SEED_COUNT; i++) {
