@@ -606,6 +606,10 @@ typedef struct gs_daemon_stats {
 	uint64_t paging_packets; /* paging and ContextSwitch packets of the memory manager */
 	uint64_t paging_bytes;   /* bytes they moved */
 	uint64_t evictions;      /* allocations moved out of video memory */
+	uint64_t audit_queued;   /* records waiting to be committed */
+	uint64_t audit_failed_commits;
+	uint64_t audit_dropped; /* records never written (see docs/hardening.md) */
+	int audit_health;       /* 0 ok, 1 failing (submissions refused), 2 file removed/replaced */
 } gs_daemon_stats;
 
 int gs_stats(gs_client *c, gs_daemon_stats *out);

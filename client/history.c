@@ -240,6 +240,10 @@ int gs_stats(gs_client *c, gs_daemon_stats *out)
 	        .paging_packets = r->paging_packets,
 	        .paging_bytes = r->paging_bytes,
 	        .evictions = r->evictions,
+	        .audit_queued = r->audit_queued,
+	        .audit_failed_commits = r->audit_failed_commits,
+	        .audit_dropped = r->audit_dropped,
+	        .audit_health = (int)r->audit_health,
 	};
 	gsc_response_free(resp);
 	return 0;

@@ -59,8 +59,9 @@ static int destroy_by_id(cli *ctx, int argc, char **argv, const char *help, cons
 
 static const char stats_help[] =
         "Usage: gpusched stats [--json]\n"
-        "Shows the daemon's request, packet, audit and object counters, and\n"
-        "the memory manager's (paging packets, bytes paged, evictions).\n";
+        "Shows the daemon's request, packet, audit and object counters, the audit's\n"
+        "health (ok; failing: submissions are refused; file_gone: the file was removed),\n"
+        "and the memory manager's (paging packets, bytes paged, evictions).\n";
 
 int cmd_stats(cli *ctx, int argc, char **argv)
 {
@@ -97,19 +98,28 @@ int cmd_stats(cli *ctx, int argc, char **argv)
 	        {"paging_packets", s.paging_packets},
 	        {"paging_bytes", s.paging_bytes},
 	        {"evictions", s.evictions},
+	        {"audit_queued", s.audit_queued},
+	        {"audit_failed_commits", s.audit_failed_commits},
+	        {"audit_dropped", s.audit_dropped},
 	        {"uptime_ns", s.uptime_ns},
 	};
+	static const char *const health[] = {"ok", "failing", "file_gone"};
+	const char *audit_health = s.audit_health >= 0 && s.audit_health < (int)COUNT(health)
+	                                   ? health[s.audit_health]
+	                                   : "unknown";
 	if (ctx->json) {
 		json_t *o = json_object();
 
 		for (size_t i = 0; i < COUNT(rows); i++)
 			json_object_set_new(o, rows[i].name, cli_json_u64(rows[i].value));
+		json_object_set_new(o, "audit_health", json_string(audit_health));
 		cli_json_print(o);
 		return CLI_EXIT_OK;
 	}
 	/* The last row is the uptime, shown as a duration. */
 	for (size_t i = 0; i + 1 < COUNT(rows); i++)
 		printf("%-20s %" PRIu64 "\n", rows[i].name, rows[i].value);
+	printf("%-20s %s\n", "audit_health", audit_health);
 	cli_format_duration(s.uptime_ns, uptime, sizeof(uptime));
 	printf("%-20s %s\n", "uptime", uptime);
 	return CLI_EXIT_OK;

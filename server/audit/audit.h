@@ -142,12 +142,13 @@ void gsd_audit_error(gsd_audit *a, const char *tenant, const char *request, int 
 void gsd_audit_note(gsd_audit *a, const char *tenant, const char *kind, const char *detail);
 
 typedef struct gsd_audit_stats {
-	uint64_t records;     /* committed */
-	uint64_t commits;     /* transactions */
-	uint64_t queued;      /* waiting now */
-	uint64_t failures;    /* failed commits */
-	uint64_t dropped;     /* records not written: refused by SQLite on their own, or in a failed
-	                         commit, or not queued for want of memory */
+	uint64_t records;  /* committed */
+	uint64_t commits;  /* transactions */
+	uint64_t queued;   /* waiting now */
+	uint64_t failures; /* failed commits */
+	uint64_t dropped;  /* records never written: refused by SQLite on their own, answered "not
+	                      written" after a failed commit, past RETRY_MAX kept during an
+	                      outage or still kept at close, or not queued for want of memory */
 	uint64_t checkpoints; /* TRUNCATE checkpoints run because the WAL grew past wal_limit */
 } gsd_audit_stats;
 void gsd_audit_get_stats(gsd_audit *a, gsd_audit_stats *out);

@@ -152,6 +152,10 @@ static void h_stats(gsd_daemon *d, gsd_call *c)
 	st.packets_rejected = d->stats.packets_rejected;
 	st.audit_records = as.records;
 	st.audit_commits = as.commits;
+	st.audit_queued = as.queued;
+	st.audit_failed_commits = as.failures;
+	st.audit_dropped = as.dropped;
+	st.audit_health = (Gpusched__V1__AuditHealth)gsd_audit_get_health(d->audit);
 	st.devices = d->devices;
 	st.contexts = d->contexts;
 	st.allocations = d->allocations;

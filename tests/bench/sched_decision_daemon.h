@@ -1,7 +1,6 @@
 /*
- * bench_sched_decision's daemon half: the same decisions, timed through a real gpuschedd. Kept
- * in its own file because the client API (gpusched.h) and the daemon's structures (daemon.h)
- * cannot share a translation unit.
+ * bench_sched_decision's daemon half: the same decisions, timed through a real gpuschedd over
+ * the client API, kept apart from the in-process half that drives the policy module directly.
  */
 #ifndef GS_SCHED_DECISION_DAEMON_H
 #define GS_SCHED_DECISION_DAEMON_H

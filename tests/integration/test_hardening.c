@@ -792,11 +792,18 @@ static void test_removed_audit_file(void **state)
 	assert_int_equal(submit_fill(&w, 256, 256, 0x0C0C0C0Cu, &r), GS_STATUS_AUDIT_UNAVAILABLE);
 	assert_int_equal(submit_fill(&w, 512, 256, 0x0D0D0D0Du, &r), GS_STATUS_AUDIT_UNAVAILABLE);
 	assert_non_null(strstr(gs_client_message(w.c), "removed or replaced"));
+	/* Operators see it. */
+	gs_daemon_stats st;
+	assert_int_equal(gs_stats(w.c, &st), 0);
+	assert_int_equal(st.audit_health, 2);
+	assert_true(st.audit_failed_commits > 0);
 	assert_int_equal(rename(moved, f->t.db), 0);
 	submit_until_accepted(&w, 768, 0x0E0E0E0Eu, &r);
 	assert_int_equal(gs_packet_wait(w.c, r.packet, 10000, NULL, NULL), 0);
 	assert_true(range_is(&w, 256, 512, 0));
 	assert_true(range_is(&w, 768, 256, 0x0E0E0E0Eu));
+	assert_int_equal(gs_stats(w.c, &st), 0);
+	assert_int_equal(st.audit_health, 0);
 
 	/* Removed for good: every submission is refused until a restart. */
 	assert_int_equal(unlink(f->t.db), 0);
