@@ -180,7 +180,8 @@ static void test_flags_parse(void **state)
 
 /*
  * D3DDDI_SEGMENTPREFERENCE: slot k holds SegmentId at bits 6k..6k+4 and Direction at bit
- * 6k+5. Each row sets one field of one slot; `value` is written by hand from the table in docs/wddm.md.
+ * 6k+5. Each row sets one field of one slot; `value` is written by hand from the table in
+ * docs/wddm.md.
  */
 static const struct {
 	unsigned slot;
