@@ -1,12 +1,11 @@
 /*
  * What the transport's files share (not for the handlers):
  *   transport.c  the REP socket, its contexts ("workers"), the inbox the nng threads fill and
- *                the loop drains, and the admission of each request (size, envelope, token,
- *                tenant limits) before it is decoded and dispatched;
- *   conn.c       connections: per-peer limits on nng's threads, per-connection state on the
- *                loop (authentication, waiting requests), cleanup when a peer goes away;
- *   call.c       answering calls: now, after the audit commit, off the loop; parking calls
- *                until an event, with deadlines and limits.
+ *                the loop drains (inbox.c: per connection, round-robin), and the admission of each
+ * request (size, envelope, token, tenant limits) before it is decoded and dispatched; conn.c
+ * connections: per-peer limits on nng's threads, per-connection state on the loop (authentication,
+ * waiting requests), cleanup when a peer goes away; call.c       answering calls: now, after the
+ * audit commit, off the loop; parking calls until an event, with deadlines and limits.
  */
 #ifndef GSD_RPC_INTERNAL_H
 #define GSD_RPC_INTERNAL_H
@@ -41,6 +40,24 @@ typedef struct gsd_inbox_item {
 	uint32_t pipe;
 } gsd_inbox_item;
 
+/* The inbox (inbox.c): one FIFO per connection, drained round-robin. Under gsd_rpc.lock. */
+typedef struct gsd_inbox {
+	gsd_hmap queues; /* pipe id + 1 -> its queue, while it has work */
+	struct gsd_inbox_q *cursor,
+	        *tail;             /* the ring of queues with work: whose turn, and the last */
+	struct gsd_inbox_q *spare; /* emptied queues kept for reuse */
+	size_t nspare;
+	size_t count; /* items in all */
+} gsd_inbox;
+
+void gsd_inbox_init(gsd_inbox *ib);
+/* False when memory is short (the item is not queued). */
+bool gsd_inbox_push(gsd_inbox *ib, gsd_inbox_item item);
+/* Up to max items, one from each connection in turn; returns how many. */
+size_t gsd_inbox_take(gsd_inbox *ib, gsd_inbox_item *out, size_t max);
+/* Hands every queued item to drop (may be NULL), then frees the inbox. */
+void gsd_inbox_free(gsd_inbox *ib, void (*drop)(gsd_inbox_item *item));
+
 /* A client connection (an nng pipe) as the loop knows it. */
 typedef struct gsd_conn {
 	uint32_t pipe;
@@ -65,8 +82,7 @@ struct gsd_rpc {
 	atomic_uint sending; /* answers handed to nng and not yet sent */
 	atomic_bool closing;
 	pthread_mutex_t lock; /* inbox and recorded */
-	gsd_inbox_item *inbox;
-	size_t ninbox, capinbox;
+	gsd_inbox inbox;
 	uv_async_t async;
 	/* Calls to handle again from the loop (their waiter.link), and the async that drains them.
 	 */

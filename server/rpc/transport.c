@@ -42,20 +42,11 @@ static void worker_done(gsd_rpc_worker *w)
 bool gsd_rpc_post(struct gsd_rpc *rpc, gsd_inbox_item item)
 {
 	pthread_mutex_lock(&rpc->lock);
-	if (rpc->ninbox == rpc->capinbox) {
-		size_t ncap = rpc->capinbox ? rpc->capinbox * 2 : 64;
-		gsd_inbox_item *n = realloc(rpc->inbox, ncap * sizeof(*n));
-		if (!n) {
-			pthread_mutex_unlock(&rpc->lock);
-			return false;
-		}
-		rpc->inbox = n;
-		rpc->capinbox = ncap;
-	}
-	rpc->inbox[rpc->ninbox++] = item;
+	bool ok = gsd_inbox_push(&rpc->inbox, item);
 	pthread_mutex_unlock(&rpc->lock);
-	uv_async_send(&rpc->async);
-	return true;
+	if (ok)
+		uv_async_send(&rpc->async);
+	return ok;
 }
 
 static void worker_cb(void *arg)
@@ -82,7 +73,8 @@ static void worker_cb(void *arg)
 	}
 	nng_msg *msg = nng_aio_get_msg(w->aio);
 	nng_aio_set_msg(w->aio, NULL);
-	if (!gsd_rpc_post(rpc, (gsd_inbox_item){.w = w, .msg = msg})) {
+	gsd_inbox_item item = {.w = w, .msg = msg, .pipe = nng_pipe_id(nng_msg_get_pipe(msg))};
+	if (!gsd_rpc_post(rpc, item)) {
 		nng_msg_free(msg);
 		worker_arm(w);
 	}
@@ -329,14 +321,9 @@ static void inbox_cb(uv_async_t *a)
 	gsd_daemon *d = a->data;
 	struct gsd_rpc *rpc = d->rpc;
 	for (;;) {
-		pthread_mutex_lock(&rpc->lock);
-		size_t n = rpc->ninbox;
 		gsd_inbox_item items[64];
-		if (n > 64)
-			n = 64;
-		memcpy(items, rpc->inbox, n * sizeof(*items));
-		memmove(rpc->inbox, rpc->inbox + n, (rpc->ninbox - n) * sizeof(*items));
-		rpc->ninbox -= n;
+		pthread_mutex_lock(&rpc->lock);
+		size_t n = gsd_inbox_take(&rpc->inbox, items, 64);
 		pthread_mutex_unlock(&rpc->lock);
 		if (n == 0)
 			return;
@@ -381,6 +368,7 @@ int gsd_rpc_start(gsd_daemon *d)
 	d->rpc = rpc;
 	rpc->d = d;
 	pthread_mutex_init(&rpc->lock, NULL);
+	gsd_inbox_init(&rpc->inbox);
 	uv_async_init(d->loop, &rpc->async, inbox_cb);
 	rpc->async.data = d;
 	gsd_rpc_calls_start(rpc);
@@ -412,6 +400,14 @@ int gsd_rpc_start(gsd_daemon *d)
 	return 0;
 }
 
+/* An item still queued when the daemon stops: never handled. */
+static void drop_item(gsd_inbox_item *item)
+{
+	nng_msg_free(item->msg);
+	if (item->w && item->w->inject)
+		free(item->w);
+}
+
 void gsd_rpc_free(gsd_daemon *d)
 {
 	struct gsd_rpc *rpc = d->rpc;
@@ -430,12 +426,7 @@ void gsd_rpc_free(gsd_daemon *d)
 		free(rpc->workers[i]);
 	}
 	free(rpc->workers);
-	for (size_t i = 0; i < rpc->ninbox; i++) {
-		nng_msg_free(rpc->inbox[i].msg);
-		if (rpc->inbox[i].w && rpc->inbox[i].w->inject)
-			free(rpc->inbox[i].w);
-	}
-	free(rpc->inbox);
+	gsd_inbox_free(&rpc->inbox, drop_item);
 	pthread_mutex_destroy(&rpc->lock);
 	uv_close((uv_handle_t *)&rpc->async, NULL);
 	gsd_rpc_calls_close(rpc);
