@@ -7,6 +7,7 @@
 
 #include <getopt.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include <jansson.h>
@@ -52,28 +53,64 @@ typedef struct cli_command {
 		"json", no_argument, NULL, CLI_OPT_JSON                                            \
 	}
 
-/* Handles one of a command's own options (arg is its optarg), filling `out`, the command's
- * parse state. Returns 0, or the exit code to return now (a usage error). */
-typedef int cli_option_fn(cli *ctx, int opt, const char *arg, void *out);
+/*
+ * A command's own options are data: each says where its value goes in the command's parse
+ * state (the `out` of cli_parse_args) and how the argument is read. Errors name the option
+ * ("--limit: '12x' is not a number").
+ */
+typedef enum cli_opt_kind {
+	CLI_ARG_U32,   /* a number (decimal or 0x hex) into a uint32_t; min..max when max > 0 */
+	CLI_ARG_U64,   /* the same into a uint64_t */
+	CLI_ARG_STR,   /* the argument itself into a const char * */
+	CLI_SET_BOOL,  /* no argument: sets a bool */
+	CLI_SET_BITS,  /* no argument: ORs `bits` into a uint32_t */
+	CLI_ARG_PARSE, /* parse() reads the argument into the field */
+} cli_opt_kind;
+
+typedef struct cli_opt {
+	const char *name; /* without the leading "--" */
+	cli_opt_kind kind;
+	size_t field; /* offsetof the value in the parse state */
+	/* CLI_GIVEN(type, member): a bool also set when the option is given; 0 = none. */
+	size_t given;
+	uint64_t min, max; /* CLI_ARG_U32/U64 range, checked when max > 0 */
+	uint32_t bits;     /* CLI_SET_BITS */
+	/* CLI_ARG_PARSE: reads arg into field; 0, or the exit code (a usage error). */
+	int (*parse)(cli *ctx, const char *arg, void *field);
+} cli_opt;
+
+#define CLI_GIVEN(type, member) (offsetof(type, member) + 1)
 
 /* A command's command line. */
 typedef struct cli_syntax {
-	const char *help; /* printed by --help */
-	/* The command's own options, then CLI_COMMON_OPTIONS and {0}; NULL: only the common. */
-	const struct option *options;
-	cli_option_fn *on_option; /* handles the command's own options */
-	int min_args, max_args;   /* positional arguments after the options */
-	const char *args;         /* "ID VALUE": names them in "expected ..." (max_args > 0) */
+	const char *help;       /* printed by --help */
+	const cli_opt *opts;    /* its own options (--help and --json come on top); may be NULL */
+	size_t nopts;           /* CLI_OPTS(array) gives both */
+	int min_args, max_args; /* positional arguments after the options */
+	const char *args;       /* "ID VALUE": names them in "expected ..." (max_args > 0) */
 } cli_syntax;
 
-/* Parses the options (--help, --json and getopt's complaints itself, the command's own through
- * syntax->on_option) and checks how many positional arguments follow; they are then
+#define CLI_OPTS(array) (array), (sizeof(array) / sizeof((array)[0]))
+
+/* Parses the options (--help, --json and getopt's complaints, then the command's own into
+ * `out` as syntax->opts say) and checks how many positional arguments follow; they are then
  * argv[optind..argc-1]. Returns CLI_CONTINUE, or the exit code to return now. */
 int cli_parse_args(cli *ctx, int argc, char **argv, const cli_syntax *syntax, void *out);
 
 /* cli_parse_args for commands whose only options are the common ones. */
 int cli_simple_args(cli *ctx, int argc, char **argv, const char *help, int min, int max,
                     const char *what);
+/* The syntax of such a command, for the calls below. */
+#define CLI_SIMPLE(help, min, max, what)                                                           \
+	(&(const cli_syntax){(help), NULL, 0, (min), (max), (what)})
+
+/* cli_parse_args, then cli_connect: CLI_CONTINUE when the command may call the daemon, else the
+ * exit code to return now. */
+int cli_start(cli *ctx, int argc, char **argv, const cli_syntax *syntax, void *out);
+/* cli_start for a command whose first positional argument is an id: it goes to *id, and `what`
+ * names it in the error when it is not a number. */
+int cli_start_id(cli *ctx, int argc, char **argv, const cli_syntax *syntax, void *out,
+                 const char *what, uint64_t *id);
 
 /* Runs a command (ctx->command set) on its own argv, argv[0] being its name. */
 int cli_run(cli *ctx, int (*run)(cli *, int, char **), int argc, char **argv);
@@ -123,6 +160,12 @@ json_t *cli_json_array(const void *items, size_t count, size_t size,
                        json_t *(*to_json)(const void *item));
 /* Prints one JSON document on one line to stdout and releases it. */
 void cli_json_print(json_t *doc);
+/* The answer to a list request: a failed status as cli_fail does; else the `n` items, each
+ * `size` bytes, as a JSON array made by to_json with --json, or as print's table. Returns the
+ * exit code (the caller still frees the list). */
+int cli_list_result(cli *ctx, int status, const void *items, size_t n, size_t size,
+                    json_t *(*to_json)(const void *item),
+                    void (*print)(const void *items, size_t n));
 
 /* Commands, one file each. */
 int cmd_info(cli *ctx, int argc, char **argv);

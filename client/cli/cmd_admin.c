@@ -69,11 +69,8 @@ int cmd_stats(cli *ctx, int argc, char **argv)
 	char uptime[24];
 	int rv;
 
-	rv = cli_simple_args(ctx, argc, argv, stats_help, 0, 0, NULL);
+	rv = cli_start(ctx, argc, argv, CLI_SIMPLE(stats_help, 0, 0, NULL), NULL);
 	if (rv != CLI_CONTINUE)
-		return rv;
-	rv = cli_connect(ctx);
-	if (rv != CLI_EXIT_OK)
 		return rv;
 	rv = gs_stats(ctx->client, &s);
 	if (rv != 0)
@@ -138,11 +135,8 @@ static int device_create(cli *ctx, int argc, char **argv)
 	uint64_t device;
 	int rv;
 
-	rv = cli_simple_args(ctx, argc, argv, device_help, 0, 1, "at most a NAME");
+	rv = cli_start(ctx, argc, argv, CLI_SIMPLE(device_help, 0, 1, "at most a NAME"), NULL);
 	if (rv != CLI_CONTINUE)
-		return rv;
-	rv = cli_connect(ctx);
-	if (rv != CLI_EXIT_OK)
 		return rv;
 	rv = gs_device_create(ctx->client, optind < argc ? argv[optind] : "gpusched", &device);
 	if (rv != 0)
@@ -214,27 +208,11 @@ static int sync_signal(cli *ctx, int argc, char **argv)
 	return finish(ctx, gs_sync_signal(ctx->client, sync, value), "signalled");
 }
 
-static int sync_wait_option(cli *ctx, int opt, const char *arg, void *out)
-{
-	(void)opt; /* --timeout, its only option */
-	return cli_arg_u32(ctx, "--timeout", arg, out);
-}
-
 static int sync_wait(cli *ctx, int argc, char **argv)
 {
-	static const struct option opts[] = {
-	        {"timeout", required_argument, NULL, 'T'},
-	        CLI_COMMON_OPTIONS,
-	        {0},
-	};
-	static const cli_syntax syntax = {
-	        .help = sync_help,
-	        .options = opts,
-	        .on_option = sync_wait_option,
-	        .min_args = 2,
-	        .max_args = 2,
-	        .args = "ID VALUE",
-	};
+	/* The parse state is the timeout itself. */
+	static const cli_opt opts[] = {{"timeout", CLI_ARG_U32, 0}};
+	static const cli_syntax syntax = {sync_help, CLI_OPTS(opts), 2, 2, "ID VALUE"};
 	uint32_t timeout_ms = GS_DEFAULT_TIMEOUT_MS;
 	uint64_t sync, value, current = 0;
 	int rv;
@@ -301,8 +279,10 @@ static json_t *tenant_json(const void *tenant)
 	                 (json_int_t)t->context_limit, "admin", t->admin, "banned", t->banned);
 }
 
-static void print_tenants(const gs_tenant *t, size_t n)
+static void print_tenants(const void *items, size_t n)
 {
+	const gs_tenant *t = items;
+
 	char quota[32];
 
 	printf("%-20s %-8s %-12s %6s %-13s %10s %8s %s\n", "NAME", "KIND", "POLICY", "SHARE",
@@ -321,37 +301,18 @@ static void print_tenants(const gs_tenant *t, size_t n)
 
 static int tenant_ls(cli *ctx, int argc, char **argv)
 {
-	gs_tenant *t;
-	size_t n;
+	gs_tenant *t = NULL;
+	size_t n = 0;
 	int rv;
 
-	rv = cli_simple_args(ctx, argc, argv, tenant_help, 0, 0, NULL);
+	rv = cli_start(ctx, argc, argv, CLI_SIMPLE(tenant_help, 0, 0, NULL), NULL);
 	if (rv != CLI_CONTINUE)
 		return rv;
-	rv = cli_connect(ctx);
-	if (rv != CLI_EXIT_OK)
-		return rv;
 	rv = gs_tenant_list(ctx->client, &t, &n);
-	if (rv != 0)
-		return cli_fail(ctx, rv);
-	if (ctx->json)
-		cli_json_print(cli_json_array(t, n, sizeof(*t), tenant_json));
-	else
-		print_tenants(t, n);
+	rv = cli_list_result(ctx, rv, t, n, sizeof(*t), tenant_json, print_tenants);
 	gs_tenant_list_free(t, n);
-	return CLI_EXIT_OK;
+	return rv;
 }
-
-enum {
-	OPT_KIND = 0x200,
-	OPT_POLICY,
-	OPT_SHARE,
-	OPT_CEILING,
-	OPT_QUOTA,
-	OPT_CONTEXT_LIMIT,
-	OPT_ADMIN,
-	OPT_TOKEN,
-};
 
 /* What tenant create parses: the tenant and the token to give it (NULL: the daemon's). */
 typedef struct tenant_args {
@@ -359,69 +320,47 @@ typedef struct tenant_args {
 	const char *token;
 } tenant_args;
 
-static int tenant_option(cli *ctx, int opt, const char *arg, void *out)
+static int parse_kind(cli *ctx, const char *arg, void *field)
 {
-	tenant_args *a = out;
-	gs_tenant *t = &a->t;
+	gs_tenant_kind *kind = field;
 
-	switch (opt) {
-	case OPT_KIND:
-		if (strcasecmp(arg, "process") == 0)
-			t->kind = GS_TENANT_PROCESS;
-		else if (strcasecmp(arg, "vm") == 0)
-			t->kind = GS_TENANT_VM;
-		else
-			return cli_usage(ctx, "--kind: 'process' or 'vm', not '%s'", arg);
-		break;
-	case OPT_POLICY:
-		if (strcasecmp(arg, "best-effort") == 0)
-			t->policy = GS_SHARE_BEST_EFFORT;
-		else if (strcasecmp(arg, "equal-share") == 0)
-			t->policy = GS_SHARE_EQUAL_SHARE;
-		else if (strcasecmp(arg, "fixed-share") == 0)
-			t->policy = GS_SHARE_FIXED_SHARE;
-		else
-			return cli_usage(ctx, "--policy: unknown policy '%s'", arg);
-		break;
-	case OPT_SHARE:
-		return cli_arg_u32(ctx, "--share", arg, &t->share);
-	case OPT_CEILING:
-		return cli_arg_u32(ctx, "--priority-ceiling", arg, &t->priority_ceiling);
-	case OPT_QUOTA:
-		return cli_arg_u64(ctx, "--memory-quota", arg, &t->memory_quota);
-	case OPT_CONTEXT_LIMIT:
-		return cli_arg_u32(ctx, "--context-limit", arg, &t->context_limit);
-	case OPT_ADMIN:
-		t->admin = true;
-		break;
-	case OPT_TOKEN:
-		a->token = arg;
-		break;
-	}
+	if (strcasecmp(arg, "process") == 0)
+		*kind = GS_TENANT_PROCESS;
+	else if (strcasecmp(arg, "vm") == 0)
+		*kind = GS_TENANT_VM;
+	else
+		return cli_usage(ctx, "--kind: 'process' or 'vm', not '%s'", arg);
 	return 0;
 }
 
-static const struct option tenant_options[] = {
-        {"kind", required_argument, NULL, OPT_KIND},
-        {"policy", required_argument, NULL, OPT_POLICY},
-        {"share", required_argument, NULL, OPT_SHARE},
-        {"priority-ceiling", required_argument, NULL, OPT_CEILING},
-        {"memory-quota", required_argument, NULL, OPT_QUOTA},
-        {"context-limit", required_argument, NULL, OPT_CONTEXT_LIMIT},
-        {"admin", no_argument, NULL, OPT_ADMIN},
-        {"token", required_argument, NULL, OPT_TOKEN},
-        CLI_COMMON_OPTIONS,
-        {0},
+static int parse_policy(cli *ctx, const char *arg, void *field)
+{
+	gs_share_policy *policy = field;
+
+	if (strcasecmp(arg, "best-effort") == 0)
+		*policy = GS_SHARE_BEST_EFFORT;
+	else if (strcasecmp(arg, "equal-share") == 0)
+		*policy = GS_SHARE_EQUAL_SHARE;
+	else if (strcasecmp(arg, "fixed-share") == 0)
+		*policy = GS_SHARE_FIXED_SHARE;
+	else
+		return cli_usage(ctx, "--policy: unknown policy '%s'", arg);
+	return 0;
+}
+
+static const cli_opt tenant_opts[] = {
+        {"kind", CLI_ARG_PARSE, offsetof(tenant_args, t.kind), .parse = parse_kind},
+        {"policy", CLI_ARG_PARSE, offsetof(tenant_args, t.policy), .parse = parse_policy},
+        {"share", CLI_ARG_U32, offsetof(tenant_args, t.share)},
+        {"priority-ceiling", CLI_ARG_U32, offsetof(tenant_args, t.priority_ceiling)},
+        {"memory-quota", CLI_ARG_U64, offsetof(tenant_args, t.memory_quota)},
+        {"context-limit", CLI_ARG_U32, offsetof(tenant_args, t.context_limit)},
+        {"admin", CLI_SET_BOOL, offsetof(tenant_args, t.admin)},
+        {"token", CLI_ARG_STR, offsetof(tenant_args, token)},
 };
 
-static const cli_syntax tenant_create_syntax = {
-        .help = tenant_help,
-        .options = tenant_options,
-        .on_option = tenant_option,
-        .min_args = 1,
-        .max_args = 1,
-        .args = "one tenant NAME",
-};
+static const cli_syntax tenant_create_syntax = {tenant_help, CLI_OPTS(tenant_opts), 1, 1,
+                                                "one tenant NAME"};
 
 static int tenant_create(cli *ctx, int argc, char **argv)
 {
@@ -451,11 +390,8 @@ static int tenant_rm(cli *ctx, int argc, char **argv)
 {
 	int rv;
 
-	rv = cli_simple_args(ctx, argc, argv, tenant_help, 1, 1, "one tenant NAME");
+	rv = cli_start(ctx, argc, argv, CLI_SIMPLE(tenant_help, 1, 1, "one tenant NAME"), NULL);
 	if (rv != CLI_CONTINUE)
-		return rv;
-	rv = cli_connect(ctx);
-	if (rv != CLI_EXIT_OK)
 		return rv;
 	return finish(ctx, gs_tenant_destroy(ctx->client, argv[optind]), "destroyed");
 }

@@ -151,21 +151,6 @@ static json_t *status_json(const void *status)
 	return o;
 }
 
-enum {
-	OPT_DEVICE = 0x200,
-	OPT_RESIDENT,
-	OPT_LIMIT,
-	OPT_MOVES,
-	OPT_WAIT,
-	OPT_TIMEOUT_MS,
-	OPT_FLAGS,
-	OPT_SEGMENTS,
-	OPT_PREFERENCE,
-	OPT_PRIORITY,
-	OPT_TILED,
-	OPT_DISPLAY,
-};
-
 /* ---- create, destroy -------------------------------------------------------------------- */
 
 /* A byte count: a number, or one with a binary suffix (K, KiB, M, MiB, G, GiB). */
@@ -257,55 +242,37 @@ static bool parse_priority(const char *s, uint32_t *out)
 	return cli_parse_u32(s, out);
 }
 
-static int create_option(cli *ctx, int opt, const char *arg, void *out)
+static int preference_option(cli *ctx, const char *arg, void *field)
 {
-	gs_allocation_desc *desc = out;
-
-	switch (opt) {
-	case OPT_SEGMENTS:
-		return cli_arg_u32(ctx, "--segments", arg, &desc->supported_segment_set);
-	case OPT_PREFERENCE:
-		if (!parse_preference(arg, &desc->segment_preference))
-			return cli_usage(ctx,
-			                 "--preference: '%s' is neither a number nor a list of "
-			                 "at most %d segment ids (1..%u) like \"1,2:down\"",
-			                 arg, GS_SEGPREF_SLOTS, GS_SEGMENT_ID_MAX);
-		break;
-	case OPT_PRIORITY:
-		if (!parse_priority(arg, &desc->priority))
-			return cli_usage(ctx,
-			                 "--priority: '%s' is not minimum, low, normal, high, "
-			                 "maximum or a number",
-			                 arg);
-		break;
-	case OPT_TILED:
-		desc->flags |= GS_ALLOC_TILED;
-		break;
-	case OPT_DISPLAY:
-		desc->flags |= GS_ALLOC_DISPLAY;
-		break;
-	}
-	return 0;
+	if (parse_preference(arg, field))
+		return 0;
+	return cli_usage(ctx,
+	                 "--preference: '%s' is neither a number nor a list of at most %d "
+	                 "segment ids (1..%u) like \"1,2:down\"",
+	                 arg, GS_SEGPREF_SLOTS, GS_SEGMENT_ID_MAX);
 }
 
-static const struct option create_options[] = {
-        {"segments", required_argument, NULL, OPT_SEGMENTS},
-        {"preference", required_argument, NULL, OPT_PREFERENCE},
-        {"priority", required_argument, NULL, OPT_PRIORITY},
-        {"tiled", no_argument, NULL, OPT_TILED},
-        {"display", no_argument, NULL, OPT_DISPLAY},
-        CLI_COMMON_OPTIONS,
-        {0},
+static int priority_option(cli *ctx, const char *arg, void *field)
+{
+	if (parse_priority(arg, field))
+		return 0;
+	return cli_usage(ctx,
+	                 "--priority: '%s' is not minimum, low, normal, high, maximum or a number",
+	                 arg);
+}
+
+static const cli_opt create_opts[] = {
+        {"segments", CLI_ARG_U32, offsetof(gs_allocation_desc, supported_segment_set)},
+        {"preference", CLI_ARG_PARSE, offsetof(gs_allocation_desc, segment_preference),
+         .parse = preference_option},
+        {"priority", CLI_ARG_PARSE, offsetof(gs_allocation_desc, priority),
+         .parse = priority_option},
+        {"tiled", CLI_SET_BITS, offsetof(gs_allocation_desc, flags), .bits = GS_ALLOC_TILED},
+        {"display", CLI_SET_BITS, offsetof(gs_allocation_desc, flags), .bits = GS_ALLOC_DISPLAY},
 };
 
-static const cli_syntax create_syntax = {
-        .help = alloc_help,
-        .options = create_options,
-        .on_option = create_option,
-        .min_args = 2,
-        .max_args = 2,
-        .args = "DEVICE and SIZE",
-};
+static const cli_syntax create_syntax = {alloc_help, CLI_OPTS(create_opts), 2, 2,
+                                         "DEVICE and SIZE"};
 
 static int alloc_create(cli *ctx, int argc, char **argv)
 {
@@ -361,13 +328,9 @@ static int alloc_destroy(cli *ctx, int argc, char **argv)
 	uint64_t id;
 	int rv;
 
-	rv = cli_simple_args(ctx, argc, argv, alloc_help, 1, 1, "an allocation ID");
+	rv = cli_start_id(ctx, argc, argv, CLI_SIMPLE(alloc_help, 1, 1, "an allocation ID"), NULL,
+	                  "ID", &id);
 	if (rv != CLI_CONTINUE)
-		return rv;
-	rv = cli_arg_u64(ctx, "ID", argv[optind], &id);
-	if (rv == 0)
-		rv = cli_connect(ctx);
-	if (rv != 0)
 		return rv;
 	rv = gs_allocation_destroy(ctx->client, id);
 	if (rv != 0)
@@ -381,8 +344,10 @@ static int alloc_destroy(cli *ctx, int argc, char **argv)
 
 /* ---- ls --------------------------------------------------------------------------------- */
 
-static void print_allocations(const gs_allocation_status *list, size_t n)
+static void print_allocations(const void *items, size_t n)
 {
+	const gs_allocation_status *list = items;
+
 	printf("%-8s %-8s %10s %-7s %-12s %-10s %-13s %6s %6s %6s\n", "HANDLE", "DEVICE", "SIZE",
 	       "SEGMENT", "OFFSET", "PRIORITY", "FLAGS", "PINNED", "BUSY", "MOVES");
 	for (size_t i = 0; i < n; i++) {
@@ -415,84 +380,38 @@ typedef struct ls_args {
 	uint32_t limit;
 } ls_args;
 
-static int ls_option(cli *ctx, int opt, const char *arg, void *out)
-{
-	ls_args *a = out;
-
-	switch (opt) {
-	case OPT_DEVICE:
-		return cli_arg_u64(ctx, "--device", arg, &a->device);
-	case OPT_RESIDENT:
-		a->resident = true;
-		break;
-	case OPT_LIMIT:
-		return cli_arg_u32(ctx, "--limit", arg, &a->limit);
-	}
-	return 0;
-}
-
-static const struct option ls_options[] = {
-        {"device", required_argument, NULL, OPT_DEVICE},
-        {"resident", no_argument, NULL, OPT_RESIDENT},
-        {"limit", required_argument, NULL, OPT_LIMIT},
-        CLI_COMMON_OPTIONS,
-        {0},
+static const cli_opt ls_opts[] = {
+        {"device", CLI_ARG_U64, offsetof(ls_args, device)},
+        {"resident", CLI_SET_BOOL, offsetof(ls_args, resident)},
+        {"limit", CLI_ARG_U32, offsetof(ls_args, limit)},
 };
 
-static const cli_syntax ls_syntax = {
-        .help = alloc_help,
-        .options = ls_options,
-        .on_option = ls_option,
-};
+static const cli_syntax ls_syntax = {alloc_help, CLI_OPTS(ls_opts)};
 
 static int alloc_ls(cli *ctx, int argc, char **argv)
 {
 	ls_args filter = {0};
-	gs_allocation_status *list;
-	size_t n;
+	gs_allocation_status *list = NULL;
+	size_t n = 0;
 	int rv;
 
-	rv = cli_parse_args(ctx, argc, argv, &ls_syntax, &filter);
+	rv = cli_start(ctx, argc, argv, &ls_syntax, &filter);
 	if (rv != CLI_CONTINUE)
-		return rv;
-	rv = cli_connect(ctx);
-	if (rv != CLI_EXIT_OK)
 		return rv;
 	rv = gs_allocation_list(ctx->client, filter.device, filter.resident, filter.limit, 0, &list,
 	                        &n);
-	if (rv != 0)
-		return cli_fail(ctx, rv);
-	if (ctx->json)
-		cli_json_print(cli_json_array(list, n, sizeof(*list), status_json));
-	else
-		print_allocations(list, n);
+	rv = cli_list_result(ctx, rv, list, n, sizeof(*list), status_json, print_allocations);
 	gs_allocation_list_free(list);
-	return CLI_EXIT_OK;
+	return rv;
 }
 
 /* ---- show ------------------------------------------------------------------------------- */
 
-static int show_option(cli *ctx, int opt, const char *arg, void *out)
-{
-	(void)opt; /* --moves, its only option */
-	return cli_arg_u32(ctx, "--moves", arg, out);
-}
-
 static int alloc_show(cli *ctx, int argc, char **argv)
 {
-	static const struct option opts[] = {
-	        {"moves", required_argument, NULL, OPT_MOVES},
-	        CLI_COMMON_OPTIONS,
-	        {0},
-	};
-	static const cli_syntax syntax = {
-	        .help = alloc_help,
-	        .options = opts,
-	        .on_option = show_option,
-	        .min_args = 1,
-	        .max_args = 1,
-	        .args = "an allocation ID",
-	};
+	/* The parse state is the number of moves to show. */
+	static const cli_opt opts[] = {{"moves", CLI_ARG_U32, 0}};
+	static const cli_syntax syntax = {alloc_help, CLI_OPTS(opts), 1, 1, "an allocation ID"};
 	uint32_t show_moves = DEFAULT_SHOW_MOVES;
 	gs_allocation_status a;
 	gs_move *moves = NULL;
@@ -502,13 +421,8 @@ static int alloc_show(cli *ctx, int argc, char **argv)
 	uint64_t id;
 	int rv;
 
-	rv = cli_parse_args(ctx, argc, argv, &syntax, &show_moves);
+	rv = cli_start_id(ctx, argc, argv, &syntax, &show_moves, "ID", &id);
 	if (rv != CLI_CONTINUE)
-		return rv;
-	rv = cli_arg_u64(ctx, "ID", argv[optind], &id);
-	if (rv == 0)
-		rv = cli_connect(ctx);
-	if (rv != 0)
 		return rv;
 	rv = gs_allocation_query(ctx->client, id, &a);
 	if (rv != 0)
@@ -574,62 +488,41 @@ typedef struct paging_args {
 	uint32_t transfer_flags;
 } paging_args;
 
-/* The options of resident and evict, which take no --flags. */
-static int page_option(cli *ctx, int opt, const char *arg, void *out)
+/* resident and evict take no --flags. */
+static int no_flags(cli *ctx, const char *arg, void *field)
 {
-	paging_args *p = out;
-
-	switch (opt) {
-	case OPT_WAIT:
-		p->wait = true;
-		break;
-	case OPT_TIMEOUT_MS:
-		return cli_arg_u32(ctx, "--timeout-ms", arg, &p->timeout_ms);
-	case OPT_FLAGS:
-		return cli_usage(ctx, "--flags: only alloc transfer takes flags");
-	}
-	return 0;
+	(void)arg;
+	(void)field;
+	return cli_usage(ctx, "--flags: only alloc transfer takes flags");
 }
 
-static int transfer_option(cli *ctx, int opt, const char *arg, void *out)
+static int transfer_flags(cli *ctx, const char *arg, void *field)
 {
-	paging_args *p = out;
 	const char *bad = arg;
 
-	if (opt != OPT_FLAGS)
-		return page_option(ctx, opt, arg, out);
-	if (gs_flags_parse(gs_transfer_flag_names, arg, &p->transfer_flags, &bad) == 0)
+	if (gs_flags_parse(gs_transfer_flag_names, arg, field, &bad) == 0)
 		return 0;
 	return cli_usage(ctx,
 	                 "--flags: unknown flag '%.*s' (names: swizzle, unswizzle, or a number)",
 	                 (int)strcspn(bad, ",|"), bad);
 }
 
-static const struct option paging_options[] = {
-        {"wait", no_argument, NULL, OPT_WAIT},
-        {"timeout-ms", required_argument, NULL, OPT_TIMEOUT_MS},
-        {"flags", required_argument, NULL, OPT_FLAGS},
-        CLI_COMMON_OPTIONS,
-        {0},
+static const cli_opt page_opts[] = {
+        {"wait", CLI_SET_BOOL, offsetof(paging_args, wait)},
+        {"timeout-ms", CLI_ARG_U32, offsetof(paging_args, timeout_ms)},
+        {"flags", CLI_ARG_PARSE, offsetof(paging_args, transfer_flags), .parse = no_flags},
 };
 
-static const cli_syntax page_list_syntax = {
-        .help = alloc_help,
-        .options = paging_options,
-        .on_option = page_option,
-        .min_args = 2,
-        .max_args = INT_MAX,
-        .args = "DEVICE and at least one allocation ID",
+static const cli_opt transfer_opts[] = {
+        {"wait", CLI_SET_BOOL, offsetof(paging_args, wait)},
+        {"timeout-ms", CLI_ARG_U32, offsetof(paging_args, timeout_ms)},
+        {"flags", CLI_ARG_PARSE, offsetof(paging_args, transfer_flags), .parse = transfer_flags},
 };
 
-static const cli_syntax transfer_syntax = {
-        .help = alloc_help,
-        .options = paging_options,
-        .on_option = transfer_option,
-        .min_args = 2,
-        .max_args = 2,
-        .args = "an allocation ID and a SEGMENT",
-};
+static const cli_syntax page_list_syntax = {alloc_help, CLI_OPTS(page_opts), 2, INT_MAX,
+                                            "DEVICE and at least one allocation ID"};
+static const cli_syntax transfer_syntax = {alloc_help, CLI_OPTS(transfer_opts), 2, 2,
+                                           "an allocation ID and a SEGMENT"};
 
 /* Prints a paging answer, after waiting for its fence when asked. */
 static int paging_report(cli *ctx, int status, const gs_paging_result *r, const paging_args *p)

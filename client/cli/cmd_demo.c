@@ -692,44 +692,14 @@ static void report(const demo *d, double elapsed)
 
 /* ---- command ---------------------------------------------------------------------------- */
 
-enum { OPT_PACKETS = 0x200, OPT_SEED, OPT_ALLOC_SIZE, OPT_ALLOCS };
-
-static int demo_option(cli *ctx, int opt, const char *arg, void *out)
-{
-	demo *d = out;
-	int rv;
-
-	switch (opt) {
-	case OPT_PACKETS:
-		return cli_arg_u32(ctx, "--packets", arg, &d->packet_count);
-	case OPT_SEED:
-		d->seeded = true;
-		return cli_arg_u64(ctx, "--seed", arg, &d->seed);
-	case OPT_ALLOC_SIZE:
-		return cli_arg_u64(ctx, "--alloc-size", arg, &d->alloc_size);
-	case OPT_ALLOCS:
-		rv = cli_arg_u32(ctx, "--allocs", arg, &d->nallocs);
-		if (rv == 0 && (d->nallocs < 1 || d->nallocs > DEMO_ALLOCS_MAX))
-			return cli_usage(ctx, "--allocs must be 1..%d", DEMO_ALLOCS_MAX);
-		return rv;
-	}
-	return 0;
-}
-
-static const struct option demo_options[] = {
-        {"packets", required_argument, NULL, OPT_PACKETS},
-        {"seed", required_argument, NULL, OPT_SEED},
-        {"alloc-size", required_argument, NULL, OPT_ALLOC_SIZE},
-        {"allocs", required_argument, NULL, OPT_ALLOCS},
-        CLI_COMMON_OPTIONS,
-        {0},
+static const cli_opt demo_opts[] = {
+        {"packets", CLI_ARG_U32, offsetof(demo, packet_count)},
+        {"seed", CLI_ARG_U64, offsetof(demo, seed), .given = CLI_GIVEN(demo, seeded)},
+        {"alloc-size", CLI_ARG_U64, offsetof(demo, alloc_size)},
+        {"allocs", CLI_ARG_U32, offsetof(demo, nallocs), .min = 1, .max = DEMO_ALLOCS_MAX},
 };
 
-static const cli_syntax demo_syntax = {
-        .help = help,
-        .options = demo_options,
-        .on_option = demo_option,
-};
+static const cli_syntax demo_syntax = {help, CLI_OPTS(demo_opts)};
 
 /* Returns CLI_CONTINUE to go on, or the exit code to return now. */
 static int parse_args(demo *d, int argc, char **argv)

@@ -35,64 +35,26 @@ static const char history_help[] =
 static const char events_help[] = "Usage: gpusched events PACKET [--json]\n"
                                   "Lists every state change of one packet, oldest first.\n";
 
-enum {
-	OPT_CONTEXT = 0x200,
-	OPT_DEVICE,
-	OPT_STATE,
-	OPT_NODE,
-	OPT_LIMIT,
-	OPT_BEFORE,
-	OPT_ALLOCATION,
-	OPT_PAGING,
-};
-
-static int filter_option(cli *ctx, int opt, const char *arg, void *out)
+static int parse_state(cli *ctx, const char *arg, void *field)
 {
-	gs_history_filter *f = out;
-
-	switch (opt) {
-	case OPT_CONTEXT:
-		return cli_arg_u64(ctx, "--context", arg, &f->context);
-	case OPT_DEVICE:
-		return cli_arg_u64(ctx, "--device", arg, &f->device);
-	case OPT_STATE:
-		if (gs_packet_state_parse(arg, &f->state) != 0)
-			return cli_usage(ctx, "--state: unknown state '%s'", arg);
-		return 0;
-	case OPT_NODE:
-		f->match_node = true;
-		return cli_arg_u32(ctx, "--node", arg, &f->node);
-	case OPT_LIMIT:
-		return cli_arg_u32(ctx, "--limit", arg, &f->limit);
-	case OPT_BEFORE:
-		return cli_arg_u64(ctx, "--before", arg, &f->before_packet);
-	case OPT_ALLOCATION:
-		return cli_arg_u64(ctx, "--allocation", arg, &f->allocation);
-	case OPT_PAGING:
-		f->paging = true;
-		break;
-	}
+	if (gs_packet_state_parse(arg, field) != 0)
+		return cli_usage(ctx, "--state: unknown state '%s'", arg);
 	return 0;
 }
 
-static const struct option history_options[] = {
-        {"context", required_argument, NULL, OPT_CONTEXT},
-        {"device", required_argument, NULL, OPT_DEVICE},
-        {"state", required_argument, NULL, OPT_STATE},
-        {"node", required_argument, NULL, OPT_NODE},
-        {"limit", required_argument, NULL, OPT_LIMIT},
-        {"before", required_argument, NULL, OPT_BEFORE},
-        {"allocation", required_argument, NULL, OPT_ALLOCATION},
-        {"paging", no_argument, NULL, OPT_PAGING},
-        CLI_COMMON_OPTIONS,
-        {0},
+static const cli_opt history_opts[] = {
+        {"context", CLI_ARG_U64, offsetof(gs_history_filter, context)},
+        {"device", CLI_ARG_U64, offsetof(gs_history_filter, device)},
+        {"state", CLI_ARG_PARSE, offsetof(gs_history_filter, state), .parse = parse_state},
+        {"node", CLI_ARG_U32, offsetof(gs_history_filter, node),
+         .given = CLI_GIVEN(gs_history_filter, match_node)},
+        {"limit", CLI_ARG_U32, offsetof(gs_history_filter, limit)},
+        {"before", CLI_ARG_U64, offsetof(gs_history_filter, before_packet)},
+        {"allocation", CLI_ARG_U64, offsetof(gs_history_filter, allocation)},
+        {"paging", CLI_SET_BOOL, offsetof(gs_history_filter, paging)},
 };
 
-static const cli_syntax history_syntax = {
-        .help = history_help,
-        .options = history_options,
-        .on_option = filter_option,
-};
+static const cli_syntax history_syntax = {history_help, CLI_OPTS(history_opts)};
 
 static json_t *record_json(const void *record)
 {
@@ -129,8 +91,10 @@ static uint64_t span(uint64_t from, uint64_t to)
 	return from && to >= from ? to - from : 0;
 }
 
-static void print_records(const gs_packet_record *recs, size_t n)
+static void print_records(const void *items, size_t n)
 {
+	const gs_packet_record *recs = items;
+
 	char when[40], wait[24], run[24], flags[320];
 
 	printf("%-8s %-8s %-4s %-8s %-11s %-23s %10s %10s %-4s %s\n", "PACKET", "CONTEXT", "NODE",
@@ -154,25 +118,17 @@ static void print_records(const gs_packet_record *recs, size_t n)
 int cmd_history(cli *ctx, int argc, char **argv)
 {
 	gs_history_filter filter = {0};
-	gs_packet_record *recs;
-	size_t n;
+	gs_packet_record *recs = NULL;
+	size_t n = 0;
 	int rv;
 
-	rv = cli_parse_args(ctx, argc, argv, &history_syntax, &filter);
+	rv = cli_start(ctx, argc, argv, &history_syntax, &filter);
 	if (rv != CLI_CONTINUE)
 		return rv;
-	rv = cli_connect(ctx);
-	if (rv != CLI_EXIT_OK)
-		return rv;
 	rv = gs_history(ctx->client, &filter, &recs, &n);
-	if (rv != 0)
-		return cli_fail(ctx, rv);
-	if (ctx->json)
-		cli_json_print(cli_json_array(recs, n, sizeof(*recs), record_json));
-	else
-		print_records(recs, n);
+	rv = cli_list_result(ctx, rv, recs, n, sizeof(*recs), record_json, print_records);
 	gs_history_free(recs, n);
-	return CLI_EXIT_OK;
+	return rv;
 }
 
 static json_t *event_json(const void *event)
@@ -184,8 +140,10 @@ static json_t *event_json(const void *event)
 	                 "time_ns", cli_json_u64(e->time_ns), "detail", e->detail);
 }
 
-static void print_events(const gs_packet_event *ev, size_t n)
+static void print_events(const void *items, size_t n)
 {
+	const gs_packet_event *ev = items;
+
 	char when[40];
 
 	printf("%-10s %-23s %-11s %s\n", "SEQ", "TIME", "STATE", "DETAIL");
@@ -200,27 +158,17 @@ static void print_events(const gs_packet_event *ev, size_t n)
 
 int cmd_events(cli *ctx, int argc, char **argv)
 {
-	gs_packet_event *ev;
+	gs_packet_event *ev = NULL;
 	uint64_t packet;
-	size_t n;
+	size_t n = 0;
 	int rv;
 
-	rv = cli_simple_args(ctx, argc, argv, events_help, 1, 1, "one PACKET id");
+	rv = cli_start_id(ctx, argc, argv, CLI_SIMPLE(events_help, 1, 1, "one PACKET id"), NULL,
+	                  "PACKET", &packet);
 	if (rv != CLI_CONTINUE)
 		return rv;
-	rv = cli_arg_u64(ctx, "PACKET", argv[optind], &packet);
-	if (rv != 0)
-		return rv;
-	rv = cli_connect(ctx);
-	if (rv != CLI_EXIT_OK)
-		return rv;
 	rv = gs_packet_events(ctx->client, packet, &ev, &n);
-	if (rv != 0)
-		return cli_fail(ctx, rv);
-	if (ctx->json)
-		cli_json_print(cli_json_array(ev, n, sizeof(*ev), event_json));
-	else
-		print_events(ev, n);
+	rv = cli_list_result(ctx, rv, ev, n, sizeof(*ev), event_json, print_events);
 	gs_packet_events_free(ev, n);
-	return CLI_EXIT_OK;
+	return rv;
 }

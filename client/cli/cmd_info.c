@@ -98,11 +98,8 @@ int cmd_info(cli *ctx, int argc, char **argv)
 	gs_daemon_info *info;
 	int rv;
 
-	rv = cli_simple_args(ctx, argc, argv, help, 0, 0, NULL);
+	rv = cli_start(ctx, argc, argv, CLI_SIMPLE(help, 0, 0, NULL), NULL);
 	if (rv != CLI_CONTINUE)
-		return rv;
-	rv = cli_connect(ctx);
-	if (rv != CLI_EXIT_OK)
 		return rv;
 	rv = gs_info(ctx->client, &info);
 	if (rv != 0)

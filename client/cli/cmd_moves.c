@@ -32,14 +32,6 @@ static const char help[] =
         "nowhere (before a PLACE, after a FREE); PACKET is the paging packet that moved the\n"
         "bytes, FOR the render packet they were moved for.\n";
 
-enum {
-	OPT_ALLOCATION = 0x200,
-	OPT_DEVICE,
-	OPT_PACKET,
-	OPT_LIMIT,
-	OPT_BEFORE,
-};
-
 /* "1:0x5000", "system" or "-" (nowhere: the source of a PLACE, the target of a FREE). */
 static void format_place(uint32_t segment, uint64_t offset, bool nowhere, char *buf, size_t cap)
 {
@@ -128,61 +120,33 @@ void cli_print_moves(const gs_move *moves, size_t n, const char *indent)
 		printf("%s(no moves)\n", indent);
 }
 
-static int filter_option(cli *ctx, int opt, const char *arg, void *out)
+static const cli_opt moves_opts[] = {
+        {"allocation", CLI_ARG_U64, offsetof(gs_moves_filter, allocation)},
+        {"device", CLI_ARG_U64, offsetof(gs_moves_filter, device)},
+        {"packet", CLI_ARG_U64, offsetof(gs_moves_filter, packet)},
+        {"limit", CLI_ARG_U32, offsetof(gs_moves_filter, limit)},
+        {"before", CLI_ARG_U64, offsetof(gs_moves_filter, before_seq)},
+};
+
+static const cli_syntax moves_syntax = {help, CLI_OPTS(moves_opts)};
+
+static void print_moves(const void *items, size_t n)
 {
-	gs_moves_filter *f = out;
-
-	switch (opt) {
-	case OPT_ALLOCATION:
-		return cli_arg_u64(ctx, "--allocation", arg, &f->allocation);
-	case OPT_DEVICE:
-		return cli_arg_u64(ctx, "--device", arg, &f->device);
-	case OPT_PACKET:
-		return cli_arg_u64(ctx, "--packet", arg, &f->packet);
-	case OPT_LIMIT:
-		return cli_arg_u32(ctx, "--limit", arg, &f->limit);
-	case OPT_BEFORE:
-		return cli_arg_u64(ctx, "--before", arg, &f->before_seq);
-	}
-	return 0;
+	cli_print_moves(items, n, "");
 }
-
-static const struct option moves_options[] = {
-        {"allocation", required_argument, NULL, OPT_ALLOCATION},
-        {"device", required_argument, NULL, OPT_DEVICE},
-        {"packet", required_argument, NULL, OPT_PACKET},
-        {"limit", required_argument, NULL, OPT_LIMIT},
-        {"before", required_argument, NULL, OPT_BEFORE},
-        CLI_COMMON_OPTIONS,
-        {0},
-};
-
-static const cli_syntax moves_syntax = {
-        .help = help,
-        .options = moves_options,
-        .on_option = filter_option,
-};
 
 int cmd_moves(cli *ctx, int argc, char **argv)
 {
 	gs_moves_filter filter = {0};
-	gs_move *moves;
-	size_t n;
+	gs_move *moves = NULL;
+	size_t n = 0;
 	int rv;
 
-	rv = cli_parse_args(ctx, argc, argv, &moves_syntax, &filter);
+	rv = cli_start(ctx, argc, argv, &moves_syntax, &filter);
 	if (rv != CLI_CONTINUE)
 		return rv;
-	rv = cli_connect(ctx);
-	if (rv != CLI_EXIT_OK)
-		return rv;
 	rv = gs_moves(ctx->client, &filter, &moves, &n);
-	if (rv != 0)
-		return cli_fail(ctx, rv);
-	if (ctx->json)
-		cli_json_print(cli_json_array(moves, n, sizeof(*moves), cli_json_move));
-	else
-		cli_print_moves(moves, n, "");
+	rv = cli_list_result(ctx, rv, moves, n, sizeof(*moves), cli_json_move, print_moves);
 	gs_moves_free(moves, n);
-	return CLI_EXIT_OK;
+	return rv;
 }

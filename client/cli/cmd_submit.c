@@ -49,65 +49,31 @@ typedef struct submit_args {
 	uint32_t timeout_ms;
 } submit_args;
 
-enum {
-	OPT_NODE = 0x200,
-	OPT_FLAGS,
-	OPT_SPIN,
-	OPT_NONPREEMPTIBLE,
-	OPT_PRIORITY_CLASS,
-	OPT_PRIORITY,
-	OPT_WAIT,
-	OPT_TIMEOUT,
-};
-
-static int submit_option(cli *ctx, int opt, const char *arg, void *out)
+static int submit_flags(cli *ctx, const char *arg, void *field)
 {
-	submit_args *a = out;
+	return cli_arg_submit_flags(ctx, arg, field);
+}
 
-	switch (opt) {
-	case OPT_NODE:
-		a->has_node = true;
-		return cli_arg_u32(ctx, "--node", arg, &a->node);
-	case OPT_FLAGS:
-		return cli_arg_submit_flags(ctx, arg, &a->flags);
-	case OPT_SPIN:
-		return cli_arg_u64(ctx, "--spin-us", arg, &a->spin_us);
-	case OPT_NONPREEMPTIBLE:
-		a->nonpreemptible = true;
-		break;
-	case OPT_PRIORITY_CLASS:
-		return cli_arg_u32(ctx, "--priority-class", arg, &a->priority_class);
-	case OPT_PRIORITY:
-		if (!cli_parse_i32(arg, &a->priority))
-			return cli_usage(ctx, "--priority: '%s' is not a number", arg);
-		break;
-	case OPT_WAIT:
-		a->wait = true;
-		break;
-	case OPT_TIMEOUT:
-		return cli_arg_u32(ctx, "--timeout", arg, &a->timeout_ms);
-	}
+static int priority_option(cli *ctx, const char *arg, void *field)
+{
+	if (!cli_parse_i32(arg, field))
+		return cli_usage(ctx, "--priority: '%s' is not a number", arg);
 	return 0;
 }
 
-static const struct option submit_options[] = {
-        {"node", required_argument, NULL, OPT_NODE},
-        {"flags", required_argument, NULL, OPT_FLAGS},
-        {"spin-us", required_argument, NULL, OPT_SPIN},
-        {"nonpreemptible", no_argument, NULL, OPT_NONPREEMPTIBLE},
-        {"priority-class", required_argument, NULL, OPT_PRIORITY_CLASS},
-        {"priority", required_argument, NULL, OPT_PRIORITY},
-        {"wait", no_argument, NULL, OPT_WAIT},
-        {"timeout", required_argument, NULL, OPT_TIMEOUT},
-        CLI_COMMON_OPTIONS,
-        {0},
+static const cli_opt submit_opts[] = {
+        {"node", CLI_ARG_U32, offsetof(submit_args, node),
+         .given = CLI_GIVEN(submit_args, has_node)},
+        {"flags", CLI_ARG_PARSE, offsetof(submit_args, flags), .parse = submit_flags},
+        {"spin-us", CLI_ARG_U64, offsetof(submit_args, spin_us)},
+        {"nonpreemptible", CLI_SET_BOOL, offsetof(submit_args, nonpreemptible)},
+        {"priority-class", CLI_ARG_U32, offsetof(submit_args, priority_class)},
+        {"priority", CLI_ARG_PARSE, offsetof(submit_args, priority), .parse = priority_option},
+        {"wait", CLI_SET_BOOL, offsetof(submit_args, wait)},
+        {"timeout", CLI_ARG_U32, offsetof(submit_args, timeout_ms)},
 };
 
-static const cli_syntax submit_syntax = {
-        .help = help,
-        .options = submit_options,
-        .on_option = submit_option,
-};
+static const cli_syntax submit_syntax = {help, CLI_OPTS(submit_opts)};
 
 /* Returns CLI_CONTINUE to go on, or the exit code to return now (0 after --help). */
 static int parse_args(cli *ctx, int argc, char **argv, submit_args *a)

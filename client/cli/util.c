@@ -134,12 +134,68 @@ static bool is_common_option(int opt)
 	return opt == CLI_OPT_HELP || opt == CLI_OPT_JSON || opt == '?';
 }
 
+/* getopt_long's code for the command's own option i. */
+#define OWN_OPTION(i)   (0x1000 + (int)(i))
+#define MAX_OWN_OPTIONS 32
+
+/* Stores one of the command's own options in the parse state `out`. */
+static int own_option(cli *ctx, const cli_opt *o, const char *arg, void *out)
+{
+	char *field = (char *)out + o->field;
+	char name[64];
+	uint64_t v = 0;
+	int rv = 0;
+
+	snprintf(name, sizeof(name), "--%s", o->name);
+	if (o->given)
+		*(bool *)((char *)out + o->given - 1) = true;
+	switch (o->kind) {
+	case CLI_ARG_U32:
+	case CLI_ARG_U64:
+		if (o->kind == CLI_ARG_U32) {
+			uint32_t v32 = 0;
+			rv = cli_arg_u32(ctx, name, arg, &v32);
+			v = v32;
+		} else {
+			rv = cli_arg_u64(ctx, name, arg, &v);
+		}
+		if (rv == 0 && o->max && (v < o->min || v > o->max))
+			rv = cli_usage(ctx, "%s must be %" PRIu64 "..%" PRIu64, name, o->min,
+			               o->max);
+		if (rv == 0 && o->kind == CLI_ARG_U32)
+			*(uint32_t *)field = (uint32_t)v;
+		else if (rv == 0)
+			*(uint64_t *)field = v;
+		return rv;
+	case CLI_ARG_STR:
+		*(const char **)field = arg;
+		return 0;
+	case CLI_SET_BOOL:
+		*(bool *)field = true;
+		return 0;
+	case CLI_SET_BITS:
+		*(uint32_t *)field |= o->bits;
+		return 0;
+	case CLI_ARG_PARSE:
+		return o->parse(ctx, arg, field);
+	}
+	return 0;
+}
+
 int cli_parse_args(cli *ctx, int argc, char **argv, const cli_syntax *syntax, void *out)
 {
-	static const struct option common[] = {CLI_COMMON_OPTIONS, {0}};
-	const struct option *opts = syntax->options ? syntax->options : common;
+	struct option opts[MAX_OWN_OPTIONS + 3] = {CLI_COMMON_OPTIONS};
+	size_t n_own = syntax->opts ? syntax->nopts : 0;
 	int opt, rv, n;
 
+	if (n_own > MAX_OWN_OPTIONS)
+		return cli_usage(ctx, "internal error: too many options");
+	for (size_t i = 0; i < n_own; i++) {
+		const cli_opt *o = &syntax->opts[i];
+		bool takes_arg = o->kind != CLI_SET_BOOL && o->kind != CLI_SET_BITS;
+		opts[2 + i] = (struct option){o->name, takes_arg ? required_argument : no_argument,
+		                              NULL, OWN_OPTION(i)};
+	}
 	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		if (is_common_option(opt)) {
 			rv = common_option(ctx, opt, syntax->help);
@@ -147,7 +203,7 @@ int cli_parse_args(cli *ctx, int argc, char **argv, const cli_syntax *syntax, vo
 				return rv;
 			continue;
 		}
-		rv = syntax->on_option(ctx, opt, optarg, out);
+		rv = own_option(ctx, &syntax->opts[opt - OWN_OPTION(0)], optarg, out);
 		if (rv != 0)
 			return rv;
 	}
@@ -157,6 +213,39 @@ int cli_parse_args(cli *ctx, int argc, char **argv, const cli_syntax *syntax, vo
 		               ? cli_usage(ctx, "unexpected argument '%s'", argv[optind])
 		               : cli_usage(ctx, "expected %s", syntax->args);
 	return CLI_CONTINUE;
+}
+
+int cli_list_result(cli *ctx, int status, const void *items, size_t n, size_t size,
+                    json_t *(*to_json)(const void *item),
+                    void (*print)(const void *items, size_t n))
+{
+	if (status != 0)
+		return cli_fail(ctx, status);
+	if (ctx->json)
+		cli_json_print(cli_json_array(items, n, size, to_json));
+	else
+		print(items, n);
+	return CLI_EXIT_OK;
+}
+
+int cli_start(cli *ctx, int argc, char **argv, const cli_syntax *syntax, void *out)
+{
+	int rv = cli_parse_args(ctx, argc, argv, syntax, out);
+
+	if (rv == CLI_CONTINUE && (rv = cli_connect(ctx)) == CLI_EXIT_OK)
+		rv = CLI_CONTINUE;
+	return rv;
+}
+
+int cli_start_id(cli *ctx, int argc, char **argv, const cli_syntax *syntax, void *out,
+                 const char *what, uint64_t *id)
+{
+	int rv = cli_parse_args(ctx, argc, argv, syntax, out);
+
+	if (rv == CLI_CONTINUE && (rv = cli_arg_u64(ctx, what, argv[optind], id)) == 0 &&
+	    (rv = cli_connect(ctx)) == CLI_EXIT_OK)
+		rv = CLI_CONTINUE;
+	return rv;
 }
 
 int cli_simple_args(cli *ctx, int argc, char **argv, const char *help, int min, int max,
