@@ -381,33 +381,6 @@ static void attack_waits(gs_client *victim, bool resend)
 
 /* ---- attack 2: large unauthenticated requests ---- */
 
-/* A SubmitBatch of n empty packets, encoded by hand: 2 bytes a packet. */
-static uint8_t *huge_batch(size_t n, const char *token, size_t *len)
-{
-	size_t tok = strlen(token);
-	uint8_t *buf = malloc(32 + tok + 2 * n);
-	if (!buf)
-		die("out of memory");
-	size_t at = 0;
-	buf[at++] = 0x12; /* field 2 (token), length-delimited */
-	buf[at++] = (uint8_t)tok;
-	memcpy(buf + at, token, tok);
-	at += tok;
-	buf[at++] = 0xc2; /* field 24 (submit_batch), length-delimited */
-	buf[at++] = 0x01;
-	size_t v = 2 * n;
-	do {
-		buf[at++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
-		v >>= 7;
-	} while (v);
-	for (size_t i = 0; i < n; i++) {
-		buf[at++] = 0x0a; /* SubmitBatchRequest.packets, empty */
-		buf[at++] = 0x00;
-	}
-	*len = at;
-	return buf;
-}
-
 typedef struct unauth {
 	atomic_bool stop;
 	const uint8_t *msg;
@@ -450,7 +423,9 @@ static void attack_unauthenticated(gs_client *victim)
 {
 	static unauth u;
 	memset(&u, 0, sizeof(u));
-	uint8_t *batch = huge_batch((8u << 20) / 2 - 64, "wrong-token", &u.len);
+	uint8_t *batch = itest_huge_batch((8u << 20) / 2 - 64, "wrong-token", &u.len);
+	if (!batch)
+		die("out of memory");
 	u.msg = batch;
 	long hwm0 = daemon_hwm_kib();
 	pthread_t th[UNAUTH_THREADS];
@@ -472,42 +447,6 @@ static void attack_unauthenticated(gs_client *victim)
 }
 
 /* ---- attack 6: idle connections ---- */
-
-static uint16_t free_port(void)
-{
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	socklen_t len = sizeof(a);
-	if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 ||
-	    getsockname(fd, (struct sockaddr *)&a, &len) != 0)
-		die("no free port");
-	close(fd);
-	return ntohs(a.sin_port);
-}
-
-/* A connection from 127.0.0.2 that completes nng's handshake as a REQ peer, then idles. */
-static int idle_peer(uint16_t port)
-{
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	if (fd < 0)
-		return -1;
-	struct sockaddr_in from = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(0x7f000002)};
-	struct sockaddr_in to = {.sin_family = AF_INET,
-	                         .sin_port = htons(port),
-	                         .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	struct timeval tv = {2, 0};
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	static const uint8_t hello[8] = {0, 'S', 'P', 0, 0, 0x30, 0, 0}; /* REQ0 */
-	uint8_t reply[8];
-	if (bind(fd, (struct sockaddr *)&from, sizeof(from)) != 0 ||
-	    connect(fd, (struct sockaddr *)&to, sizeof(to)) != 0 ||
-	    send(fd, hello, sizeof(hello), 0) != (ssize_t)sizeof(hello) ||
-	    recv(fd, reply, sizeof(reply), MSG_WAITALL) != (ssize_t)sizeof(reply)) {
-		close(fd);
-		return -1;
-	}
-	return fd;
-}
 
 /* Still open: no EOF or reset within timeout_ms. */
 static bool still_open(int fd, int timeout_ms)
@@ -531,7 +470,7 @@ static void attack_fds(uint16_t port)
 		die("out of memory");
 	uint32_t opened = 0, kept = 0;
 	for (uint32_t i = 0; i < g_opt.idle; i++) {
-		fds[i] = idle_peer(port);
+		fds[i] = itest_idle_peer(port);
 		opened += fds[i] >= 0;
 	}
 	/* The daemon closes those over its limits as it accepts them: give the last ones a
@@ -759,7 +698,9 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	uint16_t port = free_port();
+	uint16_t port = itest_free_port();
+	if (port == 0)
+		die("no free port");
 	snprintf(g_tcp_url, sizeof(g_tcp_url), "tcp://127.0.0.1:%u", port);
 	static itest_config cfg;
 	if (itest_config_write(&cfg,

@@ -345,33 +345,6 @@ static long daemon_hwm_kib(pid_t pid)
 	return kib;
 }
 
-/* A SubmitBatch of n empty packets, encoded by hand: 2 bytes per packet. */
-static uint8_t *huge_batch(size_t n, const char *token, size_t *len)
-{
-	size_t tok = strlen(token);
-	size_t body = 2 * n;
-	uint8_t *buf = malloc(2 + tok + 16 + body);
-	assert_non_null(buf);
-	size_t at = 0;
-	buf[at++] = 0x12; /* field 2 (token), length-delimited */
-	buf[at++] = (uint8_t)tok;
-	memcpy(buf + at, token, tok);
-	at += tok;
-	buf[at++] = 0xc2; /* field 24 (submit_batch): (24 << 3) | 2 = 194 = 0xc2 0x01 */
-	buf[at++] = 0x01;
-	size_t v = body;
-	do {
-		buf[at++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
-		v >>= 7;
-	} while (v);
-	for (size_t i = 0; i < n; i++) {
-		buf[at++] = 0x0a; /* SubmitBatchRequest.packets = 1, empty */
-		buf[at++] = 0x00;
-	}
-	*len = at;
-	return buf;
-}
-
 static void test_unauthenticated(void **state)
 {
 	fx *f = *state;
@@ -384,7 +357,8 @@ static void test_unauthenticated(void **state)
 	/* 8 MiB of ~4 million packets with a wrong token, ten times: refused by size before
 	 * anything is decoded, so the daemon's memory does not grow by the decoded size. */
 	size_t len;
-	uint8_t *batch = huge_batch((8u << 20) / 2 - 64, "wrong-token", &len);
+	uint8_t *batch = itest_huge_batch((8u << 20) / 2 - 64, "wrong-token", &len);
+	assert_non_null(batch);
 	long hwm0 = daemon_hwm_kib(f->t.pid);
 	for (int i = 0; i < 10; i++) {
 		Gpusched__V1__Response *r = NULL;
@@ -619,42 +593,6 @@ static void test_history_out_of_range(void **state)
 
 /* ---- 6. file descriptors ---- */
 
-static uint16_t free_port(void)
-{
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	socklen_t len = sizeof(a);
-	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-	assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-	close(fd);
-	return ntohs(a.sin_port);
-}
-
-/* An SP connection from 127.0.0.2 that completes nng's handshake as a REQ peer and then
- * stays idle. Returns the socket, or -1. */
-static int idle_peer(uint16_t port)
-{
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	if (fd < 0)
-		return -1;
-	struct sockaddr_in from = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(0x7f000002)};
-	struct sockaddr_in to = {.sin_family = AF_INET,
-	                         .sin_port = htons(port),
-	                         .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	struct timeval tv = {2, 0};
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	static const uint8_t hello[8] = {0, 'S', 'P', 0, 0, 0x30, 0, 0}; /* REQ0 */
-	uint8_t reply[8];
-	if (bind(fd, (struct sockaddr *)&from, sizeof(from)) != 0 ||
-	    connect(fd, (struct sockaddr *)&to, sizeof(to)) != 0 ||
-	    send(fd, hello, sizeof(hello), 0) != (ssize_t)sizeof(hello) ||
-	    recv(fd, reply, sizeof(reply), MSG_WAITALL) != (ssize_t)sizeof(reply)) {
-		close(fd);
-		return -1;
-	}
-	return fd;
-}
-
 /* The daemon has closed it (EOF or reset), waiting at most timeout_ms. */
 static bool closed_by_peer(int fd, int timeout_ms)
 {
@@ -689,7 +627,8 @@ static void test_file_descriptors(void **state)
 	struct rlimit low = {.rlim_cur = mine.rlim_max < 1024 ? mine.rlim_max : 1024,
 	                     .rlim_max = mine.rlim_max};
 	assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
-	uint16_t port = free_port();
+	uint16_t port = itest_free_port();
+	assert_int_not_equal(port, 0);
 	char listen[64];
 	snprintf(listen, sizeof(listen), "tcp://127.0.0.1:%u", port);
 	char json[512];
@@ -709,7 +648,7 @@ static void test_file_descriptors(void **state)
 	int fds[N];
 	int opened = 0;
 	for (int i = 0; i < N; i++) {
-		fds[i] = idle_peer(port);
+		fds[i] = itest_idle_peer(port);
 		opened += fds[i] >= 0;
 	}
 	int open_now = 0;

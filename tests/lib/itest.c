@@ -18,6 +18,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/req.h>
 #include <sqlite3.h>
@@ -348,4 +353,72 @@ int itest_raw_call(const char *url, const void *data, size_t len, int timeout_ms
 	}
 	nng_close(s);
 	return rv;
+}
+
+/* ---- attacks ---- */
+
+uint16_t itest_free_port(void)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof(a);
+	uint16_t port = 0;
+	if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+	    getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+		port = ntohs(a.sin_port);
+	if (fd >= 0)
+		close(fd);
+	return port;
+}
+
+int itest_idle_peer(uint16_t port)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	if (fd < 0)
+		return -1;
+	struct sockaddr_in from = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(0x7f000002)};
+	struct sockaddr_in to = {.sin_family = AF_INET,
+	                         .sin_port = htons(port),
+	                         .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	struct timeval tv = {2, 0};
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	static const uint8_t hello[8] = {0, 'S', 'P', 0, 0, 0x30, 0, 0}; /* REQ0 */
+	uint8_t reply[8];
+	if (bind(fd, (struct sockaddr *)&from, sizeof(from)) != 0 ||
+	    connect(fd, (struct sockaddr *)&to, sizeof(to)) != 0 ||
+	    send(fd, hello, sizeof(hello), 0) != (ssize_t)sizeof(hello) ||
+	    recv(fd, reply, sizeof(reply), MSG_WAITALL) != (ssize_t)sizeof(reply)) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+uint8_t *itest_huge_batch(size_t n, const char *token, size_t *len)
+{
+	size_t tok = strlen(token);
+	size_t body = 2 * n;
+	uint8_t *buf = malloc(2 + tok + 16 + body);
+	if (!buf || tok > 127) {
+		free(buf);
+		return NULL;
+	}
+	size_t at = 0;
+	buf[at++] = 0x12; /* field 2 (token), length-delimited */
+	buf[at++] = (uint8_t)tok;
+	memcpy(buf + at, token, tok);
+	at += tok;
+	buf[at++] = 0xc2; /* field 24 (submit_batch): (24 << 3) | 2 = 194 = 0xc2 0x01 */
+	buf[at++] = 0x01;
+	size_t v = body;
+	do {
+		buf[at++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+		v >>= 7;
+	} while (v);
+	for (size_t i = 0; i < n; i++) {
+		buf[at++] = 0x0a; /* SubmitBatchRequest.packets, empty */
+		buf[at++] = 0x00;
+	}
+	*len = at;
+	return buf;
 }

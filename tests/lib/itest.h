@@ -98,6 +98,17 @@ void *itest_pack(const Gpusched__V1__Request *req, size_t *len);
 int itest_raw_call(const char *url, const void *data, size_t len, int timeout_ms,
                    Gpusched__V1__Response **out);
 
+/* ---- attacks (test_hardening, bench_attack) ---- */
+
+/* A TCP port on 127.0.0.1 that was free a moment ago; 0 when none could be found. */
+uint16_t itest_free_port(void);
+/* A connection from 127.0.0.2 to 127.0.0.1:port that completes nng's handshake as a REQ peer
+ * and then stays idle. Returns the socket, or -1. */
+int itest_idle_peer(uint16_t port);
+/* A Request with `token` and a SubmitBatch of n empty packets, encoded by hand (2 bytes a
+ * packet: ~4 million packets in 8 MiB); malloc'd, or NULL. */
+uint8_t *itest_huge_batch(size_t n, const char *token, size_t *len);
+
 /* splitmix64: a small seeded generator for reproducible workloads. */
 uint64_t itest_rand(uint64_t *state);
 /* Uniform in [0, n). */
