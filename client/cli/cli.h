@@ -97,10 +97,7 @@ typedef struct cli_syntax {
  * argv[optind..argc-1]. Returns CLI_CONTINUE, or the exit code to return now. */
 int cli_parse_args(cli *ctx, int argc, char **argv, const cli_syntax *syntax, void *out);
 
-/* cli_parse_args for commands whose only options are the common ones. */
-int cli_simple_args(cli *ctx, int argc, char **argv, const char *help, int min, int max,
-                    const char *what);
-/* The syntax of such a command, for the calls below. */
+/* The syntax of a command whose only options are the common ones. */
 #define CLI_SIMPLE(help, min, max, what)                                                           \
 	(&(const cli_syntax){(help), NULL, 0, (min), (max), (what)})
 
@@ -111,6 +108,11 @@ int cli_start(cli *ctx, int argc, char **argv, const cli_syntax *syntax, void *o
  * names it in the error when it is not a number. */
 int cli_start_id(cli *ctx, int argc, char **argv, const cli_syntax *syntax, void *out,
                  const char *what, uint64_t *id);
+/* cli_start for a command whose positional arguments are all numbers: the i-th one given goes
+ * to *ids[i] and names[i] names it in the error (both arrays hold syntax->max_args entries;
+ * optional ones not given are left as they are). */
+int cli_start_ids(cli *ctx, int argc, char **argv, const cli_syntax *syntax, void *out,
+                  const char *const *names, uint64_t *const *ids);
 
 /* Runs a command (ctx->command set) on its own argv, argv[0] being its name. */
 int cli_run(cli *ctx, int (*run)(cli *, int, char **), int argc, char **argv);

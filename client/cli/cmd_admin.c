@@ -12,11 +12,6 @@
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
 /* Parses the positional argument `index` (after options) as a number named `what`. */
-static int arg_u64(cli *ctx, char **argv, int index, const char *what, uint64_t *out)
-{
-	return cli_arg_u64(ctx, what, argv[optind + index], out);
-}
-
 /* Reports a failed call's status, or success as {"ok":true} or a line of text. */
 static int finish(cli *ctx, int status, const char *done_text)
 {
@@ -44,13 +39,8 @@ static int destroy_by_id(cli *ctx, int argc, char **argv, const char *help, cons
                          int (*destroy)(gs_client *, uint64_t))
 {
 	uint64_t id;
-	int rv = cli_simple_args(ctx, argc, argv, help, 1, 1, what);
+	int rv = cli_start_id(ctx, argc, argv, CLI_SIMPLE(help, 1, 1, what), NULL, "ID", &id);
 	if (rv != CLI_CONTINUE)
-		return rv;
-	rv = arg_u64(ctx, argv, 0, "ID", &id);
-	if (rv == 0)
-		rv = cli_connect(ctx);
-	if (rv != 0)
 		return rv;
 	return finish(ctx, destroy(ctx->client, id), "destroyed");
 }
@@ -169,20 +159,17 @@ static const char sync_help[] =
         "Monitored fences: a value that only grows. signal sets it from the CPU (it must not go\n"
         "backwards); wait returns once it is >= VALUE, or fails with TIMEOUT (default 30000 ms).\n";
 
+static const char *const id_value[] = {"ID", "VALUE"};
+
 static int sync_create(cli *ctx, int argc, char **argv)
 {
 	uint64_t device, initial = 0, sync;
 	int rv;
 
-	rv = cli_simple_args(ctx, argc, argv, sync_help, 1, 2, "DEVICE [INITIAL]");
+	rv = cli_start_ids(ctx, argc, argv, CLI_SIMPLE(sync_help, 1, 2, "DEVICE [INITIAL]"), NULL,
+	                   (const char *[]){"DEVICE", "INITIAL"},
+	                   (uint64_t *[]){&device, &initial});
 	if (rv != CLI_CONTINUE)
-		return rv;
-	rv = arg_u64(ctx, argv, 0, "DEVICE", &device);
-	if (rv == 0 && optind + 1 < argc)
-		rv = arg_u64(ctx, argv, 1, "INITIAL", &initial);
-	if (rv == 0)
-		rv = cli_connect(ctx);
-	if (rv != 0)
 		return rv;
 	rv = gs_sync_create(ctx->client, device, initial, &sync);
 	if (rv != 0)
@@ -195,15 +182,9 @@ static int sync_signal(cli *ctx, int argc, char **argv)
 	uint64_t sync, value;
 	int rv;
 
-	rv = cli_simple_args(ctx, argc, argv, sync_help, 2, 2, "ID VALUE");
+	rv = cli_start_ids(ctx, argc, argv, CLI_SIMPLE(sync_help, 2, 2, "ID VALUE"), NULL, id_value,
+	                   (uint64_t *[]){&sync, &value});
 	if (rv != CLI_CONTINUE)
-		return rv;
-	rv = arg_u64(ctx, argv, 0, "ID", &sync);
-	if (rv == 0)
-		rv = arg_u64(ctx, argv, 1, "VALUE", &value);
-	if (rv == 0)
-		rv = cli_connect(ctx);
-	if (rv != 0)
 		return rv;
 	return finish(ctx, gs_sync_signal(ctx->client, sync, value), "signalled");
 }
@@ -217,15 +198,9 @@ static int sync_wait(cli *ctx, int argc, char **argv)
 	uint64_t sync, value, current = 0;
 	int rv;
 
-	rv = cli_parse_args(ctx, argc, argv, &syntax, &timeout_ms);
+	rv = cli_start_ids(ctx, argc, argv, &syntax, &timeout_ms, id_value,
+	                   (uint64_t *[]){&sync, &value});
 	if (rv != CLI_CONTINUE)
-		return rv;
-	rv = arg_u64(ctx, argv, 0, "ID", &sync);
-	if (rv == 0)
-		rv = arg_u64(ctx, argv, 1, "VALUE", &value);
-	if (rv == 0)
-		rv = cli_connect(ctx);
-	if (rv != 0)
 		return rv;
 	rv = gs_sync_wait(ctx->client, sync, value, timeout_ms, &current);
 	if (rv != 0)

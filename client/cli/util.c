@@ -237,23 +237,23 @@ int cli_start(cli *ctx, int argc, char **argv, const cli_syntax *syntax, void *o
 	return rv;
 }
 
-int cli_start_id(cli *ctx, int argc, char **argv, const cli_syntax *syntax, void *out,
-                 const char *what, uint64_t *id)
+int cli_start_ids(cli *ctx, int argc, char **argv, const cli_syntax *syntax, void *out,
+                  const char *const *names, uint64_t *const *ids)
 {
 	int rv = cli_parse_args(ctx, argc, argv, syntax, out);
 
-	if (rv == CLI_CONTINUE && (rv = cli_arg_u64(ctx, what, argv[optind], id)) == 0 &&
-	    (rv = cli_connect(ctx)) == CLI_EXIT_OK)
+	for (int i = 0; rv == CLI_CONTINUE && i < argc - optind; i++)
+		if ((rv = cli_arg_u64(ctx, names[i], argv[optind + i], ids[i])) == 0)
+			rv = CLI_CONTINUE;
+	if (rv == CLI_CONTINUE && (rv = cli_connect(ctx)) == CLI_EXIT_OK)
 		rv = CLI_CONTINUE;
 	return rv;
 }
 
-int cli_simple_args(cli *ctx, int argc, char **argv, const char *help, int min, int max,
-                    const char *what)
+int cli_start_id(cli *ctx, int argc, char **argv, const cli_syntax *syntax, void *out,
+                 const char *what, uint64_t *id)
 {
-	const cli_syntax syntax = {.help = help, .min_args = min, .max_args = max, .args = what};
-
-	return cli_parse_args(ctx, argc, argv, &syntax, NULL);
+	return cli_start_ids(ctx, argc, argv, syntax, out, &what, &id);
 }
 
 int cli_dispatch(cli *ctx, const cli_command *table, size_t count, int argc, char **argv,

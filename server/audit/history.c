@@ -5,6 +5,8 @@
 #include "audit/audit.h"
 #include "audit/internal.h"
 
+#include "core/util.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,16 +73,12 @@ static int collect_rows(sqlite3 *db, sqlite3_stmt *s, size_t row_size, uint32_t 
 	size_t n = 0, cap = 0;
 	int rc;
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW && n < limit) {
-		if (n == cap) {
-			size_t ncap = cap ? cap * 2 : 16;
-			char *r = realloc(rows, ncap * row_size);
-			if (!r) {
-				gsd_audit_set_err(err, errcap, "out of memory reading %s", what);
-				goto fail;
-			}
-			rows = r;
-			cap = ncap;
+		char *r = gsd_grow(rows, &cap, n + 1, row_size, 16);
+		if (!r) {
+			gsd_audit_set_err(err, errcap, "out of memory reading %s", what);
+			goto fail;
 		}
+		rows = r;
 		read(s, rows + n++ * row_size);
 	}
 	if (rc != SQLITE_DONE && rc != SQLITE_ROW) {

@@ -2,6 +2,7 @@
 
 #include "core/daemon.h"
 #include "core/log.h"
+#include "core/util.h"
 
 #include "wddm.h"
 
@@ -165,39 +166,81 @@ void gsd_device_destroy(gsd_daemon *d, gsd_device *dev)
 	free(dev);
 }
 
-typedef struct device_list {
-	gsd_device **items;
+typedef struct collector {
+	bool (*keep)(const gsd_object *o, void *arg);
+	void *arg;
+	gsd_object **items;
 	size_t n, cap;
-} device_list;
+	bool fixed;  /* items is the caller's: keep the first cap matches */
+	bool failed; /* out of memory */
+} collector;
 
-static void collect_device(uint64_t key, void *value, void *arg)
+static void collect_one(uint64_t key, void *value, void *arg)
 {
 	(void)key;
 	gsd_object *o = value;
-	device_list *l = arg;
-	/* Collected first: destroying while iterating would modify the map. */
-	if (o->type == GSD_OBJ_DEVICE && l->n < l->cap)
-		l->items[l->n++] = (gsd_device *)o;
+	collector *l = arg;
+	if (l->failed || !l->keep(o, l->arg))
+		return;
+	if (!l->fixed) {
+		gsd_object **n = gsd_grow(l->items, &l->cap, l->n + 1, sizeof(*n), 64);
+		if (!n) {
+			l->failed = true;
+			return;
+		}
+		l->items = n;
+	}
+	if (l->n < l->cap)
+		l->items[l->n++] = o;
+}
+
+static int cmp_handle(const void *x, const void *y)
+{
+	const gsd_object *a = *(gsd_object *const *)x, *b = *(gsd_object *const *)y;
+	return a->handle < b->handle ? -1 : a->handle > b->handle;
+}
+
+int gsd_object_collect(gsd_daemon *d, bool (*keep)(const gsd_object *o, void *arg), void *arg,
+                       gsd_object ***out, size_t *n)
+{
+	collector l = {.keep = keep, .arg = arg};
+	gsd_hmap_each(&d->objects, collect_one, &l);
+	if (l.failed) {
+		free(l.items);
+		*out = NULL;
+		*n = 0;
+		return -1;
+	}
+	if (l.n > 1)
+		qsort(l.items, l.n, sizeof(*l.items), cmp_handle);
+	*out = l.items;
+	*n = l.n;
+	return 0;
+}
+
+static bool is_device(const gsd_object *o, void *arg)
+{
+	(void)arg;
+	return o->type == GSD_OBJ_DEVICE;
 }
 
 void gsd_device_destroy_all(gsd_daemon *d)
 {
-	device_list l = {.cap = d->devices};
-	l.items = calloc(l.cap ? l.cap : 1, sizeof(*l.items));
-	if (!l.items) {
+	/* Collected first: destroying while iterating would modify the map. */
+	gsd_object **devs;
+	size_t n;
+	if (gsd_object_collect(d, is_device, NULL, &devs, &n) != 0) {
 		/* Without the list, destroy one device per walk of the table: slower, never
 		 * skipped (every device's waits must be answered). */
-		gsd_device *one;
-		l.items = &one;
-		l.cap = 1;
-		for (l.n = 0; gsd_hmap_each(&d->objects, collect_device, &l), l.n; l.n = 0)
-			gsd_device_destroy(d, one);
+		gsd_object *one;
+		collector l = {.keep = is_device, .items = &one, .cap = 1, .fixed = true};
+		for (; gsd_hmap_each(&d->objects, collect_one, &l), l.n; l.n = 0)
+			gsd_device_destroy(d, (gsd_device *)one);
 		return;
 	}
-	gsd_hmap_each(&d->objects, collect_device, &l);
-	for (size_t i = 0; i < l.n; i++)
-		gsd_device_destroy(d, l.items[i]);
-	free(l.items);
+	for (size_t i = 0; i < n; i++)
+		gsd_device_destroy(d, (gsd_device *)devs[i]);
+	free(devs);
 }
 
 /* ---- contexts ---- */

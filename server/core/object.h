@@ -149,6 +149,10 @@ struct gsd_sync {
 /* Looks a handle up for a tenant: NULL when absent, of another type, or another tenant's
  * (tenant NULL: any tenant's). */
 void *gsd_object_get(gsd_daemon *d, uint64_t handle, gsd_obj_type type, const gsd_tenant *t);
+/* The objects in the handle table for which keep(o, arg) is true, in handle order: *out (the
+ * caller frees it) and *n. -1 when memory is short (*out NULL). */
+int gsd_object_collect(gsd_daemon *d, bool (*keep)(const gsd_object *o, void *arg), void *arg,
+                       gsd_object ***out, size_t *n);
 /* The adapter an object lives on. */
 gsd_adapter *gsd_object_adapter(const gsd_object *o);
 const char *gsd_object_type_name(gsd_obj_type type);

@@ -3,6 +3,7 @@
 #include "core/log.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -29,4 +30,22 @@ void gsd_ensure_ipc_dir(const char *url)
 			GSD_WARN("cannot create %s: %s", path, strerror(errno));
 		*p = '/';
 	}
+}
+
+void *gsd_grow(void *items, size_t *cap, size_t need, size_t elem, size_t first)
+{
+	if (need <= *cap)
+		return items;
+	size_t ncap = *cap ? *cap : (first ? first : 1);
+	while (ncap < need) {
+		if (ncap > SIZE_MAX / 2)
+			return NULL;
+		ncap *= 2;
+	}
+	if (elem && ncap > SIZE_MAX / elem)
+		return NULL;
+	void *n = realloc(items, ncap * elem);
+	if (n)
+		*cap = ncap;
+	return n;
 }

@@ -2,6 +2,7 @@
 #ifndef GSD_UTIL_H
 #define GSD_UTIL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* CLOCK_REALTIME in ns: the timestamps of records. */
@@ -9,5 +10,11 @@ uint64_t gsd_now_ns(void);
 /* Creates the directories of an ipc:// socket path (mode 0700) so defaults work for a
  * non-root user; other URLs are left alone. */
 void gsd_ensure_ipc_dir(const char *url);
+
+/* Room for `need` elements of `elem` bytes in the array `items` of *cap elements: returns items
+ * itself when it has room, else the array reallocated to double the capacity (at least `first`,
+ * and at least need), with *cap updated. NULL when memory is short or the size would overflow;
+ * items and *cap are then unchanged and still valid. */
+void *gsd_grow(void *items, size_t *cap, size_t need, size_t elem, size_t first);
 
 #endif

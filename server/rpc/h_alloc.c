@@ -121,44 +121,21 @@ void gsd_h_allocation_query(gsd_daemon *d, gsd_call *c)
 	GSD_REPLY(c, ALLOCATION_QUERY, allocation_query, &aq);
 }
 
-typedef struct list_ctx {
+typedef struct list_filter {
 	const gsd_tenant *tenant;
 	uint32_t adapter;
 	uint64_t device, after;
 	bool resident_only;
-	gsd_allocation **out;
-	size_t n, cap;
-} list_ctx;
+} list_filter;
 
-static void list_each(uint64_t key, void *value, void *arg)
+static bool list_keep(const gsd_object *o, void *arg)
 {
-	(void)key;
-	list_ctx *l = arg;
-	gsd_object *o = value;
-	if (o->type != GSD_OBJ_ALLOCATION || o->tenant != l->tenant || o->handle <= l->after)
-		return;
-	gsd_allocation *al = (gsd_allocation *)o;
-	if (al->adapter->id != l->adapter || (l->device && al->dev->obj.handle != l->device) ||
-	    (l->resident_only && !gsd_vidmm_resident(al)))
-		return;
-	if (l->n == l->cap) {
-		size_t nc = l->cap ? l->cap * 2 : 256;
-		gsd_allocation **m = realloc(l->out, nc * sizeof(*m));
-		if (!m) {
-			l->cap = SIZE_MAX; /* marks the failure */
-			return;
-		}
-		l->out = m;
-		l->cap = nc;
-	}
-	if (l->n < l->cap && l->cap != SIZE_MAX)
-		l->out[l->n++] = al;
-}
-
-static int cmp_handle(const void *x, const void *y)
-{
-	const gsd_allocation *a = *(gsd_allocation *const *)x, *b = *(gsd_allocation *const *)y;
-	return a->obj.handle < b->obj.handle ? -1 : a->obj.handle > b->obj.handle;
+	const list_filter *f = arg;
+	if (o->type != GSD_OBJ_ALLOCATION || o->tenant != f->tenant || o->handle <= f->after)
+		return false;
+	const gsd_allocation *al = (const gsd_allocation *)o;
+	return al->adapter->id == f->adapter && (!f->device || al->dev->obj.handle == f->device) &&
+	       (!f->resident_only || gsd_vidmm_resident(al));
 }
 
 void gsd_h_allocation_list(gsd_daemon *d, gsd_call *c)
@@ -171,31 +148,31 @@ void gsd_h_allocation_list(gsd_daemon *d, gsd_call *c)
 		gsd_call_error(c, GSD_ST(INVALID_ARGUMENT), "limit %u exceeds 100000", q->limit);
 		return;
 	}
-	list_ctx l = {.tenant = c->tenant,
-	              .adapter = c->req->adapter,
-	              .device = q->device,
-	              .after = q->after,
-	              .resident_only = q->resident_only};
-	gsd_hmap_each(&d->objects, list_each, &l);
-	size_t n = l.n < limit ? l.n : limit;
+	list_filter f = {.tenant = c->tenant,
+	                 .adapter = c->req->adapter,
+	                 .device = q->device,
+	                 .after = q->after,
+	                 .resident_only = q->resident_only};
+	gsd_object **found = NULL;
+	size_t nfound = 0;
+	int rv = gsd_object_collect(d, list_keep, &f, &found, &nfound);
+	size_t n = nfound < limit ? nfound : limit;
 	Gpusched__V1__AllocationQueryResponse **rp = NULL;
 	Gpusched__V1__AllocationQueryResponse *rows =
-	        gsd_pb_repeated(n, sizeof(*rows), (void ***)&rp);
-	if (l.cap == SIZE_MAX || !rows) {
-		free(l.out);
+	        rv == 0 ? gsd_pb_repeated(n, sizeof(*rows), (void ***)&rp) : NULL;
+	if (!rows) {
+		free(found);
 		free(rp);
 		gsd_call_error(c, GSD_ST(INTERNAL), "out of memory");
 		return;
 	}
-	if (l.n)
-		qsort(l.out, l.n, sizeof(*l.out), cmp_handle);
 	for (size_t i = 0; i < n; i++)
-		query_out(l.out[i], &rows[i]);
+		query_out((gsd_allocation *)found[i], &rows[i]);
 	Gpusched__V1__AllocationListResponse lr = GPUSCHED__V1__ALLOCATION_LIST_RESPONSE__INIT;
 	lr.n_allocations = n;
 	lr.allocations = rp;
 	GSD_REPLY(c, ALLOCATION_LIST, allocation_list, &lr);
-	free(l.out);
+	free(found);
 	free(rp);
 }
 

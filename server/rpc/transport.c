@@ -11,6 +11,7 @@
 #include "rpc/internal.h"
 
 #include "core/log.h"
+#include "core/util.h"
 #include "rpc/handlers.h"
 
 #include <nng/protocol/reqrep0/rep.h>
@@ -103,14 +104,11 @@ void gsd_rpc_worker_send(gsd_rpc_worker *w, nng_msg *msg)
 
 static int add_worker(struct gsd_rpc *rpc)
 {
-	if (rpc->nworkers == rpc->capworkers) {
-		size_t ncap = rpc->capworkers ? rpc->capworkers * 2 : 32;
-		gsd_rpc_worker **n = realloc(rpc->workers, ncap * sizeof(*n));
-		if (!n)
-			return -1;
-		rpc->workers = n;
-		rpc->capworkers = ncap;
-	}
+	gsd_rpc_worker **n =
+	        gsd_grow(rpc->workers, &rpc->capworkers, rpc->nworkers + 1, sizeof(*n), 32);
+	if (!n)
+		return -1;
+	rpc->workers = n;
 	gsd_rpc_worker *w = calloc(1, sizeof(*w));
 	if (!w)
 		return -1;

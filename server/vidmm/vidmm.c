@@ -42,6 +42,7 @@
 #include "vidmm/vidmm.h"
 
 #include "core/log.h"
+#include "core/util.h"
 #include "vidmm/paging_plan.h"
 #include "engine/swizzle.h"
 
@@ -424,14 +425,10 @@ typedef struct plan {
 /* Room for one more recorded move. */
 static bool plan_reserve(plan *pl)
 {
-	if (pl->n < pl->cap)
-		return true;
-	size_t nc = pl->cap ? pl->cap * 2 : 8;
-	planned *m = realloc(pl->mv, nc * sizeof(*m));
+	planned *m = gsd_grow(pl->mv, &pl->cap, pl->n + 1, sizeof(*m), 8);
 	if (!m)
 		return false;
 	pl->mv = m;
-	pl->cap = nc;
 	return true;
 }
 

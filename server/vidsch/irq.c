@@ -5,6 +5,8 @@
  */
 #include "vidsch/internal.h"
 
+#include "core/util.h"
+
 #include "vidmm/vidmm.h"
 
 #include <assert.h>
@@ -16,14 +18,10 @@ void gsd_vidsch_irq_post(void *arg, const gsd_irq *irq)
 {
 	gsd_adapter *a = arg;
 	pthread_mutex_lock(&a->irq_lock);
-	if (a->nirqs == a->capirqs) {
-		size_t ncap = a->capirqs ? a->capirqs * 2 : 256;
-		gsd_irq *n = realloc(a->irqs, ncap * sizeof(*n));
-		if (!n)
-			abort(); /* an interrupt must never be lost */
-		a->irqs = n;
-		a->capirqs = ncap;
-	}
+	gsd_irq *n = gsd_grow(a->irqs, &a->capirqs, a->nirqs + 1, sizeof(*n), 256);
+	if (!n)
+		abort(); /* an interrupt must never be lost */
+	a->irqs = n;
 	a->irqs[a->nirqs++] = *irq;
 	pthread_mutex_unlock(&a->irq_lock);
 	uv_async_send(&a->irq_async);

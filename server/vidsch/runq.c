@@ -1,5 +1,7 @@
 #include "vidsch/runq.h"
 
+#include "core/util.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -68,14 +70,10 @@ int gsd_runq_top_band(const gsd_runq *q)
 int gsd_runq_insert(gsd_runq *q, gsd_runq_entry *e)
 {
 	gsd_runq_band *band = &q->bands[e->band];
-	if (band->count == band->cap) {
-		size_t ncap = band->cap ? band->cap * 2 : 8;
-		gsd_runq_entry **n = realloc(band->heap, ncap * sizeof(*n));
-		if (!n)
-			return -1;
-		band->heap = n;
-		band->cap = ncap;
-	}
+	gsd_runq_entry **n = gsd_grow(band->heap, &band->cap, band->count + 1, sizeof(*n), 8);
+	if (!n)
+		return -1;
+	band->heap = n;
 	if (e->key < band->min_key)
 		e->key = band->min_key;
 	band->count++;
