@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -46,6 +47,11 @@ static void usage(FILE *out)
 
 enum { OPT_CLOCK = 256, OPT_LOG_LEVEL, OPT_BACKEND, OPT_AUDIT_SYNC };
 
+#define STRING_OPT(ch, member)                                                                     \
+	{                                                                                          \
+		(ch), offsetof(cli_opts, member)                                                   \
+	}
+
 typedef struct cli_opts {
 	const char *config;
 	uint32_t nlisten;
@@ -57,6 +63,31 @@ typedef struct cli_opts {
 	const char *log_level;
 	bool audit_sync_full;
 } cli_opts;
+
+/* The options that only keep their argument: the field of cli_opts each one sets. */
+static const struct {
+	int ch;
+	size_t field;
+} string_opts[] = {
+        STRING_OPT('d', db),
+        STRING_OPT('c', config),
+        STRING_OPT('e', events),
+        STRING_OPT(OPT_CLOCK, clock),
+        STRING_OPT(OPT_BACKEND, backend),
+        STRING_OPT(OPT_LOG_LEVEL, log_level),
+};
+
+/* Sets the field of a string option: false when ch is not one. */
+static bool set_string_opt(cli_opts *o, int ch, const char *arg)
+{
+	for (size_t i = 0; i < sizeof(string_opts) / sizeof(string_opts[0]); i++) {
+		if (string_opts[i].ch == ch) {
+			*(const char **)((char *)o + string_opts[i].field) = arg;
+			return true;
+		}
+	}
+	return false;
+}
 
 static int parse_args(int argc, char **argv, cli_opts *o)
 {
@@ -74,6 +105,8 @@ static int parse_args(int argc, char **argv, cli_opts *o)
 	        {NULL, 0, NULL, 0}};
 	int ch;
 	while ((ch = getopt_long(argc, argv, "l:d:c:e:hV", longopts, NULL)) != -1) {
+		if (set_string_opt(o, ch, optarg))
+			continue;
 		switch (ch) {
 		case 'l':
 			if (o->nlisten == GSD_MAX_LISTEN) {
@@ -82,24 +115,6 @@ static int parse_args(int argc, char **argv, cli_opts *o)
 				return 2;
 			}
 			o->listen[o->nlisten++] = optarg;
-			break;
-		case 'd':
-			o->db = optarg;
-			break;
-		case 'c':
-			o->config = optarg;
-			break;
-		case 'e':
-			o->events = optarg;
-			break;
-		case OPT_CLOCK:
-			o->clock = optarg;
-			break;
-		case OPT_BACKEND:
-			o->backend = optarg;
-			break;
-		case OPT_LOG_LEVEL:
-			o->log_level = optarg;
 			break;
 		case OPT_AUDIT_SYNC:
 			o->audit_sync_full = true;

@@ -87,25 +87,19 @@ int gsd_engine_exec_cmd(const gsd_memory *mem, const gsd_exec *x, const gs_isa_c
 
 	/* Empty accesses touch nothing and are not checked; skipping them also keeps NULL out
 	 * of memmove, which is undefined even for size 0. CHECKSUM always writes 8 bytes. */
+	bool empty = cmd->size == 0 && cmd->op != GS_OP_CHECKSUM;
 	switch ((gs_isa_op)cmd->op) {
 	case GS_OP_NOP:
 	case GS_OP_SPIN:
 	case GS_OP_SIGNAL:
 		return 0;
 	case GS_OP_FILL:
-		if (cmd->size == 0)
+		if (empty)
 			return 0;
 		dst = translate(mem, x, cmd->dst, cmd->size, true, detail, detail_cap);
 		if (!dst)
 			return -1;
 		gs_isa_fill(dst, cmd->size, cmd->pattern);
-		return 0;
-	case GS_OP_COPY:
-		if (cmd->size == 0)
-			return 0;
-		if (translate_pair(mem, x, cmd, &src, &dst, detail, detail_cap) != 0)
-			return -1;
-		memmove(dst, src, cmd->size);
 		return 0;
 	case GS_OP_CHECKSUM:
 		if (cmd->size) {
@@ -118,13 +112,18 @@ int gsd_engine_exec_cmd(const gsd_memory *mem, const gsd_exec *x, const gs_isa_c
 			return -1;
 		gs_le64_put(dst, gs_isa_checksum(src, cmd->size));
 		return 0;
+	case GS_OP_COPY:
 	case GS_OP_TRANSFER:
-		/* A paging transfer: the daemon built it, but it is checked like any command. */
-		if (cmd->size == 0)
+		if (empty)
 			return 0;
 		if (translate_pair(mem, x, cmd, &src, &dst, detail, detail_cap) != 0)
 			return -1;
-		/* A converting transfer cannot run in place; a plain one may (compaction slides
+		if (cmd->op == GS_OP_COPY) {
+			memmove(dst, src, cmd->size);
+			return 0;
+		}
+		/* A paging transfer: the daemon built it, but it is checked like any command. A
+		 * converting one cannot run in place; a plain one may (compaction slides
 		 * allocations within a segment): memmove semantics. */
 		if ((cmd->transfer_flags & (GS_ISA_TRANSFER_SWIZZLE | GS_ISA_TRANSFER_UNSWIZZLE)) &&
 		    (src < dst ? (uint64_t)(dst - src) : (uint64_t)(src - dst)) < cmd->size) {

@@ -19,8 +19,14 @@
 
 #define MK(x) GPUSCHED__V1__MOVE_KIND__MOVE_KIND_##x
 
-static void paging_reply(gsd_call *c, const gsd_device *dev, uint32_t moves)
+/* Answers a paging request: the error st (with msg) when it failed, else the moves made. */
+static void paging_reply(gsd_call *c, const gsd_device *dev, int st, const char *msg,
+                         uint32_t moves)
 {
+	if (st != GSD_ST(OK)) {
+		gsd_call_error(c, st, "%s", msg);
+		return;
+	}
 	Gpusched__V1__PagingResponse pr = GPUSCHED__V1__PAGING_RESPONSE__INIT;
 	pr.paging_fence = dev->paging_fence;
 	pr.paging_sync = dev->paging_sync ? dev->paging_sync->obj.handle : 0;
@@ -101,11 +107,7 @@ void gsd_h_make_resident(gsd_daemon *d, gsd_call *c)
 	char msg[256] = "";
 	int st = gsd_vidmm_make_resident(d, als, q->n_allocations, &moves, msg, sizeof(msg));
 	free(als);
-	if (st != GSD_ST(OK)) {
-		gsd_call_error(c, st, "%s", msg);
-		return;
-	}
-	paging_reply(c, dev, moves);
+	paging_reply(c, dev, st, msg, moves);
 }
 
 void gsd_h_evict(gsd_daemon *d, gsd_call *c)
@@ -137,11 +139,7 @@ void gsd_h_evict(gsd_daemon *d, gsd_call *c)
 	}
 	free(als);
 	gsd_vidsch_hold(d, false);
-	if (st != GSD_ST(OK)) {
-		gsd_call_error(c, st, "%s", msg);
-		return;
-	}
-	paging_reply(c, dev, moves);
+	paging_reply(c, dev, st, msg, moves);
 }
 
 void gsd_h_transfer(gsd_daemon *d, gsd_call *c)
@@ -193,9 +191,5 @@ void gsd_h_transfer(gsd_daemon *d, gsd_call *c)
 	                          c->deferred ? "Transfer, once the packets using it were done"
 	                                      : "Transfer",
 	                          msg, sizeof(msg));
-	if (r != 0 && r != 1) {
-		gsd_call_error(c, r, "%s", msg);
-		return;
-	}
-	paging_reply(c, al->dev, r == 0);
+	paging_reply(c, al->dev, r == 0 || r == 1 ? GSD_ST(OK) : r, msg, r == 0);
 }

@@ -182,9 +182,11 @@ static bool read_envelope(const uint8_t *buf, size_t len, envelope *e)
 				e->id = v;
 			break;
 		case 1: /* 64-bit */
-			if ((size_t)(end - p) < 8)
+		case 5: /* 32-bit */
+			v = (tag & 7) == 1 ? 8 : 4;
+			if ((uint64_t)(end - p) < v)
 				return false;
-			p += 8;
+			p += v;
 			break;
 		case 2: /* length-delimited */
 			if (!read_varint(&p, end, &v) || v > (uint64_t)(end - p))
@@ -197,11 +199,6 @@ static bool read_envelope(const uint8_t *buf, size_t len, envelope *e)
 				}
 			}
 			p += v;
-			break;
-		case 5: /* 32-bit */
-			if ((size_t)(end - p) < 4)
-				return false;
-			p += 4;
 			break;
 		default:
 			return false;
