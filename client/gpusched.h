@@ -113,6 +113,12 @@ int gs_packet_state_parse(const char *name, gs_packet_state *out);
 /* True for states a packet never leaves: COMPLETED, FAULTED, CANCELLED, REJECTED. */
 bool gs_packet_state_is_final(gs_packet_state state);
 
+/* A time as a user writes it -> CLOCK_REALTIME ns (the audit's clock): "now"; a duration back
+ * from now_ns ("90s", "10m", "2h", "1d"; units ns us ms s m h d); "@SECONDS" since the epoch;
+ * or ISO 8601 "2026-11-24T09:30[:00[.250]]" in local time, with "Z" or "+01:00" for UTC or an
+ * offset ("T" may be a space). 0 or GS_ERR_INVALID. */
+int gs_time_parse(const char *s, uint64_t now_ns, uint64_t *out);
+
 typedef enum gs_node_kind {
 	GS_NODE_3D = 0,
 	GS_NODE_COMPUTE = 1,
@@ -512,9 +518,16 @@ typedef struct gs_history_filter {
 	bool match_node;        /* false = any node */
 	uint32_t node;          /* zero-based, used when match_node */
 	uint32_t limit;         /* 0 = 100; at most 10000 */
-	uint64_t before_packet; /* 0 = from the newest; else packets with id < this */
+	uint64_t before_packet; /* newest-first cursor: packets submitted before this one */
 	uint64_t allocation;    /* 0 = any; else packets that referenced or moved it */
 	bool paging;            /* only the memory manager's packets (Paging / ContextSwitch) */
+	uint64_t since_ns;      /* submitted_ns >= this (CLOCK_REALTIME ns); 0 = no bound */
+	uint64_t until_ns;      /* submitted_ns < this; 0 = no bound */
+	uint32_t flags_mask;    /* packets with any of these submit flags; 0 = any */
+	uint64_t fence;         /* 0 = any */
+	bool oldest_first;      /* default newest first */
+	uint64_t after_packet;  /* oldest-first cursor: packets submitted after this one */
+	const char *tenant;     /* admins: another tenant's history; NULL = the caller's */
 } gs_history_filter;
 
 typedef struct gs_packet_record {
@@ -539,7 +552,9 @@ typedef struct gs_packet_record {
 	char *tenant;
 } gs_packet_record;
 
-/* *records is malloc'd (NULL when *count is 0); release with gs_history_free. */
+/* Packets in submission order (submitted_ns, then id), newest first unless oldest_first; pass
+ * the last packet id of a page as the cursor of the next. *records is malloc'd (NULL when
+ * *count is 0); release with gs_history_free. */
 int gs_history(gs_client *c, const gs_history_filter *filter, gs_packet_record **records,
                size_t *count);
 void gs_history_free(gs_packet_record *records, size_t count);

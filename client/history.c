@@ -77,6 +77,13 @@ int gs_history(gs_client *c, const gs_history_filter *filter, gs_packet_record *
 	body.before_packet = filter->before_packet;
 	body.allocation = filter->allocation;
 	body.paging = filter->paging;
+	body.since_ns = filter->since_ns;
+	body.until_ns = filter->until_ns;
+	body.flags_mask = filter->flags_mask;
+	body.fence = filter->fence;
+	body.oldest_first = filter->oldest_first;
+	body.after_packet = filter->after_packet;
+	body.tenant = (char *)(filter->tenant ? filter->tenant : "");
 	rv = gsc_call(c, GSC_REQ(HISTORY), &body, GSC_RESP(HISTORY), 0, &resp);
 	if (rv != 0)
 		return rv;

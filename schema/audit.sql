@@ -1,4 +1,4 @@
--- gpusched audit store, schema version 2.
+-- gpusched audit store, schema version 3.
 --
 -- The daemon embeds this file in its binary and runs it, inside one transaction, every time it
 -- opens the audit file. Every statement is therefore idempotent (IF NOT EXISTS, upserts), so an
@@ -12,14 +12,15 @@
 --
 -- Version 2 added the tables moves and packet_allocations. Their statements, like every other,
 -- are idempotent, so a version 1 file opened by this daemon gains them and keeps its rows.
+-- Version 3 orders history by submission time: the packets indexes changed (see below).
 
-PRAGMA user_version = 2;
+PRAGMA user_version = 3;
 
 CREATE TABLE IF NOT EXISTS meta (
 	key   TEXT PRIMARY KEY NOT NULL,
 	value TEXT NOT NULL
 );
-INSERT INTO meta (key, value) VALUES ('schema_version', '2')
+INSERT INTO meta (key, value) VALUES ('schema_version', '3')
 	ON CONFLICT (key) DO UPDATE SET value = excluded.value;
 
 -- One row per packet, updated in place at every state change. The packet id is the rowid, so
@@ -47,10 +48,16 @@ CREATE TABLE IF NOT EXISTS packets (
 	resubmissions    INTEGER NOT NULL,
 	result           TEXT
 );
--- History is always read per tenant, newest first, optionally narrowed to a context or state.
-CREATE INDEX IF NOT EXISTS packets_tenant ON packets (tenant, packet DESC);
-CREATE INDEX IF NOT EXISTS packets_tenant_context ON packets (tenant, context, packet);
-CREATE INDEX IF NOT EXISTS packets_tenant_state ON packets (tenant, state, packet);
+-- History is always read per tenant in submission order (submitted_ns, then the packet id for
+-- equal times), optionally narrowed to a context or state and to a time range. Every index ends
+-- with the rowid (the packet id), so each of these reads one range already in that order: a
+-- time range and a cursor cost a seek, not a sort. Version 2's packet-ordered indexes go.
+DROP INDEX IF EXISTS packets_tenant;
+DROP INDEX IF EXISTS packets_tenant_context;
+DROP INDEX IF EXISTS packets_tenant_state;
+CREATE INDEX IF NOT EXISTS packets_tenant_time ON packets (tenant, submitted_ns);
+CREATE INDEX IF NOT EXISTS packets_tenant_context_time ON packets (tenant, context, submitted_ns);
+CREATE INDEX IF NOT EXISTS packets_tenant_state_time ON packets (tenant, state, submitted_ns);
 
 -- Append-only: one row per state change of a packet, in the order the daemon saw them.
 CREATE TABLE IF NOT EXISTS packet_events (

@@ -3,16 +3,24 @@
  */
 #include <inttypes.h>
 #include <stdio.h>
+#include <time.h>
 
 #include "cli.h"
 
 static const char history_help[] =
-        "Usage: gpusched history [--context ID] [--device ID] [--state S] [--node N]\n"
-        "                        [--allocation ID] [--paging] [--limit N] [--before ID]\n"
-        "                        [--json]\n"
-        "Lists packets from the daemon's audit record, newest first.\n"
+        "Usage: gpusched history [--since T] [--until T] [--context ID] [--device ID]\n"
+        "                        [--state S] [--node N] [--allocation ID] [--paging]\n"
+        "                        [--flags F] [--fence N] [--tenant NAME] [--oldest-first]\n"
+        "                        [--limit N] [--before ID | --after ID] [--json]\n"
+        "Lists packets from the daemon's audit record in the order they were submitted,\n"
+        "newest first.\n"
         "\n"
         "Options:\n"
+        "  --since T         only packets submitted at or after T\n"
+        "  --until T         only packets submitted before T\n"
+        "                    T: a duration back from now (90s, 10m, 2h, 1d), an ISO 8601\n"
+        "                    time (2026-11-24T09:30:00, local; add Z or +01:00 for UTC or an\n"
+        "                    offset), @SECONDS since the Unix epoch, or now\n"
         "  --context ID      only this context's packets\n"
         "  --device ID       only this device's packets\n"
         "  --state S         only packets now in state S: SUBMITTED, READY, RUNNING,\n"
@@ -22,8 +30,16 @@ static const char history_help[] =
         "  --allocation ID   only packets that listed allocation ID, and the paging packets\n"
         "                    that moved it\n"
         "  --paging          only the memory manager's packets (flag Paging or ContextSwitch)\n"
+        "  --flags F         only packets with any of these submit flags (names joined by\n"
+        "                    commas, e.g. Present,Flip, or a number)\n"
+        "  --fence N         only the packet with fence N (with --context: of that context)\n"
+        "  --tenant NAME     another tenant's history (administrators only)\n"
+        "  --oldest-first    oldest first\n"
         "  --limit N         at most N packets (default 100, at most 10000)\n"
-        "  --before ID       only packets older than packet ID (to page back)\n"
+        "  --before ID       the next page newest first: packets submitted before packet ID\n"
+        "  --after ID        the next page oldest first: packets submitted after packet ID\n"
+        "                    (pass the last PACKET of a page; rows added meanwhile never\n"
+        "                    shift the pages still to come)\n"
         "  --json            an array of objects: packet_id, context, device, node, fence,\n"
         "                    submit_flags (raw value), submit_flag_names, patch_flags, state,\n"
         "                    submitted_ns, ready_ns, started_ns, completed_ns, preemptions,\n"
@@ -42,7 +58,33 @@ static int parse_state(cli *ctx, const char *arg, void *field)
 	return 0;
 }
 
+static int parse_time(cli *ctx, const char *arg, void *field)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_REALTIME, &now);
+	if (gs_time_parse(arg, (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec,
+	                  field) != 0)
+		return cli_usage(ctx,
+		                 "'%s' is not a time: use a duration (10m), an ISO 8601 time "
+		                 "(2026-11-24T09:30:00Z), @SECONDS or now",
+		                 arg);
+	return 0;
+}
+
+static int parse_flags(cli *ctx, const char *arg, void *field)
+{
+	return cli_arg_submit_flags(ctx, arg, field);
+}
+
 static const cli_opt history_opts[] = {
+        {"since", CLI_ARG_PARSE, offsetof(gs_history_filter, since_ns), .parse = parse_time},
+        {"until", CLI_ARG_PARSE, offsetof(gs_history_filter, until_ns), .parse = parse_time},
+        {"flags", CLI_ARG_PARSE, offsetof(gs_history_filter, flags_mask), .parse = parse_flags},
+        {"fence", CLI_ARG_U64, offsetof(gs_history_filter, fence)},
+        {"tenant", CLI_ARG_STR, offsetof(gs_history_filter, tenant)},
+        {"oldest-first", CLI_SET_BOOL, offsetof(gs_history_filter, oldest_first)},
+        {"after", CLI_ARG_U64, offsetof(gs_history_filter, after_packet)},
         {"context", CLI_ARG_U64, offsetof(gs_history_filter, context)},
         {"device", CLI_ARG_U64, offsetof(gs_history_filter, device)},
         {"state", CLI_ARG_PARSE, offsetof(gs_history_filter, state), .parse = parse_state},
@@ -122,8 +164,15 @@ int cmd_history(cli *ctx, int argc, char **argv)
 	size_t n = 0;
 	int rv;
 
-	rv = cli_start(ctx, argc, argv, &history_syntax, &filter);
+	rv = cli_parse_args(ctx, argc, argv, &history_syntax, &filter);
 	if (rv != CLI_CONTINUE)
+		return rv;
+	if (filter.since_ns && filter.until_ns && filter.since_ns >= filter.until_ns)
+		return cli_usage(ctx, "--since must be earlier than --until");
+	if (filter.before_packet && filter.after_packet)
+		return cli_usage(ctx, "--before and --after are two cursors: give one");
+	rv = cli_connect(ctx);
+	if (rv != CLI_EXIT_OK)
 		return rv;
 	rv = gs_history(ctx->client, &filter, &recs, &n);
 	rv = cli_list_result(ctx, rv, recs, n, sizeof(*recs), record_json, print_records);

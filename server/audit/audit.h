@@ -21,7 +21,7 @@
 typedef struct gsd_audit gsd_audit;
 
 /* The schema version this daemon writes; a file with a newer one is refused at open. */
-#define GSD_AUDIT_SCHEMA_VERSION 2
+#define GSD_AUDIT_SCHEMA_VERSION 3
 /* schema/audit.sql, compiled in (generated at build time from the file). */
 extern const char gsd_audit_schema_sql[];
 
@@ -175,11 +175,17 @@ typedef struct gsd_history_filter {
 	uint64_t device;        /* 0 = any */
 	int state;              /* 0 = any */
 	int32_t node;           /* -1 = any */
-	uint64_t before_packet; /* 0 = from the newest */
+	uint64_t before_packet; /* newest-first cursor: rows submitted before this packet */
 	uint32_t limit;
 	uint64_t allocation; /* 0 = any; else packets that listed it (packet_allocations) or
 	                        moved it (moves) */
 	bool paging;         /* only the memory manager's packets (Paging or ContextSwitch) */
+	uint64_t since_ns;   /* submitted_ns >= this; 0 = no bound */
+	uint64_t until_ns;   /* submitted_ns < this; 0 = no bound */
+	uint32_t flags_mask; /* any of these submit flags; 0 = any */
+	uint64_t fence;      /* 0 = any */
+	bool oldest_first;
+	uint64_t after_packet; /* oldest-first cursor: rows submitted after this packet */
 } gsd_history_filter;
 
 /* A fetched packet row; strings point into storage owned by the result. */
@@ -201,10 +207,16 @@ typedef struct gsd_event_row {
 	char detail[128];
 } gsd_event_row;
 
-/* Rows newest first. Return 0 or -1 with err filled. */
+/* Rows in submission order (submitted_ns, then packet id), newest first unless
+ * f->oldest_first. A cursor packet that is not in the file counts as if it were, at the
+ * submission time of the nearest packet id below it. Return 0 or -1 with err filled. */
 int gsd_history_packets(const char *path, const gsd_history_filter *f, gsd_history_result *out,
                         char *err, size_t errcap);
 void gsd_history_result_free(gsd_history_result *r);
+/* The SQL text gsd_history_packets runs for f (parameters ?1.. bound there), for tests and
+ * tools that check its plan with EXPLAIN QUERY PLAN. */
+#define GSD_HISTORY_SQL_MAX 2048
+void gsd_history_query_sql(const gsd_history_filter *f, char *sql, size_t cap);
 /* The highest packet id and object handle recorded in the file, so a restarted daemon
  * continues both sequences instead of reusing (and overwriting) old rows. */
 /* One packet of `tenant` (state, fence, result...) into *out, its strings NULL. Returns 1 when

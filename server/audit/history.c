@@ -152,18 +152,47 @@ static const char allocation_clause[] =
 static const char paging_clause[] = " AND (submit_flags & 65) <> 0";
 
 /*
- * The query names only the filters in use, so SQLite picks the index that matches them (a
- * "?2 = 0 OR context = ?2" form would defeat the (tenant, context, packet) index). The text is
- * built from fixed pieces only; every value is a bound parameter.
+ * A cursor is a packet id; its place in submission order is (its submitted_ns, its id). When the
+ * file has no such packet (any id a client makes up), the nearest id below it stands in, so
+ * "before 1000" still means what it says when ids and times grow together.
  */
-static void build_packet_query(const gsd_history_filter *f, char *sql, size_t cap)
+#define CURSOR_TIME(p)                                                                             \
+	"(SELECT submitted_ns FROM packets WHERE packet <= " p " ORDER BY packet DESC LIMIT 1)"
+static const char before_clause[] = " AND (submitted_ns, packet) < (" CURSOR_TIME("?6") ", ?6)";
+static const char after_clause[] =
+        " AND (submitted_ns, packet) > (IFNULL(" CURSOR_TIME("?13") ", -1), ?13)";
+
+/*
+ * The query names only the filters in use, so SQLite picks the index that matches them (a
+ * "?2 = 0 OR context = ?2" form would defeat the (tenant, context, submitted_ns) index). The text
+ * is built from fixed pieces only; every value is a bound parameter.
+ */
+void gsd_history_query_sql(const gsd_history_filter *f, char *sql, size_t cap)
 {
-	snprintf(sql, cap, "%s%s%s%s%s%s%s%s ORDER BY packet DESC LIMIT ?7", packet_select,
-	         f->context ? " AND context = ?2" : "", f->device ? " AND device = ?3" : "",
-	         f->state ? " AND state = ?4" : "", f->node >= 0 ? " AND node = ?5" : "",
-	         f->before_packet ? " AND packet < ?6" : "", f->allocation ? allocation_clause : "",
-	         f->paging ? paging_clause : "");
+	const char *dir = f->oldest_first ? "ASC" : "DESC";
+	snprintf(sql, cap,
+	         "%s%s%s%s%s%s%s%s%s%s%s%s%s ORDER BY submitted_ns %s, packet %s LIMIT ?7",
+	         packet_select, f->context ? " AND context = ?2" : "",
+	         f->device ? " AND device = ?3" : "", f->state ? " AND state = ?4" : "",
+	         f->node >= 0 ? " AND node = ?5" : "", f->before_packet ? before_clause : "",
+	         f->after_packet ? after_clause : "", f->allocation ? allocation_clause : "",
+	         f->paging ? paging_clause : "", f->since_ns ? " AND submitted_ns >= ?9" : "",
+	         f->until_ns ? " AND submitted_ns < ?10" : "",
+	         f->flags_mask ? " AND (submit_flags & ?11) <> 0" : "",
+	         f->fence ? " AND fence = ?12" : "", dir, dir);
 }
+
+/* A bound from the wire: values from 2^63 up (negative in SQLite's signed INTEGER) are as far as
+ * any stored value can be, so they bound nothing rather than everything. */
+static void bind_bound(sqlite3_stmt *s, int i, uint64_t v)
+{
+	sqlite3_bind_int64(s, i, v > INT64_MAX ? INT64_MAX : (sqlite3_int64)v);
+}
+
+_Static_assert(sizeof packet_select + sizeof allocation_clause + sizeof paging_clause +
+                               sizeof before_clause + sizeof after_clause + 512 <=
+                       GSD_HISTORY_SQL_MAX,
+               "GSD_HISTORY_SQL_MAX holds every filter");
 
 static void read_packet_row(sqlite3_stmt *s, gsd_packet_rec *r)
 {
@@ -197,8 +226,8 @@ int gsd_history_packets(const char *path, const gsd_history_filter *f, gsd_histo
 	if (begin_read(path, f ? f->tenant : NULL, f ? f->limit : 0, &limit, &db, err, errcap) != 0)
 		return -1;
 
-	char sql[sizeof packet_select + sizeof allocation_clause + sizeof paging_clause + 256];
-	build_packet_query(f, sql, sizeof sql);
+	char sql[GSD_HISTORY_SQL_MAX];
+	gsd_history_query_sql(f, sql, sizeof sql);
 	sqlite3_stmt *s = NULL;
 	gsd_history_row *rows = NULL;
 	size_t *offs = NULL; /* tenant and result offsets of each row, into strings */
@@ -212,9 +241,14 @@ int gsd_history_packets(const char *path, const gsd_history_filter *f, gsd_histo
 	gsd_audit_bind_u64(s, 3, f->device);
 	sqlite3_bind_int(s, 4, f->state);
 	sqlite3_bind_int(s, 5, f->node);
-	gsd_audit_bind_u64(s, 6, f->before_packet);
+	bind_bound(s, 6, f->before_packet);
 	sqlite3_bind_int64(s, 7, limit);
 	gsd_audit_bind_u64(s, 8, f->allocation);
+	bind_bound(s, 9, f->since_ns);
+	bind_bound(s, 10, f->until_ns);
+	sqlite3_bind_int64(s, 11, f->flags_mask);
+	gsd_audit_bind_u64(s, 12, f->fence);
+	bind_bound(s, 13, f->after_packet);
 
 	/* The limit bounds the rows, so allocate for it once; at most 10000 small rows. */
 	rows = calloc(limit, sizeof *rows);

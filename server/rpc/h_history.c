@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define MAX_HISTORY 10000u
 
@@ -109,7 +110,7 @@ static void history_work(gsd_call *c)
 {
 	barrier_wait(c);
 	const Gpusched__V1__HistoryRequest *q = c->req->history;
-	gsd_history_filter f = {.tenant = c->tenant->conf.name,
+	gsd_history_filter f = {.tenant = q->tenant[0] ? q->tenant : c->tenant->conf.name,
 	                        .context = q->context,
 	                        .device = q->device,
 	                        .state = q->state,
@@ -117,7 +118,13 @@ static void history_work(gsd_call *c)
 	                        .before_packet = q->before_packet,
 	                        .limit = clamp_limit(q->limit),
 	                        .allocation = q->allocation,
-	                        .paging = q->paging};
+	                        .paging = q->paging,
+	                        .since_ns = q->since_ns,
+	                        .until_ns = q->until_ns,
+	                        .flags_mask = q->flags_mask,
+	                        .fence = q->fence,
+	                        .oldest_first = q->oldest_first,
+	                        .after_packet = q->after_packet};
 	gsd_history_result res = {0};
 	char err[256];
 	if (gsd_history_packets(c->d->cfg.db_path, &f, &res, err, sizeof(err)) != 0) {
@@ -156,6 +163,25 @@ void gsd_h_history(gsd_daemon *d, gsd_call *c)
 	if (!gsd_packet_state_valid((int)q->state)) {
 		gsd_call_error(c, GSD_ST(INVALID_ARGUMENT), "state %d is not a PacketState",
 		               (int)q->state);
+		return;
+	}
+	if (q->since_ns && q->until_ns && q->since_ns >= q->until_ns) {
+		gsd_call_error(c, GSD_ST(INVALID_ARGUMENT),
+		               "the time range is empty: since_ns %llu is not before until_ns %llu",
+		               (unsigned long long)q->since_ns, (unsigned long long)q->until_ns);
+		return;
+	}
+	if (q->before_packet && q->after_packet) {
+		gsd_call_error(c, GSD_ST(INVALID_ARGUMENT),
+		               "before_packet and after_packet are two cursors: give one");
+		return;
+	}
+	/* Records of removed tenants stay in the file: an admin may read any name. */
+	if (q->tenant[0] && strcmp(q->tenant, c->tenant->conf.name) != 0 &&
+	    !c->tenant->conf.admin) {
+		gsd_call_error(c, GSD_ST(PERMISSION_DENIED),
+		               "tenant %s is not an administrator: it may read only its own history",
+		               c->tenant->conf.name);
 		return;
 	}
 	read_after_flush(d, c, history_work);

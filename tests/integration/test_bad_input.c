@@ -943,6 +943,25 @@ static void test_tenant_isolation(void **state)
 	hf = (gs_history_filter){.device = adev};
 	assert_int_equal(gs_history(b, &hf, &r, &n), 0);
 	assert_int_equal(n, 0);
+	/* Naming another tenant's history is for administrators: Bob is refused (and audited),
+	 * naming himself is allowed, root reads Alice's. */
+	hf = (gs_history_filter){.tenant = "alice"};
+	EXPECT_AUDITED(&fb, GS_STATUS_PERMISSION_DENIED, gs_history(b, &hf, &r, &n));
+	/* An empty time range and two cursors at once are refused, not answered empty. */
+	hf = (gs_history_filter){.since_ns = 5, .until_ns = 5};
+	EXPECT_AUDITED(&fb, GS_STATUS_INVALID_ARGUMENT, gs_history(b, &hf, &r, &n));
+	hf = (gs_history_filter){.before_packet = 9, .after_packet = 3};
+	EXPECT_AUDITED(&fb, GS_STATUS_INVALID_ARGUMENT, gs_history(b, &hf, &r, &n));
+	hf = (gs_history_filter){.tenant = "bob"};
+	assert_int_equal(gs_history(b, &hf, &r, &n), 0);
+	assert_true(n >= 1);
+	gs_history_free(r, n);
+	hf = (gs_history_filter){.tenant = "alice", .context = actx};
+	assert_int_equal(gs_history(root, &hf, &r, &n), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(r[0].packet, apkt);
+	assert_string_equal(r[0].tenant, "alice");
+	gs_history_free(r, n);
 
 	/* Alice's objects are as she left them. */
 	assert_int_equal(gs_allocation_read(a, aal.allocation, 0, got, sizeof(got)), 0);

@@ -503,6 +503,48 @@ static void test_history_json(void **state)
 	assert_int_equal(json_array_size(doc), 3);
 	json_decref(doc);
 
+	/* By flags, by time, oldest first, with a cursor. */
+	cli(&r, f->url_opt, "history", "--json", "--flags", "Present", NULL);
+	expect_exit(&r, EXIT_OK, "history --flags Present");
+	doc = parse(&r);
+	itest_run_free(&r);
+	assert_int_equal(json_array_size(doc), 3);
+	json_decref(doc);
+	cli(&r, f->url_opt, "history", "--json", "--until", "1d", NULL);
+	expect_exit(&r, EXIT_OK, "history --until 1d");
+	doc = parse(&r);
+	itest_run_free(&r);
+	assert_int_equal(json_array_size(doc), 0); /* nothing is a day old */
+	json_decref(doc);
+	cli(&r, f->url_opt, "history", "--json", "--since", "1h", "--until", "now", "--oldest-first",
+	    "--limit", "3", NULL);
+	expect_exit(&r, EXIT_OK, "history --since 1h --oldest-first");
+	doc = parse(&r);
+	itest_run_free(&r);
+	assert_int_equal(json_array_size(doc), 3);
+	json_int_t oldest = int_of(json_array_get(doc, 0), "packet_id");
+	json_int_t third = int_of(json_array_get(doc, 2), "packet_id");
+	assert_true(oldest < third);
+	assert_true(int_of(json_array_get(doc, 0), "submitted_ns") <=
+	            int_of(json_array_get(doc, 2), "submitted_ns"));
+	json_decref(doc);
+	char cursor[32];
+	snprintf(cursor, sizeof(cursor), "%" PRId64, (int64_t)third);
+	cli(&r, f->url_opt, "history", "--json", "--oldest-first", "--after", cursor, "--limit", "1",
+	    NULL);
+	expect_exit(&r, EXIT_OK, "history --after");
+	doc = parse(&r);
+	itest_run_free(&r);
+	assert_int_equal(json_array_size(doc), 1);
+	assert_true(int_of(json_array_get(doc, 0), "packet_id") > third);
+	json_decref(doc);
+	cli(&r, f->url_opt, "history", "--since", "yesterday-ish", NULL);
+	expect_exit(&r, EXIT_USAGE, "history --since yesterday-ish");
+	itest_run_free(&r);
+	cli(&r, f->url_opt, "history", "--since", "now", "--until", "1h", NULL);
+	expect_exit(&r, EXIT_USAGE, "history with an empty time range");
+	itest_run_free(&r);
+
 	/* Plain output has a header and one line per packet. */
 	cli(&r, f->url_opt, "history", "--limit", "2", NULL);
 	expect_exit(&r, EXIT_OK, "history --limit 2");

@@ -562,6 +562,236 @@ static void test_filters(void **state)
 	gsd_audit_close(a);
 }
 
+/* Packets 1..30 of alpha, submitted at 10 * id except: 20 at the same time as 19, and 25 earlier
+ * than 24 (a clock step back). Submission order is (time, id). */
+static uint64_t seeded_time(uint64_t id)
+{
+	if (id == 20)
+		return 190;
+	if (id == 25)
+		return 235;
+	return 10 * id;
+}
+
+/* The ids of seed_times' packets in submission order. */
+static const uint64_t time_order[30] = {1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15,
+                                        16, 17, 18, 19, 20, 21, 22, 23, 25, 24, 26, 27, 28, 29, 30};
+
+static void seed_times(gsd_audit *a, uint64_t first, uint64_t last)
+{
+	for (uint64_t id = first; id <= last; id++) {
+		gsd_packet_rec r = packet(id, "alpha", 1 + id % 2, ST_COMPLETED, 0);
+		r.submitted_ns = seeded_time(id);
+		r.submit_flags = id % 5 == 0 ? 0x2 /* Present */ : 0x8 /* NullRendering */;
+		queue(a, &r, NULL);
+	}
+}
+
+static void assert_order(const gsd_history_result *h, const uint64_t *order, size_t from,
+                         size_t n, bool reverse)
+{
+	assert_int_equal(h->count, n);
+	for (size_t i = 0; i < n; i++)
+		assert_int_equal(h->rows[i].rec.packet, order[reverse ? from - i : from + i]);
+}
+
+static void test_time_range_and_order(void **state)
+{
+	struct fixture *fx = *state;
+	tracker_reset();
+	gsd_audit *a = open_audit(fx->path, NULL);
+	seed_times(a, 1, 30);
+	assert_true(wait_acks(30));
+
+	gsd_history_result h;
+	gsd_history_filter f = filter("alpha");
+	history(fx->path, &f, &h); /* newest first by (time, id) */
+	assert_order(&h, time_order, 29, 30, true);
+	gsd_history_result_free(&h);
+
+	f.oldest_first = true;
+	history(fx->path, &f, &h);
+	assert_order(&h, time_order, 0, 30, false);
+	gsd_history_result_free(&h);
+
+	/* [190, 240): 19, 20 (both at 190), 21, 22, 23, 25 (235); not 24 (240). */
+	f = filter("alpha");
+	f.since_ns = 190;
+	f.until_ns = 240;
+	history(fx->path, &f, &h);
+	assert_ids(&h, (const uint64_t[]){25, 23, 22, 21, 20, 19}, 6);
+	gsd_history_result_free(&h);
+
+	f.context = 1; /* context 1 + id % 2: even ids */
+	history(fx->path, &f, &h);
+	assert_ids(&h, (const uint64_t[]){22, 20}, 2);
+	gsd_history_result_free(&h);
+
+	f = filter("alpha");
+	f.until_ns = 30; /* strictly before */
+	history(fx->path, &f, &h);
+	assert_ids(&h, (const uint64_t[]){2, 1}, 2);
+	gsd_history_result_free(&h);
+
+	f = filter("alpha");
+	f.since_ns = 1ull << 63; /* at the limit: nothing is that late */
+	history(fx->path, &f, &h);
+	assert_int_equal(h.count, 0);
+	gsd_history_result_free(&h);
+	f = filter("alpha");
+	f.until_ns = UINT64_MAX; /* bounds nothing */
+	history(fx->path, &f, &h);
+	assert_int_equal(h.count, 30);
+	gsd_history_result_free(&h);
+
+	/* Flags: Present on every fifth packet; fence: packet(id) has fence 10 * id. */
+	f = filter("alpha");
+	f.flags_mask = 0x2;
+	history(fx->path, &f, &h);
+	assert_ids(&h, (const uint64_t[]){30, 25, 20, 15, 10, 5}, 6);
+	gsd_history_result_free(&h);
+	f.flags_mask = 0x2 | 0x8;
+	history(fx->path, &f, &h);
+	assert_int_equal(h.count, 30);
+	gsd_history_result_free(&h);
+	f = filter("alpha");
+	f.fence = 170;
+	history(fx->path, &f, &h);
+	assert_ids(&h, (const uint64_t[]){17}, 1);
+	gsd_history_result_free(&h);
+	gsd_audit_close(a);
+}
+
+/* Pages through with a cursor while new packets arrive between pages: newest first, the pages
+ * still to come are exactly the older rows; oldest first, the new rows come at the end. */
+static void test_cursor_stable_while_rows_arrive(void **state)
+{
+	struct fixture *fx = *state;
+	tracker_reset();
+	gsd_audit *a = open_audit(fx->path, NULL);
+	seed_times(a, 1, 24);
+	assert_true(wait_acks(24));
+
+	/* Newest first, pages of 7, from a snapshot of 24 rows whose order is time_order[0..23]
+	 * minus 25 (not yet written): 1..23, 24. */
+	gsd_history_filter f = filter("alpha");
+	f.limit = 7;
+	uint64_t seen[64];
+	size_t nseen = 0;
+	uint64_t next_id = 25;
+	for (int page = 0; page < 10; page++) {
+		gsd_history_result h;
+		history(fx->path, &f, &h);
+		for (size_t i = 0; i < h.count; i++)
+			seen[nseen++] = h.rows[i].rec.packet;
+		size_t n = h.count;
+		if (n)
+			f.before_packet = h.rows[n - 1].rec.packet;
+		gsd_history_result_free(&h);
+		if (n == 0)
+			break;
+		/* A packet arrives between pages, later than all; none of them is seen. */
+		gsd_packet_rec r = packet(next_id, "alpha", 1, ST_SUBMITTED, 0);
+		r.submitted_ns = 1000 + next_id++;
+		queue(a, &r, NULL);
+		assert_true(wait_acks(next_id - 1));
+	}
+	assert_int_equal(nseen, 24);
+	for (size_t i = 0; i < 24; i++)
+		assert_int_equal(seen[i], 24 - i);
+
+	/* Oldest first from the start: every row once, including those added while paging. */
+	f = filter("alpha");
+	f.limit = 5;
+	f.oldest_first = true;
+	nseen = 0;
+	uint64_t last_time = 0;
+	for (int page = 0; page < 20; page++) {
+		gsd_history_result h;
+		history(fx->path, &f, &h);
+		for (size_t i = 0; i < h.count; i++) {
+			assert_true(h.rows[i].rec.submitted_ns >= last_time);
+			last_time = h.rows[i].rec.submitted_ns;
+			seen[nseen++] = h.rows[i].rec.packet;
+		}
+		size_t n = h.count;
+		if (n)
+			f.after_packet = h.rows[n - 1].rec.packet;
+		gsd_history_result_free(&h);
+		if (n == 0)
+			break;
+		if (page < 3) {
+			gsd_packet_rec r = packet(next_id, "alpha", 1, ST_SUBMITTED, 0);
+			r.submitted_ns = 1000 + next_id++;
+			queue(a, &r, NULL);
+			assert_true(wait_acks(next_id - 1));
+		}
+	}
+	assert_int_equal(nseen, next_id - 1);
+	for (size_t i = 0; i < nseen; i++)
+		for (size_t j = i + 1; j < nseen; j++)
+			assert_true(seen[i] != seen[j]);
+
+	/* A cursor naming no packet stands at the nearest id below it. */
+	f = filter("alpha");
+	f.before_packet = 1000000;
+	gsd_history_result h;
+	history(fx->path, &f, &h);
+	assert_int_equal(h.count, next_id - 1);
+	gsd_history_result_free(&h);
+	f.before_packet = UINT64_MAX;
+	history(fx->path, &f, &h);
+	assert_int_equal(h.count, next_id - 1);
+	gsd_history_result_free(&h);
+	gsd_audit_close(a);
+}
+
+/* Each query shape reads one index range in order: no table scan, no sort. */
+static void test_history_query_plans(void **state)
+{
+	struct fixture *fx = *state;
+	gsd_audit *a = open_audit(fx->path, NULL);
+	gsd_audit_close(a);
+
+	static const struct {
+		gsd_history_filter f;
+		const char *index;
+	} cases[] = {
+	        {{.tenant = "a", .node = -1}, "packets_tenant_time"},
+	        {{.tenant = "a", .node = -1, .since_ns = 5, .until_ns = 9}, "packets_tenant_time"},
+	        {{.tenant = "a", .node = -1, .since_ns = 5, .oldest_first = true},
+	         "packets_tenant_time"},
+	        {{.tenant = "a", .node = -1, .context = 3, .since_ns = 5, .until_ns = 9},
+	         "packets_tenant_context_time"},
+	        {{.tenant = "a", .node = -1, .state = ST_RUNNING, .until_ns = 9},
+	         "packets_tenant_state_time"},
+	        {{.tenant = "a", .node = -1, .before_packet = 77}, "packets_tenant_time"},
+	        {{.tenant = "a", .node = -1, .context = 3, .after_packet = 77, .oldest_first = true},
+	         "packets_tenant_context_time"},
+	};
+	sqlite3 *db;
+	assert_int_equal(sqlite3_open_v2(fx->path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		char sql[GSD_HISTORY_SQL_MAX], plan[2048] = "";
+		char eqp[GSD_HISTORY_SQL_MAX + 32];
+		gsd_history_query_sql(&cases[i].f, sql, sizeof sql);
+		snprintf(eqp, sizeof eqp, "EXPLAIN QUERY PLAN %s", sql);
+		sqlite3_stmt *s;
+		assert_int_equal(sqlite3_prepare_v2(db, eqp, -1, &s, NULL), SQLITE_OK);
+		while (sqlite3_step(s) == SQLITE_ROW) {
+			strncat(plan, (const char *)sqlite3_column_text(s, 3),
+			        sizeof plan - strlen(plan) - 2);
+			strcat(plan, ";");
+		}
+		sqlite3_finalize(s);
+		if (!strstr(plan, cases[i].index) || strstr(plan, "TEMP B-TREE") ||
+		    strstr(plan, "SCAN packets"))
+			fail_msg("case %zu: plan '%s' does not read %s in order", i, plan,
+			         cases[i].index);
+	}
+	sqlite3_close(db);
+}
+
 static void test_reopen_keeps_rows_and_version(void **state)
 {
 	struct fixture *fx = *state;
@@ -1526,7 +1756,7 @@ static void test_packet_allocations_many(void **state)
 }
 
 /* A version 1 file (no moves, no packet_allocations) opens, gains both, keeps its rows. */
-static void test_v1_file_upgraded(void **state)
+static void test_old_file_upgraded(void **state)
 {
 	struct fixture *fx = *state;
 	tracker_reset();
@@ -1541,6 +1771,10 @@ static void test_v1_file_upgraded(void **state)
 	gsd_audit_close(a);
 	/* What a version 1 daemon left: the same tables less the new ones. */
 	exec_sql(fx->path, "DROP TABLE moves; DROP TABLE packet_allocations;"
+	                   " DROP INDEX packets_tenant_time; DROP INDEX packets_tenant_context_time;"
+	                   " DROP INDEX packets_tenant_state_time;"
+	                   " CREATE INDEX packets_tenant ON packets (tenant, packet DESC);"
+	                   " CREATE INDEX packets_tenant_state ON packets (tenant, state, packet);"
 	                   " PRAGMA user_version = 1;"
 	                   " UPDATE meta SET value = '1' WHERE key = 'schema_version'");
 	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM sqlite_master"
@@ -1557,6 +1791,13 @@ static void test_v1_file_upgraded(void **state)
 	                                     " 'index' AND tbl_name IN ('moves',"
 	                                     " 'packet_allocations')"),
 	                 5);
+	/* Version 3 reads history in submission order: the packet-ordered indexes went. */
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM sqlite_master WHERE type ="
+	                                     " 'index' AND tbl_name = 'packets'"),
+	                 3);
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM sqlite_master WHERE name"
+	                                     " LIKE 'packets_tenant%_time'"),
+	                 3);
 	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packets"), 20);
 	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packet_events"), 20);
 	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM allocations"), 1);
@@ -1608,6 +1849,9 @@ int main(void)
 	        T_(test_upsert_and_events),
 	        T_(test_tenant_isolation),
 	        T_(test_filters),
+	        T_(test_time_range_and_order),
+	        T_(test_cursor_stable_while_rows_arrive),
+	        T_(test_history_query_plans),
 	        T_(test_reopen_keeps_rows_and_version),
 	        T_(test_reconcile_in_flight),
 	        T_(test_removed_file_stops_acks),
@@ -1626,7 +1870,7 @@ int main(void)
 	        T_(test_moves_limits),
 	        T_(test_history_by_allocation_and_paging),
 	        T_(test_packet_allocations_many),
-	        T_(test_v1_file_upgraded),
+	        T_(test_old_file_upgraded),
 	};
 #undef T_
 	return cmocka_run_group_tests(tests, NULL, NULL);

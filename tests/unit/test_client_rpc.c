@@ -428,6 +428,45 @@ static void test_history_filter(void **state)
 	gs_close(c);
 }
 
+static void test_time_parse(void **state)
+{
+	const uint64_t now = 1700000000ull * 1000000000ull + 5;
+	uint64_t t;
+
+	(void)state;
+	assert_int_equal(gs_time_parse("now", now, &t), 0);
+	assert_int_equal(t, now);
+	assert_int_equal(gs_time_parse("10m", now, &t), 0);
+	assert_int_equal(t, now - 600ull * 1000000000ull);
+	assert_int_equal(gs_time_parse("250ms", now, &t), 0);
+	assert_int_equal(t, now - 250000000ull);
+	assert_int_equal(gs_time_parse("1d", now, &t), 0);
+	assert_int_equal(t, now - 86400ull * 1000000000ull);
+	assert_int_equal(gs_time_parse("@1700000000", now, &t), 0);
+	assert_int_equal(t, 1700000000ull * 1000000000ull);
+	assert_int_equal(gs_time_parse("2023-11-14T22:13:20Z", now, &t), 0);
+	assert_int_equal(t, 1700000000ull * 1000000000ull);
+	assert_int_equal(gs_time_parse("2023-11-14 23:13:20.25+01:00", now, &t), 0);
+	assert_int_equal(t, 1700000000ull * 1000000000ull + 250000000ull);
+	assert_int_equal(gs_time_parse("2023-11-14T22:13Z", now, &t), 0);
+	assert_int_equal(t, 1699999980ull * 1000000000ull);
+	/* Local time: whatever the zone, it parses and lands within a day of the UTC reading. */
+	assert_int_equal(gs_time_parse("2023-11-14T22:13:20", now, &t), 0);
+	assert_true(t + 86400ull * 1000000000ull > 1700000000ull * 1000000000ull);
+	assert_true(t < 1700086400ull * 1000000000ull);
+
+	static const char *const bad[] = {
+	        "",         "m",          "10",         "10 m",   "10y",   "-5m", "@",   "@x",
+	        "@1e9",     "2023-13-01", "2023-11-14T", "2023-11-14T25:00Z", "2023-11-14T22:13+1",
+	        "2023-11-14Tx", "2023-11-14T22:13:20.Z", "99999999999999999999s", "1000000d",
+	        "@99999999999999999999",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		if (gs_time_parse(bad[i], now, &t) == 0)
+			fail_msg("'%s' parsed as a time", bad[i]);
+	assert_int_equal(gs_time_parse(NULL, now, &t), GS_ERR_INVALID);
+}
+
 static void test_protocol_errors(void **state)
 {
 	gs_client *c = connect_test(NULL);
@@ -543,6 +582,7 @@ int main(void)
 	        cmocka_unit_test(test_submit_encoding),
 	        cmocka_unit_test(test_submit_batch),
 	        cmocka_unit_test(test_history_filter),
+	        cmocka_unit_test(test_time_parse),
 	        cmocka_unit_test(test_protocol_errors),
 	        cmocka_unit_test(test_timeout),
 	        cmocka_unit_test(test_read_write),
