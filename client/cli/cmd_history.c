@@ -63,8 +63,8 @@ static int parse_time(cli *ctx, const char *arg, void *field)
 	struct timespec now;
 
 	clock_gettime(CLOCK_REALTIME, &now);
-	if (gs_time_parse(arg, (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec,
-	                  field) != 0)
+	if (gs_time_parse(arg, (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec, field) !=
+	    0)
 		return cli_usage(ctx,
 		                 "'%s' is not a time: use a duration (10m), an ISO 8601 time "
 		                 "(2026-11-24T09:30:00Z), @SECONDS or now",

@@ -179,9 +179,10 @@ void gsd_h_history(gsd_daemon *d, gsd_call *c)
 	/* Records of removed tenants stay in the file: an admin may read any name. */
 	if (q->tenant[0] && strcmp(q->tenant, c->tenant->conf.name) != 0 &&
 	    !c->tenant->conf.admin) {
-		gsd_call_error(c, GSD_ST(PERMISSION_DENIED),
-		               "tenant %s is not an administrator: it may read only its own history",
-		               c->tenant->conf.name);
+		gsd_call_error(
+		        c, GSD_ST(PERMISSION_DENIED),
+		        "tenant %s is not an administrator: it may read only its own history",
+		        c->tenant->conf.name);
 		return;
 	}
 	read_after_flush(d, c, history_work);

@@ -516,8 +516,8 @@ static void test_history_json(void **state)
 	itest_run_free(&r);
 	assert_int_equal(json_array_size(doc), 0); /* nothing is a day old */
 	json_decref(doc);
-	cli(&r, f->url_opt, "history", "--json", "--since", "1h", "--until", "now", "--oldest-first",
-	    "--limit", "3", NULL);
+	cli(&r, f->url_opt, "history", "--json", "--since", "1h", "--until", "now",
+	    "--oldest-first", "--limit", "3", NULL);
 	expect_exit(&r, EXIT_OK, "history --since 1h --oldest-first");
 	doc = parse(&r);
 	itest_run_free(&r);
@@ -530,8 +530,8 @@ static void test_history_json(void **state)
 	json_decref(doc);
 	char cursor[32];
 	snprintf(cursor, sizeof(cursor), "%" PRId64, (int64_t)third);
-	cli(&r, f->url_opt, "history", "--json", "--oldest-first", "--after", cursor, "--limit", "1",
-	    NULL);
+	cli(&r, f->url_opt, "history", "--json", "--oldest-first", "--after", cursor, "--limit",
+	    "1", NULL);
 	expect_exit(&r, EXIT_OK, "history --after");
 	doc = parse(&r);
 	itest_run_free(&r);

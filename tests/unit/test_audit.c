@@ -587,8 +587,8 @@ static void seed_times(gsd_audit *a, uint64_t first, uint64_t last)
 	}
 }
 
-static void assert_order(const gsd_history_result *h, const uint64_t *order, size_t from,
-                         size_t n, bool reverse)
+static void assert_order(const gsd_history_result *h, const uint64_t *order, size_t from, size_t n,
+                         bool reverse)
 {
 	assert_int_equal(h->count, n);
 	for (size_t i = 0; i < n; i++)
@@ -766,7 +766,11 @@ static void test_history_query_plans(void **state)
 	        {{.tenant = "a", .node = -1, .state = ST_RUNNING, .until_ns = 9},
 	         "packets_tenant_state_time"},
 	        {{.tenant = "a", .node = -1, .before_packet = 77}, "packets_tenant_time"},
-	        {{.tenant = "a", .node = -1, .context = 3, .after_packet = 77, .oldest_first = true},
+	        {{.tenant = "a",
+	          .node = -1,
+	          .context = 3,
+	          .after_packet = 77,
+	          .oldest_first = true},
 	         "packets_tenant_context_time"},
 	};
 	sqlite3 *db;
@@ -1770,13 +1774,14 @@ static void test_old_file_upgraded(void **state)
 	assert_true(wait_acks(flush(a)));
 	gsd_audit_close(a);
 	/* What a version 1 daemon left: the same tables less the new ones. */
-	exec_sql(fx->path, "DROP TABLE moves; DROP TABLE packet_allocations;"
-	                   " DROP INDEX packets_tenant_time; DROP INDEX packets_tenant_context_time;"
-	                   " DROP INDEX packets_tenant_state_time;"
-	                   " CREATE INDEX packets_tenant ON packets (tenant, packet DESC);"
-	                   " CREATE INDEX packets_tenant_state ON packets (tenant, state, packet);"
-	                   " PRAGMA user_version = 1;"
-	                   " UPDATE meta SET value = '1' WHERE key = 'schema_version'");
+	exec_sql(fx->path,
+	         "DROP TABLE moves; DROP TABLE packet_allocations;"
+	         " DROP INDEX packets_tenant_time; DROP INDEX packets_tenant_context_time;"
+	         " DROP INDEX packets_tenant_state_time;"
+	         " CREATE INDEX packets_tenant ON packets (tenant, packet DESC);"
+	         " CREATE INDEX packets_tenant_state ON packets (tenant, state, packet);"
+	         " PRAGMA user_version = 1;"
+	         " UPDATE meta SET value = '1' WHERE key = 'schema_version'");
 	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM sqlite_master"
 	                                     " WHERE name IN ('moves', 'packet_allocations')"),
 	                 0);
