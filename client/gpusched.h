@@ -248,7 +248,8 @@ typedef struct gs_adapter_info {
 
 typedef struct gs_daemon_info {
 	char *version;
-	char *tenant; /* the tenant this client's token authenticated as */
+	char *tenant;     /* the tenant this client's token authenticated as */
+	char *events_url; /* where the daemon publishes events; "" = nowhere */
 	size_t adapter_count;
 	gs_adapter_info *adapters;
 } gs_daemon_info;
@@ -560,15 +561,61 @@ int gs_history(gs_client *c, const gs_history_filter *filter, gs_packet_record *
 void gs_history_free(gs_packet_record *records, size_t count);
 
 typedef struct gs_packet_event {
-	uint64_t seq;
+	uint64_t seq; /* audit sequence number */
 	uint64_t packet;
 	gs_packet_state state;
 	uint64_t time_ns;
 	char *detail;
+	uint64_t context;
 } gs_packet_event;
 
+/* One packet's events, oldest first. */
 int gs_packet_events(gs_client *c, uint64_t packet, gs_packet_event **events, size_t *count);
+/* The caller's events of every packet with after_seq < seq < before_seq (before_seq 0: no
+ * bound), in seq order, at most limit (0: 100; at most 10000). */
+int gs_packet_events_range(gs_client *c, uint64_t after_seq, uint64_t before_seq, uint32_t limit,
+                           gs_packet_event **events, size_t *count);
 void gs_packet_events_free(gs_packet_event *events, size_t count);
+
+/*
+ * Watching events live: a subscriber to the daemon's event socket (gpuschedd --events URL).
+ * The socket drops events for a subscriber that cannot keep up; each event names the one
+ * published before it, so gs_watch_next sees every loss. With a client it reads the caller's
+ * lost packet events back from the audit and returns them (recovered = true) after a GAP
+ * event that says what was lost; nothing is dropped without a GAP.
+ */
+typedef enum gs_watch_kind {
+	GS_WATCH_PACKET = 1,  /* a packet's state change: packet */
+	GS_WATCH_MESSAGE = 2, /* a daemon message (an engine reset, a ban): message */
+	GS_WATCH_GAP = 3,     /* events between gap_after and gap_before were lost on the socket */
+} gs_watch_kind;
+
+typedef struct gs_watch_event {
+	gs_watch_kind kind;
+	uint64_t seq; /* audit sequence number (GAP: 0) */
+	uint64_t time_ns;
+	char *tenant; /* NULL for recovered events (they are the caller's) */
+	gs_packet_event packet;
+	char *message;
+	bool recovered; /* read back from the audit after a GAP */
+	/* GAP: the lost range (gap_after, gap_before) and how many packet events of the caller's
+	 * came back from the audit (the others were other tenants' or messages). */
+	uint64_t gap_after, gap_before;
+	uint64_t gap_recovered;
+	bool gap_truncated; /* more than 100000 lost: read the rest with gs_packet_events_range */
+	int gap_status;     /* 0, or why reading back failed (the status of the call) */
+} gs_watch_event;
+
+typedef struct gs_watch gs_watch;
+/* Subscribes to url (nng SUB). Events published before the subscription connects are not
+ * seen. 0, GS_ERR_TRANSPORT or GS_ERR_NOMEM. */
+int gs_watch_open(const char *url, gs_watch **out);
+/* The next event, waiting up to timeout_ms: 0, GS_ERR_TIMEOUT, GS_ERR_PROTOCOL (a message that
+ * does not decode), GS_ERR_TRANSPORT or GS_ERR_NOMEM. c (may be NULL: then a GAP is reported
+ * and nothing read back) reads lost events back. Clear *ev with gs_watch_event_clear. */
+int gs_watch_next(gs_watch *w, gs_client *c, int timeout_ms, gs_watch_event *ev);
+void gs_watch_event_clear(gs_watch_event *ev);
+void gs_watch_close(gs_watch *w);
 
 /* A zero-initialised filter matches every move of the tenant's allocations (the newest 100). */
 typedef struct gs_moves_filter {

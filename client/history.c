@@ -105,6 +105,7 @@ static int copy_event(void *entry, const ProtobufCMessage *msg)
 	        .state = (gs_packet_state)e->state,
 	        .time_ns = e->time_ns,
 	        .detail = gsc_strdup0(e->detail),
+	        .context = e->context,
 	};
 	return dst->detail ? 0 : GS_ERR_NOMEM;
 }
@@ -128,17 +129,16 @@ void gs_packet_events_free(gs_packet_event *events, size_t count)
 	gsc_free_list(&event_kind, events, count);
 }
 
-int gs_packet_events(gs_client *c, uint64_t packet, gs_packet_event **events, size_t *count)
+static int packet_events(gs_client *c, Gpusched__V1__PacketEventsRequest *body,
+                         gs_packet_event **events, size_t *count)
 {
-	Gpusched__V1__PacketEventsRequest body = GPUSCHED__V1__PACKET_EVENTS_REQUEST__INIT;
 	Gpusched__V1__Response *resp;
 	void *list;
 	int rv;
 
 	*events = NULL;
 	*count = 0;
-	body.packet = packet;
-	rv = gsc_call(c, GSC_REQ(PACKET_EVENTS), &body, GSC_RESP(PACKET_EVENTS), 0, &resp);
+	rv = gsc_call(c, GSC_REQ(PACKET_EVENTS), body, GSC_RESP(PACKET_EVENTS), 0, &resp);
 	if (rv != 0)
 		return rv;
 	rv = gsc_copy_list(c, &event_kind, (ProtobufCMessage *const *)resp->packet_events->events,
@@ -146,6 +146,25 @@ int gs_packet_events(gs_client *c, uint64_t packet, gs_packet_event **events, si
 	gsc_response_free(resp);
 	*events = list;
 	return rv;
+}
+
+int gs_packet_events(gs_client *c, uint64_t packet, gs_packet_event **events, size_t *count)
+{
+	Gpusched__V1__PacketEventsRequest body = GPUSCHED__V1__PACKET_EVENTS_REQUEST__INIT;
+
+	body.packet = packet;
+	return packet_events(c, &body, events, count);
+}
+
+int gs_packet_events_range(gs_client *c, uint64_t after_seq, uint64_t before_seq, uint32_t limit,
+                           gs_packet_event **events, size_t *count)
+{
+	Gpusched__V1__PacketEventsRequest body = GPUSCHED__V1__PACKET_EVENTS_REQUEST__INIT;
+
+	body.after_seq = after_seq;
+	body.before_seq = before_seq;
+	body.limit = limit;
+	return packet_events(c, &body, events, count);
 }
 
 static int copy_move(void *entry, const ProtobufCMessage *msg)

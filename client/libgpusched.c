@@ -88,6 +88,7 @@ void gs_info_free(gs_daemon_info *info)
 	free(info->adapters);
 	free(info->version);
 	free(info->tenant);
+	free(info->events_url);
 	free(info);
 }
 
@@ -142,7 +143,8 @@ int gs_info(gs_client *c, gs_daemon_info **out)
 		goto done;
 	info->version = gsc_strdup0(r->version);
 	info->tenant = gsc_strdup0(r->tenant);
-	if (!info->version || !info->tenant)
+	info->events_url = gsc_strdup0(r->events_url);
+	if (!info->version || !info->tenant || !info->events_url)
 		goto done;
 	if (r->n_adapters) {
 		info->adapters = calloc(r->n_adapters, sizeof(*info->adapters));

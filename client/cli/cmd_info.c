@@ -8,7 +8,8 @@
 
 static const char help[] =
         "Usage: gpusched info [--json]\n"
-        "Shows the daemon's version, the tenant the token authenticates as, and for each\n"
+        "Shows the daemon's version, the tenant the token authenticates as, where it\n"
+        "publishes events (for gpusched watch; \"\" when it does not), and for each\n"
         "adapter its nodes (fence = last completed submission fence, queued = packets queued\n"
         "or running), its segments (size, used, largest free block, CPU visibility), its\n"
         "system memory (the pool allocations are evicted to: size and use) with the paging\n"
@@ -109,13 +110,15 @@ int cmd_info(cli *ctx, int argc, char **argv)
 		json_t *adapters = cli_json_array(info->adapters, info->adapter_count,
 		                                  sizeof(*info->adapters), adapter_json);
 
-		cli_json_print(json_pack("{s:s, s:s, s:s, s:o}", "version", info->version, "url",
-		                         gs_client_url(ctx->client), "tenant", info->tenant,
-		                         "adapters", adapters));
+		cli_json_print(json_pack("{s:s, s:s, s:s, s:s, s:o}", "version", info->version,
+		                         "url", gs_client_url(ctx->client), "tenant", info->tenant,
+		                         "events_url", info->events_url, "adapters", adapters));
 	} else {
 		printf("gpuschedd %s at %s, tenant '%s', %zu adapter%s\n", info->version,
 		       gs_client_url(ctx->client), info->tenant, info->adapter_count,
 		       info->adapter_count == 1 ? "" : "s");
+		if (info->events_url[0])
+			printf("events published on %s (gpusched watch)\n", info->events_url);
 		for (size_t i = 0; i < info->adapter_count; i++)
 			print_adapter(&info->adapters[i]);
 	}

@@ -96,6 +96,7 @@ struct node {
 	bool failed;     /* SQLite refused this record alone; the rest of its batch committed */
 	bool superseded; /* a later record of the same packet in this batch writes its row */
 	uint64_t time_ns;
+	uint64_t seq; /* the audit sequence number of the row it appends; 0 = appends none */
 	gsd_audit_ack_fn ack;
 	void *ack_arg;
 	/* The caller's record; its string pointers are cleared, the strings live below. */
@@ -152,9 +153,9 @@ static const char *const stmt_sql[ST_COUNT] = {
                       " completed_ns = excluded.completed_ns, preemptions = excluded.preemptions,"
                       " resubmissions = excluded.resubmissions, result = excluded.result"
                       " WHERE packets.tenant = excluded.tenant",
-        [ST_EVENT] =
-                "INSERT INTO packet_events (packet, tenant, state, state_name, time_ns, detail)"
-                " VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        [ST_EVENT] = "INSERT INTO packet_events (packet, tenant, state, state_name, time_ns, "
+                     "detail, seq)"
+                     " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
         [ST_CONTEXT] = "INSERT INTO contexts (context, tenant, device, adapter, node, flags,"
                        " priority_class, priority, dma_buffer_size, dma_buffer_segment_set,"
                        " dma_buffer_private_data_size, allocation_list_size,"
@@ -184,14 +185,15 @@ static const char *const stmt_sql[ST_COUNT] = {
                           " segment = excluded.segment, segment_offset = excluded.segment_offset,"
                           " created_ns = excluded.created_ns, destroyed_ns = excluded.destroyed_ns"
                           " WHERE allocations.tenant = excluded.tenant",
-        [ST_ERROR] = "INSERT INTO errors (time_ns, tenant, request, status, message)"
-                     " VALUES (?1, ?2, ?3, ?4, ?5)",
-        [ST_NOTE] = "INSERT INTO notes (time_ns, tenant, kind, detail) VALUES (?1, ?2, ?3, ?4)",
+        [ST_ERROR] = "INSERT INTO errors (time_ns, tenant, request, status, message, seq)"
+                     " VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        [ST_NOTE] = "INSERT INTO notes (time_ns, tenant, kind, detail, seq)"
+                    " VALUES (?1, ?2, ?3, ?4, ?5)",
         [ST_MOVE] = "INSERT INTO moves (time_ns, tenant, allocation, device, adapter, packet,"
                     " for_packet, kind, kind_name, from_segment, from_offset, to_segment,"
-                    " to_offset, bytes, transfer_flags, pieces, reason)"
+                    " to_offset, bytes, transfer_flags, pieces, reason, seq)"
                     " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15,"
-                    " ?16, ?17)",
+                    " ?16, ?17, ?18)",
         [ST_PACKET_ALLOC] = "INSERT INTO packet_allocations (packet, allocation, tenant, write)"
                             " VALUES (?1, ?2, ?3, ?4)",
 };
@@ -232,6 +234,9 @@ struct gsd_audit {
 
 	/* Loop thread only. */
 	struct node *free_local;
+	/* The next audit sequence number: one sequence across packet_events, moves, errors and
+	 * notes, so every appended row has a number no other row has, in the order recorded. */
+	uint64_t next_seq;
 
 	/* Writer thread only: records a failed commit keeps for the next one, oldest first. */
 	struct node *retry_head, *retry_tail;
@@ -370,6 +375,7 @@ event:
 	sqlite3_bind_text(s, 4, name, -1, SQLITE_STATIC);
 	gsd_audit_bind_u64(s, 5, r->event_ns ? r->event_ns : n->time_ns);
 	bind_str(s, 6, n->text2, n->nulls & NULL_TEXT2);
+	gsd_audit_bind_u64(s, 7, n->seq);
 	return step_reset(s);
 }
 
@@ -428,6 +434,7 @@ static int write_error(gsd_audit *a, const struct node *n)
 	bind_str(s, 3, n->text1, n->nulls & NULL_TEXT1);
 	sqlite3_bind_int(s, 4, n->u.status);
 	bind_str(s, 5, n->text2, n->nulls & NULL_TEXT2);
+	gsd_audit_bind_u64(s, 6, n->seq);
 	return step_reset(s);
 }
 
@@ -439,6 +446,7 @@ static int write_note(gsd_audit *a, const struct node *n)
 	bind_str(s, 2, n->tenant, n->nulls & NULL_TENANT);
 	bind_str(s, 3, n->text1, n->nulls & NULL_TEXT1);
 	bind_str(s, 4, n->text2, n->nulls & NULL_TEXT2);
+	gsd_audit_bind_u64(s, 5, n->seq);
 	return step_reset(s);
 }
 
@@ -464,6 +472,7 @@ static int write_move(gsd_audit *a, const struct node *n)
 	sqlite3_bind_int64(s, 15, r->transfer_flags);
 	sqlite3_bind_int64(s, 16, r->pieces);
 	bind_str(s, 17, n->text1, n->nulls & NULL_TEXT1);
+	gsd_audit_bind_u64(s, 18, n->seq);
 	return step_reset(s);
 }
 
@@ -925,6 +934,8 @@ static struct node *node_begin(gsd_audit *a, enum rec_kind kind, const char *ten
 	}
 	n->ack = ack;
 	n->ack_arg = ack_arg;
+	if (kind == REC_PACKET || kind == REC_ERROR || kind == REC_NOTE || kind == REC_MOVE)
+		n->seq = a->next_seq++;
 	node_text(n, n->tenant, sizeof n->tenant, tenant, NULL_TENANT);
 	n->text1[0] = n->text2[0] = '\0';
 	return n;
@@ -937,18 +948,20 @@ void gsd_audit_flush(gsd_audit *a, gsd_audit_ack_fn ack, void *ack_arg)
 		node_push(a, n);
 }
 
-void gsd_audit_packet(gsd_audit *a, const gsd_packet_rec *rec, const char *detail,
-                      gsd_audit_ack_fn ack, void *ack_arg)
+uint64_t gsd_audit_packet(gsd_audit *a, const gsd_packet_rec *rec, const char *detail,
+                          gsd_audit_ack_fn ack, void *ack_arg)
 {
 	struct node *n = node_begin(a, REC_PACKET, rec->tenant, ack, ack_arg);
 	if (!n)
-		return;
+		return 0;
 	n->u.packet = *rec;
 	n->u.packet.tenant = NULL;
 	n->u.packet.result = NULL;
 	node_text(n, n->text1, sizeof n->text1, rec->result, NULL_TEXT1);
 	node_text(n, n->text2, sizeof n->text2, detail, NULL_TEXT2);
+	uint64_t seq = n->seq;
 	node_push(a, n);
+	return seq;
 }
 
 void gsd_audit_context(gsd_audit *a, const gsd_context_rec *rec)
@@ -971,16 +984,18 @@ void gsd_audit_allocation(gsd_audit *a, const gsd_allocation_rec *rec)
 	node_push(a, n);
 }
 
-void gsd_audit_move(gsd_audit *a, const gsd_move_rec *rec)
+uint64_t gsd_audit_move(gsd_audit *a, const gsd_move_rec *rec)
 {
 	struct node *n = node_begin(a, REC_MOVE, rec->tenant, NULL, NULL);
 	if (!n)
-		return;
+		return 0;
 	n->u.move = *rec;
 	n->u.move.tenant = NULL;
 	n->u.move.reason = NULL;
 	node_text(n, n->text1, sizeof n->text1, rec->reason, NULL_TEXT1);
+	uint64_t seq = n->seq;
 	node_push(a, n);
+	return seq;
 }
 
 void gsd_audit_packet_allocations(gsd_audit *a, uint64_t packet, const char *tenant,
@@ -1012,26 +1027,30 @@ void gsd_audit_packet_allocations(gsd_audit *a, uint64_t packet, const char *ten
 	node_push(a, nd);
 }
 
-void gsd_audit_error(gsd_audit *a, const char *tenant, const char *request, int status,
-                     const char *message)
+/* The two records made of a status or kind and two texts. */
+static uint64_t push_texts(gsd_audit *a, enum rec_kind kind, const char *tenant, int status,
+                           const char *text1, const char *text2)
 {
-	struct node *n = node_begin(a, REC_ERROR, tenant, NULL, NULL);
+	struct node *n = node_begin(a, kind, tenant, NULL, NULL);
 	if (!n)
-		return;
+		return 0;
 	n->u.status = status;
-	node_text(n, n->text1, sizeof n->text1, request, NULL_TEXT1);
-	node_text(n, n->text2, sizeof n->text2, message, NULL_TEXT2);
+	node_text(n, n->text1, sizeof n->text1, text1, NULL_TEXT1);
+	node_text(n, n->text2, sizeof n->text2, text2, NULL_TEXT2);
+	uint64_t seq = n->seq;
 	node_push(a, n);
+	return seq;
 }
 
-void gsd_audit_note(gsd_audit *a, const char *tenant, const char *kind, const char *detail)
+uint64_t gsd_audit_error(gsd_audit *a, const char *tenant, const char *request, int status,
+                         const char *message)
 {
-	struct node *n = node_begin(a, REC_NOTE, tenant, NULL, NULL);
-	if (!n)
-		return;
-	node_text(n, n->text1, sizeof n->text1, kind, NULL_TEXT1);
-	node_text(n, n->text2, sizeof n->text2, detail, NULL_TEXT2);
-	node_push(a, n);
+	return push_texts(a, REC_ERROR, tenant, status, request, message);
+}
+
+uint64_t gsd_audit_note(gsd_audit *a, const char *tenant, const char *kind, const char *detail)
+{
+	return push_texts(a, REC_NOTE, tenant, 0, kind, detail);
 }
 
 gsd_audit_health gsd_audit_get_health(gsd_audit *a)
@@ -1172,12 +1191,20 @@ static int remember_file(gsd_audit *a, const char *path)
  * now, so history and waits on them answer truthfully. One transaction, before the writer
  * starts.
  */
+/* The highest audit sequence number in the file (0 when it has none). */
+#define MAX_SEQ_SQL                                                                                \
+	"(SELECT IFNULL(max(m), 0) FROM (SELECT max(seq) AS m FROM packet_events UNION ALL"        \
+	" SELECT max(seq) FROM moves UNION ALL SELECT max(seq) FROM errors UNION ALL"              \
+	" SELECT max(seq) FROM notes))"
+
 static int reconcile(gsd_audit *a)
 {
 	static const char sql[] =
 	        "BEGIN IMMEDIATE;"
-	        "INSERT INTO packet_events (packet, tenant, state, state_name, time_ns, detail)"
-	        " SELECT packet, tenant, 6, 'ABORTED', ?1, 'daemon restarted: the packet was in"
+	        "INSERT INTO packet_events (seq, packet, tenant, state, state_name, time_ns, "
+	        "detail)"
+	        " SELECT " MAX_SEQ_SQL " + row_number() OVER (ORDER BY packet), packet, tenant, 6,"
+	        " 'ABORTED', ?1, 'daemon restarted: the packet was in"
 	        " flight when the daemon that ran it stopped'"
 	        " FROM packets WHERE state IN (1, 2, 3, 7, 8) ORDER BY packet;"
 	        "UPDATE packets SET state = 6, state_name = 'ABORTED', completed_ns = ?1,"
@@ -1210,7 +1237,10 @@ static int reconcile(gsd_audit *a)
 		         "recorded as ABORTED (daemon restarted)",
 		         changed);
 	a->reconciled = (uint64_t)changed;
-	return SQLITE_OK;
+	char max[32] = "0";
+	rc = pragma_text(a->db, "SELECT " MAX_SEQ_SQL, max, sizeof max);
+	a->next_seq = strtoull(max, NULL, 10) + 1;
+	return rc;
 }
 
 static void free_nodes(struct node *n)

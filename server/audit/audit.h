@@ -99,9 +99,17 @@ int gsd_audit_open(const char *path, const gsd_audit_options *opt, gsd_audit **o
 /* Drains and commits everything queued, stops the writer thread, closes the file. */
 void gsd_audit_close(gsd_audit *a);
 
+/*
+ * Every record that appends a row (a packet's event, a move, an error, a note) is numbered when
+ * it is queued: the audit sequence number, one sequence across those four tables (their seq
+ * column), in the order recorded, continued from the file at open. The producers below return
+ * it (0 when the record could not be queued), so events published about a record can carry
+ * the number that finds it in the file.
+ */
+
 /* Upserts the packet row and appends one event (state = rec->state, detail may be NULL). */
-void gsd_audit_packet(gsd_audit *a, const gsd_packet_rec *rec, const char *detail,
-                      gsd_audit_ack_fn ack, void *ack_arg);
+uint64_t gsd_audit_packet(gsd_audit *a, const gsd_packet_rec *rec, const char *detail,
+                          gsd_audit_ack_fn ack, void *ack_arg);
 void gsd_audit_context(gsd_audit *a, const gsd_context_rec *rec);
 /* Commits everything queued so far now (records nobody waits for otherwise linger up to 2 ms)
  * and then calls ack on the writer thread: a barrier for readers of the file. */
@@ -128,7 +136,7 @@ typedef struct gsd_move_rec {
 	uint64_t time_ns;        /* 0 = the wall time it is queued */
 } gsd_move_rec;
 /* Copies the record (strings included); nothing is acknowledged. */
-void gsd_audit_move(gsd_audit *a, const gsd_move_rec *rec);
+uint64_t gsd_audit_move(gsd_audit *a, const gsd_move_rec *rec);
 /* The allocation list of a packet (schema table `packet_allocations`), recorded once when it is
  * submitted, so history can be filtered by allocation. write may be NULL (all read). Both
  * arrays are copied (one malloc; an empty list records nothing); nothing is acknowledged. */
@@ -136,10 +144,10 @@ void gsd_audit_packet_allocations(gsd_audit *a, uint64_t packet, const char *ten
                                   const uint64_t *allocations, const bool *write, size_t n);
 
 /* A rejected or failed request: what was asked, the status returned and why. */
-void gsd_audit_error(gsd_audit *a, const char *tenant, const char *request, int status,
-                     const char *message);
+uint64_t gsd_audit_error(gsd_audit *a, const char *tenant, const char *request, int status,
+                         const char *message);
 /* Free-form daemon event (start, stop, engine reset, ban...). */
-void gsd_audit_note(gsd_audit *a, const char *tenant, const char *kind, const char *detail);
+uint64_t gsd_audit_note(gsd_audit *a, const char *tenant, const char *kind, const char *detail);
 
 typedef struct gsd_audit_stats {
 	uint64_t records;  /* committed */
@@ -202,6 +210,7 @@ typedef struct gsd_history_result {
 typedef struct gsd_event_row {
 	uint64_t seq;
 	uint64_t packet;
+	uint64_t context;
 	int state;
 	uint64_t time_ns;
 	char detail[128];
@@ -228,6 +237,12 @@ int gsd_history_last_ids(const char *path, uint64_t *packet, uint64_t *handle, c
 /* Events of one packet of `tenant`, oldest first. *out is malloc'd. */
 int gsd_history_events(const char *path, const char *tenant, uint64_t packet, gsd_event_row **out,
                        size_t *count, char *err, size_t errcap);
+/* Events of any packet of `tenant` with after_seq < seq < before_seq (before_seq 0: no upper
+ * bound), in seq order, at most `limit` (0: the history default): what a subscriber that
+ * missed published events reads back. *out is malloc'd. */
+int gsd_history_events_range(const char *path, const char *tenant, uint64_t after_seq,
+                             uint64_t before_seq, uint32_t limit, gsd_event_row **out,
+                             size_t *count, char *err, size_t errcap);
 
 typedef struct gsd_moves_filter {
 	const char *tenant;  /* required: a tenant only ever sees the moves of its allocations */

@@ -312,6 +312,7 @@ static void read_event_row(sqlite3_stmt *s, void *row)
 	e->packet = col_u64(s, 1);
 	e->state = sqlite3_column_int(s, 2);
 	e->time_ns = col_u64(s, 3);
+	e->context = col_u64(s, 5);
 	const unsigned char *d = sqlite3_column_text(s, 4);
 	gsd_audit_copy_text(e->detail, sizeof e->detail, d ? (const char *)d : "");
 }
@@ -327,15 +328,45 @@ int gsd_history_events(const char *path, const char *tenant, uint64_t packet, gs
 		return -1;
 	/* The packet_events(packet) index holds seq, so this reads one range in order. */
 	sqlite3_stmt *s = prepare_or_close(db,
-	                                   "SELECT seq, packet, state, time_ns, detail FROM "
-	                                   "packet_events WHERE packet = ?1 AND tenant = ?2 "
-	                                   "ORDER BY seq",
+	                                   "SELECT seq, packet, state, time_ns, detail, "
+	                                   "(SELECT context FROM packets p WHERE p.packet = "
+	                                   "e.packet) FROM packet_events e WHERE packet = ?1 "
+	                                   "AND tenant = ?2 ORDER BY seq",
 	                                   "history", err, errcap);
 	if (!s)
 		return -1;
 	gsd_audit_bind_u64(s, 1, packet);
 	sqlite3_bind_text(s, 2, tenant, -1, SQLITE_STATIC);
 	int rc = collect_rows(db, s, sizeof(gsd_event_row), UINT32_MAX, read_event_row, "history",
+	                      (void **)out, count, err, errcap);
+	sqlite3_close(db);
+	return rc;
+}
+
+int gsd_history_events_range(const char *path, const char *tenant, uint64_t after_seq,
+                             uint64_t before_seq, uint32_t limit_in, gsd_event_row **out,
+                             size_t *count, char *err, size_t errcap)
+{
+	*out = NULL;
+	*count = 0;
+	uint32_t limit;
+	sqlite3 *db;
+	if (begin_read(path, tenant, limit_in, &limit, &db, err, errcap) != 0)
+		return -1;
+	/* seq is the rowid: one range of the table, in order, filtered by tenant. */
+	sqlite3_stmt *s = prepare_or_close(db,
+	                                   "SELECT seq, packet, state, time_ns, detail, "
+	                                   "(SELECT context FROM packets p WHERE p.packet = "
+	                                   "e.packet) FROM packet_events e WHERE seq > ?1 AND "
+	                                   "seq < ?2 AND tenant = ?3 ORDER BY seq LIMIT ?4",
+	                                   "history", err, errcap);
+	if (!s)
+		return -1;
+	bind_bound(s, 1, after_seq);
+	bind_bound(s, 2, before_seq ? before_seq : UINT64_MAX);
+	sqlite3_bind_text(s, 3, tenant, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 4, limit);
+	int rc = collect_rows(db, s, sizeof(gsd_event_row), limit, read_event_row, "history",
 	                      (void **)out, count, err, errcap);
 	sqlite3_close(db);
 	return rc;

@@ -10,7 +10,7 @@
 
 struct gsd_events {
 	nng_socket pub;
-	uint64_t seq;
+	uint64_t last_seq; /* of the last event published */
 };
 
 int gsd_events_open(gsd_daemon *d, const char *url)
@@ -56,7 +56,8 @@ void gsd_events_publish(gsd_daemon *d, Gpusched__V1__Event *ev)
 	gsd_events *e = d->events;
 	if (!e)
 		return;
-	ev->seq = ++e->seq;
+	ev->prev_seq = e->last_seq;
+	e->last_seq = ev->seq;
 	size_t len = gpusched__v1__event__get_packed_size(ev);
 	nng_msg *m;
 	if (nng_msg_alloc(&m, len) != 0)
@@ -66,11 +67,35 @@ void gsd_events_publish(gsd_daemon *d, Gpusched__V1__Event *ev)
 		nng_msg_free(m);
 }
 
-void gsd_events_message(gsd_daemon *d, const char *tenant, const char *text)
+void gsd_events_packet(gsd_daemon *d, const gsd_packet_rec *rec, uint64_t seq, const char *detail)
 {
+	/* Every transition passes here: nothing to build when no PUB socket is configured. */
 	if (!d->events)
 		return;
 	Gpusched__V1__Event ev = GPUSCHED__V1__EVENT__INIT;
+	Gpusched__V1__PacketEvent pe = GPUSCHED__V1__PACKET_EVENT__INIT;
+	pe.seq = seq;
+	pe.packet = rec->packet;
+	pe.context = rec->context;
+	pe.state = rec->state;
+	/* The same clock as the audit event. */
+	pe.time_ns = rec->event_ns ? rec->event_ns : rec->submitted_ns;
+	pe.detail = (char *)(detail ? detail : "");
+	ev.seq = seq;
+	ev.time_ns = pe.time_ns;
+	ev.tenant = (char *)rec->tenant;
+	ev.body_case = GPUSCHED__V1__EVENT__BODY_PACKET;
+	ev.packet = &pe;
+	gsd_events_publish(d, &ev);
+}
+
+void gsd_events_note(gsd_daemon *d, const char *tenant, const char *kind, const char *text)
+{
+	uint64_t seq = gsd_audit_note(d->audit, tenant, kind, text);
+	if (!d->events)
+		return;
+	Gpusched__V1__Event ev = GPUSCHED__V1__EVENT__INIT;
+	ev.seq = seq;
 	ev.time_ns = gsd_now_ns();
 	ev.tenant = (char *)tenant;
 	ev.body_case = GPUSCHED__V1__EVENT__BODY_MESSAGE;

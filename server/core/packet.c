@@ -107,20 +107,7 @@ bool gsd_packet_transition_legal(int from, int to)
 
 void gsd_packet_publish(gsd_daemon *d, const gsd_packet *p, const char *detail)
 {
-	/* Every transition passes here: nothing to build when no PUB socket is configured. */
-	if (!gsd_events_on(d))
-		return;
-	Gpusched__V1__Event ev = GPUSCHED__V1__EVENT__INIT;
-	Gpusched__V1__PacketEvent pe = GPUSCHED__V1__PACKET_EVENT__INIT;
-	pe.packet = p->rec.packet;
-	pe.state = p->rec.state;
-	pe.time_ns = p->rec.event_ns; /* the same clock as the audit event */
-	pe.detail = (char *)(detail ? detail : "");
-	ev.time_ns = pe.time_ns;
-	ev.tenant = (char *)p->rec.tenant;
-	ev.body_case = GPUSCHED__V1__EVENT__BODY_PACKET;
-	ev.packet = &pe;
-	gsd_events_publish(d, &ev);
+	gsd_events_packet(d, &p->rec, p->audit_seq, detail);
 }
 
 void gsd_packet_transition(gsd_daemon *d, gsd_packet *p, int state, const char *detail)
@@ -139,7 +126,7 @@ void gsd_packet_transition(gsd_daemon *d, gsd_packet *p, int state, const char *
 	p->rec.event_ns = gsd_node_now(p->node);
 	GSD_DEBUG("packet %llu -> %s%s%s", (unsigned long long)p->rec.packet,
 	          gsd_packet_state_name(state), detail ? ": " : "", detail ? detail : "");
-	gsd_audit_packet(d->audit, &p->rec, detail, NULL, NULL);
+	p->audit_seq = gsd_audit_packet(d->audit, &p->rec, detail, NULL, NULL);
 	gsd_packet_publish(d, p, detail);
 }
 

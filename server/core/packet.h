@@ -62,6 +62,7 @@ struct gsd_packet {
 	gsd_range *ranges;     /* what the engine may touch (paging: source and destination) */
 	gsd_exec exec;
 	gsd_packet_rec rec; /* the audit row, kept current */
+	uint64_t audit_seq; /* audit sequence number of its latest queued record */
 	gsd_waitq waiters;  /* woken (event: the packet) when it reaches a final state */
 	char result[192];   /* backing store of rec.result when the daemon composes it */
 	/* ---- scheduler (vidsch/) ---- */
@@ -109,8 +110,8 @@ bool gsd_packet_transition_legal(int from, int to);
  * it is logged and audited as a note, and the packet goes on in the new state.
  */
 void gsd_packet_transition(gsd_daemon *d, gsd_packet *p, int state, const char *detail);
-/* Records a packet that just got its first state (SUBMITTED: acknowledged by the caller's
- * own audit record, so only published here). */
+/* Publishes the packet's latest record (p->audit_seq): used for a packet that just got its
+ * first state (SUBMITTED: acknowledged by the caller's own audit record). */
 void gsd_packet_publish(gsd_daemon *d, const gsd_packet *p, const char *detail);
 
 /* Final state of a packet no longer in memory, for PacketWait on old packets. */

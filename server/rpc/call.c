@@ -174,7 +174,8 @@ void gsd_call_reply_after_audit(gsd_call *c, Gpusched__V1__Response *resp,
 		nng_msg_free(msg);
 		/* Recorded as submitted and cancelled at once: none of them ever runs. */
 		for (size_t i = 0; i < n; i++)
-			gsd_audit_packet(c->d->audit, &packets[i]->rec, NULL, NULL, NULL);
+			packets[i]->audit_seq =
+			        gsd_audit_packet(c->d->audit, &packets[i]->rec, NULL, NULL, NULL);
 		for (size_t i = 0; i < n; i++)
 			gsd_vidsch_recorded(c->d, packets[i], false);
 		gsd_call_error(c, GSD_ST(INTERNAL), "out of memory encoding the answer");
@@ -190,7 +191,8 @@ void gsd_call_reply_after_audit(gsd_call *c, Gpusched__V1__Response *resp,
 		ar->packets[i] = packets[i]->rec.packet;
 	/* Each record acks: a batch may straddle transactions, and one of them may fail. */
 	for (size_t i = 0; i < n; i++)
-		gsd_audit_packet(c->d->audit, &packets[i]->rec, NULL, audit_reply_ack, ar);
+		packets[i]->audit_seq =
+		        gsd_audit_packet(c->d->audit, &packets[i]->rec, NULL, audit_reply_ack, ar);
 	call_free(c);
 }
 

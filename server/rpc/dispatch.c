@@ -133,6 +133,7 @@ static void h_info(gsd_daemon *d, gsd_call *c)
 	info.n_adapters = d->nadapters;
 	info.adapters = aip;
 	info.tenant = c->tenant->conf.name;
+	info.events_url = d->cfg.events_url;
 	GSD_REPLY(c, INFO, info, &info);
 }
 

@@ -191,11 +191,17 @@ void gsd_h_history(gsd_daemon *d, gsd_call *c)
 static void events_work(gsd_call *c)
 {
 	barrier_wait(c);
+	const Gpusched__V1__PacketEventsRequest *q = c->req->packet_events;
 	gsd_event_row *rows = NULL;
 	size_t n = 0;
 	char err[256];
-	if (gsd_history_events(c->d->cfg.db_path, c->tenant->conf.name,
-	                       c->req->packet_events->packet, &rows, &n, err, sizeof(err)) != 0) {
+	int rc = q->packet ? gsd_history_events(c->d->cfg.db_path, c->tenant->conf.name, q->packet,
+	                                        &rows, &n, err, sizeof(err))
+	                   : gsd_history_events_range(c->d->cfg.db_path, c->tenant->conf.name,
+	                                              q->after_seq, q->before_seq,
+	                                              clamp_limit(q->limit), &rows, &n, err,
+	                                              sizeof(err));
+	if (rc != 0) {
 		reply_read_failed(c, err);
 		return;
 	}
@@ -206,7 +212,7 @@ static void events_work(gsd_call *c)
 	if (!evs) {
 		resp.status = GSD_ST(INTERNAL);
 		resp.message = "out of memory";
-	} else if (n == 0) {
+	} else if (n == 0 && q->packet) {
 		resp.status = GSD_ST(NOT_FOUND);
 		resp.message = "no such packet in the history";
 	} else {
@@ -216,6 +222,7 @@ static void events_work(gsd_call *c)
 			evs[i].packet = rows[i].packet;
 			evs[i].state = rows[i].state;
 			evs[i].time_ns = rows[i].time_ns;
+			evs[i].context = rows[i].context;
 			evs[i].detail = rows[i].detail;
 		}
 		er.n_events = n;
@@ -230,6 +237,18 @@ static void events_work(gsd_call *c)
 
 void gsd_h_packet_events(gsd_daemon *d, gsd_call *c)
 {
+	const Gpusched__V1__PacketEventsRequest *q = R(packet_events);
+	if (q->packet && (q->after_seq || q->before_seq)) {
+		gsd_call_error(c, GSD_ST(INVALID_ARGUMENT),
+		               "give a packet or a range of sequence numbers, not both");
+		return;
+	}
+	if (q->before_seq && q->before_seq <= q->after_seq) {
+		gsd_call_error(c, GSD_ST(INVALID_ARGUMENT),
+		               "the range is empty: before_seq %llu is not above after_seq %llu",
+		               (unsigned long long)q->before_seq, (unsigned long long)q->after_seq);
+		return;
+	}
 	read_after_flush(d, c, events_work);
 }
 

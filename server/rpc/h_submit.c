@@ -6,6 +6,8 @@
  */
 #include "rpc/handlers.h"
 
+#include "core/events.h"
+
 #include "vidsch/vidsch.h"
 
 #include "isa.h"
@@ -218,7 +220,8 @@ static void audit_rejected(gsd_daemon *d, gsd_call *c, const gsd_context *x,
 	                    .result = v->msg};
 	r.completed_ns = r.submitted_ns;
 	d->stats.packets_rejected++;
-	gsd_audit_packet(d->audit, &r, v->msg, NULL, NULL);
+	/* Published too: a watcher sees what was refused, not only what ran. */
+	gsd_events_packet(d, &r, gsd_audit_packet(d->audit, &r, v->msg, NULL, NULL), v->msg);
 }
 
 /* Validates one submission completely. On success *out holds the packet, not yet queued. */

@@ -292,7 +292,7 @@ static void paging_queue(gsd_daemon *d, gsd_node *n, gsd_device *dev, gsd_packet
 	gsd_hmap_put(&d->packets, p->rec.packet, p);
 	a->paging_packets++;
 	d->stats.packets_submitted++;
-	gsd_audit_packet(d->audit, &p->rec, detail, NULL, NULL);
+	p->audit_seq = gsd_audit_packet(d->audit, &p->rec, detail, NULL, NULL);
 	if (p->nallocs) {
 		uint64_t h = p->allocs[0].alloc->obj.handle;
 		bool w = true;

@@ -105,8 +105,7 @@ static void ban_tenant(gsd_daemon *d, gsd_tenant *t)
 	snprintf(text, sizeof(text), "tenant %s banned: more than %u GPU timeouts within %u ms",
 	         t->conf.name, d->cfg.tdr_limit_count, d->cfg.tdr_limit_time_ms);
 	GSD_WARN("%s", text);
-	gsd_audit_note(d->audit, t->conf.name, "tenant_banned", text);
-	gsd_events_message(d, t->conf.name, text);
+	gsd_events_note(d, t->conf.name, "tenant_banned", text);
 	for (uint32_t a = 0; a < d->nadapters; a++)
 		for (uint32_t i = 0; i < d->adapters[a].nnodes; i++) {
 			gsd_list *it, *tmp;
@@ -158,8 +157,7 @@ void gsd_vidsch_timed_out(gsd_daemon *d, gsd_node *n, gsd_packet *p, const gsd_i
 	         d->cfg.tdr_delay_ms, n->cfg->name);
 	gsd_tenant *t = p->ctx->obj.tenant;
 	bool paging = p->rec.submit_flags & GS_SUBMIT_PAGING;
-	gsd_audit_note(d->audit, t->conf.name, "tdr", why);
-	gsd_events_message(d, t->conf.name, why);
+	gsd_events_note(d, t->conf.name, "tdr", why);
 	gsd_context_put(d, packet_faulted(d, p, irq->stop_offset, why));
 	count_timeout(d, t, gsd_node_now(n));
 	/* A paging packet hit by the reset widens it to the whole adapter. */

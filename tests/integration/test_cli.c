@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,6 +80,17 @@ static int setup_small_vram(void **state)
 	return start(state, small_vram_json);
 }
 
+/* A daemon that publishes events on an ipc socket of this process. */
+static char g_events_url[128];
+static int setup_events(void **state)
+{
+	char json[256];
+	snprintf(g_events_url, sizeof(g_events_url), "ipc:///tmp/gpusched-cli-events-%d.sock",
+	         (int)getpid());
+	snprintf(json, sizeof(json), "{\"events\": \"%s\"}\n", g_events_url);
+	return start(state, json);
+}
+
 static int teardown(void **state)
 {
 	fx *f = *state;
@@ -142,7 +154,7 @@ static const char *str_of(json_t *obj, const char *key)
 /* ---- without a daemon ---- */
 
 static const char *const commands[] = {"info",   "demo",  "submit", "history", "events", "stats",
-                                       "device", "alloc", "sync",   "tenant",  "moves"};
+                                       "device", "alloc", "sync",   "tenant",  "moves",  "watch"};
 static const char *const alloc_subcommands[] = {"create",   "destroy", "ls",      "show",
                                                 "resident", "evict",   "transfer"};
 
@@ -957,6 +969,73 @@ static void test_demo_overcommit(void **state)
 	itest_run_free(&r);
 }
 
+/* watch without an event socket is a clear error; with one, --count and --json give one JSON
+ * line per event, in sequence order. */
+static void test_watch_no_events(void **state)
+{
+	fx *f = *state;
+	itest_run r;
+	cli(&r, f->url_opt, "watch", "--count", "1", NULL);
+	expect_exit(&r, EXIT_DAEMON, "watch without --events");
+	assert_non_null(strstr(r.err, "publishes no events"));
+	itest_run_free(&r);
+}
+
+typedef struct watch_run {
+	const char *url_opt;
+	itest_run r;
+} watch_run;
+
+static void *run_watch(void *arg)
+{
+	watch_run *w = arg;
+	cli(&w->r, w->url_opt, "watch", "--json", "--count", "6", "--seconds", "30", NULL);
+	return NULL;
+}
+
+static void test_watch_json(void **state)
+{
+	fx *f = *state;
+	gs_client *c = itest_connect(&f->t, NULL);
+	uint64_t dev;
+	assert_int_equal(gs_device_create(c, "watch", &dev), 0);
+	uint64_t ctx = itest_context(c, dev, 0, 2);
+	gs_dmabuf buf;
+	gs_dmabuf_init(&buf);
+	assert_int_equal(gs_dmabuf_nop(&buf), 0);
+
+	watch_run w = {.url_opt = f->url_opt};
+	pthread_t th;
+	assert_int_equal(pthread_create(&th, NULL, run_watch, &w), 0);
+	/* Submit until the watcher has seen its 6 events and exited (it subscribes at some point
+	 * after starting: only later events reach it). Bounded by the watcher's --seconds. */
+	bool joined = false;
+	for (int i = 0; i < 3000 && !(joined = pthread_tryjoin_np(th, NULL) == 0); i++)
+		itest_submit_wait(c, ctx, &buf, 0);
+	if (!joined)
+		assert_int_equal(pthread_join(th, NULL), 0);
+	expect_exit(&w.r, EXIT_OK, "watch --json --count 6");
+	size_t lines = 0;
+	json_int_t prev = 0;
+	for (char *line = strtok(w.r.out, "\n"); line; line = strtok(NULL, "\n")) {
+		json_error_t err;
+		json_t *o = json_loads(line, 0, &err);
+		if (!o)
+			fail_msg("watch line is not JSON: %s", line);
+		assert_string_equal(str_of(o, "kind"), "packet");
+		assert_true(int_of(o, "seq") > prev);
+		prev = int_of(o, "seq");
+		assert_string_equal(str_of(o, "tenant"), "default");
+		assert_int_equal(int_of(o, "context"), (json_int_t)ctx);
+		json_decref(o);
+		lines++;
+	}
+	assert_int_equal(lines, 6);
+	itest_run_free(&w.r);
+	gs_dmabuf_free(&buf);
+	gs_close(c);
+}
+
 int main(void)
 {
 	/* The CLI reads these; the tests pass everything explicitly. */
@@ -970,6 +1049,8 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(test_demo_json, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_submit_json, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_history_json, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_watch_no_events, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_watch_json, setup_events, teardown),
 	        cmocka_unit_test_setup_teardown(test_memory_commands, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_alloc_create_destroy, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_alloc_create_overcommit, setup_small_vram,

@@ -796,6 +796,45 @@ static void test_history_query_plans(void **state)
 	sqlite3_close(db);
 }
 
+/* One sequence numbers the appended rows of all four tables, returned when queued, continued
+ * after a reopen, and used by the ABORTED rows of a reconcile too. */
+static void test_audit_sequence(void **state)
+{
+	struct fixture *fx = *state;
+	tracker_reset();
+	gsd_audit *a = open_audit(fx->path, NULL);
+	gsd_packet_rec r = packet(1, "alpha", 1, ST_SUBMITTED, 0);
+	uint64_t s1 = gsd_audit_packet(a, &r, NULL, NULL, NULL);
+	uint64_t s2 = gsd_audit_note(a, "alpha", "k", "d");
+	uint64_t s3 = gsd_audit_error(a, "alpha", "submit", 3, "bad");
+	gsd_move_rec m = {.allocation = 4, .tenant = "alpha", .kind = 1};
+	uint64_t s4 = gsd_audit_move(a, &m);
+	r.state = ST_RUNNING;
+	uint64_t s5 = gsd_audit_packet(a, &r, NULL, NULL, NULL);
+	assert_int_equal(s1, 1);
+	assert_int_equal(s2, 2);
+	assert_int_equal(s3, 3);
+	assert_int_equal(s4, 4);
+	assert_int_equal(s5, 5);
+	assert_true(wait_acks(flush(a)));
+	assert_int_equal(query_int(fx->path, "SELECT group_concat(seq) = '1,5' FROM packet_events"),
+	                 1);
+	assert_int_equal(query_int(fx->path, "SELECT seq FROM notes"), 2);
+	assert_int_equal(query_int(fx->path, "SELECT seq FROM errors"), 3);
+	assert_int_equal(query_int(fx->path, "SELECT seq FROM moves"), 4);
+	gsd_audit_close(a);
+
+	/* Packet 1 was left RUNNING: the reopen records it ABORTED as seq 6; new rows go on. */
+	a = open_audit(fx->path, NULL);
+	assert_int_equal(query_int(fx->path, "SELECT max(seq) FROM packet_events"), 6);
+	assert_int_equal(query_int(fx->path, "SELECT state FROM packet_events WHERE seq = 6"), 6);
+	assert_int_equal(gsd_audit_note(a, NULL, "k", NULL), 7);
+	gsd_audit_close(a);
+	a = open_audit(fx->path, NULL);
+	assert_int_equal(gsd_audit_note(a, NULL, "k", NULL), 8);
+	gsd_audit_close(a);
+}
+
 static void test_reopen_keeps_rows_and_version(void **state)
 {
 	struct fixture *fx = *state;
@@ -1857,6 +1896,7 @@ int main(void)
 	        T_(test_time_range_and_order),
 	        T_(test_cursor_stable_while_rows_arrive),
 	        T_(test_history_query_plans),
+	        T_(test_audit_sequence),
 	        T_(test_reopen_keeps_rows_and_version),
 	        T_(test_reconcile_in_flight),
 	        T_(test_removed_file_stops_acks),
