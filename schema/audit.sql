@@ -162,6 +162,33 @@ CREATE INDEX IF NOT EXISTS moves_tenant_allocation ON moves (tenant, allocation,
 CREATE INDEX IF NOT EXISTS moves_packet ON moves (packet);
 CREATE INDEX IF NOT EXISTS moves_for_packet ON moves (for_packet);
 
+-- The hash chain (schema version 3): one row per record the daemon wrote, in seq order. The
+-- record's kind (1 packet event, 2 context, 3 allocation, 4 error, 5 note, 6 move, 7 packet
+-- allocation list), the id it is about (ref), the 16-byte digest of the row it leaves in
+-- packets, contexts or allocations (state; NULL for the others), and a 32-byte BLAKE2b hash over
+-- the previous record's hash, its own numbers, the digest of its appended row and state.
+-- `gpusched audit verify` recomputes it (schema/chain.h has the rules): any row changed,
+-- removed, added or moved with another tool is found at that row.
+CREATE TABLE IF NOT EXISTS chain (
+	seq   INTEGER PRIMARY KEY NOT NULL,
+	kind  INTEGER NOT NULL,
+	ref   INTEGER NOT NULL,
+	state BLOB,
+	hash  BLOB    NOT NULL
+);
+-- The last record about a context or an allocation (verification of their rows).
+CREATE INDEX IF NOT EXISTS chain_objects ON chain (kind, ref) WHERE kind IN (2, 3);
+-- Where the chain starts in a file a daemon without it wrote: older rows are not covered.
+INSERT OR IGNORE INTO meta (key, value) SELECT 'chain_start_seq', 1 + IFNULL(max(m), 0) FROM
+	(SELECT max(seq) AS m FROM packet_events UNION ALL SELECT max(seq) FROM moves
+	 UNION ALL SELECT max(seq) FROM errors UNION ALL SELECT max(seq) FROM notes);
+INSERT OR IGNORE INTO meta (key, value)
+	SELECT 'chain_start_packet', IFNULL(max(packet), 0) FROM packets;
+INSERT OR IGNORE INTO meta (key, value)
+	SELECT 'chain_start_context', IFNULL(max(context), 0) FROM contexts;
+INSERT OR IGNORE INTO meta (key, value)
+	SELECT 'chain_start_allocation', IFNULL(max(allocation), 0) FROM allocations;
+
 -- One row per allocation-list entry of a packet, written once when it is submitted, so that
 -- history can answer "which packets referenced this allocation".
 CREATE TABLE IF NOT EXISTS packet_allocations (

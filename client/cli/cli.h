@@ -20,7 +20,9 @@
 #define CLI_EXIT_DAEMON    1 /* the daemon answered with an error status */
 #define CLI_EXIT_USAGE     2 /* bad command line */
 #define CLI_EXIT_TRANSPORT 3 /* cannot connect, or the connection failed */
-#define CLI_EXIT_VERIFY    4 /* demo: the GPU's results differ from the model */
+#define CLI_EXIT_VERIFY                                                                            \
+	4 /* demo: the GPU's results differ from the model; audit verify:                          \
+	     the file does not match its hash chain */
 
 /* The "go on" answer of the parsing helpers (every exit code is >= 0). */
 #define CLI_CONTINUE (-1)
@@ -182,6 +184,7 @@ int cmd_sync(cli *ctx, int argc, char **argv);
 int cmd_tenant(cli *ctx, int argc, char **argv);
 int cmd_moves(cli *ctx, int argc, char **argv);
 int cmd_watch(cli *ctx, int argc, char **argv);
+int cmd_audit(cli *ctx, int argc, char **argv);
 
 /* Moves of the memory manager (cmd_moves.c), also shown by alloc show: one gs_move as a JSON
  * object as `moves --json` prints it, and the table with each line prefixed by indent. */

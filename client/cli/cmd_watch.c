@@ -66,6 +66,8 @@ static const cli_opt watch_opts[] = {
 
 static const cli_syntax watch_syntax = {watch_help, CLI_OPTS(watch_opts)};
 
+#define WATCH_READ_TIMEOUT_MS 5000u
+
 static volatile sig_atomic_t g_stop;
 
 static void on_signal(int sig)
@@ -188,6 +190,10 @@ int cmd_watch(cli *ctx, int argc, char **argv)
 		gs_info_free(info);
 		return CLI_EXIT_TRANSPORT;
 	}
+	/* A read-back must not hold the loop much past --seconds or a Ctrl-C: a short request
+	 * timeout unless --timeout says otherwise. */
+	if (ctx->timeout_ms == 0)
+		gs_client_set_timeout(ctx->client, WATCH_READ_TIMEOUT_MS);
 	g_stop = 0;
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);

@@ -26,6 +26,7 @@ static const cli_command commands[] = {
         {"moves", "list the memory manager's moves of allocations", cmd_moves},
         {"sync", "create, signal, wait for and destroy sync objects (sync --help)", cmd_sync},
         {"tenant", "administer tenants (tenant --help)", cmd_tenant},
+        {"audit", "verify the audit file's hash chain (audit --help)", cmd_audit},
 };
 
 #define COMMAND_COUNT (sizeof(commands) / sizeof(commands[0]))
@@ -52,7 +53,8 @@ static void print_help(void)
 		printf("  %-10s %s\n", commands[i].name, commands[i].summary);
 	printf("\n"
 	       "Exit status: 0 ok, 1 the daemon returned an error, 2 usage error,\n"
-	       "3 cannot connect or the connection failed, 4 verification failed (demo).\n");
+	       "3 cannot connect or the connection failed, 4 verification failed (demo, audit\n"
+	       "verify).\n");
 }
 
 int main(int argc, char **argv)

@@ -17,6 +17,7 @@
  */
 #include "audit/audit.h"
 #include "audit/internal.h"
+#include "chain.h"
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -126,6 +127,7 @@ enum stmt_id {
 	ST_NOTE,
 	ST_MOVE,
 	ST_PACKET_ALLOC,
+	ST_CHAIN,
 	ST_COUNT
 };
 
@@ -196,6 +198,7 @@ static const char *const stmt_sql[ST_COUNT] = {
                     " ?16, ?17, ?18)",
         [ST_PACKET_ALLOC] = "INSERT INTO packet_allocations (packet, allocation, tenant, write)"
                             " VALUES (?1, ?2, ?3, ?4)",
+        [ST_CHAIN] = "INSERT INTO chain (seq, kind, ref, state, hash) VALUES (?1, ?2, ?3, ?4, ?5)",
 };
 
 struct gsd_audit {
@@ -218,6 +221,10 @@ struct gsd_audit {
 	} * latest;
 	size_t latest_cap; /* power of two, at least twice max_batch */
 	uint64_t batch_seq;
+	/* The hash chain (writer thread): the hash of the last record written, and its value at
+	 * the start of the batch in progress (a failed batch goes back to it). */
+	uint8_t chain_head[GS_CHAIN_HASH];
+	uint8_t batch_head[GS_CHAIN_HASH];
 
 	pthread_t thread;
 	pthread_mutex_t mu;
@@ -323,6 +330,37 @@ static void bind_str(sqlite3_stmt *s, int i, const char *v, bool null)
 		sqlite3_bind_text(s, i, v, -1, SQLITE_STATIC);
 }
 
+/*
+ * Binders that also feed the row's digest for the hash chain (schema/chain.h): every write_*
+ * binds its parameters in INSERT column order, which is the order the verifier reads them.
+ */
+static void put_u64(sqlite3_stmt *s, int i, uint64_t v, gs_chain_row *d)
+{
+	gsd_audit_bind_u64(s, i, v);
+	gs_chain_row_int(d, (int64_t)v);
+}
+
+static void put_i64(sqlite3_stmt *s, int i, int64_t v, gs_chain_row *d)
+{
+	sqlite3_bind_int64(s, i, v);
+	gs_chain_row_int(d, v);
+}
+
+static void put_str(sqlite3_stmt *s, int i, const char *v, bool null, gs_chain_row *d)
+{
+	bind_str(s, i, v, null);
+	gs_chain_row_text(d, null ? NULL : v);
+}
+
+/* What one record contributes to the chain: digests of the row it appends and of the state it
+ * leaves (NULL when it has none), filled by its write_*. */
+typedef struct chain_out {
+	gs_chain_kind kind;
+	uint64_t ref;
+	uint8_t appended[GS_CHAIN_DIGEST], state[GS_CHAIN_DIGEST];
+	bool has_appended, has_state;
+} chain_out;
+
 /* Runs a statement that returns no rows and makes it ready for its next use. */
 static int step_reset(sqlite3_stmt *s)
 {
@@ -333,188 +371,261 @@ static int step_reset(sqlite3_stmt *s)
 
 /* ---- writer thread ---- */
 
-static int write_packet(gsd_audit *a, const struct node *n)
+static int write_packet(gsd_audit *a, const struct node *n, chain_out *co)
 {
 	const gsd_packet_rec *r = &n->u.packet;
 	bool null_tenant = n->nulls & NULL_TENANT;
 	const char *name = state_name(r->state);
 	sqlite3_stmt *s = a->st[ST_PACKET];
-	if (n->superseded)
-		goto event;
+	gs_chain_row d;
 
-	gsd_audit_bind_u64(s, 1, r->packet);
-	bind_str(s, 2, n->tenant, null_tenant);
-	gsd_audit_bind_u64(s, 3, r->device);
-	gsd_audit_bind_u64(s, 4, r->context);
-	sqlite3_bind_int64(s, 5, r->adapter);
-	sqlite3_bind_int64(s, 6, r->node);
-	gsd_audit_bind_u64(s, 7, r->fence);
-	sqlite3_bind_int64(s, 8, r->submit_flags);
-	sqlite3_bind_int64(s, 9, r->patch_flags);
-	sqlite3_bind_int64(s, 10, r->dma_size);
-	sqlite3_bind_int64(s, 11, r->allocation_count);
-	sqlite3_bind_int64(s, 12, r->patch_count);
-	sqlite3_bind_int(s, 13, r->state);
-	sqlite3_bind_text(s, 14, name, -1, SQLITE_STATIC);
-	gsd_audit_bind_u64(s, 15, r->submitted_ns);
-	gsd_audit_bind_u64(s, 16, r->ready_ns);
-	gsd_audit_bind_u64(s, 17, r->started_ns);
-	gsd_audit_bind_u64(s, 18, r->completed_ns);
-	sqlite3_bind_int64(s, 19, r->preemptions);
-	sqlite3_bind_int64(s, 20, r->resubmissions);
-	bind_str(s, 21, n->text1, n->nulls & NULL_TEXT1);
-	int rc = step_reset(s);
-	if (rc != SQLITE_OK)
-		return rc;
+	/* The row's state is digested even when a later record of the batch writes the row. */
+	gs_chain_row_init(&d, GS_CHAIN_PACKET);
+	put_u64(s, 1, r->packet, &d);
+	put_str(s, 2, n->tenant, null_tenant, &d);
+	put_u64(s, 3, r->device, &d);
+	put_u64(s, 4, r->context, &d);
+	put_i64(s, 5, r->adapter, &d);
+	put_i64(s, 6, r->node, &d);
+	put_u64(s, 7, r->fence, &d);
+	put_i64(s, 8, r->submit_flags, &d);
+	put_i64(s, 9, r->patch_flags, &d);
+	put_i64(s, 10, r->dma_size, &d);
+	put_i64(s, 11, r->allocation_count, &d);
+	put_i64(s, 12, r->patch_count, &d);
+	put_i64(s, 13, r->state, &d);
+	put_str(s, 14, name, false, &d);
+	put_u64(s, 15, r->submitted_ns, &d);
+	put_u64(s, 16, r->ready_ns, &d);
+	put_u64(s, 17, r->started_ns, &d);
+	put_u64(s, 18, r->completed_ns, &d);
+	put_i64(s, 19, r->preemptions, &d);
+	put_i64(s, 20, r->resubmissions, &d);
+	put_str(s, 21, n->text1, n->nulls & NULL_TEXT1, &d);
+	gs_chain_row_final(&d, co->state);
+	co->has_state = true;
+	co->ref = r->packet;
+	if (!n->superseded) {
+		int rc = step_reset(s);
+		if (rc != SQLITE_OK)
+			return rc;
+	} else {
+		sqlite3_clear_bindings(s);
+	}
 
-event:
 	s = a->st[ST_EVENT];
-	gsd_audit_bind_u64(s, 1, r->packet);
-	bind_str(s, 2, n->tenant, null_tenant);
-	sqlite3_bind_int(s, 3, r->state);
-	sqlite3_bind_text(s, 4, name, -1, SQLITE_STATIC);
-	gsd_audit_bind_u64(s, 5, r->event_ns ? r->event_ns : n->time_ns);
-	bind_str(s, 6, n->text2, n->nulls & NULL_TEXT2);
-	gsd_audit_bind_u64(s, 7, n->seq);
+	gs_chain_row_init(&d, GS_CHAIN_PACKET);
+	put_u64(s, 1, r->packet, &d);
+	put_str(s, 2, n->tenant, null_tenant, &d);
+	put_i64(s, 3, r->state, &d);
+	put_str(s, 4, name, false, &d);
+	put_u64(s, 5, r->event_ns ? r->event_ns : n->time_ns, &d);
+	put_str(s, 6, n->text2, n->nulls & NULL_TEXT2, &d);
+	put_u64(s, 7, n->seq, &d);
+	gs_chain_row_final(&d, co->appended);
+	co->has_appended = true;
 	return step_reset(s);
 }
 
-static int write_context(gsd_audit *a, const struct node *n)
+static int write_context(gsd_audit *a, const struct node *n, chain_out *co)
 {
 	const gsd_context_rec *r = &n->u.context;
 	sqlite3_stmt *s = a->st[ST_CONTEXT];
+	gs_chain_row d;
 
-	gsd_audit_bind_u64(s, 1, r->context);
-	bind_str(s, 2, n->tenant, n->nulls & NULL_TENANT);
-	gsd_audit_bind_u64(s, 3, r->device);
-	sqlite3_bind_int64(s, 4, r->adapter);
-	sqlite3_bind_int64(s, 5, r->node);
-	sqlite3_bind_int64(s, 6, r->flags);
-	sqlite3_bind_int64(s, 7, r->priority_class);
-	sqlite3_bind_int64(s, 8, r->priority);
-	sqlite3_bind_int64(s, 9, r->info.dma_buffer_size);
-	sqlite3_bind_int64(s, 10, r->info.dma_buffer_segment_set);
-	sqlite3_bind_int64(s, 11, r->info.dma_buffer_private_data_size);
-	sqlite3_bind_int64(s, 12, r->info.allocation_list_size);
-	sqlite3_bind_int64(s, 13, r->info.patch_location_list_size);
-	sqlite3_bind_int64(s, 14, r->info.caps);
-	sqlite3_bind_int64(s, 15, r->info.paging_companion_node_id);
-	gsd_audit_bind_u64(s, 16, r->created_ns);
-	gsd_audit_bind_u64(s, 17, r->destroyed_ns);
+	gs_chain_row_init(&d, GS_CHAIN_CONTEXT);
+	put_u64(s, 1, r->context, &d);
+	put_str(s, 2, n->tenant, n->nulls & NULL_TENANT, &d);
+	put_u64(s, 3, r->device, &d);
+	put_i64(s, 4, r->adapter, &d);
+	put_i64(s, 5, r->node, &d);
+	put_i64(s, 6, r->flags, &d);
+	put_i64(s, 7, r->priority_class, &d);
+	put_i64(s, 8, r->priority, &d);
+	put_i64(s, 9, r->info.dma_buffer_size, &d);
+	put_i64(s, 10, r->info.dma_buffer_segment_set, &d);
+	put_i64(s, 11, r->info.dma_buffer_private_data_size, &d);
+	put_i64(s, 12, r->info.allocation_list_size, &d);
+	put_i64(s, 13, r->info.patch_location_list_size, &d);
+	put_i64(s, 14, r->info.caps, &d);
+	put_i64(s, 15, r->info.paging_companion_node_id, &d);
+	put_u64(s, 16, r->created_ns, &d);
+	put_u64(s, 17, r->destroyed_ns, &d);
+	gs_chain_row_final(&d, co->state);
+	co->has_state = true;
+	co->ref = r->context;
 	return step_reset(s);
 }
 
-static int write_allocation(gsd_audit *a, const struct node *n)
+static int write_allocation(gsd_audit *a, const struct node *n, chain_out *co)
 {
 	const gsd_allocation_rec *r = &n->u.allocation;
 	sqlite3_stmt *s = a->st[ST_ALLOCATION];
+	gs_chain_row d;
 
-	gsd_audit_bind_u64(s, 1, r->allocation);
-	bind_str(s, 2, n->tenant, n->nulls & NULL_TENANT);
-	gsd_audit_bind_u64(s, 3, r->device);
-	sqlite3_bind_int64(s, 4, r->adapter);
-	gsd_audit_bind_u64(s, 5, r->size);
-	sqlite3_bind_int64(s, 6, r->supported_segment_set);
-	sqlite3_bind_int64(s, 7, r->segment_preference);
-	sqlite3_bind_int64(s, 8, r->priority);
-	sqlite3_bind_int64(s, 9, r->flags);
-	sqlite3_bind_int64(s, 10, r->segment);
-	gsd_audit_bind_u64(s, 11, r->offset);
-	gsd_audit_bind_u64(s, 12, r->created_ns);
-	gsd_audit_bind_u64(s, 13, r->destroyed_ns);
+	gs_chain_row_init(&d, GS_CHAIN_ALLOCATION);
+	put_u64(s, 1, r->allocation, &d);
+	put_str(s, 2, n->tenant, n->nulls & NULL_TENANT, &d);
+	put_u64(s, 3, r->device, &d);
+	put_i64(s, 4, r->adapter, &d);
+	put_u64(s, 5, r->size, &d);
+	put_i64(s, 6, r->supported_segment_set, &d);
+	put_i64(s, 7, r->segment_preference, &d);
+	put_i64(s, 8, r->priority, &d);
+	put_i64(s, 9, r->flags, &d);
+	put_i64(s, 10, r->segment, &d);
+	put_u64(s, 11, r->offset, &d);
+	put_u64(s, 12, r->created_ns, &d);
+	put_u64(s, 13, r->destroyed_ns, &d);
+	gs_chain_row_final(&d, co->state);
+	co->has_state = true;
+	co->ref = r->allocation;
 	return step_reset(s);
 }
 
-static int write_error(gsd_audit *a, const struct node *n)
+/* errors and notes: a time, a tenant, a text, [a status,] a text, the seq. */
+static int write_texts(gsd_audit *a, const struct node *n, chain_out *co)
 {
-	sqlite3_stmt *s = a->st[ST_ERROR];
+	bool error = n->kind == REC_ERROR;
+	sqlite3_stmt *s = a->st[error ? ST_ERROR : ST_NOTE];
+	gs_chain_row d;
+	int i = 1;
 
-	gsd_audit_bind_u64(s, 1, n->time_ns);
-	bind_str(s, 2, n->tenant, n->nulls & NULL_TENANT);
-	bind_str(s, 3, n->text1, n->nulls & NULL_TEXT1);
-	sqlite3_bind_int(s, 4, n->u.status);
-	bind_str(s, 5, n->text2, n->nulls & NULL_TEXT2);
-	gsd_audit_bind_u64(s, 6, n->seq);
+	gs_chain_row_init(&d, error ? GS_CHAIN_ERROR : GS_CHAIN_NOTE);
+	put_u64(s, i++, n->time_ns, &d);
+	put_str(s, i++, n->tenant, n->nulls & NULL_TENANT, &d);
+	put_str(s, i++, n->text1, n->nulls & NULL_TEXT1, &d);
+	if (error)
+		put_i64(s, i++, n->u.status, &d);
+	put_str(s, i++, n->text2, n->nulls & NULL_TEXT2, &d);
+	put_u64(s, i, n->seq, &d);
+	gs_chain_row_final(&d, co->appended);
+	co->has_appended = true;
 	return step_reset(s);
 }
 
-static int write_note(gsd_audit *a, const struct node *n)
-{
-	sqlite3_stmt *s = a->st[ST_NOTE];
-
-	gsd_audit_bind_u64(s, 1, n->time_ns);
-	bind_str(s, 2, n->tenant, n->nulls & NULL_TENANT);
-	bind_str(s, 3, n->text1, n->nulls & NULL_TEXT1);
-	bind_str(s, 4, n->text2, n->nulls & NULL_TEXT2);
-	gsd_audit_bind_u64(s, 5, n->seq);
-	return step_reset(s);
-}
-
-static int write_move(gsd_audit *a, const struct node *n)
+static int write_move(gsd_audit *a, const struct node *n, chain_out *co)
 {
 	const gsd_move_rec *r = &n->u.move;
 	sqlite3_stmt *s = a->st[ST_MOVE];
+	gs_chain_row d;
 
-	gsd_audit_bind_u64(s, 1, r->time_ns ? r->time_ns : n->time_ns);
-	bind_str(s, 2, n->tenant, n->nulls & NULL_TENANT);
-	gsd_audit_bind_u64(s, 3, r->allocation);
-	gsd_audit_bind_u64(s, 4, r->device);
-	sqlite3_bind_int64(s, 5, r->adapter);
-	gsd_audit_bind_u64(s, 6, r->packet);
-	gsd_audit_bind_u64(s, 7, r->for_packet);
-	sqlite3_bind_int(s, 8, r->kind);
-	sqlite3_bind_text(s, 9, move_kind_name(r->kind), -1, SQLITE_STATIC);
-	sqlite3_bind_int64(s, 10, r->from_segment);
-	gsd_audit_bind_u64(s, 11, r->from_offset);
-	sqlite3_bind_int64(s, 12, r->to_segment);
-	gsd_audit_bind_u64(s, 13, r->to_offset);
-	gsd_audit_bind_u64(s, 14, r->bytes);
-	sqlite3_bind_int64(s, 15, r->transfer_flags);
-	sqlite3_bind_int64(s, 16, r->pieces);
-	bind_str(s, 17, n->text1, n->nulls & NULL_TEXT1);
-	gsd_audit_bind_u64(s, 18, n->seq);
+	gs_chain_row_init(&d, GS_CHAIN_MOVE);
+	put_u64(s, 1, r->time_ns ? r->time_ns : n->time_ns, &d);
+	put_str(s, 2, n->tenant, n->nulls & NULL_TENANT, &d);
+	put_u64(s, 3, r->allocation, &d);
+	put_u64(s, 4, r->device, &d);
+	put_i64(s, 5, r->adapter, &d);
+	put_u64(s, 6, r->packet, &d);
+	put_u64(s, 7, r->for_packet, &d);
+	put_i64(s, 8, r->kind, &d);
+	put_str(s, 9, move_kind_name(r->kind), false, &d);
+	put_i64(s, 10, r->from_segment, &d);
+	put_u64(s, 11, r->from_offset, &d);
+	put_i64(s, 12, r->to_segment, &d);
+	put_u64(s, 13, r->to_offset, &d);
+	put_u64(s, 14, r->bytes, &d);
+	put_i64(s, 15, r->transfer_flags, &d);
+	put_i64(s, 16, r->pieces, &d);
+	put_str(s, 17, n->text1, n->nulls & NULL_TEXT1, &d);
+	put_u64(s, 18, n->seq, &d);
+	gs_chain_row_final(&d, co->appended);
+	co->has_appended = true;
+	co->ref = r->allocation;
 	return step_reset(s);
 }
 
 /* One row per entry; the first refused row refuses the record (rows before it may stay). */
-static int write_packet_allocs(gsd_audit *a, const struct node *n)
+static int write_packet_allocs(gsd_audit *a, const struct node *n, chain_out *co)
 {
 	const struct packet_allocs *p = &n->u.palloc;
 	sqlite3_stmt *s = a->st[ST_PACKET_ALLOC];
+	bool null_tenant = n->nulls & NULL_TENANT;
+	gs_chain_row d;
 
+	gs_chain_row_init(&d, GS_CHAIN_PACKET_ALLOCS);
 	gsd_audit_bind_u64(s, 1, p->packet);
-	bind_str(s, 3, n->tenant, n->nulls & NULL_TENANT);
+	bind_str(s, 3, n->tenant, null_tenant);
 	for (size_t i = 0; i < p->n; i++) {
 		gsd_audit_bind_u64(s, 2, p->allocations[i]);
 		sqlite3_bind_int(s, 4, p->write[i]);
 		int rc = step_reset(s);
 		if (rc != SQLITE_OK)
 			return rc;
+		/* Digested per row in column order: packet, allocation, tenant, write. */
+		gs_chain_row_int(&d, (int64_t)p->packet);
+		gs_chain_row_int(&d, (int64_t)p->allocations[i]);
+		gs_chain_row_text(&d, null_tenant ? NULL : n->tenant);
+		gs_chain_row_int(&d, p->write[i]);
 	}
+	gs_chain_row_final(&d, co->appended);
+	co->has_appended = true;
+	co->ref = p->packet;
 	return SQLITE_OK;
+}
+
+/* Links the record into the chain (its row in `chain`) once its own rows are written. */
+static int write_chain(gsd_audit *a, const struct node *n, const chain_out *co)
+{
+	uint8_t hash[GS_CHAIN_HASH];
+	sqlite3_stmt *s = a->st[ST_CHAIN];
+
+	gs_chain_link(a->chain_head, n->seq, co->kind, co->ref,
+	              co->has_appended ? co->appended : NULL, co->has_state ? co->state : NULL,
+	              hash);
+	gsd_audit_bind_u64(s, 1, n->seq);
+	sqlite3_bind_int(s, 2, co->kind);
+	gsd_audit_bind_u64(s, 3, co->ref);
+	if (co->has_state)
+		sqlite3_bind_blob(s, 4, co->state, GS_CHAIN_DIGEST, SQLITE_STATIC);
+	else
+		sqlite3_bind_null(s, 4);
+	sqlite3_bind_blob(s, 5, hash, GS_CHAIN_HASH, SQLITE_STATIC);
+	int rc = step_reset(s);
+	if (rc == SQLITE_OK)
+		memcpy(a->chain_head, hash, GS_CHAIN_HASH);
+	return rc;
 }
 
 static int write_node(gsd_audit *a, const struct node *n)
 {
+	static const gs_chain_kind kinds[] = {
+	        [REC_PACKET] = GS_CHAIN_PACKET,
+	        [REC_CONTEXT] = GS_CHAIN_CONTEXT,
+	        [REC_ALLOCATION] = GS_CHAIN_ALLOCATION,
+	        [REC_ERROR] = GS_CHAIN_ERROR,
+	        [REC_NOTE] = GS_CHAIN_NOTE,
+	        [REC_MOVE] = GS_CHAIN_MOVE,
+	        [REC_PACKET_ALLOCS] = GS_CHAIN_PACKET_ALLOCS,
+	};
+	chain_out co = {.kind = kinds[n->kind]};
+	int rc;
 	switch (n->kind) {
 	case REC_PACKET:
-		return write_packet(a, n);
+		rc = write_packet(a, n, &co);
+		break;
 	case REC_CONTEXT:
-		return write_context(a, n);
+		rc = write_context(a, n, &co);
+		break;
 	case REC_ALLOCATION:
-		return write_allocation(a, n);
+		rc = write_allocation(a, n, &co);
+		break;
 	case REC_ERROR:
-		return write_error(a, n);
 	case REC_NOTE:
-		return write_note(a, n);
+		rc = write_texts(a, n, &co);
+		break;
 	case REC_MOVE:
-		return write_move(a, n);
+		rc = write_move(a, n, &co);
+		break;
 	case REC_PACKET_ALLOCS:
-		return write_packet_allocs(a, n);
+		rc = write_packet_allocs(a, n, &co);
+		break;
 	case REC_FLUSH:
 		return SQLITE_OK; /* only its ack matters */
+	default:
+		return SQLITE_MISUSE;
 	}
-	return SQLITE_MISUSE;
+	return rc == SQLITE_OK ? write_chain(a, n, &co) : rc;
 }
 
 /*
@@ -583,6 +694,7 @@ static bool write_batch(gsd_audit *a, struct node *first)
 		GSD_ERROR("audit: BEGIN failed: %s", sqlite3_errmsg(a->db));
 		return false;
 	}
+	memcpy(a->batch_head, a->chain_head, GS_CHAIN_HASH);
 	for (struct node *n = first; n; n = n->next) {
 		rc = write_node(a, n);
 		if (rc == SQLITE_OK)
@@ -590,6 +702,7 @@ static bool write_batch(gsd_audit *a, struct node *first)
 		if (sqlite3_get_autocommit(a->db)) {
 			/* SQLite rolled the transaction back itself. */
 			GSD_ERROR("audit: batch aborted: %s", sqlite3_errmsg(a->db));
+			memcpy(a->chain_head, a->batch_head, GS_CHAIN_HASH);
 			return false;
 		}
 		GSD_WARN("audit: record refused: %s", sqlite3_errmsg(a->db));
@@ -601,6 +714,7 @@ static bool write_batch(gsd_audit *a, struct node *first)
 	GSD_ERROR("audit: COMMIT failed: %s", sqlite3_errmsg(a->db));
 	if (!sqlite3_get_autocommit(a->db))
 		step_reset(a->st[ST_ROLLBACK]);
+	memcpy(a->chain_head, a->batch_head, GS_CHAIN_HASH);
 	return false;
 }
 
@@ -934,7 +1048,7 @@ static struct node *node_begin(gsd_audit *a, enum rec_kind kind, const char *ten
 	}
 	n->ack = ack;
 	n->ack_arg = ack_arg;
-	if (kind == REC_PACKET || kind == REC_ERROR || kind == REC_NOTE || kind == REC_MOVE)
+	if (kind != REC_FLUSH)
 		n->seq = a->next_seq++;
 	node_text(n, n->tenant, sizeof n->tenant, tenant, NULL_TENANT);
 	n->text1[0] = n->text2[0] = '\0';
@@ -1197,13 +1311,71 @@ static int remember_file(gsd_audit *a, const char *path)
 	" SELECT max(seq) FROM moves UNION ALL SELECT max(seq) FROM errors UNION ALL"              \
 	" SELECT max(seq) FROM notes))"
 
+/* The last record's hash (the genesis value in a file with no chain yet). */
+static int load_chain_head(gsd_audit *a)
+{
+	sqlite3_stmt *s;
+	memcpy(a->chain_head, gs_chain_genesis, GS_CHAIN_HASH);
+	int rc = sqlite3_prepare_v2(a->db, "SELECT hash FROM chain ORDER BY seq DESC LIMIT 1", -1,
+	                            &s, NULL);
+	if (rc != SQLITE_OK)
+		return rc;
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW && sqlite3_column_bytes(s, 0) == GS_CHAIN_HASH)
+		memcpy(a->chain_head, sqlite3_column_blob(s, 0), GS_CHAIN_HASH);
+	rc = rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_OK : rc;
+	sqlite3_finalize(s);
+	return rc;
+}
+
+/* Links the ABORTED events a reconcile appended (seq > after) into the chain, reading back
+ * what they wrote the way the verifier will. */
+static int chain_reconciled(gsd_audit *a, uint64_t after)
+{
+	sqlite3_stmt *ev, *ins;
+	int rc = sqlite3_prepare_v2(
+	        a->db, "SELECT seq, packet FROM packet_events WHERE seq > ?1 ORDER BY seq", -1, &ev,
+	        NULL);
+	if (rc != SQLITE_OK)
+		return rc;
+	rc = sqlite3_prepare_v2(a->db, stmt_sql[ST_CHAIN], -1, &ins, NULL);
+	if (rc != SQLITE_OK) {
+		sqlite3_finalize(ev);
+		return rc;
+	}
+	gsd_audit_bind_u64(ev, 1, after);
+	while (rc == SQLITE_OK && sqlite3_step(ev) == SQLITE_ROW) {
+		uint64_t seq = (uint64_t)sqlite3_column_int64(ev, 0);
+		uint64_t packet = (uint64_t)sqlite3_column_int64(ev, 1);
+		uint8_t appended[GS_CHAIN_DIGEST], state[GS_CHAIN_DIGEST], hash[GS_CHAIN_HASH];
+		const char *table;
+		if (gs_chain_appended_digest(a->db, GS_CHAIN_PACKET, seq, packet, appended,
+		                             &table) != 1 ||
+		    gs_chain_state_digest(a->db, GS_CHAIN_PACKET, packet, state, &table) != 1) {
+			rc = SQLITE_ERROR;
+			break;
+		}
+		gs_chain_link(a->chain_head, seq, GS_CHAIN_PACKET, packet, appended, state, hash);
+		gsd_audit_bind_u64(ins, 1, seq);
+		sqlite3_bind_int(ins, 2, GS_CHAIN_PACKET);
+		gsd_audit_bind_u64(ins, 3, packet);
+		sqlite3_bind_blob(ins, 4, state, GS_CHAIN_DIGEST, SQLITE_STATIC);
+		sqlite3_bind_blob(ins, 5, hash, GS_CHAIN_HASH, SQLITE_STATIC);
+		rc = step_reset(ins);
+		if (rc == SQLITE_OK)
+			memcpy(a->chain_head, hash, GS_CHAIN_HASH);
+	}
+	sqlite3_finalize(ins);
+	sqlite3_finalize(ev);
+	return rc;
+}
+
 static int reconcile(gsd_audit *a)
 {
 	static const char sql[] =
-	        "BEGIN IMMEDIATE;"
 	        "INSERT INTO packet_events (seq, packet, tenant, state, state_name, time_ns, "
 	        "detail)"
-	        " SELECT " MAX_SEQ_SQL " + row_number() OVER (ORDER BY packet), packet, tenant, 6,"
+	        " SELECT ?2 + row_number() OVER (ORDER BY packet), packet, tenant, 6,"
 	        " 'ABORTED', ?1, 'daemon restarted: the packet was in"
 	        " flight when the daemon that ran it stopped'"
 	        " FROM packets WHERE state IN (1, 2, 3, 7, 8) ORDER BY packet;"
@@ -1211,20 +1383,30 @@ static int reconcile(gsd_audit *a)
 	        " result = 'daemon restarted' WHERE state IN (1, 2, 3, 7, 8);";
 	sqlite3_stmt *s = NULL;
 	const char *tail = sql;
-	int rc = SQLITE_OK, changed = 0;
+	int changed = 0;
 	uint64_t now = now_ns();
+	char max[32] = "0";
+	int rc = load_chain_head(a);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_exec(a->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+	if (rc == SQLITE_OK)
+		rc = pragma_text(a->db, "SELECT " MAX_SEQ_SQL, max, sizeof max);
+	uint64_t base = strtoull(max, NULL, 10);
 	while (rc == SQLITE_OK && tail && *tail) {
 		rc = sqlite3_prepare_v2(a->db, tail, -1, &s, &tail);
 		if (rc != SQLITE_OK || !s)
 			break;
-		if (sqlite3_bind_parameter_count(s) > 0)
-			gsd_audit_bind_u64(s, 1, now);
+		gsd_audit_bind_u64(s, 1, now);
+		if (sqlite3_bind_parameter_count(s) > 1)
+			gsd_audit_bind_u64(s, 2, base);
 		rc = sqlite3_step(s) == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(a->db);
-		if (rc == SQLITE_OK && sqlite3_bind_parameter_count(s) > 0)
+		if (rc == SQLITE_OK)
 			changed = sqlite3_changes(a->db);
 		sqlite3_finalize(s);
 		s = NULL;
 	}
+	if (rc == SQLITE_OK && changed > 0)
+		rc = chain_reconciled(a, base);
 	if (rc == SQLITE_OK)
 		rc = sqlite3_exec(a->db, "COMMIT", NULL, NULL, NULL);
 	if (rc != SQLITE_OK) {
@@ -1237,7 +1419,6 @@ static int reconcile(gsd_audit *a)
 		         "recorded as ABORTED (daemon restarted)",
 		         changed);
 	a->reconciled = (uint64_t)changed;
-	char max[32] = "0";
 	rc = pragma_text(a->db, "SELECT " MAX_SEQ_SQL, max, sizeof max);
 	a->next_seq = strtoull(max, NULL, 10) + 1;
 	return rc;

@@ -153,8 +153,9 @@ static const char *str_of(json_t *obj, const char *key)
 
 /* ---- without a daemon ---- */
 
-static const char *const commands[] = {"info",   "demo",  "submit", "history", "events", "stats",
-                                       "device", "alloc", "sync",   "tenant",  "moves",  "watch"};
+static const char *const commands[] = {"info",  "demo",   "submit", "history", "events",
+                                       "stats", "device", "alloc",  "sync",    "tenant",
+                                       "moves", "watch",  "audit"};
 static const char *const alloc_subcommands[] = {"create",   "destroy", "ls",      "show",
                                                 "resident", "evict",   "transfer"};
 
@@ -969,6 +970,50 @@ static void test_demo_overcommit(void **state)
 	itest_run_free(&r);
 }
 
+/* audit verify on the running daemon's file: OK with its records; a copy edited with the
+ * sqlite3 shell is a mismatch (exit 4) naming the edited row. */
+static void test_audit_verify(void **state)
+{
+	fx *f = *state;
+	itest_run r;
+	cli(&r, f->url_opt, "demo", "--packets", "16", NULL);
+	expect_exit(&r, EXIT_OK, "demo");
+	itest_run_free(&r);
+	gs_client *c = itest_connect(&f->t, NULL);
+	uint64_t dev;
+	assert_int_equal(gs_device_create(c, "verify", &dev), 0);
+	itest_audit_barrier(c, itest_context(c, dev, 0, 2));
+	gs_close(c);
+
+	cli(&r, "audit", "verify", "--json", f->t.db, NULL);
+	expect_exit(&r, EXIT_OK, "audit verify");
+	json_t *doc = parse(&r);
+	itest_run_free(&r);
+	assert_true(json_is_true(json_object_get(doc, "ok")));
+	assert_true(int_of(doc, "records") > 16 * 4);
+	assert_int_equal(strlen(str_of(doc, "head")), 64);
+	json_decref(doc);
+
+	char copy[400], cmd[1400];
+	snprintf(copy, sizeof(copy), "%s.edited", f->t.db);
+	snprintf(cmd, sizeof(cmd),
+	         "sqlite3 '%s' \".backup '%s'\" && sqlite3 '%s' \"UPDATE packets SET result = "
+	         "'edited',"
+	         " preemptions = 0 WHERE packet = (SELECT min(packet) FROM packets)\"",
+	         f->t.db, copy, copy);
+	assert_int_equal(system(cmd), 0);
+	cli(&r, "audit", "verify", copy, NULL);
+	expect_exit(&r, 4, "audit verify of an edited copy");
+	assert_non_null(strstr(r.out, "MISMATCH"));
+	assert_non_null(strstr(r.out, "packets row"));
+	itest_run_free(&r);
+	unlink(copy);
+
+	cli(&r, "audit", "verify", "/nonexistent/audit.db", NULL);
+	expect_exit(&r, EXIT_DAEMON, "audit verify of a missing file");
+	itest_run_free(&r);
+}
+
 /* watch without an event socket is a clear error; with one, --count and --json give one JSON
  * line per event, in sequence order. */
 static void test_watch_no_events(void **state)
@@ -989,7 +1034,7 @@ typedef struct watch_run {
 static void *run_watch(void *arg)
 {
 	watch_run *w = arg;
-	cli(&w->r, w->url_opt, "watch", "--json", "--count", "6", "--seconds", "30", NULL);
+	cli(&w->r, w->url_opt, "watch", "--json", "--count", "6", "--seconds", "20", NULL);
 	return NULL;
 }
 
@@ -1050,6 +1095,7 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(test_submit_json, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_history_json, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_watch_no_events, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_audit_verify, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_watch_json, setup_events, teardown),
 	        cmocka_unit_test_setup_teardown(test_memory_commands, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_alloc_create_destroy, setup, teardown),

@@ -29,6 +29,7 @@
 #include <sqlite3.h>
 
 #include "audit/audit.h"
+#include "chain.h"
 
 #define ACK_DEADLINE_S 60
 
@@ -835,6 +836,184 @@ static void test_audit_sequence(void **state)
 	gsd_audit_close(a);
 }
 
+/* ---- the hash chain ---- */
+
+static gs_chain_report verify_file(const char *path)
+{
+	sqlite3 *db;
+	gs_chain_report rep;
+	assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+	if (gs_chain_verify(db, &rep) != 0)
+		fail_msg("verify could not read %s: %s", path, rep.why);
+	sqlite3_close(db);
+	return rep;
+}
+
+/* A copy of the file at `path` as `<path>.<tag>`, edited with `sql` (the way a person with the
+ * sqlite3 shell would), then verified. */
+static gs_chain_report tampered(const char *path, const char *tag, const char *sql)
+{
+	char copy[160], cmd[400];
+	snprintf(copy, sizeof copy, "%s.%s", path, tag);
+	snprintf(cmd, sizeof cmd, "cp '%s' '%s'", path, copy);
+	assert_int_equal(system(cmd), 0);
+	exec_sql(copy, sql);
+	gs_chain_report rep = verify_file(copy);
+	unlink(copy);
+	return rep;
+}
+
+/* Every kind of record, some packets with all their transitions in one batch (only the last
+ * writes the packets row), others one per commit. */
+static uint64_t write_mixed_history(gsd_audit *a)
+{
+	uint64_t records = 0;
+	for (uint64_t id = 1; id <= 6; id++) {
+		static const int states[] = {ST_SUBMITTED, ST_READY, ST_RUNNING, ST_COMPLETED};
+		for (int k = 0; k < 4; k++) {
+			gsd_packet_rec r =
+			        packet(id, id % 2 ? "alpha" : "beta", 1 + id % 3, states[k], 0);
+			queue(a, &r, k == 3 ? "done" : NULL);
+			records++;
+			if (id > 3)
+				assert_true(wait_acks(flush(a)));
+		}
+		uint64_t allocs[2] = {id * 10, id * 10 + 1};
+		bool w[2] = {true, false};
+		gsd_audit_packet_allocations(a, id, id % 2 ? "alpha" : "beta", allocs, w, 2);
+		records++;
+	}
+	gsd_context_rec x = {.context = 9, .tenant = "alpha", .device = 3, .priority_class = 2};
+	gsd_audit_context(a, &x);
+	x.priority = 3;
+	gsd_audit_context(a, &x);
+	gsd_allocation_rec al = {.allocation = 21, .tenant = "beta", .size = 4096, .segment = 1};
+	gsd_audit_allocation(a, &al);
+	gsd_move_rec m = {.allocation = 21, .tenant = "beta", .kind = 1, .bytes = 4096};
+	gsd_audit_move(a, &m);
+	gsd_audit_error(a, NULL, "submit", 3, "bad packet");
+	gsd_audit_note(a, "alpha", "tdr", NULL);
+	records += 6;
+	assert_true(wait_acks(flush(a)));
+	return records;
+}
+
+static void test_chain_verifies_and_finds_edits(void **state)
+{
+	struct fixture *fx = *state;
+	tracker_reset();
+	gsd_audit *a = open_audit(fx->path, NULL);
+	uint64_t records = write_mixed_history(a);
+	gsd_audit_close(a);
+
+	gs_chain_report rep = verify_file(fx->path);
+	if (!rep.ok)
+		fail_msg("fresh file does not verify: %s", rep.why);
+	assert_int_equal(rep.records, records);
+	assert_int_equal(rep.first_seq, 1);
+	assert_int_equal(rep.last_seq, records);
+	assert_int_equal(rep.rows, 6 + 1 + 1); /* packets, contexts, allocations */
+
+	/* An edited event: found at its own seq. */
+	int64_t seq = query_int(fx->path, "SELECT seq FROM packet_events WHERE packet = 5 AND"
+	                                  " state = 3");
+	rep = tampered(fx->path, "ev",
+	               "UPDATE packet_events SET time_ns = time_ns + 1 WHERE seq ="
+	               " (SELECT seq FROM packet_events WHERE packet = 5 AND state = 3)");
+	assert_false(rep.ok);
+	assert_int_equal(rep.bad_seq, seq);
+	assert_string_equal(rep.bad_table, "packet_events");
+
+	/* A deleted note, a deleted chain row, an added error. */
+	int64_t note = query_int(fx->path, "SELECT seq FROM notes");
+	rep = tampered(fx->path, "note", "DELETE FROM notes");
+	assert_false(rep.ok);
+	assert_int_equal(rep.bad_seq, note);
+	assert_string_equal(rep.bad_table, "notes");
+	rep = tampered(fx->path, "chain", "DELETE FROM chain WHERE seq = 7");
+	assert_false(rep.ok);
+	assert_int_equal(rep.bad_seq, 8); /* the next record no longer links */
+	rep = tampered(fx->path, "add",
+	               "INSERT INTO errors (seq, time_ns, tenant, request, status,"
+	               " message) VALUES (100000, 1, 'alpha', 'x', 1, 'forged')");
+	assert_false(rep.ok);
+	assert_int_equal(rep.bad_seq, 100000);
+	assert_string_equal(rep.bad_table, "errors");
+
+	/* Two events swapped (reordered): found at the first of them. */
+	rep = tampered(fx->path, "swap",
+	               "UPDATE packet_events SET seq = -seq WHERE seq IN (2, 3);"
+	               " UPDATE packet_events SET seq = CASE seq WHEN -2 THEN 3 ELSE 2 END"
+	               " WHERE seq < 0");
+	assert_false(rep.ok);
+	assert_int_equal(rep.bad_seq, 2);
+
+	/* Rows updated in place: a packet's state, a context's priority, a placement. */
+	rep = tampered(fx->path, "pkt",
+	               "UPDATE packets SET result = 'nothing happened' WHERE"
+	               " packet = 4");
+	assert_false(rep.ok);
+	assert_string_equal(rep.bad_table, "packets");
+	assert_int_equal(rep.bad_row, 4);
+	rep = tampered(fx->path, "ctx", "UPDATE contexts SET priority = 7");
+	assert_false(rep.ok);
+	assert_string_equal(rep.bad_table, "contexts");
+	assert_int_equal(rep.bad_row, 9);
+	rep = tampered(fx->path, "al", "UPDATE allocations SET segment = 2");
+	assert_false(rep.ok);
+	assert_string_equal(rep.bad_table, "allocations");
+	rep = tampered(fx->path, "pa", "UPDATE packet_allocations SET write = 0");
+	assert_false(rep.ok);
+	assert_string_equal(rep.bad_table, "packet_allocations");
+	rep = tampered(
+	        fx->path, "newpkt",
+	        "INSERT INTO packets SELECT 999, tenant, device, context, adapter, node, fence,"
+	        " submit_flags, patch_flags, dma_size, allocation_count, patch_count, state,"
+	        " state_name, submitted_ns, ready_ns, started_ns, completed_ns, preemptions,"
+	        " resubmissions, result FROM packets WHERE packet = 1");
+	assert_false(rep.ok);
+	assert_string_equal(rep.bad_table, "packets");
+	assert_int_equal(rep.bad_row, 999);
+}
+
+/* Records after a daemon died (reconciled ABORTED rows) and after reopening continue the chain;
+ * a failed commit does not advance it. */
+static void test_chain_across_reopen_and_failure(void **state)
+{
+	struct fixture *fx = *state;
+	tracker_reset();
+	gsd_audit *a = open_audit(fx->path, NULL);
+	for (uint64_t id = 1; id <= 5; id++) {
+		gsd_packet_rec r = packet(id, "alpha", 1, ST_RUNNING, 0);
+		queue(a, &r, NULL);
+	}
+	assert_true(wait_acks(5));
+	gsd_audit_close(a);
+	a = open_audit(fx->path, NULL); /* 5 packets reconciled as ABORTED */
+	assert_int_equal(gsd_audit_reconciled(a), 5);
+	gsd_audit_note(a, NULL, "started", NULL);
+	assert_true(wait_acks(flush(a)));
+	gsd_audit_close(a);
+	gs_chain_report rep = verify_file(fx->path);
+	if (!rep.ok)
+		fail_msg("reopened file does not verify: %s", rep.why);
+	assert_int_equal(rep.records, 5 + 5 + 1);
+
+	/* A record SQLite refuses on its own (a NULL tenant in packets) is not in the chain and
+	 * the chain stays whole. */
+	tracker_reset();
+	a = open_audit(fx->path, NULL);
+	gsd_packet_rec bad = packet(50, NULL, 1, ST_SUBMITTED, 0);
+	queue(a, &bad, NULL);
+	gsd_audit_note(a, NULL, "after", NULL);
+	assert_true(wait_acks(flush(a)));
+	gsd_audit_close(a);
+	rep = verify_file(fx->path);
+	if (!rep.ok)
+		fail_msg("a refused record broke the chain: %s", rep.why);
+	assert_int_equal(rep.records, 5 + 5 + 1 + 1);
+}
+
 static void test_reopen_keeps_rows_and_version(void **state)
 {
 	struct fixture *fx = *state;
@@ -881,7 +1060,11 @@ static void test_reopen_keeps_rows_and_version(void **state)
 	assert_int_equal(query_int(fx->path, "SELECT CAST(value AS INTEGER) FROM meta"
 	                                     " WHERE key = 'schema_version'"),
 	                 GSD_AUDIT_SCHEMA_VERSION);
-	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM meta"), 1);
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM meta WHERE key NOT LIKE"
+	                                     " 'chain_start_%'"),
+	                 1);
+	assert_int_equal(
+	        query_int(fx->path, "SELECT value FROM meta WHERE key = 'chain_start_seq'"), 1);
 }
 
 /* Packets a dead daemon left in flight are each recorded ABORTED ("daemon restarted") when the
@@ -1897,6 +2080,8 @@ int main(void)
 	        T_(test_cursor_stable_while_rows_arrive),
 	        T_(test_history_query_plans),
 	        T_(test_audit_sequence),
+	        T_(test_chain_verifies_and_finds_edits),
+	        T_(test_chain_across_reopen_and_failure),
 	        T_(test_reopen_keeps_rows_and_version),
 	        T_(test_reconcile_in_flight),
 	        T_(test_removed_file_stops_acks),

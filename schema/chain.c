@@ -1,0 +1,405 @@
+/*
+ * The audit hash chain: row digests, links, and the verifier (see chain.h).
+ */
+#include "chain.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+const uint8_t gs_chain_genesis[GS_CHAIN_HASH] = {0};
+
+enum { TAG_NULL = 0, TAG_INT = 1, TAG_TEXT = 2 };
+
+void gs_chain_row_init(gs_chain_row *r, gs_chain_kind table)
+{
+	uint8_t t = (uint8_t)table;
+	crypto_generichash_init(&r->st, NULL, 0, GS_CHAIN_DIGEST);
+	crypto_generichash_update(&r->st, &t, 1);
+}
+
+void gs_chain_row_int(gs_chain_row *r, int64_t v)
+{
+	uint8_t b[9] = {TAG_INT};
+	uint64_t u = (uint64_t)v;
+	for (int i = 0; i < 8; i++)
+		b[1 + i] = (uint8_t)(u >> (8 * i));
+	crypto_generichash_update(&r->st, b, sizeof b);
+}
+
+void gs_chain_row_text(gs_chain_row *r, const char *s)
+{
+	if (!s) {
+		uint8_t t = TAG_NULL;
+		crypto_generichash_update(&r->st, &t, 1);
+		return;
+	}
+	size_t n = strlen(s);
+	uint8_t b[5] = {TAG_TEXT, (uint8_t)n, (uint8_t)(n >> 8), (uint8_t)(n >> 16),
+	                (uint8_t)(n >> 24)};
+	crypto_generichash_update(&r->st, b, sizeof b);
+	crypto_generichash_update(&r->st, (const unsigned char *)s, n);
+}
+
+void gs_chain_row_final(gs_chain_row *r, uint8_t out[GS_CHAIN_DIGEST])
+{
+	crypto_generichash_final(&r->st, out, GS_CHAIN_DIGEST);
+}
+
+static void put_le64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+void gs_chain_link(const uint8_t prev[GS_CHAIN_HASH], uint64_t seq, gs_chain_kind kind,
+                   uint64_t ref, const uint8_t *appended, const uint8_t *state,
+                   uint8_t out[GS_CHAIN_HASH])
+{
+	static const uint8_t none[GS_CHAIN_DIGEST];
+	uint8_t b[GS_CHAIN_HASH + 8 + 1 + 8 + 2 * GS_CHAIN_DIGEST];
+	uint8_t *p = b;
+	memcpy(p, prev, GS_CHAIN_HASH);
+	p += GS_CHAIN_HASH;
+	put_le64(p, seq);
+	p += 8;
+	*p++ = (uint8_t)kind;
+	put_le64(p, ref);
+	p += 8;
+	memcpy(p, appended ? appended : none, GS_CHAIN_DIGEST);
+	p += GS_CHAIN_DIGEST;
+	memcpy(p, state ? state : none, GS_CHAIN_DIGEST);
+	crypto_generichash(out, GS_CHAIN_HASH, b, sizeof b, NULL, 0);
+}
+
+/* ---- verification ---- */
+
+/* The columns of each table in the order of the daemon's INSERT (server/audit/audit.c). */
+static const char packet_event_sql[] =
+        "SELECT packet, tenant, state, state_name, time_ns, detail, seq FROM packet_events"
+        " WHERE seq = ?1";
+static const char error_sql[] =
+        "SELECT time_ns, tenant, request, status, message, seq FROM errors WHERE seq = ?1";
+static const char note_sql[] =
+        "SELECT time_ns, tenant, kind, detail, seq FROM notes WHERE seq = ?1";
+static const char move_sql[] =
+        "SELECT time_ns, tenant, allocation, device, adapter, packet, for_packet, kind,"
+        " kind_name, from_segment, from_offset, to_segment, to_offset, bytes, transfer_flags,"
+        " pieces, reason, seq FROM moves WHERE seq = ?1";
+static const char palloc_sql[] = "SELECT packet, allocation, tenant, write FROM packet_allocations"
+                                 " WHERE packet = ?1 ORDER BY rowid";
+static const char packet_row_sql[] =
+        "SELECT packet, tenant, device, context, adapter, node, fence, submit_flags, patch_flags,"
+        " dma_size, allocation_count, patch_count, state, state_name, submitted_ns, ready_ns,"
+        " started_ns, completed_ns, preemptions, resubmissions, result FROM packets"
+        " WHERE packet = ?1";
+static const char context_row_sql[] =
+        "SELECT context, tenant, device, adapter, node, flags, priority_class, priority,"
+        " dma_buffer_size, dma_buffer_segment_set, dma_buffer_private_data_size,"
+        " allocation_list_size, patch_location_list_size, caps, paging_companion_node_id,"
+        " created_ns, destroyed_ns FROM contexts WHERE context = ?1";
+static const char allocation_row_sql[] =
+        "SELECT allocation, tenant, device, adapter, size, supported_segment_set,"
+        " segment_preference, priority, flags, segment, segment_offset, created_ns, destroyed_ns"
+        " FROM allocations WHERE allocation = ?1";
+
+static void digest_columns(sqlite3_stmt *s, gs_chain_row *r)
+{
+	int n = sqlite3_column_count(s);
+	for (int i = 0; i < n; i++) {
+		switch (sqlite3_column_type(s, i)) {
+		case SQLITE_NULL:
+			gs_chain_row_text(r, NULL);
+			break;
+		case SQLITE_INTEGER:
+			gs_chain_row_int(r, sqlite3_column_int64(s, i));
+			break;
+		default: /* text (a value of another type reads as its text: it will not match) */
+			gs_chain_row_text(r, (const char *)sqlite3_column_text(s, i));
+			break;
+		}
+	}
+}
+
+/* Digests the row(s) `sql` finds for key as table `kind`: 1 found, 0 none, -1 error. */
+static int digest_query(sqlite3 *db, const char *sql, gs_chain_kind kind, int64_t key,
+                        uint8_t out[GS_CHAIN_DIGEST])
+{
+	sqlite3_stmt *s;
+	if (sqlite3_prepare_v2(db, sql, -1, &s, NULL) != SQLITE_OK)
+		return -1;
+	sqlite3_bind_int64(s, 1, key);
+	gs_chain_row r;
+	gs_chain_row_init(&r, kind);
+	int rc, found = 0;
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		digest_columns(s, &r);
+		found = 1;
+	}
+	sqlite3_finalize(s);
+	if (rc != SQLITE_DONE)
+		return -1;
+	gs_chain_row_final(&r, out);
+	return found;
+}
+
+int gs_chain_appended_digest(sqlite3 *db, gs_chain_kind kind, uint64_t seq, uint64_t ref,
+                             uint8_t out[GS_CHAIN_DIGEST], const char **table)
+{
+	switch (kind) {
+	case GS_CHAIN_PACKET:
+		*table = "packet_events";
+		return digest_query(db, packet_event_sql, kind, (int64_t)seq, out);
+	case GS_CHAIN_ERROR:
+		*table = "errors";
+		return digest_query(db, error_sql, kind, (int64_t)seq, out);
+	case GS_CHAIN_NOTE:
+		*table = "notes";
+		return digest_query(db, note_sql, kind, (int64_t)seq, out);
+	case GS_CHAIN_MOVE:
+		*table = "moves";
+		return digest_query(db, move_sql, kind, (int64_t)seq, out);
+	case GS_CHAIN_PACKET_ALLOCS:
+		*table = "packet_allocations";
+		return digest_query(db, palloc_sql, kind, (int64_t)ref, out);
+	case GS_CHAIN_CONTEXT:
+	case GS_CHAIN_ALLOCATION:
+		*table = NULL;
+		return 0; /* no appended row */
+	}
+	*table = "chain";
+	return -1;
+}
+
+int gs_chain_state_digest(sqlite3 *db, gs_chain_kind kind, uint64_t ref,
+                          uint8_t out[GS_CHAIN_DIGEST], const char **table)
+{
+	switch (kind) {
+	case GS_CHAIN_PACKET:
+		*table = "packets";
+		return digest_query(db, packet_row_sql, kind, (int64_t)ref, out);
+	case GS_CHAIN_CONTEXT:
+		*table = "contexts";
+		return digest_query(db, context_row_sql, kind, (int64_t)ref, out);
+	case GS_CHAIN_ALLOCATION:
+		*table = "allocations";
+		return digest_query(db, allocation_row_sql, kind, (int64_t)ref, out);
+	default:
+		*table = NULL;
+		return 0;
+	}
+}
+
+static void bad(gs_chain_report *out, uint64_t seq, const char *table, int64_t row, const char *fmt,
+                ...) __attribute__((format(printf, 5, 6)));
+
+static void bad(gs_chain_report *out, uint64_t seq, const char *table, int64_t row, const char *fmt,
+                ...)
+{
+	if (!out->ok)
+		return; /* the first finding is the one reported */
+	out->ok = false;
+	out->bad_seq = seq;
+	snprintf(out->bad_table, sizeof out->bad_table, "%s", table ? table : "");
+	out->bad_row = row;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(out->why, sizeof out->why, fmt, ap);
+	va_end(ap);
+}
+
+static int64_t meta_int(sqlite3 *db, const char *key, int64_t dflt)
+{
+	sqlite3_stmt *s;
+	int64_t v = dflt;
+	if (sqlite3_prepare_v2(db, "SELECT CAST(value AS INTEGER) FROM meta WHERE key = ?1", -1, &s,
+	                       NULL) != SQLITE_OK)
+		return dflt;
+	sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC);
+	if (sqlite3_step(s) == SQLITE_ROW)
+		v = sqlite3_column_int64(s, 0);
+	sqlite3_finalize(s);
+	return v;
+}
+
+/* Walks the chain in seq order: every link and every appended row. */
+static int walk_chain(sqlite3 *db, gs_chain_report *out)
+{
+	sqlite3_stmt *s;
+	if (sqlite3_prepare_v2(db, "SELECT seq, kind, ref, state, hash FROM chain ORDER BY seq", -1,
+	                       &s, NULL) != SQLITE_OK)
+		return -1;
+	uint8_t prev[GS_CHAIN_HASH];
+	memcpy(prev, gs_chain_genesis, sizeof prev);
+	int rc = SQLITE_DONE;
+	while (out->ok && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+		uint64_t seq = (uint64_t)sqlite3_column_int64(s, 0);
+		gs_chain_kind kind = (gs_chain_kind)sqlite3_column_int(s, 1);
+		uint64_t ref = (uint64_t)sqlite3_column_int64(s, 2);
+		const void *state = sqlite3_column_blob(s, 3);
+		int state_len = sqlite3_column_bytes(s, 3);
+		const void *hash = sqlite3_column_blob(s, 4);
+		int hash_len = sqlite3_column_bytes(s, 4);
+		if ((state && state_len != GS_CHAIN_DIGEST) || !hash || hash_len != GS_CHAIN_HASH) {
+			bad(out, seq, "chain", (int64_t)seq,
+			    "the chain row of record %llu is malformed", (unsigned long long)seq);
+			break;
+		}
+		uint8_t appended[GS_CHAIN_DIGEST], link[GS_CHAIN_HASH];
+		const char *table;
+		int found = gs_chain_appended_digest(db, kind, seq, ref, appended, &table);
+		if (found < 0) {
+			bad(out, seq, "chain", (int64_t)seq, "record %llu has an unknown kind %d",
+			    (unsigned long long)seq, (int)kind);
+			break;
+		}
+		if (table && !found) {
+			bad(out, seq, table, (int64_t)(kind == GS_CHAIN_PACKET_ALLOCS ? ref : seq),
+			    "the %s row of record %llu is missing (deleted)", table,
+			    (unsigned long long)seq);
+			break;
+		}
+		gs_chain_link(prev, seq, kind, ref, table ? appended : NULL, state, link);
+		if (memcmp(link, hash, GS_CHAIN_HASH) != 0) {
+			bad(out, seq, table ? table : "chain",
+			    (int64_t)(kind == GS_CHAIN_PACKET_ALLOCS ? ref : seq),
+			    "record %llu does not match its hash: %s%s changed, moved or removed, "
+			    "or "
+			    "a record before it was removed",
+			    (unsigned long long)seq, table ? "its row in " : "its chain row",
+			    table ? table : "");
+			break;
+		}
+		memcpy(prev, hash, GS_CHAIN_HASH);
+		out->records++;
+		out->last_seq = seq;
+	}
+	sqlite3_finalize(s);
+	memcpy(out->head, prev, GS_CHAIN_HASH);
+	return out->ok && rc != SQLITE_DONE ? -1 : 0;
+}
+
+/* Rows of appended tables with no chain record of their kind: inserted after the fact. */
+static int find_unrecorded(sqlite3 *db, gs_chain_report *out)
+{
+	static const struct {
+		const char *table;
+		gs_chain_kind kind;
+	} t[] = {{"packet_events", GS_CHAIN_PACKET},
+	         {"errors", GS_CHAIN_ERROR},
+	         {"notes", GS_CHAIN_NOTE},
+	         {"moves", GS_CHAIN_MOVE}};
+	for (size_t i = 0; i < sizeof t / sizeof t[0] && out->ok; i++) {
+		char sql[256];
+		snprintf(
+		        sql, sizeof sql,
+		        "SELECT seq FROM %s x WHERE seq >= ?1 AND NOT EXISTS (SELECT 1 FROM chain c"
+		        " WHERE c.seq = x.seq AND c.kind = %d) ORDER BY seq LIMIT 1",
+		        t[i].table, (int)t[i].kind);
+		sqlite3_stmt *s;
+		if (sqlite3_prepare_v2(db, sql, -1, &s, NULL) != SQLITE_OK)
+			return -1;
+		sqlite3_bind_int64(s, 1, (int64_t)out->first_seq);
+		int rc = sqlite3_step(s);
+		if (rc == SQLITE_ROW) {
+			int64_t seq = sqlite3_column_int64(s, 0);
+			bad(out, (uint64_t)seq, t[i].table, seq,
+			    "row %lld of %s has no record in the chain (added after the fact)",
+			    (long long)seq, t[i].table);
+		}
+		sqlite3_finalize(s);
+		if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+			return -1;
+	}
+	return 0;
+}
+
+/*
+ * Each row of an updated-in-place table must be the state its last record left. `last_sql`
+ * finds, for a row key, the seq and state of that record; rows older than the chain (key at or
+ * below the file's pre-chain maximum) with no record are not covered.
+ */
+static int check_states(sqlite3 *db, gs_chain_report *out, const char *table, const char *key,
+                        gs_chain_kind kind, const char *last_sql, int64_t prechain_max)
+{
+	char sql[128];
+	snprintf(sql, sizeof sql, "SELECT %s FROM %s ORDER BY %s", key, table, key);
+	sqlite3_stmt *rows, *last;
+	if (sqlite3_prepare_v2(db, sql, -1, &rows, NULL) != SQLITE_OK)
+		return -1;
+	if (sqlite3_prepare_v2(db, last_sql, -1, &last, NULL) != SQLITE_OK) {
+		sqlite3_finalize(rows);
+		return -1;
+	}
+	int rc = SQLITE_DONE;
+	while (out->ok && (rc = sqlite3_step(rows)) == SQLITE_ROW) {
+		int64_t id = sqlite3_column_int64(rows, 0);
+		sqlite3_reset(last);
+		sqlite3_bind_int64(last, 1, id);
+		int lrc = sqlite3_step(last);
+		const void *state = lrc == SQLITE_ROW ? sqlite3_column_blob(last, 1) : NULL;
+		uint64_t seq = lrc == SQLITE_ROW ? (uint64_t)sqlite3_column_int64(last, 0) : 0;
+		if (!state || sqlite3_column_bytes(last, 1) != GS_CHAIN_DIGEST) {
+			if (id > prechain_max)
+				bad(out, seq, table, id,
+				    "%s row %lld has no record in the chain (added after the fact)",
+				    table, (long long)id);
+			continue;
+		}
+		uint8_t now[GS_CHAIN_DIGEST];
+		const char *t;
+		if (gs_chain_state_digest(db, kind, (uint64_t)id, now, &t) != 1) {
+			rc = SQLITE_ERROR;
+			break;
+		}
+		if (memcmp(now, state, GS_CHAIN_DIGEST) != 0)
+			bad(out, seq, table, id,
+			    "%s row %lld is not the state its last record (%llu) left: it was "
+			    "changed",
+			    table, (long long)id, (unsigned long long)seq);
+		out->rows++;
+	}
+	sqlite3_finalize(last);
+	sqlite3_finalize(rows);
+	return out->ok && rc != SQLITE_DONE ? -1 : 0;
+}
+
+int gs_chain_verify(sqlite3 *db, gs_chain_report *out)
+{
+	memset(out, 0, sizeof *out);
+	out->ok = true;
+	if (sqlite3_exec(db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK) {
+		snprintf(out->why, sizeof out->why, "%s", sqlite3_errmsg(db));
+		return -1;
+	}
+	int64_t start = meta_int(db, "chain_start_seq", -1);
+	int rc = 0;
+	if (start < 0) {
+		snprintf(out->why, sizeof out->why,
+		         "the file has no hash chain (written by a daemon older than schema 3)");
+		rc = -1;
+		goto done;
+	}
+	out->first_seq = (uint64_t)start;
+	if (walk_chain(db, out) != 0 || find_unrecorded(db, out) != 0 ||
+	    check_states(db, out, "packets", "packet", GS_CHAIN_PACKET,
+	                 "SELECT c.seq, c.state FROM chain c WHERE c.seq = (SELECT max(seq) FROM"
+	                 " packet_events WHERE packet = ?1) AND c.kind = 1",
+	                 meta_int(db, "chain_start_packet", 0)) != 0 ||
+	    check_states(db, out, "contexts", "context", GS_CHAIN_CONTEXT,
+	                 "SELECT seq, state FROM chain WHERE kind = 2 AND ref = ?1"
+	                 " ORDER BY seq DESC LIMIT 1",
+	                 meta_int(db, "chain_start_context", 0)) != 0 ||
+	    check_states(db, out, "allocations", "allocation", GS_CHAIN_ALLOCATION,
+	                 "SELECT seq, state FROM chain WHERE kind = 3 AND ref = ?1"
+	                 " ORDER BY seq DESC LIMIT 1",
+	                 meta_int(db, "chain_start_allocation", 0)) != 0) {
+		if (!out->why[0])
+			snprintf(out->why, sizeof out->why, "reading the file failed: %s",
+			         sqlite3_errmsg(db));
+		rc = -1;
+	}
+done:
+	sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
+	return rc;
+}
