@@ -67,7 +67,9 @@ CREATE TABLE IF NOT EXISTS packet_events (
 	state      INTEGER NOT NULL,
 	state_name TEXT    NOT NULL,
 	time_ns    INTEGER NOT NULL, -- wall clock (CLOCK_REALTIME) when the change was audited
-	detail     TEXT
+	detail     TEXT,
+	state_digest BLOB,            -- hash chain: digest of the packets row this record left
+	hash       BLOB               -- hash chain: this record's link (see the chain table)
 );
 -- The index carries the rowid (seq), so one packet's events come out already in order.
 CREATE INDEX IF NOT EXISTS packet_events_packet ON packet_events (packet);
@@ -119,7 +121,8 @@ CREATE TABLE IF NOT EXISTS errors (
 	tenant  TEXT,              -- NULL when the caller was not authenticated
 	request TEXT    NOT NULL,
 	status  INTEGER NOT NULL,  -- gpusched.v1.Status value
-	message TEXT
+	message TEXT,
+	hash    BLOB               -- hash chain link
 );
 CREATE INDEX IF NOT EXISTS errors_tenant ON errors (tenant, seq);
 
@@ -129,7 +132,8 @@ CREATE TABLE IF NOT EXISTS notes (
 	time_ns INTEGER NOT NULL,
 	tenant  TEXT,              -- NULL for daemon-wide events
 	kind    TEXT    NOT NULL,
-	detail  TEXT
+	detail  TEXT,
+	hash    BLOB               -- hash chain link
 );
 
 -- Append-only: one row per action of the video memory manager on an allocation (placed, paged
@@ -153,7 +157,8 @@ CREATE TABLE IF NOT EXISTS moves (
 	bytes          INTEGER NOT NULL,
 	transfer_flags INTEGER NOT NULL, -- raw DXGK_TRANSFERFLAGS Value of the whole transfer
 	pieces         INTEGER NOT NULL, -- sub-transfers it was split into
-	reason         TEXT
+	reason         TEXT,
+	hash           BLOB              -- hash chain link
 );
 -- Moves are read per tenant, newest first, optionally narrowed to one allocation, or to the
 -- moves a paging packet made or a render packet needed.
@@ -162,13 +167,15 @@ CREATE INDEX IF NOT EXISTS moves_tenant_allocation ON moves (tenant, allocation,
 CREATE INDEX IF NOT EXISTS moves_packet ON moves (packet);
 CREATE INDEX IF NOT EXISTS moves_for_packet ON moves (for_packet);
 
--- The hash chain (schema version 3): one row per record the daemon wrote, in seq order. The
--- record's kind (1 packet event, 2 context, 3 allocation, 4 error, 5 note, 6 move, 7 packet
--- allocation list), the id it is about (ref), the 16-byte digest of the row it leaves in
--- packets, contexts or allocations (state; NULL for the others), and a 32-byte BLAKE2b hash over
--- the previous record's hash, its own numbers, the digest of its appended row and state.
--- `gpusched audit verify` recomputes it (schema/chain.h has the rules): any row changed,
--- removed, added or moved with another tool is found at that row.
+-- The hash chain (schema version 3). Every record the daemon writes has a seq and a 32-byte
+-- BLAKE2b link over the previous record's link, its own seq, kind and id, the digest of the
+-- row(s) it appended and the digest of the row it left in packets, contexts or allocations.
+-- Records that append a row of their own keep their link in it (the hash column of
+-- packet_events, moves, errors and notes; packet_events also keeps state_digest); the others
+-- (kind 2 context, 3 allocation, 7 a packet's allocation list) have a row here. meta holds
+-- the seq and link of the last record committed. `gpusched audit verify` recomputes it all
+-- (schema/chain.h has the rules): a row changed, removed, added or moved with another tool is
+-- found at that row (a removed one at the record after it).
 CREATE TABLE IF NOT EXISTS chain (
 	seq   INTEGER PRIMARY KEY NOT NULL,
 	kind  INTEGER NOT NULL,

@@ -72,6 +72,38 @@ void gs_chain_link(const uint8_t prev[GS_CHAIN_HASH], uint64_t seq, gs_chain_kin
 	crypto_generichash(out, GS_CHAIN_HASH, b, sizeof b, NULL, 0);
 }
 
+void gs_chain_hex(const uint8_t h[GS_CHAIN_HASH], char *out)
+{
+	static const char digits[] = "0123456789abcdef";
+	for (int i = 0; i < GS_CHAIN_HASH; i++) {
+		out[2 * i] = digits[h[i] >> 4];
+		out[2 * i + 1] = digits[h[i] & 15];
+	}
+	out[2 * GS_CHAIN_HASH] = '\0';
+}
+
+static int nibble(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	return -1;
+}
+
+int gs_chain_unhex(const char *hex, uint8_t h[GS_CHAIN_HASH])
+{
+	if (strlen(hex) != 2 * GS_CHAIN_HASH)
+		return -1;
+	for (int i = 0; i < GS_CHAIN_HASH; i++) {
+		int hi = nibble(hex[2 * i]), lo = nibble(hex[2 * i + 1]);
+		if (hi < 0 || lo < 0)
+			return -1;
+		h[i] = (uint8_t)(hi << 4 | lo);
+	}
+	return 0;
+}
+
 /* ---- verification ---- */
 
 /* The columns of each table in the order of the daemon's INSERT (server/audit/audit.c). */
@@ -226,9 +258,17 @@ static int64_t meta_int(sqlite3 *db, const char *key, int64_t dflt)
 static int walk_chain(sqlite3 *db, gs_chain_report *out)
 {
 	sqlite3_stmt *s;
-	if (sqlite3_prepare_v2(db, "SELECT seq, kind, ref, state, hash FROM chain ORDER BY seq", -1,
-	                       &s, NULL) != SQLITE_OK)
+	if (sqlite3_prepare_v2(db,
+	                       "SELECT seq, 1, packet, state_digest, hash FROM packet_events"
+	                       " WHERE seq >= ?1 UNION ALL"
+	                       " SELECT seq, 4, 0, NULL, hash FROM errors WHERE seq >= ?1 UNION ALL"
+	                       " SELECT seq, 5, 0, NULL, hash FROM notes WHERE seq >= ?1 UNION ALL"
+	                       " SELECT seq, 6, allocation, NULL, hash FROM moves WHERE seq >= ?1"
+	                       " UNION ALL SELECT seq, kind, ref, state, hash FROM chain"
+	                       " ORDER BY 1",
+	                       -1, &s, NULL) != SQLITE_OK)
 		return -1;
+	sqlite3_bind_int64(s, 1, (int64_t)out->first_seq);
 	uint8_t prev[GS_CHAIN_HASH];
 	memcpy(prev, gs_chain_genesis, sizeof prev);
 	int rc = SQLITE_DONE;
@@ -240,9 +280,20 @@ static int walk_chain(sqlite3 *db, gs_chain_report *out)
 		int state_len = sqlite3_column_bytes(s, 3);
 		const void *hash = sqlite3_column_blob(s, 4);
 		int hash_len = sqlite3_column_bytes(s, 4);
-		if ((state && state_len != GS_CHAIN_DIGEST) || !hash || hash_len != GS_CHAIN_HASH) {
-			bad(out, seq, "chain", (int64_t)seq,
-			    "the chain row of record %llu is malformed", (unsigned long long)seq);
+		if (!hash) {
+			const char *t = kind == GS_CHAIN_PACKET  ? "packet_events"
+			                : kind == GS_CHAIN_ERROR ? "errors"
+			                : kind == GS_CHAIN_NOTE  ? "notes"
+			                : kind == GS_CHAIN_MOVE  ? "moves"
+			                                         : "chain";
+			bad(out, seq, t, (int64_t)seq,
+			    "row %llu of %s has no link: it was added after the fact",
+			    (unsigned long long)seq, t);
+			break;
+		}
+		if ((state && state_len != GS_CHAIN_DIGEST) || hash_len != GS_CHAIN_HASH) {
+			bad(out, seq, "chain", (int64_t)seq, "the link of record %llu is malformed",
+			    (unsigned long long)seq);
 			break;
 		}
 		uint8_t appended[GS_CHAIN_DIGEST], link[GS_CHAIN_HASH];
@@ -263,11 +314,10 @@ static int walk_chain(sqlite3 *db, gs_chain_report *out)
 		if (memcmp(link, hash, GS_CHAIN_HASH) != 0) {
 			bad(out, seq, table ? table : "chain",
 			    (int64_t)(kind == GS_CHAIN_PACKET_ALLOCS ? ref : seq),
-			    "record %llu does not match its hash: %s%s changed, moved or removed, "
-			    "or "
-			    "a record before it was removed",
-			    (unsigned long long)seq, table ? "its row in " : "its chain row",
-			    table ? table : "");
+			    "record %llu does not match its link: its row in %s was changed or "
+			    "moved,"
+			    " or the record before it was removed",
+			    (unsigned long long)seq, table ? table : "chain");
 			break;
 		}
 		memcpy(prev, hash, GS_CHAIN_HASH);
@@ -279,39 +329,30 @@ static int walk_chain(sqlite3 *db, gs_chain_report *out)
 	return out->ok && rc != SQLITE_DONE ? -1 : 0;
 }
 
-/* Rows of appended tables with no chain record of their kind: inserted after the fact. */
-static int find_unrecorded(sqlite3 *db, gs_chain_report *out)
+/* The newest records: the walk must end at the head the daemon last committed. */
+static int check_head(sqlite3 *db, gs_chain_report *out)
 {
-	static const struct {
-		const char *table;
-		gs_chain_kind kind;
-	} t[] = {{"packet_events", GS_CHAIN_PACKET},
-	         {"errors", GS_CHAIN_ERROR},
-	         {"notes", GS_CHAIN_NOTE},
-	         {"moves", GS_CHAIN_MOVE}};
-	for (size_t i = 0; i < sizeof t / sizeof t[0] && out->ok; i++) {
-		char sql[256];
-		snprintf(
-		        sql, sizeof sql,
-		        "SELECT seq FROM %s x WHERE seq >= ?1 AND NOT EXISTS (SELECT 1 FROM chain c"
-		        " WHERE c.seq = x.seq AND c.kind = %d) ORDER BY seq LIMIT 1",
-		        t[i].table, (int)t[i].kind);
-		sqlite3_stmt *s;
-		if (sqlite3_prepare_v2(db, sql, -1, &s, NULL) != SQLITE_OK)
-			return -1;
-		sqlite3_bind_int64(s, 1, (int64_t)out->first_seq);
-		int rc = sqlite3_step(s);
-		if (rc == SQLITE_ROW) {
-			int64_t seq = sqlite3_column_int64(s, 0);
-			bad(out, (uint64_t)seq, t[i].table, seq,
-			    "row %lld of %s has no record in the chain (added after the fact)",
-			    (long long)seq, t[i].table);
-		}
-		sqlite3_finalize(s);
-		if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-			return -1;
+	sqlite3_stmt *s;
+	if (sqlite3_prepare_v2(db, "SELECT value FROM meta WHERE key = 'chain_head'", -1, &s,
+	                       NULL) != SQLITE_OK)
+		return -1;
+	int rc = sqlite3_step(s);
+	uint8_t head[GS_CHAIN_HASH];
+	if (rc == SQLITE_ROW) {
+		const char *hex = (const char *)sqlite3_column_text(s, 0);
+		if (!hex || gs_chain_unhex(hex, head) != 0)
+			bad(out, out->last_seq, "meta", 0, "the chain head in meta is not a link");
+		else if (memcmp(head, out->head, GS_CHAIN_HASH) != 0)
+			bad(out, out->last_seq, "meta", 0,
+			    "the chain ends at record %llu, which is not the last one committed: "
+			    "the"
+			    " newest records were removed (or meta's chain_head changed)",
+			    (unsigned long long)out->last_seq);
+	} else if (rc == SQLITE_DONE && out->records) {
+		bad(out, out->last_seq, "meta", 0, "the chain head is missing from meta");
 	}
-	return 0;
+	sqlite3_finalize(s);
+	return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : -1;
 }
 
 /*
@@ -381,10 +422,10 @@ int gs_chain_verify(sqlite3 *db, gs_chain_report *out)
 		goto done;
 	}
 	out->first_seq = (uint64_t)start;
-	if (walk_chain(db, out) != 0 || find_unrecorded(db, out) != 0 ||
+	if (walk_chain(db, out) != 0 || (out->ok && check_head(db, out) != 0) ||
 	    check_states(db, out, "packets", "packet", GS_CHAIN_PACKET,
-	                 "SELECT c.seq, c.state FROM chain c WHERE c.seq = (SELECT max(seq) FROM"
-	                 " packet_events WHERE packet = ?1) AND c.kind = 1",
+	                 "SELECT seq, state_digest FROM packet_events WHERE packet = ?1"
+	                 " ORDER BY seq DESC LIMIT 1",
 	                 meta_int(db, "chain_start_packet", 0)) != 0 ||
 	    check_states(db, out, "contexts", "context", GS_CHAIN_CONTEXT,
 	                 "SELECT seq, state FROM chain WHERE kind = 2 AND ref = ?1"

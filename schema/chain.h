@@ -1,23 +1,30 @@
 /*
  * The audit file's hash chain: what makes an edit of the file with any SQLite tool visible.
  *
- * Every record the daemon writes has an audit sequence number (seq) and one row in the table
- * `chain` (see audit.sql). That row holds the record's kind, the id it is about (ref), the
- * digest of the row state it leaves in an updated-in-place table (packets, contexts,
- * allocations: state) and a hash linking it to the record before it:
+ * Every record the daemon writes has an audit sequence number (seq) and a link:
  *
- *   hash(seq) = BLAKE2b-256(hash(previous) | seq | kind | ref | digest of its appended row(s)
- *                           | state)
+ *   link(seq) = BLAKE2b-256(link(previous) | seq | kind | ref | digest of its appended row(s)
+ *                           | digest of the state it left)
  *
- * A row digest is BLAKE2b-128 of the row's columns in the order of the daemon's INSERT, each
- * as a tag byte and its value (integer: 8 bytes little-endian; text: 4-byte length and bytes;
- * NULL: the tag alone). The appended rows (packet_events, moves, errors, notes by seq;
- * packet_allocations by packet) are read back and digested again when verifying, so changing,
- * removing or moving one breaks the hash of its record; a row of an updated-in-place table must
- * match the state of the last record about it.
+ * kind says what the record is (gs_chain_kind), ref the id it is about. A row digest is
+ * BLAKE2b-128 of the row's columns in the order of the daemon's INSERT, each as a tag byte and
+ * its value (integer: 8 bytes little-endian; text: 4-byte length and bytes; NULL: the tag
+ * alone); the link and digest columns themselves are not part of it. A record that appends a
+ * row (a packet event, a move, an error, a note) keeps its link in that row, and a packet event
+ * also the digest of the packets row it left (state_digest); the others (a context, an
+ * allocation, a packet's allocation list) have a row in the table chain. meta.chain_head is
+ * the link of the last record committed.
+ *
+ * Verifying walks every record in seq order, reads its rows back, digests them again and
+ * recomputes each link: a changed, moved or added row breaks the link of its record, a removed
+ * one the link of the record after it (or, for the newest, the head in meta). Each row of an
+ * updated-in-place table (packets, contexts, allocations) must match the state of the last
+ * record about it.
  *
  * The writer (server/audit) and the verifier (gpusched audit verify) share this code, so they
- * cannot disagree on the encoding. Libsodium provides BLAKE2b.
+ * cannot disagree on the encoding. Libsodium provides BLAKE2b. Anyone who can write the file can
+ * also recompute every link after an edit: keep the head that verify prints (or the daemon logs
+ * at stop) somewhere else to catch that.
  */
 #ifndef GS_AUDIT_CHAIN_H
 #define GS_AUDIT_CHAIN_H
@@ -67,6 +74,10 @@ int gs_chain_appended_digest(sqlite3 *db, gs_chain_kind kind, uint64_t seq, uint
  * allocations) with key ref: 1, 0 when missing, -1 on error; 0 and *table NULL for others. */
 int gs_chain_state_digest(sqlite3 *db, gs_chain_kind kind, uint64_t ref,
                           uint8_t out[GS_CHAIN_DIGEST], const char **table);
+
+/* Hex text of a link (2 * GS_CHAIN_HASH + 1 bytes with the NUL), and back: 0 or -1. */
+void gs_chain_hex(const uint8_t h[GS_CHAIN_HASH], char *out);
+int gs_chain_unhex(const char *hex, uint8_t h[GS_CHAIN_HASH]);
 
 /* The hash before the first record of a file. */
 extern const uint8_t gs_chain_genesis[GS_CHAIN_HASH];

@@ -128,6 +128,7 @@ enum stmt_id {
 	ST_MOVE,
 	ST_PACKET_ALLOC,
 	ST_CHAIN,
+	ST_HEAD,
 	ST_COUNT
 };
 
@@ -156,8 +157,8 @@ static const char *const stmt_sql[ST_COUNT] = {
                       " resubmissions = excluded.resubmissions, result = excluded.result"
                       " WHERE packets.tenant = excluded.tenant",
         [ST_EVENT] = "INSERT INTO packet_events (packet, tenant, state, state_name, time_ns, "
-                     "detail, seq)"
-                     " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                     "detail, seq, state_digest, hash)"
+                     " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
         [ST_CONTEXT] = "INSERT INTO contexts (context, tenant, device, adapter, node, flags,"
                        " priority_class, priority, dma_buffer_size, dma_buffer_segment_set,"
                        " dma_buffer_private_data_size, allocation_list_size,"
@@ -187,18 +188,20 @@ static const char *const stmt_sql[ST_COUNT] = {
                           " segment = excluded.segment, segment_offset = excluded.segment_offset,"
                           " created_ns = excluded.created_ns, destroyed_ns = excluded.destroyed_ns"
                           " WHERE allocations.tenant = excluded.tenant",
-        [ST_ERROR] = "INSERT INTO errors (time_ns, tenant, request, status, message, seq)"
-                     " VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        [ST_NOTE] = "INSERT INTO notes (time_ns, tenant, kind, detail, seq)"
-                    " VALUES (?1, ?2, ?3, ?4, ?5)",
+        [ST_ERROR] = "INSERT INTO errors (time_ns, tenant, request, status, message, seq, hash)"
+                     " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        [ST_NOTE] = "INSERT INTO notes (time_ns, tenant, kind, detail, seq, hash)"
+                    " VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
         [ST_MOVE] = "INSERT INTO moves (time_ns, tenant, allocation, device, adapter, packet,"
                     " for_packet, kind, kind_name, from_segment, from_offset, to_segment,"
-                    " to_offset, bytes, transfer_flags, pieces, reason, seq)"
+                    " to_offset, bytes, transfer_flags, pieces, reason, seq, hash)"
                     " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15,"
-                    " ?16, ?17, ?18)",
+                    " ?16, ?17, ?18, ?19)",
         [ST_PACKET_ALLOC] = "INSERT INTO packet_allocations (packet, allocation, tenant, write)"
                             " VALUES (?1, ?2, ?3, ?4)",
         [ST_CHAIN] = "INSERT INTO chain (seq, kind, ref, state, hash) VALUES (?1, ?2, ?3, ?4, ?5)",
+        [ST_HEAD] = "INSERT INTO meta (key, value) VALUES ('chain_head', ?1)"
+                    " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
 };
 
 struct gsd_audit {
@@ -225,6 +228,7 @@ struct gsd_audit {
 	 * the start of the batch in progress (a failed batch goes back to it). */
 	uint8_t chain_head[GS_CHAIN_HASH];
 	uint8_t batch_head[GS_CHAIN_HASH];
+	bool chain_off; /* gsd_audit_options.no_chain */
 
 	pthread_t thread;
 	pthread_mutex_t mu;
@@ -337,19 +341,37 @@ static void bind_str(sqlite3_stmt *s, int i, const char *v, bool null)
 static void put_u64(sqlite3_stmt *s, int i, uint64_t v, gs_chain_row *d)
 {
 	gsd_audit_bind_u64(s, i, v);
-	gs_chain_row_int(d, (int64_t)v);
+	if (d)
+		gs_chain_row_int(d, (int64_t)v);
 }
 
 static void put_i64(sqlite3_stmt *s, int i, int64_t v, gs_chain_row *d)
 {
 	sqlite3_bind_int64(s, i, v);
-	gs_chain_row_int(d, v);
+	if (d)
+		gs_chain_row_int(d, v);
 }
 
 static void put_str(sqlite3_stmt *s, int i, const char *v, bool null, gs_chain_row *d)
 {
 	bind_str(s, i, v, null);
-	gs_chain_row_text(d, null ? NULL : v);
+	if (d)
+		gs_chain_row_text(d, null ? NULL : v);
+}
+
+/* The digest to feed, or NULL when the chain is off (bench_audit's baseline only). */
+static gs_chain_row *chain_begin(gsd_audit *a, gs_chain_row *d, gs_chain_kind table)
+{
+	if (a->chain_off)
+		return NULL;
+	gs_chain_row_init(d, table);
+	return d;
+}
+
+static void chain_end(gs_chain_row *d, uint8_t out[GS_CHAIN_DIGEST])
+{
+	if (d)
+		gs_chain_row_final(d, out);
 }
 
 /* What one record contributes to the chain: digests of the row it appends and of the state it
@@ -359,7 +381,30 @@ typedef struct chain_out {
 	uint64_t ref;
 	uint8_t appended[GS_CHAIN_DIGEST], state[GS_CHAIN_DIGEST];
 	bool has_appended, has_state;
+	uint8_t hash[GS_CHAIN_HASH]; /* its link, once computed */
+	bool linked;                 /* hash is bound into its own row (not the chain table) */
 } chain_out;
+
+/* Computes the record's link and binds it (and, at state_idx > 0, its state digest) into the
+ * statement of the row it appends; NULLs when the chain is off. The head moves only once the
+ * row is written (write_node). */
+static void bind_link(gsd_audit *a, const struct node *n, chain_out *co, sqlite3_stmt *s,
+                      int state_idx, int hash_idx)
+{
+	if (a->chain_off) {
+		if (state_idx)
+			sqlite3_bind_null(s, state_idx);
+		sqlite3_bind_null(s, hash_idx);
+		return;
+	}
+	gs_chain_link(a->chain_head, n->seq, co->kind, co->ref,
+	              co->has_appended ? co->appended : NULL, co->has_state ? co->state : NULL,
+	              co->hash);
+	if (state_idx)
+		sqlite3_bind_blob(s, state_idx, co->state, GS_CHAIN_DIGEST, SQLITE_STATIC);
+	sqlite3_bind_blob(s, hash_idx, co->hash, GS_CHAIN_HASH, SQLITE_STATIC);
+	co->linked = true;
+}
 
 /* Runs a statement that returns no rows and makes it ready for its next use. */
 static int step_reset(sqlite3_stmt *s)
@@ -377,32 +422,32 @@ static int write_packet(gsd_audit *a, const struct node *n, chain_out *co)
 	bool null_tenant = n->nulls & NULL_TENANT;
 	const char *name = state_name(r->state);
 	sqlite3_stmt *s = a->st[ST_PACKET];
-	gs_chain_row d;
+	gs_chain_row d, *dp;
 
 	/* The row's state is digested even when a later record of the batch writes the row. */
-	gs_chain_row_init(&d, GS_CHAIN_PACKET);
-	put_u64(s, 1, r->packet, &d);
-	put_str(s, 2, n->tenant, null_tenant, &d);
-	put_u64(s, 3, r->device, &d);
-	put_u64(s, 4, r->context, &d);
-	put_i64(s, 5, r->adapter, &d);
-	put_i64(s, 6, r->node, &d);
-	put_u64(s, 7, r->fence, &d);
-	put_i64(s, 8, r->submit_flags, &d);
-	put_i64(s, 9, r->patch_flags, &d);
-	put_i64(s, 10, r->dma_size, &d);
-	put_i64(s, 11, r->allocation_count, &d);
-	put_i64(s, 12, r->patch_count, &d);
-	put_i64(s, 13, r->state, &d);
-	put_str(s, 14, name, false, &d);
-	put_u64(s, 15, r->submitted_ns, &d);
-	put_u64(s, 16, r->ready_ns, &d);
-	put_u64(s, 17, r->started_ns, &d);
-	put_u64(s, 18, r->completed_ns, &d);
-	put_i64(s, 19, r->preemptions, &d);
-	put_i64(s, 20, r->resubmissions, &d);
-	put_str(s, 21, n->text1, n->nulls & NULL_TEXT1, &d);
-	gs_chain_row_final(&d, co->state);
+	dp = chain_begin(a, &d, GS_CHAIN_PACKET);
+	put_u64(s, 1, r->packet, dp);
+	put_str(s, 2, n->tenant, null_tenant, dp);
+	put_u64(s, 3, r->device, dp);
+	put_u64(s, 4, r->context, dp);
+	put_i64(s, 5, r->adapter, dp);
+	put_i64(s, 6, r->node, dp);
+	put_u64(s, 7, r->fence, dp);
+	put_i64(s, 8, r->submit_flags, dp);
+	put_i64(s, 9, r->patch_flags, dp);
+	put_i64(s, 10, r->dma_size, dp);
+	put_i64(s, 11, r->allocation_count, dp);
+	put_i64(s, 12, r->patch_count, dp);
+	put_i64(s, 13, r->state, dp);
+	put_str(s, 14, name, false, dp);
+	put_u64(s, 15, r->submitted_ns, dp);
+	put_u64(s, 16, r->ready_ns, dp);
+	put_u64(s, 17, r->started_ns, dp);
+	put_u64(s, 18, r->completed_ns, dp);
+	put_i64(s, 19, r->preemptions, dp);
+	put_i64(s, 20, r->resubmissions, dp);
+	put_str(s, 21, n->text1, n->nulls & NULL_TEXT1, dp);
+	chain_end(dp, co->state);
 	co->has_state = true;
 	co->ref = r->packet;
 	if (!n->superseded) {
@@ -414,16 +459,17 @@ static int write_packet(gsd_audit *a, const struct node *n, chain_out *co)
 	}
 
 	s = a->st[ST_EVENT];
-	gs_chain_row_init(&d, GS_CHAIN_PACKET);
-	put_u64(s, 1, r->packet, &d);
-	put_str(s, 2, n->tenant, null_tenant, &d);
-	put_i64(s, 3, r->state, &d);
-	put_str(s, 4, name, false, &d);
-	put_u64(s, 5, r->event_ns ? r->event_ns : n->time_ns, &d);
-	put_str(s, 6, n->text2, n->nulls & NULL_TEXT2, &d);
-	put_u64(s, 7, n->seq, &d);
-	gs_chain_row_final(&d, co->appended);
+	dp = chain_begin(a, &d, GS_CHAIN_PACKET);
+	put_u64(s, 1, r->packet, dp);
+	put_str(s, 2, n->tenant, null_tenant, dp);
+	put_i64(s, 3, r->state, dp);
+	put_str(s, 4, name, false, dp);
+	put_u64(s, 5, r->event_ns ? r->event_ns : n->time_ns, dp);
+	put_str(s, 6, n->text2, n->nulls & NULL_TEXT2, dp);
+	put_u64(s, 7, n->seq, dp);
+	chain_end(dp, co->appended);
 	co->has_appended = true;
+	bind_link(a, n, co, s, 8, 9);
 	return step_reset(s);
 }
 
@@ -431,27 +477,27 @@ static int write_context(gsd_audit *a, const struct node *n, chain_out *co)
 {
 	const gsd_context_rec *r = &n->u.context;
 	sqlite3_stmt *s = a->st[ST_CONTEXT];
-	gs_chain_row d;
+	gs_chain_row d, *dp;
 
-	gs_chain_row_init(&d, GS_CHAIN_CONTEXT);
-	put_u64(s, 1, r->context, &d);
-	put_str(s, 2, n->tenant, n->nulls & NULL_TENANT, &d);
-	put_u64(s, 3, r->device, &d);
-	put_i64(s, 4, r->adapter, &d);
-	put_i64(s, 5, r->node, &d);
-	put_i64(s, 6, r->flags, &d);
-	put_i64(s, 7, r->priority_class, &d);
-	put_i64(s, 8, r->priority, &d);
-	put_i64(s, 9, r->info.dma_buffer_size, &d);
-	put_i64(s, 10, r->info.dma_buffer_segment_set, &d);
-	put_i64(s, 11, r->info.dma_buffer_private_data_size, &d);
-	put_i64(s, 12, r->info.allocation_list_size, &d);
-	put_i64(s, 13, r->info.patch_location_list_size, &d);
-	put_i64(s, 14, r->info.caps, &d);
-	put_i64(s, 15, r->info.paging_companion_node_id, &d);
-	put_u64(s, 16, r->created_ns, &d);
-	put_u64(s, 17, r->destroyed_ns, &d);
-	gs_chain_row_final(&d, co->state);
+	dp = chain_begin(a, &d, GS_CHAIN_CONTEXT);
+	put_u64(s, 1, r->context, dp);
+	put_str(s, 2, n->tenant, n->nulls & NULL_TENANT, dp);
+	put_u64(s, 3, r->device, dp);
+	put_i64(s, 4, r->adapter, dp);
+	put_i64(s, 5, r->node, dp);
+	put_i64(s, 6, r->flags, dp);
+	put_i64(s, 7, r->priority_class, dp);
+	put_i64(s, 8, r->priority, dp);
+	put_i64(s, 9, r->info.dma_buffer_size, dp);
+	put_i64(s, 10, r->info.dma_buffer_segment_set, dp);
+	put_i64(s, 11, r->info.dma_buffer_private_data_size, dp);
+	put_i64(s, 12, r->info.allocation_list_size, dp);
+	put_i64(s, 13, r->info.patch_location_list_size, dp);
+	put_i64(s, 14, r->info.caps, dp);
+	put_i64(s, 15, r->info.paging_companion_node_id, dp);
+	put_u64(s, 16, r->created_ns, dp);
+	put_u64(s, 17, r->destroyed_ns, dp);
+	chain_end(dp, co->state);
 	co->has_state = true;
 	co->ref = r->context;
 	return step_reset(s);
@@ -461,23 +507,23 @@ static int write_allocation(gsd_audit *a, const struct node *n, chain_out *co)
 {
 	const gsd_allocation_rec *r = &n->u.allocation;
 	sqlite3_stmt *s = a->st[ST_ALLOCATION];
-	gs_chain_row d;
+	gs_chain_row d, *dp;
 
-	gs_chain_row_init(&d, GS_CHAIN_ALLOCATION);
-	put_u64(s, 1, r->allocation, &d);
-	put_str(s, 2, n->tenant, n->nulls & NULL_TENANT, &d);
-	put_u64(s, 3, r->device, &d);
-	put_i64(s, 4, r->adapter, &d);
-	put_u64(s, 5, r->size, &d);
-	put_i64(s, 6, r->supported_segment_set, &d);
-	put_i64(s, 7, r->segment_preference, &d);
-	put_i64(s, 8, r->priority, &d);
-	put_i64(s, 9, r->flags, &d);
-	put_i64(s, 10, r->segment, &d);
-	put_u64(s, 11, r->offset, &d);
-	put_u64(s, 12, r->created_ns, &d);
-	put_u64(s, 13, r->destroyed_ns, &d);
-	gs_chain_row_final(&d, co->state);
+	dp = chain_begin(a, &d, GS_CHAIN_ALLOCATION);
+	put_u64(s, 1, r->allocation, dp);
+	put_str(s, 2, n->tenant, n->nulls & NULL_TENANT, dp);
+	put_u64(s, 3, r->device, dp);
+	put_i64(s, 4, r->adapter, dp);
+	put_u64(s, 5, r->size, dp);
+	put_i64(s, 6, r->supported_segment_set, dp);
+	put_i64(s, 7, r->segment_preference, dp);
+	put_i64(s, 8, r->priority, dp);
+	put_i64(s, 9, r->flags, dp);
+	put_i64(s, 10, r->segment, dp);
+	put_u64(s, 11, r->offset, dp);
+	put_u64(s, 12, r->created_ns, dp);
+	put_u64(s, 13, r->destroyed_ns, dp);
+	chain_end(dp, co->state);
 	co->has_state = true;
 	co->ref = r->allocation;
 	return step_reset(s);
@@ -488,19 +534,20 @@ static int write_texts(gsd_audit *a, const struct node *n, chain_out *co)
 {
 	bool error = n->kind == REC_ERROR;
 	sqlite3_stmt *s = a->st[error ? ST_ERROR : ST_NOTE];
-	gs_chain_row d;
+	gs_chain_row d, *dp;
 	int i = 1;
 
-	gs_chain_row_init(&d, error ? GS_CHAIN_ERROR : GS_CHAIN_NOTE);
-	put_u64(s, i++, n->time_ns, &d);
-	put_str(s, i++, n->tenant, n->nulls & NULL_TENANT, &d);
-	put_str(s, i++, n->text1, n->nulls & NULL_TEXT1, &d);
+	dp = chain_begin(a, &d, error ? GS_CHAIN_ERROR : GS_CHAIN_NOTE);
+	put_u64(s, i++, n->time_ns, dp);
+	put_str(s, i++, n->tenant, n->nulls & NULL_TENANT, dp);
+	put_str(s, i++, n->text1, n->nulls & NULL_TEXT1, dp);
 	if (error)
-		put_i64(s, i++, n->u.status, &d);
-	put_str(s, i++, n->text2, n->nulls & NULL_TEXT2, &d);
-	put_u64(s, i, n->seq, &d);
-	gs_chain_row_final(&d, co->appended);
+		put_i64(s, i++, n->u.status, dp);
+	put_str(s, i++, n->text2, n->nulls & NULL_TEXT2, dp);
+	put_u64(s, i, n->seq, dp);
+	chain_end(dp, co->appended);
 	co->has_appended = true;
+	bind_link(a, n, co, s, 0, i + 1);
 	return step_reset(s);
 }
 
@@ -508,30 +555,31 @@ static int write_move(gsd_audit *a, const struct node *n, chain_out *co)
 {
 	const gsd_move_rec *r = &n->u.move;
 	sqlite3_stmt *s = a->st[ST_MOVE];
-	gs_chain_row d;
+	gs_chain_row d, *dp;
 
-	gs_chain_row_init(&d, GS_CHAIN_MOVE);
-	put_u64(s, 1, r->time_ns ? r->time_ns : n->time_ns, &d);
-	put_str(s, 2, n->tenant, n->nulls & NULL_TENANT, &d);
-	put_u64(s, 3, r->allocation, &d);
-	put_u64(s, 4, r->device, &d);
-	put_i64(s, 5, r->adapter, &d);
-	put_u64(s, 6, r->packet, &d);
-	put_u64(s, 7, r->for_packet, &d);
-	put_i64(s, 8, r->kind, &d);
-	put_str(s, 9, move_kind_name(r->kind), false, &d);
-	put_i64(s, 10, r->from_segment, &d);
-	put_u64(s, 11, r->from_offset, &d);
-	put_i64(s, 12, r->to_segment, &d);
-	put_u64(s, 13, r->to_offset, &d);
-	put_u64(s, 14, r->bytes, &d);
-	put_i64(s, 15, r->transfer_flags, &d);
-	put_i64(s, 16, r->pieces, &d);
-	put_str(s, 17, n->text1, n->nulls & NULL_TEXT1, &d);
-	put_u64(s, 18, n->seq, &d);
-	gs_chain_row_final(&d, co->appended);
+	dp = chain_begin(a, &d, GS_CHAIN_MOVE);
+	put_u64(s, 1, r->time_ns ? r->time_ns : n->time_ns, dp);
+	put_str(s, 2, n->tenant, n->nulls & NULL_TENANT, dp);
+	put_u64(s, 3, r->allocation, dp);
+	put_u64(s, 4, r->device, dp);
+	put_i64(s, 5, r->adapter, dp);
+	put_u64(s, 6, r->packet, dp);
+	put_u64(s, 7, r->for_packet, dp);
+	put_i64(s, 8, r->kind, dp);
+	put_str(s, 9, move_kind_name(r->kind), false, dp);
+	put_i64(s, 10, r->from_segment, dp);
+	put_u64(s, 11, r->from_offset, dp);
+	put_i64(s, 12, r->to_segment, dp);
+	put_u64(s, 13, r->to_offset, dp);
+	put_u64(s, 14, r->bytes, dp);
+	put_i64(s, 15, r->transfer_flags, dp);
+	put_i64(s, 16, r->pieces, dp);
+	put_str(s, 17, n->text1, n->nulls & NULL_TEXT1, dp);
+	put_u64(s, 18, n->seq, dp);
+	chain_end(dp, co->appended);
 	co->has_appended = true;
 	co->ref = r->allocation;
+	bind_link(a, n, co, s, 0, 19);
 	return step_reset(s);
 }
 
@@ -541,9 +589,9 @@ static int write_packet_allocs(gsd_audit *a, const struct node *n, chain_out *co
 	const struct packet_allocs *p = &n->u.palloc;
 	sqlite3_stmt *s = a->st[ST_PACKET_ALLOC];
 	bool null_tenant = n->nulls & NULL_TENANT;
-	gs_chain_row d;
+	gs_chain_row d, *dp;
 
-	gs_chain_row_init(&d, GS_CHAIN_PACKET_ALLOCS);
+	dp = chain_begin(a, &d, GS_CHAIN_PACKET_ALLOCS);
 	gsd_audit_bind_u64(s, 1, p->packet);
 	bind_str(s, 3, n->tenant, null_tenant);
 	for (size_t i = 0; i < p->n; i++) {
@@ -553,21 +601,23 @@ static int write_packet_allocs(gsd_audit *a, const struct node *n, chain_out *co
 		if (rc != SQLITE_OK)
 			return rc;
 		/* Digested per row in column order: packet, allocation, tenant, write. */
-		gs_chain_row_int(&d, (int64_t)p->packet);
-		gs_chain_row_int(&d, (int64_t)p->allocations[i]);
-		gs_chain_row_text(&d, null_tenant ? NULL : n->tenant);
-		gs_chain_row_int(&d, p->write[i]);
+		if (dp) {
+			gs_chain_row_int(dp, (int64_t)p->packet);
+			gs_chain_row_int(dp, (int64_t)p->allocations[i]);
+			gs_chain_row_text(dp, null_tenant ? NULL : n->tenant);
+			gs_chain_row_int(dp, p->write[i]);
+		}
 	}
-	gs_chain_row_final(&d, co->appended);
+	chain_end(dp, co->appended);
 	co->has_appended = true;
 	co->ref = p->packet;
 	return SQLITE_OK;
 }
 
 /* Links the record into the chain (its row in `chain`) once its own rows are written. */
-static int write_chain(gsd_audit *a, const struct node *n, const chain_out *co)
+static int write_chain(gsd_audit *a, const struct node *n, chain_out *co)
 {
-	uint8_t hash[GS_CHAIN_HASH];
+	uint8_t *hash = co->hash;
 	sqlite3_stmt *s = a->st[ST_CHAIN];
 
 	gs_chain_link(a->chain_head, n->seq, co->kind, co->ref,
@@ -625,7 +675,12 @@ static int write_node(gsd_audit *a, const struct node *n)
 	default:
 		return SQLITE_MISUSE;
 	}
-	return rc == SQLITE_OK ? write_chain(a, n, &co) : rc;
+	if (rc != SQLITE_OK || a->chain_off)
+		return rc;
+	if (!co.linked)
+		return write_chain(a, n, &co);
+	memcpy(a->chain_head, co.hash, GS_CHAIN_HASH);
+	return SQLITE_OK;
 }
 
 /*
@@ -707,6 +762,17 @@ static bool write_batch(gsd_audit *a, struct node *first)
 		}
 		GSD_WARN("audit: record refused: %s", sqlite3_errmsg(a->db));
 		n->failed = true;
+	}
+	/* The last link, so that removing the newest records is found too. */
+	if (!a->chain_off && memcmp(a->chain_head, a->batch_head, GS_CHAIN_HASH) != 0) {
+		char hex[2 * GS_CHAIN_HASH + 1];
+		gs_chain_hex(a->chain_head, hex);
+		sqlite3_bind_text(a->st[ST_HEAD], 1, hex, -1, SQLITE_TRANSIENT);
+		rc = step_reset(a->st[ST_HEAD]);
+		if (rc != SQLITE_OK && sqlite3_get_autocommit(a->db)) {
+			memcpy(a->chain_head, a->batch_head, GS_CHAIN_HASH);
+			return false;
+		}
 	}
 	rc = step_reset(a->st[ST_COMMIT]);
 	if (rc == SQLITE_OK)
@@ -1232,6 +1298,27 @@ static int apply_schema(sqlite3 *db)
 	rc = sqlite3_exec(db, gsd_audit_schema_sql, NULL, NULL, &msg);
 	if (rc != SQLITE_OK)
 		goto rollback;
+	/* Version 3's chain columns, added to the tables of an older file (the CREATE TABLEs
+	 * above already have them in a new one). */
+	static const char *const added[][2] = {{"packet_events", "state_digest"},
+	                                       {"packet_events", "hash"},
+	                                       {"moves", "hash"},
+	                                       {"errors", "hash"},
+	                                       {"notes", "hash"}};
+	for (size_t i = 0; i < sizeof added / sizeof added[0]; i++) {
+		char sql[160], have[8] = "";
+		snprintf(sql, sizeof sql,
+		         "SELECT count(*) FROM pragma_table_info('%s') WHERE name = '%s'",
+		         added[i][0], added[i][1]);
+		rc = pragma_text(db, sql, have, sizeof have);
+		if (rc == SQLITE_OK && strcmp(have, "0") == 0) {
+			snprintf(sql, sizeof sql, "ALTER TABLE %s ADD COLUMN %s BLOB", added[i][0],
+			         added[i][1]);
+			rc = sqlite3_exec(db, sql, NULL, NULL, &msg);
+		}
+		if (rc != SQLITE_OK)
+			goto rollback;
+	}
 	rc = sqlite3_exec(db, "COMMIT", NULL, NULL, &msg);
 	if (rc != SQLITE_OK)
 		goto rollback;
@@ -1311,34 +1398,33 @@ static int remember_file(gsd_audit *a, const char *path)
 	" SELECT max(seq) FROM moves UNION ALL SELECT max(seq) FROM errors UNION ALL"              \
 	" SELECT max(seq) FROM notes))"
 
-/* The last record's hash (the genesis value in a file with no chain yet). */
+/* The last record's link (the genesis value in a file with no chain yet). */
 static int load_chain_head(gsd_audit *a)
 {
-	sqlite3_stmt *s;
+	char hex[2 * GS_CHAIN_HASH + 8] = "";
 	memcpy(a->chain_head, gs_chain_genesis, GS_CHAIN_HASH);
-	int rc = sqlite3_prepare_v2(a->db, "SELECT hash FROM chain ORDER BY seq DESC LIMIT 1", -1,
-	                            &s, NULL);
-	if (rc != SQLITE_OK)
-		return rc;
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW && sqlite3_column_bytes(s, 0) == GS_CHAIN_HASH)
-		memcpy(a->chain_head, sqlite3_column_blob(s, 0), GS_CHAIN_HASH);
-	rc = rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_OK : rc;
-	sqlite3_finalize(s);
+	int rc = pragma_text(a->db, "SELECT value FROM meta WHERE key = 'chain_head'", hex,
+	                     sizeof hex);
+	if (rc == SQLITE_OK && hex[0] && gs_chain_unhex(hex, a->chain_head) != 0) {
+		GSD_ERROR("audit: the chain head in meta is not a hash: '%s'", hex);
+		rc = SQLITE_CORRUPT;
+	}
 	return rc;
 }
 
 /* Links the ABORTED events a reconcile appended (seq > after) into the chain, reading back
- * what they wrote the way the verifier will. */
+ * what they wrote the way the verifier will, and records the new head. */
 static int chain_reconciled(gsd_audit *a, uint64_t after)
 {
-	sqlite3_stmt *ev, *ins;
+	sqlite3_stmt *ev, *upd;
 	int rc = sqlite3_prepare_v2(
 	        a->db, "SELECT seq, packet FROM packet_events WHERE seq > ?1 ORDER BY seq", -1, &ev,
 	        NULL);
 	if (rc != SQLITE_OK)
 		return rc;
-	rc = sqlite3_prepare_v2(a->db, stmt_sql[ST_CHAIN], -1, &ins, NULL);
+	rc = sqlite3_prepare_v2(
+	        a->db, "UPDATE packet_events SET state_digest = ?2, hash = ?3 WHERE seq = ?1", -1,
+	        &upd, NULL);
 	if (rc != SQLITE_OK) {
 		sqlite3_finalize(ev);
 		return rc;
@@ -1356,17 +1442,25 @@ static int chain_reconciled(gsd_audit *a, uint64_t after)
 			break;
 		}
 		gs_chain_link(a->chain_head, seq, GS_CHAIN_PACKET, packet, appended, state, hash);
-		gsd_audit_bind_u64(ins, 1, seq);
-		sqlite3_bind_int(ins, 2, GS_CHAIN_PACKET);
-		gsd_audit_bind_u64(ins, 3, packet);
-		sqlite3_bind_blob(ins, 4, state, GS_CHAIN_DIGEST, SQLITE_STATIC);
-		sqlite3_bind_blob(ins, 5, hash, GS_CHAIN_HASH, SQLITE_STATIC);
-		rc = step_reset(ins);
+		gsd_audit_bind_u64(upd, 1, seq);
+		sqlite3_bind_blob(upd, 2, state, GS_CHAIN_DIGEST, SQLITE_STATIC);
+		sqlite3_bind_blob(upd, 3, hash, GS_CHAIN_HASH, SQLITE_STATIC);
+		rc = step_reset(upd);
 		if (rc == SQLITE_OK)
 			memcpy(a->chain_head, hash, GS_CHAIN_HASH);
 	}
-	sqlite3_finalize(ins);
+	sqlite3_finalize(upd);
 	sqlite3_finalize(ev);
+	if (rc == SQLITE_OK) {
+		char hex[2 * GS_CHAIN_HASH + 1], sql[256];
+		gs_chain_hex(a->chain_head, hex);
+		snprintf(sql, sizeof sql,
+		         "INSERT INTO meta (key, value) VALUES ('chain_head', '%s') ON CONFLICT "
+		         "(key)"
+		         " DO UPDATE SET value = excluded.value",
+		         hex);
+		rc = sqlite3_exec(a->db, sql, NULL, NULL, NULL);
+	}
 	return rc;
 }
 
@@ -1456,6 +1550,7 @@ int gsd_audit_open(const char *path, const gsd_audit_options *opt, gsd_audit **o
 	gsd_audit_options o = opt ? *opt : (gsd_audit_options){0};
 	a->max_batch = o.max_batch ? o.max_batch : DEFAULT_MAX_BATCH;
 	a->wal_limit = o.wal_limit ? o.wal_limit : DEFAULT_WAL_LIMIT;
+	a->chain_off = o.no_chain;
 
 	if (open_db(a, path, o.sync_full) != SQLITE_OK || remember_file(a, path) != 0)
 		goto fail;

@@ -39,6 +39,8 @@ typedef struct gsd_audit_options {
 	bool sync_full;     /* PRAGMA synchronous=FULL (fsync per commit); default NORMAL */
 	uint32_t max_batch; /* records per transaction, 0 = 4096 */
 	uint64_t wal_limit; /* bytes; checkpoint (TRUNCATE) when the WAL grows past it */
+	/* Writes no hash chain: only bench_audit's baseline uses it (the file does not verify). */
+	bool no_chain;
 } gsd_audit_options;
 
 /* The mutable and immutable columns of one packet row. Strings are copied. */

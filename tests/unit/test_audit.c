@@ -924,15 +924,23 @@ static void test_chain_verifies_and_finds_edits(void **state)
 	assert_int_equal(rep.bad_seq, seq);
 	assert_string_equal(rep.bad_table, "packet_events");
 
-	/* A deleted note, a deleted chain row, an added error. */
+	/* Removed rows: the record after a removed one no longer links; removing the newest
+	 * leaves the chain short of the head in meta. */
 	int64_t note = query_int(fx->path, "SELECT seq FROM notes");
+	rep = tampered(fx->path, "error", "DELETE FROM errors");
+	assert_false(rep.ok);
+	assert_int_equal(rep.bad_seq, note); /* the error came just before the note */
 	rep = tampered(fx->path, "note", "DELETE FROM notes");
 	assert_false(rep.ok);
-	assert_int_equal(rep.bad_seq, note);
-	assert_string_equal(rep.bad_table, "notes");
-	rep = tampered(fx->path, "chain", "DELETE FROM chain WHERE seq = 7");
+	assert_string_equal(rep.bad_table, "meta");
+	assert_int_equal(rep.bad_seq, note - 1);
+	rep = tampered(fx->path, "chain",
+	               "DELETE FROM chain WHERE seq = 5"); /* an allocation list */
 	assert_false(rep.ok);
-	assert_int_equal(rep.bad_seq, 8); /* the next record no longer links */
+	assert_int_equal(rep.bad_seq, 6);
+	rep = tampered(fx->path, "events", "DELETE FROM packet_events WHERE seq = 3");
+	assert_false(rep.ok);
+	assert_int_equal(rep.bad_seq, 4);
 	rep = tampered(fx->path, "add",
 	               "INSERT INTO errors (seq, time_ns, tenant, request, status,"
 	               " message) VALUES (100000, 1, 'alpha', 'x', 1, 'forged')");
@@ -1061,7 +1069,7 @@ static void test_reopen_keeps_rows_and_version(void **state)
 	                                     " WHERE key = 'schema_version'"),
 	                 GSD_AUDIT_SCHEMA_VERSION);
 	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM meta WHERE key NOT LIKE"
-	                                     " 'chain_start_%'"),
+	                                     " 'chain_%'"),
 	                 1);
 	assert_int_equal(
 	        query_int(fx->path, "SELECT value FROM meta WHERE key = 'chain_start_seq'"), 1);
