@@ -651,6 +651,22 @@ typedef struct gs_move {
 int gs_moves(gs_client *c, const gs_moves_filter *filter, gs_move **moves, size_t *count);
 void gs_moves_free(gs_move *moves, size_t count);
 
+/* Everything the audit holds about one packet: its record, its state changes in order (each
+ * detail says what it waited for, what stopped it, why it ended) and the memory manager's
+ * moves made for it or by it, oldest first. */
+typedef struct gs_explanation {
+	gs_packet_record *packet; /* one record */
+	gs_packet_event *events;
+	size_t event_count;
+	gs_move *moves;
+	size_t move_count;
+} gs_explanation;
+
+/* tenant: administrators may name another tenant's packet (NULL: the caller's own).
+ * GS_STATUS_NOT_FOUND when the history has no such packet of that tenant. */
+int gs_explain(gs_client *c, uint64_t packet, const char *tenant, gs_explanation **out);
+void gs_explanation_free(gs_explanation *e);
+
 typedef struct gs_daemon_stats {
 	uint64_t requests;
 	uint64_t errors;

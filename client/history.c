@@ -274,3 +274,59 @@ int gs_stats(gs_client *c, gs_daemon_stats *out)
 	gsc_response_free(resp);
 	return 0;
 }
+
+void gs_explanation_free(gs_explanation *e)
+{
+	if (!e)
+		return;
+	gsc_free_list(&record_kind, e->packet, e->packet ? 1 : 0);
+	gsc_free_list(&event_kind, e->events, e->event_count);
+	gsc_free_list(&move_kind, e->moves, e->move_count);
+	free(e);
+}
+
+int gs_explain(gs_client *c, uint64_t packet, const char *tenant, gs_explanation **out)
+{
+	Gpusched__V1__ExplainRequest body = GPUSCHED__V1__EXPLAIN_REQUEST__INIT;
+	Gpusched__V1__Response *resp;
+	gs_explanation *e;
+	void *list;
+	size_t n;
+	int rv;
+
+	*out = NULL;
+	body.packet = packet;
+	body.tenant = (char *)(tenant ? tenant : "");
+	rv = gsc_call(c, GSC_REQ(EXPLAIN), &body, GSC_RESP(EXPLAIN), 0, &resp);
+	if (rv != 0)
+		return rv;
+	const Gpusched__V1__ExplainResponse *r = resp->explain;
+	e = calloc(1, sizeof(*e));
+	rv = e ? 0 : gsc_fail(c, GS_ERR_NOMEM, "out of memory");
+	if (rv == 0 && !r->packet)
+		rv = gsc_fail(c, GS_ERR_PROTOCOL, "the explanation has no packet");
+	if (rv == 0) {
+		const ProtobufCMessage *pm = &r->packet->base;
+		rv = gsc_copy_list(c, &record_kind, (ProtobufCMessage *const *)&pm, 1, &list, &n);
+		e->packet = list;
+	}
+	if (rv == 0) {
+		rv = gsc_copy_list(c, &event_kind, (ProtobufCMessage *const *)r->events,
+		                   r->n_events, &list, &n);
+		e->events = list;
+		e->event_count = n;
+	}
+	if (rv == 0) {
+		rv = gsc_copy_list(c, &move_kind, (ProtobufCMessage *const *)r->moves, r->n_moves,
+		                   &list, &n);
+		e->moves = list;
+		e->move_count = n;
+	}
+	gsc_response_free(resp);
+	if (rv != 0) {
+		gs_explanation_free(e);
+		return rv;
+	}
+	*out = e;
+	return 0;
+}

@@ -221,3 +221,118 @@ int cmd_events(cli *ctx, int argc, char **argv)
 	gs_packet_events_free(ev, n);
 	return rv;
 }
+
+/* ---- explain ---------------------------------------------------------------------------- */
+
+static const char explain_help[] =
+        "Usage: gpusched explain PACKET [--tenant NAME] [--json]\n"
+        "Prints one packet's whole life from the audit record: every state change with the\n"
+        "time since submission, how long the state before it lasted, and the reason the\n"
+        "daemon recorded: what a READY waited for (sync objects and the packet that last\n"
+        "signalled them, paging moves, the packets it queued behind and whose context went\n"
+        "first), who preempted it or that its quantum expired, which engine reset aborted it\n"
+        "and whose packet caused it, and why it ended. Then the memory manager's moves made\n"
+        "for it (or by it, for a paging packet), and a summary of its waiting and running.\n"
+        "\n"
+        "Options:\n"
+        "  --tenant NAME   another tenant's packet (administrators only)\n"
+        "  --json          {packet, events: [{seq, state, time_ns, offset_ns, after_ns,\n"
+        "                  detail}], moves, waited_ns, ran_ns}\n";
+
+typedef struct explain_args {
+	const char *tenant;
+} explain_args;
+
+static const cli_opt explain_opts[] = {
+        {"tenant", CLI_ARG_STR, offsetof(explain_args, tenant)},
+};
+
+/* How the time before state `to` is called: running until it, or waiting. */
+static bool ran_before(const gs_packet_event *ev, size_t i)
+{
+	return i > 0 && ev[i - 1].state == GS_PACKET_RUNNING;
+}
+
+static void explain_json(const gs_explanation *e, uint64_t waited, uint64_t ran)
+{
+	json_t *evs = json_array();
+	uint64_t t0 = e->event_count ? e->events[0].time_ns : 0;
+	for (size_t i = 0; i < e->event_count; i++) {
+		const gs_packet_event *v = &e->events[i];
+		json_array_append_new(
+		        evs,
+		        json_pack("{s:o, s:s, s:o, s:o, s:o, s:s}", "seq", cli_json_u64(v->seq),
+		                  "state", gs_packet_state_name(v->state), "time_ns",
+		                  cli_json_u64(v->time_ns), "offset_ns",
+		                  cli_json_u64(span(t0, v->time_ns)), "after_ns",
+		                  cli_json_u64(i ? span(e->events[i - 1].time_ns, v->time_ns) : 0),
+		                  "detail", v->detail));
+	}
+	cli_json_print(json_pack(
+	        "{s:o, s:o, s:o, s:o, s:o}", "packet", record_json(e->packet), "events", evs,
+	        "moves", cli_json_array(e->moves, e->move_count, sizeof(*e->moves), cli_json_move),
+	        "waited_ns", cli_json_u64(waited), "ran_ns", cli_json_u64(ran)));
+}
+
+static void explain_text(const gs_explanation *e, uint64_t waited, uint64_t ran)
+{
+	const gs_packet_record *r = e->packet;
+	char flags[320], at[24], len[24], w[24], rn[24];
+
+	cli_format_flags(gs_submit_flag_names, r->submit_flags, flags, sizeof(flags));
+	printf("packet %" PRIu64 ": context %" PRIu64 ", device %" PRIu64 ", node %" PRIu32
+	       ", fence %" PRIu64 ", %s, flags %s\n",
+	       r->packet, r->context, r->device, r->node, r->fence, gs_packet_state_name(r->state),
+	       flags);
+	printf("  %-12s %-11s %-22s %s\n", "AT", "STATE", "AFTER", "WHY");
+	uint64_t t0 = e->event_count ? e->events[0].time_ns : 0;
+	for (size_t i = 0; i < e->event_count; i++) {
+		const gs_packet_event *v = &e->events[i];
+		char after[40] = "";
+		cli_format_duration(span(t0, v->time_ns), at, sizeof(at));
+		if (i) {
+			cli_format_duration(span(e->events[i - 1].time_ns, v->time_ns), len,
+			                    sizeof(len));
+			snprintf(after, sizeof(after), "%s %s",
+			         ran_before(e->events, i) ? "ran" : "waited", len);
+		}
+		printf("  +%-11s %-11s %-22s %s\n", i ? at : "0", gs_packet_state_name(v->state),
+		       after, v->detail);
+	}
+	cli_format_duration(waited, w, sizeof(w));
+	cli_format_duration(ran, rn, sizeof(rn));
+	printf("waited %s, ran %s; %" PRIu32 " preemptions, %" PRIu32 " resubmissions, %zu moves\n",
+	       w, rn, r->preemptions, r->resubmissions, e->move_count);
+	if (e->move_count) {
+		printf("moves made for it:\n");
+		cli_print_moves(e->moves, e->move_count, "  ");
+	}
+}
+
+int cmd_explain(cli *ctx, int argc, char **argv)
+{
+	static const cli_syntax syntax = {explain_help, CLI_OPTS(explain_opts), 1, 1,
+	                                  "one PACKET id"};
+	explain_args a = {0};
+	gs_explanation *e = NULL;
+	uint64_t packet;
+	int rv;
+
+	rv = cli_start_id(ctx, argc, argv, &syntax, &a, "PACKET", &packet);
+	if (rv != CLI_CONTINUE)
+		return rv;
+	rv = gs_explain(ctx->client, packet, a.tenant, &e);
+	if (rv != 0)
+		return cli_fail(ctx, rv);
+	uint64_t waited = 0, ran = 0;
+	for (size_t i = 1; i < e->event_count; i++) {
+		uint64_t span_ns = span(e->events[i - 1].time_ns, e->events[i].time_ns);
+		*(ran_before(e->events, i) ? &ran : &waited) += span_ns;
+	}
+	if (ctx->json)
+		explain_json(e, waited, ran);
+	else
+		explain_text(e, waited, ran);
+	gs_explanation_free(e);
+	return CLI_EXIT_OK;
+}

@@ -19,6 +19,7 @@ static const cli_command commands[] = {
         {"submit", "submit one packet (a spin or a no-op) and report it", cmd_submit},
         {"history", "list packets from the audit record", cmd_history},
         {"events", "list the state changes of one packet", cmd_events},
+        {"explain", "one packet's life, with the reason for every wait and stop", cmd_explain},
         {"watch", "print events live; lost ones are read back from the audit", cmd_watch},
         {"stats", "show the daemon's counters", cmd_stats},
         {"device", "create or destroy devices (device --help)", cmd_device},

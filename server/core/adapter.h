@@ -43,6 +43,8 @@ typedef struct gsd_node {
 	uint64_t run_budget; /* budget it was given (0 = none) */
 	bool in_kick;        /* the dispatch loop is on the stack for this node */
 	const char *preempt_reason; /* why a preemption was asked for, NULL if none */
+	char preempt_why[112];      /* backing store of preempt_reason when composed */
+	uint64_t dispatches;        /* packets sent to the engine so far */
 	gsd_packet *tdr_guilty;     /* the packet a reset was issued against */
 	uv_timer_t quantum_timer;   /* wall clock: ends an unbudgeted run when others wait */
 	uv_timer_t tdr_timer;       /* wall clock: resets the engine when a preemption hangs */
@@ -81,6 +83,8 @@ struct gsd_adapter {
 	 * the system band, and the device they belong to. */
 	gsd_context *paging_ctx[GSD_MAX_NODES];
 	gsd_device *sysdev;
+	/* Why the engines were last reset, for the records of the innocent packets it aborts. */
+	char reset_why[128];
 	/* ---- memory manager (vidmm/) ---- */
 	gsd_segment sysmem; /* system memory: where evicted allocations live */
 	gsd_list

@@ -86,12 +86,13 @@ void gsd_sync_changed(gsd_daemon *d, gsd_sync *s)
 	gsd_waitq_wake(&s->waiters, s);
 }
 
-void gsd_sync_signal(gsd_daemon *d, gsd_sync *s, uint64_t value)
+void gsd_sync_signal(gsd_daemon *d, gsd_sync *s, uint64_t value, uint64_t by_packet)
 {
 	/* A monitored fence never goes backwards. */
 	if (value <= s->value)
 		return;
 	s->value = value;
+	s->signalled_by = by_packet;
 	gsd_sync_changed(d, s);
 }
 

@@ -136,6 +136,7 @@ struct gsd_sync {
 	gsd_device *dev; /* NULL for the memory manager's internal ones */
 	gsd_list dev_link;
 	uint64_t value;
+	uint64_t signalled_by; /* the packet whose SIGNAL set value (0: the CPU or never) */
 	gsd_waitq waiters;
 	/* A packet that would have signalled values up to this one faulted or was cancelled:
 	 * waits for values in (value, abandoned] can never be satisfied. */
@@ -197,7 +198,8 @@ void gsd_allocation_idle(gsd_allocation *al);
 gsd_sync *gsd_sync_create(gsd_daemon *d, gsd_device *dev, uint64_t value, bool daemon_only);
 void gsd_sync_destroy(gsd_daemon *d, gsd_sync *s);
 /* Raises the value (a monitored fence never goes backwards) and wakes the waiters. */
-void gsd_sync_signal(gsd_daemon *d, gsd_sync *s, uint64_t value);
+/* by_packet: the packet whose SIGNAL sets it (0: the CPU). */
+void gsd_sync_signal(gsd_daemon *d, gsd_sync *s, uint64_t value, uint64_t by_packet);
 /* Values up to `upto` will never be signalled: wakes the waiters so such waits fail. */
 void gsd_sync_abandon(gsd_daemon *d, gsd_sync *s, uint64_t upto);
 /* Wakes the waiters without a change of its own (an internal sync bumped in place). */

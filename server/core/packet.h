@@ -72,6 +72,13 @@ struct gsd_packet {
 	uint64_t spin_done_us; /* of the SPIN at resume_offset */
 	bool needs_resubmit;   /* preempted or aborted: the next run is a resubmission */
 	bool flip_waiting;     /* executed; completes at the next vertical blank */
+	/* When it first headed a context in its node's queue, and what that queue looked like:
+	 * the READY record says what it waited behind. */
+	uint64_t runnable_ns;
+	uint64_t dispatches_then; /* node->dispatches then */
+	uint64_t behind_context;  /* the context on the engine then (0: idle) */
+	uint32_t behind_class;
+	bool behind_foreign; /* that context is another tenant's (its id is not recorded) */
 	/* ---- memory manager (vidmm/) ---- */
 	bool pinned;           /* its allocations are pinned (prepared .. run ends) */
 	uint64_t paging_wait;  /* runs once adapter->paging_done reaches this (0: no wait) */

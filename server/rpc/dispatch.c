@@ -334,6 +334,7 @@ static const char *const g_request_names[] = {
         [GPUSCHED__V1__REQUEST__BODY_TENANT_LIST] = "tenant_list",
         [GPUSCHED__V1__REQUEST__BODY_ALLOCATION_LIST] = "allocation_list",
         [GPUSCHED__V1__REQUEST__BODY_MOVES] = "moves",
+        [GPUSCHED__V1__REQUEST__BODY_EXPLAIN] = "explain",
 };
 
 const char *gsd_request_name(int body_case)
@@ -379,6 +380,7 @@ static const handler_fn g_handlers[] = {
         [GPUSCHED__V1__REQUEST__BODY_TENANT_LIST] = h_tenant_list,
         [GPUSCHED__V1__REQUEST__BODY_ALLOCATION_LIST] = gsd_h_allocation_list,
         [GPUSCHED__V1__REQUEST__BODY_MOVES] = gsd_h_moves,
+        [GPUSCHED__V1__REQUEST__BODY_EXPLAIN] = gsd_h_explain,
 };
 
 void gsd_handle_request(gsd_daemon *d, gsd_call *c)

@@ -68,6 +68,27 @@ static void read_after_flush(gsd_daemon *d, gsd_call *c, void (*work)(gsd_call *
 	gsd_audit_flush(d->audit, barrier_ack, b);
 }
 
+/* Another tenant's records are for administrators (a removed tenant's stay in the file: any
+ * name may be read). False: answered PERMISSION_DENIED. */
+static bool may_read_tenant(gsd_call *c, const char *name)
+{
+	if (!name[0] || strcmp(name, c->tenant->conf.name) == 0 || c->tenant->conf.admin)
+		return true;
+	gsd_call_error(c, GSD_ST(PERMISSION_DENIED),
+	               "tenant %s is not an administrator: it may read only its own history",
+	               c->tenant->conf.name);
+	return false;
+}
+
+/* Answers the call off the loop with an error status. */
+static void reply_status_off_loop(gsd_call *c, int status, const char *message)
+{
+	Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
+	resp.status = status;
+	resp.message = (char *)message;
+	gsd_call_reply_off_loop(c, &resp);
+}
+
 /* A read of the audit file failed: the call is answered INTERNAL with why. */
 static void reply_read_failed(gsd_call *c, const char *err)
 {
@@ -176,16 +197,20 @@ void gsd_h_history(gsd_daemon *d, gsd_call *c)
 		               "before_packet and after_packet are two cursors: give one");
 		return;
 	}
-	/* Records of removed tenants stay in the file: an admin may read any name. */
-	if (q->tenant[0] && strcmp(q->tenant, c->tenant->conf.name) != 0 &&
-	    !c->tenant->conf.admin) {
-		gsd_call_error(
-		        c, GSD_ST(PERMISSION_DENIED),
-		        "tenant %s is not an administrator: it may read only its own history",
-		        c->tenant->conf.name);
+	if (!may_read_tenant(c, q->tenant))
 		return;
-	}
 	read_after_flush(d, c, history_work);
+}
+
+static void event_out(gsd_event_row *r, Gpusched__V1__PacketEvent *o)
+{
+	gpusched__v1__packet_event__init(o);
+	o->seq = r->seq;
+	o->packet = r->packet;
+	o->state = r->state;
+	o->time_ns = r->time_ns;
+	o->context = r->context;
+	o->detail = r->detail;
 }
 
 static void events_work(gsd_call *c)
@@ -216,15 +241,8 @@ static void events_work(gsd_call *c)
 		resp.status = GSD_ST(NOT_FOUND);
 		resp.message = "no such packet in the history";
 	} else {
-		for (size_t i = 0; i < n; i++) {
-			gpusched__v1__packet_event__init(&evs[i]);
-			evs[i].seq = rows[i].seq;
-			evs[i].packet = rows[i].packet;
-			evs[i].state = rows[i].state;
-			evs[i].time_ns = rows[i].time_ns;
-			evs[i].context = rows[i].context;
-			evs[i].detail = rows[i].detail;
-		}
+		for (size_t i = 0; i < n; i++)
+			event_out(&rows[i], &evs[i]);
 		er.n_events = n;
 		er.events = ep;
 		resp.body_case = GPUSCHED__V1__RESPONSE__BODY_PACKET_EVENTS;
@@ -309,4 +327,68 @@ static void moves_work(gsd_call *c)
 void gsd_h_moves(gsd_daemon *d, gsd_call *c)
 {
 	read_after_flush(d, c, moves_work);
+}
+
+static void explain_work(gsd_call *c)
+{
+	barrier_wait(c);
+	const Gpusched__V1__ExplainRequest *q = c->req->explain;
+	const char *tenant = q->tenant[0] ? q->tenant : c->tenant->conf.name;
+	const char *path = c->d->cfg.db_path;
+	char err[256];
+	gsd_packet_rec rec;
+	int found = gsd_history_packet(path, tenant, q->packet, &rec, err, sizeof(err));
+	if (found <= 0) {
+		if (found == 0)
+			snprintf(err, sizeof(err), "packet %llu is not in the history",
+			         (unsigned long long)q->packet);
+		reply_status_off_loop(c, found == 0 ? GSD_ST(NOT_FOUND) : GSD_ST(INTERNAL), err);
+		return;
+	}
+	gsd_event_row *evr = NULL;
+	gsd_move_row *mvr = NULL;
+	size_t nev = 0, nmv = 0;
+	gsd_moves_filter mf = {.tenant = tenant, .packet = q->packet, .limit = MAX_HISTORY};
+	if (gsd_history_events(path, tenant, q->packet, &evr, &nev, err, sizeof(err)) != 0 ||
+	    gsd_history_moves(path, &mf, &mvr, &nmv, err, sizeof(err)) != 0) {
+		reply_read_failed(c, err);
+		free(evr);
+		return;
+	}
+	Gpusched__V1__PacketEvent **ep = NULL;
+	Gpusched__V1__MoveRecord **mp = NULL;
+	Gpusched__V1__PacketEvent *evs = gsd_pb_repeated(nev, sizeof(*evs), (void ***)&ep);
+	Gpusched__V1__MoveRecord *mvs = gsd_pb_repeated(nmv, sizeof(*mvs), (void ***)&mp);
+	if (!evs || !mvs) {
+		reply_read_failed(c, "out of memory");
+	} else {
+		Gpusched__V1__PacketRecord pr;
+		rec.tenant = tenant;
+		/* The row's result text is the last event's detail (a final state's reason). */
+		rec.result = nev ? evr[nev - 1].detail : NULL;
+		packet_record_out(&rec, &pr);
+		for (size_t i = 0; i < nev; i++)
+			event_out(&evr[i], &evs[i]);
+		/* Moves come newest first: the timeline wants them in order. */
+		for (size_t i = 0; i < nmv; i++)
+			move_record_out(&mvr[nmv - 1 - i], &mvs[i]);
+		Gpusched__V1__ExplainResponse er = GPUSCHED__V1__EXPLAIN_RESPONSE__INIT;
+		er.packet = &pr;
+		er.n_events = nev;
+		er.events = ep;
+		er.n_moves = nmv;
+		er.moves = mp;
+		GSD_REPLY_OFF_LOOP(c, EXPLAIN, explain, &er);
+	}
+	free(ep);
+	free(mp);
+	free(evr);
+	free(mvr);
+}
+
+void gsd_h_explain(gsd_daemon *d, gsd_call *c)
+{
+	if (!may_read_tenant(c, R(explain)->tenant))
+		return;
+	read_after_flush(d, c, explain_work);
 }

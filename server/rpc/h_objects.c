@@ -193,7 +193,7 @@ void gsd_h_sync_signal(gsd_daemon *d, gsd_call *c)
 		               (unsigned long long)v, (unsigned long long)s->value);
 		return;
 	}
-	gsd_sync_signal(d, s, v);
+	gsd_sync_signal(d, s, v, 0);
 	gsd_call_reply_empty(c);
 }
 

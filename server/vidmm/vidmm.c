@@ -892,7 +892,7 @@ void gsd_vidmm_paging_done(gsd_daemon *d, gsd_packet *p)
 	if (p->paging_sync) {
 		gsd_sync *s = gsd_object_get(d, p->paging_sync, GSD_OBJ_SYNC, NULL);
 		if (s)
-			gsd_sync_signal(d, s, p->paging_fence);
+			gsd_sync_signal(d, s, p->paging_fence, p->rec.packet);
 	}
 	if (p->paging_seq > a->paging_done->value) {
 		a->paging_done->value = p->paging_seq;

@@ -60,6 +60,12 @@ static void requeue(gsd_daemon *d, gsd_packet *p, const gsd_irq *irq, int state,
 	gsd_vidsch_enqueue_ready(d, x);
 }
 
+/* Why the engines of n's adapter were last reset (for an innocent packet's record). */
+static const char *a_reset_why(const gsd_node *n)
+{
+	return n->adapter->reset_why[0] ? n->adapter->reset_why : "cause unknown";
+}
+
 /* Aborted by the engine's destruction while the daemon stops: it ends here. */
 static void aborted_at_stop(gsd_daemon *d, gsd_node *n, gsd_packet *p)
 {
@@ -121,7 +127,12 @@ static void run_ended(gsd_daemon *d, gsd_node *n, gsd_packet *p, const gsd_irq *
 		else if (d->stopping)
 			aborted_at_stop(d, n, p);
 		else /* an innocent packet caught by a reset runs again */
-			requeue(d, p, irq, GSD_PS(ABORTED), "aborted by an engine reset");
+		{
+			char why[192];
+			snprintf(why, sizeof(why), "aborted by an engine reset (%s)",
+			         a_reset_why(n));
+			requeue(d, p, irq, GSD_PS(ABORTED), why);
+		}
 		break;
 	}
 }
@@ -134,7 +145,7 @@ static void handle_irq(gsd_daemon *d, gsd_adapter *a, const gsd_irq *irq)
 		/* Checked at submission too; a sync object destroyed since is simply gone. */
 		gsd_sync *s = gsd_object_get(d, irq->sync, GSD_OBJ_SYNC, p->ctx->obj.tenant);
 		if (s && !s->daemon_only)
-			gsd_sync_signal(d, s, irq->value);
+			gsd_sync_signal(d, s, irq->value, p->rec.packet);
 		return;
 	}
 	if (irq->kind == GSD_IRQ_STARTED) {

@@ -157,6 +157,10 @@ void gsd_vidsch_timed_out(gsd_daemon *d, gsd_node *n, gsd_packet *p, const gsd_i
 	         d->cfg.tdr_delay_ms, n->cfg->name);
 	gsd_tenant *t = p->ctx->obj.tenant;
 	bool paging = p->rec.submit_flags & GS_SUBMIT_PAGING;
+	snprintf(n->adapter->reset_why, sizeof(n->adapter->reset_why),
+	         "%s packet %llu did not stop on node %s",
+	         paging ? "the memory manager's paging" : "another context's",
+	         (unsigned long long)p->rec.packet, n->cfg->name);
 	gsd_events_note(d, t->conf.name, "tdr", why);
 	gsd_context_put(d, packet_faulted(d, p, irq->stop_offset, why));
 	count_timeout(d, t, gsd_node_now(n));

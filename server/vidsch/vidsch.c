@@ -207,6 +207,60 @@ static bool head_may_run(gsd_daemon *d, gsd_context *x)
 	}
 }
 
+/* The first time a packet heads a queued context: when, and what ran on its node then. */
+static void note_runnable(gsd_node *n, const gsd_context *x, gsd_packet *p)
+{
+	if (!p || p->runnable_ns)
+		return;
+	p->runnable_ns = gsd_node_now(n);
+	p->dispatches_then = n->dispatches;
+	const gsd_packet *r = n->running;
+	if (r && r->ctx != x) {
+		p->behind_context = r->ctx->obj.handle;
+		p->behind_class = r->ctx->sched.priority_class;
+		p->behind_foreign = r->ctx->obj.tenant != x->obj.tenant;
+	}
+}
+
+/* The READY record's detail: what the packet waited for since it was submitted. */
+static void ready_detail(gsd_daemon *d, gsd_node *n, const gsd_packet *p, char *out, size_t cap)
+{
+	size_t len = 0;
+	out[0] = '\0';
+#define ADD(...)                                                                                   \
+	do {                                                                                       \
+		if (len < cap)                                                                     \
+			len += (size_t)snprintf(out + len, cap - len, __VA_ARGS__);                \
+	} while (0)
+	for (uint32_t i = 0; i < p->nwaits; i++) {
+		const gsd_sync *s = gsd_object_get(d, p->waits[i].sync, GSD_OBJ_SYNC, NULL);
+		ADD("%swaited for sync %llu >= %llu", len ? "; " : "",
+		    (unsigned long long)p->waits[i].sync, (unsigned long long)p->waits[i].value);
+		if (s && s->signalled_by)
+			ADD(" (last signalled by packet %llu)",
+			    (unsigned long long)s->signalled_by);
+		else if (s)
+			ADD(" (set by the CPU)");
+	}
+	if (p->paging_moves)
+		ADD("%sresident after %u paging moves", len ? "; " : "", p->paging_moves);
+	uint64_t ahead = n->dispatches - p->dispatches_then;
+	uint64_t now = gsd_node_now(n);
+	if (p->runnable_ns && (ahead || p->behind_context)) {
+		ADD("%squeued %llu us behind %llu packets", len ? "; " : "",
+		    (unsigned long long)((now - p->runnable_ns) / 1000u),
+		    (unsigned long long)ahead);
+		if (p->behind_foreign)
+			ADD(", first another tenant's context (priority class %s)",
+			    gs_priority_class_name(p->behind_class));
+		else if (p->behind_context)
+			ADD(", first context %llu's (priority class %s)",
+			    (unsigned long long)p->behind_context,
+			    gs_priority_class_name(p->behind_class));
+	}
+#undef ADD
+}
+
 void gsd_vidsch_enqueue_ready(gsd_daemon *d, gsd_context *x)
 {
 	gsd_node *n = x->node;
@@ -220,11 +274,23 @@ void gsd_vidsch_enqueue_ready(gsd_daemon *d, gsd_context *x)
 		return;
 	}
 	gsd_packet *r = n->running;
+	note_runnable(n, x, head_of(x));
 	if (!r || n->preempt_reason || r->ctx == x)
 		return;
 	switch (gsd_policy_on_arrival(&x->sched, &r->ctx->sched, n->run_budget)) {
 	case GSD_POLICY_PREEMPT:
-		gsd_vidsch_preempt_running(d, n, "preempted by a higher priority context");
+		/* Named in the preempted packet's record; another tenant's context only by its
+		 * class. */
+		if (x->obj.tenant == r->ctx->obj.tenant)
+			snprintf(n->preempt_why, sizeof(n->preempt_why),
+			         "preempted by context %llu (priority class %s)",
+			         (unsigned long long)x->obj.handle,
+			         gs_priority_class_name(x->sched.priority_class));
+		else
+			snprintf(n->preempt_why, sizeof(n->preempt_why),
+			         "preempted by another tenant's context (priority class %s)",
+			         gs_priority_class_name(x->sched.priority_class));
+		gsd_vidsch_preempt_running(d, n, n->preempt_why);
 		break;
 	case GSD_POLICY_END_SLICE:
 		if (!d->cfg.virtual_clock)
@@ -280,7 +346,7 @@ static void run_null_here(gsd_daemon *d, gsd_node *n, gsd_packet *p)
 	uint64_t v;
 	gsd_sync *s;
 	while ((s = next_signal(d, p, &pos, &v)))
-		gsd_sync_signal(d, s, v);
+		gsd_sync_signal(d, s, v, p->rec.packet);
 	gsd_vidsch_complete(d, n, p, NULL);
 	gsd_context *x = gsd_vidsch_retire_keep_context(d, p);
 	gsd_vidsch_enqueue_ready(d, x); /* kick's loop picks the next one */
@@ -313,11 +379,15 @@ static void dispatch(gsd_daemon *d, gsd_node *n, gsd_context *x, gsd_packet *p)
 		n->vtime_ns = a->paging_vns;
 	patch(p);
 	p->rec.ready_ns = gsd_node_now(n);
-	char detail[64];
-	if (p->paging_moves)
-		snprintf(detail, sizeof(detail), "resident after %u paging moves", p->paging_moves);
-	gsd_packet_transition(d, p, GSD_PS(READY), p->paging_moves ? detail : NULL);
+	char detail[256];
+	ready_detail(d, n, p, detail, sizeof(detail));
+	gsd_packet_transition(d, p, GSD_PS(READY), detail[0] ? detail : NULL);
 	p->paging_moves = 0;
+	n->dispatches++;
+	/* A resubmission waits anew. */
+	p->runnable_ns = 0;
+	p->behind_context = 0;
+	p->behind_foreign = false;
 	gsd_sched_params sp = gsd_vidsch_params(d);
 	uint64_t budget = gsd_policy_budget(&n->queue, &x->sched, &sp);
 	p->exec = (gsd_exec){

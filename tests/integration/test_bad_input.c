@@ -956,6 +956,15 @@ static void test_tenant_isolation(void **state)
 	assert_int_equal(gs_history(b, &hf, &r, &n), 0);
 	assert_true(n >= 1);
 	gs_history_free(r, n);
+	/* explain: Alice's packet is unknown to Bob, naming her is refused, root may. */
+	gs_explanation *ex;
+	EXPECT_AUDITED(&fb, GS_STATUS_NOT_FOUND, gs_explain(b, apkt, NULL, &ex));
+	EXPECT_AUDITED(&fb, GS_STATUS_PERMISSION_DENIED, gs_explain(b, apkt, "alice", &ex));
+	assert_int_equal(gs_explain(root, apkt, "alice", &ex), 0);
+	assert_int_equal(ex->packet->packet, apkt);
+	assert_string_equal(ex->packet->tenant, "alice");
+	assert_int_equal(ex->events[ex->event_count - 1].state, GS_PACKET_COMPLETED);
+	gs_explanation_free(ex);
 	hf = (gs_history_filter){.tenant = "alice", .context = actx};
 	assert_int_equal(gs_history(root, &hf, &r, &n), 0);
 	assert_int_equal(n, 1);

@@ -155,7 +155,7 @@ static const char *str_of(json_t *obj, const char *key)
 
 static const char *const commands[] = {"info",  "demo",   "submit", "history", "events",
                                        "stats", "device", "alloc",  "sync",    "tenant",
-                                       "moves", "watch",  "audit"};
+                                       "moves", "watch",  "audit",  "explain"};
 static const char *const alloc_subcommands[] = {"create",   "destroy", "ls",      "show",
                                                 "resident", "evict",   "transfer"};
 
@@ -556,6 +556,30 @@ static void test_history_json(void **state)
 	itest_run_free(&r);
 	cli(&r, f->url_opt, "history", "--since", "now", "--until", "1h", NULL);
 	expect_exit(&r, EXIT_USAGE, "history with an empty time range");
+	itest_run_free(&r);
+
+	/* explain: the packet, its events from SUBMITTED on, waited + ran. */
+	char pid[32];
+	snprintf(pid, sizeof(pid), "%" PRIu64, mine);
+	cli(&r, f->url_opt, "explain", pid, "--json", NULL);
+	expect_exit(&r, EXIT_OK, "explain --json");
+	doc = parse(&r);
+	itest_run_free(&r);
+	assert_int_equal(int_of(json_object_get(doc, "packet"), "packet_id"), (json_int_t)mine);
+	json_t *evs = json_object_get(doc, "events");
+	assert_true(json_array_size(evs) >= 4);
+	assert_string_equal(str_of(json_array_get(evs, 0), "state"), "SUBMITTED");
+	assert_int_equal(int_of(json_array_get(evs, 0), "offset_ns"), 0);
+	assert_true(int_of(doc, "ran_ns") >= 0 && int_of(doc, "waited_ns") >= 0);
+	json_decref(doc);
+	cli(&r, f->url_opt, "explain", pid, NULL);
+	expect_exit(&r, EXIT_OK, "explain");
+	assert_non_null(strstr(r.out, "COMPLETED"));
+	assert_non_null(strstr(r.out, "waited"));
+	itest_run_free(&r);
+	cli(&r, f->url_opt, "explain", "999999", NULL);
+	expect_exit(&r, EXIT_DAEMON, "explain of an unknown packet");
+	assert_non_null(strstr(r.err, "NOT_FOUND"));
 	itest_run_free(&r);
 
 	/* Plain output has a header and one line per packet. */

@@ -689,7 +689,7 @@ static void test_overcommit_workload(void **state)
 	        (int)GS_PACKET_COMPLETED);
 	int64_t ready_paged = itest_audit_int(db,
 	                                      "SELECT COUNT(*) FROM packet_events WHERE "
-	                                      "state = %d AND detail LIKE 'resident after%%'",
+	                                      "state = %d AND detail LIKE '%%resident after%%'",
 	                                      (int)GS_PACKET_READY);
 	fprintf(stderr,
 	        "  %" PRId64 " paging packets, %" PRId64 " render packets made resident by "
@@ -948,7 +948,7 @@ static void repatch_run(fx *f, bool parked)
 		fail_msg("packet %" PRIu64 ": no RUNNING, PREEMPTED, RESUBMITTED, RUNNING sequence",
 		         p);
 	assert_int_equal(ev[n - 1].state, GS_PACKET_COMPLETED);
-	if (!strstr(ev[pre].detail, "higher priority"))
+	if (!strstr(ev[pre].detail, "preempted by context"))
 		fail_msg("PREEMPTED detail '%s'", ev[pre].detail);
 	uint64_t seq_run1 = ev[run1].seq, seq_pre = ev[pre].seq, seq_run2 = ev[run2].seq,
 	         seq_done = ev[n - 1].seq;

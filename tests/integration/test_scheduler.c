@@ -713,6 +713,30 @@ static uint64_t start_long(world *w, uint64_t ctx, uint64_t alloc, uint32_t patt
 	return id;
 }
 
+/* gpusched explain's view of packet id has an event into `state` whose reason contains why. */
+static void expect_explained(world *w, uint64_t id, gs_packet_state state, const char *why)
+{
+	gs_explanation *e;
+	assert_int_equal(gs_explain(w->c, id, NULL, &e), 0);
+	assert_int_equal(e->packet->packet, id);
+	assert_true(e->event_count >= 4);
+	assert_int_equal(e->events[0].state, GS_PACKET_SUBMITTED);
+	bool found = false;
+	for (size_t i = 0; i < e->event_count; i++) {
+		if (i)
+			assert_true(e->events[i].seq > e->events[i - 1].seq);
+		found |= e->events[i].state == state && strstr(e->events[i].detail, why);
+	}
+	if (!found) {
+		for (size_t i = 0; i < e->event_count; i++)
+			fprintf(stderr, "  %s: %s\n", gs_packet_state_name(e->events[i].state),
+			        e->events[i].detail);
+		fail_msg("packet %" PRIu64 ": no %s explained by '%s'", id,
+		         gs_packet_state_name(state), why);
+	}
+	gs_explanation_free(e);
+}
+
 /*
  * Checks the record and events of a long packet preempted once: PREEMPTED (detail naming
  * `why`) then RESUBMITTED with a new, larger fence and the Resubmission flag, resumed (not
@@ -801,7 +825,15 @@ static void test_priority_preemption_wall(void **state)
 		fail_msg("the NORMAL packet is already %s when HIGH completes", state_name(st));
 
 	assert_int_equal(sched_wait_final(w.c, nid, 0), GS_PACKET_COMPLETED);
-	expect_preempted_once(&w, nid, fence0, hfence, "higher priority");
+	/* The record names the preempting context and its class (same tenant); explain shows
+	 * it, the resubmission, and a READY that queued behind the NORMAL context. */
+	char why[96];
+	snprintf(why, sizeof(why), "preempted by context %" PRIu64 " (priority class HIGH)", high);
+	expect_preempted_once(&w, nid, fence0, hfence, why);
+	expect_explained(&w, nid, GS_PACKET_PREEMPTED, why);
+	expect_explained(&w, nid, GS_PACKET_RESUBMITTED, "resuming at byte");
+	snprintf(why, sizeof(why), "first context %" PRIu64 "'s (priority class NORMAL)", normal);
+	expect_explained(&w, hid, GS_PACKET_READY, why);
 
 	/* Byte-exact after the resumption: the FILL after the SPINs ran once, patched again. */
 	uint8_t want[PRE_BYTES];
@@ -1301,6 +1333,11 @@ static void test_gpu_waits(void **state)
 	expect_bytes(w.c, dst, want, sizeof(want), "A's copy of B's result");
 	gs_dmabuf_free(&pa);
 	gs_dmabuf_free(&pb);
+	/* explain says what A waited for and whose SIGNAL released it. */
+	char want_why[128];
+	snprintf(want_why, sizeof(want_why),
+	         "waited for sync %" PRIu64 " >= 1 (last signalled by packet %" PRIu64 ")", s, bid);
+	expect_explained(&w, aid, GS_PACKET_READY, want_why);
 
 	/* Now B faults before its SIGNAL: A's waiting packet is cancelled with a reason, the
 	 * packet queued behind it on A still runs, and CPU waits for the value fail. */
