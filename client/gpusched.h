@@ -667,6 +667,41 @@ typedef struct gs_explanation {
 int gs_explain(gs_client *c, uint64_t packet, const char *tenant, gs_explanation **out);
 void gs_explanation_free(gs_explanation *e);
 
+/* How the GPU was used by the packets submitted in [since_ns, until_ns) (0: unbounded). */
+typedef enum gs_usage_by {
+	GS_USAGE_BY_TENANT = 0,
+	GS_USAGE_BY_CONTEXT = 1,
+	GS_USAGE_BY_NODE = 2,
+} gs_usage_by;
+
+typedef struct gs_usage_filter {
+	uint64_t since_ns, until_ns;
+	gs_usage_by by;
+	const char *tenant; /* administrators: a name or "*" (every tenant); NULL: the caller */
+} gs_usage_filter;
+
+typedef struct gs_usage_row {
+	char *tenant;
+	uint64_t context;
+	uint32_t adapter, node;
+	uint64_t packets, completed, faulted, cancelled, preemptions, resubmissions;
+	uint64_t busy_ns;   /* engine time: the packets' RUNNING spans */
+	double utilisation; /* busy_ns / the window: a fraction of one engine */
+	uint64_t paging_bytes;
+	uint64_t wait_ns[3]; /* p50, p95, p99: submitted -> started */
+	uint64_t run_ns[3];  /* p50, p95, p99: engine time */
+} gs_usage_row;
+
+typedef struct gs_usage {
+	gs_usage_row *rows;
+	size_t count;
+	uint64_t window_ns;
+	bool truncated; /* more packets than the daemon reads for one answer */
+} gs_usage;
+
+int gs_get_usage(gs_client *c, const gs_usage_filter *filter, gs_usage **out);
+void gs_usage_free(gs_usage *u);
+
 typedef struct gs_daemon_stats {
 	uint64_t requests;
 	uint64_t errors;

@@ -330,3 +330,85 @@ int gs_explain(gs_client *c, uint64_t packet, const char *tenant, gs_explanation
 	*out = e;
 	return 0;
 }
+
+static int copy_usage_row(void *entry, const ProtobufCMessage *msg)
+{
+	const Gpusched__V1__UsageRow *r = (const Gpusched__V1__UsageRow *)msg;
+	gs_usage_row *dst = entry;
+
+	*dst = (gs_usage_row){
+	        .tenant = gsc_strdup0(r->tenant),
+	        .context = r->context,
+	        .adapter = r->adapter,
+	        .node = r->node,
+	        .packets = r->packets,
+	        .completed = r->completed,
+	        .faulted = r->faulted,
+	        .cancelled = r->cancelled,
+	        .preemptions = r->preemptions,
+	        .resubmissions = r->resubmissions,
+	        .busy_ns = r->busy_ns,
+	        .utilisation = r->utilisation,
+	        .paging_bytes = r->paging_bytes,
+	        .wait_ns = {r->wait_p50_ns, r->wait_p95_ns, r->wait_p99_ns},
+	        .run_ns = {r->run_p50_ns, r->run_p95_ns, r->run_p99_ns},
+	};
+	return dst->tenant ? 0 : GS_ERR_NOMEM;
+}
+
+static void clear_usage_row(void *entry)
+{
+	free(((gs_usage_row *)entry)->tenant);
+}
+
+static const gsc_entry_kind usage_kind = {
+        .size = sizeof(gs_usage_row),
+        .copy = copy_usage_row,
+        .clear = clear_usage_row,
+        .what = "usage",
+};
+
+void gs_usage_free(gs_usage *u)
+{
+	if (!u)
+		return;
+	gsc_free_list(&usage_kind, u->rows, u->count);
+	free(u);
+}
+
+int gs_get_usage(gs_client *c, const gs_usage_filter *filter, gs_usage **out)
+{
+	Gpusched__V1__UsageRequest body = GPUSCHED__V1__USAGE_REQUEST__INIT;
+	const gs_usage_filter any = {0};
+	Gpusched__V1__Response *resp;
+	void *list;
+	int rv;
+
+	*out = NULL;
+	if (!filter)
+		filter = &any;
+	body.since_ns = filter->since_ns;
+	body.until_ns = filter->until_ns;
+	body.by = (Gpusched__V1__UsageKey)filter->by;
+	body.tenant = (char *)(filter->tenant ? filter->tenant : "");
+	rv = gsc_call(c, GSC_REQ(USAGE), &body, GSC_RESP(USAGE), 0, &resp);
+	if (rv != 0)
+		return rv;
+	gs_usage *u = calloc(1, sizeof(*u));
+	if (!u) {
+		gsc_response_free(resp);
+		return gsc_fail(c, GS_ERR_NOMEM, "out of memory");
+	}
+	rv = gsc_copy_list(c, &usage_kind, (ProtobufCMessage *const *)resp->usage->rows,
+	                   resp->usage->n_rows, &list, &u->count);
+	u->rows = list;
+	u->window_ns = resp->usage->window_ns;
+	u->truncated = resp->usage->truncated;
+	gsc_response_free(resp);
+	if (rv != 0) {
+		gs_usage_free(u);
+		return rv;
+	}
+	*out = u;
+	return 0;
+}

@@ -196,6 +196,55 @@ INSERT OR IGNORE INTO meta (key, value)
 INSERT OR IGNORE INTO meta (key, value)
 	SELECT 'chain_start_allocation', IFNULL(max(allocation), 0) FROM allocations;
 
+-- ---- Views: the usage questions, answered by the plain sqlite3 shell ----
+-- (`gpusched usage` reads packet_usage with a time range and computes the same sums, plus
+-- percentiles.)
+--
+-- One row per packet: how long it waited (submitted -> first started), how long it ran on the
+-- engine (the sum of its RUNNING spans, each up to the event that ended it), and the bytes the
+-- memory manager moved to make it resident.
+DROP VIEW IF EXISTS packet_usage;
+CREATE VIEW packet_usage AS
+SELECT p.packet, p.tenant, p.context, p.adapter, p.node, p.state, p.state_name, p.submit_flags,
+       p.submitted_ns, p.preemptions, p.resubmissions,
+       CASE WHEN p.started_ns > 0 AND p.started_ns >= p.submitted_ns
+            THEN p.started_ns - p.submitted_ns END AS wait_ns,
+       (SELECT IFNULL(sum((SELECT min(n.time_ns) FROM packet_events n
+                           WHERE n.packet = e.packet AND n.seq > e.seq) - e.time_ns), 0)
+          FROM packet_events e WHERE e.packet = p.packet AND e.state = 3) AS run_ns,
+       (SELECT IFNULL(sum(m.bytes), 0) FROM moves m WHERE m.for_packet = p.packet)
+          AS paging_bytes
+  FROM packets p;
+-- Per tenant, per context, per engine (adapter, node): packets and how they ended, engine time,
+-- preemptions, resubmissions, paging bytes, mean wait. For a time range, filter packet_usage
+-- on submitted_ns first, e.g.
+--   SELECT tenant, count(*), sum(run_ns) FROM packet_usage
+--    WHERE tenant = 'default' AND submitted_ns >= 1700000000000000000 GROUP BY tenant;
+-- and for a percentile, order: SELECT wait_ns FROM packet_usage WHERE tenant = 'default'
+--   ORDER BY wait_ns LIMIT 1 OFFSET (SELECT count(*) * 99 / 100 FROM packets
+--   WHERE tenant = 'default');
+DROP VIEW IF EXISTS usage_by_tenant;
+CREATE VIEW usage_by_tenant AS
+SELECT tenant, count(*) AS packets, sum(state = 4) AS completed, sum(state = 5) AS faulted,
+       sum(state = 9) AS cancelled, sum(preemptions) AS preemptions,
+       sum(resubmissions) AS resubmissions, sum(run_ns) AS busy_ns,
+       sum(paging_bytes) AS paging_bytes, avg(wait_ns) AS mean_wait_ns
+  FROM packet_usage GROUP BY tenant;
+DROP VIEW IF EXISTS usage_by_context;
+CREATE VIEW usage_by_context AS
+SELECT tenant, context, count(*) AS packets, sum(state = 4) AS completed,
+       sum(state = 5) AS faulted, sum(state = 9) AS cancelled, sum(preemptions) AS preemptions,
+       sum(resubmissions) AS resubmissions, sum(run_ns) AS busy_ns,
+       sum(paging_bytes) AS paging_bytes, avg(wait_ns) AS mean_wait_ns
+  FROM packet_usage GROUP BY tenant, context;
+DROP VIEW IF EXISTS usage_by_node;
+CREATE VIEW usage_by_node AS
+SELECT adapter, node, count(*) AS packets, sum(state = 4) AS completed,
+       sum(state = 5) AS faulted, sum(state = 9) AS cancelled, sum(preemptions) AS preemptions,
+       sum(resubmissions) AS resubmissions, sum(run_ns) AS busy_ns,
+       sum(paging_bytes) AS paging_bytes, avg(wait_ns) AS mean_wait_ns
+  FROM packet_usage GROUP BY adapter, node;
+
 -- One row per allocation-list entry of a packet, written once when it is submitted, so that
 -- history can answer "which packets referenced this allocation".
 CREATE TABLE IF NOT EXISTS packet_allocations (

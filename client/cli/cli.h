@@ -186,6 +186,7 @@ int cmd_moves(cli *ctx, int argc, char **argv);
 int cmd_watch(cli *ctx, int argc, char **argv);
 int cmd_audit(cli *ctx, int argc, char **argv);
 int cmd_explain(cli *ctx, int argc, char **argv);
+int cmd_usage(cli *ctx, int argc, char **argv);
 
 /* Moves of the memory manager (cmd_moves.c), also shown by alloc show: one gs_move as a JSON
  * object as `moves --json` prints it, and the table with each line prefixed by indent. */

@@ -3,6 +3,7 @@
  */
 #include <inttypes.h>
 #include <stdio.h>
+#include <strings.h>
 #include <time.h>
 
 #include "cli.h"
@@ -334,5 +335,138 @@ int cmd_explain(cli *ctx, int argc, char **argv)
 	else
 		explain_text(e, waited, ran);
 	gs_explanation_free(e);
+	return CLI_EXIT_OK;
+}
+
+/* ---- usage ------------------------------------------------------------------------------ */
+
+static const char usage_help[] =
+        "Usage: gpusched usage [--since T] [--until T] [--by tenant|context|node]\n"
+        "                      [--tenant NAME|*] [--json]\n"
+        "How the GPU was used by the packets submitted in the time range, per tenant (default),\n"
+        "context or engine (adapter and node): packets and how they ended, engine time and\n"
+        "utilisation (engine time over the range: a fraction of one engine), preemptions,\n"
+        "resubmissions, bytes paged in for them, and p50/p95/p99 of queue wait (submitted ->\n"
+        "started) and engine time. The same numbers as the audit's views packet_usage and\n"
+        "usage_by_tenant/context/node (schema/audit.sql) for the plain sqlite3 shell.\n"
+        "\n"
+        "Options:\n"
+        "  --since T, --until T   the range (as in history: 10m, 2026-11-24T09:00, @SECONDS,\n"
+        "                         now); default everything\n"
+        "  --by KEY               tenant, context or node\n"
+        "  --tenant NAME          another tenant, or * for every tenant (administrators only)\n"
+        "  --json                 {window_ns, truncated, rows: [{tenant, context, adapter,\n"
+        "                         node, packets, completed, faulted, cancelled, preemptions,\n"
+        "                         resubmissions, busy_ns, utilisation, paging_bytes,\n"
+        "                         wait_p50_ns, wait_p95_ns, wait_p99_ns, run_p50_ns,\n"
+        "                         run_p95_ns, run_p99_ns}]}\n";
+
+static int parse_usage_by(cli *ctx, const char *arg, void *field)
+{
+	static const char *const names[] = {"tenant", "context", "node"};
+	for (int i = 0; i < 3; i++)
+		if (strcasecmp(arg, names[i]) == 0) {
+			*(gs_usage_by *)field = (gs_usage_by)i;
+			return 0;
+		}
+	return cli_usage(ctx, "--by: '%s' is not tenant, context or node", arg);
+}
+
+static const cli_opt usage_opts[] = {
+        {"since", CLI_ARG_PARSE, offsetof(gs_usage_filter, since_ns), .parse = parse_time},
+        {"until", CLI_ARG_PARSE, offsetof(gs_usage_filter, until_ns), .parse = parse_time},
+        {"by", CLI_ARG_PARSE, offsetof(gs_usage_filter, by), .parse = parse_usage_by},
+        {"tenant", CLI_ARG_STR, offsetof(gs_usage_filter, tenant)},
+};
+
+static json_t *usage_row_json(const void *item)
+{
+	const gs_usage_row *r = item;
+	json_t *o = json_object();
+
+	json_object_set_new(o, "tenant", json_string(r->tenant));
+	json_object_set_new(o, "context", cli_json_u64(r->context));
+	json_object_set_new(o, "adapter", json_integer(r->adapter));
+	json_object_set_new(o, "node", json_integer(r->node));
+	json_object_set_new(o, "packets", cli_json_u64(r->packets));
+	json_object_set_new(o, "completed", cli_json_u64(r->completed));
+	json_object_set_new(o, "faulted", cli_json_u64(r->faulted));
+	json_object_set_new(o, "cancelled", cli_json_u64(r->cancelled));
+	json_object_set_new(o, "preemptions", cli_json_u64(r->preemptions));
+	json_object_set_new(o, "resubmissions", cli_json_u64(r->resubmissions));
+	json_object_set_new(o, "busy_ns", cli_json_u64(r->busy_ns));
+	json_object_set_new(o, "utilisation", json_real(r->utilisation));
+	json_object_set_new(o, "paging_bytes", cli_json_u64(r->paging_bytes));
+	static const char *const wk[] = {"wait_p50_ns", "wait_p95_ns", "wait_p99_ns"};
+	static const char *const rk[] = {"run_p50_ns", "run_p95_ns", "run_p99_ns"};
+	for (int i = 0; i < 3; i++) {
+		json_object_set_new(o, wk[i], cli_json_u64(r->wait_ns[i]));
+		json_object_set_new(o, rk[i], cli_json_u64(r->run_ns[i]));
+	}
+	return o;
+}
+
+static void print_usage_rows(const gs_usage *u, gs_usage_by by)
+{
+	char busy[24], w[3][24], r[3][24], key[80];
+
+	printf("%-22s %8s %6s %6s %8s %10s %6s %5s %10s %27s %27s\n",
+	       by == GS_USAGE_BY_NODE      ? "ENGINE"
+	       : by == GS_USAGE_BY_CONTEXT ? "TENANT/CONTEXT"
+	                                   : "TENANT",
+	       "PACKETS", "FAULT", "CANCEL", "BUSY", "UTIL", "PRE", "RESUB", "PAGED",
+	       "WAIT p50/p95/p99", "RUN p50/p95/p99");
+	for (size_t i = 0; i < u->count; i++) {
+		const gs_usage_row *x = &u->rows[i];
+		if (by == GS_USAGE_BY_NODE)
+			snprintf(key, sizeof(key), "adapter %" PRIu32 " node %" PRIu32, x->adapter,
+			         x->node);
+		else if (by == GS_USAGE_BY_CONTEXT)
+			snprintf(key, sizeof(key), "%s/%" PRIu64, x->tenant, x->context);
+		else
+			snprintf(key, sizeof(key), "%s", x->tenant);
+		cli_format_duration(x->busy_ns, busy, sizeof(busy));
+		for (int k = 0; k < 3; k++) {
+			cli_format_duration(x->wait_ns[k], w[k], sizeof(w[k]));
+			cli_format_duration(x->run_ns[k], r[k], sizeof(r[k]));
+		}
+		printf("%-22s %8" PRIu64 " %6" PRIu64 " %6" PRIu64 " %8s %9.2f%% %6" PRIu64
+		       " %5" PRIu64 " %10" PRIu64 " %9s/%8s/%8s %9s/%8s/%8s\n",
+		       key, x->packets, x->faulted, x->cancelled, busy, 100.0 * x->utilisation,
+		       x->preemptions, x->resubmissions, x->paging_bytes, w[0], w[1], w[2], r[0],
+		       r[1], r[2]);
+	}
+	if (u->count == 0)
+		printf("(no packets in the range)\n");
+	if (u->truncated)
+		printf("(the first %u packets only: narrow the range)\n", 5000000u);
+}
+
+int cmd_usage(cli *ctx, int argc, char **argv)
+{
+	static const cli_syntax syntax = {usage_help, CLI_OPTS(usage_opts)};
+	gs_usage_filter f = {0};
+	gs_usage *u = NULL;
+	int rv;
+
+	rv = cli_parse_args(ctx, argc, argv, &syntax, &f);
+	if (rv != CLI_CONTINUE)
+		return rv;
+	if (f.since_ns && f.until_ns && f.since_ns >= f.until_ns)
+		return cli_usage(ctx, "--since must be earlier than --until");
+	rv = cli_connect(ctx);
+	if (rv != CLI_EXIT_OK)
+		return rv;
+	rv = gs_get_usage(ctx->client, &f, &u);
+	if (rv != 0)
+		return cli_fail(ctx, rv);
+	if (ctx->json)
+		cli_json_print(json_pack(
+		        "{s:o, s:b, s:o}", "window_ns", cli_json_u64(u->window_ns), "truncated",
+		        u->truncated, "rows",
+		        cli_json_array(u->rows, u->count, sizeof(*u->rows), usage_row_json)));
+	else
+		print_usage_rows(u, f.by);
+	gs_usage_free(u);
 	return CLI_EXIT_OK;
 }

@@ -246,6 +246,40 @@ int gsd_history_events_range(const char *path, const char *tenant, uint64_t afte
                              uint64_t before_seq, uint32_t limit, gsd_event_row **out,
                              size_t *count, char *err, size_t errcap);
 
+/* ---- usage: packet_usage (schema/audit.sql) summed per tenant, context or engine ---- */
+
+typedef enum gsd_usage_by {
+	GSD_USAGE_BY_TENANT = 0,
+	GSD_USAGE_BY_CONTEXT = 1,
+	GSD_USAGE_BY_NODE = 2,
+} gsd_usage_by;
+
+typedef struct gsd_usage_filter {
+	const char *tenant; /* NULL: every tenant (administrators) */
+	uint64_t since_ns;  /* packets submitted in [since, until); 0 = unbounded */
+	uint64_t until_ns;
+	gsd_usage_by by;
+} gsd_usage_filter;
+
+typedef struct gsd_usage_row {
+	char tenant[GSD_AUDIT_TENANT_MAX + 1]; /* by tenant and context */
+	uint64_t context;                      /* by context */
+	uint32_t adapter, node;                /* by node */
+	uint64_t packets, completed, faulted, cancelled, preemptions, resubmissions;
+	uint64_t busy_ns;      /* engine time: the sum of the packets' RUNNING spans */
+	uint64_t paging_bytes; /* moved to make its packets resident */
+	uint64_t wait_ns[3];   /* p50, p95, p99 of submitted -> started (packets that started) */
+	uint64_t run_ns[3];    /* p50, p95, p99 of engine time (packets that ran) */
+	uint64_t first_ns, last_ns; /* submission times of its first and last packet */
+} gsd_usage_row;
+
+/* At most this many packets are read for one usage answer (*truncated says so). */
+#define GSD_USAGE_MAX_PACKETS 5000000u
+
+/* Rows ordered by key. *rows is malloc'd. Returns 0 or -1 with err filled. */
+int gsd_history_usage(const char *path, const gsd_usage_filter *f, gsd_usage_row **rows,
+                      size_t *count, bool *truncated, char *err, size_t errcap);
+
 typedef struct gsd_moves_filter {
 	const char *tenant;  /* required: a tenant only ever sees the moves of its allocations */
 	uint64_t allocation; /* 0 = any */

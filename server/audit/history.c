@@ -495,3 +495,149 @@ int gsd_history_moves(const char *path, const gsd_moves_filter *f, gsd_move_row 
 	sqlite3_close(db);
 	return rc;
 }
+
+/* ---- usage ---- */
+
+static int cmp_u64(const void *x, const void *y)
+{
+	uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+	return (a > b) - (a < b);
+}
+
+/* p50, p95, p99 of v[0..n) (sorted in place); zeros when empty. */
+static void percentiles(uint64_t *v, size_t n, uint64_t out[3])
+{
+	static const unsigned pct[3] = {50, 95, 99};
+	if (n == 0) {
+		out[0] = out[1] = out[2] = 0;
+		return;
+	}
+	qsort(v, n, sizeof *v, cmp_u64);
+	for (int i = 0; i < 3; i++)
+		out[i] = v[(n - 1) * pct[i] / 100];
+}
+
+static bool same_key(const gsd_usage_row *r, gsd_usage_by by, const char *tenant, uint64_t context,
+                     uint32_t adapter, uint32_t node)
+{
+	switch (by) {
+	case GSD_USAGE_BY_CONTEXT:
+		return r->context == context && strcmp(r->tenant, tenant) == 0;
+	case GSD_USAGE_BY_NODE:
+		return r->adapter == adapter && r->node == node;
+	default:
+		return strcmp(r->tenant, tenant) == 0;
+	}
+}
+
+int gsd_history_usage(const char *path, const gsd_usage_filter *f, gsd_usage_row **rows,
+                      size_t *count, bool *truncated, char *err, size_t errcap)
+{
+	static const char *const order[] = {"tenant", "tenant, context", "adapter, node"};
+	*rows = NULL;
+	*count = 0;
+	*truncated = false;
+	sqlite3 *db;
+	if (open_reader(path, &db, err, errcap) != 0)
+		return -1;
+	char sql[512];
+	snprintf(
+	        sql, sizeof sql,
+	        "SELECT tenant, context, adapter, node, state, preemptions, resubmissions, wait_ns,"
+	        " run_ns, paging_bytes, submitted_ns FROM packet_usage WHERE %s submitted_ns >= ?2"
+	        " AND submitted_ns < ?3 ORDER BY %s",
+	        f->tenant ? "tenant = ?1 AND" : "", order[f->by <= GSD_USAGE_BY_NODE ? f->by : 0]);
+	sqlite3_stmt *s = prepare_or_close(db, sql, "usage", err, errcap);
+	if (!s)
+		return -1;
+	if (f->tenant)
+		sqlite3_bind_text(s, 1, f->tenant, -1, SQLITE_STATIC);
+	bind_bound(s, 2, f->since_ns);
+	bind_bound(s, 3, f->until_ns ? f->until_ns : UINT64_MAX);
+
+	gsd_usage_row *out = NULL, *cur = NULL;
+	size_t n = 0, cap = 0, nw = 0, nr = 0, capw = 0, capr = 0, total = 0;
+	uint64_t *waits = NULL, *runs = NULL;
+	int rc;
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		if (++total > GSD_USAGE_MAX_PACKETS) {
+			*truncated = true;
+			break;
+		}
+		const char *tenant = (const char *)sqlite3_column_text(s, 0);
+		uint64_t context = col_u64(s, 1);
+		uint32_t adapter = col_u32(s, 2), node = col_u32(s, 3);
+		if (!tenant)
+			tenant = "";
+		if (!cur || !same_key(cur, f->by, tenant, context, adapter, node)) {
+			if (cur) {
+				percentiles(waits, nw, cur->wait_ns);
+				percentiles(runs, nr, cur->run_ns);
+			}
+			gsd_usage_row *grown = gsd_grow(out, &cap, n + 1, sizeof *out, 16);
+			if (!grown)
+				goto oom;
+			out = grown;
+			cur = &out[n++];
+			memset(cur, 0, sizeof *cur);
+			gsd_audit_copy_text(cur->tenant, sizeof cur->tenant, tenant);
+			cur->context = context;
+			cur->adapter = adapter;
+			cur->node = node;
+			nw = nr = 0;
+		}
+		int state = sqlite3_column_int(s, 4);
+		uint64_t submitted = col_u64(s, 10);
+		cur->packets++;
+		cur->completed += state == 4;
+		cur->faulted += state == 5;
+		cur->cancelled += state == 9;
+		cur->preemptions += col_u64(s, 5);
+		cur->resubmissions += col_u64(s, 6);
+		uint64_t run = col_u64(s, 8);
+		cur->busy_ns += run;
+		cur->paging_bytes += col_u64(s, 9);
+		if (!cur->first_ns || submitted < cur->first_ns)
+			cur->first_ns = submitted;
+		if (submitted > cur->last_ns)
+			cur->last_ns = submitted;
+		if (sqlite3_column_type(s, 7) != SQLITE_NULL) {
+			uint64_t *g = gsd_grow(waits, &capw, nw + 1, sizeof *waits, 1024);
+			if (!g)
+				goto oom;
+			waits = g;
+			waits[nw++] = col_u64(s, 7);
+		}
+		if (run) {
+			uint64_t *g = gsd_grow(runs, &capr, nr + 1, sizeof *runs, 1024);
+			if (!g)
+				goto oom;
+			runs = g;
+			runs[nr++] = run;
+		}
+	}
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+		gsd_audit_set_err(err, errcap, "usage query failed: %s", sqlite3_errmsg(db));
+		goto fail;
+	}
+	if (cur) {
+		percentiles(waits, nw, cur->wait_ns);
+		percentiles(runs, nr, cur->run_ns);
+	}
+	free(waits);
+	free(runs);
+	sqlite3_finalize(s);
+	sqlite3_close(db);
+	*rows = out;
+	*count = n;
+	return 0;
+oom:
+	gsd_audit_set_err(err, errcap, "out of memory reading usage");
+fail:
+	free(out);
+	free(waits);
+	free(runs);
+	sqlite3_finalize(s);
+	sqlite3_close(db);
+	return -1;
+}

@@ -335,6 +335,7 @@ static const char *const g_request_names[] = {
         [GPUSCHED__V1__REQUEST__BODY_ALLOCATION_LIST] = "allocation_list",
         [GPUSCHED__V1__REQUEST__BODY_MOVES] = "moves",
         [GPUSCHED__V1__REQUEST__BODY_EXPLAIN] = "explain",
+        [GPUSCHED__V1__REQUEST__BODY_USAGE] = "usage",
 };
 
 const char *gsd_request_name(int body_case)
@@ -381,6 +382,7 @@ static const handler_fn g_handlers[] = {
         [GPUSCHED__V1__REQUEST__BODY_ALLOCATION_LIST] = gsd_h_allocation_list,
         [GPUSCHED__V1__REQUEST__BODY_MOVES] = gsd_h_moves,
         [GPUSCHED__V1__REQUEST__BODY_EXPLAIN] = gsd_h_explain,
+        [GPUSCHED__V1__REQUEST__BODY_USAGE] = gsd_h_usage,
 };
 
 void gsd_handle_request(gsd_daemon *d, gsd_call *c)

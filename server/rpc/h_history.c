@@ -392,3 +392,92 @@ void gsd_h_explain(gsd_daemon *d, gsd_call *c)
 		return;
 	read_after_flush(d, c, explain_work);
 }
+
+static void usage_work(gsd_call *c)
+{
+	barrier_wait(c);
+	const Gpusched__V1__UsageRequest *q = c->req->usage;
+	gsd_usage_filter f = {.tenant = strcmp(q->tenant, "*") == 0 ? NULL
+	                                : q->tenant[0]              ? q->tenant
+	                                                            : c->tenant->conf.name,
+	                      .since_ns = q->since_ns,
+	                      .until_ns = q->until_ns,
+	                      .by = (gsd_usage_by)q->by};
+	gsd_usage_row *rows = NULL;
+	size_t n = 0;
+	bool truncated = false;
+	char err[256];
+	if (gsd_history_usage(c->d->cfg.db_path, &f, &rows, &n, &truncated, err, sizeof(err)) !=
+	    0) {
+		reply_read_failed(c, err);
+		return;
+	}
+	/* The window: as asked, else from the first to the last submission seen. */
+	uint64_t first = UINT64_MAX, last = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (rows[i].first_ns < first)
+			first = rows[i].first_ns;
+		if (rows[i].last_ns > last)
+			last = rows[i].last_ns;
+	}
+	uint64_t from = q->since_ns ? q->since_ns : first;
+	uint64_t to = q->until_ns ? q->until_ns : last;
+	uint64_t window = n && to > from ? to - from : 0;
+	Gpusched__V1__UsageRow **rp = NULL;
+	Gpusched__V1__UsageRow *out = gsd_pb_repeated(n, sizeof(*out), (void ***)&rp);
+	if (!out) {
+		reply_read_failed(c, "out of memory");
+	} else {
+		for (size_t i = 0; i < n; i++) {
+			const gsd_usage_row *r = &rows[i];
+			Gpusched__V1__UsageRow *o = &out[i];
+			gpusched__v1__usage_row__init(o);
+			o->tenant = (char *)r->tenant;
+			o->context = r->context;
+			o->adapter = r->adapter;
+			o->node = r->node;
+			o->packets = r->packets;
+			o->completed = r->completed;
+			o->faulted = r->faulted;
+			o->cancelled = r->cancelled;
+			o->preemptions = r->preemptions;
+			o->resubmissions = r->resubmissions;
+			o->busy_ns = r->busy_ns;
+			o->utilisation = window ? (double)r->busy_ns / (double)window : 0.0;
+			o->paging_bytes = r->paging_bytes;
+			o->wait_p50_ns = r->wait_ns[0];
+			o->wait_p95_ns = r->wait_ns[1];
+			o->wait_p99_ns = r->wait_ns[2];
+			o->run_p50_ns = r->run_ns[0];
+			o->run_p95_ns = r->run_ns[1];
+			o->run_p99_ns = r->run_ns[2];
+		}
+		Gpusched__V1__UsageResponse ur = GPUSCHED__V1__USAGE_RESPONSE__INIT;
+		ur.n_rows = n;
+		ur.rows = rp;
+		ur.window_ns = window;
+		ur.truncated = truncated;
+		GSD_REPLY_OFF_LOOP(c, USAGE, usage, &ur);
+	}
+	free(rp);
+	free(rows);
+}
+
+void gsd_h_usage(gsd_daemon *d, gsd_call *c)
+{
+	const Gpusched__V1__UsageRequest *q = R(usage);
+	if (q->by > GPUSCHED__V1__USAGE_KEY__USAGE_BY_NODE) {
+		gsd_call_error(c, GSD_ST(INVALID_ARGUMENT), "by %d is not a UsageKey", (int)q->by);
+		return;
+	}
+	if (q->since_ns && q->until_ns && q->since_ns >= q->until_ns) {
+		gsd_call_error(c, GSD_ST(INVALID_ARGUMENT),
+		               "the time range is empty: since_ns %llu is not before until_ns %llu",
+		               (unsigned long long)q->since_ns, (unsigned long long)q->until_ns);
+		return;
+	}
+	/* "*" (every tenant) is for administrators, like another tenant's name. */
+	if (!may_read_tenant(c, q->tenant))
+		return;
+	read_after_flush(d, c, usage_work);
+}

@@ -57,6 +57,7 @@ void gsd_h_transfer(gsd_daemon *d, gsd_call *c);
 void gsd_h_history(gsd_daemon *d, gsd_call *c);
 void gsd_h_moves(gsd_daemon *d, gsd_call *c);
 void gsd_h_explain(gsd_daemon *d, gsd_call *c);
+void gsd_h_usage(gsd_daemon *d, gsd_call *c);
 void gsd_h_packet_events(gsd_daemon *d, gsd_call *c);
 
 #endif

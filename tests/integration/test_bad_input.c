@@ -956,6 +956,21 @@ static void test_tenant_isolation(void **state)
 	assert_int_equal(gs_history(b, &hf, &r, &n), 0);
 	assert_true(n >= 1);
 	gs_history_free(r, n);
+	/* usage: Bob sees only himself; every tenant is for administrators. */
+	gs_usage *us;
+	gs_usage_filter uf = {.tenant = "*"};
+	EXPECT_AUDITED(&fb, GS_STATUS_PERMISSION_DENIED, gs_get_usage(b, &uf, &us));
+	assert_int_equal(gs_get_usage(b, NULL, &us), 0);
+	assert_int_equal(us->count, 1);
+	assert_string_equal(us->rows[0].tenant, "bob");
+	gs_usage_free(us);
+	assert_int_equal(gs_get_usage(root, &uf, &us), 0);
+	bool saw_alice = false;
+	for (size_t i = 0; i < us->count; i++)
+		saw_alice |= strcmp(us->rows[i].tenant, "alice") == 0;
+	assert_true(saw_alice);
+	gs_usage_free(us);
+
 	/* explain: Alice's packet is unknown to Bob, naming her is refused, root may. */
 	gs_explanation *ex;
 	EXPECT_AUDITED(&fb, GS_STATUS_NOT_FOUND, gs_explain(b, apkt, NULL, &ex));

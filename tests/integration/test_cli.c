@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include <inttypes.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -155,7 +156,7 @@ static const char *str_of(json_t *obj, const char *key)
 
 static const char *const commands[] = {"info",  "demo",   "submit", "history", "events",
                                        "stats", "device", "alloc",  "sync",    "tenant",
-                                       "moves", "watch",  "audit",  "explain"};
+                                       "moves", "watch",  "audit",  "explain", "usage"};
 static const char *const alloc_subcommands[] = {"create",   "destroy", "ls",      "show",
                                                 "resident", "evict",   "transfer"};
 
@@ -1009,9 +1010,48 @@ static void test_audit_verify(void **state)
 	itest_audit_barrier(c, itest_context(c, dev, 0, 2));
 	gs_close(c);
 
+	/* usage --by node: the same sums as the audit's usage_by_node view, percentiles in
+	 * order, utilisation the engine time over the window. */
+	cli(&r, f->url_opt, "usage", "--by", "node", "--json", NULL);
+	expect_exit(&r, EXIT_OK, "usage --by node --json");
+	json_t *doc = parse(&r);
+	itest_run_free(&r);
+	json_t *rows = json_object_get(doc, "rows");
+	assert_true(json_array_size(rows) >= 2);
+	json_int_t window = int_of(doc, "window_ns");
+	assert_true(window > 0);
+	for (size_t i = 0; i < json_array_size(rows); i++) {
+		json_t *row = json_array_get(rows, i);
+		json_int_t node = int_of(row, "node");
+		assert_int_equal(
+		        int_of(row, "packets"),
+		        itest_audit_int(f->t.db,
+		                        "SELECT packets FROM usage_by_node WHERE node = %d",
+		                        (int)node));
+		assert_int_equal(
+		        int_of(row, "busy_ns"),
+		        itest_audit_int(f->t.db,
+		                        "SELECT busy_ns FROM usage_by_node WHERE node = %d",
+		                        (int)node));
+		assert_true(int_of(row, "wait_p50_ns") <= int_of(row, "wait_p95_ns"));
+		assert_true(int_of(row, "wait_p95_ns") <= int_of(row, "wait_p99_ns"));
+		assert_true(int_of(row, "run_p50_ns") <= int_of(row, "run_p99_ns"));
+		double util = json_real_value(json_object_get(row, "utilisation"));
+		assert_true(util >= 0.0 && util <= 1.0);
+		assert_true(fabs(util - (double)int_of(row, "busy_ns") / (double)window) < 1e-9);
+	}
+	json_decref(doc);
+	cli(&r, f->url_opt, "usage", NULL);
+	expect_exit(&r, EXIT_OK, "usage");
+	assert_non_null(strstr(r.out, "default"));
+	itest_run_free(&r);
+	cli(&r, f->url_opt, "usage", "--by", "engine", NULL);
+	expect_exit(&r, EXIT_USAGE, "usage --by engine");
+	itest_run_free(&r);
+
 	cli(&r, "audit", "verify", "--json", f->t.db, NULL);
 	expect_exit(&r, EXIT_OK, "audit verify");
-	json_t *doc = parse(&r);
+	doc = parse(&r);
 	itest_run_free(&r);
 	assert_true(json_is_true(json_object_get(doc, "ok")));
 	assert_true(int_of(doc, "records") > 16 * 4);
