@@ -575,6 +575,10 @@ int gs_packet_events(gs_client *c, uint64_t packet, gs_packet_event **events, si
  * bound), in seq order, at most limit (0: 100; at most 10000). */
 int gs_packet_events_range(gs_client *c, uint64_t after_seq, uint64_t before_seq, uint32_t limit,
                            gs_packet_event **events, size_t *count);
+/* The caller's events of packets submitted in [since_ns, until_ns) (0: unbounded) with seq >
+ * after_seq, in seq order, at most limit (0: 100; at most 10000): page with the last seq. */
+int gs_packet_events_window(gs_client *c, uint64_t since_ns, uint64_t until_ns, uint64_t after_seq,
+                            uint32_t limit, gs_packet_event **events, size_t *count);
 void gs_packet_events_free(gs_packet_event *events, size_t count);
 
 /*

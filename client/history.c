@@ -156,6 +156,19 @@ int gs_packet_events(gs_client *c, uint64_t packet, gs_packet_event **events, si
 	return packet_events(c, &body, events, count);
 }
 
+int gs_packet_events_window(gs_client *c, uint64_t since_ns, uint64_t until_ns, uint64_t after_seq,
+                            uint32_t limit, gs_packet_event **events, size_t *count)
+{
+	Gpusched__V1__PacketEventsRequest body = GPUSCHED__V1__PACKET_EVENTS_REQUEST__INIT;
+
+	/* A window must bound something: [1, ...) stands for "everything". */
+	body.since_ns = since_ns ? since_ns : 1;
+	body.until_ns = until_ns;
+	body.after_seq = after_seq;
+	body.limit = limit;
+	return packet_events(c, &body, events, count);
+}
+
 int gs_packet_events_range(gs_client *c, uint64_t after_seq, uint64_t before_seq, uint32_t limit,
                            gs_packet_event **events, size_t *count)
 {

@@ -79,6 +79,7 @@ typedef struct cli_opt {
 	uint32_t bits;     /* CLI_SET_BITS */
 	/* CLI_ARG_PARSE: reads arg into field; 0, or the exit code (a usage error). */
 	int (*parse)(cli *ctx, const char *arg, void *field);
+	char short_name; /* also -c (0: none) */
 } cli_opt;
 
 #define CLI_GIVEN(type, member) (offsetof(type, member) + 1)
@@ -187,6 +188,7 @@ int cmd_watch(cli *ctx, int argc, char **argv);
 int cmd_audit(cli *ctx, int argc, char **argv);
 int cmd_explain(cli *ctx, int argc, char **argv);
 int cmd_usage(cli *ctx, int argc, char **argv);
+int cmd_trace(cli *ctx, int argc, char **argv);
 
 /* Moves of the memory manager (cmd_moves.c), also shown by alloc show: one gs_move as a JSON
  * object as `moves --json` prints it, and the table with each line prefixed by indent. */

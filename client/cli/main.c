@@ -21,6 +21,7 @@ static const cli_command commands[] = {
         {"events", "list the state changes of one packet", cmd_events},
         {"explain", "one packet's life, with the reason for every wait and stop", cmd_explain},
         {"watch", "print events live; lost ones are read back from the audit", cmd_watch},
+        {"trace", "write the schedule as Chrome trace JSON (Perfetto)", cmd_trace},
         {"stats", "show the daemon's counters", cmd_stats},
         {"usage", "GPU time, waits and faults per tenant, context or engine", cmd_usage},
         {"device", "create or destroy devices (device --help)", cmd_device},

@@ -196,13 +196,30 @@ int cli_parse_args(cli *ctx, int argc, char **argv, const cli_syntax *syntax, vo
 		opts[2 + i] = (struct option){o->name, takes_arg ? required_argument : no_argument,
 		                              NULL, OWN_OPTION(i)};
 	}
-	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+	/* "h", then each own short option ("o:" for one that takes an argument). */
+	char shorts[2 + 2 * MAX_OWN_OPTIONS + 1] = "h";
+	size_t ns = 1;
+	for (size_t i = 0; i < n_own; i++) {
+		const cli_opt *o = &syntax->opts[i];
+		if (!o->short_name)
+			continue;
+		shorts[ns++] = o->short_name;
+		if (o->kind != CLI_SET_BOOL && o->kind != CLI_SET_BITS)
+			shorts[ns++] = ':';
+	}
+	shorts[ns] = '\0';
+	while ((opt = getopt_long(argc, argv, shorts, opts, NULL)) != -1) {
 		if (is_common_option(opt)) {
 			rv = common_option(ctx, opt, syntax->help);
 			if (rv != CLI_CONTINUE)
 				return rv;
 			continue;
 		}
+		for (size_t i = 0; i < n_own && opt < OWN_OPTION(0); i++)
+			if (syntax->opts[i].short_name == opt)
+				opt = OWN_OPTION(i);
+		if (opt < OWN_OPTION(0))
+			return cli_usage(ctx, "unknown option");
 		rv = own_option(ctx, &syntax->opts[opt - OWN_OPTION(0)], optarg, out);
 		if (rv != 0)
 			return rv;

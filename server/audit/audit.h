@@ -245,6 +245,11 @@ int gsd_history_events(const char *path, const char *tenant, uint64_t packet, gs
 int gsd_history_events_range(const char *path, const char *tenant, uint64_t after_seq,
                              uint64_t before_seq, uint32_t limit, gsd_event_row **out,
                              size_t *count, char *err, size_t errcap);
+/* The same for the events of packets submitted in [since_ns, until_ns) (0: unbounded), read
+ * through the packets' (tenant, submitted_ns) index. */
+int gsd_history_events_window(const char *path, const char *tenant, uint64_t after_seq,
+                              uint64_t since_ns, uint64_t until_ns, uint32_t limit,
+                              gsd_event_row **out, size_t *count, char *err, size_t errcap);
 
 /* ---- usage: packet_usage (schema/audit.sql) summed per tenant, context or engine ---- */
 

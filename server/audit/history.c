@@ -372,6 +372,36 @@ int gsd_history_events_range(const char *path, const char *tenant, uint64_t afte
 	return rc;
 }
 
+int gsd_history_events_window(const char *path, const char *tenant, uint64_t after_seq,
+                              uint64_t since_ns, uint64_t until_ns, uint32_t limit_in,
+                              gsd_event_row **out, size_t *count, char *err, size_t errcap)
+{
+	*out = NULL;
+	*count = 0;
+	uint32_t limit;
+	sqlite3 *db;
+	if (begin_read(path, tenant, limit_in, &limit, &db, err, errcap) != 0)
+		return -1;
+	sqlite3_stmt *s = prepare_or_close(
+	        db,
+	        "SELECT e.seq, e.packet, e.state, e.time_ns, e.detail, p.context FROM packets p"
+	        " JOIN packet_events e ON e.packet = p.packet WHERE p.tenant = ?1"
+	        " AND p.submitted_ns >= ?2 AND p.submitted_ns < ?3 AND e.seq > ?4"
+	        " ORDER BY e.seq LIMIT ?5",
+	        "history", err, errcap);
+	if (!s)
+		return -1;
+	sqlite3_bind_text(s, 1, tenant, -1, SQLITE_STATIC);
+	bind_bound(s, 2, since_ns);
+	bind_bound(s, 3, until_ns ? until_ns : UINT64_MAX);
+	bind_bound(s, 4, after_seq);
+	sqlite3_bind_int64(s, 5, limit);
+	int rc = collect_rows(db, s, sizeof(gsd_event_row), limit, read_event_row, "history",
+	                      (void **)out, count, err, errcap);
+	sqlite3_close(db);
+	return rc;
+}
+
 int gsd_history_packet(const char *path, const char *tenant, uint64_t packet, gsd_packet_rec *out,
                        char *err, size_t errcap)
 {

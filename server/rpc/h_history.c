@@ -220,12 +220,16 @@ static void events_work(gsd_call *c)
 	gsd_event_row *rows = NULL;
 	size_t n = 0;
 	char err[256];
-	int rc = q->packet ? gsd_history_events(c->d->cfg.db_path, c->tenant->conf.name, q->packet,
-	                                        &rows, &n, err, sizeof(err))
-	                   : gsd_history_events_range(c->d->cfg.db_path, c->tenant->conf.name,
-	                                              q->after_seq, q->before_seq,
-	                                              clamp_limit(q->limit), &rows, &n, err,
-	                                              sizeof(err));
+	const char *path = c->d->cfg.db_path, *tenant = c->tenant->conf.name;
+	int rc;
+	if (q->packet)
+		rc = gsd_history_events(path, tenant, q->packet, &rows, &n, err, sizeof(err));
+	else if (q->since_ns || q->until_ns)
+		rc = gsd_history_events_window(path, tenant, q->after_seq, q->since_ns, q->until_ns,
+		                               clamp_limit(q->limit), &rows, &n, err, sizeof(err));
+	else
+		rc = gsd_history_events_range(path, tenant, q->after_seq, q->before_seq,
+		                              clamp_limit(q->limit), &rows, &n, err, sizeof(err));
 	if (rc != 0) {
 		reply_read_failed(c, err);
 		return;
@@ -256,9 +260,18 @@ static void events_work(gsd_call *c)
 void gsd_h_packet_events(gsd_daemon *d, gsd_call *c)
 {
 	const Gpusched__V1__PacketEventsRequest *q = R(packet_events);
-	if (q->packet && (q->after_seq || q->before_seq)) {
+	if (q->packet && (q->after_seq || q->before_seq || q->since_ns || q->until_ns)) {
 		gsd_call_error(c, GSD_ST(INVALID_ARGUMENT),
-		               "give a packet or a range of sequence numbers, not both");
+		               "give a packet or a range of sequence numbers or times, not both");
+		return;
+	}
+	if ((q->since_ns || q->until_ns) && q->before_seq) {
+		gsd_call_error(c, GSD_ST(INVALID_ARGUMENT),
+		               "a time window pages with after_seq only, not before_seq");
+		return;
+	}
+	if (q->since_ns && q->until_ns && q->since_ns >= q->until_ns) {
+		gsd_call_error(c, GSD_ST(INVALID_ARGUMENT), "the time range is empty");
 		return;
 	}
 	if (q->before_seq && q->before_seq <= q->after_seq) {

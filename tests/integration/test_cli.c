@@ -154,9 +154,9 @@ static const char *str_of(json_t *obj, const char *key)
 
 /* ---- without a daemon ---- */
 
-static const char *const commands[] = {"info",  "demo",   "submit", "history", "events",
-                                       "stats", "device", "alloc",  "sync",    "tenant",
-                                       "moves", "watch",  "audit",  "explain", "usage"};
+static const char *const commands[] = {"info",   "demo",    "submit", "history", "events", "stats",
+                                       "device", "alloc",   "sync",   "tenant",  "moves",  "watch",
+                                       "audit",  "explain", "usage",  "trace"};
 static const char *const alloc_subcommands[] = {"create",   "destroy", "ls",      "show",
                                                 "resident", "evict",   "transfer"};
 
@@ -1048,6 +1048,52 @@ static void test_audit_verify(void **state)
 	cli(&r, f->url_opt, "usage", "--by", "engine", NULL);
 	expect_exit(&r, EXIT_USAGE, "usage --by engine");
 	itest_run_free(&r);
+
+	/* trace: Chrome trace-event JSON; one run slice per RUNNING event of the audit, each
+	 * flow start with its finish, slices placed at the events' times. */
+	char trace_path[400];
+	snprintf(trace_path, sizeof(trace_path), "%s.trace.json", f->t.db);
+	cli(&r, f->url_opt, "trace", "-o", trace_path, "--json", NULL);
+	expect_exit(&r, EXIT_OK, "trace -o FILE --json");
+	doc = parse(&r);
+	itest_run_free(&r);
+	json_int_t nruns = itest_audit_int(f->t.db, "SELECT count(*) FROM packet_events"
+	                                            " WHERE state = 3 AND tenant = 'default'");
+	assert_int_equal(int_of(doc, "packets"),
+	                 itest_audit_int(f->t.db, "SELECT count(*) FROM packets"
+	                                          " WHERE tenant = 'default'"));
+	json_decref(doc);
+	json_error_t jerr;
+	json_t *trace = json_load_file(trace_path, 0, &jerr);
+	if (!trace)
+		fail_msg("trace is not JSON: %s", jerr.text);
+	json_t *tev = json_object_get(trace, "traceEvents");
+	json_int_t epoch = int_of(json_object_get(trace, "otherData"), "epoch_ns");
+	json_int_t runs = 0, starts = 0, finishes = 0;
+	for (size_t i = 0; i < json_array_size(tev); i++) {
+		json_t *e = json_array_get(tev, i);
+		const char *ph = str_of(e, "ph");
+		if (!strcmp(ph, "s"))
+			starts++;
+		if (!strcmp(ph, "f"))
+			finishes++;
+		if (strcmp(ph, "X") != 0 || !strcmp(str_of(e, "cat"), "packet"))
+			continue;
+		runs++;
+		/* This run is one of the packet's RUNNING events, at the same time. */
+		json_int_t pkt = int_of(json_object_get(e, "args"), "packet");
+		double ts = json_number_value(json_object_get(e, "ts"));
+		json_int_t at = epoch + (json_int_t)(ts * 1000.0 + 0.5);
+		assert_true(itest_audit_int(f->t.db,
+		                            "SELECT count(*) FROM packet_events WHERE packet = %lld"
+		                            " AND state = 3 AND abs(time_ns - %lld) <= 1",
+		                            (long long)pkt, (long long)at) >= 1);
+	}
+	assert_int_equal(runs, nruns);
+	assert_true(starts > 0);
+	assert_int_equal(starts, finishes);
+	json_decref(trace);
+	unlink(trace_path);
 
 	cli(&r, "audit", "verify", "--json", f->t.db, NULL);
 	expect_exit(&r, EXIT_OK, "audit verify");

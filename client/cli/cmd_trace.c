@@ -1,0 +1,415 @@
+/*
+ * gpusched trace: the schedule as Chrome trace-event JSON, for Perfetto (ui.perfetto.dev) and
+ * chrome://tracing. Everything comes from the audit: the packets submitted in the range and
+ * their state changes.
+ *
+ *   process "adapter N", one thread per node: a slice per run of a packet on the engine
+ *            (RUNNING to the event that ended it), named by packet id and submit flags; instant
+ *            markers where a run was preempted, aborted by a reset or faulted, and where a
+ *            paging packet ran.
+ *   process "contexts", one thread per context: a slice per packet from submission to its
+ *            final state.
+ *   flows    submission (context track) -> first run (engine track); the run of the packet
+ *            whose SIGNAL last released a wait -> the run of the packet that waited.
+ *
+ * Times are microseconds from the earliest submission in the file (otherData.epoch_ns holds
+ * that time in ns since the Unix epoch).
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+
+static const char trace_help[] =
+        "Usage: gpusched trace [--since T] [--until T] [-o FILE] [--max-packets N] [--json]\n"
+        "Writes the schedule of your packets submitted in the range as Chrome trace-event\n"
+        "JSON: open it in Perfetto (ui.perfetto.dev) or chrome://tracing. A track per engine\n"
+        "with a slice per run of a packet (named by packet id and submit flags) and markers\n"
+        "for preemptions, resets, faults and paging; a track per context with each packet's\n"
+        "life; flow arrows from each submission to its first run, and from the packet whose\n"
+        "SIGNAL released a GPU wait to the packet that waited.\n"
+        "\n"
+        "Options:\n"
+        "  --since T, --until T   the range (as in history: 10m, 2026-11-24T09:00, @SECONDS,\n"
+        "                         now); default everything\n"
+        "  -o, --output FILE      where to write it (default trace.json; - for stdout)\n"
+        "  --max-packets N        at most N packets, the oldest first (default 100000)\n"
+        "  --json                 print {file, packets, events, slices, markers, flows} (the\n"
+        "                         trace itself always goes to the file)\n";
+
+typedef struct trace_args {
+	uint64_t since_ns, until_ns;
+	const char *output;
+	uint64_t max_packets;
+} trace_args;
+
+static int parse_time_arg(cli *ctx, const char *arg, void *field)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	if (gs_time_parse(arg, (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec, field) !=
+	    0)
+		return cli_usage(ctx, "'%s' is not a time", arg);
+	return 0;
+}
+
+static const cli_opt trace_opts[] = {
+        {"since", CLI_ARG_PARSE, offsetof(trace_args, since_ns), .parse = parse_time_arg},
+        {"until", CLI_ARG_PARSE, offsetof(trace_args, until_ns), .parse = parse_time_arg},
+        {"output", CLI_ARG_STR, offsetof(trace_args, output), .short_name = 'o'},
+        {"max-packets", CLI_ARG_U64, offsetof(trace_args, max_packets), .min = 1, .max = 10000000},
+};
+
+#define PAGE         10000u
+#define PID_CONTEXTS 100000
+
+typedef struct trace {
+	gs_packet_record *recs;
+	size_t nrecs, caprecs;
+	gs_packet_event *evs;
+	size_t nevs, capevs;
+	uint64_t t0;
+	json_t *out;
+	uint64_t slices, markers, flows;
+} trace;
+
+static int cmp_rec(const void *x, const void *y)
+{
+	const gs_packet_record *a = x, *b = y;
+	return (a->packet > b->packet) - (a->packet < b->packet);
+}
+
+static const gs_packet_record *find_rec(const trace *t, uint64_t packet)
+{
+	gs_packet_record key = {.packet = packet};
+	return bsearch(&key, t->recs, t->nrecs, sizeof(*t->recs), cmp_rec);
+}
+
+static double us(const trace *t, uint64_t ns)
+{
+	return ns >= t->t0 ? (double)(ns - t->t0) / 1000.0 : 0.0;
+}
+
+static void add(trace *t, json_t *ev)
+{
+	json_array_append_new(t->out, ev);
+}
+
+static json_t *base(const char *ph, const char *name, const char *cat, int pid, uint64_t tid,
+                    double ts)
+{
+	return json_pack("{s:s, s:s, s:s, s:i, s:I, s:f}", "ph", ph, "name", name, "cat", cat,
+	                 "pid", pid, "tid", (json_int_t)tid, "ts", ts);
+}
+
+/* Fetches the packets and events of the range (oldest first). */
+static int fetch(cli *ctx, const trace_args *a, trace *t)
+{
+	gs_history_filter f = {.since_ns = a->since_ns,
+	                       .until_ns = a->until_ns,
+	                       .oldest_first = true,
+	                       .limit = PAGE};
+	for (;;) {
+		gs_packet_record *recs;
+		size_t n;
+		int rv = gs_history(ctx->client, &f, &recs, &n);
+		if (rv != 0)
+			return rv;
+		for (size_t i = 0; i < n && t->nrecs < a->max_packets; i++) {
+			if (t->nrecs == t->caprecs) {
+				size_t cap = t->caprecs ? 2 * t->caprecs : 1024;
+				gs_packet_record *g = realloc(t->recs, cap * sizeof(*g));
+				if (!g) {
+					gs_history_free(recs, n);
+					return GS_ERR_NOMEM;
+				}
+				t->recs = g;
+				t->caprecs = cap;
+			}
+			/* Moved out: the strings now belong to t. */
+			t->recs[t->nrecs++] = recs[i];
+			recs[i].result = recs[i].tenant = NULL;
+		}
+		if (n)
+			f.after_packet = recs[n - 1].packet;
+		gs_history_free(recs, n);
+		if (n < PAGE || t->nrecs >= a->max_packets)
+			break;
+	}
+	qsort(t->recs, t->nrecs, sizeof(*t->recs), cmp_rec);
+	uint64_t after = 0;
+	for (;;) {
+		gs_packet_event *evs;
+		size_t n;
+		int rv = gs_packet_events_window(ctx->client, a->since_ns, a->until_ns, after, PAGE,
+		                                 &evs, &n);
+		if (rv != 0)
+			return rv;
+		for (size_t i = 0; i < n; i++) {
+			if (!find_rec(t, evs[i].packet))
+				continue; /* past --max-packets */
+			if (t->nevs == t->capevs) {
+				size_t cap = t->capevs ? 2 * t->capevs : 4096;
+				gs_packet_event *g = realloc(t->evs, cap * sizeof(*g));
+				if (!g) {
+					gs_packet_events_free(evs, n);
+					return GS_ERR_NOMEM;
+				}
+				t->evs = g;
+				t->capevs = cap;
+			}
+			t->evs[t->nevs++] = evs[i];
+			evs[i].detail = NULL;
+		}
+		if (n)
+			after = evs[n - 1].seq;
+		gs_packet_events_free(evs, n);
+		if (n < PAGE)
+			break;
+	}
+	return 0;
+}
+
+static int cmp_u64(const void *x, const void *y)
+{
+	uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+	return (a > b) - (a < b);
+}
+
+static void name_track(trace *t, int pid, uint64_t tid, const char *name)
+{
+	add(t, json_pack("{s:s, s:s, s:i, s:I, s:{s:s}}", "ph", "M", "name", "thread_name", "pid",
+	                 pid, "tid", (json_int_t)tid, "args", "name", name));
+}
+
+static int track_names(trace *t)
+{
+	char name[64];
+	add(t, json_pack("{s:s, s:s, s:i, s:{s:s}}", "ph", "M", "name", "process_name", "pid", 1,
+	                 "args", "name", "engines"));
+	add(t, json_pack("{s:s, s:s, s:i, s:{s:s}}", "ph", "M", "name", "process_name", "pid",
+	                 PID_CONTEXTS, "args", "name", "contexts"));
+	uint64_t *ids = malloc((t->nrecs + 1) * sizeof(*ids));
+	if (!ids)
+		return GS_ERR_NOMEM;
+	for (int pass = 0; pass < 2; pass++) {
+		for (size_t i = 0; i < t->nrecs; i++)
+			ids[i] = pass ? t->recs[i].context : t->recs[i].node;
+		qsort(ids, t->nrecs, sizeof(*ids), cmp_u64);
+		for (size_t i = 0; i < t->nrecs; i++) {
+			if (i && ids[i] == ids[i - 1])
+				continue;
+			snprintf(name, sizeof(name), "%s %" PRIu64, pass ? "context" : "node",
+			         ids[i]);
+			name_track(t, pass ? PID_CONTEXTS : 1, pass ? ids[i] : ids[i] + 1, name);
+		}
+	}
+	free(ids);
+	return 0;
+}
+
+static void packet_life(trace *t, const gs_packet_record *r)
+{
+	char name[320], flags[256];
+	uint64_t end = r->completed_ns ? r->completed_ns : r->submitted_ns;
+	gs_flags_format(gs_submit_flag_names, r->submit_flags, flags, sizeof(flags));
+	snprintf(name, sizeof(name), "packet %" PRIu64 " %s", r->packet, flags);
+	json_t *x = base("X", name, "packet", PID_CONTEXTS, r->context, us(t, r->submitted_ns));
+	json_object_set_new(
+	        x, "dur",
+	        json_real(end >= r->submitted_ns ? (double)(end - r->submitted_ns) / 1000.0 : 0.0));
+	json_object_set_new(x, "args",
+	                    json_pack("{s:I, s:I, s:s, s:I}", "packet", (json_int_t)r->packet,
+	                              "fence", (json_int_t)r->fence, "state",
+	                              gs_packet_state_name(r->state), "node", (json_int_t)r->node));
+	add(t, x);
+	t->slices++;
+}
+
+/* A run of packet r from event e until `end` (NULL: still running). */
+static void packet_run(trace *t, const gs_packet_record *r, const gs_packet_event *e,
+                       const gs_packet_event *end)
+{
+	char name[320], flags[256];
+	uint64_t end_ns = end ? end->time_ns : e->time_ns;
+	gs_flags_format(gs_submit_flag_names, r->submit_flags, flags, sizeof(flags));
+	snprintf(name, sizeof(name), "packet %" PRIu64 " %s", r->packet, flags);
+	bool paging = r->submit_flags & GS_SUBMIT_PAGING;
+	json_t *x = base("X", name, paging ? "paging" : "run", 1, r->node + 1, us(t, e->time_ns));
+	json_object_set_new(
+	        x, "dur",
+	        json_real(end_ns >= e->time_ns ? (double)(end_ns - e->time_ns) / 1000.0 : 0.0));
+	json_object_set_new(x, "args",
+	                    json_pack("{s:I, s:I, s:I, s:s, s:s}", "packet", (json_int_t)r->packet,
+	                              "context", (json_int_t)r->context, "fence",
+	                              (json_int_t)r->fence, "ended",
+	                              end ? gs_packet_state_name(end->state) : "running", "detail",
+	                              end ? end->detail : ""));
+	add(t, x);
+	t->slices++;
+	if (paging) {
+		json_t *m = base("i", "paging", "paging", 1, r->node + 1, us(t, e->time_ns));
+		json_object_set_new(m, "s", json_string("t"));
+		add(t, m);
+		t->markers++;
+	}
+}
+
+static void flow(trace *t, const char *cat, json_int_t id, int pid_from, uint64_t tid_from,
+                 uint64_t ns_from, uint64_t tid_to, uint64_t ns_to)
+{
+	json_t *s = base("s", cat, cat, pid_from, tid_from, us(t, ns_from));
+	json_object_set_new(s, "id", json_integer(id));
+	add(t, s);
+	json_t *f = base("f", cat, cat, 1, tid_to, us(t, ns_to));
+	json_object_set_new(f, "id", json_integer(id));
+	json_object_set_new(f, "bp", json_string("e"));
+	add(t, f);
+	t->flows++;
+}
+
+#define NONE SIZE_MAX
+
+static int emit(trace *t)
+{
+	t->t0 = UINT64_MAX;
+	for (size_t i = 0; i < t->nrecs; i++)
+		if (t->recs[i].submitted_ns && t->recs[i].submitted_ns < t->t0)
+			t->t0 = t->recs[i].submitted_ns;
+	if (t->t0 == UINT64_MAX)
+		t->t0 = 0;
+	if (track_names(t) != 0)
+		return GS_ERR_NOMEM;
+	for (size_t i = 0; i < t->nrecs; i++)
+		packet_life(t, &t->recs[i]);
+
+	/* Per event: the record index and the next event of the same packet; per record: its last
+	 * run so far and whether it ran yet. */
+	size_t *rec = malloc((t->nevs + 1) * sizeof(*rec)),
+	       *next = malloc((t->nevs + 1) * sizeof(*next));
+	size_t *last = malloc((t->nrecs + 1) * sizeof(*last));
+	if (!rec || !next || !last) {
+		free(rec);
+		free(next);
+		free(last);
+		return GS_ERR_NOMEM;
+	}
+	for (size_t k = 0; k < t->nrecs; k++)
+		last[k] = NONE;
+	for (size_t i = t->nevs; i-- > 0;) {
+		rec[i] = (size_t)(find_rec(t, t->evs[i].packet) - t->recs);
+		next[i] = last[rec[i]];
+		last[rec[i]] = i;
+	}
+	for (size_t k = 0; k < t->nrecs; k++)
+		last[k] = NONE; /* now: the packet's latest RUNNING event so far */
+	for (size_t i = 0; i < t->nevs; i++) {
+		const gs_packet_event *e = &t->evs[i];
+		const gs_packet_record *r = &t->recs[rec[i]];
+		const gs_packet_event *end = next[i] == NONE ? NULL : &t->evs[next[i]];
+		if (e->state == GS_PACKET_RUNNING) {
+			packet_run(t, r, e, end);
+			if (last[rec[i]] == NONE) /* its first run: from its submission */
+				flow(t, "submit", (json_int_t)r->packet * 2, PID_CONTEXTS,
+				     r->context, r->submitted_ns, r->node + 1, e->time_ns);
+			last[rec[i]] = i;
+			continue;
+		}
+		const char *what = e->state == GS_PACKET_PREEMPTED ? "preempted"
+		                   : e->state == GS_PACKET_ABORTED ? "reset"
+		                   : e->state == GS_PACKET_FAULTED ? "fault"
+		                                                   : NULL;
+		if (what) {
+			char name[64];
+			snprintf(name, sizeof(name), "%s: packet %" PRIu64, what, r->packet);
+			json_t *m = base("i", name, what, 1, r->node + 1, us(t, e->time_ns));
+			json_object_set_new(m, "s", json_string("t"));
+			json_object_set_new(m, "args", json_pack("{s:s}", "detail", e->detail));
+			add(t, m);
+			t->markers++;
+		}
+		/* A READY released by a SIGNAL: from the signaller's latest run to this one's. */
+		static const char by_text[] = "last signalled by packet ";
+		const char *by = e->state == GS_PACKET_READY ? strstr(e->detail, by_text) : NULL;
+		if (!by || !end || end->state != GS_PACKET_RUNNING)
+			continue;
+		const gs_packet_record *sr = find_rec(t, strtoull(by + strlen(by_text), NULL, 10));
+		size_t srun = sr ? last[(size_t)(sr - t->recs)] : NONE;
+		if (srun != NONE)
+			flow(t, "signal", (json_int_t)e->seq * 2 + 1, 1, sr->node + 1,
+			     t->evs[srun].time_ns, r->node + 1, end->time_ns);
+	}
+	free(rec);
+	free(next);
+	free(last);
+	return 0;
+}
+
+static void trace_free(trace *t)
+{
+	for (size_t i = 0; i < t->nrecs; i++) {
+		free(t->recs[i].result);
+		free(t->recs[i].tenant);
+	}
+	free(t->recs);
+	for (size_t i = 0; i < t->nevs; i++)
+		free(t->evs[i].detail);
+	free(t->evs);
+	json_decref(t->out);
+}
+
+int cmd_trace(cli *ctx, int argc, char **argv)
+{
+	static const cli_syntax syntax = {trace_help, CLI_OPTS(trace_opts)};
+	trace_args a = {.output = "trace.json", .max_packets = 100000};
+	trace t = {0};
+	int rv;
+
+	rv = cli_parse_args(ctx, argc, argv, &syntax, &a);
+	if (rv != CLI_CONTINUE)
+		return rv;
+	if (a.since_ns && a.until_ns && a.since_ns >= a.until_ns)
+		return cli_usage(ctx, "--since must be earlier than --until");
+	rv = cli_connect(ctx);
+	if (rv != CLI_EXIT_OK)
+		return rv;
+	rv = fetch(ctx, &a, &t);
+	if (rv != 0) {
+		trace_free(&t);
+		return cli_fail(ctx, rv);
+	}
+	t.out = json_array();
+	rv = t.out ? emit(&t) : GS_ERR_NOMEM;
+	if (rv != 0) {
+		trace_free(&t);
+		return cli_fail(ctx, rv);
+	}
+	json_t *doc = json_pack("{s:O, s:s, s:{s:I, s:I}}", "traceEvents", t.out, "displayTimeUnit",
+	                        "ns", "otherData", "epoch_ns", (json_int_t)t.t0, "packets",
+	                        (json_int_t)t.nrecs);
+	bool to_stdout = strcmp(a.output, "-") == 0;
+	int w = doc ? (to_stdout ? json_dumpf(doc, stdout, JSON_COMPACT)
+	                         : json_dump_file(doc, a.output, JSON_COMPACT))
+	            : -1;
+	json_decref(doc);
+	if (w != 0) {
+		cli_warn(ctx, "cannot write %s", a.output);
+		trace_free(&t);
+		return CLI_EXIT_DAEMON;
+	}
+	if (ctx->json && !to_stdout)
+		cli_json_print(json_pack("{s:s, s:I, s:I, s:I, s:I, s:I}", "file", a.output,
+		                         "packets", (json_int_t)t.nrecs, "events",
+		                         (json_int_t)t.nevs, "slices", (json_int_t)t.slices,
+		                         "markers", (json_int_t)t.markers, "flows",
+		                         (json_int_t)t.flows));
+	else if (!to_stdout)
+		printf("%s: %zu packets, %" PRIu64 " slices, %" PRIu64 " markers, %" PRIu64
+		       " flows (open it in ui.perfetto.dev or chrome://tracing)\n",
+		       a.output, t.nrecs, t.slices, t.markers, t.flows);
+	trace_free(&t);
+	return CLI_EXIT_OK;
+}
