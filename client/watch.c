@@ -6,6 +6,10 @@
  * events in between: the next call returns a GAP event, then the caller's packet events of that
  * range read back from the audit (PacketEventsRequest by sequence range), then the live event.
  */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,6 +24,8 @@
 
 struct gs_watch {
 	nng_socket sub;
+	nng_dialer dialer;
+	int recv_fd;       /* readable while a message waits (NNG_OPT_RECVFD) */
 	uint64_t last_seq; /* of the last event delivered from the socket; 0 before the first */
 	/* Events to hand out before reading the socket again, in order. */
 	gs_watch_event *pending;
@@ -39,7 +45,8 @@ int gs_watch_open(const char *url, gs_watch **out)
 	}
 	/* The daemon may not be up yet: a non-blocking dial keeps retrying in the background. */
 	if (nng_socket_set(w->sub, NNG_OPT_SUB_SUBSCRIBE, "", 0) != 0 ||
-	    nng_dial(w->sub, url, NULL, NNG_FLAG_NONBLOCK) != 0) {
+	    nng_socket_get_int(w->sub, NNG_OPT_RECVFD, &w->recv_fd) != 0 ||
+	    nng_dial(w->sub, url, &w->dialer, NNG_FLAG_NONBLOCK) != 0) {
 		nng_close(w->sub);
 		free(w);
 		return GS_ERR_TRANSPORT;
@@ -67,13 +74,78 @@ static void drop_pending(gs_watch *w)
 	w->npending = w->next = 0;
 }
 
+/*
+ * libnng 1.5 (Debian 12) can hang in nng_close of a subscriber that messages are still
+ * reaching (reproduced: about 1 close in 10 during a burst, waiting forever on a pipe). The
+ * close runs on a thread of its own; after CLOSE_WAIT_MS it is left to finish (or to the
+ * process's exit) and gs_watch_close returns.
+ */
+#define CLOSE_WAIT_MS 2000
+
+typedef struct closer {
+	nng_socket sub;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool done, abandoned;
+} closer;
+
+static void *close_main(void *arg)
+{
+	closer *c = arg;
+	nng_close(c->sub);
+	pthread_mutex_lock(&c->mu);
+	c->done = true;
+	bool abandoned = c->abandoned;
+	pthread_cond_signal(&c->cv);
+	pthread_mutex_unlock(&c->mu);
+	if (abandoned) {
+		pthread_mutex_destroy(&c->mu);
+		pthread_cond_destroy(&c->cv);
+		free(c);
+	}
+	return NULL;
+}
+
 void gs_watch_close(gs_watch *w)
 {
 	if (!w)
 		return;
 	drop_pending(w);
-	nng_close(w->sub);
+	closer *c = calloc(1, sizeof(*c));
+	pthread_t th;
+	if (!c || pthread_mutex_init(&c->mu, NULL) != 0) {
+		free(c);
+		nng_close(w->sub); /* no thread to spare: close here */
+		free(w);
+		return;
+	}
+	pthread_cond_init(&c->cv, NULL);
+	c->sub = w->sub;
 	free(w);
+	if (pthread_create(&th, NULL, close_main, c) != 0) {
+		close_main(c);
+		pthread_mutex_destroy(&c->mu);
+		pthread_cond_destroy(&c->cv);
+		free(c);
+		return;
+	}
+	pthread_detach(th);
+	struct timespec dl;
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_sec += CLOSE_WAIT_MS / 1000;
+	pthread_mutex_lock(&c->mu);
+	int rc = 0;
+	while (!c->done && rc == 0)
+		rc = pthread_cond_timedwait(&c->cv, &c->mu, &dl);
+	bool done = c->done;
+	if (!done)
+		c->abandoned = true; /* the thread frees it when nng_close returns */
+	pthread_mutex_unlock(&c->mu);
+	if (done) {
+		pthread_mutex_destroy(&c->mu);
+		pthread_cond_destroy(&c->cv);
+		free(c);
+	}
 }
 
 static int push(gs_watch *w, size_t *cap, const gs_watch_event *ev)
@@ -177,11 +249,14 @@ int gs_watch_next(gs_watch *w, gs_client *c, int timeout_ms, gs_watch_event *ev)
 			drop_pending(w);
 		return 0;
 	}
-	if (nng_socket_set_ms(w->sub, NNG_OPT_RECVTIMEO,
-	                      timeout_ms < 0 ? NNG_DURATION_INFINITE : timeout_ms) != 0)
+	/* Waits on the socket's receive descriptor and takes the message without blocking: a
+	 * receive that times out inside libnng 1.5 can leave the socket unable to close. */
+	struct pollfd pfd = {.fd = w->recv_fd, .events = POLLIN};
+	rv = poll(&pfd, 1, timeout_ms < 0 ? -1 : timeout_ms);
+	if (rv < 0 && errno != EINTR)
 		return GS_ERR_TRANSPORT;
-	rv = nng_recvmsg(w->sub, &m, 0);
-	if (rv == NNG_ETIMEDOUT)
+	rv = nng_recvmsg(w->sub, &m, NNG_FLAG_NONBLOCK);
+	if (rv == NNG_EAGAIN)
 		return GS_ERR_TIMEOUT;
 	if (rv != 0)
 		return GS_ERR_TRANSPORT;
