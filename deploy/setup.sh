@@ -13,6 +13,7 @@ PACKAGES=(
   libjansson-dev                  # JSON config and --json output
   libxxhash-dev                   # CHECKSUM instruction (XXH64)
   libcmocka-dev                   # unit and integration tests
+  python3 python3-prometheus-client   # test_metrics parses /metrics with the reference parser
   clang-format                    # style check
 )
 

@@ -2,6 +2,7 @@
 
 #include "core/events.h"
 #include "core/log.h"
+#include "rpc/metrics.h"
 #include "rpc/rpc.h"
 #include "vidmm/vidmm.h"
 #include "vidsch/vidsch.h"
@@ -109,7 +110,9 @@ int gsd_daemon_init(gsd_daemon *d, const gsd_config *cfg, uv_loop_t *loop)
 	}
 	if (gsd_events_open(d, d->cfg.events_url) != 0)
 		return -1;
-	return gsd_rpc_start(d);
+	if (gsd_rpc_start(d) != 0)
+		return -1;
+	return gsd_metrics_start(d, d->cfg.metrics_url);
 }
 
 void gsd_daemon_stop(gsd_daemon *d)
@@ -136,6 +139,7 @@ bool gsd_daemon_engines_idle(const gsd_daemon *d)
 
 void gsd_daemon_destroy(gsd_daemon *d)
 {
+	gsd_metrics_stop(d);
 	for (uint32_t i = 0; i < d->nadapters; i++)
 		gsd_vidsch_stop(d, &d->adapters[i]);
 	/* Every device goes, which answers the waits still pending on its objects. */

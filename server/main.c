@@ -33,6 +33,7 @@ static void usage(FILE *out)
 	        "      --clock MODE      wall (engines take real time) or virtual (SPIN is\n"
 	        "                        instant, time is simulated); default wall\n"
 	        "  -e, --events URL      publish packet events on an nng PUB socket at URL\n"
+	        "      --metrics URL     serve Prometheus metrics at http://HOST:PORT/metrics\n"
 	        "      --backend NAME    engine backend of every adapter: emu (default) or null\n"
 	        "      --log-level L     error, warn, info (default) or debug\n"
 	        "      --audit-sync-full fsync every audit commit (survives power loss, slower);\n"
@@ -45,7 +46,7 @@ static void usage(FILE *out)
 	        "Exit status: 0 clean stop, 1 start-up failure, 2 usage error.\n");
 }
 
-enum { OPT_CLOCK = 256, OPT_LOG_LEVEL, OPT_BACKEND, OPT_AUDIT_SYNC };
+enum { OPT_CLOCK = 256, OPT_LOG_LEVEL, OPT_BACKEND, OPT_AUDIT_SYNC, OPT_METRICS };
 
 #define STRING_OPT(ch, member)                                                                     \
 	{                                                                                          \
@@ -59,6 +60,7 @@ typedef struct cli_opts {
 	const char *db;
 	const char *clock;
 	const char *events;
+	const char *metrics;
 	const char *backend;
 	const char *log_level;
 	bool audit_sync_full;
@@ -75,6 +77,7 @@ static const struct {
         STRING_OPT(OPT_CLOCK, clock),
         STRING_OPT(OPT_BACKEND, backend),
         STRING_OPT(OPT_LOG_LEVEL, log_level),
+        STRING_OPT(OPT_METRICS, metrics),
 };
 
 /* Sets the field of a string option: false when ch is not one. */
@@ -97,6 +100,7 @@ static int parse_args(int argc, char **argv, cli_opts *o)
 	        {"config", required_argument, NULL, 'c'},
 	        {"clock", required_argument, NULL, OPT_CLOCK},
 	        {"events", required_argument, NULL, 'e'},
+	        {"metrics", required_argument, NULL, OPT_METRICS},
 	        {"backend", required_argument, NULL, OPT_BACKEND},
 	        {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
 	        {"audit-sync-full", no_argument, NULL, OPT_AUDIT_SYNC},
@@ -154,6 +158,8 @@ static int apply_args(gsd_config *cfg, const cli_opts *o)
 		snprintf(cfg->db_path, sizeof(cfg->db_path), "%s", o->db);
 	if (o->events)
 		snprintf(cfg->events_url, sizeof(cfg->events_url), "%s", o->events);
+	if (o->metrics)
+		snprintf(cfg->metrics_url, sizeof(cfg->metrics_url), "%s", o->metrics);
 	if (o->clock) {
 		if (strcmp(o->clock, "wall") && strcmp(o->clock, "virtual")) {
 			fprintf(stderr, "gpuschedd: --clock must be wall or virtual\n");

@@ -45,6 +45,8 @@ typedef struct gsd_node {
 	const char *preempt_reason; /* why a preemption was asked for, NULL if none */
 	char preempt_why[112];      /* backing store of preempt_reason when composed */
 	uint64_t dispatches;        /* packets sent to the engine so far */
+	uint64_t busy_ns;           /* engine time of every run so far */
+	uint64_t resets;            /* engine resets (timeout detection and recovery) */
 	gsd_packet *tdr_guilty;     /* the packet a reset was issued against */
 	uv_timer_t quantum_timer;   /* wall clock: ends an unbudgeted run when others wait */
 	uv_timer_t tdr_timer;       /* wall clock: resets the engine when a preemption hangs */

@@ -274,6 +274,7 @@ int gsd_config_load(gsd_config *c, const char *path, char *err, size_t errcap)
 	char level[16] = "";
 	char clock[16] = "";
 	if (get_str(root, "events", c->events_url, sizeof(c->events_url), &e) ||
+	    get_str(root, "metrics", c->metrics_url, sizeof(c->metrics_url), &e) ||
 	    get_str(root, "db", c->db_path, sizeof(c->db_path), &e) ||
 	    get_str(root, "clock", clock, sizeof(clock), &e) ||
 	    get_str(root, "log_level", level, sizeof(level), &e) ||

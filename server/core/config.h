@@ -55,6 +55,7 @@ typedef struct gsd_config {
 	uint32_t nlisten;
 	char listen[GSD_MAX_LISTEN][256];
 	char events_url[256];
+	char metrics_url[256]; /* Prometheus endpoint: http://HOST:PORT; "" = none */
 	char db_path[512];
 	bool virtual_clock;
 	int log_level;

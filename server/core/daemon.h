@@ -15,6 +15,7 @@
 #include "audit/audit.h"
 #include "core/adapter.h"
 #include "core/config.h"
+#include "core/histo.h"
 #include "core/hmap.h"
 #include "core/list.h"
 #include "core/object.h"
@@ -30,10 +31,18 @@
 
 #define GSD_ST(x) GPUSCHED__V1__STATUS__STATUS_##x
 
+#define GSD_STATS_BODIES   64  /* request kinds counted (Request body numbers) */
+#define GSD_STATS_STATUSES 128 /* statuses counted */
+
 typedef struct gsd_stats {
 	uint64_t requests, errors;
 	uint64_t packets_submitted, packets_completed, packets_faulted, packets_cancelled,
 	        packets_rejected;
+	uint64_t preemptions, resets, bans;
+	uint64_t by_request[GSD_STATS_BODIES];  /* decoded requests by body number */
+	uint64_t by_status[GSD_STATS_STATUSES]; /* error answers by status */
+	gsd_histo submit_latency; /* request received -> answered after its audit commit */
+	gsd_histo queue_wait;     /* packet submitted -> started on its engine */
 } gsd_stats;
 
 /*
@@ -59,8 +68,9 @@ struct gsd_daemon {
 	uv_loop_t *loop;
 	gsd_hooks hooks;
 	gsd_audit *audit;
-	struct gsd_rpc *rpc;       /* rpc/ */
-	struct gsd_events *events; /* core/events.h */
+	struct gsd_rpc *rpc;         /* rpc/ */
+	struct gsd_events *events;   /* core/events.h */
+	struct gsd_metrics *metrics; /* rpc/metrics.c */
 	uint32_t nadapters;
 	gsd_adapter adapters[GSD_MAX_ADAPTERS];
 	uint32_t ntenants;

@@ -71,6 +71,8 @@ void gsd_call_verror(gsd_call *c, int status, const char *fmt, va_list ap)
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	gsd_daemon *d = c->d;
 	d->stats.errors++;
+	if (status >= 0 && status < GSD_STATS_STATUSES)
+		d->stats.by_status[status]++;
 	const char *req = c->req ? gsd_request_name(c->req->body_case) : "undecodable";
 	if (status != GSD_ST(TIMEOUT))
 		gsd_audit_error(d->audit, c->tenant ? c->tenant->conf.name : NULL, req, status,
@@ -105,7 +107,8 @@ typedef struct gsd_audit_reply {
 	gsd_rpc_worker *w;
 	nng_msg *msg;
 	uint64_t id;
-	uint32_t remaining; /* records not yet acked (all acks come from the writer thread) */
+	uint64_t started_ns; /* when the request arrived (the submit latency histogram) */
+	uint32_t remaining;  /* records not yet acked (all acks come from the writer thread) */
 	bool all_ok;
 	size_t npackets;
 	uint64_t packets[]; /* ids */
@@ -128,6 +131,8 @@ static void audit_reply_ack(void *arg, bool ok)
 		msg = gsd_rpc_encode(ar->id, &resp);
 	}
 	struct gsd_rpc *rpc = ar->w->rpc;
+	if (ar->all_ok)
+		gsd_histo_observe(&rpc->d->stats.submit_latency, gsd_now_ns() - ar->started_ns);
 	gsd_rpc_worker_send(ar->w, msg);
 	pthread_mutex_lock(&rpc->lock);
 	ar->next = NULL;
@@ -182,6 +187,7 @@ void gsd_call_reply_after_audit(gsd_call *c, Gpusched__V1__Response *resp,
 		return;
 	}
 	*ar = (gsd_audit_reply){.w = c->worker,
+	                        .started_ns = c->started_ns,
 	                        .msg = msg,
 	                        .id = c->id,
 	                        .remaining = (uint32_t)n,
@@ -218,6 +224,8 @@ static void offload_done(uv_work_t *w, int status)
 	/* Audit calls belong to the loop: an error answered off the loop is recorded here. */
 	if (c->off_status != GSD_ST(OK)) {
 		c->d->stats.errors++;
+		if (c->off_status < GSD_STATS_STATUSES)
+			c->d->stats.by_status[c->off_status]++;
 		gsd_audit_error(c->d->audit, c->tenant ? c->tenant->conf.name : NULL,
 		                gsd_request_name(c->req->body_case), c->off_status, c->off_message);
 	}

@@ -398,5 +398,7 @@ void gsd_handle_request(gsd_daemon *d, gsd_call *c)
 		               c->req->adapter, d->nadapters);
 		return;
 	}
+	if (bc < GSD_STATS_BODIES)
+		d->stats.by_request[bc]++;
 	g_handlers[bc](d, c);
 }

@@ -37,8 +37,10 @@ static void requeue(gsd_daemon *d, gsd_packet *p, const gsd_irq *irq, int state,
 	p->resume_offset = irq->stop_offset;
 	p->spin_done_us = irq->spin_done_us;
 	p->needs_resubmit = true;
-	if (state == GSD_PS(PREEMPTED))
+	if (state == GSD_PS(PREEMPTED)) {
 		p->rec.preemptions++;
+		d->stats.preemptions++;
+	}
 	char detail[160];
 	snprintf(detail, sizeof(detail), "%s after %llu us of engine time, at byte %zu", why,
 	         (unsigned long long)(irq->engine_ns / 1000u), irq->stop_offset);
@@ -104,6 +106,7 @@ static void run_ended(gsd_daemon *d, gsd_node *n, gsd_packet *p, const gsd_irq *
 		n->vtime_ns += irq->engine_ns;
 	}
 	gsd_policy_charge(&p->ctx->sched, irq->engine_ns);
+	n->busy_ns += irq->engine_ns;
 
 	switch (irq->kind) {
 	case GSD_IRQ_DMA_COMPLETED:
@@ -150,6 +153,9 @@ static void handle_irq(gsd_daemon *d, gsd_adapter *a, const gsd_irq *irq)
 	}
 	if (irq->kind == GSD_IRQ_STARTED) {
 		p->rec.started_ns = gsd_node_now(n);
+		if (p->rec.resubmissions == 0 && p->rec.started_ns >= p->rec.submitted_ns)
+			gsd_histo_observe(&d->stats.queue_wait,
+			                  p->rec.started_ns - p->rec.submitted_ns);
 		gsd_packet_transition(d, p, GSD_PS(RUNNING), NULL);
 		return;
 	}

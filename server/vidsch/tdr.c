@@ -28,6 +28,8 @@ static void tdr_cb(uv_timer_t *t)
 	         "resetting the engine",
 	         n->cfg->name, (unsigned long long)n->running->rec.packet, d->cfg.tdr_delay_ms);
 	n->tdr_guilty = n->running;
+	n->resets++;
+	d->stats.resets++;
 	n->adapter->ops->reset(n->engine);
 }
 
@@ -101,6 +103,7 @@ static void ban_tenant(gsd_daemon *d, gsd_tenant *t)
 	if (t->banned || t == &d->system_tenant)
 		return;
 	t->banned = true;
+	d->stats.bans++;
 	char text[160];
 	snprintf(text, sizeof(text), "tenant %s banned: more than %u GPU timeouts within %u ms",
 	         t->conf.name, d->cfg.tdr_limit_count, d->cfg.tdr_limit_time_ms);

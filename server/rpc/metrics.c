@@ -1,0 +1,348 @@
+/*
+ * The Prometheus endpoint (--metrics URL, config "metrics"): GET /metrics on nng's own HTTP
+ * server answers the text exposition format.
+ *
+ * The daemon's state belongs to the loop thread, and the HTTP handler runs on an nng thread:
+ * a scrape asks the loop (uv_async) to render the text into a buffer and waits for it, at most
+ * RENDER_WAIT_MS; a loop that does not answer in time gets the previous rendering served, so a
+ * scrape never touches live state and never hangs.
+ */
+#include "rpc/internal.h"
+
+#include "audit/audit.h"
+#include "core/log.h"
+#include "rpc/metrics.h"
+
+#include "pbenum.h"
+
+#include <nng/nng.h>
+#include <nng/supplemental/http/http.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define RENDER_WAIT_MS 1000
+
+static const char *gsd_status_name(int status)
+{
+	const char *n = gs_enum_name(&gpusched__v1__status__descriptor, status, "STATUS_");
+	return n ? n : "UNKNOWN";
+}
+
+typedef struct gsd_metrics {
+	gsd_daemon *d;
+	nng_http_server *server;
+	nng_url *url;
+	uv_async_t render;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	char *text; /* the last rendering (under mu) */
+	size_t len;
+	uint64_t renderings; /* under mu: counts them, so a scrape knows a new one came */
+} gsd_metrics;
+
+/* ---- rendering (loop thread) ---- */
+
+typedef struct buf {
+	char *p;
+	size_t len, cap;
+	bool failed;
+} buf;
+
+static void put(buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void put(buf *b, const char *fmt, ...)
+{
+	for (int attempt = 0; attempt < 2 && !b->failed; attempt++) {
+		va_list ap;
+		va_start(ap, fmt);
+		int n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+		va_end(ap);
+		if (n < 0) {
+			b->failed = true;
+			return;
+		}
+		if ((size_t)n < b->cap - b->len) {
+			b->len += (size_t)n;
+			return;
+		}
+		size_t cap = b->cap * 2 + (size_t)n;
+		char *p = realloc(b->p, cap);
+		if (!p) {
+			b->failed = true;
+			return;
+		}
+		b->p = p;
+		b->cap = cap;
+	}
+}
+
+static void header(buf *b, const char *name, const char *type, const char *help)
+{
+	put(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void histogram(buf *b, const char *name, const char *help, gsd_histo *h)
+{
+	header(b, name, "histogram", help);
+	uint64_t cum = 0;
+	for (int i = 0; i <= GSD_HISTO_BUCKETS; i++) {
+		cum += atomic_load_explicit(&h->counts[i], memory_order_relaxed);
+		if (i < GSD_HISTO_BUCKETS)
+			put(b, "%s_bucket{le=\"%g\"} %llu\n", name,
+			    (double)gsd_histo_bounds_ns[i] / 1e9, (unsigned long long)cum);
+		else
+			put(b, "%s_bucket{le=\"+Inf\"} %llu\n", name, (unsigned long long)cum);
+	}
+	put(b, "%s_sum %.9f\n%s_count %llu\n", name,
+	    (double)atomic_load_explicit(&h->sum_ns, memory_order_relaxed) / 1e9, name,
+	    (unsigned long long)cum);
+}
+
+/* Label values are names from the configuration or the protocol: escape what Prometheus
+ * requires (backslash, quote, newline). */
+static const char *label(const char *s, char *out, size_t cap)
+{
+	size_t j = 0;
+	for (size_t i = 0; s[i] && j + 2 < cap; i++) {
+		if (s[i] == '\\' || s[i] == '"' || s[i] == '\n') {
+			out[j++] = '\\';
+			out[j++] = s[i] == '\n' ? 'n' : s[i];
+		} else {
+			out[j++] = s[i];
+		}
+	}
+	out[j] = '\0';
+	return out;
+}
+
+static void render(gsd_daemon *d, buf *b)
+{
+	char l1[128], l2[128];
+	const gsd_stats *st = &d->stats;
+
+	header(b, "gpusched_engine_queue_depth", "gauge",
+	       "Packets of the engine not yet final (queued or running).");
+	for (uint32_t a = 0; a < d->nadapters; a++)
+		for (uint32_t i = 0; i < d->adapters[a].nnodes; i++)
+			put(b, "gpusched_engine_queue_depth{adapter=\"%u\",node=\"%s\"} %llu\n", a,
+			    label(d->adapters[a].nodes[i].cfg->name, l1, sizeof(l1)),
+			    (unsigned long long)d->adapters[a].nodes[i].queued);
+	header(b, "gpusched_engine_busy_seconds_total", "counter",
+	       "Engine time of every packet run; its rate is the engine's utilisation.");
+	for (uint32_t a = 0; a < d->nadapters; a++)
+		for (uint32_t i = 0; i < d->adapters[a].nnodes; i++)
+			put(b,
+			    "gpusched_engine_busy_seconds_total{adapter=\"%u\",node=\"%s\"} %.9f\n",
+			    a, label(d->adapters[a].nodes[i].cfg->name, l1, sizeof(l1)),
+			    (double)d->adapters[a].nodes[i].busy_ns / 1e9);
+	header(b, "gpusched_engine_resets_total", "counter",
+	       "Engine resets by timeout detection and recovery.");
+	for (uint32_t a = 0; a < d->nadapters; a++)
+		for (uint32_t i = 0; i < d->adapters[a].nnodes; i++)
+			put(b, "gpusched_engine_resets_total{adapter=\"%u\",node=\"%s\"} %llu\n", a,
+			    label(d->adapters[a].nodes[i].cfg->name, l1, sizeof(l1)),
+			    (unsigned long long)d->adapters[a].nodes[i].resets);
+
+	header(b, "gpusched_packets_total", "counter", "Packets by how they ended (or began).");
+	static const char *const states[] = {"submitted", "completed", "faulted", "cancelled",
+	                                     "rejected"};
+	const uint64_t counts[] = {st->packets_submitted, st->packets_completed,
+	                           st->packets_faulted, st->packets_cancelled,
+	                           st->packets_rejected};
+	for (size_t i = 0; i < sizeof(states) / sizeof(states[0]); i++)
+		put(b, "gpusched_packets_total{state=\"%s\"} %llu\n", states[i],
+		    (unsigned long long)counts[i]);
+	header(b, "gpusched_preemptions_total", "counter", "Runs preempted.");
+	put(b, "gpusched_preemptions_total %llu\n", (unsigned long long)st->preemptions);
+	header(b, "gpusched_bans_total", "counter", "Tenants banned for too many GPU timeouts.");
+	put(b, "gpusched_bans_total %llu\n", (unsigned long long)st->bans);
+
+	uint64_t paging_bytes = 0, evictions = 0;
+	for (uint32_t a = 0; a < d->nadapters; a++) {
+		paging_bytes += d->adapters[a].paging_bytes;
+		evictions += d->adapters[a].evictions;
+	}
+	header(b, "gpusched_paging_bytes_total", "counter",
+	       "Bytes the memory manager's paging packets moved.");
+	put(b, "gpusched_paging_bytes_total %llu\n", (unsigned long long)paging_bytes);
+	header(b, "gpusched_evictions_total", "counter", "Allocations moved out of a segment.");
+	put(b, "gpusched_evictions_total %llu\n", (unsigned long long)evictions);
+
+	gsd_audit_stats as;
+	gsd_audit_get_stats(d->audit, &as);
+	header(b, "gpusched_audit_queued_records", "gauge",
+	       "Records waiting to be committed: the audit's lag.");
+	put(b, "gpusched_audit_queued_records %llu\n", (unsigned long long)as.queued);
+	header(b, "gpusched_audit_records_total", "counter", "Records committed.");
+	put(b, "gpusched_audit_records_total %llu\n", (unsigned long long)as.records);
+	header(b, "gpusched_audit_commits_total", "counter",
+	       "Group commits; records_total over commits_total is the commit size.");
+	put(b, "gpusched_audit_commits_total %llu\n", (unsigned long long)as.commits);
+	header(b, "gpusched_audit_failed_commits_total", "counter", "Commits that failed.");
+	put(b, "gpusched_audit_failed_commits_total %llu\n", (unsigned long long)as.failures);
+	header(b, "gpusched_audit_dropped_records_total", "counter", "Records never written.");
+	put(b, "gpusched_audit_dropped_records_total %llu\n", (unsigned long long)as.dropped);
+	header(b, "gpusched_audit_healthy", "gauge", "1 while records are being committed.");
+	put(b, "gpusched_audit_healthy %d\n", gsd_audit_get_health(d->audit) == GSD_AUDIT_OK);
+
+	header(b, "gpusched_rpc_requests_total", "counter", "Requests decoded, by kind.");
+	for (int i = 0; i < GSD_STATS_BODIES; i++)
+		if (st->by_request[i])
+			put(b, "gpusched_rpc_requests_total{request=\"%s\"} %llu\n",
+			    gsd_request_name(i), (unsigned long long)st->by_request[i]);
+	header(b, "gpusched_rpc_errors_total", "counter",
+	       "Requests answered with an error, by status.");
+	for (int i = 0; i < GSD_STATS_STATUSES; i++)
+		if (st->by_status[i])
+			put(b, "gpusched_rpc_errors_total{status=\"%s\"} %llu\n",
+			    label(gsd_status_name(i), l2, sizeof(l2)),
+			    (unsigned long long)st->by_status[i]);
+	histogram(
+	        b, "gpusched_submit_latency_seconds",
+	        "Submit and SubmitBatch: request received to answer sent (after its audit commit).",
+	        &d->stats.submit_latency);
+	histogram(b, "gpusched_queue_wait_seconds",
+	          "Packets: submitted to first started on the engine.", &d->stats.queue_wait);
+	header(b, "gpusched_uptime_seconds", "gauge", "Seconds since the daemon started.");
+	put(b, "gpusched_uptime_seconds %.3f\n", (double)(gsd_now_ns() - d->start_ns) / 1e9);
+}
+
+static void refresh(gsd_metrics *m)
+{
+	buf b = {.cap = 8192};
+	b.p = malloc(b.cap);
+	if (!b.p)
+		return;
+	b.p[0] = '\0';
+	render(m->d, &b);
+	if (b.failed) {
+		free(b.p);
+		return;
+	}
+	pthread_mutex_lock(&m->mu);
+	char *old = m->text;
+	m->text = b.p;
+	m->len = b.len;
+	m->renderings++;
+	pthread_cond_broadcast(&m->cv);
+	pthread_mutex_unlock(&m->mu);
+	free(old);
+}
+
+static void render_cb(uv_async_t *h)
+{
+	refresh(h->data);
+}
+
+/* ---- serving (nng thread) ---- */
+
+static void handle(nng_aio *aio)
+{
+	nng_http_handler *h = nng_aio_get_input(aio, 1);
+	gsd_metrics *m = nng_http_handler_get_data(h);
+	nng_http_res *res;
+	if (nng_http_res_alloc(&res) != 0) {
+		nng_aio_finish(aio, NNG_ENOMEM);
+		return;
+	}
+	/* A fresh rendering from the loop, or the last one after RENDER_WAIT_MS. */
+	pthread_mutex_lock(&m->mu);
+	uint64_t seen = m->renderings;
+	uv_async_send(&m->render);
+	struct timespec dl;
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_sec += RENDER_WAIT_MS / 1000;
+	int wrc = 0;
+	while (m->renderings == seen && wrc == 0)
+		wrc = pthread_cond_timedwait(&m->cv, &m->mu, &dl);
+	int rv = nng_http_res_copy_data(res, m->text ? m->text : "", m->text ? m->len : 0);
+	pthread_mutex_unlock(&m->mu);
+	if (rv == 0)
+		rv = nng_http_res_set_header(res, "Content-Type",
+		                             "text/plain; version=0.0.4; charset=utf-8");
+	if (rv != 0) {
+		nng_http_res_free(res);
+		nng_aio_finish(aio, rv);
+		return;
+	}
+	nng_aio_set_output(aio, 0, res);
+	nng_aio_finish(aio, 0);
+}
+
+static void closed(uv_handle_t *h)
+{
+	gsd_metrics *m = h->data;
+	pthread_mutex_destroy(&m->mu);
+	pthread_cond_destroy(&m->cv);
+	free(m->text);
+	free(m);
+}
+
+int gsd_metrics_start(gsd_daemon *d, const char *url_in)
+{
+	if (!url_in[0])
+		return 0;
+	/* tcp://HOST:PORT reads as http://HOST:PORT. */
+	char url[300];
+	snprintf(url, sizeof(url), "%s%s", strncmp(url_in, "tcp://", 6) == 0 ? "http://" : "",
+	         strncmp(url_in, "tcp://", 6) == 0 ? url_in + 6 : url_in);
+	gsd_metrics *m = calloc(1, sizeof(*m));
+	if (!m)
+		return -1;
+	m->d = d;
+	pthread_mutex_init(&m->mu, NULL);
+	pthread_cond_init(&m->cv, NULL);
+	uv_async_init(d->loop, &m->render, render_cb);
+	m->render.data = m;
+	uv_unref((uv_handle_t *)&m->render);
+	nng_http_handler *h = NULL;
+	int rv = nng_url_parse(&m->url, url);
+	if (rv == 0 && strcmp(m->url->u_scheme, "http") != 0)
+		rv = NNG_EADDRINVAL;
+	if (rv == 0)
+		rv = nng_http_server_hold(&m->server, m->url);
+	if (rv == 0)
+		rv = nng_http_handler_alloc(&h, "/metrics", handle);
+	if (rv == 0)
+		rv = nng_http_handler_set_data(h, m, NULL);
+	if (rv == 0) {
+		rv = nng_http_server_add_handler(m->server, h);
+		if (rv == 0)
+			h = NULL; /* the server owns it */
+	}
+	if (rv == 0) {
+		refresh(m);
+		rv = nng_http_server_start(m->server);
+	}
+	if (rv != 0) {
+		GSD_ERROR("cannot serve metrics on %s: %s (want http://HOST:PORT)", url_in,
+		          nng_strerror(rv));
+		if (h)
+			nng_http_handler_free(h);
+		if (m->server)
+			nng_http_server_release(m->server);
+		if (m->url)
+			nng_url_free(m->url);
+		uv_close((uv_handle_t *)&m->render, closed);
+		return -1;
+	}
+	d->metrics = m;
+	GSD_INFO("metrics on %s/metrics", url);
+	return 0;
+}
+
+void gsd_metrics_stop(gsd_daemon *d)
+{
+	gsd_metrics *m = d->metrics;
+	if (!m)
+		return;
+	d->metrics = NULL;
+	nng_http_server_stop(m->server);
+	nng_http_server_release(m->server);
+	nng_url_free(m->url);
+	uv_close((uv_handle_t *)&m->render, closed);
+}
