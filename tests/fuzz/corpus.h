@@ -108,6 +108,10 @@ enum {
 	GS_SEED_ALLOCATION_LIST,
 	GS_SEED_MOVES,
 	GS_SEED_HISTORY_BY_ALLOCATION,
+	GS_SEED_HISTORY_BY_TIME,
+	GS_SEED_EVENTS_WINDOW,
+	GS_SEED_EXPLAIN,
+	GS_SEED_USAGE,
 	GS_SEED_COUNT
 };
 
@@ -192,6 +196,8 @@ static inline uint8_t *gs_fuzz_seed(int which, const gs_fuzz_handles *h, uint64_
 	Gpusched__V1__TenantListRequest tl = GPUSCHED__V1__TENANT_LIST_REQUEST__INIT;
 	Gpusched__V1__AllocationListRequest al = GPUSCHED__V1__ALLOCATION_LIST_REQUEST__INIT;
 	Gpusched__V1__MovesRequest mv = GPUSCHED__V1__MOVES_REQUEST__INIT;
+	Gpusched__V1__ExplainRequest ex = GPUSCHED__V1__EXPLAIN_REQUEST__INIT;
+	Gpusched__V1__UsageRequest us = GPUSCHED__V1__USAGE_REQUEST__INIT;
 	uint64_t allocs[2] = {h->allocation, h->allocation + 1};
 	uint8_t dma[2][256];
 	uint8_t bytes[16] = {0xde, 0xad, 0xbe, 0xef, 0,    1,    2,    3,
@@ -506,6 +512,36 @@ static inline uint8_t *gs_fuzz_seed(int which, const gs_fuzz_handles *h, uint64_
 		hi.limit = 5;
 		rq.body_case = GPUSCHED__V1__REQUEST__BODY_HISTORY;
 		rq.history = &hi;
+		break;
+	case GS_SEED_HISTORY_BY_TIME:
+		hi.since_ns = 1;
+		hi.until_ns = UINT64_MAX;
+		hi.flags_mask = 0x2;
+		hi.fence = 1;
+		hi.oldest_first = true;
+		hi.after_packet = h->packet;
+		hi.limit = 7;
+		rq.body_case = GPUSCHED__V1__REQUEST__BODY_HISTORY;
+		rq.history = &hi;
+		break;
+	case GS_SEED_EVENTS_WINDOW:
+		pe.since_ns = 1;
+		pe.until_ns = UINT64_MAX;
+		pe.after_seq = 1;
+		pe.limit = 3;
+		rq.body_case = GPUSCHED__V1__REQUEST__BODY_PACKET_EVENTS;
+		rq.packet_events = &pe;
+		break;
+	case GS_SEED_EXPLAIN:
+		ex.packet = h->packet;
+		rq.body_case = GPUSCHED__V1__REQUEST__BODY_EXPLAIN;
+		rq.explain = &ex;
+		break;
+	case GS_SEED_USAGE:
+		us.by = GPUSCHED__V1__USAGE_KEY__USAGE_BY_NODE;
+		us.since_ns = 1;
+		rq.body_case = GPUSCHED__V1__REQUEST__BODY_USAGE;
+		rq.usage = &us;
 		break;
 	default:
 		return NULL;

@@ -76,7 +76,7 @@ static char *scrape(uint16_t port)
  * "name{labels} >= value" expectation holds. Returns the script's exit status. */
 static int check_with_parser(const char *dir, const char *body, const char *expect)
 {
-	char path[512], script[600], cmd[1400];
+	char path[512], script[600], cmd[2400];
 	snprintf(path, sizeof(path), "%s/metrics.txt", dir);
 	snprintf(script, sizeof(script), "%s/check.py", dir);
 	FILE *f = fopen(path, "w");
