@@ -14,6 +14,7 @@ PACKAGES=(
   libxxhash-dev                   # CHECKSUM instruction (XXH64)
   libcmocka-dev                   # unit and integration tests
   python3 python3-prometheus-client   # test_metrics parses /metrics with the reference parser
+  chromium                        # test_cli renders gpusched timeline in a real browser
   clang-format                    # style check
 )
 

@@ -189,6 +189,21 @@ int cmd_audit(cli *ctx, int argc, char **argv);
 int cmd_explain(cli *ctx, int argc, char **argv);
 int cmd_usage(cli *ctx, int argc, char **argv);
 int cmd_trace(cli *ctx, int argc, char **argv);
+int cmd_timeline(cli *ctx, int argc, char **argv);
+
+/* The caller's packets submitted in [since, until) (0: unbounded), at most max_packets, oldest
+ * first, sorted by id, and their events in seq order (schedule.c). */
+typedef struct cli_schedule {
+	gs_packet_record *recs;
+	size_t nrecs, caprecs;
+	gs_packet_event *evs;
+	size_t nevs, capevs;
+} cli_schedule;
+int cli_schedule_fetch(cli *ctx, uint64_t since_ns, uint64_t until_ns, uint64_t max_packets,
+                       cli_schedule *s);
+/* The record of packet (NULL: not in the schedule). */
+const gs_packet_record *cli_schedule_find(const cli_schedule *s, uint64_t packet);
+void cli_schedule_free(cli_schedule *s);
 
 /* Moves of the memory manager (cmd_moves.c), also shown by alloc show: one gs_move as a JSON
  * object as `moves --json` prints it, and the table with each line prefixed by indent. */

@@ -67,26 +67,11 @@ static const cli_opt trace_opts[] = {
 #define PID_CONTEXTS 100000
 
 typedef struct trace {
-	gs_packet_record *recs;
-	size_t nrecs, caprecs;
-	gs_packet_event *evs;
-	size_t nevs, capevs;
+	cli_schedule s;
 	uint64_t t0;
 	json_t *out;
 	uint64_t slices, markers, flows;
 } trace;
-
-static int cmp_rec(const void *x, const void *y)
-{
-	const gs_packet_record *a = x, *b = y;
-	return (a->packet > b->packet) - (a->packet < b->packet);
-}
-
-static const gs_packet_record *find_rec(const trace *t, uint64_t packet)
-{
-	gs_packet_record key = {.packet = packet};
-	return bsearch(&key, t->recs, t->nrecs, sizeof(*t->recs), cmp_rec);
-}
 
 static double us(const trace *t, uint64_t ns)
 {
@@ -103,74 +88,6 @@ static json_t *base(const char *ph, const char *name, const char *cat, int pid, 
 {
 	return json_pack("{s:s, s:s, s:s, s:i, s:I, s:f}", "ph", ph, "name", name, "cat", cat,
 	                 "pid", pid, "tid", (json_int_t)tid, "ts", ts);
-}
-
-/* Fetches the packets and events of the range (oldest first). */
-static int fetch(cli *ctx, const trace_args *a, trace *t)
-{
-	gs_history_filter f = {.since_ns = a->since_ns,
-	                       .until_ns = a->until_ns,
-	                       .oldest_first = true,
-	                       .limit = PAGE};
-	for (;;) {
-		gs_packet_record *recs;
-		size_t n;
-		int rv = gs_history(ctx->client, &f, &recs, &n);
-		if (rv != 0)
-			return rv;
-		for (size_t i = 0; i < n && t->nrecs < a->max_packets; i++) {
-			if (t->nrecs == t->caprecs) {
-				size_t cap = t->caprecs ? 2 * t->caprecs : 1024;
-				gs_packet_record *g = realloc(t->recs, cap * sizeof(*g));
-				if (!g) {
-					gs_history_free(recs, n);
-					return GS_ERR_NOMEM;
-				}
-				t->recs = g;
-				t->caprecs = cap;
-			}
-			/* Moved out: the strings now belong to t. */
-			t->recs[t->nrecs++] = recs[i];
-			recs[i].result = recs[i].tenant = NULL;
-		}
-		if (n)
-			f.after_packet = recs[n - 1].packet;
-		gs_history_free(recs, n);
-		if (n < PAGE || t->nrecs >= a->max_packets)
-			break;
-	}
-	qsort(t->recs, t->nrecs, sizeof(*t->recs), cmp_rec);
-	uint64_t after = 0;
-	for (;;) {
-		gs_packet_event *evs;
-		size_t n;
-		int rv = gs_packet_events_window(ctx->client, a->since_ns, a->until_ns, after, PAGE,
-		                                 &evs, &n);
-		if (rv != 0)
-			return rv;
-		for (size_t i = 0; i < n; i++) {
-			if (!find_rec(t, evs[i].packet))
-				continue; /* past --max-packets */
-			if (t->nevs == t->capevs) {
-				size_t cap = t->capevs ? 2 * t->capevs : 4096;
-				gs_packet_event *g = realloc(t->evs, cap * sizeof(*g));
-				if (!g) {
-					gs_packet_events_free(evs, n);
-					return GS_ERR_NOMEM;
-				}
-				t->evs = g;
-				t->capevs = cap;
-			}
-			t->evs[t->nevs++] = evs[i];
-			evs[i].detail = NULL;
-		}
-		if (n)
-			after = evs[n - 1].seq;
-		gs_packet_events_free(evs, n);
-		if (n < PAGE)
-			break;
-	}
-	return 0;
 }
 
 static int cmp_u64(const void *x, const void *y)
@@ -192,14 +109,14 @@ static int track_names(trace *t)
 	                 "args", "name", "engines"));
 	add(t, json_pack("{s:s, s:s, s:i, s:{s:s}}", "ph", "M", "name", "process_name", "pid",
 	                 PID_CONTEXTS, "args", "name", "contexts"));
-	uint64_t *ids = malloc((t->nrecs + 1) * sizeof(*ids));
+	uint64_t *ids = malloc((t->s.nrecs + 1) * sizeof(*ids));
 	if (!ids)
 		return GS_ERR_NOMEM;
 	for (int pass = 0; pass < 2; pass++) {
-		for (size_t i = 0; i < t->nrecs; i++)
-			ids[i] = pass ? t->recs[i].context : t->recs[i].node;
-		qsort(ids, t->nrecs, sizeof(*ids), cmp_u64);
-		for (size_t i = 0; i < t->nrecs; i++) {
+		for (size_t i = 0; i < t->s.nrecs; i++)
+			ids[i] = pass ? t->s.recs[i].context : t->s.recs[i].node;
+		qsort(ids, t->s.nrecs, sizeof(*ids), cmp_u64);
+		for (size_t i = 0; i < t->s.nrecs; i++) {
 			if (i && ids[i] == ids[i - 1])
 				continue;
 			snprintf(name, sizeof(name), "%s %" PRIu64, pass ? "context" : "node",
@@ -276,40 +193,40 @@ static void flow(trace *t, const char *cat, json_int_t id, int pid_from, uint64_
 static int emit(trace *t)
 {
 	t->t0 = UINT64_MAX;
-	for (size_t i = 0; i < t->nrecs; i++)
-		if (t->recs[i].submitted_ns && t->recs[i].submitted_ns < t->t0)
-			t->t0 = t->recs[i].submitted_ns;
+	for (size_t i = 0; i < t->s.nrecs; i++)
+		if (t->s.recs[i].submitted_ns && t->s.recs[i].submitted_ns < t->t0)
+			t->t0 = t->s.recs[i].submitted_ns;
 	if (t->t0 == UINT64_MAX)
 		t->t0 = 0;
 	if (track_names(t) != 0)
 		return GS_ERR_NOMEM;
-	for (size_t i = 0; i < t->nrecs; i++)
-		packet_life(t, &t->recs[i]);
+	for (size_t i = 0; i < t->s.nrecs; i++)
+		packet_life(t, &t->s.recs[i]);
 
 	/* Per event: the record index and the next event of the same packet; per record: its last
 	 * run so far and whether it ran yet. */
-	size_t *rec = malloc((t->nevs + 1) * sizeof(*rec)),
-	       *next = malloc((t->nevs + 1) * sizeof(*next));
-	size_t *last = malloc((t->nrecs + 1) * sizeof(*last));
+	size_t *rec = malloc((t->s.nevs + 1) * sizeof(*rec)),
+	       *next = malloc((t->s.nevs + 1) * sizeof(*next));
+	size_t *last = malloc((t->s.nrecs + 1) * sizeof(*last));
 	if (!rec || !next || !last) {
 		free(rec);
 		free(next);
 		free(last);
 		return GS_ERR_NOMEM;
 	}
-	for (size_t k = 0; k < t->nrecs; k++)
+	for (size_t k = 0; k < t->s.nrecs; k++)
 		last[k] = NONE;
-	for (size_t i = t->nevs; i-- > 0;) {
-		rec[i] = (size_t)(find_rec(t, t->evs[i].packet) - t->recs);
+	for (size_t i = t->s.nevs; i-- > 0;) {
+		rec[i] = (size_t)(cli_schedule_find(&t->s, t->s.evs[i].packet) - t->s.recs);
 		next[i] = last[rec[i]];
 		last[rec[i]] = i;
 	}
-	for (size_t k = 0; k < t->nrecs; k++)
+	for (size_t k = 0; k < t->s.nrecs; k++)
 		last[k] = NONE; /* now: the packet's latest RUNNING event so far */
-	for (size_t i = 0; i < t->nevs; i++) {
-		const gs_packet_event *e = &t->evs[i];
-		const gs_packet_record *r = &t->recs[rec[i]];
-		const gs_packet_event *end = next[i] == NONE ? NULL : &t->evs[next[i]];
+	for (size_t i = 0; i < t->s.nevs; i++) {
+		const gs_packet_event *e = &t->s.evs[i];
+		const gs_packet_record *r = &t->s.recs[rec[i]];
+		const gs_packet_event *end = next[i] == NONE ? NULL : &t->s.evs[next[i]];
 		if (e->state == GS_PACKET_RUNNING) {
 			packet_run(t, r, e, end);
 			if (last[rec[i]] == NONE) /* its first run: from its submission */
@@ -336,11 +253,12 @@ static int emit(trace *t)
 		const char *by = e->state == GS_PACKET_READY ? strstr(e->detail, by_text) : NULL;
 		if (!by || !end || end->state != GS_PACKET_RUNNING)
 			continue;
-		const gs_packet_record *sr = find_rec(t, strtoull(by + strlen(by_text), NULL, 10));
-		size_t srun = sr ? last[(size_t)(sr - t->recs)] : NONE;
+		const gs_packet_record *sr =
+		        cli_schedule_find(&t->s, strtoull(by + strlen(by_text), NULL, 10));
+		size_t srun = sr ? last[(size_t)(sr - t->s.recs)] : NONE;
 		if (srun != NONE)
 			flow(t, "signal", (json_int_t)e->seq * 2 + 1, 1, sr->node + 1,
-			     t->evs[srun].time_ns, r->node + 1, end->time_ns);
+			     t->s.evs[srun].time_ns, r->node + 1, end->time_ns);
 	}
 	free(rec);
 	free(next);
@@ -350,14 +268,7 @@ static int emit(trace *t)
 
 static void trace_free(trace *t)
 {
-	for (size_t i = 0; i < t->nrecs; i++) {
-		free(t->recs[i].result);
-		free(t->recs[i].tenant);
-	}
-	free(t->recs);
-	for (size_t i = 0; i < t->nevs; i++)
-		free(t->evs[i].detail);
-	free(t->evs);
+	cli_schedule_free(&t->s);
 	json_decref(t->out);
 }
 
@@ -376,7 +287,7 @@ int cmd_trace(cli *ctx, int argc, char **argv)
 	rv = cli_connect(ctx);
 	if (rv != CLI_EXIT_OK)
 		return rv;
-	rv = fetch(ctx, &a, &t);
+	rv = cli_schedule_fetch(ctx, a.since_ns, a.until_ns, a.max_packets, &t.s);
 	if (rv != 0) {
 		trace_free(&t);
 		return cli_fail(ctx, rv);
@@ -389,7 +300,7 @@ int cmd_trace(cli *ctx, int argc, char **argv)
 	}
 	json_t *doc = json_pack("{s:O, s:s, s:{s:I, s:I}}", "traceEvents", t.out, "displayTimeUnit",
 	                        "ns", "otherData", "epoch_ns", (json_int_t)t.t0, "packets",
-	                        (json_int_t)t.nrecs);
+	                        (json_int_t)t.s.nrecs);
 	bool to_stdout = strcmp(a.output, "-") == 0;
 	int w = doc ? (to_stdout ? json_dumpf(doc, stdout, JSON_COMPACT)
 	                         : json_dump_file(doc, a.output, JSON_COMPACT))
@@ -402,14 +313,14 @@ int cmd_trace(cli *ctx, int argc, char **argv)
 	}
 	if (ctx->json && !to_stdout)
 		cli_json_print(json_pack("{s:s, s:I, s:I, s:I, s:I, s:I}", "file", a.output,
-		                         "packets", (json_int_t)t.nrecs, "events",
-		                         (json_int_t)t.nevs, "slices", (json_int_t)t.slices,
+		                         "packets", (json_int_t)t.s.nrecs, "events",
+		                         (json_int_t)t.s.nevs, "slices", (json_int_t)t.slices,
 		                         "markers", (json_int_t)t.markers, "flows",
 		                         (json_int_t)t.flows));
 	else if (!to_stdout)
 		printf("%s: %zu packets, %" PRIu64 " slices, %" PRIu64 " markers, %" PRIu64
 		       " flows (open it in ui.perfetto.dev or chrome://tracing)\n",
-		       a.output, t.nrecs, t.slices, t.markers, t.flows);
+		       a.output, t.s.nrecs, t.slices, t.markers, t.flows);
 	trace_free(&t);
 	return CLI_EXIT_OK;
 }

@@ -22,6 +22,7 @@ static const cli_command commands[] = {
         {"explain", "one packet's life, with the reason for every wait and stop", cmd_explain},
         {"watch", "print events live; lost ones are read back from the audit", cmd_watch},
         {"trace", "write the schedule as Chrome trace JSON (Perfetto)", cmd_trace},
+        {"timeline", "draw the schedule as a picture (HTML or SVG)", cmd_timeline},
         {"stats", "show the daemon's counters", cmd_stats},
         {"usage", "GPU time, waits and faults per tenant, context or engine", cmd_usage},
         {"device", "create or destroy devices (device --help)", cmd_device},

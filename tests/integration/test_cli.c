@@ -154,9 +154,9 @@ static const char *str_of(json_t *obj, const char *key)
 
 /* ---- without a daemon ---- */
 
-static const char *const commands[] = {"info",   "demo",    "submit", "history", "events", "stats",
-                                       "device", "alloc",   "sync",   "tenant",  "moves",  "watch",
-                                       "audit",  "explain", "usage",  "trace"};
+static const char *const commands[] = {"info",   "demo",    "submit", "history", "events",  "stats",
+                                       "device", "alloc",   "sync",   "tenant",  "moves",   "watch",
+                                       "audit",  "explain", "usage",  "trace",   "timeline"};
 static const char *const alloc_subcommands[] = {"create",   "destroy", "ls",      "show",
                                                 "resident", "evict",   "transfer"};
 
@@ -1094,6 +1094,41 @@ static void test_audit_verify(void **state)
 	assert_int_equal(starts, finishes);
 	json_decref(trace);
 	unlink(trace_path);
+
+	/* timeline: an SVG with one box per run of the audit; the HTML page rendered by a real
+	 * browser (headless Chromium) is a picture, not a blank page. */
+	char svg_path[400], html_path[400], png_path[400], check[2400];
+	snprintf(svg_path, sizeof(svg_path), "%s.timeline.svg", f->t.db);
+	snprintf(html_path, sizeof(html_path), "%s.timeline.html", f->t.db);
+	snprintf(png_path, sizeof(png_path), "%s.timeline.png", f->t.db);
+	cli(&r, f->url_opt, "timeline", "-o", svg_path, "--json", NULL);
+	expect_exit(&r, EXIT_OK, "timeline -o FILE.svg --json");
+	doc = parse(&r);
+	itest_run_free(&r);
+	assert_int_equal(int_of(doc, "runs"), nruns);
+	json_decref(doc);
+	snprintf(check, sizeof(check),
+	         "/usr/bin/python3 -c \"import sys, xml.etree.ElementTree as E;"
+	         " n = sum(1 for e in E.parse(sys.argv[1]).iter('{http://www.w3.org/2000/svg}rect')"
+	         " if e.get('class') == 'run'); sys.exit(0 if n == int(sys.argv[2]) else 1)\""
+	         " '%s' %lld",
+	         svg_path, (long long)nruns);
+	assert_int_equal(system(check), 0);
+	cli(&r, f->url_opt, "timeline", "-o", html_path, NULL);
+	expect_exit(&r, EXIT_OK, "timeline -o FILE.html");
+	itest_run_free(&r);
+	snprintf(check, sizeof(check),
+	         "timeout 60 chromium --headless --no-sandbox --disable-gpu --hide-scrollbars"
+	         " --screenshot='%s' --window-size=1600,400 'file://%s' >/dev/null 2>&1",
+	         png_path, html_path);
+	assert_int_equal(system(check), 0);
+	/* Not blank: the coloured boxes of the runs are on the screenshot. */
+	snprintf(check, sizeof(check), "/usr/bin/python3 '%s/tests/lib/png_colored.py' '%s' 200",
+	         GS_SOURCE_DIR, png_path);
+	assert_int_equal(system(check), 0);
+	unlink(svg_path);
+	unlink(html_path);
+	unlink(png_path);
 
 	cli(&r, "audit", "verify", "--json", f->t.db, NULL);
 	expect_exit(&r, EXIT_OK, "audit verify");

@@ -1,0 +1,421 @@
+/*
+ * gpusched timeline: the schedule of a time range as one self-contained picture, in the spirit
+ * of GPUView: an engine per lane, each run of a packet a box coloured by its context (paging
+ * packets grey), preemptions and resets marked, the packets in flight on each engine drawn
+ * under its lane, a time axis, and hover text with each packet's details. SVG, alone or in an
+ * HTML page; nothing is fetched from the network to view it.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+
+static const char timeline_help[] =
+        "Usage: gpusched timeline [--since T] [--until T] [-o FILE] [--max-packets N]\n"
+        "                         [--width PX] [--json]\n"
+        "Draws the schedule of your packets submitted in the range as one picture: a lane per\n"
+        "engine, each run of a packet a box coloured by its context (the memory manager's\n"
+        "paging packets grey), red marks where a run was preempted and black ones where a\n"
+        "reset aborted it or it faulted, the packets in flight on each engine under its lane,\n"
+        "and a time axis. Hover a box for the packet's id, context, fence, flags, how long it\n"
+        "ran and how the run ended. A FILE ending in .svg gets the bare SVG; anything else an\n"
+        "HTML page with the SVG inside. It needs nothing from the network to view.\n"
+        "\n"
+        "Options:\n"
+        "  --since T, --until T   the range (as in history: 10m, 2026-11-24T09:00, @SECONDS,\n"
+        "                         now); default everything\n"
+        "  -o, --output FILE      where to write it (default timeline.html)\n"
+        "  --max-packets N        at most N packets, the oldest first (default 20000)\n"
+        "  --width PX             width of the drawing (default 1600)\n"
+        "  --json                 print {file, packets, runs, markers, lanes}\n";
+
+typedef struct timeline_args {
+	uint64_t since_ns, until_ns;
+	const char *output;
+	uint64_t max_packets;
+	uint32_t width;
+} timeline_args;
+
+static int parse_time_arg(cli *ctx, const char *arg, void *field)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	if (gs_time_parse(arg, (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec, field) !=
+	    0)
+		return cli_usage(ctx, "'%s' is not a time", arg);
+	return 0;
+}
+
+static const cli_opt timeline_opts[] = {
+        {"since", CLI_ARG_PARSE, offsetof(timeline_args, since_ns), .parse = parse_time_arg},
+        {"until", CLI_ARG_PARSE, offsetof(timeline_args, until_ns), .parse = parse_time_arg},
+        {"output", CLI_ARG_STR, offsetof(timeline_args, output), .short_name = 'o'},
+        {"max-packets", CLI_ARG_U64, offsetof(timeline_args, max_packets), .min = 1,
+         .max = 1000000},
+        {"width", CLI_ARG_U32, offsetof(timeline_args, width), .min = 400, .max = 20000},
+};
+
+#define LEFT    110.0
+#define RIGHT   20.0
+#define TOP     50.0
+#define LANE_H  34.0
+#define DEPTH_H 26.0
+#define GAP     22.0
+
+typedef struct drawing {
+	FILE *f;
+	const cli_schedule *s;
+	uint64_t t0, t1;
+	double width;
+	uint32_t nodes[64];
+	size_t nlanes;
+	uint64_t runs, markers;
+} drawing;
+
+static double xof(const drawing *d, uint64_t ns)
+{
+	double span = d->t1 > d->t0 ? (double)(d->t1 - d->t0) : 1.0;
+	double t = ns > d->t0 ? (double)(ns - d->t0) : 0.0;
+	return LEFT + t * (d->width - LEFT - RIGHT) / span;
+}
+
+static double lane_y(size_t lane)
+{
+	return TOP + (double)lane * (LANE_H + DEPTH_H + GAP);
+}
+
+static size_t lane_of(const drawing *d, uint32_t node)
+{
+	for (size_t i = 0; i < d->nlanes; i++)
+		if (d->nodes[i] == node)
+			return i;
+	return 0;
+}
+
+static void color_of(uint64_t context, char *out, size_t cap)
+{
+	double hue = fmod((double)context * 137.508, 360.0);
+	snprintf(out, cap, "hsl(%.0f,65%%,52%%)", hue);
+}
+
+/* Text for SVG: &, <, > and quotes escaped. */
+static void put_text(FILE *f, const char *s)
+{
+	for (; *s; s++) {
+		switch (*s) {
+		case '&':
+			fputs("&amp;", f);
+			break;
+		case '<':
+			fputs("&lt;", f);
+			break;
+		case '>':
+			fputs("&gt;", f);
+			break;
+		case '"':
+			fputs("&quot;", f);
+			break;
+		default:
+			fputc(*s, f);
+		}
+	}
+}
+
+static void axis(drawing *d, double bottom)
+{
+	uint64_t span = d->t1 > d->t0 ? d->t1 - d->t0 : 1;
+	/* A 1, 2 or 5 step giving about ten ticks. */
+	uint64_t step = 1;
+	while (step * 10 < span)
+		step *= 10;
+	if (span / step < 2)
+		step /= 5;
+	else if (span / step < 5)
+		step /= 2;
+	if (step == 0)
+		step = 1;
+	fprintf(d->f, "<g class=\"axis\" font-size=\"11\" fill=\"#333\">\n");
+	fprintf(d->f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#333\"/>\n",
+	        LEFT, bottom, d->width - RIGHT, bottom);
+	for (uint64_t t = 0; t <= span; t += step) {
+		double x = xof(d, d->t0 + t);
+		char label[32];
+		cli_format_duration(t, label, sizeof(label));
+		fprintf(d->f,
+		        "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ccc\"/>"
+		        "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>\n",
+		        x, TOP - 6, x, bottom + 4, x, bottom + 18, t ? label : "0");
+	}
+	fprintf(d->f, "</g>\n");
+}
+
+/* Runs, markers and the in-flight count of one lane. */
+static void lanes(drawing *d)
+{
+	const cli_schedule *s = d->s;
+	char color[32], flags[256], ran[24];
+	for (size_t i = 0; i < d->nlanes; i++) {
+		double y = lane_y(i);
+		fprintf(d->f,
+		        "<text x=\"8\" y=\"%.1f\" font-size=\"13\" font-weight=\"bold\">node "
+		        "%" PRIu32
+		        "</text>\n<rect class=\"lane\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
+		        "height=\"%.1f\" fill=\"#f4f4f4\"/>\n"
+		        "<text x=\"8\" y=\"%.1f\" font-size=\"10\" fill=\"#666\">in "
+		        "flight</text>\n",
+		        y + LANE_H / 2 + 4, d->nodes[i], LEFT, y, d->width - LEFT - RIGHT, LANE_H,
+		        y + LANE_H + DEPTH_H / 2 + 4);
+	}
+	/* One pass over the events, keeping each packet's last RUNNING event. */
+	size_t *running = calloc(s->nrecs + 1, sizeof(*running));
+	if (!running)
+		return;
+	for (size_t i = 0; i < s->nevs; i++) {
+		const gs_packet_event *e = &s->evs[i];
+		const gs_packet_record *r = cli_schedule_find(s, e->packet);
+		size_t k = (size_t)(r - s->recs);
+		double y = lane_y(lane_of(d, r->node));
+		if (running[k]) {
+			/* This event ends the run that began at running[k] - 1. */
+			const gs_packet_event *st = &s->evs[running[k] - 1];
+			running[k] = 0;
+			double x0 = xof(d, st->time_ns), x1 = xof(d, e->time_ns);
+			bool paging = r->submit_flags & GS_SUBMIT_PAGING;
+			if (paging)
+				snprintf(color, sizeof(color), "#9a9a9a");
+			else
+				color_of(r->context, color, sizeof(color));
+			gs_flags_format(gs_submit_flag_names, r->submit_flags, flags,
+			                sizeof(flags));
+			cli_format_duration(e->time_ns - st->time_ns, ran, sizeof(ran));
+			fprintf(d->f,
+			        "<rect class=\"run\" data-packet=\"%" PRIu64
+			        "\" x=\"%.2f\" y=\"%.1f\" "
+			        "width=\"%.2f\" height=\"%.1f\" fill=\"%s\" stroke=\"#222\" "
+			        "stroke-width=\"0.3\"><title>packet %" PRIu64 ", context %" PRIu64
+			        ", fence %" PRIu64 ", flags %s: ran %s, then %s",
+			        r->packet, x0, y + 3, x1 - x0 < 0.6 ? 0.6 : x1 - x0, LANE_H - 6,
+			        color, r->packet, r->context, r->fence, flags, ran,
+			        gs_packet_state_name(e->state));
+			if (e->detail[0]) {
+				fputs(": ", d->f);
+				put_text(d->f, e->detail);
+			}
+			fputs("</title></rect>\n", d->f);
+			d->runs++;
+		}
+		if (e->state == GS_PACKET_RUNNING)
+			running[k] = i + 1;
+		const char *mark =
+		        e->state == GS_PACKET_PREEMPTED ? "#d62728"
+		        : (e->state == GS_PACKET_ABORTED || e->state == GS_PACKET_FAULTED) ? "#000"
+		                                                                           : NULL;
+		if (mark) {
+			double x = xof(d, e->time_ns);
+			fprintf(d->f,
+			        "<path class=\"marker\" d=\"M%.2f %.1f l-4 -7 h8 z\" fill=\"%s\">"
+			        "<title>packet %" PRIu64 " %s: ",
+			        x, y + 1, mark, r->packet, gs_packet_state_name(e->state));
+			put_text(d->f, e->detail);
+			fputs("</title></path>\n", d->f);
+			d->markers++;
+		}
+	}
+	free(running);
+}
+
+static int cmp_step(const void *x, const void *y)
+{
+	const int64_t *a = x, *b = y;
+	return (a[0] > b[0]) - (a[0] < b[0]);
+}
+
+/* Under each lane: how many of its packets were submitted and not yet final, over time. */
+static void in_flight(drawing *d)
+{
+	const cli_schedule *s = d->s;
+	int64_t *steps = malloc((2 * s->nrecs + 1) * 2 * sizeof(*steps));
+	if (!steps)
+		return;
+	for (size_t lane = 0; lane < d->nlanes; lane++) {
+		size_t n = 0;
+		for (size_t i = 0; i < s->nrecs; i++) {
+			const gs_packet_record *r = &s->recs[i];
+			if (r->node != d->nodes[lane])
+				continue;
+			steps[2 * n] = (int64_t)r->submitted_ns;
+			steps[2 * n + 1] = 1;
+			n++;
+			uint64_t end = r->completed_ns ? r->completed_ns : d->t1;
+			steps[2 * n] = (int64_t)end;
+			steps[2 * n + 1] = -1;
+			n++;
+		}
+		qsort(steps, n, 2 * sizeof(*steps), cmp_step);
+		int64_t depth = 0, max = 1;
+		for (size_t i = 0; i < n; i++) {
+			depth += steps[2 * i + 1];
+			if (depth > max)
+				max = depth;
+		}
+		double base = lane_y(lane) + LANE_H + DEPTH_H - 2;
+		fprintf(d->f, "<polyline class=\"depth\" fill=\"none\" stroke=\"#1f77b4\" "
+		              "stroke-width=\"1\" points=\"");
+		depth = 0;
+		double last_y = base;
+		fprintf(d->f, "%.1f,%.1f", LEFT, base);
+		for (size_t i = 0; i < n; i++) {
+			double x = xof(d, (uint64_t)steps[2 * i]);
+			depth += steps[2 * i + 1];
+			double y = base - (double)depth * (DEPTH_H - 6) / (double)max;
+			fprintf(d->f, " %.1f,%.1f %.1f,%.1f", x, last_y, x, y);
+			last_y = y;
+		}
+		fprintf(d->f,
+		        " %.1f,%.1f\"><title>packets in flight on node %" PRIu32
+		        ", at most %" PRId64 "</title></polyline>\n",
+		        d->width - RIGHT, last_y, d->nodes[lane], max);
+	}
+	free(steps);
+}
+
+static void legend(drawing *d, double y)
+{
+	const cli_schedule *s = d->s;
+	char color[32];
+	uint64_t shown[24];
+	size_t nshown = 0;
+	double x = LEFT;
+	fprintf(d->f, "<g class=\"legend\" font-size=\"11\">\n");
+	for (size_t i = 0; i < s->nrecs && nshown < 24; i++) {
+		const gs_packet_record *r = &s->recs[i];
+		if (r->submit_flags & GS_SUBMIT_PAGING)
+			continue;
+		bool seen = false;
+		for (size_t j = 0; j < nshown; j++)
+			seen |= shown[j] == r->context;
+		if (seen)
+			continue;
+		shown[nshown++] = r->context;
+		color_of(r->context, color, sizeof(color));
+		fprintf(d->f,
+		        "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"%s\"/>"
+		        "<text x=\"%.1f\" y=\"%.1f\">context %" PRIu64 "</text>\n",
+		        x, y, color, x + 16, y + 10, r->context);
+		x += 100;
+	}
+	fprintf(d->f,
+	        "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"#9a9a9a\"/>"
+	        "<text x=\"%.1f\" y=\"%.1f\">paging</text>"
+	        "<path d=\"M%.1f %.1f l-4 -7 h8 z\" fill=\"#d62728\"/><text x=\"%.1f\" "
+	        "y=\"%.1f\">preempted</text>"
+	        "<path d=\"M%.1f %.1f l-4 -7 h8 z\" fill=\"#000\"/><text x=\"%.1f\" "
+	        "y=\"%.1f\">reset or fault</text>\n</g>\n",
+	        x, y, x + 16, y + 10, x + 84, y + 11, x + 92, y + 10, x + 170, y + 11, x + 178,
+	        y + 10);
+}
+
+static void draw(drawing *d, bool html)
+{
+	const cli_schedule *s = d->s;
+	double bottom = lane_y(d->nlanes) - GAP + 6;
+	double height = bottom + 60;
+	char start[40], span[24];
+	cli_format_time(d->t0, start, sizeof(start));
+	cli_format_duration(d->t1 - d->t0, span, sizeof(span));
+	if (html)
+		fprintf(d->f,
+		        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
+		        "<title>gpusched timeline</title><style>body{font-family:sans-serif;"
+		        "margin:16px;background:#fff}rect.run:hover{stroke-width:2}</style></head>"
+		        "<body><h2>gpusched timeline: %zu packets from %s over %s</h2>\n",
+		        s->nrecs, start, span);
+	fprintf(d->f,
+	        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
+	        "viewBox=\"0 0 %.0f %.0f\" font-family=\"sans-serif\">\n"
+	        "<rect width=\"100%%\" height=\"100%%\" fill=\"#fff\"/>\n"
+	        "<text x=\"8\" y=\"20\" font-size=\"13\">%zu packets from %s, over %s</text>\n",
+	        d->width, height, d->width, height, s->nrecs, start, span);
+	axis(d, bottom);
+	lanes(d);
+	in_flight(d);
+	legend(d, bottom + 30);
+	fputs("</svg>\n", d->f);
+	if (html)
+		fputs("</body></html>\n", d->f);
+}
+
+static int cmp_u32(const void *x, const void *y)
+{
+	uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;
+	return (a > b) - (a < b);
+}
+
+int cmd_timeline(cli *ctx, int argc, char **argv)
+{
+	static const cli_syntax syntax = {timeline_help, CLI_OPTS(timeline_opts)};
+	timeline_args a = {.output = "timeline.html", .max_packets = 20000, .width = 1600};
+	cli_schedule s = {0};
+	int rv;
+
+	rv = cli_parse_args(ctx, argc, argv, &syntax, &a);
+	if (rv != CLI_CONTINUE)
+		return rv;
+	if (a.since_ns && a.until_ns && a.since_ns >= a.until_ns)
+		return cli_usage(ctx, "--since must be earlier than --until");
+	rv = cli_connect(ctx);
+	if (rv != CLI_EXIT_OK)
+		return rv;
+	rv = cli_schedule_fetch(ctx, a.since_ns, a.until_ns, a.max_packets, &s);
+	if (rv != 0) {
+		cli_schedule_free(&s);
+		return cli_fail(ctx, rv);
+	}
+	drawing d = {.s = &s, .width = a.width, .t0 = UINT64_MAX};
+	for (size_t i = 0; i < s.nrecs; i++) {
+		const gs_packet_record *r = &s.recs[i];
+		if (r->submitted_ns && r->submitted_ns < d.t0)
+			d.t0 = r->submitted_ns;
+		if (r->completed_ns > d.t1)
+			d.t1 = r->completed_ns;
+		bool seen = false;
+		for (size_t j = 0; j < d.nlanes; j++)
+			seen |= d.nodes[j] == r->node;
+		if (!seen && d.nlanes < 64)
+			d.nodes[d.nlanes++] = r->node;
+	}
+	for (size_t i = 0; i < s.nevs; i++)
+		if (s.evs[i].time_ns > d.t1)
+			d.t1 = s.evs[i].time_ns;
+	if (d.t0 == UINT64_MAX)
+		d.t0 = d.t1;
+	qsort(d.nodes, d.nlanes, sizeof(d.nodes[0]), cmp_u32);
+	size_t len = strlen(a.output);
+	bool svg = len >= 4 && strcmp(a.output + len - 4, ".svg") == 0;
+	d.f = fopen(a.output, "w");
+	if (!d.f) {
+		cli_warn(ctx, "cannot write %s", a.output);
+		cli_schedule_free(&s);
+		return CLI_EXIT_DAEMON;
+	}
+	draw(&d, !svg);
+	bool ok = fclose(d.f) == 0;
+	if (!ok) {
+		cli_warn(ctx, "cannot write %s", a.output);
+		cli_schedule_free(&s);
+		return CLI_EXIT_DAEMON;
+	}
+	if (ctx->json)
+		cli_json_print(json_pack("{s:s, s:I, s:I, s:I, s:I}", "file", a.output, "packets",
+		                         (json_int_t)s.nrecs, "runs", (json_int_t)d.runs, "markers",
+		                         (json_int_t)d.markers, "lanes", (json_int_t)d.nlanes));
+	else
+		printf("%s: %zu packets, %" PRIu64 " runs on %zu engines, %" PRIu64 " markers\n",
+		       a.output, s.nrecs, d.runs, d.nlanes, d.markers);
+	cli_schedule_free(&s);
+	return CLI_EXIT_OK;
+}

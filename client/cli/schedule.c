@@ -1,0 +1,100 @@
+/*
+ * The schedule of a time range as the audit has it: the caller's packets submitted in the range
+ * and all their state changes, read in pages. gpusched trace and timeline draw it.
+ */
+#include <stdlib.h>
+
+#include "cli.h"
+
+#define PAGE 10000u
+
+static int cmp_rec(const void *x, const void *y)
+{
+	const gs_packet_record *a = x, *b = y;
+	return (a->packet > b->packet) - (a->packet < b->packet);
+}
+
+const gs_packet_record *cli_schedule_find(const cli_schedule *t, uint64_t packet)
+{
+	gs_packet_record key = {.packet = packet};
+	return bsearch(&key, t->recs, t->nrecs, sizeof(*t->recs), cmp_rec);
+}
+
+int cli_schedule_fetch(cli *ctx, uint64_t since_ns, uint64_t until_ns, uint64_t max_packets,
+                       cli_schedule *t)
+{
+	gs_history_filter f = {
+	        .since_ns = since_ns, .until_ns = until_ns, .oldest_first = true, .limit = PAGE};
+	for (;;) {
+		gs_packet_record *recs;
+		size_t n;
+		int rv = gs_history(ctx->client, &f, &recs, &n);
+		if (rv != 0)
+			return rv;
+		for (size_t i = 0; i < n && t->nrecs < max_packets; i++) {
+			if (t->nrecs == t->caprecs) {
+				size_t cap = t->caprecs ? 2 * t->caprecs : 1024;
+				gs_packet_record *g = realloc(t->recs, cap * sizeof(*g));
+				if (!g) {
+					gs_history_free(recs, n);
+					return GS_ERR_NOMEM;
+				}
+				t->recs = g;
+				t->caprecs = cap;
+			}
+			/* Moved out: the strings now belong to t. */
+			t->recs[t->nrecs++] = recs[i];
+			recs[i].result = recs[i].tenant = NULL;
+		}
+		if (n)
+			f.after_packet = recs[n - 1].packet;
+		gs_history_free(recs, n);
+		if (n < PAGE || t->nrecs >= max_packets)
+			break;
+	}
+	qsort(t->recs, t->nrecs, sizeof(*t->recs), cmp_rec);
+	uint64_t after = 0;
+	for (;;) {
+		gs_packet_event *evs;
+		size_t n;
+		int rv = gs_packet_events_window(ctx->client, since_ns, until_ns, after, PAGE, &evs,
+		                                 &n);
+		if (rv != 0)
+			return rv;
+		for (size_t i = 0; i < n; i++) {
+			if (!cli_schedule_find(t, evs[i].packet))
+				continue; /* past --max-packets */
+			if (t->nevs == t->capevs) {
+				size_t cap = t->capevs ? 2 * t->capevs : 4096;
+				gs_packet_event *g = realloc(t->evs, cap * sizeof(*g));
+				if (!g) {
+					gs_packet_events_free(evs, n);
+					return GS_ERR_NOMEM;
+				}
+				t->evs = g;
+				t->capevs = cap;
+			}
+			t->evs[t->nevs++] = evs[i];
+			evs[i].detail = NULL;
+		}
+		if (n)
+			after = evs[n - 1].seq;
+		gs_packet_events_free(evs, n);
+		if (n < PAGE)
+			break;
+	}
+	return 0;
+}
+
+void cli_schedule_free(cli_schedule *t)
+{
+	for (size_t i = 0; i < t->nrecs; i++) {
+		free(t->recs[i].result);
+		free(t->recs[i].tenant);
+	}
+	free(t->recs);
+	for (size_t i = 0; i < t->nevs; i++)
+		free(t->evs[i].detail);
+	free(t->evs);
+	*t = (cli_schedule){0};
+}
