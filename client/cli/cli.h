@@ -146,6 +146,9 @@ int cli_arg_u64(cli *ctx, const char *option, const char *s, uint64_t *out);
 int cli_arg_u32(cli *ctx, const char *option, const char *s, uint32_t *out);
 /* Submit flags by value or names ("NullRendering,Present", "0xa"). */
 int cli_arg_submit_flags(cli *ctx, const char *s, uint32_t *out);
+/* A CLI_ARG_PARSE hook: a time as gs_time_parse reads it (10m, ISO 8601, @SECONDS, now) into
+ * a uint64_t of CLOCK_REALTIME ns. */
+int cli_parse_time(cli *ctx, const char *arg, void *field);
 
 /* "NullRendering|Present (0x00a)" */
 void cli_format_flags(const gs_flag_name *table, uint32_t value, char *buf, size_t cap);
@@ -200,6 +203,25 @@ typedef struct cli_schedule {
 	size_t nevs, capevs;
 } cli_schedule;
 int cli_schedule_fetch(cli *ctx, uint64_t since_ns, uint64_t until_ns, uint64_t max_packets,
+                       cli_schedule *s);
+/* The options of a command that draws a schedule (trace, timeline): its parse state starts
+ * with this, and its option table with CLI_SCHEDULE_OPTS(its type, max packets). */
+typedef struct cli_schedule_args {
+	uint64_t since_ns, until_ns;
+	const char *output;
+	uint64_t max_packets;
+} cli_schedule_args;
+#define CLI_SCHEDULE_OPTS(type, most)                                                              \
+	{"since", CLI_ARG_PARSE, offsetof(type, sched.since_ns), .parse = cli_parse_time},         \
+	        {"until", CLI_ARG_PARSE, offsetof(type, sched.until_ns), .parse = cli_parse_time}, \
+	        {"output", CLI_ARG_STR, offsetof(type, sched.output), .short_name = 'o'},          \
+	{                                                                                          \
+		"max-packets", CLI_ARG_U64, offsetof(type, sched.max_packets), .min = 1,           \
+		                                                               .max = (most)       \
+	}
+/* Parses the command line into args (a struct starting with cli_schedule_args), connects and
+ * fetches the schedule: CLI_CONTINUE, or the exit code to return (s is then empty). */
+int cli_schedule_start(cli *ctx, int argc, char **argv, const cli_syntax *syntax, void *args,
                        cli_schedule *s);
 /* The record of packet (NULL: not in the schedule). */
 const gs_packet_record *cli_schedule_find(const cli_schedule *s, uint64_t packet);

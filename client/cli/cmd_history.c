@@ -59,28 +59,14 @@ static int parse_state(cli *ctx, const char *arg, void *field)
 	return 0;
 }
 
-static int parse_time(cli *ctx, const char *arg, void *field)
-{
-	struct timespec now;
-
-	clock_gettime(CLOCK_REALTIME, &now);
-	if (gs_time_parse(arg, (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec, field) !=
-	    0)
-		return cli_usage(ctx,
-		                 "'%s' is not a time: use a duration (10m), an ISO 8601 time "
-		                 "(2026-11-24T09:30:00Z), @SECONDS or now",
-		                 arg);
-	return 0;
-}
-
 static int parse_flags(cli *ctx, const char *arg, void *field)
 {
 	return cli_arg_submit_flags(ctx, arg, field);
 }
 
 static const cli_opt history_opts[] = {
-        {"since", CLI_ARG_PARSE, offsetof(gs_history_filter, since_ns), .parse = parse_time},
-        {"until", CLI_ARG_PARSE, offsetof(gs_history_filter, until_ns), .parse = parse_time},
+        {"since", CLI_ARG_PARSE, offsetof(gs_history_filter, since_ns), .parse = cli_parse_time},
+        {"until", CLI_ARG_PARSE, offsetof(gs_history_filter, until_ns), .parse = cli_parse_time},
         {"flags", CLI_ARG_PARSE, offsetof(gs_history_filter, flags_mask), .parse = parse_flags},
         {"fence", CLI_ARG_U64, offsetof(gs_history_filter, fence)},
         {"tenant", CLI_ARG_STR, offsetof(gs_history_filter, tenant)},
@@ -373,8 +359,8 @@ static int parse_usage_by(cli *ctx, const char *arg, void *field)
 }
 
 static const cli_opt usage_opts[] = {
-        {"since", CLI_ARG_PARSE, offsetof(gs_usage_filter, since_ns), .parse = parse_time},
-        {"until", CLI_ARG_PARSE, offsetof(gs_usage_filter, until_ns), .parse = parse_time},
+        {"since", CLI_ARG_PARSE, offsetof(gs_usage_filter, since_ns), .parse = cli_parse_time},
+        {"until", CLI_ARG_PARSE, offsetof(gs_usage_filter, until_ns), .parse = cli_parse_time},
         {"by", CLI_ARG_PARSE, offsetof(gs_usage_filter, by), .parse = parse_usage_by},
         {"tenant", CLI_ARG_STR, offsetof(gs_usage_filter, tenant)},
 };

@@ -34,28 +34,12 @@ static const char timeline_help[] =
         "  --json                 print {file, packets, runs, markers, lanes}\n";
 
 typedef struct timeline_args {
-	uint64_t since_ns, until_ns;
-	const char *output;
-	uint64_t max_packets;
+	cli_schedule_args sched;
 	uint32_t width;
 } timeline_args;
 
-static int parse_time_arg(cli *ctx, const char *arg, void *field)
-{
-	struct timespec now;
-	clock_gettime(CLOCK_REALTIME, &now);
-	if (gs_time_parse(arg, (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec, field) !=
-	    0)
-		return cli_usage(ctx, "'%s' is not a time", arg);
-	return 0;
-}
-
 static const cli_opt timeline_opts[] = {
-        {"since", CLI_ARG_PARSE, offsetof(timeline_args, since_ns), .parse = parse_time_arg},
-        {"until", CLI_ARG_PARSE, offsetof(timeline_args, until_ns), .parse = parse_time_arg},
-        {"output", CLI_ARG_STR, offsetof(timeline_args, output), .short_name = 'o'},
-        {"max-packets", CLI_ARG_U64, offsetof(timeline_args, max_packets), .min = 1,
-         .max = 1000000},
+        CLI_SCHEDULE_OPTS(timeline_args, 1000000),
         {"width", CLI_ARG_U32, offsetof(timeline_args, width), .min = 400, .max = 20000},
 };
 
@@ -358,23 +342,14 @@ static int cmp_u32(const void *x, const void *y)
 int cmd_timeline(cli *ctx, int argc, char **argv)
 {
 	static const cli_syntax syntax = {timeline_help, CLI_OPTS(timeline_opts)};
-	timeline_args a = {.output = "timeline.html", .max_packets = 20000, .width = 1600};
+	timeline_args a = {.sched = {.output = "timeline.html", .max_packets = 20000},
+	                   .width = 1600};
 	cli_schedule s = {0};
 	int rv;
 
-	rv = cli_parse_args(ctx, argc, argv, &syntax, &a);
+	rv = cli_schedule_start(ctx, argc, argv, &syntax, &a, &s);
 	if (rv != CLI_CONTINUE)
 		return rv;
-	if (a.since_ns && a.until_ns && a.since_ns >= a.until_ns)
-		return cli_usage(ctx, "--since must be earlier than --until");
-	rv = cli_connect(ctx);
-	if (rv != CLI_EXIT_OK)
-		return rv;
-	rv = cli_schedule_fetch(ctx, a.since_ns, a.until_ns, a.max_packets, &s);
-	if (rv != 0) {
-		cli_schedule_free(&s);
-		return cli_fail(ctx, rv);
-	}
 	drawing d = {.s = &s, .width = a.width, .t0 = UINT64_MAX};
 	for (size_t i = 0; i < s.nrecs; i++) {
 		const gs_packet_record *r = &s.recs[i];
@@ -394,28 +369,29 @@ int cmd_timeline(cli *ctx, int argc, char **argv)
 	if (d.t0 == UINT64_MAX)
 		d.t0 = d.t1;
 	qsort(d.nodes, d.nlanes, sizeof(d.nodes[0]), cmp_u32);
-	size_t len = strlen(a.output);
-	bool svg = len >= 4 && strcmp(a.output + len - 4, ".svg") == 0;
-	d.f = fopen(a.output, "w");
+	size_t len = strlen(a.sched.output);
+	bool svg = len >= 4 && strcmp(a.sched.output + len - 4, ".svg") == 0;
+	d.f = fopen(a.sched.output, "w");
 	if (!d.f) {
-		cli_warn(ctx, "cannot write %s", a.output);
+		cli_warn(ctx, "cannot write %s", a.sched.output);
 		cli_schedule_free(&s);
 		return CLI_EXIT_DAEMON;
 	}
 	draw(&d, !svg);
 	bool ok = fclose(d.f) == 0;
 	if (!ok) {
-		cli_warn(ctx, "cannot write %s", a.output);
+		cli_warn(ctx, "cannot write %s", a.sched.output);
 		cli_schedule_free(&s);
 		return CLI_EXIT_DAEMON;
 	}
 	if (ctx->json)
-		cli_json_print(json_pack("{s:s, s:I, s:I, s:I, s:I}", "file", a.output, "packets",
-		                         (json_int_t)s.nrecs, "runs", (json_int_t)d.runs, "markers",
-		                         (json_int_t)d.markers, "lanes", (json_int_t)d.nlanes));
+		cli_json_print(json_pack("{s:s, s:I, s:I, s:I, s:I}", "file", a.sched.output,
+		                         "packets", (json_int_t)s.nrecs, "runs", (json_int_t)d.runs,
+		                         "markers", (json_int_t)d.markers, "lanes",
+		                         (json_int_t)d.nlanes));
 	else
 		printf("%s: %zu packets, %" PRIu64 " runs on %zu engines, %" PRIu64 " markers\n",
-		       a.output, s.nrecs, d.runs, d.nlanes, d.markers);
+		       a.sched.output, s.nrecs, d.runs, d.nlanes, d.markers);
 	cli_schedule_free(&s);
 	return CLI_EXIT_OK;
 }

@@ -41,26 +41,11 @@ static const char trace_help[] =
         "                         trace itself always goes to the file)\n";
 
 typedef struct trace_args {
-	uint64_t since_ns, until_ns;
-	const char *output;
-	uint64_t max_packets;
+	cli_schedule_args sched;
 } trace_args;
 
-static int parse_time_arg(cli *ctx, const char *arg, void *field)
-{
-	struct timespec now;
-	clock_gettime(CLOCK_REALTIME, &now);
-	if (gs_time_parse(arg, (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec, field) !=
-	    0)
-		return cli_usage(ctx, "'%s' is not a time", arg);
-	return 0;
-}
-
 static const cli_opt trace_opts[] = {
-        {"since", CLI_ARG_PARSE, offsetof(trace_args, since_ns), .parse = parse_time_arg},
-        {"until", CLI_ARG_PARSE, offsetof(trace_args, until_ns), .parse = parse_time_arg},
-        {"output", CLI_ARG_STR, offsetof(trace_args, output), .short_name = 'o'},
-        {"max-packets", CLI_ARG_U64, offsetof(trace_args, max_packets), .min = 1, .max = 10000000},
+        CLI_SCHEDULE_OPTS(trace_args, 10000000),
 };
 
 #define PAGE         10000u
@@ -275,23 +260,13 @@ static void trace_free(trace *t)
 int cmd_trace(cli *ctx, int argc, char **argv)
 {
 	static const cli_syntax syntax = {trace_help, CLI_OPTS(trace_opts)};
-	trace_args a = {.output = "trace.json", .max_packets = 100000};
+	trace_args a = {.sched = {.output = "trace.json", .max_packets = 100000}};
 	trace t = {0};
 	int rv;
 
-	rv = cli_parse_args(ctx, argc, argv, &syntax, &a);
+	rv = cli_schedule_start(ctx, argc, argv, &syntax, &a, &t.s);
 	if (rv != CLI_CONTINUE)
 		return rv;
-	if (a.since_ns && a.until_ns && a.since_ns >= a.until_ns)
-		return cli_usage(ctx, "--since must be earlier than --until");
-	rv = cli_connect(ctx);
-	if (rv != CLI_EXIT_OK)
-		return rv;
-	rv = cli_schedule_fetch(ctx, a.since_ns, a.until_ns, a.max_packets, &t.s);
-	if (rv != 0) {
-		trace_free(&t);
-		return cli_fail(ctx, rv);
-	}
 	t.out = json_array();
 	rv = t.out ? emit(&t) : GS_ERR_NOMEM;
 	if (rv != 0) {
@@ -301,18 +276,18 @@ int cmd_trace(cli *ctx, int argc, char **argv)
 	json_t *doc = json_pack("{s:O, s:s, s:{s:I, s:I}}", "traceEvents", t.out, "displayTimeUnit",
 	                        "ns", "otherData", "epoch_ns", (json_int_t)t.t0, "packets",
 	                        (json_int_t)t.s.nrecs);
-	bool to_stdout = strcmp(a.output, "-") == 0;
+	bool to_stdout = strcmp(a.sched.output, "-") == 0;
 	int w = doc ? (to_stdout ? json_dumpf(doc, stdout, JSON_COMPACT)
-	                         : json_dump_file(doc, a.output, JSON_COMPACT))
+	                         : json_dump_file(doc, a.sched.output, JSON_COMPACT))
 	            : -1;
 	json_decref(doc);
 	if (w != 0) {
-		cli_warn(ctx, "cannot write %s", a.output);
+		cli_warn(ctx, "cannot write %s", a.sched.output);
 		trace_free(&t);
 		return CLI_EXIT_DAEMON;
 	}
 	if (ctx->json && !to_stdout)
-		cli_json_print(json_pack("{s:s, s:I, s:I, s:I, s:I, s:I}", "file", a.output,
+		cli_json_print(json_pack("{s:s, s:I, s:I, s:I, s:I, s:I}", "file", a.sched.output,
 		                         "packets", (json_int_t)t.s.nrecs, "events",
 		                         (json_int_t)t.s.nevs, "slices", (json_int_t)t.slices,
 		                         "markers", (json_int_t)t.markers, "flows",
@@ -320,7 +295,7 @@ int cmd_trace(cli *ctx, int argc, char **argv)
 	else if (!to_stdout)
 		printf("%s: %zu packets, %" PRIu64 " slices, %" PRIu64 " markers, %" PRIu64
 		       " flows (open it in ui.perfetto.dev or chrome://tracing)\n",
-		       a.output, t.s.nrecs, t.slices, t.markers, t.flows);
+		       a.sched.output, t.s.nrecs, t.slices, t.markers, t.flows);
 	trace_free(&t);
 	return CLI_EXIT_OK;
 }

@@ -98,3 +98,24 @@ void cli_schedule_free(cli_schedule *t)
 	free(t->evs);
 	*t = (cli_schedule){0};
 }
+
+int cli_schedule_start(cli *ctx, int argc, char **argv, const cli_syntax *syntax, void *args,
+                       cli_schedule *s)
+{
+	const cli_schedule_args *a = args;
+	int rv = cli_parse_args(ctx, argc, argv, syntax, args);
+
+	if (rv != CLI_CONTINUE)
+		return rv;
+	if (a->since_ns && a->until_ns && a->since_ns >= a->until_ns)
+		return cli_usage(ctx, "--since must be earlier than --until");
+	rv = cli_connect(ctx);
+	if (rv != CLI_EXIT_OK)
+		return rv;
+	rv = cli_schedule_fetch(ctx, a->since_ns, a->until_ns, a->max_packets, s);
+	if (rv != 0) {
+		cli_schedule_free(s);
+		return cli_fail(ctx, rv);
+	}
+	return CLI_CONTINUE;
+}

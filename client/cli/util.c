@@ -345,6 +345,20 @@ int cli_arg_u32(cli *ctx, const char *option, const char *s, uint32_t *out)
 	                             : cli_usage(ctx, "%s: '%s' is not a 32-bit number", option, s);
 }
 
+int cli_parse_time(cli *ctx, const char *arg, void *field)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_REALTIME, &now);
+	if (gs_time_parse(arg, (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec, field) !=
+	    0)
+		return cli_usage(ctx,
+		                 "'%s' is not a time: use a duration (10m), an ISO 8601 time "
+		                 "(2026-11-24T09:30:00Z), @SECONDS or now",
+		                 arg);
+	return 0;
+}
+
 int cli_arg_submit_flags(cli *ctx, const char *s, uint32_t *out)
 {
 	const char *bad = s;
