@@ -183,6 +183,16 @@ CREATE TABLE IF NOT EXISTS chain (
 	state BLOB,
 	hash  BLOB    NOT NULL
 );
+-- Retention: rows of packets, contexts and allocations whose last record was removed, with
+-- the state that record left (kind 1 packet, 2 context, 3 allocation); meta.chain_base_seq and
+-- chain_base_hash are the last removed record and its link, chain_base_objects the digest of
+-- this table.
+CREATE TABLE IF NOT EXISTS chain_base_objects (
+	kind  INTEGER NOT NULL,
+	ref   INTEGER NOT NULL,
+	state BLOB    NOT NULL,
+	PRIMARY KEY (kind, ref)
+) WITHOUT ROWID;
 -- The last record about a context or an allocation (verification of their rows).
 CREATE INDEX IF NOT EXISTS chain_objects ON chain (kind, ref) WHERE kind IN (2, 3);
 -- Where the chain starts in a file a daemon without it wrote: older rows are not covered.

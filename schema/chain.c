@@ -104,6 +104,31 @@ int gs_chain_unhex(const char *hex, uint8_t h[GS_CHAIN_HASH])
 	return 0;
 }
 
+int gs_chain_base_objects_digest(sqlite3 *db, uint8_t out[GS_CHAIN_HASH])
+{
+	sqlite3_stmt *s;
+	if (sqlite3_prepare_v2(db,
+	                       "SELECT kind, ref, state FROM chain_base_objects ORDER BY kind, ref",
+	                       -1, &s, NULL) != SQLITE_OK)
+		return -1;
+	crypto_generichash_state st;
+	crypto_generichash_init(&st, NULL, 0, GS_CHAIN_HASH);
+	int rc;
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		uint8_t b[17 + GS_CHAIN_DIGEST] = {0};
+		put_le64(b, (uint64_t)sqlite3_column_int64(s, 0));
+		put_le64(b + 8, (uint64_t)sqlite3_column_int64(s, 1));
+		int n = sqlite3_column_bytes(s, 2);
+		b[16] = (uint8_t)n;
+		memcpy(b + 17, sqlite3_column_blob(s, 2),
+		       n < GS_CHAIN_DIGEST ? (size_t)n : GS_CHAIN_DIGEST);
+		crypto_generichash_update(&st, b, sizeof b);
+	}
+	sqlite3_finalize(s);
+	crypto_generichash_final(&st, out, GS_CHAIN_HASH);
+	return rc == SQLITE_DONE ? 0 : -1;
+}
+
 /* ---- verification ---- */
 
 /* The columns of each table in the order of the daemon's INSERT (server/audit/audit.c). */
@@ -240,6 +265,19 @@ static void bad(gs_chain_report *out, uint64_t seq, const char *table, int64_t r
 	va_end(ap);
 }
 
+static void meta_text(sqlite3 *db, const char *key, char *out, size_t cap)
+{
+	sqlite3_stmt *s;
+	out[0] = '\0';
+	if (sqlite3_prepare_v2(db, "SELECT value FROM meta WHERE key = ?1", -1, &s, NULL) !=
+	    SQLITE_OK)
+		return;
+	sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC);
+	if (sqlite3_step(s) == SQLITE_ROW && sqlite3_column_text(s, 0))
+		snprintf(out, cap, "%s", (const char *)sqlite3_column_text(s, 0));
+	sqlite3_finalize(s);
+}
+
 static int64_t meta_int(sqlite3 *db, const char *key, int64_t dflt)
 {
 	sqlite3_stmt *s;
@@ -255,7 +293,7 @@ static int64_t meta_int(sqlite3 *db, const char *key, int64_t dflt)
 }
 
 /* Walks the chain in seq order: every link and every appended row. */
-static int walk_chain(sqlite3 *db, gs_chain_report *out)
+static int walk_chain(sqlite3 *db, gs_chain_report *out, const uint8_t base[GS_CHAIN_HASH])
 {
 	sqlite3_stmt *s;
 	if (sqlite3_prepare_v2(db,
@@ -270,7 +308,7 @@ static int walk_chain(sqlite3 *db, gs_chain_report *out)
 		return -1;
 	sqlite3_bind_int64(s, 1, (int64_t)out->first_seq);
 	uint8_t prev[GS_CHAIN_HASH];
-	memcpy(prev, gs_chain_genesis, sizeof prev);
+	memcpy(prev, base, sizeof prev);
 	int rc = SQLITE_DONE;
 	while (out->ok && (rc = sqlite3_step(s)) == SQLITE_ROW) {
 		uint64_t seq = (uint64_t)sqlite3_column_int64(s, 0);
@@ -421,19 +459,53 @@ int gs_chain_verify(sqlite3 *db, gs_chain_report *out)
 		rc = -1;
 		goto done;
 	}
+	/* After a retention step the chain starts past the base: the last removed record's link,
+	 * and the state of the rows it left, whose digest meta holds. */
+	int64_t base_seq = meta_int(db, "chain_base_seq", 0);
+	uint8_t base[GS_CHAIN_HASH];
+	memcpy(base, gs_chain_genesis, sizeof base);
+	if (base_seq > 0) {
+		char hex[2 * GS_CHAIN_HASH + 8] = "", objs[2 * GS_CHAIN_HASH + 8] = "";
+		uint8_t want[GS_CHAIN_HASH], have[GS_CHAIN_HASH];
+		meta_text(db, "chain_base_hash", hex, sizeof hex);
+		meta_text(db, "chain_base_objects", objs, sizeof objs);
+		if (gs_chain_unhex(hex, base) != 0 || gs_chain_unhex(objs, want) != 0) {
+			bad(out, (uint64_t)base_seq, "meta", 0,
+			    "the retention base in meta is not a link");
+			goto done;
+		}
+		if (gs_chain_base_objects_digest(db, have) != 0) {
+			snprintf(out->why, sizeof out->why, "reading chain_base_objects failed: %s",
+			         sqlite3_errmsg(db));
+			rc = -1;
+			goto done;
+		}
+		if (memcmp(want, have, GS_CHAIN_HASH) != 0) {
+			bad(out, (uint64_t)base_seq, "chain_base_objects", 0,
+			    "the rows the retention anchored were changed (chain_base_objects does "
+			    "not"
+			    " match meta)");
+			goto done;
+		}
+		if ((uint64_t)base_seq + 1 > (uint64_t)start)
+			start = base_seq + 1;
+	}
 	out->first_seq = (uint64_t)start;
-	if (walk_chain(db, out) != 0 || (out->ok && check_head(db, out) != 0) ||
+	if (walk_chain(db, out, base) != 0 || (out->ok && check_head(db, out) != 0) ||
 	    check_states(db, out, "packets", "packet", GS_CHAIN_PACKET,
-	                 "SELECT seq, state_digest FROM packet_events WHERE packet = ?1"
-	                 " ORDER BY seq DESC LIMIT 1",
+	                 "SELECT seq, state_digest FROM packet_events WHERE packet = ?1 UNION ALL"
+	                 " SELECT 0, state FROM chain_base_objects WHERE kind = 1 AND ref = ?1"
+	                 " ORDER BY 1 DESC LIMIT 1",
 	                 meta_int(db, "chain_start_packet", 0)) != 0 ||
 	    check_states(db, out, "contexts", "context", GS_CHAIN_CONTEXT,
-	                 "SELECT seq, state FROM chain WHERE kind = 2 AND ref = ?1"
-	                 " ORDER BY seq DESC LIMIT 1",
+	                 "SELECT seq, state FROM chain WHERE kind = 2 AND ref = ?1 UNION ALL"
+	                 " SELECT 0, state FROM chain_base_objects WHERE kind = 2 AND ref = ?1"
+	                 " ORDER BY 1 DESC LIMIT 1",
 	                 meta_int(db, "chain_start_context", 0)) != 0 ||
 	    check_states(db, out, "allocations", "allocation", GS_CHAIN_ALLOCATION,
-	                 "SELECT seq, state FROM chain WHERE kind = 3 AND ref = ?1"
-	                 " ORDER BY seq DESC LIMIT 1",
+	                 "SELECT seq, state FROM chain WHERE kind = 3 AND ref = ?1 UNION ALL"
+	                 " SELECT 0, state FROM chain_base_objects WHERE kind = 3 AND ref = ?1"
+	                 " ORDER BY 1 DESC LIMIT 1",
 	                 meta_int(db, "chain_start_allocation", 0)) != 0) {
 		if (!out->why[0])
 			snprintf(out->why, sizeof out->why, "reading the file failed: %s",

@@ -79,6 +79,10 @@ int gs_chain_state_digest(sqlite3 *db, gs_chain_kind kind, uint64_t ref,
 void gs_chain_hex(const uint8_t h[GS_CHAIN_HASH], char *out);
 int gs_chain_unhex(const char *hex, uint8_t h[GS_CHAIN_HASH]);
 
+/* The digest of the table chain_base_objects (the rows the retention anchored), in key order:
+ * what meta.chain_base_objects holds. 0 or -1. */
+int gs_chain_base_objects_digest(sqlite3 *db, uint8_t out[GS_CHAIN_HASH]);
+
 /* The hash before the first record of a file. */
 extern const uint8_t gs_chain_genesis[GS_CHAIN_HASH];
 

@@ -76,6 +76,7 @@ enum rec_kind {
 	REC_FLUSH,
 	REC_MOVE,
 	REC_PACKET_ALLOCS,
+	REC_PRUNE, /* asks for retention steps now (gsd_audit_prune) */
 };
 
 /* A packet's allocation list: the one record whose size varies, so its entries live in one
@@ -229,6 +230,10 @@ struct gsd_audit {
 	uint8_t chain_head[GS_CHAIN_HASH];
 	uint8_t batch_head[GS_CHAIN_HASH];
 	bool chain_off; /* gsd_audit_options.no_chain */
+	/* Retention (writer thread): what to keep, and when the next step is due. */
+	uint64_t retain_age_ns, retain_packets;
+	uint64_t next_prune_ns;
+	bool prune_now;
 
 	pthread_t thread;
 	pthread_mutex_t mu;
@@ -255,7 +260,7 @@ struct gsd_audit {
 	uint64_t retry_delay_ns; /* the wait before the next retry; 0 when nothing failed */
 	uint64_t retry_at_ns;
 
-	_Atomic uint64_t records, commits, queued, failures, dropped, checkpoints;
+	_Atomic uint64_t records, commits, queued, failures, dropped, checkpoints, pruned;
 	_Atomic int health;  /* gsd_audit_health */
 	uint64_t reconciled; /* packets reconciled at open */
 };
@@ -672,6 +677,9 @@ static int write_node(gsd_audit *a, const struct node *n)
 		break;
 	case REC_FLUSH:
 		return SQLITE_OK; /* only its ack matters */
+	case REC_PRUNE:
+		a->prune_now = true;
+		return SQLITE_OK;
 	default:
 		return SQLITE_MISUSE;
 	}
@@ -681,6 +689,203 @@ static int write_node(gsd_audit *a, const struct node *n)
 		return write_chain(a, n, &co);
 	memcpy(a->chain_head, co.hash, GS_CHAIN_HASH);
 	return SQLITE_OK;
+}
+
+/* ---- retention (writer thread, inside a batch's transaction) ---- */
+
+/* At most this many sequence numbers leave the file per step, so a step adds milliseconds to
+ * the commit it runs in; a step runs at most every PRUNE_EVERY_NS unless one is asked for. */
+#define PRUNE_STEP     20000u
+#define PRUNE_EVERY_NS 1000000000ull
+
+static int64_t one_int(sqlite3 *db, const char *sql, int64_t bind1, int64_t dflt)
+{
+	sqlite3_stmt *s;
+	int64_t v = dflt;
+	if (sqlite3_prepare_v2(db, sql, -1, &s, NULL) != SQLITE_OK)
+		return dflt;
+	if (sqlite3_bind_parameter_count(s) >= 1)
+		sqlite3_bind_int64(s, 1, bind1);
+	if (sqlite3_step(s) == SQLITE_ROW && sqlite3_column_type(s, 0) != SQLITE_NULL)
+		v = sqlite3_column_int64(s, 0);
+	sqlite3_finalize(s);
+	return v;
+}
+
+static int exec_bound(sqlite3 *db, const char *sql, int64_t v1, int64_t v2)
+{
+	sqlite3_stmt *s;
+	int rc = sqlite3_prepare_v2(db, sql, -1, &s, NULL);
+	if (rc != SQLITE_OK)
+		return rc;
+	int n = sqlite3_bind_parameter_count(s);
+	if (n >= 1)
+		sqlite3_bind_int64(s, 1, v1);
+	if (n >= 2)
+		sqlite3_bind_int64(s, 2, v2);
+	rc = sqlite3_step(s);
+	sqlite3_finalize(s);
+	return rc == SQLITE_DONE || rc == SQLITE_ROW ? SQLITE_OK : rc;
+}
+
+/* The newest packet the retention lets go: older than max_age, or beyond the newest
+ * max_packets. Packet ids grow with submission time, so a binary search over ids finds the
+ * age boundary with a few lookups by rowid. 0: none. */
+static int64_t prune_packet_cut(gsd_audit *a)
+{
+	int64_t maxp = one_int(a->db, "SELECT max(packet) FROM packets", 0, 0);
+	int64_t cut = 0;
+	if (a->retain_packets && maxp > (int64_t)a->retain_packets)
+		cut = maxp - (int64_t)a->retain_packets;
+	if (a->retain_age_ns) {
+		int64_t limit = (int64_t)(now_ns() - a->retain_age_ns);
+		int64_t lo = one_int(a->db, "SELECT min(packet) FROM packets", 0, 1), hi = maxp;
+		/* The largest id submitted before limit: invariant submitted(lo-1) < limit. */
+		if (one_int(a->db,
+		            "SELECT submitted_ns FROM packets WHERE packet >= ?1 ORDER BY packet "
+		            "LIMIT 1",
+		            lo, INT64_MAX) < limit) {
+			while (lo < hi) {
+				int64_t mid = lo + (hi - lo + 1) / 2;
+				int64_t t = one_int(
+				        a->db,
+				        "SELECT submitted_ns FROM packets WHERE packet >= ?1 "
+				        "ORDER BY packet LIMIT 1",
+				        mid, INT64_MAX);
+				if (t < limit)
+					lo = mid;
+				else
+					hi = mid - 1;
+			}
+			if (lo > cut)
+				cut = lo;
+		}
+	}
+	return cut;
+}
+
+/* Hex of the digest of every base object, in key order (what meta.chain_base_objects holds). */
+static int base_objects_digest(sqlite3 *db, char hex[2 * GS_CHAIN_HASH + 1])
+{
+	uint8_t h[GS_CHAIN_HASH];
+	int rc = gs_chain_base_objects_digest(db, h);
+	if (rc == 0)
+		gs_chain_hex(h, hex);
+	return rc == 0 ? SQLITE_OK : SQLITE_ERROR;
+}
+
+/*
+ * One retention step: the records up to X (the last before the first event of the oldest packet
+ * kept, at most PRUNE_STEP past the previous base) leave the file. What they leave behind is
+ * kept verifiable: meta.chain_base_seq/hash are X and its link (the next record links to it),
+ * and every row of packets, contexts or allocations whose last record goes (a packet still in
+ * flight, a live context or allocation) gets its recorded state in chain_base_objects, whose
+ * digest meta.chain_base_objects holds. Final packets, destroyed contexts and allocations, and
+ * their allocation lists go with their records. Returns 1 when it removed records, 0 when
+ * nothing was due, or an SQLite error.
+ */
+static int prune_step(gsd_audit *a)
+{
+	int64_t cut = prune_packet_cut(a);
+	if (cut <= 0)
+		return 0;
+	int64_t base = one_int(
+	        a->db, "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'chain_base_seq'", 0,
+	        0);
+	int64_t head =
+	        one_int(a->db,
+	                "SELECT max(m) FROM (SELECT max(seq) AS m FROM packet_events UNION ALL"
+	                " SELECT max(seq) FROM moves UNION ALL SELECT max(seq) FROM errors"
+	                " UNION ALL SELECT max(seq) FROM notes UNION ALL SELECT max(seq) FROM"
+	                " chain)",
+	                0, 0);
+	int64_t next =
+	        one_int(a->db,
+	                "SELECT min(seq) FROM packet_events WHERE packet = (SELECT min(packet)"
+	                " FROM packets WHERE packet > ?1)",
+	                cut, head + 1);
+	int64_t x = next - 1;
+	if (x > head)
+		x = head;
+	if (x > base + (int64_t)PRUNE_STEP)
+		x = base + (int64_t)PRUNE_STEP;
+	if (x <= base)
+		return 0;
+	/* The link of the last record up to x (refused records leave gaps). */
+	sqlite3_stmt *s;
+	int rc = sqlite3_prepare_v2(
+	        a->db,
+	        "SELECT hash FROM (SELECT seq, hash FROM packet_events WHERE seq"
+	        " <= ?1 UNION ALL SELECT seq, hash FROM moves WHERE seq <= ?1 UNION"
+	        " ALL SELECT seq, hash FROM errors WHERE seq <= ?1 UNION ALL"
+	        " SELECT seq, hash FROM notes WHERE seq <= ?1 UNION ALL SELECT"
+	        " seq, hash FROM chain WHERE seq <= ?1) ORDER BY seq DESC LIMIT 1",
+	        -1, &s, NULL);
+	if (rc != SQLITE_OK)
+		return rc;
+	sqlite3_bind_int64(s, 1, x);
+	char link_hex[2 * GS_CHAIN_HASH + 1] = "";
+	if (sqlite3_step(s) == SQLITE_ROW && sqlite3_column_bytes(s, 0) == GS_CHAIN_HASH)
+		gs_chain_hex(sqlite3_column_blob(s, 0), link_hex);
+	sqlite3_finalize(s);
+	if (!link_hex[0])
+		return 0; /* records before the chain: nothing to anchor to */
+
+	static const char *const steps[] = {
+	        /* Packets whose last event goes: final ones go, the others become base objects. */
+	        "INSERT OR REPLACE INTO chain_base_objects (kind, ref, state)"
+	        " SELECT 1, p.packet, e.state_digest FROM packets p JOIN packet_events e"
+	        " ON e.seq = (SELECT max(seq) FROM packet_events WHERE packet = p.packet)"
+	        " WHERE p.packet <= ?2 AND e.seq <= ?1 AND p.state NOT IN (4, 5, 6, 9, 10)"
+	        " AND e.state_digest IS NOT NULL",
+	        "DELETE FROM packet_allocations WHERE packet IN (SELECT p.packet FROM packets p"
+	        " WHERE p.packet <= ?2 AND p.state IN (4, 5, 6, 9, 10) AND (SELECT max(seq) FROM"
+	        " packet_events WHERE packet = p.packet) <= ?1)",
+	        "DELETE FROM packets WHERE packet <= ?2 AND state IN (4, 5, 6, 9, 10) AND"
+	        " (SELECT max(seq) FROM packet_events WHERE packet = packets.packet) <= ?1",
+	        /* Contexts and allocations whose last record goes: destroyed ones go, the live
+	         * ones become base objects. */
+	        "INSERT OR REPLACE INTO chain_base_objects (kind, ref, state)"
+	        " SELECT c.kind, c.ref, c.state FROM chain c WHERE c.kind IN (2, 3) AND c.seq <= ?1"
+	        " AND c.seq = (SELECT max(seq) FROM chain d WHERE d.kind = c.kind AND d.ref = "
+	        "c.ref)"
+	        " AND NOT ((c.kind = 2 AND EXISTS (SELECT 1 FROM contexts WHERE context = c.ref AND"
+	        " destroyed_ns <> 0)) OR (c.kind = 3 AND EXISTS (SELECT 1 FROM allocations WHERE"
+	        " allocation = c.ref AND destroyed_ns <> 0)))",
+	        "DELETE FROM contexts WHERE destroyed_ns <> 0 AND (SELECT max(seq) FROM chain WHERE"
+	        " kind = 2 AND ref = contexts.context) <= ?1",
+	        "DELETE FROM allocations WHERE destroyed_ns <> 0 AND (SELECT max(seq) FROM chain"
+	        " WHERE kind = 3 AND ref = allocations.allocation) <= ?1",
+	        "DELETE FROM packet_events WHERE seq <= ?1",
+	        "DELETE FROM moves WHERE seq <= ?1",
+	        "DELETE FROM errors WHERE seq <= ?1",
+	        "DELETE FROM notes WHERE seq <= ?1",
+	        "DELETE FROM chain WHERE seq <= ?1",
+	};
+	rc = sqlite3_exec(a->db, "SAVEPOINT prune", NULL, NULL, NULL);
+	for (size_t i = 0; rc == SQLITE_OK && i < sizeof steps / sizeof steps[0]; i++)
+		rc = exec_bound(a->db, steps[i], x, cut);
+	char objects_hex[2 * GS_CHAIN_HASH + 1];
+	if (rc == SQLITE_OK)
+		rc = base_objects_digest(a->db, objects_hex);
+	char sql[512];
+	if (rc == SQLITE_OK) {
+		snprintf(sql, sizeof sql,
+		         "INSERT OR REPLACE INTO meta (key, value) VALUES ('chain_base_seq', "
+		         "'%lld'),"
+		         " ('chain_base_hash', '%s'), ('chain_base_objects', '%s')",
+		         (long long)x, link_hex, objects_hex);
+		rc = sqlite3_exec(a->db, sql, NULL, NULL, NULL);
+	}
+	if (rc != SQLITE_OK) {
+		GSD_WARN("audit: retention step failed: %s", sqlite3_errmsg(a->db));
+		sqlite3_exec(a->db, "ROLLBACK TO prune", NULL, NULL, NULL);
+		sqlite3_exec(a->db, "RELEASE prune", NULL, NULL, NULL);
+		return rc;
+	}
+	sqlite3_exec(a->db, "RELEASE prune", NULL, NULL, NULL);
+	atomic_fetch_add_explicit(&a->pruned, (uint64_t)(x - base), memory_order_relaxed);
+	return 1;
 }
 
 /*
@@ -763,6 +968,15 @@ static bool write_batch(gsd_audit *a, struct node *first)
 		GSD_WARN("audit: record refused: %s", sqlite3_errmsg(a->db));
 		n->failed = true;
 	}
+	/* Retention: a bounded step at most once a second (every step at once when asked), in
+	 * this transaction, so it commits or fails with the records. */
+	if ((a->retain_age_ns || a->retain_packets) && !a->chain_off &&
+	    (a->prune_now || now_ns() >= a->next_prune_ns)) {
+		for (int i = 0; i < (a->prune_now ? 1000 : 1) && prune_step(a) == 1; i++)
+			;
+		a->next_prune_ns = now_ns() + PRUNE_EVERY_NS;
+	}
+	a->prune_now = false;
 	/* The last link, so that removing the newest records is found too. */
 	if (!a->chain_off && memcmp(a->chain_head, a->batch_head, GS_CHAIN_HASH) != 0) {
 		char hex[2 * GS_CHAIN_HASH + 1];
@@ -1114,11 +1328,18 @@ static struct node *node_begin(gsd_audit *a, enum rec_kind kind, const char *ten
 	}
 	n->ack = ack;
 	n->ack_arg = ack_arg;
-	if (kind != REC_FLUSH)
+	if (kind != REC_FLUSH && kind != REC_PRUNE)
 		n->seq = a->next_seq++;
 	node_text(n, n->tenant, sizeof n->tenant, tenant, NULL_TENANT);
 	n->text1[0] = n->text2[0] = '\0';
 	return n;
+}
+
+void gsd_audit_prune(gsd_audit *a, gsd_audit_ack_fn ack, void *ack_arg)
+{
+	struct node *n = node_begin(a, REC_PRUNE, NULL, ack, ack_arg);
+	if (n)
+		node_push(a, n);
 }
 
 void gsd_audit_flush(gsd_audit *a, gsd_audit_ack_fn ack, void *ack_arg)
@@ -1251,6 +1472,7 @@ void gsd_audit_get_stats(gsd_audit *a, gsd_audit_stats *out)
 	out->failures = atomic_load_explicit(&a->failures, memory_order_relaxed);
 	out->dropped = atomic_load_explicit(&a->dropped, memory_order_relaxed);
 	out->checkpoints = atomic_load_explicit(&a->checkpoints, memory_order_relaxed);
+	out->pruned = atomic_load_explicit(&a->pruned, memory_order_relaxed);
 }
 
 /* ---- open and close ---- */
@@ -1551,6 +1773,8 @@ int gsd_audit_open(const char *path, const gsd_audit_options *opt, gsd_audit **o
 	a->max_batch = o.max_batch ? o.max_batch : DEFAULT_MAX_BATCH;
 	a->wal_limit = o.wal_limit ? o.wal_limit : DEFAULT_WAL_LIMIT;
 	a->chain_off = o.no_chain;
+	a->retain_age_ns = o.retain_age_ns;
+	a->retain_packets = o.retain_packets;
 
 	if (open_db(a, path, o.sync_full) != SQLITE_OK || remember_file(a, path) != 0)
 		goto fail;

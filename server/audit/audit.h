@@ -41,6 +41,11 @@ typedef struct gsd_audit_options {
 	uint64_t wal_limit; /* bytes; checkpoint (TRUNCATE) when the WAL grows past it */
 	/* Writes no hash chain: only bench_audit's baseline uses it (the file does not verify). */
 	bool no_chain;
+	/* Retention: records of packets older than retain_age_ns, or beyond the newest
+	 * retain_packets packets, leave the file (0: no limit). Verification still holds: see
+	 * schema/chain.h. */
+	uint64_t retain_age_ns;
+	uint64_t retain_packets;
 } gsd_audit_options;
 
 /* The mutable and immutable columns of one packet row. Strings are copied. */
@@ -116,6 +121,9 @@ void gsd_audit_context(gsd_audit *a, const gsd_context_rec *rec);
 /* Commits everything queued so far now (records nobody waits for otherwise linger up to 2 ms)
  * and then calls ack on the writer thread: a barrier for readers of the file. */
 void gsd_audit_flush(gsd_audit *a, gsd_audit_ack_fn ack, void *ack_arg);
+/* Runs the retention now, every step due, in order with the records queued before it; ack as
+ * for a flush. Nothing happens when no retention is configured. */
+void gsd_audit_prune(gsd_audit *a, gsd_audit_ack_fn ack, void *ack_arg);
 void gsd_audit_allocation(gsd_audit *a, const gsd_allocation_rec *rec);
 /* One action of the memory manager on an allocation (schema table `moves`). Segment 0 means
  * system memory (or nowhere, for PLACE's from and FREE's to). */
@@ -160,6 +168,7 @@ typedef struct gsd_audit_stats {
 	                      written" after a failed commit, past RETRY_MAX kept during an
 	                      outage or still kept at close, or not queued for want of memory */
 	uint64_t checkpoints; /* TRUNCATE checkpoints run because the WAL grew past wal_limit */
+	uint64_t pruned;      /* sequence numbers the retention removed */
 } gsd_audit_stats;
 void gsd_audit_get_stats(gsd_audit *a, gsd_audit_stats *out);
 

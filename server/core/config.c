@@ -320,6 +320,21 @@ int gsd_config_load(gsd_config *c, const char *path, char *err, size_t errcap)
 			goto out;
 		}
 	}
+	json_t *retention = json_object_get(root, "audit_retention");
+	if (retention) {
+		if (!json_is_object(retention)) {
+			fail(&e, "\"%s\" must be an object {\"max_age_s\": N, \"max_packets\": N}",
+			     "audit_retention");
+			goto out;
+		}
+		if (get_u64(retention, "max_age_s", &c->retention_age_s, &e) ||
+		    get_u64(retention, "max_packets", &c->retention_packets, &e))
+			goto out;
+		if (c->retention_age_s > UINT64_MAX / 1000000000u) {
+			fail(&e, "\"%s\" is too large", "audit_retention.max_age_s");
+			goto out;
+		}
+	}
 	json_t *adapters = json_object_get(root, "adapters");
 	if (adapters) {
 		if (!json_is_array(adapters) || json_array_size(adapters) == 0 ||

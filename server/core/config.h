@@ -61,6 +61,9 @@ typedef struct gsd_config {
 	int log_level;
 	bool audit_sync_full;
 	uint64_t wal_limit;
+	/* audit_retention: keep packets younger than max_age_s and at most max_packets of them
+	 * (0: no limit); older records leave the file, verification still holds. */
+	uint64_t retention_age_s, retention_packets;
 	uint64_t max_message;    /* soft limit answered with STATUS_TOO_LARGE */
 	uint32_t max_dma_buffer; /* bytes */
 	uint32_t max_allocation_list;

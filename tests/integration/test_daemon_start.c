@@ -66,6 +66,22 @@ static void test_startup_failures_exit_1(void **state)
 	assert_int_equal(r.exit_code, 1);
 	itest_run_free(&r);
 	itest_config_cleanup(&cfg);
+
+	/* audit_retention is an object of counts; a bare number is refused by name. */
+	assert_int_equal(itest_config_write(&cfg, "{\"audit_retention\": 5}"), 0);
+	r = daemon_run("--config", cfg.path, NULL, NULL);
+	assert_int_equal(r.exit_code, 1);
+	assert_non_null(strstr(r.err, "audit_retention"));
+	itest_run_free(&r);
+	itest_config_cleanup(&cfg);
+	assert_int_equal(itest_config_write(&cfg, "{\"audit_retention\": {\"max_age_s\":"
+	                                          " 18446744074}}"),
+	                 0);
+	r = daemon_run("--config", cfg.path, NULL, NULL);
+	assert_int_equal(r.exit_code, 1);
+	assert_non_null(strstr(r.err, "max_age_s"));
+	itest_run_free(&r);
+	itest_config_cleanup(&cfg);
 }
 
 static void test_removed_tenant_cannot_authenticate(void **state)

@@ -1022,6 +1022,86 @@ static void test_chain_across_reopen_and_failure(void **state)
 	assert_int_equal(rep.records, 5 + 5 + 1 + 1);
 }
 
+/* Retention keeps the newest packets, anchors what the removed records leave (a packet still in
+ * flight, a live context, a live allocation) and the file still verifies; edits are still
+ * found, in the anchored rows too; writing goes on after a reopen. */
+static void test_retention_keeps_verification(void **state)
+{
+	struct fixture *fx = *state;
+	tracker_reset();
+	gsd_audit_options o = {.retain_packets = 10};
+	gsd_audit *a = open_audit(fx->path, &o);
+	/* Packet 1 stays RUNNING (in flight) through the whole test. */
+	gsd_packet_rec long_run = packet(1, "alpha", 1, ST_SUBMITTED, 0);
+	queue(a, &long_run, NULL);
+	long_run.state = ST_RUNNING;
+	queue(a, &long_run, NULL);
+	gsd_context_rec live = {.context = 9, .tenant = "alpha", .device = 3, .priority_class = 2};
+	gsd_audit_context(a, &live);
+	gsd_context_rec gone = {.context = 10, .tenant = "alpha", .device = 3};
+	gsd_audit_context(a, &gone);
+	gone.destroyed_ns = 5;
+	gsd_audit_context(a, &gone);
+	gsd_allocation_rec al = {.allocation = 21, .tenant = "alpha", .size = 4096, .segment = 1};
+	gsd_audit_allocation(a, &al);
+	static const int states[] = {ST_SUBMITTED, ST_READY, ST_RUNNING, ST_COMPLETED};
+	for (uint64_t id = 2; id <= 60; id++)
+		for (int k = 0; k < 4; k++) {
+			gsd_packet_rec r = packet(id, "alpha", 1, states[k], 0);
+			queue(a, &r, NULL);
+		}
+	gsd_audit_note(a, NULL, "n", NULL);
+	uint64_t seq = ++T.issued;
+	gsd_audit_prune(a, on_ack, (void *)(uintptr_t)seq);
+	assert_true(wait_acks(seq));
+	gsd_audit_stats st;
+	gsd_audit_get_stats(a, &st);
+	assert_true(st.pruned > 0);
+	gsd_audit_close(a);
+
+	/* The newest 10 packets by id, and the one in flight; their events from the cut on. */
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packets"), 11);
+	assert_int_equal(query_int(fx->path, "SELECT min(packet) FROM packets WHERE packet > 1"),
+	                 51);
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packet_events"), 10 * 4 + 0);
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM contexts"), 1);
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM chain_base_objects"), 3);
+	gs_chain_report rep = verify_file(fx->path);
+	if (!rep.ok)
+		fail_msg("pruned file does not verify: %s", rep.why);
+	assert_true(rep.first_seq > 1);
+	assert_int_equal(rep.rows, 11 + 1 + 1);
+
+	/* Edits are still found: an anchored row, the anchor table, a kept event. */
+	rep = tampered(fx->path, "p1", "UPDATE packets SET state = 4 WHERE packet = 1");
+	assert_false(rep.ok);
+	assert_string_equal(rep.bad_table, "packets");
+	assert_int_equal(rep.bad_row, 1);
+	rep = tampered(fx->path, "ctx", "UPDATE contexts SET priority = 5 WHERE context = 9");
+	assert_false(rep.ok);
+	assert_string_equal(rep.bad_table, "contexts");
+	rep = tampered(fx->path, "base",
+	               "UPDATE chain_base_objects SET state = zeroblob(16)"
+	               " WHERE kind = 3");
+	assert_false(rep.ok);
+	assert_string_equal(rep.bad_table, "chain_base_objects");
+	rep = tampered(fx->path, "ev",
+	               "UPDATE packet_events SET detail = 'x' WHERE seq ="
+	               " (SELECT min(seq) FROM packet_events)");
+	assert_false(rep.ok);
+	assert_string_equal(rep.bad_table, "packet_events");
+
+	/* Reopened: records go on, the in-flight packet is reconciled, it all verifies. */
+	tracker_reset();
+	a = open_audit(fx->path, &o);
+	gsd_audit_note(a, NULL, "again", NULL);
+	assert_true(wait_acks(flush(a)));
+	gsd_audit_close(a);
+	rep = verify_file(fx->path);
+	if (!rep.ok)
+		fail_msg("reopened pruned file does not verify: %s", rep.why);
+}
+
 static void test_reopen_keeps_rows_and_version(void **state)
 {
 	struct fixture *fx = *state;
@@ -2090,6 +2170,7 @@ int main(void)
 	        T_(test_audit_sequence),
 	        T_(test_chain_verifies_and_finds_edits),
 	        T_(test_chain_across_reopen_and_failure),
+	        T_(test_retention_keeps_verification),
 	        T_(test_reopen_keeps_rows_and_version),
 	        T_(test_reconcile_in_flight),
 	        T_(test_removed_file_stops_acks),
