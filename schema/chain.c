@@ -489,6 +489,7 @@ int gs_chain_verify(sqlite3 *db, gs_chain_report *out)
 		}
 		if ((uint64_t)base_seq + 1 > (uint64_t)start)
 			start = base_seq + 1;
+		out->base_seq = (uint64_t)base_seq;
 	}
 	out->first_seq = (uint64_t)start;
 	if (walk_chain(db, out, base) != 0 || (out->ok && check_head(db, out) != 0) ||

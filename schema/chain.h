@@ -92,6 +92,7 @@ typedef struct gs_chain_report {
 	uint64_t records;   /* chain rows checked */
 	uint64_t rows;      /* rows of the updated-in-place tables checked */
 	uint64_t first_seq; /* the chain covers seq >= this (older records predate it) */
+	uint64_t base_seq;  /* the retention removed records up to this one (0: none) */
 	uint64_t last_seq;  /* the head of the chain */
 	uint8_t head[GS_CHAIN_HASH];
 	uint64_t bad_seq;   /* the first record that does not match (0: see bad_table) */

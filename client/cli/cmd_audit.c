@@ -60,10 +60,11 @@ static int audit_verify(cli *ctx, int argc, char **argv)
 	char head[2 * GS_CHAIN_HASH + 1];
 	hex(rep.head, GS_CHAIN_HASH, head);
 	if (ctx->json) {
-		json_t *o = json_pack("{s:b, s:o, s:o, s:o, s:o, s:s}", "ok", rep.ok, "records",
-		                      cli_json_u64(rep.records), "rows", cli_json_u64(rep.rows),
-		                      "first_seq", cli_json_u64(rep.first_seq), "last_seq",
-		                      cli_json_u64(rep.last_seq), "head", head);
+		json_t *o = json_pack(
+		        "{s:b, s:o, s:o, s:o, s:o, s:o, s:s}", "ok", rep.ok, "records",
+		        cli_json_u64(rep.records), "rows", cli_json_u64(rep.rows), "first_seq",
+		        cli_json_u64(rep.first_seq), "last_seq", cli_json_u64(rep.last_seq),
+		        "retention_base_seq", cli_json_u64(rep.base_seq), "head", head);
 		if (!rep.ok) {
 			json_object_set_new(o, "seq", cli_json_u64(rep.bad_seq));
 			json_object_set_new(o, "table", json_string(rep.bad_table));
@@ -75,7 +76,12 @@ static int audit_verify(cli *ctx, int argc, char **argv)
 		printf("%s: OK: %" PRIu64 " records (seq %" PRIu64 "..%" PRIu64 ") and %" PRIu64
 		       " rows match the hash chain\nchain head %s\n",
 		       path, rep.records, rep.first_seq, rep.last_seq, rep.rows, head);
-		if (rep.first_seq > 1)
+		if (rep.base_seq)
+			printf("records up to seq %" PRIu64
+			       " were removed by the retention; the rows "
+			       "they left are anchored and match\n",
+			       rep.base_seq);
+		else if (rep.first_seq > 1)
 			printf("records before seq %" PRIu64
 			       " predate the chain and are not covered\n",
 			       rep.first_seq);
