@@ -618,6 +618,8 @@ int gs_watch_open(const char *url, gs_watch **out);
  * does not decode), GS_ERR_TRANSPORT or GS_ERR_NOMEM. c (may be NULL: then a GAP is reported
  * and nothing read back) reads lost events back. Clear *ev with gs_watch_event_clear. */
 int gs_watch_next(gs_watch *w, gs_client *c, int timeout_ms, gs_watch_event *ev);
+/* Whether the subscription is connected to the publisher now (it keeps retrying). */
+bool gs_watch_connected(const gs_watch *w);
 void gs_watch_event_clear(gs_watch_event *ev);
 void gs_watch_close(gs_watch *w);
 

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <time.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,12 +26,25 @@
 struct gs_watch {
 	nng_socket sub;
 	nng_dialer dialer;
-	int recv_fd;       /* readable while a message waits (NNG_OPT_RECVFD) */
+	int recv_fd; /* readable while a message waits (NNG_OPT_RECVFD) */
+	_Atomic bool connected;
 	uint64_t last_seq; /* of the last event delivered from the socket; 0 before the first */
 	/* Events to hand out before reading the socket again, in order. */
 	gs_watch_event *pending;
 	size_t npending, next;
 };
+
+static void pipe_event(nng_pipe p, nng_pipe_ev ev, void *arg)
+{
+	(void)p;
+	gs_watch *w = arg;
+	atomic_store(&w->connected, ev == NNG_PIPE_EV_ADD_POST);
+}
+
+bool gs_watch_connected(const gs_watch *w)
+{
+	return atomic_load(&((gs_watch *)w)->connected);
+}
 
 int gs_watch_open(const char *url, gs_watch **out)
 {
@@ -44,7 +58,9 @@ int gs_watch_open(const char *url, gs_watch **out)
 		return GS_ERR_TRANSPORT;
 	}
 	/* The daemon may not be up yet: a non-blocking dial keeps retrying in the background. */
-	if (nng_socket_set(w->sub, NNG_OPT_SUB_SUBSCRIBE, "", 0) != 0 ||
+	if (nng_pipe_notify(w->sub, NNG_PIPE_EV_ADD_POST, pipe_event, w) != 0 ||
+	    nng_pipe_notify(w->sub, NNG_PIPE_EV_REM_POST, pipe_event, w) != 0 ||
+	    nng_socket_set(w->sub, NNG_OPT_SUB_SUBSCRIBE, "", 0) != 0 ||
 	    nng_socket_get_int(w->sub, NNG_OPT_RECVFD, &w->recv_fd) != 0 ||
 	    nng_dial(w->sub, url, &w->dialer, NNG_FLAG_NONBLOCK) != 0) {
 		nng_close(w->sub);
@@ -83,7 +99,7 @@ static void drop_pending(gs_watch *w)
 #define CLOSE_WAIT_MS 2000
 
 typedef struct closer {
-	nng_socket sub;
+	gs_watch *w; /* freed once its socket is closed (its pipe callbacks use it until then) */
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	bool done, abandoned;
@@ -92,7 +108,8 @@ typedef struct closer {
 static void *close_main(void *arg)
 {
 	closer *c = arg;
-	nng_close(c->sub);
+	nng_close(c->w->sub);
+	free(c->w);
 	pthread_mutex_lock(&c->mu);
 	c->done = true;
 	bool abandoned = c->abandoned;
@@ -120,8 +137,7 @@ void gs_watch_close(gs_watch *w)
 		return;
 	}
 	pthread_cond_init(&c->cv, NULL);
-	c->sub = w->sub;
-	free(w);
+	c->w = w;
 	if (pthread_create(&th, NULL, close_main, c) != 0) {
 		close_main(c);
 		pthread_mutex_destroy(&c->mu);

@@ -201,11 +201,21 @@ int cmd_watch(cli *ctx, int argc, char **argv)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 
 	uint64_t printed = 0, deadline = a.seconds ? now_ms() + (uint64_t)a.seconds * 1000u : 0;
+	uint64_t warn_at = now_ms() + 2000; /* say so once if it cannot connect */
 	rv = CLI_EXIT_OK;
 	while (!g_stop && (!a.count || printed < a.count) && (!deadline || now_ms() < deadline)) {
 		gs_watch_event ev;
 		/* Short waits, so Ctrl-C and --seconds are seen promptly. */
 		int st = gs_watch_next(w, ctx->client, 200, &ev);
+		if (warn_at && now_ms() >= warn_at) {
+			if (!gs_watch_connected(w))
+				cli_warn(ctx,
+				         "not connected to %s yet (is the daemon publishing "
+				         "there?); "
+				         "still trying",
+				         url);
+			warn_at = 0;
+		}
 		if (st == GS_ERR_TIMEOUT)
 			continue;
 		if (st != 0) {
