@@ -124,28 +124,29 @@ static void render(gsd_daemon *d, buf *b)
 	char l1[128], l2[128];
 	const gsd_stats *st = &d->stats;
 
-	header(b, "gpusched_engine_queue_depth", "gauge",
-	       "Packets of the engine not yet final (queued or running).");
-	for (uint32_t a = 0; a < d->nadapters; a++)
-		for (uint32_t i = 0; i < d->adapters[a].nnodes; i++)
-			put(b, "gpusched_engine_queue_depth{adapter=\"%u\",node=\"%s\"} %llu\n", a,
-			    label(d->adapters[a].nodes[i].cfg->name, l1, sizeof(l1)),
-			    (unsigned long long)d->adapters[a].nodes[i].queued);
-	header(b, "gpusched_engine_busy_seconds_total", "counter",
-	       "Engine time of every packet run; its rate is the engine's utilisation.");
-	for (uint32_t a = 0; a < d->nadapters; a++)
-		for (uint32_t i = 0; i < d->adapters[a].nnodes; i++)
-			put(b,
-			    "gpusched_engine_busy_seconds_total{adapter=\"%u\",node=\"%s\"} %.9f\n",
-			    a, label(d->adapters[a].nodes[i].cfg->name, l1, sizeof(l1)),
-			    (double)d->adapters[a].nodes[i].busy_ns / 1e9);
-	header(b, "gpusched_engine_resets_total", "counter",
-	       "Engine resets by timeout detection and recovery.");
-	for (uint32_t a = 0; a < d->nadapters; a++)
-		for (uint32_t i = 0; i < d->adapters[a].nnodes; i++)
-			put(b, "gpusched_engine_resets_total{adapter=\"%u\",node=\"%s\"} %llu\n", a,
-			    label(d->adapters[a].nodes[i].cfg->name, l1, sizeof(l1)),
-			    (unsigned long long)d->adapters[a].nodes[i].resets);
+	/* Per engine: a gauge and two counters, one family each. */
+	static const struct {
+		const char *name, *type, *help;
+	} engine[] = {
+	        {"gpusched_engine_queue_depth", "gauge",
+	         "Packets of the engine not yet final (queued or running)."},
+	        {"gpusched_engine_busy_seconds_total", "counter",
+	         "Engine time of every packet run; its rate is the engine's utilisation."},
+	        {"gpusched_engine_resets_total", "counter",
+	         "Engine resets by timeout detection and recovery."},
+	};
+	for (int m = 0; m < 3; m++) {
+		header(b, engine[m].name, engine[m].type, engine[m].help);
+		for (uint32_t a = 0; a < d->nadapters; a++)
+			for (uint32_t i = 0; i < d->adapters[a].nnodes; i++) {
+				const gsd_node *n = &d->adapters[a].nodes[i];
+				double v = m == 0   ? (double)n->queued
+				           : m == 1 ? (double)n->busy_ns / 1e9
+				                    : (double)n->resets;
+				put(b, "%s{adapter=\"%u\",node=\"%s\"} %.9g\n", engine[m].name, a,
+				    label(n->cfg->name, l1, sizeof(l1)), v);
+			}
+	}
 
 	header(b, "gpusched_packets_total", "counter", "Packets by how they ended (or began).");
 	static const char *const states[] = {"submitted", "completed", "faulted", "cancelled",
