@@ -653,7 +653,8 @@ static int write_node(gsd_audit *a, const struct node *n)
 	        [REC_MOVE] = GS_CHAIN_MOVE,
 	        [REC_PACKET_ALLOCS] = GS_CHAIN_PACKET_ALLOCS,
 	};
-	chain_out co = {.kind = kinds[n->kind]};
+	chain_out co = {.kind = (size_t)n->kind < sizeof kinds / sizeof kinds[0] ? kinds[n->kind]
+	                                                                         : 0};
 	int rc;
 	switch (n->kind) {
 	case REC_PACKET:
