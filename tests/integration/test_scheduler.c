@@ -387,6 +387,30 @@ static void test_virtual_determinism(void **state)
 #define HOG_BYTES     (UINT64_C(64) << 20)
 #define HOG_FILLS     8
 
+/* gpusched explain's view of packet id has an event into `state` whose reason contains why. */
+static void expect_explained(world *w, uint64_t id, gs_packet_state state, const char *why)
+{
+	gs_explanation *e;
+	assert_int_equal(gs_explain(w->c, id, NULL, &e), 0);
+	assert_int_equal(e->packet->packet, id);
+	assert_true(e->event_count >= 2);
+	assert_int_equal(e->events[0].state, GS_PACKET_SUBMITTED);
+	bool found = false;
+	for (size_t i = 0; i < e->event_count; i++) {
+		if (i)
+			assert_true(e->events[i].seq > e->events[i - 1].seq);
+		found |= e->events[i].state == state && strstr(e->events[i].detail, why);
+	}
+	if (!found) {
+		for (size_t i = 0; i < e->event_count; i++)
+			fprintf(stderr, "  %s: %s\n", gs_packet_state_name(e->events[i].state),
+			        e->events[i].detail);
+		fail_msg("packet %" PRIu64 ": no %s explained by '%s'", id,
+		         gs_packet_state_name(state), why);
+	}
+	gs_explanation_free(e);
+}
+
 /*
  * Tenants "a" and "b" with the given shares, one NORMAL context each on node 0, each with
  * a backlog of SHARE_PACKETS preemptible 10 ms SPINs (2 ms quanta). Returns the engine time
@@ -499,7 +523,10 @@ static bool share_measure(fx *f, uint32_t share_a, uint32_t share_b, uint64_t *t
 			if (r->end == GS_PACKET_PREEMPTED) {
 				assert_int_equal(r->engine_ns, 2000 * 1000);
 				sum += r->engine_ns + CMD_NS;
-				sliced++;
+				/* explain names the reason: its slice ended. */
+				if (sliced++ == 0)
+					expect_explained(p < ba.n ? &wa : &wb, id,
+					                 GS_PACKET_PREEMPTED, "quantum expired");
 			} else {
 				assert_int_equal(r->end, GS_PACKET_COMPLETED);
 				sum += r->engine_ns;
@@ -711,30 +738,6 @@ static uint64_t start_long(world *w, uint64_t ctx, uint64_t alloc, uint32_t patt
 	uint64_t cur = 0;
 	assert_int_equal(gs_sync_wait(w->c, sync, 1, AWAIT_MS, &cur), 0);
 	return id;
-}
-
-/* gpusched explain's view of packet id has an event into `state` whose reason contains why. */
-static void expect_explained(world *w, uint64_t id, gs_packet_state state, const char *why)
-{
-	gs_explanation *e;
-	assert_int_equal(gs_explain(w->c, id, NULL, &e), 0);
-	assert_int_equal(e->packet->packet, id);
-	assert_true(e->event_count >= 4);
-	assert_int_equal(e->events[0].state, GS_PACKET_SUBMITTED);
-	bool found = false;
-	for (size_t i = 0; i < e->event_count; i++) {
-		if (i)
-			assert_true(e->events[i].seq > e->events[i - 1].seq);
-		found |= e->events[i].state == state && strstr(e->events[i].detail, why);
-	}
-	if (!found) {
-		for (size_t i = 0; i < e->event_count; i++)
-			fprintf(stderr, "  %s: %s\n", gs_packet_state_name(e->events[i].state),
-			        e->events[i].detail);
-		fail_msg("packet %" PRIu64 ": no %s explained by '%s'", id,
-		         gs_packet_state_name(state), why);
-	}
-	gs_explanation_free(e);
 }
 
 /*
@@ -1005,6 +1008,7 @@ static void expect_tdr_fault(world *w, uint64_t id, const gs_packet_record **rec
 	assert_non_null(strstr(ev[n - 1].detail, "timeout detection and recovery"));
 	assert_true(sched_event_find(ev, n, GS_PACKET_RUNNING, 0) >= 0);
 	gs_packet_events_free(ev, n);
+	expect_explained(w, id, GS_PACKET_FAULTED, "timeout detection and recovery");
 	*rec_out = r;
 }
 
@@ -1388,6 +1392,7 @@ static void test_gpu_waits(void **state)
 	if (!strstr(r->result, "can never be satisfied") || !strstr(r->result, "faulted"))
 		fail_msg("the cancelled waiter's result is '%s'", r->result);
 	gs_history_free(recs, n);
+	expect_explained(&w, aid2, GS_PACKET_CANCELLED, "can never be satisfied");
 	/* Nothing of A's cancelled COPY reached dst: it holds B's first result, then A's FILL. */
 	gs_isa_fill(want, 16, 0xa1a1a1a1u);
 	expect_bytes(w.c, dst, want, sizeof(want), "A's destination after the cancel");
