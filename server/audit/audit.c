@@ -692,6 +692,13 @@ static int write_node(gsd_audit *a, const struct node *n)
 	return SQLITE_OK;
 }
 
+/* The highest audit sequence number in the file (0 when it has none): every table a record's
+ * seq lands in, the chain table (contexts, allocations, allocation lists) included. */
+#define MAX_SEQ_SQL                                                                                \
+	"(SELECT IFNULL(max(m), 0) FROM (SELECT max(seq) AS m FROM packet_events UNION ALL"        \
+	" SELECT max(seq) FROM moves UNION ALL SELECT max(seq) FROM errors UNION ALL"              \
+	" SELECT max(seq) FROM notes UNION ALL SELECT max(seq) FROM chain))"
+
 /* ---- retention (writer thread, inside a batch's transaction) ---- */
 
 /* At most this many sequence numbers leave the file per step, so a step adds milliseconds to
@@ -793,13 +800,7 @@ static int prune_step(gsd_audit *a)
 	int64_t base = one_int(
 	        a->db, "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'chain_base_seq'", 0,
 	        0);
-	int64_t head =
-	        one_int(a->db,
-	                "SELECT max(m) FROM (SELECT max(seq) AS m FROM packet_events UNION ALL"
-	                " SELECT max(seq) FROM moves UNION ALL SELECT max(seq) FROM errors"
-	                " UNION ALL SELECT max(seq) FROM notes UNION ALL SELECT max(seq) FROM"
-	                " chain)",
-	                0, 0);
+	int64_t head = one_int(a->db, "SELECT " MAX_SEQ_SQL, 0, 0);
 	int64_t next =
 	        one_int(a->db,
 	                "SELECT min(seq) FROM packet_events WHERE packet = (SELECT min(packet)"
@@ -1615,11 +1616,6 @@ static int remember_file(gsd_audit *a, const char *path)
  * now, so history and waits on them answer truthfully. One transaction, before the writer
  * starts.
  */
-/* The highest audit sequence number in the file (0 when it has none). */
-#define MAX_SEQ_SQL                                                                                \
-	"(SELECT IFNULL(max(m), 0) FROM (SELECT max(seq) AS m FROM packet_events UNION ALL"        \
-	" SELECT max(seq) FROM moves UNION ALL SELECT max(seq) FROM errors UNION ALL"              \
-	" SELECT max(seq) FROM notes))"
 
 /* The last record's link (the genesis value in a file with no chain yet). */
 static int load_chain_head(gsd_audit *a)

@@ -799,6 +799,8 @@ static void test_history_query_plans(void **state)
 
 /* One sequence numbers the appended rows of all four tables, returned when queued, continued
  * after a reopen, and used by the ABORTED rows of a reconcile too. */
+static gs_chain_report verify_file(const char *path);
+
 static void test_audit_sequence(void **state)
 {
 	struct fixture *fx = *state;
@@ -834,6 +836,26 @@ static void test_audit_sequence(void **state)
 	a = open_audit(fx->path, NULL);
 	assert_int_equal(gsd_audit_note(a, NULL, "k", NULL), 8);
 	gsd_audit_close(a);
+
+	/* A context record is the last one a daemon wrote (its seq lives in the chain table):
+	 * the next daemon's numbers go on past it, and its records are not refused. */
+	tracker_reset();
+	a = open_audit(fx->path, NULL);
+	gsd_context_rec x = {.context = 4, .tenant = "alpha", .device = 1};
+	gsd_audit_context(a, &x);
+	assert_true(wait_acks(flush(a)));
+	gsd_audit_close(a);
+	assert_int_equal(query_int(fx->path, "SELECT max(seq) FROM chain"), 9);
+	tracker_reset();
+	a = open_audit(fx->path, NULL);
+	x.priority = 1;
+	gsd_audit_context(a, &x);
+	assert_true(wait_acks(flush(a)));
+	gsd_audit_close(a);
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM chain"), 2);
+	gs_chain_report rep = verify_file(fx->path);
+	if (!rep.ok)
+		fail_msg("%s", rep.why);
 }
 
 /* ---- the hash chain ---- */
