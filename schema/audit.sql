@@ -1,4 +1,4 @@
--- gpusched audit store, schema version 3.
+-- gpusched audit store, schema version 4.
 --
 -- The daemon embeds this file in its binary and runs it, inside one transaction, every time it
 -- opens the audit file. Every statement is therefore idempotent (IF NOT EXISTS, upserts), so an
@@ -7,20 +7,27 @@
 --
 -- 64-bit unsigned values (ids, fences, nanosecond timestamps) are stored as SQLite's signed
 -- 64-bit INTEGER with the same bits. Timestamps are nanoseconds; 0 means "not yet".
--- PacketState values are those of gpusched.v1.PacketState in proto/gpusched.proto; the name is
--- stored beside the number so that the file reads on its own; MoveKind values likewise.
+-- PacketState values are those of gpusched.v1.PacketState in proto/gpusched.proto; packets
+-- stores the name beside the number and the table packet_states lists them all, so that the
+-- file reads on its own; MoveKind values likewise (moves.kind_name).
 --
 -- Version 2 added the tables moves and packet_allocations. Their statements, like every other,
 -- are idempotent, so a version 1 file opened by this daemon gains them and keeps its rows.
 -- Version 3 orders history by submission time: the packets indexes changed (see below).
+-- Version 4 makes a packet's audit smaller (the hash chain's format 2: 16-byte links, and a
+-- packet event keeps the packets row's digest only where it is the last of its commit):
+-- packet_events loses tenant and state_name (read them from packets and packet_states, or the
+-- view packet_event_log), packet_allocations is keyed by (packet, slot) and loses tenant. The
+-- daemon migrates an older file when it opens it (server/audit/audit.c, migrate_v4): the chain
+-- restarts after the last record the older daemon wrote, whose link meta keeps.
 
-PRAGMA user_version = 3;
+PRAGMA user_version = 4;
 
 CREATE TABLE IF NOT EXISTS meta (
 	key   TEXT PRIMARY KEY NOT NULL,
 	value TEXT NOT NULL
 );
-INSERT INTO meta (key, value) VALUES ('schema_version', '3')
+INSERT INTO meta (key, value) VALUES ('schema_version', '4')
 	ON CONFLICT (key) DO UPDATE SET value = excluded.value;
 
 -- One row per packet, updated in place at every state change. The packet id is the rowid, so
@@ -59,20 +66,36 @@ CREATE INDEX IF NOT EXISTS packets_tenant_time ON packets (tenant, submitted_ns)
 CREATE INDEX IF NOT EXISTS packets_tenant_context_time ON packets (tenant, context, submitted_ns);
 CREATE INDEX IF NOT EXISTS packets_tenant_state_time ON packets (tenant, state, submitted_ns);
 
--- Append-only: one row per state change of a packet, in the order the daemon saw them.
+-- Append-only: one row per state change of a packet, in the order the daemon saw them. The
+-- packet's tenant is in packets; the state's name in packet_states.
 CREATE TABLE IF NOT EXISTS packet_events (
 	seq        INTEGER PRIMARY KEY NOT NULL,
 	packet     INTEGER NOT NULL,
-	tenant     TEXT    NOT NULL,
 	state      INTEGER NOT NULL,
-	state_name TEXT    NOT NULL,
 	time_ns    INTEGER NOT NULL, -- wall clock (CLOCK_REALTIME) when the change was audited
 	detail     TEXT,
 	state_digest BLOB,            -- hash chain: digest of the packets row this record left
+	                              -- (NULL where a later event of the same commit left it)
 	hash       BLOB               -- hash chain: this record's link (see the chain table)
 );
 -- The index carries the rowid (seq), so one packet's events come out already in order.
 CREATE INDEX IF NOT EXISTS packet_events_packet ON packet_events (packet);
+
+-- The names of gpusched.v1.PacketState values.
+CREATE TABLE IF NOT EXISTS packet_states (
+	state INTEGER PRIMARY KEY NOT NULL,
+	name  TEXT    NOT NULL
+);
+INSERT OR REPLACE INTO packet_states (state, name) VALUES (0, 'UNKNOWN'), (1, 'SUBMITTED'),
+	(2, 'READY'), (3, 'RUNNING'), (4, 'COMPLETED'), (5, 'FAULTED'), (6, 'ABORTED'),
+	(7, 'PREEMPTED'), (8, 'RESUBMITTED'), (9, 'CANCELLED'), (10, 'REJECTED');
+
+-- Every packet event with its packet's tenant and its state's name, for the sqlite3 shell.
+DROP VIEW IF EXISTS packet_event_log;
+CREATE VIEW packet_event_log AS
+SELECT e.seq, e.packet, p.tenant, p.context, e.state, s.name AS state_name, e.time_ns, e.detail
+  FROM packet_events e JOIN packets p ON p.packet = e.packet
+  LEFT JOIN packet_states s ON s.state = e.state;
 
 -- One row per context, updated in place; destroyed_ns stays 0 while it lives.
 CREATE TABLE IF NOT EXISTS contexts (
@@ -167,9 +190,9 @@ CREATE INDEX IF NOT EXISTS moves_tenant_allocation ON moves (tenant, allocation,
 CREATE INDEX IF NOT EXISTS moves_packet ON moves (packet);
 CREATE INDEX IF NOT EXISTS moves_for_packet ON moves (for_packet);
 
--- The hash chain (schema version 3). Every record the daemon writes has a seq and a 32-byte
--- BLAKE2b link over the previous record's link, its own seq, kind and id, the digest of the
--- row(s) it appended and the digest of the row it left in packets, contexts or allocations.
+-- The hash chain (format 2, schema version 4). Every record the daemon writes has a seq and a
+-- 16-byte BLAKE2b link over the previous record's link, its own seq, kind and id, the digest of
+-- the row(s) it appended and the digest of the row it left in packets, contexts or allocations.
 -- Records that append a row of their own keep their link in it (the hash column of
 -- packet_events, moves, errors and notes; packet_events also keeps state_digest); the others
 -- (kind 2 context, 3 allocation, 7 a packet's allocation list) have a row here. meta holds
@@ -195,7 +218,9 @@ CREATE TABLE IF NOT EXISTS chain_base_objects (
 ) WITHOUT ROWID;
 -- The last record about a context or an allocation (verification of their rows).
 CREATE INDEX IF NOT EXISTS chain_objects ON chain (kind, ref) WHERE kind IN (2, 3);
--- Where the chain starts in a file a daemon without it wrote: older rows are not covered.
+-- Where the chain starts in a file a daemon without it wrote (or, after an upgrade from
+-- schema 3, a daemon with chain format 1): older rows are not covered.
+INSERT OR IGNORE INTO meta (key, value) VALUES ('chain_format', '2');
 INSERT OR IGNORE INTO meta (key, value) SELECT 'chain_start_seq', 1 + IFNULL(max(m), 0) FROM
 	(SELECT max(seq) AS m FROM packet_events UNION ALL SELECT max(seq) FROM moves
 	 UNION ALL SELECT max(seq) FROM errors UNION ALL SELECT max(seq) FROM notes);
@@ -256,12 +281,16 @@ SELECT adapter, node, count(*) AS packets, sum(state = 4) AS completed,
   FROM packet_usage GROUP BY adapter, node;
 
 -- One row per allocation-list entry of a packet, written once when it is submitted, so that
--- history can answer "which packets referenced this allocation".
+-- history can answer "which packets referenced this allocation". Keyed by the packet and the
+-- entry's place in its list (slot), so one packet's list is one range; the packet's owner is in
+-- packets.
 CREATE TABLE IF NOT EXISTS packet_allocations (
 	packet     INTEGER NOT NULL,
+	slot       INTEGER NOT NULL, -- 0-based place in the packet's allocation list
 	allocation INTEGER NOT NULL,
-	tenant     TEXT    NOT NULL, -- the packet's owner
-	write      INTEGER NOT NULL  -- 1 when the packet writes it (WriteOperation)
-);
-CREATE INDEX IF NOT EXISTS packet_allocations_tenant
-	ON packet_allocations (tenant, allocation, packet);
+	write      INTEGER NOT NULL, -- 1 when the packet writes it (WriteOperation)
+	PRIMARY KEY (packet, slot)
+) WITHOUT ROWID;
+DROP INDEX IF EXISTS packet_allocations_tenant;
+CREATE INDEX IF NOT EXISTS packet_allocations_allocation
+	ON packet_allocations (allocation, packet);

@@ -9,7 +9,8 @@
 
 const uint8_t gs_chain_genesis[GS_CHAIN_HASH] = {0};
 
-enum { TAG_NULL = 0, TAG_INT = 1, TAG_TEXT = 2 };
+/* Column tags, and the two that end a link (the state it left, or none). */
+enum { TAG_NULL = 0, TAG_INT = 1, TAG_TEXT = 2, TAG_NO_STATE = 0xfe, TAG_STATE = 0xff };
 
 void gs_chain_row_init(gs_chain_row *r, gs_chain_kind table)
 {
@@ -52,24 +53,25 @@ static void put_le64(uint8_t *p, uint64_t v)
 		p[i] = (uint8_t)(v >> (8 * i));
 }
 
-void gs_chain_link(const uint8_t prev[GS_CHAIN_HASH], uint64_t seq, gs_chain_kind kind,
-                   uint64_t ref, const uint8_t *appended, const uint8_t *state,
-                   uint8_t out[GS_CHAIN_HASH])
+void gs_chain_link_begin(gs_chain_row *r, const uint8_t prev[GS_CHAIN_HASH], uint64_t seq,
+                         gs_chain_kind kind, uint64_t ref)
 {
-	static const uint8_t none[GS_CHAIN_DIGEST];
-	uint8_t b[GS_CHAIN_HASH + 8 + 1 + 8 + 2 * GS_CHAIN_DIGEST];
-	uint8_t *p = b;
-	memcpy(p, prev, GS_CHAIN_HASH);
-	p += GS_CHAIN_HASH;
-	put_le64(p, seq);
-	p += 8;
-	*p++ = (uint8_t)kind;
-	put_le64(p, ref);
-	p += 8;
-	memcpy(p, appended ? appended : none, GS_CHAIN_DIGEST);
-	p += GS_CHAIN_DIGEST;
-	memcpy(p, state ? state : none, GS_CHAIN_DIGEST);
-	crypto_generichash(out, GS_CHAIN_HASH, b, sizeof b, NULL, 0);
+	uint8_t b[GS_CHAIN_HASH + 8 + 1 + 8];
+	memcpy(b, prev, GS_CHAIN_HASH);
+	put_le64(b + GS_CHAIN_HASH, seq);
+	b[GS_CHAIN_HASH + 8] = (uint8_t)kind;
+	put_le64(b + GS_CHAIN_HASH + 9, ref);
+	crypto_generichash_init(&r->st, NULL, 0, GS_CHAIN_HASH);
+	crypto_generichash_update(&r->st, b, sizeof b);
+}
+
+void gs_chain_link_end(gs_chain_row *r, const uint8_t *state, uint8_t out[GS_CHAIN_HASH])
+{
+	uint8_t b[1 + GS_CHAIN_DIGEST] = {state ? TAG_STATE : TAG_NO_STATE};
+	if (state)
+		memcpy(b + 1, state, GS_CHAIN_DIGEST);
+	crypto_generichash_update(&r->st, b, state ? sizeof b : 1);
+	crypto_generichash_final(&r->st, out, GS_CHAIN_HASH);
 }
 
 void gs_chain_hex(const uint8_t h[GS_CHAIN_HASH], char *out)
@@ -133,8 +135,7 @@ int gs_chain_base_objects_digest(sqlite3 *db, uint8_t out[GS_CHAIN_HASH])
 
 /* The columns of each table in the order of the daemon's INSERT (server/audit/audit.c). */
 static const char packet_event_sql[] =
-        "SELECT packet, tenant, state, state_name, time_ns, detail, seq FROM packet_events"
-        " WHERE seq = ?1";
+        "SELECT packet, state, time_ns, detail, seq FROM packet_events WHERE seq = ?1";
 static const char error_sql[] =
         "SELECT time_ns, tenant, request, status, message, seq FROM errors WHERE seq = ?1";
 static const char note_sql[] =
@@ -143,8 +144,8 @@ static const char move_sql[] =
         "SELECT time_ns, tenant, allocation, device, adapter, packet, for_packet, kind,"
         " kind_name, from_segment, from_offset, to_segment, to_offset, bytes, transfer_flags,"
         " pieces, reason, seq FROM moves WHERE seq = ?1";
-static const char palloc_sql[] = "SELECT packet, allocation, tenant, write FROM packet_allocations"
-                                 " WHERE packet = ?1 ORDER BY rowid";
+static const char palloc_sql[] = "SELECT packet, slot, allocation, write FROM packet_allocations"
+                                 " WHERE packet = ?1 ORDER BY slot";
 static const char packet_row_sql[] =
         "SELECT packet, tenant, device, context, adapter, node, fence, submit_flags, patch_flags,"
         " dma_size, allocation_count, patch_count, state, state_name, submitted_ns, ready_ns,"
@@ -178,73 +179,144 @@ static void digest_columns(sqlite3_stmt *s, gs_chain_row *r)
 	}
 }
 
-/* Digests the row(s) `sql` finds for key as table `kind`: 1 found, 0 none, -1 error. */
-static int digest_query(sqlite3 *db, const char *sql, gs_chain_kind kind, int64_t key,
-                        uint8_t out[GS_CHAIN_DIGEST])
+/* Feeds the row(s) the prepared statement s finds for key into r and resets it: 1 found, 0
+ * none, -1 error. */
+static int feed_stmt(sqlite3_stmt *s, int64_t key, gs_chain_row *r)
+{
+	sqlite3_bind_int64(s, 1, key);
+	int rc, found = 0;
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		digest_columns(s, r);
+		found = 1;
+	}
+	sqlite3_reset(s);
+	return rc == SQLITE_DONE ? found : -1;
+}
+
+/* The same with a statement prepared for this one call. */
+static int feed_query(sqlite3 *db, const char *sql, int64_t key, gs_chain_row *r)
 {
 	sqlite3_stmt *s;
 	if (sqlite3_prepare_v2(db, sql, -1, &s, NULL) != SQLITE_OK)
 		return -1;
-	sqlite3_bind_int64(s, 1, key);
-	gs_chain_row r;
-	gs_chain_row_init(&r, kind);
-	int rc, found = 0;
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		digest_columns(s, &r);
-		found = 1;
-	}
+	int found = feed_stmt(s, key, r);
 	sqlite3_finalize(s);
-	if (rc != SQLITE_DONE)
-		return -1;
-	gs_chain_row_final(&r, out);
 	return found;
 }
 
-int gs_chain_appended_digest(sqlite3 *db, gs_chain_kind kind, uint64_t seq, uint64_t ref,
-                             uint8_t out[GS_CHAIN_DIGEST], const char **table)
+/* The verifier's statements, prepared once per verification (a file has millions of rows). */
+typedef struct stmt_cache {
+	sqlite3 *db;
+	const char *sql[4];
+	sqlite3_stmt *s[4];
+} stmt_cache;
+
+static void cache_close(stmt_cache *c)
 {
+	for (size_t i = 0; i < sizeof c->s / sizeof c->s[0]; i++)
+		sqlite3_finalize(c->s[i]);
+}
+
+/* Feeds like feed_query, through the cache (or prepared once when it is full). */
+static int feed_cached(stmt_cache *c, const char *sql, int64_t key, gs_chain_row *r)
+{
+	size_t i, n = sizeof c->s / sizeof c->s[0];
+	for (i = 0; i < n && c->sql[i] && c->sql[i] != sql; i++)
+		;
+	if (i == n)
+		return feed_query(c->db, sql, key, r);
+	if (!c->sql[i]) {
+		if (sqlite3_prepare_v2(c->db, sql, -1, &c->s[i], NULL) != SQLITE_OK)
+			return -1;
+		c->sql[i] = sql;
+	}
+	return feed_stmt(c->s[i], key, r);
+}
+
+/* The query and key of a record's appended row(s); NULL sql for kinds with none (table NULL)
+ * or unknown ones (table "chain"). */
+static const char *appended_sql(gs_chain_kind kind, uint64_t seq, uint64_t ref, int64_t *key,
+                                const char **table)
+{
+	*key = (int64_t)seq;
 	switch (kind) {
 	case GS_CHAIN_PACKET:
 		*table = "packet_events";
-		return digest_query(db, packet_event_sql, kind, (int64_t)seq, out);
+		return packet_event_sql;
 	case GS_CHAIN_ERROR:
 		*table = "errors";
-		return digest_query(db, error_sql, kind, (int64_t)seq, out);
+		return error_sql;
 	case GS_CHAIN_NOTE:
 		*table = "notes";
-		return digest_query(db, note_sql, kind, (int64_t)seq, out);
+		return note_sql;
 	case GS_CHAIN_MOVE:
 		*table = "moves";
-		return digest_query(db, move_sql, kind, (int64_t)seq, out);
+		return move_sql;
 	case GS_CHAIN_PACKET_ALLOCS:
 		*table = "packet_allocations";
-		return digest_query(db, palloc_sql, kind, (int64_t)ref, out);
+		*key = (int64_t)ref;
+		return palloc_sql;
 	case GS_CHAIN_CONTEXT:
 	case GS_CHAIN_ALLOCATION:
 		*table = NULL;
-		return 0; /* no appended row */
+		return NULL;
 	}
 	*table = "chain";
-	return -1;
+	return NULL;
+}
+
+static int appended_feed(stmt_cache *c, sqlite3 *db, gs_chain_kind kind, uint64_t seq, uint64_t ref,
+                         gs_chain_row *r, const char **table)
+{
+	int64_t key;
+	const char *sql = appended_sql(kind, seq, ref, &key, table);
+	if (!sql)
+		return *table ? -1 : 0; /* unknown kind, or no appended row */
+	return c ? feed_cached(c, sql, key, r) : feed_query(db, sql, key, r);
+}
+
+int gs_chain_appended_feed(sqlite3 *db, gs_chain_kind kind, uint64_t seq, uint64_t ref,
+                           gs_chain_row *r, const char **table)
+{
+	return appended_feed(NULL, db, kind, seq, ref, r, table);
+}
+
+static const char *state_sql(gs_chain_kind kind, const char **table)
+{
+	switch (kind) {
+	case GS_CHAIN_PACKET:
+		*table = "packets";
+		return packet_row_sql;
+	case GS_CHAIN_CONTEXT:
+		*table = "contexts";
+		return context_row_sql;
+	case GS_CHAIN_ALLOCATION:
+		*table = "allocations";
+		return allocation_row_sql;
+	default:
+		*table = NULL;
+		return NULL;
+	}
+}
+
+static int state_digest(stmt_cache *c, sqlite3 *db, gs_chain_kind kind, uint64_t ref,
+                        uint8_t out[GS_CHAIN_DIGEST], const char **table)
+{
+	const char *sql = state_sql(kind, table);
+	if (!sql)
+		return 0;
+	gs_chain_row r;
+	gs_chain_row_init(&r, kind);
+	int found =
+	        c ? feed_cached(c, sql, (int64_t)ref, &r) : feed_query(db, sql, (int64_t)ref, &r);
+	gs_chain_row_final(&r, out);
+	return found;
 }
 
 int gs_chain_state_digest(sqlite3 *db, gs_chain_kind kind, uint64_t ref,
                           uint8_t out[GS_CHAIN_DIGEST], const char **table)
 {
-	switch (kind) {
-	case GS_CHAIN_PACKET:
-		*table = "packets";
-		return digest_query(db, packet_row_sql, kind, (int64_t)ref, out);
-	case GS_CHAIN_CONTEXT:
-		*table = "contexts";
-		return digest_query(db, context_row_sql, kind, (int64_t)ref, out);
-	case GS_CHAIN_ALLOCATION:
-		*table = "allocations";
-		return digest_query(db, allocation_row_sql, kind, (int64_t)ref, out);
-	default:
-		*table = NULL;
-		return 0;
-	}
+	return state_digest(NULL, db, kind, ref, out, table);
 }
 
 static void bad(gs_chain_report *out, uint64_t seq, const char *table, int64_t row, const char *fmt,
@@ -303,10 +375,11 @@ static int walk_chain(sqlite3 *db, gs_chain_report *out, const uint8_t base[GS_C
 	                       " SELECT seq, 5, 0, NULL, hash FROM notes WHERE seq >= ?1 UNION ALL"
 	                       " SELECT seq, 6, allocation, NULL, hash FROM moves WHERE seq >= ?1"
 	                       " UNION ALL SELECT seq, kind, ref, state, hash FROM chain"
-	                       " ORDER BY 1",
+	                       " WHERE seq >= ?1 ORDER BY 1",
 	                       -1, &s, NULL) != SQLITE_OK)
 		return -1;
 	sqlite3_bind_int64(s, 1, (int64_t)out->first_seq);
+	stmt_cache cache = {.db = db};
 	uint8_t prev[GS_CHAIN_HASH];
 	memcpy(prev, base, sizeof prev);
 	int rc = SQLITE_DONE;
@@ -334,12 +407,18 @@ static int walk_chain(sqlite3 *db, gs_chain_report *out, const uint8_t base[GS_C
 			    (unsigned long long)seq);
 			break;
 		}
-		uint8_t appended[GS_CHAIN_DIGEST], link[GS_CHAIN_HASH];
+		uint8_t link[GS_CHAIN_HASH];
 		const char *table;
-		int found = gs_chain_appended_digest(db, kind, seq, ref, appended, &table);
-		if (found < 0) {
+		gs_chain_row r;
+		gs_chain_link_begin(&r, prev, seq, kind, ref);
+		int found = appended_feed(&cache, db, kind, seq, ref, &r, &table);
+		if (found < 0 && !strcmp(table, "chain")) {
 			bad(out, seq, "chain", (int64_t)seq, "record %llu has an unknown kind %d",
 			    (unsigned long long)seq, (int)kind);
+			break;
+		}
+		if (found < 0) {
+			rc = SQLITE_ERROR;
 			break;
 		}
 		if (table && !found) {
@@ -348,7 +427,7 @@ static int walk_chain(sqlite3 *db, gs_chain_report *out, const uint8_t base[GS_C
 			    (unsigned long long)seq);
 			break;
 		}
-		gs_chain_link(prev, seq, kind, ref, table ? appended : NULL, state, link);
+		gs_chain_link_end(&r, state, link);
 		if (memcmp(link, hash, GS_CHAIN_HASH) != 0) {
 			bad(out, seq, table ? table : "chain",
 			    (int64_t)(kind == GS_CHAIN_PACKET_ALLOCS ? ref : seq),
@@ -363,6 +442,7 @@ static int walk_chain(sqlite3 *db, gs_chain_report *out, const uint8_t base[GS_C
 		out->last_seq = seq;
 	}
 	sqlite3_finalize(s);
+	cache_close(&cache);
 	memcpy(out->head, prev, GS_CHAIN_HASH);
 	return out->ok && rc != SQLITE_DONE ? -1 : 0;
 }
@@ -401,6 +481,7 @@ static int check_head(sqlite3 *db, gs_chain_report *out)
 static int check_states(sqlite3 *db, gs_chain_report *out, const char *table, const char *key,
                         gs_chain_kind kind, const char *last_sql, int64_t prechain_max)
 {
+	uint64_t chain_start = out->first_seq;
 	char sql[128];
 	snprintf(sql, sizeof sql, "SELECT %s FROM %s ORDER BY %s", key, table, key);
 	sqlite3_stmt *rows, *last;
@@ -411,6 +492,7 @@ static int check_states(sqlite3 *db, gs_chain_report *out, const char *table, co
 		return -1;
 	}
 	int rc = SQLITE_DONE;
+	stmt_cache cache = {.db = db};
 	while (out->ok && (rc = sqlite3_step(rows)) == SQLITE_ROW) {
 		int64_t id = sqlite3_column_int64(rows, 0);
 		sqlite3_reset(last);
@@ -418,6 +500,12 @@ static int check_states(sqlite3 *db, gs_chain_report *out, const char *table, co
 		int lrc = sqlite3_step(last);
 		const void *state = lrc == SQLITE_ROW ? sqlite3_column_blob(last, 1) : NULL;
 		uint64_t seq = lrc == SQLITE_ROW ? (uint64_t)sqlite3_column_int64(last, 0) : 0;
+		if (lrc == SQLITE_ROW && !state && seq >= chain_start) {
+			bad(out, seq, table, id,
+			    "%s row %lld: its last record (%llu) does not hold its state", table,
+			    (long long)id, (unsigned long long)seq);
+			continue;
+		}
 		if (!state || sqlite3_column_bytes(last, 1) != GS_CHAIN_DIGEST) {
 			if (id > prechain_max)
 				bad(out, seq, table, id,
@@ -427,7 +515,7 @@ static int check_states(sqlite3 *db, gs_chain_report *out, const char *table, co
 		}
 		uint8_t now[GS_CHAIN_DIGEST];
 		const char *t;
-		if (gs_chain_state_digest(db, kind, (uint64_t)id, now, &t) != 1) {
+		if (state_digest(&cache, db, kind, (uint64_t)id, now, &t) != 1) {
 			rc = SQLITE_ERROR;
 			break;
 		}
@@ -438,6 +526,7 @@ static int check_states(sqlite3 *db, gs_chain_report *out, const char *table, co
 			    table, (long long)id, (unsigned long long)seq);
 		out->rows++;
 	}
+	cache_close(&cache);
 	sqlite3_finalize(last);
 	sqlite3_finalize(rows);
 	return out->ok && rc != SQLITE_DONE ? -1 : 0;
@@ -452,10 +541,19 @@ int gs_chain_verify(sqlite3 *db, gs_chain_report *out)
 		return -1;
 	}
 	int64_t start = meta_int(db, "chain_start_seq", -1);
+	int64_t format = meta_int(db, "chain_format", 1);
 	int rc = 0;
 	if (start < 0) {
 		snprintf(out->why, sizeof out->why,
 		         "the file has no hash chain (written by a daemon older than schema 3)");
+		rc = -1;
+		goto done;
+	}
+	if (format != GS_CHAIN_FORMAT) {
+		snprintf(out->why, sizeof out->why,
+		         "the file has chain format %lld, this verifier reads format %d (a daemon"
+		         " upgrades the file when it opens it)",
+		         (long long)format, GS_CHAIN_FORMAT);
 		rc = -1;
 		goto done;
 	}

@@ -3,23 +3,33 @@
  *
  * Every record the daemon writes has an audit sequence number (seq) and a link:
  *
- *   link(seq) = BLAKE2b-256(link(previous) | seq | kind | ref | digest of its appended row(s)
+ *   link(seq) = BLAKE2b-128(link(previous) | seq | kind | ref | columns of its appended row(s)
  *                           | digest of the state it left)
  *
- * kind says what the record is (gs_chain_kind), ref the id it is about. A row digest is
- * BLAKE2b-128 of the row's columns in the order of the daemon's INSERT, each as a tag byte and
- * its value (integer: 8 bytes little-endian; text: 4-byte length and bytes; NULL: the tag
- * alone); the link and digest columns themselves are not part of it. A record that appends a
- * row (a packet event, a move, an error, a note) keeps its link in that row, and a packet event
- * also the digest of the packets row it left (state_digest); the others (a context, an
- * allocation, a packet's allocation list) have a row in the table chain. meta.chain_head is
- * the link of the last record committed.
+ * kind says what the record is (gs_chain_kind), ref the id it is about. Columns are encoded in
+ * the order of the daemon's INSERT, each as a tag byte and its value (integer: 8 bytes
+ * little-endian; text: 4-byte length and bytes; NULL: the tag alone); the link and digest
+ * columns themselves are not part of it. The state is a row digest: BLAKE2b-128 of a table tag
+ * and the row's columns, preceded in the link by tag 0xff (0xfe alone when there is none). A record
+ * that appends a row (a packet event, a move, an error, a note) keeps its link in that row, and a
+ * packet event also the digest of the packets row it left (state_digest), unless a later event of
+ * the same packet in the same commit left the row (then no state: 16 zero bytes stand in, and the
+ * column is NULL); the others (a context, an allocation, a packet's allocation list) have a row
+ * in the table chain. meta.chain_head is the link of the last record committed.
+ *
+ * This is chain format 2 (schema 4). Format 1 (schema 3) had 32-byte links and a state digest
+ * on every packet event; a file upgraded from it restarts the chain after the last format-1
+ * record (meta.chain_start_seq) and keeps that record's link as meta.chain_v1_head.
+ *
+ * 16-byte links keep a packet's audit under 512 bytes: finding a second record with the same
+ * link takes about 2^128 BLAKE2b evaluations, and two records made up together to share one
+ * about 2^64; the daemon writes what it observed, not what a tenant chooses.
  *
  * Verifying walks every record in seq order, reads its rows back, digests them again and
  * recomputes each link: a changed, moved or added row breaks the link of its record, a removed
  * one the link of the record after it (or, for the newest, the head in meta). Each row of an
  * updated-in-place table (packets, contexts, allocations) must match the state of the last
- * record about it.
+ * record about it (a packet's last event always carries one: it is the last of its commit).
  *
  * The writer (server/audit) and the verifier (gpusched audit verify) share this code, so they
  * cannot disagree on the encoding. Libsodium provides BLAKE2b. Anyone who can write the file can
@@ -36,7 +46,8 @@
 #include <sodium.h>
 #include <sqlite3.h>
 
-#define GS_CHAIN_HASH   32 /* bytes of a link */
+#define GS_CHAIN_HASH   16 /* bytes of a link */
+#define GS_CHAIN_FORMAT 2  /* meta.chain_format */
 #define GS_CHAIN_DIGEST 16 /* bytes of a row digest */
 
 /* Record kinds in chain.kind. */
@@ -61,15 +72,20 @@ void gs_chain_row_int(gs_chain_row *r, int64_t v);
 void gs_chain_row_text(gs_chain_row *r, const char *s);
 void gs_chain_row_final(gs_chain_row *r, uint8_t out[GS_CHAIN_DIGEST]);
 
-/* The link of one record; appended and state may be NULL (none: 16 zero bytes stand in). */
-void gs_chain_link(const uint8_t prev[GS_CHAIN_HASH], uint64_t seq, gs_chain_kind kind,
-                   uint64_t ref, const uint8_t *appended, const uint8_t *state,
-                   uint8_t out[GS_CHAIN_HASH]);
+/*
+ * The link of one record, computed as a stream: begin with the previous link and the record's
+ * seq, kind and ref; feed the columns of the row(s) it appended with gs_chain_row_int/_text
+ * (none for a context or an allocation); end with the digest of the state it left (NULL: none).
+ */
+void gs_chain_link_begin(gs_chain_row *r, const uint8_t prev[GS_CHAIN_HASH], uint64_t seq,
+                         gs_chain_kind kind, uint64_t ref);
+void gs_chain_link_end(gs_chain_row *r, const uint8_t *state, uint8_t out[GS_CHAIN_HASH]);
 
-/* The digest of the appended row(s) of a record (by seq; packet_allocations by ref): 1, 0 when
- * missing, -1 on error; *table names the table (NULL for kinds with no appended row). */
-int gs_chain_appended_digest(sqlite3 *db, gs_chain_kind kind, uint64_t seq, uint64_t ref,
-                             uint8_t out[GS_CHAIN_DIGEST], const char **table);
+/* Feeds the appended row(s) of a record (by seq; packet_allocations by ref) into the link r,
+ * as the verifier reads them: 1, 0 when missing, -1 on error; *table names the table (NULL for
+ * kinds with no appended row). */
+int gs_chain_appended_feed(sqlite3 *db, gs_chain_kind kind, uint64_t seq, uint64_t ref,
+                           gs_chain_row *r, const char **table);
 /* The digest of the current row of an updated-in-place table (packets, contexts,
  * allocations) with key ref: 1, 0 when missing, -1 on error; 0 and *table NULL for others. */
 int gs_chain_state_digest(sqlite3 *db, gs_chain_kind kind, uint64_t ref,

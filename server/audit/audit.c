@@ -12,8 +12,8 @@
  * producer takes that whole list into a private one (loop thread only) while it already holds
  * the mutex to append, so the steady state costs one mutex round trip and no malloc per record.
  *
- * History reads (history.c) open their own read-only connection per call; in WAL mode they see
- * the last committed state and neither block nor are blocked by the writer.
+ * History reads (history.c) use read-only connections of their own (pooled between reads); in
+ * WAL mode they see the last committed state and neither block nor are blocked by the writer.
  */
 #include "audit/audit.h"
 #include "audit/internal.h"
@@ -130,6 +130,7 @@ enum stmt_id {
 	ST_PACKET_ALLOC,
 	ST_CHAIN,
 	ST_HEAD,
+	ST_OWNER,
 	ST_COUNT
 };
 
@@ -157,9 +158,8 @@ static const char *const stmt_sql[ST_COUNT] = {
                       " completed_ns = excluded.completed_ns, preemptions = excluded.preemptions,"
                       " resubmissions = excluded.resubmissions, result = excluded.result"
                       " WHERE packets.tenant = excluded.tenant",
-        [ST_EVENT] = "INSERT INTO packet_events (packet, tenant, state, state_name, time_ns, "
-                     "detail, seq, state_digest, hash)"
-                     " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        [ST_EVENT] = "INSERT INTO packet_events (packet, state, time_ns, detail, seq,"
+                     " state_digest, hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
         [ST_CONTEXT] = "INSERT INTO contexts (context, tenant, device, adapter, node, flags,"
                        " priority_class, priority, dma_buffer_size, dma_buffer_segment_set,"
                        " dma_buffer_private_data_size, allocation_list_size,"
@@ -198,11 +198,12 @@ static const char *const stmt_sql[ST_COUNT] = {
                     " to_offset, bytes, transfer_flags, pieces, reason, seq, hash)"
                     " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15,"
                     " ?16, ?17, ?18, ?19)",
-        [ST_PACKET_ALLOC] = "INSERT INTO packet_allocations (packet, allocation, tenant, write)"
+        [ST_PACKET_ALLOC] = "INSERT INTO packet_allocations (packet, slot, allocation, write)"
                             " VALUES (?1, ?2, ?3, ?4)",
         [ST_CHAIN] = "INSERT INTO chain (seq, kind, ref, state, hash) VALUES (?1, ?2, ?3, ?4, ?5)",
         [ST_HEAD] = "INSERT INTO meta (key, value) VALUES ('chain_head', ?1)"
                     " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        [ST_OWNER] = "SELECT tenant IS ?2 FROM packets WHERE packet = ?1",
 };
 
 struct gsd_audit {
@@ -222,6 +223,7 @@ struct gsd_audit {
 		uint64_t packet;
 		uint64_t batch;
 		const struct node *node;
+		int owner; /* the record's tenant owns the packets row: 1, 0 no, -1 not known yet */
 	} * latest;
 	size_t latest_cap; /* power of two, at least twice max_batch */
 	uint64_t batch_seq;
@@ -364,7 +366,7 @@ static void put_str(sqlite3_stmt *s, int i, const char *v, bool null, gs_chain_r
 		gs_chain_row_text(d, null ? NULL : v);
 }
 
-/* The digest to feed, or NULL when the chain is off (bench_audit's baseline only). */
+/* A row digest to feed, or NULL when the chain is off (bench_audit's baseline only). */
 static gs_chain_row *chain_begin(gsd_audit *a, gs_chain_row *d, gs_chain_kind table)
 {
 	if (a->chain_off)
@@ -379,22 +381,35 @@ static void chain_end(gs_chain_row *d, uint8_t out[GS_CHAIN_DIGEST])
 		gs_chain_row_final(d, out);
 }
 
-/* What one record contributes to the chain: digests of the row it appends and of the state it
- * leaves (NULL when it has none), filled by its write_*. */
+/* What one record contributes to the chain: its link, fed its appended row by its write_*,
+ * and the digest of the state it leaves (has_state). */
 typedef struct chain_out {
 	gs_chain_kind kind;
 	uint64_t ref;
-	uint8_t appended[GS_CHAIN_DIGEST], state[GS_CHAIN_DIGEST];
-	bool has_appended, has_state;
+	gs_chain_row link;
+	bool link_open; /* link_begin ran */
+	uint8_t state[GS_CHAIN_DIGEST];
+	bool has_state;
 	uint8_t hash[GS_CHAIN_HASH]; /* its link, once computed */
 	bool linked;                 /* hash is bound into its own row (not the chain table) */
 } chain_out;
 
-/* Computes the record's link and binds it (and, at state_idx > 0, its state digest) into the
- * statement of the row it appends; NULLs when the chain is off. The head moves only once the
- * row is written (write_node). */
-static void bind_link(gsd_audit *a, const struct node *n, chain_out *co, sqlite3_stmt *s,
-                      int state_idx, int hash_idx)
+/* Starts the record's link (the previous link, its seq, kind and ref) for its write_* to feed
+ * its appended row into; NULL when the chain is off. */
+static gs_chain_row *link_begin(gsd_audit *a, const struct node *n, chain_out *co, uint64_t ref)
+{
+	co->ref = ref;
+	if (a->chain_off)
+		return NULL;
+	gs_chain_link_begin(&co->link, a->chain_head, n->seq, co->kind, ref);
+	co->link_open = true;
+	return &co->link;
+}
+
+/* Ends the record's link and binds it (and, at state_idx > 0, its state digest or NULL) into
+ * the statement of the row it appends; NULLs when the chain is off. The head moves only once
+ * the row is written (write_node). */
+static void bind_link(gsd_audit *a, chain_out *co, sqlite3_stmt *s, int state_idx, int hash_idx)
 {
 	if (a->chain_off) {
 		if (state_idx)
@@ -402,11 +417,11 @@ static void bind_link(gsd_audit *a, const struct node *n, chain_out *co, sqlite3
 		sqlite3_bind_null(s, hash_idx);
 		return;
 	}
-	gs_chain_link(a->chain_head, n->seq, co->kind, co->ref,
-	              co->has_appended ? co->appended : NULL, co->has_state ? co->state : NULL,
-	              co->hash);
-	if (state_idx)
+	gs_chain_link_end(&co->link, co->has_state ? co->state : NULL, co->hash);
+	if (state_idx && co->has_state)
 		sqlite3_bind_blob(s, state_idx, co->state, GS_CHAIN_DIGEST, SQLITE_STATIC);
+	else if (state_idx)
+		sqlite3_bind_null(s, state_idx);
 	sqlite3_bind_blob(s, hash_idx, co->hash, GS_CHAIN_HASH, SQLITE_STATIC);
 	co->linked = true;
 }
@@ -421,6 +436,42 @@ static int step_reset(sqlite3_stmt *s)
 
 /* ---- writer thread ---- */
 
+static bool same_owner(const struct node *x, const struct node *y);
+
+/* The batch's slot of the packet and tenant of n (mark_superseded filled it). */
+static struct latest_slot *latest_of(gsd_audit *a, const struct node *n)
+{
+	size_t mask = a->latest_cap - 1;
+	size_t i = (size_t)(n->u.packet.packet * 0x9E3779B97F4A7C15ull) & mask;
+	while (a->latest[i].batch == a->batch_seq && !same_owner(a->latest[i].node, n))
+		i = (i + 1) & mask;
+	return a->latest[i].batch == a->batch_seq ? &a->latest[i] : NULL;
+}
+
+/*
+ * A packet's events are read through its packets row (its tenant), so a record naming a packet
+ * another tenant owns is refused rather than appended to that tenant's history. The last record
+ * of the packet in the batch finds out from its upsert (nothing changed); the ones before it
+ * ask once per batch. SQLITE_CONSTRAINT when foreign.
+ */
+static int check_owner(gsd_audit *a, const struct node *n)
+{
+	struct latest_slot *l = latest_of(a, n);
+	if (l && l->owner >= 0)
+		return l->owner ? SQLITE_OK : SQLITE_CONSTRAINT;
+	sqlite3_stmt *s = a->st[ST_OWNER];
+	gsd_audit_bind_u64(s, 1, n->u.packet.packet);
+	bind_str(s, 2, n->tenant, n->nulls & NULL_TENANT);
+	int rc = sqlite3_step(s);
+	int owner = rc == SQLITE_DONE || (rc == SQLITE_ROW && sqlite3_column_int(s, 0));
+	sqlite3_reset(s);
+	if (rc != SQLITE_DONE && rc != SQLITE_ROW)
+		return rc;
+	if (l)
+		l->owner = owner;
+	return owner ? SQLITE_OK : SQLITE_CONSTRAINT;
+}
+
 static int write_packet(gsd_audit *a, const struct node *n, chain_out *co)
 {
 	const gsd_packet_rec *r = &n->u.packet;
@@ -429,8 +480,9 @@ static int write_packet(gsd_audit *a, const struct node *n, chain_out *co)
 	sqlite3_stmt *s = a->st[ST_PACKET];
 	gs_chain_row d, *dp;
 
-	/* The row's state is digested even when a later record of the batch writes the row. */
-	dp = chain_begin(a, &d, GS_CHAIN_PACKET);
+	/* Only the last record of the packet in this batch writes the row and keeps its digest:
+	 * the row is that state after the commit (schema/chain.h). */
+	dp = n->superseded ? NULL : chain_begin(a, &d, GS_CHAIN_PACKET);
 	put_u64(s, 1, r->packet, dp);
 	put_str(s, 2, n->tenant, null_tenant, dp);
 	put_u64(s, 3, r->device, dp);
@@ -453,28 +505,37 @@ static int write_packet(gsd_audit *a, const struct node *n, chain_out *co)
 	put_i64(s, 20, r->resubmissions, dp);
 	put_str(s, 21, n->text1, n->nulls & NULL_TEXT1, dp);
 	chain_end(dp, co->state);
-	co->has_state = true;
-	co->ref = r->packet;
+	co->has_state = dp != NULL;
 	if (!n->superseded) {
 		int rc = step_reset(s);
 		if (rc != SQLITE_OK)
 			return rc;
+		if (sqlite3_changes(a->db) == 0) {
+			GSD_WARN("audit: packet %llu belongs to another tenant than its record's:"
+			         " refused",
+			         (unsigned long long)r->packet);
+			return SQLITE_CONSTRAINT;
+		}
 	} else {
 		sqlite3_clear_bindings(s);
+		int rc = check_owner(a, n);
+		if (rc != SQLITE_OK) {
+			if (rc == SQLITE_CONSTRAINT)
+				GSD_WARN("audit: packet %llu belongs to another tenant than its"
+				         " record's: refused",
+				         (unsigned long long)r->packet);
+			return rc;
+		}
 	}
 
 	s = a->st[ST_EVENT];
-	dp = chain_begin(a, &d, GS_CHAIN_PACKET);
+	dp = link_begin(a, n, co, r->packet);
 	put_u64(s, 1, r->packet, dp);
-	put_str(s, 2, n->tenant, null_tenant, dp);
-	put_i64(s, 3, r->state, dp);
-	put_str(s, 4, name, false, dp);
-	put_u64(s, 5, r->event_ns ? r->event_ns : n->time_ns, dp);
-	put_str(s, 6, n->text2, n->nulls & NULL_TEXT2, dp);
-	put_u64(s, 7, n->seq, dp);
-	chain_end(dp, co->appended);
-	co->has_appended = true;
-	bind_link(a, n, co, s, 8, 9);
+	put_i64(s, 2, r->state, dp);
+	put_u64(s, 3, r->event_ns ? r->event_ns : n->time_ns, dp);
+	put_str(s, 4, n->text2, n->nulls & NULL_TEXT2, dp);
+	put_u64(s, 5, n->seq, dp);
+	bind_link(a, co, s, 6, 7);
 	return step_reset(s);
 }
 
@@ -539,10 +600,10 @@ static int write_texts(gsd_audit *a, const struct node *n, chain_out *co)
 {
 	bool error = n->kind == REC_ERROR;
 	sqlite3_stmt *s = a->st[error ? ST_ERROR : ST_NOTE];
-	gs_chain_row d, *dp;
+	gs_chain_row *dp;
 	int i = 1;
 
-	dp = chain_begin(a, &d, error ? GS_CHAIN_ERROR : GS_CHAIN_NOTE);
+	dp = link_begin(a, n, co, 0);
 	put_u64(s, i++, n->time_ns, dp);
 	put_str(s, i++, n->tenant, n->nulls & NULL_TENANT, dp);
 	put_str(s, i++, n->text1, n->nulls & NULL_TEXT1, dp);
@@ -550,9 +611,7 @@ static int write_texts(gsd_audit *a, const struct node *n, chain_out *co)
 		put_i64(s, i++, n->u.status, dp);
 	put_str(s, i++, n->text2, n->nulls & NULL_TEXT2, dp);
 	put_u64(s, i, n->seq, dp);
-	chain_end(dp, co->appended);
-	co->has_appended = true;
-	bind_link(a, n, co, s, 0, i + 1);
+	bind_link(a, co, s, 0, i + 1);
 	return step_reset(s);
 }
 
@@ -560,9 +619,9 @@ static int write_move(gsd_audit *a, const struct node *n, chain_out *co)
 {
 	const gsd_move_rec *r = &n->u.move;
 	sqlite3_stmt *s = a->st[ST_MOVE];
-	gs_chain_row d, *dp;
+	gs_chain_row *dp;
 
-	dp = chain_begin(a, &d, GS_CHAIN_MOVE);
+	dp = link_begin(a, n, co, r->allocation);
 	put_u64(s, 1, r->time_ns ? r->time_ns : n->time_ns, dp);
 	put_str(s, 2, n->tenant, n->nulls & NULL_TENANT, dp);
 	put_u64(s, 3, r->allocation, dp);
@@ -581,10 +640,7 @@ static int write_move(gsd_audit *a, const struct node *n, chain_out *co)
 	put_i64(s, 16, r->pieces, dp);
 	put_str(s, 17, n->text1, n->nulls & NULL_TEXT1, dp);
 	put_u64(s, 18, n->seq, dp);
-	chain_end(dp, co->appended);
-	co->has_appended = true;
-	co->ref = r->allocation;
-	bind_link(a, n, co, s, 0, 19);
+	bind_link(a, co, s, 0, 19);
 	return step_reset(s);
 }
 
@@ -593,29 +649,25 @@ static int write_packet_allocs(gsd_audit *a, const struct node *n, chain_out *co
 {
 	const struct packet_allocs *p = &n->u.palloc;
 	sqlite3_stmt *s = a->st[ST_PACKET_ALLOC];
-	bool null_tenant = n->nulls & NULL_TENANT;
-	gs_chain_row d, *dp;
+	gs_chain_row *dp;
 
-	dp = chain_begin(a, &d, GS_CHAIN_PACKET_ALLOCS);
+	dp = link_begin(a, n, co, p->packet);
 	gsd_audit_bind_u64(s, 1, p->packet);
-	bind_str(s, 3, n->tenant, null_tenant);
 	for (size_t i = 0; i < p->n; i++) {
-		gsd_audit_bind_u64(s, 2, p->allocations[i]);
+		sqlite3_bind_int64(s, 2, (int64_t)i);
+		gsd_audit_bind_u64(s, 3, p->allocations[i]);
 		sqlite3_bind_int(s, 4, p->write[i]);
 		int rc = step_reset(s);
 		if (rc != SQLITE_OK)
 			return rc;
-		/* Digested per row in column order: packet, allocation, tenant, write. */
+		/* Digested per row in column order: packet, slot, allocation, write. */
 		if (dp) {
 			gs_chain_row_int(dp, (int64_t)p->packet);
+			gs_chain_row_int(dp, (int64_t)i);
 			gs_chain_row_int(dp, (int64_t)p->allocations[i]);
-			gs_chain_row_text(dp, null_tenant ? NULL : n->tenant);
 			gs_chain_row_int(dp, p->write[i]);
 		}
 	}
-	chain_end(dp, co->appended);
-	co->has_appended = true;
-	co->ref = p->packet;
 	return SQLITE_OK;
 }
 
@@ -625,9 +677,9 @@ static int write_chain(gsd_audit *a, const struct node *n, chain_out *co)
 	uint8_t *hash = co->hash;
 	sqlite3_stmt *s = a->st[ST_CHAIN];
 
-	gs_chain_link(a->chain_head, n->seq, co->kind, co->ref,
-	              co->has_appended ? co->appended : NULL, co->has_state ? co->state : NULL,
-	              hash);
+	if (!co->link_open)
+		link_begin(a, n, co, co->ref);
+	gs_chain_link_end(&co->link, co->has_state ? co->state : NULL, hash);
 	gsd_audit_bind_u64(s, 1, n->seq);
 	sqlite3_bind_int(s, 2, co->kind);
 	gsd_audit_bind_u64(s, 3, co->ref);
@@ -797,9 +849,15 @@ static int prune_step(gsd_audit *a)
 	int64_t cut = prune_packet_cut(a);
 	if (cut <= 0)
 		return 0;
-	int64_t base = one_int(
-	        a->db, "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'chain_base_seq'", 0,
-	        0);
+	/* Records up to the base are gone: the chain's base, or records older than the chain
+	 * that an earlier step removed without an anchor (pruned_seq). */
+	int64_t base = one_int(a->db,
+	                       "SELECT max(CAST(value AS INTEGER)) FROM meta WHERE key IN"
+	                       " ('chain_base_seq', 'pruned_seq')",
+	                       0, 0);
+	int64_t start = one_int(
+	        a->db, "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'chain_start_seq'", 0,
+	        1);
 	int64_t head = one_int(a->db, "SELECT " MAX_SEQ_SQL, 0, 0);
 	int64_t next =
 	        one_int(a->db,
@@ -813,25 +871,32 @@ static int prune_step(gsd_audit *a)
 		x = base + (int64_t)PRUNE_STEP;
 	if (x <= base)
 		return 0;
-	/* The link of the last record up to x (refused records leave gaps). */
+	/* The link of the last record up to x (refused records leave gaps); none when x is older
+	 * than the chain (a file from a daemon without it, or with chain format 1). */
 	sqlite3_stmt *s;
-	int rc = sqlite3_prepare_v2(
-	        a->db,
-	        "SELECT hash FROM (SELECT seq, hash FROM packet_events WHERE seq"
-	        " <= ?1 UNION ALL SELECT seq, hash FROM moves WHERE seq <= ?1 UNION"
-	        " ALL SELECT seq, hash FROM errors WHERE seq <= ?1 UNION ALL"
-	        " SELECT seq, hash FROM notes WHERE seq <= ?1 UNION ALL SELECT"
-	        " seq, hash FROM chain WHERE seq <= ?1) ORDER BY seq DESC LIMIT 1",
-	        -1, &s, NULL);
-	if (rc != SQLITE_OK)
-		return rc;
-	sqlite3_bind_int64(s, 1, x);
 	char link_hex[2 * GS_CHAIN_HASH + 1] = "";
-	if (sqlite3_step(s) == SQLITE_ROW && sqlite3_column_bytes(s, 0) == GS_CHAIN_HASH)
-		gs_chain_hex(sqlite3_column_blob(s, 0), link_hex);
-	sqlite3_finalize(s);
-	if (!link_hex[0])
-		return 0; /* records before the chain: nothing to anchor to */
+	int rc = x < start
+	                 ? SQLITE_DONE
+	                 : sqlite3_prepare_v2(
+	                           a->db,
+	                           "SELECT hash FROM (SELECT seq, hash FROM packet_events WHERE seq"
+	                           " <= ?1 UNION ALL SELECT seq, hash FROM moves WHERE seq <= ?1 "
+	                           "UNION"
+	                           " ALL SELECT seq, hash FROM errors WHERE seq <= ?1 UNION ALL"
+	                           " SELECT seq, hash FROM notes WHERE seq <= ?1 UNION ALL SELECT"
+	                           " seq, hash FROM chain WHERE seq <= ?1) ORDER BY seq DESC LIMIT "
+	                           "1",
+	                           -1, &s, NULL);
+	if (rc == SQLITE_OK) {
+		sqlite3_bind_int64(s, 1, x);
+		if (sqlite3_step(s) == SQLITE_ROW && sqlite3_column_bytes(s, 0) == GS_CHAIN_HASH)
+			gs_chain_hex(sqlite3_column_blob(s, 0), link_hex);
+		sqlite3_finalize(s);
+		if (!link_hex[0])
+			return 0; /* the chain's own records always have a link */
+	} else if (rc != SQLITE_DONE) {
+		return rc;
+	}
 
 	static const char *const steps[] = {
 	        /* Packets whose last event goes: final ones go, the others become base objects. */
@@ -868,10 +933,16 @@ static int prune_step(gsd_audit *a)
 	for (size_t i = 0; rc == SQLITE_OK && i < sizeof steps / sizeof steps[0]; i++)
 		rc = exec_bound(a->db, steps[i], x, cut);
 	char objects_hex[2 * GS_CHAIN_HASH + 1];
-	if (rc == SQLITE_OK)
-		rc = base_objects_digest(a->db, objects_hex);
 	char sql[512];
-	if (rc == SQLITE_OK) {
+	if (rc == SQLITE_OK && !link_hex[0]) {
+		snprintf(sql, sizeof sql,
+		         "INSERT OR REPLACE INTO meta (key, value) VALUES ('pruned_seq', '%lld')",
+		         (long long)x);
+		rc = sqlite3_exec(a->db, sql, NULL, NULL, NULL);
+	} else if (rc == SQLITE_OK) {
+		rc = base_objects_digest(a->db, objects_hex);
+	}
+	if (rc == SQLITE_OK && link_hex[0]) {
 		snprintf(sql, sizeof sql,
 		         "INSERT OR REPLACE INTO meta (key, value) VALUES ('chain_base_seq', "
 		         "'%lld'),"
@@ -924,7 +995,7 @@ static void mark_superseded(gsd_audit *a, struct node *first)
 			i = (i + 1) & mask;
 		if (a->latest[i].batch == batch)
 			((struct node *)a->latest[i].node)->superseded = true;
-		a->latest[i] = (struct latest_slot){key, batch, n};
+		a->latest[i] = (struct latest_slot){key, batch, n, -1};
 	}
 }
 
@@ -1499,9 +1570,70 @@ static int pragma_text(sqlite3 *db, const char *sql, char *out, size_t cap)
 	return rc;
 }
 
+/* Does table have column? 1, 0, or -1 on error. */
+static int has_column(sqlite3 *db, const char *table, const char *column)
+{
+	char sql[160], have[8] = "";
+	snprintf(sql, sizeof sql, "SELECT count(*) FROM pragma_table_info('%s') WHERE name = '%s'",
+	         table, column);
+	if (pragma_text(db, sql, have, sizeof have) != SQLITE_OK)
+		return -1;
+	return strcmp(have, "0") != 0;
+}
+
+/*
+ * Schema 4 on a file an older daemon wrote, after the embedded schema ran (inside its
+ * transaction). packet_events loses tenant and state_name; packet_allocations (renamed aside
+ * before the schema ran, see apply_schema) is copied into its new form with each packet's
+ * entries numbered in the order they were written. A file with chain format 1 (schema 3)
+ * restarts the chain after its last record: meta keeps that record's link (chain_v1_head) and
+ * seq, and rows older than the restart are checked against the state their last format-1
+ * record left (row digests did not change) or, without one, not at all.
+ */
+static int migrate_v4(sqlite3 *db, int old_version, char **msg)
+{
+	int rc = SQLITE_OK;
+	if (has_column(db, "packet_allocations_v3", "tenant") == 1)
+		rc = sqlite3_exec(db,
+		                  "INSERT INTO packet_allocations (packet, slot, allocation, write)"
+		                  " SELECT packet, row_number() OVER (PARTITION BY packet ORDER BY"
+		                  " rowid) - 1, allocation, write FROM packet_allocations_v3;"
+		                  "DROP TABLE packet_allocations_v3;",
+		                  NULL, NULL, msg);
+	static const char *const gone[] = {"tenant", "state_name"};
+	for (size_t i = 0; rc == SQLITE_OK && i < sizeof gone / sizeof gone[0]; i++) {
+		int has = has_column(db, "packet_events", gone[i]);
+		if (has < 0)
+			return SQLITE_ERROR;
+		if (has) {
+			char sql[96];
+			snprintf(sql, sizeof sql, "ALTER TABLE packet_events DROP COLUMN %s",
+			         gone[i]);
+			rc = sqlite3_exec(db, sql, NULL, NULL, msg);
+		}
+	}
+	if (rc != SQLITE_OK || old_version != 3)
+		return rc;
+	return sqlite3_exec(
+	        db,
+	        "INSERT OR REPLACE INTO meta (key, value) SELECT 'chain_v1_head', value FROM meta"
+	        " WHERE key = 'chain_head';"
+	        "INSERT OR REPLACE INTO meta (key, value) VALUES ('chain_v1_last_seq', " MAX_SEQ_SQL
+	        "), ('chain_start_seq', 1 + " MAX_SEQ_SQL "),"
+	        " ('chain_start_packet', (SELECT IFNULL(max(packet), 0) FROM packets)),"
+	        " ('chain_start_context', (SELECT IFNULL(max(context), 0) FROM contexts)),"
+	        " ('chain_start_allocation', (SELECT IFNULL(max(allocation), 0) FROM allocations)),"
+	        " ('pruned_seq', (SELECT IFNULL(max(CAST(value AS INTEGER)), 0) FROM meta WHERE"
+	        " key IN ('chain_base_seq', 'pruned_seq'))), ('chain_format', '2');"
+	        "DELETE FROM meta WHERE key IN ('chain_head', 'chain_base_seq', 'chain_base_hash',"
+	        " 'chain_base_objects');",
+	        NULL, NULL, msg);
+}
+
 /*
  * Applies the embedded schema in one IMMEDIATE transaction, so two daemons opening the same
- * new file cannot interleave, after refusing a file written by a newer daemon.
+ * new file cannot interleave, after refusing a file written by a newer daemon, and migrates an
+ * older file (migrate_v4).
  */
 static int apply_schema(sqlite3 *db)
 {
@@ -1519,6 +1651,16 @@ static int apply_schema(sqlite3 *db)
 		rc = SQLITE_ERROR;
 		goto rollback;
 	}
+	int old_version = atoi(v);
+	/* Schema 3's packet_allocations steps aside for the new table (migrate_v4 copies it). */
+	if (old_version < GSD_AUDIT_SCHEMA_VERSION &&
+	    has_column(db, "packet_allocations", "tenant") == 1) {
+		rc = sqlite3_exec(db,
+		                  "ALTER TABLE packet_allocations RENAME TO packet_allocations_v3",
+		                  NULL, NULL, &msg);
+		if (rc != SQLITE_OK)
+			goto rollback;
+	}
 	rc = sqlite3_exec(db, gsd_audit_schema_sql, NULL, NULL, &msg);
 	if (rc != SQLITE_OK)
 		goto rollback;
@@ -1530,18 +1672,30 @@ static int apply_schema(sqlite3 *db)
 	                                       {"errors", "hash"},
 	                                       {"notes", "hash"}};
 	for (size_t i = 0; i < sizeof added / sizeof added[0]; i++) {
-		char sql[160], have[8] = "";
-		snprintf(sql, sizeof sql,
-		         "SELECT count(*) FROM pragma_table_info('%s') WHERE name = '%s'",
-		         added[i][0], added[i][1]);
-		rc = pragma_text(db, sql, have, sizeof have);
-		if (rc == SQLITE_OK && strcmp(have, "0") == 0) {
+		int has = has_column(db, added[i][0], added[i][1]);
+		rc = has < 0 ? SQLITE_ERROR : SQLITE_OK;
+		if (has == 0) {
+			char sql[160];
 			snprintf(sql, sizeof sql, "ALTER TABLE %s ADD COLUMN %s BLOB", added[i][0],
 			         added[i][1]);
 			rc = sqlite3_exec(db, sql, NULL, NULL, &msg);
 		}
 		if (rc != SQLITE_OK)
 			goto rollback;
+	}
+	rc = migrate_v4(db, old_version, &msg);
+	if (rc != SQLITE_OK)
+		goto rollback;
+	if (old_version == 3) {
+		char start[32] = "", head[2 * 32 + 8] = "";
+		pragma_text(db, "SELECT value FROM meta WHERE key = 'chain_start_seq'", start,
+		            sizeof start);
+		pragma_text(db, "SELECT value FROM meta WHERE key = 'chain_v1_head'", head,
+		            sizeof head);
+		GSD_INFO("audit: upgraded the file from schema 3 to %d: the hash chain (format %d)"
+		         " restarts at record %s; the format-1 chain ended at %s (meta "
+		         "chain_v1_head)",
+		         GSD_AUDIT_SCHEMA_VERSION, GS_CHAIN_FORMAT, start, head[0] ? head : "-");
 	}
 	rc = sqlite3_exec(db, "COMMIT", NULL, NULL, &msg);
 	if (rc != SQLITE_OK)
@@ -1652,15 +1806,17 @@ static int chain_reconciled(gsd_audit *a, uint64_t after)
 	while (rc == SQLITE_OK && sqlite3_step(ev) == SQLITE_ROW) {
 		uint64_t seq = (uint64_t)sqlite3_column_int64(ev, 0);
 		uint64_t packet = (uint64_t)sqlite3_column_int64(ev, 1);
-		uint8_t appended[GS_CHAIN_DIGEST], state[GS_CHAIN_DIGEST], hash[GS_CHAIN_HASH];
+		uint8_t state[GS_CHAIN_DIGEST], hash[GS_CHAIN_HASH];
 		const char *table;
-		if (gs_chain_appended_digest(a->db, GS_CHAIN_PACKET, seq, packet, appended,
-		                             &table) != 1 ||
+		gs_chain_row link;
+		gs_chain_link_begin(&link, a->chain_head, seq, GS_CHAIN_PACKET, packet);
+		if (gs_chain_appended_feed(a->db, GS_CHAIN_PACKET, seq, packet, &link, &table) !=
+		            1 ||
 		    gs_chain_state_digest(a->db, GS_CHAIN_PACKET, packet, state, &table) != 1) {
 			rc = SQLITE_ERROR;
 			break;
 		}
-		gs_chain_link(a->chain_head, seq, GS_CHAIN_PACKET, packet, appended, state, hash);
+		gs_chain_link_end(&link, state, hash);
 		gsd_audit_bind_u64(upd, 1, seq);
 		sqlite3_bind_blob(upd, 2, state, GS_CHAIN_DIGEST, SQLITE_STATIC);
 		sqlite3_bind_blob(upd, 3, hash, GS_CHAIN_HASH, SQLITE_STATIC);
@@ -1686,10 +1842,9 @@ static int chain_reconciled(gsd_audit *a, uint64_t after)
 static int reconcile(gsd_audit *a)
 {
 	static const char sql[] =
-	        "INSERT INTO packet_events (seq, packet, tenant, state, state_name, time_ns, "
-	        "detail)"
-	        " SELECT ?2 + row_number() OVER (ORDER BY packet), packet, tenant, 6,"
-	        " 'ABORTED', ?1, 'daemon restarted: the packet was in"
+	        "INSERT INTO packet_events (seq, packet, state, time_ns, detail)"
+	        " SELECT ?2 + row_number() OVER (ORDER BY packet), packet, 6, ?1,"
+	        " 'daemon restarted: the packet was in"
 	        " flight when the daemon that ran it stopped'"
 	        " FROM packets WHERE state IN (1, 2, 3, 7, 8) ORDER BY packet;"
 	        "UPDATE packets SET state = 6, state_name = 'ABORTED', completed_ns = ?1,"
@@ -1750,7 +1905,10 @@ static void audit_free(gsd_audit *a)
 {
 	for (int i = 0; i < ST_COUNT; i++)
 		sqlite3_finalize(a->st[i]);
-	/* Closing the last connection checkpoints the WAL into the database and removes it. */
+	/* Closing the last connection checkpoints the WAL into the database and removes it: the
+	 * history readers' idle ones go first. */
+	if (a->db_path)
+		gsd_history_release(a->db_path);
 	sqlite3_close(a->db);
 	free_nodes(a->free_local);
 	free_nodes(a->free_shared);

@@ -21,7 +21,7 @@
 typedef struct gsd_audit gsd_audit;
 
 /* The schema version this daemon writes; a file with a newer one is refused at open. */
-#define GSD_AUDIT_SCHEMA_VERSION 3
+#define GSD_AUDIT_SCHEMA_VERSION 4
 /* schema/audit.sql, compiled in (generated at build time from the file). */
 extern const char gsd_audit_schema_sql[];
 
@@ -233,6 +233,9 @@ typedef struct gsd_event_row {
 int gsd_history_packets(const char *path, const gsd_history_filter *f, gsd_history_result *out,
                         char *err, size_t errcap);
 void gsd_history_result_free(gsd_history_result *r);
+/* History reads keep idle read-only connections for the next read; this closes those of the
+ * file at path (NULL: all). gsd_audit_close calls it for its own file. */
+void gsd_history_release(const char *path);
 /* The SQL text gsd_history_packets runs for f (parameters ?1.. bound there), for tests and
  * tools that check its plan with EXPLAIN QUERY PLAN. */
 #define GSD_HISTORY_SQL_MAX 2048

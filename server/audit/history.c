@@ -1,28 +1,77 @@
 /*
- * History reads: each call opens its own read-only SQLite connection (any thread), so a large
- * query never holds up the writer; in WAL mode it sees the last committed state.
+ * History reads: any thread, each on its own read-only SQLite connection, so a large query never
+ * holds up the writer; in WAL mode it sees the last committed state.
+ *
+ * Connections are pooled between calls: opening one parses the whole schema, which costs more
+ * than a small query. A pooled connection is used again only for the same path and the same
+ * file (one removed and created again is opened anew). gsd_audit_close empties the pool first
+ * (gsd_history_release), so that the writer's connection is the last one and its close
+ * checkpoints the WAL into the file and removes it.
  */
 #include "audit/audit.h"
 #include "audit/internal.h"
 
 #include "core/util.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <sqlite3.h>
 
 #define HISTORY_DEFAULT_LIMIT 100
 #define HISTORY_MAX_LIMIT     10000
+#define POOL_MAX              8 /* idle connections kept */
 
-/* The tenant every read is scoped to must be named; the row limit is clamped. Then a read-only
- * connection. Returns 0, or -1 with err filled. */
-static int begin_read(const char *path, const char *tenant, uint32_t limit_in, uint32_t *limit,
-                      sqlite3 **db, char *err, size_t errcap);
+/* Idle connections, by the identity of their file. */
+static struct {
+	pthread_mutex_t mu;
+	struct pooled {
+		dev_t dev;
+		ino_t ino;
+		sqlite3 *db;
+	} idle[POOL_MAX];
+	size_t n;
+} pool = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+void gsd_history_release(const char *path)
+{
+	struct stat st;
+	bool all = !path || stat(path, &st) != 0;
+	sqlite3 *gone[POOL_MAX];
+	size_t k = 0;
+	pthread_mutex_lock(&pool.mu);
+	for (size_t i = 0; i < pool.n;) {
+		if (all || (pool.idle[i].dev == st.st_dev && pool.idle[i].ino == st.st_ino)) {
+			gone[k++] = pool.idle[i].db;
+			pool.idle[i] = pool.idle[--pool.n];
+		} else {
+			i++;
+		}
+	}
+	pthread_mutex_unlock(&pool.mu);
+	for (size_t i = 0; i < k; i++)
+		sqlite3_close(gone[i]);
+}
 
 static int open_reader(const char *path, sqlite3 **db, char *err, size_t errcap)
 {
+	struct stat st;
+	*db = NULL;
+	if (stat(path, &st) == 0) {
+		pthread_mutex_lock(&pool.mu);
+		for (size_t i = 0; i < pool.n; i++)
+			if (pool.idle[i].dev == st.st_dev && pool.idle[i].ino == st.st_ino) {
+				*db = pool.idle[i].db;
+				pool.idle[i] = pool.idle[--pool.n];
+				break;
+			}
+		pthread_mutex_unlock(&pool.mu);
+	}
+	if (*db)
+		return 0;
 	int rc = sqlite3_open_v2(path, db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL);
 	if (rc != SQLITE_OK) {
 		gsd_audit_set_err(err, errcap, "cannot open audit %s: %s", path,
@@ -35,6 +84,26 @@ static int open_reader(const char *path, sqlite3 **db, char *err, size_t errcap)
 	return 0;
 }
 
+/* Done with a connection from open_reader: back to the pool (any transaction a failed read
+ * left is ended), or closed when the pool is full or its file is gone. */
+static void close_reader(sqlite3 *db)
+{
+	const char *path = sqlite3_db_filename(db, "main");
+	struct stat st;
+	if (!sqlite3_get_autocommit(db))
+		sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+	bool there = path && path[0] && stat(path, &st) == 0;
+	pthread_mutex_lock(&pool.mu);
+	bool kept = there && pool.n < POOL_MAX;
+	if (kept)
+		pool.idle[pool.n++] = (struct pooled){st.st_dev, st.st_ino, db};
+	pthread_mutex_unlock(&pool.mu);
+	if (!kept)
+		sqlite3_close(db);
+}
+
+/* The tenant every read is scoped to must be named; the row limit is clamped. Then a read-only
+ * connection. Returns 0, or -1 with err filled. */
 static int begin_read(const char *path, const char *tenant, uint32_t limit_in, uint32_t *limit,
                       sqlite3 **db, char *err, size_t errcap)
 {
@@ -103,7 +172,7 @@ static sqlite3_stmt *prepare_or_close(sqlite3 *db, const char *sql, const char *
 	if (sqlite3_prepare_v2(db, sql, -1, &s, NULL) == SQLITE_OK)
 		return s;
 	gsd_audit_set_err(err, errcap, "%s query failed: %s", what, sqlite3_errmsg(db));
-	sqlite3_close(db);
+	close_reader(db);
 	return NULL;
 }
 
@@ -143,10 +212,11 @@ static const char packet_select[] =
         " completed_ns, preemptions, resubmissions, result FROM packets WHERE tenant = ?1";
 
 /* Packets that listed the allocation, and the paging packets that moved it; both subqueries
- * read one range of their (tenant, allocation, ...) index. */
+ * read one range of their (..., allocation, packet) index (the outer query keeps the tenant's
+ * own packets). */
 static const char allocation_clause[] =
-        " AND packet IN (SELECT packet FROM packet_allocations WHERE tenant = ?1"
-        " AND allocation = ?8 UNION SELECT packet FROM moves WHERE tenant = ?1"
+        " AND packet IN (SELECT packet FROM packet_allocations WHERE allocation = ?8"
+        " UNION SELECT packet FROM moves WHERE tenant = ?1"
         " AND allocation = ?8 AND packet <> 0)";
 /* Paging (0x1) or ContextSwitch (0x40): the memory manager's own packets. */
 static const char paging_clause[] = " AND (submit_flags & 65) <> 0";
@@ -276,7 +346,7 @@ int gsd_history_packets(const char *path, const gsd_history_filter *f, gsd_histo
 	}
 	free(offs);
 	sqlite3_finalize(s);
-	sqlite3_close(db);
+	close_reader(db);
 	out->rows = rows;
 	out->count = count;
 	out->strings = strings.data;
@@ -292,7 +362,7 @@ fail:
 	free(offs);
 	free(strings.data);
 	sqlite3_finalize(s);
-	sqlite3_close(db);
+	close_reader(db);
 	return -1;
 }
 
@@ -328,10 +398,10 @@ int gsd_history_events(const char *path, const char *tenant, uint64_t packet, gs
 		return -1;
 	/* The packet_events(packet) index holds seq, so this reads one range in order. */
 	sqlite3_stmt *s = prepare_or_close(db,
-	                                   "SELECT seq, packet, state, time_ns, detail, "
-	                                   "(SELECT context FROM packets p WHERE p.packet = "
-	                                   "e.packet) FROM packet_events e WHERE packet = ?1 "
-	                                   "AND tenant = ?2 ORDER BY seq",
+	                                   "SELECT e.seq, e.packet, e.state, e.time_ns, e.detail,"
+	                                   " p.context FROM packets p JOIN packet_events e ON"
+	                                   " e.packet = p.packet WHERE p.packet = ?1 AND"
+	                                   " p.tenant = ?2 ORDER BY e.seq",
 	                                   "history", err, errcap);
 	if (!s)
 		return -1;
@@ -339,7 +409,7 @@ int gsd_history_events(const char *path, const char *tenant, uint64_t packet, gs
 	sqlite3_bind_text(s, 2, tenant, -1, SQLITE_STATIC);
 	int rc = collect_rows(db, s, sizeof(gsd_event_row), UINT32_MAX, read_event_row, "history",
 	                      (void **)out, count, err, errcap);
-	sqlite3_close(db);
+	close_reader(db);
 	return rc;
 }
 
@@ -353,12 +423,12 @@ int gsd_history_events_range(const char *path, const char *tenant, uint64_t afte
 	sqlite3 *db;
 	if (begin_read(path, tenant, limit_in, &limit, &db, err, errcap) != 0)
 		return -1;
-	/* seq is the rowid: one range of the table, in order, filtered by tenant. */
+	/* seq is the rowid: one range of the table, in order, filtered by the packet's tenant. */
 	sqlite3_stmt *s = prepare_or_close(db,
-	                                   "SELECT seq, packet, state, time_ns, detail, "
-	                                   "(SELECT context FROM packets p WHERE p.packet = "
-	                                   "e.packet) FROM packet_events e WHERE seq > ?1 AND "
-	                                   "seq < ?2 AND tenant = ?3 ORDER BY seq LIMIT ?4",
+	                                   "SELECT e.seq, e.packet, e.state, e.time_ns, e.detail,"
+	                                   " p.context FROM packet_events e JOIN packets p ON"
+	                                   " p.packet = e.packet WHERE e.seq > ?1 AND e.seq < ?2"
+	                                   " AND p.tenant = ?3 ORDER BY e.seq LIMIT ?4",
 	                                   "history", err, errcap);
 	if (!s)
 		return -1;
@@ -368,7 +438,7 @@ int gsd_history_events_range(const char *path, const char *tenant, uint64_t afte
 	sqlite3_bind_int64(s, 4, limit);
 	int rc = collect_rows(db, s, sizeof(gsd_event_row), limit, read_event_row, "history",
 	                      (void **)out, count, err, errcap);
-	sqlite3_close(db);
+	close_reader(db);
 	return rc;
 }
 
@@ -398,7 +468,7 @@ int gsd_history_events_window(const char *path, const char *tenant, uint64_t aft
 	sqlite3_bind_int64(s, 5, limit);
 	int rc = collect_rows(db, s, sizeof(gsd_event_row), limit, read_event_row, "history",
 	                      (void **)out, count, err, errcap);
-	sqlite3_close(db);
+	close_reader(db);
 	return rc;
 }
 
@@ -426,7 +496,7 @@ int gsd_history_packet(const char *path, const char *tenant, uint64_t packet, gs
 		found = -1;
 	}
 	sqlite3_finalize(s);
-	sqlite3_close(db);
+	close_reader(db);
 	return found;
 }
 
@@ -457,7 +527,7 @@ int gsd_history_last_ids(const char *path, uint64_t *packet, uint64_t *handle, c
 		rc = SQLITE_ERROR;
 	}
 	sqlite3_finalize(s);
-	sqlite3_close(db);
+	close_reader(db);
 	return rc == SQLITE_OK ? 0 : -1;
 }
 
@@ -522,7 +592,7 @@ int gsd_history_moves(const char *path, const gsd_moves_filter *f, gsd_move_row 
 	/* Grown as rows come: a 10000-row limit usually meets far fewer moves. */
 	int rc = collect_rows(db, s, sizeof(gsd_move_row), limit, read_move_row, "moves",
 	                      (void **)out, count, err, errcap);
-	sqlite3_close(db);
+	close_reader(db);
 	return rc;
 }
 
@@ -657,7 +727,7 @@ int gsd_history_usage(const char *path, const gsd_usage_filter *f, gsd_usage_row
 	free(waits);
 	free(runs);
 	sqlite3_finalize(s);
-	sqlite3_close(db);
+	close_reader(db);
 	*rows = out;
 	*count = n;
 	return 0;
@@ -668,6 +738,6 @@ fail:
 	free(waits);
 	free(runs);
 	sqlite3_finalize(s);
-	sqlite3_close(db);
+	close_reader(db);
 	return -1;
 }

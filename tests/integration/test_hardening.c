@@ -481,10 +481,11 @@ static void test_audit_locked(void **state)
 	                          "'CANCELLED' AND result LIKE '%could not be committed%'"),
 	        1);
 	/* Only the accepted packet ran. */
-	assert_int_equal(audit_after_flush(w.c, f->t.db,
-	                                   "SELECT count(*) FROM packet_events WHERE state_name = "
-	                                   "'RUNNING'"),
-	                 1);
+	assert_int_equal(
+	        audit_after_flush(w.c, f->t.db,
+	                          "SELECT count(*) FROM packet_event_log WHERE state_name = "
+	                          "'RUNNING'"),
+	        1);
 	world_close(&w);
 }
 
@@ -769,7 +770,7 @@ static void test_kill9_reconciled(void **state)
 	gs_dmabuf_free(&b);
 	/* The first is on the engine (RUNNING recorded) before the daemon dies. */
 	assert_int_equal(audit_until(f->t.db, 1,
-	                             "SELECT count(*) FROM packet_events WHERE state_name = "
+	                             "SELECT count(*) FROM packet_event_log WHERE state_name = "
 	                             "'RUNNING'"),
 	                 1);
 	gs_close(w.c);

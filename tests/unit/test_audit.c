@@ -936,9 +936,32 @@ static void test_chain_verifies_and_finds_edits(void **state)
 	assert_int_equal(rep.last_seq, records);
 	assert_int_equal(rep.rows, 6 + 1 + 1); /* packets, contexts, allocations */
 
-	/* An edited event: found at its own seq. */
+	/* A packet's last event always holds the packets row's state; one committed on its own
+	 * does too, while an event a later one of the same commit follows holds none. */
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packet_events e WHERE seq ="
+	                                     " (SELECT max(seq) FROM packet_events WHERE packet ="
+	                                     " e.packet) AND state_digest IS NULL"),
+	                 0);
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packet_events WHERE packet > 3"
+	                                     " AND length(state_digest) = 16"),
+	                 12);
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packet_events WHERE"
+	                                     " length(hash) = 16"),
+	                 24);
+	/* Removing a state, or adding one, breaks the record's link. */
 	int64_t seq = query_int(fx->path, "SELECT seq FROM packet_events WHERE packet = 5 AND"
 	                                  " state = 3");
+	rep = tampered(fx->path, "nostate",
+	               "UPDATE packet_events SET state_digest = NULL WHERE seq ="
+	               " (SELECT seq FROM packet_events WHERE packet = 5 AND state = 3)");
+	assert_false(rep.ok);
+	assert_int_equal(rep.bad_seq, seq);
+	rep = tampered(fx->path, "lastnostate",
+	               "UPDATE packet_events SET state_digest = NULL, hash = NULL WHERE seq ="
+	               " (SELECT max(seq) FROM packet_events WHERE packet = 5)");
+	assert_false(rep.ok);
+
+	/* An edited event: found at its own seq. */
 	rep = tampered(fx->path, "ev",
 	               "UPDATE packet_events SET time_ns = time_ns + 1 WHERE seq ="
 	               " (SELECT seq FROM packet_events WHERE packet = 5 AND state = 3)");
@@ -1123,6 +1146,132 @@ static void test_retention_keeps_verification(void **state)
 	rep = verify_file(fx->path);
 	if (!rep.ok)
 		fail_msg("reopened pruned file does not verify: %s", rep.why);
+}
+
+/* Loads an SQL dump into a new file at path. */
+static void load_dump(const char *path, const char *dump)
+{
+	FILE *f = fopen(dump, "r");
+	assert_non_null(f);
+	static char sql[1 << 20];
+	size_t n = fread(sql, 1, sizeof sql - 1, f);
+	assert_true(n > 0 && n < sizeof sql - 1);
+	sql[n] = '\0';
+	fclose(f);
+	exec_sql(path, sql);
+}
+
+/* A file the schema-3 daemon wrote (format-1 chain, 32-byte links): opening it migrates it;
+ * every row stays readable, the chain restarts after its last record and verifies, rows from
+ * before are still checked against their last record's state, and retention can remove the
+ * old records (which have no format-2 link to anchor to). */
+static void test_upgrade_from_schema_3(void **state)
+{
+	struct fixture *fx = *state;
+	load_dump(fx->path, GS_SOURCE_DIR "/tests/fixtures/audit-v3.sql");
+	assert_int_equal(query_int(fx->path, "PRAGMA user_version"), 3);
+	int64_t old_events = query_int(fx->path, "SELECT count(*) FROM packet_events");
+	int64_t old_pallocs = query_int(fx->path, "SELECT count(*) FROM packet_allocations");
+	int64_t old_last =
+	        query_int(fx->path, "SELECT max(m) FROM (SELECT max(seq) AS m FROM packet_events"
+	                            " UNION ALL SELECT max(seq) FROM moves UNION ALL SELECT"
+	                            " max(seq) FROM notes UNION ALL SELECT max(seq) FROM chain)");
+	assert_int_equal(old_events, 256);
+	assert_int_equal(old_pallocs, 151);
+
+	/* The verifier refuses format 1 rather than report every record as a mismatch. */
+	sqlite3 *db;
+	gs_chain_report rep;
+	assert_int_equal(sqlite3_open_v2(fx->path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+	assert_int_equal(gs_chain_verify(db, &rep), -1);
+	assert_non_null(strstr(rep.why, "chain format 1"));
+	sqlite3_close(db);
+
+	tracker_reset();
+	gsd_audit *a = open_audit(fx->path, NULL);
+	assert_int_equal(query_int(fx->path, "PRAGMA user_version"), 4);
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packet_events"), old_events);
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packet_allocations"),
+	                 old_pallocs);
+	/* Each packet's list keeps its order, numbered from 0. */
+	assert_int_equal(query_int(fx->path, "SELECT group_concat(allocation) = '13,15,14,11' FROM"
+	                                     " (SELECT allocation FROM packet_allocations WHERE"
+	                                     " packet = 64 ORDER BY slot)"),
+	                 1);
+	assert_int_equal(query_int(fx->path,
+	                           "SELECT count(*) FROM meta WHERE key ="
+	                           " 'chain_v1_head' AND value = '0f816da4276d5015be873e13"
+	                           "ac7603137f60b856cb3c7782a9790dd7e79ab65e'"),
+	                 1);
+	assert_int_equal(query_int(fx->path, "SELECT CAST(value AS INTEGER) FROM meta WHERE key ="
+	                                     " 'chain_start_seq'"),
+	                 old_last + 1);
+
+	/* The old rows read as before: a packet's events, and packets by allocation. */
+	char err[256];
+	gsd_event_row *ev;
+	size_t count;
+	assert_int_equal(gsd_history_events(fx->path, "default", 1, &ev, &count, err, sizeof err),
+	                 0);
+	assert_int_equal(count, 4);
+	assert_int_equal(ev[3].state, ST_COMPLETED);
+	free(ev);
+	gsd_history_filter f = filter("default");
+	f.allocation = 11;
+	gsd_history_result h;
+	assert_int_equal(gsd_history_packets(fx->path, &f, &h, err, sizeof err), 0);
+	assert_true(h.count >= 1);
+	assert_int_equal(h.rows[0].rec.packet, 64);
+	gsd_history_result_free(&h);
+
+	/* New records go on from there. */
+	static const int states[] = {ST_SUBMITTED, ST_READY, ST_RUNNING, ST_COMPLETED};
+	for (uint64_t id = 1001; id <= 1003; id++) {
+		for (int k = 0; k < 4; k++) {
+			gsd_packet_rec r = packet(id, "alpha", 1, states[k], 0);
+			queue(a, &r, NULL);
+		}
+		uint64_t allocs[2] = {id, id + 1};
+		gsd_audit_packet_allocations(a, id, "alpha", allocs, NULL, 2);
+	}
+	assert_true(wait_acks(flush(a)));
+	gsd_audit_close(a);
+	rep = verify_file(fx->path);
+	if (!rep.ok)
+		fail_msg("upgraded file does not verify: %s", rep.why);
+	assert_int_equal(rep.first_seq, old_last + 1);
+	assert_int_equal(rep.records, 3 * 5);
+	if (rep.rows <= 64)
+		fail_msg("%llu rows checked", (unsigned long long)rep.rows);
+
+	/* An old packet edited is still found; so is a new event. */
+	rep = tampered(fx->path, "old", "UPDATE packets SET result = 'x' WHERE packet = 1");
+	assert_false(rep.ok);
+	assert_string_equal(rep.bad_table, "packets");
+	assert_int_equal(rep.bad_row, 1);
+	rep = tampered(fx->path, "new",
+	               "UPDATE packet_events SET time_ns = 1 WHERE seq = (SELECT max(seq) FROM"
+	               " packet_events)");
+	assert_false(rep.ok);
+	assert_string_equal(rep.bad_table, "packet_events");
+
+	/* Retention removes the format-1 records too, and the file still verifies. */
+	tracker_reset();
+	gsd_audit_options o = {.retain_packets = 5};
+	a = open_audit(fx->path, &o);
+	uint64_t seq = ++T.issued;
+	gsd_audit_prune(a, on_ack, (void *)(uintptr_t)seq);
+	assert_true(wait_acks(seq));
+	gsd_audit_close(a);
+	char sql[128];
+	snprintf(sql, sizeof sql, "SELECT count(*) FROM packet_events WHERE seq <= %lld",
+	         (long long)old_last);
+	assert_int_equal(query_int(fx->path, sql), 0);
+	rep = verify_file(fx->path);
+	if (!rep.ok)
+		fail_msg("pruned upgraded file does not verify: %s", rep.why);
+	/* Retention keeps the packets within 5 ids of the newest: 1001..1003. */
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packets"), 3);
 }
 
 static void test_reopen_keeps_rows_and_version(void **state)
@@ -2005,8 +2154,9 @@ static void test_history_by_allocation_and_paging(void **state)
 	                                     " WHERE packet = 3 AND allocation = 5"),
 	                 1);
 	assert_int_equal(query_int(fx->path,
-	                           "SELECT count(*) FROM packet_allocations"
-	                           " WHERE packet = 1 AND write = 0 AND tenant = 'alpha'"),
+	                           "SELECT count(*) FROM packet_allocations pa JOIN packets p"
+	                           " USING (packet) WHERE packet = 1 AND write = 0 AND"
+	                           " p.tenant = 'alpha'"),
 	                 2);
 
 	gsd_history_result h;
@@ -2194,6 +2344,7 @@ int main(void)
 	        T_(test_chain_verifies_and_finds_edits),
 	        T_(test_chain_across_reopen_and_failure),
 	        T_(test_retention_keeps_verification),
+	        T_(test_upgrade_from_schema_3),
 	        T_(test_reopen_keeps_rows_and_version),
 	        T_(test_reconcile_in_flight),
 	        T_(test_removed_file_stops_acks),
