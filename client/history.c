@@ -2,6 +2,7 @@
  * Queries of the daemon's audit record: packet history, a packet's events, the memory
  * manager's moves, statistics.
  */
+#include <stddef.h>
 #include <stdlib.h>
 
 #include "rpc.h"
@@ -35,18 +36,11 @@ static int copy_record(void *entry, const ProtobufCMessage *msg)
 	return dst->result && dst->tenant ? 0 : GS_ERR_NOMEM;
 }
 
-static void clear_record(void *entry)
-{
-	gs_packet_record *r = entry;
-
-	free(r->result);
-	free(r->tenant);
-}
-
 static const gsc_entry_kind record_kind = {
         .size = sizeof(gs_packet_record),
         .copy = copy_record,
-        .clear = clear_record,
+        .nstrings = 2,
+        .strings = {offsetof(gs_packet_record, result), offsetof(gs_packet_record, tenant)},
         .what = "history",
 };
 
@@ -110,17 +104,11 @@ static int copy_event(void *entry, const ProtobufCMessage *msg)
 	return dst->detail ? 0 : GS_ERR_NOMEM;
 }
 
-static void clear_event(void *entry)
-{
-	gs_packet_event *e = entry;
-
-	free(e->detail);
-}
-
 static const gsc_entry_kind event_kind = {
         .size = sizeof(gs_packet_event),
         .copy = copy_event,
-        .clear = clear_event,
+        .nstrings = 1,
+        .strings = {offsetof(gs_packet_event, detail)},
         .what = "events",
 };
 
@@ -205,17 +193,11 @@ static int copy_move(void *entry, const ProtobufCMessage *msg)
 	return dst->reason ? 0 : GS_ERR_NOMEM;
 }
 
-static void clear_move(void *entry)
-{
-	gs_move *m = entry;
-
-	free(m->reason);
-}
-
 static const gsc_entry_kind move_kind = {
         .size = sizeof(gs_move),
         .copy = copy_move,
-        .clear = clear_move,
+        .nstrings = 1,
+        .strings = {offsetof(gs_move, reason)},
         .what = "moves",
 };
 
@@ -369,15 +351,11 @@ static int copy_usage_row(void *entry, const ProtobufCMessage *msg)
 	return dst->tenant ? 0 : GS_ERR_NOMEM;
 }
 
-static void clear_usage_row(void *entry)
-{
-	free(((gs_usage_row *)entry)->tenant);
-}
-
 static const gsc_entry_kind usage_kind = {
         .size = sizeof(gs_usage_row),
         .copy = copy_usage_row,
-        .clear = clear_usage_row,
+        .nstrings = 1,
+        .strings = {offsetof(gs_usage_row, tenant)},
         .what = "usage",
 };
 

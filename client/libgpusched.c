@@ -2,6 +2,7 @@
  * Public calls for adapter information, devices, contexts, allocations, sync objects and
  * paging. Each fills one request body, goes through gsc_call and copies the answer out.
  */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,13 +27,6 @@ static int copy_node(void *entry, const ProtobufCMessage *msg)
 	return dst->name ? 0 : GS_ERR_NOMEM;
 }
 
-static void clear_node(void *entry)
-{
-	gs_node_info *n = entry;
-
-	free(n->name);
-}
-
 static int copy_segment(void *entry, const ProtobufCMessage *msg)
 {
 	const Gpusched__V1__SegmentInfo *s = (const Gpusched__V1__SegmentInfo *)msg;
@@ -50,25 +44,20 @@ static int copy_segment(void *entry, const ProtobufCMessage *msg)
 	return dst->name ? 0 : GS_ERR_NOMEM;
 }
 
-static void clear_segment(void *entry)
-{
-	gs_segment_info *s = entry;
-
-	free(s->name);
-}
-
 /* gs_info reports any copy that fails as one of the whole adapter information. */
 static const gsc_entry_kind node_kind = {
         .size = sizeof(gs_node_info),
         .copy = copy_node,
-        .clear = clear_node,
+        .nstrings = 1,
+        .strings = {offsetof(gs_node_info, name)},
         .what = "adapter information",
 };
 
 static const gsc_entry_kind segment_kind = {
         .size = sizeof(gs_segment_info),
         .copy = copy_segment,
-        .clear = clear_segment,
+        .nstrings = 1,
+        .strings = {offsetof(gs_segment_info, name)},
         .what = "adapter information",
 };
 

@@ -172,8 +172,9 @@ void gsc_free_list(const gsc_entry_kind *kind, void *list, size_t count)
 {
 	if (!list)
 		return;
-	for (size_t i = 0; kind->clear && i < count; i++)
-		kind->clear((char *)list + i * kind->size);
+	for (size_t i = 0; i < count; i++)
+		for (size_t k = 0; k < kind->nstrings; k++)
+			free(*(char **)((char *)list + i * kind->size + kind->strings[k]));
 	free(list);
 }
 

@@ -66,8 +66,10 @@ typedef struct gsc_entry_kind {
 	size_t size; /* bytes of one entry */
 	/* Fills a zeroed entry from one message of the response; 0 or GS_ERR_NOMEM. */
 	int (*copy)(void *entry, const ProtobufCMessage *msg);
-	/* Frees what copy allocated in an entry, also after a failed copy; NULL: nothing. */
-	void (*clear)(void *entry);
+	/* The offsets of the strings copy allocates in an entry (gsc_strdup0), which
+	 * gsc_free_list frees, also after a failed copy: nstrings of them. */
+	size_t nstrings;
+	size_t strings[2];
 	const char *what; /* "history": names the list in "out of memory copying the history" */
 } gsc_entry_kind;
 

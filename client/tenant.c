@@ -1,6 +1,7 @@
 /*
  * Tenant administration (the daemon answers these only for an admin token).
  */
+#include <stddef.h>
 #include <stdlib.h>
 
 #include "rpc.h"
@@ -69,17 +70,11 @@ static int copy_tenant(void *entry, const ProtobufCMessage *msg)
 	return dst->name ? 0 : GS_ERR_NOMEM;
 }
 
-static void clear_tenant(void *entry)
-{
-	gs_tenant *t = entry;
-
-	free(t->name);
-}
-
 static const gsc_entry_kind tenant_kind = {
         .size = sizeof(gs_tenant),
         .copy = copy_tenant,
-        .clear = clear_tenant,
+        .nstrings = 1,
+        .strings = {offsetof(gs_tenant, name)},
         .what = "tenants",
 };
 

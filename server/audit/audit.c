@@ -342,29 +342,39 @@ static void bind_str(sqlite3_stmt *s, int i, const char *v, bool null)
 }
 
 /*
- * Binders that also feed the row's digest for the hash chain (schema/chain.h): every write_*
- * binds its parameters in INSERT column order, which is the order the verifier reads them.
+ * A row the writer binds and feeds to the hash chain (schema/chain.h): its columns in INSERT
+ * order, which is the order the verifier reads them. Integers keep their 64 bits (unsigned
+ * values too: ids and nanoseconds never reach 2^63 in practice).
  */
-static void put_u64(sqlite3_stmt *s, int i, uint64_t v, gs_chain_row *d)
+typedef struct col {
+	enum { COL_INT, COL_TEXT, COL_NULL } type;
+	int64_t i;
+	const char *s;
+} col;
+
+#define CI(v)      ((col){COL_INT, (int64_t)(v), NULL})
+#define CS(v, nul) ((col){(nul) ? COL_NULL : COL_TEXT, 0, (v)})
+
+/* Binds cols to parameters 1..n of s and feeds each to d (NULL: not chained). */
+static void put_row(sqlite3_stmt *s, gs_chain_row *d, const col *cols, int n)
 {
-	gsd_audit_bind_u64(s, i, v);
-	if (d)
-		gs_chain_row_int(d, (int64_t)v);
+	for (int i = 0; i < n; i++) {
+		const col *c = &cols[i];
+		if (c->type == COL_INT) {
+			sqlite3_bind_int64(s, i + 1, c->i);
+			if (d)
+				gs_chain_row_int(d, c->i);
+		} else {
+			bind_str(s, i + 1, c->s, c->type == COL_NULL);
+			if (d)
+				gs_chain_row_text(d, c->type == COL_NULL ? NULL : c->s);
+		}
+	}
 }
 
-static void put_i64(sqlite3_stmt *s, int i, int64_t v, gs_chain_row *d)
-{
-	sqlite3_bind_int64(s, i, v);
-	if (d)
-		gs_chain_row_int(d, v);
-}
-
-static void put_str(sqlite3_stmt *s, int i, const char *v, bool null, gs_chain_row *d)
-{
-	bind_str(s, i, v, null);
-	if (d)
-		gs_chain_row_text(d, null ? NULL : v);
-}
+#define PUT_ROW(s, d, ...)                                                                         \
+	put_row((s), (d), (const col[]){__VA_ARGS__},                                              \
+	        (int)(sizeof((const col[]){__VA_ARGS__}) / sizeof(col)))
 
 /* A row digest to feed, or NULL when the chain is off (bench_audit's baseline only). */
 static gs_chain_row *chain_begin(gsd_audit *a, gs_chain_row *d, gs_chain_kind table)
@@ -483,27 +493,12 @@ static int write_packet(gsd_audit *a, const struct node *n, chain_out *co)
 	/* Only the last record of the packet in this batch writes the row and keeps its digest:
 	 * the row is that state after the commit (schema/chain.h). */
 	dp = n->superseded ? NULL : chain_begin(a, &d, GS_CHAIN_PACKET);
-	put_u64(s, 1, r->packet, dp);
-	put_str(s, 2, n->tenant, null_tenant, dp);
-	put_u64(s, 3, r->device, dp);
-	put_u64(s, 4, r->context, dp);
-	put_i64(s, 5, r->adapter, dp);
-	put_i64(s, 6, r->node, dp);
-	put_u64(s, 7, r->fence, dp);
-	put_i64(s, 8, r->submit_flags, dp);
-	put_i64(s, 9, r->patch_flags, dp);
-	put_i64(s, 10, r->dma_size, dp);
-	put_i64(s, 11, r->allocation_count, dp);
-	put_i64(s, 12, r->patch_count, dp);
-	put_i64(s, 13, r->state, dp);
-	put_str(s, 14, name, false, dp);
-	put_u64(s, 15, r->submitted_ns, dp);
-	put_u64(s, 16, r->ready_ns, dp);
-	put_u64(s, 17, r->started_ns, dp);
-	put_u64(s, 18, r->completed_ns, dp);
-	put_i64(s, 19, r->preemptions, dp);
-	put_i64(s, 20, r->resubmissions, dp);
-	put_str(s, 21, n->text1, n->nulls & NULL_TEXT1, dp);
+	PUT_ROW(s, dp, CI(r->packet), CS(n->tenant, null_tenant), CI(r->device), CI(r->context),
+	        CI(r->adapter), CI(r->node), CI(r->fence), CI(r->submit_flags), CI(r->patch_flags),
+	        CI(r->dma_size), CI(r->allocation_count), CI(r->patch_count), CI(r->state),
+	        CS(name, false), CI(r->submitted_ns), CI(r->ready_ns), CI(r->started_ns),
+	        CI(r->completed_ns), CI(r->preemptions), CI(r->resubmissions),
+	        CS(n->text1, n->nulls & NULL_TEXT1));
 	chain_end(dp, co->state);
 	co->has_state = dp != NULL;
 	if (!n->superseded) {
@@ -530,11 +525,8 @@ static int write_packet(gsd_audit *a, const struct node *n, chain_out *co)
 
 	s = a->st[ST_EVENT];
 	dp = link_begin(a, n, co, r->packet);
-	put_u64(s, 1, r->packet, dp);
-	put_i64(s, 2, r->state, dp);
-	put_u64(s, 3, r->event_ns ? r->event_ns : n->time_ns, dp);
-	put_str(s, 4, n->text2, n->nulls & NULL_TEXT2, dp);
-	put_u64(s, 5, n->seq, dp);
+	PUT_ROW(s, dp, CI(r->packet), CI(r->state), CI(r->event_ns ? r->event_ns : n->time_ns),
+	        CS(n->text2, n->nulls & NULL_TEXT2), CI(n->seq));
 	bind_link(a, co, s, 6, 7);
 	return step_reset(s);
 }
@@ -546,23 +538,12 @@ static int write_context(gsd_audit *a, const struct node *n, chain_out *co)
 	gs_chain_row d, *dp;
 
 	dp = chain_begin(a, &d, GS_CHAIN_CONTEXT);
-	put_u64(s, 1, r->context, dp);
-	put_str(s, 2, n->tenant, n->nulls & NULL_TENANT, dp);
-	put_u64(s, 3, r->device, dp);
-	put_i64(s, 4, r->adapter, dp);
-	put_i64(s, 5, r->node, dp);
-	put_i64(s, 6, r->flags, dp);
-	put_i64(s, 7, r->priority_class, dp);
-	put_i64(s, 8, r->priority, dp);
-	put_i64(s, 9, r->info.dma_buffer_size, dp);
-	put_i64(s, 10, r->info.dma_buffer_segment_set, dp);
-	put_i64(s, 11, r->info.dma_buffer_private_data_size, dp);
-	put_i64(s, 12, r->info.allocation_list_size, dp);
-	put_i64(s, 13, r->info.patch_location_list_size, dp);
-	put_i64(s, 14, r->info.caps, dp);
-	put_i64(s, 15, r->info.paging_companion_node_id, dp);
-	put_u64(s, 16, r->created_ns, dp);
-	put_u64(s, 17, r->destroyed_ns, dp);
+	PUT_ROW(s, dp, CI(r->context), CS(n->tenant, n->nulls & NULL_TENANT), CI(r->device),
+	        CI(r->adapter), CI(r->node), CI(r->flags), CI(r->priority_class), CI(r->priority),
+	        CI(r->info.dma_buffer_size), CI(r->info.dma_buffer_segment_set),
+	        CI(r->info.dma_buffer_private_data_size), CI(r->info.allocation_list_size),
+	        CI(r->info.patch_location_list_size), CI(r->info.caps),
+	        CI(r->info.paging_companion_node_id), CI(r->created_ns), CI(r->destroyed_ns));
 	chain_end(dp, co->state);
 	co->has_state = true;
 	co->ref = r->context;
@@ -576,19 +557,10 @@ static int write_allocation(gsd_audit *a, const struct node *n, chain_out *co)
 	gs_chain_row d, *dp;
 
 	dp = chain_begin(a, &d, GS_CHAIN_ALLOCATION);
-	put_u64(s, 1, r->allocation, dp);
-	put_str(s, 2, n->tenant, n->nulls & NULL_TENANT, dp);
-	put_u64(s, 3, r->device, dp);
-	put_i64(s, 4, r->adapter, dp);
-	put_u64(s, 5, r->size, dp);
-	put_i64(s, 6, r->supported_segment_set, dp);
-	put_i64(s, 7, r->segment_preference, dp);
-	put_i64(s, 8, r->priority, dp);
-	put_i64(s, 9, r->flags, dp);
-	put_i64(s, 10, r->segment, dp);
-	put_u64(s, 11, r->offset, dp);
-	put_u64(s, 12, r->created_ns, dp);
-	put_u64(s, 13, r->destroyed_ns, dp);
+	PUT_ROW(s, dp, CI(r->allocation), CS(n->tenant, n->nulls & NULL_TENANT), CI(r->device),
+	        CI(r->adapter), CI(r->size), CI(r->supported_segment_set),
+	        CI(r->segment_preference), CI(r->priority), CI(r->flags), CI(r->segment),
+	        CI(r->offset), CI(r->created_ns), CI(r->destroyed_ns));
 	chain_end(dp, co->state);
 	co->has_state = true;
 	co->ref = r->allocation;
@@ -601,17 +573,19 @@ static int write_texts(gsd_audit *a, const struct node *n, chain_out *co)
 	bool error = n->kind == REC_ERROR;
 	sqlite3_stmt *s = a->st[error ? ST_ERROR : ST_NOTE];
 	gs_chain_row *dp;
-	int i = 1;
+	col row[6];
+	int ncols = 0;
+	row[ncols++] = CI(n->time_ns);
+	row[ncols++] = CS(n->tenant, n->nulls & NULL_TENANT);
+	row[ncols++] = CS(n->text1, n->nulls & NULL_TEXT1);
+	if (error)
+		row[ncols++] = CI(n->u.status);
+	row[ncols++] = CS(n->text2, n->nulls & NULL_TEXT2);
+	row[ncols++] = CI(n->seq);
 
 	dp = link_begin(a, n, co, 0);
-	put_u64(s, i++, n->time_ns, dp);
-	put_str(s, i++, n->tenant, n->nulls & NULL_TENANT, dp);
-	put_str(s, i++, n->text1, n->nulls & NULL_TEXT1, dp);
-	if (error)
-		put_i64(s, i++, n->u.status, dp);
-	put_str(s, i++, n->text2, n->nulls & NULL_TEXT2, dp);
-	put_u64(s, i, n->seq, dp);
-	bind_link(a, co, s, 0, i + 1);
+	put_row(s, dp, row, ncols);
+	bind_link(a, co, s, 0, ncols + 1);
 	return step_reset(s);
 }
 
@@ -622,24 +596,12 @@ static int write_move(gsd_audit *a, const struct node *n, chain_out *co)
 	gs_chain_row *dp;
 
 	dp = link_begin(a, n, co, r->allocation);
-	put_u64(s, 1, r->time_ns ? r->time_ns : n->time_ns, dp);
-	put_str(s, 2, n->tenant, n->nulls & NULL_TENANT, dp);
-	put_u64(s, 3, r->allocation, dp);
-	put_u64(s, 4, r->device, dp);
-	put_i64(s, 5, r->adapter, dp);
-	put_u64(s, 6, r->packet, dp);
-	put_u64(s, 7, r->for_packet, dp);
-	put_i64(s, 8, r->kind, dp);
-	put_str(s, 9, move_kind_name(r->kind), false, dp);
-	put_i64(s, 10, r->from_segment, dp);
-	put_u64(s, 11, r->from_offset, dp);
-	put_i64(s, 12, r->to_segment, dp);
-	put_u64(s, 13, r->to_offset, dp);
-	put_u64(s, 14, r->bytes, dp);
-	put_i64(s, 15, r->transfer_flags, dp);
-	put_i64(s, 16, r->pieces, dp);
-	put_str(s, 17, n->text1, n->nulls & NULL_TEXT1, dp);
-	put_u64(s, 18, n->seq, dp);
+	PUT_ROW(s, dp, CI(r->time_ns ? r->time_ns : n->time_ns),
+	        CS(n->tenant, n->nulls & NULL_TENANT), CI(r->allocation), CI(r->device),
+	        CI(r->adapter), CI(r->packet), CI(r->for_packet), CI(r->kind),
+	        CS(move_kind_name(r->kind), false), CI(r->from_segment), CI(r->from_offset),
+	        CI(r->to_segment), CI(r->to_offset), CI(r->bytes), CI(r->transfer_flags),
+	        CI(r->pieces), CS(n->text1, n->nulls & NULL_TEXT1), CI(n->seq));
 	bind_link(a, co, s, 0, 19);
 	return step_reset(s);
 }
@@ -652,21 +614,11 @@ static int write_packet_allocs(gsd_audit *a, const struct node *n, chain_out *co
 	gs_chain_row *dp;
 
 	dp = link_begin(a, n, co, p->packet);
-	gsd_audit_bind_u64(s, 1, p->packet);
 	for (size_t i = 0; i < p->n; i++) {
-		sqlite3_bind_int64(s, 2, (int64_t)i);
-		gsd_audit_bind_u64(s, 3, p->allocations[i]);
-		sqlite3_bind_int(s, 4, p->write[i]);
+		PUT_ROW(s, dp, CI(p->packet), CI(i), CI(p->allocations[i]), CI(p->write[i]));
 		int rc = step_reset(s);
 		if (rc != SQLITE_OK)
 			return rc;
-		/* Digested per row in column order: packet, slot, allocation, write. */
-		if (dp) {
-			gs_chain_row_int(dp, (int64_t)p->packet);
-			gs_chain_row_int(dp, (int64_t)i);
-			gs_chain_row_int(dp, (int64_t)p->allocations[i]);
-			gs_chain_row_int(dp, p->write[i]);
-		}
 	}
 	return SQLITE_OK;
 }
