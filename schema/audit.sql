@@ -195,7 +195,8 @@ CREATE INDEX IF NOT EXISTS moves_for_packet ON moves (for_packet);
 -- the row(s) it appended and the digest of the row it left in packets, contexts or allocations.
 -- Records that append a row of their own keep their link in it (the hash column of
 -- packet_events, moves, errors and notes; packet_events also keeps state_digest); the others
--- (kind 2 context, 3 allocation, 7 a packet's allocation list) have a row here. meta holds
+-- (kind 2 context, 3 allocation) have a row here; a SUBMITTED event's link also covers its
+-- packet's allocation list (packet_allocations, by slot). meta holds
 -- the seq and link of the last record committed. `gpusched audit verify` recomputes it all
 -- (schema/chain.h has the rules): a row changed, removed, added or moved with another tool is
 -- found at that row (a removed one at the record after it).

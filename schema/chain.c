@@ -235,8 +235,7 @@ static int feed_cached(stmt_cache *c, const char *sql, int64_t key, gs_chain_row
 
 /* The query and key of a record's appended row(s); NULL sql for kinds with none (table NULL)
  * or unknown ones (table "chain"). */
-static const char *appended_sql(gs_chain_kind kind, uint64_t seq, uint64_t ref, int64_t *key,
-                                const char **table)
+static const char *appended_sql(gs_chain_kind kind, uint64_t seq, int64_t *key, const char **table)
 {
 	*key = (int64_t)seq;
 	switch (kind) {
@@ -252,10 +251,6 @@ static const char *appended_sql(gs_chain_kind kind, uint64_t seq, uint64_t ref, 
 	case GS_CHAIN_MOVE:
 		*table = "moves";
 		return move_sql;
-	case GS_CHAIN_PACKET_ALLOCS:
-		*table = "packet_allocations";
-		*key = (int64_t)ref;
-		return palloc_sql;
 	case GS_CHAIN_CONTEXT:
 	case GS_CHAIN_ALLOCATION:
 		*table = NULL;
@@ -266,19 +261,25 @@ static const char *appended_sql(gs_chain_kind kind, uint64_t seq, uint64_t ref, 
 }
 
 static int appended_feed(stmt_cache *c, sqlite3 *db, gs_chain_kind kind, uint64_t seq, uint64_t ref,
-                         gs_chain_row *r, const char **table)
+                         bool with_list, gs_chain_row *r, const char **table)
 {
 	int64_t key;
-	const char *sql = appended_sql(kind, seq, ref, &key, table);
+	const char *sql = appended_sql(kind, seq, &key, table);
 	if (!sql)
 		return *table ? -1 : 0; /* unknown kind, or no appended row */
-	return c ? feed_cached(c, sql, key, r) : feed_query(db, sql, key, r);
+	int found = c ? feed_cached(c, sql, key, r) : feed_query(db, sql, key, r);
+	/* A SUBMITTED event's link goes on over its packet's allocation list. */
+	if (found == 1 && with_list &&
+	    (c ? feed_cached(c, palloc_sql, (int64_t)ref, r)
+	       : feed_query(db, palloc_sql, (int64_t)ref, r)) < 0)
+		return -1;
+	return found;
 }
 
 int gs_chain_appended_feed(sqlite3 *db, gs_chain_kind kind, uint64_t seq, uint64_t ref,
-                           gs_chain_row *r, const char **table)
+                           bool with_list, gs_chain_row *r, const char **table)
 {
-	return appended_feed(NULL, db, kind, seq, ref, r, table);
+	return appended_feed(NULL, db, kind, seq, ref, with_list, r, table);
 }
 
 static const char *state_sql(gs_chain_kind kind, const char **table)
@@ -369,13 +370,13 @@ static int walk_chain(sqlite3 *db, gs_chain_report *out, const uint8_t base[GS_C
 {
 	sqlite3_stmt *s;
 	if (sqlite3_prepare_v2(db,
-	                       "SELECT seq, 1, packet, state_digest, hash FROM packet_events"
-	                       " WHERE seq >= ?1 UNION ALL"
-	                       " SELECT seq, 4, 0, NULL, hash FROM errors WHERE seq >= ?1 UNION ALL"
-	                       " SELECT seq, 5, 0, NULL, hash FROM notes WHERE seq >= ?1 UNION ALL"
-	                       " SELECT seq, 6, allocation, NULL, hash FROM moves WHERE seq >= ?1"
-	                       " UNION ALL SELECT seq, kind, ref, state, hash FROM chain"
-	                       " WHERE seq >= ?1 ORDER BY 1",
+	                       "SELECT seq, 1, packet, state_digest, hash, state = 1 FROM"
+	                       " packet_events WHERE seq >= ?1 UNION ALL"
+	                       " SELECT seq, 4, 0, NULL, hash, 0 FROM errors WHERE seq >= ?1 UNION"
+	                       " ALL SELECT seq, 5, 0, NULL, hash, 0 FROM notes WHERE seq >= ?1"
+	                       " UNION ALL SELECT seq, 6, allocation, NULL, hash, 0 FROM moves"
+	                       " WHERE seq >= ?1 UNION ALL SELECT seq, kind, ref, state, hash, 0"
+	                       " FROM chain WHERE seq >= ?1 ORDER BY 1",
 	                       -1, &s, NULL) != SQLITE_OK)
 		return -1;
 	sqlite3_bind_int64(s, 1, (int64_t)out->first_seq);
@@ -411,7 +412,8 @@ static int walk_chain(sqlite3 *db, gs_chain_report *out, const uint8_t base[GS_C
 		const char *table;
 		gs_chain_row r;
 		gs_chain_link_begin(&r, prev, seq, kind, ref);
-		int found = appended_feed(&cache, db, kind, seq, ref, &r, &table);
+		bool with_list = sqlite3_column_int(s, 5) != 0; /* a SUBMITTED event */
+		int found = appended_feed(&cache, db, kind, seq, ref, with_list, &r, &table);
 		if (found < 0 && !strcmp(table, "chain")) {
 			bad(out, seq, "chain", (int64_t)seq, "record %llu has an unknown kind %d",
 			    (unsigned long long)seq, (int)kind);
@@ -422,19 +424,19 @@ static int walk_chain(sqlite3 *db, gs_chain_report *out, const uint8_t base[GS_C
 			break;
 		}
 		if (table && !found) {
-			bad(out, seq, table, (int64_t)(kind == GS_CHAIN_PACKET_ALLOCS ? ref : seq),
+			bad(out, seq, table, (int64_t)seq,
 			    "the %s row of record %llu is missing (deleted)", table,
 			    (unsigned long long)seq);
 			break;
 		}
 		gs_chain_link_end(&r, state, link);
 		if (memcmp(link, hash, GS_CHAIN_HASH) != 0) {
-			bad(out, seq, table ? table : "chain",
-			    (int64_t)(kind == GS_CHAIN_PACKET_ALLOCS ? ref : seq),
-			    "record %llu does not match its link: its row in %s was changed or "
-			    "moved,"
-			    " or the record before it was removed",
-			    (unsigned long long)seq, table ? table : "chain");
+			bad(out, seq, table ? table : "chain", (int64_t)seq,
+			    "record %llu does not match its link: its row in %s%s was changed or"
+			    " moved, or the record before it was removed",
+			    (unsigned long long)seq, table ? table : "chain",
+			    with_list ? " or its packet's allocation list in packet_allocations"
+			              : "");
 			break;
 		}
 		memcpy(prev, hash, GS_CHAIN_HASH);

@@ -14,8 +14,9 @@
  * that appends a row (a packet event, a move, an error, a note) keeps its link in that row, and a
  * packet event also the digest of the packets row it left (state_digest), unless a later event of
  * the same packet in the same commit left the row (then no state: 16 zero bytes stand in, and the
- * column is NULL); the others (a context, an allocation, a packet's allocation list) have a row
- * in the table chain. meta.chain_head is the link of the last record committed.
+ * column is NULL); the others (a context, an allocation) have a row in the table chain. A
+ * SUBMITTED event's link also covers its packet's allocation list (packet_allocations rows, by
+ * slot), written in the same record. meta.chain_head is the link of the last record committed.
  *
  * This is chain format 2 (schema 4). Format 1 (schema 3) had 32-byte links and a state digest
  * on every packet event; a file upgraded from it restarts the chain after the last format-1
@@ -52,13 +53,13 @@
 
 /* Record kinds in chain.kind. */
 typedef enum gs_chain_kind {
-	GS_CHAIN_PACKET = 1,        /* a packet event (packet_events) and the packets row */
-	GS_CHAIN_CONTEXT = 2,       /* the contexts row */
-	GS_CHAIN_ALLOCATION = 3,    /* the allocations row */
-	GS_CHAIN_ERROR = 4,         /* an errors row */
-	GS_CHAIN_NOTE = 5,          /* a notes row */
-	GS_CHAIN_MOVE = 6,          /* a moves row */
-	GS_CHAIN_PACKET_ALLOCS = 7, /* a packet's packet_allocations rows */
+	GS_CHAIN_PACKET = 1,     /* a packet event (packet_events) and the packets row */
+	GS_CHAIN_CONTEXT = 2,    /* the contexts row */
+	GS_CHAIN_ALLOCATION = 3, /* the allocations row */
+	GS_CHAIN_ERROR = 4,      /* an errors row */
+	GS_CHAIN_NOTE = 5,       /* a notes row */
+	GS_CHAIN_MOVE = 6,       /* a moves row */
+	/* 7 was a packet's allocation list, a record of its own before format 2 */
 } gs_chain_kind;
 
 /* A row digest being computed, one column at a time in INSERT order. */
@@ -81,11 +82,12 @@ void gs_chain_link_begin(gs_chain_row *r, const uint8_t prev[GS_CHAIN_HASH], uin
                          gs_chain_kind kind, uint64_t ref);
 void gs_chain_link_end(gs_chain_row *r, const uint8_t *state, uint8_t out[GS_CHAIN_HASH]);
 
-/* Feeds the appended row(s) of a record (by seq; packet_allocations by ref) into the link r,
- * as the verifier reads them: 1, 0 when missing, -1 on error; *table names the table (NULL for
- * kinds with no appended row). */
+/* Feeds the appended row of a record (by seq) into the link r, as the verifier reads it, and
+ * with_list (a SUBMITTED packet event) then the packet's allocation list (packet_allocations
+ * rows of packet ref, by slot): 1, 0 when the row is missing, -1 on error; *table names the
+ * table (NULL for kinds with no appended row). */
 int gs_chain_appended_feed(sqlite3 *db, gs_chain_kind kind, uint64_t seq, uint64_t ref,
-                           gs_chain_row *r, const char **table);
+                           bool with_list, gs_chain_row *r, const char **table);
 /* The digest of the current row of an updated-in-place table (packets, contexts,
  * allocations) with key ref: 1, 0 when missing, -1 on error; 0 and *table NULL for others. */
 int gs_chain_state_digest(sqlite3 *db, gs_chain_kind kind, uint64_t ref,

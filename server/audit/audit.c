@@ -75,12 +75,12 @@ enum rec_kind {
 	REC_NOTE,
 	REC_FLUSH,
 	REC_MOVE,
-	REC_PACKET_ALLOCS,
 	REC_PRUNE, /* asks for retention steps now (gsd_audit_prune) */
 };
 
-/* A packet's allocation list: the one record whose size varies, so its entries live in one
- * malloc'd block (allocations, then the write flags) that the writer frees with the node. */
+/* A SUBMITTED packet record's allocation list: the one part of a record whose size varies, so
+ * its entries live in one malloc'd block (allocations, then the write flags) that the writer
+ * frees with the node. */
 struct packet_allocs {
 	uint64_t packet;
 	size_t n;
@@ -107,9 +107,9 @@ struct node {
 		gsd_context_rec context;
 		gsd_allocation_rec allocation;
 		gsd_move_rec move; /* its reason lives in text1 */
-		struct packet_allocs palloc;
 		int status;
 	} u;
+	struct packet_allocs palloc; /* a packet record's allocation list (n 0: none) */
 	char tenant[GSD_AUDIT_TENANT_MAX + 1];
 	/* Packet result, error request, note kind, move reason. */
 	char text1[GSD_AUDIT_TEXT_MAX + 1];
@@ -527,6 +527,15 @@ static int write_packet(gsd_audit *a, const struct node *n, chain_out *co)
 	dp = link_begin(a, n, co, r->packet);
 	PUT_ROW(s, dp, CI(r->packet), CI(r->state), CI(r->event_ns ? r->event_ns : n->time_ns),
 	        CS(n->text2, n->nulls & NULL_TEXT2), CI(n->seq));
+	/* A SUBMITTED event's link covers the packet's allocation list, written with it. */
+	const struct packet_allocs *l = &n->palloc;
+	for (size_t i = 0; i < l->n; i++) {
+		sqlite3_stmt *ps = a->st[ST_PACKET_ALLOC];
+		PUT_ROW(ps, dp, CI(l->packet), CI(i), CI(l->allocations[i]), CI(l->write[i]));
+		int rc = step_reset(ps);
+		if (rc != SQLITE_OK)
+			return rc;
+	}
 	bind_link(a, co, s, 6, 7);
 	return step_reset(s);
 }
@@ -606,23 +615,6 @@ static int write_move(gsd_audit *a, const struct node *n, chain_out *co)
 	return step_reset(s);
 }
 
-/* One row per entry; the first refused row refuses the record (rows before it may stay). */
-static int write_packet_allocs(gsd_audit *a, const struct node *n, chain_out *co)
-{
-	const struct packet_allocs *p = &n->u.palloc;
-	sqlite3_stmt *s = a->st[ST_PACKET_ALLOC];
-	gs_chain_row *dp;
-
-	dp = link_begin(a, n, co, p->packet);
-	for (size_t i = 0; i < p->n; i++) {
-		PUT_ROW(s, dp, CI(p->packet), CI(i), CI(p->allocations[i]), CI(p->write[i]));
-		int rc = step_reset(s);
-		if (rc != SQLITE_OK)
-			return rc;
-	}
-	return SQLITE_OK;
-}
-
 /* Links the record into the chain (its row in `chain`) once its own rows are written. */
 static int write_chain(gsd_audit *a, const struct node *n, chain_out *co)
 {
@@ -655,7 +647,6 @@ static int write_node(gsd_audit *a, const struct node *n)
 	        [REC_ERROR] = GS_CHAIN_ERROR,
 	        [REC_NOTE] = GS_CHAIN_NOTE,
 	        [REC_MOVE] = GS_CHAIN_MOVE,
-	        [REC_PACKET_ALLOCS] = GS_CHAIN_PACKET_ALLOCS,
 	};
 	chain_out co = {.kind = (size_t)n->kind < sizeof kinds / sizeof kinds[0] ? kinds[n->kind]
 	                                                                         : 0};
@@ -676,9 +667,6 @@ static int write_node(gsd_audit *a, const struct node *n)
 		break;
 	case REC_MOVE:
 		rc = write_move(a, n, &co);
-		break;
-	case REC_PACKET_ALLOCS:
-		rc = write_packet_allocs(a, n, &co);
 		break;
 	case REC_FLUSH:
 		return SQLITE_OK; /* only its ack matters */
@@ -1114,8 +1102,7 @@ static void drop_retries(gsd_audit *a)
 	struct node *n = a->retry_head;
 	while (n) {
 		struct node *next = n->next;
-		if (n->kind == REC_PACKET_ALLOCS)
-			free(n->u.palloc.allocations);
+		free(n->palloc.allocations);
 		free(n);
 		n = next;
 	}
@@ -1165,11 +1152,9 @@ static void finish_batch(gsd_audit *a, struct node *first, size_t count, bool ok
 			keep_for_retry(a, n);
 			continue;
 		}
-		if (n->kind == REC_PACKET_ALLOCS) {
-			/* The recycled node keeps no pointer into freed memory. */
-			free(n->u.palloc.allocations);
-			n->u.palloc.allocations = NULL;
-		}
+		/* The recycled node keeps no pointer into freed memory. */
+		free(n->palloc.allocations);
+		n->palloc = (struct packet_allocs){0};
 		n->next = done;
 		done = n;
 		if (!done_last)
@@ -1374,12 +1359,25 @@ void gsd_audit_flush(gsd_audit *a, gsd_audit_ack_fn ack, void *ack_arg)
 		node_push(a, n);
 }
 
-uint64_t gsd_audit_packet(gsd_audit *a, const gsd_packet_rec *rec, const char *detail,
-                          gsd_audit_ack_fn ack, void *ack_arg)
+/* A packet record, with the allocation list of a SUBMITTED one (list NULL: none; the node
+ * takes its block, freed here when no node can be had). */
+static uint64_t push_packet(gsd_audit *a, const gsd_packet_rec *rec, const char *detail,
+                            const struct packet_allocs *list, gsd_audit_ack_fn ack, void *ack_arg)
 {
 	struct node *n = node_begin(a, REC_PACKET, rec->tenant, ack, ack_arg);
-	if (!n)
+	if (!n) {
+		if (list)
+			free(list->allocations);
 		return 0;
+	}
+	if (list && rec->state == GPUSCHED__V1__PACKET_STATE__PACKET_STATE_SUBMITTED) {
+		n->palloc = *list;
+	} else if (list) {
+		GSD_ERROR(
+		        "audit: an allocation list belongs to a SUBMITTED record, not %s: dropped",
+		        state_name(rec->state));
+		free(list->allocations);
+	}
 	n->u.packet = *rec;
 	n->u.packet.tenant = NULL;
 	n->u.packet.result = NULL;
@@ -1388,6 +1386,12 @@ uint64_t gsd_audit_packet(gsd_audit *a, const gsd_packet_rec *rec, const char *d
 	uint64_t seq = n->seq;
 	node_push(a, n);
 	return seq;
+}
+
+uint64_t gsd_audit_packet(gsd_audit *a, const gsd_packet_rec *rec, const char *detail,
+                          gsd_audit_ack_fn ack, void *ack_arg)
+{
+	return push_packet(a, rec, detail, NULL, ack, ack_arg);
 }
 
 void gsd_audit_context(gsd_audit *a, const gsd_context_rec *rec)
@@ -1424,33 +1428,27 @@ uint64_t gsd_audit_move(gsd_audit *a, const gsd_move_rec *rec)
 	return seq;
 }
 
-void gsd_audit_packet_allocations(gsd_audit *a, uint64_t packet, const char *tenant,
-                                  const uint64_t *allocations, const bool *write, size_t n)
+uint64_t gsd_audit_submitted(gsd_audit *a, const gsd_packet_rec *rec, const char *detail,
+                             const uint64_t *allocations, const bool *write, size_t n,
+                             gsd_audit_ack_fn ack, void *ack_arg)
 {
 	if (n == 0)
-		return;
+		return gsd_audit_packet(a, rec, detail, ack, ack_arg);
 	/* One block: the handles (8-byte aligned at its start), then one byte per write flag. */
-	if (n > SIZE_MAX / (sizeof *allocations + 1)) {
-		node_lost(a, NULL, NULL);
-		return;
-	}
-	uint64_t *block = malloc(n * (sizeof *allocations + 1));
+	uint64_t *block = n <= SIZE_MAX / (sizeof *allocations + 1)
+	                          ? malloc(n * (sizeof *allocations + 1))
+	                          : NULL;
 	if (!block) {
-		node_lost(a, NULL, NULL);
-		return;
-	}
-	struct node *nd = node_begin(a, REC_PACKET_ALLOCS, tenant, NULL, NULL);
-	if (!nd) {
-		free(block);
-		return;
+		node_lost(a, ack, ack_arg);
+		return 0;
 	}
 	uint8_t *w = (uint8_t *)(block + n);
 	memcpy(block, allocations, n * sizeof *allocations);
 	for (size_t i = 0; i < n; i++)
 		w[i] = write && write[i];
-	nd->u.palloc =
-	        (struct packet_allocs){.packet = packet, .n = n, .allocations = block, .write = w};
-	node_push(a, nd);
+	struct packet_allocs list = {
+	        .packet = rec->packet, .n = n, .allocations = block, .write = w};
+	return push_packet(a, rec, detail, &list, ack, ack_arg);
 }
 
 /* The two records made of a status or kind and two texts. */
@@ -1762,8 +1760,8 @@ static int chain_reconciled(gsd_audit *a, uint64_t after)
 		const char *table;
 		gs_chain_row link;
 		gs_chain_link_begin(&link, a->chain_head, seq, GS_CHAIN_PACKET, packet);
-		if (gs_chain_appended_feed(a->db, GS_CHAIN_PACKET, seq, packet, &link, &table) !=
-		            1 ||
+		if (gs_chain_appended_feed(a->db, GS_CHAIN_PACKET, seq, packet, false, &link,
+		                           &table) != 1 ||
 		    gs_chain_state_digest(a->db, GS_CHAIN_PACKET, packet, state, &table) != 1) {
 			rc = SQLITE_ERROR;
 			break;

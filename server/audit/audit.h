@@ -147,11 +147,13 @@ typedef struct gsd_move_rec {
 } gsd_move_rec;
 /* Copies the record (strings included); nothing is acknowledged. */
 uint64_t gsd_audit_move(gsd_audit *a, const gsd_move_rec *rec);
-/* The allocation list of a packet (schema table `packet_allocations`), recorded once when it is
- * submitted, so history can be filtered by allocation. write may be NULL (all read). Both
- * arrays are copied (one malloc; an empty list records nothing); nothing is acknowledged. */
-void gsd_audit_packet_allocations(gsd_audit *a, uint64_t packet, const char *tenant,
-                                  const uint64_t *allocations, const bool *write, size_t n);
+/* The SUBMITTED record of a packet (rec->state must be SUBMITTED) with its allocation list
+ * (schema table `packet_allocations`, so history can be filtered by allocation): one record,
+ * whose link in the hash chain covers the list. write may be NULL (all read). Both arrays are
+ * copied (one malloc; an empty list records none). Otherwise as gsd_audit_packet. */
+uint64_t gsd_audit_submitted(gsd_audit *a, const gsd_packet_rec *rec, const char *detail,
+                             const uint64_t *allocations, const bool *write, size_t n,
+                             gsd_audit_ack_fn ack, void *ack_arg);
 
 /* A rejected or failed request: what was asked, the status returned and why. */
 uint64_t gsd_audit_error(gsd_audit *a, const char *tenant, const char *request, int status,

@@ -130,6 +130,38 @@ void gsd_packet_transition(gsd_daemon *d, gsd_packet *p, int state, const char *
 	gsd_packet_publish(d, p, detail);
 }
 
+uint64_t gsd_packet_audit_submitted(gsd_daemon *d, const gsd_packet *p, gsd_audit_ack_fn ack,
+                                    void *ack_arg)
+{
+	if (p->nallocs == 0)
+		return gsd_audit_packet(d->audit, &p->rec, NULL, ack, ack_arg);
+	uint64_t hs[64];
+	bool ws[64];
+	uint64_t *h = hs;
+	bool *w = ws;
+	if (p->nallocs > 64) {
+		h = malloc(p->nallocs * sizeof(*h));
+		w = malloc(p->nallocs * sizeof(*w));
+	}
+	uint64_t seq;
+	if (h && w) {
+		for (uint32_t i = 0; i < p->nallocs; i++) {
+			h[i] = p->allocs[i].alloc->obj.handle;
+			w[i] = p->allocs[i].write;
+		}
+		seq = gsd_audit_submitted(d->audit, &p->rec, NULL, h, w, p->nallocs, ack, ack_arg);
+	} else {
+		GSD_ERROR("packet %llu: out of memory listing its %u allocations for the audit",
+		          (unsigned long long)p->rec.packet, p->nallocs);
+		seq = gsd_audit_packet(d->audit, &p->rec, NULL, ack, ack_arg);
+	}
+	if (h != hs)
+		free(h);
+	if (w != ws)
+		free(w);
+	return seq;
+}
+
 /* ---- retired packets ---- */
 
 void gsd_retired_record(gsd_daemon *d, const gsd_packet *p)

@@ -117,6 +117,10 @@ bool gsd_packet_transition_legal(int from, int to);
  * it is logged and audited as a note, and the packet goes on in the new state.
  */
 void gsd_packet_transition(gsd_daemon *d, gsd_packet *p, int state, const char *detail);
+/* Queues a new packet's SUBMITTED record with its allocation list (history by allocation),
+ * acknowledged by ack; returns its audit sequence number (0: not queued). */
+uint64_t gsd_packet_audit_submitted(gsd_daemon *d, const gsd_packet *p, gsd_audit_ack_fn ack,
+                                    void *ack_arg);
 /* Publishes the packet's latest record (p->audit_seq): used for a packet that just got its
  * first state (SUBMITTED: acknowledged by the caller's own audit record). */
 void gsd_packet_publish(gsd_daemon *d, const gsd_packet *p, const char *detail);

@@ -180,7 +180,7 @@ void gsd_call_reply_after_audit(gsd_call *c, Gpusched__V1__Response *resp,
 		/* Recorded as submitted and cancelled at once: none of them ever runs. */
 		for (size_t i = 0; i < n; i++)
 			packets[i]->audit_seq =
-			        gsd_audit_packet(c->d->audit, &packets[i]->rec, NULL, NULL, NULL);
+			        gsd_packet_audit_submitted(c->d, packets[i], NULL, NULL);
 		for (size_t i = 0; i < n; i++)
 			gsd_vidsch_recorded(c->d, packets[i], false);
 		gsd_call_error(c, GSD_ST(INTERNAL), "out of memory encoding the answer");
@@ -198,7 +198,7 @@ void gsd_call_reply_after_audit(gsd_call *c, Gpusched__V1__Response *resp,
 	/* Each record acks: a batch may straddle transactions, and one of them may fail. */
 	for (size_t i = 0; i < n; i++)
 		packets[i]->audit_seq =
-		        gsd_audit_packet(c->d->audit, &packets[i]->rec, NULL, audit_reply_ack, ar);
+		        gsd_packet_audit_submitted(c->d, packets[i], audit_reply_ack, ar);
 	call_free(c);
 }
 

@@ -314,39 +314,10 @@ rejected:
 	return v->status;
 }
 
-/* Records the packet's allocation list (history by allocation), ahead of its SUBMITTED
- * record so both are committed together. */
-static void audit_allocation_list(gsd_daemon *d, const gsd_packet *p)
-{
-	if (p->nallocs == 0)
-		return;
-	uint64_t hs[64];
-	bool ws[64];
-	uint64_t *h = hs;
-	bool *w = ws;
-	if (p->nallocs > 64) {
-		h = malloc(p->nallocs * sizeof(*h));
-		w = malloc(p->nallocs * sizeof(*w));
-	}
-	if (h && w) {
-		for (uint32_t i = 0; i < p->nallocs; i++) {
-			h[i] = p->allocs[i].alloc->obj.handle;
-			w[i] = p->allocs[i].write;
-		}
-		gsd_audit_packet_allocations(d->audit, p->rec.packet, p->rec.tenant, h, w,
-		                             p->nallocs);
-	}
-	if (h != hs)
-		free(h);
-	if (w != ws)
-		free(w);
-}
-
 /* Takes the packet's references and makes it findable; it is queued separately. */
 static void packet_admit(gsd_daemon *d, gsd_packet *p)
 {
 	p->ctx->obj.tenant->queued_packets++;
-	audit_allocation_list(d, p);
 	p->ctx->refs++;
 	for (uint32_t i = 0; i < p->nallocs; i++)
 		gsd_allocation_busy(p->allocs[i].alloc);

@@ -292,12 +292,11 @@ static void paging_queue(gsd_daemon *d, gsd_node *n, gsd_device *dev, gsd_packet
 	gsd_hmap_put(&d->packets, p->rec.packet, p);
 	a->paging_packets++;
 	d->stats.packets_submitted++;
-	p->audit_seq = gsd_audit_packet(d->audit, &p->rec, detail, NULL, NULL);
-	if (p->nallocs) {
-		uint64_t h = p->allocs[0].alloc->obj.handle;
-		bool w = true;
-		gsd_audit_packet_allocations(d->audit, p->rec.packet, p->rec.tenant, &h, &w, 1);
-	}
+	/* Its allocation list in the audit: the allocation it moves, written. */
+	uint64_t h = p->nallocs ? p->allocs[0].alloc->obj.handle : 0;
+	bool w = true;
+	p->audit_seq = gsd_audit_submitted(d->audit, &p->rec, detail, &h, &w, p->nallocs ? 1 : 0,
+	                                   NULL, NULL);
 	gsd_packet_publish(d, p, detail);
 	gsd_list_push_back(out, &p->link);
 }

@@ -171,6 +171,16 @@ static uint64_t queue(gsd_audit *a, const gsd_packet_rec *rec, const char *detai
 	return seq;
 }
 
+/* Queues a packet's tracked SUBMITTED record with its allocation list. */
+static uint64_t queue_submitted(gsd_audit *a, uint64_t id, const char *tenant,
+                                const uint64_t *allocs, const bool *write, size_t n)
+{
+	gsd_packet_rec r = packet(id, tenant, 1, ST_SUBMITTED, 0);
+	uint64_t seq = ++T.issued;
+	gsd_audit_submitted(a, &r, NULL, allocs, write, n, on_ack, (void *)(uintptr_t)seq);
+	return seq;
+}
+
 /* Queues a tracked flush: its ack means every record queued before it is committed. */
 static uint64_t flush(gsd_audit *a)
 {
@@ -892,18 +902,19 @@ static uint64_t write_mixed_history(gsd_audit *a)
 	uint64_t records = 0;
 	for (uint64_t id = 1; id <= 6; id++) {
 		static const int states[] = {ST_SUBMITTED, ST_READY, ST_RUNNING, ST_COMPLETED};
+		uint64_t allocs[2] = {id * 10, id * 10 + 1};
+		bool w[2] = {true, false};
 		for (int k = 0; k < 4; k++) {
 			gsd_packet_rec r =
 			        packet(id, id % 2 ? "alpha" : "beta", 1 + id % 3, states[k], 0);
-			queue(a, &r, k == 3 ? "done" : NULL);
+			if (k == 0) /* the SUBMITTED record carries the allocation list */
+				gsd_audit_submitted(a, &r, NULL, allocs, w, 2, NULL, NULL);
+			else
+				queue(a, &r, k == 3 ? "done" : NULL);
 			records++;
 			if (id > 3)
 				assert_true(wait_acks(flush(a)));
 		}
-		uint64_t allocs[2] = {id * 10, id * 10 + 1};
-		bool w[2] = {true, false};
-		gsd_audit_packet_allocations(a, id, id % 2 ? "alpha" : "beta", allocs, w, 2);
-		records++;
 	}
 	gsd_context_rec x = {.context = 9, .tenant = "alpha", .device = 3, .priority_class = 2};
 	gsd_audit_context(a, &x);
@@ -979,10 +990,20 @@ static void test_chain_verifies_and_finds_edits(void **state)
 	assert_false(rep.ok);
 	assert_string_equal(rep.bad_table, "meta");
 	assert_int_equal(rep.bad_seq, note - 1);
+	int64_t ctx_seq = query_int(fx->path, "SELECT min(seq) FROM chain"); /* a context */
 	rep = tampered(fx->path, "chain",
-	               "DELETE FROM chain WHERE seq = 5"); /* an allocation list */
+	               "DELETE FROM chain WHERE seq = (SELECT min(seq) FROM chain)");
 	assert_false(rep.ok);
-	assert_int_equal(rep.bad_seq, 6);
+	assert_int_equal(rep.bad_seq, ctx_seq + 1);
+	/* A packet's allocation list is part of its SUBMITTED record. */
+	rep = tampered(fx->path, "list",
+	               "DELETE FROM packet_allocations WHERE packet = 1 AND slot = 1");
+	assert_false(rep.ok);
+	assert_int_equal(rep.bad_seq, 1);
+	assert_string_equal(rep.bad_table, "packet_events");
+	rep = tampered(fx->path, "listadd", "INSERT INTO packet_allocations VALUES (2, 2, 99, 1)");
+	assert_false(rep.ok);
+	assert_int_equal(rep.bad_seq, 5);
 	rep = tampered(fx->path, "events", "DELETE FROM packet_events WHERE seq = 3");
 	assert_false(rep.ok);
 	assert_int_equal(rep.bad_seq, 4);
@@ -1017,7 +1038,8 @@ static void test_chain_verifies_and_finds_edits(void **state)
 	assert_string_equal(rep.bad_table, "allocations");
 	rep = tampered(fx->path, "pa", "UPDATE packet_allocations SET write = 0");
 	assert_false(rep.ok);
-	assert_string_equal(rep.bad_table, "packet_allocations");
+	assert_string_equal(rep.bad_table, "packet_events"); /* the SUBMITTED event */
+	assert_non_null(strstr(rep.why, "allocation list in packet_allocations"));
 	rep = tampered(
 	        fx->path, "newpkt",
 	        "INSERT INTO packets SELECT 999, tenant, device, context, adapter, node, fence,"
@@ -1227,12 +1249,12 @@ static void test_upgrade_from_schema_3(void **state)
 	/* New records go on from there. */
 	static const int states[] = {ST_SUBMITTED, ST_READY, ST_RUNNING, ST_COMPLETED};
 	for (uint64_t id = 1001; id <= 1003; id++) {
-		for (int k = 0; k < 4; k++) {
+		uint64_t allocs[2] = {id, id + 1};
+		queue_submitted(a, id, "alpha", allocs, NULL, 2);
+		for (int k = 1; k < 4; k++) {
 			gsd_packet_rec r = packet(id, "alpha", 1, states[k], 0);
 			queue(a, &r, NULL);
 		}
-		uint64_t allocs[2] = {id, id + 1};
-		gsd_audit_packet_allocations(a, id, "alpha", allocs, NULL, 2);
 	}
 	assert_true(wait_acks(flush(a)));
 	gsd_audit_close(a);
@@ -1240,7 +1262,7 @@ static void test_upgrade_from_schema_3(void **state)
 	if (!rep.ok)
 		fail_msg("upgraded file does not verify: %s", rep.why);
 	assert_int_equal(rep.first_seq, old_last + 1);
-	assert_int_equal(rep.records, 3 * 5);
+	assert_int_equal(rep.records, 3 * 4);
 	if (rep.rows <= 64)
 		fail_msg("%llu rows checked", (unsigned long long)rep.rows);
 
@@ -2129,17 +2151,22 @@ static void test_history_by_allocation_and_paging(void **state)
 	/* alpha: 1 lists {5, 6}; 2 lists {6}; 3 writes 5; 4 is a paging packet that moves 5;
 	 * 5 is a context switch; 6 lists nothing. beta: 7 lists its own allocation 5. */
 	static const uint32_t flags[] = {0, 0x2, 0x8, 0x10, 0x1, 0x40, 0x0, 0x0};
+	static const struct {
+		uint64_t allocs[2];
+		bool write[2];
+		size_t n;
+	} lists[8] = {[1] = {{5, 6}, {false, false}, 2},
+	              [2] = {{6}, {true}, 1},
+	              [3] = {{9, 5}, {false, true}, 2},
+	              [7] = {{5}, {false}, 1}};
 	for (uint64_t id = 1; id <= 7; id++) {
-		gsd_packet_rec r = packet(id, id == 7 ? "beta" : "alpha", 1, ST_COMPLETED, 0);
+		gsd_packet_rec r = packet(id, id == 7 ? "beta" : "alpha", 1, ST_SUBMITTED, 0);
 		r.submit_flags = flags[id];
+		gsd_audit_submitted(a, &r, NULL, lists[id].allocs, lists[id].write, lists[id].n,
+		                    NULL, NULL); /* 4, 5 and 6 list nothing */
+		r.state = ST_COMPLETED;
 		queue(a, &r, NULL);
 	}
-	gsd_audit_packet_allocations(a, 1, "alpha", (const uint64_t[]){5, 6}, NULL, 2);
-	gsd_audit_packet_allocations(a, 2, "alpha", (const uint64_t[]){6}, (const bool[]){true}, 1);
-	gsd_audit_packet_allocations(a, 3, "alpha", (const uint64_t[]){9, 5},
-	                             (const bool[]){false, true}, 2);
-	gsd_audit_packet_allocations(a, 6, "alpha", NULL, NULL, 0); /* records nothing */
-	gsd_audit_packet_allocations(a, 7, "beta", (const uint64_t[]){5}, NULL, 1);
 	gsd_move_rec m = move("alpha", 5, MK_EVICT, 4, 0);
 	gsd_audit_move(a, &m);
 	m = move("alpha", 6, MK_PLACE, 0, 0); /* no packet: names none */
@@ -2228,7 +2255,7 @@ static void test_packet_allocations_many(void **state)
 	}
 	for (uint64_t p = 1; p <= PACKETS; p++) {
 		size_t n = p % MAXLIST;
-		gsd_audit_packet_allocations(a, p, "alpha", list, wr, n);
+		queue_submitted(a, p, "alpha", list, wr, n);
 		rows += n;
 	}
 	assert_true(wait_acks(flush(a)));
@@ -2293,8 +2320,7 @@ static void test_old_file_upgraded(void **state)
 	/* The new tables work at once, beside the old rows. */
 	gsd_packet_rec r = packet(21, "alpha", 1, ST_SUBMITTED, 0);
 	r.submit_flags = 0x1;
-	queue(a, &r, NULL);
-	gsd_audit_packet_allocations(a, 21, "alpha", (const uint64_t[]){5}, NULL, 1);
+	gsd_audit_submitted(a, &r, NULL, (const uint64_t[]){5}, NULL, 1, NULL, NULL);
 	gsd_move_rec m = move("alpha", 5, MK_PAGE_IN, 21, 0);
 	gsd_audit_move(a, &m);
 	assert_true(wait_acks(flush(a)));
