@@ -26,6 +26,10 @@ extern "C" {
 #define GS_SUBMIT_VALID_MASK           0x1ffu
 /* Flags only the daemon sets on its own packets. */
 #define GS_SUBMIT_DAEMON_ONLY (GS_SUBMIT_PAGING | GS_SUBMIT_CONTEXT_SWITCH)
+/* What a client may not set: the daemon's own packets, and the two bits the daemon sets on the
+ * packets it runs (Resubmission on a resubmitted one, VirtualMachineData on a VM tenant's). */
+#define GS_SUBMIT_CLIENT_REFUSED                                                                   \
+	(GS_SUBMIT_DAEMON_ONLY | GS_SUBMIT_RESUBMISSION | GS_SUBMIT_VIRTUAL_MACHINE_DATA)
 
 /* DXGK_PATCHFLAGS */
 #define GS_PATCH_PAGING             0x1u

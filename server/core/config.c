@@ -3,6 +3,7 @@
 #include "defaults.h"
 #include "gpusched.pb-c.h"
 #include "core/log.h"
+#include "wddm.h"
 
 #include <jansson.h>
 #include <stdio.h>
@@ -225,7 +226,8 @@ static int load_tenant(json_t *jt, gsd_tenant_config *t, cfg_err *e)
 {
 	memset(t, 0, sizeof(*t));
 	t->share = 1;
-	t->priority_ceiling = 5;
+	/* REALTIME never yields its engine: a tenant gets it only when the operator says so. */
+	t->priority_ceiling = GS_PRIORITY_CLASS_NORMAL;
 	if (get_str(jt, "name", t->name, sizeof(t->name), e) ||
 	    get_str(jt, "token", t->token, sizeof(t->token), e) ||
 	    get_enum(jt, "kind", tenant_kinds, &t->kind, e) ||

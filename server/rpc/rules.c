@@ -91,13 +91,13 @@ int gsd_rules_submit_flags(uint32_t flags, char *msg, size_t cap)
 		return fail(ST(RESERVED_BITS), msg, cap,
 		            "submit flags 0x%x: reserved bits 0x%x must be zero", flags,
 		            flags & ~GS_SUBMIT_VALID_MASK);
-	if (flags & GS_SUBMIT_DAEMON_ONLY) {
+	if (flags & GS_SUBMIT_CLIENT_REFUSED) {
 		char names[128];
-		gs_flags_format(gs_submit_flag_names, flags & GS_SUBMIT_DAEMON_ONLY, names,
+		gs_flags_format(gs_submit_flag_names, flags & GS_SUBMIT_CLIENT_REFUSED, names,
 		                sizeof(names));
 		return fail(ST(FLAGS_NOT_ALLOWED), msg, cap,
-		            "submit flags 0x%x: %s packets are built by the daemon only", flags,
-		            names);
+		            "submit flags 0x%x: %s: only the daemon sets %s", flags, names,
+		            flags & GS_SUBMIT_DAEMON_ONLY ? "these (its own packets)" : "these");
 	}
 	return ST(OK);
 }

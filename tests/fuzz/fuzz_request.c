@@ -122,7 +122,7 @@ static void check_submit_flags(uint32_t flags)
 	char msg[256] = "";
 	int st = gsd_rules_submit_flags(flags, msg, sizeof(msg));
 	check_verdict(st, msg);
-	bool ok = !(flags & ~GS_SUBMIT_VALID_MASK) && !(flags & GS_SUBMIT_DAEMON_ONLY);
+	bool ok = !(flags & ~GS_SUBMIT_VALID_MASK) && !(flags & GS_SUBMIT_CLIENT_REFUSED);
 	CHECK((st == ST(OK)) == ok);
 	if (flags & ~GS_SUBMIT_VALID_MASK)
 		CHECK(st == ST(RESERVED_BITS));

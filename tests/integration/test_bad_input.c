@@ -334,6 +334,13 @@ static void test_submit_rules(void **state)
 	EXPECT_AUDITED(
 	        f, GS_STATUS_FLAGS_NOT_ALLOWED,
 	        gs_submit(c, f->ctx, &nop, GS_SUBMIT_PAGING | GS_SUBMIT_CONTEXT_SWITCH, NULL));
+	/* The bits the daemon sets on the packets it runs: a process tenant claiming to be a VM,
+	 * or a first run claiming to be a resubmission. */
+	EXPECT_AUDITED(f, GS_STATUS_FLAGS_NOT_ALLOWED,
+	               gs_submit(c, f->ctx, &nop, GS_SUBMIT_VIRTUAL_MACHINE_DATA, NULL));
+	EXPECT_AUDITED(
+	        f, GS_STATUS_FLAGS_NOT_ALLOWED,
+	        gs_submit(c, f->ctx, &nop, GS_SUBMIT_RESUBMISSION | GS_SUBMIT_PRESENT, NULL));
 
 	/* Bytes that do not decode: an unknown opcode, a wrong size field, a truncated
 	 * command, a reserved header byte. */
@@ -385,7 +392,7 @@ static void test_submit_rules(void **state)
 	gs_packet_record *r;
 	size_t n;
 	assert_int_equal(gs_history(c, &hf, &r, &n), 0);
-	assert_int_equal(n, 14);
+	assert_int_equal(n, 16);
 	for (size_t i = 0; i < n; i++) {
 		assert_int_equal(r[i].state, GS_PACKET_REJECTED);
 		assert_int_equal(r[i].context, f->ctx);

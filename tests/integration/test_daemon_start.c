@@ -98,8 +98,19 @@ static void test_removed_tenant_cannot_authenticate(void **state)
 	assert_int_equal(gs_testd_start(&t, args), 0);
 	gs_client *ops = itest_connect(&t, "t-ops");
 	gs_client *bob = itest_connect(&t, "t-bob");
-	uint64_t dev;
+	uint64_t dev, ctx;
 	assert_int_equal(gs_device_create(bob, "b", &dev), 0);
+	/* A configured tenant without priority_ceiling is capped at NORMAL: REALTIME (or HIGH)
+	 * must be granted. */
+	gs_context_desc cd;
+	gs_context_desc_init(&cd, dev, 0);
+	cd.priority_class = GS_PRIORITY_CLASS_REALTIME;
+	assert_int_equal(gs_context_create(bob, &cd, &ctx, NULL), GS_STATUS_PERMISSION_DENIED);
+	cd.priority_class = GS_PRIORITY_CLASS_ABOVE_NORMAL;
+	assert_int_equal(gs_context_create(bob, &cd, &ctx, NULL), GS_STATUS_PERMISSION_DENIED);
+	cd.priority_class = GS_PRIORITY_CLASS_NORMAL;
+	assert_int_equal(gs_context_create(bob, &cd, &ctx, NULL), 0);
+	assert_int_equal(gs_context_destroy(bob, ctx), 0);
 	assert_int_equal(gs_tenant_destroy(ops, "bob"), GS_STATUS_BUSY); /* still has a device */
 	assert_int_equal(gs_device_destroy(bob, dev), 0);
 	assert_int_equal(gs_tenant_destroy(ops, "bob"), 0);

@@ -430,7 +430,8 @@ static bool share_measure(fx *f, uint32_t share_a, uint32_t share_b, uint64_t *t
 	char cfg[512];
 	snprintf(cfg, sizeof(cfg),
 	         "{\"quantum_us\": 2000, \"tenants\": ["
-	         "{\"name\": \"a\", \"token\": \"tok-a\", \"share\": %u},"
+	         "{\"name\": \"a\", \"token\": \"tok-a\", \"share\": %u,"
+	         " \"priority_ceiling\": 4},"
 	         "{\"name\": \"b\", \"token\": \"tok-b\", \"share\": %u}]}",
 	         share_a, share_b);
 	fx_start(f, 0, cfg, true);
