@@ -9,6 +9,11 @@
 
 const uint8_t gs_chain_genesis[GS_CHAIN_HASH] = {0};
 
+int gs_chain_init(void)
+{
+	return sodium_init() < 0 ? -1 : 0;
+}
+
 /* Column tags, and the two that end a link (the state it left, or none). */
 enum { TAG_NULL = 0, TAG_INT = 1, TAG_TEXT = 2, TAG_NO_STATE = 0xfe, TAG_STATE = 0xff };
 
@@ -538,6 +543,10 @@ int gs_chain_verify(sqlite3 *db, gs_chain_report *out)
 {
 	memset(out, 0, sizeof *out);
 	out->ok = true;
+	if (gs_chain_init() != 0) {
+		snprintf(out->why, sizeof out->why, "libsodium cannot be initialised");
+		return -1;
+	}
 	if (sqlite3_exec(db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK) {
 		snprintf(out->why, sizeof out->why, "%s", sqlite3_errmsg(db));
 		return -1;

@@ -93,6 +93,10 @@ int gs_chain_appended_feed(sqlite3 *db, gs_chain_kind kind, uint64_t seq, uint64
 int gs_chain_state_digest(sqlite3 *db, gs_chain_kind kind, uint64_t ref,
                           uint8_t out[GS_CHAIN_DIGEST], const char **table);
 
+/* Initialises libsodium (its fastest BLAKE2b for this CPU); 0, or -1 when it cannot. Safe to
+ * call again and from any thread. */
+int gs_chain_init(void);
+
 /* Hex text of a link (2 * GS_CHAIN_HASH + 1 bytes with the NUL), and back: 0 or -1. */
 void gs_chain_hex(const uint8_t h[GS_CHAIN_HASH], char *out);
 int gs_chain_unhex(const char *hex, uint8_t h[GS_CHAIN_HASH]);

@@ -1871,6 +1871,10 @@ static void audit_free(gsd_audit *a)
 int gsd_audit_open(const char *path, const gsd_audit_options *opt, gsd_audit **out)
 {
 	*out = NULL;
+	if (gs_chain_init() != 0) {
+		GSD_ERROR("audit: libsodium cannot be initialised");
+		return -1;
+	}
 	gsd_audit *a = calloc(1, sizeof *a);
 	if (!a)
 		return -1;
