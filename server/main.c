@@ -4,6 +4,7 @@
  * until SIGINT or SIGTERM.
  */
 #include "core/log.h"
+#include "core/tenant.h"
 #include "lifecycle.h"
 
 #include <errno.h>
@@ -38,6 +39,8 @@ static void usage(FILE *out)
 	        "      --log-level L     error, warn, info (default) or debug\n"
 	        "      --audit-sync-full fsync every audit commit (survives power loss, slower);\n"
 	        "                        default survives a daemon crash (kill -9)\n"
+	        "      --hash-token      read a tenant token from stdin, print its salted hash\n"
+	        "                        for a tenant's \"token_hash\" in the config, and exit\n"
 	        "  -h, --help            show this help\n"
 	        "  -V, --version         show the version\n\n"
 	        "Prints one line containing \"ready\" on stdout once it serves requests.\n"
@@ -46,7 +49,28 @@ static void usage(FILE *out)
 	        "Exit status: 0 clean stop, 1 start-up failure, 2 usage error.\n");
 }
 
-enum { OPT_CLOCK = 256, OPT_LOG_LEVEL, OPT_BACKEND, OPT_AUDIT_SYNC, OPT_METRICS };
+enum { OPT_CLOCK = 256, OPT_LOG_LEVEL, OPT_BACKEND, OPT_AUDIT_SYNC, OPT_METRICS, OPT_HASH_TOKEN };
+
+/* --hash-token: one line from stdin (without its newline) -> its hash text on stdout. */
+static int hash_token(void)
+{
+	char token[256], out[160];
+	if (!fgets(token, sizeof(token), stdin)) {
+		fprintf(stderr, "gpuschedd: --hash-token reads the token from stdin\n");
+		return 2;
+	}
+	token[strcspn(token, "\r\n")] = '\0';
+	if (strlen(token) >= 128) {
+		fprintf(stderr, "gpuschedd: a token is at most 127 bytes\n");
+		return 2;
+	}
+	if (gsd_token_hash_text(token, out, sizeof(out)) != 0) {
+		fprintf(stderr, "gpuschedd: cannot hash the token (libsodium)\n");
+		return 1;
+	}
+	printf("%s\n", out);
+	return 0;
+}
 
 #define STRING_OPT(ch, member)                                                                     \
 	{                                                                                          \
@@ -104,6 +128,7 @@ static int parse_args(int argc, char **argv, cli_opts *o)
 	        {"backend", required_argument, NULL, OPT_BACKEND},
 	        {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
 	        {"audit-sync-full", no_argument, NULL, OPT_AUDIT_SYNC},
+	        {"hash-token", no_argument, NULL, OPT_HASH_TOKEN},
 	        {"help", no_argument, NULL, 'h'},
 	        {"version", no_argument, NULL, 'V'},
 	        {NULL, 0, NULL, 0}};
@@ -123,6 +148,8 @@ static int parse_args(int argc, char **argv, cli_opts *o)
 		case OPT_AUDIT_SYNC:
 			o->audit_sync_full = true;
 			break;
+		case OPT_HASH_TOKEN:
+			exit(hash_token());
 		case 'h':
 			usage(stdout);
 			exit(0);

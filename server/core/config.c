@@ -3,6 +3,7 @@
 #include "defaults.h"
 #include "gpusched.pb-c.h"
 #include "core/log.h"
+#include "core/tenant.h"
 #include "wddm.h"
 
 #include <jansson.h>
@@ -230,6 +231,7 @@ static int load_tenant(json_t *jt, gsd_tenant_config *t, cfg_err *e)
 	t->priority_ceiling = GS_PRIORITY_CLASS_NORMAL;
 	if (get_str(jt, "name", t->name, sizeof(t->name), e) ||
 	    get_str(jt, "token", t->token, sizeof(t->token), e) ||
+	    get_str(jt, "token_hash", t->token_hash, sizeof(t->token_hash), e) ||
 	    get_enum(jt, "kind", tenant_kinds, &t->kind, e) ||
 	    get_enum(jt, "policy", policies, &t->policy, e) || get_u32(jt, "share", &t->share, e) ||
 	    get_u32(jt, "priority_ceiling", &t->priority_ceiling, e) ||
@@ -239,6 +241,12 @@ static int load_tenant(json_t *jt, gsd_tenant_config *t, cfg_err *e)
 		return -1;
 	if (!t->name[0])
 		return fail(e, "%s: every tenant needs a name", "tenants");
+	uint8_t salt[GSD_TOKEN_SALT], hash[GSD_TOKEN_HASH];
+	if (t->token_hash[0] && (t->token[0] || gsd_token_hash_parse(t->token_hash, salt, hash)))
+		return fail(e,
+		            "tenant %s: token_hash must be the output of gpuschedd --hash-token"
+		            " (b2$SALT$HASH), and comes instead of token",
+		            t->name);
 	return 0;
 }
 

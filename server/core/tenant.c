@@ -6,14 +6,74 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sodium.h>
+
+#define HASH_PREFIX "b2$"
+
+static void token_digest(const uint8_t salt[GSD_TOKEN_SALT], const char *token,
+                         uint8_t out[GSD_TOKEN_HASH])
+{
+	crypto_generichash(out, GSD_TOKEN_HASH, (const unsigned char *)token, strlen(token), salt,
+	                   GSD_TOKEN_SALT);
+}
+
+int gsd_token_hash_text(const char *token, char *out, size_t cap)
+{
+	uint8_t salt[GSD_TOKEN_SALT], hash[GSD_TOKEN_HASH];
+	if (sodium_init() < 0 ||
+	    cap < sizeof HASH_PREFIX + 2 * (GSD_TOKEN_SALT + GSD_TOKEN_HASH) + 1)
+		return -1;
+	randombytes_buf(salt, sizeof salt);
+	token_digest(salt, token, hash);
+	strcpy(out, HASH_PREFIX);
+	char *p = out + strlen(out);
+	sodium_bin2hex(p, 2 * GSD_TOKEN_SALT + 1, salt, sizeof salt);
+	p += 2 * GSD_TOKEN_SALT;
+	*p++ = '$';
+	sodium_bin2hex(p, 2 * GSD_TOKEN_HASH + 1, hash, sizeof hash);
+	return 0;
+}
+
+int gsd_token_hash_parse(const char *text, uint8_t salt[GSD_TOKEN_SALT],
+                         uint8_t hash[GSD_TOKEN_HASH])
+{
+	size_t n = strlen(HASH_PREFIX);
+	if (strncmp(text, HASH_PREFIX, n) != 0 ||
+	    strlen(text) != n + 2 * GSD_TOKEN_SALT + 1 + 2 * GSD_TOKEN_HASH ||
+	    text[n + 2 * GSD_TOKEN_SALT] != '$')
+		return -1;
+	size_t len;
+	const char *end;
+	if (sodium_hex2bin(salt, GSD_TOKEN_SALT, text + n, 2 * GSD_TOKEN_SALT, NULL, &len, &end) !=
+	            0 ||
+	    len != GSD_TOKEN_SALT)
+		return -1;
+	if (sodium_hex2bin(hash, GSD_TOKEN_HASH, text + n + 2 * GSD_TOKEN_SALT + 1,
+	                   2 * GSD_TOKEN_HASH, NULL, &len, &end) != 0 ||
+	    len != GSD_TOKEN_HASH)
+		return -1;
+	return 0;
+}
+
 gsd_tenant *gsd_tenant_add(gsd_daemon *d, const gsd_tenant_config *tc)
 {
-	if (d->ntenants >= sizeof(d->tenants) / sizeof(d->tenants[0]))
+	if (d->ntenants >= sizeof(d->tenants) / sizeof(d->tenants[0]) || sodium_init() < 0)
 		return NULL;
 	gsd_tenant *t = calloc(1, sizeof(*t));
 	if (!t)
 		return NULL;
 	t->conf = *tc;
+	if (tc->token_hash[0]) {
+		if (gsd_token_hash_parse(tc->token_hash, t->token_salt, t->token_hash) != 0) {
+			free(t);
+			return NULL;
+		}
+	} else {
+		randombytes_buf(t->token_salt, sizeof t->token_salt);
+		token_digest(t->token_salt, tc->token, t->token_hash);
+	}
+	/* Only the hash stays in memory. */
+	sodium_memzero(t->conf.token, sizeof t->conf.token);
 	if (!t->conf.share)
 		t->conf.share = 1;
 	d->tenants[d->ntenants++] = t;
@@ -22,11 +82,19 @@ gsd_tenant *gsd_tenant_add(gsd_daemon *d, const gsd_tenant_config *tc)
 
 gsd_tenant *gsd_tenant_by_token(gsd_daemon *d, const char *token)
 {
-	for (uint32_t i = 0; i < d->ntenants; i++)
-		if (!d->tenants[i]->removed &&
-		    strcmp(d->tenants[i]->conf.token, token ? token : "") == 0)
-			return d->tenants[i];
-	return NULL;
+	gsd_tenant *found = NULL;
+	uint8_t h[GSD_TOKEN_HASH];
+	/* Every live tenant is tried, so the time taken does not say which one matched. */
+	for (uint32_t i = 0; i < d->ntenants; i++) {
+		gsd_tenant *t = d->tenants[i];
+		if (t->removed)
+			continue;
+		token_digest(t->token_salt, token ? token : "", h);
+		if (sodium_memcmp(h, t->token_hash, sizeof h) == 0 && !found)
+			found = t;
+	}
+	sodium_memzero(h, sizeof h);
+	return found;
 }
 
 gsd_tenant *gsd_tenant_by_name(gsd_daemon *d, const char *name)
@@ -42,5 +110,5 @@ void gsd_tenant_remove(gsd_tenant *t)
 	/* Kept in memory (old records and retired packets point at it), but a removed tenant is
 	 * skipped by every token and name lookup, so it can never authenticate again. */
 	t->removed = true;
-	memset(t->conf.token, 0, sizeof(t->conf.token));
+	sodium_memzero(t->token_hash, sizeof(t->token_hash));
 }

@@ -13,8 +13,15 @@
 
 typedef struct gsd_daemon gsd_daemon;
 
+#define GSD_TOKEN_SALT 16
+#define GSD_TOKEN_HASH 32
+
 typedef struct gsd_tenant {
-	gsd_tenant_config conf; /* as configured or created by an admin (share at least 1) */
+	/* As configured or created by an admin (share at least 1); conf.token is wiped: only
+	 * the salted hash of the secret stays (keyed BLAKE2b-256, the salt as key). */
+	gsd_tenant_config conf;
+	uint8_t token_salt[GSD_TOKEN_SALT];
+	uint8_t token_hash[GSD_TOKEN_HASH];
 	bool banned;
 	bool removed; /* destroyed by an admin: kept so old records can still name it */
 	uint64_t memory_used;
@@ -30,10 +37,18 @@ typedef struct gsd_tenant {
 	uint32_t ntdr;
 } gsd_tenant;
 
-/* Adds a tenant described by tc to the daemon's table. Returns it, or NULL when the table is
- * full or memory is short. Every tenant, configured or created by an admin, is made here. */
+/* Adds a tenant described by tc to the daemon's table, keeping only the salted hash of its
+ * token. Returns it, or NULL when the table is full, memory is short or tc->token_hash is not
+ * a hash. Every tenant, configured or created by an admin, is made here. */
 gsd_tenant *gsd_tenant_add(gsd_daemon *d, const gsd_tenant_config *tc);
-/* Live (not removed) tenants by token or name; NULL when none. */
+/* The text form of a token's salted hash with a new random salt ("b2$SALT$HASH", hex), for
+ * the configuration's token_hash; 0, or -1 when cap is too small or libsodium fails. */
+int gsd_token_hash_text(const char *token, char *out, size_t cap);
+/* Parses that text: 0, or -1 when it is not one. */
+int gsd_token_hash_parse(const char *text, uint8_t salt[GSD_TOKEN_SALT],
+                         uint8_t hash[GSD_TOKEN_HASH]);
+/* Live (not removed) tenants by token (compared in constant time with each tenant's salted
+ * hash) or name; NULL when none. */
 gsd_tenant *gsd_tenant_by_token(gsd_daemon *d, const char *token);
 gsd_tenant *gsd_tenant_by_name(gsd_daemon *d, const char *name);
 /* Removes a tenant: it can never authenticate again, but stays in memory for old records. */

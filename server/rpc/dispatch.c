@@ -15,6 +15,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <sodium.h>
+
 void *gsd_pb_repeated(size_t n, size_t size, void ***ptrs)
 {
 	size_t head = (n * sizeof(void *) + 15u) & ~(size_t)15u;
@@ -254,8 +256,9 @@ static void h_tenant_create(gsd_daemon *d, gsd_call *c)
 	}
 	gsd_audit_note(d->audit, c->tenant->conf.name, "tenant_created", nt->conf.name);
 	Gpusched__V1__TenantCreateResponse tr = GPUSCHED__V1__TENANT_CREATE_RESPONSE__INIT;
-	tr.token = nt->conf.token;
+	tr.token = tc.token; /* shown once: the daemon keeps only its salted hash */
 	GSD_REPLY(c, TENANT_CREATE, tenant_create, &tr);
+	sodium_memzero(tc.token, sizeof(tc.token));
 }
 
 static void h_tenant_destroy(gsd_daemon *d, gsd_call *c)

@@ -66,12 +66,17 @@ typedef struct gsd_conn {
 	gsd_list parked;
 	uint32_t bad_tokens; /* failed authentications in the current second */
 	uint64_t bad_window; /* that second (ns) */
+	/* The tenant the last token on it named, and that token's digest under the daemon's
+	 * key (gsd_rpc.token_key): the next request with the same token skips the lookup. */
+	struct gsd_tenant *tenant;
+	uint8_t token_digest[16];
 } gsd_conn;
 
 #define GSD_CLOSED_RING 4096
 
 struct gsd_rpc {
 	gsd_daemon *d;
+	uint8_t token_key[32]; /* random per daemon run: keys gsd_conn.token_digest */
 	nng_socket sock;
 	bool sock_open;
 	uint32_t nlisteners;

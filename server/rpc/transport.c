@@ -20,6 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sodium.h>
+
 /* ---- nng side (runs on nng's threads) ---- */
 
 static void worker_arm(gsd_rpc_worker *w)
@@ -223,6 +225,27 @@ static gsd_call *call_new(gsd_daemon *d, gsd_rpc_worker *w, uint32_t pipe)
 	return c;
 }
 
+/*
+ * The tenant a token names. A connection remembers the tenant of its last token, by the
+ * token's digest under the daemon's random key (compared in constant time), so a client that
+ * sends the same token on every request pays the lookup over every tenant's salted hash once.
+ */
+static gsd_tenant *conn_tenant(gsd_daemon *d, gsd_conn *conn, const char *token)
+{
+	if (!conn)
+		return gsd_tenant_by_token(d, token);
+	uint8_t dg[sizeof conn->token_digest];
+	crypto_generichash(dg, sizeof dg, (const unsigned char *)token, strlen(token),
+	                   d->rpc->token_key, sizeof d->rpc->token_key);
+	if (conn->tenant && !conn->tenant->removed &&
+	    sodium_memcmp(dg, conn->token_digest, sizeof dg) == 0)
+		return conn->tenant;
+	gsd_tenant *t = gsd_tenant_by_token(d, token);
+	conn->tenant = t;
+	memcpy(conn->token_digest, dg, sizeof dg);
+	return t;
+}
+
 /* Checks everything that needs no decoding; true when the request may be decoded (c->tenant
  * set and counted in flight), false when it was answered. */
 static bool admit(gsd_daemon *d, gsd_call *c, gsd_conn *conn, const uint8_t *buf, size_t len)
@@ -252,7 +275,7 @@ static bool admit(gsd_daemon *d, gsd_call *c, gsd_conn *conn, const uint8_t *buf
 		gsd_call_error(c, GSD_ST(SHUTTING_DOWN), "the daemon is stopping");
 		return false;
 	}
-	gsd_tenant *t = e.token_too_long ? NULL : gsd_tenant_by_token(d, e.token);
+	gsd_tenant *t = e.token_too_long ? NULL : conn_tenant(d, conn, e.token);
 	if (!t) {
 		gsd_rpc_conn_bad_token(d->rpc, conn);
 		gsd_call_error(c, GSD_ST(UNAUTHENTICATED), "unknown tenant token");
@@ -358,8 +381,11 @@ int gsd_rpc_inject(gsd_daemon *d, const void *req, size_t len,
 int gsd_rpc_start(gsd_daemon *d)
 {
 	struct gsd_rpc *rpc = calloc(1, sizeof(*rpc));
-	if (!rpc)
+	if (!rpc || sodium_init() < 0) {
+		free(rpc);
 		return -1;
+	}
+	randombytes_buf(rpc->token_key, sizeof(rpc->token_key));
 	d->rpc = rpc;
 	rpc->d = d;
 	pthread_mutex_init(&rpc->lock, NULL);

@@ -1,5 +1,6 @@
-/* gpuschedd's own command line and start-up failures (exit codes, no crash), and tenant
- * removal: a removed tenant can never authenticate again and its name can be reused. */
+/* gpuschedd's own command line and start-up failures (exit codes, no crash), tenant removal (a
+ * removed tenant can never authenticate again and its name can be reused) and tenant secrets
+ * kept as salted hashes. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,7 +11,11 @@
 
 #include <cmocka.h>
 
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/req.h>
+
 #include "gpusched.h"
+#include "gpusched.pb-c.h"
 #include "itest.h"
 #include "testd.h"
 
@@ -137,12 +142,138 @@ static void test_removed_tenant_cannot_authenticate(void **state)
 	itest_config_cleanup(&cfg);
 }
 
+/* Asks Info with token on the raw socket sock: the status, and the tenant it answered as. */
+static int raw_info(nng_socket sock, const char *token, char *tenant, size_t cap)
+{
+	Gpusched__V1__Request req = GPUSCHED__V1__REQUEST__INIT;
+	Gpusched__V1__InfoRequest ir = GPUSCHED__V1__INFO_REQUEST__INIT;
+	req.id = 7;
+	req.token = (char *)token;
+	req.body_case = GPUSCHED__V1__REQUEST__BODY_INFO;
+	req.info = &ir;
+	size_t len;
+	void *bytes = itest_pack(&req, &len);
+	assert_int_equal(nng_send(sock, bytes, len, 0), 0);
+	free(bytes);
+	void *ans;
+	size_t alen;
+	assert_int_equal(nng_recv(sock, &ans, &alen, NNG_FLAG_ALLOC), 0);
+	Gpusched__V1__Response *resp = gpusched__v1__response__unpack(NULL, alen, ans);
+	nng_free(ans, alen);
+	assert_non_null(resp);
+	int st = (int)resp->status;
+	snprintf(tenant, cap, "%s",
+	         resp->body_case == GPUSCHED__V1__RESPONSE__BODY_INFO ? resp->info->tenant : "");
+	gpusched__v1__response__free_unpacked(resp, NULL);
+	return st;
+}
+
+/* Tenant secrets: gpuschedd --hash-token gives the salted hash a config may hold instead of
+ * the token; the token then authenticates, anything else does not; a config holding both, or
+ * a hash that is not one, does not start. */
+static void test_token_hash(void **state)
+{
+	(void)state;
+	char cmd[512], line[256] = "";
+	snprintf(cmd, sizeof(cmd), "printf 's3cret\\n' | '%s' --hash-token", GS_DAEMON_PATH);
+	FILE *p = popen(cmd, "r");
+	assert_non_null(p);
+	assert_non_null(fgets(line, sizeof(line), p));
+	assert_int_equal(pclose(p), 0);
+	line[strcspn(line, "\n")] = '\0';
+	assert_int_equal(strncmp(line, "b2$", 3), 0);
+	assert_int_equal(strlen(line), 3 + 32 + 1 + 64);
+	/* A new salt every time: the same token never hashes to the same text. */
+	char again[256] = "";
+	p = popen(cmd, "r");
+	assert_non_null(p);
+	assert_non_null(fgets(again, sizeof(again), p));
+	pclose(p);
+	again[strcspn(again, "\n")] = '\0';
+	assert_string_not_equal(line, again);
+
+	itest_config cfg;
+	char json[512];
+	snprintf(json, sizeof(json),
+	         "{\"tenants\": [{\"name\": \"ops\", \"token_hash\": \"%s\", \"admin\": true}]}",
+	         line);
+	assert_int_equal(itest_config_write(&cfg, json), 0);
+	const char *const args[] = {"--config", cfg.path, NULL};
+	gs_testd t;
+	assert_int_equal(gs_testd_start(&t, args), 0);
+	uint64_t dev;
+	gs_client *ok = itest_connect(&t, "s3cret");
+	assert_int_equal(gs_device_create(ok, "d", &dev), 0);
+	assert_int_equal(gs_device_destroy(ok, dev), 0);
+	/* An admin-created tenant's token is shown once and works; the daemon keeps its hash. */
+	gs_tenant nt = {.name = (char *)"carol", .share = 1, .priority_ceiling = 2};
+	char *token = NULL;
+	assert_int_equal(gs_tenant_create(ok, &nt, NULL, &token), 0);
+	assert_int_equal(strlen(token), 32);
+	gs_client *carol = itest_connect(&t, token);
+	assert_int_equal(gs_device_create(carol, "c", &dev), 0);
+	gs_close(carol);
+	/* One connection, tokens changing between requests: each request is the tenant its own
+	 * token names (a connection remembers only the last token's tenant). */
+	nng_socket sock;
+	char who[64];
+	assert_int_equal(nng_req0_open(&sock), 0);
+	nng_socket_set_ms(sock, NNG_OPT_RECVTIMEO, 10000);
+	assert_int_equal(nng_dial(sock, t.url, NULL, 0), 0);
+	assert_int_equal(raw_info(sock, "s3cret", who, sizeof(who)), GS_STATUS_OK);
+	assert_string_equal(who, "ops");
+	assert_int_equal(raw_info(sock, token, who, sizeof(who)), GS_STATUS_OK);
+	assert_string_equal(who, "carol");
+	assert_int_equal(raw_info(sock, "s3cret!", who, sizeof(who)), GS_STATUS_UNAUTHENTICATED);
+	assert_int_equal(raw_info(sock, "s3cret", who, sizeof(who)), GS_STATUS_OK);
+	assert_string_equal(who, "ops");
+	/* Removed, carol's token stops working on a connection that used it before. */
+	assert_int_equal(raw_info(sock, token, who, sizeof(who)), GS_STATUS_OK);
+	carol = itest_connect(&t, token);
+	assert_int_equal(gs_device_destroy(carol, dev), 0);
+	gs_close(carol);
+	assert_int_equal(gs_tenant_destroy(ok, "carol"), 0);
+	assert_int_equal(raw_info(sock, token, who, sizeof(who)), GS_STATUS_UNAUTHENTICATED);
+	nng_close(sock);
+	free(token);
+	gs_close(ok);
+	const char *const wrong[] = {"s3cret2", "s3cre", "", line}; /* the hash is not the token */
+	for (size_t i = 0; i < sizeof(wrong) / sizeof(wrong[0]); i++) {
+		gs_client *bad = itest_connect(&t, wrong[i]);
+		assert_int_equal(gs_device_create(bad, "x", &dev), GS_STATUS_UNAUTHENTICATED);
+		gs_close(bad);
+	}
+	assert_int_equal(gs_testd_stop(&t), 0);
+	gs_testd_cleanup(&t);
+	itest_config_cleanup(&cfg);
+
+	snprintf(json, sizeof(json),
+	         "{\"tenants\": [{\"name\": \"ops\", \"token\": \"s3cret\", \"token_hash\": "
+	         "\"%s\"}]}",
+	         line);
+	assert_int_equal(itest_config_write(&cfg, json), 0);
+	itest_run r = daemon_run("--config", cfg.path, NULL, NULL);
+	assert_int_equal(r.exit_code, 1);
+	assert_non_null(strstr(r.err, "token_hash"));
+	itest_run_free(&r);
+	itest_config_cleanup(&cfg);
+	assert_int_equal(itest_config_write(&cfg, "{\"tenants\": [{\"name\": \"ops\", "
+	                                          "\"token_hash\": \"b2$00$11\"}]}"),
+	                 0);
+	r = daemon_run("--config", cfg.path, NULL, NULL);
+	assert_int_equal(r.exit_code, 1);
+	assert_non_null(strstr(r.err, "token_hash"));
+	itest_run_free(&r);
+	itest_config_cleanup(&cfg);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_help_version_usage),
 	        cmocka_unit_test(test_startup_failures_exit_1),
 	        cmocka_unit_test(test_removed_tenant_cannot_authenticate),
+	        cmocka_unit_test(test_token_hash),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
