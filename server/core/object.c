@@ -368,7 +368,7 @@ int gsd_allocation_create(gsd_daemon *d, gsd_device *dev, const gsd_allocation_p
 		return GSD_ST(OUT_OF_MEMORY);
 	}
 	gsd_list_push_back(&dev->allocations, &al->dev_link);
-	t->memory_used += al->size;
+	t->memory_used += gsd_memory_footprint(al->size); /* what it occupies, as quotas count */
 	d->allocations++;
 	gsd_allocation_audit(d, al);
 	*out = al;
@@ -381,7 +381,7 @@ void gsd_allocation_put(gsd_daemon *d, gsd_allocation *al)
 		return;
 	/* Last reference: the memory goes back to its segment. */
 	d->hooks.allocation_release(d, al);
-	al->obj.tenant->memory_used -= al->size;
+	al->obj.tenant->memory_used -= gsd_memory_footprint(al->size);
 	d->allocations--;
 	free(al);
 }

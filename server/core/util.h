@@ -2,8 +2,18 @@
 #ifndef GSD_UTIL_H
 #define GSD_UTIL_H
 
+/* Video and system memory are placed in units of this many bytes: an allocation occupies its
+ * size rounded up to it (gsd_memory_footprint), and that is what quotas count. */
+#define GSD_MEMORY_ALIGN 256u
+
 #include <stddef.h>
 #include <stdint.h>
+
+/* The bytes an allocation of size occupies once placed (size well below 2^64). */
+static inline uint64_t gsd_memory_footprint(uint64_t size)
+{
+	return (size + GSD_MEMORY_ALIGN - 1) & ~(uint64_t)(GSD_MEMORY_ALIGN - 1);
+}
 
 /* CLOCK_REALTIME in ns: the timestamps of records. */
 uint64_t gsd_now_ns(void);

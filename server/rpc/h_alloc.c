@@ -41,13 +41,16 @@ void gsd_h_allocation_create(gsd_daemon *d, gsd_call *c)
 		return;
 	}
 	gsd_tenant *t = c->tenant;
+	/* The quota counts what allocations occupy once placed, not the bytes asked for. */
+	uint64_t need = gsd_memory_footprint(q->size);
 	if (t->conf.memory_quota && (t->memory_used > t->conf.memory_quota ||
-	                             q->size > t->conf.memory_quota - t->memory_used)) {
+	                             need > t->conf.memory_quota - t->memory_used)) {
 		gsd_call_error(c, GSD_ST(QUOTA_EXCEEDED),
-		               "tenant %s: %llu bytes used, quota %llu, asked for %llu",
-		               t->conf.name, (unsigned long long)t->memory_used,
-		               (unsigned long long)t->conf.memory_quota,
-		               (unsigned long long)q->size);
+		               "tenant %s: memory_quota %llu bytes, %llu used, asked for %llu (%llu"
+		               " placed, in units of %u bytes)",
+		               t->conf.name, (unsigned long long)t->conf.memory_quota,
+		               (unsigned long long)t->memory_used, (unsigned long long)q->size,
+		               (unsigned long long)need, GSD_MEMORY_ALIGN);
 		return;
 	}
 	gsd_allocation_params pr = {.size = q->size,

@@ -1,0 +1,106 @@
+/*
+ * Tenants against each other and against their limits, on a real daemon: what a hostile or
+ * careless tenant tries, and what it must not get.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "gpusched.h"
+#include "itest.h"
+#include "testd.h"
+
+#define KiB 1024ull
+#define MiB (1024ull * KiB)
+
+typedef struct fx {
+	itest_config cfg;
+	gs_testd t;
+} fx;
+
+static int start(fx *f, const char *json)
+{
+	if (itest_config_write(&f->cfg, json) != 0)
+		return -1;
+	const char *const args[] = {"--config", f->cfg.path, NULL};
+	return gs_testd_start(&f->t, args);
+}
+
+static void stop(fx *f)
+{
+	assert_int_equal(gs_testd_stop(&f->t), 0);
+	gs_testd_cleanup(&f->t);
+	itest_config_cleanup(&f->cfg);
+}
+
+/*
+ * memory_quota counts what allocations occupy once placed (256-byte units), not the bytes
+ * asked for: 8,192 one-byte allocations under a 1 MiB quota used to take 2 MiB of video
+ * memory. Now the 4,097th is refused, with the quota named, audited, and the tenant's other
+ * work and its neighbour are untouched; freeing one makes room for exactly one.
+ */
+static void test_memory_quota_counts_placed_bytes(void **state)
+{
+	(void)state;
+	fx f;
+	assert_int_equal(start(&f, "{\"tenants\": ["
+	                           "{\"name\": \"small\", \"token\": \"t-small\","
+	                           " \"memory_quota\": 1048576},"
+	                           "{\"name\": \"other\", \"token\": \"t-other\"}]}"),
+	                 0);
+	gs_client *c = itest_connect(&f.t, "t-small");
+	gs_client *o = itest_connect(&f.t, "t-other");
+	uint64_t dev, odev;
+	assert_int_equal(gs_device_create(c, "q", &dev), 0);
+	assert_int_equal(gs_device_create(o, "o", &odev), 0);
+	gs_allocation_desc ad = {.device = dev, .size = 1};
+	gs_allocation_placement pl;
+	enum { TRIES = 8192 };
+	uint64_t *made = calloc(TRIES, sizeof(*made));
+	assert_non_null(made);
+	size_t ok = 0;
+	int last = 0;
+	for (size_t i = 0; i < TRIES; i++) {
+		last = gs_allocation_create(c, &ad, &pl);
+		if (last != 0)
+			break;
+		made[ok++] = pl.allocation;
+	}
+	assert_int_equal(ok, MiB / 256);
+	assert_int_equal(last, GS_STATUS_QUOTA_EXCEEDED);
+	assert_non_null(strstr(gs_client_message(c), "memory_quota"));
+	/* Still refused, and one 256-byte allocation is as refused as a 1-byte one. */
+	ad.size = 256;
+	assert_int_equal(gs_allocation_create(c, &ad, &pl), GS_STATUS_QUOTA_EXCEEDED);
+	/* The neighbour has no quota and is not affected. */
+	gs_allocation_desc oad = {.device = odev, .size = 64 * KiB};
+	assert_int_equal(gs_allocation_create(o, &oad, &pl), 0);
+	/* Freeing one 1-byte allocation frees 256 bytes of quota: one more fits, not two. */
+	assert_int_equal(gs_allocation_destroy(c, made[--ok]), 0);
+	assert_int_equal(gs_allocation_create(c, &ad, &pl), 0);
+	ad.size = 1;
+	assert_int_equal(gs_allocation_create(c, &ad, &pl), GS_STATUS_QUOTA_EXCEEDED);
+	/* Every refusal is in the audit. */
+	assert_true(itest_audit_int(f.t.db,
+	                            "SELECT count(*) FROM errors WHERE tenant = 'small' AND"
+	                            " status = %d AND message LIKE '%%memory_quota%%'",
+	                            (int)GS_STATUS_QUOTA_EXCEEDED) >= 3);
+	free(made);
+	gs_close(o);
+	gs_close(c);
+	stop(&f);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test(test_memory_quota_counts_placed_bytes),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
