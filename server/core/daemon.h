@@ -74,7 +74,10 @@ struct gsd_daemon {
 	uint32_t nadapters;
 	gsd_adapter adapters[GSD_MAX_ADAPTERS];
 	uint32_t ntenants;
-	gsd_tenant *tenants[GSD_MAX_TENANTS * 2];
+	gsd_tenant *tenants[GSD_MAX_TENANTS * 2]; /* the live ones, in the order made */
+	/* Removed by an admin: out of the table (their slots are free again), kept in memory for
+	 * what may still point at them (retired packets, a connection's last token). */
+	gsd_tenant *removed_tenants;
 	gsd_tenant system_tenant; /* owns the system contexts; never authenticates */
 	gsd_hmap objects;         /* handle -> gsd_object */
 	gsd_hmap packets;         /* packet id -> live gsd_packet */

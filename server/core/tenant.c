@@ -105,8 +105,17 @@ gsd_tenant *gsd_tenant_by_name(gsd_daemon *d, const char *name)
 	return NULL;
 }
 
-void gsd_tenant_remove(gsd_tenant *t)
+void gsd_tenant_remove(gsd_daemon *d, gsd_tenant *t)
 {
+	for (uint32_t i = 0; i < d->ntenants; i++)
+		if (d->tenants[i] == t) {
+			memmove(&d->tenants[i], &d->tenants[i + 1],
+			        (d->ntenants - i - 1) * sizeof(d->tenants[0]));
+			d->ntenants--;
+			break;
+		}
+	t->next_removed = d->removed_tenants;
+	d->removed_tenants = t;
 	/* Kept in memory (old records and retired packets point at it), but a removed tenant is
 	 * skipped by every token and name lookup, so it can never authenticate again. */
 	t->removed = true;

@@ -24,6 +24,7 @@ typedef struct gsd_tenant {
 	uint8_t token_hash[GSD_TOKEN_HASH];
 	bool banned;
 	bool removed; /* destroyed by an admin: kept so old records can still name it */
+	struct gsd_tenant *next_removed; /* in gsd_daemon.removed_tenants */
 	uint64_t memory_used;
 	uint32_t contexts;
 	uint32_t devices;
@@ -51,7 +52,8 @@ int gsd_token_hash_parse(const char *text, uint8_t salt[GSD_TOKEN_SALT],
  * hash) or name; NULL when none. */
 gsd_tenant *gsd_tenant_by_token(gsd_daemon *d, const char *token);
 gsd_tenant *gsd_tenant_by_name(gsd_daemon *d, const char *name);
-/* Removes a tenant: it can never authenticate again, but stays in memory for old records. */
-void gsd_tenant_remove(gsd_tenant *t);
+/* Removes a tenant: it can never authenticate again and its slot in the table is free, but it
+ * stays in memory (d->removed_tenants) for what still points at it. */
+void gsd_tenant_remove(gsd_daemon *d, gsd_tenant *t);
 
 #endif

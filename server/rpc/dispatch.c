@@ -279,7 +279,7 @@ static void h_tenant_destroy(gsd_daemon *d, gsd_call *c)
 		gsd_call_error(c, GSD_ST(INVALID_ARGUMENT), "a tenant cannot remove itself");
 		return;
 	}
-	gsd_tenant_remove(t);
+	gsd_tenant_remove(d, t);
 	gsd_audit_note(d->audit, c->tenant->conf.name, "tenant_removed", t->conf.name);
 	gsd_call_reply_empty(c);
 }
