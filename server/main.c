@@ -299,9 +299,12 @@ int main(int argc, char **argv)
 
 	for (uint32_t i = 0; i < d.nadapters; i++) {
 		const gsd_adapter *a = &d.adapters[i];
-		GSD_INFO("adapter %u %s: backend %s, %u nodes, %u segments, clock %s", a->id,
-		         a->cfg->name, a->ops->name, a->nnodes, a->nsegments,
-		         cfg.virtual_clock ? "virtual" : "wall");
+		GSD_INFO("adapter %u %s: backend %s, %u nodes, %u segments, clock %s, policy %s,"
+		         " time slice %u us",
+		         a->id, a->cfg->name, a->ops->name, a->nnodes, a->nsegments,
+		         cfg.virtual_clock ? "virtual" : "wall",
+		         gsd_share_policy_name(a->cfg->share_policy),
+		         a->cfg->time_slice_us ? a->cfg->time_slice_us : cfg.quantum_us);
 	}
 	GSD_INFO("audit file %s", cfg.db_path);
 	printf("gpuschedd %s ready on %s\n", GS_VERSION, cfg.listen[0]);

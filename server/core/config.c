@@ -164,14 +164,31 @@ static const char *const node_kinds[] = {"3d", "compute", "copy", NULL};
 static const char *const segment_kinds[] = {"memory", "aperture", NULL};
 static const char *const tenant_kinds[] = {"process", "vm", NULL};
 static const char *const policies[] = {"best_effort", "equal_share", "fixed_share", NULL};
+/* Indexed by GSD_SHARE_*. */
+static const char *const share_policies[] = {"weighted", "equal_share", "best_effort",
+                                             "fixed_share", NULL};
+
+const char *gsd_share_policy_name(int policy)
+{
+	return policy >= 0 && policy <= GSD_SHARE_FIXED ? share_policies[policy] : "?";
+}
 
 static int load_adapter(json_t *ja, gsd_adapter_config *a, cfg_err *e)
 {
 	if (!json_is_object(ja))
 		return fail(e, "%s: each adapter must be an object", "adapters");
 	if (get_str(ja, "name", a->name, sizeof(a->name), e) ||
-	    get_str(ja, "backend", a->backend, sizeof(a->backend), e))
+	    get_str(ja, "backend", a->backend, sizeof(a->backend), e) ||
+	    get_enum(ja, "policy", share_policies, &a->share_policy, e) ||
+	    get_u32(ja, "time_slice_us", &a->time_slice_us, e))
 		return -1;
+	if (a->share_policy == GSD_SHARE_FIXED)
+		return fail(e,
+		            "adapter policy \"%s\" is not implemented yet (weighted, equal_share"
+		            " and best_effort are)",
+		            "fixed_share");
+	if (a->time_slice_us && (a->time_slice_us < 1000 || a->time_slice_us > 30000))
+		return fail(e, "\"%s\" must be 1000..30000 (1 to 30 ms)", "time_slice_us");
 	json_t *nodes = json_object_get(ja, "nodes");
 	if (nodes) {
 		if (!json_is_array(nodes) || json_array_size(nodes) == 0 ||

@@ -29,15 +29,29 @@ typedef struct gsd_segment_config {
 	bool cpu_visible;
 } gsd_segment_config;
 
+/* How the tenants of an adapter share each engine (adapters[].policy; docs/concepts.md, Priorities
+ * and bands). */
+enum {
+	GSD_SHARE_WEIGHTED = 0, /* work conserving, in proportion to each tenant's share */
+	GSD_SHARE_EQUAL,        /* work conserving, active tenants alike whatever their shares */
+	GSD_SHARE_BEST_EFFORT,  /* no per-tenant accounting: every context for itself */
+	GSD_SHARE_FIXED,        /* exact fractions, idle time unused: not implemented yet */
+};
+
 typedef struct gsd_adapter_config {
 	char name[GSD_NAME_MAX];
-	char backend[16]; /* "emu" | "null" */
+	char backend[16];       /* "emu" | "null" */
+	int share_policy;       /* GSD_SHARE_* */
+	uint32_t time_slice_us; /* time slice on its engines; 0: the daemon's quantum_us */
 	uint32_t nnodes;
 	gsd_node_config nodes[GSD_MAX_NODES];
 	uint32_t nsegments;
 	gsd_segment_config segments[8];
 	uint64_t system_memory; /* bytes of system memory evicted allocations may use */
 } gsd_adapter_config;
+
+/* "weighted", "equal_share"...: the config's name of a GSD_SHARE_* policy. */
+const char *gsd_share_policy_name(int policy);
 
 typedef struct gsd_tenant_config {
 	char name[GSD_NAME_MAX];

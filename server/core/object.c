@@ -297,8 +297,10 @@ gsd_context *gsd_context_create(gsd_daemon *d, gsd_device *dev, const gsd_contex
 void gsd_context_put(gsd_daemon *d, gsd_context *x)
 {
 	(void)d;
-	if (--x->refs == 0)
-		free(x);
+	if (--x->refs > 0)
+		return;
+	gsd_policy_entity_fini(&x->sched); /* lets go of its tenant's group */
+	free(x);
 }
 
 void gsd_context_destroy(gsd_daemon *d, gsd_context *x, const char *why)

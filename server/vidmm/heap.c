@@ -1,5 +1,6 @@
 #include "vidmm/heap.h"
 
+#include "core/util.h"
 #include "gpusched.pb-c.h"
 #include "wddm.h"
 
@@ -8,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+
+static_assert(GSD_HEAP_ALIGN == GSD_MEMORY_ALIGN, "the heap places in the units quotas count");
 
 bool gsd_heap_block_fits(uint64_t offset, uint64_t size, uint64_t heap_size, uint64_t *end)
 {

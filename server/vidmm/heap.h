@@ -11,19 +11,18 @@
 #ifndef GSD_VIDMM_HEAP_H
 #define GSD_VIDMM_HEAP_H
 
-#include "core/util.h"
-
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-/* Every allocation starts on, and is rounded up to, this many bytes. */
-#define GSD_HEAP_ALIGN GSD_MEMORY_ALIGN
+/* Every allocation starts on, and is rounded up to, this many bytes (GSD_MEMORY_ALIGN of
+ * core/util.h, what quotas count: heap.c checks they agree). */
+#define GSD_HEAP_ALIGN 256u
 
 /* v rounded up to a whole number of GSD_HEAP_ALIGN units (v well below 2^64). */
 static inline uint64_t gsd_heap_round(uint64_t v)
 {
-	return gsd_memory_footprint(v);
+	return (v + GSD_HEAP_ALIGN - 1) & ~(uint64_t)(GSD_HEAP_ALIGN - 1);
 }
 
 /*

@@ -13,7 +13,8 @@
 #include "engine/engine.h"
 
 /* ---- vidsch.c ---- */
-gsd_sched_params gsd_vidsch_params(const gsd_daemon *d);
+/* The policy's parameters on an adapter: its time slice (or the daemon's quantum). */
+gsd_sched_params gsd_vidsch_params(const gsd_daemon *d, const gsd_adapter *a);
 /* Puts a context whose head packet may run into its node's queue, and preempts or time-slices
  * the running packet if the newcomer outranks or equals it. Starts nothing. */
 void gsd_vidsch_enqueue_ready(gsd_daemon *d, gsd_context *x);

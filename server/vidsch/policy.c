@@ -3,16 +3,115 @@
 #include "wddm.h"
 
 #include <stddef.h>
+#include <stdlib.h>
 
 void gsd_policy_queue_init(gsd_sched_queue *q)
 {
 	gsd_runq_init(&q->rq);
 	gsd_list_init(&q->ready_fifo);
+	gsd_list_init(&q->groups);
+	q->group_seq = 0;
 }
 
 void gsd_policy_queue_fini(gsd_sched_queue *q)
 {
 	gsd_runq_fini(&q->rq);
+	/* Groups still held by contexts outlive the queue: the last context frees its group. */
+	gsd_list *it;
+	while ((it = gsd_list_pop_front(&q->groups))) {
+		gsd_sched_group *g = GSD_CONTAINER_OF(it, gsd_sched_group, link);
+		g->q = NULL;
+		gsd_list_init(&g->queued);
+		for (uint32_t b = 0; b < GSD_BANDS; b++)
+			if (g->bands[b])
+				g->bands[b]->rq.index = -1;
+	}
+}
+
+/* ---- tenant groups ---- */
+
+gsd_sched_group *gsd_policy_group(gsd_sched_queue *q, const void *owner, uint32_t weight)
+{
+	gsd_list *it, *tmp;
+	GSD_LIST_FOREACH_SAFE(it, tmp, &q->groups)
+	{
+		gsd_sched_group *g = GSD_CONTAINER_OF(it, gsd_sched_group, link);
+		if (g->owner == owner) {
+			g->weight = weight ? weight : 1;
+			g->refs++;
+			return g;
+		}
+	}
+	gsd_sched_group *g = calloc(1, sizeof(*g));
+	if (!g)
+		return NULL;
+	g->q = q;
+	g->owner = owner;
+	g->weight = weight ? weight : 1;
+	g->refs = 1;
+	g->seq = ++q->group_seq;
+	gsd_list_init(&g->queued);
+	gsd_list_push_back(&q->groups, &g->link);
+	return g;
+}
+
+void gsd_policy_entity_join(gsd_sched_entity *e, gsd_sched_group *g)
+{
+	e->group = g;
+}
+
+void gsd_policy_entity_fini(gsd_sched_entity *e)
+{
+	gsd_sched_group *g = e->group;
+	e->group = NULL;
+	if (!g || --g->refs > 0)
+		return;
+	for (uint32_t b = 0; b < GSD_BANDS; b++)
+		if (g->bands[b]) {
+			gsd_runq_band_fini(&g->bands[b]->ctxs);
+			free(g->bands[b]);
+		}
+	if (g->q)
+		gsd_list_remove(&g->link);
+	free(g);
+}
+
+/* The group's entry for one band, made when first used; NULL when memory is short. */
+static gsd_sched_gband *gband_of(gsd_sched_group *g, uint32_t band)
+{
+	gsd_sched_gband *gb = g->bands[band];
+	if (gb)
+		return gb;
+	if (!(gb = calloc(1, sizeof(*gb))))
+		return NULL;
+	gsd_runq_entry_init(&gb->rq);
+	gb->rq.group = true;
+	gb->rq.band = band;
+	gb->g = g;
+	gsd_list_init(&gb->link);
+	g->bands[band] = gb;
+	return gb;
+}
+
+/* Queues a group's band entry at the group's runtime (lifted to the band's recent minimum, and
+ * the group with it: an idle tenant banks no credit). The band heap has room whenever an entry
+ * of that band just left it, so a requeue after a pop or a charge cannot fail. */
+static int gband_queue(gsd_sched_queue *q, gsd_sched_gband *gb)
+{
+	gb->rq.key = gb->g->vruntime;
+	gb->rq.seq = gb->g->seq;
+	if (gsd_runq_insert(&q->rq, &gb->rq) != 0)
+		return -1;
+	if (gb->rq.key > gb->g->vruntime)
+		gb->g->vruntime = gb->rq.key;
+	gsd_list_push_back(&gb->g->queued, &gb->link);
+	return 0;
+}
+
+static void gband_unqueue(gsd_sched_queue *q, gsd_sched_gband *gb)
+{
+	gsd_runq_remove(&q->rq, &gb->rq);
+	gsd_list_remove(&gb->link);
 }
 
 void gsd_policy_entity_init(gsd_sched_entity *e, uint32_t priority_class, int32_t priority,
@@ -26,6 +125,7 @@ void gsd_policy_entity_init(gsd_sched_entity *e, uint32_t priority_class, int32_
 	e->weight = weight ? weight : 1;
 	e->engine_ns = 0;
 	e->seq = seq;
+	e->group = NULL;
 }
 
 uint32_t gsd_policy_band(const gsd_sched_entity *e)
@@ -47,8 +147,19 @@ int gsd_policy_enqueue(gsd_sched_queue *q, gsd_sched_entity *e, uint64_t now)
 {
 	e->rq.band = gsd_policy_band(e);
 	e->rq.seq = e->seq;
-	if (gsd_runq_insert(&q->rq, &e->rq) != 0)
-		return -1;
+	if (!e->group) {
+		if (gsd_runq_insert(&q->rq, &e->rq) != 0)
+			return -1;
+	} else {
+		/* Into its group's heap of this band, and the group into the queue. */
+		gsd_sched_gband *gb = gband_of(e->group, e->rq.band);
+		if (!gb || gsd_runq_band_insert(&gb->ctxs, &e->rq) != 0)
+			return -1;
+		if (gb->rq.index < 0 && gband_queue(q, gb) != 0) {
+			gsd_runq_band_remove(&gb->ctxs, &e->rq);
+			return -1;
+		}
+	}
 	e->ready_since = now;
 	/* IDLE contexts never enter the FIFO: an IDLE context does not run while others wait,
 	 * so at its head it would block every boost behind it. */
@@ -59,8 +170,14 @@ int gsd_policy_enqueue(gsd_sched_queue *q, gsd_sched_entity *e, uint64_t now)
 
 void gsd_policy_dequeue(gsd_sched_queue *q, gsd_sched_entity *e)
 {
-	if (gsd_runq_queued(&e->rq))
+	if (gsd_runq_queued(&e->rq) && !e->group) {
 		gsd_runq_remove(&q->rq, &e->rq);
+	} else if (gsd_runq_queued(&e->rq)) {
+		gsd_sched_gband *gb = e->group->bands[e->rq.band];
+		gsd_runq_band_remove(&gb->ctxs, &e->rq);
+		if (gb->ctxs.count == 0 && gb->rq.index >= 0)
+			gband_unqueue(q, gb);
+	}
 	gsd_list_remove(&e->ready_link);
 }
 
@@ -98,7 +215,17 @@ gsd_sched_entity *gsd_policy_pick(gsd_sched_queue *q, uint64_t now, const gsd_sc
 		return oldest;
 	}
 	/* Popping moves the band's clock to the key of the one that runs now. */
-	gsd_sched_entity *e = GSD_CONTAINER_OF(gsd_runq_pop(&q->rq), gsd_sched_entity, rq);
+	gsd_runq_entry *next = gsd_runq_pop(&q->rq);
+	if (next->group) {
+		/* The group that has had least: its context that has had least. The group stays
+		 * queued while it has more ready contexts in this band. */
+		gsd_sched_gband *gb = GSD_CONTAINER_OF(next, gsd_sched_gband, rq);
+		gsd_list_remove(&gb->link);
+		next = gsd_runq_band_pop(&gb->ctxs);
+		if (gb->ctxs.count)
+			gband_queue(q, gb);
+	}
+	gsd_sched_entity *e = GSD_CONTAINER_OF(next, gsd_sched_entity, rq);
 	gsd_list_remove(&e->ready_link);
 	return e;
 }
@@ -128,6 +255,23 @@ void gsd_policy_charge(gsd_sched_entity *e, uint64_t engine_ns)
 {
 	e->engine_ns += engine_ns;
 	e->rq.key += engine_ns * GSD_WEIGHT_SCALE / (e->weight ? e->weight : 1);
+	gsd_sched_group *g = e->group;
+	if (!g)
+		return;
+	g->engine_ns += engine_ns;
+	g->vruntime += engine_ns * GSD_WEIGHT_SCALE / g->weight;
+	/* Its queued band entries move back by what it just had. */
+	if (!g->q)
+		return;
+	gsd_list moved, *it;
+	gsd_list_init(&moved);
+	while ((it = gsd_list_pop_front(&g->queued))) {
+		gsd_sched_gband *gb = GSD_CONTAINER_OF(it, gsd_sched_gband, link);
+		gsd_runq_remove(&g->q->rq, &gb->rq);
+		gsd_list_push_back(&moved, it);
+	}
+	while ((it = gsd_list_pop_front(&moved)))
+		gband_queue(g->q, GSD_CONTAINER_OF(it, gsd_sched_gband, link));
 }
 
 gsd_policy_verdict gsd_policy_on_arrival(const gsd_sched_entity *newcomer,

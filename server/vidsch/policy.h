@@ -5,13 +5,19 @@
  * on a virtual clock (tests/unit/test_policy.c) and the decision benchmark measures exactly
  * the code the daemon runs.
  *
- * The rules (docs/scheduling.md):
+ * The rules (docs/concepts.md, Priorities and bands):
  * - Bands. A context's band is its process class x context priority (runq.h); the highest
  *   band with a ready context runs. The daemon's system contexts (paging) sit above every
  *   client band.
  * - Weighted shares. Inside a band the context with the least weighted engine time runs:
  *   every run charges engine_ns * 1024 / weight to its key, so contexts of one band share the
  *   engine in proportion to their weights.
+ * - Tenant groups. A context may belong to a group (its tenant's, on this node; the adapter's
+ *   share policy decides: vidsch.c). Inside a band the group with the least weighted engine
+ *   time goes first, then its context with the least: every run also charges the group,
+ *   engine_ns * 1024 / group weight. So tenants share a band in proportion to their group
+ *   weights however many contexts each opens, and a tenant's contexts share its part. A group
+ *   coming back from idle starts at the band's recent minimum, like a context.
  * - Quantum. A run gets a budget of one quantum when another context of its band or a higher
  *   one waits (it is "contended"); REALTIME and system runs are never time-sliced.
  * - Starvation. A ready context that is owed progress (not IDLE, not system) and has waited
@@ -32,6 +38,31 @@
 /* Weighted runtime: engine ns scaled by 1024 / weight. */
 #define GSD_WEIGHT_SCALE 1024u
 
+typedef struct gsd_sched_queue gsd_sched_queue;
+typedef struct gsd_sched_group gsd_sched_group;
+
+/* A group's ready contexts of one band, queued in the node's queue as one entry. */
+typedef struct gsd_sched_gband {
+	gsd_runq_entry rq;  /* in the node's queue (rq.group set); key = the group's runtime */
+	gsd_runq_band ctxs; /* its ready contexts of this band */
+	gsd_sched_group *g;
+	gsd_list link; /* in g->queued while rq is queued */
+} gsd_sched_gband;
+
+/* A tenant's contexts on one node (made by gsd_policy_group, shared by reference). */
+struct gsd_sched_group {
+	gsd_sched_queue *q;
+	const void *owner; /* the tenant */
+	uint32_t weight;
+	uint64_t vruntime;                 /* weighted engine time: engine ns * 1024 / weight */
+	uint64_t engine_ns;                /* engine time consumed */
+	uint32_t refs;                     /* contexts in it */
+	uint64_t seq;                      /* tie-break among equal runtimes */
+	gsd_list queued;                   /* its gbands in the queue */
+	gsd_list link;                     /* in q->groups */
+	gsd_sched_gband *bands[GSD_BANDS]; /* made when first used */
+};
+
 /* What the policy knows of a context; embedded in it (core/object.h). */
 typedef struct gsd_sched_entity {
 	gsd_runq_entry rq;   /* in the queue while its next packet may run */
@@ -42,13 +73,16 @@ typedef struct gsd_sched_entity {
 	uint32_t weight;         /* share of its band */
 	uint64_t engine_ns;      /* engine time consumed */
 	uint64_t seq;            /* tie-break among equal keys: lower first (the context handle) */
+	gsd_sched_group *group;  /* its tenant's group, or NULL (scheduled on its own) */
 } gsd_sched_entity;
 
 /* A node's ready contexts; embedded in the node (core/adapter.h). */
-typedef struct gsd_sched_queue {
+struct gsd_sched_queue {
 	gsd_runq rq;
 	gsd_list ready_fifo; /* contexts owed progress, longest waiting first */
-} gsd_sched_queue;
+	gsd_list groups;     /* every group of this node */
+	uint64_t group_seq;
+};
 
 typedef struct gsd_sched_params {
 	uint64_t quantum_ns;
@@ -59,6 +93,14 @@ void gsd_policy_queue_init(gsd_sched_queue *q);
 void gsd_policy_queue_fini(gsd_sched_queue *q);
 void gsd_policy_entity_init(gsd_sched_entity *e, uint32_t priority_class, int32_t priority,
                             uint32_t weight, uint64_t seq);
+/* The group of owner on this node, made with weight when it has none (its weight is then
+ * set to weight); it counts one more context. NULL when memory is short. */
+gsd_sched_group *gsd_policy_group(gsd_sched_queue *q, const void *owner, uint32_t weight);
+/* Puts a context (not queued) in group g, which it then holds until gsd_policy_entity_fini. */
+void gsd_policy_entity_join(gsd_sched_entity *e, gsd_sched_group *g);
+/* Lets go of the context's group (the last context frees it); the context must not be
+ * queued. */
+void gsd_policy_entity_fini(gsd_sched_entity *e);
 
 uint32_t gsd_policy_band(const gsd_sched_entity *e);
 static inline bool gsd_policy_queued(const gsd_sched_entity *e)

@@ -13,7 +13,7 @@ void gsd_runq_init(gsd_runq *q)
 void gsd_runq_fini(gsd_runq *q)
 {
 	for (uint32_t b = 0; b < GSD_BANDS; b++)
-		free(q->bands[b].heap);
+		gsd_runq_band_fini(&q->bands[b]);
 	memset(q, 0, sizeof(*q));
 }
 
@@ -67,9 +67,8 @@ int gsd_runq_top_band(const gsd_runq *q)
 	return -1;
 }
 
-int gsd_runq_insert(gsd_runq *q, gsd_runq_entry *e)
+int gsd_runq_band_insert(gsd_runq_band *band, gsd_runq_entry *e)
 {
-	gsd_runq_band *band = &q->bands[e->band];
 	gsd_runq_entry **n = gsd_grow(band->heap, &band->cap, band->count + 1, sizeof(*n), 8);
 	if (!n)
 		return -1;
@@ -79,6 +78,47 @@ int gsd_runq_insert(gsd_runq *q, gsd_runq_entry *e)
 	band->count++;
 	place(band, band->count - 1, e);
 	sift_up(band, band->count - 1);
+	return 0;
+}
+
+void gsd_runq_band_remove(gsd_runq_band *band, gsd_runq_entry *e)
+{
+	if (e->index < 0)
+		return;
+	size_t i = (size_t)e->index;
+	gsd_runq_entry *last = band->heap[--band->count];
+	e->index = -1;
+	if (i < band->count) {
+		place(band, i, last);
+		sift_down(band, i);
+		sift_up(band, (size_t)last->index);
+	}
+	/* The band's clock moves only when one is popped, to the key of the one that runs:
+	 * moving it here, to whoever is now first, would lift a requeued context to its
+	 * rival's key and turn every weighted share into 1:1. */
+}
+
+gsd_runq_entry *gsd_runq_band_pop(gsd_runq_band *band)
+{
+	if (band->count == 0)
+		return NULL;
+	gsd_runq_entry *e = band->heap[0];
+	if (e->key > band->min_key)
+		band->min_key = e->key;
+	gsd_runq_band_remove(band, e);
+	return e;
+}
+
+void gsd_runq_band_fini(gsd_runq_band *band)
+{
+	free(band->heap);
+	memset(band, 0, sizeof(*band));
+}
+
+int gsd_runq_insert(gsd_runq *q, gsd_runq_entry *e)
+{
+	if (gsd_runq_band_insert(&q->bands[e->band], e) != 0)
+		return -1;
 	q->bitmap[e->band / 64] |= UINT64_C(1) << (e->band % 64);
 	q->count++;
 	return 0;
@@ -89,18 +129,8 @@ void gsd_runq_remove(gsd_runq *q, gsd_runq_entry *e)
 	if (e->index < 0)
 		return;
 	gsd_runq_band *band = &q->bands[e->band];
-	size_t i = (size_t)e->index;
-	gsd_runq_entry *last = band->heap[--band->count];
-	e->index = -1;
+	gsd_runq_band_remove(band, e);
 	q->count--;
-	if (i < band->count) {
-		place(band, i, last);
-		sift_down(band, i);
-		sift_up(band, (size_t)last->index);
-	}
-	/* The band's clock moves only in gsd_runq_pop, to the key of the one that runs: moving it
-	 * here, to whoever is now first, would lift a requeued context to its rival's key and
-	 * turn every weighted share into 1:1. */
 	if (band->count == 0)
 		q->bitmap[e->band / 64] &= ~(UINT64_C(1) << (e->band % 64));
 }

@@ -34,12 +34,13 @@ static inline uint32_t gsd_band_class(uint32_t band)
 	return band / GSD_PRIORITIES_PER_CLASS;
 }
 
-/* Embedded in whatever is scheduled (a context). */
+/* Embedded in whatever is scheduled (a context, or a tenant's group of contexts in a band). */
 typedef struct gsd_runq_entry {
 	uint64_t key; /* weighted virtual runtime */
 	uint64_t seq; /* tie-break: lower first */
 	uint32_t band;
 	int32_t index; /* position in its band's heap; -1 when not queued */
+	bool group;    /* the entry of a group (vidsch/policy.h), not of a context */
 } gsd_runq_entry;
 
 typedef struct gsd_runq_band {
@@ -62,6 +63,7 @@ static inline void gsd_runq_entry_init(gsd_runq_entry *e)
 	e->seq = 0;
 	e->band = 0;
 	e->index = -1;
+	e->group = false;
 }
 static inline bool gsd_runq_queued(const gsd_runq_entry *e)
 {
@@ -76,5 +78,12 @@ gsd_runq_entry *gsd_runq_peek(const gsd_runq *q);
 gsd_runq_entry *gsd_runq_pop(gsd_runq *q);
 /* Highest non-empty band, or -1. */
 int gsd_runq_top_band(const gsd_runq *q);
+
+/* One band's heap on its own (a tenant's contexts of one band: vidsch/policy.c), with the same
+ * rules: insert raises the key to the band's recent minimum, pop moves that minimum. */
+int gsd_runq_band_insert(gsd_runq_band *b, gsd_runq_entry *e);
+void gsd_runq_band_remove(gsd_runq_band *b, gsd_runq_entry *e);
+gsd_runq_entry *gsd_runq_band_pop(gsd_runq_band *b);
+void gsd_runq_band_fini(gsd_runq_band *b);
 
 #endif

@@ -58,7 +58,7 @@ static void quantum_cb(uv_timer_t *t)
 void gsd_vidsch_end_slice(gsd_daemon *d, gsd_node *n)
 {
 	uint64_t used_ms = (gsd_now_ns() - n->run_start) / 1000000u;
-	uint64_t quantum_ms = (d->cfg.quantum_us + 999u) / 1000u;
+	uint64_t quantum_ms = (gsd_vidsch_params(d, n->adapter).quantum_ns + 999999u) / 1000000u;
 	uv_timer_start(&n->quantum_timer, quantum_cb,
 	               used_ms >= quantum_ms ? 0 : quantum_ms - used_ms, 0);
 }

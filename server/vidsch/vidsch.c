@@ -32,9 +32,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-gsd_sched_params gsd_vidsch_params(const gsd_daemon *d)
+gsd_sched_params gsd_vidsch_params(const gsd_daemon *d, const gsd_adapter *a)
 {
-	return (gsd_sched_params){.quantum_ns = (uint64_t)d->cfg.quantum_us * 1000u,
+	uint32_t slice = a && a->cfg->time_slice_us ? a->cfg->time_slice_us : d->cfg.quantum_us;
+	return (gsd_sched_params){.quantum_ns = (uint64_t)slice * 1000u,
 	                          .starvation_ns = (uint64_t)d->cfg.starvation_ms * 1000000u};
 }
 
@@ -388,7 +389,7 @@ static void dispatch(gsd_daemon *d, gsd_node *n, gsd_context *x, gsd_packet *p)
 	p->runnable_ns = 0;
 	p->behind_context = 0;
 	p->behind_foreign = false;
-	gsd_sched_params sp = gsd_vidsch_params(d);
+	gsd_sched_params sp = gsd_vidsch_params(d, n->adapter);
 	uint64_t budget = gsd_policy_budget(&n->queue, &x->sched, &sp);
 	p->exec = (gsd_exec){
 	        .packet = p->rec.packet,
@@ -452,7 +453,7 @@ void gsd_vidsch_kick(gsd_daemon *d, gsd_node *n)
 	if (n->in_kick)
 		return;
 	n->in_kick = true;
-	gsd_sched_params sp = gsd_vidsch_params(d);
+	gsd_sched_params sp = gsd_vidsch_params(d, n->adapter);
 	while (!n->running && !d->stopping && !d->sched_held) {
 		gsd_sched_entity *e = gsd_policy_pick(&n->queue, gsd_node_now(n), &sp, NULL);
 		if (!e)
@@ -525,11 +526,32 @@ static void paging_submit(gsd_daemon *d, gsd_list *packets)
 
 /* ---- contexts ---- */
 
+/*
+ * The adapter's share policy decides how the context is scheduled against other tenants'
+ * (docs/concepts.md, Priorities and bands): weighted and equal_share put it in its tenant's group
+ * on the node (group weight: the tenant's share, or 1), where it shares the tenant's part with the
+ * tenant's other contexts; best_effort schedules it on its own. The daemon's own contexts are
+ * never grouped. Memory short for a group: scheduled on its own, and said so.
+ */
 static void context_attach(gsd_daemon *d, gsd_context *x)
 {
-	(void)d;
 	gsd_waiter_init(&x->wait, context_wake);
 	gsd_list_push_back(&x->node->contexts, &x->node_link);
+	int policy = x->dev->adapter->cfg->share_policy;
+	gsd_tenant *t = x->obj.tenant;
+	if (x->sched.priority_class == GSD_CLASS_SYSTEM)
+		return;
+	x->sched.weight = 1; /* contexts share their tenant's part, or the engine, alike */
+	if (policy != GSD_SHARE_WEIGHTED && policy != GSD_SHARE_EQUAL)
+		return;
+	gsd_sched_group *g = gsd_policy_group(&x->node->queue, t,
+	                                      policy == GSD_SHARE_WEIGHTED ? t->conf.share : 1);
+	if (g)
+		gsd_policy_entity_join(&x->sched, g);
+	else
+		GSD_WARN("context %llu: out of memory for its tenant's group: scheduled on its own",
+		         (unsigned long long)x->obj.handle);
+	(void)d;
 }
 
 static void context_detach(gsd_daemon *d, gsd_context *x, const char *why)

@@ -424,21 +424,34 @@ static void expect_explained(world *w, uint64_t id, gs_packet_state state, const
  * one SPIN. So this returns whether both backlogs were queued behind the FILLs, and the
  * caller measures again on a fresh daemon when they were not.
  */
-static bool share_measure(fx *f, uint32_t share_a, uint32_t share_b, uint64_t *ta, uint64_t *tb,
+/* What a share measurement sets up: the tenants' shares, how many contexts a opens (its
+ * backlog spread over them), and the adapter's share policy. */
+typedef struct share_setup {
+	uint32_t share_a, share_b;
+	uint32_t contexts_a; /* 1..SHARE_MAX_CTX */
+	const char *policy;  /* adapters[].policy */
+} share_setup;
+
+#define SHARE_MAX_CTX 4
+
+static bool share_measure(fx *f, const share_setup *su, uint64_t *ta, uint64_t *tb,
                           uint64_t *window)
 {
+	uint32_t share_a = su->share_a, share_b = su->share_b;
 	char cfg[512];
 	snprintf(cfg, sizeof(cfg),
-	         "{\"quantum_us\": 2000, \"tenants\": ["
+	         "{\"quantum_us\": 2000, \"adapters\": [{\"policy\": \"%s\"}], \"tenants\": ["
 	         "{\"name\": \"a\", \"token\": \"tok-a\", \"share\": %u,"
 	         " \"priority_ceiling\": 4},"
 	         "{\"name\": \"b\", \"token\": \"tok-b\", \"share\": %u}]}",
-	         share_a, share_b);
+	         su->policy, share_a, share_b);
 	fx_start(f, 0, cfg, true);
 	world wa, wb;
 	world_open(&wa, f, 0, "tok-a", "share-a");
 	world_open(&wb, f, 0, "tok-b", "share-b");
-	uint64_t xa = world_context(&wa, 0, CLASS_NORMAL, 0);
+	uint64_t xas[SHARE_MAX_CTX];
+	for (uint32_t i = 0; i < su->contexts_a; i++)
+		xas[i] = world_context(&wa, 0, CLASS_NORMAL, 0);
 	uint64_t xb = world_context(&wb, 0, CLASS_NORMAL, 0);
 
 	uint64_t hog_ctx = world_context(&wa, 0, CLASS_HIGH, 0);
@@ -452,7 +465,7 @@ static bool share_measure(fx *f, uint32_t share_a, uint32_t share_b, uint64_t *t
 
 	batch ba = {0}, bb = {0};
 	for (int i = 0; i < SHARE_PACKETS; i++) {
-		sched_spin(batch_add(&ba, xa, 0), SHARE_SPIN_US, false);
+		sched_spin(batch_add(&ba, xas[i % su->contexts_a], 0), SHARE_SPIN_US, false);
 		sched_spin(batch_add(&bb, xb, 0), SHARE_SPIN_US, false);
 	}
 	batch_submit(&ba, wa.c);
@@ -486,10 +499,10 @@ static bool share_measure(fx *f, uint32_t share_a, uint32_t share_b, uint64_t *t
 			continue;
 		started = true;
 		runs++;
-		if (r->context == xa)
-			*ta += r->engine_ns;
-		else
+		if (r->context == xb)
 			*tb += r->engine_ns;
+		else
+			*ta += r->engine_ns;
 		/* ...and closes with the run that ends either backlog. */
 		if (r->end == GS_PACKET_COMPLETED && (r->packet == last_a || r->packet == last_b))
 			break;
@@ -501,11 +514,12 @@ static bool share_measure(fx *f, uint32_t share_a, uint32_t share_b, uint64_t *t
 			hog_run = &tl.runs[i];
 	assert_non_null(hog_run);
 	fprintf(stderr,
-	        "shares %u:%u: engine time a %" PRIu64 " us, b %" PRIu64 " us over %u runs "
-	        "(ratio a/b %.4f, expected %.4f); the HIGH FILLs held the engine %" PRIu64
+	        "policy %s, shares %u:%u, a with %u contexts: engine time a %" PRIu64
+	        " us, b %" PRIu64
+	        " us over %u runs (ratio a/b %.4f); the HIGH FILLs held the engine %" PRIu64
 	        " ms of wall time, %s\n",
-	        share_a, share_b, *ta / 1000, *tb / 1000, runs, (double)*ta / (double)*tb,
-	        (double)share_a / share_b, hog_run->wall_ns / MS,
+	        su->policy, share_a, share_b, su->contexts_a, *ta / 1000, *tb / 1000, runs,
+	        (double)*ta / (double)*tb, hog_run->wall_ns / MS,
 	        hog_run->end_seq > queued_seq ? "both backlogs queued behind them"
 	                                      : "ending before both backlogs were queued");
 	/* Slices on the virtual clock are exact: every preempted run used one quantum (2000.1
@@ -546,33 +560,44 @@ static bool share_measure(fx *f, uint32_t share_a, uint32_t share_b, uint64_t *t
 	return behind;
 }
 
-static void expect_share(uint64_t ta, uint64_t tb, uint64_t window, uint32_t share_a,
-                         uint32_t share_b)
+static void expect_share(uint64_t ta, uint64_t tb, uint64_t window, double want)
 {
 	/* A window long enough for the 2 % to mean something: hundreds of quanta. */
 	assert_true(window >= 1000 * MS);
 	double ratio = (double)ta / (double)tb;
-	double want = (double)share_a / (double)share_b;
 	if (ratio < want * 0.98 || ratio > want * 1.02)
 		fail_msg("engine time split a:b = %" PRIu64 ":%" PRIu64 " us = %.4f, expected "
-		         "%u:%u = %.4f (within 2%%)",
-		         ta / 1000, tb / 1000, ratio, share_a, share_b, want);
+		         "%.4f (within 2%%)",
+		         ta / 1000, tb / 1000, ratio, want);
+}
+
+/* Closes the clients and the daemon of one measurement, for the next on a fresh daemon. */
+static void share_test_teardown_between(fx *f)
+{
+	for (int i = 0; i < f->nc; i++)
+		gs_close(f->c[i]);
+	f->nc = 0;
+	assert_int_equal(sched_daemon_stop(&f->d[0]), 0);
 }
 
 /* Measures until both backlogs were queued behind the FILLs (at most 3 daemons), then
- * checks the split. */
-static void share_test(fx *f, uint32_t share_a, uint32_t share_b)
+ * checks that a:b is `want`. */
+static void share_test_setup(fx *f, const share_setup *su, double want)
 {
 	uint64_t ta, tb, window;
-	for (int attempt = 1; !share_measure(f, share_a, share_b, &ta, &tb, &window); attempt++) {
+	for (int attempt = 1; !share_measure(f, su, &ta, &tb, &window); attempt++) {
 		if (attempt == 3)
 			fail_msg("3 times the FILLs ended before both backlogs were queued");
-		for (int i = 0; i < f->nc; i++)
-			gs_close(f->c[i]);
-		f->nc = 0;
-		assert_int_equal(sched_daemon_stop(&f->d[0]), 0);
+		share_test_teardown_between(f);
 	}
-	expect_share(ta, tb, window, share_a, share_b);
+	expect_share(ta, tb, window, want);
+}
+
+/* One context each: the tenants' engine time is in the ratio of their shares. */
+static void share_test(fx *f, uint32_t share_a, uint32_t share_b)
+{
+	share_setup su = {share_a, share_b, 1, "weighted"};
+	share_test_setup(f, &su, (double)share_a / (double)share_b);
 }
 
 static void test_share_weighted(void **state)
@@ -583,6 +608,25 @@ static void test_share_weighted(void **state)
 static void test_share_equal(void **state)
 {
 	share_test(*state, 1, 1);
+}
+
+/* Shares count per tenant: a with four contexts against b with one gets its share (1:1, then
+ * 3:1), not four times it; equal_share splits evenly whatever the shares; best_effort, with
+ * no per-tenant accounting, gives every context the same time (4:1). */
+static void test_share_per_tenant(void **state)
+{
+	fx *f = *state;
+	share_setup su = {1, 1, SHARE_MAX_CTX, "weighted"};
+	share_test_setup(f, &su, 1.0);
+	share_test_teardown_between(f);
+	su = (share_setup){3, 1, SHARE_MAX_CTX, "weighted"};
+	share_test_setup(f, &su, 3.0);
+	share_test_teardown_between(f);
+	su = (share_setup){1, 3, SHARE_MAX_CTX, "equal_share"};
+	share_test_setup(f, &su, 1.0);
+	share_test_teardown_between(f);
+	su = (share_setup){1, 1, SHARE_MAX_CTX, "best_effort"};
+	share_test_setup(f, &su, (double)SHARE_MAX_CTX);
 }
 
 /* =====================================================================================
@@ -1593,6 +1637,7 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(test_virtual_determinism, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_share_weighted, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_share_equal, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_share_per_tenant, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_band_order, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_realtime_not_sliced, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_priority_preemption_wall, setup, teardown),

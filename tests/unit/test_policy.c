@@ -20,7 +20,7 @@
 #define MS       1000000ull
 #define QUANTUM  (2 * MS)
 #define STARVING (40 * MS)
-#define MAX_CTX  8
+#define MAX_CTX  16
 
 /* A context of the mock: its policy entity and a backlog of packets of equal length. */
 typedef struct mock_ctx {
@@ -109,7 +109,30 @@ static void mock_run(mock *m, uint64_t until)
 
 static void mock_fini(mock *m)
 {
+	for (int i = 0; i < m->n; i++) {
+		gsd_policy_dequeue(&m->q, &m->ctx[i].e);
+		gsd_policy_entity_fini(&m->ctx[i].e);
+	}
 	gsd_policy_queue_fini(&m->q);
+}
+
+/* A context of the tenant `owner` (its group on the mock's node, of weight group_weight),
+ * endless packets of packet_ns, NORMAL. */
+static mock_ctx *mock_add_tenant(mock *m, const void *owner, uint32_t group_weight,
+                                 uint64_t packet_ns)
+{
+	assert_true(m->n < MAX_CTX);
+	mock_ctx *c = &m->ctx[m->n];
+	gsd_policy_entity_init(&c->e, GS_PRIORITY_CLASS_NORMAL, 0, 1, (uint64_t)m->n + 1);
+	gsd_sched_group *g = gsd_policy_group(&m->q, owner, group_weight);
+	assert_non_null(g);
+	gsd_policy_entity_join(&c->e, g);
+	c->packet_ns = packet_ns;
+	c->left_ns = packet_ns;
+	c->packets = UINT64_MAX;
+	m->n++;
+	assert_int_equal(gsd_policy_enqueue(&m->q, &c->e, m->now), 0);
+	return c;
 }
 
 static double share(const mock *m, const mock_ctx *c)
@@ -118,6 +141,15 @@ static double share(const mock *m, const mock_ctx *c)
 	for (int i = 0; i < m->n; i++)
 		total += m->ctx[i].ran_ns;
 	return total ? (double)c->ran_ns / (double)total : 0;
+}
+
+/* The share of the first n contexts from index first. */
+static double share_of(const mock *m, int first, int n)
+{
+	double s = 0;
+	for (int i = first; i < first + n; i++)
+		s += share(m, &m->ctx[i]);
+	return s;
 }
 
 /* Contexts of one band share the engine in proportion to their weights, through quantum
@@ -134,6 +166,69 @@ static void test_weighted_shares(void **state)
 	assert_true(share(&m, b) > 0.75 - 0.005 && share(&m, b) < 0.75 + 0.005);
 	/* Every run was time-sliced: someone of the band always waited. */
 	assert_true(a->budgeted > 0 && b->budgeted > 0);
+	mock_fini(&m);
+}
+
+/* Tenant groups: a tenant with ten contexts and one with a single context, equal group
+ * weights, share the engine 1:1 (not 10:1), and the ten share their half evenly; with group
+ * weights 3:1 the shares are 3:1 whichever side has the contexts. */
+static void test_tenant_groups_share_per_tenant(void **state)
+{
+	(void)state;
+	static const int many = 10;
+	static const struct {
+		uint32_t wa, wb;
+		double want_a;
+	} cases[] = {{1, 1, 0.5}, {3, 1, 0.75}, {1, 3, 0.25}};
+	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+		mock m;
+		mock_init(&m);
+		int ta = 1, tb = 2; /* owners */
+		for (int i = 0; i < many; i++)
+			mock_add_tenant(&m, &ta, cases[k].wa, 3 * MS);
+		mock_ctx *b = mock_add_tenant(&m, &tb, cases[k].wb, 5 * MS);
+		mock_run(&m, m.now + 20000 * MS);
+		double a = share_of(&m, 0, many);
+		if (a < cases[k].want_a - 0.01 || a > cases[k].want_a + 0.01)
+			fail_msg("weights %u:%u: tenant A has %.3f, want %.3f", cases[k].wa,
+			         cases[k].wb, a, cases[k].want_a);
+		assert_true(share(&m, b) > 1 - cases[k].want_a - 0.01);
+		for (int i = 0; i < many; i++) {
+			double one = share(&m, &m.ctx[i]);
+			assert_true(one > cases[k].want_a / many * 0.9 &&
+			            one < cases[k].want_a / many * 1.1);
+		}
+		mock_fini(&m);
+	}
+	/* Without groups the same contexts share per context: ten against one. */
+	mock m;
+	mock_init(&m);
+	for (int i = 0; i < many; i++)
+		mock_add(&m, GS_PRIORITY_CLASS_NORMAL, 0, 1, 3 * MS, UINT64_MAX);
+	mock_ctx *b = mock_add(&m, GS_PRIORITY_CLASS_NORMAL, 0, 1, 5 * MS, UINT64_MAX);
+	mock_run(&m, m.now + 20000 * MS);
+	assert_true(share(&m, b) > 1.0 / 11 - 0.01 && share(&m, b) < 1.0 / 11 + 0.01);
+	mock_fini(&m);
+}
+
+/* A tenant that was idle banks no credit: back after a long absence it gets its share from
+ * then on, not the engine until it has caught up. */
+static void test_tenant_group_no_credit_after_idle(void **state)
+{
+	(void)state;
+	mock m;
+	mock_init(&m);
+	int ta = 1, tb = 2;
+	mock_ctx *a = mock_add_tenant(&m, &ta, 1, 2 * MS);
+	mock_run(&m, m.now + 5000 * MS); /* A alone for 5 s */
+	uint64_t a0 = a->ran_ns;
+	mock_ctx *b = mock_add_tenant(&m, &tb, 1, 2 * MS);
+	uint64_t t0 = m.now;
+	mock_run(&m, t0 + 1000 * MS);
+	double window = (double)(m.now - t0);
+	double sb = (double)b->ran_ns / window, sa = (double)(a->ran_ns - a0) / window;
+	if (sb > 0.52 || sa < 0.48)
+		fail_msg("after A ran alone, B got %.3f and A %.3f of the next second", sb, sa);
 	mock_fini(&m);
 }
 
@@ -311,6 +406,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_weighted_shares),
+	        cmocka_unit_test(test_tenant_groups_share_per_tenant),
+	        cmocka_unit_test(test_tenant_group_no_credit_after_idle),
 	        cmocka_unit_test(test_higher_band_first),
 	        cmocka_unit_test(test_starvation_boost),
 	        cmocka_unit_test(test_idle_never_boosted),
