@@ -51,18 +51,27 @@ static void mock_init(mock *m)
 	m->now = 1000 * MS;
 }
 
-static mock_ctx *mock_add(mock *m, uint32_t cls, int32_t prio, uint32_t weight, uint64_t packet_ns,
-                          uint64_t packets)
+/* Adds a context, in group g (NULL: none), with a backlog, and queues it. */
+static mock_ctx *mock_add_in(mock *m, gsd_sched_group *g, uint32_t cls, int32_t prio,
+                             uint32_t weight, uint64_t packet_ns, uint64_t packets)
 {
 	assert_true(m->n < MAX_CTX);
 	mock_ctx *c = &m->ctx[m->n];
 	gsd_policy_entity_init(&c->e, cls, prio, weight, (uint64_t)m->n + 1);
+	if (g)
+		gsd_policy_entity_join(&c->e, g);
 	c->packet_ns = packet_ns;
 	c->left_ns = packet_ns;
 	c->packets = packets;
 	m->n++;
 	assert_int_equal(gsd_policy_enqueue(&m->q, &c->e, m->now), 0);
 	return c;
+}
+
+static mock_ctx *mock_add(mock *m, uint32_t cls, int32_t prio, uint32_t weight, uint64_t packet_ns,
+                          uint64_t packets)
+{
+	return mock_add_in(m, NULL, cls, prio, weight, packet_ns, packets);
 }
 
 static mock_ctx *ctx_of(gsd_sched_entity *e)
@@ -121,18 +130,9 @@ static void mock_fini(mock *m)
 static mock_ctx *mock_add_tenant(mock *m, const void *owner, uint32_t group_weight,
                                  uint64_t packet_ns)
 {
-	assert_true(m->n < MAX_CTX);
-	mock_ctx *c = &m->ctx[m->n];
-	gsd_policy_entity_init(&c->e, GS_PRIORITY_CLASS_NORMAL, 0, 1, (uint64_t)m->n + 1);
 	gsd_sched_group *g = gsd_policy_group(&m->q, owner, group_weight);
 	assert_non_null(g);
-	gsd_policy_entity_join(&c->e, g);
-	c->packet_ns = packet_ns;
-	c->left_ns = packet_ns;
-	c->packets = UINT64_MAX;
-	m->n++;
-	assert_int_equal(gsd_policy_enqueue(&m->q, &c->e, m->now), 0);
-	return c;
+	return mock_add_in(m, g, GS_PRIORITY_CLASS_NORMAL, 0, 1, packet_ns, UINT64_MAX);
 }
 
 static double share(const mock *m, const mock_ctx *c)
