@@ -97,6 +97,24 @@ SELECT e.seq, e.packet, p.tenant, p.context, e.state, s.name AS state_name, e.ti
   FROM packet_events e JOIN packets p ON p.packet = e.packet
   LEFT JOIN packet_states s ON s.state = e.state;
 
+-- One row per tenant made by an admin request (TenantCreate), updated in place when it is
+-- removed (removed_ns), so a restarted daemon has it again; tenants of the configuration are
+-- not recorded here. Only the salted hash of its token is kept. id is never reused: a tenant
+-- made later with a removed one's name is another tenant. Chain kind 8.
+CREATE TABLE IF NOT EXISTS tenants (
+	id               INTEGER PRIMARY KEY NOT NULL,
+	name             TEXT    NOT NULL,
+	token_hash       TEXT    NOT NULL,
+	kind             INTEGER NOT NULL,
+	share            INTEGER NOT NULL,
+	priority_ceiling INTEGER NOT NULL,
+	context_limit    INTEGER NOT NULL,
+	memory_quota     INTEGER NOT NULL,
+	admin            INTEGER NOT NULL,
+	created_ns       INTEGER NOT NULL,
+	removed_ns       INTEGER NOT NULL
+);
+
 -- One row per context, updated in place; destroyed_ns stays 0 while it lives.
 CREATE TABLE IF NOT EXISTS contexts (
 	context                      INTEGER PRIMARY KEY NOT NULL,
@@ -217,8 +235,9 @@ CREATE TABLE IF NOT EXISTS chain_base_objects (
 	state BLOB    NOT NULL,
 	PRIMARY KEY (kind, ref)
 ) WITHOUT ROWID;
--- The last record about a context or an allocation (verification of their rows).
-CREATE INDEX IF NOT EXISTS chain_objects ON chain (kind, ref) WHERE kind IN (2, 3);
+-- The last record about a context, an allocation or a tenant (verification of their rows).
+DROP INDEX IF EXISTS chain_objects;
+CREATE INDEX IF NOT EXISTS chain_objects_v4 ON chain (kind, ref) WHERE kind IN (2, 3, 8);
 -- Where the chain starts in a file a daemon without it wrote (or, after an upgrade from
 -- schema 3, a daemon with chain format 1): older rows are not covered.
 INSERT OR IGNORE INTO meta (key, value) VALUES ('chain_format', '2');

@@ -161,6 +161,9 @@ static const char context_row_sql[] =
         " dma_buffer_size, dma_buffer_segment_set, dma_buffer_private_data_size,"
         " allocation_list_size, patch_location_list_size, caps, paging_companion_node_id,"
         " created_ns, destroyed_ns FROM contexts WHERE context = ?1";
+static const char tenant_row_sql[] =
+        "SELECT id, name, token_hash, kind, share, priority_ceiling, context_limit, memory_quota,"
+        " admin, created_ns, removed_ns FROM tenants WHERE id = ?1";
 static const char allocation_row_sql[] =
         "SELECT allocation, tenant, device, adapter, size, supported_segment_set,"
         " segment_preference, priority, flags, segment, segment_offset, created_ns, destroyed_ns"
@@ -258,6 +261,7 @@ static const char *appended_sql(gs_chain_kind kind, uint64_t seq, int64_t *key, 
 		return move_sql;
 	case GS_CHAIN_CONTEXT:
 	case GS_CHAIN_ALLOCATION:
+	case GS_CHAIN_TENANT:
 		*table = NULL;
 		return NULL;
 	}
@@ -299,6 +303,9 @@ static const char *state_sql(gs_chain_kind kind, const char **table)
 	case GS_CHAIN_ALLOCATION:
 		*table = "allocations";
 		return allocation_row_sql;
+	case GS_CHAIN_TENANT:
+		*table = "tenants";
+		return tenant_row_sql;
 	default:
 		*table = NULL;
 		return NULL;
@@ -616,7 +623,12 @@ int gs_chain_verify(sqlite3 *db, gs_chain_report *out)
 	                 "SELECT seq, state FROM chain WHERE kind = 3 AND ref = ?1 UNION ALL"
 	                 " SELECT 0, state FROM chain_base_objects WHERE kind = 3 AND ref = ?1"
 	                 " ORDER BY 1 DESC LIMIT 1",
-	                 meta_int(db, "chain_start_allocation", 0)) != 0) {
+	                 meta_int(db, "chain_start_allocation", 0)) != 0 ||
+	    check_states(db, out, "tenants", "id", GS_CHAIN_TENANT,
+	                 "SELECT seq, state FROM chain WHERE kind = 8 AND ref = ?1 UNION ALL"
+	                 " SELECT 0, state FROM chain_base_objects WHERE kind = 8 AND ref = ?1"
+	                 " ORDER BY 1 DESC LIMIT 1",
+	                 0) != 0) {
 		if (!out->why[0])
 			snprintf(out->why, sizeof out->why, "reading the file failed: %s",
 			         sqlite3_errmsg(db));

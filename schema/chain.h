@@ -60,6 +60,7 @@ typedef enum gs_chain_kind {
 	GS_CHAIN_NOTE = 5,       /* a notes row */
 	GS_CHAIN_MOVE = 6,       /* a moves row */
 	/* 7 was a packet's allocation list, a record of its own before format 2 */
+	GS_CHAIN_TENANT = 8, /* the tenants row of an admin-created tenant */
 } gs_chain_kind;
 
 /* A row digest being computed, one column at a time in INSERT order. */

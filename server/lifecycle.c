@@ -70,6 +70,51 @@ static int continue_ids(gsd_daemon *d)
 	return 0;
 }
 
+/* Tenants that admin requests made (and did not remove) before the last stop: they come back
+ * with their token's hash, unless the configuration now has a tenant of that name. */
+static void restore_tenant(void *arg, const gsd_tenant_rec *r)
+{
+	gsd_daemon *d = arg;
+	if (r->removed_ns)
+		return;
+	if (gsd_tenant_by_name(d, r->tenant)) {
+		GSD_WARN("tenant %s made by an admin request is also in the configuration: the"
+		         " configuration's is used",
+		         r->tenant);
+		return;
+	}
+	gsd_tenant_config tc = {.kind = (int)r->kind,
+	                        .share = r->share,
+	                        .priority_ceiling = r->priority_ceiling,
+	                        .context_limit = r->context_limit,
+	                        .memory_quota = r->memory_quota,
+	                        .admin = r->admin};
+	snprintf(tc.name, sizeof(tc.name), "%s", r->tenant);
+	snprintf(tc.token_hash, sizeof(tc.token_hash), "%s", r->token_hash);
+	gsd_tenant *t = gsd_tenant_add(d, &tc);
+	if (!t) {
+		GSD_ERROR("tenant %s (made by an admin request) cannot be restored", r->tenant);
+		return;
+	}
+	t->id = r->id;
+	t->created_ns = r->created_ns;
+}
+
+static int restore_tenants(gsd_daemon *d)
+{
+	char err[256];
+	uint32_t before = d->ntenants;
+	if (gsd_history_tenants(d->cfg.db_path, restore_tenant, d, &d->next_tenant_id, err,
+	                        sizeof(err)) != 0) {
+		GSD_ERROR("%s", err);
+		return -1;
+	}
+	if (d->ntenants > before)
+		GSD_INFO("%u tenants made by admin requests restored from the audit file",
+		         d->ntenants - before);
+	return 0;
+}
+
 int gsd_daemon_init(gsd_daemon *d, const gsd_config *cfg, uv_loop_t *loop)
 {
 	memset(d, 0, sizeof(*d));
@@ -91,7 +136,7 @@ int gsd_daemon_init(gsd_daemon *d, const gsd_config *cfg, uv_loop_t *loop)
 		GSD_ERROR("cannot open the audit database %s", cfg->db_path);
 		return -1;
 	}
-	if (continue_ids(d) != 0)
+	if (continue_ids(d) != 0 || restore_tenants(d) != 0)
 		return -1;
 	gsd_audit_note(d->audit, "-", "daemon_start", GS_VERSION);
 	if (gsd_audit_reconciled(d->audit)) {

@@ -76,6 +76,7 @@ enum rec_kind {
 	REC_FLUSH,
 	REC_MOVE,
 	REC_PRUNE, /* asks for retention steps now (gsd_audit_prune) */
+	REC_TENANT,
 };
 
 /* A SUBMITTED packet record's allocation list: the one part of a record whose size varies, so
@@ -106,7 +107,8 @@ struct node {
 		gsd_packet_rec packet;
 		gsd_context_rec context;
 		gsd_allocation_rec allocation;
-		gsd_move_rec move; /* its reason lives in text1 */
+		gsd_move_rec move;     /* its reason lives in text1 */
+		gsd_tenant_rec tenant; /* its token hash lives in text1 */
 		int status;
 	} u;
 	struct packet_allocs palloc; /* a packet record's allocation list (n 0: none) */
@@ -131,6 +133,7 @@ enum stmt_id {
 	ST_CHAIN,
 	ST_HEAD,
 	ST_OWNER,
+	ST_TENANT,
 	ST_COUNT
 };
 
@@ -204,6 +207,10 @@ static const char *const stmt_sql[ST_COUNT] = {
         [ST_HEAD] = "INSERT INTO meta (key, value) VALUES ('chain_head', ?1)"
                     " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
         [ST_OWNER] = "SELECT tenant IS ?2 FROM packets WHERE packet = ?1",
+        [ST_TENANT] = "INSERT INTO tenants (id, name, token_hash, kind, share, priority_ceiling,"
+                      " context_limit, memory_quota, admin, created_ns, removed_ns)"
+                      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
+                      " ON CONFLICT (id) DO UPDATE SET removed_ns = excluded.removed_ns",
 };
 
 struct gsd_audit {
@@ -576,6 +583,24 @@ static int write_allocation(gsd_audit *a, const struct node *n, chain_out *co)
 	return step_reset(s);
 }
 
+/* Its digest is of the row the upsert leaves: the columns as recorded, removed_ns the one that
+ * changes. */
+static int write_tenant(gsd_audit *a, const struct node *n, chain_out *co)
+{
+	const gsd_tenant_rec *r = &n->u.tenant;
+	sqlite3_stmt *s = a->st[ST_TENANT];
+	gs_chain_row d, *dp;
+
+	dp = chain_begin(a, &d, GS_CHAIN_TENANT);
+	PUT_ROW(s, dp, CI(r->id), CS(n->tenant, false), CS(n->text1, false), CI(r->kind),
+	        CI(r->share), CI(r->priority_ceiling), CI(r->context_limit), CI(r->memory_quota),
+	        CI(r->admin), CI(r->created_ns), CI(r->removed_ns));
+	chain_end(dp, co->state);
+	co->has_state = true;
+	co->ref = r->id;
+	return step_reset(s);
+}
+
 /* errors and notes: a time, a tenant, a text, [a status,] a text, the seq. */
 static int write_texts(gsd_audit *a, const struct node *n, chain_out *co)
 {
@@ -647,6 +672,7 @@ static int write_node(gsd_audit *a, const struct node *n)
 	        [REC_ERROR] = GS_CHAIN_ERROR,
 	        [REC_NOTE] = GS_CHAIN_NOTE,
 	        [REC_MOVE] = GS_CHAIN_MOVE,
+	        [REC_TENANT] = GS_CHAIN_TENANT,
 	};
 	chain_out co = {.kind = (size_t)n->kind < sizeof kinds / sizeof kinds[0] ? kinds[n->kind]
 	                                                                         : 0};
@@ -667,6 +693,9 @@ static int write_node(gsd_audit *a, const struct node *n)
 		break;
 	case REC_MOVE:
 		rc = write_move(a, n, &co);
+		break;
+	case REC_TENANT:
+		rc = write_tenant(a, n, &co);
 		break;
 	case REC_FLUSH:
 		return SQLITE_OK; /* only its ack matters */
@@ -853,7 +882,8 @@ static int prune_step(gsd_audit *a)
 	        /* Contexts and allocations whose last record goes: destroyed ones go, the live
 	         * ones become base objects. */
 	        "INSERT OR REPLACE INTO chain_base_objects (kind, ref, state)"
-	        " SELECT c.kind, c.ref, c.state FROM chain c WHERE c.kind IN (2, 3) AND c.seq <= ?1"
+	        " SELECT c.kind, c.ref, c.state FROM chain c WHERE c.kind IN (2, 3, 8) AND c.seq "
+	        "<= ?1"
 	        " AND c.seq = (SELECT max(seq) FROM chain d WHERE d.kind = c.kind AND d.ref = "
 	        "c.ref)"
 	        " AND NOT ((c.kind = 2 AND EXISTS (SELECT 1 FROM contexts WHERE context = c.ref AND"
@@ -1401,6 +1431,18 @@ void gsd_audit_context(gsd_audit *a, const gsd_context_rec *rec)
 		return;
 	n->u.context = *rec;
 	n->u.context.tenant = NULL;
+	node_push(a, n);
+}
+
+void gsd_audit_tenant(gsd_audit *a, const gsd_tenant_rec *rec)
+{
+	struct node *n = node_begin(a, REC_TENANT, rec->tenant, NULL, NULL);
+	if (!n)
+		return;
+	n->u.tenant = *rec;
+	n->u.tenant.tenant = NULL;
+	n->u.tenant.token_hash = NULL;
+	node_text(n, n->text1, sizeof n->text1, rec->token_hash, NULL_TEXT1);
 	node_push(a, n);
 }
 

@@ -102,6 +102,22 @@ typedef struct gsd_allocation_rec {
 	uint64_t destroyed_ns;
 } gsd_allocation_rec;
 
+/* A tenant made by an admin request, as it stands (schema table `tenants`): recorded when it is
+ * created and when it is removed, so a restarted daemon has it again (gsd_history_tenants). */
+typedef struct gsd_tenant_rec {
+	uint64_t id;            /* never reused in a file */
+	const char *tenant;     /* its name */
+	const char *token_hash; /* the salted hash of its token ("b2$SALT$HASH") */
+	uint32_t kind;          /* Gpusched__V1__TenantKind */
+	uint32_t share;
+	uint32_t priority_ceiling;
+	uint32_t context_limit;
+	uint64_t memory_quota;
+	bool admin;
+	uint64_t created_ns;
+	uint64_t removed_ns; /* 0 while it exists */
+} gsd_tenant_rec;
+
 int gsd_audit_open(const char *path, const gsd_audit_options *opt, gsd_audit **out);
 /* Drains and commits everything queued, stops the writer thread, closes the file. */
 void gsd_audit_close(gsd_audit *a);
@@ -125,6 +141,8 @@ void gsd_audit_flush(gsd_audit *a, gsd_audit_ack_fn ack, void *ack_arg);
  * for a flush. Nothing happens when no retention is configured. */
 void gsd_audit_prune(gsd_audit *a, gsd_audit_ack_fn ack, void *ack_arg);
 void gsd_audit_allocation(gsd_audit *a, const gsd_allocation_rec *rec);
+/* Copies the record (strings included); nothing is acknowledged. */
+void gsd_audit_tenant(gsd_audit *a, const gsd_tenant_rec *rec);
 /* One action of the memory manager on an allocation (schema table `moves`). Segment 0 means
  * system memory (or nowhere, for PLACE's from and FREE's to). */
 typedef struct gsd_move_rec {
@@ -248,6 +266,11 @@ void gsd_history_query_sql(const gsd_history_filter *f, char *sql, size_t cap);
  * found, 0 when the file has no such packet of that tenant, -1 with err filled. */
 int gsd_history_packet(const char *path, const char *tenant, uint64_t packet, gsd_packet_rec *out,
                        char *err, size_t errcap);
+/* Every tenant recorded in the file at path (removed ones too), in id order, to fn; *max_id the
+ * highest id (0: none). 0, or -1 with err filled. Read before the daemon serves. */
+typedef void (*gsd_tenant_row_fn)(void *arg, const gsd_tenant_rec *rec);
+int gsd_history_tenants(const char *path, gsd_tenant_row_fn fn, void *arg, uint64_t *max_id,
+                        char *err, size_t errcap);
 int gsd_history_last_ids(const char *path, uint64_t *packet, uint64_t *handle, char *err,
                          size_t errcap);
 /* Events of one packet of `tenant`, oldest first. *out is malloc'd. */

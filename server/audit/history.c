@@ -531,6 +531,45 @@ int gsd_history_last_ids(const char *path, uint64_t *packet, uint64_t *handle, c
 	return rc == SQLITE_OK ? 0 : -1;
 }
 
+int gsd_history_tenants(const char *path, gsd_tenant_row_fn fn, void *arg, uint64_t *max_id,
+                        char *err, size_t errcap)
+{
+	sqlite3 *db;
+	*max_id = 0;
+	if (open_reader(path, &db, err, errcap) != 0)
+		return -1;
+	sqlite3_stmt *s = prepare_or_close(db,
+	                                   "SELECT id, name, token_hash, kind, share,"
+	                                   " priority_ceiling, context_limit, memory_quota, admin,"
+	                                   " created_ns, removed_ns FROM tenants ORDER BY id",
+	                                   "tenants", err, errcap);
+	if (!s)
+		return -1;
+	int rc;
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		gsd_tenant_rec r = {.id = col_u64(s, 0),
+		                    .tenant = (const char *)sqlite3_column_text(s, 1),
+		                    .token_hash = (const char *)sqlite3_column_text(s, 2),
+		                    .kind = col_u32(s, 3),
+		                    .share = col_u32(s, 4),
+		                    .priority_ceiling = col_u32(s, 5),
+		                    .context_limit = col_u32(s, 6),
+		                    .memory_quota = col_u64(s, 7),
+		                    .admin = sqlite3_column_int(s, 8) != 0,
+		                    .created_ns = col_u64(s, 9),
+		                    .removed_ns = col_u64(s, 10)};
+		if (r.id > *max_id)
+			*max_id = r.id;
+		if (r.tenant && r.token_hash)
+			fn(arg, &r);
+	}
+	if (rc != SQLITE_DONE)
+		gsd_audit_set_err(err, errcap, "cannot read the tenants: %s", sqlite3_errmsg(db));
+	sqlite3_finalize(s);
+	close_reader(db);
+	return rc == SQLITE_DONE ? 0 : -1;
+}
+
 static const char moves_select[] =
         "SELECT seq, time_ns, allocation, device, adapter, packet, for_packet, kind,"
         " from_segment, from_offset, to_segment, to_offset, bytes, transfer_flags, pieces,"

@@ -78,6 +78,7 @@ struct gsd_daemon {
 	/* Removed by an admin: out of the table (their slots are free again), kept in memory for
 	 * what may still point at them (retired packets, a connection's last token). */
 	gsd_tenant *removed_tenants;
+	uint64_t next_tenant_id; /* the last id given to an admin-created tenant (audit: tenants) */
 	gsd_tenant system_tenant; /* owns the system contexts; never authenticates */
 	gsd_hmap objects;         /* handle -> gsd_object */
 	gsd_hmap packets;         /* packet id -> live gsd_packet */

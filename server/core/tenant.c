@@ -17,21 +17,33 @@ static void token_digest(const uint8_t salt[GSD_TOKEN_SALT], const char *token,
 	                   GSD_TOKEN_SALT);
 }
 
+static int hash_text(const uint8_t salt[GSD_TOKEN_SALT], const uint8_t hash[GSD_TOKEN_HASH],
+                     char *out, size_t cap)
+{
+	if (cap < sizeof HASH_PREFIX + 2 * (GSD_TOKEN_SALT + GSD_TOKEN_HASH) + 1)
+		return -1;
+	strcpy(out, HASH_PREFIX);
+	char *p = out + strlen(out);
+	sodium_bin2hex(p, 2 * GSD_TOKEN_SALT + 1, salt, GSD_TOKEN_SALT);
+	p += 2 * GSD_TOKEN_SALT;
+	*p++ = '$';
+	sodium_bin2hex(p, 2 * GSD_TOKEN_HASH + 1, hash, GSD_TOKEN_HASH);
+	return 0;
+}
+
 int gsd_token_hash_text(const char *token, char *out, size_t cap)
 {
 	uint8_t salt[GSD_TOKEN_SALT], hash[GSD_TOKEN_HASH];
-	if (sodium_init() < 0 ||
-	    cap < sizeof HASH_PREFIX + 2 * (GSD_TOKEN_SALT + GSD_TOKEN_HASH) + 1)
+	if (sodium_init() < 0)
 		return -1;
 	randombytes_buf(salt, sizeof salt);
 	token_digest(salt, token, hash);
-	strcpy(out, HASH_PREFIX);
-	char *p = out + strlen(out);
-	sodium_bin2hex(p, 2 * GSD_TOKEN_SALT + 1, salt, sizeof salt);
-	p += 2 * GSD_TOKEN_SALT;
-	*p++ = '$';
-	sodium_bin2hex(p, 2 * GSD_TOKEN_HASH + 1, hash, sizeof hash);
-	return 0;
+	return hash_text(salt, hash, out, cap);
+}
+
+int gsd_tenant_hash_text(const gsd_tenant *t, char *out, size_t cap)
+{
+	return hash_text(t->token_salt, t->token_hash, out, cap);
 }
 
 int gsd_token_hash_parse(const char *text, uint8_t salt[GSD_TOKEN_SALT],
@@ -78,6 +90,25 @@ gsd_tenant *gsd_tenant_add(gsd_daemon *d, const gsd_tenant_config *tc)
 		t->conf.share = 1;
 	d->tenants[d->ntenants++] = t;
 	return t;
+}
+
+void gsd_tenant_audit(gsd_daemon *d, const gsd_tenant *t, uint64_t removed_ns)
+{
+	char hash[160];
+	if (!t->id || gsd_tenant_hash_text(t, hash, sizeof(hash)) != 0)
+		return;
+	gsd_tenant_rec r = {.id = t->id,
+	                    .tenant = t->conf.name,
+	                    .token_hash = hash,
+	                    .kind = (uint32_t)t->conf.kind,
+	                    .share = t->conf.share,
+	                    .priority_ceiling = t->conf.priority_ceiling,
+	                    .context_limit = t->conf.context_limit,
+	                    .memory_quota = t->conf.memory_quota,
+	                    .admin = t->conf.admin,
+	                    .created_ns = t->created_ns,
+	                    .removed_ns = removed_ns};
+	gsd_audit_tenant(d->audit, &r);
 }
 
 gsd_tenant *gsd_tenant_by_token(gsd_daemon *d, const char *token)

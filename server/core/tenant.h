@@ -20,6 +20,8 @@ typedef struct gsd_tenant {
 	/* As configured or created by an admin (share at least 1); conf.token is wiped: only
 	 * the salted hash of the secret stays (keyed BLAKE2b-256, the salt as key). */
 	gsd_tenant_config conf;
+	uint64_t id; /* made by an admin request: its row in the audit's tenants; 0: configured */
+	uint64_t created_ns;
 	uint8_t token_salt[GSD_TOKEN_SALT];
 	uint8_t token_hash[GSD_TOKEN_HASH];
 	bool banned;
@@ -45,9 +47,14 @@ gsd_tenant *gsd_tenant_add(gsd_daemon *d, const gsd_tenant_config *tc);
 /* The text form of a token's salted hash with a new random salt ("b2$SALT$HASH", hex), for
  * the configuration's token_hash; 0, or -1 when cap is too small or libsodium fails. */
 int gsd_token_hash_text(const char *token, char *out, size_t cap);
+/* The text form of a tenant's salted hash (what gsd_token_hash_parse reads back); 0 or -1. */
+int gsd_tenant_hash_text(const gsd_tenant *t, char *out, size_t cap);
 /* Parses that text: 0, or -1 when it is not one. */
 int gsd_token_hash_parse(const char *text, uint8_t salt[GSD_TOKEN_SALT],
                          uint8_t hash[GSD_TOKEN_HASH]);
+/* The audit record of an admin-created tenant as it stands (removed_ns 0: it exists). */
+void gsd_tenant_audit(gsd_daemon *d, const gsd_tenant *t, uint64_t removed_ns);
+
 /* Live (not removed) tenants by token (compared in constant time with each tenant's salted
  * hash) or name; NULL when none. */
 gsd_tenant *gsd_tenant_by_token(gsd_daemon *d, const char *token);

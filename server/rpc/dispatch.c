@@ -254,6 +254,9 @@ static void h_tenant_create(gsd_daemon *d, gsd_call *c)
 		gsd_call_error(c, GSD_ST(QUOTA_EXCEEDED), "too many tenants");
 		return;
 	}
+	nt->id = ++d->next_tenant_id;
+	nt->created_ns = gsd_now_ns();
+	gsd_tenant_audit(d, nt, 0); /* a restarted daemon has it again */
 	gsd_audit_note(d->audit, c->tenant->conf.name, "tenant_created", nt->conf.name);
 	Gpusched__V1__TenantCreateResponse tr = GPUSCHED__V1__TENANT_CREATE_RESPONSE__INIT;
 	tr.token = tc.token; /* shown once: the daemon keeps only its salted hash */
@@ -279,6 +282,7 @@ static void h_tenant_destroy(gsd_daemon *d, gsd_call *c)
 		gsd_call_error(c, GSD_ST(INVALID_ARGUMENT), "a tenant cannot remove itself");
 		return;
 	}
+	gsd_tenant_audit(d, t, gsd_now_ns()); /* before its hash is wiped */
 	gsd_tenant_remove(d, t);
 	gsd_audit_note(d->audit, c->tenant->conf.name, "tenant_removed", t->conf.name);
 	gsd_call_reply_empty(c);
