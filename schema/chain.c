@@ -608,27 +608,42 @@ int gs_chain_verify(sqlite3 *db, gs_chain_report *out)
 		out->base_seq = (uint64_t)base_seq;
 	}
 	out->first_seq = (uint64_t)start;
-	if (walk_chain(db, out, base) != 0 || (out->ok && check_head(db, out) != 0) ||
-	    check_states(db, out, "packets", "packet", GS_CHAIN_PACKET,
-	                 "SELECT seq, state_digest FROM packet_events WHERE packet = ?1 UNION ALL"
-	                 " SELECT 0, state FROM chain_base_objects WHERE kind = 1 AND ref = ?1"
-	                 " ORDER BY 1 DESC LIMIT 1",
-	                 meta_int(db, "chain_start_packet", 0)) != 0 ||
-	    check_states(db, out, "contexts", "context", GS_CHAIN_CONTEXT,
-	                 "SELECT seq, state FROM chain WHERE kind = 2 AND ref = ?1 UNION ALL"
-	                 " SELECT 0, state FROM chain_base_objects WHERE kind = 2 AND ref = ?1"
-	                 " ORDER BY 1 DESC LIMIT 1",
-	                 meta_int(db, "chain_start_context", 0)) != 0 ||
-	    check_states(db, out, "allocations", "allocation", GS_CHAIN_ALLOCATION,
-	                 "SELECT seq, state FROM chain WHERE kind = 3 AND ref = ?1 UNION ALL"
-	                 " SELECT 0, state FROM chain_base_objects WHERE kind = 3 AND ref = ?1"
-	                 " ORDER BY 1 DESC LIMIT 1",
-	                 meta_int(db, "chain_start_allocation", 0)) != 0 ||
-	    check_states(db, out, "tenants", "id", GS_CHAIN_TENANT,
-	                 "SELECT seq, state FROM chain WHERE kind = 8 AND ref = ?1 UNION ALL"
-	                 " SELECT 0, state FROM chain_base_objects WHERE kind = 8 AND ref = ?1"
-	                 " ORDER BY 1 DESC LIMIT 1",
-	                 0) != 0) {
+	/* The updated-in-place tables, each against the last record about its rows. */
+	static const struct {
+		const char *table, *key;
+		gs_chain_kind kind;
+		const char *prechain; /* meta key: rows up to it predate the chain */
+	} updated[] = {
+	        {"packets", "packet", GS_CHAIN_PACKET, "chain_start_packet"},
+	        {"contexts", "context", GS_CHAIN_CONTEXT, "chain_start_context"},
+	        {"allocations", "allocation", GS_CHAIN_ALLOCATION, "chain_start_allocation"},
+	        {"tenants", "id", GS_CHAIN_TENANT, NULL},
+	};
+	bool failed = walk_chain(db, out, base) != 0 || (out->ok && check_head(db, out) != 0);
+	for (size_t i = 0; !failed && i < sizeof updated / sizeof updated[0]; i++) {
+		/* Kinds as literals, so the partial index chain_objects_v4 serves the lookup. */
+		char last[320];
+		if (updated[i].kind == GS_CHAIN_PACKET)
+			snprintf(last, sizeof last,
+			         "SELECT seq, state_digest FROM packet_events WHERE packet = ?1 "
+			         "UNION"
+			         " ALL SELECT 0, state FROM chain_base_objects WHERE kind = %d AND"
+			         " ref = ?1 ORDER BY 1 DESC LIMIT 1",
+			         (int)updated[i].kind);
+		else
+			snprintf(last, sizeof last,
+			         "SELECT seq, state FROM chain WHERE kind = %d AND ref = ?1 UNION "
+			         "ALL"
+			         " SELECT 0, state FROM chain_base_objects WHERE kind = %d AND ref "
+			         "= ?1"
+			         " ORDER BY 1 DESC LIMIT 1",
+			         (int)updated[i].kind, (int)updated[i].kind);
+		failed = check_states(db, out, updated[i].table, updated[i].key, updated[i].kind,
+		                      last,
+		                      updated[i].prechain ? meta_int(db, updated[i].prechain, 0)
+		                                          : 0) != 0;
+	}
+	if (failed) {
 		if (!out->why[0])
 			snprintf(out->why, sizeof out->why, "reading the file failed: %s",
 			         sqlite3_errmsg(db));
