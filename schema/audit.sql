@@ -100,10 +100,13 @@ SELECT e.seq, e.packet, p.tenant, p.context, e.state, s.name AS state_name, e.ti
 -- One row per tenant made by an admin request (TenantCreate), updated in place when it is
 -- removed (removed_ns), so a restarted daemon has it again; tenants of the configuration are
 -- not recorded here. Only the salted hash of its token is kept. id is never reused: a tenant
--- made later with a removed one's name is another tenant. Chain kind 8.
+-- made later with a removed one's name is another tenant, recorded everywhere as name#id, so it
+-- never reads the removed one's records. Chain kind 8.
 CREATE TABLE IF NOT EXISTS tenants (
 	id               INTEGER PRIMARY KEY NOT NULL,
 	name             TEXT    NOT NULL,
+	audit_name       TEXT    NOT NULL, -- its value in every tenant column: name, or name#id
+	                                   -- when made with a removed tenant's name
 	token_hash       TEXT    NOT NULL,
 	kind             INTEGER NOT NULL,
 	share            INTEGER NOT NULL,

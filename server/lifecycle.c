@@ -17,6 +17,7 @@ static int add_tenants(gsd_daemon *d, const gsd_config *cfg)
 {
 	/* Owns the daemon's own contexts (paging); no token names it. */
 	snprintf(d->system_tenant.conf.name, sizeof(d->system_tenant.conf.name), "gpuschedd");
+	snprintf(d->system_tenant.audit_name, sizeof(d->system_tenant.audit_name), "gpuschedd");
 	d->system_tenant.conf.share = 1;
 	d->system_tenant.conf.priority_ceiling = GSD_CLASS_SYSTEM;
 	if (cfg->ntenants == 0) {
@@ -75,8 +76,20 @@ static int continue_ids(gsd_daemon *d)
 static void restore_tenant(void *arg, const gsd_tenant_rec *r)
 {
 	gsd_daemon *d = arg;
-	if (r->removed_ns)
+	if (r->removed_ns) {
+		/* Kept only as a name that was used: a tenant made again with it gets another
+		 * audit identity. */
+		gsd_tenant *gone = calloc(1, sizeof(*gone));
+		if (!gone)
+			return;
+		snprintf(gone->conf.name, sizeof(gone->conf.name), "%s", r->tenant);
+		snprintf(gone->audit_name, sizeof(gone->audit_name), "%s", r->audit_name);
+		gone->id = r->id;
+		gone->removed = true;
+		gone->next_removed = d->removed_tenants;
+		d->removed_tenants = gone;
 		return;
+	}
 	if (gsd_tenant_by_name(d, r->tenant)) {
 		GSD_WARN("tenant %s made by an admin request is also in the configuration: the"
 		         " configuration's is used",
@@ -98,6 +111,7 @@ static void restore_tenant(void *arg, const gsd_tenant_rec *r)
 	}
 	t->id = r->id;
 	t->created_ns = r->created_ns;
+	snprintf(t->audit_name, sizeof(t->audit_name), "%s", r->audit_name);
 }
 
 static int restore_tenants(gsd_daemon *d)

@@ -207,9 +207,9 @@ static const char *const stmt_sql[ST_COUNT] = {
         [ST_HEAD] = "INSERT INTO meta (key, value) VALUES ('chain_head', ?1)"
                     " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
         [ST_OWNER] = "SELECT tenant IS ?2 FROM packets WHERE packet = ?1",
-        [ST_TENANT] = "INSERT INTO tenants (id, name, token_hash, kind, share, priority_ceiling,"
-                      " context_limit, memory_quota, admin, created_ns, removed_ns)"
-                      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
+        [ST_TENANT] = "INSERT INTO tenants (id, name, audit_name, token_hash, kind, share,"
+                      " priority_ceiling, context_limit, memory_quota, admin, created_ns,"
+                      " removed_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"
                       " ON CONFLICT (id) DO UPDATE SET removed_ns = excluded.removed_ns",
 };
 
@@ -592,9 +592,9 @@ static int write_tenant(gsd_audit *a, const struct node *n, chain_out *co)
 	gs_chain_row d, *dp;
 
 	dp = chain_begin(a, &d, GS_CHAIN_TENANT);
-	PUT_ROW(s, dp, CI(r->id), CS(n->tenant, false), CS(n->text1, false), CI(r->kind),
-	        CI(r->share), CI(r->priority_ceiling), CI(r->context_limit), CI(r->memory_quota),
-	        CI(r->admin), CI(r->created_ns), CI(r->removed_ns));
+	PUT_ROW(s, dp, CI(r->id), CS(n->tenant, false), CS(n->text2, false), CS(n->text1, false),
+	        CI(r->kind), CI(r->share), CI(r->priority_ceiling), CI(r->context_limit),
+	        CI(r->memory_quota), CI(r->admin), CI(r->created_ns), CI(r->removed_ns));
 	chain_end(dp, co->state);
 	co->has_state = true;
 	co->ref = r->id;
@@ -1442,7 +1442,9 @@ void gsd_audit_tenant(gsd_audit *a, const gsd_tenant_rec *rec)
 	n->u.tenant = *rec;
 	n->u.tenant.tenant = NULL;
 	n->u.tenant.token_hash = NULL;
+	n->u.tenant.audit_name = NULL;
 	node_text(n, n->text1, sizeof n->text1, rec->token_hash, NULL_TEXT1);
+	node_text(n, n->text2, sizeof n->text2, rec->audit_name, NULL_TEXT2);
 	node_push(a, n);
 }
 

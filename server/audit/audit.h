@@ -107,6 +107,7 @@ typedef struct gsd_allocation_rec {
 typedef struct gsd_tenant_rec {
 	uint64_t id;            /* never reused in a file */
 	const char *tenant;     /* its name */
+	const char *audit_name; /* who it is in the tenant columns (NAME, or NAME#ID) */
 	const char *token_hash; /* the salted hash of its token ("b2$SALT$HASH") */
 	uint32_t kind;          /* Gpusched__V1__TenantKind */
 	uint32_t share;

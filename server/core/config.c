@@ -258,6 +258,8 @@ static int load_tenant(json_t *jt, gsd_tenant_config *t, cfg_err *e)
 		return -1;
 	if (!t->name[0])
 		return fail(e, "%s: every tenant needs a name", "tenants");
+	if (strchr(t->name, '#'))
+		return fail(e, "tenant %s: a name may not contain '#'", t->name);
 	uint8_t salt[GSD_TOKEN_SALT], hash[GSD_TOKEN_HASH];
 	if (t->token_hash[0] && (t->token[0] || gsd_token_hash_parse(t->token_hash, salt, hash)))
 		return fail(e,

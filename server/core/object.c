@@ -147,7 +147,7 @@ gsd_device *gsd_device_create(gsd_daemon *d, gsd_adapter *a, gsd_tenant *t, cons
 	}
 	t->devices++;
 	d->devices++;
-	gsd_audit_note(d->audit, t->conf.name, "device_created", dev->name);
+	gsd_audit_note(d->audit, t->audit_name, "device_created", dev->name);
 	return dev;
 }
 
@@ -161,7 +161,7 @@ void gsd_device_destroy(gsd_daemon *d, gsd_device *dev)
 	GSD_LIST_FOREACH_SAFE(it, tmp, &dev->syncs)
 	gsd_sync_destroy(d, GSD_CONTAINER_OF(it, gsd_sync, dev_link));
 	object_unregister(d, &dev->obj);
-	gsd_audit_note(d->audit, dev->obj.tenant->conf.name, "device_destroyed", dev->name);
+	gsd_audit_note(d->audit, dev->obj.tenant->audit_name, "device_destroyed", dev->name);
 	dev->obj.tenant->devices--;
 	d->devices--;
 	free(dev);
@@ -249,7 +249,7 @@ void gsd_device_destroy_all(gsd_daemon *d)
 void gsd_context_audit(gsd_daemon *d, const gsd_context *x)
 {
 	gsd_context_rec r = {.context = x->obj.handle,
-	                     .tenant = x->obj.tenant->conf.name,
+	                     .tenant = x->obj.tenant->audit_name,
 	                     .device = x->dev->obj.handle,
 	                     .adapter = x->dev->adapter->id,
 	                     .node = x->node->index,
@@ -321,7 +321,7 @@ void gsd_allocation_audit(gsd_daemon *d, const gsd_allocation *al)
 {
 	gsd_allocation_rec r = {
 	        .allocation = al->obj.handle,
-	        .tenant = al->obj.tenant->conf.name,
+	        .tenant = al->obj.tenant->audit_name,
 	        .device = al->dev->obj.handle,
 	        .adapter = al->adapter->id,
 	        .size = al->size,

@@ -86,6 +86,7 @@ gsd_tenant *gsd_tenant_add(gsd_daemon *d, const gsd_tenant_config *tc)
 	}
 	/* Only the hash stays in memory. */
 	sodium_memzero(t->conf.token, sizeof t->conf.token);
+	snprintf(t->audit_name, sizeof t->audit_name, "%s", t->conf.name);
 	if (!t->conf.share)
 		t->conf.share = 1;
 	d->tenants[d->ntenants++] = t;
@@ -99,6 +100,7 @@ void gsd_tenant_audit(gsd_daemon *d, const gsd_tenant *t, uint64_t removed_ns)
 		return;
 	gsd_tenant_rec r = {.id = t->id,
 	                    .tenant = t->conf.name,
+	                    .audit_name = t->audit_name,
 	                    .token_hash = hash,
 	                    .kind = (uint32_t)t->conf.kind,
 	                    .share = t->conf.share,
@@ -126,6 +128,14 @@ gsd_tenant *gsd_tenant_by_token(gsd_daemon *d, const char *token)
 	}
 	sodium_memzero(h, sizeof h);
 	return found;
+}
+
+bool gsd_tenant_name_used(const gsd_daemon *d, const char *name)
+{
+	for (const gsd_tenant *t = d->removed_tenants; t; t = t->next_removed)
+		if (strcmp(t->conf.name, name) == 0 || strcmp(t->audit_name, name) == 0)
+			return true;
+	return false;
 }
 
 gsd_tenant *gsd_tenant_by_name(gsd_daemon *d, const char *name)

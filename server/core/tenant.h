@@ -21,6 +21,10 @@ typedef struct gsd_tenant {
 	 * the salted hash of the secret stays (keyed BLAKE2b-256, the salt as key). */
 	gsd_tenant_config conf;
 	uint64_t id; /* made by an admin request: its row in the audit's tenants; 0: configured */
+	/* Who it is in the audit file (every tenant column, history, events): its name, or
+	 * NAME#ID when an admin made it with the name of a removed tenant, so it never reads
+	 * that tenant's records. */
+	char audit_name[GSD_NAME_MAX + 24];
 	uint64_t created_ns;
 	uint8_t token_salt[GSD_TOKEN_SALT];
 	uint8_t token_hash[GSD_TOKEN_HASH];
@@ -59,6 +63,8 @@ void gsd_tenant_audit(gsd_daemon *d, const gsd_tenant *t, uint64_t removed_ns);
  * hash) or name; NULL when none. */
 gsd_tenant *gsd_tenant_by_token(gsd_daemon *d, const char *token);
 gsd_tenant *gsd_tenant_by_name(gsd_daemon *d, const char *name);
+/* Was name a removed tenant's (in this run, or recorded in the audit file)? */
+bool gsd_tenant_name_used(const gsd_daemon *d, const char *name);
 /* Removes a tenant: it can never authenticate again and its slot in the table is free, but it
  * stays in memory (d->removed_tenants) for what still points at it. */
 void gsd_tenant_remove(gsd_daemon *d, gsd_tenant *t);

@@ -134,7 +134,7 @@ static void h_info(gsd_daemon *d, gsd_call *c)
 	info.version = GS_VERSION;
 	info.n_adapters = d->nadapters;
 	info.adapters = aip;
-	info.tenant = c->tenant->conf.name;
+	info.tenant = c->tenant->audit_name; /* who it is in history and events */
 	info.events_url = d->cfg.events_url;
 	GSD_REPLY(c, INFO, info, &info);
 }
@@ -222,6 +222,11 @@ static void h_tenant_create(gsd_daemon *d, gsd_call *c)
 		               "a tenant needs a name of 1..63 bytes (and a token under 128)");
 		return;
 	}
+	/* NAME#ID is how the audit tells a tenant made again with a removed one's name. */
+	if (strchr(t->name, '#')) {
+		gsd_call_error(c, GSD_ST(INVALID_ARGUMENT), "a tenant name may not contain '#'");
+		return;
+	}
 	if (gsd_tenant_by_name(d, t->name)) {
 		gsd_call_error(c, GSD_ST(INVALID_ARGUMENT), "tenant %s already exists", t->name);
 		return;
@@ -256,8 +261,12 @@ static void h_tenant_create(gsd_daemon *d, gsd_call *c)
 	}
 	nt->id = ++d->next_tenant_id;
 	nt->created_ns = gsd_now_ns();
+	/* A removed tenant's name: another identity in the audit, so none of its records. */
+	if (gsd_tenant_name_used(d, nt->conf.name))
+		snprintf(nt->audit_name, sizeof(nt->audit_name), "%s#%llu", nt->conf.name,
+		         (unsigned long long)nt->id);
 	gsd_tenant_audit(d, nt, 0); /* a restarted daemon has it again */
-	gsd_audit_note(d->audit, c->tenant->conf.name, "tenant_created", nt->conf.name);
+	gsd_audit_note(d->audit, c->tenant->audit_name, "tenant_created", nt->audit_name);
 	Gpusched__V1__TenantCreateResponse tr = GPUSCHED__V1__TENANT_CREATE_RESPONSE__INIT;
 	tr.token = tc.token; /* shown once: the daemon keeps only its salted hash */
 	GSD_REPLY(c, TENANT_CREATE, tenant_create, &tr);
@@ -284,7 +293,7 @@ static void h_tenant_destroy(gsd_daemon *d, gsd_call *c)
 	}
 	gsd_tenant_audit(d, t, gsd_now_ns()); /* before its hash is wiped */
 	gsd_tenant_remove(d, t);
-	gsd_audit_note(d->audit, c->tenant->conf.name, "tenant_removed", t->conf.name);
+	gsd_audit_note(d->audit, c->tenant->audit_name, "tenant_removed", t->audit_name);
 	gsd_call_reply_empty(c);
 }
 

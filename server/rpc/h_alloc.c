@@ -109,7 +109,7 @@ static void query_out(const gsd_allocation *al, Gpusched__V1__AllocationQueryRes
 	aq->moves = al->moves;
 	aq->moving = al->moving > 0;
 	aq->last_used_ns = al->last_use_ns;
-	aq->tenant = (char *)al->obj.tenant->conf.name;
+	aq->tenant = (char *)al->obj.tenant->audit_name;
 }
 
 void gsd_h_allocation_query(gsd_daemon *d, gsd_call *c)

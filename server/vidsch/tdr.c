@@ -93,7 +93,7 @@ static void fault_context(gsd_daemon *d, gsd_context *x, const char *why)
 	x->faulted = true;
 	GSD_WARN("context %llu of tenant %s faulted: %s", (unsigned long long)x->obj.handle,
 	         x->obj.tenant->conf.name, why);
-	gsd_audit_note(d->audit, x->obj.tenant->conf.name, "context_faulted", why);
+	gsd_audit_note(d->audit, x->obj.tenant->audit_name, "context_faulted", why);
 	/* Its queued work is discarded and later requests on it fail with STATUS_FAULTED. */
 	gsd_vidsch_cancel_context(d, x, "context faulted");
 }
@@ -108,7 +108,7 @@ static void ban_tenant(gsd_daemon *d, gsd_tenant *t)
 	snprintf(text, sizeof(text), "tenant %s banned: more than %u GPU timeouts within %u ms",
 	         t->conf.name, d->cfg.tdr_limit_count, d->cfg.tdr_limit_time_ms);
 	GSD_WARN("%s", text);
-	gsd_events_note(d, t->conf.name, "tenant_banned", text);
+	gsd_events_note(d, t->audit_name, "tenant_banned", text);
 	for (uint32_t a = 0; a < d->nadapters; a++)
 		for (uint32_t i = 0; i < d->adapters[a].nnodes; i++) {
 			gsd_list *it, *tmp;
@@ -164,7 +164,7 @@ void gsd_vidsch_timed_out(gsd_daemon *d, gsd_node *n, gsd_packet *p, const gsd_i
 	         "%s packet %llu did not stop on node %s",
 	         paging ? "the memory manager's paging" : "another context's",
 	         (unsigned long long)p->rec.packet, n->cfg->name);
-	gsd_events_note(d, t->conf.name, "tdr", why);
+	gsd_events_note(d, t->audit_name, "tdr", why);
 	gsd_context_put(d, packet_faulted(d, p, irq->stop_offset, why));
 	count_timeout(d, t, gsd_node_now(n));
 	/* A paging packet hit by the reset widens it to the whole adapter. */

@@ -239,12 +239,99 @@ static void test_admin_tenants_survive_restart(void **state)
 	itest_config_cleanup(&f.cfg);
 }
 
+/* Submits one NOP on a fresh device and context of c and waits for it; returns its id. */
+static uint64_t one_packet(gs_client *c)
+{
+	uint64_t dev, ctx;
+	assert_int_equal(gs_device_create(c, "p", &dev), 0);
+	gs_context_desc cd;
+	gs_context_desc_init(&cd, dev, 0);
+	assert_int_equal(gs_context_create(c, &cd, &ctx, NULL), 0);
+	gs_dmabuf nop;
+	gs_dmabuf_init(&nop);
+	assert_int_equal(gs_dmabuf_nop(&nop), 0);
+	gs_submit_result r;
+	assert_int_equal(gs_submit(c, ctx, &nop, 0, &r), 0);
+	gs_dmabuf_free(&nop);
+	gs_packet_state st;
+	assert_int_equal(gs_packet_wait(c, r.packet, 10000, &st, NULL), 0);
+	assert_int_equal(gs_device_destroy(c, dev), 0);
+	return r.packet;
+}
+
+/*
+ * A tenant made with a removed tenant's name is another tenant: it reads none of the removed
+ * one's records, before or after a restart, and is recorded as NAME#ID. '#' is refused in
+ * names, so nobody can take that identity either.
+ */
+static void test_reused_name_is_another_tenant(void **state)
+{
+	(void)state;
+	fx f;
+	assert_int_equal(start(&f, "{\"tenants\": [{\"name\": \"ops\", \"token\": \"t-ops\","
+	                           " \"admin\": true}]}"),
+	                 0);
+	gs_client *ops = itest_connect(&f.t, "t-ops");
+	gs_tenant eve = {.name = (char *)"eve", .share = 1, .priority_ceiling = 2};
+	assert_int_equal(gs_tenant_create(ops, &eve, "t-eve-1", NULL), 0);
+	gs_client *e1 = itest_connect(&f.t, "t-eve-1");
+	uint64_t old = one_packet(e1);
+	gs_close(e1);
+	assert_int_equal(gs_tenant_destroy(ops, "eve"), 0);
+	assert_int_equal(gs_tenant_create(ops, &eve, "t-eve-2", NULL), 0);
+	gs_tenant fake = {.name = (char *)"eve#1", .share = 1, .priority_ceiling = 2};
+	assert_int_equal(gs_tenant_create(ops, &fake, "t-fake", NULL), GS_STATUS_INVALID_ARGUMENT);
+
+	for (int round = 0; round < 2; round++) {
+		gs_client *e2 = itest_connect(&f.t, "t-eve-2");
+		gs_daemon_info *info;
+		assert_int_equal(gs_info(e2, &info), 0);
+		assert_non_null(strchr(info->tenant, '#')); /* eve#N */
+		assert_int_equal(strncmp(info->tenant, "eve#", 4), 0);
+		gs_info_free(info);
+		gs_history_filter hf = {.limit = 100};
+		gs_packet_record *recs;
+		size_t n;
+		assert_int_equal(gs_history(e2, &hf, &recs, &n), 0);
+		for (size_t i = 0; i < n; i++)
+			assert_true(recs[i].packet != old);
+		gs_history_free(recs, n);
+		gs_packet_event *ev;
+		assert_int_equal(gs_packet_events(e2, old, &ev, &n), GS_STATUS_NOT_FOUND);
+		if (round == 0) {
+			one_packet(e2); /* its own records are its own */
+			assert_int_equal(gs_history(e2, &hf, &recs, &n), 0);
+			assert_int_equal(n, 1);
+			gs_history_free(recs, n);
+		}
+		gs_close(e2);
+		if (round == 0) {
+			gs_close(ops);
+			assert_int_equal(gs_testd_stop(&f.t), 0);
+			const char *const args[] = {"--config", f.cfg.path, NULL};
+			assert_int_equal(gs_testd_restart(&f.t, args), 0);
+			ops = itest_connect(&f.t, "t-ops");
+		}
+	}
+	/* The administrator reads either eve by her audit identity. */
+	gs_history_filter hf = {.tenant = "eve", .limit = 100};
+	gs_packet_record *recs;
+	size_t n;
+	assert_int_equal(gs_history(ops, &hf, &recs, &n), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(recs[0].packet, old);
+	gs_history_free(recs, n);
+	gs_close(ops);
+	stop(&f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_memory_quota_counts_placed_bytes),
 	        cmocka_unit_test(test_tenant_slots_are_reused),
 	        cmocka_unit_test(test_admin_tenants_survive_restart),
+	        cmocka_unit_test(test_reused_name_is_another_tenant),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
