@@ -8,6 +8,7 @@
 
 #include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -69,6 +70,7 @@ void gsd_config_defaults(gsd_config *c)
 	c->max_connections = 0;
 	c->max_connections_per_peer = 256;
 	c->unauthenticated_max_message = 64 * 1024;
+	c->ipc_mode = 0600;
 	c->max_bad_tokens_per_second = 20;
 	c->max_queued_packets = 32768;
 	c->max_syncs = 4096;
@@ -363,6 +365,21 @@ int gsd_config_load(gsd_config *c, const char *path, char *err, size_t errcap)
 			fail(&e, "\"%s\" is too large", "audit_retention.max_age_s");
 			goto out;
 		}
+	}
+	/* Octal permission bits as a string ("0600", "0660"): JSON has no octal numbers. */
+	char mode[8] = "";
+	if (get_str(root, "ipc_mode", mode, sizeof(mode), &e))
+		goto out;
+	if (mode[0]) {
+		char *end;
+		unsigned long m = strtoul(mode, &end, 8);
+		if (*end || m > 0777) {
+			fail(&e,
+			     "\"%s\" must be octal permission bits such as \"0600\" or \"0660\"",
+			     "ipc_mode");
+			goto out;
+		}
+		c->ipc_mode = (uint32_t)m;
 	}
 	json_t *adapters = json_object_get(root, "adapters");
 	if (adapters) {

@@ -94,9 +94,10 @@ typedef struct gsd_config {
 	uint32_t max_connections;             /* 0 = the open-file limit less a reserve */
 	uint32_t max_connections_per_peer;    /* per IP address (tcp) or user id (ipc) */
 	uint32_t unauthenticated_max_message; /* bytes, until a connection authenticates */
-	uint32_t max_bad_tokens_per_second;   /* per connection; more close it */
-	uint32_t max_queued_packets;          /* per tenant: packets not yet final */
-	uint32_t max_syncs;                   /* per tenant: sync objects */
+	uint32_t ipc_mode; /* permissions of ipc:// sockets (requests and events); 0600 */
+	uint32_t max_bad_tokens_per_second; /* per connection; more close it */
+	uint32_t max_queued_packets;        /* per tenant: packets not yet final */
+	uint32_t max_syncs;                 /* per tenant: sync objects */
 	uint32_t shutdown_grace_ms;
 	/* Scheduler (docs/concepts.md: priorities, preemption, TDR). */
 	uint32_t quantum_us;        /* time slice inside a band, engine time */

@@ -20,10 +20,9 @@ int gsd_events_open(gsd_daemon *d, const char *url)
 	gsd_events *ev = calloc(1, sizeof(*ev));
 	if (!ev)
 		return -1;
-	gsd_ensure_ipc_dir(url);
 	int rv = nng_pub0_open(&ev->pub);
 	if (rv == 0) {
-		rv = nng_listen(ev->pub, url, NULL, 0);
+		rv = gsd_listen(ev->pub, url, d->cfg.ipc_mode, NULL);
 		if (rv != 0)
 			nng_close(ev->pub);
 	}

@@ -32,6 +32,27 @@ void gsd_ensure_ipc_dir(const char *url)
 	}
 }
 
+int gsd_listen(nng_socket s, const char *url, uint32_t ipc_mode, nng_listener *out)
+{
+	gsd_ensure_ipc_dir(url);
+	nng_listener l;
+	int rv = nng_listener_create(&l, s, url);
+	if (rv != 0)
+		return rv;
+	if (strncmp(url, "ipc://", 6) == 0 &&
+	    (rv = nng_listener_set_int(l, NNG_OPT_IPC_PERMISSIONS, (int)ipc_mode)) != 0) {
+		nng_listener_close(l);
+		return rv;
+	}
+	if ((rv = nng_listener_start(l, 0)) != 0) {
+		nng_listener_close(l);
+		return rv;
+	}
+	if (out)
+		*out = l;
+	return 0;
+}
+
 void *gsd_grow(void *items, size_t *cap, size_t need, size_t elem, size_t first)
 {
 	if (need <= *cap)

@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <nng/nng.h>
+
 /* The bytes an allocation of size occupies once placed (size well below 2^64). */
 static inline uint64_t gsd_memory_footprint(uint64_t size)
 {
@@ -20,6 +22,10 @@ uint64_t gsd_now_ns(void);
 /* Creates the directories of an ipc:// socket path (mode 0700) so defaults work for a
  * non-root user; other URLs are left alone. */
 void gsd_ensure_ipc_dir(const char *url);
+/* Listens on url with socket s (its directories made first); an ipc:// socket gets the
+ * permissions ipc_mode (0600: only the daemon's user may connect). out may be NULL. Returns 0
+ * or an nng error. */
+int gsd_listen(nng_socket s, const char *url, uint32_t ipc_mode, nng_listener *out);
 
 /* Room for `need` elements of `elem` bytes in the array `items` of *cap elements: returns items
  * itself when it has room, else the array reallocated to double the capacity (at least `first`,

@@ -405,8 +405,7 @@ int gsd_rpc_start(gsd_daemon *d)
 	 * with STATUS_TOO_LARGE; beyond that nng drops the connection without reading them. */
 	nng_socket_set_size(rpc->sock, NNG_OPT_RECVMAXSZ, (size_t)d->cfg.max_message * 2 + 65536);
 	for (uint32_t i = 0; i < d->cfg.nlisten; i++) {
-		gsd_ensure_ipc_dir(d->cfg.listen[i]);
-		rv = nng_listen(rpc->sock, d->cfg.listen[i], &rpc->listeners[i], 0);
+		rv = gsd_listen(rpc->sock, d->cfg.listen[i], d->cfg.ipc_mode, &rpc->listeners[i]);
 		if (rv != 0) {
 			GSD_ERROR("rpc: cannot listen on %s: %s", d->cfg.listen[i],
 			          nng_strerror(rv));

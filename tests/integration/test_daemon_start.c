@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -267,6 +269,49 @@ static void test_token_hash(void **state)
 	itest_config_cleanup(&cfg);
 }
 
+/* Mode bits of the file of an ipc:// URL. */
+static unsigned ipc_mode(const char *url)
+{
+	struct stat st;
+	assert_int_equal(strncmp(url, "ipc://", 6), 0);
+	assert_int_equal(stat(url + 6, &st), 0);
+	return (unsigned)(st.st_mode & 0777);
+}
+
+/* ipc sockets (requests and events) are 0600 unless ipc_mode says otherwise: another local user
+ * cannot even connect. A mode that is not octal permission bits does not start. */
+static void test_ipc_socket_mode(void **state)
+{
+	(void)state;
+	char ev[128];
+	snprintf(ev, sizeof(ev), "ipc:///tmp/gs-ev-mode-%d.sock", (int)getpid());
+	const char *const args[] = {"--events", ev, NULL};
+	gs_testd t;
+	assert_int_equal(gs_testd_start(&t, args), 0);
+	assert_int_equal(ipc_mode(t.url), 0600);
+	assert_int_equal(ipc_mode(ev), 0600);
+	assert_int_equal(gs_testd_stop(&t), 0);
+	gs_testd_cleanup(&t);
+
+	itest_config cfg;
+	assert_int_equal(itest_config_write(&cfg, "{\"ipc_mode\": \"0660\"}"), 0);
+	const char *const args2[] = {"--config", cfg.path, "--events", ev, NULL};
+	assert_int_equal(gs_testd_start(&t, args2), 0);
+	assert_int_equal(ipc_mode(t.url), 0660);
+	assert_int_equal(ipc_mode(ev), 0660);
+	assert_int_equal(gs_testd_stop(&t), 0);
+	gs_testd_cleanup(&t);
+	itest_config_cleanup(&cfg);
+	unlink(ev + 6);
+
+	assert_int_equal(itest_config_write(&cfg, "{\"ipc_mode\": \"0999\"}"), 0);
+	itest_run r = daemon_run("--config", cfg.path, NULL, NULL);
+	assert_int_equal(r.exit_code, 1);
+	assert_non_null(strstr(r.err, "ipc_mode"));
+	itest_run_free(&r);
+	itest_config_cleanup(&cfg);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -274,6 +319,7 @@ int main(void)
 	        cmocka_unit_test(test_startup_failures_exit_1),
 	        cmocka_unit_test(test_removed_tenant_cannot_authenticate),
 	        cmocka_unit_test(test_token_hash),
+	        cmocka_unit_test(test_ipc_socket_mode),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
