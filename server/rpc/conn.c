@@ -59,6 +59,21 @@ static void warn_rejected(struct gsd_rpc *rpc, const char *why, uint32_t count, 
 	         max, (unsigned long long)rpc->rejected);
 }
 
+/* Distinct peers whose unknown tokens are counted at once (a flood of addresses beyond it is
+ * still limited per connection). */
+#define PEER_BAD_MAX 65536
+
+/* The peer's unknown tokens in the current second (peers_lock held); expired entries go. */
+static uint32_t peer_bad_now(struct gsd_rpc *rpc, uint64_t key, uint64_t second)
+{
+	uint64_t v = (uint64_t)(uintptr_t)gsd_hmap_get(&rpc->peer_bad, key);
+	if (v && v >> 16 != second) {
+		gsd_hmap_del(&rpc->peer_bad, key);
+		v = 0;
+	}
+	return (uint32_t)(v & 0xffff);
+}
+
 static void pipe_added(nng_pipe p, nng_pipe_ev ev, void *arg)
 {
 	(void)ev;
@@ -66,12 +81,17 @@ static void pipe_added(nng_pipe p, nng_pipe_ev ev, void *arg)
 	bool admin;
 	uint64_t key = peer_key(p, &admin);
 	uint32_t per_peer = rpc->d->cfg.max_connections_per_peer;
+	uint32_t max_bad = rpc->d->cfg.max_bad_tokens_per_second;
 	pthread_mutex_lock(&rpc->peers_lock);
 	uint32_t n = (uint32_t)(uintptr_t)gsd_hmap_get(&rpc->peers, key);
+	uint32_t bad = peer_bad_now(rpc, key, gsd_now_ns() / 1000000000u);
 	uint32_t limit = admin ? rpc->max_connections : rpc->max_connections - ADMIN_RESERVE;
 	bool ok = false;
 	if (rpc->connections >= limit)
 		warn_rejected(rpc, "too many connections", rpc->connections, limit);
+	else if (bad > max_bad)
+		warn_rejected(rpc, "too many unknown tokens from one peer this second", bad,
+		              max_bad);
 	else if (n >= per_peer && !admin)
 		warn_rejected(rpc, "too many connections from one peer", n, per_peer);
 	else if (gsd_hmap_put(&rpc->peers, key, (void *)(uintptr_t)(n + 1)) == 0 &&
@@ -126,6 +146,7 @@ int gsd_rpc_conns_start(struct gsd_rpc *rpc)
 	gsd_hmap_init(&rpc->conns);
 	gsd_hmap_init(&rpc->peers);
 	gsd_hmap_init(&rpc->pipe_peer);
+	gsd_hmap_init(&rpc->peer_bad);
 	pthread_mutex_init(&rpc->peers_lock, NULL);
 	rpc->max_connections = connection_limit(&rpc->d->cfg);
 	if (rpc->max_connections <= ADMIN_RESERVE)
@@ -153,6 +174,7 @@ void gsd_rpc_conns_free(struct gsd_rpc *rpc)
 	gsd_hmap_free(&rpc->conns);
 	gsd_hmap_free(&rpc->peers);
 	gsd_hmap_free(&rpc->pipe_peer);
+	gsd_hmap_free(&rpc->peer_bad);
 	pthread_mutex_destroy(&rpc->peers_lock);
 }
 
@@ -216,17 +238,31 @@ bool gsd_rpc_conn_bad_token(struct gsd_rpc *rpc, gsd_conn *conn)
 	if (!conn)
 		return false;
 	uint64_t now = gsd_now_ns();
+	/* Counted for its peer too: new connections do not buy more guesses. */
+	uint64_t second = now / 1000000000u;
+	pthread_mutex_lock(&rpc->peers_lock);
+	uint64_t key = (uint64_t)(uintptr_t)gsd_hmap_get(&rpc->pipe_peer, conn->pipe);
+	bool peer_over = false;
+	if (key) {
+		uint32_t bad = peer_bad_now(rpc, key, second);
+		if (bad < 0xffff && (bad || rpc->peer_bad.count < PEER_BAD_MAX) &&
+		    gsd_hmap_put(&rpc->peer_bad, key,
+		                 (void *)(uintptr_t)(second << 16 | (bad + 1))) == 0)
+			bad++;
+		peer_over = bad > rpc->d->cfg.max_bad_tokens_per_second;
+	}
+	pthread_mutex_unlock(&rpc->peers_lock);
 	if (now - conn->bad_window >= 1000000000u) {
 		conn->bad_window = now;
 		conn->bad_tokens = 0;
 	}
 	uint32_t max = rpc->d->cfg.max_bad_tokens_per_second;
-	if (++conn->bad_tokens <= max)
+	if (++conn->bad_tokens <= max && !peer_over)
 		return false;
 	nng_pipe p;
 	p.id = conn->pipe;
 	nng_pipe_close(p);
-	GSD_WARN("rpc: closed connection %u: more than %u unknown tokens in a second", conn->pipe,
-	         max);
+	GSD_WARN("rpc: closed connection %u: more than %u unknown tokens in a second (%s)",
+	         conn->pipe, max, peer_over ? "from its peer" : "on it");
 	return true;
 }

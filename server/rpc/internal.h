@@ -106,6 +106,9 @@ struct gsd_rpc {
 	pthread_mutex_t peers_lock;
 	gsd_hmap peers;     /* peer key -> count of its connections (as a pointer-sized int) */
 	gsd_hmap pipe_peer; /* pipe id -> peer key (as a pointer-sized int) */
+	/* peer key -> its unknown tokens in the current second, packed (second << 16 | count):
+	 * past max_bad_tokens_per_second a peer's new connections are refused too. */
+	gsd_hmap peer_bad;
 	uint32_t connections, max_connections;
 	uint64_t rejected;       /* connections closed for a limit */
 	uint64_t last_reject_ns; /* rate limit of the warning */

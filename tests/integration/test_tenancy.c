@@ -9,11 +9,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
 #include "gpusched.h"
+#include "gpusched.pb-c.h"
 #include "itest.h"
 #include "testd.h"
 
@@ -325,6 +327,66 @@ static void test_reused_name_is_another_tenant(void **state)
 	stop(&f);
 }
 
+/* One Info request with token on a fresh connection: its status, or -1 when the connection
+ * was refused (no answer within 500 ms). */
+static int info_once(const char *url, const char *token)
+{
+	Gpusched__V1__Request req = GPUSCHED__V1__REQUEST__INIT;
+	Gpusched__V1__InfoRequest ir = GPUSCHED__V1__INFO_REQUEST__INIT;
+	req.token = (char *)token;
+	req.id = 9;
+	req.body_case = GPUSCHED__V1__REQUEST__BODY_INFO;
+	req.info = &ir;
+	size_t len;
+	void *bytes = itest_pack(&req, &len);
+	Gpusched__V1__Response *r = NULL;
+	int rv = itest_raw_call(url, bytes, len, 500, &r);
+	free(bytes);
+	int st = rv == 0 && r ? (int)r->status : -1;
+	if (r)
+		gpusched__v1__response__free_unpacked(r, NULL);
+	return st;
+}
+
+/*
+ * Unknown tokens are limited per peer, not only per connection: a guesser that opens a new
+ * connection for every guess is cut off after max_bad_tokens_per_second (3 here) guesses in a
+ * second, its next connections refused until the second is over; then the peer is served
+ * again. (Over ipc the peer is the user id, so this test's own user is the peer.)
+ */
+static void test_bad_tokens_limited_per_peer(void **state)
+{
+	(void)state;
+	fx f;
+	assert_int_equal(start(&f, "{\"max_bad_tokens_per_second\": 3, \"tenants\": ["
+	                           "{\"name\": \"ops\", \"token\": \"t-ops\"}]}"),
+	                 0);
+	/* Start early in a second, so the guesses below fall in one (bounded wait on the clock). */
+	long long deadline = gs_test_now_ms() + 5000;
+	struct timespec ts;
+	do {
+		clock_gettime(CLOCK_REALTIME, &ts);
+	} while (ts.tv_nsec > 300000000 && gs_test_now_ms() < deadline);
+	int answered = 0, refused_at = -1;
+	for (int i = 0; i < 8 && refused_at < 0; i++) {
+		int st = info_once(f.t.url, "guess");
+		if (st == GS_STATUS_UNAUTHENTICATED)
+			answered++;
+		else if (st < 0)
+			refused_at = i;
+		else
+			fail_msg("guess %d answered %d", i, st);
+	}
+	assert_true(answered >= 3);
+	assert_true(refused_at >= 3 && refused_at <= 4);
+	/* Served again once the second is over: the right token works (bounded wait). */
+	int st = -1;
+	while (st != GS_STATUS_OK && gs_test_now_ms() < deadline + 5000)
+		st = info_once(f.t.url, "t-ops");
+	assert_int_equal(st, GS_STATUS_OK);
+	stop(&f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -332,6 +394,7 @@ int main(void)
 	        cmocka_unit_test(test_tenant_slots_are_reused),
 	        cmocka_unit_test(test_admin_tenants_survive_restart),
 	        cmocka_unit_test(test_reused_name_is_another_tenant),
+	        cmocka_unit_test(test_bad_tokens_limited_per_peer),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
