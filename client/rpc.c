@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include <nng/protocol/reqrep0/req.h>
+#include <nng/supplemental/tls/tls.h>
 
 #include "defaults.h"
 
@@ -44,6 +45,56 @@ static int map_nng_error(int rv)
 	}
 }
 
+int gsc_dial(nng_socket s, const char *url, int flags, nng_dialer *out, char *why, size_t cap)
+{
+	if (strncmp(url, "tls+", 4) != 0) {
+		int rv = nng_dial(s, url, out, flags);
+		if (rv != 0)
+			note(why, cap, "%s: %s", url, nng_strerror(rv));
+		return rv;
+	}
+	const char *ca = getenv(GS_ENV_TLS_CA), *cert = getenv(GS_ENV_TLS_CERT_KEY);
+	if (!ca || !ca[0]) {
+		note(why, cap, "%s: tls+tcp needs %s, the CA that signed the daemon's certificate",
+		     url, GS_ENV_TLS_CA);
+		return NNG_EINVAL;
+	}
+	nng_tls_config *tc;
+	nng_dialer d;
+	int rv = nng_tls_config_alloc(&tc, NNG_TLS_MODE_CLIENT);
+	if (rv != 0) {
+		note(why, cap, "tls: %s", nng_strerror(rv));
+		return rv;
+	}
+	const char *what = ca;
+	rv = nng_tls_config_ca_file(tc, ca);
+	if (rv == 0)
+		rv = nng_tls_config_auth_mode(tc, NNG_TLS_AUTH_MODE_REQUIRED);
+	if (rv == 0 && cert && cert[0]) {
+		what = cert;
+		rv = nng_tls_config_cert_key_file(tc, cert, NULL);
+	}
+	if (rv != 0) {
+		note(why, cap, "tls: %s: %s", what, nng_strerror(rv));
+		nng_tls_config_free(tc);
+		return rv;
+	}
+	what = url;
+	rv = nng_dialer_create(&d, s, url);
+	if (rv == 0)
+		rv = nng_dialer_set_ptr(d, NNG_OPT_TLS_CONFIG, tc);
+	nng_tls_config_free(tc); /* the dialer holds its own reference */
+	if (rv == 0)
+		rv = nng_dialer_start(d, flags);
+	if (rv != 0) {
+		note(why, cap, "%s: %s", what, nng_strerror(rv));
+		return rv;
+	}
+	if (out)
+		*out = d;
+	return 0;
+}
+
 static int open_socket(gs_client *c, char *why, size_t why_cap)
 {
 	int rv = nng_req0_open(&c->sock);
@@ -61,9 +112,10 @@ static int open_socket(gs_client *c, char *why, size_t why_cap)
 	if (rv == 0)
 		rv = nng_socket_set_ms(c->sock, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
 	if (rv == 0)
-		rv = nng_dial(c->sock, c->url, NULL, 0);
-	if (rv != 0) {
+		rv = gsc_dial(c->sock, c->url, 0, NULL, why, why_cap);
+	else
 		note(why, why_cap, "%s: %s", c->url, nng_strerror(rv));
+	if (rv != 0) {
 		nng_close(c->sock);
 		return map_nng_error(rv);
 	}

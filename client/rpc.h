@@ -40,6 +40,10 @@ struct gs_client {
 int gsc_call(gs_client *c, Gpusched__V1__Request__BodyCase req_case, void *body,
              Gpusched__V1__Response__BodyCase want, uint32_t wait_ms, Gpusched__V1__Response **out);
 void gsc_response_free(Gpusched__V1__Response *resp);
+/* Dials url on s (flags as nng_dial; out may be NULL). A tls+tcp:// URL gets the TLS client
+ * configuration of $GPUSCHED_TLS_CA and $GPUSCHED_TLS_CERT_KEY. Returns 0 or an nng error, with
+ * why filled. */
+int gsc_dial(nng_socket s, const char *url, int flags, nng_dialer *out, char *why, size_t cap);
 
 /* Shorthands for the generated names, which are long enough to hide the logic. */
 #define GSC_REQ(x)  GPUSCHED__V1__REQUEST__BODY_##x

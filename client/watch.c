@@ -62,7 +62,7 @@ int gs_watch_open(const char *url, gs_watch **out)
 	    nng_pipe_notify(w->sub, NNG_PIPE_EV_REM_POST, pipe_event, w) != 0 ||
 	    nng_socket_set(w->sub, NNG_OPT_SUB_SUBSCRIBE, "", 0) != 0 ||
 	    nng_socket_get_int(w->sub, NNG_OPT_RECVFD, &w->recv_fd) != 0 ||
-	    nng_dial(w->sub, url, &w->dialer, NNG_FLAG_NONBLOCK) != 0) {
+	    gsc_dial(w->sub, url, NNG_FLAG_NONBLOCK, &w->dialer, NULL, 0) != 0) {
 		nng_close(w->sub);
 		free(w);
 		return GS_ERR_TRANSPORT;

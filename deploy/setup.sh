@@ -9,7 +9,8 @@ PACKAGES=(
   libprotobuf-c-dev protobuf-c-compiler   # wire contract (code generated at build time)
   libnng-dev                      # transport
   libsqlite3-dev sqlite3          # audit store (sqlite3 CLI for inspecting it)
-  libsodium-dev                   # BLAKE2b of the audit's hash chain
+  libsodium-dev                   # BLAKE2b of the audit's hash chain and of tenant tokens
+  openssl                         # test_tls makes its CA and certificates at test time
   libjansson-dev                  # JSON config and --json output
   libxxhash-dev                   # CHECKSUM instruction (XXH64)
   libcmocka-dev                   # unit and integration tests

@@ -14,6 +14,10 @@ extern "C" {
 /* Environment variables both programs read. */
 #define GS_ENV_URL   "GPUSCHED_URL"
 #define GS_ENV_TOKEN "GPUSCHED_TOKEN"
+/* tls+tcp:// (clients): the CA that signed the daemon's certificate (required), and this
+ * client's certificate and key in one PEM file (when the daemon asks for one). */
+#define GS_ENV_TLS_CA       "GPUSCHED_TLS_CA"
+#define GS_ENV_TLS_CERT_KEY "GPUSCHED_TLS_CERT_KEY"
 
 /*
  * Writes the default request URL into buf (cap bytes, always NUL-terminated when cap > 0):

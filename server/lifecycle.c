@@ -170,6 +170,14 @@ int gsd_daemon_init(gsd_daemon *d, const gsd_config *cfg, uv_loop_t *loop)
 		if (gsd_vidmm_adapter_init(d, a) != 0 || gsd_vidsch_start(d, a) != 0)
 			return -1;
 	}
+	if (d->cfg.tls.cert_key_file[0]) {
+		char err[512];
+		if (gsd_tls_server(d->cfg.tls.cert_key_file, d->cfg.tls.ca_file,
+		                   d->cfg.tls.auth_mode, &d->tls, err, sizeof(err)) != 0) {
+			GSD_ERROR("%s", err);
+			return -1;
+		}
+	}
 	if (gsd_events_open(d, d->cfg.events_url) != 0)
 		return -1;
 	if (gsd_rpc_start(d) != 0)
@@ -216,6 +224,9 @@ void gsd_daemon_destroy(gsd_daemon *d)
 	d->audit = NULL;
 	gsd_rpc_free(d);
 	gsd_events_close(d);
+	if (d->tls)
+		nng_tls_config_free(d->tls);
+	d->tls = NULL;
 	for (uint32_t i = 0; i < d->nadapters; i++)
 		uv_close((uv_handle_t *)&d->adapters[i].irq_async, NULL);
 	uv_run(d->loop, UV_RUN_DEFAULT); /* let the close callbacks run */

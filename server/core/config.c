@@ -381,6 +381,30 @@ int gsd_config_load(gsd_config *c, const char *path, char *err, size_t errcap)
 		}
 		c->ipc_mode = (uint32_t)m;
 	}
+	json_t *tls = json_object_get(root, "tls");
+	if (tls) {
+		static const char *const auth_modes[] = {"default", "none", "optional", "required",
+		                                         NULL};
+		if (!json_is_object(tls)) {
+			fail(&e, "\"%s\" must be an object", "tls");
+			goto out;
+		}
+		if (get_str(tls, "cert_key_file", c->tls.cert_key_file,
+		            sizeof(c->tls.cert_key_file), &e) ||
+		    get_str(tls, "ca_file", c->tls.ca_file, sizeof(c->tls.ca_file), &e) ||
+		    get_enum(tls, "auth_mode", auth_modes, &c->tls.auth_mode, &e))
+			goto out;
+		if (!c->tls.cert_key_file[0]) {
+			fail(&e,
+			     "\"%s\" needs cert_key_file (the daemon's certificate and key, PEM)",
+			     "tls");
+			goto out;
+		}
+		if (c->tls.auth_mode == GSD_TLS_AUTH_REQUIRED && !c->tls.ca_file[0]) {
+			fail(&e, "\"%s\": auth_mode required needs ca_file", "tls");
+			goto out;
+		}
+	}
 	json_t *adapters = json_object_get(root, "adapters");
 	if (adapters) {
 		if (!json_is_array(adapters) || json_array_size(adapters) == 0 ||

@@ -29,6 +29,8 @@ typedef struct gsd_segment_config {
 	bool cpu_visible;
 } gsd_segment_config;
 
+enum { GSD_TLS_AUTH_DEFAULT = 0, GSD_TLS_AUTH_NONE, GSD_TLS_AUTH_OPTIONAL, GSD_TLS_AUTH_REQUIRED };
+
 /* How the tenants of an adapter share each engine (adapters[].policy; docs/concepts.md, Priorities
  * and bands). */
 enum {
@@ -71,6 +73,14 @@ typedef struct gsd_config {
 	char listen[GSD_MAX_LISTEN][256];
 	char events_url[256];
 	char metrics_url[256]; /* Prometheus endpoint: http://HOST:PORT; "" = none */
+	/* tls+tcp:// listeners (requests and events): the daemon's certificate and key (one PEM
+	 * file), the CA its clients' certificates must chain to, and whether they must show one
+	 * (GSD_TLS_AUTH_*: none, optional, required; required when ca_file is set). */
+	struct {
+		char cert_key_file[256];
+		char ca_file[256];
+		int auth_mode;
+	} tls;
 	char db_path[512];
 	bool virtual_clock;
 	int log_level;

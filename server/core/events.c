@@ -22,12 +22,14 @@ int gsd_events_open(gsd_daemon *d, const char *url)
 		return -1;
 	int rv = nng_pub0_open(&ev->pub);
 	if (rv == 0) {
-		rv = gsd_listen(ev->pub, url, d->cfg.ipc_mode, NULL);
+		rv = gsd_listen(ev->pub, url, d->cfg.ipc_mode, d->tls, NULL);
 		if (rv != 0)
 			nng_close(ev->pub);
 	}
 	if (rv != 0) {
-		GSD_ERROR("cannot publish events on %s: %s", url, nng_strerror(rv));
+		GSD_ERROR("cannot publish events on %s: %s", url,
+		          rv == NNG_EINVAL && !d->tls ? "tls+tcp:// needs \"tls\" in the config"
+		                                      : nng_strerror(rv));
 		free(ev);
 		return -1;
 	}

@@ -1,5 +1,6 @@
 #include "core/util.h"
 
+#include "core/config.h"
 #include "core/log.h"
 
 #include <errno.h>
@@ -32,15 +33,22 @@ void gsd_ensure_ipc_dir(const char *url)
 	}
 }
 
-int gsd_listen(nng_socket s, const char *url, uint32_t ipc_mode, nng_listener *out)
+int gsd_listen(nng_socket s, const char *url, uint32_t ipc_mode, nng_tls_config *tls,
+               nng_listener *out)
 {
 	gsd_ensure_ipc_dir(url);
+	bool is_tls = strncmp(url, "tls+", 4) == 0;
+	if (is_tls && !tls)
+		return NNG_EINVAL;
 	nng_listener l;
 	int rv = nng_listener_create(&l, s, url);
 	if (rv != 0)
 		return rv;
-	if (strncmp(url, "ipc://", 6) == 0 &&
-	    (rv = nng_listener_set_int(l, NNG_OPT_IPC_PERMISSIONS, (int)ipc_mode)) != 0) {
+	if (strncmp(url, "ipc://", 6) == 0)
+		rv = nng_listener_set_int(l, NNG_OPT_IPC_PERMISSIONS, (int)ipc_mode);
+	else if (is_tls)
+		rv = nng_listener_set_ptr(l, NNG_OPT_TLS_CONFIG, tls);
+	if (rv != 0) {
 		nng_listener_close(l);
 		return rv;
 	}
@@ -50,6 +58,41 @@ int gsd_listen(nng_socket s, const char *url, uint32_t ipc_mode, nng_listener *o
 	}
 	if (out)
 		*out = l;
+	return 0;
+}
+
+int gsd_tls_server(const char *cert_key_file, const char *ca_file, int auth_mode,
+                   nng_tls_config **out, char *err, size_t cap)
+{
+	nng_tls_config *c;
+	int rv = nng_tls_config_alloc(&c, NNG_TLS_MODE_SERVER);
+	if (rv != 0) {
+		snprintf(err, cap, "tls: %s", nng_strerror(rv));
+		return -1;
+	}
+	const char *what = cert_key_file;
+	rv = nng_tls_config_cert_key_file(c, cert_key_file, NULL);
+	if (rv == 0 && ca_file[0]) {
+		what = ca_file;
+		rv = nng_tls_config_ca_file(c, ca_file);
+	}
+	if (rv == 0) {
+		/* A CA set means clients are verified unless the config says otherwise. */
+		nng_tls_auth_mode m =
+		        auth_mode == GSD_TLS_AUTH_REQUIRED   ? NNG_TLS_AUTH_MODE_REQUIRED
+		        : auth_mode == GSD_TLS_AUTH_OPTIONAL ? NNG_TLS_AUTH_MODE_OPTIONAL
+		        : auth_mode == GSD_TLS_AUTH_NONE     ? NNG_TLS_AUTH_MODE_NONE
+		        : ca_file[0]                         ? NNG_TLS_AUTH_MODE_REQUIRED
+		                                             : NNG_TLS_AUTH_MODE_NONE;
+		what = "auth_mode";
+		rv = nng_tls_config_auth_mode(c, m);
+	}
+	if (rv != 0) {
+		snprintf(err, cap, "tls: %s: %s", what, nng_strerror(rv));
+		nng_tls_config_free(c);
+		return -1;
+	}
+	*out = c;
 	return 0;
 }
 

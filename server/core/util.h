@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include <nng/nng.h>
+#include <nng/supplemental/tls/tls.h>
 
 /* The bytes an allocation of size occupies once placed (size well below 2^64). */
 static inline uint64_t gsd_memory_footprint(uint64_t size)
@@ -23,9 +24,15 @@ uint64_t gsd_now_ns(void);
  * non-root user; other URLs are left alone. */
 void gsd_ensure_ipc_dir(const char *url);
 /* Listens on url with socket s (its directories made first); an ipc:// socket gets the
- * permissions ipc_mode (0600: only the daemon's user may connect). out may be NULL. Returns 0
- * or an nng error. */
-int gsd_listen(nng_socket s, const char *url, uint32_t ipc_mode, nng_listener *out);
+ * permissions ipc_mode (0600: only the daemon's user may connect), a tls+tcp:// one the TLS
+ * configuration tls (NNG_EINVAL when it is NULL: no certificate configured). out may be NULL.
+ * Returns 0 or an nng error. */
+int gsd_listen(nng_socket s, const char *url, uint32_t ipc_mode, nng_tls_config *tls,
+               nng_listener *out);
+/* The daemon's TLS configuration: its certificate and key (one PEM file), the CA its clients'
+ * certificates must chain to (may be ""), and auth_mode (GSD_TLS_AUTH_*). 0, or -1 with err. */
+int gsd_tls_server(const char *cert_key_file, const char *ca_file, int auth_mode,
+                   nng_tls_config **out, char *err, size_t cap);
 
 /* Room for `need` elements of `elem` bytes in the array `items` of *cap elements: returns items
  * itself when it has room, else the array reallocated to double the capacity (at least `first`,
