@@ -56,6 +56,10 @@ static void print_help(void)
 	for (size_t i = 0; i < COMMAND_COUNT; i++)
 		printf("  %-10s %s\n", commands[i].name, commands[i].summary);
 	printf("\n"
+	       "A tls+tcp://HOST:PORT URL needs $GPUSCHED_TLS_CA (the CA that signed the daemon's\n"
+	       "certificate, checked for HOST) and, when the daemon asks for one,\n"
+	       "$GPUSCHED_TLS_CERT_KEY (this client's certificate and key, one PEM file).\n"
+	       "\n"
 	       "Exit status: 0 ok, 1 the daemon returned an error, 2 usage error,\n"
 	       "3 cannot connect or the connection failed, 4 verification failed (demo, audit\n"
 	       "verify).\n");
