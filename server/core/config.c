@@ -256,6 +256,8 @@ static int load_tenant(json_t *jt, gsd_tenant_config *t, cfg_err *e)
 	    get_u32(jt, "priority_ceiling", &t->priority_ceiling, e) ||
 	    get_u64(jt, "memory_quota", &t->memory_quota, e) ||
 	    get_u32(jt, "context_limit", &t->context_limit, e) ||
+	    get_u32(jt, "allocation_limit", &t->allocation_limit, e) ||
+	    get_u32(jt, "max_requests_per_second", &t->max_requests_per_second, e) ||
 	    get_bool(jt, "admin", &t->admin, e))
 		return -1;
 	if (!t->name[0])

@@ -65,6 +65,8 @@ typedef struct gsd_tenant_config {
 	uint32_t priority_ceiling;
 	uint64_t memory_quota;
 	uint32_t context_limit;
+	uint32_t allocation_limit;        /* allocations at once; 0: no limit */
+	uint32_t max_requests_per_second; /* over a one-second window; 0: no limit */
 	bool admin;
 } gsd_tenant_config;
 

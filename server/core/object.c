@@ -371,6 +371,7 @@ int gsd_allocation_create(gsd_daemon *d, gsd_device *dev, const gsd_allocation_p
 	}
 	gsd_list_push_back(&dev->allocations, &al->dev_link);
 	t->memory_used += gsd_memory_footprint(al->size); /* what it occupies, as quotas count */
+	t->allocations++;
 	d->allocations++;
 	gsd_allocation_audit(d, al);
 	*out = al;
@@ -384,6 +385,7 @@ void gsd_allocation_put(gsd_daemon *d, gsd_allocation *al)
 	/* Last reference: the memory goes back to its segment. */
 	d->hooks.allocation_release(d, al);
 	al->obj.tenant->memory_used -= gsd_memory_footprint(al->size);
+	al->obj.tenant->allocations--;
 	d->allocations--;
 	free(al);
 }

@@ -35,6 +35,9 @@ typedef struct gsd_tenant {
 	uint32_t contexts;
 	uint32_t devices;
 	uint32_t syncs;          /* sync objects it created (max_syncs) */
+	uint32_t allocations;    /* its allocations (conf.allocation_limit) */
+	uint64_t rate_window;    /* the second (ns / 1e9) rate_count counts requests of */
+	uint32_t rate_count;     /* requests in it (conf.max_requests_per_second) */
 	uint32_t queued_packets; /* its packets not yet final (max_queued_packets) */
 	/* Requests received and not yet answered (max_inflight_requests). Answers leave from the
 	 * loop, the audit writer or nng's threads: the one counter touched off the loop. */

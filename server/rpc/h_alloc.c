@@ -41,6 +41,12 @@ void gsd_h_allocation_create(gsd_daemon *d, gsd_call *c)
 		return;
 	}
 	gsd_tenant *t = c->tenant;
+	if (t->conf.allocation_limit && t->allocations >= t->conf.allocation_limit) {
+		gsd_call_error(c, GSD_ST(QUOTA_EXCEEDED),
+		               "tenant %s has %u allocations (allocation_limit %u)", t->conf.name,
+		               t->allocations, t->conf.allocation_limit);
+		return;
+	}
 	/* The quota counts what allocations occupy once placed, not the bytes asked for. */
 	uint64_t need = gsd_memory_footprint(q->size);
 	if (t->conf.memory_quota && (t->memory_used > t->conf.memory_quota ||

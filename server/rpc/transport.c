@@ -288,6 +288,21 @@ static bool admit(gsd_daemon *d, gsd_call *c, gsd_conn *conn, const uint8_t *buf
 		gsd_call_error(c, GSD_ST(BANNED), "tenant %s is banned", t->conf.name);
 		return false;
 	}
+	/* Its requests per second, over the current second (refusals count: a flood is one). */
+	if (t->conf.max_requests_per_second) {
+		uint64_t second = gsd_now_ns() / 1000000000u;
+		if (t->rate_window != second) {
+			t->rate_window = second;
+			t->rate_count = 0;
+		}
+		if (++t->rate_count > t->conf.max_requests_per_second) {
+			gsd_call_error(c, GSD_ST(QUOTA_EXCEEDED),
+			               "tenant %s: more than %u requests this second"
+			               " (max_requests_per_second)",
+			               t->conf.name, t->conf.max_requests_per_second);
+			return false;
+		}
+	}
 	/* One tenant's requests in flight never take the workers the others need. */
 	if (atomic_load(&t->inflight) >= d->cfg.max_inflight_requests) {
 		gsd_call_error(c, GSD_ST(QUOTA_EXCEEDED),

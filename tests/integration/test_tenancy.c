@@ -387,6 +387,57 @@ static void test_bad_tokens_limited_per_peer(void **state)
 	stop(&f);
 }
 
+/*
+ * Per-tenant limits on objects and on request rate: allocation_limit counts allocations at
+ * once; max_requests_per_second refuses the rest of a second's requests with QUOTA_EXCEEDED
+ * naming the limit, and another tenant is served meanwhile.
+ */
+static void test_allocation_and_rate_limits(void **state)
+{
+	(void)state;
+	fx f;
+	assert_int_equal(start(&f, "{\"tenants\": [{\"name\": \"busy\", \"token\": \"t-busy\","
+	                           " \"allocation_limit\": 5, \"max_requests_per_second\": 50},"
+	                           " {\"name\": \"calm\", \"token\": \"t-calm\"}]}"),
+	                 0);
+	gs_client *b = itest_connect(&f.t, "t-busy");
+	gs_client *c = itest_connect(&f.t, "t-calm");
+	uint64_t dev;
+	assert_int_equal(gs_device_create(b, "b", &dev), 0);
+	gs_allocation_desc ad = {.device = dev, .size = 4096};
+	gs_allocation_placement pl[6];
+	for (int i = 0; i < 5; i++)
+		assert_int_equal(gs_allocation_create(b, &ad, &pl[i]), 0);
+	assert_int_equal(gs_allocation_create(b, &ad, &pl[5]), GS_STATUS_QUOTA_EXCEEDED);
+	assert_non_null(strstr(gs_client_message(b), "allocation_limit"));
+	assert_int_equal(gs_allocation_destroy(b, pl[0].allocation), 0);
+	assert_int_equal(gs_allocation_create(b, &ad, &pl[0]), 0);
+
+	/* A flood of 200 cheap requests: past 50 in a second they are refused... */
+	int refused = 0, served = 0;
+	for (int i = 0; i < 200; i++) {
+		gs_daemon_stats st;
+		int rv = gs_stats(b, &st);
+		if (rv == GS_STATUS_QUOTA_EXCEEDED) {
+			refused++;
+			assert_non_null(strstr(gs_client_message(b), "max_requests_per_second"));
+		} else {
+			assert_int_equal(rv, 0);
+			served++;
+		}
+		/* ...while the other tenant is served. */
+		if (i % 20 == 0) {
+			gs_daemon_stats cs;
+			assert_int_equal(gs_stats(c, &cs), 0);
+		}
+	}
+	assert_true(refused > 0);
+	assert_true(served > 0); /* the allocations above counted in the same second too */
+	gs_close(c);
+	gs_close(b);
+	stop(&f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -395,6 +446,7 @@ int main(void)
 	        cmocka_unit_test(test_admin_tenants_survive_restart),
 	        cmocka_unit_test(test_reused_name_is_another_tenant),
 	        cmocka_unit_test(test_bad_tokens_limited_per_peer),
+	        cmocka_unit_test(test_allocation_and_rate_limits),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
