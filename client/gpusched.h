@@ -750,12 +750,28 @@ typedef struct gs_tenant {
 	uint32_t context_limit;    /* 0 = unlimited */
 	bool admin;
 	bool banned;
+	uint32_t allocation_limit;        /* allocations held at once; 0 = unlimited */
+	uint32_t max_requests_per_second; /* 0 = unlimited */
 } gs_tenant;
+
+/* Settings gs_tenant_update may change (a mask of them). */
+typedef enum gs_tenant_field {
+	GS_TENANT_SHARE = 1u << 0,
+	GS_TENANT_PRIORITY_CEILING = 1u << 1,
+	GS_TENANT_MEMORY_QUOTA = 1u << 2,
+	GS_TENANT_CONTEXT_LIMIT = 1u << 3,
+	GS_TENANT_ALLOCATION_LIMIT = 1u << 4,
+	GS_TENANT_MAX_REQUESTS_PER_SECOND = 1u << 5,
+	GS_TENANT_ADMIN = 1u << 6,
+} gs_tenant_field;
 
 /* token: the tenant's token, or NULL/"" to let the daemon choose one. *token_out (may be NULL)
  * receives the token in effect, malloc'd. */
 int gs_tenant_create(gs_client *c, const gs_tenant *tenant, const char *token, char **token_out);
 int gs_tenant_destroy(gs_client *c, const char *name);
+/* Changes the settings in fields (gs_tenant_field mask) of the live tenant `name` to those of
+ * *settings (its name is not read), now: a new share applies to its queued work at once. */
+int gs_tenant_update(gs_client *c, const char *name, const gs_tenant *settings, unsigned fields);
 int gs_tenant_list(gs_client *c, gs_tenant **tenants, size_t *count);
 void gs_tenant_list_free(gs_tenant *tenants, size_t count);
 

@@ -27,6 +27,8 @@ int gs_tenant_create(gs_client *c, const gs_tenant *tenant, const char *token, c
 	t.context_limit = tenant->context_limit;
 	t.admin = tenant->admin;
 	t.banned = tenant->banned;
+	t.allocation_limit = tenant->allocation_limit;
+	t.max_requests_per_second = tenant->max_requests_per_second;
 	body.tenant = &t;
 	body.token = (char *)(token ? token : "");
 	rv = gsc_call(c, GSC_REQ(TENANT_CREATE), &body, GSC_RESP(TENANT_CREATE), 0, &resp);
@@ -51,6 +53,39 @@ int gs_tenant_destroy(gs_client *c, const char *name)
 	return gsc_call_plain(c, GSC_REQ(TENANT_DESTROY), &body);
 }
 
+int gs_tenant_update(gs_client *c, const char *name, const gs_tenant *settings, unsigned fields)
+{
+	/* In the order of gs_tenant_field's bits: the names TenantUpdateRequest.fields take. */
+	static const char *const names[] = {
+	        "share",         "priority_ceiling", "memory_quota",
+	        "context_limit", "allocation_limit", "max_requests_per_second",
+	        "admin"};
+	Gpusched__V1__TenantUpdateRequest body = GPUSCHED__V1__TENANT_UPDATE_REQUEST__INIT;
+	Gpusched__V1__Tenant t = GPUSCHED__V1__TENANT__INIT;
+	char *chosen[sizeof(names) / sizeof(names[0])];
+	size_t n = 0;
+
+	if (!name || !name[0] || !settings)
+		return gsc_fail(c, GS_ERR_INVALID, "a tenant update needs a name and settings");
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (fields & (1u << i))
+			chosen[n++] = (char *)names[i];
+	if (n == 0 || fields >> (sizeof(names) / sizeof(names[0])))
+		return gsc_fail(c, GS_ERR_INVALID, "a tenant update needs known fields to change");
+	t.share = settings->share;
+	t.priority_ceiling = settings->priority_ceiling;
+	t.memory_quota = settings->memory_quota;
+	t.context_limit = settings->context_limit;
+	t.allocation_limit = settings->allocation_limit;
+	t.max_requests_per_second = settings->max_requests_per_second;
+	t.admin = settings->admin;
+	body.name = (char *)name;
+	body.tenant = &t;
+	body.n_fields = n;
+	body.fields = chosen;
+	return gsc_call_plain(c, GSC_REQ(TENANT_UPDATE), &body);
+}
+
 static int copy_tenant(void *entry, const ProtobufCMessage *msg)
 {
 	const Gpusched__V1__Tenant *t = (const Gpusched__V1__Tenant *)msg;
@@ -66,6 +101,8 @@ static int copy_tenant(void *entry, const ProtobufCMessage *msg)
 	        .context_limit = t->context_limit,
 	        .admin = t->admin,
 	        .banned = t->banned,
+	        .allocation_limit = t->allocation_limit,
+	        .max_requests_per_second = t->max_requests_per_second,
 	};
 	return dst->name ? 0 : GS_ERR_NOMEM;
 }

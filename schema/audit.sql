@@ -97,8 +97,8 @@ SELECT e.seq, e.packet, p.tenant, p.context, e.state, s.name AS state_name, e.ti
   FROM packet_events e JOIN packets p ON p.packet = e.packet
   LEFT JOIN packet_states s ON s.state = e.state;
 
--- One row per tenant made by an admin request (TenantCreate), updated in place when it is
--- removed (removed_ns), so a restarted daemon has it again; tenants of the configuration are
+-- One row per tenant made by an admin request (TenantCreate), updated in place when an admin
+-- changes it (TenantUpdate) or removes it (removed_ns), so a restarted daemon has it again; tenants of the configuration are
 -- not recorded here. Only the salted hash of its token is kept. id is never reused: a tenant
 -- made later with a removed one's name is another tenant, recorded everywhere as name#id, so it
 -- never reads the removed one's records. Chain kind 8.
@@ -112,6 +112,8 @@ CREATE TABLE IF NOT EXISTS tenants (
 	share            INTEGER NOT NULL,
 	priority_ceiling INTEGER NOT NULL,
 	context_limit    INTEGER NOT NULL,
+	allocation_limit INTEGER NOT NULL,
+	max_requests_per_second INTEGER NOT NULL,
 	memory_quota     INTEGER NOT NULL,
 	admin            INTEGER NOT NULL,
 	created_ns       INTEGER NOT NULL,

@@ -163,7 +163,8 @@ static const char context_row_sql[] =
         " created_ns, destroyed_ns FROM contexts WHERE context = ?1";
 static const char tenant_row_sql[] =
         "SELECT id, name, audit_name, token_hash, kind, share, priority_ceiling, context_limit,"
-        " memory_quota, admin, created_ns, removed_ns FROM tenants WHERE id = ?1";
+        " allocation_limit, max_requests_per_second, memory_quota, admin, created_ns, removed_ns"
+        " FROM tenants WHERE id = ?1";
 static const char allocation_row_sql[] =
         "SELECT allocation, tenant, device, adapter, size, supported_segment_set,"
         " segment_preference, priority, flags, segment, segment_offset, created_ns, destroyed_ns"

@@ -100,6 +100,8 @@ static void restore_tenant(void *arg, const gsd_tenant_rec *r)
 	                        .share = r->share,
 	                        .priority_ceiling = r->priority_ceiling,
 	                        .context_limit = r->context_limit,
+	                        .allocation_limit = r->allocation_limit,
+	                        .max_requests_per_second = r->max_requests_per_second,
 	                        .memory_quota = r->memory_quota,
 	                        .admin = r->admin};
 	snprintf(tc.name, sizeof(tc.name), "%s", r->tenant);

@@ -236,22 +236,30 @@ static const char tenant_help[] =
         "       gpusched tenant create NAME [--kind process|vm]\n"
         "                              [--policy best-effort|equal-share|fixed-share]\n"
         "                              [--share N] [--priority-ceiling C] [--memory-quota BYTES]\n"
-        "                              [--context-limit N] [--admin] [--token T]\n"
+        "                              [--context-limit N] [--allocation-limit N]\n"
+        "                              [--max-requests-per-second N] [--admin] [--token T]\n"
+        "       gpusched tenant set NAME [--share N] [--priority-ceiling C]\n"
+        "                              [--memory-quota BYTES] [--context-limit N]\n"
+        "                              [--allocation-limit N] [--max-requests-per-second N]\n"
+        "                              [--admin | --no-admin]\n"
         "       gpusched tenant rm NAME\n"
         "Tenant administration; the daemon answers only an admin token (PERMISSION_DENIED\n"
         "otherwise). create prints the new tenant's token (chosen by the daemon unless --token\n"
-        "is given here, after the subcommand).\n";
+        "is given here, after the subcommand). set changes only the settings given, at once (a\n"
+        "new share applies to the tenant's queued work); 0 means no limit.\n";
 
 static json_t *tenant_json(const void *tenant)
 {
 	const gs_tenant *t = tenant;
 
-	return json_pack("{s:s, s:s, s:s, s:I, s:I, s:o, s:I, s:b, s:b}", "name", t->name, "kind",
-	                 gs_tenant_kind_name(t->kind), "policy", gs_share_policy_name(t->policy),
-	                 "share", (json_int_t)t->share, "priority_ceiling",
-	                 (json_int_t)t->priority_ceiling, "memory_quota",
-	                 cli_json_u64(t->memory_quota), "context_limit",
-	                 (json_int_t)t->context_limit, "admin", t->admin, "banned", t->banned);
+	return json_pack(
+	        "{s:s, s:s, s:s, s:I, s:I, s:o, s:I, s:I, s:I, s:b, s:b}", "name", t->name, "kind",
+	        gs_tenant_kind_name(t->kind), "policy", gs_share_policy_name(t->policy), "share",
+	        (json_int_t)t->share, "priority_ceiling", (json_int_t)t->priority_ceiling,
+	        "memory_quota", cli_json_u64(t->memory_quota), "context_limit",
+	        (json_int_t)t->context_limit, "allocation_limit", (json_int_t)t->allocation_limit,
+	        "max_requests_per_second", (json_int_t)t->max_requests_per_second, "admin",
+	        t->admin, "banned", t->banned);
 }
 
 static void print_tenants(const void *items, size_t n)
@@ -293,6 +301,9 @@ static int tenant_ls(cli *ctx, int argc, char **argv)
 typedef struct tenant_args {
 	gs_tenant t;
 	const char *token;
+	bool no_admin;
+	/* Which settings `tenant set` was given. */
+	bool share_set, ceiling_set, quota_set, contexts_set, allocs_set, rate_set;
 } tenant_args;
 
 static int parse_kind(cli *ctx, const char *arg, void *field)
@@ -330,9 +341,53 @@ static const cli_opt tenant_opts[] = {
         {"priority-ceiling", CLI_ARG_U32, offsetof(tenant_args, t.priority_ceiling)},
         {"memory-quota", CLI_ARG_U64, offsetof(tenant_args, t.memory_quota)},
         {"context-limit", CLI_ARG_U32, offsetof(tenant_args, t.context_limit)},
+        {"allocation-limit", CLI_ARG_U32, offsetof(tenant_args, t.allocation_limit)},
+        {"max-requests-per-second", CLI_ARG_U32, offsetof(tenant_args, t.max_requests_per_second)},
         {"admin", CLI_SET_BOOL, offsetof(tenant_args, t.admin)},
         {"token", CLI_ARG_STR, offsetof(tenant_args, token)},
 };
+
+static const cli_opt tenant_set_opts[] = {
+        {"share", CLI_ARG_U32, offsetof(tenant_args, t.share), CLI_GIVEN(tenant_args, share_set)},
+        {"priority-ceiling", CLI_ARG_U32, offsetof(tenant_args, t.priority_ceiling),
+         CLI_GIVEN(tenant_args, ceiling_set)},
+        {"memory-quota", CLI_ARG_U64, offsetof(tenant_args, t.memory_quota),
+         CLI_GIVEN(tenant_args, quota_set)},
+        {"context-limit", CLI_ARG_U32, offsetof(tenant_args, t.context_limit),
+         CLI_GIVEN(tenant_args, contexts_set)},
+        {"allocation-limit", CLI_ARG_U32, offsetof(tenant_args, t.allocation_limit),
+         CLI_GIVEN(tenant_args, allocs_set)},
+        {"max-requests-per-second", CLI_ARG_U32, offsetof(tenant_args, t.max_requests_per_second),
+         CLI_GIVEN(tenant_args, rate_set)},
+        {"admin", CLI_SET_BOOL, offsetof(tenant_args, t.admin)},
+        {"no-admin", CLI_SET_BOOL, offsetof(tenant_args, no_admin)},
+};
+
+static const cli_syntax tenant_set_syntax = {tenant_help, CLI_OPTS(tenant_set_opts), 1, 1,
+                                             "one tenant NAME"};
+
+static int tenant_set(cli *ctx, int argc, char **argv)
+{
+	tenant_args a = {0};
+	int rv = cli_parse_args(ctx, argc, argv, &tenant_set_syntax, &a);
+	if (rv != CLI_CONTINUE)
+		return rv;
+	if (a.t.admin && a.no_admin)
+		return cli_usage(ctx, "--admin and --no-admin: give one");
+	unsigned fields = (a.share_set ? GS_TENANT_SHARE : 0) |
+	                  (a.ceiling_set ? GS_TENANT_PRIORITY_CEILING : 0) |
+	                  (a.quota_set ? GS_TENANT_MEMORY_QUOTA : 0) |
+	                  (a.contexts_set ? GS_TENANT_CONTEXT_LIMIT : 0) |
+	                  (a.allocs_set ? GS_TENANT_ALLOCATION_LIMIT : 0) |
+	                  (a.rate_set ? GS_TENANT_MAX_REQUESTS_PER_SECOND : 0) |
+	                  (a.t.admin || a.no_admin ? GS_TENANT_ADMIN : 0);
+	if (!fields)
+		return cli_usage(ctx, "tenant set: give at least one setting to change");
+	rv = cli_connect(ctx);
+	if (rv != CLI_EXIT_OK)
+		return rv;
+	return finish(ctx, gs_tenant_update(ctx->client, argv[optind], &a.t, fields), "updated");
+}
 
 static const cli_syntax tenant_create_syntax = {tenant_help, CLI_OPTS(tenant_opts), 1, 1,
                                                 "one tenant NAME"};
@@ -376,6 +431,7 @@ int cmd_tenant(cli *ctx, int argc, char **argv)
 	static const cli_command sub[] = {
 	        {"ls", "list tenants", tenant_ls},
 	        {"create", "create a tenant", tenant_create},
+	        {"set", "change a tenant's settings now", tenant_set},
 	        {"rm", "destroy a tenant", tenant_rm},
 	};
 

@@ -208,9 +208,16 @@ static const char *const stmt_sql[ST_COUNT] = {
                     " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
         [ST_OWNER] = "SELECT tenant IS ?2 FROM packets WHERE packet = ?1",
         [ST_TENANT] = "INSERT INTO tenants (id, name, audit_name, token_hash, kind, share,"
-                      " priority_ceiling, context_limit, memory_quota, admin, created_ns,"
-                      " removed_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"
-                      " ON CONFLICT (id) DO UPDATE SET removed_ns = excluded.removed_ns",
+                      " priority_ceiling, context_limit, allocation_limit,"
+                      " max_requests_per_second, memory_quota, admin, created_ns, removed_ns)"
+                      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"
+                      " ON CONFLICT (id) DO UPDATE SET share = excluded.share,"
+                      " priority_ceiling = excluded.priority_ceiling,"
+                      " context_limit = excluded.context_limit,"
+                      " allocation_limit = excluded.allocation_limit,"
+                      " max_requests_per_second = excluded.max_requests_per_second,"
+                      " memory_quota = excluded.memory_quota, admin = excluded.admin,"
+                      " removed_ns = excluded.removed_ns",
 };
 
 struct gsd_audit {
@@ -594,7 +601,8 @@ static int write_tenant(gsd_audit *a, const struct node *n, chain_out *co)
 	dp = chain_begin(a, &d, GS_CHAIN_TENANT);
 	PUT_ROW(s, dp, CI(r->id), CS(n->tenant, false), CS(n->text2, false), CS(n->text1, false),
 	        CI(r->kind), CI(r->share), CI(r->priority_ceiling), CI(r->context_limit),
-	        CI(r->memory_quota), CI(r->admin), CI(r->created_ns), CI(r->removed_ns));
+	        CI(r->allocation_limit), CI(r->max_requests_per_second), CI(r->memory_quota),
+	        CI(r->admin), CI(r->created_ns), CI(r->removed_ns));
 	chain_end(dp, co->state);
 	co->has_state = true;
 	co->ref = r->id;

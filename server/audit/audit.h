@@ -113,6 +113,8 @@ typedef struct gsd_tenant_rec {
 	uint32_t share;
 	uint32_t priority_ceiling;
 	uint32_t context_limit;
+	uint32_t allocation_limit;
+	uint32_t max_requests_per_second;
 	uint64_t memory_quota;
 	bool admin;
 	uint64_t created_ns;

@@ -541,8 +541,8 @@ int gsd_history_tenants(const char *path, gsd_tenant_row_fn fn, void *arg, uint6
 	sqlite3_stmt *s = prepare_or_close(db,
 	                                   "SELECT id, name, token_hash, kind, share,"
 	                                   " priority_ceiling, context_limit, memory_quota, admin,"
-	                                   " created_ns, removed_ns, audit_name FROM tenants"
-	                                   " ORDER BY id",
+	                                   " created_ns, removed_ns, audit_name, allocation_limit,"
+	                                   " max_requests_per_second FROM tenants ORDER BY id",
 	                                   "tenants", err, errcap);
 	if (!s)
 		return -1;
@@ -559,7 +559,9 @@ int gsd_history_tenants(const char *path, gsd_tenant_row_fn fn, void *arg, uint6
 		                    .admin = sqlite3_column_int(s, 8) != 0,
 		                    .created_ns = col_u64(s, 9),
 		                    .removed_ns = col_u64(s, 10),
-		                    .audit_name = (const char *)sqlite3_column_text(s, 11)};
+		                    .audit_name = (const char *)sqlite3_column_text(s, 11),
+		                    .allocation_limit = col_u32(s, 12),
+		                    .max_requests_per_second = col_u32(s, 13)};
 		if (r.id > *max_id)
 			*max_id = r.id;
 		if (r.tenant && r.token_hash && r.audit_name)

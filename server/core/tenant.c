@@ -106,6 +106,8 @@ void gsd_tenant_audit(gsd_daemon *d, const gsd_tenant *t, uint64_t removed_ns)
 	                    .share = t->conf.share,
 	                    .priority_ceiling = t->conf.priority_ceiling,
 	                    .context_limit = t->conf.context_limit,
+	                    .allocation_limit = t->conf.allocation_limit,
+	                    .max_requests_per_second = t->conf.max_requests_per_second,
 	                    .memory_quota = t->conf.memory_quota,
 	                    .admin = t->conf.admin,
 	                    .created_ns = t->created_ns,

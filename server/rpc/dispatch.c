@@ -6,6 +6,7 @@
 #include "rpc/handlers.h"
 
 #include "core/log.h"
+#include "vidsch/vidsch.h"
 
 #include "wddm.h"
 
@@ -194,6 +195,8 @@ static void tenant_out(const gsd_tenant *t, Gpusched__V1__Tenant *o)
 	o->context_limit = t->conf.context_limit;
 	o->admin = t->conf.admin;
 	o->banned = t->banned;
+	o->allocation_limit = t->conf.allocation_limit;
+	o->max_requests_per_second = t->conf.max_requests_per_second;
 }
 
 static int random_token(char *out, size_t cap)
@@ -242,6 +245,8 @@ static void h_tenant_create(gsd_daemon *d, gsd_call *c)
 	                        .priority_ceiling = t->priority_ceiling,
 	                        .memory_quota = t->memory_quota,
 	                        .context_limit = t->context_limit,
+	                        .allocation_limit = t->allocation_limit,
+	                        .max_requests_per_second = t->max_requests_per_second,
 	                        .admin = t->admin};
 	snprintf(tc.name, sizeof(tc.name), "%s", t->name);
 	if (q->token[0])
@@ -294,6 +299,85 @@ static void h_tenant_destroy(gsd_daemon *d, gsd_call *c)
 	gsd_tenant_audit(d, t, gsd_now_ns()); /* before its hash is wiped */
 	gsd_tenant_remove(d, t);
 	gsd_audit_note(d->audit, c->tenant->audit_name, "tenant_removed", t->audit_name);
+	gsd_call_reply_empty(c);
+}
+
+/* The settings TenantUpdate may change, by the names its fields carry. */
+enum { UPD_SHARE, UPD_CEILING, UPD_QUOTA, UPD_CONTEXTS, UPD_ALLOCS, UPD_RATE, UPD_ADMIN };
+static const char *const update_fields[] = {
+        [UPD_SHARE] = "share",
+        [UPD_CEILING] = "priority_ceiling",
+        [UPD_QUOTA] = "memory_quota",
+        [UPD_CONTEXTS] = "context_limit",
+        [UPD_ALLOCS] = "allocation_limit",
+        [UPD_RATE] = "max_requests_per_second",
+        [UPD_ADMIN] = "admin",
+};
+
+static void h_tenant_update(gsd_daemon *d, gsd_call *c)
+{
+	if (!require_admin(c))
+		return;
+	const Gpusched__V1__TenantUpdateRequest *q = R(tenant_update);
+	gsd_tenant *t = gsd_tenant_by_name(d, q->name);
+	if (!t) {
+		gsd_call_error(c, GSD_ST(NOT_FOUND), "no tenant %s", q->name);
+		return;
+	}
+	const Gpusched__V1__Tenant *n = q->tenant;
+	unsigned mask = 0;
+	for (size_t i = 0; i < q->n_fields; i++) {
+		size_t k = 0, nk = sizeof(update_fields) / sizeof(update_fields[0]);
+		while (k < nk && strcmp(q->fields[i], update_fields[k]) != 0)
+			k++;
+		if (k == nk) {
+			gsd_call_error(c, GSD_ST(INVALID_ARGUMENT), "TenantUpdate: no field \"%s\"",
+			               q->fields[i]);
+			return;
+		}
+		mask |= 1u << k;
+	}
+	if (!mask || !n) {
+		gsd_call_error(c, GSD_ST(INVALID_ARGUMENT),
+		               "TenantUpdate names no field to change");
+		return;
+	}
+	if ((mask & 1u << UPD_CEILING) && n->priority_ceiling > GS_PRIORITY_CLASS_MAX) {
+		gsd_call_error(c, GSD_ST(INVALID_ARGUMENT), "priority_ceiling %u is not a class",
+		               n->priority_ceiling);
+		return;
+	}
+	if ((mask & 1u << UPD_ADMIN) && t == c->tenant && !n->admin) {
+		gsd_call_error(c, GSD_ST(INVALID_ARGUMENT),
+		               "an administrator cannot demote itself");
+		return;
+	}
+	gsd_tenant_config *conf = &t->conf;
+	if (mask & 1u << UPD_SHARE)
+		conf->share = n->share ? n->share : 1;
+	if (mask & 1u << UPD_CEILING)
+		conf->priority_ceiling = n->priority_ceiling;
+	if (mask & 1u << UPD_QUOTA)
+		conf->memory_quota = n->memory_quota;
+	if (mask & 1u << UPD_CONTEXTS)
+		conf->context_limit = n->context_limit;
+	if (mask & 1u << UPD_ALLOCS)
+		conf->allocation_limit = n->allocation_limit;
+	if (mask & 1u << UPD_RATE)
+		conf->max_requests_per_second = n->max_requests_per_second;
+	if (mask & 1u << UPD_ADMIN)
+		conf->admin = n->admin;
+	if (mask & 1u << UPD_SHARE)
+		gsd_vidsch_tenant_share(d, t);
+	char text[256];
+	snprintf(text, sizeof(text),
+	         "%s: share %u, priority_ceiling %u, memory_quota %llu, context_limit %u,"
+	         " allocation_limit %u, max_requests_per_second %u, admin %d",
+	         t->audit_name, conf->share, conf->priority_ceiling,
+	         (unsigned long long)conf->memory_quota, conf->context_limit,
+	         conf->allocation_limit, conf->max_requests_per_second, conf->admin);
+	gsd_audit_note(d->audit, c->tenant->audit_name, "tenant_updated", text);
+	gsd_tenant_audit(d, t, 0); /* made by TenantCreate: its row, so a restart keeps it */
 	gsd_call_reply_empty(c);
 }
 
@@ -352,6 +436,7 @@ static const char *const g_request_names[] = {
         [GPUSCHED__V1__REQUEST__BODY_MOVES] = "moves",
         [GPUSCHED__V1__REQUEST__BODY_EXPLAIN] = "explain",
         [GPUSCHED__V1__REQUEST__BODY_USAGE] = "usage",
+        [GPUSCHED__V1__REQUEST__BODY_TENANT_UPDATE] = "tenant_update",
 };
 
 const char *gsd_request_name(int body_case)
@@ -399,6 +484,7 @@ static const handler_fn g_handlers[] = {
         [GPUSCHED__V1__REQUEST__BODY_MOVES] = gsd_h_moves,
         [GPUSCHED__V1__REQUEST__BODY_EXPLAIN] = gsd_h_explain,
         [GPUSCHED__V1__REQUEST__BODY_USAGE] = gsd_h_usage,
+        [GPUSCHED__V1__REQUEST__BODY_TENANT_UPDATE] = h_tenant_update,
 };
 
 void gsd_handle_request(gsd_daemon *d, gsd_call *c)

@@ -55,6 +55,17 @@ gsd_sched_group *gsd_policy_group(gsd_sched_queue *q, const void *owner, uint32_
 	return g;
 }
 
+void gsd_policy_group_reweigh(gsd_sched_queue *q, const void *owner, uint32_t weight)
+{
+	gsd_list *it, *tmp;
+	GSD_LIST_FOREACH_SAFE(it, tmp, &q->groups)
+	{
+		gsd_sched_group *g = GSD_CONTAINER_OF(it, gsd_sched_group, link);
+		if (g->owner == owner)
+			g->weight = weight ? weight : 1;
+	}
+}
+
 void gsd_policy_entity_join(gsd_sched_entity *e, gsd_sched_group *g)
 {
 	e->group = g;

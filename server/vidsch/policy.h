@@ -96,6 +96,9 @@ void gsd_policy_entity_init(gsd_sched_entity *e, uint32_t priority_class, int32_
 /* The group of owner on this node, made with weight when it has none (its weight is then
  * set to weight); it counts one more context. NULL when memory is short. */
 gsd_sched_group *gsd_policy_group(gsd_sched_queue *q, const void *owner, uint32_t weight);
+/* Gives owner's group on this node (if it has one) a new weight: its later runs are charged
+ * by it. */
+void gsd_policy_group_reweigh(gsd_sched_queue *q, const void *owner, uint32_t weight);
 /* Puts a context (not queued) in group g, which it then holds until gsd_policy_entity_fini. */
 void gsd_policy_entity_join(gsd_sched_entity *e, gsd_sched_group *g);
 /* Lets go of the context's group (the last context frees it); the context must not be

@@ -560,6 +560,17 @@ static void context_detach(gsd_daemon *d, gsd_context *x, const char *why)
 	gsd_list_remove(&x->node_link);
 }
 
+void gsd_vidsch_tenant_share(gsd_daemon *d, const gsd_tenant *t)
+{
+	for (uint32_t i = 0; i < d->nadapters; i++) {
+		gsd_adapter *a = &d->adapters[i];
+		if (a->cfg->share_policy != GSD_SHARE_WEIGHTED)
+			continue;
+		for (uint32_t k = 0; k < a->nnodes; k++)
+			gsd_policy_group_reweigh(&a->nodes[k].queue, t, t->conf.share);
+	}
+}
+
 void gsd_vidsch_context_priority(gsd_daemon *d, gsd_context *x, uint32_t cls, int32_t prio)
 {
 	gsd_node *n = x->node;

@@ -35,6 +35,8 @@ void gsd_vidsch_recorded(gsd_daemon *d, gsd_packet *p, bool ok);
 void gsd_vidsch_hold(gsd_daemon *d, bool hold);
 /* Changes a context's priority; preempts or requeues as the new band requires. */
 void gsd_vidsch_context_priority(gsd_daemon *d, gsd_context *x, uint32_t cls, int32_t prio);
+/* The tenant's share changed: its groups on every node of a weighted adapter take it now. */
+void gsd_vidsch_tenant_share(gsd_daemon *d, const gsd_tenant *t);
 /* Cancels every packet not on an engine of a context, or of a whole adapter when ctx is NULL. */
 void gsd_vidsch_cancel(gsd_daemon *d, gsd_adapter *a, gsd_context *ctx, const char *why);
 

@@ -438,6 +438,89 @@ static void test_allocation_and_rate_limits(void **state)
 	stop(&f);
 }
 
+/* gpusched tenant ... as the admin; returns the exit code, out (may be NULL) the output. */
+static int cli_admin(fx *f, const char *a1, const char *a2, const char *a3, const char *a4,
+                     const char *a5, char *out, size_t cap)
+{
+	char url[400];
+	snprintf(url, sizeof(url), "--url=%s", f->t.url);
+	char *argv[] = {(char *)GS_CLI_PATH,
+	                url,
+	                (char *)"--token=t-ops",
+	                (char *)"tenant",
+	                (char *)a1,
+	                (char *)a2,
+	                (char *)a3,
+	                (char *)a4,
+	                (char *)a5,
+	                NULL};
+	itest_run r;
+	itest_run_argv(argv, 30000, &r);
+	if (out)
+		snprintf(out, cap, "%s", r.out ? r.out : "");
+	int code = r.exit_code;
+	itest_run_free(&r);
+	return code;
+}
+
+/*
+ * An admin changes a live tenant (gpusched tenant set): the new limit holds at once, is
+ * audited, and survives a restart for a tenant made by TenantCreate; a non-admin cannot, and
+ * unknown tenants or no setting are refused.
+ */
+static void test_tenant_update_live(void **state)
+{
+	(void)state;
+	fx f;
+	assert_int_equal(start(&f, "{\"tenants\": [{\"name\": \"ops\", \"token\": \"t-ops\","
+	                           " \"admin\": true}]}"),
+	                 0);
+	gs_client *ops = itest_connect(&f.t, "t-ops");
+	gs_tenant frank = {
+	        .name = (char *)"frank", .share = 1, .priority_ceiling = 2, .allocation_limit = 2};
+	assert_int_equal(gs_tenant_create(ops, &frank, "t-frank", NULL), 0);
+	gs_client *fr = itest_connect(&f.t, "t-frank");
+	uint64_t dev;
+	assert_int_equal(gs_device_create(fr, "f", &dev), 0);
+	gs_allocation_desc ad = {.device = dev, .size = 4096};
+	gs_allocation_placement pl;
+	assert_int_equal(gs_allocation_create(fr, &ad, &pl), 0);
+	assert_int_equal(gs_allocation_create(fr, &ad, &pl), 0);
+	assert_int_equal(gs_allocation_create(fr, &ad, &pl), GS_STATUS_QUOTA_EXCEEDED);
+
+	assert_int_equal(
+	        cli_admin(&f, "set", "frank", "--allocation-limit", "3", "--share", NULL, 0),
+	        2); /* --share without its value: usage */
+	assert_int_equal(cli_admin(&f, "set", "frank", "--allocation-limit", "3", NULL, NULL, 0),
+	                 0);
+	assert_int_equal(gs_allocation_create(fr, &ad, &pl), 0);
+	assert_int_equal(gs_allocation_create(fr, &ad, &pl), GS_STATUS_QUOTA_EXCEEDED);
+	/* Refused: frank is not an admin; no such tenant; nothing to change. */
+	gs_tenant s = {.share = 9};
+	assert_int_equal(gs_tenant_update(fr, "frank", &s, GS_TENANT_SHARE),
+	                 GS_STATUS_PERMISSION_DENIED);
+	assert_int_equal(gs_tenant_update(ops, "nobody", &s, GS_TENANT_SHARE), GS_STATUS_NOT_FOUND);
+	assert_int_equal(gs_tenant_update(ops, "frank", &s, 0), GS_ERR_INVALID);
+	assert_int_equal(cli_admin(&f, "set", "frank", NULL, NULL, NULL, NULL, 0), 2);
+	assert_int_equal(gs_tenant_update(ops, "frank", &s, GS_TENANT_SHARE), 0);
+	gs_close(fr);
+	gs_close(ops);
+	assert_int_equal(gs_testd_stop(&f.t), 0);
+	assert_true(itest_audit_int(f.t.db, "SELECT count(*) FROM notes WHERE kind ="
+	                                    " 'tenant_updated' AND detail LIKE 'frank:%%'") >= 2);
+
+	/* Kept across a restart: share 9, allocation_limit 3. */
+	const char *const args[] = {"--config", f.cfg.path, NULL};
+	assert_int_equal(gs_testd_restart(&f.t, args), 0);
+	char out[4096];
+	assert_int_equal(cli_admin(&f, "ls", "--json", NULL, NULL, NULL, out, sizeof(out)), 0);
+	if (!strstr(out, "\"allocation_limit\":3"))
+		fail_msg("tenant ls after the restart: %s", out);
+	assert_non_null(strstr(out, "\"share\":9"));
+	assert_int_equal(verify_exit(f.t.db), 0);
+	stop(&f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -447,6 +530,7 @@ int main(void)
 	        cmocka_unit_test(test_reused_name_is_another_tenant),
 	        cmocka_unit_test(test_bad_tokens_limited_per_peer),
 	        cmocka_unit_test(test_allocation_and_rate_limits),
+	        cmocka_unit_test(test_tenant_update_live),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -211,6 +211,27 @@ static void test_tenant_groups_share_per_tenant(void **state)
 	mock_fini(&m);
 }
 
+/* A group given a new weight (an admin changed the tenant's share) is charged by it from its
+ * next run: 1:1, then 3:1 over the following window. */
+static void test_tenant_group_reweigh(void **state)
+{
+	(void)state;
+	mock m;
+	mock_init(&m);
+	int ta = 1, tb = 2;
+	mock_ctx *a = mock_add_tenant(&m, &ta, 1, 2 * MS);
+	mock_ctx *b = mock_add_tenant(&m, &tb, 1, 2 * MS);
+	mock_run(&m, m.now + 2000 * MS);
+	assert_true(share(&m, a) > 0.49 && share(&m, a) < 0.51);
+	gsd_policy_group_reweigh(&m.q, &ta, 3);
+	uint64_t a0 = a->ran_ns, b0 = b->ran_ns;
+	mock_run(&m, m.now + 4000 * MS);
+	double got = (double)(a->ran_ns - a0) / (double)(a->ran_ns - a0 + b->ran_ns - b0);
+	if (got < 0.74 || got > 0.76)
+		fail_msg("after the reweigh A had %.3f, want 0.75", got);
+	mock_fini(&m);
+}
+
 /* A tenant that was idle banks no credit: back after a long absence it gets its share from
  * then on, not the engine until it has caught up. */
 static void test_tenant_group_no_credit_after_idle(void **state)
@@ -408,6 +429,7 @@ int main(void)
 	        cmocka_unit_test(test_weighted_shares),
 	        cmocka_unit_test(test_tenant_groups_share_per_tenant),
 	        cmocka_unit_test(test_tenant_group_no_credit_after_idle),
+	        cmocka_unit_test(test_tenant_group_reweigh),
 	        cmocka_unit_test(test_higher_band_first),
 	        cmocka_unit_test(test_starvation_boost),
 	        cmocka_unit_test(test_idle_never_boosted),
