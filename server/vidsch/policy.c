@@ -286,11 +286,17 @@ void gsd_policy_charge(gsd_sched_entity *e, uint64_t engine_ns)
 }
 
 gsd_policy_verdict gsd_policy_on_arrival(const gsd_sched_entity *newcomer,
-                                         const gsd_sched_entity *running, uint64_t budget)
+                                         const gsd_sched_entity *running, uint64_t budget,
+                                         uint64_t running_ns)
 {
 	uint32_t nb = gsd_policy_band(newcomer), rb = gsd_policy_band(running);
 	if (nb > rb)
 		return GSD_POLICY_PREEMPT;
+	const gsd_sched_group *ng = newcomer->group, *rg = running->group;
+	if (nb == rb && ng && rg && ng != rg && running_ns &&
+	    gsd_policy_time_sliced(running->priority_class) &&
+	    ng->vruntime < rg->vruntime + running_ns * GSD_WEIGHT_SCALE / rg->weight)
+		return GSD_POLICY_PREEMPT_OWED;
 	if (nb == rb && !budget && gsd_policy_time_sliced(running->priority_class))
 		return GSD_POLICY_END_SLICE;
 	return GSD_POLICY_KEEP;

@@ -137,12 +137,20 @@ void gsd_policy_charge(gsd_sched_entity *e, uint64_t engine_ns);
 
 typedef enum gsd_policy_verdict {
 	GSD_POLICY_KEEP = 0,  /* the run goes on */
-	GSD_POLICY_PREEMPT,   /* preempt the run now */
+	GSD_POLICY_PREEMPT,   /* preempt the run now: the newcomer's band is higher */
 	GSD_POLICY_END_SLICE, /* the unbudgeted run now shares its band: end it after a quantum */
+	GSD_POLICY_PREEMPT_OWED, /* preempt the run now: the newcomer's tenant has had less */
 } gsd_policy_verdict;
-/* A context became ready while `running` runs (unbudgeted when budget is 0). */
+/*
+ * A context became ready while `running` runs (unbudgeted when budget is 0), which has used
+ * running_ns of engine time so far (0 when not known). In the same band, a newcomer of another
+ * tenant's group that has had less weighted engine time than the running group will have once
+ * charged for this run so far preempts it at once (like a waking task in CFS), so a light
+ * tenant's packet does not wait out a heavy tenant's slice.
+ */
 gsd_policy_verdict gsd_policy_on_arrival(const gsd_sched_entity *newcomer,
-                                         const gsd_sched_entity *running, uint64_t budget);
+                                         const gsd_sched_entity *running, uint64_t budget,
+                                         uint64_t running_ns);
 /* Should `running` be preempted because a queued context outranks it (after its priority was
  * lowered), or because its quantum ended while its band or a higher one waits? */
 bool gsd_policy_outranked(const gsd_sched_queue *q, const gsd_sched_entity *running);

@@ -278,7 +278,10 @@ void gsd_vidsch_enqueue_ready(gsd_daemon *d, gsd_context *x)
 	note_runnable(n, x, head_of(x));
 	if (!r || n->preempt_reason || r->ctx == x)
 		return;
-	switch (gsd_policy_on_arrival(&x->sched, &r->ctx->sched, n->run_budget)) {
+	/* The running packet's engine time so far (wall clock only: on the virtual clock runs
+	 * take no wall time, and decisions stay as they were). */
+	uint64_t ran = d->cfg.virtual_clock ? 0 : gsd_now_ns() - n->run_start + 1;
+	switch (gsd_policy_on_arrival(&x->sched, &r->ctx->sched, n->run_budget, ran)) {
 	case GSD_POLICY_PREEMPT:
 		/* Named in the preempted packet's record; another tenant's context only by its
 		 * class. */
@@ -291,6 +294,12 @@ void gsd_vidsch_enqueue_ready(gsd_daemon *d, gsd_context *x)
 			snprintf(n->preempt_why, sizeof(n->preempt_why),
 			         "preempted by another tenant's context (priority class %s)",
 			         gs_priority_class_name(x->sched.priority_class));
+		gsd_vidsch_preempt_running(d, n, n->preempt_why);
+		break;
+	case GSD_POLICY_PREEMPT_OWED:
+		snprintf(n->preempt_why, sizeof(n->preempt_why),
+		         "preempted: another tenant (priority class %s) had less than its share",
+		         gs_priority_class_name(x->sched.priority_class));
 		gsd_vidsch_preempt_running(d, n, n->preempt_why);
 		break;
 	case GSD_POLICY_END_SLICE:

@@ -17,6 +17,7 @@
 #include "gpusched.h"
 #include "gpusched.pb-c.h"
 #include "itest.h"
+#include "sched_util.h"
 #include "testd.h"
 
 #define KiB 1024ull
@@ -521,6 +522,51 @@ static void test_tenant_update_live(void **state)
 	stop(&f);
 }
 
+/*
+ * On the wall clock, a light tenant's packet that arrives while a heavy tenant's long run holds
+ * the engine preempts it at once (its tenant has had less than its share) instead of waiting
+ * out the slice; the heavy run's record says why. Event order only: no timing is asserted.
+ */
+static void test_light_tenant_preempts_heavy(void **state)
+{
+	(void)state;
+	fx f;
+	assert_int_equal(start(&f, "{\"tenants\": [{\"name\": \"light\", \"token\": \"t-light\"},"
+	                           " {\"name\": \"heavy\", \"token\": \"t-heavy\"}]}"),
+	                 0);
+	gs_client *h = itest_connect(&f.t, "t-heavy");
+	gs_client *l = itest_connect(&f.t, "t-light");
+	uint64_t hd, ld;
+	assert_int_equal(gs_device_create(h, "h", &hd), 0);
+	assert_int_equal(gs_device_create(l, "l", &ld), 0);
+	uint64_t hx = sched_context(h, hd, 0, 2, GS_PRIORITY_CLASS_NORMAL, 0);
+	uint64_t lx = sched_context(l, ld, 0, 2, GS_PRIORITY_CLASS_NORMAL, 0);
+	gs_dmabuf spin;
+	gs_dmabuf_init(&spin);
+	sched_spin(&spin, 300000, false); /* 300 ms, preemptible */
+	gs_submit_result hr, lr;
+	assert_int_equal(gs_submit(h, hx, &spin, 0, &hr), 0);
+	assert_true(sched_await_event(h, hr.packet, GS_PACKET_RUNNING, 10000));
+	gs_dmabuf_free(&spin);
+	gs_dmabuf_init(&spin);
+	sched_spin(&spin, 1000, false);
+	assert_int_equal(gs_submit(l, lx, &spin, 0, &lr), 0);
+	gs_dmabuf_free(&spin);
+	assert_int_equal(sched_wait_final(l, lr.packet, 0), GS_PACKET_COMPLETED);
+	/* The light packet finished while the heavy one was still to finish. */
+	assert_false(gs_packet_state_is_final(sched_state_now(h, hr.packet)));
+	assert_int_equal(sched_wait_final(h, hr.packet, 0), GS_PACKET_COMPLETED);
+	gs_packet_event *ev;
+	size_t n = sched_events(h, hr.packet, &ev);
+	long pre = sched_event_find(ev, n, GS_PACKET_PREEMPTED, 0);
+	assert_true(pre >= 0);
+	assert_non_null(strstr(ev[pre].detail, "had less than its share"));
+	gs_packet_events_free(ev, n);
+	gs_close(l);
+	gs_close(h);
+	stop(&f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -531,6 +577,7 @@ int main(void)
 	        cmocka_unit_test(test_bad_tokens_limited_per_peer),
 	        cmocka_unit_test(test_allocation_and_rate_limits),
 	        cmocka_unit_test(test_tenant_update_live),
+	        cmocka_unit_test(test_light_tenant_preempts_heavy),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -361,13 +361,41 @@ static void test_arrival(void **state)
 	gsd_policy_entity_init(&lower, GS_PRIORITY_CLASS_BELOW_NORMAL, 7, 1, 4);
 	gsd_policy_entity_init(&rt, GS_PRIORITY_CLASS_REALTIME, 0, 1, 5);
 	gsd_policy_entity_init(&rt_same, GS_PRIORITY_CLASS_REALTIME, 0, 1, 6);
-	assert_int_equal(gsd_policy_on_arrival(&higher, &run, 0), GSD_POLICY_PREEMPT);
-	assert_int_equal(gsd_policy_on_arrival(&higher, &run, QUANTUM), GSD_POLICY_PREEMPT);
-	assert_int_equal(gsd_policy_on_arrival(&same, &run, 0), GSD_POLICY_END_SLICE);
-	assert_int_equal(gsd_policy_on_arrival(&same, &run, QUANTUM), GSD_POLICY_KEEP);
-	assert_int_equal(gsd_policy_on_arrival(&lower, &run, 0), GSD_POLICY_KEEP);
-	assert_int_equal(gsd_policy_on_arrival(&rt_same, &rt, 0), GSD_POLICY_KEEP);
-	assert_int_equal(gsd_policy_on_arrival(&rt, &run, 0), GSD_POLICY_PREEMPT);
+	assert_int_equal(gsd_policy_on_arrival(&higher, &run, 0, 0), GSD_POLICY_PREEMPT);
+	assert_int_equal(gsd_policy_on_arrival(&higher, &run, QUANTUM, 0), GSD_POLICY_PREEMPT);
+	assert_int_equal(gsd_policy_on_arrival(&same, &run, 0, 0), GSD_POLICY_END_SLICE);
+	assert_int_equal(gsd_policy_on_arrival(&same, &run, QUANTUM, 0), GSD_POLICY_KEEP);
+	assert_int_equal(gsd_policy_on_arrival(&lower, &run, 0, 0), GSD_POLICY_KEEP);
+	assert_int_equal(gsd_policy_on_arrival(&rt_same, &rt, 0, 0), GSD_POLICY_KEEP);
+	assert_int_equal(gsd_policy_on_arrival(&rt, &run, 0, 0), GSD_POLICY_PREEMPT);
+
+	/* Tenant groups: a newcomer of a group that has had less than the running group will
+	 * have once charged preempts; one that has had more, or of the same group, does not;
+	 * nothing is preempted on this rule when the running time is not known (0). */
+	gsd_sched_queue q;
+	gsd_policy_queue_init(&q);
+	int ta = 1, tb = 2;
+	gsd_sched_group *ga = gsd_policy_group(&q, &ta, 1), *gb = gsd_policy_group(&q, &tb, 1);
+	gsd_sched_group *ga2 = gsd_policy_group(&q, &ta, 1);
+	assert_ptr_equal(ga, ga2);
+	gsd_sched_entity heavy, light, sibling;
+	gsd_policy_entity_init(&heavy, GS_PRIORITY_CLASS_NORMAL, 0, 1, 10);
+	gsd_policy_entity_init(&light, GS_PRIORITY_CLASS_NORMAL, 0, 1, 11);
+	gsd_policy_entity_init(&sibling, GS_PRIORITY_CLASS_NORMAL, 0, 1, 12);
+	gsd_policy_entity_join(&heavy, ga);
+	gsd_policy_entity_join(&sibling, ga2);
+	gsd_policy_entity_join(&light, gb);
+	ga->vruntime = 100 * MS * GSD_WEIGHT_SCALE;
+	gb->vruntime = 100 * MS * GSD_WEIGHT_SCALE;
+	assert_int_equal(gsd_policy_on_arrival(&light, &heavy, 0, 1 * MS), GSD_POLICY_PREEMPT_OWED);
+	assert_int_equal(gsd_policy_on_arrival(&light, &heavy, 0, 0), GSD_POLICY_END_SLICE);
+	assert_int_equal(gsd_policy_on_arrival(&sibling, &heavy, 0, 1 * MS), GSD_POLICY_END_SLICE);
+	gb->vruntime = 102 * MS * GSD_WEIGHT_SCALE; /* b has had more, even counting the run */
+	assert_int_equal(gsd_policy_on_arrival(&light, &heavy, 0, 1 * MS), GSD_POLICY_END_SLICE);
+	gsd_policy_entity_fini(&heavy);
+	gsd_policy_entity_fini(&sibling);
+	gsd_policy_entity_fini(&light);
+	gsd_policy_queue_fini(&q);
 }
 
 /* A context that slept does not bank credit: coming back to a busy band, it shares from then
