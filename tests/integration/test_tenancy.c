@@ -36,6 +36,13 @@ static int start(fx *f, const char *json)
 	return gs_testd_start(&f->t, args);
 }
 
+/* A daemon whose only configured tenant is the administrator "ops" (token t-ops). */
+static int start_with_admin(fx *f)
+{
+	return start(f, "{\"tenants\": [{\"name\": \"ops\", \"token\": \"t-ops\","
+	                " \"admin\": true}]}");
+}
+
 static void stop(fx *f)
 {
 	assert_int_equal(gs_testd_stop(&f->t), 0);
@@ -115,9 +122,7 @@ static void test_tenant_slots_are_reused(void **state)
 {
 	(void)state;
 	fx f;
-	assert_int_equal(start(&f, "{\"tenants\": [{\"name\": \"ops\", \"token\": \"t-ops\","
-	                           " \"admin\": true}]}"),
-	                 0);
+	assert_int_equal(start_with_admin(&f), 0);
 	gs_client *ops = itest_connect(&f.t, "t-ops");
 	char name[32];
 	for (int i = 0; i < 300; i++) {
@@ -152,14 +157,22 @@ static void test_tenant_slots_are_reused(void **state)
 	stop(&f);
 }
 
-static int verify_exit(const char *db)
+/* Runs a command (bounded); its exit code, and its stdout in out when out is not NULL. */
+static int run_exit(char *const argv[], char *out, size_t cap)
 {
-	char *argv[] = {(char *)GS_CLI_PATH, (char *)"audit", (char *)"verify", (char *)db, NULL};
 	itest_run r;
 	itest_run_argv(argv, 30000, &r);
+	if (out)
+		snprintf(out, cap, "%s", r.out ? r.out : "");
 	int code = r.exit_code;
 	itest_run_free(&r);
 	return code;
+}
+
+static int verify_exit(const char *db)
+{
+	char *argv[] = {(char *)GS_CLI_PATH, (char *)"audit", (char *)"verify", (char *)db, NULL};
+	return run_exit(argv, NULL, 0);
 }
 
 /*
@@ -171,9 +184,7 @@ static void test_admin_tenants_survive_restart(void **state)
 {
 	(void)state;
 	fx f;
-	assert_int_equal(start(&f, "{\"tenants\": [{\"name\": \"ops\", \"token\": \"t-ops\","
-	                           " \"admin\": true}]}"),
-	                 0);
+	assert_int_equal(start_with_admin(&f), 0);
 	gs_client *ops = itest_connect(&f.t, "t-ops");
 	gs_tenant carol = {.name = (char *)"carol", .share = 3, .priority_ceiling = 3};
 	gs_tenant dave = {.name = (char *)"dave", .share = 1, .priority_ceiling = 2};
@@ -271,9 +282,7 @@ static void test_reused_name_is_another_tenant(void **state)
 {
 	(void)state;
 	fx f;
-	assert_int_equal(start(&f, "{\"tenants\": [{\"name\": \"ops\", \"token\": \"t-ops\","
-	                           " \"admin\": true}]}"),
-	                 0);
+	assert_int_equal(start_with_admin(&f), 0);
 	gs_client *ops = itest_connect(&f.t, "t-ops");
 	gs_tenant eve = {.name = (char *)"eve", .share = 1, .priority_ceiling = 2};
 	assert_int_equal(gs_tenant_create(ops, &eve, "t-eve-1", NULL), 0);
@@ -455,13 +464,7 @@ static int cli_admin(fx *f, const char *a1, const char *a2, const char *a3, cons
 	                (char *)a4,
 	                (char *)a5,
 	                NULL};
-	itest_run r;
-	itest_run_argv(argv, 30000, &r);
-	if (out)
-		snprintf(out, cap, "%s", r.out ? r.out : "");
-	int code = r.exit_code;
-	itest_run_free(&r);
-	return code;
+	return run_exit(argv, out, cap);
 }
 
 /*
@@ -473,9 +476,7 @@ static void test_tenant_update_live(void **state)
 {
 	(void)state;
 	fx f;
-	assert_int_equal(start(&f, "{\"tenants\": [{\"name\": \"ops\", \"token\": \"t-ops\","
-	                           " \"admin\": true}]}"),
-	                 0);
+	assert_int_equal(start_with_admin(&f), 0);
 	gs_client *ops = itest_connect(&f.t, "t-ops");
 	gs_tenant frank = {
 	        .name = (char *)"frank", .share = 1, .priority_ceiling = 2, .allocation_limit = 2};
