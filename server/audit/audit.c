@@ -462,27 +462,32 @@ static int step_reset(sqlite3_stmt *s)
 
 static bool same_owner(const struct node *x, const struct node *y);
 
-/* The batch's slot of the packet and tenant of n (mark_superseded filled it). */
-static struct latest_slot *latest_of(gsd_audit *a, const struct node *n)
+/* The slot of n's packet and tenant in the batch being written: the one mark_superseded
+ * filled for them, or the free slot where it goes (its batch is an older one). */
+static struct latest_slot *slot_of(gsd_audit *a, const struct node *n)
 {
 	size_t mask = a->latest_cap - 1;
 	size_t i = (size_t)(n->u.packet.packet * 0x9E3779B97F4A7C15ull) & mask;
 	while (a->latest[i].batch == a->batch_seq && !same_owner(a->latest[i].node, n))
 		i = (i + 1) & mask;
-	return a->latest[i].batch == a->batch_seq ? &a->latest[i] : NULL;
+	return &a->latest[i];
 }
 
 /*
  * A packet's events are read through its packets row (its tenant), so a record naming a packet
  * another tenant owns is refused rather than appended to that tenant's history. The last record
  * of the packet in the batch finds out from its upsert (nothing changed); the ones before it
- * ask once per batch. SQLITE_CONSTRAINT when foreign.
+ * ask once per batch: *foreign when another tenant owns it. Returns an SQLite status.
  */
-static int check_owner(gsd_audit *a, const struct node *n)
+static int check_owner(gsd_audit *a, const struct node *n, bool *foreign)
 {
-	struct latest_slot *l = latest_of(a, n);
-	if (l && l->owner >= 0)
-		return l->owner ? SQLITE_OK : SQLITE_CONSTRAINT;
+	struct latest_slot *l = slot_of(a, n);
+	if (l->batch != a->batch_seq)
+		l = NULL;
+	if (l && l->owner >= 0) {
+		*foreign = !l->owner;
+		return SQLITE_OK;
+	}
 	sqlite3_stmt *s = a->st[ST_OWNER];
 	gsd_audit_bind_u64(s, 1, n->u.packet.packet);
 	bind_str(s, 2, n->tenant, n->nulls & NULL_TENANT);
@@ -493,7 +498,8 @@ static int check_owner(gsd_audit *a, const struct node *n)
 		return rc;
 	if (l)
 		l->owner = owner;
-	return owner ? SQLITE_OK : SQLITE_CONSTRAINT;
+	*foreign = !owner;
+	return SQLITE_OK;
 }
 
 static int write_packet(gsd_audit *a, const struct node *n, chain_out *co)
@@ -505,37 +511,33 @@ static int write_packet(gsd_audit *a, const struct node *n, chain_out *co)
 	gs_chain_row d, *dp;
 
 	/* Only the last record of the packet in this batch writes the row and keeps its digest:
-	 * the row is that state after the commit (schema/chain.h). */
-	dp = n->superseded ? NULL : chain_begin(a, &d, GS_CHAIN_PACKET);
-	PUT_ROW(s, dp, CI(r->packet), CS(n->tenant, null_tenant), CI(r->device), CI(r->context),
-	        CI(r->adapter), CI(r->node), CI(r->fence), CI(r->submit_flags), CI(r->patch_flags),
-	        CI(r->dma_size), CI(r->allocation_count), CI(r->patch_count), CI(r->state),
-	        CS(name, false), CI(r->submitted_ns), CI(r->ready_ns), CI(r->started_ns),
-	        CI(r->completed_ns), CI(r->preemptions), CI(r->resubmissions),
-	        CS(n->text1, n->nulls & NULL_TEXT1));
-	chain_end(dp, co->state);
-	co->has_state = dp != NULL;
+	 * the row is that state after the commit (schema/chain.h). The others bind nothing. */
+	bool foreign = false;
+	int rc;
 	if (!n->superseded) {
-		int rc = step_reset(s);
-		if (rc != SQLITE_OK)
-			return rc;
-		if (sqlite3_changes(a->db) == 0) {
-			GSD_WARN("audit: packet %llu belongs to another tenant than its record's:"
-			         " refused",
-			         (unsigned long long)r->packet);
-			return SQLITE_CONSTRAINT;
-		}
+		dp = chain_begin(a, &d, GS_CHAIN_PACKET);
+		PUT_ROW(s, dp, CI(r->packet), CS(n->tenant, null_tenant), CI(r->device),
+		        CI(r->context), CI(r->adapter), CI(r->node), CI(r->fence),
+		        CI(r->submit_flags), CI(r->patch_flags), CI(r->dma_size),
+		        CI(r->allocation_count), CI(r->patch_count), CI(r->state), CS(name, false),
+		        CI(r->submitted_ns), CI(r->ready_ns), CI(r->started_ns),
+		        CI(r->completed_ns), CI(r->preemptions), CI(r->resubmissions),
+		        CS(n->text1, n->nulls & NULL_TEXT1));
+		chain_end(dp, co->state);
+		co->has_state = dp != NULL;
+		rc = step_reset(s);
+		foreign = rc == SQLITE_OK &&
+		          sqlite3_changes(a->db) == 0; /* WHERE tenant matched none */
 	} else {
-		sqlite3_clear_bindings(s);
-		int rc = check_owner(a, n);
-		if (rc != SQLITE_OK) {
-			if (rc == SQLITE_CONSTRAINT)
-				GSD_WARN("audit: packet %llu belongs to another tenant than its"
-				         " record's: refused",
-				         (unsigned long long)r->packet);
-			return rc;
-		}
+		rc = check_owner(a, n, &foreign);
 	}
+	if (foreign) {
+		GSD_WARN("audit: packet %llu belongs to another tenant than its record's: refused",
+		         (unsigned long long)r->packet);
+		return SQLITE_CONSTRAINT;
+	}
+	if (rc != SQLITE_OK)
+		return rc;
 
 	s = a->st[ST_EVENT];
 	dp = link_begin(a, n, co, r->packet);
@@ -546,7 +548,7 @@ static int write_packet(gsd_audit *a, const struct node *n, chain_out *co)
 	for (size_t i = 0; i < l->n; i++) {
 		sqlite3_stmt *ps = a->st[ST_PACKET_ALLOC];
 		PUT_ROW(ps, dp, CI(l->packet), CI(i), CI(l->allocations[i]), CI(l->write[i]));
-		int rc = step_reset(ps);
+		rc = step_reset(ps);
 		if (rc != SQLITE_OK)
 			return rc;
 	}
@@ -963,17 +965,13 @@ static bool same_owner(const struct node *x, const struct node *y)
 static void mark_superseded(gsd_audit *a, struct node *first)
 {
 	uint64_t batch = ++a->batch_seq;
-	size_t mask = a->latest_cap - 1;
 	for (struct node *n = first; n; n = n->next) {
 		if (n->kind != REC_PACKET)
 			continue;
-		uint64_t key = n->u.packet.packet;
-		size_t i = (size_t)(key * 0x9E3779B97F4A7C15ull) & mask;
-		while (a->latest[i].batch == batch && !same_owner(a->latest[i].node, n))
-			i = (i + 1) & mask;
-		if (a->latest[i].batch == batch)
-			((struct node *)a->latest[i].node)->superseded = true;
-		a->latest[i] = (struct latest_slot){key, batch, n, -1};
+		struct latest_slot *l = slot_of(a, n);
+		if (l->batch == batch)
+			((struct node *)l->node)->superseded = true;
+		*l = (struct latest_slot){n->u.packet.packet, batch, n, -1};
 	}
 }
 
