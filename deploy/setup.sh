@@ -10,6 +10,8 @@ PACKAGES=(
   libnng-dev                      # transport
   libsqlite3-dev sqlite3          # audit store (sqlite3 CLI for inspecting it)
   libsodium-dev                   # BLAKE2b of the audit's hash chain and of tenant tokens
+  libvulkan-dev glslc             # the vulkan backend and its compute kernels (SPIR-V at build time)
+  mesa-vulkan-drivers             # lavapipe: a conformant Vulkan driver on the CPU, for tests and CI
   openssl                         # test_tls makes its CA and certificates at test time
   libjansson-dev                  # JSON config and --json output
   libxxhash-dev                   # CHECKSUM instruction (XXH64)

@@ -52,6 +52,18 @@ static int adapter_init(gsd_daemon *d, gsd_adapter *a, uint32_t id, const gsd_ad
 		n->adapter = a;
 	}
 	a->nnodes = ac->nnodes;
+	char err[512];
+	gsd_backend_config bc = {
+	        .adapter = ac->name, .device = ac->device, .virtual_clock = d->cfg.virtual_clock};
+	if (gsd_backend_open(a->ops, &bc, &a->backend, err, sizeof(err)) != 0) {
+		GSD_ERROR("adapter %s: backend %s: %s", ac->name, ac->backend, err);
+		return -1;
+	}
+	gsd_backend_info bi;
+	gsd_backend_describe(a->ops, a->backend, &bi);
+	if (a->backend)
+		GSD_INFO("adapter %s: %s on %s (%s), %u queue%s for %u nodes", ac->name, bi.api,
+		         bi.device, bi.driver, bi.queues, bi.queues == 1 ? "" : "s", a->nnodes);
 	return 0;
 }
 
@@ -235,6 +247,8 @@ void gsd_daemon_destroy(gsd_daemon *d)
 	for (uint32_t i = 0; i < d->nadapters; i++) {
 		gsd_vidsch_release(d, &d->adapters[i]);
 		gsd_vidmm_adapter_fini(d, &d->adapters[i]);
+		gsd_backend_close(d->adapters[i].ops, d->adapters[i].backend);
+		d->adapters[i].backend = NULL;
 	}
 	gsd_rpc_release(d);
 	for (uint32_t i = 0; i < d->ntenants; i++)

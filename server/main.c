@@ -36,7 +36,10 @@ static void usage(FILE *out)
 	        "                        instant, time is simulated); default wall\n"
 	        "  -e, --events URL      publish packet events on an nng PUB socket at URL\n"
 	        "      --metrics URL     serve Prometheus metrics at http://HOST:PORT/metrics\n"
-	        "      --backend NAME    engine backend of every adapter: emu (default) or null\n"
+	        "      --backend NAME    engine backend of every adapter: emu (default), null,\n"
+	        "                        or vulkan (a real GPU, or Mesa's lavapipe on the CPU)\n"
+	        "      --device WHICH    vulkan: the device of every adapter, an index or part\n"
+	        "                        of its name (default: the first with what we need)\n"
 	        "      --log-level L     error, warn, info (default) or debug\n"
 	        "      --audit-sync-full fsync every audit commit (survives power loss, slower);\n"
 	        "                        default survives a daemon crash (kill -9)\n"
@@ -50,7 +53,15 @@ static void usage(FILE *out)
 	        "Exit status: 0 clean stop, 1 start-up failure, 2 usage error.\n");
 }
 
-enum { OPT_CLOCK = 256, OPT_LOG_LEVEL, OPT_BACKEND, OPT_AUDIT_SYNC, OPT_METRICS, OPT_HASH_TOKEN };
+enum {
+	OPT_CLOCK = 256,
+	OPT_LOG_LEVEL,
+	OPT_BACKEND,
+	OPT_DEVICE,
+	OPT_AUDIT_SYNC,
+	OPT_METRICS,
+	OPT_HASH_TOKEN
+};
 
 /* --hash-token: one line from stdin (without its newline) -> its hash text on stdout. */
 static int hash_token(void)
@@ -87,6 +98,7 @@ typedef struct cli_opts {
 	const char *events;
 	const char *metrics;
 	const char *backend;
+	const char *device;
 	const char *log_level;
 	bool audit_sync_full;
 } cli_opts;
@@ -101,6 +113,7 @@ static const struct {
         STRING_OPT('e', events),
         STRING_OPT(OPT_CLOCK, clock),
         STRING_OPT(OPT_BACKEND, backend),
+        STRING_OPT(OPT_DEVICE, device),
         STRING_OPT(OPT_LOG_LEVEL, log_level),
         STRING_OPT(OPT_METRICS, metrics),
 };
@@ -127,6 +140,7 @@ static int parse_args(int argc, char **argv, cli_opts *o)
 	        {"events", required_argument, NULL, 'e'},
 	        {"metrics", required_argument, NULL, OPT_METRICS},
 	        {"backend", required_argument, NULL, OPT_BACKEND},
+	        {"device", required_argument, NULL, OPT_DEVICE},
 	        {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
 	        {"audit-sync-full", no_argument, NULL, OPT_AUDIT_SYNC},
 	        {"hash-token", no_argument, NULL, OPT_HASH_TOKEN},
@@ -207,8 +221,13 @@ static int apply_args(gsd_config *cfg, const cli_opts *o)
 			return 2;
 		}
 	}
+	if (o->device)
+		for (uint32_t i = 0; i < cfg->nadapters; i++)
+			snprintf(cfg->adapters[i].device, sizeof(cfg->adapters[i].device), "%s",
+			         o->device);
 	if (o->audit_sync_full)
 		cfg->audit_sync_full = true;
+	gsd_config_backend_defaults(cfg);
 	if (gsd_config_validate(cfg, err, sizeof(err)) != 0) {
 		fprintf(stderr, "gpuschedd: configuration: %s\n", err);
 		return 1;

@@ -62,9 +62,11 @@ struct gsd_adapter {
 	uint32_t id;
 	const gsd_adapter_config *cfg;
 	const gsd_engine_ops *ops;
+	gsd_backend *backend; /* the device its backend opened (NULL for emu and null) */
 	gsd_daemon *d;
 	uint32_t nsegments;
 	gsd_segment segments[8];
+	bool sysmem_ready; /* sysmem's bookkeeping is initialised */
 	gsd_memory memory; /* what the engines may touch, by segment id */
 	uint32_t nnodes;
 	gsd_node nodes[GSD_MAX_NODES];

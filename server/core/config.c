@@ -181,6 +181,7 @@ static int load_adapter(json_t *ja, gsd_adapter_config *a, cfg_err *e)
 		return fail(e, "%s: each adapter must be an object", "adapters");
 	if (get_str(ja, "name", a->name, sizeof(a->name), e) ||
 	    get_str(ja, "backend", a->backend, sizeof(a->backend), e) ||
+	    get_str(ja, "device", a->device, sizeof(a->device), e) ||
 	    get_enum(ja, "policy", share_policies, &a->share_policy, e) ||
 	    get_u32(ja, "time_slice_us", &a->time_slice_us, e))
 		return -1;
@@ -239,7 +240,20 @@ static int load_adapter(json_t *ja, gsd_adapter_config *a, cfg_err *e)
 		return -1;
 	if (sys_mib)
 		a->system_memory = sys_mib * MiB;
+	a->system_memory_set =
+	        json_object_get(ja, "system_memory") || json_object_get(ja, "system_memory_mib");
 	return 0;
+}
+
+void gsd_config_backend_defaults(gsd_config *c)
+{
+	for (uint32_t i = 0; i < c->nadapters; i++) {
+		gsd_adapter_config *a = &c->adapters[i];
+		/* Vulkan buffers top out at 4 GiB - 1 on some drivers (lavapipe among them), and
+		 * the system memory is one buffer the GPU copies to and from. */
+		if (strcmp(a->backend, "vulkan") == 0 && !a->system_memory_set)
+			a->system_memory = 1024 * MiB;
+	}
 }
 
 static int load_tenant(json_t *jt, gsd_tenant_config *t, cfg_err *e)
@@ -476,9 +490,19 @@ int gsd_config_validate(const gsd_config *c, char *err, size_t errcap)
 	}
 	for (uint32_t i = 0; i < c->nadapters; i++) {
 		const gsd_adapter_config *a = &c->adapters[i];
-		if (strcmp(a->backend, "emu") && strcmp(a->backend, "null")) {
-			snprintf(err, errcap, "adapter %s: backend must be \"emu\" or \"null\"",
+		if (strcmp(a->backend, "emu") && strcmp(a->backend, "null") &&
+		    strcmp(a->backend, "vulkan")) {
+			snprintf(err, errcap,
+			         "adapter %s: backend must be \"emu\", \"null\" or \"vulkan\"",
 			         a->name);
+			return -1;
+		}
+		if (c->virtual_clock && strcmp(a->backend, "vulkan") == 0) {
+			snprintf(
+			        err, errcap,
+			        "adapter %s: the virtual clock is the emulator's; a vulkan adapter "
+			        "runs on the GPU's own time (use the wall clock)",
+			        a->name);
 			return -1;
 		}
 		uint32_t seen = 0;

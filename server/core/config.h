@@ -42,7 +42,8 @@ enum {
 
 typedef struct gsd_adapter_config {
 	char name[GSD_NAME_MAX];
-	char backend[16];       /* "emu" | "null" */
+	char backend[16];       /* "emu" | "null" | "vulkan" */
+	char device[128];       /* vulkan: "" (first fitting device), an index, or part of a name */
 	int share_policy;       /* GSD_SHARE_* */
 	uint32_t time_slice_us; /* time slice on its engines; 0: the daemon's quantum_us */
 	uint32_t nnodes;
@@ -50,6 +51,7 @@ typedef struct gsd_adapter_config {
 	uint32_t nsegments;
 	gsd_segment_config segments[8];
 	uint64_t system_memory; /* bytes of system memory evicted allocations may use */
+	bool system_memory_set; /* given in the file (else the backend's default applies) */
 } gsd_adapter_config;
 
 /* "weighted", "equal_share"...: the config's name of a GSD_SHARE_* policy. */
@@ -135,6 +137,9 @@ int gsd_config_load(gsd_config *c, const char *path, char *err, size_t errcap);
 
 /* Checks cross-field rules (segment ids unique and 1..30 (31 is system memory's), a paging node,
  * sizes > 0). */
+/* Defaults that depend on an adapter's backend (vulkan: 1 GiB of system memory unless set);
+ * called once the file and the command line have chosen the backends. */
+void gsd_config_backend_defaults(gsd_config *c);
 int gsd_config_validate(const gsd_config *c, char *err, size_t errcap);
 
 #endif

@@ -5,13 +5,16 @@
 #include "engine/engine.h"
 #include "engine/swizzle.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 
 const gsd_engine_ops *gsd_engine_find(const char *name)
 {
-	static const gsd_engine_ops *const backends[] = {&gsd_engine_emu, &gsd_engine_null};
+	static const gsd_engine_ops *const backends[] = {&gsd_engine_emu, &gsd_engine_null,
+	                                                 &gsd_engine_vulkan};
 
 	if (!name)
 		return NULL;
@@ -20,6 +23,73 @@ const gsd_engine_ops *gsd_engine_find(const char *name)
 			return backends[i];
 	return NULL;
 }
+
+/* ---- the adapter level: host defaults ---- */
+
+int gsd_host_segment_create(uint32_t id, uint64_t size, gsd_mem_segment *seg, char *err, size_t cap)
+{
+	memset(seg, 0, sizeof(*seg));
+	/* Reserve the whole segment now; pages are only backed once touched, and read as zero. */
+	void *m = mmap(NULL, size ? size : 1, PROT_READ | PROT_WRITE,
+	               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (m == MAP_FAILED) {
+		snprintf(err, cap, "cannot reserve %" PRIu64 " bytes: %s", size, strerror(errno));
+		return -1;
+	}
+	*seg = (gsd_mem_segment){.id = id, .base = m, .size = size, .reclaimable = true};
+	return 0;
+}
+
+void gsd_host_segment_destroy(gsd_mem_segment *seg)
+{
+	if (seg->base)
+		munmap(seg->base, seg->size ? seg->size : 1);
+	memset(seg, 0, sizeof(*seg));
+}
+
+int gsd_backend_open(const gsd_engine_ops *ops, const gsd_backend_config *cfg, gsd_backend **out,
+                     char *err, size_t cap)
+{
+	*out = NULL;
+	return ops->open ? ops->open(cfg, out, err, cap) : 0;
+}
+
+void gsd_backend_close(const gsd_engine_ops *ops, gsd_backend *b)
+{
+	if (ops->close && b)
+		ops->close(b);
+}
+
+void gsd_backend_describe(const gsd_engine_ops *ops, const gsd_backend *b, gsd_backend_info *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (ops->describe && b) {
+		ops->describe(b, out);
+		return;
+	}
+	snprintf(out->device, sizeof(out->device), "emulated");
+}
+
+int gsd_backend_segment_create(const gsd_engine_ops *ops, gsd_backend *b, uint32_t id,
+                               gsd_mem_kind kind, uint64_t size, gsd_mem_segment *seg, char *err,
+                               size_t cap)
+{
+	if (ops->segment_create)
+		return ops->segment_create(b, id, kind, size, seg, err, cap);
+	return gsd_host_segment_create(id, size, seg, err, cap);
+}
+
+void gsd_backend_segment_destroy(const gsd_engine_ops *ops, gsd_backend *b, gsd_mem_segment *seg)
+{
+	if (!seg->base && !seg->priv)
+		return;
+	if (ops->segment_destroy)
+		ops->segment_destroy(b, seg);
+	else
+		gsd_host_segment_destroy(seg);
+}
+
+/* ---- the memory half of the ISA ---- */
 
 /* Does [addr, addr + size) lie inside range r? Written with subtractions only, so no sum can
  * wrap whatever the 64-bit inputs are. */
@@ -32,12 +102,12 @@ static bool range_contains(const gsd_range *r, uint64_t addr, uint64_t size)
 }
 
 /*
- * Checks one access of the packet and returns its host pointer, or NULL with *detail set.
  * The allocation list decides what the packet may touch; the segment table is checked too so
  * that even a malformed list can never lead outside the adapter's memory.
  */
-static uint8_t *translate(const gsd_memory *mem, const gsd_exec *x, uint64_t addr, uint64_t size,
-                          bool write, char *detail, size_t cap)
+const gsd_mem_segment *gsd_engine_check(const gsd_memory *mem, const gsd_exec *x, uint64_t addr,
+                                        uint64_t size, bool write, uint64_t *offset, char *detail,
+                                        size_t cap)
 {
 	const char *what = write ? "write" : "read";
 	bool read_only_hit = false;
@@ -68,7 +138,17 @@ static uint8_t *translate(const gsd_memory *mem, const gsd_exec *x, uint64_t add
 		         size, id);
 		return NULL;
 	}
-	return seg->base + off;
+	*offset = off;
+	return seg;
+}
+
+/* The host pointer of a checked access, or NULL with *detail set. */
+static uint8_t *translate(const gsd_memory *mem, const gsd_exec *x, uint64_t addr, uint64_t size,
+                          bool write, char *detail, size_t cap)
+{
+	uint64_t off;
+	const gsd_mem_segment *seg = gsd_engine_check(mem, x, addr, size, write, &off, detail, cap);
+	return seg ? seg->base + off : NULL;
 }
 
 /* The source (read) and destination (written) of a COPY or TRANSFER of cmd->size bytes. */

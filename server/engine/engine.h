@@ -14,11 +14,19 @@
 
 #include "isa.h"
 
-/* One segment's backing memory, as the engine sees it. */
+/*
+ * One segment's backing memory, as the engine sees it. The backend makes it (segment_create):
+ * host memory for the emulator, device memory for a real GPU. base is where the CPU reads and
+ * writes it (the daemon scrubs new allocations and answers allocation reads through it).
+ */
 typedef struct gsd_mem_segment {
 	uint32_t id; /* segment id (1..31); 0 = unused slot */
 	uint8_t *base;
 	uint64_t size;
+	/* base is private anonymous memory: whole pages can be given back to the kernel with
+	 * MADV_DONTNEED, after which they read as zero (a cheap scrub). */
+	bool reclaimable;
+	void *priv; /* the backend's object for the segment (a VkBuffer's holder, say) */
 } gsd_mem_segment;
 
 #define GSD_MAX_SEGMENTS 32
@@ -113,8 +121,38 @@ typedef struct gsd_irq {
 /* Called on the engine thread. Must be cheap and thread-safe. */
 typedef void (*gsd_irq_fn)(void *arg, const gsd_irq *irq);
 
+/* The device behind one adapter, opened by its backend before segments and engines. */
+typedef struct gsd_backend gsd_backend;
+
+typedef struct gsd_backend_config {
+	const char *adapter; /* adapter name, for messages */
+	const char *device;  /* which device: "" = the first fitting one; an index; a name part */
+	bool virtual_clock;  /* the daemon runs on the virtual clock */
+} gsd_backend_config;
+
+/* What `gpusched info` shows of a backend's device. */
+typedef struct gsd_backend_info {
+	char device[128]; /* "emulated" or the physical device's name */
+	char driver[128]; /* driver name and version; "" for the emulator */
+	char api[32];     /* "Vulkan 1.3.230"; "" for the emulator */
+	/* Hardware queues the nodes run on; 0: each node is its own engine. Fewer queues than
+	 * nodes means nodes share a queue. */
+	uint32_t queues;
+	/* The longest a running packet can go on after a preemption request before it stops
+	 * (ns); 0: at the next command boundary, or at once inside a SPIN. */
+	uint64_t preempt_granularity_ns;
+} gsd_backend_info;
+
+/* Segment kinds as a backend places them. */
+typedef enum gsd_mem_kind {
+	GSD_MEM_LOCAL = 0,    /* the adapter's own memory (a memory segment) */
+	GSD_MEM_APERTURE = 1, /* system memory the GPU reaches (an aperture segment) */
+	GSD_MEM_SYSTEM = 2,   /* where evicted allocations live; host memory */
+} gsd_mem_kind;
+
 typedef struct gsd_engine_config {
 	uint32_t node;
+	gsd_backend *backend; /* the adapter's device (NULL for a backend without open) */
 	const char *name;
 	const gsd_memory *memory;
 	bool virtual_clock; /* SPIN consumes engine time without sleeping */
@@ -126,6 +164,18 @@ typedef struct gsd_engine gsd_engine;
 
 typedef struct gsd_engine_ops {
 	const char *name;
+	/*
+	 * The adapter level, each optional (NULL: host memory from mmap, no device). open
+	 * returns 0, or -1 with a message in err naming what it looked for. segment_create
+	 * makes size bytes of zero memory of a kind, mapped for the CPU at seg->base; on
+	 * failure -1 and a message.
+	 */
+	int (*open)(const gsd_backend_config *cfg, gsd_backend **out, char *err, size_t cap);
+	void (*close)(gsd_backend *b);
+	void (*describe)(const gsd_backend *b, gsd_backend_info *out);
+	int (*segment_create)(gsd_backend *b, uint32_t id, gsd_mem_kind kind, uint64_t size,
+	                      gsd_mem_segment *seg, char *err, size_t cap);
+	void (*segment_destroy)(gsd_backend *b, gsd_mem_segment *seg);
 	int (*create)(const gsd_engine_config *cfg, gsd_engine **out); /* starts its thread */
 	/* Queues a packet; the engine runs its packets in submission order. */
 	int (*submit)(gsd_engine *e, gsd_exec *x);
@@ -151,9 +201,33 @@ typedef struct gsd_engine_ops {
 
 extern const gsd_engine_ops gsd_engine_emu;
 extern const gsd_engine_ops gsd_engine_null;
+extern const gsd_engine_ops gsd_engine_vulkan;
 
 /* Looks a backend up by name; NULL if unknown. */
 const gsd_engine_ops *gsd_engine_find(const char *name);
+
+/* The adapter-level operations with the host defaults filled in for a backend that has none. */
+int gsd_backend_open(const gsd_engine_ops *ops, const gsd_backend_config *cfg, gsd_backend **out,
+                     char *err, size_t cap);
+void gsd_backend_close(const gsd_engine_ops *ops, gsd_backend *b);
+void gsd_backend_describe(const gsd_engine_ops *ops, const gsd_backend *b, gsd_backend_info *out);
+int gsd_backend_segment_create(const gsd_engine_ops *ops, gsd_backend *b, uint32_t id,
+                               gsd_mem_kind kind, uint64_t size, gsd_mem_segment *seg, char *err,
+                               size_t cap);
+void gsd_backend_segment_destroy(const gsd_engine_ops *ops, gsd_backend *b, gsd_mem_segment *seg);
+
+/* Host memory for a segment: size bytes reserved with mmap, backed only once touched. */
+int gsd_host_segment_create(uint32_t id, uint64_t size, gsd_mem_segment *seg, char *err,
+                            size_t cap);
+void gsd_host_segment_destroy(gsd_mem_segment *seg);
+
+/*
+ * Checks one access of packet x against its allocation list and the segment table: returns
+ * the segment and sets *offset, or NULL with a page-fault text in detail.
+ */
+const gsd_mem_segment *gsd_engine_check(const gsd_memory *mem, const gsd_exec *x, uint64_t addr,
+                                        uint64_t size, bool write, uint64_t *offset, char *detail,
+                                        size_t cap);
 
 /* The engine half of the ISA: runs one command against memory within the packet's ranges.
  * Returns 0, or -1 with a reason in detail (a page fault). Shared by backends and tests. */

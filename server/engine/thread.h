@@ -24,6 +24,7 @@ typedef void (*gsd_engine_run_fn)(gsd_engine *e, gsd_exec *x, gsd_irq *final);
 struct gsd_engine {
 	gsd_engine_config cfg; /* cfg.name points at name_copy */
 	gsd_engine_run_fn run;
+	void *priv; /* the backend's per-engine state (set before the first submit) */
 	char *name_copy;
 	pthread_t thread;
 

@@ -686,24 +686,11 @@ int gsd_segment_init(gsd_segment *s, uint32_t id, const char *name, int kind, ui
 	s->kind = kind;
 	s->cpu_visible = cpu_visible;
 	s->size = size;
-	/* Reserve the whole segment now; pages are only backed once touched. */
-	void *m = mmap(NULL, size, PROT_READ | PROT_WRITE,
-	               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (m == MAP_FAILED)
-		return -errno;
-	s->mem = m;
-	if (gsd_heap_init(&s->heap, size) != 0) {
-		munmap(m, size);
-		s->mem = NULL;
-		return -ENOMEM;
-	}
-	return 0;
+	return gsd_heap_init(&s->heap, size) != 0 ? -ENOMEM : 0;
 }
 
 void gsd_segment_fini(gsd_segment *s)
 {
-	if (s->mem)
-		munmap(s->mem, s->size);
 	gsd_heap_fini(&s->heap);
 	s->mem = NULL;
 }
@@ -713,7 +700,7 @@ void gsd_segment_scrub(gsd_segment *s, uint64_t offset, uint64_t size)
 	const uint64_t page = 4096;
 	uint64_t start = (offset + page - 1) & ~(page - 1);
 	uint64_t end = (offset + size) & ~(page - 1);
-	if (end > start + 16 * page) {
+	if (s->reclaimable && end > start + 16 * page) {
 		/* Large ranges: hand whole pages back to the kernel (they read as zero again) and
 		 * clear only the partial pages at the edges. */
 		memset(s->mem + offset, 0, start - offset);

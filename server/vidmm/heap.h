@@ -127,10 +127,12 @@ typedef struct gsd_segment {
 	int kind; /* Gpusched__V1__SegmentKind */
 	bool cpu_visible;
 	uint64_t size;
-	uint8_t *mem;
+	uint8_t *mem;     /* the backend's memory, mapped for the CPU (gsd_mem_segment.base) */
+	bool reclaimable; /* whole pages may be handed back with MADV_DONTNEED (host memory) */
 	gsd_heap heap;
 } gsd_segment;
 
+/* The bookkeeping of a segment; its memory (mem) comes from the adapter's backend. */
 int gsd_segment_init(gsd_segment *s, uint32_t id, const char *name, int kind, uint64_t size,
                      bool cpu_visible);
 void gsd_segment_fini(gsd_segment *s);

@@ -1005,6 +1005,22 @@ gsd_sync *gsd_vidmm_wait_of(const gsd_adapter *a, const gsd_packet *p)
 	return NULL;
 }
 
+/* Backs segment s with memory of the adapter's backend, which its engines may touch. */
+static int back_segment(gsd_adapter *a, gsd_segment *s, gsd_mem_kind kind)
+{
+	char err[256];
+	gsd_mem_segment *m = &a->memory.seg[s->id];
+	if (gsd_backend_segment_create(a->ops, a->backend, s->id, kind, s->size, m, err,
+	                               sizeof(err)) != 0) {
+		GSD_ERROR("adapter %s: segment %s (%llu bytes): %s", a->cfg->name, s->name,
+		          (unsigned long long)s->size, err);
+		return -1;
+	}
+	s->mem = m->base;
+	s->reclaimable = m->reclaimable;
+	return 0;
+}
+
 /* The configured segments and system memory, backed by real memory the engines may touch. */
 static int make_segments(gsd_adapter *a)
 {
@@ -1013,23 +1029,22 @@ static int make_segments(gsd_adapter *a)
 		const gsd_segment_config *sc = &ac->segments[i];
 		if (gsd_segment_init(&a->segments[i], sc->id, sc->name, sc->kind, sc->size,
 		                     sc->cpu_visible) != 0) {
-			GSD_ERROR("adapter %s: cannot reserve %llu bytes for segment %s", ac->name,
-			          (unsigned long long)sc->size, sc->name);
+			GSD_ERROR("adapter %s: out of memory for segment %s", ac->name, sc->name);
 			return -1;
 		}
 		a->nsegments++;
-		a->memory.seg[sc->id] = (gsd_mem_segment){sc->id, a->segments[i].mem, sc->size};
+		bool local = sc->kind == GPUSCHED__V1__SEGMENT_KIND__SEGMENT_KIND_MEMORY;
+		if (back_segment(a, &a->segments[i], local ? GSD_MEM_LOCAL : GSD_MEM_APERTURE) != 0)
+			return -1;
 	}
 	if (gsd_segment_init(&a->sysmem, GSD_SYSMEM_ID, "system",
 	                     GPUSCHED__V1__SEGMENT_KIND__SEGMENT_KIND_APERTURE, ac->system_memory,
 	                     true) != 0) {
-		GSD_ERROR("adapter %s: cannot reserve %llu bytes of system memory", ac->name,
-		          (unsigned long long)ac->system_memory);
+		GSD_ERROR("adapter %s: out of memory for system memory", ac->name);
 		return -1;
 	}
-	a->memory.seg[GSD_SYSMEM_ID] =
-	        (gsd_mem_segment){GSD_SYSMEM_ID, a->sysmem.mem, ac->system_memory};
-	return 0;
+	a->sysmem_ready = true;
+	return back_segment(a, &a->sysmem, GSD_MEM_SYSTEM);
 }
 
 int gsd_vidmm_adapter_init(gsd_daemon *d, gsd_adapter *a)
@@ -1057,9 +1072,13 @@ void gsd_vidmm_adapter_fini(gsd_daemon *d, gsd_adapter *a)
 	if (a->room)
 		gsd_sync_destroy(d, a->room);
 	a->paging_done = a->room = NULL;
+	for (uint32_t i = 0; i < GSD_MAX_SEGMENTS; i++)
+		gsd_backend_segment_destroy(a->ops, a->backend, &a->memory.seg[i]);
 	for (uint32_t s = 0; s < a->nsegments; s++)
 		gsd_segment_fini(&a->segments[s]);
-	gsd_segment_fini(&a->sysmem);
+	if (a->sysmem_ready)
+		gsd_segment_fini(&a->sysmem);
+	a->sysmem_ready = false;
 }
 
 void gsd_vidmm_install_hooks(gsd_daemon *d)

@@ -673,6 +673,7 @@ int gsd_vidsch_start(gsd_daemon *d, gsd_adapter *a)
 	for (uint32_t i = 0; i < a->nnodes; i++) {
 		gsd_node *n = &a->nodes[i];
 		gsd_engine_config ec = {.node = i,
+		                        .backend = a->backend,
 		                        .name = n->cfg->name,
 		                        .memory = &a->memory,
 		                        .virtual_clock = d->cfg.virtual_clock,

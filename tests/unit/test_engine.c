@@ -1,9 +1,15 @@
 /*
- * The emulated engine with a real thread and real memory: command effects on the bytes, page
- * faults, NullRendering, preemption at command boundaries and inside SPINs, resumption, run
- * budgets, the virtual clock and its timeout, resets, aborts on destroy, and the null
- * backend. Interrupts are collected under a mutex and awaited with bounded timed waits;
- * nothing here sleeps to synchronise.
+ * An engine with a real thread and real memory: command effects on the bytes, page faults,
+ * NullRendering, preemption at command boundaries and inside SPINs, resumption, run budgets,
+ * the virtual clock and its timeout, resets, aborts on destroy, and the null backend.
+ * Interrupts are collected under a mutex and awaited with bounded timed waits; nothing here
+ * sleeps to synchronise.
+ *
+ * GS_TEST_BACKEND=vulkan runs the wall-clock tests and the edge cases of FILL, COPY, CHECKSUM
+ * and Swizzle against the Vulkan backend instead of the emulator (ctest: unit.test_engine.vulkan,
+ * on lavapipe in CI), with its segments in Vulkan memory. The virtual-clock, null-backend and
+ * CPU-cost tests are the emulator's alone and are not in that list. A missing Vulkan device
+ * fails the run.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,6 +18,7 @@
 
 #include <cmocka.h>
 
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <sys/resource.h>
@@ -20,6 +27,7 @@
 #include <time.h>
 
 #include "engine/engine.h"
+#include "engine/swizzle.h"
 #include "isa.h"
 #include "wddm.h"
 
@@ -27,6 +35,11 @@
 #define SEG_SIZE (1u << 20)
 #define MAX_IRQS 256
 #define WAIT_S   20 /* generous bound for sanitizer builds; a pass takes milliseconds */
+
+/* The backend under test: the emulator, or with GS_TEST_BACKEND=vulkan the Vulkan backend
+ * and its device (opened once, in main). */
+static const gsd_engine_ops *g_ops = &gsd_engine_emu;
+static gsd_backend *g_backend;
 
 /* ---- fixture: two 1 MiB segments (ids 1 and 2) and an irq recorder ---- */
 
@@ -82,11 +95,14 @@ static int setup(void **state)
 	if (!f)
 		return -1;
 	for (uint32_t id = 1; id <= 2; id++) {
-		f->mem.seg[id].id = id;
-		f->mem.seg[id].size = SEG_SIZE;
-		f->mem.seg[id].base = calloc(1, SEG_SIZE);
-		if (!f->mem.seg[id].base)
+		char err[256];
+		if (gsd_backend_segment_create(g_ops, g_backend, id,
+		                               id == 1 ? GSD_MEM_LOCAL : GSD_MEM_APERTURE, SEG_SIZE,
+		                               &f->mem.seg[id], err, sizeof(err)) != 0) {
+			fprintf(stderr, "segment %u: %s\n", id, err);
 			return -1;
+		}
+		memset(f->mem.seg[id].base, 0, SEG_SIZE); /* device memory starts undefined */
 	}
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
@@ -100,8 +116,12 @@ static int setup(void **state)
 
 static void start_engine(fixture *f, const gsd_engine_ops *ops, bool virtual_clock)
 {
+	/* Wall-clock tests of the emulator run on the backend under test. */
+	if (ops == &gsd_engine_emu && !virtual_clock)
+		ops = g_ops;
 	gsd_engine_config cfg = {
 	        .node = NODE,
+	        .backend = ops == g_ops ? g_backend : NULL,
 	        .name = "test",
 	        .memory = &f->mem,
 	        .virtual_clock = virtual_clock,
@@ -124,7 +144,9 @@ static int teardown(void **state)
 	fixture *f = *state;
 	stop_engine(f);
 	bool overflow = f->overflow;
-	for (uint32_t id = 0; id < GSD_MAX_SEGMENTS; id++)
+	for (uint32_t id = 1; id <= 2; id++)
+		gsd_backend_segment_destroy(g_ops, g_backend, &f->mem.seg[id]);
+	for (uint32_t id = 3; id < GSD_MAX_SEGMENTS; id++)
 		free(f->mem.seg[id].base);
 	pthread_cond_destroy(&f->cond);
 	pthread_mutex_destroy(&f->lock);
@@ -1146,7 +1168,13 @@ static void test_reset_aborts_nonpreemptible(void **state)
 	assert_int_equal(irq.stop_reason, GSD_STOP_NONE);
 	assert_int_equal(irq.stop_offset, spin_at);
 	assert_true(irq.spin_done_us < 60000000u);
-	assert_true(irq.engine_ns >= 50000000u);
+	if (g_ops == &gsd_engine_emu) {
+		assert_true(irq.engine_ns >= 50000000u);
+	} else {
+		/* GPU time: the slices that ran, without the host's turns between them. */
+		assert_true(irq.spin_done_us > 0);
+		assert_true(irq.engine_ns >= irq.spin_done_us * 1000u);
+	}
 	assert_true(latency < 1000000000u);
 	printf("[ reset ] reset() -> ABORTED inside a NONPREEMPTIBLE SPIN: %.1f us\n",
 	       (double)latency / 1e3);
@@ -1343,6 +1371,156 @@ static void test_throughput_64mib(void **state)
 	       (double)best[MEMCPY] / (double)best[COPY]);
 }
 
+/* ---- edge cases every backend must execute as the emulator does ---- */
+
+/* Both segments whole, written. */
+static const gsd_range ranges_all[] = {
+        {GPU_ADDR(1, 0), SEG_SIZE, true},
+        {GPU_ADDR(2, 0), SEG_SIZE, true},
+};
+
+/* A small deterministic generator (splitmix64) for sizes, offsets and bytes. */
+static uint64_t next_rand(uint64_t *s)
+{
+	uint64_t z = (*s += 0x9e3779b97f4a7c15u);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+	return z ^ (z >> 31);
+}
+
+static void random_bytes(uint8_t *p, size_t n, uint64_t *seed)
+{
+	for (size_t i = 0; i < n; i++)
+		p[i] = (uint8_t)next_rand(seed);
+}
+
+/* Runs one command alone and expects it to complete. */
+static void run_one(fixture *f, gs_isa_cmd c)
+{
+	dma d = {0};
+	emit(&d, c);
+	gsd_exec x = packet(&d, ranges_all, 2);
+	gsd_irq irq = run_final(f, &x);
+	if (irq.kind != GSD_IRQ_DMA_COMPLETED)
+		fail_msg("op %u: final irq %d: %s", c.op, irq.kind, irq.detail);
+	forget_irqs(f);
+}
+
+/* CHECKSUM over random bytes at every alignment and many sizes (across the 32-byte stripes and
+ * the 8/4/1-byte tails of XXH64) equals the library's XXH64. */
+static void test_checksum_matches_library(void **state)
+{
+	fixture *f = *state;
+	start_engine(f, &gsd_engine_emu, false);
+	uint64_t seed = 42;
+	uint8_t *src = host(f, GPU_ADDR(1, 0));
+	random_bytes(src, 256 * 1024, &seed);
+	static const uint64_t sizes[] = {0,  1,  3,  4,  7,   8,    15,   31,
+	                                 32, 33, 63, 64, 100, 4095, 65537};
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]) * 3; i++) {
+		uint64_t size = sizes[i % (sizeof(sizes) / sizeof(sizes[0]))];
+		uint64_t off = next_rand(&seed) % 4096;
+		uint64_t out = GPU_ADDR(2, 8 * i + (i % 3)); /* unaligned results too */
+		run_one(f, checksum(out, GPU_ADDR(1, off), size));
+		uint64_t want = gs_isa_checksum(src + off, size);
+		uint64_t got = gs_le64_get(host(f, out));
+		if (got != want)
+			fail_msg("CHECKSUM of %" PRIu64 " bytes at +%" PRIu64 ": %016" PRIx64
+			         " != XXH64 %016" PRIx64,
+			         size, off, got, want);
+	}
+}
+
+/* FILL at every start alignment with sizes around the 4-byte words, and a long unaligned one:
+ * the pattern stays in phase with the start, and no byte outside the range changes. */
+static void test_fill_unaligned(void **state)
+{
+	fixture *f = *state;
+	start_engine(f, &gsd_engine_emu, false);
+	uint8_t *mem = host(f, GPU_ADDR(1, 0));
+	static uint8_t want[70000];
+	memset(want, 0xee, sizeof(want));
+	memset(mem, 0xee, sizeof(want));
+	for (uint64_t off = 0; off < 8; off++)
+		for (uint64_t size = 0; size < 14; size++) {
+			uint64_t at = 64 * (off * 14 + size) + off;
+			run_one(f, fill(GPU_ADDR(1, at), size, 0x04030201u));
+			gs_isa_fill(want + at, size, 0x04030201u);
+		}
+	run_one(f, fill(GPU_ADDR(1, 8193), 60001, 0xa1b2c3d4u));
+	gs_isa_fill(want + 8193, 60001, 0xa1b2c3d4u);
+	assert_memory_equal(mem, want, sizeof(want));
+}
+
+/* COPY with memmove semantics: overlapping forwards and backwards by small and large shifts,
+ * longer than a backend's staging step, and unaligned. */
+static void test_copy_overlap(void **state)
+{
+	fixture *f = *state;
+	start_engine(f, &gsd_engine_emu, false);
+	uint8_t *mem = host(f, GPU_ADDR(1, 0));
+	uint8_t *want = malloc(SEG_SIZE);
+	assert_non_null(want);
+	uint64_t seed = 7;
+	random_bytes(mem, SEG_SIZE, &seed);
+	memcpy(want, mem, SEG_SIZE);
+	static const struct {
+		uint64_t dst, src, size;
+	} moves[] = {
+	        {100, 101, 5000},      {101, 100, 5000},     {3, 4096 + 1, 900000},
+	        {4096 + 1, 3, 900000}, {0, 1, SEG_SIZE - 1}, {1, 0, SEG_SIZE - 1},
+	        {5000, 5000, 10},      {65536, 17, 12345},
+	};
+	for (size_t i = 0; i < sizeof(moves) / sizeof(moves[0]); i++) {
+		run_one(f,
+		        copy(GPU_ADDR(1, moves[i].dst), GPU_ADDR(1, moves[i].src), moves[i].size));
+		memmove(want + moves[i].dst, want + moves[i].src, moves[i].size);
+		if (memcmp(mem, want, SEG_SIZE) != 0)
+			fail_msg("move %zu (%" PRIu64 " <- %" PRIu64 ", %" PRIu64 " bytes) differs",
+			         i, moves[i].dst, moves[i].src, moves[i].size);
+	}
+	/* Between segments, unaligned both sides. */
+	run_one(f, copy(GPU_ADDR(2, 7), GPU_ADDR(1, 13), 777777));
+	assert_memory_equal(host(f, GPU_ADDR(2, 7)), want + 13, 777777);
+	free(want);
+}
+
+/* Swizzle and Unswizzle transfers equal the CPU's gsd_swizzle, tail included, and undo each
+ * other. */
+static void test_swizzle_transfer(void **state)
+{
+	fixture *f = *state;
+	start_engine(f, &gsd_engine_emu, false);
+	static const uint32_t pitches[] = {64, 128, 1024};
+	uint64_t seed = 9;
+	for (size_t i = 0; i < 3; i++) {
+		uint32_t pitch = pitches[i];
+		uint64_t size = 3 * gsd_swizzle_band(pitch) + 1000 + i;
+		uint8_t *lin = host(f, GPU_ADDR(1, 0));
+		uint8_t *til = host(f, GPU_ADDR(2, 0));
+		uint8_t *back = host(f, GPU_ADDR(1, 512 * 1024));
+		random_bytes(lin, size, &seed);
+		uint8_t *want = malloc(size);
+		assert_non_null(want);
+		assert_int_equal(gsd_swizzle(want, lin, size, pitch), 0);
+		run_one(f, (gs_isa_cmd){.op = GS_OP_TRANSFER,
+		                        .dst = GPU_ADDR(2, 0),
+		                        .src = GPU_ADDR(1, 0),
+		                        .size = size,
+		                        .transfer_flags = GS_ISA_TRANSFER_SWIZZLE,
+		                        .pitch = pitch});
+		assert_memory_equal(til, want, size);
+		run_one(f, (gs_isa_cmd){.op = GS_OP_TRANSFER,
+		                        .dst = GPU_ADDR(1, 512 * 1024),
+		                        .src = GPU_ADDR(2, 0),
+		                        .size = size,
+		                        .transfer_flags = GS_ISA_TRANSFER_UNSWIZZLE,
+		                        .pitch = pitch});
+		assert_memory_equal(back, lin, size);
+		free(want);
+	}
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
@@ -1371,7 +1549,51 @@ int main(void)
 	        T(test_reset_aborts_queue),
 	        T(test_null_backend_budget_reset),
 	        T(test_throughput_64mib),
+	        T(test_checksum_matches_library),
+	        T(test_fill_unaligned),
+	        T(test_copy_overlap),
+	        T(test_swizzle_transfer),
+	};
+	/* What a GPU backend must do as the emulator does; the rest is the emulator's own
+	 * (its virtual clock, the null backend, the CPU a sleeping SPIN costs). */
+	const struct CMUnitTest gpu_tests[] = {
+	        T(test_fill_copy_checksum),
+	        T(test_signal_and_order),
+	        T(test_page_faults),
+	        T(test_range_outside_segment),
+	        T(test_decode_fault),
+	        T(test_null_rendering),
+	        T(test_preempt_and_resume),
+	        T(test_preempt_running_spin),
+	        T(test_preempt_idle_is_noop),
+	        T(test_wall_spin),
+	        T(test_destroy_aborts),
+	        T(test_budget_wall),
+	        T(test_preempt_inside_wall_spin),
+	        T(test_preempt_latency),
+	        T(test_reset_aborts_nonpreemptible),
+	        T(test_reset_aborts_queue),
+	        T(test_checksum_matches_library),
+	        T(test_fill_unaligned),
+	        T(test_copy_overlap),
+	        T(test_swizzle_transfer),
 	};
 #undef T
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	const char *backend = getenv("GS_TEST_BACKEND");
+	if (!backend || !*backend || strcmp(backend, "emu") == 0)
+		return cmocka_run_group_tests(tests, NULL, NULL);
+	g_ops = gsd_engine_find(backend);
+	char err[512];
+	gsd_backend_config bc = {.adapter = "test", .device = getenv("GS_TEST_DEVICE")};
+	if (!g_ops || gsd_backend_open(g_ops, &bc, &g_backend, err, sizeof(err)) != 0) {
+		fprintf(stderr, "GS_TEST_BACKEND=%s: %s\n", backend,
+		        g_ops ? err : "unknown backend");
+		return 1;
+	}
+	gsd_backend_info bi;
+	gsd_backend_describe(g_ops, g_backend, &bi);
+	printf("backend %s: %s on %s (%s)\n", backend, bi.api, bi.device, bi.driver);
+	int rc = cmocka_run_group_tests(gpu_tests, NULL, NULL);
+	gsd_backend_close(g_ops, g_backend);
+	return rc;
 }

@@ -1,0 +1,1148 @@
+/*
+ * The Vulkan backend: the same instruction set as the emulator, run on a real GPU (or on Mesa's
+ * lavapipe, a Vulkan driver that runs on the CPU).
+ *
+ * Memory. Every segment is one VkBuffer over one VkDeviceMemory, mapped for the CPU:
+ * memory segments prefer DEVICE_LOCAL | HOST_VISIBLE memory, aperture segments HOST_VISIBLE
+ * memory that is not device-local, and system memory is host memory (imported with
+ * VK_EXT_external_memory_host where the device has it). Kernels reach memory through buffer
+ * device addresses, so no descriptor sets exist.
+ *
+ * Commands. FILL is vkCmdFillBuffer (a kernel writes an unaligned head and tail); COPY and a
+ * plain TRANSFER are vkCmdCopyBuffer (overlapping ranges go through a scratch buffer, in the
+ * order memmove would use); CHECKSUM, Swizzle/Unswizzle and SPIN are compute kernels
+ * (shaders/). Every access is checked against the packet's allocation list before anything is
+ * recorded (gsd_engine_check), exactly as the emulator checks it.
+ *
+ * Pieces. A packet runs as a series of submissions: up to BATCH_CMDS commands, then the engine
+ * waits for them and looks for a reason to stop (preemption, budget, reset). A SPIN runs as
+ * slices of SLICE_US of GPU time, with the same check between slices, so a preempted SPIN
+ * resumes with its remainder just as the emulator's does. A SIGNAL ends a piece: the fence is
+ * reported once everything before it has completed.
+ *
+ * Time. Engine time is GPU time: each submission is bracketed by timestamps (vkCmdWriteTimestamp)
+ * and a run's engine time is the sum of its submissions' times.
+ *
+ * Queues. One queue serves every node of the adapter (lavapipe has one); nodes take turns on it
+ * under a lock, and `gpusched info` says so.
+ */
+#include "engine/swizzle.h"
+#include "engine/thread.h"
+
+#include "wddm.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <vulkan/vulkan.h>
+
+/* The kernels, compiled from shaders/ to SPIR-V at build time. */
+static const uint32_t spv_fill[] =
+#include "fill.spv.inc"
+        ;
+static const uint32_t spv_swizzle[] =
+#include "swizzle.spv.inc"
+        ;
+static const uint32_t spv_spin[] =
+#include "spin.spv.inc"
+        ;
+static const uint32_t spv_xxh64[] =
+#include "xxh64.spv.inc"
+        ;
+
+enum { K_FILL, K_SWIZZLE, K_SPIN, K_XXH64, K_COUNT };
+
+static const struct {
+	const uint32_t *code;
+	size_t size;
+} kernels[K_COUNT] = {
+        [K_FILL] = {spv_fill, sizeof(spv_fill)},
+        [K_SWIZZLE] = {spv_swizzle, sizeof(spv_swizzle)},
+        [K_SPIN] = {spv_spin, sizeof(spv_spin)},
+        [K_XXH64] = {spv_xxh64, sizeof(spv_xxh64)},
+};
+
+/* The push constants of every kernel (Args in shaders/args.glsl). */
+typedef struct vk_args {
+	uint64_t src, dst, size, aux, count;
+	uint32_t mode, pad;
+} vk_args;
+
+#define LOCAL_SIZE 64u
+/* Commands per submission: the most a preemption request waits for outside a SPIN. */
+#define BATCH_CMDS 8u
+/* GPU time per SPIN slice: how long a preemption request waits inside a SPIN. */
+#define SLICE_US 250u
+/* Bytes of the scratch buffer overlapping copies go through, per step. */
+#define SCRATCH_BYTES (512u << 10)
+
+struct gsd_backend {
+	VkInstance instance;
+	VkPhysicalDevice phys;
+	VkDevice dev;
+	VkQueue queue;
+	uint32_t family;
+	pthread_mutex_t queue_lock; /* the nodes share the queue */
+	VkPhysicalDeviceProperties props;
+	VkPhysicalDeviceMemoryProperties mem;
+	char driver[128];
+	double ns_per_tick;
+	uint64_t ts_mask;
+	bool host_import; /* VK_EXT_external_memory_host */
+	uint64_t import_align;
+	PFN_vkGetMemoryHostPointerPropertiesEXT host_pointer_props;
+	VkPipelineLayout layout;
+	VkPipeline pipe[K_COUNT];
+	double iters_per_us; /* SPIN kernel steps per microsecond of GPU time */
+};
+
+/* A segment's Vulkan objects (gsd_mem_segment.priv). */
+typedef struct vk_seg {
+	VkBuffer buf;
+	VkDeviceMemory mem;
+	VkDeviceAddress addr;
+	void *host;      /* imported host memory to unmap, or NULL */
+	uint64_t mapped; /* bytes of host mapping */
+	uint32_t type;   /* memory type index */
+} vk_seg;
+
+/* One node's engine state (gsd_engine.priv). */
+typedef struct vk_engine {
+	gsd_backend *b;
+	VkCommandPool pool;
+	VkCommandBuffer cb;
+	VkFence fence;
+	VkQueryPool ts;
+	vk_seg scratch;
+	bool recording;
+	unsigned ncmds;
+	uint64_t gpu_ns; /* engine time of the run so far */
+} vk_engine;
+
+static const char *vk_strerror(VkResult r)
+{
+	switch (r) {
+	case VK_ERROR_OUT_OF_HOST_MEMORY:
+		return "out of host memory";
+	case VK_ERROR_OUT_OF_DEVICE_MEMORY:
+		return "out of device memory";
+	case VK_ERROR_INITIALIZATION_FAILED:
+		return "initialization failed";
+	case VK_ERROR_DEVICE_LOST:
+		return "device lost";
+	case VK_ERROR_INCOMPATIBLE_DRIVER:
+		return "no compatible Vulkan driver (ICD) installed";
+	case VK_ERROR_EXTENSION_NOT_PRESENT:
+		return "extension not present";
+	case VK_ERROR_FEATURE_NOT_PRESENT:
+		return "feature not present";
+	case VK_ERROR_INVALID_EXTERNAL_HANDLE:
+		return "invalid external handle";
+	default:
+		return "error";
+	}
+}
+
+#define VK_FAIL(err, cap, r, what)                                                                 \
+	(snprintf((err), (cap), "%s: %s (VkResult %d)", (what), vk_strerror(r), (int)(r)), -1)
+
+/* ---- choosing a device ---- */
+
+static bool has_extension(VkPhysicalDevice pd, const char *name)
+{
+	uint32_t n = 0;
+	vkEnumerateDeviceExtensionProperties(pd, NULL, &n, NULL);
+	VkExtensionProperties *ext = calloc(n ? n : 1, sizeof(*ext));
+	bool found = false;
+	if (ext && vkEnumerateDeviceExtensionProperties(pd, NULL, &n, ext) == VK_SUCCESS)
+		for (uint32_t i = 0; i < n && !found; i++)
+			found = strcmp(ext[i].extensionName, name) == 0;
+	free(ext);
+	return found;
+}
+
+/* The queue family the engines use: compute (which can also copy) with timestamps. */
+static int pick_family(VkPhysicalDevice pd)
+{
+	uint32_t n = 0;
+	vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, NULL);
+	VkQueueFamilyProperties q[16];
+	if (n > 16)
+		n = 16;
+	vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, q);
+	for (uint32_t i = 0; i < n; i++)
+		if ((q[i].queueFlags & VK_QUEUE_COMPUTE_BIT) && q[i].timestampValidBits)
+			return (int)i;
+	return -1;
+}
+
+/* NULL if device pd has what the backend needs, else what it lacks. */
+static const char *lacks(VkPhysicalDevice pd)
+{
+	VkPhysicalDeviceProperties p;
+	vkGetPhysicalDeviceProperties(pd, &p);
+	if (p.apiVersion < VK_API_VERSION_1_2)
+		return "Vulkan 1.2";
+	VkPhysicalDeviceVulkan12Features f12 = {
+	        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+	VkPhysicalDeviceFeatures2 f = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
+	                               .pNext = &f12};
+	vkGetPhysicalDeviceFeatures2(pd, &f);
+	if (!f.features.shaderInt64)
+		return "shaderInt64";
+	if (!f12.bufferDeviceAddress)
+		return "bufferDeviceAddress";
+	if (!f12.storageBuffer8BitAccess)
+		return "storageBuffer8BitAccess";
+	if (pick_family(pd) < 0)
+		return "a compute queue with timestamps";
+	return NULL;
+}
+
+/* Discrete GPUs first, the CPU (lavapipe) last. */
+static int type_rank(VkPhysicalDeviceType t)
+{
+	switch (t) {
+	case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU:
+		return 0;
+	case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU:
+		return 1;
+	case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU:
+		return 2;
+	case VK_PHYSICAL_DEVICE_TYPE_CPU:
+		return 4;
+	default:
+		return 3;
+	}
+}
+
+static int choose_device(gsd_backend *b, const char *want, char *err, size_t cap)
+{
+	uint32_t n = 0;
+	VkResult r = vkEnumeratePhysicalDevices(b->instance, &n, NULL);
+	if (r != VK_SUCCESS)
+		return VK_FAIL(err, cap, r, "vkEnumeratePhysicalDevices");
+	if (n == 0) {
+		snprintf(err, cap,
+		         "no Vulkan device found (looked for any physical device; for one on the "
+		         "CPU "
+		         "install Mesa's lavapipe, Debian package mesa-vulkan-drivers)");
+		return -1;
+	}
+	VkPhysicalDevice pds[16];
+	if (n > 16)
+		n = 16;
+	vkEnumeratePhysicalDevices(b->instance, &n, pds);
+
+	char *end = NULL;
+	long index = want && *want ? strtol(want, &end, 10) : -1;
+	bool by_index = want && *want && end && *end == '\0';
+	char seen[512] = "";
+	size_t used = 0;
+	int best = -1, best_rank = 99;
+	for (uint32_t i = 0; i < n; i++) {
+		VkPhysicalDeviceProperties p;
+		vkGetPhysicalDeviceProperties(pds[i], &p);
+		const char *missing = lacks(pds[i]);
+		if (used < sizeof(seen))
+			used += (size_t)snprintf(seen + used, sizeof(seen) - used, "%s%u: %s%s%s",
+			                         i ? "; " : "", i, p.deviceName,
+			                         missing ? " lacks " : "", missing ? missing : "");
+		bool named = !want || !*want ||
+		             (by_index ? index == (long)i : strstr(p.deviceName, want) != NULL);
+		if (!named || missing)
+			continue;
+		int rank = type_rank(p.deviceType);
+		if (rank < best_rank) {
+			best = (int)i;
+			best_rank = rank;
+		}
+	}
+	if (best < 0) {
+		snprintf(
+		        err, cap,
+		        "no Vulkan device %s%s%swith Vulkan 1.2, shaderInt64, bufferDeviceAddress, "
+		        "storageBuffer8BitAccess and a compute queue with timestamps (found: %s)",
+		        want && *want ? "\"" : "", want && *want ? want : "",
+		        want && *want ? "\" " : "", seen);
+		return -1;
+	}
+	b->phys = pds[best];
+	b->family = (uint32_t)pick_family(b->phys);
+	vkGetPhysicalDeviceProperties(b->phys, &b->props);
+	vkGetPhysicalDeviceMemoryProperties(b->phys, &b->mem);
+	return 0;
+}
+
+static int make_device(gsd_backend *b, char *err, size_t cap)
+{
+	VkPhysicalDeviceDriverProperties drv = {
+	        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
+	VkPhysicalDeviceExternalMemoryHostPropertiesEXT hostp = {
+	        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_MEMORY_HOST_PROPERTIES_EXT};
+	b->host_import = has_extension(b->phys, VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME);
+	drv.pNext = b->host_import ? &hostp : NULL;
+	VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
+	                                  .pNext = &drv};
+	vkGetPhysicalDeviceProperties2(b->phys, &p2);
+	snprintf(b->driver, sizeof(b->driver), "%.60s %.60s", drv.driverName, drv.driverInfo);
+	b->import_align = hostp.minImportedHostPointerAlignment;
+
+	uint32_t nq = 0;
+	vkGetPhysicalDeviceQueueFamilyProperties(b->phys, &nq, NULL);
+	VkQueueFamilyProperties qf[16];
+	if (nq > 16)
+		nq = 16;
+	vkGetPhysicalDeviceQueueFamilyProperties(b->phys, &nq, qf);
+	uint32_t bits = qf[b->family].timestampValidBits;
+	b->ts_mask = bits >= 64 ? UINT64_MAX : (UINT64_C(1) << bits) - 1;
+	b->ns_per_tick = b->props.limits.timestampPeriod;
+
+	float prio = 1.0f;
+	VkDeviceQueueCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
+	                               .queueFamilyIndex = b->family,
+	                               .queueCount = 1,
+	                               .pQueuePriorities = &prio};
+	VkPhysicalDeviceVulkan12Features f12 = {
+	        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
+	        .bufferDeviceAddress = VK_TRUE,
+	        .storageBuffer8BitAccess = VK_TRUE};
+	VkPhysicalDeviceFeatures2 f = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
+	                               .pNext = &f12,
+	                               .features = {.shaderInt64 = VK_TRUE}};
+	const char *ext[] = {VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME};
+	VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
+	                          .pNext = &f,
+	                          .queueCreateInfoCount = 1,
+	                          .pQueueCreateInfos = &qci,
+	                          .enabledExtensionCount = b->host_import ? 1u : 0u,
+	                          .ppEnabledExtensionNames = ext};
+	VkResult r = vkCreateDevice(b->phys, &dci, NULL, &b->dev);
+	if (r != VK_SUCCESS)
+		return VK_FAIL(err, cap, r, "vkCreateDevice");
+	vkGetDeviceQueue(b->dev, b->family, 0, &b->queue);
+	if (b->host_import)
+		b->host_pointer_props =
+		        (PFN_vkGetMemoryHostPointerPropertiesEXT)vkGetDeviceProcAddr(
+		                b->dev, "vkGetMemoryHostPointerPropertiesEXT");
+	b->host_import = b->host_import && b->host_pointer_props;
+	return 0;
+}
+
+static int make_pipelines(gsd_backend *b, char *err, size_t cap)
+{
+	VkPushConstantRange pc = {
+	        .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT, .offset = 0, .size = sizeof(vk_args)};
+	VkPipelineLayoutCreateInfo lci = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
+	                                  .pushConstantRangeCount = 1,
+	                                  .pPushConstantRanges = &pc};
+	VkResult r = vkCreatePipelineLayout(b->dev, &lci, NULL, &b->layout);
+	if (r != VK_SUCCESS)
+		return VK_FAIL(err, cap, r, "vkCreatePipelineLayout");
+	for (int k = 0; k < K_COUNT; k++) {
+		VkShaderModuleCreateInfo mci = {.sType =
+		                                        VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
+		                                .codeSize = kernels[k].size,
+		                                .pCode = kernels[k].code};
+		VkShaderModule mod;
+		r = vkCreateShaderModule(b->dev, &mci, NULL, &mod);
+		if (r != VK_SUCCESS)
+			return VK_FAIL(err, cap, r, "vkCreateShaderModule");
+		VkComputePipelineCreateInfo pci = {
+		        .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+		        .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+		                  .stage = VK_SHADER_STAGE_COMPUTE_BIT,
+		                  .module = mod,
+		                  .pName = "main"},
+		        .layout = b->layout};
+		r = vkCreateComputePipelines(b->dev, VK_NULL_HANDLE, 1, &pci, NULL, &b->pipe[k]);
+		vkDestroyShaderModule(b->dev, mod, NULL);
+		if (r != VK_SUCCESS)
+			return VK_FAIL(err, cap, r, "vkCreateComputePipelines");
+	}
+	return 0;
+}
+
+/* ---- memory ---- */
+
+/* A memory type allowed by `bits` with every flag of `want` and none of `avoid`, whose heap
+ * holds size bytes; -1 if none. */
+static int find_type(const gsd_backend *b, uint32_t bits, VkMemoryPropertyFlags want,
+                     VkMemoryPropertyFlags avoid, uint64_t size)
+{
+	for (uint32_t i = 0; i < b->mem.memoryTypeCount; i++) {
+		const VkMemoryType *t = &b->mem.memoryTypes[i];
+		if ((bits & (1u << i)) && (t->propertyFlags & want) == want &&
+		    !(t->propertyFlags & avoid) && b->mem.memoryHeaps[t->heapIndex].size >= size)
+			return (int)i;
+	}
+	return -1;
+}
+
+/* The memory type of a segment kind, best first. */
+static int type_for(const gsd_backend *b, uint32_t bits, gsd_mem_kind kind, uint64_t size)
+{
+	const VkMemoryPropertyFlags host =
+	        VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+	const VkMemoryPropertyFlags local = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;
+	int t = -1;
+	switch (kind) {
+	case GSD_MEM_LOCAL:
+		t = find_type(b, bits, host | local, 0, size);
+		break;
+	case GSD_MEM_APERTURE:
+		t = find_type(b, bits, host, local, size);
+		break;
+	case GSD_MEM_SYSTEM:
+		t = find_type(b, bits, host | VK_MEMORY_PROPERTY_HOST_CACHED_BIT, local, size);
+		if (t < 0)
+			t = find_type(b, bits, host, local, size);
+		break;
+	}
+	return t >= 0 ? t : find_type(b, bits, host, 0, size);
+}
+
+static VkDeviceAddress buffer_address(gsd_backend *b, VkBuffer buf)
+{
+	VkBufferDeviceAddressInfo ai = {.sType = VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO,
+	                                .buffer = buf};
+	return vkGetBufferDeviceAddress(b->dev, &ai);
+}
+
+static void seg_free(gsd_backend *b, vk_seg *s)
+{
+	if (s->buf)
+		vkDestroyBuffer(b->dev, s->buf, NULL);
+	if (s->mem) {
+		if (!s->host)
+			vkUnmapMemory(b->dev, s->mem);
+		vkFreeMemory(b->dev, s->mem, NULL);
+	}
+	if (s->host)
+		munmap(s->host, s->mapped);
+	memset(s, 0, sizeof(*s));
+}
+
+/*
+ * Makes one buffer of size bytes over memory of `kind`, mapped at *base. System memory is
+ * imported host memory where the device can import it.
+ */
+static int seg_make(gsd_backend *b, gsd_mem_kind kind, uint64_t size, vk_seg *s, uint8_t **base,
+                    char *err, size_t cap)
+{
+	memset(s, 0, sizeof(*s));
+	bool import = kind == GSD_MEM_SYSTEM && b->host_import && b->import_align;
+	const VkExternalMemoryHandleTypeFlagBits host_handle =
+	        VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT;
+	VkExternalMemoryBufferCreateInfo ebi = {
+	        .sType = VK_STRUCTURE_TYPE_EXTERNAL_MEMORY_BUFFER_CREATE_INFO,
+	        .handleTypes = host_handle};
+	VkBufferCreateInfo bci = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+	                          .pNext = import ? &ebi : NULL,
+	                          .size = size,
+	                          .usage = VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+	                                   VK_BUFFER_USAGE_TRANSFER_DST_BIT |
+	                                   VK_BUFFER_USAGE_STORAGE_BUFFER_BIT |
+	                                   VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT,
+	                          .sharingMode = VK_SHARING_MODE_EXCLUSIVE};
+	VkResult r = vkCreateBuffer(b->dev, &bci, NULL, &s->buf);
+	if (r != VK_SUCCESS) {
+		s->buf = VK_NULL_HANDLE;
+		return VK_FAIL(err, cap, r, "vkCreateBuffer (a segment is one buffer)");
+	}
+	VkMemoryRequirements req;
+	vkGetBufferMemoryRequirements(b->dev, s->buf, &req);
+
+	VkMemoryAllocateFlagsInfo flags = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO,
+	                                   .flags = VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT};
+	VkImportMemoryHostPointerInfoEXT imp = {
+	        .sType = VK_STRUCTURE_TYPE_IMPORT_MEMORY_HOST_POINTER_INFO_EXT,
+	        .pNext = &flags,
+	        .handleType = host_handle};
+	uint32_t bits = req.memoryTypeBits;
+	uint64_t alloc = req.size;
+	if (import) {
+		alloc = (req.size + b->import_align - 1) / b->import_align * b->import_align;
+		void *m = mmap(NULL, alloc, PROT_READ | PROT_WRITE,
+		               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		VkMemoryHostPointerPropertiesEXT hp = {
+		        .sType = VK_STRUCTURE_TYPE_MEMORY_HOST_POINTER_PROPERTIES_EXT};
+		if (m != MAP_FAILED &&
+		    b->host_pointer_props(b->dev, host_handle, m, &hp) == VK_SUCCESS &&
+		    (hp.memoryTypeBits & bits)) {
+			s->host = m;
+			s->mapped = alloc;
+			imp.pHostPointer = m;
+			bits &= hp.memoryTypeBits;
+		} else {
+			if (m != MAP_FAILED)
+				munmap(m, alloc);
+			import = false;
+			alloc = req.size;
+		}
+	}
+	int type = type_for(b, bits, kind, alloc);
+	if (type < 0) {
+		seg_free(b, s);
+		snprintf(err, cap, "no host-visible memory type with a heap of %" PRIu64 " bytes",
+		         size);
+		return -1;
+	}
+	s->type = (uint32_t)type;
+	VkMemoryAllocateInfo mai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+	                            .pNext = import ? (void *)&imp : (void *)&flags,
+	                            .allocationSize = alloc,
+	                            .memoryTypeIndex = s->type};
+	r = vkAllocateMemory(b->dev, &mai, NULL, &s->mem);
+	if (r != VK_SUCCESS) {
+		s->mem = VK_NULL_HANDLE;
+		seg_free(b, s);
+		return VK_FAIL(err, cap, r, "vkAllocateMemory");
+	}
+	r = vkBindBufferMemory(b->dev, s->buf, s->mem, 0);
+	if (r != VK_SUCCESS) {
+		seg_free(b, s);
+		return VK_FAIL(err, cap, r, "vkBindBufferMemory");
+	}
+	if (import) {
+		*base = s->host;
+	} else {
+		void *p = NULL;
+		r = vkMapMemory(b->dev, s->mem, 0, VK_WHOLE_SIZE, 0, &p);
+		if (r != VK_SUCCESS) {
+			seg_free(b, s);
+			return VK_FAIL(err, cap, r, "vkMapMemory");
+		}
+		*base = p;
+	}
+	s->addr = buffer_address(b, s->buf);
+	return 0;
+}
+
+static int vk_segment_create(gsd_backend *b, uint32_t id, gsd_mem_kind kind, uint64_t size,
+                             gsd_mem_segment *seg, char *err, size_t cap)
+{
+	memset(seg, 0, sizeof(*seg));
+	vk_seg *s = calloc(1, sizeof(*s));
+	if (!s) {
+		snprintf(err, cap, "out of memory");
+		return -1;
+	}
+	uint8_t *base = NULL;
+	if (seg_make(b, kind, size, s, &base, err, cap) != 0) {
+		free(s);
+		return -1;
+	}
+	/* Not reclaimable: giving pages back under a device's mapping (or a pinned import)
+	 * would not zero what the GPU sees. The daemon scrubs new allocations with memset. */
+	*seg = (gsd_mem_segment){.id = id, .base = base, .size = size, .priv = s};
+	return 0;
+}
+
+static void vk_segment_destroy(gsd_backend *b, gsd_mem_segment *seg)
+{
+	vk_seg *s = seg->priv;
+	if (s) {
+		seg_free(b, s);
+		free(s);
+	}
+	memset(seg, 0, sizeof(*seg));
+}
+
+/* ---- recording and submitting ---- */
+
+static void barrier(VkCommandBuffer cb, VkPipelineStageFlags dst_stage, VkAccessFlags dst_access)
+{
+	VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+	                      .srcAccessMask = VK_ACCESS_MEMORY_WRITE_BIT,
+	                      .dstAccessMask = dst_access};
+	vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, dst_stage, 0, 1, &mb, 0, NULL,
+	                     0, NULL);
+}
+
+/* Starts a piece if none is open, and orders the next command after the previous ones. */
+static void record_next(vk_engine *v)
+{
+	if (!v->recording) {
+		VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+		                               .flags =
+		                                       VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+		vkResetCommandBuffer(v->cb, 0);
+		vkBeginCommandBuffer(v->cb, &bi);
+		vkCmdResetQueryPool(v->cb, v->ts, 0, 2);
+		vkCmdWriteTimestamp(v->cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, v->ts, 0);
+		v->recording = true;
+		v->ncmds = 0;
+	} else {
+		barrier(v->cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
+		        VK_ACCESS_MEMORY_READ_BIT | VK_ACCESS_MEMORY_WRITE_BIT);
+	}
+	v->ncmds++;
+}
+
+/*
+ * Submits the open piece and waits for it; its GPU time joins v->gpu_ns. Returns the
+ * VkResult (VK_ERROR_DEVICE_LOST when the device is gone).
+ */
+static VkResult flush(vk_engine *v)
+{
+	if (!v->recording)
+		return VK_SUCCESS;
+	gsd_backend *b = v->b;
+	v->recording = false;
+	barrier(v->cb, VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);
+	vkCmdWriteTimestamp(v->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, v->ts, 1);
+	VkResult r = vkEndCommandBuffer(v->cb);
+	if (r != VK_SUCCESS)
+		return r;
+	VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+	                   .commandBufferCount = 1,
+	                   .pCommandBuffers = &v->cb};
+	pthread_mutex_lock(&b->queue_lock);
+	r = vkQueueSubmit(b->queue, 1, &si, v->fence);
+	pthread_mutex_unlock(&b->queue_lock);
+	if (r != VK_SUCCESS)
+		return r;
+	r = vkWaitForFences(b->dev, 1, &v->fence, VK_TRUE, UINT64_MAX);
+	vkResetFences(b->dev, 1, &v->fence);
+	if (r != VK_SUCCESS)
+		return r;
+	uint64_t t[2] = {0, 0};
+	r = vkGetQueryPoolResults(b->dev, v->ts, 0, 2, sizeof(t), t, sizeof(t[0]),
+	                          VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
+	if (r == VK_SUCCESS)
+		v->gpu_ns += (uint64_t)((double)((t[1] - t[0]) & b->ts_mask) * b->ns_per_tick);
+	return r == VK_ERROR_DEVICE_LOST ? r : VK_SUCCESS;
+}
+
+/* Records kernel k over `count` invocations of LOCAL_SIZE-wide groups. */
+static void dispatch(vk_engine *v, int k, vk_args *a)
+{
+	const gsd_backend *b = v->b;
+	uint64_t groups = (a->count + LOCAL_SIZE - 1) / LOCAL_SIZE;
+	uint32_t gx = groups < 65535u ? (uint32_t)groups : 65535u;
+	uint32_t gy = gx ? (uint32_t)((groups + gx - 1) / gx) : 0;
+	if (!gx)
+		return;
+	vkCmdBindPipeline(v->cb, VK_PIPELINE_BIND_POINT_COMPUTE, b->pipe[k]);
+	vkCmdPushConstants(v->cb, b->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(*a), a);
+	vkCmdDispatch(v->cb, gx, gy, 1);
+}
+
+static const vk_seg *seg_of(const gsd_mem_segment *m)
+{
+	return m->priv;
+}
+
+/* Bytes [off, off + n) of segment s get the pattern, byte i of it being pattern byte
+ * (phase + i) % 4. */
+static void record_fill(vk_engine *v, const vk_seg *s, uint64_t off, uint64_t n, uint32_t pattern)
+{
+	uint64_t head = (4 - off % 4) % 4;
+	if (head > n)
+		head = n;
+	uint64_t mid = (n - head) & ~UINT64_C(3);
+	uint64_t tail = n - head - mid;
+	record_next(v);
+	if (head) {
+		vk_args a = {.dst = s->addr + off, .aux = pattern, .count = head, .mode = 0};
+		dispatch(v, K_FILL, &a);
+	}
+	if (mid) {
+		uint32_t sh = (uint32_t)(8 * head);
+		uint32_t rot = sh ? (pattern >> sh) | (pattern << (32 - sh)) : pattern;
+		vkCmdFillBuffer(v->cb, s->buf, off + head, mid, rot);
+	}
+	if (tail) {
+		vk_args a = {.dst = s->addr + off + head + mid,
+		             .aux = pattern,
+		             .count = tail,
+		             .mode = (uint32_t)((head + mid) % 4)};
+		dispatch(v, K_FILL, &a);
+	}
+}
+
+/* memmove of n bytes between segments (or within one): a straight copy where the ranges do not
+ * overlap, else through the scratch buffer in steps, forwards when the destination is below the
+ * source and backwards otherwise, so no step overwrites bytes a later step reads. */
+static void record_move(vk_engine *v, const vk_seg *ss, uint64_t so, const vk_seg *ds, uint64_t dof,
+                        uint64_t n)
+{
+	bool overlap = ss == ds && (so < dof ? dof - so : so - dof) < n;
+	record_next(v);
+	if (!overlap) {
+		VkBufferCopy c = {.srcOffset = so, .dstOffset = dof, .size = n};
+		vkCmdCopyBuffer(v->cb, ss->buf, ds->buf, 1, &c);
+		return;
+	}
+	if (so == dof)
+		return;
+	bool forward = dof < so;
+	for (uint64_t done = 0; done < n;) {
+		uint64_t step = n - done < SCRATCH_BYTES ? n - done : SCRATCH_BYTES;
+		uint64_t at = forward ? done : n - done - step;
+		VkBufferCopy in = {.srcOffset = so + at, .dstOffset = 0, .size = step};
+		VkBufferCopy out = {.srcOffset = 0, .dstOffset = dof + at, .size = step};
+		if (done)
+			barrier(v->cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
+			        VK_ACCESS_MEMORY_READ_BIT | VK_ACCESS_MEMORY_WRITE_BIT);
+		vkCmdCopyBuffer(v->cb, ss->buf, v->scratch.buf, 1, &in);
+		barrier(v->cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
+		        VK_ACCESS_MEMORY_READ_BIT | VK_ACCESS_MEMORY_WRITE_BIT);
+		vkCmdCopyBuffer(v->cb, v->scratch.buf, ds->buf, 1, &out);
+		done += step;
+	}
+}
+
+/* Swizzle (unswizzle false) or Unswizzle of n bytes: the whole bands by the kernel, the linear
+ * tail by a copy at the same offsets. */
+static void record_swizzle(vk_engine *v, const vk_seg *ss, uint64_t so, const vk_seg *ds,
+                           uint64_t dof, uint64_t n, uint32_t pitch, bool unswizzle)
+{
+	uint64_t band = gsd_swizzle_band(pitch);
+	uint64_t tiled = n / band * band;
+	record_next(v);
+	if (tiled) {
+		vk_args a = {.src = ss->addr + so,
+		             .dst = ds->addr + dof,
+		             .size = tiled,
+		             .aux = pitch,
+		             .count = tiled / GSD_TILE_WIDTH,
+		             .mode = unswizzle ? 1u : 0u};
+		dispatch(v, K_SWIZZLE, &a);
+	}
+	if (n > tiled) {
+		VkBufferCopy c = {
+		        .srcOffset = so + tiled, .dstOffset = dof + tiled, .size = n - tiled};
+		vkCmdCopyBuffer(v->cb, ss->buf, ds->buf, 1, &c);
+	}
+}
+
+/*
+ * Checks one command against the packet's allocation list and records it into the open piece.
+ * Returns 0, or -1 with a page-fault text in detail (nothing recorded).
+ */
+static int record_cmd(vk_engine *v, const gsd_memory *mem, const gsd_exec *x, const gs_isa_cmd *cmd,
+                      char *detail, size_t cap)
+{
+	uint64_t so = 0, dof = 0;
+	const gsd_mem_segment *src = NULL, *dst = NULL;
+	bool empty = cmd->size == 0 && cmd->op != GS_OP_CHECKSUM;
+
+	switch ((gs_isa_op)cmd->op) {
+	case GS_OP_NOP:
+	case GS_OP_SPIN:
+	case GS_OP_SIGNAL:
+		return 0;
+	case GS_OP_FILL:
+		if (empty)
+			return 0;
+		dst = gsd_engine_check(mem, x, cmd->dst, cmd->size, true, &dof, detail, cap);
+		if (!dst)
+			return -1;
+		record_fill(v, seg_of(dst), dof, cmd->size, cmd->pattern);
+		return 0;
+	case GS_OP_CHECKSUM: {
+		if (cmd->size) {
+			src = gsd_engine_check(mem, x, cmd->src, cmd->size, false, &so, detail,
+			                       cap);
+			if (!src)
+				return -1;
+		}
+		dst = gsd_engine_check(mem, x, cmd->dst, 8, true, &dof, detail, cap);
+		if (!dst)
+			return -1;
+		record_next(v);
+		vk_args a = {.src = src ? seg_of(src)->addr + so : 0,
+		             .dst = seg_of(dst)->addr + dof,
+		             .size = cmd->size,
+		             .count = 1};
+		dispatch(v, K_XXH64, &a);
+		return 0;
+	}
+	case GS_OP_COPY:
+	case GS_OP_TRANSFER: {
+		if (empty)
+			return 0;
+		src = gsd_engine_check(mem, x, cmd->src, cmd->size, false, &so, detail, cap);
+		dst = src ? gsd_engine_check(mem, x, cmd->dst, cmd->size, true, &dof, detail, cap)
+		          : NULL;
+		if (!dst)
+			return -1;
+		uint32_t conv = cmd->op == GS_OP_TRANSFER
+		                        ? cmd->transfer_flags & (GS_ISA_TRANSFER_SWIZZLE |
+		                                                 GS_ISA_TRANSFER_UNSWIZZLE)
+		                        : 0;
+		if (!conv) {
+			record_move(v, seg_of(src), so, seg_of(dst), dof, cmd->size);
+			return 0;
+		}
+		if (src == dst && (so < dof ? dof - so : so - dof) < cmd->size) {
+			snprintf(detail, cap,
+			         "TRANSFER source and destination overlap while converting");
+			return -1;
+		}
+		if (!gsd_swizzle_pitch_valid(cmd->pitch)) {
+			snprintf(detail, cap, "TRANSFER pitch %u is not a multiple of 64",
+			         cmd->pitch);
+			return -1;
+		}
+		record_swizzle(v, seg_of(src), so, seg_of(dst), dof, cmd->size, cmd->pitch,
+		               conv & GS_ISA_TRANSFER_UNSWIZZLE);
+		return 0;
+	}
+	case GS_OP_COUNT_:
+		break;
+	}
+	snprintf(detail, cap, "bad opcode %u", cmd->op);
+	return -1;
+}
+
+/* ---- running a packet ---- */
+
+typedef struct run {
+	gsd_engine *e;
+	vk_engine *v;
+	gsd_exec *x;
+	gsd_irq *final;
+} run;
+
+static void stop(run *r, gsd_irq_kind kind, gsd_stop_reason why, size_t at, uint64_t spin_done_us)
+{
+	r->final->kind = kind;
+	r->final->stop_reason = why;
+	r->final->stop_offset = at;
+	r->final->spin_done_us = spin_done_us;
+}
+
+/* The reason to stop before the command at `at`, if any (the emulator's order). */
+static bool stop_here(run *r, size_t at, uint64_t spin_done_us, bool preemptible)
+{
+	if (gsd_engine_abort_pending(r->e))
+		stop(r, GSD_IRQ_ABORTED, GSD_STOP_NONE, at, spin_done_us);
+	else if (preemptible && r->x->budget_ns && r->v->gpu_ns >= r->x->budget_ns)
+		stop(r, GSD_IRQ_DMA_PREEMPTED, GSD_STOP_BUDGET, at, spin_done_us);
+	else if (preemptible && gsd_engine_preempt_pending(r->e))
+		stop(r, GSD_IRQ_DMA_PREEMPTED, GSD_STOP_REQUEST, at, spin_done_us);
+	else
+		return false;
+	return true;
+}
+
+/* Ends the run as FAULTED by the device (lost, or a submission refused) at `at`. */
+static void device_fault(run *r, size_t at, VkResult res)
+{
+	stop(r, GSD_IRQ_DMA_FAULTED, GSD_STOP_NONE, at, 0);
+	snprintf(r->final->detail, sizeof(r->final->detail), "vulkan: %s (VkResult %d)",
+	         vk_strerror(res), (int)res);
+}
+
+/* Runs what is left of the SPIN at `at` as slices of GPU time. False if the run stopped. */
+static bool spin(run *r, const gs_isa_cmd *cmd, size_t at, uint64_t done_us)
+{
+	const bool preemptible = !(cmd->flags & GS_SPIN_NONPREEMPTIBLE);
+	const uint64_t need_ns = (cmd->micros - done_us) * 1000u;
+	uint64_t spun_ns = 0;
+	while (spun_ns < need_ns) {
+		uint64_t done = done_us + spun_ns / 1000u;
+		if (stop_here(r, at, done, preemptible))
+			return false;
+		uint64_t left_us = (need_ns - spun_ns + 999u) / 1000u;
+		uint64_t slice_us = left_us < SLICE_US ? left_us : SLICE_US;
+		uint64_t iters = (uint64_t)(r->v->b->iters_per_us * (double)slice_us) + 1;
+		record_next(r->v);
+		vk_args a = {.dst = r->v->scratch.addr, .size = at, .aux = iters, .count = 1};
+		dispatch(r->v, K_SPIN, &a);
+		uint64_t before = r->v->gpu_ns;
+		VkResult res = flush(r->v);
+		if (res != VK_SUCCESS) {
+			device_fault(r, at, res);
+			return false;
+		}
+		/* A slice always advances, even on a clock too coarse to see it. */
+		uint64_t took = r->v->gpu_ns - before;
+		spun_ns += took ? took : 1000u;
+	}
+	return true;
+}
+
+static void vk_run(gsd_engine *e, gsd_exec *x, gsd_irq *final)
+{
+	vk_engine *v = e->priv;
+	run r = {.e = e, .v = v, .x = x, .final = final};
+	size_t pos = x->resume_offset;
+	gs_isa_cmd cmd;
+	VkResult res;
+
+	if (x->submit_flags & GS_SUBMIT_NULL_RENDERING) {
+		gsd_emu_walk(e, x, false, final);
+		return;
+	}
+	v->gpu_ns = 0;
+	v->recording = false;
+	if (pos > x->dma_len) {
+		stop(&r, GSD_IRQ_DMA_FAULTED, GSD_STOP_NONE, pos, 0);
+		snprintf(final->detail, sizeof(final->detail),
+		         "resume offset %zu beyond DMA buffer of %zu bytes", pos, x->dma_len);
+		return;
+	}
+	for (;;) {
+		const size_t at = pos;
+		gs_isa_err err = gs_isa_decode(x->dma, x->dma_len, &pos, &cmd);
+		if (err != GS_ISA_OK) {
+			if ((res = flush(v)) != VK_SUCCESS) {
+				device_fault(&r, at, res);
+				break;
+			}
+			if (err == GS_ISA_END) {
+				stop(&r, GSD_IRQ_DMA_COMPLETED, GSD_STOP_NONE, at, 0);
+				break;
+			}
+			stop(&r, GSD_IRQ_DMA_FAULTED, GSD_STOP_NONE, at, 0);
+			snprintf(final->detail, sizeof(final->detail), "bad command at +%zu: %s",
+			         at, gs_isa_strerror(err));
+			break;
+		}
+		const uint64_t done_us = at == x->resume_offset && cmd.op == GS_OP_SPIN
+		                                 ? gsd_engine_resume_spin_done(x)
+		                                 : 0;
+		/* Pieces end at a SIGNAL, a SPIN, or BATCH_CMDS commands; the engine looks for a
+		 * reason to stop only between pieces. */
+		bool ends_piece = cmd.op == GS_OP_SIGNAL || cmd.op == GS_OP_SPIN ||
+		                  (v->recording && v->ncmds >= BATCH_CMDS);
+		if (ends_piece && (res = flush(v)) != VK_SUCCESS) {
+			device_fault(&r, at, res);
+			break;
+		}
+		if (!v->recording && stop_here(&r, at, done_us, true))
+			break;
+		if (cmd.op == GS_OP_SIGNAL) {
+			gsd_irq sig;
+			gsd_engine_irq_init(&sig, e, x, GSD_IRQ_FENCE_SIGNAL);
+			sig.stop_offset = pos;
+			sig.sync = cmd.sync;
+			sig.value = cmd.value;
+			sig.engine_ns = v->gpu_ns;
+			gsd_engine_report(e, &sig);
+			continue;
+		}
+		if (cmd.op == GS_OP_SPIN) {
+			if (!spin(&r, &cmd, at, done_us))
+				break;
+			continue;
+		}
+		if (record_cmd(v, e->cfg.memory, x, &cmd, final->detail, sizeof(final->detail)) !=
+		    0) {
+			/* What came before the bad command still runs, as on the emulator. */
+			char keep[sizeof(final->detail)];
+			memcpy(keep, final->detail, sizeof(keep));
+			if ((res = flush(v)) != VK_SUCCESS) {
+				device_fault(&r, at, res);
+				break;
+			}
+			stop(&r, GSD_IRQ_DMA_PAGE_FAULTED, GSD_STOP_NONE, at, 0);
+			memcpy(final->detail, keep, sizeof(keep));
+			break;
+		}
+	}
+	if (v->recording) {
+		/* Left open only by a stop between pieces: run what was recorded. */
+		flush(v);
+	}
+	final->engine_ns = v->gpu_ns;
+}
+
+/* ---- engines ---- */
+
+static void engine_free(vk_engine *v)
+{
+	if (!v)
+		return;
+	gsd_backend *b = v->b;
+	seg_free(b, &v->scratch);
+	if (v->ts)
+		vkDestroyQueryPool(b->dev, v->ts, NULL);
+	if (v->fence)
+		vkDestroyFence(b->dev, v->fence, NULL);
+	if (v->pool)
+		vkDestroyCommandPool(b->dev, v->pool, NULL);
+	free(v);
+}
+
+static int engine_make(gsd_backend *b, vk_engine **out, char *err, size_t cap)
+{
+	vk_engine *v = calloc(1, sizeof(*v));
+	if (!v)
+		return -1;
+	v->b = b;
+	VkCommandPoolCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+	                               .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
+	                               .queueFamilyIndex = b->family};
+	VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+	VkQueryPoolCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
+	                             .queryType = VK_QUERY_TYPE_TIMESTAMP,
+	                             .queryCount = 2};
+	VkResult r;
+	if ((r = vkCreateCommandPool(b->dev, &pci, NULL, &v->pool)) != VK_SUCCESS ||
+	    (r = vkCreateFence(b->dev, &fci, NULL, &v->fence)) != VK_SUCCESS ||
+	    (r = vkCreateQueryPool(b->dev, &qci, NULL, &v->ts)) != VK_SUCCESS) {
+		engine_free(v);
+		return VK_FAIL(err, cap, r, "engine objects");
+	}
+	VkCommandBufferAllocateInfo cai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+	                                   .commandPool = v->pool,
+	                                   .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+	                                   .commandBufferCount = 1};
+	if ((r = vkAllocateCommandBuffers(b->dev, &cai, &v->cb)) != VK_SUCCESS) {
+		engine_free(v);
+		return VK_FAIL(err, cap, r, "vkAllocateCommandBuffers");
+	}
+	uint8_t *base;
+	if (seg_make(b, GSD_MEM_LOCAL, SCRATCH_BYTES, &v->scratch, &base, err, cap) != 0) {
+		engine_free(v);
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
+static int vk_create(const gsd_engine_config *cfg, gsd_engine **out)
+{
+	char err[256];
+	vk_engine *v = NULL;
+	if (!cfg->backend || engine_make(cfg->backend, &v, err, sizeof(err)) != 0)
+		return -1;
+	if (gsd_engine_thread_create(cfg, vk_run, out) != 0) {
+		engine_free(v);
+		return -1;
+	}
+	/* No packet reaches the thread before create returns, so setting it now is safe. */
+	(*out)->priv = v;
+	return 0;
+}
+
+static void vk_destroy(gsd_engine *e)
+{
+	vk_engine *v = e->priv;
+	gsd_engine_thread_destroy(e);
+	engine_free(v);
+}
+
+/* ---- the adapter ---- */
+
+/* SPIN kernel steps per microsecond: time growing runs of the kernel until one takes 2 ms. */
+static int calibrate(gsd_backend *b, char *err, size_t cap)
+{
+	vk_engine *v;
+	if (engine_make(b, &v, err, cap) != 0)
+		return -1;
+	uint64_t iters = 1u << 12;
+	double rate = 0;
+	for (int tries = 0; tries < 24; tries++) {
+		record_next(v);
+		vk_args a = {.dst = v->scratch.addr, .aux = iters, .count = 1};
+		dispatch(v, K_SPIN, &a);
+		v->gpu_ns = 0;
+		VkResult r = flush(v);
+		if (r != VK_SUCCESS) {
+			engine_free(v);
+			return VK_FAIL(err, cap, r, "calibrating SPIN");
+		}
+		if (v->gpu_ns >= 2000000u || tries == 23) {
+			rate = (double)iters / ((double)(v->gpu_ns ? v->gpu_ns : 1) / 1000.0);
+			break;
+		}
+		iters *= v->gpu_ns < 200000u ? 8 : 2;
+	}
+	engine_free(v);
+	b->iters_per_us = rate > 0 ? rate : 1;
+	return 0;
+}
+
+static void vk_close(gsd_backend *b)
+{
+	if (!b)
+		return;
+	if (b->dev) {
+		vkDeviceWaitIdle(b->dev);
+		for (int k = 0; k < K_COUNT; k++)
+			if (b->pipe[k])
+				vkDestroyPipeline(b->dev, b->pipe[k], NULL);
+		if (b->layout)
+			vkDestroyPipelineLayout(b->dev, b->layout, NULL);
+		vkDestroyDevice(b->dev, NULL);
+	}
+	if (b->instance)
+		vkDestroyInstance(b->instance, NULL);
+	pthread_mutex_destroy(&b->queue_lock);
+	free(b);
+}
+
+static int vk_open(const gsd_backend_config *cfg, gsd_backend **out, char *err, size_t cap)
+{
+	*out = NULL;
+	if (cfg->virtual_clock) {
+		snprintf(err, cap, "the virtual clock is the emulator's: vulkan runs on GPU time");
+		return -1;
+	}
+	gsd_backend *b = calloc(1, sizeof(*b));
+	if (!b) {
+		snprintf(err, cap, "out of memory");
+		return -1;
+	}
+	pthread_mutex_init(&b->queue_lock, NULL);
+	VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO,
+	                         .pApplicationName = "gpuschedd",
+	                         .pEngineName = "gpusched",
+	                         .apiVersion = VK_API_VERSION_1_2};
+	VkInstanceCreateInfo ici = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
+	                            .pApplicationInfo = &app};
+	VkResult r = vkCreateInstance(&ici, NULL, &b->instance);
+	if (r != VK_SUCCESS) {
+		b->instance = VK_NULL_HANDLE;
+		vk_close(b);
+		snprintf(err, cap,
+		         "vkCreateInstance: %s (VkResult %d): is a Vulkan driver installed? (for "
+		         "one on the CPU: Debian package mesa-vulkan-drivers)",
+		         vk_strerror(r), (int)r);
+		return -1;
+	}
+	if (choose_device(b, cfg->device, err, cap) != 0 || make_device(b, err, cap) != 0 ||
+	    make_pipelines(b, err, cap) != 0 || calibrate(b, err, cap) != 0) {
+		vk_close(b);
+		return -1;
+	}
+	*out = b;
+	return 0;
+}
+
+static void vk_describe(const gsd_backend *b, gsd_backend_info *out)
+{
+	memset(out, 0, sizeof(*out));
+	snprintf(out->device, sizeof(out->device), "%.127s", b->props.deviceName);
+	snprintf(out->driver, sizeof(out->driver), "%.127s", b->driver);
+	snprintf(out->api, sizeof(out->api), "Vulkan %u.%u.%u",
+	         VK_API_VERSION_MAJOR(b->props.apiVersion),
+	         VK_API_VERSION_MINOR(b->props.apiVersion),
+	         VK_API_VERSION_PATCH(b->props.apiVersion));
+	out->queues = 1;
+	out->preempt_granularity_ns = SLICE_US * 1000u;
+}
+
+/* A reset cannot stop a submission on the GPU; the engine stops at the next piece or slice
+ * boundary, which the core's reset request already makes it look for. */
+const gsd_engine_ops gsd_engine_vulkan = {
+        .name = "vulkan",
+        .open = vk_open,
+        .close = vk_close,
+        .describe = vk_describe,
+        .segment_create = vk_segment_create,
+        .segment_destroy = vk_segment_destroy,
+        .create = vk_create,
+        .submit = gsd_engine_thread_submit,
+        .preempt = gsd_engine_thread_preempt,
+        .reset = gsd_engine_thread_reset,
+        .destroy = vk_destroy,
+};
