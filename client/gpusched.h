@@ -234,8 +234,14 @@ typedef struct gs_segment_info {
 typedef struct gs_adapter_info {
 	uint32_t id;
 	char *name;
-	char *backend; /* "emu" or "null" */
-	char *clock;   /* "wall" or "virtual" */
+	char *backend;   /* "emu", "null" or "vulkan" */
+	char *clock;     /* "wall" or "virtual" */
+	char *device;    /* "emulated", or the GPU's name */
+	char *driver;    /* its driver and version ("" for the emulator) */
+	char *api;       /* "Vulkan 1.3.230" ("" for the emulator) */
+	uint32_t queues; /* hardware queues the nodes share; 0: each node its own engine */
+	uint64_t preempt_granularity_ns; /* longest run after a preemption request; 0: next
+	                                  * command boundary */
 	size_t node_count;
 	gs_node_info *nodes;
 	size_t segment_count;

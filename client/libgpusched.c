@@ -73,6 +73,9 @@ void gs_info_free(gs_daemon_info *info)
 		free(a->name);
 		free(a->backend);
 		free(a->clock);
+		free(a->device);
+		free(a->driver);
+		free(a->api);
 	}
 	free(info->adapters);
 	free(info->version);
@@ -98,7 +101,12 @@ static int copy_adapter(gs_client *c, gs_adapter_info *dst, const Gpusched__V1__
 	dst->name = gsc_strdup0(src->name);
 	dst->backend = gsc_strdup0(src->backend);
 	dst->clock = gsc_strdup0(src->clock);
-	if (!dst->name || !dst->backend || !dst->clock)
+	dst->device = gsc_strdup0(src->device);
+	dst->driver = gsc_strdup0(src->driver);
+	dst->api = gsc_strdup0(src->api);
+	dst->queues = src->queues;
+	dst->preempt_granularity_ns = src->preempt_granularity_ns;
+	if (!dst->name || !dst->backend || !dst->clock || !dst->device || !dst->driver || !dst->api)
 		return GS_ERR_NOMEM;
 
 	rv = gsc_copy_list(c, &node_kind, (ProtobufCMessage *const *)src->nodes, src->n_nodes,

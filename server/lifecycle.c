@@ -59,8 +59,8 @@ static int adapter_init(gsd_daemon *d, gsd_adapter *a, uint32_t id, const gsd_ad
 		GSD_ERROR("adapter %s: backend %s: %s", ac->name, ac->backend, err);
 		return -1;
 	}
-	gsd_backend_info bi;
-	gsd_backend_describe(a->ops, a->backend, &bi);
+	gsd_backend_describe(a->ops, a->backend, &a->info);
+	const gsd_backend_info bi = a->info;
 	if (a->backend)
 		GSD_INFO("adapter %s: %s on %s (%s), %u queue%s for %u nodes", ac->name, bi.api,
 		         bi.device, bi.driver, bi.queues, bi.queues == 1 ? "" : "s", a->nnodes);

@@ -42,11 +42,13 @@ static json_t *adapter_json(const void *adapter)
 	json_t *segments =
 	        cli_json_array(a->segments, a->segment_count, sizeof(*a->segments), segment_json);
 
-	return json_pack("{s:I, s:s, s:s, s:s, s:I, s:b, s:b, s:I, s:I, s:I, s:o, s:o, s:o, s:o, "
-	                 "s:o}",
+	return json_pack("{s:I, s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:o, s:I, s:b, s:b, s:I, s:I, "
+	                 "s:I, s:o, s:o, s:o, s:o, s:o}",
 	                 "id", (json_int_t)a->id, "name", a->name, "backend", a->backend, "clock",
-	                 a->clock, "caps", (json_int_t)a->caps, "preemption",
-	                 (a->caps & GS_ADAPTER_CAP_PREEMPTION) != 0, "virtual_clock",
+	                 a->clock, "device", a->device, "driver", a->driver, "api", a->api,
+	                 "queues", (json_int_t)a->queues, "preempt_granularity_ns",
+	                 cli_json_u64(a->preempt_granularity_ns), "caps", (json_int_t)a->caps,
+	                 "preemption", (a->caps & GS_ADAPTER_CAP_PREEMPTION) != 0, "virtual_clock",
 	                 (a->caps & GS_ADAPTER_CAP_VIRTUAL_CLOCK) != 0, "max_dma_buffer",
 	                 (json_int_t)a->max_dma_buffer, "max_allocation_list",
 	                 (json_int_t)a->max_allocation_list, "max_patch_list",
@@ -63,6 +65,17 @@ static void print_adapter(const gs_adapter_info *a)
 	cli_format_bytes(a->max_dma_buffer, dma, sizeof(dma));
 	printf("\nadapter %" PRIu32 ": %s (backend %s, clock %s%s)\n", a->id, a->name, a->backend,
 	       a->clock, (a->caps & GS_ADAPTER_CAP_PREEMPTION) ? ", preemption" : "");
+	if (a->api && *a->api)
+		printf("  device: %s, %s, driver %s\n", a->device, a->api, a->driver);
+	else
+		printf("  device: %s\n", a->device);
+	if (a->queues && a->queues < a->node_count)
+		printf("  queues: %" PRIu32 " for %zu nodes: the nodes take turns on %s\n",
+		       a->queues, a->node_count, a->queues == 1 ? "it" : "them");
+	if (a->preempt_granularity_ns)
+		printf("  preemption: a SPIN stops within %.0f us of a request; other commands run "
+		       "in short batches, stopping between them\n",
+		       (double)a->preempt_granularity_ns / 1e3);
 	printf("  limits: DMA buffer %s, allocation list %" PRIu32 ", patch list %" PRIu32 "\n",
 	       dma, a->max_allocation_list, a->max_patch_list);
 	cli_format_bytes(a->system_memory, sys, sizeof(sys));

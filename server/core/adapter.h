@@ -62,7 +62,8 @@ struct gsd_adapter {
 	uint32_t id;
 	const gsd_adapter_config *cfg;
 	const gsd_engine_ops *ops;
-	gsd_backend *backend; /* the device its backend opened (NULL for emu and null) */
+	gsd_backend *backend;  /* the device its backend opened (NULL for emu and null) */
+	gsd_backend_info info; /* what `gpusched info` shows of that device */
 	gsd_daemon *d;
 	uint32_t nsegments;
 	gsd_segment segments[8];

@@ -32,6 +32,7 @@
 #include "wddm.h"
 
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,10 +74,18 @@ typedef struct vk_args {
 #define LOCAL_SIZE 64u
 /* Commands per submission: the most a preemption request waits for outside a SPIN. */
 #define BATCH_CMDS 8u
-/* GPU time per SPIN slice: how long a preemption request waits inside a SPIN. */
-#define SLICE_US 250u
+/* GPU time per SPIN slice. A request does not wait for the slice: the kernel polls stop
+ * words the host sets at once (STOP_AT), so slices only bound how far the host's view of the
+ * SPIN's progress lags, and how often the engine thread turns around. */
+#define SLICE_US 2000u
+/* How often the SPIN kernel reads its stop words: every 256 steps, about a microsecond. */
+#define SPIN_POLL_STEPS 256u
 /* Bytes of the scratch buffer overlapping copies go through, per step. */
 #define SCRATCH_BYTES (512u << 10)
+/* After them in the scratch buffer: the SPIN kernel's stop words (0: preempt, 1: reset), and
+ * where it writes its result. */
+#define STOP_AT   SCRATCH_BYTES
+#define RESULT_AT (SCRATCH_BYTES + 64u)
 
 struct gsd_backend {
 	VkInstance instance;
@@ -96,6 +105,9 @@ struct gsd_backend {
 	VkPipelineLayout layout;
 	VkPipeline pipe[K_COUNT];
 	double iters_per_us; /* SPIN kernel steps per microsecond of GPU time */
+	/* The longest a running packet goes on after a request: a batch of commands is not
+	 * interrupted; a SPIN polls every SPIN_POLL_STEPS steps. */
+	uint64_t preempt_ns;
 };
 
 /* A segment's Vulkan objects (gsd_mem_segment.priv). */
@@ -108,14 +120,25 @@ typedef struct vk_seg {
 	uint32_t type;   /* memory type index */
 } vk_seg;
 
+/* Submissions one engine can have in flight: a SPIN keeps its next slice queued behind the
+ * running one, so the GPU does not idle while the engine thread turns around. */
+#define SLOTS 2
+
 /* One node's engine state (gsd_engine.priv). */
 typedef struct vk_engine {
 	gsd_backend *b;
 	VkCommandPool pool;
+	VkCommandBuffer cbs[SLOTS];
+	VkFence fences[SLOTS];
+	VkQueryPool tss[SLOTS];
+	/* The slot being recorded (one of the above). */
 	VkCommandBuffer cb;
 	VkFence fence;
 	VkQueryPool ts;
 	vk_seg scratch;
+	/* The SPIN kernel's stop words, in host-visible coherent memory: set by preempt() and
+	 * reset() on other threads, cleared by the engine thread when a SPIN starts. */
+	_Atomic uint32_t *stop_words;
 	bool recording;
 	unsigned ncmds;
 	uint64_t gpu_ns; /* engine time of the run so far */
@@ -582,14 +605,16 @@ static void record_next(vk_engine *v)
 	v->ncmds++;
 }
 
-/*
- * Submits the open piece and waits for it; its GPU time joins v->gpu_ns. Returns the
- * VkResult (VK_ERROR_DEVICE_LOST when the device is gone).
- */
-static VkResult flush(vk_engine *v)
+static void use_slot(vk_engine *v, unsigned i)
 {
-	if (!v->recording)
-		return VK_SUCCESS;
+	v->cb = v->cbs[i];
+	v->fence = v->fences[i];
+	v->ts = v->tss[i];
+}
+
+/* Ends the open piece of the current slot and submits it. */
+static VkResult submit(vk_engine *v)
+{
 	gsd_backend *b = v->b;
 	v->recording = false;
 	barrier(v->cb, VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);
@@ -603,18 +628,40 @@ static VkResult flush(vk_engine *v)
 	pthread_mutex_lock(&b->queue_lock);
 	r = vkQueueSubmit(b->queue, 1, &si, v->fence);
 	pthread_mutex_unlock(&b->queue_lock);
-	if (r != VK_SUCCESS)
-		return r;
-	r = vkWaitForFences(b->dev, 1, &v->fence, VK_TRUE, UINT64_MAX);
-	vkResetFences(b->dev, 1, &v->fence);
+	return r;
+}
+
+/* Waits for the submission of slot i; its GPU time joins v->gpu_ns and, if ns is not NULL,
+ * is stored there. */
+static VkResult await(vk_engine *v, unsigned i, uint64_t *ns)
+{
+	gsd_backend *b = v->b;
+	VkResult r = vkWaitForFences(b->dev, 1, &v->fences[i], VK_TRUE, UINT64_MAX);
+	vkResetFences(b->dev, 1, &v->fences[i]);
 	if (r != VK_SUCCESS)
 		return r;
 	uint64_t t[2] = {0, 0};
-	r = vkGetQueryPoolResults(b->dev, v->ts, 0, 2, sizeof(t), t, sizeof(t[0]),
+	r = vkGetQueryPoolResults(b->dev, v->tss[i], 0, 2, sizeof(t), t, sizeof(t[0]),
 	                          VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
+	uint64_t took = 0;
 	if (r == VK_SUCCESS)
-		v->gpu_ns += (uint64_t)((double)((t[1] - t[0]) & b->ts_mask) * b->ns_per_tick);
+		took = (uint64_t)((double)((t[1] - t[0]) & b->ts_mask) * b->ns_per_tick);
+	v->gpu_ns += took;
+	if (ns)
+		*ns = took;
 	return r == VK_ERROR_DEVICE_LOST ? r : VK_SUCCESS;
+}
+
+/*
+ * Submits the open piece (slot 0) and waits for it; its GPU time joins v->gpu_ns. Returns the
+ * VkResult (VK_ERROR_DEVICE_LOST when the device is gone).
+ */
+static VkResult flush(vk_engine *v)
+{
+	if (!v->recording)
+		return VK_SUCCESS;
+	VkResult r = submit(v);
+	return r != VK_SUCCESS ? r : await(v, 0, NULL);
 }
 
 /* Records kernel k over `count` invocations of LOCAL_SIZE-wide groups. */
@@ -839,31 +886,91 @@ static void device_fault(run *r, size_t at, VkResult res)
 	         vk_strerror(res), (int)res);
 }
 
-/* Runs what is left of the SPIN at `at` as slices of GPU time. False if the run stopped. */
+/* Queues one SPIN slice of slice_us in slot i. */
+static VkResult spin_slice(run *r, unsigned i, size_t at, uint64_t slice_us, bool preemptible)
+{
+	vk_engine *v = r->v;
+	use_slot(v, i);
+	record_next(v);
+	vk_args a = {.src = v->scratch.addr + STOP_AT,
+	             .dst = v->scratch.addr + RESULT_AT,
+	             .size = at,
+	             .aux = (uint64_t)(v->b->iters_per_us * (double)slice_us) + 1,
+	             .count = 1,
+	             .mode = preemptible ? 1u : 0u};
+	dispatch(v, K_SPIN, &a);
+	VkResult res = submit(v);
+	use_slot(v, 0);
+	return res;
+}
+
+/*
+ * Runs what is left of the SPIN at `at` as slices of GPU time, keeping the next slice queued
+ * behind the running one. Between slices it looks for a reason to stop; a stop lets the slice
+ * already queued finish (its time counts as done), so a request waits at most two slices.
+ * False if the run stopped.
+ */
 static bool spin(run *r, const gs_isa_cmd *cmd, size_t at, uint64_t done_us)
 {
 	const bool preemptible = !(cmd->flags & GS_SPIN_NONPREEMPTIBLE);
 	const uint64_t need_ns = (cmd->micros - done_us) * 1000u;
-	uint64_t spun_ns = 0;
-	while (spun_ns < need_ns) {
-		uint64_t done = done_us + spun_ns / 1000u;
-		if (stop_here(r, at, done, preemptible))
-			return false;
-		uint64_t left_us = (need_ns - spun_ns + 999u) / 1000u;
-		uint64_t slice_us = left_us < SLICE_US ? left_us : SLICE_US;
-		uint64_t iters = (uint64_t)(r->v->b->iters_per_us * (double)slice_us) + 1;
-		record_next(r->v);
-		vk_args a = {.dst = r->v->scratch.addr, .size = at, .aux = iters, .count = 1};
-		dispatch(r->v, K_SPIN, &a);
-		uint64_t before = r->v->gpu_ns;
-		VkResult res = flush(r->v);
-		if (res != VK_SUCCESS) {
-			device_fault(r, at, res);
-			return false;
+	uint64_t spun_ns = 0, queued_ns = 0;
+	unsigned head = 0, n = 0; /* slots in flight: head, head + 1 (mod SLOTS) */
+	/* Requests made from here on reach the kernel through the stop words, earlier ones
+	 * through the engine's flags, checked just after. */
+	atomic_store(&r->v->stop_words[0], 0);
+	atomic_store(&r->v->stop_words[1], 0);
+	bool stopping = stop_here(r, at, done_us, preemptible);
+	VkResult res = VK_SUCCESS;
+
+	while (!stopping || n) {
+		while (!stopping && n < SLOTS && spun_ns + queued_ns < need_ns) {
+			uint64_t left_us = (need_ns - spun_ns - queued_ns + 999u) / 1000u;
+			uint64_t slice_us = left_us < SLICE_US ? left_us : SLICE_US;
+			/* A preemptible SPIN's slices end where its budget does. */
+			uint64_t budget = r->x->budget_ns;
+			uint64_t used = r->v->gpu_ns + queued_ns;
+			if (preemptible && budget && used < budget &&
+			    (budget - used + 999u) / 1000u < slice_us)
+				slice_us = (budget - used + 999u) / 1000u;
+			if ((res = spin_slice(r, (head + n) % SLOTS, at, slice_us, preemptible)) !=
+			    VK_SUCCESS)
+				break;
+			queued_ns += slice_us * 1000u;
+			n++;
 		}
+		if (!n)
+			break;
+		uint64_t took = 0;
+		VkResult w = await(r->v, head, &took);
+		if (w != VK_SUCCESS && res == VK_SUCCESS)
+			res = w;
+		uint64_t planned = queued_ns < SLICE_US * 1000u ? queued_ns : SLICE_US * 1000u;
+		queued_ns = queued_ns > planned ? queued_ns - planned : 0;
 		/* A slice always advances, even on a clock too coarse to see it. */
-		uint64_t took = r->v->gpu_ns - before;
 		spun_ns += took ? took : 1000u;
+		head = (head + 1) % SLOTS;
+		n--;
+		if (res != VK_SUCCESS) {
+			stopping = true;
+			continue;
+		}
+		if (!stopping && spun_ns < need_ns)
+			stopping = stop_here(r, at, done_us + spun_ns / 1000u, preemptible);
+	}
+	if (res != VK_SUCCESS) {
+		device_fault(r, at, res);
+		return false;
+	}
+	if (spun_ns >= need_ns) {
+		/* Finished while a stop was being asked for: the SPIN is done, and the next
+		 * boundary answers the request. */
+		return true;
+	}
+	if (stopping) {
+		/* stop_here set the final interrupt; the queued slice ran too. */
+		r->final->spin_done_us = done_us + spun_ns / 1000u;
+		return false;
 	}
 	return true;
 }
@@ -962,10 +1069,12 @@ static void engine_free(vk_engine *v)
 		return;
 	gsd_backend *b = v->b;
 	seg_free(b, &v->scratch);
-	if (v->ts)
-		vkDestroyQueryPool(b->dev, v->ts, NULL);
-	if (v->fence)
-		vkDestroyFence(b->dev, v->fence, NULL);
+	for (unsigned i = 0; i < SLOTS; i++) {
+		if (v->tss[i])
+			vkDestroyQueryPool(b->dev, v->tss[i], NULL);
+		if (v->fences[i])
+			vkDestroyFence(b->dev, v->fences[i], NULL);
+	}
 	if (v->pool)
 		vkDestroyCommandPool(b->dev, v->pool, NULL);
 	free(v);
@@ -984,26 +1093,31 @@ static int engine_make(gsd_backend *b, vk_engine **out, char *err, size_t cap)
 	VkQueryPoolCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
 	                             .queryType = VK_QUERY_TYPE_TIMESTAMP,
 	                             .queryCount = 2};
-	VkResult r;
-	if ((r = vkCreateCommandPool(b->dev, &pci, NULL, &v->pool)) != VK_SUCCESS ||
-	    (r = vkCreateFence(b->dev, &fci, NULL, &v->fence)) != VK_SUCCESS ||
-	    (r = vkCreateQueryPool(b->dev, &qci, NULL, &v->ts)) != VK_SUCCESS) {
+	VkResult r = vkCreateCommandPool(b->dev, &pci, NULL, &v->pool);
+	for (unsigned i = 0; i < SLOTS && r == VK_SUCCESS; i++)
+		if ((r = vkCreateFence(b->dev, &fci, NULL, &v->fences[i])) == VK_SUCCESS)
+			r = vkCreateQueryPool(b->dev, &qci, NULL, &v->tss[i]);
+	if (r != VK_SUCCESS) {
 		engine_free(v);
 		return VK_FAIL(err, cap, r, "engine objects");
 	}
 	VkCommandBufferAllocateInfo cai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
 	                                   .commandPool = v->pool,
 	                                   .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
-	                                   .commandBufferCount = 1};
-	if ((r = vkAllocateCommandBuffers(b->dev, &cai, &v->cb)) != VK_SUCCESS) {
+	                                   .commandBufferCount = SLOTS};
+	if ((r = vkAllocateCommandBuffers(b->dev, &cai, v->cbs)) != VK_SUCCESS) {
 		engine_free(v);
 		return VK_FAIL(err, cap, r, "vkAllocateCommandBuffers");
 	}
+	use_slot(v, 0);
 	uint8_t *base;
-	if (seg_make(b, GSD_MEM_LOCAL, SCRATCH_BYTES, &v->scratch, &base, err, cap) != 0) {
+	if (seg_make(b, GSD_MEM_LOCAL, SCRATCH_BYTES + 128u, &v->scratch, &base, err, cap) != 0) {
 		engine_free(v);
 		return -1;
 	}
+	v->stop_words = (_Atomic uint32_t *)(void *)(base + STOP_AT);
+	atomic_store(&v->stop_words[0], 0);
+	atomic_store(&v->stop_words[1], 0);
 	*out = v;
 	return 0;
 }
@@ -1023,9 +1137,25 @@ static int vk_create(const gsd_engine_config *cfg, gsd_engine **out)
 	return 0;
 }
 
+/* The core's request, and the stop word a running SPIN kernel polls. */
+static void vk_preempt(gsd_engine *e)
+{
+	vk_engine *v = e->priv;
+	gsd_engine_thread_preempt(e);
+	atomic_store(&v->stop_words[0], 1);
+}
+
+static void vk_reset(gsd_engine *e)
+{
+	vk_engine *v = e->priv;
+	gsd_engine_thread_reset(e);
+	atomic_store(&v->stop_words[1], 1);
+}
+
 static void vk_destroy(gsd_engine *e)
 {
 	vk_engine *v = e->priv;
+	atomic_store(&v->stop_words[1], 1);
 	gsd_engine_thread_destroy(e);
 	engine_free(v);
 }
@@ -1042,7 +1172,10 @@ static int calibrate(gsd_backend *b, char *err, size_t cap)
 	double rate = 0;
 	for (int tries = 0; tries < 24; tries++) {
 		record_next(v);
-		vk_args a = {.dst = v->scratch.addr, .aux = iters, .count = 1};
+		vk_args a = {.src = v->scratch.addr + STOP_AT,
+		             .dst = v->scratch.addr + RESULT_AT,
+		             .aux = iters,
+		             .count = 1};
 		dispatch(v, K_SPIN, &a);
 		v->gpu_ns = 0;
 		VkResult r = flush(v);
@@ -1058,6 +1191,7 @@ static int calibrate(gsd_backend *b, char *err, size_t cap)
 	}
 	engine_free(v);
 	b->iters_per_us = rate > 0 ? rate : 1;
+	b->preempt_ns = (uint64_t)((double)SPIN_POLL_STEPS / b->iters_per_us * 1000.0) + 1;
 	return 0;
 }
 
@@ -1128,7 +1262,7 @@ static void vk_describe(const gsd_backend *b, gsd_backend_info *out)
 	         VK_API_VERSION_MINOR(b->props.apiVersion),
 	         VK_API_VERSION_PATCH(b->props.apiVersion));
 	out->queues = 1;
-	out->preempt_granularity_ns = SLICE_US * 1000u;
+	out->preempt_granularity_ns = b->preempt_ns;
 }
 
 /* A reset cannot stop a submission on the GPU; the engine stops at the next piece or slice
@@ -1142,7 +1276,7 @@ const gsd_engine_ops gsd_engine_vulkan = {
         .segment_destroy = vk_segment_destroy,
         .create = vk_create,
         .submit = gsd_engine_thread_submit,
-        .preempt = gsd_engine_thread_preempt,
-        .reset = gsd_engine_thread_reset,
+        .preempt = vk_preempt,
+        .reset = vk_reset,
         .destroy = vk_destroy,
 };

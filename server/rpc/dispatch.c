@@ -103,6 +103,11 @@ static void h_info(gsd_daemon *d, gsd_call *c)
 		ai[i].system_memory = a->sysmem.size;
 		ai[i].system_memory_used = a->sysmem.heap.used;
 		ai[i].paging_chunk = d->cfg.paging_chunk;
+		ai[i].device = a->info.device;
+		ai[i].driver = a->info.driver;
+		ai[i].api = a->info.api;
+		ai[i].queues = a->info.queues;
+		ai[i].preempt_granularity_ns = a->info.preempt_granularity_ns;
 		for (uint32_t n = 0; n < a->nnodes; n++) {
 			gpusched__v1__node_info__init(&ni[i][n]);
 			nip[i][n] = &ni[i][n];

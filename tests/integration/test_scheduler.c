@@ -1657,5 +1657,10 @@ int main(void)
 	/* GS_TEST_FILTER=test_flip_wall (a glob) runs only the matching tests. */
 	if (getenv("GS_TEST_FILTER"))
 		cmocka_set_test_filter(getenv("GS_TEST_FILTER"));
+	/* On a GPU backend (GS_TEST_BACKEND, integration.test_scheduler.vulkan) only the wall-clock
+	 * tests run: the virtual clock is the emulator's. */
+	const char *backend = getenv("GS_TEST_BACKEND");
+	if (backend && *backend && strcmp(backend, "emu") != 0)
+		cmocka_set_test_filter("*_wall");
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

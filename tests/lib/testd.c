@@ -82,6 +82,13 @@ static int spawn(gs_testd *t, const char *const *extra_args)
 	argv[n++] = t->url;
 	argv[n++] = "--db";
 	argv[n++] = t->db;
+	/* GS_TEST_BACKEND runs every adapter on another backend (vulkan: ctest's *.vulkan
+	 * tests); given first, so a test's own --backend still wins. */
+	const char *backend = getenv("GS_TEST_BACKEND");
+	if (backend && *backend) {
+		argv[n++] = "--backend";
+		argv[n++] = backend;
+	}
 	for (int i = 0; extra_args && extra_args[i] && n < 62; i++)
 		argv[n++] = extra_args[i];
 	argv[n] = NULL;
@@ -101,6 +108,12 @@ static int spawn(gs_testd *t, const char *const *extra_args)
 		dup2(out[1], STDOUT_FILENO);
 		if (logfd >= 0)
 			dup2(logfd, STDERR_FILENO);
+		/* Sanitized builds keep the Vulkan driver mapped in the daemon
+		 * (tests/CMakeLists.txt, keep_icd.c), so LeakSanitizer can still see what its
+		 * globals hold at exit. */
+		const char *preload = getenv("GS_DAEMON_PRELOAD");
+		if (preload && *preload)
+			setenv("LD_PRELOAD", preload, 1);
 		execv(argv[0], (char *const *)argv);
 		_exit(127);
 	}
