@@ -1161,6 +1161,12 @@ static void vk_destroy(gsd_engine *e)
 	engine_free(v);
 }
 
+uint32_t gsd_vulkan_segment_flags(const gsd_backend *b, const gsd_mem_segment *seg)
+{
+	const vk_seg *s = seg->priv;
+	return s ? b->mem.memoryTypes[s->type].propertyFlags : 0;
+}
+
 uint64_t gsd_vulkan_plain_copy(gsd_backend *b, const gsd_mem_segment *src,
                                const gsd_mem_segment *dst, uint64_t bytes)
 {

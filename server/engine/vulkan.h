@@ -17,4 +17,7 @@
 uint64_t gsd_vulkan_plain_copy(gsd_backend *b, const gsd_mem_segment *src,
                                const gsd_mem_segment *dst, uint64_t bytes);
 
+/* The VkMemoryPropertyFlags of a segment's memory (0 for one the backend did not make). */
+uint32_t gsd_vulkan_segment_flags(const gsd_backend *b, const gsd_mem_segment *seg);
+
 #endif

@@ -420,6 +420,8 @@ int main(int argc, char **argv)
 		return 1;
 	gsd_backend_info bi;
 	gsd_backend_describe(r.ops, r.backend, &bi);
+	uint32_t mem_flags = gsd_vulkan_segment_flags(r.backend, &r.mem.seg[SEG_MEM]);
+	uint32_t sys_flags = gsd_vulkan_segment_flags(r.backend, &r.mem.seg[SEG_SYS]);
 	double spin_vk = spin_wall_ratio(&r, &spin_vk_ns);
 	double plain_gibs = plain_copy_gibs(&r, &o, bytes);
 	double vk_gibs = transfer_gibs(&r, &o, bytes, &ns);
@@ -429,6 +431,9 @@ int main(int argc, char **argv)
 		return 1;
 
 	fprintf(tab, "device: %s, %s, %s\n", bi.device, bi.api, bi.driver);
+	fprintf(tab, "memory segment: VkMemoryPropertyFlags 0x%x%s; system memory: 0x%x%s\n",
+	        mem_flags, (mem_flags & 1u) ? " (device-local)" : "", sys_flags,
+	        (sys_flags & 1u) ? " (device-local)" : "");
 	fprintf(tab, "%-34s %12s %12s %10s\n", "measurement", "emu", "vulkan", "ratio");
 	fprintf(tab, "%-34s %10.1f us %9.1f us %9.2fx\n", "round trip p50 (client)", rt_emu.p50,
 	        rt_vk.p50, rt_vk.p50 / rt_emu.p50);
