@@ -14,7 +14,8 @@
  * (shaders/). Every access is checked against the packet's allocation list before anything is
  * recorded (gsd_engine_check), exactly as the emulator checks it.
  *
- * Pieces. A packet runs as a series of submissions: up to BATCH_CMDS commands, then the engine
+ * Pieces. A packet runs as a series of submissions: up to BATCH_CMDS commands or BATCH_BYTES
+ * touched, with a barrier only between commands whose ranges conflict; then the engine
  * waits for them and looks for a reason to stop (preemption, budget, reset). A SPIN runs as
  * slices of SLICE_US of GPU time, with the same check between slices, so a preempted SPIN
  * resumes with its remainder just as the emulator's does. A SIGNAL ends a piece: the fence is
@@ -73,8 +74,10 @@ typedef struct vk_args {
 } vk_args;
 
 #define LOCAL_SIZE 64u
-/* Commands per submission: the most a preemption request waits for outside a SPIN. */
-#define BATCH_CMDS 8u
+/* A piece (one submission) ends after BATCH_CMDS commands or once its commands have touched
+ * BATCH_BYTES: outside a SPIN, a preemption request waits for at most one piece. */
+#define BATCH_CMDS  32u
+#define BATCH_BYTES (64u << 20)
 /* GPU time per SPIN slice. A request does not wait for the slice: the kernel polls stop
  * words the host sets at once (STOP_AT), so slices only bound how far the host's view of the
  * SPIN's progress lags, and how often the engine thread turns around. */
@@ -140,6 +143,16 @@ typedef struct vk_engine {
 	/* The SPIN kernel's stop words, in host-visible coherent memory: set by preempt() and
 	 * reset() on other threads, cleared by the engine thread when a SPIN starts. */
 	_Atomic uint32_t *stop_words;
+	/* What the open piece's commands read and wrote since its last barrier: a command that
+	 * touches none of it with a write on either side needs no barrier before it. */
+	struct vk_access {
+		const vk_seg *seg;
+		uint64_t off, len;
+		bool write;
+	} acc[2 * BATCH_CMDS];
+	unsigned nacc;
+	bool unordered;       /* the next command may run without a barrier */
+	uint64_t piece_bytes; /* bytes the open piece's commands touch */
 	bool recording;
 	unsigned ncmds;
 	uint64_t gpu_ns; /* engine time of the run so far */
@@ -599,11 +612,38 @@ static void record_next(vk_engine *v)
 		vkCmdWriteTimestamp(v->cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, v->ts, 0);
 		v->recording = true;
 		v->ncmds = 0;
-	} else {
+	} else if (!v->unordered) {
 		barrier(v->cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
 		        VK_ACCESS_MEMORY_READ_BIT | VK_ACCESS_MEMORY_WRITE_BIT);
 	}
+	v->unordered = false;
 	v->ncmds++;
+}
+
+static bool overlaps(const struct vk_access *a, const vk_seg *s, uint64_t off, uint64_t len)
+{
+	return s && a->seg == s && off < a->off + a->len && a->off < off + len;
+}
+
+/*
+ * Notes the next command's read (rs, may be NULL) and write, and whether it can go without a
+ * barrier: it may not read what an earlier command of the piece wrote, nor write what one read
+ * or wrote. After a barrier only the new command's accesses are left to track.
+ */
+static void order(vk_engine *v, const vk_seg *rs, uint64_t ro, uint64_t rn, const vk_seg *ws,
+                  uint64_t wo, uint64_t wn)
+{
+	bool hazard = v->nacc + 2 > sizeof(v->acc) / sizeof(v->acc[0]);
+	for (unsigned i = 0; i < v->nacc && !hazard; i++)
+		hazard = (v->acc[i].write && overlaps(&v->acc[i], rs, ro, rn)) ||
+		         overlaps(&v->acc[i], ws, wo, wn);
+	if (hazard)
+		v->nacc = 0;
+	v->unordered = !hazard;
+	if (rs)
+		v->acc[v->nacc++] = (struct vk_access){rs, ro, rn, false};
+	v->acc[v->nacc++] = (struct vk_access){ws, wo, wn, true};
+	v->piece_bytes += rn + wn;
 }
 
 static void use_slot(vk_engine *v, unsigned i)
@@ -618,6 +658,8 @@ static VkResult submit(vk_engine *v)
 {
 	gsd_backend *b = v->b;
 	v->recording = false;
+	v->nacc = 0;
+	v->piece_bytes = 0;
 	barrier(v->cb, VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);
 	vkCmdWriteTimestamp(v->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, v->ts, 1);
 	VkResult r = vkEndCommandBuffer(v->cb);
@@ -790,6 +832,7 @@ static int record_cmd(vk_engine *v, const gsd_memory *mem, const gsd_exec *x, co
 		dst = gsd_engine_check(mem, x, cmd->dst, cmd->size, true, &dof, detail, cap);
 		if (!dst)
 			return -1;
+		order(v, NULL, 0, 0, seg_of(dst), dof, cmd->size);
 		record_fill(v, seg_of(dst), dof, cmd->size, cmd->pattern);
 		return 0;
 	case GS_OP_CHECKSUM: {
@@ -802,6 +845,7 @@ static int record_cmd(vk_engine *v, const gsd_memory *mem, const gsd_exec *x, co
 		dst = gsd_engine_check(mem, x, cmd->dst, 8, true, &dof, detail, cap);
 		if (!dst)
 			return -1;
+		order(v, src ? seg_of(src) : NULL, so, cmd->size, seg_of(dst), dof, 8);
 		record_next(v);
 		vk_args a = {.src = src ? seg_of(src)->addr + so : 0,
 		             .dst = seg_of(dst)->addr + dof,
@@ -823,6 +867,11 @@ static int record_cmd(vk_engine *v, const gsd_memory *mem, const gsd_exec *x, co
 		                        ? cmd->transfer_flags & (GS_ISA_TRANSFER_SWIZZLE |
 		                                                 GS_ISA_TRANSFER_UNSWIZZLE)
 		                        : 0;
+		order(v, seg_of(src), so, cmd->size, seg_of(dst), dof, cmd->size);
+		/* An overlapping move goes through the scratch buffer, which an earlier one of the
+		 * piece may still be using. */
+		if (src == dst && (so < dof ? dof - so : so - dof) < cmd->size)
+			v->unordered = false;
 		if (!conv) {
 			record_move(v, seg_of(src), so, seg_of(dst), dof, cmd->size);
 			return 0;
@@ -1016,10 +1065,11 @@ static void vk_run(gsd_engine *e, gsd_exec *x, gsd_irq *final)
 		const uint64_t done_us = at == x->resume_offset && cmd.op == GS_OP_SPIN
 		                                 ? gsd_engine_resume_spin_done(x)
 		                                 : 0;
-		/* Pieces end at a SIGNAL, a SPIN, or BATCH_CMDS commands; the engine looks for a
+		/* Pieces end at a SIGNAL, a SPIN, or the batch bounds; the engine looks for a
 		 * reason to stop only between pieces. */
-		bool ends_piece = cmd.op == GS_OP_SIGNAL || cmd.op == GS_OP_SPIN ||
-		                  (v->recording && v->ncmds >= BATCH_CMDS);
+		bool ends_piece =
+		        cmd.op == GS_OP_SIGNAL || cmd.op == GS_OP_SPIN ||
+		        (v->recording && (v->ncmds >= BATCH_CMDS || v->piece_bytes >= BATCH_BYTES));
 		if (ends_piece && (res = flush(v)) != VK_SUCCESS) {
 			device_fault(&r, at, res);
 			break;

@@ -1483,6 +1483,29 @@ static void test_copy_overlap(void **state)
 	/* Between segments, unaligned both sides. */
 	run_one(f, copy(GPU_ADDR(2, 7), GPU_ADDR(1, 13), 777777));
 	assert_memory_equal(host(f, GPU_ADDR(2, 7)), want + 13, 777777);
+
+	/* In one packet: two overlapping moves of disjoint ranges (both through a backend's
+	 * staging), then a copy of what the first one wrote, then a FILL over what the copy read:
+	 * each command sees the bytes the ones before it left. */
+	uint8_t *other = host(f, GPU_ADDR(2, 0));
+	memcpy(other, mem, 4096);
+	dma d = {0};
+	emit(&d, copy(GPU_ADDR(1, 1000), GPU_ADDR(1, 1003), 3000));
+	emit(&d, copy(GPU_ADDR(1, 200003), GPU_ADDR(1, 200000), 3000));
+	emit(&d, copy(GPU_ADDR(2, 100), GPU_ADDR(1, 1000), 3000));
+	emit(&d, fill(GPU_ADDR(1, 1500), 100, 0xabababab));
+	memmove(want + 1000, want + 1003, 3000);
+	memmove(want + 200003, want + 200000, 3000);
+	uint8_t *want2 = malloc(4096);
+	assert_non_null(want2);
+	memcpy(want2, other, 4096);
+	memcpy(want2 + 100, want + 1000, 3000);
+	memset(want + 1500, 0xab, 100);
+	gsd_exec x = packet(&d, ranges_all, 2);
+	assert_int_equal(run_final(f, &x).kind, GSD_IRQ_DMA_COMPLETED);
+	assert_memory_equal(mem, want, SEG_SIZE);
+	assert_memory_equal(other, want2, 4096);
+	free(want2);
 	free(want);
 }
 
