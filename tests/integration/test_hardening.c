@@ -784,9 +784,9 @@ static void test_kill9_reconciled(void **state)
 	                                 "'daemon restarted'",
 	                                 running.packet, queued.packet),
 	                 2);
-	assert_int_equal(itest_audit_int(f->t.db, "SELECT count(*) FROM notes WHERE kind = "
-	                                          "'reconciled'"),
-	                 1);
+	/* The note goes through the writer thread after start-up: wait for its commit. */
+	assert_int_equal(
+	        audit_until(f->t.db, 1, "SELECT count(*) FROM notes WHERE kind = 'reconciled'"), 1);
 	gs_client *c = itest_connect(&f->t, NULL);
 	gs_packet_state st = GS_PACKET_UNKNOWN;
 	assert_int_equal(gs_packet_wait(c, running.packet, 1000, &st, NULL), 0);
