@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gpusched.h"
 #include "itest.h"
@@ -177,12 +178,61 @@ static void test_demo_overcommit(void **state)
 	json_decref(j);
 }
 
+/* Runs gpuschedd with args, expecting it to refuse to start: exit 1 and `want` in stderr. */
+static void expect_refused(const char *const *args, const char *want)
+{
+	char dir[] = "/tmp/gpusched-backend-XXXXXX";
+	assert_non_null(mkdtemp(dir));
+	char db[128], url[160];
+	snprintf(db, sizeof(db), "%s/a.db", dir);
+	snprintf(url, sizeof(url), "ipc://%s/s.sock", dir);
+	char *argv[16] = {GS_DAEMON_PATH, "--db", db, "--listen", url};
+	int n = 5;
+	for (int i = 0; args[i] && n < 15; i++)
+		argv[n++] = (char *)args[i];
+	argv[n] = NULL;
+	/* Sanitized builds: keep lavapipe mapped, as testd does (tests/support/keep_icd.c). */
+	const char *preload = getenv("GS_DAEMON_PRELOAD");
+	if (preload && *preload)
+		setenv("LD_PRELOAD", preload, 1);
+	itest_run r;
+	itest_run_argv(argv, 60000, &r);
+	unsetenv("LD_PRELOAD");
+	if (r.exit_code != 1 || !r.err || !strstr(r.err, want))
+		fail_msg("gpuschedd exited %d, stderr: %s (wanted exit 1 and \"%s\")", r.exit_code,
+		         r.err ? r.err : "", want);
+	itest_run_free(&r);
+	unlink(db);
+	char wal[160];
+	snprintf(wal, sizeof(wal), "%s-wal", db);
+	unlink(wal);
+	snprintf(wal, sizeof(wal), "%s-shm", db);
+	unlink(wal);
+	rmdir(dir);
+}
+
+/* An operator's mistakes with the vulkan backend end the start with a message that says what
+ * was asked for and what there is. */
+static void test_vulkan_start_errors(void **state)
+{
+	(void)state;
+	expect_refused((const char *const[]){"--backend", "vulkan", "--clock", "virtual", NULL},
+	               "virtual clock");
+	expect_refused(
+	        (const char *const[]){"--backend", "vulkan", "--device", "no-such-gpu", NULL},
+	        "no Vulkan device \"no-such-gpu\"");
+	expect_refused((const char *const[]){"--backend", "vulkan", "--device", "99", NULL},
+	               "found:");
+	expect_refused((const char *const[]){"--backend", "cuda", NULL}, "vulkan");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test_setup_teardown(test_info_names_device, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_demo_byte_exact, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_demo_overcommit, setup, teardown),
+	        cmocka_unit_test(test_vulkan_start_errors),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
