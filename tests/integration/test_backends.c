@@ -178,6 +178,51 @@ static void test_demo_overcommit(void **state)
 	json_decref(j);
 }
 
+/* One daemon, two adapters: an emulated one and a Vulkan one. Each runs the demo byte-exact,
+ * and info tells them apart. (GS_TEST_BACKEND is set aside: it would make both vulkan.) */
+static void test_mixed_pool(void **state)
+{
+	(void)state;
+	static const char mixed[] =
+	        "{\"clock\": \"wall\", \"adapters\": ["
+	        "{\"name\": \"emu0\", \"backend\": \"emu\", \"system_memory_mib\": 64},"
+	        "{\"name\": \"gpu0\", \"backend\": \"vulkan\", \"system_memory_mib\": 64}]}";
+	fx f = {0};
+	assert_int_equal(itest_config_write(&f.cfg, mixed), 0);
+	char *saved = getenv("GS_TEST_BACKEND") ? strdup(getenv("GS_TEST_BACKEND")) : NULL;
+	unsetenv("GS_TEST_BACKEND");
+	const char *args[] = {"--config", f.cfg.path, NULL};
+	int started = gs_testd_start(&f.d, args);
+	if (saved)
+		setenv("GS_TEST_BACKEND", saved, 1);
+	free(saved);
+	assert_int_equal(started, 0);
+
+	gs_client *c = itest_connect(&f.d, NULL);
+	gs_daemon_info *info = NULL;
+	assert_int_equal(gs_info(c, &info), 0);
+	assert_int_equal(info->adapter_count, 2);
+	assert_string_equal(info->adapters[0].backend, "emu");
+	assert_string_equal(info->adapters[0].device, "emulated");
+	assert_string_equal(info->adapters[1].backend, "vulkan");
+	assert_true(strncmp(info->adapters[1].api, "Vulkan 1.", 9) == 0);
+	gs_info_free(info);
+	gs_close(c);
+	for (int a = 0; a < 2; a++) {
+		char *argv[] = {GS_CLI_PATH, "--url", f.d.url,  "--adapter", a ? "1" : "0", "demo",
+		                "--packets", "32",    "--seed", "5",         NULL};
+		itest_run r;
+		itest_run_argv(argv, 120000, &r);
+		if (r.exit_code != 0)
+			fail_msg("demo on adapter %d exited %d: %s%s", a, r.exit_code,
+			         r.out ? r.out : "", r.err ? r.err : "");
+		itest_run_free(&r);
+	}
+	assert_int_equal(gs_testd_stop(&f.d), 0);
+	gs_testd_cleanup(&f.d);
+	itest_config_cleanup(&f.cfg);
+}
+
 /* Runs gpuschedd with args, expecting it to refuse to start: exit 1 and `want` in stderr. */
 static void expect_refused(const char *const *args, const char *want)
 {
@@ -233,6 +278,7 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(test_demo_byte_exact, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_demo_overcommit, setup, teardown),
 	        cmocka_unit_test(test_vulkan_start_errors),
+	        cmocka_unit_test(test_mixed_pool),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
