@@ -71,10 +71,7 @@ static bool budget_spent(const walk *w)
 /* Ends the run with a final interrupt stopped at `at` (spin_done_us: of the SPIN there). */
 static void stop(walk *w, gsd_irq_kind kind, gsd_stop_reason why, size_t at, uint64_t spin_done_us)
 {
-	w->final->kind = kind;
-	w->final->stop_reason = why;
-	w->final->stop_offset = at;
-	w->final->spin_done_us = spin_done_us;
+	gsd_engine_final(w->final, kind, why, at, spin_done_us);
 }
 
 /* The reason to stop before the command at `at`, if any. Budget before request: on the
@@ -170,12 +167,8 @@ void gsd_emu_walk(gsd_engine *e, gsd_exec *x, bool execute, gsd_irq *final)
 	size_t pos = x->resume_offset;
 	gs_isa_cmd cmd;
 
-	if (pos > x->dma_len) {
-		stop(&w, GSD_IRQ_DMA_FAULTED, GSD_STOP_NONE, pos, 0);
-		snprintf(final->detail, sizeof(final->detail),
-		         "resume offset %zu beyond DMA buffer of %zu bytes", pos, x->dma_len);
+	if (gsd_engine_bad_resume(x, final))
 		return;
-	}
 	for (;;) {
 		const size_t at = pos;
 		/* Decoded before the stop checks: a packet with nothing left completes rather than
@@ -186,9 +179,7 @@ void gsd_emu_walk(gsd_engine *e, gsd_exec *x, bool execute, gsd_irq *final)
 			break;
 		}
 		if (err != GS_ISA_OK) {
-			stop(&w, GSD_IRQ_DMA_FAULTED, GSD_STOP_NONE, at, 0);
-			snprintf(final->detail, sizeof(final->detail), "bad command at +%zu: %s",
-			         at, gs_isa_strerror(err));
+			gsd_engine_decode_fault(final, at, err);
 			break;
 		}
 		/* Only the command at resume_offset can be a partly done SPIN. */

@@ -31,6 +31,32 @@ void gsd_engine_irq_init(gsd_irq *irq, const gsd_engine *e, gsd_exec *x, gsd_irq
 	irq->exec = x;
 }
 
+void gsd_engine_final(gsd_irq *final, gsd_irq_kind kind, gsd_stop_reason why, size_t at,
+                      uint64_t spin_done_us)
+{
+	final->kind = kind;
+	final->stop_reason = why;
+	final->stop_offset = at;
+	final->spin_done_us = spin_done_us;
+}
+
+bool gsd_engine_bad_resume(const gsd_exec *x, gsd_irq *final)
+{
+	if (x->resume_offset <= x->dma_len)
+		return false;
+	gsd_engine_final(final, GSD_IRQ_DMA_FAULTED, GSD_STOP_NONE, x->resume_offset, 0);
+	snprintf(final->detail, sizeof(final->detail),
+	         "resume offset %zu beyond DMA buffer of %zu bytes", x->resume_offset, x->dma_len);
+	return true;
+}
+
+void gsd_engine_decode_fault(gsd_irq *final, size_t at, gs_isa_err err)
+{
+	gsd_engine_final(final, GSD_IRQ_DMA_FAULTED, GSD_STOP_NONE, at, 0);
+	snprintf(final->detail, sizeof(final->detail), "bad command at +%zu: %s", at,
+	         gs_isa_strerror(err));
+}
+
 void gsd_engine_report(gsd_engine *e, const gsd_irq *irq)
 {
 	e->cfg.irq(e->cfg.irq_arg, irq);

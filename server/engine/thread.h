@@ -63,6 +63,15 @@ void gsd_engine_thread_destroy(gsd_engine *e);
 /* Prepares an interrupt of `kind` about packet x on this engine (everything else zero). */
 void gsd_engine_irq_init(gsd_irq *irq, const gsd_engine *e, gsd_exec *x, gsd_irq_kind kind);
 
+/* Makes *final the packet's final interrupt: kind, why, stopped at `at`, with the progress of
+ * the SPIN there. */
+void gsd_engine_final(gsd_irq *final, gsd_irq_kind kind, gsd_stop_reason why, size_t at,
+                      uint64_t spin_done_us);
+/* A resume offset past the DMA buffer: makes *final FAULTED and returns true. */
+bool gsd_engine_bad_resume(const gsd_exec *x, gsd_irq *final);
+/* A command at `at` that does not decode: makes *final FAULTED with the decoder's reason. */
+void gsd_engine_decode_fault(gsd_irq *final, size_t at, gs_isa_err err);
+
 /* Delivers an interrupt to the scheduler's callback; called on the engine thread only. */
 void gsd_engine_report(gsd_engine *e, const gsd_irq *irq);
 

@@ -908,10 +908,7 @@ typedef struct run {
 
 static void stop(run *r, gsd_irq_kind kind, gsd_stop_reason why, size_t at, uint64_t spin_done_us)
 {
-	r->final->kind = kind;
-	r->final->stop_reason = why;
-	r->final->stop_offset = at;
-	r->final->spin_done_us = spin_done_us;
+	gsd_engine_final(r->final, kind, why, at, spin_done_us);
 }
 
 /* The reason to stop before the command at `at`, if any (the emulator's order). */
@@ -1039,12 +1036,8 @@ static void vk_run(gsd_engine *e, gsd_exec *x, gsd_irq *final)
 	}
 	v->gpu_ns = 0;
 	v->recording = false;
-	if (pos > x->dma_len) {
-		stop(&r, GSD_IRQ_DMA_FAULTED, GSD_STOP_NONE, pos, 0);
-		snprintf(final->detail, sizeof(final->detail),
-		         "resume offset %zu beyond DMA buffer of %zu bytes", pos, x->dma_len);
+	if (gsd_engine_bad_resume(x, final))
 		return;
-	}
 	for (;;) {
 		const size_t at = pos;
 		gs_isa_err err = gs_isa_decode(x->dma, x->dma_len, &pos, &cmd);
@@ -1057,9 +1050,7 @@ static void vk_run(gsd_engine *e, gsd_exec *x, gsd_irq *final)
 				stop(&r, GSD_IRQ_DMA_COMPLETED, GSD_STOP_NONE, at, 0);
 				break;
 			}
-			stop(&r, GSD_IRQ_DMA_FAULTED, GSD_STOP_NONE, at, 0);
-			snprintf(final->detail, sizeof(final->detail), "bad command at +%zu: %s",
-			         at, gs_isa_strerror(err));
+			gsd_engine_decode_fault(final, at, err);
 			break;
 		}
 		const uint64_t done_us = at == x->resume_offset && cmd.op == GS_OP_SPIN
