@@ -167,8 +167,9 @@ typedef struct gsd_engine_ops {
 	/*
 	 * The adapter level, each optional (NULL: host memory from mmap, no device). open
 	 * returns 0, or -1 with a message in err naming what it looked for. segment_create
-	 * makes size bytes of zero memory of a kind, mapped for the CPU at seg->base; on
-	 * failure -1 and a message.
+	 * makes size bytes of memory of a kind, mapped for the CPU at seg->base (host memory
+	 * reads as zero, a device's may hold anything: the memory manager scrubs or fills every
+	 * range before an allocation gets it); on failure -1 and a message.
 	 */
 	int (*open)(const gsd_backend_config *cfg, gsd_backend **out, char *err, size_t cap);
 	void (*close)(gsd_backend *b);
