@@ -142,31 +142,11 @@ const gsd_mem_segment *gsd_engine_check(const gsd_memory *mem, const gsd_exec *x
 	return seg;
 }
 
-/* The host pointer of a checked access, or NULL with *detail set. */
-static uint8_t *translate(const gsd_memory *mem, const gsd_exec *x, uint64_t addr, uint64_t size,
-                          bool write, char *detail, size_t cap)
+int gsd_engine_cmd_access(const gsd_memory *mem, const gsd_exec *x, const gs_isa_cmd *cmd,
+                          gsd_cmd_access *a, char *detail, size_t cap)
 {
-	uint64_t off;
-	const gsd_mem_segment *seg = gsd_engine_check(mem, x, addr, size, write, &off, detail, cap);
-	return seg ? seg->base + off : NULL;
-}
-
-/* The source (read) and destination (written) of a COPY or TRANSFER of cmd->size bytes. */
-static int translate_pair(const gsd_memory *mem, const gsd_exec *x, const gs_isa_cmd *cmd,
-                          uint8_t **src, uint8_t **dst, char *detail, size_t cap)
-{
-	*src = translate(mem, x, cmd->src, cmd->size, false, detail, cap);
-	*dst = *src ? translate(mem, x, cmd->dst, cmd->size, true, detail, cap) : NULL;
-	return *dst ? 0 : -1;
-}
-
-int gsd_engine_exec_cmd(const gsd_memory *mem, const gsd_exec *x, const gs_isa_cmd *cmd,
-                        char *detail, size_t detail_cap)
-{
-	uint8_t *dst, *src = NULL;
-
-	/* Empty accesses touch nothing and are not checked; skipping them also keeps NULL out
-	 * of memmove, which is undefined even for size 0. CHECKSUM always writes 8 bytes. */
+	memset(a, 0, sizeof(*a));
+	/* Empty accesses touch nothing and are not checked. CHECKSUM always writes 8 bytes. */
 	bool empty = cmd->size == 0 && cmd->op != GS_OP_CHECKSUM;
 	switch ((gs_isa_op)cmd->op) {
 	case GS_OP_NOP:
@@ -176,50 +156,87 @@ int gsd_engine_exec_cmd(const gsd_memory *mem, const gsd_exec *x, const gs_isa_c
 	case GS_OP_FILL:
 		if (empty)
 			return 0;
-		dst = translate(mem, x, cmd->dst, cmd->size, true, detail, detail_cap);
-		if (!dst)
-			return -1;
-		gs_isa_fill(dst, cmd->size, cmd->pattern);
-		return 0;
+		a->dst_len = cmd->size;
+		a->dst = gsd_engine_check(mem, x, cmd->dst, cmd->size, true, &a->dst_off, detail,
+		                          cap);
+		return a->dst ? 0 : -1;
 	case GS_OP_CHECKSUM:
 		if (cmd->size) {
-			src = translate(mem, x, cmd->src, cmd->size, false, detail, detail_cap);
-			if (!src)
+			a->src_len = cmd->size;
+			a->src = gsd_engine_check(mem, x, cmd->src, cmd->size, false, &a->src_off,
+			                          detail, cap);
+			if (!a->src)
 				return -1;
 		}
-		dst = translate(mem, x, cmd->dst, 8, true, detail, detail_cap);
-		if (!dst)
-			return -1;
-		gs_le64_put(dst, gs_isa_checksum(src, cmd->size));
-		return 0;
+		a->dst_len = 8;
+		a->dst = gsd_engine_check(mem, x, cmd->dst, 8, true, &a->dst_off, detail, cap);
+		return a->dst ? 0 : -1;
 	case GS_OP_COPY:
 	case GS_OP_TRANSFER:
 		if (empty)
 			return 0;
-		if (translate_pair(mem, x, cmd, &src, &dst, detail, detail_cap) != 0)
+		a->src_len = a->dst_len = cmd->size;
+		a->src = gsd_engine_check(mem, x, cmd->src, cmd->size, false, &a->src_off, detail,
+		                          cap);
+		if (!a->src)
 			return -1;
-		if (cmd->op == GS_OP_COPY) {
-			memmove(dst, src, cmd->size);
+		a->dst = gsd_engine_check(mem, x, cmd->dst, cmd->size, true, &a->dst_off, detail,
+		                          cap);
+		if (!a->dst)
+			return -1;
+		if (cmd->op == GS_OP_COPY ||
+		    !(cmd->transfer_flags & (GS_ISA_TRANSFER_SWIZZLE | GS_ISA_TRANSFER_UNSWIZZLE)))
 			return 0;
-		}
 		/* A paging transfer: the daemon built it, but it is checked like any command. A
 		 * converting one cannot run in place; a plain one may (compaction slides
 		 * allocations within a segment): memmove semantics. */
-		if ((cmd->transfer_flags & (GS_ISA_TRANSFER_SWIZZLE | GS_ISA_TRANSFER_UNSWIZZLE)) &&
-		    (src < dst ? (uint64_t)(dst - src) : (uint64_t)(src - dst)) < cmd->size) {
-			snprintf(detail, detail_cap,
+		if (gsd_cmd_access_overlaps(a)) {
+			snprintf(detail, cap,
 			         "TRANSFER source and destination overlap while converting");
 			return -1;
 		}
+		if (!gsd_swizzle_pitch_valid(cmd->pitch)) {
+			snprintf(detail, cap, "TRANSFER pitch %u is not a multiple of 64",
+			         cmd->pitch);
+			return -1;
+		}
+		return 0;
+	case GS_OP_COUNT_:
+		break;
+	}
+	snprintf(detail, cap, "bad opcode %u", cmd->op);
+	return -1;
+}
+
+int gsd_engine_exec_cmd(const gsd_memory *mem, const gsd_exec *x, const gs_isa_cmd *cmd,
+                        char *detail, size_t detail_cap)
+{
+	gsd_cmd_access a;
+	if (gsd_engine_cmd_access(mem, x, cmd, &a, detail, detail_cap) != 0)
+		return -1;
+	/* Nothing written: nothing to do (and no NULL reaches memmove, undefined even for 0). */
+	if (!a.dst)
+		return 0;
+	uint8_t *dst = a.dst->base + a.dst_off;
+	const uint8_t *src = a.src ? a.src->base + a.src_off : NULL;
+	switch ((gs_isa_op)cmd->op) {
+	case GS_OP_FILL:
+		gs_isa_fill(dst, cmd->size, cmd->pattern);
+		return 0;
+	case GS_OP_CHECKSUM:
+		gs_le64_put(dst, gs_isa_checksum(src, cmd->size));
+		return 0;
+	case GS_OP_TRANSFER:
 		if (cmd->transfer_flags & GS_ISA_TRANSFER_SWIZZLE)
 			return gsd_swizzle(dst, src, cmd->size, cmd->pitch) == 0 ? 0 : -1;
 		if (cmd->transfer_flags & GS_ISA_TRANSFER_UNSWIZZLE)
 			return gsd_unswizzle(dst, src, cmd->size, cmd->pitch) == 0 ? 0 : -1;
 		memmove(dst, src, cmd->size);
 		return 0;
-	case GS_OP_COUNT_:
-		break;
+	case GS_OP_COPY:
+		memmove(dst, src, cmd->size);
+		return 0;
+	default:
+		return 0;
 	}
-	snprintf(detail, detail_cap, "bad opcode %u", cmd->op);
-	return -1;
 }

@@ -230,6 +230,28 @@ const gsd_mem_segment *gsd_engine_check(const gsd_memory *mem, const gsd_exec *x
                                         uint64_t size, bool write, uint64_t *offset, char *detail,
                                         size_t cap);
 
+/* The memory one command touches, checked against the packet's allocation list: src is read
+ * (NULL: nothing), dst written (NULL: nothing, as for NOP, SPIN, SIGNAL and empty commands). */
+typedef struct gsd_cmd_access {
+	const gsd_mem_segment *src, *dst;
+	uint64_t src_off, src_len;
+	uint64_t dst_off, dst_len;
+} gsd_cmd_access;
+
+/* Fills *a for cmd: returns 0, or -1 with a page-fault (or bad TRANSFER) text in detail. A
+ * converting TRANSFER must not overlap itself and needs a valid pitch. Every backend checks a
+ * command with this before it runs any of it. */
+int gsd_engine_cmd_access(const gsd_memory *mem, const gsd_exec *x, const gs_isa_cmd *cmd,
+                          gsd_cmd_access *a, char *detail, size_t cap);
+
+/* Do the read and written ranges share bytes? */
+static inline bool gsd_cmd_access_overlaps(const gsd_cmd_access *a)
+{
+	return a->src && a->src == a->dst &&
+	       (a->src_off < a->dst_off ? a->dst_off - a->src_off : a->src_off - a->dst_off) <
+	               a->dst_len;
+}
+
 /* The engine half of the ISA: runs one command against memory within the packet's ranges.
  * Returns 0, or -1 with a reason in detail (a page fault). Shared by backends and tests. */
 int gsd_engine_exec_cmd(const gsd_memory *mem, const gsd_exec *x, const gs_isa_cmd *cmd,

@@ -817,84 +817,46 @@ static void record_swizzle(vk_engine *v, const vk_seg *ss, uint64_t so, const vk
 static int record_cmd(vk_engine *v, const gsd_memory *mem, const gsd_exec *x, const gs_isa_cmd *cmd,
                       char *detail, size_t cap)
 {
-	uint64_t so = 0, dof = 0;
-	const gsd_mem_segment *src = NULL, *dst = NULL;
-	bool empty = cmd->size == 0 && cmd->op != GS_OP_CHECKSUM;
-
+	gsd_cmd_access a;
+	if (gsd_engine_cmd_access(mem, x, cmd, &a, detail, cap) != 0)
+		return -1;
+	if (!a.dst)
+		return 0;
+	const vk_seg *src = a.src ? seg_of(a.src) : NULL, *dst = seg_of(a.dst);
+	order(v, src, a.src_off, a.src_len, dst, a.dst_off, a.dst_len);
+	/* An overlapping move goes through the scratch buffer, which an earlier one of the piece
+	 * may still be using. */
+	if (gsd_cmd_access_overlaps(&a))
+		v->unordered = false;
+	uint32_t conv = cmd->transfer_flags & (GS_ISA_TRANSFER_SWIZZLE | GS_ISA_TRANSFER_UNSWIZZLE);
 	switch ((gs_isa_op)cmd->op) {
-	case GS_OP_NOP:
-	case GS_OP_SPIN:
-	case GS_OP_SIGNAL:
-		return 0;
 	case GS_OP_FILL:
-		if (empty)
-			return 0;
-		dst = gsd_engine_check(mem, x, cmd->dst, cmd->size, true, &dof, detail, cap);
-		if (!dst)
-			return -1;
-		order(v, NULL, 0, 0, seg_of(dst), dof, cmd->size);
-		record_fill(v, seg_of(dst), dof, cmd->size, cmd->pattern);
-		return 0;
+		record_fill(v, dst, a.dst_off, cmd->size, cmd->pattern);
+		break;
 	case GS_OP_CHECKSUM: {
-		if (cmd->size) {
-			src = gsd_engine_check(mem, x, cmd->src, cmd->size, false, &so, detail,
-			                       cap);
-			if (!src)
-				return -1;
-		}
-		dst = gsd_engine_check(mem, x, cmd->dst, 8, true, &dof, detail, cap);
-		if (!dst)
-			return -1;
-		order(v, src ? seg_of(src) : NULL, so, cmd->size, seg_of(dst), dof, 8);
 		record_next(v);
-		vk_args a = {.src = src ? seg_of(src)->addr + so : 0,
-		             .dst = seg_of(dst)->addr + dof,
+		vk_args k = {.src = src ? src->addr + a.src_off : 0,
+		             .dst = dst->addr + a.dst_off,
 		             .size = cmd->size,
 		             .count = 1};
-		dispatch(v, K_XXH64, &a);
-		return 0;
-	}
-	case GS_OP_COPY:
-	case GS_OP_TRANSFER: {
-		if (empty)
-			return 0;
-		src = gsd_engine_check(mem, x, cmd->src, cmd->size, false, &so, detail, cap);
-		dst = src ? gsd_engine_check(mem, x, cmd->dst, cmd->size, true, &dof, detail, cap)
-		          : NULL;
-		if (!dst)
-			return -1;
-		uint32_t conv = cmd->op == GS_OP_TRANSFER
-		                        ? cmd->transfer_flags & (GS_ISA_TRANSFER_SWIZZLE |
-		                                                 GS_ISA_TRANSFER_UNSWIZZLE)
-		                        : 0;
-		order(v, seg_of(src), so, cmd->size, seg_of(dst), dof, cmd->size);
-		/* An overlapping move goes through the scratch buffer, which an earlier one of the
-		 * piece may still be using. */
-		if (src == dst && (so < dof ? dof - so : so - dof) < cmd->size)
-			v->unordered = false;
-		if (!conv) {
-			record_move(v, seg_of(src), so, seg_of(dst), dof, cmd->size);
-			return 0;
-		}
-		if (src == dst && (so < dof ? dof - so : so - dof) < cmd->size) {
-			snprintf(detail, cap,
-			         "TRANSFER source and destination overlap while converting");
-			return -1;
-		}
-		if (!gsd_swizzle_pitch_valid(cmd->pitch)) {
-			snprintf(detail, cap, "TRANSFER pitch %u is not a multiple of 64",
-			         cmd->pitch);
-			return -1;
-		}
-		record_swizzle(v, seg_of(src), so, seg_of(dst), dof, cmd->size, cmd->pitch,
-		               conv & GS_ISA_TRANSFER_UNSWIZZLE);
-		return 0;
-	}
-	case GS_OP_COUNT_:
+		dispatch(v, K_XXH64, &k);
 		break;
 	}
-	snprintf(detail, cap, "bad opcode %u", cmd->op);
-	return -1;
+	case GS_OP_TRANSFER:
+		if (conv) {
+			record_swizzle(v, src, a.src_off, dst, a.dst_off, cmd->size, cmd->pitch,
+			               conv & GS_ISA_TRANSFER_UNSWIZZLE);
+			break;
+		}
+		record_move(v, src, a.src_off, dst, a.dst_off, cmd->size);
+		break;
+	case GS_OP_COPY:
+		record_move(v, src, a.src_off, dst, a.dst_off, cmd->size);
+		break;
+	default:
+		break;
+	}
+	return 0;
 }
 
 /* ---- running a packet ---- */
