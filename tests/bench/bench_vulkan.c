@@ -150,16 +150,20 @@ static void rig_close(rig *r)
 	pthread_mutex_destroy(&r->lock);
 }
 
-/* Submits x and waits (bounded) for its final interrupt; returns its time, 0 on a timeout. */
-static uint64_t rig_run(rig *r, gsd_exec *x, gsd_irq *final)
+/* Submits x (forgetting the last final interrupt); 0 or -1. */
+static int rig_submit(rig *r, gsd_exec *x)
 {
 	pthread_mutex_lock(&r->lock);
 	r->done = false;
 	pthread_mutex_unlock(&r->lock);
-	uint64_t t0 = now_ns();
-	if (r->ops->submit(r->engine, x) != 0)
-		return 0;
-	uint64_t end = t0 + WAIT_NS;
+	return r->ops->submit(r->engine, x);
+}
+
+/* Waits up to WAIT_NS from `from` for the final interrupt; false on a timeout. *final and
+ * *at (when it came) are set either way. */
+static bool rig_wait(rig *r, uint64_t from, gsd_irq *final, uint64_t *at)
+{
+	uint64_t end = from + WAIT_NS;
 	struct timespec dl = {.tv_sec = (time_t)(end / 1000000000u),
 	                      .tv_nsec = (long)(end % 1000000000u)};
 	pthread_mutex_lock(&r->lock);
@@ -168,9 +172,18 @@ static uint64_t rig_run(rig *r, gsd_exec *x, gsd_irq *final)
 			break;
 	bool done = r->done;
 	*final = r->final;
-	uint64_t t1 = r->final_ns;
+	*at = r->final_ns;
 	pthread_mutex_unlock(&r->lock);
-	return done ? t1 - t0 : 0;
+	return done;
+}
+
+/* Submits x and waits (bounded) for its final interrupt; returns its time, 0 on a timeout. */
+static uint64_t rig_run(rig *r, gsd_exec *x, gsd_irq *final)
+{
+	uint64_t t0 = now_ns(), t1;
+	if (rig_submit(r, x) != 0)
+		return 0;
+	return rig_wait(r, t0, final, &t1) ? t1 - t0 : 0;
 }
 
 /* ---- transfer ---- */
@@ -251,26 +264,15 @@ static int preempt_latency(rig *r, const options *o, lat *out)
 	uint64_t t_end = now_ns() + (uint64_t)(o->seconds * 1e9);
 	for (unsigned i = 0; i < o->trials && now_ns() < t_end; i++) {
 		gsd_exec x = {.packet = i + 1, .fence = i + 1, .dma = dma, .dma_len = len};
-		pthread_mutex_lock(&r->lock);
-		r->done = false;
-		pthread_mutex_unlock(&r->lock);
-		if (r->ops->submit(r->engine, &x) != 0)
+		if (rig_submit(r, &x) != 0)
 			break;
 		/* Not synchronisation: lands the request at different points of the SPIN. */
 		struct timespec pause = {.tv_nsec = 200000 + (long)(i % 8) * 100000};
 		nanosleep(&pause, NULL);
-		uint64_t t = now_ns();
+		uint64_t t = now_ns(), at;
 		r->ops->preempt(r->engine);
-		uint64_t end = t + WAIT_NS;
-		struct timespec dl = {.tv_sec = (time_t)(end / 1000000000u),
-		                      .tv_nsec = (long)(end % 1000000000u)};
-		pthread_mutex_lock(&r->lock);
-		while (!r->done)
-			if (pthread_cond_timedwait(&r->cond, &r->lock, &dl) != 0)
-				break;
-		bool ok = r->done && r->final.kind == GSD_IRQ_DMA_PREEMPTED;
-		uint64_t at = r->final_ns;
-		pthread_mutex_unlock(&r->lock);
+		gsd_irq f;
+		bool ok = rig_wait(r, t, &f, &at) && f.kind == GSD_IRQ_DMA_PREEMPTED;
 		if (!ok) {
 			fprintf(stderr, "bench_vulkan: trial %u was not preempted\n", i);
 			free(v);
