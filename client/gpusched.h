@@ -2,11 +2,17 @@
  * libgpusched: the C client library of the gpusched daemon.
  *
  * Every function talks to the daemon with one request and one response over nng REQ/REP
- * (proto/gpusched.proto is the wire contract) and blocks until the answer arrives or the
- * call's timeout expires.
+ * (proto/gpusched.proto is the wire contract). The blocking calls wait until the answer
+ * arrives or the call's timeout expires; the asynchronous calls (gs_async_*, "Asynchronous
+ * calls" below) keep many requests in flight over the same connection, each on its own nng
+ * context, and deliver each answer through a callback or a completion queue. The blocking
+ * calls are thin wrappers over the same path: start one request, wait for its completion.
  *
- * Threads: a gs_client is one REQ socket with one outstanding request; it is NOT safe to use
- * one gs_client from several threads at once. Open one gs_client per thread (each is cheap).
+ * Threads: a gs_client is one REQ socket (one connection to the daemon). Its blocking calls
+ * must not be made from several threads at once (gs_client_message() describes the last
+ * one); open one gs_client per thread for that (each is cheap). The gs_async_* calls and
+ * gs_async_cancel() may be made from any thread, also while a blocking call runs on the
+ * same client.
  *
  * Status: every call returns an int.
  *   0              success
@@ -43,6 +49,8 @@ extern "C" {
 #define GS_ERR_PROTOCOL  (-3) /* the response does not decode or does not match the request */
 #define GS_ERR_NOMEM     (-4) /* out of memory in this process */
 #define GS_ERR_INVALID   (-5) /* a bad argument, caught before sending */
+#define GS_ERR_CANCELLED (-6) /* gs_async_cancel(), or gs_close() with the request in flight */
+#define GS_ERR_BUSY      (-7) /* the client has GS_ASYNC_MAX_INFLIGHT requests in flight */
 
 /* The daemon's status codes: the exact values of gpusched.v1.Status. */
 typedef enum gs_status {
@@ -188,6 +196,10 @@ int gs_default_url(char *buf, size_t cap);
  */
 int gs_connect(const char *url, const char *token, gs_client **out);
 int gs_connect_ex(const char *url, const char *token, gs_client **out, char *why, size_t why_cap);
+/* Cancels the client's requests in flight, waits until each has completed (GS_ERR_CANCELLED,
+ * unless its answer arrived first: every callback has returned and every queued event is in
+ * its queue when gs_close returns), then closes the connection. Not from one of its own
+ * callbacks. */
 void gs_close(gs_client *c);
 
 /* The adapter every later request addresses (InfoResponse adapter ids). */
@@ -462,7 +474,12 @@ typedef struct gs_submit_desc {
 
 int gs_submit(gs_client *c, uint64_t context, const gs_dmabuf *dma, uint32_t submit_flags,
               gs_submit_result *out);
-/* All or nothing: out[i] answers packets[i]. */
+/* Packets one SubmitBatch may carry at most, as far as the library goes (the daemon's own
+ * limit, max_batch, is lower by default: 1024). More: GS_ERR_INVALID before sending. */
+#define GS_MAX_BATCH_PACKETS 65536u
+
+/* All or nothing: out[i] answers packets[i] (out may be NULL). count 0 is sent, and the
+ * daemon answers GS_STATUS_INVALID_ARGUMENT. */
 int gs_submit_batch(gs_client *c, const gs_submit_desc *packets, size_t count,
                     gs_submit_result *out);
 
@@ -484,6 +501,147 @@ int gs_sync_signal(gs_client *c, uint64_t sync, uint64_t value);
  * NULL) receives the value the daemon saw. */
 int gs_sync_wait(gs_client *c, uint64_t sync, uint64_t value, uint32_t timeout_ms,
                  uint64_t *current);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Asynchronous calls                                                                        */
+/* ---------------------------------------------------------------------------------------- */
+
+/*
+ * Pipelining: gs_async_submit, gs_async_submit_batch, gs_async_packet_wait and
+ * gs_async_sync_wait send their request and return at once with the request's id; up to
+ * GS_ASYNC_MAX_INFLIGHT requests of one client are in flight together over its one
+ * connection (each on its own nng context). The id is the request's envelope id on the
+ * wire: unique per client, never 0.
+ *
+ * Completion: when a start call returns 0, the request completes exactly once, as a
+ * gs_async_event delivered either
+ *   - to a callback (gs_async_opts.callback), called on one of the library's (nng's) threads.
+ *     It must return soon, must not make blocking gs_* calls and must not close the client
+ *     it belongs to; it may start new gs_async_* requests (on any client) and cancel others.
+ *     Callbacks of different requests may run at the same time on different threads.
+ *   - or into a completion queue (gs_async_opts.queue), read with gs_async_poll() from any
+ *     thread; gs_async_queue_fd() is readable while the queue holds events, for poll(2) or
+ *     an event loop. One queue may collect the requests of several clients.
+ * A start call that returns an error delivers nothing.
+ *
+ * Every request completes, with status (as the blocking call would return it):
+ *   0 or a daemon status   the daemon answered;
+ *   GS_ERR_CANCELLED       gs_async_cancel(), or gs_close() while it was in flight;
+ *   GS_ERR_TIMEOUT         its deadline (gs_async_opts.timeout_ms) passed first;
+ *   GS_ERR_TRANSPORT       the connection was lost with the request sent (the daemon died or
+ *                          restarted): whether the daemon acted on it is unknown;
+ *   GS_ERR_PROTOCOL        the answer does not decode or does not match the request;
+ *   GS_ERR_NOMEM.
+ * After a cancellation, a timeout or a lost connection the daemon may still have acted on a
+ * request it had received (a submission queued, a wait still parked until its own timeout):
+ * the protocol has no way to withdraw a request. A request not yet sent when the connection
+ * drops waits (within its deadline) and goes out once the client has reconnected; nng
+ * reconnects by itself, so requests started after a daemon restart succeed. No request is
+ * ever sent twice.
+ *
+ * Order: requests in flight together are independent. The daemon may handle them in any
+ * order, so two submissions to one context in flight together may get their fences (and so
+ * run) in either order; wait for one's completion before starting the next where the order
+ * matters, or put the packets in one batch.
+ *
+ * Limits of the daemon that apply per connection or tenant (docs/hardening.md): at most
+ * max_waits_per_connection (default 64) waits parked at once per connection (more are
+ * answered GS_STATUS_BUSY) and max_inflight_requests (default 512) requests in flight per
+ * tenant (more: GS_STATUS_QUOTA_EXCEEDED).
+ */
+
+#define GS_ASYNC_MAX_INFLIGHT 4096u /* requests in flight per client, blocking ones included */
+#define GS_ASYNC_MESSAGE_MAX  512u  /* bytes of gs_async_event.message, with its NUL */
+
+typedef enum gs_async_kind {
+	GS_ASYNC_SUBMIT = 1,
+	GS_ASYNC_SUBMIT_BATCH = 2,
+	GS_ASYNC_PACKET_WAIT = 3,
+	GS_ASYNC_SYNC_WAIT = 4,
+} gs_async_kind;
+
+/* "SUBMIT", "SUBMIT_BATCH", "PACKET_WAIT", "SYNC_WAIT"; "UNKNOWN" otherwise. */
+const char *gs_async_kind_name(gs_async_kind kind);
+
+typedef struct gs_async_event {
+	uint64_t id; /* what the start call returned */
+	gs_async_kind kind;
+	void *user; /* gs_async_opts.user */
+	int status; /* as above */
+	/* The daemon's message (empty on success) or a description of the local failure. */
+	char message[GS_ASYNC_MESSAGE_MAX];
+	gs_submit_result submit; /* SUBMIT, status 0 */
+	/* SUBMIT_BATCH: the caller's out array (NULL if none was given), filled when status is
+	 * 0, and its length. */
+	gs_submit_result *batch;
+	size_t batch_count;
+	/* PACKET_WAIT: the final state and fence (status 0), or GS_PACKET_FAULTED with status
+	 * GS_STATUS_FAULTED, as gs_packet_wait. */
+	gs_packet_state state;
+	uint64_t fence;
+	uint64_t value; /* SYNC_WAIT, status 0: the value the daemon saw */
+} gs_async_event;
+
+typedef void (*gs_async_cb)(const gs_async_event *ev);
+
+typedef struct gs_async_queue gs_async_queue;
+
+/* Where and how a request completes. Exactly one of queue and callback. */
+typedef struct gs_async_opts {
+	gs_async_queue *queue;
+	gs_async_cb callback;
+	void *user; /* handed back in the event */
+	/* The request's deadline, counted from the start call, in ms (at most INT32_MAX);
+	 * 0 = the client's timeout (gs_client_set_timeout) plus, for waits, the wait's own
+	 * timeout_ms, as the blocking calls. */
+	uint32_t timeout_ms;
+} gs_async_opts;
+
+/* A completion queue. 0, GS_ERR_NOMEM (or GS_ERR_INVALID for a NULL out). */
+int gs_async_queue_create(gs_async_queue **out);
+/* Releases the queue; events still queued are discarded, and so are the completions of
+ * requests still in flight towards it (they still complete: callbacks of nothing). */
+void gs_async_queue_destroy(gs_async_queue *q);
+/* A file descriptor that polls readable while the queue holds events (do not read or close
+ * it). -1 for a NULL queue. */
+int gs_async_queue_fd(const gs_async_queue *q);
+/* Events queued now. */
+size_t gs_async_queue_length(gs_async_queue *q);
+/*
+ * Moves up to max queued events, oldest first, into events, waiting up to timeout_ms
+ * (0: do not wait; -1: no bound) for the first one. Returns how many (0: none came in time),
+ * or GS_ERR_INVALID (NULL queue or events, max 0, timeout below -1).
+ */
+int gs_async_poll(gs_async_queue *q, gs_async_event *events, size_t max, int timeout_ms);
+
+/*
+ * Start calls. Each returns 0 with the request's id in *id (id may be NULL), GS_ERR_INVALID
+ * (NULL client, options, DMA buffer or packets, both or neither of queue and callback, a batch
+ * of 0 or more than GS_MAX_BATCH_PACKETS packets), GS_ERR_BUSY (GS_ASYNC_MAX_INFLIGHT in
+ * flight already), GS_ERR_NOMEM or GS_ERR_CANCELLED (the client is closing). The request is
+ * encoded before the call returns: the DMA buffers and descriptions may be reused at once.
+ */
+int gs_async_submit(gs_client *c, uint64_t context, const gs_dmabuf *dma, uint32_t submit_flags,
+                    const gs_async_opts *opts, uint64_t *id);
+/* out (may be NULL) receives the results and must stay valid until the completion. */
+int gs_async_submit_batch(gs_client *c, const gs_submit_desc *packets, size_t count,
+                          gs_submit_result *out, const gs_async_opts *opts, uint64_t *id);
+/* Completes when the packet reaches a final state (status 0, or GS_STATUS_FAULTED), or with
+ * GS_STATUS_TIMEOUT after timeout_ms in the daemon (0: the daemon's max_wait_ms). */
+int gs_async_packet_wait(gs_client *c, uint64_t packet, uint32_t timeout_ms,
+                         const gs_async_opts *opts, uint64_t *id);
+/* Completes when the sync object reaches value, or with GS_STATUS_TIMEOUT after timeout_ms in
+ * the daemon (0: the daemon's max_wait_ms). */
+int gs_async_sync_wait(gs_client *c, uint64_t sync, uint64_t value, uint32_t timeout_ms,
+                       const gs_async_opts *opts, uint64_t *id);
+
+/* Cancels a request in flight on c: 0 when its completion had not been delivered yet (it
+ * follows, or is being delivered, once as always: GS_ERR_CANCELLED unless the answer or
+ * another outcome came first), GS_ERR_INVALID when no request of c with that id is in flight
+ * (never started, or delivered already). */
+int gs_async_cancel(gs_client *c, uint64_t id);
+/* Requests of c started and not yet completed (their completion delivered). */
+size_t gs_async_inflight(gs_client *c);
 
 /* ---------------------------------------------------------------------------------------- */
 /* Paging                                                                                    */

@@ -497,20 +497,16 @@ int gs_sync_signal(gs_client *c, uint64_t sync, uint64_t value)
 int gs_sync_wait(gs_client *c, uint64_t sync, uint64_t value, uint32_t timeout_ms,
                  uint64_t *current)
 {
-	Gpusched__V1__SyncWaitRequest body = GPUSCHED__V1__SYNC_WAIT_REQUEST__INIT;
-	Gpusched__V1__Response *resp;
+	gsc_waiter w;
 	int rv;
 
-	body.sync = sync;
-	body.value = value;
-	body.timeout_ms = timeout_ms;
-	rv = gsc_call(c, GSC_REQ(SYNC_WAIT), &body, GSC_RESP(SYNC_WAIT), timeout_ms, &resp);
-	if (rv != 0)
-		return rv;
-	if (current)
-		*current = resp->sync_wait->value;
-	gsc_response_free(resp);
-	return 0;
+	c->message[0] = '\0';
+	gsc_waiter_init(&w);
+	rv = gsc_wait(c, &w,
+	              gsc_sync_wait_start(c, sync, value, timeout_ms, (gsc_target){.w = &w}, NULL));
+	if (rv == 0 && current)
+		*current = w.ev.value;
+	return rv;
 }
 
 /* ---- paging ----------------------------------------------------------------------------- */

@@ -1,6 +1,7 @@
 /*
- * The client object and the request/response core: every public call builds its request
- * body and hands it to gsc_call, which owns the envelope, the transport and the checks.
+ * The client object and its connection: every public call builds its request body and hands
+ * it to gsc_call or one of the start calls of async.c, which own the envelope, the transport
+ * and the checks.
  */
 #include "rpc.h"
 
@@ -148,7 +149,6 @@ int gs_connect_ex(const char *url, const char *token, gs_client **out, char *why
 	c->url = strdup(url);
 	c->token = gsc_strdup0(token);
 	c->timeout_ms = GS_DEFAULT_TIMEOUT_MS;
-	c->next_id = 1;
 	if (!c->url || !c->token) {
 		rv = GS_ERR_NOMEM;
 		goto fail;
@@ -156,6 +156,7 @@ int gs_connect_ex(const char *url, const char *token, gs_client **out, char *why
 	rv = open_socket(c, why, why_cap);
 	if (rv != 0)
 		goto fail;
+	gsc_async_init(c);
 	*out = c;
 	return 0;
 fail:
@@ -174,6 +175,7 @@ void gs_close(gs_client *c)
 {
 	if (!c)
 		return;
+	gsc_async_close(c);
 	nng_close(c->sock);
 	free(c->url);
 	free(c->token);
@@ -260,84 +262,4 @@ void gsc_response_free(Gpusched__V1__Response *resp)
 {
 	if (resp)
 		gpusched__v1__response__free_unpacked(resp, NULL);
-}
-
-/* nng durations are signed 32-bit milliseconds. */
-static nng_duration clamp_ms(uint64_t ms)
-{
-	return ms > INT32_MAX ? INT32_MAX : (nng_duration)ms;
-}
-
-static int exchange(gs_client *c, const Gpusched__V1__Request *req, uint32_t wait_ms,
-                    Gpusched__V1__Response **out)
-{
-	size_t len = gpusched__v1__request__get_packed_size(req);
-	nng_msg *msg;
-	int rv;
-
-	rv = nng_msg_alloc(&msg, len);
-	if (rv != 0)
-		return gsc_fail(c, map_nng_error(rv), "cannot allocate %zu bytes", len);
-	/* Packed straight into the message body: a 64 MiB write is not copied twice. */
-	gpusched__v1__request__pack(req, nng_msg_body(msg));
-
-	nng_socket_set_ms(c->sock, NNG_OPT_SENDTIMEO, clamp_ms(c->timeout_ms));
-	nng_socket_set_ms(c->sock, NNG_OPT_RECVTIMEO, clamp_ms((uint64_t)c->timeout_ms + wait_ms));
-	rv = nng_sendmsg(c->sock, msg, 0);
-	if (rv != 0) {
-		nng_msg_free(msg);
-		return gsc_fail(c, map_nng_error(rv), "send to %s: %s", c->url, nng_strerror(rv));
-	}
-	rv = nng_recvmsg(c->sock, &msg, 0);
-	if (rv != 0)
-		return gsc_fail(c, map_nng_error(rv), "receive from %s: %s", c->url,
-		                nng_strerror(rv));
-	*out = gpusched__v1__response__unpack(NULL, nng_msg_len(msg), nng_msg_body(msg));
-	nng_msg_free(msg);
-	if (!*out)
-		return gsc_fail(c, GS_ERR_PROTOCOL, "the response does not decode");
-	return 0;
-}
-
-int gsc_call(gs_client *c, Gpusched__V1__Request__BodyCase req_case, void *body,
-             Gpusched__V1__Response__BodyCase want, uint32_t wait_ms, Gpusched__V1__Response **out)
-{
-	Gpusched__V1__Request req = GPUSCHED__V1__REQUEST__INIT;
-	Gpusched__V1__Response *resp = NULL;
-	int rv;
-
-	if (out)
-		*out = NULL;
-	c->message[0] = '\0';
-	req.id = c->next_id++;
-	req.token = c->token;
-	req.adapter = c->adapter;
-	req.body_case = req_case;
-	/* Every oneof member is a pointer to a message struct, and C11 (6.2.5p28) gives all
-	 * such pointers one representation: storing through one member stores the pointer that
-	 * protobuf-c reads for whichever case body_case names. */
-	req.info = body;
-
-	rv = exchange(c, &req, wait_ms, &resp);
-	if (rv != 0)
-		return rv;
-
-	snprintf(c->message, sizeof(c->message), "%s", resp->message ? resp->message : "");
-	/* id 0 is the daemon's answer to bytes it could not decode: its status stands. */
-	if (resp->id != req.id && !(resp->id == 0 && resp->status != 0)) {
-		rv = gsc_fail(c, GS_ERR_PROTOCOL, "response id %llu answers no request (sent %llu)",
-		              (unsigned long long)resp->id, (unsigned long long)req.id);
-	} else if ((int)resp->status < 0) {
-		rv = gsc_fail(c, GS_ERR_PROTOCOL, "negative status %d", (int)resp->status);
-	} else if (resp->status != 0) {
-		rv = (int)resp->status;
-	} else if (want != GPUSCHED__V1__RESPONSE__BODY__NOT_SET && resp->body_case != want) {
-		rv = gsc_fail(c, GS_ERR_PROTOCOL, "response body %d where %d was expected",
-		              (int)resp->body_case, (int)want);
-	}
-	if (rv == 0 && out)
-		*out = resp;
-	else
-		gsc_response_free(resp);
-	return rv;
 }

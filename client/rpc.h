@@ -6,6 +6,7 @@
 #ifndef GS_CLIENT_RPC_H
 #define GS_CLIENT_RPC_H
 
+#include <pthread.h>
 #include <stdarg.h>
 
 #include <nng/nng.h>
@@ -15,18 +16,36 @@
 
 #define GSC_MESSAGE_MAX 1024
 
+/* One nng context and aio of a client, carrying one request at a time (async.c). */
+typedef struct gsc_slot gsc_slot;
+
 struct gs_client {
 	nng_socket sock;
 	char *url;
 	char *token;
 	uint32_t adapter;
 	uint32_t timeout_ms;
-	uint64_t next_id;
 	char message[GSC_MESSAGE_MAX];
+	/* Requests in flight (async.c); everything below is under lock. */
+	pthread_mutex_t lock;
+	pthread_cond_t drained; /* inflight reached 0 while closing */
+	uint64_t next_id;
+	gsc_slot **slots; /* every slot made, for gs_close */
+	size_t nslots, capslots;
+	gsc_slot *free_slots; /* a stack through gsc_slot.next */
+	gsc_slot *pending;    /* requests in flight, a list through gsc_slot.prev/next */
+	size_t inflight;      /* started and not yet delivered */
+	bool closing;
 };
 
+/* Sets up and tears down the client's request machinery (async.c). */
+void gsc_async_init(gs_client *c);
+/* Cancels what is in flight, waits for every completion, frees the slots. */
+void gsc_async_close(gs_client *c);
+
 /*
- * Sends one request and receives its response.
+ * Sends one request and receives its response: a blocking call over the asynchronous path
+ * (async.c), with the client's timeout plus wait_ms as its deadline.
  *
  * body points at the request message of kind req_case (the envelope's oneof member); the
  * envelope's id, token and adapter come from the client. The call waits up to the client's
@@ -84,6 +103,37 @@ int gsc_copy_list(gs_client *c, const gsc_entry_kind *kind, ProtobufCMessage *co
                   void **list, size_t *count);
 /* Clears the first count entries of a list from gsc_copy_list, then frees it; NULL is fine. */
 void gsc_free_list(const gsc_entry_kind *kind, void *list, size_t count);
+
+/* Internal starts of the submission and wait requests, shared by the blocking calls
+ * (submit.c, libgpusched.c) and the public gs_async_* calls (async.c). A waiter target
+ * (gsc_waiter) makes a blocking call of a request: gsc_wait returns its status and leaves
+ * the event in w->ev and the daemon's message in c->message. */
+typedef struct gsc_waiter {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool done;
+	gs_async_event ev;
+	Gpusched__V1__Response *resp; /* gsc_call only: the decoded answer when ev.status is 0 */
+} gsc_waiter;
+
+/* Where a request completes: a public target (opts) or a waiter (w). */
+typedef struct gsc_target {
+	const gs_async_opts *opts;
+	gsc_waiter *w;
+} gsc_target;
+
+int gsc_submit_start(gs_client *c, const gs_submit_desc *desc, gsc_target to, uint64_t *id);
+int gsc_submit_batch_start(gs_client *c, const gs_submit_desc *packets, size_t count,
+                           gs_submit_result *out, gsc_target to, uint64_t *id);
+int gsc_packet_wait_start(gs_client *c, uint64_t packet, uint32_t timeout_ms, gsc_target to,
+                          uint64_t *id);
+int gsc_sync_wait_start(gs_client *c, uint64_t sync, uint64_t value, uint32_t timeout_ms,
+                        gsc_target to, uint64_t *id);
+void gsc_waiter_init(gsc_waiter *w);
+/* Waits for the waiter's request (started with status 0, or not started: pass the start's
+ * error as `started`); copies its message into c->message, releases the waiter and returns
+ * the request's status. */
+int gsc_wait(gs_client *c, gsc_waiter *w, int started);
 
 /* Builds the SubmitRequest for one packet. The message points into `desc` and `dma` (no copy
  * of the DMA bytes); release with gsc_submit_msg_release. Exposed for tests of the encoding. */

@@ -133,6 +133,8 @@ static const status_text status_texts[] = {
         {GS_ERR_PROTOCOL, "PROTOCOL", "the daemon's response does not match the request"},
         {GS_ERR_NOMEM, "NOMEM", "out of memory"},
         {GS_ERR_INVALID, "INVALID", "invalid argument"},
+        {GS_ERR_CANCELLED, "CANCELLED", "the request was cancelled before its answer"},
+        {GS_ERR_BUSY, "BUSY", "too many requests in flight on this client"},
 };
 
 static const status_text *find_status(int status)

@@ -81,98 +81,48 @@ void gsc_submit_msg_release(gsc_submit_msg *m)
 	m->storage = NULL;
 }
 
-static void copy_result(gs_submit_result *out, const Gpusched__V1__SubmitResponse *r)
-{
-	out->packet = r->packet;
-	out->fence = r->fence;
-	out->node = r->node;
-}
+/* The blocking calls: one request each, started on the asynchronous path and waited for. */
 
 int gs_submit(gs_client *c, uint64_t context, const gs_dmabuf *dma, uint32_t submit_flags,
               gs_submit_result *out)
 {
 	gs_submit_desc desc = {.context = context, .dma = dma, .submit_flags = submit_flags};
-	Gpusched__V1__Response *resp;
-	gsc_submit_msg m;
+	gsc_waiter w;
 	int rv;
 
-	rv = gsc_submit_msg_build(&m, &desc);
-	if (rv != 0)
-		return gsc_fail(c, rv, "cannot build the submission");
-	rv = gsc_call(c, GSC_REQ(SUBMIT), &m.req, GSC_RESP(SUBMIT), 0, &resp);
-	gsc_submit_msg_release(&m);
-	if (rv != 0)
-		return rv;
-	if (out)
-		copy_result(out, resp->submit);
-	gsc_response_free(resp);
-	return 0;
+	c->message[0] = '\0';
+	gsc_waiter_init(&w);
+	rv = gsc_wait(c, &w, gsc_submit_start(c, &desc, (gsc_target){.w = &w}, NULL));
+	if (rv == 0 && out)
+		*out = w.ev.submit;
+	return rv;
 }
 
 int gs_submit_batch(gs_client *c, const gs_submit_desc *packets, size_t count,
                     gs_submit_result *out)
 {
-	Gpusched__V1__SubmitBatchRequest body = GPUSCHED__V1__SUBMIT_BATCH_REQUEST__INIT;
-	Gpusched__V1__SubmitRequest **reqs = NULL;
-	Gpusched__V1__Response *resp = NULL;
-	gsc_submit_msg *msgs;
-	size_t built = 0;
-	int rv = 0;
+	gsc_waiter w;
 
-	msgs = calloc(count ? count : 1, sizeof(*msgs));
-	reqs = calloc(count ? count : 1, sizeof(*reqs));
-	if (!msgs || !reqs) {
-		rv = gsc_fail(c, GS_ERR_NOMEM, "cannot build the batch");
-		goto done;
-	}
-	for (; built < count; built++) {
-		rv = gsc_submit_msg_build(&msgs[built], &packets[built]);
-		if (rv != 0) {
-			rv = gsc_fail(c, rv, "cannot build packet %zu of the batch", built);
-			goto done;
-		}
-		reqs[built] = &msgs[built].req;
-	}
-	body.n_packets = count;
-	body.packets = reqs;
-	rv = gsc_call(c, GSC_REQ(SUBMIT_BATCH), &body, GSC_RESP(SUBMIT_BATCH), 0, &resp);
-	if (rv != 0)
-		goto done;
-	if (resp->submit_batch->n_packets != count) {
-		rv = gsc_fail(c, GS_ERR_PROTOCOL, "batch of %zu packets answered with %zu", count,
-		              resp->submit_batch->n_packets);
-		goto done;
-	}
-	for (size_t i = 0; out && i < count; i++)
-		copy_result(&out[i], resp->submit_batch->packets[i]);
-done:
-	gsc_response_free(resp);
-	for (size_t i = 0; i < built; i++)
-		gsc_submit_msg_release(&msgs[i]);
-	free(msgs);
-	free(reqs);
-	return rv;
+	c->message[0] = '\0';
+	gsc_waiter_init(&w);
+	return gsc_wait(
+	        c, &w, gsc_submit_batch_start(c, packets, count, out, (gsc_target){.w = &w}, NULL));
 }
 
 int gs_packet_wait(gs_client *c, uint64_t packet, uint32_t timeout_ms, gs_packet_state *state,
                    uint64_t *fence)
 {
-	Gpusched__V1__PacketWaitRequest body = GPUSCHED__V1__PACKET_WAIT_REQUEST__INIT;
-	Gpusched__V1__Response *resp;
+	gsc_waiter w;
 	int rv;
 
-	body.packet = packet;
-	body.timeout_ms = timeout_ms;
-	rv = gsc_call(c, GSC_REQ(PACKET_WAIT), &body, GSC_RESP(PACKET_WAIT), timeout_ms, &resp);
-	if (rv == GS_STATUS_FAULTED && state)
-		*state =
-		        GS_PACKET_FAULTED; /* the daemon answers a faulted packet with its status */
-	if (rv != 0)
-		return rv;
-	if (state)
-		*state = (gs_packet_state)resp->packet_wait->state;
-	if (fence)
-		*fence = resp->packet_wait->fence;
-	gsc_response_free(resp);
-	return 0;
+	c->message[0] = '\0';
+	gsc_waiter_init(&w);
+	rv = gsc_wait(c, &w,
+	              gsc_packet_wait_start(c, packet, timeout_ms, (gsc_target){.w = &w}, NULL));
+	/* A faulted packet: GS_STATUS_FAULTED with the state (see gs_async_event). */
+	if ((rv == 0 || w.ev.state == GS_PACKET_FAULTED) && state)
+		*state = w.ev.state;
+	if (rv == 0 && fence)
+		*fence = w.ev.fence;
+	return rv;
 }
