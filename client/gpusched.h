@@ -254,6 +254,9 @@ typedef struct gs_adapter_info {
 	uint32_t queues; /* hardware queues the nodes share; 0: each node its own engine */
 	uint64_t preempt_granularity_ns; /* longest run after a preemption request; 0: next
 	                                  * command boundary */
+	char *cpu_access; /* "mapped", or "staging": copies through a staging buffer ("" emu) */
+	uint32_t device_losses; /* device losses since start (each recovered unless dead) */
+	bool device_dead;       /* lost and not recreated: every packet is cancelled */
 	size_t node_count;
 	gs_node_info *nodes;
 	size_t segment_count;

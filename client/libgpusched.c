@@ -76,6 +76,7 @@ void gs_info_free(gs_daemon_info *info)
 		free(a->device);
 		free(a->driver);
 		free(a->api);
+		free(a->cpu_access);
 	}
 	free(info->adapters);
 	free(info->version);
@@ -106,7 +107,11 @@ static int copy_adapter(gs_client *c, gs_adapter_info *dst, const Gpusched__V1__
 	dst->api = gsc_strdup0(src->api);
 	dst->queues = src->queues;
 	dst->preempt_granularity_ns = src->preempt_granularity_ns;
-	if (!dst->name || !dst->backend || !dst->clock || !dst->device || !dst->driver || !dst->api)
+	dst->cpu_access = gsc_strdup0(src->cpu_access);
+	dst->device_losses = src->device_losses;
+	dst->device_dead = src->device_dead;
+	if (!dst->name || !dst->backend || !dst->clock || !dst->device || !dst->driver ||
+	    !dst->api || !dst->cpu_access)
 		return GS_ERR_NOMEM;
 
 	rv = gsc_copy_list(c, &node_kind, (ProtobufCMessage *const *)src->nodes, src->n_nodes,

@@ -53,8 +53,11 @@ static int adapter_init(gsd_daemon *d, gsd_adapter *a, uint32_t id, const gsd_ad
 	}
 	a->nnodes = ac->nnodes;
 	char err[512];
-	gsd_backend_config bc = {
-	        .adapter = ac->name, .device = ac->device, .virtual_clock = d->cfg.virtual_clock};
+	gsd_backend_config bc = {.adapter = ac->name,
+	                         .device = ac->device,
+	                         .virtual_clock = d->cfg.virtual_clock,
+	                         .nodes = ac->nnodes,
+	                         .device_only_memory = ac->local_memory == 1};
 	if (gsd_backend_open(a->ops, &bc, &a->backend, err, sizeof(err)) != 0) {
 		GSD_ERROR("adapter %s: backend %s: %s", ac->name, ac->backend, err);
 		return -1;
@@ -62,8 +65,9 @@ static int adapter_init(gsd_daemon *d, gsd_adapter *a, uint32_t id, const gsd_ad
 	gsd_backend_describe(a->ops, a->backend, &a->info);
 	const gsd_backend_info bi = a->info;
 	if (a->backend)
-		GSD_INFO("adapter %s: %s on %s (%s), %u queue%s for %u nodes", ac->name, bi.api,
-		         bi.device, bi.driver, bi.queues, bi.queues == 1 ? "" : "s", a->nnodes);
+		GSD_INFO("adapter %s: %s on %s (%s), %u queue%s for %u node%s", ac->name, bi.api,
+		         bi.device, bi.driver, bi.queues, bi.queues == 1 ? "" : "s", a->nnodes,
+		         a->nnodes == 1 ? "" : "s");
 	return 0;
 }
 

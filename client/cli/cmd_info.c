@@ -3,6 +3,7 @@
  */
 #include <inttypes.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "cli.h"
 
@@ -42,13 +43,15 @@ static json_t *adapter_json(const void *adapter)
 	json_t *segments =
 	        cli_json_array(a->segments, a->segment_count, sizeof(*a->segments), segment_json);
 
-	return json_pack("{s:I, s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:o, s:I, s:b, s:b, s:I, s:I, "
-	                 "s:I, s:o, s:o, s:o, s:o, s:o}",
+	return json_pack("{s:I, s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:o, s:s, s:I, s:b, s:I, s:b, "
+	                 "s:b, s:I, s:I, s:I, s:o, s:o, s:o, s:o, s:o}",
 	                 "id", (json_int_t)a->id, "name", a->name, "backend", a->backend, "clock",
 	                 a->clock, "device", a->device, "driver", a->driver, "api", a->api,
 	                 "queues", (json_int_t)a->queues, "preempt_granularity_ns",
-	                 cli_json_u64(a->preempt_granularity_ns), "caps", (json_int_t)a->caps,
-	                 "preemption", (a->caps & GS_ADAPTER_CAP_PREEMPTION) != 0, "virtual_clock",
+	                 cli_json_u64(a->preempt_granularity_ns), "cpu_access", a->cpu_access,
+	                 "device_losses", (json_int_t)a->device_losses, "device_dead",
+	                 a->device_dead, "caps", (json_int_t)a->caps, "preemption",
+	                 (a->caps & GS_ADAPTER_CAP_PREEMPTION) != 0, "virtual_clock",
 	                 (a->caps & GS_ADAPTER_CAP_VIRTUAL_CLOCK) != 0, "max_dma_buffer",
 	                 (json_int_t)a->max_dma_buffer, "max_allocation_list",
 	                 (json_int_t)a->max_allocation_list, "max_patch_list",
@@ -72,6 +75,17 @@ static void print_adapter(const gs_adapter_info *a)
 	if (a->queues && a->queues < a->node_count)
 		printf("  queues: %" PRIu32 " for %zu nodes: the nodes take turns on %s\n",
 		       a->queues, a->node_count, a->queues == 1 ? "it" : "them");
+	else if (a->queues)
+		printf("  queues: one per node (%" PRIu32 ")\n", a->queues);
+	if (a->cpu_access && !strcmp(a->cpu_access, "staging"))
+		printf("  memory: device memory the CPU does not map; reads and writes go through "
+		       "a staging buffer\n");
+	if (a->device_dead)
+		printf("  DEVICE LOST: lost %" PRIu32 " time%s, could not be recreated; every "
+		       "packet is cancelled\n",
+		       a->device_losses, a->device_losses == 1 ? "" : "s");
+	else if (a->device_losses)
+		printf("  device losses: %" PRIu32 ", each recreated\n", a->device_losses);
 	if (a->preempt_granularity_ns)
 		printf("  preemption: a SPIN stops within %.0f us of a request; other commands run "
 		       "in short batches, stopping between them\n",

@@ -90,6 +90,10 @@ struct gsd_adapter {
 	gsd_device *sysdev;
 	/* Why the engines were last reset, for the records of the innocent packets it aborts. */
 	char reset_why[128];
+	/* An engine reported the device lost: nothing is dispatched until every node is idle and
+	 * the backend has recovered it (vidsch/tdr.c); dead when that failed. */
+	bool device_lost, device_dead;
+	uint32_t device_losses;
 	/* ---- memory manager (vidmm/) ---- */
 	gsd_segment sysmem; /* system memory: where evicted allocations live */
 	gsd_list

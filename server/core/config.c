@@ -175,6 +175,9 @@ const char *gsd_share_policy_name(int policy)
 	return policy >= 0 && policy <= GSD_SHARE_FIXED ? share_policies[policy] : "?";
 }
 
+/* adapters[].local_memory: where a GPU backend puts memory segments. */
+static const char *const local_memories[] = {"auto", "device", NULL};
+
 static int load_adapter(json_t *ja, gsd_adapter_config *a, cfg_err *e)
 {
 	if (!json_is_object(ja))
@@ -182,6 +185,7 @@ static int load_adapter(json_t *ja, gsd_adapter_config *a, cfg_err *e)
 	if (get_str(ja, "name", a->name, sizeof(a->name), e) ||
 	    get_str(ja, "backend", a->backend, sizeof(a->backend), e) ||
 	    get_str(ja, "device", a->device, sizeof(a->device), e) ||
+	    get_enum(ja, "local_memory", local_memories, &a->local_memory, e) ||
 	    get_enum(ja, "policy", share_policies, &a->share_policy, e) ||
 	    get_u32(ja, "time_slice_us", &a->time_slice_us, e))
 		return -1;
@@ -494,6 +498,12 @@ int gsd_config_validate(const gsd_config *c, char *err, size_t errcap)
 		    strcmp(a->backend, "vulkan")) {
 			snprintf(err, errcap,
 			         "adapter %s: backend must be \"emu\", \"null\" or \"vulkan\"",
+			         a->name);
+			return -1;
+		}
+		if (a->local_memory && strcmp(a->backend, "vulkan") != 0) {
+			snprintf(err, errcap,
+			         "adapter %s: \"local_memory\" applies to the vulkan backend only",
 			         a->name);
 			return -1;
 		}

@@ -42,8 +42,12 @@ enum {
 
 typedef struct gsd_adapter_config {
 	char name[GSD_NAME_MAX];
-	char backend[16];       /* "emu" | "null" | "vulkan" */
-	char device[128];       /* vulkan: "" (first fitting device), an index, or part of a name */
+	char backend[16]; /* "emu" | "null" | "vulkan" */
+	char device[128]; /* vulkan: "" (first fitting device), an index, or part of a name */
+	/* vulkan: 0 ("auto"): memory segments in device memory the CPU maps where there is
+	 * enough, else in device memory reached by staging copies; 1 ("device"): always the
+	 * latter, as on a GPU without a resizable BAR. */
+	int local_memory;
 	int share_policy;       /* GSD_SHARE_* */
 	uint32_t time_slice_us; /* time slice on its engines; 0: the daemon's quantum_us */
 	uint32_t nnodes;

@@ -70,8 +70,11 @@ struct gsd_packet {
 	bool on_engine;
 	size_t resume_offset;  /* where its next run starts */
 	uint64_t spin_done_us; /* of the SPIN at resume_offset */
-	bool needs_resubmit;   /* preempted or aborted: the next run is a resubmission */
-	bool flip_waiting;     /* executed; completes at the next vertical blank */
+	/* When the GPU finished its last run (the daemon's clock; 0: the backend has no GPU
+	 * clock): its completion time in history, unless a flip makes it wait for a blank. */
+	uint64_t gpu_end_ns;
+	bool needs_resubmit; /* preempted or aborted: the next run is a resubmission */
+	bool flip_waiting;   /* executed; completes at the next vertical blank */
 	/* When it first headed a context in its node's queue, and what that queue looked like:
 	 * the READY record says what it waited behind. */
 	uint64_t runnable_ns;

@@ -89,6 +89,65 @@ void gsd_backend_segment_destroy(const gsd_engine_ops *ops, gsd_backend *b, gsd_
 		gsd_host_segment_destroy(seg);
 }
 
+int gsd_backend_segment_read(const gsd_engine_ops *ops, gsd_backend *b, const gsd_mem_segment *seg,
+                             uint64_t off, void *out, uint64_t len, char *err, size_t cap)
+{
+	if (!len)
+		return 0;
+	if (seg->base) {
+		memcpy(out, seg->base + off, len);
+		return 0;
+	}
+	if (!ops->segment_copy) {
+		snprintf(err, cap, "segment %u has no memory", seg->id);
+		return -1;
+	}
+	return ops->segment_copy(b, seg, off, out, len, false, err, cap);
+}
+
+int gsd_backend_segment_write(const gsd_engine_ops *ops, gsd_backend *b, const gsd_mem_segment *seg,
+                              uint64_t off, const void *in, uint64_t len, char *err, size_t cap)
+{
+	if (!len)
+		return 0;
+	if (seg->base) {
+		memcpy(seg->base + off, in, len);
+		return 0;
+	}
+	if (!ops->segment_copy) {
+		snprintf(err, cap, "segment %u has no memory", seg->id);
+		return -1;
+	}
+	return ops->segment_copy(b, seg, off, (void *)in, len, true, err, cap);
+}
+
+int gsd_backend_segment_clear(const gsd_engine_ops *ops, gsd_backend *b, const gsd_mem_segment *seg,
+                              uint64_t off, uint64_t len, char *err, size_t cap)
+{
+	if (!len)
+		return 0;
+	if (!seg->base) {
+		if (!ops->segment_clear) {
+			snprintf(err, cap, "segment %u has no memory", seg->id);
+			return -1;
+		}
+		return ops->segment_clear(b, seg, off, len, err, cap);
+	}
+	const uint64_t page = 4096;
+	uint64_t start = (off + page - 1) & ~(page - 1);
+	uint64_t end = (off + len) & ~(page - 1);
+	if (seg->reclaimable && end > start + 16 * page) {
+		/* Large ranges: hand whole pages back to the kernel (they read as zero again) and
+		 * clear only the partial pages at the edges. */
+		memset(seg->base + off, 0, start - off);
+		madvise(seg->base + start, end - start, MADV_DONTNEED);
+		memset(seg->base + end, 0, off + len - end);
+	} else {
+		memset(seg->base + off, 0, len);
+	}
+	return 0;
+}
+
 /* ---- the memory half of the ISA ---- */
 
 /* Does [addr, addr + size) lie inside range r? Written with subtractions only, so no sum can
@@ -131,7 +190,7 @@ const gsd_mem_segment *gsd_engine_check(const gsd_memory *mem, const gsd_exec *x
 	uint32_t id = gs_addr_segment(addr);
 	uint64_t off = gs_addr_offset(addr);
 	const gsd_mem_segment *seg = mem && id < GSD_MAX_SEGMENTS ? &mem->seg[id] : NULL;
-	if (!seg || seg->id != id || id == 0 || !seg->base || off > seg->size ||
+	if (!seg || seg->id != id || id == 0 || (!seg->base && !seg->priv) || off > seg->size ||
 	    size > seg->size - off) {
 		snprintf(detail, cap,
 		         "page fault: %s 0x%" PRIx64 " +%" PRIu64 " outside segment %u", what, addr,

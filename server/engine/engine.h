@@ -17,7 +17,10 @@
 /*
  * One segment's backing memory, as the engine sees it. The backend makes it (segment_create):
  * host memory for the emulator, device memory for a real GPU. base is where the CPU reads and
- * writes it (the daemon scrubs new allocations and answers allocation reads through it).
+ * writes it, or NULL for memory the CPU cannot map (a GPU's memory beyond what its BAR
+ * shows): then the daemon reaches it only through gsd_backend_segment_read/write/clear, which
+ * copy through a staging buffer. base may change when the backend recovers a lost device
+ * (recover), so the daemon never keeps a copy of it.
  */
 typedef struct gsd_mem_segment {
 	uint32_t id; /* segment id (1..31); 0 = unused slot */
@@ -115,6 +118,16 @@ typedef struct gsd_irq {
 	/* PREEMPTED, ABORTED, ENGINE_TIMEOUT when stop_offset is a SPIN: its microseconds done
 	 * so far, over all runs (pass it back as exec->spin_done_us); 0 otherwise. */
 	uint64_t spin_done_us;
+	/* Final interrupts: the run ended because the device was lost. The packet the backend
+	 * blames (the one whose work saw the loss first) is FAULTED, every other packet running
+	 * then is ABORTED (innocent, stop_offset where it resumes). No engine of the adapter runs
+	 * anything before the daemon calls recover(); a packet submitted meanwhile is ABORTED
+	 * with device_lost before its first command. */
+	bool device_lost;
+	/* Final interrupts of a backend with a GPU clock: CLOCK_MONOTONIC times at which the
+	 * device started the run's first command and finished its last, from GPU timestamps
+	 * (0: not known, as on the emulator, which runs on the thread's own clock). */
+	uint64_t gpu_start_ns, gpu_end_ns;
 	char detail[96]; /* fault text */
 } gsd_irq;
 
@@ -128,6 +141,11 @@ typedef struct gsd_backend_config {
 	const char *adapter; /* adapter name, for messages */
 	const char *device;  /* which device: "" = the first fitting one; an index; a name part */
 	bool virtual_clock;  /* the daemon runs on the virtual clock */
+	uint32_t nodes;      /* engines the adapter will create (queues worth asking for) */
+	/* Memory segments in device memory the CPU does not map, reached through staging
+	 * copies, even where mappable device memory exists (what a GPU without a resizable BAR
+	 * offers; the config's "local_memory": "device"). */
+	bool device_only_memory;
 } gsd_backend_config;
 
 /* What `gpusched info` shows of a backend's device. */
@@ -141,6 +159,9 @@ typedef struct gsd_backend_info {
 	/* The longest a running packet can go on after a preemption request before it stops
 	 * (ns); 0: at the next command boundary, or at once inside a SPIN. */
 	uint64_t preempt_granularity_ns;
+	/* How the CPU reaches the memory segments: "mapped" or "staging" (copies through a
+	 * staging buffer); "" for the emulator, whose memory is host memory. */
+	char cpu_access[16];
 } gsd_backend_info;
 
 /* Segment kinds as a backend places them. */
@@ -177,6 +198,22 @@ typedef struct gsd_engine_ops {
 	int (*segment_create)(gsd_backend *b, uint32_t id, gsd_mem_kind kind, uint64_t size,
 	                      gsd_mem_segment *seg, char *err, size_t cap);
 	void (*segment_destroy)(gsd_backend *b, gsd_mem_segment *seg);
+	/*
+	 * CPU access to a segment whose base is NULL (optional for a backend that always maps):
+	 * copy len bytes at off to buf (to_segment false) or from buf (true); clear writes
+	 * zeros. The range is idle (no packet touches it). 0, or -1 with a message.
+	 */
+	int (*segment_copy)(gsd_backend *b, const gsd_mem_segment *seg, uint64_t off, void *buf,
+	                    uint64_t len, bool to_segment, char *err, size_t cap);
+	int (*segment_clear)(gsd_backend *b, const gsd_mem_segment *seg, uint64_t off, uint64_t len,
+	                     char *err, size_t cap);
+	/*
+	 * After a final interrupt with device_lost, once no engine of the adapter runs or holds
+	 * a packet: recreates the device, every segment of mem (the bytes carried over; base may
+	 * change) and the engines' own objects. 0, or -1 with a message: the device stays lost.
+	 * NULL: the backend never loses its device.
+	 */
+	int (*recover)(gsd_backend *b, gsd_memory *mem, char *err, size_t cap);
 	int (*create)(const gsd_engine_config *cfg, gsd_engine **out); /* starts its thread */
 	/* Queues a packet; the engine runs its packets in submission order. */
 	int (*submit)(gsd_engine *e, gsd_exec *x);
@@ -216,6 +253,16 @@ int gsd_backend_segment_create(const gsd_engine_ops *ops, gsd_backend *b, uint32
                                gsd_mem_kind kind, uint64_t size, gsd_mem_segment *seg, char *err,
                                size_t cap);
 void gsd_backend_segment_destroy(const gsd_engine_ops *ops, gsd_backend *b, gsd_mem_segment *seg);
+/* CPU access to bytes [off, off + len) of a segment, through base where it is mapped, else
+ * through the backend's staging copies. The caller has checked the range. 0, or -1 with a
+ * message in err. */
+int gsd_backend_segment_read(const gsd_engine_ops *ops, gsd_backend *b, const gsd_mem_segment *seg,
+                             uint64_t off, void *out, uint64_t len, char *err, size_t cap);
+int gsd_backend_segment_write(const gsd_engine_ops *ops, gsd_backend *b, const gsd_mem_segment *seg,
+                              uint64_t off, const void *in, uint64_t len, char *err, size_t cap);
+/* Zeros; whole pages of reclaimable memory are handed back to the kernel instead. */
+int gsd_backend_segment_clear(const gsd_engine_ops *ops, gsd_backend *b, const gsd_mem_segment *seg,
+                              uint64_t off, uint64_t len, char *err, size_t cap);
 
 /* Host memory for a segment: size bytes reserved with mmap, backed only once touched. */
 int gsd_host_segment_create(uint32_t id, uint64_t size, gsd_mem_segment *seg, char *err,

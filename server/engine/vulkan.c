@@ -2,9 +2,11 @@
  * The Vulkan backend: the same instruction set as the emulator, run on a real GPU (or on Mesa's
  * lavapipe, a Vulkan driver that runs on the CPU).
  *
- * Memory. Every segment is one VkBuffer over one VkDeviceMemory, mapped for the CPU:
- * memory segments prefer DEVICE_LOCAL | HOST_VISIBLE memory, aperture segments HOST_VISIBLE
- * memory that is not device-local, and system memory is host memory (imported with
+ * Memory. Every segment is one VkBuffer over one VkDeviceMemory: memory segments prefer
+ * DEVICE_LOCAL | HOST_VISIBLE memory, mapped for the CPU, and take DEVICE_LOCAL memory the CPU
+ * cannot map where there is none big enough (or the config asks for it): the CPU then reaches
+ * them through copies via a staging buffer. Aperture segments are HOST_VISIBLE memory that is
+ * not device-local, and system memory is host memory (imported with
  * VK_EXT_external_memory_host where the device has it). Kernels reach memory through buffer
  * device addresses, so no descriptor sets exist.
  *
@@ -22,10 +24,19 @@
  * reported once everything before it has completed.
  *
  * Time. Engine time is GPU time: each submission is bracketed by timestamps (vkCmdWriteTimestamp)
- * and a run's engine time is the sum of its submissions' times.
+ * and a run's engine time is the sum of its submissions' times. The first and last timestamps
+ * of a run, moved onto the daemon's clock (VK_EXT_calibrated_timestamps, else a measured
+ * offset), are the start and end its history shows.
  *
- * Queues. One queue serves every node of the adapter (lavapipe has one); nodes take turns on it
- * under a lock, and `gpusched info` says so.
+ * Queues. Each node gets a queue of its own where the family has enough; otherwise nodes share
+ * (lavapipe has one queue) and take turns under a lock, and `gpusched info` says so. Every piece
+ * begins with a barrier that makes visible what other queues wrote before it was submitted.
+ *
+ * Device loss. VK_ERROR_DEVICE_LOST (or the injected loss of GSD_VULKAN_INJECT_LOSS, for tests)
+ * marks the device lost: the engine that saw it first faults its packet, every other engine
+ * aborts its own at the start of the piece that was lost, and nothing runs until the daemon
+ * calls recover(), which recreates the device, carries every segment's bytes over through the
+ * CPU's mapping and rebuilds the engines' objects.
  */
 #include "engine/swizzle.h"
 #include "engine/thread.h"
@@ -34,6 +45,7 @@
 #include "wddm.h"
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,20 +102,49 @@ typedef struct vk_args {
  * where it writes its result. */
 #define STOP_AT   SCRATCH_BYTES
 #define RESULT_AT (SCRATCH_BYTES + 64u)
+/* Bytes of the staging buffer the CPU's copies to and from unmapped memory go through. */
+#define STAGE_BYTES (4u << 20)
+/* Queues asked for, at most: one per node. */
+#define MAX_QUEUES 8u
+/* Engines one adapter can have (recover rebuilds each). */
+#define MAX_ENGINES 32u
+
+typedef struct vk_engine vk_engine;
+
+/* A segment's Vulkan objects (gsd_mem_segment.priv). */
+typedef struct vk_seg {
+	VkBuffer buf;
+	VkDeviceMemory mem;
+	VkDeviceAddress addr;
+	gsd_mem_kind kind;
+	uint64_t size;
+	uint8_t *map;    /* where the CPU reaches it: the mapping or the imported memory; NULL */
+	void *host;      /* imported host memory to unmap, or NULL */
+	uint64_t mapped; /* bytes of host mapping */
+	uint32_t type;   /* memory type index */
+	bool staged;     /* a memory segment the CPU reaches by staging copies */
+} vk_seg;
 
 struct gsd_backend {
 	VkInstance instance;
 	VkPhysicalDevice phys;
 	VkDevice dev;
-	VkQueue queue;
+	VkQueue queues[MAX_QUEUES];
+	pthread_mutex_t queue_locks[MAX_QUEUES]; /* nodes beyond nqueues share */
+	uint32_t nqueues, nodes;
 	uint32_t family;
-	pthread_mutex_t queue_lock; /* the nodes share the queue */
 	VkPhysicalDeviceProperties props;
 	VkPhysicalDeviceMemoryProperties mem;
 	char driver[128];
 	double ns_per_tick;
 	uint64_t ts_mask;
 	bool host_import; /* VK_EXT_external_memory_host */
+	bool calibrated;  /* VK_EXT_calibrated_timestamps, with the CLOCK_MONOTONIC domain */
+	PFN_vkGetCalibratedTimestampsEXT get_calibrated;
+	/* Without it: CLOCK_MONOTONIC ns = ticks * ns_per_tick + tick_offset_ns, measured. */
+	double tick_offset_ns;
+	bool device_only;            /* memory segments in unmapped device memory (config) */
+	atomic_uint staged_segments; /* memory segments the CPU reaches by staging copies */
 	uint64_t import_align;
 	PFN_vkGetMemoryHostPointerPropertiesEXT host_pointer_props;
 	VkPipelineLayout layout;
@@ -112,25 +153,32 @@ struct gsd_backend {
 	/* The longest a running packet goes on after a request: a batch of commands is not
 	 * interrupted; a SPIN polls every SPIN_POLL_STEPS steps. */
 	uint64_t preempt_ns;
-};
 
-/* A segment's Vulkan objects (gsd_mem_segment.priv). */
-typedef struct vk_seg {
-	VkBuffer buf;
-	VkDeviceMemory mem;
-	VkDeviceAddress addr;
-	void *host;      /* imported host memory to unmap, or NULL */
-	uint64_t mapped; /* bytes of host mapping */
-	uint32_t type;   /* memory type index */
-} vk_seg;
+	/* Set by the first engine to see the device lost; cleared by recover(). */
+	atomic_bool lost;
+	uint32_t losses;
+	/* Test hook (GSD_VULKAN_INJECT_LOSS=MICROS): a SPIN of exactly that many microseconds
+	 * loses the device instead of running. 0: off. */
+	uint64_t inject_spin_us;
+	pthread_mutex_t engines_lock;
+	vk_engine *engines[MAX_ENGINES];
+
+	/* The CPU's copies to and from unmapped memory (made at first use; the loop's thread). */
+	pthread_mutex_t stage_lock;
+	VkCommandPool stage_pool;
+	VkCommandBuffer stage_cb;
+	VkFence stage_fence;
+	vk_seg stage;
+};
 
 /* Submissions one engine can have in flight: a SPIN keeps its next slice queued behind the
  * running one, so the GPU does not idle while the engine thread turns around. */
 #define SLOTS 2
 
 /* One node's engine state (gsd_engine.priv). */
-typedef struct vk_engine {
+struct vk_engine {
 	gsd_backend *b;
+	uint32_t queue; /* index into b->queues */
 	VkCommandPool pool;
 	VkCommandBuffer cbs[SLOTS];
 	VkFence fences[SLOTS];
@@ -143,6 +191,7 @@ typedef struct vk_engine {
 	/* The SPIN kernel's stop words, in host-visible coherent memory: set by preempt() and
 	 * reset() on other threads, cleared by the engine thread when a SPIN starts. */
 	_Atomic uint32_t *stop_words;
+	_Atomic uint32_t no_stop_words[2]; /* where they point while the engine has no scratch */
 	/* What the open piece's commands read and wrote since its last barrier: a command that
 	 * touches none of it with a write on either side needs no barrier before it. */
 	struct vk_access {
@@ -156,7 +205,10 @@ typedef struct vk_engine {
 	bool recording;
 	unsigned ncmds;
 	uint64_t gpu_ns; /* engine time of the run so far */
-} vk_engine;
+	/* Raw timestamps of the run's first piece's start and last piece's end (0: none yet). */
+	uint64_t first_tick, last_tick;
+	bool blamed; /* this run saw the device lost first */
+};
 
 static const char *vk_strerror(VkResult r)
 {
@@ -337,11 +389,19 @@ static int make_device(gsd_backend *b, char *err, size_t cap)
 	b->ts_mask = bits >= 64 ? UINT64_MAX : (UINT64_C(1) << bits) - 1;
 	b->ns_per_tick = b->props.limits.timestampPeriod;
 
-	float prio = 1.0f;
+	/* A queue per node where the family has them. */
+	b->nqueues = b->nodes < qf[b->family].queueCount ? b->nodes : qf[b->family].queueCount;
+	if (b->nqueues > MAX_QUEUES)
+		b->nqueues = MAX_QUEUES;
+	if (b->nqueues == 0)
+		b->nqueues = 1;
+	float prio[MAX_QUEUES];
+	for (uint32_t i = 0; i < MAX_QUEUES; i++)
+		prio[i] = 1.0f;
 	VkDeviceQueueCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
 	                               .queueFamilyIndex = b->family,
-	                               .queueCount = 1,
-	                               .pQueuePriorities = &prio};
+	                               .queueCount = b->nqueues,
+	                               .pQueuePriorities = prio};
 	VkPhysicalDeviceVulkan12Features f12 = {
 	        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
 	        .bufferDeviceAddress = VK_TRUE,
@@ -349,17 +409,43 @@ static int make_device(gsd_backend *b, char *err, size_t cap)
 	VkPhysicalDeviceFeatures2 f = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
 	                               .pNext = &f12,
 	                               .features = {.shaderInt64 = VK_TRUE}};
-	const char *ext[] = {VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME};
+	const char *ext[2];
+	uint32_t next = 0;
+	if (b->host_import)
+		ext[next++] = VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME;
+	bool calibrated = has_extension(b->phys, VK_EXT_CALIBRATED_TIMESTAMPS_EXTENSION_NAME);
+	if (calibrated)
+		ext[next++] = VK_EXT_CALIBRATED_TIMESTAMPS_EXTENSION_NAME;
 	VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
 	                          .pNext = &f,
 	                          .queueCreateInfoCount = 1,
 	                          .pQueueCreateInfos = &qci,
-	                          .enabledExtensionCount = b->host_import ? 1u : 0u,
+	                          .enabledExtensionCount = next,
 	                          .ppEnabledExtensionNames = ext};
 	VkResult r = vkCreateDevice(b->phys, &dci, NULL, &b->dev);
-	if (r != VK_SUCCESS)
+	if (r != VK_SUCCESS) {
+		b->dev = VK_NULL_HANDLE;
 		return VK_FAIL(err, cap, r, "vkCreateDevice");
-	vkGetDeviceQueue(b->dev, b->family, 0, &b->queue);
+	}
+	for (uint32_t i = 0; i < b->nqueues; i++)
+		vkGetDeviceQueue(b->dev, b->family, i, &b->queues[i]);
+	b->calibrated = false;
+	if (calibrated) {
+		PFN_vkGetPhysicalDeviceCalibrateableTimeDomainsEXT domains =
+		        (PFN_vkGetPhysicalDeviceCalibrateableTimeDomainsEXT)vkGetInstanceProcAddr(
+		                b->instance, "vkGetPhysicalDeviceCalibrateableTimeDomainsEXT");
+		b->get_calibrated = (PFN_vkGetCalibratedTimestampsEXT)vkGetDeviceProcAddr(
+		        b->dev, "vkGetCalibratedTimestampsEXT");
+		VkTimeDomainEXT dom[8];
+		uint32_t nd = 8;
+		bool dev_dom = false, mono = false;
+		if (domains && b->get_calibrated && domains(b->phys, &nd, dom) >= 0)
+			for (uint32_t i = 0; i < nd && i < 8; i++) {
+				dev_dom = dev_dom || dom[i] == VK_TIME_DOMAIN_DEVICE_EXT;
+				mono = mono || dom[i] == VK_TIME_DOMAIN_CLOCK_MONOTONIC_EXT;
+			}
+		b->calibrated = dev_dom && mono;
+	}
 	if (b->host_import)
 		b->host_pointer_props =
 		        (PFN_vkGetMemoryHostPointerPropertiesEXT)vkGetDeviceProcAddr(
@@ -418,8 +504,11 @@ static int find_type(const gsd_backend *b, uint32_t bits, VkMemoryPropertyFlags 
 	return -1;
 }
 
-/* The memory type of a segment kind, best first. */
-static int type_for(const gsd_backend *b, uint32_t bits, gsd_mem_kind kind, uint64_t size)
+/* The memory type of a segment kind, best first. A memory segment the CPU maps (map) wants
+ * DEVICE_LOCAL | HOST_VISIBLE memory and takes DEVICE_LOCAL memory it cannot map where none is
+ * big enough; one the CPU must not map takes DEVICE_LOCAL memory, not host-visible where
+ * the device has such. */
+static int type_for(const gsd_backend *b, uint32_t bits, gsd_mem_kind kind, bool map, uint64_t size)
 {
 	const VkMemoryPropertyFlags host =
 	        VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
@@ -427,7 +516,12 @@ static int type_for(const gsd_backend *b, uint32_t bits, gsd_mem_kind kind, uint
 	int t = -1;
 	switch (kind) {
 	case GSD_MEM_LOCAL:
-		t = find_type(b, bits, host | local, 0, size);
+		if (map)
+			t = find_type(b, bits, host | local, 0, size);
+		if (t < 0)
+			t = find_type(b, bits, local, VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT, size);
+		if (t < 0)
+			t = find_type(b, bits, local, 0, size);
 		break;
 	case GSD_MEM_APERTURE:
 		t = find_type(b, bits, host, local, size);
@@ -453,7 +547,7 @@ static void seg_free(gsd_backend *b, vk_seg *s)
 	if (s->buf)
 		vkDestroyBuffer(b->dev, s->buf, NULL);
 	if (s->mem) {
-		if (!s->host)
+		if (!s->host && s->map)
 			vkUnmapMemory(b->dev, s->mem);
 		vkFreeMemory(b->dev, s->mem, NULL);
 	}
@@ -463,13 +557,17 @@ static void seg_free(gsd_backend *b, vk_seg *s)
 }
 
 /*
- * Makes one buffer of size bytes over memory of `kind`, mapped at *base. System memory is
- * imported host memory where the device can import it.
+ * Makes one buffer of size bytes over memory of `kind`, at s->map for the CPU where it is
+ * host-visible and `map` (type_for). System memory is imported host memory where the device
+ * can import it: the pages at reuse (of an earlier import of the same size) if not NULL, else
+ * new ones.
  */
-static int seg_make(gsd_backend *b, gsd_mem_kind kind, uint64_t size, vk_seg *s, uint8_t **base,
-                    char *err, size_t cap)
+static int seg_make(gsd_backend *b, gsd_mem_kind kind, uint64_t size, bool map, void *reuse,
+                    vk_seg *s, char *err, size_t cap)
 {
 	memset(s, 0, sizeof(*s));
+	s->kind = kind;
+	s->size = size;
 	bool import = kind == GSD_MEM_SYSTEM && b->host_import && b->import_align;
 	const VkExternalMemoryHandleTypeFlagBits host_handle =
 	        VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT;
@@ -502,8 +600,9 @@ static int seg_make(gsd_backend *b, gsd_mem_kind kind, uint64_t size, vk_seg *s,
 	uint64_t alloc = req.size;
 	if (import) {
 		alloc = (req.size + b->import_align - 1) / b->import_align * b->import_align;
-		void *m = mmap(NULL, alloc, PROT_READ | PROT_WRITE,
-		               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		void *m = reuse ? reuse
+		                : mmap(NULL, alloc, PROT_READ | PROT_WRITE,
+		                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 		VkMemoryHostPointerPropertiesEXT hp = {
 		        .sType = VK_STRUCTURE_TYPE_MEMORY_HOST_POINTER_PROPERTIES_EXT};
 		if (m != MAP_FAILED &&
@@ -513,6 +612,11 @@ static int seg_make(gsd_backend *b, gsd_mem_kind kind, uint64_t size, vk_seg *s,
 			s->mapped = alloc;
 			imp.pHostPointer = m;
 			bits &= hp.memoryTypeBits;
+		} else if (reuse) {
+			seg_free(b, s);
+			snprintf(err, cap,
+			         "the device no longer imports the segment's host memory");
+			return -1;
 		} else {
 			if (m != MAP_FAILED)
 				munmap(m, alloc);
@@ -520,7 +624,7 @@ static int seg_make(gsd_backend *b, gsd_mem_kind kind, uint64_t size, vk_seg *s,
 			alloc = req.size;
 		}
 	}
-	int type = type_for(b, bits, kind, alloc);
+	int type = type_for(b, bits, kind, map, alloc);
 	if (type < 0) {
 		seg_free(b, s);
 		snprintf(err, cap, "no host-visible memory type with a heap of %" PRIu64 " bytes",
@@ -544,15 +648,16 @@ static int seg_make(gsd_backend *b, gsd_mem_kind kind, uint64_t size, vk_seg *s,
 		return VK_FAIL(err, cap, r, "vkBindBufferMemory");
 	}
 	if (import) {
-		*base = s->host;
-	} else {
+		s->map = s->host;
+	} else if (map && (b->mem.memoryTypes[s->type].propertyFlags &
+	                   VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT)) {
 		void *p = NULL;
 		r = vkMapMemory(b->dev, s->mem, 0, VK_WHOLE_SIZE, 0, &p);
 		if (r != VK_SUCCESS) {
 			seg_free(b, s);
 			return VK_FAIL(err, cap, r, "vkMapMemory");
 		}
-		*base = p;
+		s->map = p;
 	}
 	s->addr = buffer_address(b, s->buf);
 	return 0;
@@ -567,14 +672,18 @@ static int vk_segment_create(gsd_backend *b, uint32_t id, gsd_mem_kind kind, uin
 		snprintf(err, cap, "out of memory");
 		return -1;
 	}
-	uint8_t *base = NULL;
-	if (seg_make(b, kind, size, s, &base, err, cap) != 0) {
+	bool map = kind != GSD_MEM_LOCAL || !b->device_only;
+	if (seg_make(b, kind, size, map, NULL, s, err, cap) != 0) {
 		free(s);
 		return -1;
 	}
 	/* Not reclaimable: giving pages back under a device's mapping (or a pinned import)
-	 * would not zero what the GPU sees. The daemon scrubs new allocations with memset. */
-	*seg = (gsd_mem_segment){.id = id, .base = base, .size = size, .priv = s};
+	 * would not zero what the GPU sees. The daemon scrubs new allocations with memset, or
+	 * through the backend where the CPU does not map the memory. */
+	*seg = (gsd_mem_segment){.id = id, .base = s->map, .size = size, .priv = s};
+	s->staged = !s->map;
+	if (s->staged)
+		atomic_fetch_add(&b->staged_segments, 1);
 	return 0;
 }
 
@@ -582,6 +691,8 @@ static void vk_segment_destroy(gsd_backend *b, gsd_mem_segment *seg)
 {
 	vk_seg *s = seg->priv;
 	if (s) {
+		if (s->staged)
+			atomic_fetch_sub(&b->staged_segments, 1);
 		seg_free(b, s);
 		free(s);
 	}
@@ -610,6 +721,11 @@ static void record_next(vk_engine *v)
 		vkBeginCommandBuffer(v->cb, &bi);
 		vkCmdResetQueryPool(v->cb, v->ts, 0, 2);
 		vkCmdWriteTimestamp(v->cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, v->ts, 0);
+		/* What another queue wrote before this piece was submitted (its fence waited
+		 * for, so already available) becomes visible to this piece. */
+		if (v->b->nqueues > 1)
+			barrier(v->cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
+			        VK_ACCESS_MEMORY_READ_BIT | VK_ACCESS_MEMORY_WRITE_BIT);
 		v->recording = true;
 		v->ncmds = 0;
 	} else if (!v->unordered) {
@@ -653,6 +769,25 @@ static void use_slot(vk_engine *v, unsigned i)
 	v->ts = v->tss[i];
 }
 
+/*
+ * Marks the device lost. True for the first to do so since the last recovery: that engine's
+ * packet is the one blamed.
+ */
+static bool lose(gsd_backend *b)
+{
+	bool expected = false;
+	return atomic_compare_exchange_strong(&b->lost, &expected, true);
+}
+
+/* Passes r on; a device loss in it marks the device lost (and this engine's packet blamed if
+ * it is the first to see it). Other engines notice the mark between pieces (stop_here). */
+static VkResult check_lost(vk_engine *v, VkResult r)
+{
+	if (r == VK_ERROR_DEVICE_LOST && lose(v->b))
+		v->blamed = true;
+	return r;
+}
+
 /* Ends the open piece of the current slot and submits it. */
 static VkResult submit(vk_engine *v)
 {
@@ -668,10 +803,10 @@ static VkResult submit(vk_engine *v)
 	VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
 	                   .commandBufferCount = 1,
 	                   .pCommandBuffers = &v->cb};
-	pthread_mutex_lock(&b->queue_lock);
-	r = vkQueueSubmit(b->queue, 1, &si, v->fence);
-	pthread_mutex_unlock(&b->queue_lock);
-	return r;
+	pthread_mutex_lock(&b->queue_locks[v->queue]);
+	r = vkQueueSubmit(b->queues[v->queue], 1, &si, v->fence);
+	pthread_mutex_unlock(&b->queue_locks[v->queue]);
+	return check_lost(v, r);
 }
 
 /* Waits for the submission of slot i; its GPU time joins v->gpu_ns and, if ns is not NULL,
@@ -681,18 +816,22 @@ static VkResult await(vk_engine *v, unsigned i, uint64_t *ns)
 	gsd_backend *b = v->b;
 	VkResult r = vkWaitForFences(b->dev, 1, &v->fences[i], VK_TRUE, UINT64_MAX);
 	vkResetFences(b->dev, 1, &v->fences[i]);
-	if (r != VK_SUCCESS)
+	if ((r = check_lost(v, r)) != VK_SUCCESS)
 		return r;
 	uint64_t t[2] = {0, 0};
 	r = vkGetQueryPoolResults(b->dev, v->tss[i], 0, 2, sizeof(t), t, sizeof(t[0]),
 	                          VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
 	uint64_t took = 0;
-	if (r == VK_SUCCESS)
+	if (r == VK_SUCCESS) {
 		took = (uint64_t)((double)((t[1] - t[0]) & b->ts_mask) * b->ns_per_tick);
+		if (!v->first_tick)
+			v->first_tick = t[0] ? t[0] : 1;
+		v->last_tick = t[1];
+	}
 	v->gpu_ns += took;
 	if (ns)
 		*ns = took;
-	return r == VK_ERROR_DEVICE_LOST ? r : VK_SUCCESS;
+	return check_lost(v, r == VK_ERROR_DEVICE_LOST ? r : VK_SUCCESS);
 }
 
 /*
@@ -859,6 +998,40 @@ static int record_cmd(vk_engine *v, const gsd_memory *mem, const gsd_exec *x, co
 	return 0;
 }
 
+/* ---- clocks ---- */
+
+static uint64_t clock_ns(clockid_t id)
+{
+	struct timespec ts;
+	clock_gettime(id, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * The daemon's clock (CLOCK_REALTIME, as history shows it) at GPU timestamp `tick`: through a
+ * calibrated pair of the device's clock and CLOCK_MONOTONIC taken now where the device offers
+ * one, else through the offset measured at start-up.
+ */
+static uint64_t daemon_clock(const gsd_backend *b, uint64_t tick)
+{
+	int64_t mono = (int64_t)((double)tick * b->ns_per_tick + b->tick_offset_ns);
+	if (b->calibrated) {
+		VkCalibratedTimestampInfoEXT ci[2] = {
+		        {.sType = VK_STRUCTURE_TYPE_CALIBRATED_TIMESTAMP_INFO_EXT,
+		         .timeDomain = VK_TIME_DOMAIN_DEVICE_EXT},
+		        {.sType = VK_STRUCTURE_TYPE_CALIBRATED_TIMESTAMP_INFO_EXT,
+		         .timeDomain = VK_TIME_DOMAIN_CLOCK_MONOTONIC_EXT}};
+		uint64_t ts[2], dev_max = 0;
+		if (b->get_calibrated(b->dev, 2, ci, ts, &dev_max) == VK_SUCCESS)
+			mono = (int64_t)ts[1] -
+			       (int64_t)((double)((ts[0] - tick) & b->ts_mask) * b->ns_per_tick);
+	}
+	/* CLOCK_REALTIME - CLOCK_MONOTONIC, now. */
+	int64_t real =
+	        mono + ((int64_t)clock_ns(CLOCK_REALTIME) - (int64_t)clock_ns(CLOCK_MONOTONIC));
+	return real > 0 ? (uint64_t)real : 0;
+}
+
 /* ---- running a packet ---- */
 
 typedef struct run {
@@ -866,6 +1039,7 @@ typedef struct run {
 	vk_engine *v;
 	gsd_exec *x;
 	gsd_irq *final;
+	size_t piece_at; /* the first command of the open piece */
 } run;
 
 static void stop(run *r, gsd_irq_kind kind, gsd_stop_reason why, size_t at, uint64_t spin_done_us)
@@ -876,7 +1050,13 @@ static void stop(run *r, gsd_irq_kind kind, gsd_stop_reason why, size_t at, uint
 /* The reason to stop before the command at `at`, if any (the emulator's order). */
 static bool stop_here(run *r, size_t at, uint64_t spin_done_us, bool preemptible)
 {
-	if (gsd_engine_abort_pending(r->e))
+	if (atomic_load(&r->v->b->lost)) {
+		/* Another engine saw the device lost: this packet is innocent. */
+		stop(r, GSD_IRQ_ABORTED, GSD_STOP_NONE, at, spin_done_us);
+		r->final->device_lost = true;
+		snprintf(r->final->detail, sizeof(r->final->detail),
+		         "the device was lost while another packet ran");
+	} else if (gsd_engine_abort_pending(r->e))
 		stop(r, GSD_IRQ_ABORTED, GSD_STOP_NONE, at, spin_done_us);
 	else if (preemptible && r->x->budget_ns && r->v->gpu_ns >= r->x->budget_ns)
 		stop(r, GSD_IRQ_DMA_PREEMPTED, GSD_STOP_BUDGET, at, spin_done_us);
@@ -887,12 +1067,27 @@ static bool stop_here(run *r, size_t at, uint64_t spin_done_us, bool preemptible
 	return true;
 }
 
-/* Ends the run as FAULTED by the device (lost, or a submission refused) at `at`. */
-static void device_fault(run *r, size_t at, VkResult res)
+/*
+ * Ends the run on a failed submission or wait, whose work starts at `at` (with spin_done_us
+ * of a SPIN there done). A lost device blames the packet of the engine that saw it first,
+ * which FAULTS; any other packet is innocent and ABORTED, to resume at `at` once the device
+ * is back. Any other failure FAULTS the packet.
+ */
+static void device_fault(run *r, size_t at, VkResult res, uint64_t spin_done_us)
 {
+	if (res == VK_ERROR_DEVICE_LOST) {
+		r->final->device_lost = true;
+		if (!r->v->blamed) {
+			stop(r, GSD_IRQ_ABORTED, GSD_STOP_NONE, at, spin_done_us);
+			snprintf(r->final->detail, sizeof(r->final->detail),
+			         "the device was lost while another packet ran");
+			return;
+		}
+	}
 	stop(r, GSD_IRQ_DMA_FAULTED, GSD_STOP_NONE, at, 0);
-	snprintf(r->final->detail, sizeof(r->final->detail), "vulkan: %s (VkResult %d)",
-	         vk_strerror(res), (int)res);
+	snprintf(r->final->detail, sizeof(r->final->detail), "vulkan: %s (VkResult %d)%s",
+	         vk_strerror(res), (int)res,
+	         res == VK_ERROR_DEVICE_LOST ? " while this packet ran" : "");
 }
 
 /* Queues one SPIN slice of slice_us in slot i. */
@@ -931,6 +1126,11 @@ static bool spin(run *r, const gs_isa_cmd *cmd, size_t at, uint64_t done_us)
 	atomic_store(&r->v->stop_words[1], 0);
 	bool stopping = stop_here(r, at, done_us, preemptible);
 	VkResult res = VK_SUCCESS;
+	if (!stopping && r->v->b->inject_spin_us && cmd->micros == r->v->b->inject_spin_us) {
+		/* The test hook: this SPIN loses the device. */
+		device_fault(r, at, check_lost(r->v, VK_ERROR_DEVICE_LOST), done_us);
+		return false;
+	}
 
 	while (!stopping || n) {
 		while (!stopping && n < SLOTS && spun_ns + queued_ns < need_ns) {
@@ -957,7 +1157,8 @@ static bool spin(run *r, const gs_isa_cmd *cmd, size_t at, uint64_t done_us)
 		uint64_t planned = queued_ns < SLICE_US * 1000u ? queued_ns : SLICE_US * 1000u;
 		queued_ns = queued_ns > planned ? queued_ns - planned : 0;
 		/* A slice always advances, even on a clock too coarse to see it. */
-		spun_ns += took ? took : 1000u;
+		if (w == VK_SUCCESS)
+			spun_ns += took ? took : 1000u;
 		head = (head + 1) % SLOTS;
 		n--;
 		if (res != VK_SUCCESS) {
@@ -968,7 +1169,7 @@ static bool spin(run *r, const gs_isa_cmd *cmd, size_t at, uint64_t done_us)
 			stopping = stop_here(r, at, done_us + spun_ns / 1000u, preemptible);
 	}
 	if (res != VK_SUCCESS) {
-		device_fault(r, at, res);
+		device_fault(r, at, res, done_us + spun_ns / 1000u);
 		return false;
 	}
 	if (spun_ns >= need_ns) {
@@ -987,7 +1188,7 @@ static bool spin(run *r, const gs_isa_cmd *cmd, size_t at, uint64_t done_us)
 static void vk_run(gsd_engine *e, gsd_exec *x, gsd_irq *final)
 {
 	vk_engine *v = e->priv;
-	run r = {.e = e, .v = v, .x = x, .final = final};
+	run r = {.e = e, .v = v, .x = x, .final = final, .piece_at = x->resume_offset};
 	size_t pos = x->resume_offset;
 	gs_isa_cmd cmd;
 	VkResult res;
@@ -997,6 +1198,8 @@ static void vk_run(gsd_engine *e, gsd_exec *x, gsd_irq *final)
 		return;
 	}
 	v->gpu_ns = 0;
+	v->first_tick = v->last_tick = 0;
+	v->blamed = false;
 	v->recording = false;
 	if (gsd_engine_bad_resume(x, final))
 		return;
@@ -1005,7 +1208,7 @@ static void vk_run(gsd_engine *e, gsd_exec *x, gsd_irq *final)
 		gs_isa_err err = gs_isa_decode(x->dma, x->dma_len, &pos, &cmd);
 		if (err != GS_ISA_OK) {
 			if ((res = flush(v)) != VK_SUCCESS) {
-				device_fault(&r, at, res);
+				device_fault(&r, r.piece_at, res, 0);
 				break;
 			}
 			if (err == GS_ISA_END) {
@@ -1024,7 +1227,7 @@ static void vk_run(gsd_engine *e, gsd_exec *x, gsd_irq *final)
 		        cmd.op == GS_OP_SIGNAL || cmd.op == GS_OP_SPIN ||
 		        (v->recording && (v->ncmds >= BATCH_CMDS || v->piece_bytes >= BATCH_BYTES));
 		if (ends_piece && (res = flush(v)) != VK_SUCCESS) {
-			device_fault(&r, at, res);
+			device_fault(&r, r.piece_at, res, 0);
 			break;
 		}
 		if (!v->recording && stop_here(&r, at, done_us, true))
@@ -1044,13 +1247,15 @@ static void vk_run(gsd_engine *e, gsd_exec *x, gsd_irq *final)
 				break;
 			continue;
 		}
+		if (!v->recording)
+			r.piece_at = at;
 		if (record_cmd(v, e->cfg.memory, x, &cmd, final->detail, sizeof(final->detail)) !=
 		    0) {
 			/* What came before the bad command still runs, as on the emulator. */
 			char keep[sizeof(final->detail)];
 			memcpy(keep, final->detail, sizeof(keep));
 			if ((res = flush(v)) != VK_SUCCESS) {
-				device_fault(&r, at, res);
+				device_fault(&r, r.piece_at, res, 0);
 				break;
 			}
 			stop(&r, GSD_IRQ_DMA_PAGE_FAULTED, GSD_STOP_NONE, at, 0);
@@ -1063,33 +1268,38 @@ static void vk_run(gsd_engine *e, gsd_exec *x, gsd_irq *final)
 		flush(v);
 	}
 	final->engine_ns = v->gpu_ns;
+	if (v->first_tick) {
+		final->gpu_start_ns = daemon_clock(v->b, v->first_tick);
+		final->gpu_end_ns = daemon_clock(v->b, v->last_tick);
+	}
 }
 
 /* ---- engines ---- */
 
-static void engine_free(vk_engine *v)
+/* The engine's Vulkan objects (made again by recover); the stop words fall back to memory of
+ * the engine's own while there are none, so a request never writes into freed memory. */
+static void engine_objects_free(vk_engine *v)
 {
-	if (!v)
-		return;
 	gsd_backend *b = v->b;
+	v->stop_words = v->no_stop_words;
 	seg_free(b, &v->scratch);
 	for (unsigned i = 0; i < SLOTS; i++) {
 		if (v->tss[i])
 			vkDestroyQueryPool(b->dev, v->tss[i], NULL);
 		if (v->fences[i])
 			vkDestroyFence(b->dev, v->fences[i], NULL);
+		v->tss[i] = VK_NULL_HANDLE;
+		v->fences[i] = VK_NULL_HANDLE;
+		v->cbs[i] = VK_NULL_HANDLE;
 	}
 	if (v->pool)
 		vkDestroyCommandPool(b->dev, v->pool, NULL);
-	free(v);
+	v->pool = VK_NULL_HANDLE;
 }
 
-static int engine_make(gsd_backend *b, vk_engine **out, char *err, size_t cap)
+static int engine_objects_make(vk_engine *v, char *err, size_t cap)
 {
-	vk_engine *v = calloc(1, sizeof(*v));
-	if (!v)
-		return -1;
-	v->b = b;
+	gsd_backend *b = v->b;
 	VkCommandPoolCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
 	                               .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
 	                               .queueFamilyIndex = b->family};
@@ -1098,11 +1308,13 @@ static int engine_make(gsd_backend *b, vk_engine **out, char *err, size_t cap)
 	                             .queryType = VK_QUERY_TYPE_TIMESTAMP,
 	                             .queryCount = 2};
 	VkResult r = vkCreateCommandPool(b->dev, &pci, NULL, &v->pool);
+	if (r != VK_SUCCESS)
+		v->pool = VK_NULL_HANDLE;
 	for (unsigned i = 0; i < SLOTS && r == VK_SUCCESS; i++)
 		if ((r = vkCreateFence(b->dev, &fci, NULL, &v->fences[i])) == VK_SUCCESS)
 			r = vkCreateQueryPool(b->dev, &qci, NULL, &v->tss[i]);
 	if (r != VK_SUCCESS) {
-		engine_free(v);
+		engine_objects_free(v);
 		return VK_FAIL(err, cap, r, "engine objects");
 	}
 	VkCommandBufferAllocateInfo cai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
@@ -1110,29 +1322,79 @@ static int engine_make(gsd_backend *b, vk_engine **out, char *err, size_t cap)
 	                                   .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
 	                                   .commandBufferCount = SLOTS};
 	if ((r = vkAllocateCommandBuffers(b->dev, &cai, v->cbs)) != VK_SUCCESS) {
-		engine_free(v);
+		engine_objects_free(v);
 		return VK_FAIL(err, cap, r, "vkAllocateCommandBuffers");
 	}
 	use_slot(v, 0);
-	uint8_t *base;
-	if (seg_make(b, GSD_MEM_LOCAL, SCRATCH_BYTES + 128u, &v->scratch, &base, err, cap) != 0) {
-		engine_free(v);
+	if (seg_make(b, GSD_MEM_LOCAL, SCRATCH_BYTES + 128u, true, NULL, &v->scratch, err, cap) !=
+	    0) {
+		engine_objects_free(v);
 		return -1;
 	}
-	v->stop_words = (_Atomic uint32_t *)(void *)(base + STOP_AT);
+	if (!v->scratch.map) {
+		engine_objects_free(v);
+		snprintf(err, cap, "no host-visible memory for the engine's stop words");
+		return -1;
+	}
+	v->stop_words = (_Atomic uint32_t *)(void *)(v->scratch.map + STOP_AT);
 	atomic_store(&v->stop_words[0], 0);
 	atomic_store(&v->stop_words[1], 0);
+	return 0;
+}
+
+static void engine_free(vk_engine *v)
+{
+	if (!v)
+		return;
+	engine_objects_free(v);
+	free(v);
+}
+
+/* An engine on queue index `queue` (b->queues). */
+static int engine_make(gsd_backend *b, uint32_t queue, vk_engine **out, char *err, size_t cap)
+{
+	vk_engine *v = calloc(1, sizeof(*v));
+	if (!v) {
+		snprintf(err, cap, "out of memory");
+		return -1;
+	}
+	v->b = b;
+	v->queue = queue < b->nqueues ? queue : queue % b->nqueues;
+	v->stop_words = v->no_stop_words;
+	if (engine_objects_make(v, err, cap) != 0) {
+		free(v);
+		return -1;
+	}
 	*out = v;
 	return 0;
+}
+
+/* The adapter's engines, for recover. */
+static bool engine_register(gsd_backend *b, vk_engine *v, bool add)
+{
+	bool done = false;
+	pthread_mutex_lock(&b->engines_lock);
+	for (unsigned i = 0; i < MAX_ENGINES && !done; i++)
+		if (b->engines[i] == (add ? NULL : v)) {
+			b->engines[i] = add ? v : NULL;
+			done = true;
+		}
+	pthread_mutex_unlock(&b->engines_lock);
+	return done;
 }
 
 static int vk_create(const gsd_engine_config *cfg, gsd_engine **out)
 {
 	char err[256];
 	vk_engine *v = NULL;
-	if (!cfg->backend || engine_make(cfg->backend, &v, err, sizeof(err)) != 0)
+	if (!cfg->backend || engine_make(cfg->backend, cfg->node, &v, err, sizeof(err)) != 0)
 		return -1;
+	if (!engine_register(cfg->backend, v, true)) {
+		engine_free(v);
+		return -1;
+	}
 	if (gsd_engine_thread_create(cfg, vk_run, out) != 0) {
+		engine_register(cfg->backend, v, false);
 		engine_free(v);
 		return -1;
 	}
@@ -1161,6 +1423,7 @@ static void vk_destroy(gsd_engine *e)
 	vk_engine *v = e->priv;
 	atomic_store(&v->stop_words[1], 1);
 	gsd_engine_thread_destroy(e);
+	engine_register(v->b, v, false);
 	engine_free(v);
 }
 
@@ -1175,7 +1438,7 @@ uint64_t gsd_vulkan_plain_copy(gsd_backend *b, const gsd_mem_segment *src,
 {
 	char err[256];
 	vk_engine *v;
-	if (!src->priv || !dst->priv || engine_make(b, &v, err, sizeof(err)) != 0)
+	if (!src->priv || !dst->priv || engine_make(b, 0, &v, err, sizeof(err)) != 0)
 		return 0;
 	record_next(v);
 	VkBufferCopy c = {.srcOffset = 0, .dstOffset = 0, .size = bytes};
@@ -1204,6 +1467,36 @@ static VkResult spin_once(vk_engine *v, uint64_t iters, uint64_t *ns)
 	return r;
 }
 
+/* Without calibrated timestamps: the GPU clock's offset from CLOCK_MONOTONIC, from the
+ * tightest of a few submissions bracketed by the host's clock. */
+static VkResult measure_offset(gsd_backend *b, vk_engine *v)
+{
+	uint64_t best = UINT64_MAX, ns;
+	VkResult r = VK_SUCCESS;
+	for (int i = 0; i < 5 && r == VK_SUCCESS; i++) {
+		v->first_tick = 0;
+		uint64_t h0 = clock_ns(CLOCK_MONOTONIC);
+		r = spin_once(v, 1, &ns);
+		uint64_t h1 = clock_ns(CLOCK_MONOTONIC);
+		if (r == VK_SUCCESS && v->first_tick && h1 - h0 < best) {
+			best = h1 - h0;
+			b->tick_offset_ns = (double)(h0 + (h1 - h0) / 2) -
+			                    (double)v->first_tick * b->ns_per_tick;
+		}
+	}
+	return r;
+}
+
+static int sync_clock(gsd_backend *b, char *err, size_t cap)
+{
+	vk_engine *v;
+	if (engine_make(b, 0, &v, err, cap) != 0)
+		return -1;
+	VkResult r = measure_offset(b, v);
+	engine_free(v);
+	return r == VK_SUCCESS ? 0 : VK_FAIL(err, cap, r, "measuring the GPU clock");
+}
+
 /*
  * SPIN kernel steps per microsecond of GPU time. The first run only warms up (a driver may
  * compile the kernel at its first dispatch: lavapipe does, taking milliseconds); then runs
@@ -1214,10 +1507,12 @@ static VkResult spin_once(vk_engine *v, uint64_t iters, uint64_t *ns)
 static int calibrate(gsd_backend *b, char *err, size_t cap)
 {
 	vk_engine *v;
-	if (engine_make(b, &v, err, cap) != 0)
+	if (engine_make(b, 0, &v, err, cap) != 0)
 		return -1;
 	uint64_t iters = 256, ns = 0;
 	VkResult r = spin_once(v, iters, &ns);
+	if (r == VK_SUCCESS)
+		r = measure_offset(b, v);
 	for (int tries = 0; r == VK_SUCCESS && tries < 32; tries++) {
 		r = spin_once(v, iters, &ns);
 		if (r != VK_SUCCESS || ns >= CALIBRATE_NS)
@@ -1241,22 +1536,309 @@ static int calibrate(gsd_backend *b, char *err, size_t cap)
 	return 0;
 }
 
+/* ---- the CPU's copies to and from unmapped memory ---- */
+
+static void stage_free(gsd_backend *b)
+{
+	seg_free(b, &b->stage);
+	if (b->stage_fence)
+		vkDestroyFence(b->dev, b->stage_fence, NULL);
+	if (b->stage_pool)
+		vkDestroyCommandPool(b->dev, b->stage_pool, NULL);
+	b->stage_fence = VK_NULL_HANDLE;
+	b->stage_pool = VK_NULL_HANDLE;
+	b->stage_cb = VK_NULL_HANDLE;
+}
+
+static int stage_make(gsd_backend *b, char *err, size_t cap)
+{
+	if (b->stage_cb)
+		return 0;
+	VkCommandPoolCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+	                               .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
+	                               .queueFamilyIndex = b->family};
+	VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+	VkResult r = vkCreateCommandPool(b->dev, &pci, NULL, &b->stage_pool);
+	if (r != VK_SUCCESS)
+		b->stage_pool = VK_NULL_HANDLE;
+	else if ((r = vkCreateFence(b->dev, &fci, NULL, &b->stage_fence)) != VK_SUCCESS)
+		b->stage_fence = VK_NULL_HANDLE;
+	VkCommandBufferAllocateInfo cai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+	                                   .commandPool = b->stage_pool,
+	                                   .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+	                                   .commandBufferCount = 1};
+	if (r == VK_SUCCESS)
+		r = vkAllocateCommandBuffers(b->dev, &cai, &b->stage_cb);
+	if (r != VK_SUCCESS) {
+		b->stage_cb = VK_NULL_HANDLE;
+		stage_free(b);
+		return VK_FAIL(err, cap, r, "staging objects");
+	}
+	if (seg_make(b, GSD_MEM_APERTURE, STAGE_BYTES, true, NULL, &b->stage, err, cap) != 0 ||
+	    !b->stage.map) {
+		if (b->stage.buf)
+			snprintf(err, cap, "no host-visible memory for a staging buffer");
+		b->stage_cb = VK_NULL_HANDLE;
+		stage_free(b);
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * One step of a copy between the staging buffer and segment s, or a fill of s with zeros
+ * (fill: at and n multiples of 4): recorded, submitted on the first queue and waited for.
+ */
+static VkResult stage_step(gsd_backend *b, const vk_seg *s, uint64_t at, uint64_t n,
+                           bool to_segment, bool fill)
+{
+	VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+	                               .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+	vkResetCommandBuffer(b->stage_cb, 0);
+	vkBeginCommandBuffer(b->stage_cb, &bi);
+	/* What the engines wrote (their fences waited for) becomes visible to the copy. */
+	barrier(b->stage_cb, VK_PIPELINE_STAGE_TRANSFER_BIT,
+	        VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT);
+	if (fill) {
+		vkCmdFillBuffer(b->stage_cb, s->buf, at, n, 0);
+	} else {
+		VkBufferCopy c = {.srcOffset = to_segment ? 0 : at,
+		                  .dstOffset = to_segment ? at : 0,
+		                  .size = n};
+		vkCmdCopyBuffer(b->stage_cb, to_segment ? b->stage.buf : s->buf,
+		                to_segment ? s->buf : b->stage.buf, 1, &c);
+	}
+	barrier(b->stage_cb, VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);
+	VkResult r = vkEndCommandBuffer(b->stage_cb);
+	VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+	                   .commandBufferCount = 1,
+	                   .pCommandBuffers = &b->stage_cb};
+	if (r == VK_SUCCESS) {
+		pthread_mutex_lock(&b->queue_locks[0]);
+		r = vkQueueSubmit(b->queues[0], 1, &si, b->stage_fence);
+		pthread_mutex_unlock(&b->queue_locks[0]);
+	}
+	if (r == VK_SUCCESS) {
+		r = vkWaitForFences(b->dev, 1, &b->stage_fence, VK_TRUE, UINT64_MAX);
+		vkResetFences(b->dev, 1, &b->stage_fence);
+	}
+	if (r == VK_ERROR_DEVICE_LOST)
+		lose(b);
+	return r;
+}
+
+static int vk_segment_copy(gsd_backend *b, const gsd_mem_segment *seg, uint64_t off, void *buf,
+                           uint64_t len, bool to_segment, char *err, size_t cap)
+{
+	const vk_seg *s = seg->priv;
+	if (!s || off > s->size || len > s->size - off) {
+		snprintf(err, cap, "range outside segment %u", seg->id);
+		return -1;
+	}
+	if (s->map) {
+		if (to_segment)
+			memcpy(s->map + off, buf, len);
+		else
+			memcpy(buf, s->map + off, len);
+		return 0;
+	}
+	if (atomic_load(&b->lost)) {
+		snprintf(err, cap, "the device is lost");
+		return -1;
+	}
+	pthread_mutex_lock(&b->stage_lock);
+	int rc = stage_make(b, err, cap);
+	for (uint64_t done = 0; rc == 0 && done < len;) {
+		uint64_t n = len - done < STAGE_BYTES ? len - done : STAGE_BYTES;
+		if (to_segment)
+			memcpy(b->stage.map, (uint8_t *)buf + done, n);
+		VkResult r = stage_step(b, s, off + done, n, to_segment, false);
+		if (r != VK_SUCCESS) {
+			rc = VK_FAIL(err, cap, r, "staging copy");
+			break;
+		}
+		if (!to_segment)
+			memcpy((uint8_t *)buf + done, b->stage.map, n);
+		done += n;
+	}
+	pthread_mutex_unlock(&b->stage_lock);
+	return rc;
+}
+
+static int vk_segment_clear(gsd_backend *b, const gsd_mem_segment *seg, uint64_t off, uint64_t len,
+                            char *err, size_t cap)
+{
+	const vk_seg *s = seg->priv;
+	if (!s || off > s->size || len > s->size - off) {
+		snprintf(err, cap, "range outside segment %u", seg->id);
+		return -1;
+	}
+	if (s->map) {
+		memset(s->map + off, 0, len);
+		return 0;
+	}
+	/* vkCmdFillBuffer for the words, copies of zeros for an unaligned head and tail. */
+	static const uint8_t zeros[4];
+	uint64_t head = (4 - off % 4) % 4;
+	if (head > len)
+		head = len;
+	uint64_t mid = (len - head) & ~UINT64_C(3), tail = len - head - mid;
+	if (head && vk_segment_copy(b, seg, off, (void *)zeros, head, true, err, cap) != 0)
+		return -1;
+	if (tail && vk_segment_copy(b, seg, off + head + mid, (void *)zeros, tail, true, err, cap))
+		return -1;
+	if (!mid)
+		return 0;
+	pthread_mutex_lock(&b->stage_lock);
+	int rc = stage_make(b, err, cap);
+	VkResult r = rc == 0 ? stage_step(b, s, off + head, mid, true, true) : VK_SUCCESS;
+	pthread_mutex_unlock(&b->stage_lock);
+	if (rc == 0 && r != VK_SUCCESS)
+		rc = VK_FAIL(err, cap, r, "staging fill");
+	return rc;
+}
+
+/* ---- the adapter ---- */
+
+static void device_free(gsd_backend *b)
+{
+	if (!b->dev)
+		return;
+	vkDeviceWaitIdle(b->dev);
+	stage_free(b);
+	for (int k = 0; k < K_COUNT; k++)
+		if (b->pipe[k])
+			vkDestroyPipeline(b->dev, b->pipe[k], NULL);
+	memset(b->pipe, 0, sizeof(b->pipe));
+	if (b->layout)
+		vkDestroyPipelineLayout(b->dev, b->layout, NULL);
+	b->layout = VK_NULL_HANDLE;
+	vkDestroyDevice(b->dev, NULL);
+	b->dev = VK_NULL_HANDLE;
+}
+
+/* Fails with a message; for the chains of steps below. */
+static int failf(char *err, size_t cap, const char *what, uint32_t seg)
+{
+	snprintf(err, cap, "%s %u", what, seg);
+	return -1;
+}
+
+/* Rebuilds the device's part of every segment, putting back the bytes of saved[i] (or of the
+ * imported host memory hosts[i], which it imports again). */
+static int segments_remake(gsd_backend *b, gsd_memory *mem, void *const saved[],
+                           void *const hosts[], const uint64_t host_len[], char *err, size_t cap)
+{
+	int rc = 0;
+	for (uint32_t i = 0; i < GSD_MAX_SEGMENTS; i++) {
+		vk_seg *s = mem->seg[i].priv;
+		if (!s)
+			continue;
+		gsd_mem_kind kind = s->kind;
+		uint64_t size = mem->seg[i].size;
+		memset(s, 0, sizeof(*s));
+		s->kind = kind;
+		if (rc == 0)
+			rc = seg_make(b, kind, size, true, hosts[i], s, err, cap);
+		if (rc == 0 && !s->map)
+			rc = failf(err, cap, "no mappable memory now for segment", i);
+		if (rc == 0 && saved[i])
+			memcpy(s->map, saved[i], size);
+		if (rc == 0 && hosts[i] && s->host != hosts[i])
+			memcpy(s->map, hosts[i], size); /* not imported this time */
+		if (hosts[i] && s->host != hosts[i])
+			munmap(hosts[i], host_len[i]);
+		mem->seg[i].base = rc == 0 ? s->map : NULL;
+	}
+	return rc;
+}
+
+/*
+ * The device is lost and every engine idle: carry each segment's bytes over (through the CPU's
+ * mapping; imported host memory is the daemon's own and is imported again as it is), make a
+ * new device, its kernels and segments, and the engines' objects. Memory the CPU does not map
+ * cannot be carried over: such an adapter stays lost.
+ */
+static int vk_recover(gsd_backend *b, gsd_memory *mem, char *err, size_t cap)
+{
+	if (!atomic_load(&b->lost))
+		return 0;
+	b->losses++;
+	for (uint32_t i = 0; i < GSD_MAX_SEGMENTS; i++) {
+		const vk_seg *s = mem->seg[i].priv;
+		if (s && !s->map)
+			return failf(err, cap,
+			             "device memory the CPU does not map cannot be carried over a "
+			             "device loss: segment",
+			             i);
+	}
+	/* Copies of what is mapped but not ours (a driver's mapping goes with the device). */
+	void *saved[GSD_MAX_SEGMENTS] = {0}, *hosts[GSD_MAX_SEGMENTS] = {0};
+	uint64_t saved_len[GSD_MAX_SEGMENTS] = {0}, host_len[GSD_MAX_SEGMENTS] = {0};
+	int rc = 0;
+	for (uint32_t i = 0; i < GSD_MAX_SEGMENTS && rc == 0; i++) {
+		const vk_seg *s = mem->seg[i].priv;
+		if (!s || s->host)
+			continue;
+		void *m = mmap(NULL, s->size, PROT_READ | PROT_WRITE,
+		               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (m == MAP_FAILED) {
+			rc = failf(err, cap, "out of memory saving segment", i);
+			break;
+		}
+		saved[i] = m;
+		saved_len[i] = s->size;
+		memcpy(m, s->map, s->size);
+	}
+	if (rc == 0) {
+		pthread_mutex_lock(&b->engines_lock);
+		for (unsigned i = 0; i < MAX_ENGINES; i++)
+			if (b->engines[i])
+				engine_objects_free(b->engines[i]);
+		/* The old device goes; imported host memory stays (the daemon's pages). */
+		for (uint32_t i = 0; i < GSD_MAX_SEGMENTS; i++) {
+			vk_seg *s = mem->seg[i].priv;
+			if (!s)
+				continue;
+			hosts[i] = s->host;
+			host_len[i] = s->mapped;
+			s->host = NULL; /* kept: seg_free must not unmap it */
+			gsd_mem_kind kind = s->kind;
+			seg_free(b, s);
+			s->kind = kind;
+			mem->seg[i].base = NULL;
+		}
+		device_free(b);
+		rc = make_device(b, err, cap);
+		if (rc == 0)
+			rc = make_pipelines(b, err, cap);
+		rc |= segments_remake(b, mem, saved, hosts, host_len, err, cap);
+		for (unsigned i = 0; i < MAX_ENGINES && rc == 0; i++)
+			if (b->engines[i])
+				rc = engine_objects_make(b->engines[i], err, cap);
+		pthread_mutex_unlock(&b->engines_lock);
+	}
+	for (uint32_t i = 0; i < GSD_MAX_SEGMENTS; i++)
+		if (saved[i])
+			munmap(saved[i], saved_len[i]);
+	if (rc == 0 && !b->calibrated)
+		rc = sync_clock(b, err, cap);
+	if (rc == 0)
+		atomic_store(&b->lost, false);
+	return rc;
+}
+
 static void vk_close(gsd_backend *b)
 {
 	if (!b)
 		return;
-	if (b->dev) {
-		vkDeviceWaitIdle(b->dev);
-		for (int k = 0; k < K_COUNT; k++)
-			if (b->pipe[k])
-				vkDestroyPipeline(b->dev, b->pipe[k], NULL);
-		if (b->layout)
-			vkDestroyPipelineLayout(b->dev, b->layout, NULL);
-		vkDestroyDevice(b->dev, NULL);
-	}
+	device_free(b);
 	if (b->instance)
 		vkDestroyInstance(b->instance, NULL);
-	pthread_mutex_destroy(&b->queue_lock);
+	for (uint32_t i = 0; i < MAX_QUEUES; i++)
+		pthread_mutex_destroy(&b->queue_locks[i]);
+	pthread_mutex_destroy(&b->engines_lock);
+	pthread_mutex_destroy(&b->stage_lock);
 	free(b);
 }
 
@@ -1272,7 +1854,15 @@ static int vk_open(const gsd_backend_config *cfg, gsd_backend **out, char *err, 
 		snprintf(err, cap, "out of memory");
 		return -1;
 	}
-	pthread_mutex_init(&b->queue_lock, NULL);
+	for (uint32_t i = 0; i < MAX_QUEUES; i++)
+		pthread_mutex_init(&b->queue_locks[i], NULL);
+	pthread_mutex_init(&b->engines_lock, NULL);
+	pthread_mutex_init(&b->stage_lock, NULL);
+	atomic_init(&b->lost, false);
+	b->nodes = cfg->nodes ? cfg->nodes : 1;
+	b->device_only = cfg->device_only_memory;
+	const char *inject = getenv("GSD_VULKAN_INJECT_LOSS");
+	b->inject_spin_us = inject ? strtoull(inject, NULL, 10) : 0;
 	VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO,
 	                         .pApplicationName = "gpuschedd",
 	                         .pEngineName = "gpusched",
@@ -1307,8 +1897,10 @@ static void vk_describe(const gsd_backend *b, gsd_backend_info *out)
 	         VK_API_VERSION_MAJOR(b->props.apiVersion),
 	         VK_API_VERSION_MINOR(b->props.apiVersion),
 	         VK_API_VERSION_PATCH(b->props.apiVersion));
-	out->queues = 1;
+	out->queues = b->nqueues;
 	out->preempt_granularity_ns = b->preempt_ns;
+	snprintf(out->cpu_access, sizeof(out->cpu_access), "%s",
+	         atomic_load(&b->staged_segments) ? "staging" : "mapped");
 }
 
 /* A reset cannot stop a submission on the GPU; the engine stops at the next piece or slice
@@ -1320,6 +1912,9 @@ const gsd_engine_ops gsd_engine_vulkan = {
         .describe = vk_describe,
         .segment_create = vk_segment_create,
         .segment_destroy = vk_segment_destroy,
+        .segment_copy = vk_segment_copy,
+        .segment_clear = vk_segment_clear,
+        .recover = vk_recover,
         .create = vk_create,
         .submit = gsd_engine_thread_submit,
         .preempt = vk_preempt,

@@ -103,11 +103,16 @@ static void h_info(gsd_daemon *d, gsd_call *c)
 		ai[i].system_memory = a->sysmem.size;
 		ai[i].system_memory_used = a->sysmem.heap.used;
 		ai[i].paging_chunk = d->cfg.paging_chunk;
+		/* What can change while the daemon runs (how memory is reached) is asked anew. */
+		gsd_backend_describe(a->ops, a->backend, &a->info);
 		ai[i].device = a->info.device;
 		ai[i].driver = a->info.driver;
 		ai[i].api = a->info.api;
 		ai[i].queues = a->info.queues;
 		ai[i].preempt_granularity_ns = a->info.preempt_granularity_ns;
+		ai[i].cpu_access = a->info.cpu_access;
+		ai[i].device_losses = a->device_losses;
+		ai[i].device_dead = a->device_dead;
 		for (uint32_t n = 0; n < a->nnodes; n++) {
 			gpusched__v1__node_info__init(&ni[i][n]);
 			nip[i][n] = &ni[i][n];

@@ -259,18 +259,25 @@ void gsd_h_allocation_read(gsd_daemon *d, gsd_call *c)
 	if (!al || !cpu_range_ok(c, al, q->offset, q->size) || defer_until_idle(c, al))
 		return;
 	Gpusched__V1__AllocationReadResponse ar = GPUSCHED__V1__ALLOCATION_READ_RESPONSE__INIT;
-	/* Linear memory is answered in place; a tiled image is read through its layout. */
+	/* Linear memory the CPU maps is answered in place; a tiled image is read through its
+	 * layout, and memory the CPU does not map through the backend's staging copies. */
 	uint8_t *copy = NULL;
-	if (al->flags & GS_ALLOC_TILED) {
+	const uint8_t *view = gsd_vidmm_cpu_view(al);
+	if (view) {
+		ar.data.data = (uint8_t *)view + q->offset;
+	} else {
+		char err[160];
 		copy = malloc(q->size ? q->size : 1);
 		if (!copy) {
 			gsd_call_error(c, GSD_ST(INTERNAL), "out of memory");
 			return;
 		}
-		gsd_vidmm_cpu_read(al, q->offset, copy, q->size);
+		if (gsd_vidmm_cpu_read(al, q->offset, copy, q->size, err, sizeof(err)) != 0) {
+			free(copy);
+			gsd_call_error(c, GSD_ST(INTERNAL), "reading the allocation: %s", err);
+			return;
+		}
 		ar.data.data = copy;
-	} else {
-		ar.data.data = al->segment->mem + al->offset + q->offset;
 	}
 	ar.data.len = q->size;
 	GSD_REPLY(c, ALLOCATION_READ, allocation_read, &ar);
@@ -285,7 +292,11 @@ void gsd_h_allocation_write(gsd_daemon *d, gsd_call *c)
 	if (!al || !cpu_range_ok(c, al, q->offset, q->data.len) || defer_until_idle(c, al))
 		return;
 	/* An empty bytes field decodes as data NULL: memcpy must not see it, even for 0. */
-	if (q->data.len)
-		gsd_vidmm_cpu_write(al, q->offset, q->data.data, q->data.len);
+	char err[160];
+	if (q->data.len &&
+	    gsd_vidmm_cpu_write(al, q->offset, q->data.data, q->data.len, err, sizeof(err)) != 0) {
+		gsd_call_error(c, GSD_ST(INTERNAL), "writing the allocation: %s", err);
+		return;
+	}
 	gsd_call_reply_empty(c);
 }

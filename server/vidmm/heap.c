@@ -8,7 +8,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 static_assert(GSD_HEAP_ALIGN == GSD_MEMORY_ALIGN, "the heap places in the units quotas count");
 
@@ -692,23 +691,7 @@ int gsd_segment_init(gsd_segment *s, uint32_t id, const char *name, int kind, ui
 void gsd_segment_fini(gsd_segment *s)
 {
 	gsd_heap_fini(&s->heap);
-	s->mem = NULL;
-}
-
-void gsd_segment_scrub(gsd_segment *s, uint64_t offset, uint64_t size)
-{
-	const uint64_t page = 4096;
-	uint64_t start = (offset + page - 1) & ~(page - 1);
-	uint64_t end = (offset + size) & ~(page - 1);
-	if (s->reclaimable && end > start + 16 * page) {
-		/* Large ranges: hand whole pages back to the kernel (they read as zero again) and
-		 * clear only the partial pages at the edges. */
-		memset(s->mem + offset, 0, start - offset);
-		madvise(s->mem + start, end - start, MADV_DONTNEED);
-		memset(s->mem + end, 0, offset + size - end);
-	} else {
-		memset(s->mem + offset, 0, size);
-	}
+	s->backing = NULL;
 }
 
 /* ---- placement ---- */

@@ -127,17 +127,16 @@ typedef struct gsd_segment {
 	int kind; /* Gpusched__V1__SegmentKind */
 	bool cpu_visible;
 	uint64_t size;
-	uint8_t *mem;     /* the backend's memory, mapped for the CPU (gsd_mem_segment.base) */
-	bool reclaimable; /* whole pages may be handed back with MADV_DONTNEED (host memory) */
+	/* Its memory, made by the adapter's backend (NULL until then); the memory manager reaches
+	 * it through the backend (vidmm.c), never through a pointer of its own. */
+	const struct gsd_mem_segment *backing;
 	gsd_heap heap;
 } gsd_segment;
 
-/* The bookkeeping of a segment; its memory (mem) comes from the adapter's backend. */
+/* The bookkeeping of a segment; its memory (backing) comes from the adapter's backend. */
 int gsd_segment_init(gsd_segment *s, uint32_t id, const char *name, int kind, uint64_t size,
                      bool cpu_visible);
 void gsd_segment_fini(gsd_segment *s);
-/* Zero-fills a range being handed to a new owner, so no tenant reads another's old bytes. */
-void gsd_segment_scrub(gsd_segment *s, uint64_t offset, uint64_t size);
 
 /*
  * Placement order: each preferred segment (D3DDDI_SEGMENTPREFERENCE slots, most preferred first,

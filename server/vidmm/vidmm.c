@@ -125,22 +125,93 @@ static void tiled_copy(uint8_t *img, uint64_t size, uint32_t pitch, uint64_t off
 	}
 }
 
-void gsd_vidmm_cpu_read(const gsd_allocation *al, uint64_t offset, uint8_t *out, uint64_t n)
+/* The backend's CPU access to bytes of segment s (see gsd_backend_segment_read). */
+static int seg_read(const gsd_adapter *a, const gsd_segment *s, uint64_t off, void *out, uint64_t n,
+                    char *err, size_t cap)
 {
-	uint8_t *img = al->segment->mem + al->offset;
-	if (tiled_in(al->segment, al))
-		tiled_copy(img, al->size, al->pitch, offset, out, n, true);
-	else if (n)
-		memcpy(out, img + offset, n);
+	return gsd_backend_segment_read(a->ops, a->backend, s->backing, off, out, n, err, cap);
 }
 
-void gsd_vidmm_cpu_write(gsd_allocation *al, uint64_t offset, const uint8_t *in, uint64_t n)
+static int seg_write(const gsd_adapter *a, const gsd_segment *s, uint64_t off, const void *in,
+                     uint64_t n, char *err, size_t cap)
 {
-	uint8_t *img = al->segment->mem + al->offset;
+	return gsd_backend_segment_write(a->ops, a->backend, s->backing, off, in, n, err, cap);
+}
+
+/* A tiled image is converted on the CPU: through the mapping where the segment has one, else
+ * through a copy of the whole image (read, converted, and for a write, written back). */
+static int cpu_tiled(const gsd_allocation *al, uint64_t offset, uint8_t *buf, uint64_t n,
+                     bool to_cpu, char *err, size_t cap)
+{
+	const gsd_segment *s = al->segment;
+	if (s->backing->base) {
+		tiled_copy(s->backing->base + al->offset, al->size, al->pitch, offset, buf, n,
+		           to_cpu);
+		return 0;
+	}
+	uint8_t *img = malloc(al->size ? al->size : 1);
+	if (!img) {
+		snprintf(err, cap, "out of memory for a tiled image of %llu bytes",
+		         (unsigned long long)al->size);
+		return -1;
+	}
+	int rc = seg_read(al->adapter, s, al->offset, img, al->size, err, cap);
+	if (rc == 0) {
+		tiled_copy(img, al->size, al->pitch, offset, buf, n, to_cpu);
+		if (!to_cpu)
+			rc = seg_write(al->adapter, s, al->offset, img, al->size, err, cap);
+	}
+	free(img);
+	return rc;
+}
+
+int gsd_vidmm_cpu_read(const gsd_allocation *al, uint64_t offset, uint8_t *out, uint64_t n,
+                       char *err, size_t cap)
+{
+	if (!n)
+		return 0;
 	if (tiled_in(al->segment, al))
-		tiled_copy(img, al->size, al->pitch, offset, (uint8_t *)in, n, false);
-	else if (n)
-		memcpy(img + offset, in, n);
+		return cpu_tiled(al, offset, out, n, true, err, cap);
+	return seg_read(al->adapter, al->segment, al->offset + offset, out, n, err, cap);
+}
+
+int gsd_vidmm_cpu_write(gsd_allocation *al, uint64_t offset, const uint8_t *in, uint64_t n,
+                        char *err, size_t cap)
+{
+	if (!n)
+		return 0;
+	if (tiled_in(al->segment, al))
+		return cpu_tiled(al, offset, (uint8_t *)in, n, false, err, cap);
+	return seg_write(al->adapter, al->segment, al->offset + offset, in, n, err, cap);
+}
+
+int gsd_vidmm_cpu_blit(const gsd_allocation *src, gsd_allocation *dst, uint64_t n, char *err,
+                       size_t cap)
+{
+	const uint8_t *from = src->segment->backing->base;
+	uint8_t *to = (uint8_t *)dst->segment->backing->base;
+	if (!n)
+		return 0;
+	if (from && to) {
+		memmove(to + dst->offset, from + src->offset, n);
+		return 0;
+	}
+	uint8_t *tmp = malloc(n);
+	if (!tmp) {
+		snprintf(err, cap, "out of memory for %llu bytes", (unsigned long long)n);
+		return -1;
+	}
+	int rc = seg_read(src->adapter, src->segment, src->offset, tmp, n, err, cap);
+	if (rc == 0)
+		rc = seg_write(dst->adapter, dst->segment, dst->offset, tmp, n, err, cap);
+	free(tmp);
+	return rc;
+}
+
+const uint8_t *gsd_vidmm_cpu_view(const gsd_allocation *al)
+{
+	const uint8_t *base = al->segment->backing->base;
+	return base && !tiled_in(al->segment, al) ? base + al->offset : NULL;
 }
 
 static void room_changed(gsd_daemon *d, gsd_adapter *a);
@@ -354,8 +425,16 @@ static bool place_new(gsd_daemon *d, gsd_allocation *al)
 		al->segment = NULL;
 		return false;
 	}
-	if (!pending)
-		gsd_segment_scrub(s, off, al->size);
+	char err[160];
+	if (!pending && gsd_backend_segment_clear(a->ops, a->backend, s->backing, off, al->size,
+	                                          err, sizeof(err)) != 0) {
+		GSD_ERROR("adapter %s: clearing %llu bytes of segment %s: %s", a->cfg->name,
+		          (unsigned long long)al->size, s->name, err);
+		gsd_heap_free(&s->heap, off, al->size);
+		gsd_list_remove(&al->res_link);
+		al->segment = NULL;
+		return false;
+	}
 	audit_move(d, al, MK(PLACE), NULL, 0, filler, 0, 0, 0,
 	           si >= 0 ? "created" : "created in system memory: no segment has room");
 	submit_paging(d, &out);
@@ -1016,8 +1095,7 @@ static int back_segment(gsd_adapter *a, gsd_segment *s, gsd_mem_kind kind)
 		          (unsigned long long)s->size, err);
 		return -1;
 	}
-	s->mem = m->base;
-	s->reclaimable = m->reclaimable;
+	s->backing = m;
 	return 0;
 }
 

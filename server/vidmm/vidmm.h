@@ -43,9 +43,20 @@ bool gsd_vidmm_resident(const gsd_allocation *al);
 /* The wire id of where it lives: 0 for system memory. */
 uint32_t gsd_vidmm_segment_id(const gsd_allocation *al);
 gsd_segment *gsd_vidmm_segment_by_id(gsd_adapter *a, uint32_t wire_id);
-/* CPU view (always linear): copies bytes out of / into the allocation where it lives now. */
-void gsd_vidmm_cpu_read(const gsd_allocation *al, uint64_t offset, uint8_t *out, uint64_t n);
-void gsd_vidmm_cpu_write(gsd_allocation *al, uint64_t offset, const uint8_t *in, uint64_t n);
+/* CPU view (always linear): copies bytes out of / into the allocation where it lives now,
+ * through the segment's mapping or the backend's staging copies. 0, or -1 with a message
+ * (out of memory, or a device that failed the copy). */
+int gsd_vidmm_cpu_read(const gsd_allocation *al, uint64_t offset, uint8_t *out, uint64_t n,
+                       char *err, size_t cap);
+int gsd_vidmm_cpu_write(gsd_allocation *al, uint64_t offset, const uint8_t *in, uint64_t n,
+                        char *err, size_t cap);
+/* Copies the first n bytes of src's memory, as they lie, over dst's (a present). 0, or -1
+ * with a message. */
+int gsd_vidmm_cpu_blit(const gsd_allocation *src, gsd_allocation *dst, uint64_t n, char *err,
+                       size_t cap);
+/* The allocation's bytes where the CPU can read them in place (linear layout in mapped
+ * memory), else NULL. Valid until the loop next runs anything that may move memory. */
+const uint8_t *gsd_vidmm_cpu_view(const gsd_allocation *al);
 
 /* Client requests: move to a segment (system memory: gsd_vidmm_segment_by_id(a, 0)) with the
  * given kind (Gpusched__V1__MoveKind). The allocation must not be pinned. Returns 0, 1 when

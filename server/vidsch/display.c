@@ -5,6 +5,9 @@
  */
 #include "vidsch/internal.h"
 
+#include "core/log.h"
+#include "vidmm/vidmm.h"
+
 #include "wddm.h"
 
 #include <stdio.h>
@@ -94,7 +97,10 @@ void gsd_vidsch_present(gsd_packet *p)
 	    (f & GS_SUBMIT_NULL_RENDERING) || p->nallocs < 2 ||
 	    !(p->allocs[1].alloc->flags & GS_ALLOC_DISPLAY) || !p->allocs[1].write)
 		return;
-	const gsd_allocation *src = p->allocs[0].alloc, *dst = p->allocs[1].alloc;
+	const gsd_allocation *src = p->allocs[0].alloc;
+	gsd_allocation *dst = p->allocs[1].alloc;
 	uint64_t n = src->size < dst->size ? src->size : dst->size;
-	memmove(dst->segment->mem + dst->offset, src->segment->mem + src->offset, n);
+	char err[160];
+	if (gsd_vidmm_cpu_blit(src, dst, n, err, sizeof(err)) != 0)
+		GSD_WARN("packet %llu: present: %s", (unsigned long long)p->rec.packet, err);
 }

@@ -52,6 +52,10 @@ void gsd_vidsch_arm_tdr(gsd_daemon *d, gsd_node *n, uint64_t budget_ns);
 void gsd_vidsch_timers_init(gsd_daemon *d, gsd_node *n);
 /* The packet faulted (the engine reported it): FAULTED, and its context faults. */
 void gsd_vidsch_on_fault(gsd_daemon *d, gsd_packet *p, const gsd_irq *irq);
+/* After a device loss, once every node of a is idle: has the backend recreate the device and
+ * lets the nodes run again; an adapter whose device cannot be recreated is dead (every packet
+ * for it is cancelled). */
+void gsd_vidsch_recover_device(gsd_daemon *d, gsd_adapter *a);
 /* The packet hung (TDR): FAULTED, its context faults, its tenant is charged a timeout. */
 void gsd_vidsch_timed_out(gsd_daemon *d, gsd_node *n, gsd_packet *p, const gsd_irq *irq);
 

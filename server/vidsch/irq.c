@@ -81,8 +81,10 @@ static void aborted_at_stop(gsd_daemon *d, gsd_node *n, gsd_packet *p)
 static void completed(gsd_daemon *d, gsd_node *n, gsd_packet *p)
 {
 	gsd_vidsch_present(p);
-	if (gsd_vidsch_flip_waits(d, n, p))
+	if (gsd_vidsch_flip_waits(d, n, p)) {
+		p->gpu_end_ns = 0; /* it completes at the blank */
 		return;
+	}
 	gsd_vidsch_complete(d, n, p, NULL);
 	gsd_context *x = gsd_vidsch_retire_keep_context(d, p);
 	gsd_vidsch_enqueue_ready(d, x);
@@ -107,6 +109,16 @@ static void run_ended(gsd_daemon *d, gsd_node *n, gsd_packet *p, const gsd_irq *
 	}
 	gsd_policy_charge(&p->ctx->sched, irq->engine_ns);
 	n->busy_ns += irq->engine_ns;
+	if (irq->gpu_end_ns) {
+		/* The GPU's own start and end of the run, kept in order with what the daemon
+		 * saw: never before the run was started, never after now. */
+		uint64_t now = gsd_node_now(n);
+		uint64_t start = irq->gpu_start_ns, end = irq->gpu_end_ns;
+		start = start < p->rec.started_ns ? p->rec.started_ns : start > now ? now : start;
+		end = end < start ? start : end > now ? now : end;
+		p->rec.started_ns = start;
+		p->gpu_end_ns = end;
+	}
 
 	switch (irq->kind) {
 	case GSD_IRQ_DMA_COMPLETED:
@@ -132,8 +144,11 @@ static void run_ended(gsd_daemon *d, gsd_node *n, gsd_packet *p, const gsd_irq *
 		else /* an innocent packet caught by a reset runs again */
 		{
 			char why[192];
-			snprintf(why, sizeof(why), "aborted by an engine reset (%s)",
-			         a_reset_why(n));
+			if (irq->device_lost)
+				snprintf(why, sizeof(why), "aborted: %s", irq->detail);
+			else
+				snprintf(why, sizeof(why), "aborted by an engine reset (%s)",
+				         a_reset_why(n));
 			requeue(d, p, irq, GSD_PS(ABORTED), why);
 		}
 		break;
@@ -159,8 +174,16 @@ static void handle_irq(gsd_daemon *d, gsd_adapter *a, const gsd_irq *irq)
 		gsd_packet_transition(d, p, GSD_PS(RUNNING), NULL);
 		return;
 	}
+	if (irq->device_lost && !a->device_lost) {
+		/* Nothing more goes to the engines until the device is back. */
+		a->device_lost = true;
+		a->device_losses++;
+	}
 	run_ended(d, n, p, irq);
-	gsd_vidsch_kick(d, n);
+	if (a->device_lost)
+		gsd_vidsch_recover_device(d, a);
+	else
+		gsd_vidsch_kick(d, n);
 }
 
 void gsd_vidsch_irq_drain(uv_async_t *h)

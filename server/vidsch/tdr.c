@@ -176,6 +176,37 @@ void gsd_vidsch_timed_out(gsd_daemon *d, gsd_node *n, gsd_packet *p, const gsd_i
 	}
 }
 
+void gsd_vidsch_recover_device(gsd_daemon *d, gsd_adapter *a)
+{
+	if (!a->device_lost || a->device_dead || d->stopping)
+		return;
+	for (uint32_t i = 0; i < a->nnodes; i++)
+		if (a->nodes[i].running)
+			return; /* the last engine to stop comes back here */
+	char err[256] = "", why[512];
+	uint64_t t0 = gsd_now_ns();
+	int rc = a->ops->recover ? a->ops->recover(a->backend, &a->memory, err, sizeof(err)) : -1;
+	uint64_t ms = (gsd_now_ns() - t0) / 1000000u;
+	if (rc != 0) {
+		snprintf(why, sizeof(why),
+		         "adapter %s: the device was lost (loss %u) and could not be recreated: %s",
+		         a->cfg->name, a->device_losses, err[0] ? err : "the backend cannot");
+		GSD_ERROR("%s", why);
+		gsd_events_note(d, NULL, "device_lost", why);
+		a->device_dead = true;
+	} else {
+		snprintf(why, sizeof(why),
+		         "adapter %s: the device was lost (loss %u); recreated in %llu ms, its "
+		         "memory carried over, innocent packets resubmitted",
+		         a->cfg->name, a->device_losses, (unsigned long long)ms);
+		GSD_WARN("%s", why);
+		gsd_events_note(d, NULL, "device_lost", why);
+		a->device_lost = false;
+	}
+	for (uint32_t i = 0; i < a->nnodes; i++)
+		gsd_vidsch_kick(d, &a->nodes[i]);
+}
+
 void gsd_vidsch_on_fault(gsd_daemon *d, gsd_packet *p, const gsd_irq *irq)
 {
 	gsd_context_put(d, packet_faulted(d, p, irq->stop_offset, irq->detail));

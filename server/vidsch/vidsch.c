@@ -115,7 +115,7 @@ void gsd_vidsch_complete(gsd_daemon *d, gsd_node *n, gsd_packet *p, const char *
 	 * the scheduler runs them: the node's fence is the highest completed, never lower. */
 	if (p->rec.fence > n->completed_fence)
 		n->completed_fence = p->rec.fence;
-	p->rec.completed_ns = gsd_node_now(n);
+	p->rec.completed_ns = p->gpu_end_ns ? p->gpu_end_ns : gsd_node_now(n);
 	d->stats.packets_completed++;
 	gsd_packet_transition(d, p, GSD_PS(COMPLETED), detail);
 }
@@ -462,8 +462,17 @@ void gsd_vidsch_kick(gsd_daemon *d, gsd_node *n)
 	if (n->in_kick)
 		return;
 	n->in_kick = true;
+	if (n->adapter->device_dead) {
+		/* Nothing will run here again: every packet that comes ends at once. */
+		gsd_list *it, *tmp;
+		GSD_LIST_FOREACH_SAFE(it, tmp, &n->contexts)
+		gsd_vidsch_cancel_context(d, GSD_CONTAINER_OF(it, gsd_context, node_link),
+		                          "the device was lost and could not be recovered");
+		n->in_kick = false;
+		return;
+	}
 	gsd_sched_params sp = gsd_vidsch_params(d, n->adapter);
-	while (!n->running && !d->stopping && !d->sched_held) {
+	while (!n->running && !d->stopping && !d->sched_held && !n->adapter->device_lost) {
 		gsd_sched_entity *e = gsd_policy_pick(&n->queue, gsd_node_now(n), &sp, NULL);
 		if (!e)
 			break;

@@ -6,7 +6,9 @@
  *
  * It runs on the emulator (integration.test_backends) and with GS_TEST_BACKEND=vulkan on the
  * Vulkan backend (integration.test_backends.vulkan: lavapipe in CI), which tests/lib/testd.c
- * passes to every daemon it starts as --backend. A missing Vulkan device fails the start.
+ * passes to every daemon it starts as --backend. A missing Vulkan device fails the start. The
+ * Vulkan run adds what only a GPU backend has: memory segments the CPU does not map (staging
+ * copies) and recovery from a device loss.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -271,6 +273,165 @@ static void test_vulkan_start_errors(void **state)
 	expect_refused((const char *const[]){"--backend", "cuda", NULL}, "vulkan");
 }
 
+/* Starts a daemon on config `json`, with the environment variable `env` (NAME=VALUE, NULL:
+ * none) set for it alone. */
+static void start_with(fx *f, const char *json, const char *env)
+{
+	assert_int_equal(itest_config_write(&f->cfg, json), 0);
+	char name[64] = "";
+	if (env) {
+		const char *eq = strchr(env, '=');
+		assert_non_null(eq);
+		snprintf(name, sizeof(name), "%.*s", (int)(eq - env), env);
+		setenv(name, eq + 1, 1);
+	}
+	const char *args[] = {"--config", f->cfg.path, NULL};
+	int started = gs_testd_start(&f->d, args);
+	if (env)
+		unsetenv(name);
+	assert_int_equal(started, 0);
+}
+
+static void stop_fx(fx *f)
+{
+	int rc = gs_testd_stop(&f->d);
+	if (rc != 0)
+		gs_testd_dump_log(&f->d);
+	gs_testd_cleanup(&f->d);
+	itest_config_cleanup(&f->cfg);
+	assert_int_equal(rc, 0);
+}
+
+/*
+ * "local_memory": "device": the memory segment is device memory the CPU does not map (what a
+ * GPU without a resizable BAR gives), every CPU access a copy through a staging buffer. info
+ * says so, and the demo still verifies byte for byte, over-committed too.
+ */
+static void test_staging_memory(void **state)
+{
+	(void)state;
+	static const char staged[] =
+	        "{\"clock\": \"wall\", \"paging_chunk\": 262144, \"adapters\": [{"
+	        "\"name\": \"gpu0\", \"backend\": \"vulkan\", \"local_memory\": \"device\","
+	        " \"nodes\": ["
+	        "{\"name\": \"3d\", \"kind\": \"3d\"},"
+	        "{\"name\": \"copy\", \"kind\": \"copy\", \"paging\": true}],"
+	        "\"segments\": ["
+	        "{\"id\": 1, \"name\": \"vram\", \"kind\": \"memory\", \"size_mib\": 4},"
+	        "{\"id\": 2, \"name\": \"aperture\", \"kind\": \"aperture\", \"size_mib\": 4,"
+	        " \"cpu_visible\": true}],"
+	        "\"system_memory_mib\": 64}]}";
+	fx f = {0};
+	start_with(&f, staged, NULL);
+	gs_client *c = itest_connect(&f.d, NULL);
+	gs_daemon_info *info = NULL;
+	assert_int_equal(gs_info(c, &info), 0);
+	assert_string_equal(info->adapters[0].cpu_access, "staging");
+	gs_info_free(info);
+	gs_close(c);
+
+	const char *exact[] = {"--packets", "64", "--seed", "3", "--alloc-size", "65536", NULL};
+	const char *over[] = {"--packets", "32",           "--seed", "9", "--allocs",
+	                      "24",        "--alloc-size", "524288", NULL};
+	for (int i = 0; i < 2; i++) {
+		int rc;
+		json_t *j = run_demo(&f, i ? over : exact, &rc);
+		assert_int_equal(rc, 0);
+		assert_non_null(j);
+		assert_int_equal(jint(j, "bytes_mismatched"), 0);
+		assert_int_equal(jint(j, "checksums_ok"), jint(j, "checksums_total"));
+		if (i)
+			assert_true(jint(j, "paging_packets") > 0);
+		json_decref(j);
+	}
+	stop_fx(&f);
+}
+
+/*
+ * A device loss, injected (GSD_VULKAN_INJECT_LOSS: a SPIN of that many microseconds loses
+ * the device). The packet that lost it FAULTS and its context with it; a packet of another
+ * context running on another node is innocent: aborted, resubmitted once the daemon has
+ * recreated the device, it resumes inside its SPIN and completes with every byte right. The
+ * adapter counts the loss and runs new work.
+ */
+static void test_device_loss(void **state)
+{
+	(void)state;
+	fx f = {0};
+	start_with(&f, config_json, "GSD_VULKAN_INJECT_LOSS=4242");
+	gs_client *c = itest_connect(&f.d, NULL);
+	itest_layout l;
+	itest_layout_of(c, &l);
+	uint64_t dev;
+	assert_int_equal(gs_device_create(c, "loss", &dev), 0);
+	uint64_t innocent = itest_context(c, dev, 0, l.paging_node);
+	uint64_t guilty = itest_context(c, dev, 1, l.paging_node);
+	gs_allocation_placement a;
+	itest_alloc(c, dev, 65536, l.segment_set, 0, &a);
+	uint64_t s;
+	assert_int_equal(gs_sync_create(c, dev, 0, &s), 0);
+
+	/* The innocent packet: a FILL, a SIGNAL once it ran, a long SPIN, another FILL. */
+	gs_dmabuf buf;
+	gs_dmabuf_init(&buf);
+	assert_int_equal(gs_dmabuf_fill(&buf, a.allocation, 0, 4096, 0x11223344u), 0);
+	assert_int_equal(gs_dmabuf_signal(&buf, s, 1), 0);
+	assert_int_equal(gs_dmabuf_spin(&buf, 300000, 0), 0);
+	assert_int_equal(gs_dmabuf_fill(&buf, a.allocation, 4096, 4096, 0x55667788u), 0);
+	gs_submit_result ri;
+	assert_int_equal(gs_submit(c, innocent, &buf, 0, &ri), 0);
+	uint64_t cur = 0;
+	assert_int_equal(gs_sync_wait(c, s, 1, ITEST_TIMEOUT_MS, &cur), 0);
+
+	/* Now, while it spins, the other context loses the device. */
+	gs_dmabuf_reset(&buf);
+	assert_int_equal(gs_dmabuf_spin(&buf, 4242, 0), 0);
+	gs_submit_result rg;
+	assert_int_equal(gs_submit(c, guilty, &buf, 0, &rg), 0);
+	gs_packet_state st;
+	assert_int_equal(gs_packet_wait(c, rg.packet, ITEST_TIMEOUT_MS, &st, NULL),
+	                 GS_STATUS_FAULTED);
+	assert_int_equal(st, GS_PACKET_FAULTED);
+
+	assert_int_equal(gs_packet_wait(c, ri.packet, ITEST_TIMEOUT_MS, &st, NULL), 0);
+	assert_int_equal(st, GS_PACKET_COMPLETED);
+	uint8_t got[8192];
+	assert_int_equal(gs_allocation_read(c, a.allocation, 0, got, sizeof(got)), 0);
+	for (size_t i = 0; i < sizeof(got); i++)
+		assert_int_equal(
+		        got[i], (uint8_t)((i < 4096 ? 0x11223344u : 0x55667788u) >> (8 * (i % 4))));
+	/* Its record says what happened: aborted by the loss, then resubmitted. */
+	gs_packet_event *ev = NULL;
+	size_t nev = 0;
+	assert_int_equal(gs_packet_events(c, ri.packet, &ev, &nev), 0);
+	bool aborted = false;
+	for (size_t i = 0; i < nev; i++)
+		aborted = aborted || (ev[i].state == GS_PACKET_ABORTED && ev[i].detail &&
+		                      strstr(ev[i].detail, "device was lost"));
+	gs_packet_events_free(ev, nev);
+	assert_true(aborted);
+
+	gs_daemon_info *info = NULL;
+	assert_int_equal(gs_info(c, &info), 0);
+	assert_int_equal(info->adapters[0].device_losses, 1);
+	assert_false(info->adapters[0].device_dead);
+	gs_info_free(info);
+
+	/* The guilty context is faulted; a new one runs on the recreated device. */
+	gs_dmabuf_reset(&buf);
+	assert_int_equal(gs_dmabuf_fill(&buf, a.allocation, 0, 64, 0x01010101u), 0);
+	gs_submit_result r2;
+	assert_int_not_equal(gs_submit(c, guilty, &buf, 0, &r2), 0);
+	uint64_t fresh = itest_context(c, dev, 1, l.paging_node);
+	itest_submit_wait(c, fresh, &buf, 0);
+	assert_int_equal(gs_allocation_read(c, a.allocation, 0, got, 64), 0);
+	for (size_t i = 0; i < 64; i++)
+		assert_int_equal(got[i], 0x01);
+	gs_dmabuf_free(&buf);
+	gs_close(c);
+	stop_fx(&f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -280,5 +441,13 @@ int main(void)
 	        cmocka_unit_test(test_vulkan_start_errors),
 	        cmocka_unit_test(test_mixed_pool),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	/* What only a GPU backend has: memory the CPU does not map, device loss. */
+	const struct CMUnitTest gpu_tests[] = {
+	        cmocka_unit_test(test_staging_memory),
+	        cmocka_unit_test(test_device_loss),
+	};
+	int rc = cmocka_run_group_tests(tests, NULL, NULL);
+	if (strcmp(backend(), "vulkan") == 0)
+		rc |= cmocka_run_group_tests(gpu_tests, NULL, NULL);
+	return rc;
 }

@@ -1545,6 +1545,260 @@ static void test_swizzle_transfer(void **state)
 	}
 }
 
+/* ---- a GPU backend's own: memory the CPU does not map, device loss, the GPU's clock ---- */
+
+/* Opens a second device of the backend under test with its own settings. */
+static gsd_backend *open_backend(uint32_t nodes, bool device_only)
+{
+	char err[512];
+	gsd_backend_config bc = {.adapter = "test2",
+	                         .device = getenv("GS_TEST_DEVICE"),
+	                         .nodes = nodes,
+	                         .device_only_memory = device_only};
+	gsd_backend *b = NULL;
+	if (gsd_backend_open(g_ops, &bc, &b, err, sizeof(err)) != 0)
+		fail_msg("opening a second device: %s", err);
+	return b;
+}
+
+static void make_segment(gsd_backend *b, gsd_memory *mem, uint32_t id, gsd_mem_kind kind,
+                         uint64_t size)
+{
+	char err[512];
+	if (gsd_backend_segment_create(g_ops, b, id, kind, size, &mem->seg[id], err, sizeof(err)) !=
+	    0)
+		fail_msg("segment %u: %s", id, err);
+}
+
+/* An engine of the fixture's (its interrupts land in f) on device b, memory mem. */
+static gsd_engine *engine_on(fixture *f, gsd_backend *b, const gsd_memory *mem, uint32_t node)
+{
+	gsd_engine_config cfg = {.node = node,
+	                         .backend = b,
+	                         .name = "test2",
+	                         .memory = mem,
+	                         .irq = on_irq,
+	                         .irq_arg = f};
+	gsd_engine *e = NULL;
+	assert_int_equal(g_ops->create(&cfg, &e), 0);
+	return e;
+}
+
+static void fill_random(uint8_t *p, size_t n, uint32_t seed)
+{
+	for (size_t i = 0; i < n; i++) {
+		seed = seed * 1103515245u + 12345u;
+		p[i] = (uint8_t)(seed >> 16);
+	}
+}
+
+/*
+ * Memory segments in device memory the CPU does not map (a GPU without a resizable BAR, or
+ * "local_memory": "device"): no base, every CPU access a copy through the staging buffer, in
+ * steps of its size, at any alignment, and the engine's commands see the same bytes.
+ */
+static void test_vk_staging(void **state)
+{
+	fixture *f = *state;
+	const uint64_t big = (9u << 20) + 64;
+	gsd_backend *b = open_backend(1, true);
+	gsd_memory mem = {0};
+	make_segment(b, &mem, 1, GSD_MEM_LOCAL, big);
+	make_segment(b, &mem, 2, GSD_MEM_APERTURE, SEG_SIZE);
+	assert_null(mem.seg[1].base);
+	assert_non_null(mem.seg[2].base);
+	gsd_backend_info bi;
+	gsd_backend_describe(g_ops, b, &bi);
+	assert_string_equal(bi.cpu_access, "staging");
+
+	/* Through the staging buffer and back, across its 4 MiB steps, unaligned. */
+	const size_t n = (9u << 20) + 5;
+	uint8_t *in = malloc(n), *out = malloc(n);
+	assert_non_null(in);
+	assert_non_null(out);
+	fill_random(in, n, 7);
+	char err[256];
+	assert_int_equal(
+	        gsd_backend_segment_write(g_ops, b, &mem.seg[1], 3, in, n, err, sizeof(err)), 0);
+	memset(out, 0, n);
+	assert_int_equal(
+	        gsd_backend_segment_read(g_ops, b, &mem.seg[1], 3, out, n, err, sizeof(err)), 0);
+	assert_memory_equal(in, out, n);
+	/* Clearing an unaligned range leaves its neighbours alone. */
+	assert_int_equal(
+	        gsd_backend_segment_clear(g_ops, b, &mem.seg[1], 7, 100003, err, sizeof(err)), 0);
+	assert_int_equal(
+	        gsd_backend_segment_read(g_ops, b, &mem.seg[1], 3, out, 100016, err, sizeof(err)),
+	        0);
+	assert_memory_equal(out, in, 4);
+	assert_true(all_bytes(out + 4, 100003, 0));
+	assert_memory_equal(out + 4 + 100003, in + 4 + 100003, 9);
+	/* A range outside the segment is refused, not copied. */
+	assert_int_not_equal(
+	        gsd_backend_segment_read(g_ops, b, &mem.seg[1], big - 4, out, 8, err, sizeof(err)),
+	        0);
+
+	/* The engine's FILL and COPY land where the CPU's copies find them. */
+	f->engine = engine_on(f, b, &mem, NODE);
+	f->ops = g_ops;
+	const gsd_range ranges[] = {{GPU_ADDR(1, 0), big, true}, {GPU_ADDR(2, 0), SEG_SIZE, true}};
+	dma d = {0};
+	emit(&d, fill(GPU_ADDR(1, 1), 1000, 0xa1b2c3d4u));
+	emit(&d, copy(GPU_ADDR(2, 5), GPU_ADDR(1, 0), 1002));
+	gsd_exec x = packet(&d, ranges, 2);
+	gsd_irq irq = run_final(f, &x);
+	assert_int_equal(irq.kind, GSD_IRQ_DMA_COMPLETED);
+	assert_int_equal(
+	        gsd_backend_segment_read(g_ops, b, &mem.seg[1], 0, out, 1002, err, sizeof(err)), 0);
+	for (size_t i = 1; i <= 1000; i++)
+		assert_int_equal(out[i], (uint8_t)(0xa1b2c3d4u >> (8 * ((i - 1) % 4))));
+	assert_int_equal(out[1001], 0); /* cleared above */
+	assert_memory_equal(mem.seg[2].base + 5, out, 1002);
+
+	stop_engine(f);
+	gsd_backend_segment_destroy(g_ops, b, &mem.seg[1]);
+	gsd_backend_segment_destroy(g_ops, b, &mem.seg[2]);
+	gsd_backend_close(g_ops, b);
+	free(in);
+	free(out);
+}
+
+/* The final interrupt of x on any node, within WAIT_S. */
+static gsd_irq final_of(fixture *f, const gsd_exec *x)
+{
+	size_t i = wait_irq(f, x, 0);
+	pthread_mutex_lock(&f->lock);
+	gsd_irq irq = f->irqs[i];
+	pthread_mutex_unlock(&f->lock);
+	return irq;
+}
+
+static uint64_t realtime_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * A device loss (injected: a SPIN of GSD_VULKAN_INJECT_LOSS microseconds): the packet whose
+ * work saw it FAULTS with device_lost; a packet running on another engine then stops at its
+ * next slice as innocent (ABORTED, device_lost, with its SPIN progress); one submitted before
+ * recovery aborts before its first command. recover() brings the device back with every
+ * segment's bytes, and the aborted packet resumes and completes. Twice.
+ */
+static void test_vk_device_loss(void **state)
+{
+	fixture *f = *state;
+	setenv("GSD_VULKAN_INJECT_LOSS", "777", 1);
+	gsd_backend *b = open_backend(2, false);
+	unsetenv("GSD_VULKAN_INJECT_LOSS");
+	gsd_memory mem = {0};
+	make_segment(b, &mem, 1, GSD_MEM_LOCAL, SEG_SIZE);
+	make_segment(b, &mem, 2, GSD_MEM_SYSTEM, SEG_SIZE);
+	memset(mem.seg[1].base, 0xa5, SEG_SIZE);
+	memset(mem.seg[2].base, 0x5a, SEG_SIZE);
+	f->ops = g_ops;
+	f->engine = engine_on(f, b, &mem, NODE);
+	gsd_engine *other = engine_on(f, b, &mem, NODE + 1);
+	const gsd_range ranges[] = {{GPU_ADDR(1, 0), SEG_SIZE, true},
+	                            {GPU_ADDR(2, 0), SEG_SIZE, true}};
+
+	for (int round = 0; round < 2; round++) {
+		forget_irqs(f);
+		/* Another engine runs a long SPIN when the device goes. */
+		dma dl = {0};
+		emit(&dl, fill(GPU_ADDR(2, 64), 64, 0x33333333u));
+		size_t long_at = emit(&dl, spin(200000));
+		gsd_exec xl = packet(&dl, ranges, 2);
+		assert_int_equal(g_ops->submit(other, &xl), 0);
+		wait_irq(f, &xl, GSD_IRQ_STARTED);
+
+		dma dg = {0};
+		emit(&dg, fill(GPU_ADDR(1, 0), 64, 0x11111111u));
+		size_t lose_at = emit(&dg, spin(777));
+		gsd_exec xg = packet(&dg, ranges, 2);
+		gsd_irq irq = run_final(f, &xg);
+		assert_int_equal(irq.kind, GSD_IRQ_DMA_FAULTED);
+		assert_true(irq.device_lost);
+		assert_int_equal(irq.stop_offset, lose_at);
+		assert_non_null(strstr(irq.detail, "device lost"));
+
+		gsd_irq li = final_of(f, &xl);
+		assert_int_equal(li.kind, GSD_IRQ_ABORTED);
+		assert_true(li.device_lost);
+		assert_int_equal(li.stop_offset, long_at);
+		assert_true(li.spin_done_us < 200000);
+
+		/* Submitted while the device is lost: aborted before its first command. */
+		dma dq = {0};
+		emit(&dq, fill(GPU_ADDR(1, 256), 64, 0x44444444u));
+		gsd_exec xq = packet(&dq, ranges, 2);
+		gsd_irq qi = run_final(f, &xq);
+		assert_int_equal(qi.kind, GSD_IRQ_ABORTED);
+		assert_true(qi.device_lost);
+		assert_int_equal(qi.stop_offset, 0);
+
+		char err[512];
+		assert_int_equal(g_ops->recover(b, &mem, err, sizeof(err)), 0);
+		assert_non_null(mem.seg[1].base);
+		assert_non_null(mem.seg[2].base);
+		/* Every byte carried over: what ran before the loss, and the rest. */
+		assert_true(all_bytes(mem.seg[1].base, 64, 0x11));
+		assert_true(all_bytes(mem.seg[1].base + 64, SEG_SIZE - 64, 0xa5));
+		assert_true(all_bytes(mem.seg[2].base, 64, 0x5a));
+		assert_true(all_bytes(mem.seg[2].base + 64, 64, 0x33));
+		assert_true(all_bytes(mem.seg[2].base + 128, SEG_SIZE - 128, 0x5a));
+
+		/* The innocent packet resumes where it stopped and completes. */
+		xl.resume_offset = li.stop_offset;
+		xl.spin_done_us = li.spin_done_us;
+		gsd_irq ri = {0};
+		forget_irqs(f);
+		assert_int_equal(g_ops->submit(other, &xl), 0);
+		ri = final_of(f, &xl);
+		assert_int_equal(ri.kind, GSD_IRQ_DMA_COMPLETED);
+		xq.resume_offset = 0;
+		assert_int_equal(run_final(f, &xq).kind, GSD_IRQ_DMA_COMPLETED);
+		assert_true(all_bytes(mem.seg[1].base + 256, 64, 0x44));
+		memset(mem.seg[1].base, 0xa5, 64);
+		memset(mem.seg[1].base + 256, 0xa5, 64);
+	}
+	g_ops->destroy(other);
+	stop_engine(f);
+	gsd_backend_segment_destroy(g_ops, b, &mem.seg[1]);
+	gsd_backend_segment_destroy(g_ops, b, &mem.seg[2]);
+	gsd_backend_close(g_ops, b);
+}
+
+/* A run's start and end as the GPU's timestamps tell them, on the daemon's clock
+ * (CLOCK_REALTIME): inside the window the test saw, and at least the engine time apart. */
+static void test_vk_gpu_clock(void **state)
+{
+	fixture *f = *state;
+	start_engine(f, g_ops, false);
+	const gsd_range ranges[] = {{ADDR_A, ALLOC_SIZE, true}};
+	for (int i = 0; i < 3; i++) {
+		dma d = {0};
+		emit(&d, fill(ADDR_A, 64, 0x01020304u));
+		emit(&d, spin(3000));
+		emit(&d, fill(ADDR_A + 64, 64, 0x01020304u));
+		gsd_exec x = packet(&d, ranges, 1);
+		forget_irqs(f);
+		uint64_t t0 = realtime_ns();
+		gsd_irq irq = run_final(f, &x);
+		uint64_t t1 = realtime_ns();
+		assert_int_equal(irq.kind, GSD_IRQ_DMA_COMPLETED);
+		assert_true(irq.gpu_start_ns && irq.gpu_end_ns);
+		/* The clocks are matched to within a few microseconds; 1 ms of slack. */
+		assert_true(irq.gpu_start_ns + 1000000u >= t0);
+		assert_true(irq.gpu_end_ns <= t1 + 1000000u);
+		assert_true(irq.gpu_end_ns >= irq.gpu_start_ns);
+		assert_true(irq.engine_ns >= 3000000u);
+		assert_true(irq.gpu_end_ns - irq.gpu_start_ns + 100000u >= irq.engine_ns);
+	}
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
@@ -1601,6 +1855,9 @@ int main(void)
 	        T(test_fill_unaligned),
 	        T(test_copy_overlap),
 	        T(test_swizzle_transfer),
+	        T(test_vk_staging),
+	        T(test_vk_device_loss),
+	        T(test_vk_gpu_clock),
 	};
 #undef T
 	const char *backend = getenv("GS_TEST_BACKEND");
@@ -1611,7 +1868,7 @@ int main(void)
 	 * hold (tests/support/keep_icd.c says why; the daemon under test preloads that). */
 	(void)dlopen("libvulkan_lvp.so", RTLD_NOW | RTLD_NODELETE);
 	char err[512];
-	gsd_backend_config bc = {.adapter = "test", .device = getenv("GS_TEST_DEVICE")};
+	gsd_backend_config bc = {.adapter = "test", .device = getenv("GS_TEST_DEVICE"), .nodes = 1};
 	if (!g_ops || gsd_backend_open(g_ops, &bc, &g_backend, err, sizeof(err)) != 0) {
 		fprintf(stderr, "GS_TEST_BACKEND=%s: %s\n", backend,
 		        g_ops ? err : "unknown backend");
