@@ -35,6 +35,7 @@ struct gsc_slot {
 	gsc_slot *prev, *next; /* the client's pending list, or its free stack (next) */
 	/* The request it carries. */
 	atomic_bool cancel;
+	bool lost; /* cancelled because the connection dropped (under c->lock) */
 	bool receiving;
 	nng_time deadline;
 	uint32_t timeout_ms;
@@ -323,11 +324,33 @@ int gsc_wait(gs_client *c, gsc_waiter *w, int started)
 
 static void slot_cb(void *arg);
 
-void gsc_async_init(gs_client *c)
+/*
+ * The connection dropped (the daemon died or restarted): every request in flight fails with
+ * GS_ERR_TRANSPORT, also one still waiting to be written. None is sent again on the next
+ * connection, where a restarted daemon's handles may name other objects. nng reconnects by
+ * itself; requests started from now on go out on the new connection.
+ */
+static void pipe_removed(nng_pipe p, nng_pipe_ev ev, void *arg)
+{
+	gs_client *c = arg;
+
+	(void)p;
+	(void)ev;
+	pthread_mutex_lock(&c->lock);
+	for (gsc_slot *s = c->closing ? NULL : c->pending; s; s = s->next) {
+		s->lost = true;
+		atomic_store(&s->cancel, true);
+		nng_aio_cancel(s->aio);
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
+int gsc_async_init(gs_client *c)
 {
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->drained, NULL);
 	c->next_id = 1;
+	return nng_pipe_notify(c->sock, NNG_PIPE_EV_REM_POST, pipe_removed, c);
 }
 
 /* A new slot, with c->lock held; NULL when nng or memory fails. */
@@ -390,31 +413,50 @@ static void finish(gsc_slot *s)
 {
 	gs_client *c = s->c;
 
-	if (s->cb)
+	if (s->cb) {
+		/* A callback is a completion once it has returned. */
 		s->cb(&s->ev);
-	else if (s->q)
+		pthread_mutex_lock(&c->lock);
+		slot_release_locked(c, s);
+		pthread_mutex_unlock(&c->lock);
+		return;
+	}
+	/* Queued (or handed to the blocking caller) and no longer in flight in one step, as
+	 * gs_async_inflight sees it: c->lock, then the queue's or waiter's, the only order in
+	 * which they are ever nested. */
+	pthread_mutex_lock(&c->lock);
+	if (s->q)
 		queue_push(s->q, &s->ev);
 	else
 		waiter_deliver(s->w, &s->ev, s->resp);
 	s->resp = NULL;
-	pthread_mutex_lock(&c->lock);
 	slot_release_locked(c, s);
 	pthread_mutex_unlock(&c->lock);
 }
+
+#define LOST_FMT                                                                                   \
+	"the connection to %.300s was lost with the request in flight: the daemon may or may "     \
+	"not have acted on it"
 
 static void fail(gsc_slot *s, int rv)
 {
 	gs_client *c = s->c;
 	gs_async_event *ev = &s->ev;
-	bool closing;
+	bool closing, lost;
 
+	pthread_mutex_lock(&c->lock);
+	closing = c->closing;
+	lost = s->lost;
+	pthread_mutex_unlock(&c->lock);
+	if (closing && (rv == NNG_ECANCELED || rv == NNG_ECONNRESET)) {
+		rv = NNG_ECLOSED; /* gs_close ended it, connection and all */
+	} else if (lost && rv == NNG_ECANCELED) {
+		rv = NNG_ECONNRESET;
+	}
 	ev->status = map_nng_error(rv);
 	switch (rv) {
 	case NNG_ECANCELED:
 	case NNG_ECLOSED:
-		pthread_mutex_lock(&c->lock);
-		closing = c->closing;
-		pthread_mutex_unlock(&c->lock);
 		snprintf(ev->message, sizeof(ev->message), "%s",
 		         closing ? "the client was closed with the request in flight"
 		                 : "the request was cancelled");
@@ -424,10 +466,8 @@ static void fail(gsc_slot *s, int rv)
 		         c->url, s->timeout_ms);
 		break;
 	case NNG_ECONNRESET:
-		snprintf(ev->message, sizeof(ev->message),
-		         "the connection to %.300s was lost with the request in flight: the daemon "
-		         "may or may not have acted on it",
-		         c->url);
+		ev->status = GS_ERR_TRANSPORT;
+		snprintf(ev->message, sizeof(ev->message), LOST_FMT, c->url);
 		break;
 	default:
 		snprintf(ev->message, sizeof(ev->message), "%s %.400s: %s",
@@ -613,6 +653,7 @@ static int start(gs_client *c, const gsc_request *r, gsc_target to, uint64_t *id
 		return rv;
 	}
 	atomic_store(&s->cancel, false);
+	s->lost = false;
 	s->receiving = false;
 	s->timeout_ms = (uint32_t)timeout;
 	s->deadline = nng_clock() + timeout;
@@ -673,7 +714,7 @@ static int start(gs_client *c, const gsc_request *r, gsc_target to, uint64_t *id
 void gsc_async_close(gs_client *c)
 {
 	pthread_mutex_lock(&c->lock);
-	c->closing = true;
+	c->closing = true; /* no new request starts, and the pipe callback does nothing */
 	for (gsc_slot *s = c->pending; s; s = s->next) {
 		atomic_store(&s->cancel, true);
 		nng_aio_cancel(s->aio);
@@ -688,6 +729,8 @@ void gsc_async_close(gs_client *c)
 		free(c->slots[i]);
 	}
 	free(c->slots);
+	/* Pipe callbacks have run by the time nng_close returns; only then the lock goes. */
+	nng_close(c->sock);
 	pthread_mutex_destroy(&c->lock);
 	pthread_cond_destroy(&c->drained);
 }

@@ -196,10 +196,10 @@ int gs_default_url(char *buf, size_t cap);
  */
 int gs_connect(const char *url, const char *token, gs_client **out);
 int gs_connect_ex(const char *url, const char *token, gs_client **out, char *why, size_t why_cap);
-/* Cancels the client's requests in flight, waits until each has completed (GS_ERR_CANCELLED,
- * unless its answer arrived first: every callback has returned and every queued event is in
- * its queue when gs_close returns), then closes the connection. Not from one of its own
- * callbacks. */
+/* Cancels the client's requests in flight and waits until each has completed
+ * (GS_ERR_CANCELLED, unless another outcome came first): every callback has returned and every
+ * event is in its queue when gs_close returns. Then it closes the connection. Not from one of
+ * the client's own callbacks, nor while another thread is inside a call on it. */
 void gs_close(gs_client *c);
 
 /* The adapter every later request addresses (InfoResponse adapter ids). */
@@ -531,16 +531,18 @@ int gs_sync_wait(gs_client *c, uint64_t sync, uint64_t value, uint32_t timeout_m
  *   0 or a daemon status   the daemon answered;
  *   GS_ERR_CANCELLED       gs_async_cancel(), or gs_close() while it was in flight;
  *   GS_ERR_TIMEOUT         its deadline (gs_async_opts.timeout_ms) passed first;
- *   GS_ERR_TRANSPORT       the connection was lost with the request sent (the daemon died or
+ *   GS_ERR_TRANSPORT       the connection dropped while it was in flight (the daemon died or
  *                          restarted): whether the daemon acted on it is unknown;
  *   GS_ERR_PROTOCOL        the answer does not decode or does not match the request;
  *   GS_ERR_NOMEM.
  * After a cancellation, a timeout or a lost connection the daemon may still have acted on a
  * request it had received (a submission queued, a wait still parked until its own timeout):
- * the protocol has no way to withdraw a request. A request not yet sent when the connection
- * drops waits (within its deadline) and goes out once the client has reconnected; nng
- * reconnects by itself, so requests started after a daemon restart succeed. No request is
- * ever sent twice.
+ * the protocol has no way to withdraw a request. When the connection drops, every request
+ * in flight on the client fails at once, also one not yet written: none started before the
+ * drop reaches a restarted daemon, whose handles may name other objects, and no request is
+ * ever sent twice. The client reconnects by itself (nng); a request started while it is
+ * disconnected waits for the connection within its deadline, so requests started after a
+ * daemon restart succeed.
  *
  * Order: requests in flight together are independent. The daemon may handle them in any
  * order, so two submissions to one context in flight together may get their fences (and so

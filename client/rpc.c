@@ -156,7 +156,13 @@ int gs_connect_ex(const char *url, const char *token, gs_client **out, char *why
 	rv = open_socket(c, why, why_cap);
 	if (rv != 0)
 		goto fail;
-	gsc_async_init(c);
+	rv = gsc_async_init(c);
+	if (rv != 0) {
+		note(why, why_cap, "cannot watch the connection: %s", nng_strerror(rv));
+		gsc_async_close(c); /* closes the socket */
+		rv = map_nng_error(rv);
+		goto fail;
+	}
 	*out = c;
 	return 0;
 fail:
@@ -175,8 +181,7 @@ void gs_close(gs_client *c)
 {
 	if (!c)
 		return;
-	gsc_async_close(c);
-	nng_close(c->sock);
+	gsc_async_close(c); /* closes the socket too */
 	free(c->url);
 	free(c->token);
 	free(c);

@@ -38,9 +38,11 @@ struct gs_client {
 	bool closing;
 };
 
-/* Sets up and tears down the client's request machinery (async.c). */
-void gsc_async_init(gs_client *c);
-/* Cancels what is in flight, waits for every completion, frees the slots. */
+/* Sets up the client's request machinery once its socket is open (async.c): 0 or an nng
+ * error. */
+int gsc_async_init(gs_client *c);
+/* Cancels what is in flight, waits for every completion, frees the slots and closes the
+ * socket. */
 void gsc_async_close(gs_client *c);
 
 /*
