@@ -454,6 +454,32 @@ static bool make_resident(gsd_daemon *d, gsd_context *x, gsd_packet *p)
 	return false;
 }
 
+/*
+ * The node's adapter lost its device for good: nothing will run here again, so every packet
+ * ends at once, cancelled. A packet whose SUBMITTED record is not committed yet is left for
+ * when it is (gsd_vidsch_recorded comes back here): its submission is still being answered.
+ */
+static void cancel_on_dead(gsd_daemon *d, gsd_node *n)
+{
+	gsd_list *it, *tmp;
+	GSD_LIST_FOREACH_SAFE(it, tmp, &n->contexts)
+	{
+		gsd_context *x = GSD_CONTAINER_OF(it, gsd_context, node_link);
+		x->refs++;
+		gsd_policy_dequeue(&n->queue, &x->sched);
+		unblock(x);
+		gsd_list *pit, *ptmp;
+		GSD_LIST_FOREACH_SAFE(pit, ptmp, &x->pending)
+		{
+			gsd_packet *p = GSD_CONTAINER_OF(pit, gsd_packet, link);
+			if (p != n->running && !p->unrecorded)
+				gsd_vidsch_cancel_packet(
+				        d, p, "the device was lost and could not be recovered");
+		}
+		gsd_context_put(d, x);
+	}
+}
+
 void gsd_vidsch_kick(gsd_daemon *d, gsd_node *n)
 {
 	/* Signals raised inside the loop (NullRendering's SIGNALs, cancelled packets' abandoned
@@ -463,11 +489,7 @@ void gsd_vidsch_kick(gsd_daemon *d, gsd_node *n)
 		return;
 	n->in_kick = true;
 	if (n->adapter->device_dead) {
-		/* Nothing will run here again: every packet that comes ends at once. */
-		gsd_list *it, *tmp;
-		GSD_LIST_FOREACH_SAFE(it, tmp, &n->contexts)
-		gsd_vidsch_cancel_context(d, GSD_CONTAINER_OF(it, gsd_context, node_link),
-		                          "the device was lost and could not be recovered");
+		cancel_on_dead(d, n);
 		n->in_kick = false;
 		return;
 	}

@@ -432,6 +432,60 @@ static void test_device_loss(void **state)
 	stop_fx(&f);
 }
 
+/*
+ * A device loss the backend cannot recover from: memory segments the CPU does not map
+ * ("local_memory": "device") cannot be carried over, so the adapter is dead. The blamed packet
+ * faults; info says the device is dead; every later packet is cancelled with the reason, at
+ * once, instead of waiting forever; the daemon still answers and stops cleanly.
+ */
+static void test_device_loss_unrecoverable(void **state)
+{
+	(void)state;
+	static const char staged[] = "{\"clock\": \"wall\", \"adapters\": [{"
+	                             "\"name\": \"gpu0\", \"backend\": \"vulkan\","
+	                             " \"local_memory\": \"device\", \"system_memory_mib\": 64}]}";
+	fx f = {0};
+	start_with(&f, staged, "GSD_VULKAN_INJECT_LOSS=4243");
+	gs_client *c = itest_connect(&f.d, NULL);
+	itest_layout l;
+	itest_layout_of(c, &l);
+	uint64_t dev;
+	assert_int_equal(gs_device_create(c, "dead", &dev), 0);
+	uint64_t ctx = itest_context(c, dev, 0, l.paging_node);
+	gs_dmabuf buf;
+	gs_dmabuf_init(&buf);
+	assert_int_equal(gs_dmabuf_spin(&buf, 4243, 0), 0);
+	gs_submit_result r;
+	assert_int_equal(gs_submit(c, ctx, &buf, 0, &r), 0);
+	gs_packet_state st;
+	assert_int_equal(gs_packet_wait(c, r.packet, ITEST_TIMEOUT_MS, &st, NULL),
+	                 GS_STATUS_FAULTED);
+
+	gs_daemon_info *info = NULL;
+	assert_int_equal(gs_info(c, &info), 0);
+	assert_int_equal(info->adapters[0].device_losses, 1);
+	assert_true(info->adapters[0].device_dead);
+	gs_info_free(info);
+
+	uint64_t other = itest_context(c, dev, 0, l.paging_node);
+	gs_dmabuf_reset(&buf);
+	assert_int_equal(gs_dmabuf_nop(&buf), 0);
+	assert_int_equal(gs_submit(c, other, &buf, 0, &r), 0);
+	gs_packet_wait(c, r.packet, ITEST_TIMEOUT_MS, &st, NULL);
+	assert_int_equal(st, GS_PACKET_CANCELLED);
+	gs_packet_event *ev = NULL;
+	size_t nev = 0;
+	assert_int_equal(gs_packet_events(c, r.packet, &ev, &nev), 0);
+	bool said = false;
+	for (size_t i = 0; i < nev; i++)
+		said = said || (ev[i].detail && strstr(ev[i].detail, "could not be recovered"));
+	gs_packet_events_free(ev, nev);
+	assert_true(said);
+	gs_dmabuf_free(&buf);
+	gs_close(c);
+	stop_fx(&f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -445,6 +499,7 @@ int main(void)
 	const struct CMUnitTest gpu_tests[] = {
 	        cmocka_unit_test(test_staging_memory),
 	        cmocka_unit_test(test_device_loss),
+	        cmocka_unit_test(test_device_loss_unrecoverable),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
 	if (strcmp(backend(), "vulkan") == 0)
