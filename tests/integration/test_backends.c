@@ -292,6 +292,19 @@ static void start_with(fx *f, const char *json, const char *env)
 	assert_int_equal(started, 0);
 }
 
+/* Does one of the packet's events in `state` carry `text` in its detail? */
+static bool event_says(gs_client *c, uint64_t packet, gs_packet_state state, const char *text)
+{
+	gs_packet_event *ev = NULL;
+	size_t nev = 0;
+	assert_int_equal(gs_packet_events(c, packet, &ev, &nev), 0);
+	bool said = false;
+	for (size_t i = 0; i < nev; i++)
+		said = said || (ev[i].state == state && ev[i].detail && strstr(ev[i].detail, text));
+	gs_packet_events_free(ev, nev);
+	return said;
+}
+
 static void stop_fx(fx *f)
 {
 	int rc = gs_testd_stop(&f->d);
@@ -401,15 +414,7 @@ static void test_device_loss(void **state)
 		assert_int_equal(
 		        got[i], (uint8_t)((i < 4096 ? 0x11223344u : 0x55667788u) >> (8 * (i % 4))));
 	/* Its record says what happened: aborted by the loss, then resubmitted. */
-	gs_packet_event *ev = NULL;
-	size_t nev = 0;
-	assert_int_equal(gs_packet_events(c, ri.packet, &ev, &nev), 0);
-	bool aborted = false;
-	for (size_t i = 0; i < nev; i++)
-		aborted = aborted || (ev[i].state == GS_PACKET_ABORTED && ev[i].detail &&
-		                      strstr(ev[i].detail, "device was lost"));
-	gs_packet_events_free(ev, nev);
-	assert_true(aborted);
+	assert_true(event_says(c, ri.packet, GS_PACKET_ABORTED, "device was lost"));
 
 	gs_daemon_info *info = NULL;
 	assert_int_equal(gs_info(c, &info), 0);
@@ -473,14 +478,7 @@ static void test_device_loss_unrecoverable(void **state)
 	assert_int_equal(gs_submit(c, other, &buf, 0, &r), 0);
 	gs_packet_wait(c, r.packet, ITEST_TIMEOUT_MS, &st, NULL);
 	assert_int_equal(st, GS_PACKET_CANCELLED);
-	gs_packet_event *ev = NULL;
-	size_t nev = 0;
-	assert_int_equal(gs_packet_events(c, r.packet, &ev, &nev), 0);
-	bool said = false;
-	for (size_t i = 0; i < nev; i++)
-		said = said || (ev[i].detail && strstr(ev[i].detail, "could not be recovered"));
-	gs_packet_events_free(ev, nev);
-	assert_true(said);
+	assert_true(event_says(c, r.packet, GS_PACKET_CANCELLED, "could not be recovered"));
 	gs_dmabuf_free(&buf);
 	gs_close(c);
 	stop_fx(&f);
