@@ -14,6 +14,11 @@
  * touches an allocation that the other context touched in a packet that may not have run
  * yet, the CPU waits for that packet's signal value. The model is updated in submission
  * order, which those waits make the GPU's order for every allocation.
+ *
+ * Requests go through libgpusched's asynchronous calls: one context's submission stays in
+ * flight while the other context's packet is built and submitted (a context's own packets
+ * are submitted one after the other, acknowledged before the next, so the daemon receives
+ * them in order), and the final wait keeps many packet waits in flight at once.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -37,6 +42,8 @@
 #define DEMO_MAX_REPORTS   5            /* mismatches described one by one before summarising */
 #define DEMO_AUDIT_PAGE    10000u       /* records per history/moves request (the daemon's max) */
 #define DEMO_AUDIT_PAGES   16           /* requests at most when counting paging (bounded) */
+#define DEMO_WAITS         32 /* packet waits in flight while draining (< max_waits_per_conn) */
+#define DEMO_POLL_MS       (2 * GS_DEFAULT_TIMEOUT_MS) /* longer than any request's deadline */
 
 static const char help[] =
         "Usage: gpusched demo [--packets N] [--allocs N] [--alloc-size BYTES] [--seed S]\n"
@@ -118,6 +125,11 @@ typedef struct demo {
 	size_t packet_submitted;
 	gs_dmabuf buf;
 	bool progress;
+	/* Requests in flight (libgpusched's asynchronous calls): at most one submission per
+	 * context, since packets of a context run in the order the daemon receives them, and up
+	 * to DEMO_WAITS packet waits while draining. */
+	gs_async_queue *q;
+	int64_t submitting[DEMO_CONTEXTS]; /* index of the packet in flight, -1: none */
 	/* results */
 	uint64_t completed;
 	uint64_t cross_waits;
@@ -314,6 +326,7 @@ static void demo_free(demo *d)
 	free(d->checks);
 	free(d->packets);
 	gs_dmabuf_free(&d->buf);
+	gs_async_queue_destroy(d->q);
 }
 
 /* ---- the workload ----------------------------------------------------------------------- */
@@ -418,6 +431,42 @@ static int build_packet(demo *d, size_t x, bool *touched)
 	return rv;
 }
 
+/* The completion of one request in flight; applies a submission's. */
+static int collect(demo *d, gs_async_event *ev)
+{
+	int n = gs_async_poll(d->q, ev, 1, (int)DEMO_POLL_MS);
+
+	if (n < 0)
+		return n;
+	if (n == 0)
+		return GS_ERR_TIMEOUT; /* cannot happen: every request has a shorter deadline */
+	if (ev->kind != GS_ASYNC_SUBMIT)
+		return 0;
+	for (size_t x = 0; x < DEMO_CONTEXTS; x++)
+		if (d->submitting[x] == (int64_t)(uintptr_t)ev->user)
+			d->submitting[x] = -1;
+	if (ev->status != 0) {
+		cli_warn(d->ctx, "submission: %s", ev->message);
+		return ev->status;
+	}
+	d->packets[(size_t)(uintptr_t)ev->user] = ev->submit.packet;
+	return 0;
+}
+
+/* Waits until context x's submission in flight, if any, is acknowledged. */
+static int settle(demo *d, size_t x)
+{
+	gs_async_event ev;
+
+	while (d->submitting[x] >= 0) {
+		int rv = collect(d, &ev);
+
+		if (rv != 0)
+			return rv;
+	}
+	return 0;
+}
+
 /* Waits until every packet of another context that touched these allocations has run. The
  * result allocation is left out: each CHECKSUM writes its own 8 bytes of it. */
 static int wait_dependencies(demo *d, size_t x, const bool *touched)
@@ -434,7 +483,10 @@ static int wait_dependencies(demo *d, size_t x, const bool *touched)
 				need = d->allocs[i].last_value[y];
 		if (need <= other->reached)
 			continue;
-		rv = gs_sync_wait(d->c, other->sync, need, GS_DEFAULT_TIMEOUT_MS, NULL);
+		/* Its packet that signals `need` must be queued before the wait can end. */
+		rv = settle(d, y);
+		if (rv == 0)
+			rv = gs_sync_wait(d->c, other->sync, need, GS_DEFAULT_TIMEOUT_MS, NULL);
 		if (rv != 0)
 			return rv;
 		other->reached = need;
@@ -451,46 +503,77 @@ static void show_progress(demo *d, const char *what, size_t done, size_t total)
 
 static int run(demo *d)
 {
+	gs_async_opts o = {.queue = d->q};
+
 	for (uint32_t p = 0; p < d->packet_count; p++) {
 		/* Mostly alternate, sometimes repeat: both in-order runs and switches occur. */
 		size_t x = (p + (rnd(d) % 4 == 0)) % DEMO_CONTEXTS;
 		bool touched[DEMO_ALLOCS_MAX] = {false};
-		gs_submit_result res;
 		int rv;
 
 		rv = build_packet(d, x, touched);
+		/* The previous packet of this context first: the daemon orders a context's packets
+		 * as it receives them. The other context's submission stays in flight meanwhile. */
+		if (rv == 0)
+			rv = settle(d, x);
 		if (rv == 0)
 			rv = wait_dependencies(d, x, touched);
+		o.user = (void *)(uintptr_t)p;
 		if (rv == 0)
-			rv = gs_submit(d->c, d->ctxs[x].context, &d->buf, 0, &res);
+			rv = gs_async_submit(d->c, d->ctxs[x].context, &d->buf, 0, &o, NULL);
 		if (rv != 0)
 			return rv;
-		d->packets[d->packet_submitted++] = res.packet;
+		d->submitting[x] = p;
+		d->packet_submitted++;
 		d->ctxs[x].signalled++;
 		for (size_t i = 0; i < d->nallocs; i++)
 			if (touched[i])
 				d->allocs[i].last_value[x] = d->ctxs[x].signalled;
 		show_progress(d, "submitted", p + 1, d->packet_count);
 	}
+	for (size_t x = 0; x < DEMO_CONTEXTS; x++) {
+		int rv = settle(d, x);
+
+		if (rv != 0)
+			return rv;
+	}
 	return 0;
 }
 
-/* Waits for every packet; counts those that completed. */
+/* Waits for every packet, DEMO_WAITS at a time in flight; counts those that completed. */
 static int drain(demo *d)
 {
-	for (size_t i = 0; i < d->packet_submitted; i++) {
-		gs_packet_state state;
+	gs_async_opts o = {.queue = d->q};
+	size_t started = 0, done = 0;
+
+	while (done < d->packet_submitted) {
+		gs_async_event ev;
 		int rv;
 
-		rv = gs_packet_wait(d->c, d->packets[i], GS_DEFAULT_TIMEOUT_MS, &state, NULL);
+		while (started < d->packet_submitted && started - done < DEMO_WAITS) {
+			o.user = (void *)(uintptr_t)started;
+			rv = gs_async_packet_wait(d->c, d->packets[started], GS_DEFAULT_TIMEOUT_MS,
+			                          &o, NULL);
+			if (rv != 0)
+				return rv;
+			started++;
+		}
+		rv = collect(d, &ev);
+		if (rv == 0 && ev.status != 0) {
+			cli_warn(d->ctx, "waiting for packet %" PRIu64 ": %s",
+			         d->packets[(size_t)(uintptr_t)ev.user], ev.message);
+			rv = ev.status;
+		}
 		if (rv != 0)
 			return rv;
-		if (state == GS_PACKET_COMPLETED)
+		done++;
+		if (ev.state == GS_PACKET_COMPLETED)
 			d->completed++;
 		else if (d->reports++ < DEMO_MAX_REPORTS)
-			cli_warn(d->ctx, "packet %" PRIu64 " ended %s", d->packets[i],
-			         gs_packet_state_name(state));
-		show_progress(d, "completed", i + 1, d->packet_submitted);
+			cli_warn(d->ctx, "packet %" PRIu64 " ended %s",
+			         d->packets[(size_t)(uintptr_t)ev.user],
+			         gs_packet_state_name(ev.state));
+		show_progress(d, "completed", done, d->packet_submitted);
 	}
 	return 0;
 }
@@ -745,7 +828,9 @@ int cmd_demo(cli *ctx, int argc, char **argv)
 	d.progress = isatty(STDERR_FILENO);
 	d.packets = calloc(d.packet_count, sizeof(*d.packets));
 	d.checks = calloc((size_t)d.packet_count * DEMO_MAX_CMDS, sizeof(*d.checks));
-	if (!d.packets || !d.checks) {
+	for (size_t x = 0; x < DEMO_CONTEXTS; x++)
+		d.submitting[x] = -1;
+	if (!d.packets || !d.checks || gs_async_queue_create(&d.q) != 0) {
 		demo_free(&d);
 		return cli_fail(ctx, GS_ERR_NOMEM);
 	}
