@@ -16,9 +16,11 @@
 
 #include <nng/protocol/reqrep0/rep.h>
 #include <nng/supplemental/util/platform.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <sodium.h>
 
@@ -446,6 +448,77 @@ static void drop_item(gsd_inbox_item *item)
 		free(item->w);
 }
 
+/*
+ * nng 1.5 (Debian 12's) can deadlock in nng_close: its reaper waits for a pipe's receive to
+ * stop, and it never does (nanomsg/nng issues 1543 and 1813; a client that closed with
+ * requests in flight is enough). The daemon must stop all the same, so the socket is closed
+ * on a thread of its own and waited for at most CLOSE_WAIT_MS. If it does not return, the
+ * socket and everything nng may still call into (workers, inbox, connections) are left to
+ * the process's exit, reachable from abandoned_rpc.
+ */
+#define CLOSE_WAIT_MS 2000
+
+struct closer {
+	nng_socket sock;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool done;
+};
+
+static struct gsd_rpc *abandoned_rpc;
+static struct closer *abandoned_closer;
+
+static void *close_main(void *arg)
+{
+	struct closer *c = arg;
+	nng_close(c->sock);
+	pthread_mutex_lock(&c->mu);
+	c->done = true;
+	pthread_cond_signal(&c->cv);
+	pthread_mutex_unlock(&c->mu);
+	return NULL;
+}
+
+/* Closes s; false if nng_close did not return within CLOSE_WAIT_MS. */
+static bool close_bounded(nng_socket s)
+{
+	struct closer *c = calloc(1, sizeof(*c));
+	pthread_t th;
+	if (!c) {
+		nng_close(s);
+		return true;
+	}
+	c->sock = s;
+	pthread_mutex_init(&c->mu, NULL);
+	pthread_cond_init(&c->cv, NULL);
+	if (pthread_create(&th, NULL, close_main, c) != 0) {
+		nng_close(s);
+		pthread_cond_destroy(&c->cv);
+		pthread_mutex_destroy(&c->mu);
+		free(c);
+		return true;
+	}
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += CLOSE_WAIT_MS / 1000;
+	pthread_mutex_lock(&c->mu);
+	while (!c->done)
+		if (pthread_cond_timedwait(&c->cv, &c->mu, &ts) != 0)
+			break;
+	bool done = c->done;
+	pthread_mutex_unlock(&c->mu);
+	if (!done) {
+		pthread_detach(th);
+		abandoned_closer = c;
+		return false;
+	}
+	pthread_join(th, NULL);
+	pthread_cond_destroy(&c->cv);
+	pthread_mutex_destroy(&c->mu);
+	free(c);
+	return true;
+}
+
 void gsd_rpc_free(gsd_daemon *d)
 {
 	struct gsd_rpc *rpc = d->rpc;
@@ -456,8 +529,15 @@ void gsd_rpc_free(gsd_daemon *d)
 	for (int i = 0; i < 500 && atomic_load(&rpc->sending) > 0; i++)
 		nng_msleep(1);
 	atomic_store(&rpc->closing, true);
-	if (rpc->sock_open)
-		nng_close(rpc->sock);
+	if (rpc->sock_open && !close_bounded(rpc->sock)) {
+		GSD_WARN("rpc: the request socket did not close within %d ms (an nng 1.5 "
+		         "deadlock); it is left to the process's exit",
+		         CLOSE_WAIT_MS);
+		abandoned_rpc = rpc;
+		uv_close((uv_handle_t *)&rpc->async, NULL);
+		gsd_rpc_calls_close(rpc);
+		return;
+	}
 	for (size_t i = 0; i < rpc->nworkers; i++) {
 		/* nng_aio_free waits for a running callback to return. */
 		nng_aio_free(rpc->workers[i]->aio);
@@ -474,6 +554,11 @@ void gsd_rpc_free(gsd_daemon *d)
 
 void gsd_rpc_release(gsd_daemon *d)
 {
+	if (d->rpc && d->rpc == abandoned_rpc) {
+		/* nng may still call into it (gsd_rpc_free): it stays, reachable, until exit. */
+		d->rpc = NULL;
+		return;
+	}
 	if (d->rpc) {
 		gsd_rpc_calls_free(d->rpc);
 		if (d->rpc->sock_open)
