@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# The benchmark suite: builds a release build in build-rel and runs the benchmarks, each of
+# which measures its baseline in the same run and prints ratios (the machine may be small and
+# noisy: compare ratios, not absolute figures, between runs). Every figure is also written as
+# one JSON object per line to the file given as $1 (default build-rel/bench.json), for
+# comparison between commits. Bounded: each program stops by count or time.
+#
+#   1  bench_submit          unbatched submit vs raw nng echo, 1, 8 and 64 clients, ipc and tcp
+#   2  bench_async           pipelined submit from one thread (64 in flight) vs pipelined echo
+#   3  bench_audit           the audit writer with its hash chain and a reader vs without
+#   6  bench_rss             RSS with 10,000 contexts and 100,000 allocations (target 64 MiB)
+#   7  bench_sched_decision  one scheduling decision at 10,000 contexts vs at 10
+#
+# Not measured yet (said so in the output): batched submit vs raw SQLite inserts of the same
+# rows, audit on vs a null audit sink, and submit-to-completion latency vs echo plus engine
+# time. Set SKIP_SETUP=1 to skip installing packages.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+[ -n "${SKIP_SETUP:-}" ] || ./deploy/setup.sh
+
+out=${1:-build-rel/bench.json}
+cmake -S . -B build-rel -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build-rel -j"$(nproc)" --target gpuschedd bench_submit bench_async bench_audit \
+	bench_rss bench_sched_decision >/dev/null
+mkdir -p "$(dirname "$out")"
+: >"$out"
+
+# run TITLE PROGRAM ARGS...: the program's table goes to the terminal, its JSON to $out.
+run() {
+	local title=$1
+	shift
+	echo
+	echo "== $title"
+	"$@" --json >>"$out"
+}
+
+bin=build-rel/bin
+run "1. unbatched submit vs raw nng echo (target >= 0.8 at every concurrency)" \
+	$bin/bench_submit --clients 1,8,64 --seconds 3
+run "2. pipelined submit, 64 in flight from one thread, vs pipelined echo (target >= 0.8)" \
+	$bin/bench_async
+run "3. the audit writer: hash chain and a reader vs neither" \
+	$bin/bench_audit --packets 50000 --rows 100000 --queries 200 --rounds 3
+echo
+echo "== 4. audit on vs a null audit sink: not implemented yet"
+echo "== 5. submit -> completion vs echo round trip plus engine time: not implemented yet"
+run "6. resident memory with 10,000 contexts and 100,000 allocations (target <= 64 MiB)" \
+	$bin/bench_rss
+run "7. one scheduling decision at 10,000 contexts vs at 10 (target <= 2x)" \
+	$bin/bench_sched_decision
+
+echo
+echo "every figure: $out ($(wc -l <"$out") JSON objects)"
