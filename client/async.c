@@ -69,37 +69,8 @@ typedef struct gsc_request {
 	size_t batch_count;
 } gsc_request;
 
-static int map_nng_error(int rv)
-{
-	switch (rv) {
-	case NNG_ETIMEDOUT:
-		return GS_ERR_TIMEOUT;
-	case NNG_ENOMEM:
-		return GS_ERR_NOMEM;
-	case NNG_ECANCELED:
-	case NNG_ECLOSED:
-		return GS_ERR_CANCELLED;
-	case NNG_EINVAL:
-		return GS_ERR_INVALID;
-	default:
-		return GS_ERR_TRANSPORT;
-	}
-}
-
-const char *gs_async_kind_name(gs_async_kind kind)
-{
-	switch (kind) {
-	case GS_ASYNC_SUBMIT:
-		return "SUBMIT";
-	case GS_ASYNC_SUBMIT_BATCH:
-		return "SUBMIT_BATCH";
-	case GS_ASYNC_PACKET_WAIT:
-		return "PACKET_WAIT";
-	case GS_ASYNC_SYNC_WAIT:
-		return "SYNC_WAIT";
-	}
-	return "UNKNOWN";
-}
+/* The fields of a gsc_request for the request `name` (its body case and its answer's). */
+#define REQUEST(name, b) .req_case = GSC_REQ(name), .body = (b), .want = GSC_RESP(name)
 
 /* ---- completion queues ------------------------------------------------------------------ */
 
@@ -167,16 +138,20 @@ int gs_async_queue_fd(const gs_async_queue *q)
 	return q ? q->efd : -1;
 }
 
-size_t gs_async_queue_length(gs_async_queue *q)
+/* A count read under the lock that guards it. */
+static size_t locked_count(pthread_mutex_t *mu, const size_t *count)
 {
 	size_t n;
 
-	if (!q)
-		return 0;
-	pthread_mutex_lock(&q->mu);
-	n = q->count;
-	pthread_mutex_unlock(&q->mu);
+	pthread_mutex_lock(mu);
+	n = *count;
+	pthread_mutex_unlock(mu);
 	return n;
+}
+
+size_t gs_async_queue_length(gs_async_queue *q)
+{
+	return q ? locked_count(&q->mu, &q->count) : 0;
 }
 
 /* Keeps room for one more event: a completion never needs memory it might not get. */
@@ -453,7 +428,7 @@ static void fail(gsc_slot *s, int rv)
 	} else if (lost && rv == NNG_ECANCELED) {
 		rv = NNG_ECONNRESET;
 	}
-	ev->status = map_nng_error(rv);
+	ev->status = gsc_nng_error(rv);
 	switch (rv) {
 	case NNG_ECANCELED:
 	case NNG_ECLOSED:
@@ -762,8 +737,7 @@ int gsc_call(gs_client *c, Gpusched__V1__Request__BodyCase req_case, void *body,
 
 int gsc_submit_start(gs_client *c, const gs_submit_desc *desc, gsc_target to, uint64_t *id)
 {
-	gsc_request r = {
-	        .req_case = GSC_REQ(SUBMIT), .want = GSC_RESP(SUBMIT), .kind = GS_ASYNC_SUBMIT};
+	gsc_request r = {REQUEST(SUBMIT, NULL), .kind = GS_ASYNC_SUBMIT};
 	gsc_submit_msg m;
 	int rv;
 
@@ -782,11 +756,7 @@ int gsc_submit_batch_start(gs_client *c, const gs_submit_desc *packets, size_t c
                            gs_submit_result *out, gsc_target to, uint64_t *id)
 {
 	Gpusched__V1__SubmitBatchRequest body = GPUSCHED__V1__SUBMIT_BATCH_REQUEST__INIT;
-	gsc_request r = {.req_case = GSC_REQ(SUBMIT_BATCH),
-	                 .body = &body,
-	                 .want = GSC_RESP(SUBMIT_BATCH),
-	                 .kind = GS_ASYNC_SUBMIT_BATCH,
-	                 .batch = out,
+	gsc_request r = {REQUEST(SUBMIT_BATCH, &body), .kind = GS_ASYNC_SUBMIT_BATCH, .batch = out,
 	                 .batch_count = count};
 	Gpusched__V1__SubmitRequest **reqs;
 	gsc_submit_msg *msgs;
@@ -821,10 +791,7 @@ int gsc_packet_wait_start(gs_client *c, uint64_t packet, uint32_t timeout_ms, gs
                           uint64_t *id)
 {
 	Gpusched__V1__PacketWaitRequest body = GPUSCHED__V1__PACKET_WAIT_REQUEST__INIT;
-	gsc_request r = {.req_case = GSC_REQ(PACKET_WAIT),
-	                 .body = &body,
-	                 .want = GSC_RESP(PACKET_WAIT),
-	                 .kind = GS_ASYNC_PACKET_WAIT,
+	gsc_request r = {REQUEST(PACKET_WAIT, &body), .kind = GS_ASYNC_PACKET_WAIT,
 	                 .wait_ms = timeout_ms};
 
 	body.packet = packet;
@@ -836,10 +803,7 @@ int gsc_sync_wait_start(gs_client *c, uint64_t sync, uint64_t value, uint32_t ti
                         gsc_target to, uint64_t *id)
 {
 	Gpusched__V1__SyncWaitRequest body = GPUSCHED__V1__SYNC_WAIT_REQUEST__INIT;
-	gsc_request r = {.req_case = GSC_REQ(SYNC_WAIT),
-	                 .body = &body,
-	                 .want = GSC_RESP(SYNC_WAIT),
-	                 .kind = GS_ASYNC_SYNC_WAIT,
+	gsc_request r = {REQUEST(SYNC_WAIT, &body), .kind = GS_ASYNC_SYNC_WAIT,
 	                 .wait_ms = timeout_ms};
 
 	body.sync = sync;
@@ -906,12 +870,5 @@ int gs_async_cancel(gs_client *c, uint64_t id)
 
 size_t gs_async_inflight(gs_client *c)
 {
-	size_t n;
-
-	if (!c)
-		return 0;
-	pthread_mutex_lock(&c->lock);
-	n = c->inflight;
-	pthread_mutex_unlock(&c->lock);
-	return n;
+	return c ? locked_count(&c->lock, &c->inflight) : 0;
 }

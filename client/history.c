@@ -7,12 +7,11 @@
 
 #include "rpc.h"
 
-static int copy_record(void *entry, const ProtobufCMessage *msg)
+static void copy_record(void *entry, const ProtobufCMessage *msg)
 {
 	const Gpusched__V1__PacketRecord *r = (const Gpusched__V1__PacketRecord *)msg;
-	gs_packet_record *dst = entry;
 
-	*dst = (gs_packet_record){
+	*(gs_packet_record *)entry = (gs_packet_record){
 	        .packet = r->packet,
 	        .device = r->device,
 	        .context = r->context,
@@ -30,18 +29,18 @@ static int copy_record(void *entry, const ProtobufCMessage *msg)
 	        .completed_ns = r->completed_ns,
 	        .preemptions = r->preemptions,
 	        .resubmissions = r->resubmissions,
-	        .result = gsc_strdup0(r->result),
-	        .tenant = gsc_strdup0(r->tenant),
 	};
-	return dst->result && dst->tenant ? 0 : GS_ERR_NOMEM;
 }
+
+#define RECORD_STRING(member) GSC_STRING(gs_packet_record, Gpusched__V1__PacketRecord, member)
 
 static const gsc_entry_kind record_kind = {
         .size = sizeof(gs_packet_record),
         .copy = copy_record,
         .nstrings = 2,
-        .strings = {offsetof(gs_packet_record, result), offsetof(gs_packet_record, tenant)},
+        .strings = {RECORD_STRING(result), RECORD_STRING(tenant)},
         .what = "history",
+        .field = "packets",
 };
 
 void gs_history_free(gs_packet_record *records, size_t count)
@@ -54,12 +53,9 @@ int gs_history(gs_client *c, const gs_history_filter *filter, gs_packet_record *
 {
 	Gpusched__V1__HistoryRequest body = GPUSCHED__V1__HISTORY_REQUEST__INIT;
 	const gs_history_filter any = {0};
-	Gpusched__V1__Response *resp;
 	void *list;
 	int rv;
 
-	*records = NULL;
-	*count = 0;
 	if (!filter)
 		filter = &any;
 	body.context = filter->context;
@@ -78,38 +74,32 @@ int gs_history(gs_client *c, const gs_history_filter *filter, gs_packet_record *
 	body.oldest_first = filter->oldest_first;
 	body.after_packet = filter->after_packet;
 	body.tenant = (char *)(filter->tenant ? filter->tenant : "");
-	rv = gsc_call(c, GSC_REQ(HISTORY), &body, GSC_RESP(HISTORY), 0, &resp);
-	if (rv != 0)
-		return rv;
-	rv = gsc_copy_list(c, &record_kind, (ProtobufCMessage *const *)resp->history->packets,
-	                   resp->history->n_packets, &list, count);
-	gsc_response_free(resp);
+	rv = gsc_call_list(c, GSC_REQ(HISTORY), &body, GSC_RESP(HISTORY), &record_kind, &list,
+	                   count);
 	*records = list;
 	return rv;
 }
 
-static int copy_event(void *entry, const ProtobufCMessage *msg)
+static void copy_event(void *entry, const ProtobufCMessage *msg)
 {
 	const Gpusched__V1__PacketEvent *e = (const Gpusched__V1__PacketEvent *)msg;
-	gs_packet_event *dst = entry;
 
-	*dst = (gs_packet_event){
+	*(gs_packet_event *)entry = (gs_packet_event){
 	        .seq = e->seq,
 	        .packet = e->packet,
 	        .state = (gs_packet_state)e->state,
 	        .time_ns = e->time_ns,
-	        .detail = gsc_strdup0(e->detail),
 	        .context = e->context,
 	};
-	return dst->detail ? 0 : GS_ERR_NOMEM;
 }
 
 static const gsc_entry_kind event_kind = {
         .size = sizeof(gs_packet_event),
         .copy = copy_event,
         .nstrings = 1,
-        .strings = {offsetof(gs_packet_event, detail)},
+        .strings = {GSC_STRING(gs_packet_event, Gpusched__V1__PacketEvent, detail)},
         .what = "events",
+        .field = "events",
 };
 
 void gs_packet_events_free(gs_packet_event *events, size_t count)
@@ -120,18 +110,11 @@ void gs_packet_events_free(gs_packet_event *events, size_t count)
 static int packet_events(gs_client *c, Gpusched__V1__PacketEventsRequest *body,
                          gs_packet_event **events, size_t *count)
 {
-	Gpusched__V1__Response *resp;
 	void *list;
 	int rv;
 
-	*events = NULL;
-	*count = 0;
-	rv = gsc_call(c, GSC_REQ(PACKET_EVENTS), body, GSC_RESP(PACKET_EVENTS), 0, &resp);
-	if (rv != 0)
-		return rv;
-	rv = gsc_copy_list(c, &event_kind, (ProtobufCMessage *const *)resp->packet_events->events,
-	                   resp->packet_events->n_events, &list, count);
-	gsc_response_free(resp);
+	rv = gsc_call_list(c, GSC_REQ(PACKET_EVENTS), body, GSC_RESP(PACKET_EVENTS), &event_kind,
+	                   &list, count);
 	*events = list;
 	return rv;
 }
@@ -168,12 +151,11 @@ int gs_packet_events_range(gs_client *c, uint64_t after_seq, uint64_t before_seq
 	return packet_events(c, &body, events, count);
 }
 
-static int copy_move(void *entry, const ProtobufCMessage *msg)
+static void copy_move(void *entry, const ProtobufCMessage *msg)
 {
 	const Gpusched__V1__MoveRecord *m = (const Gpusched__V1__MoveRecord *)msg;
-	gs_move *dst = entry;
 
-	*dst = (gs_move){
+	*(gs_move *)entry = (gs_move){
 	        .seq = m->seq,
 	        .time_ns = m->time_ns,
 	        .allocation = m->allocation,
@@ -188,17 +170,16 @@ static int copy_move(void *entry, const ProtobufCMessage *msg)
 	        .bytes = m->bytes,
 	        .transfer_flags = m->transfer_flags,
 	        .pieces = m->pieces,
-	        .reason = gsc_strdup0(m->reason),
 	};
-	return dst->reason ? 0 : GS_ERR_NOMEM;
 }
 
 static const gsc_entry_kind move_kind = {
         .size = sizeof(gs_move),
         .copy = copy_move,
         .nstrings = 1,
-        .strings = {offsetof(gs_move, reason)},
+        .strings = {GSC_STRING(gs_move, Gpusched__V1__MoveRecord, reason)},
         .what = "moves",
+        .field = "moves",
 };
 
 void gs_moves_free(gs_move *moves, size_t count)
@@ -210,12 +191,9 @@ int gs_moves(gs_client *c, const gs_moves_filter *filter, gs_move **moves, size_
 {
 	Gpusched__V1__MovesRequest body = GPUSCHED__V1__MOVES_REQUEST__INIT;
 	const gs_moves_filter any = {0};
-	Gpusched__V1__Response *resp;
 	void *list;
 	int rv;
 
-	*moves = NULL;
-	*count = 0;
 	if (!filter)
 		filter = &any;
 	body.allocation = filter->allocation;
@@ -223,12 +201,7 @@ int gs_moves(gs_client *c, const gs_moves_filter *filter, gs_move **moves, size_
 	body.packet = filter->packet;
 	body.limit = filter->limit;
 	body.before_seq = filter->before_seq;
-	rv = gsc_call(c, GSC_REQ(MOVES), &body, GSC_RESP(MOVES), 0, &resp);
-	if (rv != 0)
-		return rv;
-	rv = gsc_copy_list(c, &move_kind, (ProtobufCMessage *const *)resp->moves->moves,
-	                   resp->moves->n_moves, &list, count);
-	gsc_response_free(resp);
+	rv = gsc_call_list(c, GSC_REQ(MOVES), &body, GSC_RESP(MOVES), &move_kind, &list, count);
 	*moves = list;
 	return rv;
 }
@@ -326,13 +299,11 @@ int gs_explain(gs_client *c, uint64_t packet, const char *tenant, gs_explanation
 	return 0;
 }
 
-static int copy_usage_row(void *entry, const ProtobufCMessage *msg)
+static void copy_usage_row(void *entry, const ProtobufCMessage *msg)
 {
 	const Gpusched__V1__UsageRow *r = (const Gpusched__V1__UsageRow *)msg;
-	gs_usage_row *dst = entry;
 
-	*dst = (gs_usage_row){
-	        .tenant = gsc_strdup0(r->tenant),
+	*(gs_usage_row *)entry = (gs_usage_row){
 	        .context = r->context,
 	        .adapter = r->adapter,
 	        .node = r->node,
@@ -348,14 +319,13 @@ static int copy_usage_row(void *entry, const ProtobufCMessage *msg)
 	        .wait_ns = {r->wait_p50_ns, r->wait_p95_ns, r->wait_p99_ns},
 	        .run_ns = {r->run_p50_ns, r->run_p95_ns, r->run_p99_ns},
 	};
-	return dst->tenant ? 0 : GS_ERR_NOMEM;
 }
 
 static const gsc_entry_kind usage_kind = {
         .size = sizeof(gs_usage_row),
         .copy = copy_usage_row,
         .nstrings = 1,
-        .strings = {offsetof(gs_usage_row, tenant)},
+        .strings = {GSC_STRING(gs_usage_row, Gpusched__V1__UsageRow, tenant)},
         .what = "usage",
 };
 

@@ -10,46 +10,63 @@
 
 /* ---- information ------------------------------------------------------------------------ */
 
-static int copy_node(void *entry, const ProtobufCMessage *msg)
+static void copy_node(void *entry, const ProtobufCMessage *msg)
 {
 	const Gpusched__V1__NodeInfo *n = (const Gpusched__V1__NodeInfo *)msg;
-	gs_node_info *dst = entry;
 
-	*dst = (gs_node_info){
+	*(gs_node_info *)entry = (gs_node_info){
 	        .id = n->id,
-	        .name = gsc_strdup0(n->name),
 	        .kind = (gs_node_kind)n->kind,
 	        .engines = n->engines,
 	        .paging = n->paging,
 	        .fence = n->fence,
 	        .queued = n->queued,
 	};
-	return dst->name ? 0 : GS_ERR_NOMEM;
 }
 
-static int copy_segment(void *entry, const ProtobufCMessage *msg)
+static void copy_segment(void *entry, const ProtobufCMessage *msg)
 {
 	const Gpusched__V1__SegmentInfo *s = (const Gpusched__V1__SegmentInfo *)msg;
-	gs_segment_info *dst = entry;
 
-	*dst = (gs_segment_info){
+	*(gs_segment_info *)entry = (gs_segment_info){
 	        .id = s->id,
-	        .name = gsc_strdup0(s->name),
 	        .kind = (gs_segment_kind)s->kind,
 	        .size = s->size,
 	        .used = s->used,
 	        .largest_free = s->largest_free,
 	        .cpu_visible = s->cpu_visible,
 	};
-	return dst->name ? 0 : GS_ERR_NOMEM;
 }
+
+/* The adapter's own fields; its nodes and segments are lists of their own (gs_info). */
+static void copy_adapter(void *entry, const ProtobufCMessage *msg)
+{
+	const Gpusched__V1__AdapterInfo *a = (const Gpusched__V1__AdapterInfo *)msg;
+
+	*(gs_adapter_info *)entry = (gs_adapter_info){
+	        .id = a->id,
+	        .caps = a->caps,
+	        .max_dma_buffer = a->max_dma_buffer,
+	        .max_allocation_list = a->max_allocation_list,
+	        .max_patch_list = a->max_patch_list,
+	        .system_memory = a->system_memory,
+	        .system_memory_used = a->system_memory_used,
+	        .paging_chunk = a->paging_chunk,
+	        .queues = a->queues,
+	        .preempt_granularity_ns = a->preempt_granularity_ns,
+	        .device_losses = a->device_losses,
+	        .device_dead = a->device_dead,
+	};
+}
+
+#define ADAPTER_STRING(member) GSC_STRING(gs_adapter_info, Gpusched__V1__AdapterInfo, member)
 
 /* gs_info reports any copy that fails as one of the whole adapter information. */
 static const gsc_entry_kind node_kind = {
         .size = sizeof(gs_node_info),
         .copy = copy_node,
         .nstrings = 1,
-        .strings = {offsetof(gs_node_info, name)},
+        .strings = {GSC_STRING(gs_node_info, Gpusched__V1__NodeInfo, name)},
         .what = "adapter information",
 };
 
@@ -57,7 +74,17 @@ static const gsc_entry_kind segment_kind = {
         .size = sizeof(gs_segment_info),
         .copy = copy_segment,
         .nstrings = 1,
-        .strings = {offsetof(gs_segment_info, name)},
+        .strings = {GSC_STRING(gs_segment_info, Gpusched__V1__SegmentInfo, name)},
+        .what = "adapter information",
+};
+
+static const gsc_entry_kind adapter_kind = {
+        .size = sizeof(gs_adapter_info),
+        .copy = copy_adapter,
+        .nstrings = 7,
+        .strings = {ADAPTER_STRING(name), ADAPTER_STRING(backend), ADAPTER_STRING(clock),
+                    ADAPTER_STRING(device), ADAPTER_STRING(driver), ADAPTER_STRING(api),
+                    ADAPTER_STRING(cpu_access)},
         .what = "adapter information",
 };
 
@@ -70,49 +97,21 @@ void gs_info_free(gs_daemon_info *info)
 
 		gsc_free_list(&node_kind, a->nodes, a->node_count);
 		gsc_free_list(&segment_kind, a->segments, a->segment_count);
-		free(a->name);
-		free(a->backend);
-		free(a->clock);
-		free(a->device);
-		free(a->driver);
-		free(a->api);
-		free(a->cpu_access);
 	}
-	free(info->adapters);
+	gsc_free_list(&adapter_kind, info->adapters, info->adapter_count);
 	free(info->version);
 	free(info->tenant);
 	free(info->events_url);
 	free(info);
 }
 
-/* Copies one adapter; on failure what was copied stays for gs_info_free to release. */
-static int copy_adapter(gs_client *c, gs_adapter_info *dst, const Gpusched__V1__AdapterInfo *src)
+/* Copies an adapter's nodes and segments; on failure what was copied stays for gs_info_free
+ * to release. */
+static int copy_adapter_lists(gs_client *c, gs_adapter_info *dst,
+                              const Gpusched__V1__AdapterInfo *src)
 {
 	void *list;
 	int rv;
-
-	dst->id = src->id;
-	dst->caps = src->caps;
-	dst->max_dma_buffer = src->max_dma_buffer;
-	dst->max_allocation_list = src->max_allocation_list;
-	dst->max_patch_list = src->max_patch_list;
-	dst->system_memory = src->system_memory;
-	dst->system_memory_used = src->system_memory_used;
-	dst->paging_chunk = src->paging_chunk;
-	dst->name = gsc_strdup0(src->name);
-	dst->backend = gsc_strdup0(src->backend);
-	dst->clock = gsc_strdup0(src->clock);
-	dst->device = gsc_strdup0(src->device);
-	dst->driver = gsc_strdup0(src->driver);
-	dst->api = gsc_strdup0(src->api);
-	dst->queues = src->queues;
-	dst->preempt_granularity_ns = src->preempt_granularity_ns;
-	dst->cpu_access = gsc_strdup0(src->cpu_access);
-	dst->device_losses = src->device_losses;
-	dst->device_dead = src->device_dead;
-	if (!dst->name || !dst->backend || !dst->clock || !dst->device || !dst->driver ||
-	    !dst->api || !dst->cpu_access)
-		return GS_ERR_NOMEM;
 
 	rv = gsc_copy_list(c, &node_kind, (ProtobufCMessage *const *)src->nodes, src->n_nodes,
 	                   &list, &dst->node_count);
@@ -131,6 +130,7 @@ int gs_info(gs_client *c, gs_daemon_info **out)
 	Gpusched__V1__Response *resp;
 	const Gpusched__V1__InfoResponse *r;
 	gs_daemon_info *info;
+	void *list;
 	int rv;
 
 	*out = NULL;
@@ -148,17 +148,11 @@ int gs_info(gs_client *c, gs_daemon_info **out)
 	info->events_url = gsc_strdup0(r->events_url);
 	if (!info->version || !info->tenant || !info->events_url)
 		goto done;
-	if (r->n_adapters) {
-		info->adapters = calloc(r->n_adapters, sizeof(*info->adapters));
-		if (!info->adapters)
-			goto done;
-	}
-	for (size_t i = 0; i < r->n_adapters; i++) {
-		info->adapter_count = i + 1;
-		if (copy_adapter(c, &info->adapters[i], r->adapters[i]) != 0)
-			goto done;
-	}
-	rv = 0;
+	rv = gsc_copy_list(c, &adapter_kind, (ProtobufCMessage *const *)r->adapters, r->n_adapters,
+	                   &list, &info->adapter_count);
+	info->adapters = list;
+	for (size_t i = 0; rv == 0 && i < info->adapter_count; i++)
+		rv = copy_adapter_lists(c, &info->adapters[i], r->adapters[i]);
 done:
 	gsc_response_free(resp);
 	if (rv != 0) {
@@ -362,39 +356,31 @@ int gs_allocation_query(gs_client *c, uint64_t allocation, gs_allocation_status 
 }
 
 /* An entry of an AllocationList answer: the message an AllocationQuery answers with. */
-static int copy_listed_allocation(void *entry, const ProtobufCMessage *msg)
+static void copy_listed_allocation(void *entry, const ProtobufCMessage *msg)
 {
 	copy_allocation_status(entry, (const Gpusched__V1__AllocationQueryResponse *)msg);
-	return 0;
 }
 
 static const gsc_entry_kind allocation_kind = {
         .size = sizeof(gs_allocation_status),
         .copy = copy_listed_allocation,
         .what = "allocation list",
+        .field = "allocations",
 };
 
 int gs_allocation_list(gs_client *c, uint64_t device, bool resident_only, uint32_t limit,
                        uint64_t after, gs_allocation_status **out, size_t *count)
 {
 	Gpusched__V1__AllocationListRequest body = GPUSCHED__V1__ALLOCATION_LIST_REQUEST__INIT;
-	Gpusched__V1__Response *resp;
 	void *list;
 	int rv;
 
-	*out = NULL;
-	*count = 0;
 	body.device = device;
 	body.resident_only = resident_only;
 	body.limit = limit;
 	body.after = after;
-	rv = gsc_call(c, GSC_REQ(ALLOCATION_LIST), &body, GSC_RESP(ALLOCATION_LIST), 0, &resp);
-	if (rv != 0)
-		return rv;
-	rv = gsc_copy_list(c, &allocation_kind,
-	                   (ProtobufCMessage *const *)resp->allocation_list->allocations,
-	                   resp->allocation_list->n_allocations, &list, count);
-	gsc_response_free(resp);
+	rv = gsc_call_list(c, GSC_REQ(ALLOCATION_LIST), &body, GSC_RESP(ALLOCATION_LIST),
+	                   &allocation_kind, &list, count);
 	*out = list;
 	return rv;
 }
@@ -520,32 +506,21 @@ int gs_sync_wait(gs_client *c, uint64_t sync, uint64_t value, uint32_t timeout_m
 static int paging_call(gs_client *c, Gpusched__V1__Request__BodyCase req_case, void *body,
                        Gpusched__V1__Response__BodyCase want, gs_paging_result *out)
 {
-	const Gpusched__V1__PagingResponse *r;
 	Gpusched__V1__Response *resp;
-	int rv;
+	int rv = gsc_call(c, req_case, body, want, 0, &resp);
 
-	rv = gsc_call(c, req_case, body, want, 0, &resp);
-	if (rv != 0)
-		return rv;
-	switch (want) {
-	case GSC_RESP(MAKE_RESIDENT):
-		r = resp->make_resident;
-		break;
-	case GSC_RESP(EVICT):
-		r = resp->evict;
-		break;
-	default:
-		r = resp->transfer;
-		break;
-	}
-	if (out)
+	if (rv == 0 && out) {
+		const Gpusched__V1__PagingResponse *r =
+		        (const Gpusched__V1__PagingResponse *)gsc_answer(resp, want);
+
 		*out = (gs_paging_result){
 		        .paging_fence = r->paging_fence,
 		        .paging_sync = r->paging_sync,
 		        .moves = r->moves,
 		};
-	gsc_response_free(resp);
-	return 0;
+	}
+	gsc_response_free(resp); /* NULL after a failed call */
+	return rv;
 }
 
 int gs_make_resident(gs_client *c, uint64_t device, const uint64_t *allocations, size_t count,

@@ -30,13 +30,16 @@ static void note(char *why, size_t cap, const char *fmt, ...)
 	va_end(ap);
 }
 
-static int map_nng_error(int rv)
+int gsc_nng_error(int rv)
 {
 	switch (rv) {
 	case NNG_ETIMEDOUT:
 		return GS_ERR_TIMEOUT;
 	case NNG_ENOMEM:
 		return GS_ERR_NOMEM;
+	case NNG_ECANCELED:
+	case NNG_ECLOSED:
+		return GS_ERR_CANCELLED;
 	case NNG_EADDRINVAL:
 	case NNG_ENOTSUP:
 	case NNG_EINVAL:
@@ -102,7 +105,7 @@ static int open_socket(gs_client *c, char *why, size_t why_cap)
 
 	if (rv != 0) {
 		note(why, why_cap, "cannot open a REQ socket: %s", nng_strerror(rv));
-		return map_nng_error(rv);
+		return gsc_nng_error(rv);
 	}
 	/* A reply may carry up to 64 MiB of allocation contents or history; nng's default limit
 	 * is the transport's, which differs between ipc and tcp. */
@@ -118,7 +121,7 @@ static int open_socket(gs_client *c, char *why, size_t why_cap)
 		note(why, why_cap, "%s: %s", c->url, nng_strerror(rv));
 	if (rv != 0) {
 		nng_close(c->sock);
-		return map_nng_error(rv);
+		return gsc_nng_error(rv);
 	}
 	return 0;
 }
@@ -160,7 +163,7 @@ int gs_connect_ex(const char *url, const char *token, gs_client **out, char *why
 	if (rv != 0) {
 		note(why, why_cap, "cannot watch the connection: %s", nng_strerror(rv));
 		gsc_async_close(c); /* closes the socket */
-		rv = map_nng_error(rv);
+		rv = gsc_nng_error(rv);
 		goto fail;
 	}
 	*out = c;
@@ -233,8 +236,23 @@ void gsc_free_list(const gsc_entry_kind *kind, void *list, size_t count)
 		return;
 	for (size_t i = 0; i < count; i++)
 		for (size_t k = 0; k < kind->nstrings; k++)
-			free(*(char **)((char *)list + i * kind->size + kind->strings[k]));
+			free(*(char **)((char *)list + i * kind->size + kind->strings[k].entry));
 	free(list);
+}
+
+/* Copies one entry: its plain fields, then its strings; 0 or GS_ERR_NOMEM. */
+static int copy_entry(const gsc_entry_kind *kind, char *entry, const ProtobufCMessage *msg)
+{
+	kind->copy(entry, msg);
+	for (size_t k = 0; k < kind->nstrings; k++) {
+		const gsc_string *s = &kind->strings[k];
+		char **dst = (char **)(entry + s->entry);
+
+		*dst = gsc_strdup0(*(char *const *)((const char *)msg + s->msg));
+		if (!*dst)
+			return GS_ERR_NOMEM;
+	}
+	return 0;
 }
 
 int gsc_copy_list(gs_client *c, const gsc_entry_kind *kind, ProtobufCMessage *const *msgs, size_t n,
@@ -252,7 +270,7 @@ int gsc_copy_list(gs_client *c, const gsc_entry_kind *kind, ProtobufCMessage *co
 			rv = GS_ERR_NOMEM;
 	}
 	for (; rv == 0 && i < n; i++)
-		rv = kind->copy(out + i * kind->size, msgs[i]);
+		rv = copy_entry(kind, out + i * kind->size, msgs[i]);
 	if (rv != 0) {
 		/* i counts the entry whose copy failed, so its partial strings go too. */
 		gsc_free_list(kind, out, i);
@@ -261,6 +279,50 @@ int gsc_copy_list(gs_client *c, const gsc_entry_kind *kind, ProtobufCMessage *co
 	*list = out;
 	*count = n;
 	return 0;
+}
+
+/* The member of a message that a field descriptor names. */
+static const void *member(const ProtobufCMessage *m, size_t offset)
+{
+	return (const char *)m + offset;
+}
+
+const ProtobufCMessage *gsc_answer(const Gpusched__V1__Response *resp,
+                                   Gpusched__V1__Response__BodyCase want)
+{
+	/* A body case is the number of its oneof member's field. */
+	const ProtobufCFieldDescriptor *f =
+	        protobuf_c_message_descriptor_get_field(&gpusched__v1__response__descriptor, want);
+
+	return *(ProtobufCMessage *const *)member(&resp->base, f->offset);
+}
+
+int gsc_call_list(gs_client *c, Gpusched__V1__Request__BodyCase req_case, void *body,
+                  Gpusched__V1__Response__BodyCase want, const gsc_entry_kind *kind, void **list,
+                  size_t *count)
+{
+	const ProtobufCFieldDescriptor *f;
+	const ProtobufCMessage *answer;
+	Gpusched__V1__Response *resp;
+	int rv;
+
+	*list = NULL;
+	*count = 0;
+	rv = gsc_call(c, req_case, body, want, 0, &resp);
+	if (rv != 0)
+		return rv;
+	/* The list is the answer's repeated field kind->field: an array of message pointers
+	 * and its length. */
+	answer = gsc_answer(resp, want);
+	f = protobuf_c_message_descriptor_get_field_by_name(answer->descriptor, kind->field);
+	if (f && f->label == PROTOBUF_C_LABEL_REPEATED && f->type == PROTOBUF_C_TYPE_MESSAGE)
+		rv = gsc_copy_list(
+		        c, kind, *(ProtobufCMessage *const *const *)member(answer, f->offset),
+		        *(const size_t *)member(answer, f->quantifier_offset), list, count);
+	else
+		rv = gsc_fail(c, GS_ERR_PROTOCOL, "the answer has no list '%s'", kind->field);
+	gsc_response_free(resp);
+	return rv;
 }
 
 void gsc_response_free(Gpusched__V1__Response *resp)

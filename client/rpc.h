@@ -8,6 +8,7 @@
 
 #include <pthread.h>
 #include <stdarg.h>
+#include <stddef.h>
 
 #include <nng/nng.h>
 
@@ -83,19 +84,33 @@ int gsc_fail(gs_client *c, int err, const char *fmt, ...) __attribute__((format(
 /* strdup that maps NULL to "" (protobuf-c strings are never NULL, but defaults can be). */
 char *gsc_strdup0(const char *s);
 
+/* Maps an nng error of the transport (dial, send, receive) to a GS_ERR_*. */
+int gsc_nng_error(int rv);
+
+/* A string of a list entry: where the entry keeps it and where the message has it. */
+typedef struct gsc_string {
+	size_t entry, msg;
+} gsc_string;
+
+#define GSC_STRING(etype, mtype, member)                                                           \
+	{                                                                                          \
+		offsetof(etype, member), offsetof(mtype, member)                                   \
+	}
+
 /*
  * Lists the library copies out of a response (history, events, moves, tenants, ...) and hands
  * to the caller, who frees them with the public gs_*_free of the list.
  */
 typedef struct gsc_entry_kind {
 	size_t size; /* bytes of one entry */
-	/* Fills a zeroed entry from one message of the response; 0 or GS_ERR_NOMEM. */
-	int (*copy)(void *entry, const ProtobufCMessage *msg);
-	/* The offsets of the strings copy allocates in an entry (gsc_strdup0), which
-	 * gsc_free_list frees, also after a failed copy: nstrings of them. */
+	/* Fills a zeroed entry's plain fields (not its strings) from one message. */
+	void (*copy)(void *entry, const ProtobufCMessage *msg);
+	/* The entry's strings: gsc_copy_list copies them after copy (an absent one as ""),
+	 * gsc_free_list frees them, also after a failed copy. */
 	size_t nstrings;
-	size_t strings[2];
-	const char *what; /* "history": names the list in "out of memory copying the history" */
+	gsc_string strings[7];
+	const char *what;  /* "history": names the list in "out of memory copying the history" */
+	const char *field; /* gsc_call_list: the answer's repeated field that holds the list */
 } gsc_entry_kind;
 
 /* Copies the n messages of a repeated field (generated as an array of message pointers) into
@@ -105,6 +120,14 @@ int gsc_copy_list(gs_client *c, const gsc_entry_kind *kind, ProtobufCMessage *co
                   void **list, size_t *count);
 /* Clears the first count entries of a list from gsc_copy_list, then frees it; NULL is fine. */
 void gsc_free_list(const gsc_entry_kind *kind, void *list, size_t count);
+/* The answer a successful gsc_call(..., want, ...) returned: the response's body `want`. */
+const ProtobufCMessage *gsc_answer(const Gpusched__V1__Response *resp,
+                                   Gpusched__V1__Response__BodyCase want);
+/* gsc_call for a list: the answer's repeated field kind->field, copied by gsc_copy_list into
+ * *list and *count (NULL and 0 on any error). */
+int gsc_call_list(gs_client *c, Gpusched__V1__Request__BodyCase req_case, void *body,
+                  Gpusched__V1__Response__BodyCase want, const gsc_entry_kind *kind, void **list,
+                  size_t *count);
 
 /* Internal starts of the submission and wait requests, shared by the blocking calls
  * (submit.c, libgpusched.c) and the public gs_async_* calls (async.c). A waiter target

@@ -252,3 +252,15 @@ const char *gs_move_kind_name(gs_move_kind kind)
 
 	return table_name(names, COUNT(names), (unsigned)kind);
 }
+
+const char *gs_async_kind_name(gs_async_kind kind)
+{
+	static const char *const names[] = {
+	        [GS_ASYNC_SUBMIT] = "SUBMIT",
+	        [GS_ASYNC_SUBMIT_BATCH] = "SUBMIT_BATCH",
+	        [GS_ASYNC_PACKET_WAIT] = "PACKET_WAIT",
+	        [GS_ASYNC_SYNC_WAIT] = "SYNC_WAIT",
+	};
+
+	return table_name(names, COUNT(names), (unsigned)kind);
+}

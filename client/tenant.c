@@ -86,13 +86,11 @@ int gs_tenant_update(gs_client *c, const char *name, const gs_tenant *settings, 
 	return gsc_call_plain(c, GSC_REQ(TENANT_UPDATE), &body);
 }
 
-static int copy_tenant(void *entry, const ProtobufCMessage *msg)
+static void copy_tenant(void *entry, const ProtobufCMessage *msg)
 {
 	const Gpusched__V1__Tenant *t = (const Gpusched__V1__Tenant *)msg;
-	gs_tenant *dst = entry;
 
-	*dst = (gs_tenant){
-	        .name = gsc_strdup0(t->name),
+	*(gs_tenant *)entry = (gs_tenant){
 	        .kind = (gs_tenant_kind)t->kind,
 	        .policy = (gs_share_policy)t->policy,
 	        .share = t->share,
@@ -104,15 +102,15 @@ static int copy_tenant(void *entry, const ProtobufCMessage *msg)
 	        .allocation_limit = t->allocation_limit,
 	        .max_requests_per_second = t->max_requests_per_second,
 	};
-	return dst->name ? 0 : GS_ERR_NOMEM;
 }
 
 static const gsc_entry_kind tenant_kind = {
         .size = sizeof(gs_tenant),
         .copy = copy_tenant,
         .nstrings = 1,
-        .strings = {offsetof(gs_tenant, name)},
+        .strings = {GSC_STRING(gs_tenant, Gpusched__V1__Tenant, name)},
         .what = "tenants",
+        .field = "tenants",
 };
 
 void gs_tenant_list_free(gs_tenant *tenants, size_t count)
@@ -123,18 +121,11 @@ void gs_tenant_list_free(gs_tenant *tenants, size_t count)
 int gs_tenant_list(gs_client *c, gs_tenant **tenants, size_t *count)
 {
 	Gpusched__V1__TenantListRequest body = GPUSCHED__V1__TENANT_LIST_REQUEST__INIT;
-	Gpusched__V1__Response *resp;
 	void *list;
 	int rv;
 
-	*tenants = NULL;
-	*count = 0;
-	rv = gsc_call(c, GSC_REQ(TENANT_LIST), &body, GSC_RESP(TENANT_LIST), 0, &resp);
-	if (rv != 0)
-		return rv;
-	rv = gsc_copy_list(c, &tenant_kind, (ProtobufCMessage *const *)resp->tenant_list->tenants,
-	                   resp->tenant_list->n_tenants, &list, count);
-	gsc_response_free(resp);
+	rv = gsc_call_list(c, GSC_REQ(TENANT_LIST), &body, GSC_RESP(TENANT_LIST), &tenant_kind,
+	                   &list, count);
 	*tenants = list;
 	return rv;
 }
