@@ -134,6 +134,8 @@ int cli_fail(cli *ctx, int status);
 int cli_exit_code(int status);
 /* Prints "gpusched: <command>: <message>" and a hint to stderr; returns CLI_EXIT_USAGE. */
 int cli_usage(cli *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* --since and --until (0: not given) in order: CLI_CONTINUE, or the usage error's exit code. */
+int cli_check_range(cli *ctx, uint64_t since_ns, uint64_t until_ns);
 /* Prints "gpusched: <command>: <message>" to stderr. */
 void cli_warn(cli *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -152,10 +152,10 @@ int cmd_history(cli *ctx, int argc, char **argv)
 	int rv;
 
 	rv = cli_parse_args(ctx, argc, argv, &history_syntax, &filter);
+	if (rv == CLI_CONTINUE)
+		rv = cli_check_range(ctx, filter.since_ns, filter.until_ns);
 	if (rv != CLI_CONTINUE)
 		return rv;
-	if (filter.since_ns && filter.until_ns && filter.since_ns >= filter.until_ns)
-		return cli_usage(ctx, "--since must be earlier than --until");
 	if (filter.before_packet && filter.after_packet)
 		return cli_usage(ctx, "--before and --after are two cursors: give one");
 	rv = cli_connect(ctx);
@@ -436,10 +436,10 @@ int cmd_usage(cli *ctx, int argc, char **argv)
 	int rv;
 
 	rv = cli_parse_args(ctx, argc, argv, &syntax, &f);
+	if (rv == CLI_CONTINUE)
+		rv = cli_check_range(ctx, f.since_ns, f.until_ns);
 	if (rv != CLI_CONTINUE)
 		return rv;
-	if (f.since_ns && f.until_ns && f.since_ns >= f.until_ns)
-		return cli_usage(ctx, "--since must be earlier than --until");
 	rv = cli_connect(ctx);
 	if (rv != CLI_EXIT_OK)
 		return rv;

@@ -89,23 +89,16 @@ static void color_of(uint64_t context, char *out, size_t cap)
 /* Text for SVG: &, <, > and quotes escaped. */
 static void put_text(FILE *f, const char *s)
 {
+	static const char *const entities[256] = {
+	        ['&'] = "&amp;", ['<'] = "&lt;", ['>'] = "&gt;", ['"'] = "&quot;"};
+
 	for (; *s; s++) {
-		switch (*s) {
-		case '&':
-			fputs("&amp;", f);
-			break;
-		case '<':
-			fputs("&lt;", f);
-			break;
-		case '>':
-			fputs("&gt;", f);
-			break;
-		case '"':
-			fputs("&quot;", f);
-			break;
-		default:
+		const char *e = entities[(unsigned char)*s];
+
+		if (e)
+			fputs(e, f);
+		else
 			fputc(*s, f);
-		}
 	}
 }
 

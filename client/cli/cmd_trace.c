@@ -113,45 +113,42 @@ static int track_names(trace *t)
 	return 0;
 }
 
-static void packet_life(trace *t, const gs_packet_record *r)
+/* A complete slice of packet r from from_ns to to_ns on track pid/tid, named by the packet and
+ * its submit flags. */
+static void packet_slice(trace *t, const gs_packet_record *r, const char *cat, int pid,
+                         uint64_t tid, uint64_t from_ns, uint64_t to_ns, json_t *args)
 {
 	char name[320], flags[256];
-	uint64_t end = r->completed_ns ? r->completed_ns : r->submitted_ns;
 	gs_flags_format(gs_submit_flag_names, r->submit_flags, flags, sizeof(flags));
 	snprintf(name, sizeof(name), "packet %" PRIu64 " %s", r->packet, flags);
-	json_t *x = base("X", name, "packet", PID_CONTEXTS, r->context, us(t, r->submitted_ns));
-	json_object_set_new(
-	        x, "dur",
-	        json_real(end >= r->submitted_ns ? (double)(end - r->submitted_ns) / 1000.0 : 0.0));
-	json_object_set_new(x, "args",
-	                    json_pack("{s:I, s:I, s:s, s:I}", "packet", (json_int_t)r->packet,
-	                              "fence", (json_int_t)r->fence, "state",
-	                              gs_packet_state_name(r->state), "node", (json_int_t)r->node));
+	json_t *x = base("X", name, cat, pid, tid, us(t, from_ns));
+	json_object_set_new(x, "dur",
+	                    json_real(to_ns >= from_ns ? (double)(to_ns - from_ns) / 1000.0 : 0.0));
+	json_object_set_new(x, "args", args);
 	add(t, x);
 	t->slices++;
+}
+
+static void packet_life(trace *t, const gs_packet_record *r)
+{
+	uint64_t end = r->completed_ns ? r->completed_ns : r->submitted_ns;
+	packet_slice(t, r, "packet", PID_CONTEXTS, r->context, r->submitted_ns, end,
+	             json_pack("{s:I, s:I, s:s, s:I}", "packet", (json_int_t)r->packet, "fence",
+	                       (json_int_t)r->fence, "state", gs_packet_state_name(r->state),
+	                       "node", (json_int_t)r->node));
 }
 
 /* A run of packet r from event e until `end` (NULL: still running). */
 static void packet_run(trace *t, const gs_packet_record *r, const gs_packet_event *e,
                        const gs_packet_event *end)
 {
-	char name[320], flags[256];
-	uint64_t end_ns = end ? end->time_ns : e->time_ns;
-	gs_flags_format(gs_submit_flag_names, r->submit_flags, flags, sizeof(flags));
-	snprintf(name, sizeof(name), "packet %" PRIu64 " %s", r->packet, flags);
 	bool paging = r->submit_flags & GS_SUBMIT_PAGING;
-	json_t *x = base("X", name, paging ? "paging" : "run", 1, r->node + 1, us(t, e->time_ns));
-	json_object_set_new(
-	        x, "dur",
-	        json_real(end_ns >= e->time_ns ? (double)(end_ns - e->time_ns) / 1000.0 : 0.0));
-	json_object_set_new(x, "args",
-	                    json_pack("{s:I, s:I, s:I, s:s, s:s}", "packet", (json_int_t)r->packet,
-	                              "context", (json_int_t)r->context, "fence",
-	                              (json_int_t)r->fence, "ended",
-	                              end ? gs_packet_state_name(end->state) : "running", "detail",
-	                              end ? end->detail : ""));
-	add(t, x);
-	t->slices++;
+	packet_slice(t, r, paging ? "paging" : "run", 1, r->node + 1, e->time_ns,
+	             end ? end->time_ns : e->time_ns,
+	             json_pack("{s:I, s:I, s:I, s:s, s:s}", "packet", (json_int_t)r->packet,
+	                       "context", (json_int_t)r->context, "fence", (json_int_t)r->fence,
+	                       "ended", end ? gs_packet_state_name(end->state) : "running",
+	                       "detail", end ? end->detail : ""));
 	if (paging) {
 		json_t *m = base("i", "paging", "paging", 1, r->node + 1, us(t, e->time_ns));
 		json_object_set_new(m, "s", json_string("t"));

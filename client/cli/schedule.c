@@ -14,6 +14,21 @@ static int cmp_rec(const void *x, const void *y)
 	return (a->packet > b->packet) - (a->packet < b->packet);
 }
 
+/* items with room for one more than its n entries of `size` bytes: items itself, or a larger copy
+ * (*cap updated, `first` entries at first); NULL, with items left as it is, without memory. */
+static void *room_for_one(void *items, size_t *cap, size_t n, size_t size, size_t first)
+{
+	size_t more = *cap ? 2 * *cap : first;
+	void *g;
+
+	if (n < *cap)
+		return items;
+	g = realloc(items, more * size);
+	if (g)
+		*cap = more;
+	return g;
+}
+
 const gs_packet_record *cli_schedule_find(const cli_schedule *t, uint64_t packet)
 {
 	gs_packet_record key = {.packet = packet};
@@ -32,16 +47,13 @@ int cli_schedule_fetch(cli *ctx, uint64_t since_ns, uint64_t until_ns, uint64_t 
 		if (rv != 0)
 			return rv;
 		for (size_t i = 0; i < n && t->nrecs < max_packets; i++) {
-			if (t->nrecs == t->caprecs) {
-				size_t cap = t->caprecs ? 2 * t->caprecs : 1024;
-				gs_packet_record *g = realloc(t->recs, cap * sizeof(*g));
-				if (!g) {
-					gs_history_free(recs, n);
-					return GS_ERR_NOMEM;
-				}
-				t->recs = g;
-				t->caprecs = cap;
+			gs_packet_record *g =
+			        room_for_one(t->recs, &t->caprecs, t->nrecs, sizeof(*g), 1024);
+			if (!g) {
+				gs_history_free(recs, n);
+				return GS_ERR_NOMEM;
 			}
+			t->recs = g;
 			/* Moved out: the strings now belong to t. */
 			t->recs[t->nrecs++] = recs[i];
 			recs[i].result = recs[i].tenant = NULL;
@@ -64,16 +76,13 @@ int cli_schedule_fetch(cli *ctx, uint64_t since_ns, uint64_t until_ns, uint64_t 
 		for (size_t i = 0; i < n; i++) {
 			if (!cli_schedule_find(t, evs[i].packet))
 				continue; /* past --max-packets */
-			if (t->nevs == t->capevs) {
-				size_t cap = t->capevs ? 2 * t->capevs : 4096;
-				gs_packet_event *g = realloc(t->evs, cap * sizeof(*g));
-				if (!g) {
-					gs_packet_events_free(evs, n);
-					return GS_ERR_NOMEM;
-				}
-				t->evs = g;
-				t->capevs = cap;
+			gs_packet_event *g =
+			        room_for_one(t->evs, &t->capevs, t->nevs, sizeof(*g), 4096);
+			if (!g) {
+				gs_packet_events_free(evs, n);
+				return GS_ERR_NOMEM;
 			}
+			t->evs = g;
 			t->evs[t->nevs++] = evs[i];
 			evs[i].detail = NULL;
 		}
@@ -107,9 +116,9 @@ int cli_schedule_start(cli *ctx, int argc, char **argv, const cli_syntax *syntax
 
 	if (rv != CLI_CONTINUE)
 		return rv;
-	if (a->since_ns && a->until_ns && a->since_ns >= a->until_ns)
-		return cli_usage(ctx, "--since must be earlier than --until");
-	rv = cli_connect(ctx);
+	rv = cli_check_range(ctx, a->since_ns, a->until_ns);
+	if (rv == CLI_CONTINUE)
+		rv = cli_connect(ctx);
 	if (rv != CLI_EXIT_OK)
 		return rv;
 	rv = cli_schedule_fetch(ctx, a->since_ns, a->until_ns, a->max_packets, s);

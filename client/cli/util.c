@@ -46,6 +46,13 @@ int cli_usage(cli *ctx, const char *fmt, ...)
 	return CLI_EXIT_USAGE;
 }
 
+int cli_check_range(cli *ctx, uint64_t since_ns, uint64_t until_ns)
+{
+	if (since_ns && until_ns && since_ns >= until_ns)
+		return cli_usage(ctx, "--since must be earlier than --until");
+	return CLI_CONTINUE;
+}
+
 int cli_exit_code(int status)
 {
 	if (status == 0)
