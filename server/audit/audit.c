@@ -226,11 +226,21 @@ struct gsd_audit {
 	uint32_t max_batch;
 	uint64_t wal_limit;
 	char *wal_path;
-	char *db_path;        /* the main file, checked at every commit */
-	dev_t db_dev;         /* its identity when opened: a file removed or replaced under the */
-	ino_t db_ino;         /* daemon is never written to (and acknowledged) again */
-	bool file_gone;       /* writer thread: the last check failed */
-	int wal_frames;       /* frames in the WAL after the last commit (writer thread) */
+	char *db_path;  /* the main file, checked at every commit */
+	dev_t db_dev;   /* its identity when opened: a file removed or replaced under the */
+	ino_t db_ino;   /* daemon is never written to (and acknowledged) again */
+	bool file_gone; /* writer thread: the last check failed */
+	int wal_frames; /* frames in the WAL after the last commit (writer thread) */
+	/* The checkpointer: a connection of its own that copies committed WAL frames back into
+	 * the database on a thread of its own. A checkpoint syncs the files (measured: 3.5 to
+	 * 6 ms each, about nine a second under load); on the writer's thread it held every
+	 * acknowledgement waiting behind it. Not started (ckpt_db NULL): the writer checkpoints. */
+	sqlite3 *ckpt_db;
+	pthread_t ckpt_thread;
+	pthread_mutex_t ckpt_mu;
+	pthread_cond_t ckpt_cv;
+	bool ckpt_wanted, ckpt_stop;
+	int ckpt_asked_at;    /* wal_frames when the writer last asked (writer thread) */
 	uint64_t frame_bytes; /* page size + WAL frame header */
 	/* Packet id -> last record of it in the batch being written (writer thread). */
 	struct latest_slot {
@@ -1079,11 +1089,61 @@ static void writer_truncate_wal(gsd_audit *a)
 	}
 }
 
-/* Copies committed frames back into the database so the WAL can restart from its beginning. */
+/* The checkpointer restarts the WAL past RESTART_FRAMES frames when at most RESTART_LEFT of
+ * them are left to copy. */
+#define RESTART_FRAMES 4000
+#define RESTART_LEFT   512
+
+/* The checkpointer's thread: a PASSIVE checkpoint each time the writer asks. */
+static void *ckpt_main(void *arg)
+{
+	gsd_audit *a = arg;
+	pthread_setname_np(pthread_self(), "gs-ckpt");
+	pthread_mutex_lock(&a->ckpt_mu);
+	for (;;) {
+		while (!a->ckpt_wanted && !a->ckpt_stop)
+			pthread_cond_wait(&a->ckpt_cv, &a->ckpt_mu);
+		if (a->ckpt_stop)
+			break;
+		a->ckpt_wanted = false;
+		pthread_mutex_unlock(&a->ckpt_mu);
+		int log = 0, done = 0;
+		if (sqlite3_wal_checkpoint_v2(a->ckpt_db, NULL, SQLITE_CHECKPOINT_PASSIVE, &log,
+		                              &done) == SQLITE_OK)
+			atomic_fetch_add_explicit(&a->checkpoints, 1, memory_order_relaxed);
+		/* The writer went on appending meanwhile, so the WAL is never wholly copied and
+		 * never restarts by itself: once it is long and only a little is left, a RESTART
+		 * copies that little with the writer held (briefly) and lets the WAL begin again,
+		 * long before it reaches wal_limit (whose TRUNCATE costs tens of ms). */
+		if (log >= RESTART_FRAMES && log - done <= RESTART_LEFT &&
+		    sqlite3_wal_checkpoint_v2(a->ckpt_db, NULL, SQLITE_CHECKPOINT_RESTART, &log,
+		                              &done) == SQLITE_OK)
+			atomic_fetch_add_explicit(&a->checkpoints, 1, memory_order_relaxed);
+		pthread_mutex_lock(&a->ckpt_mu);
+	}
+	pthread_mutex_unlock(&a->ckpt_mu);
+	return NULL;
+}
+
+/*
+ * Copies committed frames back into the database so the WAL can restart from its beginning:
+ * asks the checkpointer, once per PASSIVE_CHECKPOINT_FRAMES new frames (the WAL restarts at a
+ * commit after a complete checkpoint, and its frame count drops), and never waits for it.
+ */
 static void writer_checkpoint(gsd_audit *a)
 {
-	if (a->wal_frames < PASSIVE_CHECKPOINT_FRAMES)
+	if (a->wal_frames < a->ckpt_asked_at)
+		a->ckpt_asked_at = 0; /* the WAL restarted */
+	if (a->wal_frames - a->ckpt_asked_at < PASSIVE_CHECKPOINT_FRAMES)
 		return;
+	if (a->ckpt_db) {
+		a->ckpt_asked_at = a->wal_frames;
+		pthread_mutex_lock(&a->ckpt_mu);
+		a->ckpt_wanted = true;
+		pthread_cond_signal(&a->ckpt_cv);
+		pthread_mutex_unlock(&a->ckpt_mu);
+		return;
+	}
 	int log = 0, done = 0;
 	sqlite3_wal_checkpoint_v2(a->db, NULL, SQLITE_CHECKPOINT_PASSIVE, &log, &done);
 	if (log == done)
@@ -1918,6 +1978,51 @@ static void audit_free(gsd_audit *a)
 	free(a);
 }
 
+/* Starts the checkpointer; without it (no connection, no thread) the writer checkpoints. */
+static void ckpt_start(gsd_audit *a, const char *path, bool sync_full)
+{
+	if (sqlite3_open_v2(path, &a->ckpt_db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL) !=
+	            SQLITE_OK ||
+	    sqlite3_busy_timeout(a->ckpt_db, 50) != SQLITE_OK ||
+	    sqlite3_exec(a->ckpt_db,
+	                 sync_full ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL",
+	                 NULL, NULL, NULL) != SQLITE_OK)
+		goto fail;
+	if (pthread_mutex_init(&a->ckpt_mu, NULL) != 0)
+		goto fail;
+	if (pthread_cond_init(&a->ckpt_cv, NULL) != 0) {
+		pthread_mutex_destroy(&a->ckpt_mu);
+		goto fail;
+	}
+	if (pthread_create(&a->ckpt_thread, NULL, ckpt_main, a) != 0) {
+		pthread_cond_destroy(&a->ckpt_cv);
+		pthread_mutex_destroy(&a->ckpt_mu);
+		goto fail;
+	}
+	return;
+fail:
+	GSD_WARN("audit: no checkpointer thread (%s): the writer checkpoints itself",
+	         a->ckpt_db ? sqlite3_errmsg(a->ckpt_db) : "no memory");
+	sqlite3_close(a->ckpt_db);
+	a->ckpt_db = NULL;
+}
+
+/* Stops the checkpointer (after the writer: it may ask until its last drain). */
+static void ckpt_stop(gsd_audit *a)
+{
+	if (!a->ckpt_db)
+		return;
+	pthread_mutex_lock(&a->ckpt_mu);
+	a->ckpt_stop = true;
+	pthread_cond_signal(&a->ckpt_cv);
+	pthread_mutex_unlock(&a->ckpt_mu);
+	pthread_join(a->ckpt_thread, NULL);
+	pthread_cond_destroy(&a->ckpt_cv);
+	pthread_mutex_destroy(&a->ckpt_mu);
+	sqlite3_close(a->ckpt_db);
+	a->ckpt_db = NULL;
+}
+
 int gsd_audit_open(const char *path, const gsd_audit_options *opt, gsd_audit **out)
 {
 	*out = NULL;
@@ -1960,8 +2065,11 @@ int gsd_audit_open(const char *path, const gsd_audit_options *opt, gsd_audit **o
 		goto fail;
 	if (pthread_cond_init(&a->cv, NULL) != 0)
 		goto fail_mutex;
-	if (pthread_create(&a->thread, NULL, writer_main, a) != 0)
+	ckpt_start(a, path, o.sync_full);
+	if (pthread_create(&a->thread, NULL, writer_main, a) != 0) {
+		ckpt_stop(a);
 		goto fail_cond;
+	}
 	*out = a;
 	return 0;
 
@@ -1983,6 +2091,7 @@ void gsd_audit_close(gsd_audit *a)
 	pthread_cond_signal(&a->cv);
 	pthread_mutex_unlock(&a->mu);
 	pthread_join(a->thread, NULL);
+	ckpt_stop(a);
 	pthread_cond_destroy(&a->cv);
 	pthread_mutex_destroy(&a->mu);
 	audit_free(a);
