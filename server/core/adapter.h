@@ -50,6 +50,7 @@ typedef struct gsd_node {
 	gsd_packet *tdr_guilty;     /* the packet a reset was issued against */
 	uv_timer_t quantum_timer;   /* wall clock: ends an unbudgeted run when others wait */
 	uv_timer_t tdr_timer;       /* wall clock: resets the engine when a preemption hangs */
+	uv_timer_t refill_timer;    /* fixed_share: wakes the node when the next period begins */
 	uint64_t next_fence;
 	uint64_t completed_fence;
 	uint64_t vtime_ns; /* virtual clock of this node's engine */

@@ -189,11 +189,6 @@ static int load_adapter(json_t *ja, gsd_adapter_config *a, cfg_err *e)
 	    get_enum(ja, "policy", share_policies, &a->share_policy, e) ||
 	    get_u32(ja, "time_slice_us", &a->time_slice_us, e))
 		return -1;
-	if (a->share_policy == GSD_SHARE_FIXED)
-		return fail(e,
-		            "adapter policy \"%s\" is not implemented yet (weighted, equal_share"
-		            " and best_effort are)",
-		            "fixed_share");
 	if (a->time_slice_us && (a->time_slice_us < 1000 || a->time_slice_us > 30000))
 		return fail(e, "\"%s\" must be 1000..30000 (1 to 30 ms)", "time_slice_us");
 	json_t *nodes = json_object_get(ja, "nodes");

@@ -37,7 +37,7 @@ enum {
 	GSD_SHARE_WEIGHTED = 0, /* work conserving, in proportion to each tenant's share */
 	GSD_SHARE_EQUAL,        /* work conserving, active tenants alike whatever their shares */
 	GSD_SHARE_BEST_EFFORT,  /* no per-tenant accounting: every context for itself */
-	GSD_SHARE_FIXED,        /* exact fractions, idle time unused: not implemented yet */
+	GSD_SHARE_FIXED,        /* exact fractions per period, idle time left unused */
 };
 
 typedef struct gsd_adapter_config {

@@ -166,7 +166,7 @@ int gsd_policy_enqueue(gsd_sched_queue *q, gsd_sched_entity *e, uint64_t now)
 		gsd_sched_gband *gb = gband_of(e->group, e->rq.band);
 		if (!gb || gsd_runq_band_insert(&gb->ctxs, &e->rq) != 0)
 			return -1;
-		if (gb->rq.index < 0 && gband_queue(q, gb) != 0) {
+		if (gb->rq.index < 0 && !e->group->throttled && gband_queue(q, gb) != 0) {
 			gsd_runq_band_remove(&gb->ctxs, &e->rq);
 			return -1;
 		}
@@ -203,11 +203,71 @@ int gsd_policy_set_priority(gsd_sched_queue *q, gsd_sched_entity *e, uint32_t pr
 	return queued ? gsd_policy_enqueue(q, e, now) : 0;
 }
 
+/* ---- fixed shares ---- */
+
+/* A group's part of a period: period * weight / the weights of every group of the node. */
+static uint64_t group_quota(const gsd_sched_queue *q, const gsd_sched_group *g)
+{
+	uint64_t total = 0;
+	for (const gsd_list *it = q->groups.next; it != &q->groups; it = it->next)
+		total += GSD_CONTAINER_OF(it, gsd_sched_group, link)->weight;
+	uint64_t quota = total ? q->period_ns * g->weight / total : q->period_ns;
+	return quota ? quota : 1;
+}
+
+/* Puts a throttled group's ready contexts back in the queue. */
+static void unthrottle(gsd_sched_queue *q, gsd_sched_group *g)
+{
+	g->throttled = false;
+	for (uint32_t b = 0; b < GSD_BANDS; b++) {
+		gsd_sched_gband *gb = g->bands[b];
+		if (gb && gb->ctxs.count && gb->rq.index < 0)
+			gband_queue(q, gb); /* room: it was in the queue before */
+	}
+}
+
+/* A new period (or none any more): every group starts it with nothing used. */
+static void refill(gsd_sched_queue *q, uint64_t now, const gsd_sched_params *p)
+{
+	bool was = q->period_ns != 0;
+	q->period_ns = p->period_ns;
+	if (!p->period_ns && !was)
+		return;
+	if (p->period_ns && q->period_start && now < q->period_start + p->period_ns)
+		return;
+	if (p->period_ns)
+		q->period_start = q->period_start && now >= q->period_start
+		                          ? now - (now - q->period_start) % p->period_ns
+		                          : now;
+	for (gsd_list *it = q->groups.next; it != &q->groups; it = it->next) {
+		gsd_sched_group *g = GSD_CONTAINER_OF(it, gsd_sched_group, link);
+		g->period_used = 0;
+		if (g->throttled)
+			unthrottle(q, g);
+	}
+}
+
+uint64_t gsd_policy_refill_at(const gsd_sched_queue *q, const gsd_sched_params *p)
+{
+	if (!p->period_ns)
+		return 0;
+	for (const gsd_list *it = q->groups.next; it != &q->groups; it = it->next) {
+		const gsd_sched_group *g = GSD_CONTAINER_OF(it, gsd_sched_group, link);
+		if (!g->throttled)
+			continue;
+		for (uint32_t b = 0; b < GSD_BANDS; b++)
+			if (g->bands[b] && g->bands[b]->ctxs.count)
+				return q->period_start + p->period_ns;
+	}
+	return 0;
+}
+
 gsd_sched_entity *gsd_policy_pick(gsd_sched_queue *q, uint64_t now, const gsd_sched_params *p,
                                   bool *boosted)
 {
 	if (boosted)
 		*boosted = false;
+	refill(q, now, p);
 	if (q->rq.count == 0)
 		return NULL;
 	/* The longest waiting context owed progress runs first once it has starved, unless
@@ -217,7 +277,7 @@ gsd_sched_entity *gsd_policy_pick(gsd_sched_queue *q, uint64_t now, const gsd_sc
 	                ? NULL
 	                : GSD_CONTAINER_OF(q->ready_fifo.next, gsd_sched_entity, ready_link);
 	int top = gsd_runq_top_band(&q->rq);
-	if (oldest && (int)gsd_policy_band(oldest) < top &&
+	if (oldest && !p->period_ns && (int)gsd_policy_band(oldest) < top &&
 	    gsd_policy_time_sliced(gsd_band_class((uint32_t)top)) &&
 	    now - oldest->ready_since >= p->starvation_ns) {
 		gsd_policy_dequeue(q, oldest); /* boosted for one quantum */
@@ -257,9 +317,17 @@ uint64_t gsd_policy_budget(const gsd_sched_queue *q, const gsd_sched_entity *e,
 {
 	/* Time-slice only when someone of the same or a higher band waits; REALTIME never
 	 * yields to its own band. */
-	if (!gsd_policy_time_sliced(e->priority_class) || !gsd_policy_contended(q, e))
-		return 0;
-	return p->quantum_ns;
+	uint64_t budget = 0;
+	if (gsd_policy_time_sliced(e->priority_class) && gsd_policy_contended(q, e))
+		budget = p->quantum_ns;
+	/* With fixed shares, never past what is left of the group's part of the period. */
+	if (p->period_ns && e->group && e->group->q) {
+		uint64_t quota = group_quota(q, e->group);
+		uint64_t left = e->group->period_used < quota ? quota - e->group->period_used : 1;
+		if (!budget || left < budget)
+			budget = left;
+	}
+	return budget;
 }
 
 void gsd_policy_charge(gsd_sched_entity *e, uint64_t engine_ns)
@@ -274,12 +342,22 @@ void gsd_policy_charge(gsd_sched_entity *e, uint64_t engine_ns)
 	/* Its queued band entries move back by what it just had. */
 	if (!g->q)
 		return;
+	/* With fixed shares, a group whose part of the period is used leaves the queue. */
+	bool throttle = false;
+	if (g->q->period_ns) {
+		g->period_used += engine_ns;
+		throttle = g->period_used >= group_quota(g->q, g);
+	}
 	gsd_list moved, *it;
 	gsd_list_init(&moved);
 	while ((it = gsd_list_pop_front(&g->queued))) {
 		gsd_sched_gband *gb = GSD_CONTAINER_OF(it, gsd_sched_gband, link);
 		gsd_runq_remove(&g->q->rq, &gb->rq);
 		gsd_list_push_back(&moved, it);
+	}
+	if (throttle) {
+		g->throttled = true;
+		return;
 	}
 	while ((it = gsd_list_pop_front(&moved)))
 		gband_queue(g->q, GSD_CONTAINER_OF(it, gsd_sched_gband, link));

@@ -25,6 +25,13 @@
  *   work is ready.
  * - Arrival. A newcomer of a higher band preempts the run at once; one of the same band ends
  *   an unbudgeted run after one quantum (the caller arms that timer).
+ * - Fixed shares (params.period_ns set: the adapter's fixed_share policy). Every period each
+ *   group may use period * weight / (sum of the weights of the node's groups) of engine time,
+ *   whether the others use theirs or not: a group that has used its part is throttled (its
+ *   contexts leave the queue) until the next period, even if the engine then idles, and a
+ *   run's budget never goes past what is left of its group's part. No starvation boost: every
+ *   group gets its part each period. This is the time-sliced vGPU model in which a tenant's
+ *   performance does not depend on its neighbours.
  */
 #ifndef GSD_POLICY_H
 #define GSD_POLICY_H
@@ -58,6 +65,8 @@ struct gsd_sched_group {
 	uint64_t engine_ns;                /* engine time consumed */
 	uint32_t refs;                     /* contexts in it */
 	uint64_t seq;                      /* tie-break among equal runtimes */
+	uint64_t period_used;              /* fixed shares: engine time in this period */
+	bool throttled;                    /* fixed shares: its part is used up, out of the queue */
 	gsd_list queued;                   /* its gbands in the queue */
 	gsd_list link;                     /* in q->groups */
 	gsd_sched_gband *bands[GSD_BANDS]; /* made when first used */
@@ -82,11 +91,14 @@ struct gsd_sched_queue {
 	gsd_list ready_fifo; /* contexts owed progress, longest waiting first */
 	gsd_list groups;     /* every group of this node */
 	uint64_t group_seq;
+	/* Fixed shares: the period the last pick used (0: none) and when the current one began. */
+	uint64_t period_ns, period_start;
 };
 
 typedef struct gsd_sched_params {
 	uint64_t quantum_ns;
 	uint64_t starvation_ns;
+	uint64_t period_ns; /* fixed shares: the accounting period; 0: work conserving */
 } gsd_sched_params;
 
 void gsd_policy_queue_init(gsd_sched_queue *q);
@@ -132,8 +144,12 @@ gsd_sched_entity *gsd_policy_pick(gsd_sched_queue *q, uint64_t now, const gsd_sc
  * of its band or a higher one waits and e is time-sliced, else 0 (no limit). */
 uint64_t gsd_policy_budget(const gsd_sched_queue *q, const gsd_sched_entity *e,
                            const gsd_sched_params *p);
-/* Charges a finished run's engine time to e. */
+/* Charges a finished run's engine time to e (with fixed shares, to its group's part of the
+ * period, throttling the group once that is used). */
 void gsd_policy_charge(gsd_sched_entity *e, uint64_t engine_ns);
+/* Fixed shares: when a throttled group has ready contexts, the time the next period begins
+ * (the caller wakes the node then, its engine idle meanwhile); else 0. */
+uint64_t gsd_policy_refill_at(const gsd_sched_queue *q, const gsd_sched_params *p);
 
 typedef enum gsd_policy_verdict {
 	GSD_POLICY_KEEP = 0,  /* the run goes on */

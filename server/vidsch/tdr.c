@@ -75,7 +75,8 @@ void gsd_vidsch_timers_init(gsd_daemon *d, gsd_node *n)
 {
 	uv_timer_init(d->loop, &n->quantum_timer);
 	uv_timer_init(d->loop, &n->tdr_timer);
-	n->quantum_timer.data = n->tdr_timer.data = n;
+	uv_timer_init(d->loop, &n->refill_timer);
+	n->quantum_timer.data = n->tdr_timer.data = n->refill_timer.data = n;
 }
 
 /* ---- faults, timeouts, bans ---- */

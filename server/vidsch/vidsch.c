@@ -35,8 +35,13 @@
 gsd_sched_params gsd_vidsch_params(const gsd_daemon *d, const gsd_adapter *a)
 {
 	uint32_t slice = a && a->cfg->time_slice_us ? a->cfg->time_slice_us : d->cfg.quantum_us;
-	return (gsd_sched_params){.quantum_ns = (uint64_t)slice * 1000u,
-	                          .starvation_ns = (uint64_t)d->cfg.starvation_ms * 1000000u};
+	/* fixed_share: each tenant's part is counted over periods of FIXED_PERIOD_SLICES time
+	 * slices. */
+	bool fixed = a && a->cfg->share_policy == GSD_SHARE_FIXED;
+	return (gsd_sched_params){
+	        .quantum_ns = (uint64_t)slice * 1000u,
+	        .starvation_ns = (uint64_t)d->cfg.starvation_ms * 1000000u,
+	        .period_ns = fixed ? (uint64_t)slice * 1000u * GSD_FIXED_PERIOD_SLICES : 0};
 }
 
 /* ---- the packet's SIGNAL commands ---- */
@@ -480,6 +485,37 @@ static void cancel_on_dead(gsd_daemon *d, gsd_node *n)
 	}
 }
 
+static void refill_cb(uv_timer_t *t)
+{
+	gsd_node *n = t->data;
+	gsd_vidsch_kick(n->adapter->d, n);
+}
+
+/*
+ * fixed_share: the engine is idle and every tenant with ready work has used its part of the
+ * period. The node runs again when the next period begins: on the wall clock a timer wakes
+ * it; on the virtual clock the idle time passes at once (the node's clock moves to the
+ * period's start).
+ */
+static void wait_refill(gsd_daemon *d, gsd_node *n, const gsd_sched_params *sp)
+{
+	if (n->running || d->stopping || d->sched_held || n->adapter->device_lost)
+		return;
+	uint64_t at = gsd_policy_refill_at(&n->queue, sp);
+	uint64_t now = gsd_node_now(n);
+	if (!at)
+		return;
+	if (d->cfg.virtual_clock) {
+		if (at > n->vtime_ns) {
+			n->vtime_ns = at;
+			gsd_vidsch_kick(d, n);
+		}
+		return;
+	}
+	uint64_t ms = at > now ? (at - now + 999999u) / 1000000u : 0;
+	uv_timer_start(&n->refill_timer, refill_cb, ms, 0);
+}
+
 void gsd_vidsch_kick(gsd_daemon *d, gsd_node *n)
 {
 	/* Signals raised inside the loop (NullRendering's SIGNALs, cancelled packets' abandoned
@@ -511,6 +547,7 @@ void gsd_vidsch_kick(gsd_daemon *d, gsd_node *n)
 		dispatch(d, n, x, p);
 	}
 	n->in_kick = false;
+	wait_refill(d, n, &sp);
 }
 
 void gsd_vidsch_hold(gsd_daemon *d, bool hold)
@@ -568,10 +605,11 @@ static void paging_submit(gsd_daemon *d, gsd_list *packets)
 
 /*
  * The adapter's share policy decides how the context is scheduled against other tenants'
- * (docs/concepts.md, Priorities and bands): weighted and equal_share put it in its tenant's group
- * on the node (group weight: the tenant's share, or 1), where it shares the tenant's part with the
- * tenant's other contexts; best_effort schedules it on its own. The daemon's own contexts are
- * never grouped. Memory short for a group: scheduled on its own, and said so.
+ * (docs/concepts.md, Priorities and bands): weighted, fixed_share and equal_share put it in its
+ * tenant's group on the node (group weight: the tenant's share, or 1 for equal_share), where it
+ * shares the tenant's part with the tenant's other contexts; best_effort schedules it on its own.
+ * The daemon's own contexts are never grouped. Memory short for a group: scheduled on its own, and
+ * said so.
  */
 static void context_attach(gsd_daemon *d, gsd_context *x)
 {
@@ -582,10 +620,10 @@ static void context_attach(gsd_daemon *d, gsd_context *x)
 	if (x->sched.priority_class == GSD_CLASS_SYSTEM)
 		return;
 	x->sched.weight = 1; /* contexts share their tenant's part, or the engine, alike */
-	if (policy != GSD_SHARE_WEIGHTED && policy != GSD_SHARE_EQUAL)
+	if (policy == GSD_SHARE_BEST_EFFORT)
 		return;
-	gsd_sched_group *g = gsd_policy_group(&x->node->queue, t,
-	                                      policy == GSD_SHARE_WEIGHTED ? t->conf.share : 1);
+	gsd_sched_group *g =
+	        gsd_policy_group(&x->node->queue, t, policy == GSD_SHARE_EQUAL ? 1 : t->conf.share);
 	if (g)
 		gsd_policy_entity_join(&x->sched, g);
 	else
@@ -604,7 +642,8 @@ void gsd_vidsch_tenant_share(gsd_daemon *d, const gsd_tenant *t)
 {
 	for (uint32_t i = 0; i < d->nadapters; i++) {
 		gsd_adapter *a = &d->adapters[i];
-		if (a->cfg->share_policy != GSD_SHARE_WEIGHTED)
+		if (a->cfg->share_policy != GSD_SHARE_WEIGHTED &&
+		    a->cfg->share_policy != GSD_SHARE_FIXED)
 			continue;
 		for (uint32_t k = 0; k < a->nnodes; k++)
 			gsd_policy_group_reweigh(&a->nodes[k].queue, t, t->conf.share);
@@ -742,6 +781,7 @@ void gsd_vidsch_stop(gsd_daemon *d, gsd_adapter *a)
 	for (uint32_t i = 0; i < a->nnodes; i++) {
 		uv_close((uv_handle_t *)&a->nodes[i].quantum_timer, NULL);
 		uv_close((uv_handle_t *)&a->nodes[i].tdr_timer, NULL);
+		uv_close((uv_handle_t *)&a->nodes[i].refill_timer, NULL);
 		gsd_policy_queue_fini(&a->nodes[i].queue);
 	}
 	uv_close((uv_handle_t *)&a->vblank_timer, NULL);

@@ -522,6 +522,7 @@ static bool share_measure(fx *f, const share_setup *su, uint64_t *ta, uint64_t *
 	        (double)*ta / (double)*tb, hog_run->wall_ns / MS,
 	        hog_run->end_seq > queued_seq ? "both backlogs queued behind them"
 	                                      : "ending before both backlogs were queued");
+	const bool fixed = strcmp(su->policy, "fixed_share") == 0;
 	/* Slices on the virtual clock are exact: every preempted run used one quantum (2000.1
 	 * us: the SPIN stops at the first whole microsecond past the budget; its detail says
 	 * 2000 us), and each packet's runs add up to its SPIN plus 100 ns per run: every
@@ -536,7 +537,13 @@ static bool share_measure(fx *f, const share_setup *su, uint64_t *ta, uint64_t *
 				continue;
 			nruns++;
 			if (r->end == GS_PACKET_PREEMPTED) {
-				assert_int_equal(r->engine_ns, 2000 * 1000);
+				/* fixed_share: a run also ends where its tenant's part of the
+				 * period does, at most one quantum. */
+				if (fixed)
+					assert_true(r->engine_ns > 0 &&
+					            r->engine_ns <= 2000 * 1000);
+				else
+					assert_int_equal(r->engine_ns, 2000 * 1000);
 				sum += r->engine_ns + CMD_NS;
 				/* explain names the reason: its slice ended. */
 				if (sliced++ == 0)
@@ -627,6 +634,72 @@ static void test_share_per_tenant(void **state)
 	share_test_teardown_between(f);
 	su = (share_setup){1, 1, SHARE_MAX_CTX, "best_effort"};
 	share_test_setup(f, &su, (double)SHARE_MAX_CTX);
+	share_test_teardown_between(f);
+	/* fixed_share: 2:3 of every 20 ms period (8 and 12 ms, whole quanta), per tenant. */
+	su = (share_setup){2, 3, SHARE_MAX_CTX, "fixed_share"};
+	share_test_setup(f, &su, 2.0 / 3.0);
+}
+
+/*
+ * fixed_share leaves an idle tenant's part unused: tenant a (share 1) is alone busy while b
+ * (share 3) has a context and nothing to run, so a gets 5 ms of every 20 ms period and its
+ * backlog takes four times its engine time to finish; under weighted the same backlog runs
+ * back to back. On the virtual clock both are exact but for the period boundaries.
+ */
+static void test_fixed_share_idle_unused(void **state)
+{
+	fx *f = *state;
+	static const char *const policies[] = {"fixed_share", "weighted", "fixed_share"};
+	for (int k = 0; k < 3; k++) {
+		/* The third run: fixed_share on the wall clock, where a timer wakes the idle
+		 * engine at each period (a slow machine only makes the span longer). */
+		const bool wall = k == 2;
+		char cfg[512];
+		snprintf(cfg, sizeof(cfg),
+		         "{\"quantum_us\": 2000, \"adapters\": [{\"policy\": \"%s\"}], "
+		         "\"tenants\": [{\"name\": \"a\", \"token\": \"tok-a\", \"share\": 1},"
+		         "{\"name\": \"b\", \"token\": \"tok-b\", \"share\": 3}]}",
+		         policies[k]);
+		fx_start(f, 0, cfg, !wall);
+		world wa, wb;
+		world_open(&wa, f, 0, "tok-a", "busy");
+		world_open(&wb, f, 0, "tok-b", "idle");
+		uint64_t xa = world_context(&wa, 0, CLASS_NORMAL, 0);
+		(void)world_context(&wb, 0, CLASS_NORMAL, 0);
+		batch ba = {0};
+		for (int i = 0; i < (wall ? 5 : 20); i++)
+			sched_spin(batch_add(&ba, xa, 0), SHARE_SPIN_US, false);
+		batch_submit(&ba, wa.c);
+		batch_wait(&ba, wa.c, GS_PACKET_COMPLETED);
+		sched_timeline tl;
+		sched_timeline_init(&tl);
+		sched_timeline_add(&tl, wa.c, wa.dev, ba.ids, ba.n);
+		sched_timeline_finish(&tl);
+		uint64_t first = UINT64_MAX, last = 0;
+		for (size_t i = 0; i < tl.nrecs; i++) {
+			if (tl.recs[i].completed_ns > last)
+				last = tl.recs[i].completed_ns;
+			if (tl.recs[i].started_ns < first)
+				first = tl.recs[i].started_ns;
+		}
+		/* 20 SPINs of 10 ms: 200 ms of engine time (on the wall clock 5: 50 ms). */
+		double span_ms = (double)(last - first) / 1e6;
+		fprintf(stderr, "%s%s: a alone, %d ms of engine time done in %.1f ms\n",
+		        policies[k], wall ? " (wall clock)" : "", wall ? 50 : 200, span_ms);
+		/* At least 3/5 of the 4x: a run that overshoots its budget uses the part up
+		 * sooner, and the first packet's record starts at its last run. */
+		if (wall && span_ms < 0.6 * 4 * 50)
+			fail_msg("fixed_share on the wall clock: a's backlog took %.1f ms, want at "
+			         "least 120",
+			         span_ms);
+		if (k == 0 && (span_ms < 0.9 * 4 * 200 || span_ms > 1.1 * 4 * 200))
+			fail_msg("fixed_share: a's backlog took %.1f ms, want about 800", span_ms);
+		if (k == 1 && span_ms > 1.1 * 200)
+			fail_msg("weighted: a's backlog took %.1f ms, want about 200", span_ms);
+		sched_timeline_free(&tl);
+		batch_free(&ba);
+		share_test_teardown_between(f);
+	}
 }
 
 /* =====================================================================================
@@ -1638,6 +1711,7 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(test_share_weighted, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_share_equal, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_share_per_tenant, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_fixed_share_idle_unused, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_band_order, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_realtime_not_sliced, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_priority_preemption_wall, setup, teardown),

@@ -109,11 +109,19 @@ static mock_ctx *mock_step(mock *m)
 	return c;
 }
 
-/* Runs until the clock passes `until` or nothing is ready. */
+/* Runs until the clock passes `until` or nothing is ready. With fixed shares the engine idles
+ * while every ready context's group is throttled: the clock jumps to the next period, as the
+ * scheduler's timer would wake it. */
 static void mock_run(mock *m, uint64_t until)
 {
-	while (m->now < until && mock_step(m))
-		;
+	while (m->now < until) {
+		if (mock_step(m))
+			continue;
+		uint64_t at = gsd_policy_refill_at(&m->q, &m->p);
+		if (!at || at <= m->now)
+			break;
+		m->now = at;
+	}
 }
 
 static void mock_fini(mock *m)
@@ -451,6 +459,74 @@ static void test_system_band(void **state)
 	mock_fini(&m);
 }
 
+/* ---- fixed shares ---- */
+
+#define PERIOD (10 * QUANTUM)
+
+/* Busy tenants get exactly their fractions, however many contexts each opens: 1:3 is 25% and
+ * 75% of the engine, ten contexts against one. */
+static void test_fixed_shares(void **state)
+{
+	(void)state;
+	mock m;
+	mock_init(&m);
+	m.p.period_ns = PERIOD;
+	int ta = 1, tb = 2;
+	for (int i = 0; i < 10; i++)
+		mock_add_tenant(&m, &ta, 1, 3 * MS);
+	mock_ctx *b = mock_add_tenant(&m, &tb, 3, 5 * MS);
+	uint64_t t0 = m.now;
+	mock_run(&m, t0 + 10000 * MS);
+	double a = share_of(&m, 0, 10);
+	if (a < 0.24 || a > 0.26)
+		fail_msg("tenant A (1 of 4) has %.3f of the engine", a);
+	assert_true(share(&m, b) > 0.74 && share(&m, b) < 0.76);
+	/* Both busy: the engine never idled. */
+	uint64_t total = 0;
+	for (int i = 0; i < m.n; i++)
+		total += m.ctx[i].ran_ns;
+	assert_true(total >= m.now - t0 - PERIOD);
+	mock_fini(&m);
+}
+
+/* A tenant's idle time stays unused: with its neighbour idle (contexts, no work) a busy tenant
+ * of share 1 against 3 still gets 25% of the time, and the engine idles the rest. Its first
+ * run's budget ends where its part of the period does. */
+static void test_fixed_share_idle_unused(void **state)
+{
+	(void)state;
+	mock m;
+	mock_init(&m);
+	m.p.period_ns = PERIOD;
+	int ta = 1, tb = 2;
+	mock_ctx *a = mock_add_tenant(&m, &ta, 1, 100 * MS);
+	/* B: a group with a context that has nothing to run. */
+	gsd_sched_group *gb = gsd_policy_group(&m.q, &tb, 3);
+	assert_non_null(gb);
+	gsd_sched_entity idle;
+	gsd_policy_entity_init(&idle, GS_PRIORITY_CLASS_NORMAL, 0, 1, 99);
+	gsd_policy_entity_join(&idle, gb);
+
+	uint64_t t0 = m.now;
+	gsd_sched_entity *e = gsd_policy_pick(&m.q, m.now, &m.p, NULL);
+	assert_ptr_equal(e, &a->e);
+	assert_int_equal(gsd_policy_budget(&m.q, e, &m.p), PERIOD / 4);
+	assert_int_equal(gsd_policy_enqueue(&m.q, e, m.now), 0);
+	mock_run(&m, t0 + 4000 * MS);
+	double busy = (double)a->ran_ns / (double)(m.now - t0);
+	if (busy < 0.24 || busy > 0.26)
+		fail_msg("tenant A alone got %.3f of the time, want 0.25", busy);
+	assert_int_equal(a->boosts, 0);
+
+	/* Work conserving again without the period: A alone has the whole engine. */
+	m.p.period_ns = 0;
+	uint64_t t1 = m.now, before = a->ran_ns;
+	mock_run(&m, t1 + 1000 * MS);
+	assert_true(a->ran_ns - before >= m.now - t1 - 100 * MS);
+	gsd_policy_entity_fini(&idle);
+	mock_fini(&m);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -467,6 +543,8 @@ int main(void)
 	        cmocka_unit_test(test_no_credit_after_sleep),
 	        cmocka_unit_test(test_set_priority),
 	        cmocka_unit_test(test_system_band),
+	        cmocka_unit_test(test_fixed_shares),
+	        cmocka_unit_test(test_fixed_share_idle_unused),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
