@@ -6,14 +6,14 @@
 # comparison between commits. Bounded: each program stops by count or time.
 #
 #   1  bench_submit          unbatched submit vs raw nng echo, 1, 8 and 64 clients, ipc and tcp
+#   5  bench_submit          (--completion) submit -> COMPLETED seen by the client vs echo
 #   2  bench_async           pipelined submit from one thread (64 in flight) vs pipelined echo
 #   3  bench_audit           the audit writer with its hash chain and a reader vs without
 #   6  bench_rss             RSS with 10,000 contexts and 100,000 allocations (target 64 MiB)
 #   7  bench_sched_decision  one scheduling decision at 10,000 contexts vs at 10
 #
 # Not measured yet (said so in the output): batched submit vs raw SQLite inserts of the same
-# rows, audit on vs a null audit sink, and submit-to-completion latency vs echo plus engine
-# time. Set SKIP_SETUP=1 to skip installing packages.
+# rows, and audit on vs a null audit sink. Set SKIP_SETUP=1 to skip installing packages.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -36,15 +36,14 @@ run() {
 }
 
 bin=build-rel/bin
-run "1. unbatched submit vs raw nng echo (target >= 0.8 at every concurrency)" \
-	$bin/bench_submit --clients 1,8,64 --seconds 3
+run "1 and 5. unbatched submit vs raw nng echo (target >= 0.8 at every concurrency); submit -> completion vs echo (target p50 <= 1.5x, p99 <= 3x at 8 clients)" \
+	$bin/bench_submit --clients 1,8,64 --seconds 3 --completion
 run "2. pipelined submit, 64 in flight from one thread, vs pipelined echo (target >= 0.8)" \
 	$bin/bench_async
 run "3. the audit writer: hash chain and a reader vs neither" \
 	$bin/bench_audit --packets 50000 --rows 100000 --queries 200 --rounds 3
 echo
 echo "== 4. audit on vs a null audit sink: not implemented yet"
-echo "== 5. submit -> completion vs echo round trip plus engine time: not implemented yet"
 run "6. resident memory with 10,000 contexts and 100,000 allocations (target <= 64 MiB)" \
 	$bin/bench_rss
 run "7. one scheduling decision at 10,000 contexts vs at 10 (target <= 2x)" \

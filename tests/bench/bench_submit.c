@@ -11,6 +11,11 @@
  *           gpuschedd with its SQLite audit on; each client thread has its own device and
  *           context, and each answer means the SUBMITTED record is committed.
  *
+ * With --completion it also measures, at each client count, a NOP submitted without
+ * NullRendering and waited for (gs_packet_wait) until the client sees it COMPLETED: the
+ * latency of the packet's whole life against the echo round trip (a NOP's engine time on the
+ * emulator is a few microseconds; the targets are p50 <= 1.5x and p99 <= 3x at 8 clients).
+ *
  * Every measurement runs after a warm-up and stops at --count requests (over all clients) or
  * --seconds, whichever comes first. It prints requests per second for both, their ratio and the
  * submit latency percentiles; with --json, one JSON object per line on stdout (the table then
@@ -55,6 +60,7 @@ typedef struct options {
 	int clients[MAX_CONFIGS];
 	bool transports[T_COUNT];
 	bool json;
+	bool completion;
 	int ndaemon_args;
 	const char *daemon_args[32];
 } options;
@@ -72,7 +78,7 @@ typedef struct measure {
 typedef struct result {
 	transport tr;
 	int clients;
-	measure echo, submit;
+	measure echo, submit, complete;
 } result;
 
 /* ---- the payload ---- */
@@ -190,7 +196,7 @@ static void echo_stop(echo_server *e)
 
 /* ---- client threads ---- */
 
-typedef enum { K_ECHO, K_SUBMIT } kind;
+typedef enum { K_ECHO, K_SUBMIT, K_COMPLETE } kind;
 
 /* Where the clients wait for each other: each arrives, the main thread opens the gate once
  * every started client has arrived (a thread that could not be started is not waited for). */
@@ -323,6 +329,22 @@ static int submit_once(client *cl, session *s)
 	return 0;
 }
 
+/* A NOP that runs on the engine, and the wait until it is COMPLETED. */
+static int complete_once(client *cl, session *s)
+{
+	gs_submit_result res;
+	int rc = gs_submit(s->gc, s->context, &s->dma, 0, &res);
+	gs_packet_state st = GS_PACKET_UNKNOWN;
+	if (rc == 0)
+		rc = gs_packet_wait(s->gc, res.packet, CALL_TIMEOUT_MS, &st, NULL);
+	if (rc != 0 || st != GS_PACKET_COMPLETED) {
+		client_fail(cl, "submit and wait: %s (%s), state %s", gs_status_name(rc),
+		            gs_client_message(s->gc), gs_packet_state_name(st));
+		return -1;
+	}
+	return 0;
+}
+
 static int session_open(client *cl, session *s)
 {
 	run *r = cl->r;
@@ -390,7 +412,9 @@ static void *client_main(void *arg)
 {
 	client *cl = arg;
 	run *r = cl->r;
-	int (*once)(client *, session *) = r->k == K_ECHO ? echo_once : submit_once;
+	int (*once)(client *, session *) = r->k == K_ECHO     ? echo_once
+	                                   : r->k == K_SUBMIT ? submit_once
+	                                                      : complete_once;
 	session s;
 	if (session_open(cl, &s) == 0)
 		for (uint64_t i = 0; i < r->o->warmup && !cl->error; i++)
@@ -541,6 +565,8 @@ static void usage(FILE *out)
 	        "  --transport LIST   ipc, tcp or ipc,tcp (default ipc,tcp)\n"
 	        "  --daemon-arg ARG   pass ARG to gpuschedd (repeatable), e.g. --daemon-arg\n"
 	        "                     --audit-sync-full\n"
+	        "  --completion       also a NOP run on the engine and waited for until the\n"
+	        "                     client sees it COMPLETED, against the echo round trip\n"
 	        "  --json             one JSON object per line on stdout; the table goes to "
 	        "stderr\n"
 	        "  -h, --help         show this help\n\n"
@@ -598,6 +624,9 @@ static int parse_args(int argc, char **argv, options *o)
 			exit(0);
 		} else if (!strcmp(a, "--json")) {
 			o->json = true;
+			continue;
+		} else if (!strcmp(a, "--completion")) {
+			o->completion = true;
 			continue;
 		}
 		if (!v) {
@@ -669,7 +698,24 @@ static void print_table(FILE *out, const result *res, int n, size_t payload, con
 		        res[i].submit.p99_us, res[i].echo.p50_us, res[i].echo.p99_us);
 	}
 	fprintf(out, "\n");
+	for (int i = 0; o->completion && i < n; i++) {
+		const result *r = &res[i];
+		fprintf(out,
+		        "submit -> COMPLETED seen by the client, %d client%s, %s: p50 %.1f us "
+		        "(%.2fx "
+		        "echo p50; target <= 1.5x), p99 %.1f us (%.2fx echo p99; target <= 3x)%s\n",
+		        r->clients, r->clients == 1 ? "" : "s", transport_names[r->tr],
+		        r->complete.p50_us,
+		        r->echo.p50_us > 0 ? r->complete.p50_us / r->echo.p50_us : 0,
+		        r->complete.p99_us,
+		        r->echo.p99_us > 0 ? r->complete.p99_us / r->echo.p99_us : 0,
+		        r->complete.errors ? "  (errors)" : "");
+	}
 	for (int i = 0; i < n; i++) {
+		if (res[i].complete.errors)
+			fprintf(out, "completion %s x%d: %d client(s) failed; first: %s\n",
+			        transport_names[res[i].tr], res[i].clients, res[i].complete.errors,
+			        res[i].complete.error);
 		if (res[i].echo.errors)
 			fprintf(out, "echo %s x%d: %d client(s) failed; first: %s\n",
 			        transport_names[res[i].tr], res[i].clients, res[i].echo.errors,
@@ -683,6 +729,16 @@ static void print_table(FILE *out, const result *res, int n, size_t payload, con
 
 static void print_json(const result *r, size_t payload)
 {
+	if (r->complete.requests)
+		printf("{\"bench\":\"completion\",\"transport\":\"%s\",\"clients\":%d,"
+		       "\"complete_p50_us\":%.2f,\"complete_p99_us\":%.2f,\"echo_p50_us\":%.2f,"
+		       "\"echo_p99_us\":%.2f,\"ratio_p50\":%.4f,\"ratio_p99\":%.4f,\"errors\":%d}"
+		       "\n",
+		       transport_names[r->tr], r->clients, r->complete.p50_us, r->complete.p99_us,
+		       r->echo.p50_us, r->echo.p99_us,
+		       r->echo.p50_us > 0 ? r->complete.p50_us / r->echo.p50_us : 0,
+		       r->echo.p99_us > 0 ? r->complete.p99_us / r->echo.p99_us : 0,
+		       r->complete.errors);
 	double ratio = r->echo.rps > 0 ? r->submit.rps / r->echo.rps : 0;
 	printf("{\"bench\":\"submit\",\"transport\":\"%s\",\"clients\":%d,\"payload_bytes\":%zu,"
 	       "\"echo_rps\":%.1f,\"echo_requests\":%" PRIu64 ",\"echo_seconds\":%.3f,"
@@ -762,9 +818,12 @@ static int run_submit(const options *o, size_t payload, result *res, int nres)
 	}
 	fprintf(stderr, "bench: gpuschedd pid %d, %s and %s, audit %s\n", (int)d.pid, d.url,
 	        tcp_url, d.db);
-	for (int i = 0; i < nres; i++)
-		measure_run(K_SUBMIT, res[i].tr == T_IPC ? d.url : tcp_url, payload, res[i].clients,
-		            o, &res[i].submit);
+	for (int i = 0; i < nres; i++) {
+		const char *url = res[i].tr == T_IPC ? d.url : tcp_url;
+		measure_run(K_SUBMIT, url, payload, res[i].clients, o, &res[i].submit);
+		if (o->completion)
+			measure_run(K_COMPLETE, url, payload, res[i].clients, o, &res[i].complete);
+	}
 
 	gs_client *c;
 	if (gs_connect(d.url, NULL, &c) == 0) {
@@ -828,7 +887,7 @@ int main(int argc, char **argv)
 	for (int i = 0; i < nres; i++) {
 		if (o.json)
 			print_json(&res[i], payload);
-		if (res[i].echo.errors || res[i].submit.errors)
+		if (res[i].echo.errors || res[i].submit.errors || res[i].complete.errors)
 			fail = 1;
 	}
 	return fail;
