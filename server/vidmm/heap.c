@@ -236,64 +236,57 @@ static void extent_set(gsd_heap *h, node *n, uint64_t offset, uint64_t size)
 	sz_insert(h, n);
 }
 
-/* The extent with the largest offset <= offset (or < offset when strict). */
-static node *extent_at_or_before(const gsd_heap *h, uint64_t offset, bool strict)
+/*
+ * The four lookups below are one walk. A tree's order puts the nodes whose key (offset, or size
+ * in the size tree) is below k first, then those equal to it, then those above it, so the walk
+ * finds the last node whose key is < k (<= k unless strict) when `last`, else the first whose
+ * key is > k (>= k unless strict); NULL when there is none.
+ */
+static avl_link *avl_bound(avl_link *t, uint64_t (*key)(const avl_link *), uint64_t k, bool last,
+                           bool strict)
 {
-	node *best = NULL;
-	for (avl_link *t = root_off(h); t;) {
-		uint64_t o = of_off(t)->ext.offset;
-		if (o < offset || (!strict && o == offset)) {
-			best = of_off(t);
-			t = t->child[1];
-		} else {
-			t = t->child[0];
-		}
+	avl_link *best = NULL;
+	while (t) {
+		uint64_t v = key(t);
+		bool hit = v == k ? !strict : (v < k) == last;
+		if (hit)
+			best = t;
+		t = t->child[hit ? last : !last];
 	}
 	return best;
 }
 
+static uint64_t key_off(const avl_link *l)
+{
+	return of_off(l)->ext.offset;
+}
+
+static uint64_t key_sz(const avl_link *l)
+{
+	return of_sz(l)->ext.size;
+}
+
+/* The extent with the largest offset <= offset (or < offset when strict). */
+static node *extent_at_or_before(const gsd_heap *h, uint64_t offset, bool strict)
+{
+	return of_off(avl_bound(root_off(h), key_off, offset, true, strict));
+}
+
 static node *extent_after(const gsd_heap *h, uint64_t offset)
 {
-	node *best = NULL;
-	for (avl_link *t = root_off(h); t;) {
-		if (of_off(t)->ext.offset > offset) {
-			best = of_off(t);
-			t = t->child[0];
-		} else {
-			t = t->child[1];
-		}
-	}
-	return best;
+	return of_off(avl_bound(root_off(h), key_off, offset, false, true));
 }
 
 /* The first extent in (size, offset) order whose size is >= size: the lowest best fit. */
 static node *best_fit_lowest(const gsd_heap *h, uint64_t size)
 {
-	node *best = NULL;
-	for (avl_link *t = root_sz(h); t;) {
-		if (of_sz(t)->ext.size >= size) {
-			best = of_sz(t);
-			t = t->child[0];
-		} else {
-			t = t->child[1];
-		}
-	}
-	return best;
+	return of_sz(avl_bound(root_sz(h), key_sz, size, false, false));
 }
 
 /* The last extent in (size, offset) order whose size is <= size. */
 static node *last_of_size_at_most(const gsd_heap *h, uint64_t size)
 {
-	node *best = NULL;
-	for (avl_link *t = root_sz(h); t;) {
-		if (of_sz(t)->ext.size <= size) {
-			best = of_sz(t);
-			t = t->child[1];
-		} else {
-			t = t->child[0];
-		}
-	}
-	return best;
+	return of_sz(avl_bound(root_sz(h), key_sz, size, true, false));
 }
 
 /* ---- heap ---- */
