@@ -34,6 +34,13 @@ static void barrier_ack(void *arg, bool ok)
 	pthread_mutex_unlock(&b->mu);
 }
 
+static void barrier_free(flush_barrier *b)
+{
+	pthread_mutex_destroy(&b->mu);
+	pthread_cond_destroy(&b->cv);
+	free(b);
+}
+
 static void barrier_wait(gsd_call *c)
 {
 	flush_barrier *b = c->barrier;
@@ -41,9 +48,7 @@ static void barrier_wait(gsd_call *c)
 	while (!b->done)
 		pthread_cond_wait(&b->cv, &b->mu);
 	pthread_mutex_unlock(&b->mu);
-	pthread_mutex_destroy(&b->mu);
-	pthread_cond_destroy(&b->cv);
-	free(b);
+	barrier_free(b);
 	c->barrier = NULL;
 }
 
@@ -60,9 +65,7 @@ static void read_after_flush(gsd_daemon *d, gsd_call *c, void (*work)(gsd_call *
 	c->barrier = b;
 	/* Queue the read first: if that fails the call is answered and nothing waits on b. */
 	if (!gsd_call_offload(c, work)) {
-		pthread_mutex_destroy(&b->mu);
-		pthread_cond_destroy(&b->cv);
-		free(b);
+		barrier_free(b);
 		return;
 	}
 	gsd_audit_flush(d->audit, barrier_ack, b);
@@ -92,10 +95,18 @@ static void reply_status_off_loop(gsd_call *c, int status, const char *message)
 /* A read of the audit file failed: the call is answered INTERNAL with why. */
 static void reply_read_failed(gsd_call *c, const char *err)
 {
-	Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
-	resp.status = GSD_ST(INTERNAL);
-	resp.message = (char *)err;
-	gsd_call_reply_off_loop(c, &resp);
+	reply_status_off_loop(c, GSD_ST(INTERNAL), err);
+}
+
+/* A time range (0: open at that end) must not be empty; false: answered INVALID_ARGUMENT. */
+static bool time_range_valid(gsd_call *c, uint64_t since_ns, uint64_t until_ns)
+{
+	if (!since_ns || !until_ns || since_ns < until_ns)
+		return true;
+	gsd_call_error(c, GSD_ST(INVALID_ARGUMENT),
+	               "the time range is empty: since_ns %llu is not before until_ns %llu",
+	               (unsigned long long)since_ns, (unsigned long long)until_ns);
+	return false;
 }
 
 static uint32_t clamp_limit(uint32_t limit)
@@ -186,12 +197,8 @@ void gsd_h_history(gsd_daemon *d, gsd_call *c)
 		               (int)q->state);
 		return;
 	}
-	if (q->since_ns && q->until_ns && q->since_ns >= q->until_ns) {
-		gsd_call_error(c, GSD_ST(INVALID_ARGUMENT),
-		               "the time range is empty: since_ns %llu is not before until_ns %llu",
-		               (unsigned long long)q->since_ns, (unsigned long long)q->until_ns);
+	if (!time_range_valid(c, q->since_ns, q->until_ns))
 		return;
-	}
 	if (q->before_packet && q->after_packet) {
 		gsd_call_error(c, GSD_ST(INVALID_ARGUMENT),
 		               "before_packet and after_packet are two cursors: give one");
@@ -483,12 +490,8 @@ void gsd_h_usage(gsd_daemon *d, gsd_call *c)
 		gsd_call_error(c, GSD_ST(INVALID_ARGUMENT), "by %d is not a UsageKey", (int)q->by);
 		return;
 	}
-	if (q->since_ns && q->until_ns && q->since_ns >= q->until_ns) {
-		gsd_call_error(c, GSD_ST(INVALID_ARGUMENT),
-		               "the time range is empty: since_ns %llu is not before until_ns %llu",
-		               (unsigned long long)q->since_ns, (unsigned long long)q->until_ns);
+	if (!time_range_valid(c, q->since_ns, q->until_ns))
 		return;
-	}
 	/* "*" (every tenant) is for administrators, like another tenant's name. */
 	if (!may_read_tenant(c, q->tenant))
 		return;
