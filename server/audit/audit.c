@@ -683,48 +683,36 @@ static int write_chain(gsd_audit *a, const struct node *n, chain_out *co)
 	return rc;
 }
 
+/* Each kind of record: the chain kind of its digest and the function that writes its row. */
+static const struct {
+	gs_chain_kind chain;
+	int (*write)(gsd_audit *a, const struct node *n, chain_out *co);
+} record_writers[] = {
+        [REC_PACKET] = {GS_CHAIN_PACKET, write_packet},
+        [REC_CONTEXT] = {GS_CHAIN_CONTEXT, write_context},
+        [REC_ALLOCATION] = {GS_CHAIN_ALLOCATION, write_allocation},
+        [REC_ERROR] = {GS_CHAIN_ERROR, write_texts},
+        [REC_NOTE] = {GS_CHAIN_NOTE, write_texts},
+        [REC_MOVE] = {GS_CHAIN_MOVE, write_move},
+        [REC_TENANT] = {GS_CHAIN_TENANT, write_tenant},
+};
+
 static int write_node(gsd_audit *a, const struct node *n)
 {
-	static const gs_chain_kind kinds[] = {
-	        [REC_PACKET] = GS_CHAIN_PACKET,
-	        [REC_CONTEXT] = GS_CHAIN_CONTEXT,
-	        [REC_ALLOCATION] = GS_CHAIN_ALLOCATION,
-	        [REC_ERROR] = GS_CHAIN_ERROR,
-	        [REC_NOTE] = GS_CHAIN_NOTE,
-	        [REC_MOVE] = GS_CHAIN_MOVE,
-	        [REC_TENANT] = GS_CHAIN_TENANT,
-	};
-	chain_out co = {.kind = (size_t)n->kind < sizeof kinds / sizeof kinds[0] ? kinds[n->kind]
-	                                                                         : 0};
-	int rc;
 	switch (n->kind) {
-	case REC_PACKET:
-		rc = write_packet(a, n, &co);
-		break;
-	case REC_CONTEXT:
-		rc = write_context(a, n, &co);
-		break;
-	case REC_ALLOCATION:
-		rc = write_allocation(a, n, &co);
-		break;
-	case REC_ERROR:
-	case REC_NOTE:
-		rc = write_texts(a, n, &co);
-		break;
-	case REC_MOVE:
-		rc = write_move(a, n, &co);
-		break;
-	case REC_TENANT:
-		rc = write_tenant(a, n, &co);
-		break;
 	case REC_FLUSH:
 		return SQLITE_OK; /* only its ack matters */
 	case REC_PRUNE:
 		a->prune_now = true;
 		return SQLITE_OK;
 	default:
-		return SQLITE_MISUSE;
+		break;
 	}
+	if ((size_t)n->kind >= sizeof record_writers / sizeof record_writers[0] ||
+	    !record_writers[n->kind].write)
+		return SQLITE_MISUSE;
+	chain_out co = {.kind = record_writers[n->kind].chain};
+	int rc = record_writers[n->kind].write(a, n, &co);
 	if (rc != SQLITE_OK || a->chain_off)
 		return rc;
 	if (!co.linked)
@@ -1387,8 +1375,10 @@ static struct node *node_take(gsd_audit *a, enum rec_kind kind)
 	return n;
 }
 
-static void node_push(gsd_audit *a, struct node *n)
+/* Hands n to the writer; returns its seq (read first: once queued, n is the writer's). */
+static uint64_t node_push(gsd_audit *a, struct node *n)
 {
+	uint64_t seq = n->seq;
 	pthread_mutex_lock(&a->mu);
 	bool was_empty = !a->head;
 	if (a->tail)
@@ -1412,6 +1402,7 @@ static void node_push(gsd_audit *a, struct node *n)
 	    (n->ack && a->pending_acks >= a->ack_target))
 		pthread_cond_signal(&a->cv);
 	pthread_mutex_unlock(&a->mu);
+	return seq;
 }
 
 static void node_lost(gsd_audit *a, gsd_audit_ack_fn ack, void *ack_arg)
@@ -1441,18 +1432,22 @@ static struct node *node_begin(gsd_audit *a, enum rec_kind kind, const char *ten
 	return n;
 }
 
-void gsd_audit_prune(gsd_audit *a, gsd_audit_ack_fn ack, void *ack_arg)
+/* A record that asks the writer to do something (prune, flush) and writes no row. */
+static void push_request(gsd_audit *a, enum rec_kind kind, gsd_audit_ack_fn ack, void *ack_arg)
 {
-	struct node *n = node_begin(a, REC_PRUNE, NULL, ack, ack_arg);
+	struct node *n = node_begin(a, kind, NULL, ack, ack_arg);
 	if (n)
 		node_push(a, n);
 }
 
+void gsd_audit_prune(gsd_audit *a, gsd_audit_ack_fn ack, void *ack_arg)
+{
+	push_request(a, REC_PRUNE, ack, ack_arg);
+}
+
 void gsd_audit_flush(gsd_audit *a, gsd_audit_ack_fn ack, void *ack_arg)
 {
-	struct node *n = node_begin(a, REC_FLUSH, NULL, ack, ack_arg);
-	if (n)
-		node_push(a, n);
+	push_request(a, REC_FLUSH, ack, ack_arg);
 }
 
 /* A packet record, with the allocation list of a SUBMITTED one (list NULL: none; the node
@@ -1479,9 +1474,7 @@ static uint64_t push_packet(gsd_audit *a, const gsd_packet_rec *rec, const char 
 	n->u.packet.result = NULL;
 	node_text(n, n->text1, sizeof n->text1, rec->result, NULL_TEXT1);
 	node_text(n, n->text2, sizeof n->text2, detail, NULL_TEXT2);
-	uint64_t seq = n->seq;
-	node_push(a, n);
-	return seq;
+	return node_push(a, n);
 }
 
 uint64_t gsd_audit_packet(gsd_audit *a, const gsd_packet_rec *rec, const char *detail,
@@ -1533,9 +1526,7 @@ uint64_t gsd_audit_move(gsd_audit *a, const gsd_move_rec *rec)
 	n->u.move.tenant = NULL;
 	n->u.move.reason = NULL;
 	node_text(n, n->text1, sizeof n->text1, rec->reason, NULL_TEXT1);
-	uint64_t seq = n->seq;
-	node_push(a, n);
-	return seq;
+	return node_push(a, n);
 }
 
 uint64_t gsd_audit_submitted(gsd_audit *a, const gsd_packet_rec *rec, const char *detail,
@@ -1571,9 +1562,7 @@ static uint64_t push_texts(gsd_audit *a, enum rec_kind kind, const char *tenant,
 	n->u.status = status;
 	node_text(n, n->text1, sizeof n->text1, text1, NULL_TEXT1);
 	node_text(n, n->text2, sizeof n->text2, text2, NULL_TEXT2);
-	uint64_t seq = n->seq;
-	node_push(a, n);
-	return seq;
+	return node_push(a, n);
 }
 
 uint64_t gsd_audit_error(gsd_audit *a, const char *tenant, const char *request, int status,
