@@ -375,6 +375,9 @@ void gsd_history_result_free(gsd_history_result *r)
 	memset(r, 0, sizeof *r);
 }
 
+/* The columns read_event_row reads, of packet_events e joined with packets p. */
+#define EVENT_COLUMNS "SELECT e.seq, e.packet, e.state, e.time_ns, e.detail, p.context"
+
 static void read_event_row(sqlite3_stmt *s, void *row)
 {
 	gsd_event_row *e = row;
@@ -387,89 +390,75 @@ static void read_event_row(sqlite3_stmt *s, void *row)
 	gsd_audit_copy_text(e->detail, sizeof e->detail, d ? (const char *)d : "");
 }
 
-int gsd_history_events(const char *path, const char *tenant, uint64_t packet, gsd_event_row **out,
+/*
+ * The frame of the three event reads: sql selects EVENT_COLUMNS, with the
+ * tenant as ?1, args as ?2.. (bind_bound) and, when `limited`, the row limit (limit_in, clamped
+ * by begin_read) last; an unlimited read collects every row.
+ */
+static int read_events(const char *path, const char *tenant, const char *sql, const uint64_t *args,
+                       int nargs, bool limited, uint32_t limit_in, gsd_event_row **out,
                        size_t *count, char *err, size_t errcap)
 {
 	*out = NULL;
 	*count = 0;
 	uint32_t limit;
 	sqlite3 *db;
-	if (begin_read(path, tenant, 0, &limit, &db, err, errcap) != 0)
+	if (begin_read(path, tenant, limit_in, &limit, &db, err, errcap) != 0)
 		return -1;
-	/* The packet_events(packet) index holds seq, so this reads one range in order. */
-	sqlite3_stmt *s = prepare_or_close(db,
-	                                   "SELECT e.seq, e.packet, e.state, e.time_ns, e.detail,"
-	                                   " p.context FROM packets p JOIN packet_events e ON"
-	                                   " e.packet = p.packet WHERE p.packet = ?1 AND"
-	                                   " p.tenant = ?2 ORDER BY e.seq",
-	                                   "history", err, errcap);
+	sqlite3_stmt *s = prepare_or_close(db, sql, "history", err, errcap);
 	if (!s)
 		return -1;
-	gsd_audit_bind_u64(s, 1, packet);
-	sqlite3_bind_text(s, 2, tenant, -1, SQLITE_STATIC);
-	int rc = collect_rows(db, s, sizeof(gsd_event_row), UINT32_MAX, read_event_row, "history",
+	sqlite3_bind_text(s, 1, tenant, -1, SQLITE_STATIC);
+	for (int i = 0; i < nargs; i++)
+		bind_bound(s, 2 + i, args[i]);
+	if (limited)
+		sqlite3_bind_int64(s, 2 + nargs, limit);
+	else
+		limit = UINT32_MAX;
+	int rc = collect_rows(db, s, sizeof(gsd_event_row), limit, read_event_row, "history",
 	                      (void **)out, count, err, errcap);
 	close_reader(db);
 	return rc;
+}
+
+int gsd_history_events(const char *path, const char *tenant, uint64_t packet, gsd_event_row **out,
+                       size_t *count, char *err, size_t errcap)
+{
+	/* The packet_events(packet) index holds seq, so this reads one range in order. */
+	const uint64_t args[] = {packet};
+	return read_events(path, tenant,
+	                   EVENT_COLUMNS
+	                   " FROM packets p JOIN packet_events e ON e.packet = p.packet"
+	                   " WHERE p.packet = ?2 AND p.tenant = ?1 ORDER BY e.seq",
+	                   args, 1, false, 0, out, count, err, errcap);
 }
 
 int gsd_history_events_range(const char *path, const char *tenant, uint64_t after_seq,
                              uint64_t before_seq, uint32_t limit_in, gsd_event_row **out,
                              size_t *count, char *err, size_t errcap)
 {
-	*out = NULL;
-	*count = 0;
-	uint32_t limit;
-	sqlite3 *db;
-	if (begin_read(path, tenant, limit_in, &limit, &db, err, errcap) != 0)
-		return -1;
 	/* seq is the rowid: one range of the table, in order, filtered by the packet's tenant. */
-	sqlite3_stmt *s = prepare_or_close(db,
-	                                   "SELECT e.seq, e.packet, e.state, e.time_ns, e.detail,"
-	                                   " p.context FROM packet_events e JOIN packets p ON"
-	                                   " p.packet = e.packet WHERE e.seq > ?1 AND e.seq < ?2"
-	                                   " AND p.tenant = ?3 ORDER BY e.seq LIMIT ?4",
-	                                   "history", err, errcap);
-	if (!s)
-		return -1;
-	bind_bound(s, 1, after_seq);
-	bind_bound(s, 2, before_seq ? before_seq : UINT64_MAX);
-	sqlite3_bind_text(s, 3, tenant, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(s, 4, limit);
-	int rc = collect_rows(db, s, sizeof(gsd_event_row), limit, read_event_row, "history",
-	                      (void **)out, count, err, errcap);
-	close_reader(db);
-	return rc;
+	const uint64_t args[] = {after_seq, before_seq ? before_seq : UINT64_MAX};
+	return read_events(path, tenant,
+	                   EVENT_COLUMNS
+	                   " FROM packet_events e JOIN packets p ON p.packet = e.packet"
+	                   " WHERE e.seq > ?2 AND e.seq < ?3 AND p.tenant = ?1"
+	                   " ORDER BY e.seq LIMIT ?4",
+	                   args, 2, true, limit_in, out, count, err, errcap);
 }
 
 int gsd_history_events_window(const char *path, const char *tenant, uint64_t after_seq,
                               uint64_t since_ns, uint64_t until_ns, uint32_t limit_in,
                               gsd_event_row **out, size_t *count, char *err, size_t errcap)
 {
-	*out = NULL;
-	*count = 0;
-	uint32_t limit;
-	sqlite3 *db;
-	if (begin_read(path, tenant, limit_in, &limit, &db, err, errcap) != 0)
-		return -1;
-	sqlite3_stmt *s = prepare_or_close(
-	        db,
-	        "SELECT e.seq, e.packet, e.state, e.time_ns, e.detail, p.context FROM packets p"
-	        " JOIN packet_events e ON e.packet = p.packet WHERE p.tenant = ?1"
-	        " AND p.submitted_ns >= ?2 AND p.submitted_ns < ?3 AND e.seq > ?4"
-	        " ORDER BY e.seq LIMIT ?5",
-	        "history", err, errcap);
-	if (!s)
-		return -1;
-	sqlite3_bind_text(s, 1, tenant, -1, SQLITE_STATIC);
-	bind_bound(s, 2, since_ns);
-	bind_bound(s, 3, until_ns ? until_ns : UINT64_MAX);
-	bind_bound(s, 4, after_seq);
-	sqlite3_bind_int64(s, 5, limit);
-	int rc = collect_rows(db, s, sizeof(gsd_event_row), limit, read_event_row, "history",
-	                      (void **)out, count, err, errcap);
-	close_reader(db);
-	return rc;
+	const uint64_t args[] = {since_ns, until_ns ? until_ns : UINT64_MAX, after_seq};
+	return read_events(path, tenant,
+	                   EVENT_COLUMNS
+	                   " FROM packets p JOIN packet_events e ON e.packet = p.packet"
+	                   " WHERE p.tenant = ?1 AND p.submitted_ns >= ?2"
+	                   " AND p.submitted_ns < ?3 AND e.seq > ?4"
+	                   " ORDER BY e.seq LIMIT ?5",
+	                   args, 3, true, limit_in, out, count, err, errcap);
 }
 
 int gsd_history_packet(const char *path, const char *tenant, uint64_t packet, gsd_packet_rec *out,
