@@ -29,9 +29,9 @@
 #include <unistd.h>
 
 #include <nng/nng.h>
-#include <nng/protocol/reqrep0/rep.h>
 #include <nng/protocol/reqrep0/req.h>
 
+#include "echo.h"
 #include "gpusched.h"
 #include "gpusched.pb-c.h"
 #include "isa.h"
@@ -155,31 +155,6 @@ typedef struct echo_ctx {
 	size_t payload;
 } echo_ctx;
 
-static void echo_server_cb(void *arg)
-{
-	echo_ctx *e = arg;
-	int rv = nng_aio_result(e->aio);
-
-	if (e->sending) {
-		e->sending = false;
-		if (rv != 0) {
-			nng_msg_free(nng_aio_get_msg(e->aio));
-			nng_aio_set_msg(e->aio, NULL);
-			if (rv == NNG_ECLOSED || rv == NNG_ECANCELED)
-				return;
-		}
-		nng_ctx_recv(e->ctx, e->aio);
-		return;
-	}
-	if (rv != 0) {
-		if (rv != NNG_ECLOSED && rv != NNG_ECANCELED)
-			nng_ctx_recv(e->ctx, e->aio);
-		return;
-	}
-	e->sending = true;
-	nng_ctx_send(e->ctx, e->aio); /* the request goes straight back */
-}
-
 static int echo_send(echo_ctx *e)
 {
 	nng_msg *m;
@@ -226,31 +201,21 @@ static void echo_client_cb(void *arg)
 
 static void run_echo(const char *url, size_t payload, const options *o, measure *out)
 {
-	nng_socket srv, cli;
-	echo_ctx *s = calloc((size_t)o->inflight, sizeof(*s));
+	nng_socket cli = NNG_SOCKET_INITIALIZER;
+	gs_echo_server srv;
 	echo_ctx *c = calloc((size_t)o->inflight, sizeof(*c));
 	counter k;
 	int rv;
 
 	memset(out, 0, sizeof(*out));
 	counter_setup(&k);
-	if (!s || !c || nng_rep0_open(&srv) != 0) {
+	if (!c || gs_echo_start(&srv, &url, 1, o->inflight) != 0) {
 		counter_destroy(&k);
 		snprintf(out->error, sizeof(out->error), "cannot set up the echo server");
-		free(s);
 		free(c);
 		return;
 	}
-	rv = nng_listen(srv, url, NULL, 0);
-	for (int i = 0; rv == 0 && i < o->inflight; i++) {
-		rv = nng_ctx_open(&s[i].ctx, srv);
-		if (rv == 0)
-			rv = nng_aio_alloc(&s[i].aio, echo_server_cb, &s[i]);
-		if (rv == 0)
-			nng_ctx_recv(s[i].ctx, s[i].aio);
-	}
-	if (rv == 0)
-		rv = nng_req0_open(&cli);
+	rv = nng_req0_open(&cli);
 	if (rv == 0)
 		rv = nng_socket_set_ms(cli, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
 	if (rv == 0)
@@ -297,18 +262,10 @@ done:
 		if (c[i].aio)
 			nng_aio_stop(c[i].aio);
 	nng_close(cli);
+	gs_echo_stop(&srv);
 	for (int i = 0; i < o->inflight; i++)
-		if (s[i].aio)
-			nng_aio_stop(s[i].aio);
-	nng_close(srv);
-	for (int i = 0; i < o->inflight; i++) {
 		nng_aio_free(c[i].aio);
-		if (s[i].aio)
-			nng_msg_free(nng_aio_get_msg(s[i].aio));
-		nng_aio_free(s[i].aio);
-	}
 	counter_destroy(&k);
-	free(s);
 	free(c);
 }
 

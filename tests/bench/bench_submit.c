@@ -36,9 +36,9 @@
 #include <unistd.h>
 
 #include <nng/nng.h>
-#include <nng/protocol/reqrep0/rep.h>
 #include <nng/protocol/reqrep0/req.h>
 
+#include "echo.h"
 #include "gpusched.h"
 #include "gpusched.pb-c.h"
 #include "isa.h"
@@ -107,91 +107,6 @@ static size_t submit_request_size(void)
 	n = gpusched__v1__request__pack(&rq, buf);
 	free(buf);
 	return n;
-}
-
-/* ---- the echo server: a REP socket served through nng contexts and aio callbacks ---- */
-
-typedef struct echo_worker {
-	nng_ctx ctx;
-	nng_aio *aio;
-	bool sending;
-} echo_worker;
-
-typedef struct echo_server {
-	nng_socket sock;
-	int nworkers;
-	echo_worker *workers;
-} echo_server;
-
-/* Runs on nng's threads: a received message goes straight back on the same context. */
-static void echo_cb(void *arg)
-{
-	echo_worker *w = arg;
-	int rv = nng_aio_result(w->aio);
-	if (w->sending) {
-		w->sending = false;
-		if (rv != 0) {
-			nng_msg_free(nng_aio_get_msg(w->aio));
-			nng_aio_set_msg(w->aio, NULL);
-			if (rv == NNG_ECLOSED || rv == NNG_ECANCELED)
-				return;
-		}
-		nng_ctx_recv(w->ctx, w->aio);
-		return;
-	}
-	if (rv != 0) {
-		if (rv != NNG_ECLOSED && rv != NNG_ECANCELED)
-			nng_ctx_recv(w->ctx, w->aio);
-		return;
-	}
-	w->sending = true;
-	nng_ctx_send(w->ctx, w->aio); /* the received message is still on the aio */
-}
-
-static int echo_start(echo_server *e, const char *const *urls, int nurls, int nworkers)
-{
-	memset(e, 0, sizeof(*e));
-	int rv = nng_rep0_open(&e->sock);
-	if (rv != 0)
-		return rv;
-	nng_socket_set_size(e->sock, NNG_OPT_RECVMAXSZ, 1u << 20);
-	for (int i = 0; i < nurls; i++) {
-		rv = nng_listen(e->sock, urls[i], NULL, 0);
-		if (rv != 0) {
-			fprintf(stderr, "bench: echo server cannot listen on %s: %s\n", urls[i],
-			        nng_strerror(rv));
-			nng_close(e->sock);
-			return rv;
-		}
-	}
-	e->workers = calloc((size_t)nworkers, sizeof(*e->workers));
-	if (!e->workers) {
-		nng_close(e->sock);
-		return NNG_ENOMEM;
-	}
-	for (int i = 0; i < nworkers; i++) {
-		echo_worker *w = &e->workers[i];
-		rv = nng_ctx_open(&w->ctx, e->sock);
-		if (rv == 0)
-			rv = nng_aio_alloc(&w->aio, echo_cb, w);
-		if (rv != 0)
-			break;
-		e->nworkers++;
-		nng_ctx_recv(w->ctx, w->aio);
-	}
-	return rv;
-}
-
-static void echo_stop(echo_server *e)
-{
-	for (int i = 0; i < e->nworkers; i++)
-		nng_aio_stop(e->workers[i].aio);
-	nng_close(e->sock);
-	for (int i = 0; i < e->nworkers; i++) {
-		nng_msg_free(nng_aio_get_msg(e->workers[i].aio));
-		nng_aio_free(e->workers[i].aio);
-	}
-	free(e->workers);
 }
 
 /* ---- client threads ---- */
@@ -768,7 +683,7 @@ static int run_echo(const options *o, size_t payload, result *res, int nres)
 		maxc = o->clients[i] > maxc ? o->clients[i] : maxc;
 	/* As many contexts as the daemon keeps receiving by default, or one per client. */
 	int nworkers = maxc > 16 ? maxc : 16;
-	echo_server e;
+	gs_echo_server e;
 	int rv = -1;
 	for (int attempt = 0; attempt < 5 && rv != 0; attempt++) {
 		int port = free_tcp_port();
@@ -776,7 +691,7 @@ static int run_echo(const options *o, size_t payload, result *res, int nres)
 			continue;
 		snprintf(urls[T_TCP], sizeof(urls[T_TCP]), "tcp://127.0.0.1:%d", port);
 		const char *list[] = {urls[T_IPC], urls[T_TCP]};
-		rv = echo_start(&e, list, 2, nworkers);
+		rv = gs_echo_start(&e, list, 2, nworkers);
 	}
 	if (rv != 0) {
 		fprintf(stderr, "bench: cannot start the echo server\n");
@@ -785,7 +700,7 @@ static int run_echo(const options *o, size_t payload, result *res, int nres)
 	}
 	for (int i = 0; i < nres; i++)
 		measure_run(K_ECHO, urls[res[i].tr], payload, res[i].clients, o, &res[i].echo);
-	echo_stop(&e);
+	gs_echo_stop(&e);
 	char sock[400];
 	snprintf(sock, sizeof(sock), "%s/echo.sock", dir);
 	unlink(sock);

@@ -360,6 +360,18 @@ static void test_staging_memory(void **state)
 	stop_fx(&f);
 }
 
+/* A daemon on `json` with the loss hook `env`, a client of it, the adapter's layout and a
+ * device. */
+static gs_client *loss_daemon(fx *f, const char *json, const char *env, itest_layout *l,
+                              uint64_t *dev)
+{
+	start_with(f, json, env);
+	gs_client *c = itest_connect(&f->d, NULL);
+	itest_layout_of(c, l);
+	assert_int_equal(gs_device_create(c, "loss", dev), 0);
+	return c;
+}
+
 /*
  * A device loss, injected (GSD_VULKAN_INJECT_LOSS: a SPIN of that many microseconds loses
  * the device). The packet that lost it FAULTS and its context with it; a packet of another
@@ -371,12 +383,9 @@ static void test_device_loss(void **state)
 {
 	(void)state;
 	fx f = {0};
-	start_with(&f, config_json, "GSD_VULKAN_INJECT_LOSS=4242");
-	gs_client *c = itest_connect(&f.d, NULL);
 	itest_layout l;
-	itest_layout_of(c, &l);
 	uint64_t dev;
-	assert_int_equal(gs_device_create(c, "loss", &dev), 0);
+	gs_client *c = loss_daemon(&f, config_json, "GSD_VULKAN_INJECT_LOSS=4242", &l, &dev);
 	uint64_t innocent = itest_context(c, dev, 0, l.paging_node);
 	uint64_t guilty = itest_context(c, dev, 1, l.paging_node);
 	gs_allocation_placement a;
@@ -450,12 +459,9 @@ static void test_device_loss_unrecoverable(void **state)
 	                             "\"name\": \"gpu0\", \"backend\": \"vulkan\","
 	                             " \"local_memory\": \"device\", \"system_memory_mib\": 64}]}";
 	fx f = {0};
-	start_with(&f, staged, "GSD_VULKAN_INJECT_LOSS=4243");
-	gs_client *c = itest_connect(&f.d, NULL);
 	itest_layout l;
-	itest_layout_of(c, &l);
 	uint64_t dev;
-	assert_int_equal(gs_device_create(c, "dead", &dev), 0);
+	gs_client *c = loss_daemon(&f, staged, "GSD_VULKAN_INJECT_LOSS=4243", &l, &dev);
 	uint64_t ctx = itest_context(c, dev, 0, l.paging_node);
 	gs_dmabuf buf;
 	gs_dmabuf_init(&buf);
