@@ -32,6 +32,7 @@
 #include <nng/protocol/reqrep0/req.h>
 
 #include "echo.h"
+#include "itest.h"
 #include "gpusched.h"
 #include "gpusched.pb-c.h"
 #include "isa.h"
@@ -408,22 +409,11 @@ done:
 	gs_dmabuf_free(&s.dma);
 }
 
-/* ---- main ---- */
-
+/* A loopback TCP port nobody listens on now (itest_free_port), or -1. */
 static int free_tcp_port(void)
 {
-	struct sockaddr_in sa = {.sin_family = AF_INET};
-	socklen_t len = sizeof(sa);
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), port = -1;
-
-	if (fd < 0)
-		return -1;
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
-	    getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
-		port = ntohs(sa.sin_port);
-	close(fd);
-	return port;
+	uint16_t port = itest_free_port();
+	return port ? (int)port : -1;
 }
 
 static void usage(FILE *out)

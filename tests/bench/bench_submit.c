@@ -39,6 +39,7 @@
 #include <nng/protocol/reqrep0/req.h>
 
 #include "echo.h"
+#include "itest.h"
 #include "gpusched.h"
 #include "gpusched.pb-c.h"
 #include "isa.h"
@@ -445,22 +446,11 @@ static void measure_run(kind k, const char *url, size_t payload, int nclients, c
 
 /* ---- set-up ---- */
 
-/* A loopback TCP port nobody listens on now: bind port 0 and read back what the kernel chose.
- * Another process could take it before we listen; the callers retry. */
+/* A loopback TCP port nobody listens on now (itest_free_port), or -1. */
 static int free_tcp_port(void)
 {
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -1;
-	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = 0};
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	socklen_t len = sizeof(sa);
-	int port = -1;
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
-	    getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
-		port = ntohs(sa.sin_port);
-	close(fd);
-	return port;
+	uint16_t port = itest_free_port();
+	return port ? (int)port : -1;
 }
 
 static void usage(FILE *out)
