@@ -409,13 +409,6 @@ done:
 	gs_dmabuf_free(&s.dma);
 }
 
-/* A loopback TCP port nobody listens on now (itest_free_port), or -1. */
-static int free_tcp_port(void)
-{
-	uint16_t port = itest_free_port();
-	return port ? (int)port : -1;
-}
-
 static void usage(FILE *out)
 {
 	fprintf(out,
@@ -490,7 +483,7 @@ int main(int argc, char **argv)
 	}
 	size_t payload = payload_size();
 	if (o.tcp) {
-		int port = free_tcp_port();
+		int port = (int)itest_free_port();
 		snprintf(echo_url, sizeof(echo_url), "tcp://127.0.0.1:%d", port);
 	} else {
 		snprintf(echo_url, sizeof(echo_url), "ipc://%s/echo.sock", dir);
@@ -502,7 +495,8 @@ int main(int argc, char **argv)
 		const char *args[3] = {NULL};
 
 		if (o.tcp) {
-			snprintf(tcp_url, sizeof(tcp_url), "tcp://127.0.0.1:%d", free_tcp_port());
+			snprintf(tcp_url, sizeof(tcp_url), "tcp://127.0.0.1:%d",
+			         (int)itest_free_port());
 			args[0] = "--listen";
 			args[1] = tcp_url;
 		}

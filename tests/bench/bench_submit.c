@@ -446,13 +446,6 @@ static void measure_run(kind k, const char *url, size_t payload, int nclients, c
 
 /* ---- set-up ---- */
 
-/* A loopback TCP port nobody listens on now (itest_free_port), or -1. */
-static int free_tcp_port(void)
-{
-	uint16_t port = itest_free_port();
-	return port ? (int)port : -1;
-}
-
 static void usage(FILE *out)
 {
 	fprintf(out,
@@ -676,8 +669,8 @@ static int run_echo(const options *o, size_t payload, result *res, int nres)
 	gs_echo_server e;
 	int rv = -1;
 	for (int attempt = 0; attempt < 5 && rv != 0; attempt++) {
-		int port = free_tcp_port();
-		if (port < 0)
+		int port = itest_free_port();
+		if (port == 0)
 			continue;
 		snprintf(urls[T_TCP], sizeof(urls[T_TCP]), "tcp://127.0.0.1:%d", port);
 		const char *list[] = {urls[T_IPC], urls[T_TCP]};
@@ -704,8 +697,8 @@ static int run_submit(const options *o, size_t payload, result *res, int nres)
 	char tcp_url[64] = "";
 	int rc = -1;
 	for (int attempt = 0; attempt < 3 && rc != 0; attempt++) {
-		int port = free_tcp_port();
-		if (port < 0)
+		int port = itest_free_port();
+		if (port == 0)
 			continue;
 		snprintf(tcp_url, sizeof(tcp_url), "tcp://127.0.0.1:%d", port);
 		const char *args[40] = {"--listen", tcp_url};
