@@ -372,6 +372,21 @@ static gs_client *loss_daemon(fx *f, const char *json, const char *env, itest_la
 	return c;
 }
 
+/* Submits the SPIN of `micros` the loss hook is set to on ctx: the blamed packet FAULTS. */
+static void lose_device(gs_client *c, uint64_t ctx, uint64_t micros)
+{
+	gs_dmabuf buf;
+	gs_dmabuf_init(&buf);
+	assert_int_equal(gs_dmabuf_spin(&buf, micros, 0), 0);
+	gs_submit_result r;
+	assert_int_equal(gs_submit(c, ctx, &buf, 0, &r), 0);
+	gs_packet_state st;
+	assert_int_equal(gs_packet_wait(c, r.packet, ITEST_TIMEOUT_MS, &st, NULL),
+	                 GS_STATUS_FAULTED);
+	assert_int_equal(st, GS_PACKET_FAULTED);
+	gs_dmabuf_free(&buf);
+}
+
 /*
  * A device loss, injected (GSD_VULKAN_INJECT_LOSS: a SPIN of that many microseconds loses
  * the device). The packet that lost it FAULTS and its context with it; a packet of another
@@ -406,14 +421,8 @@ static void test_device_loss(void **state)
 	assert_int_equal(gs_sync_wait(c, s, 1, ITEST_TIMEOUT_MS, &cur), 0);
 
 	/* Now, while it spins, the other context loses the device. */
-	gs_dmabuf_reset(&buf);
-	assert_int_equal(gs_dmabuf_spin(&buf, 4242, 0), 0);
-	gs_submit_result rg;
-	assert_int_equal(gs_submit(c, guilty, &buf, 0, &rg), 0);
+	lose_device(c, guilty, 4242);
 	gs_packet_state st;
-	assert_int_equal(gs_packet_wait(c, rg.packet, ITEST_TIMEOUT_MS, &st, NULL),
-	                 GS_STATUS_FAULTED);
-	assert_int_equal(st, GS_PACKET_FAULTED);
 
 	assert_int_equal(gs_packet_wait(c, ri.packet, ITEST_TIMEOUT_MS, &st, NULL), 0);
 	assert_int_equal(st, GS_PACKET_COMPLETED);
@@ -463,14 +472,11 @@ static void test_device_loss_unrecoverable(void **state)
 	uint64_t dev;
 	gs_client *c = loss_daemon(&f, staged, "GSD_VULKAN_INJECT_LOSS=4243", &l, &dev);
 	uint64_t ctx = itest_context(c, dev, 0, l.paging_node);
+	lose_device(c, ctx, 4243);
 	gs_dmabuf buf;
 	gs_dmabuf_init(&buf);
-	assert_int_equal(gs_dmabuf_spin(&buf, 4243, 0), 0);
 	gs_submit_result r;
-	assert_int_equal(gs_submit(c, ctx, &buf, 0, &r), 0);
 	gs_packet_state st;
-	assert_int_equal(gs_packet_wait(c, r.packet, ITEST_TIMEOUT_MS, &st, NULL),
-	                 GS_STATUS_FAULTED);
 
 	gs_daemon_info *info = NULL;
 	assert_int_equal(gs_info(c, &info), 0);
