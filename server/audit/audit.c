@@ -1081,6 +1081,10 @@ static void writer_truncate_wal(gsd_audit *a)
  * them are left to copy. */
 #define RESTART_FRAMES 4000
 #define RESTART_LEFT   512
+/* A RESTART holds new writers while it waits for readers of the old WAL: at most this long
+ * (then it gives up, and a later one tries again), so a history reader never stalls commits
+ * for more than a moment. */
+#define CKPT_BUSY_MS 2
 
 /* The checkpointer's thread: a PASSIVE checkpoint each time the writer asks. */
 static void *ckpt_main(void *arg)
@@ -1972,7 +1976,7 @@ static void ckpt_start(gsd_audit *a, const char *path, bool sync_full)
 {
 	if (sqlite3_open_v2(path, &a->ckpt_db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL) !=
 	            SQLITE_OK ||
-	    sqlite3_busy_timeout(a->ckpt_db, 50) != SQLITE_OK ||
+	    sqlite3_busy_timeout(a->ckpt_db, CKPT_BUSY_MS) != SQLITE_OK ||
 	    sqlite3_exec(a->ckpt_db,
 	                 sync_full ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL",
 	                 NULL, NULL, NULL) != SQLITE_OK)
