@@ -9,11 +9,12 @@
 #   5  bench_submit          (--completion) submit -> COMPLETED seen by the client vs echo
 #   2  bench_async           pipelined submit from one thread (64 in flight) vs pipelined echo
 #   3  bench_audit           the audit writer with its hash chain and a reader vs without
+#   4  bench_submit          (--audit-baseline) submit with the audit vs a null audit sink
 #   6  bench_rss             RSS with 10,000 contexts and 100,000 allocations (target 64 MiB)
 #   7  bench_sched_decision  one scheduling decision at 10,000 contexts vs at 10
 #
 # Not measured yet (said so in the output): batched submit vs raw SQLite inserts of the same
-# rows, and audit on vs a null audit sink. Set SKIP_SETUP=1 to skip installing packages.
+# rows. Set SKIP_SETUP=1 to skip installing packages.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -42,8 +43,8 @@ run "2. pipelined submit, 64 in flight from one thread, vs pipelined echo (targe
 	$bin/bench_async
 run "3. the audit writer: hash chain and a reader vs neither" \
 	$bin/bench_audit --packets 50000 --rows 100000 --queries 200 --rounds 3
-echo
-echo "== 4. audit on vs a null audit sink: not implemented yet"
+run "4. submit with the audit vs a null audit sink (gpuschedd --bench-null-audit; target >= 0.9)" \
+	$bin/bench_submit --clients 1,8,64 --transport ipc --seconds 3 --audit-baseline
 run "6. resident memory with 10,000 contexts and 100,000 allocations (target <= 64 MiB)" \
 	$bin/bench_rss
 run "7. one scheduling decision at 10,000 contexts vs at 10 (target <= 2x)" \

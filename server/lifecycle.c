@@ -161,9 +161,13 @@ int gsd_daemon_init(gsd_daemon *d, const gsd_config *cfg, uv_loop_t *loop)
 	if (!d->retired || add_tenants(d, cfg) != 0)
 		return -1;
 	gsd_audit_options ao = {.sync_full = cfg->audit_sync_full,
+	                        .null_sink = cfg->bench_null_audit,
 	                        .wal_limit = cfg->wal_limit,
 	                        .retain_age_ns = cfg->retention_age_s * 1000000000u,
 	                        .retain_packets = cfg->retention_packets};
+	if (cfg->bench_null_audit)
+		GSD_WARN("--bench-null-audit: nothing is written to the audit file (benchmarks "
+		         "only): no history, no verification, no durability");
 	if (gsd_audit_open(cfg->db_path, &ao, &d->audit) != 0) {
 		GSD_ERROR("cannot open the audit database %s", cfg->db_path);
 		return -1;

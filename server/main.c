@@ -43,6 +43,9 @@ static void usage(FILE *out)
 	        "      --log-level L     error, warn, info (default) or debug\n"
 	        "      --audit-sync-full fsync every audit commit (survives power loss, slower);\n"
 	        "                        default survives a daemon crash (kill -9)\n"
+	        "      --bench-null-audit  benchmarks only: acknowledge audit records without\n"
+	        "                        writing them (no history, no guarantees), to measure\n"
+	        "                        what auditing costs\n"
 	        "      --hash-token      read a tenant token from stdin, print its salted hash\n"
 	        "                        for a tenant's \"token_hash\" in the config, and exit\n"
 	        "  -h, --help            show this help\n"
@@ -59,6 +62,7 @@ enum {
 	OPT_BACKEND,
 	OPT_DEVICE,
 	OPT_AUDIT_SYNC,
+	OPT_BENCH_NULL_AUDIT,
 	OPT_METRICS,
 	OPT_HASH_TOKEN
 };
@@ -101,6 +105,7 @@ typedef struct cli_opts {
 	const char *device;
 	const char *log_level;
 	bool audit_sync_full;
+	bool bench_null_audit;
 } cli_opts;
 
 /* The options that only keep their argument: the field of cli_opts each one sets. */
@@ -143,6 +148,7 @@ static int parse_args(int argc, char **argv, cli_opts *o)
 	        {"device", required_argument, NULL, OPT_DEVICE},
 	        {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
 	        {"audit-sync-full", no_argument, NULL, OPT_AUDIT_SYNC},
+	        {"bench-null-audit", no_argument, NULL, OPT_BENCH_NULL_AUDIT},
 	        {"hash-token", no_argument, NULL, OPT_HASH_TOKEN},
 	        {"help", no_argument, NULL, 'h'},
 	        {"version", no_argument, NULL, 'V'},
@@ -162,6 +168,9 @@ static int parse_args(int argc, char **argv, cli_opts *o)
 			break;
 		case OPT_AUDIT_SYNC:
 			o->audit_sync_full = true;
+			break;
+		case OPT_BENCH_NULL_AUDIT:
+			o->bench_null_audit = true;
 			break;
 		case OPT_HASH_TOKEN:
 			exit(hash_token());
@@ -227,6 +236,7 @@ static int apply_args(gsd_config *cfg, const cli_opts *o)
 			         o->device);
 	if (o->audit_sync_full)
 		cfg->audit_sync_full = true;
+	cfg->bench_null_audit = o->bench_null_audit;
 	gsd_config_backend_defaults(cfg);
 	if (gsd_config_validate(cfg, err, sizeof(err)) != 0) {
 		fprintf(stderr, "gpuschedd: configuration: %s\n", err);

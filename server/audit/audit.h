@@ -41,6 +41,10 @@ typedef struct gsd_audit_options {
 	uint64_t wal_limit; /* bytes; checkpoint (TRUNCATE) when the WAL grows past it */
 	/* Writes no hash chain: only bench_audit's baseline uses it (the file does not verify). */
 	bool no_chain;
+	/* Benchmarks only (gpuschedd --bench-null-audit): every record is acknowledged as
+	 * written without being written, so a benchmark can measure what auditing costs. The
+	 * file keeps nothing of the run: no history, no verification, no guarantee. */
+	bool null_sink;
 	/* Retention: records of packets older than retain_age_ns, or beyond the newest
 	 * retain_packets packets, leave the file (0: no limit). Verification still holds: see
 	 * schema/chain.h. */

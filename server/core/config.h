@@ -93,6 +93,7 @@ typedef struct gsd_config {
 	bool virtual_clock;
 	int log_level;
 	bool audit_sync_full;
+	bool bench_null_audit; /* gpuschedd --bench-null-audit: benchmarks only */
 	uint64_t wal_limit;
 	/* audit_retention: keep packets younger than max_age_s and at most max_packets of them
 	 * (0: no limit); older records leave the file, verification still holds. */

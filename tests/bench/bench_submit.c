@@ -62,6 +62,7 @@ typedef struct options {
 	bool transports[T_COUNT];
 	bool json;
 	bool completion;
+	bool audit_baseline;
 	int ndaemon_args;
 	const char *daemon_args[32];
 } options;
@@ -80,6 +81,7 @@ typedef struct result {
 	transport tr;
 	int clients;
 	measure echo, submit, complete;
+	measure unaudited; /* --audit-baseline: submit on a daemon with --bench-null-audit */
 } result;
 
 /* ---- the payload ---- */
@@ -463,6 +465,9 @@ static void usage(FILE *out)
 	        "  --transport LIST   ipc, tcp or ipc,tcp (default ipc,tcp)\n"
 	        "  --daemon-arg ARG   pass ARG to gpuschedd (repeatable), e.g. --daemon-arg\n"
 	        "                     --audit-sync-full\n"
+	        "  --audit-baseline   also submit on a second daemon with --bench-null-audit\n"
+	        "                     (audit records acknowledged, not written): what\n"
+	        "                     auditing costs, as the ratio of the two\n"
 	        "  --completion       also a NOP run on the engine and waited for until the\n"
 	        "                     client sees it COMPLETED, against the echo round trip\n"
 	        "  --json             one JSON object per line on stdout; the table goes to "
@@ -525,6 +530,9 @@ static int parse_args(int argc, char **argv, options *o)
 			continue;
 		} else if (!strcmp(a, "--completion")) {
 			o->completion = true;
+			continue;
+		} else if (!strcmp(a, "--audit-baseline")) {
+			o->audit_baseline = true;
 			continue;
 		}
 		if (!v) {
@@ -609,6 +617,16 @@ static void print_table(FILE *out, const result *res, int n, size_t payload, con
 		        r->echo.p99_us > 0 ? r->complete.p99_us / r->echo.p99_us : 0,
 		        r->complete.errors ? "  (errors)" : "");
 	}
+	for (int i = 0; o->audit_baseline && i < n; i++) {
+		const result *r = &res[i];
+		fprintf(out,
+		        "audit on vs a null audit sink, %d client%s, %s: %.0f vs %.0f req/s, ratio "
+		        "%.3f (target >= 0.9)%s\n",
+		        r->clients, r->clients == 1 ? "" : "s", transport_names[r->tr],
+		        r->submit.rps, r->unaudited.rps,
+		        r->unaudited.rps > 0 ? r->submit.rps / r->unaudited.rps : 0,
+		        r->unaudited.errors ? "  (errors)" : "");
+	}
 	for (int i = 0; i < n; i++) {
 		if (res[i].complete.errors)
 			fprintf(out, "completion %s x%d: %d client(s) failed; first: %s\n",
@@ -627,6 +645,13 @@ static void print_table(FILE *out, const result *res, int n, size_t payload, con
 
 static void print_json(const result *r, size_t payload)
 {
+	if (r->unaudited.requests)
+		printf("{\"bench\":\"audit_cost\",\"transport\":\"%s\",\"clients\":%d,"
+		       "\"audited_rps\":%.1f,\"unaudited_rps\":%.1f,\"ratio\":%.4f,\"errors\":%d}"
+		       "\n",
+		       transport_names[r->tr], r->clients, r->submit.rps, r->unaudited.rps,
+		       r->unaudited.rps > 0 ? r->submit.rps / r->unaudited.rps : 0,
+		       r->unaudited.errors);
 	if (r->complete.requests)
 		printf("{\"bench\":\"completion\",\"transport\":\"%s\",\"clients\":%d,"
 		       "\"complete_p50_us\":%.2f,\"complete_p99_us\":%.2f,\"echo_p50_us\":%.2f,"
@@ -691,7 +716,9 @@ static int run_echo(const options *o, size_t payload, result *res, int nres)
 	return 0;
 }
 
-static int run_submit(const options *o, size_t payload, result *res, int nres)
+/* Submit (and --completion) measurements on a daemon of its own; with null_audit on one
+ * started with --bench-null-audit, into each result's `unaudited`. */
+static int run_submit(const options *o, size_t payload, result *res, int nres, bool null_audit)
 {
 	gs_testd d;
 	char tcp_url[64] = "";
@@ -705,6 +732,8 @@ static int run_submit(const options *o, size_t payload, result *res, int nres)
 		int n = 2;
 		for (int i = 0; i < o->ndaemon_args; i++)
 			args[n++] = o->daemon_args[i];
+		if (null_audit)
+			args[n++] = "--bench-null-audit";
 		args[n] = NULL;
 		rc = gs_testd_start(&d, args);
 		if (rc != 0)
@@ -718,8 +747,9 @@ static int run_submit(const options *o, size_t payload, result *res, int nres)
 	        tcp_url, d.db);
 	for (int i = 0; i < nres; i++) {
 		const char *url = res[i].tr == T_IPC ? d.url : tcp_url;
-		measure_run(K_SUBMIT, url, payload, res[i].clients, o, &res[i].submit);
-		if (o->completion)
+		measure_run(K_SUBMIT, url, payload, res[i].clients, o,
+		            null_audit ? &res[i].unaudited : &res[i].submit);
+		if (o->completion && !null_audit)
 			measure_run(K_COMPLETE, url, payload, res[i].clients, o, &res[i].complete);
 	}
 
@@ -778,14 +808,17 @@ int main(int argc, char **argv)
 	int fail = 0;
 	if (run_echo(&o, payload, res, nres) != 0)
 		fail = 1;
-	if (run_submit(&o, payload, res, nres) != 0)
+	if (run_submit(&o, payload, res, nres, false) != 0)
+		fail = 1;
+	if (o.audit_baseline && run_submit(&o, payload, res, nres, true) != 0)
 		fail = 1;
 
 	print_table(o.json ? stderr : stdout, res, nres, payload, &o);
 	for (int i = 0; i < nres; i++) {
 		if (o.json)
 			print_json(&res[i], payload);
-		if (res[i].echo.errors || res[i].submit.errors || res[i].complete.errors)
+		if (res[i].echo.errors || res[i].submit.errors || res[i].complete.errors ||
+		    res[i].unaudited.errors)
 			fail = 1;
 	}
 	return fail;

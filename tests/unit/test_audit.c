@@ -295,6 +295,25 @@ static void test_acked_records_are_readable(void **state)
 	gsd_audit_close(a);
 }
 
+/* The benchmarks' null sink (gpuschedd --bench-null-audit) acknowledges every record as written
+ * and writes none: the file has no packet row afterwards. */
+static void test_null_sink_writes_nothing(void **state)
+{
+	struct fixture *fx = *state;
+	tracker_reset();
+	gsd_audit_options o = {.null_sink = true};
+	gsd_audit *a = open_audit(fx->path, &o);
+	for (uint64_t id = 1; id <= 100; id++) {
+		gsd_packet_rec r = packet(id, "alpha", 7, ST_SUBMITTED, 0);
+		queue(a, &r, NULL);
+	}
+	flush(a);
+	assert_true(wait_acks(101));
+	assert_int_equal(T.ok, 101);
+	gsd_audit_close(a);
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packets"), 0);
+}
+
 /*
  * The first record's ack holds the writer while 9999 more are queued, so they are all waiting
  * when it next looks: they must go in ceil(9999 / 4096) = 3 transactions, 4 in all.
@@ -2359,6 +2378,7 @@ int main(void)
 #define T_(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 	const struct CMUnitTest tests[] = {
 	        T_(test_acked_records_are_readable),
+	        T_(test_null_sink_writes_nothing),
 	        T_(test_group_commit),
 	        T_(test_upsert_and_events),
 	        T_(test_tenant_isolation),
