@@ -646,11 +646,10 @@ static void test_share_per_tenant(void **state)
  * backlog takes four times its engine time to finish; under weighted the same backlog runs
  * back to back. On the virtual clock both are exact but for the period boundaries.
  */
-static void test_fixed_share_idle_unused(void **state)
+static void fixed_share_idle(fx *f, int from, int to)
 {
-	fx *f = *state;
 	static const char *const policies[] = {"fixed_share", "weighted", "fixed_share"};
-	for (int k = 0; k < 3; k++) {
+	for (int k = from; k < to; k++) {
 		/* The third run: fixed_share on the wall clock, where a timer wakes the idle
 		 * engine at each period (a slow machine only makes the span longer). */
 		const bool wall = k == 2;
@@ -700,6 +699,17 @@ static void test_fixed_share_idle_unused(void **state)
 		batch_free(&ba);
 		share_test_teardown_between(f);
 	}
+}
+
+static void test_fixed_share_idle_unused(void **state)
+{
+	fixed_share_idle(*state, 0, 2);
+}
+
+/* The same on the wall clock (also on a GPU backend). */
+static void test_fixed_share_wall(void **state)
+{
+	fixed_share_idle(*state, 2, 3);
 }
 
 /* =====================================================================================
@@ -1712,6 +1722,7 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(test_share_equal, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_share_per_tenant, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_fixed_share_idle_unused, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_fixed_share_wall, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_band_order, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_realtime_not_sliced, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_priority_preemption_wall, setup, teardown),
