@@ -502,9 +502,9 @@ static void wait_refill(gsd_daemon *d, gsd_node *n, const gsd_sched_params *sp)
 	if (n->running || d->stopping || d->sched_held || n->adapter->device_lost)
 		return;
 	uint64_t at = gsd_policy_refill_at(&n->queue, sp);
-	uint64_t now = gsd_node_now(n);
 	if (!at)
 		return;
+	uint64_t now = gsd_node_now(n);
 	if (d->cfg.virtual_clock) {
 		if (at > n->vtime_ns) {
 			n->vtime_ns = at;

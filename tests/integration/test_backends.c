@@ -29,6 +29,15 @@
 
 #define MiB (1024u * 1024u)
 
+/* The end of an adapter's config: 4 MiB of video memory and 4 MiB of aperture, 64 MiB of
+ * system memory. */
+#define SEGMENTS_4MIB                                                                              \
+	"\"segments\": ["                                                                          \
+	"{\"id\": 1, \"name\": \"vram\", \"kind\": \"memory\", \"size_mib\": 4},"                  \
+	"{\"id\": 2, \"name\": \"aperture\", \"kind\": \"aperture\", \"size_mib\": 4,"             \
+	" \"cpu_visible\": true}],"                                                                \
+	"\"system_memory_mib\": 64}]}"
+
 /* Three nodes (copy pages), 4 MiB of video memory and 4 MiB of aperture, 64 MiB of system
  * memory, 256 KiB paging transfers, on the wall clock. */
 static const char config_json[] =
@@ -36,12 +45,7 @@ static const char config_json[] =
         "\"name\": \"gpu0\", \"nodes\": ["
         "{\"name\": \"3d\", \"kind\": \"3d\"},"
         "{\"name\": \"compute\", \"kind\": \"compute\"},"
-        "{\"name\": \"copy\", \"kind\": \"copy\", \"paging\": true}],"
-        "\"segments\": ["
-        "{\"id\": 1, \"name\": \"vram\", \"kind\": \"memory\", \"size_mib\": 4},"
-        "{\"id\": 2, \"name\": \"aperture\", \"kind\": \"aperture\", \"size_mib\": 4,"
-        " \"cpu_visible\": true}],"
-        "\"system_memory_mib\": 64}]}";
+        "{\"name\": \"copy\", \"kind\": \"copy\", \"paging\": true}]," SEGMENTS_4MIB;
 
 typedef struct fx {
 	gs_testd d;
@@ -328,12 +332,7 @@ static void test_staging_memory(void **state)
 	        "\"name\": \"gpu0\", \"backend\": \"vulkan\", \"local_memory\": \"device\","
 	        " \"nodes\": ["
 	        "{\"name\": \"3d\", \"kind\": \"3d\"},"
-	        "{\"name\": \"copy\", \"kind\": \"copy\", \"paging\": true}],"
-	        "\"segments\": ["
-	        "{\"id\": 1, \"name\": \"vram\", \"kind\": \"memory\", \"size_mib\": 4},"
-	        "{\"id\": 2, \"name\": \"aperture\", \"kind\": \"aperture\", \"size_mib\": 4,"
-	        " \"cpu_visible\": true}],"
-	        "\"system_memory_mib\": 64}]}";
+	        "{\"name\": \"copy\", \"kind\": \"copy\", \"paging\": true}]," SEGMENTS_4MIB;
 	fx f = {0};
 	start_with(&f, staged, NULL);
 	gs_client *c = itest_connect(&f.d, NULL);
