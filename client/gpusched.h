@@ -209,6 +209,9 @@ uint32_t gs_client_adapter(const gs_client *c);
 /* Base timeout of each call in ms (default GS_DEFAULT_TIMEOUT_MS, 0 = the default). Calls
  * that wait in the daemon (packet_wait, sync_wait) add their own wait timeout to it. */
 void gs_client_set_timeout(gs_client *c, uint32_t timeout_ms);
+/* Bytes per request of gs_allocation_read/_write (default GS_IO_PIECE); 0 sends each transfer
+ * as one request, whatever its size (the daemon refuses one above its limit as TOO_LARGE). */
+void gs_client_set_io_piece(gs_client *c, size_t bytes);
 
 /* The daemon's message of the last response (empty on success), or a description of the
  * last local failure. Valid until the next call on c. */
@@ -375,6 +378,10 @@ void gs_allocation_list_free(gs_allocation_status *allocations);
 int gs_allocation_set_priority(gs_client *c, uint64_t allocation, uint32_t priority);
 /* Takes effect at the allocation's next placement. */
 int gs_allocation_set_preference(gs_client *c, uint64_t allocation, uint32_t segment_preference);
+/* Bytes per request of gs_allocation_read/_write: larger transfers go in pieces of this size,
+ * so they fit the 128 KiB message limit of a virtual machine's path (gpusched-relay). A
+ * transfer in pieces is not atomic against another client writing the same bytes. */
+#define GS_IO_PIECE (120u * 1024u)
 /* Reads exactly `size` bytes at `offset` into buf. The daemon answers once every packet
  * already submitted that references the allocation has finished. */
 int gs_allocation_read(gs_client *c, uint64_t allocation, uint64_t offset, void *buf, size_t size);

@@ -410,15 +410,14 @@ int gs_allocation_set_preference(gs_client *c, uint64_t allocation, uint32_t seg
 	return gsc_call_plain(c, GSC_REQ(ALLOCATION_SET_PREFERENCE), &body);
 }
 
-int gs_allocation_read(gs_client *c, uint64_t allocation, uint64_t offset, void *buf, size_t size)
+/* One piece of a read: at most GS_IO_PIECE bytes. */
+static int read_piece(gs_client *c, uint64_t allocation, uint64_t offset, uint8_t *buf, size_t size)
 {
 	Gpusched__V1__AllocationReadRequest body = GPUSCHED__V1__ALLOCATION_READ_REQUEST__INIT;
 	Gpusched__V1__Response *resp;
 	const ProtobufCBinaryData *data;
 	int rv;
 
-	if (size && !buf)
-		return gsc_fail(c, GS_ERR_INVALID, "no buffer for %zu bytes", size);
 	body.allocation = allocation;
 	body.offset = offset;
 	body.size = size;
@@ -435,19 +434,51 @@ int gs_allocation_read(gs_client *c, uint64_t allocation, uint64_t offset, void 
 	return rv;
 }
 
+/* The size of the next piece of a transfer of `size` bytes of which `done` are done. */
+static size_t piece(const gs_client *c, size_t size, size_t done)
+{
+	size_t left = size - done;
+	return c->io_piece && left > c->io_piece ? c->io_piece : left;
+}
+
+int gs_allocation_read(gs_client *c, uint64_t allocation, uint64_t offset, void *buf, size_t size)
+{
+	if (size && !buf)
+		return gsc_fail(c, GS_ERR_INVALID, "no buffer for %zu bytes", size);
+	size_t done = 0;
+	do { /* an empty read is one request too: it checks the handle */
+		size_t n = piece(c, size, done);
+		/* A range past the allocation's end is refused by the daemon at its first piece
+		 * out of range, before any piece could wrap around. */
+		int rv = read_piece(c, allocation, offset + done, (uint8_t *)buf + done, n);
+		if (rv != 0)
+			return rv;
+		done += n;
+	} while (done < size);
+	return 0;
+}
+
 int gs_allocation_write(gs_client *c, uint64_t allocation, uint64_t offset, const void *data,
                         size_t size)
 {
-	Gpusched__V1__AllocationWriteRequest body = GPUSCHED__V1__ALLOCATION_WRITE_REQUEST__INIT;
-
 	if (size && !data)
 		return gsc_fail(c, GS_ERR_INVALID, "no data for %zu bytes", size);
-	body.allocation = allocation;
-	body.offset = offset;
-	/* Packing only reads the bytes; ProtobufCBinaryData just has no const member. */
-	body.data.data = (uint8_t *)data;
-	body.data.len = size;
-	return gsc_call_plain(c, GSC_REQ(ALLOCATION_WRITE), &body);
+	size_t done = 0;
+	do {
+		Gpusched__V1__AllocationWriteRequest body =
+		        GPUSCHED__V1__ALLOCATION_WRITE_REQUEST__INIT;
+		size_t n = piece(c, size, done);
+		body.allocation = allocation;
+		body.offset = offset + done;
+		/* Packing only reads the bytes; ProtobufCBinaryData just has no const member. */
+		body.data.data = (uint8_t *)data + done;
+		body.data.len = n;
+		int rv = gsc_call_plain(c, GSC_REQ(ALLOCATION_WRITE), &body);
+		if (rv != 0)
+			return rv;
+		done += n;
+	} while (done < size);
+	return 0;
 }
 
 /* ---- sync objects ----------------------------------------------------------------------- */

@@ -152,6 +152,7 @@ int gs_connect_ex(const char *url, const char *token, gs_client **out, char *why
 	c->url = strdup(url);
 	c->token = gsc_strdup0(token);
 	c->timeout_ms = GS_DEFAULT_TIMEOUT_MS;
+	c->io_piece = GS_IO_PIECE;
 	if (!c->url || !c->token) {
 		rv = GS_ERR_NOMEM;
 		goto fail;
@@ -203,6 +204,11 @@ uint32_t gs_client_adapter(const gs_client *c)
 void gs_client_set_timeout(gs_client *c, uint32_t timeout_ms)
 {
 	c->timeout_ms = timeout_ms ? timeout_ms : GS_DEFAULT_TIMEOUT_MS;
+}
+
+void gs_client_set_io_piece(gs_client *c, size_t bytes)
+{
+	c->io_piece = bytes;
 }
 
 const char *gs_client_message(const gs_client *c)

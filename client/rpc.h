@@ -26,6 +26,7 @@ struct gs_client {
 	char *token;
 	uint32_t adapter;
 	uint32_t timeout_ms;
+	size_t io_piece; /* bytes per allocation read/write request; 0: never split */
 	char message[GSC_MESSAGE_MAX];
 	/* Requests in flight (async.c); everything below is under lock. */
 	pthread_mutex_t lock;

@@ -73,6 +73,9 @@ typedef struct gsd_tenant_config {
 	uint32_t context_limit;
 	uint32_t allocation_limit;        /* allocations at once; 0: no limit */
 	uint32_t max_requests_per_second; /* over a one-second window; 0: no limit */
+	/* Largest request (and AllocationRead) in bytes; 0: GSD_VM_MAX_MESSAGE for a virtual
+	 * machine, the daemon's max_message for a process (gsd_tenant_max_message). */
+	uint32_t max_message;
 	bool admin;
 } gsd_tenant_config;
 

@@ -12,11 +12,12 @@
 /* ---- handles ---- */
 
 static uint64_t object_register(gsd_daemon *d, gsd_object *o, gsd_obj_type type, gsd_tenant *t,
-                                bool in_table)
+                                uint64_t guest, bool in_table)
 {
 	o->handle = ++d->next_handle;
 	o->type = type;
 	o->tenant = t;
+	o->guest = guest;
 	if (in_table && gsd_hmap_put(&d->objects, o->handle, o) != 0)
 		return 0;
 	return o->handle;
@@ -28,6 +29,13 @@ void *gsd_object_get(gsd_daemon *d, uint64_t handle, gsd_obj_type type, const gs
 	if (!o || o->type != type || (t && o->tenant != t))
 		return NULL;
 	return o;
+}
+
+void *gsd_object_get_guest(gsd_daemon *d, uint64_t handle, gsd_obj_type type, const gsd_tenant *t,
+                           uint64_t guest)
+{
+	gsd_object *o = gsd_object_get(d, handle, type, t);
+	return o && o->guest == guest ? o : NULL;
 }
 
 static void object_unregister(gsd_daemon *d, gsd_object *o)
@@ -69,7 +77,7 @@ gsd_sync *gsd_sync_create(gsd_daemon *d, gsd_device *dev, uint64_t value, bool d
 	s->daemon_only = daemon_only;
 	if (!dev)
 		return s; /* internal: no handle, no device */
-	if (!object_register(d, &s->obj, GSD_OBJ_SYNC, dev->obj.tenant, true)) {
+	if (!object_register(d, &s->obj, GSD_OBJ_SYNC, dev->obj.tenant, dev->obj.guest, true)) {
 		free(s);
 		return NULL;
 	}
@@ -121,8 +129,8 @@ void gsd_sync_destroy(gsd_daemon *d, gsd_sync *s)
 
 /* ---- devices ---- */
 
-gsd_device *gsd_device_create(gsd_daemon *d, gsd_adapter *a, gsd_tenant *t, const char *name,
-                              bool system)
+gsd_device *gsd_device_create(gsd_daemon *d, gsd_adapter *a, gsd_tenant *t, uint64_t guest,
+                              const char *name, bool system)
 {
 	gsd_device *dev = calloc(1, sizeof(*dev));
 	if (!dev)
@@ -132,7 +140,7 @@ gsd_device *gsd_device_create(gsd_daemon *d, gsd_adapter *a, gsd_tenant *t, cons
 	gsd_list_init(&dev->contexts);
 	gsd_list_init(&dev->allocations);
 	gsd_list_init(&dev->syncs);
-	if (!object_register(d, &dev->obj, GSD_OBJ_DEVICE, t, !system)) {
+	if (!object_register(d, &dev->obj, GSD_OBJ_DEVICE, t, guest, !system)) {
 		free(dev);
 		return NULL;
 	}
@@ -269,7 +277,7 @@ gsd_context *gsd_context_create(gsd_daemon *d, gsd_device *dev, const gsd_contex
 	if (!x)
 		return NULL;
 	gsd_tenant *t = dev->obj.tenant;
-	if (!object_register(d, &x->obj, GSD_OBJ_CONTEXT, t, !system)) {
+	if (!object_register(d, &x->obj, GSD_OBJ_CONTEXT, t, dev->obj.guest, !system)) {
 		free(x);
 		return NULL;
 	}
@@ -345,7 +353,7 @@ int gsd_allocation_create(gsd_daemon *d, gsd_device *dev, const gsd_allocation_p
 	*out = NULL;
 	gsd_tenant *t = dev->obj.tenant;
 	gsd_allocation *al = calloc(1, sizeof(*al));
-	if (!al || !object_register(d, &al->obj, GSD_OBJ_ALLOCATION, t, true)) {
+	if (!al || !object_register(d, &al->obj, GSD_OBJ_ALLOCATION, t, dev->obj.guest, true)) {
 		free(al);
 		return GSD_ST(INTERNAL);
 	}

@@ -41,6 +41,9 @@ typedef struct gsd_object {
 	uint64_t handle;
 	gsd_obj_type type;
 	gsd_tenant *tenant;
+	/* The guest process of a VM tenant that made it (Request.guest, set by gpusched-relay; a
+	 * device's objects are its guest's); 0 for every other tenant. */
+	uint64_t guest;
 } gsd_object;
 
 struct gsd_device {
@@ -150,6 +153,10 @@ struct gsd_sync {
 /* Looks a handle up for a tenant: NULL when absent, of another type, or another tenant's
  * (tenant NULL: any tenant's). */
 void *gsd_object_get(gsd_daemon *d, uint64_t handle, gsd_obj_type type, const gsd_tenant *t);
+/* The same, for one guest process of the tenant: what a request sees (another guest's object
+ * is NULL, as one that never existed). */
+void *gsd_object_get_guest(gsd_daemon *d, uint64_t handle, gsd_obj_type type, const gsd_tenant *t,
+                           uint64_t guest);
 /* The objects in the handle table for which keep(o, arg) is true, in handle order: *out (the
  * caller frees it) and *n. -1 when memory is short (*out NULL). */
 int gsd_object_collect(gsd_daemon *d, bool (*keep)(const gsd_object *o, void *arg), void *arg,
@@ -160,10 +167,11 @@ const char *gsd_object_type_name(gsd_obj_type type);
 
 /* ---- lifecycle: the only places objects are made and unmade ---- */
 
-/* A device of tenant t on adapter a, with its paging sync object. A system device (the
- * memory manager's) has no handle in the table: no client can name it. NULL: out of memory. */
-gsd_device *gsd_device_create(gsd_daemon *d, gsd_adapter *a, gsd_tenant *t, const char *name,
-                              bool system);
+/* A device of tenant t (and its guest process, 0 outside a VM) on adapter a, with its paging
+ * sync object. A system device (the memory manager's) has no handle in the table: no client
+ * can name it. NULL: out of memory. */
+gsd_device *gsd_device_create(gsd_daemon *d, gsd_adapter *a, gsd_tenant *t, uint64_t guest,
+                              const char *name, bool system);
 /* Destroys every context, allocation and sync object of the device, then the device. */
 void gsd_device_destroy(gsd_daemon *d, gsd_device *dev);
 /* Every client device goes (shutdown). */

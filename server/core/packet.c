@@ -170,6 +170,7 @@ void gsd_retired_record(gsd_daemon *d, const gsd_packet *p)
 	r->packet = p->rec.packet;
 	r->fence = p->rec.fence;
 	r->tenant = p->ctx->obj.tenant;
+	r->guest = p->ctx->obj.guest;
 	r->state = p->rec.state;
 }
 

@@ -133,6 +133,7 @@ typedef struct gsd_retired {
 	uint64_t packet;
 	uint64_t fence;
 	const gsd_tenant *tenant;
+	uint64_t guest;
 	int state;
 } gsd_retired;
 

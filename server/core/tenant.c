@@ -115,6 +115,14 @@ void gsd_tenant_audit(gsd_daemon *d, const gsd_tenant *t, uint64_t removed_ns)
 	gsd_audit_tenant(d->audit, &r);
 }
 
+uint64_t gsd_tenant_max_message(const gsd_daemon *d, const gsd_tenant *t)
+{
+	uint64_t max = t->conf.max_message;
+	if (!max && t->conf.kind == GPUSCHED__V1__TENANT_KIND__TENANT_KIND_VM)
+		max = GSD_VM_MAX_MESSAGE;
+	return max && max < d->cfg.max_message ? max : d->cfg.max_message;
+}
+
 gsd_tenant *gsd_tenant_by_token(gsd_daemon *d, const char *token)
 {
 	gsd_tenant *found = NULL;

@@ -64,6 +64,11 @@ void gsd_tenant_audit(gsd_daemon *d, const gsd_tenant *t, uint64_t removed_ns);
 
 /* Live (not removed) tenants by token (compared in constant time with each tenant's salted
  * hash) or name; NULL when none. */
+/* The paravirtual path's limit on a message (MODEL's 128 KiB), a VM tenant's default. */
+#define GSD_VM_MAX_MESSAGE 131072u
+/* The largest request the tenant may send: its max_message, or the default for its kind, never
+ * above the daemon's max_message. */
+uint64_t gsd_tenant_max_message(const gsd_daemon *d, const gsd_tenant *t);
 gsd_tenant *gsd_tenant_by_token(gsd_daemon *d, const char *token);
 gsd_tenant *gsd_tenant_by_name(gsd_daemon *d, const char *name);
 /* Was name a removed tenant's (in this run, or recorded in the audit file)? */

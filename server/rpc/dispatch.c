@@ -49,7 +49,7 @@ gsd_adapter *gsd_call_adapter(gsd_call *c)
 
 void *gsd_call_object(gsd_call *c, uint64_t handle, gsd_obj_type type)
 {
-	gsd_object *o = gsd_object_get(c->d, handle, type, c->tenant);
+	gsd_object *o = gsd_call_find(c, handle, type);
 	if (!o || gsd_object_adapter(o)->id != c->req->adapter) {
 		gsd_call_error(c, GSD_ST(NOT_FOUND), "%s %llu does not exist on adapter %u",
 		               gsd_object_type_name(type), (unsigned long long)handle,
@@ -207,6 +207,7 @@ static void tenant_out(const gsd_tenant *t, Gpusched__V1__Tenant *o)
 	o->banned = t->banned;
 	o->allocation_limit = t->conf.allocation_limit;
 	o->max_requests_per_second = t->conf.max_requests_per_second;
+	o->max_message = t->conf.max_message;
 }
 
 static int random_token(char *out, size_t cap)
@@ -257,6 +258,7 @@ static void h_tenant_create(gsd_daemon *d, gsd_call *c)
 	                        .context_limit = t->context_limit,
 	                        .allocation_limit = t->allocation_limit,
 	                        .max_requests_per_second = t->max_requests_per_second,
+	                        .max_message = t->max_message,
 	                        .admin = t->admin};
 	snprintf(tc.name, sizeof(tc.name), "%s", t->name);
 	if (q->token[0])
@@ -313,7 +315,16 @@ static void h_tenant_destroy(gsd_daemon *d, gsd_call *c)
 }
 
 /* The settings TenantUpdate may change, by the names its fields carry. */
-enum { UPD_SHARE, UPD_CEILING, UPD_QUOTA, UPD_CONTEXTS, UPD_ALLOCS, UPD_RATE, UPD_ADMIN };
+enum {
+	UPD_SHARE,
+	UPD_CEILING,
+	UPD_QUOTA,
+	UPD_CONTEXTS,
+	UPD_ALLOCS,
+	UPD_RATE,
+	UPD_ADMIN,
+	UPD_MESSAGE
+};
 static const char *const update_fields[] = {
         [UPD_SHARE] = "share",
         [UPD_CEILING] = "priority_ceiling",
@@ -322,6 +333,7 @@ static const char *const update_fields[] = {
         [UPD_ALLOCS] = "allocation_limit",
         [UPD_RATE] = "max_requests_per_second",
         [UPD_ADMIN] = "admin",
+        [UPD_MESSAGE] = "max_message",
 };
 
 static void h_tenant_update(gsd_daemon *d, gsd_call *c)
@@ -377,15 +389,18 @@ static void h_tenant_update(gsd_daemon *d, gsd_call *c)
 		conf->max_requests_per_second = n->max_requests_per_second;
 	if (mask & 1u << UPD_ADMIN)
 		conf->admin = n->admin;
+	if (mask & 1u << UPD_MESSAGE)
+		conf->max_message = n->max_message;
 	if (mask & 1u << UPD_SHARE)
 		gsd_vidsch_tenant_share(d, t);
 	char text[256];
 	snprintf(text, sizeof(text),
 	         "%s: share %u, priority_ceiling %u, memory_quota %llu, context_limit %u,"
-	         " allocation_limit %u, max_requests_per_second %u, admin %d",
+	         " allocation_limit %u, max_requests_per_second %u, admin %d, max_message %llu",
 	         t->audit_name, conf->share, conf->priority_ceiling,
 	         (unsigned long long)conf->memory_quota, conf->context_limit,
-	         conf->allocation_limit, conf->max_requests_per_second, conf->admin);
+	         conf->allocation_limit, conf->max_requests_per_second, conf->admin,
+	         (unsigned long long)gsd_tenant_max_message(d, t));
 	gsd_audit_note(d->audit, c->tenant->audit_name, "tenant_updated", text);
 	gsd_tenant_audit(d, t, 0); /* made by TenantCreate: its row, so a restart keeps it */
 	gsd_call_reply_empty(c);
@@ -447,6 +462,7 @@ static const char *const g_request_names[] = {
         [GPUSCHED__V1__REQUEST__BODY_EXPLAIN] = "explain",
         [GPUSCHED__V1__REQUEST__BODY_USAGE] = "usage",
         [GPUSCHED__V1__REQUEST__BODY_TENANT_UPDATE] = "tenant_update",
+        [GPUSCHED__V1__REQUEST__BODY_GUEST_RELEASE] = "guest_release",
 };
 
 const char *gsd_request_name(int body_case)
@@ -495,6 +511,7 @@ static const handler_fn g_handlers[] = {
         [GPUSCHED__V1__REQUEST__BODY_EXPLAIN] = gsd_h_explain,
         [GPUSCHED__V1__REQUEST__BODY_USAGE] = gsd_h_usage,
         [GPUSCHED__V1__REQUEST__BODY_TENANT_UPDATE] = h_tenant_update,
+        [GPUSCHED__V1__REQUEST__BODY_GUEST_RELEASE] = gsd_h_guest_release,
 };
 
 void gsd_handle_request(gsd_daemon *d, gsd_call *c)

@@ -132,6 +132,7 @@ void gsd_h_allocation_query(gsd_daemon *d, gsd_call *c)
 
 typedef struct list_filter {
 	const gsd_tenant *tenant;
+	uint64_t guest;
 	uint32_t adapter;
 	uint64_t device, after;
 	bool resident_only;
@@ -140,7 +141,8 @@ typedef struct list_filter {
 static bool list_keep(const gsd_object *o, void *arg)
 {
 	const list_filter *f = arg;
-	if (o->type != GSD_OBJ_ALLOCATION || o->tenant != f->tenant || o->handle <= f->after)
+	if (o->type != GSD_OBJ_ALLOCATION || o->tenant != f->tenant || o->guest != f->guest ||
+	    o->handle <= f->after)
 		return false;
 	const gsd_allocation *al = (const gsd_allocation *)o;
 	return al->adapter->id == f->adapter && (!f->device || al->dev->obj.handle == f->device) &&
@@ -158,6 +160,7 @@ void gsd_h_allocation_list(gsd_daemon *d, gsd_call *c)
 		return;
 	}
 	list_filter f = {.tenant = c->tenant,
+	                 .guest = c->guest,
 	                 .adapter = c->req->adapter,
 	                 .device = q->device,
 	                 .after = q->after,
@@ -253,8 +256,17 @@ static bool defer_until_idle(gsd_call *c, gsd_allocation *al)
 
 void gsd_h_allocation_read(gsd_daemon *d, gsd_call *c)
 {
-	(void)d;
 	const Gpusched__V1__AllocationReadRequest *q = R(allocation_read);
+	/* The answer is a message too: it honours the tenant's limit, less room for the rest. */
+	uint64_t max = gsd_tenant_max_message(d, c->tenant);
+	if (max < d->cfg.max_message && q->size > max - 1024) {
+		gsd_call_error(c, GSD_ST(TOO_LARGE),
+		               "reading %llu bytes at once exceeds tenant %s's max_message %llu"
+		               " less 1 KiB: read in pieces",
+		               (unsigned long long)q->size, c->tenant->conf.name,
+		               (unsigned long long)max);
+		return;
+	}
 	gsd_allocation *al = gsd_call_object(c, q->allocation, GSD_OBJ_ALLOCATION);
 	if (!al || !cpu_range_ok(c, al, q->offset, q->size) || defer_until_idle(c, al))
 		return;

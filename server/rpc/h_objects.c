@@ -9,6 +9,7 @@
 #include "wddm.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- devices ---- */
@@ -24,7 +25,8 @@ void gsd_h_device_create(gsd_daemon *d, gsd_call *c)
 		               c->tenant->devices, d->cfg.max_devices);
 		return;
 	}
-	gsd_device *dev = gsd_device_create(d, a, c->tenant, R(device_create)->name, false);
+	gsd_device *dev =
+	        gsd_device_create(d, a, c->tenant, c->guest, R(device_create)->name, false);
 	if (!dev) {
 		gsd_call_error(c, GSD_ST(INTERNAL), "out of memory");
 		return;
@@ -41,6 +43,51 @@ void gsd_h_device_destroy(gsd_daemon *d, gsd_call *c)
 		return;
 	gsd_device_destroy(d, dev);
 	gsd_call_reply_empty(c);
+}
+
+/* A guest process of a VM went away: its devices (and all in them) go, nothing else. */
+typedef struct guest_of {
+	const gsd_tenant *tenant;
+	uint64_t guest;
+} guest_of;
+
+static bool is_guest_device(const gsd_object *o, void *arg)
+{
+	const guest_of *g = arg;
+	return o->type == GSD_OBJ_DEVICE && o->tenant == g->tenant && o->guest == g->guest;
+}
+
+void gsd_h_guest_release(gsd_daemon *d, gsd_call *c)
+{
+	const Gpusched__V1__GuestReleaseRequest *q = R(guest_release);
+	if (c->tenant->conf.kind != GPUSCHED__V1__TENANT_KIND__TENANT_KIND_VM || c->guest) {
+		gsd_call_error(c, GSD_ST(PERMISSION_DENIED),
+		               "only a virtual machine (its relay, as guest 0) releases a guest"
+		               " process");
+		return;
+	}
+	if (!q->guest) {
+		gsd_call_error(c, GSD_ST(INVALID_ARGUMENT),
+		               "guest 0 is the virtual machine itself, not a guest process");
+		return;
+	}
+	guest_of g = {c->tenant, q->guest};
+	gsd_object **devs;
+	size_t n;
+	if (gsd_object_collect(d, is_guest_device, &g, &devs, &n) != 0) {
+		gsd_call_error(c, GSD_ST(INTERNAL), "out of memory");
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+		gsd_device_destroy(d, (gsd_device *)devs[i]);
+	free(devs);
+	char text[96];
+	snprintf(text, sizeof(text), "guest %llu: %zu devices destroyed",
+	         (unsigned long long)q->guest, n);
+	gsd_audit_note(d->audit, c->tenant->audit_name, "guest_released", text);
+	Gpusched__V1__GuestReleaseResponse gr = GPUSCHED__V1__GUEST_RELEASE_RESPONSE__INIT;
+	gr.devices = (uint32_t)n;
+	GSD_REPLY(c, GUEST_RELEASE, guest_release, &gr);
 }
 
 /* ---- contexts ---- */
@@ -105,7 +152,7 @@ void gsd_h_context_destroy(gsd_daemon *d, gsd_call *c)
 {
 	uint64_t h = R(context_destroy)->context;
 	/* A faulted context can still be destroyed: look it up without the fault check. */
-	gsd_context *x = gsd_object_get(d, h, GSD_OBJ_CONTEXT, c->tenant);
+	gsd_context *x = gsd_call_find(c, h, GSD_OBJ_CONTEXT);
 	if (!x || x->dev->adapter->id != c->req->adapter) {
 		gsd_call_error(c, GSD_ST(NOT_FOUND), "context %llu does not exist on adapter %u",
 		               (unsigned long long)h, c->req->adapter);

@@ -69,7 +69,7 @@ static gsd_allocation **device_allocations(gsd_daemon *d, gsd_call *c, uint64_t 
 		return NULL;
 	}
 	for (size_t i = 0; i < n; i++) {
-		als[i] = gsd_object_get(d, handles[i], GSD_OBJ_ALLOCATION, c->tenant);
+		als[i] = gsd_call_find(c, handles[i], GSD_OBJ_ALLOCATION);
 		if (!als[i] || als[i]->dev != dev) {
 			gsd_call_error(c, GSD_ST(NOT_FOUND),
 			               "allocation %llu does not exist on device %llu",

@@ -82,9 +82,9 @@ static bool targets_has(const patch_targets *t, uint32_t offset)
 }
 
 /* Decodes the DMA buffer once: every command must be valid ISA, and every SIGNAL must name a
- * sync object of the tenant; notes the address fields patches may point at. */
-static int check_dma(gsd_daemon *d, const gsd_tenant *t, const uint8_t *dma, size_t len,
-                     patch_targets *targets, verdict *v)
+ * sync object of the tenant (and guest); notes the address fields patches may point at. */
+static int check_dma(gsd_call *c, const uint8_t *dma, size_t len, patch_targets *targets,
+                     verdict *v)
 {
 	size_t pos = 0;
 	gs_isa_cmd cmd;
@@ -101,9 +101,8 @@ static int check_dma(gsd_daemon *d, const gsd_tenant *t, const uint8_t *dma, siz
 			return refuse(v, GSD_ST(FLAGS_NOT_ALLOWED),
 			              "TRANSFER at byte %zu: paging transfers are the daemon's own",
 			              at);
-		const gsd_sync *s = cmd.op == GS_OP_SIGNAL
-		                            ? gsd_object_get(d, cmd.sync, GSD_OBJ_SYNC, t)
-		                            : NULL;
+		const gsd_sync *s =
+		        cmd.op == GS_OP_SIGNAL ? gsd_call_find(c, cmd.sync, GSD_OBJ_SYNC) : NULL;
 		if (s && s->daemon_only)
 			return refuse(
 			        v, GSD_ST(PERMISSION_DENIED),
@@ -139,13 +138,12 @@ static int check_sizes(gsd_daemon *d, const gsd_context *x, const Gpusched__V1__
 	return GSD_ST(OK);
 }
 
-static int check_lists(gsd_daemon *d, gsd_call *c, const gsd_context *x,
-                       const Gpusched__V1__SubmitRequest *s, const patch_targets *targets,
-                       gsd_packet *p, verdict *v)
+static int check_lists(gsd_call *c, const gsd_context *x, const Gpusched__V1__SubmitRequest *s,
+                       const patch_targets *targets, gsd_packet *p, verdict *v)
 {
 	for (size_t i = 0; i < s->n_waits; i++) {
 		const Gpusched__V1__SyncPoint *w = s->waits[i];
-		if (!gsd_object_get(d, w->sync, GSD_OBJ_SYNC, c->tenant))
+		if (!gsd_call_find(c, w->sync, GSD_OBJ_SYNC))
 			return refuse(v, GSD_ST(NOT_FOUND),
 			              "wait %zu names sync object %llu, which does not exist", i,
 			              (unsigned long long)w->sync);
@@ -153,7 +151,7 @@ static int check_lists(gsd_daemon *d, gsd_call *c, const gsd_context *x,
 	}
 	for (size_t i = 0; i < s->n_allocations; i++) {
 		const Gpusched__V1__AllocationListEntry *e = s->allocations[i];
-		gsd_allocation *a = gsd_object_get(d, e->allocation, GSD_OBJ_ALLOCATION, c->tenant);
+		gsd_allocation *a = gsd_call_find(c, e->allocation, GSD_OBJ_ALLOCATION);
 		if (!a || a->dev != x->dev)
 			return refuse(
 			        v, GSD_ST(NOT_FOUND),
@@ -227,7 +225,7 @@ static void audit_rejected(gsd_daemon *d, gsd_call *c, const gsd_context *x,
 /* Validates one submission completely. On success *out holds the packet, not yet queued. */
 /* The DMA buffer, the lists and the patch locations: the packet when they are all valid, NULL
  * with the verdict when not. */
-static gsd_packet *check_contents(gsd_daemon *d, gsd_call *c, const gsd_context *x,
+static gsd_packet *check_contents(gsd_call *c, const gsd_context *x,
                                   const Gpusched__V1__SubmitRequest *s, verdict *v)
 {
 	patch_targets targets;
@@ -236,12 +234,11 @@ static gsd_packet *check_contents(gsd_daemon *d, gsd_call *c, const gsd_context 
 		return NULL;
 	}
 	gsd_packet *p = NULL;
-	if (check_dma(d, c->tenant, s->dma_buffer.data, s->dma_buffer.len, &targets, v) ==
-	    GSD_ST(OK)) {
+	if (check_dma(c, s->dma_buffer.data, s->dma_buffer.len, &targets, v) == GSD_ST(OK)) {
 		p = packet_new(s);
 		if (!p)
 			refuse(v, GSD_ST(INTERNAL), "out of memory");
-		else if (check_lists(d, c, x, s, &targets, p, v) != GSD_ST(OK)) {
+		else if (check_lists(c, x, s, &targets, p, v) != GSD_ST(OK)) {
 			gsd_packet_free(p);
 			p = NULL;
 		}
@@ -254,7 +251,7 @@ static int build_packet(gsd_daemon *d, gsd_call *c, const Gpusched__V1__SubmitRe
                         gsd_packet **out, verdict *v)
 {
 	*out = NULL;
-	gsd_context *x = gsd_object_get(d, s->context, GSD_OBJ_CONTEXT, c->tenant);
+	gsd_context *x = gsd_call_find(c, s->context, GSD_OBJ_CONTEXT);
 	if (!x || x->dev->adapter->id != c->req->adapter) {
 		refuse(v, GSD_ST(NOT_FOUND), "context %llu does not exist on adapter %u",
 		       (unsigned long long)s->context, c->req->adapter);
@@ -269,7 +266,7 @@ static int build_packet(gsd_daemon *d, gsd_call *c, const Gpusched__V1__SubmitRe
 	v->status = gsd_rules_submit_flags(s->submit_flags, v->msg, sizeof(v->msg));
 	if (v->status != GSD_ST(OK) || check_sizes(d, x, s, v) != GSD_ST(OK))
 		goto rejected;
-	gsd_packet *p = check_contents(d, c, x, s, v);
+	gsd_packet *p = check_contents(c, x, s, v);
 	if (!p)
 		goto rejected;
 	/* Lists and the DMA buffer may grow past their initial sizes, never shrink. */
@@ -527,7 +524,7 @@ void gsd_h_packet_wait(gsd_daemon *d, gsd_call *c)
 {
 	const Gpusched__V1__PacketWaitRequest *q = R(packet_wait);
 	gsd_packet *p = gsd_hmap_get(&d->packets, q->packet);
-	if (p && p->ctx->obj.tenant == c->tenant) {
+	if (p && p->ctx->obj.tenant == c->tenant && p->ctx->obj.guest == c->guest) {
 		if (q->timeout_ms == 0) {
 			packet_wait_answer(c, p->rec.packet, p->rec.state, p->rec.fence);
 			return;
@@ -537,7 +534,7 @@ void gsd_h_packet_wait(gsd_daemon *d, gsd_call *c)
 		return;
 	}
 	const gsd_retired *r = gsd_retired_find(d, q->packet);
-	if (r && r->tenant == c->tenant) {
+	if (r && r->tenant == c->tenant && r->guest == c->guest) {
 		packet_wait_answer(c, r->packet, r->state, r->fence);
 		return;
 	}

@@ -23,6 +23,12 @@ gsd_adapter *gsd_call_adapter(gsd_call *c);
 /* Looks up a handle of the call's tenant on the call's adapter; answers NOT_FOUND (or FAULTED
  * for a faulted context) and returns NULL when it cannot be used. */
 void *gsd_call_object(gsd_call *c, uint64_t handle, gsd_obj_type type);
+/* The object of that type a request may name (its tenant's, and its guest's inside a VM), or
+ * NULL; answers nothing. */
+static inline void *gsd_call_find(gsd_call *c, uint64_t handle, gsd_obj_type type)
+{
+	return gsd_object_get_guest(c->d, handle, type, c->tenant, c->guest);
+}
 /* The n messages (of size bytes each) of a repeated field and the array of pointers to them
  * the field wants, in one zeroed allocation: returns the messages and sets *ptrs, which is
  * what to free. NULL when memory is short. */
@@ -33,6 +39,7 @@ void gsd_rules_adapter_of(const gsd_daemon *d, const gsd_adapter *a, gsd_rules_a
 
 void gsd_h_device_create(gsd_daemon *d, gsd_call *c);
 void gsd_h_device_destroy(gsd_daemon *d, gsd_call *c);
+void gsd_h_guest_release(gsd_daemon *d, gsd_call *c);
 void gsd_h_context_create(gsd_daemon *d, gsd_call *c);
 void gsd_h_context_destroy(gsd_daemon *d, gsd_call *c);
 void gsd_h_context_set_priority(gsd_daemon *d, gsd_call *c);

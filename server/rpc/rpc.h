@@ -29,6 +29,7 @@ struct gsd_call {
 	uint32_t pipe; /* the connection it came on (0: in process) */
 	Gpusched__V1__Request *req;
 	gsd_tenant *tenant;
+	uint64_t guest; /* Request.guest: a VM tenant's guest process (0 otherwise) */
 	uint64_t started_ns;
 	gsd_waiter waiter;  /* on a waiter queue while parked, or on the redispatch list */
 	gsd_list conn_link; /* in its connection's list of parked calls */

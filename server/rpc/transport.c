@@ -145,6 +145,7 @@ nng_msg *gsd_rpc_encode(uint64_t id, Gpusched__V1__Response *resp)
 
 typedef struct envelope {
 	uint64_t id;
+	uint64_t guest; /* Request.guest (field 4) */
 	char token[128];
 	bool token_too_long;
 } envelope;
@@ -184,6 +185,8 @@ static bool read_envelope(const uint8_t *buf, size_t len, envelope *e)
 				return false;
 			if (tag >> 3 == 1)
 				e->id = v;
+			else if (tag >> 3 == 4)
+				e->guest = v;
 			break;
 		case 1: /* 64-bit */
 		case 5: /* 32-bit */
@@ -248,6 +251,30 @@ static gsd_tenant *conn_tenant(gsd_daemon *d, gsd_conn *conn, const char *token)
 	return t;
 }
 
+/* A virtual machine's requests: no larger than its max_message (the paravirtual path's limit),
+ * and only a VM names a guest process. */
+static bool admit_guest(gsd_daemon *d, gsd_call *c, const gsd_tenant *t, const envelope *e,
+                        size_t len)
+{
+	bool vm = t->conf.kind == GPUSCHED__V1__TENANT_KIND__TENANT_KIND_VM;
+	if (e->guest && !vm) {
+		gsd_call_error(c, GSD_ST(PERMISSION_DENIED),
+		               "tenant %s is not a virtual machine: only gpusched-relay for a VM "
+		               "tenant names a guest process (Request.guest)",
+		               t->conf.name);
+		return false;
+	}
+	uint64_t max = gsd_tenant_max_message(d, t);
+	if (len > max) {
+		gsd_call_error(c, GSD_ST(TOO_LARGE),
+		               "request of %zu bytes exceeds tenant %s's max_message %llu", len,
+		               t->conf.name, (unsigned long long)max);
+		return false;
+	}
+	c->guest = e->guest;
+	return true;
+}
+
 /* Checks everything that needs no decoding; true when the request may be decoded (c->tenant
  * set and counted in flight), false when it was answered. */
 static bool admit(gsd_daemon *d, gsd_call *c, gsd_conn *conn, const uint8_t *buf, size_t len)
@@ -290,6 +317,8 @@ static bool admit(gsd_daemon *d, gsd_call *c, gsd_conn *conn, const uint8_t *buf
 		gsd_call_error(c, GSD_ST(BANNED), "tenant %s is banned", t->conf.name);
 		return false;
 	}
+	if (!admit_guest(d, c, t, &e, len))
+		return false;
 	/* Its requests per second, over the current second (refusals count: a flood is one). */
 	if (t->conf.max_requests_per_second) {
 		uint64_t second = gsd_now_ns() / 1000000000u;

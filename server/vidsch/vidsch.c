@@ -705,7 +705,7 @@ void gsd_vidsch_cancel(gsd_daemon *d, gsd_adapter *a, gsd_context *ctx, const ch
 /* The system context of each node (paging) and the device they belong to. */
 static int make_system_contexts(gsd_daemon *d, gsd_adapter *a)
 {
-	a->sysdev = gsd_device_create(d, a, &d->system_tenant, "paging", true);
+	a->sysdev = gsd_device_create(d, a, &d->system_tenant, 0, "paging", true);
 	if (!a->sysdev)
 		return -1;
 	for (uint32_t i = 0; i < a->nnodes; i++) {

@@ -198,6 +198,8 @@ static void test_oversize(void **state)
 	size_t big = 4u << 20;
 	uint8_t *data = calloc(1, big);
 	assert_non_null(data);
+	/* One message per transfer, whatever its size: the daemon's limits are under test. */
+	gs_client_set_io_piece(f->c, 0);
 
 	/* Between max_message and twice that: read, refused with TOO_LARGE. */
 	EXPECT_AUDITED(f, GS_STATUS_TOO_LARGE,
@@ -217,6 +219,7 @@ static void test_oversize(void **state)
 	 * a transport error, and nothing else is disturbed. */
 	gs_client *c2 = itest_connect(&f->t, NULL);
 	gs_client_set_timeout(c2, 1500);
+	gs_client_set_io_piece(c2, 0);
 	long long t0 = gs_test_now_ms();
 	int rv = gs_allocation_write(c2, a.allocation, 0, data, big);
 	assert_true(rv == GS_ERR_TIMEOUT || rv == GS_ERR_TRANSPORT);
