@@ -761,16 +761,17 @@ int gs_packet_events_window(gs_client *c, uint64_t since_ns, uint64_t until_ns, 
 void gs_packet_events_free(gs_packet_event *events, size_t count);
 
 /*
- * Watching events live: a subscriber to the daemon's event socket (gpuschedd --events URL).
- * The socket drops events for a subscriber that cannot keep up; each event names the one
- * published before it, so gs_watch_next sees every loss. With a client it reads the caller's
- * lost packet events back from the audit and returns them (recovered = true) after a GAP
- * event that says what was lost; nothing is dropped without a GAP.
+ * Watching events live, through EventsWait on a client's connection. The daemon gives each
+ * tenant only its own events (an administrator: every tenant's, and the daemon's messages). It
+ * keeps its recent events in a ring; when one this watcher had not read yet left the ring (it
+ * fell behind, or the daemon restarted), gs_watch_next returns a GAP event that says what was
+ * lost, then the caller's lost packet events read back from the audit (recovered = true);
+ * nothing is dropped without a GAP.
  */
 typedef enum gs_watch_kind {
 	GS_WATCH_PACKET = 1,  /* a packet's state change: packet */
 	GS_WATCH_MESSAGE = 2, /* a daemon message (an engine reset, a ban): message */
-	GS_WATCH_GAP = 3,     /* events between gap_after and gap_before were lost on the socket */
+	GS_WATCH_GAP = 3,     /* events between gap_after and gap_before left the daemon's ring */
 } gs_watch_kind;
 
 typedef struct gs_watch_event {
@@ -782,7 +783,7 @@ typedef struct gs_watch_event {
 	char *message;
 	bool recovered; /* read back from the audit after a GAP */
 	/* GAP: the lost range (gap_after, gap_before) and how many packet events of the caller's
-	 * came back from the audit (the others were other tenants' or messages). */
+	 * came back from the audit (the others were messages). */
 	uint64_t gap_after, gap_before;
 	uint64_t gap_recovered;
 	bool gap_truncated; /* more than 100000 lost: read the rest with gs_packet_events_range */
@@ -790,15 +791,15 @@ typedef struct gs_watch_event {
 } gs_watch_event;
 
 typedef struct gs_watch gs_watch;
-/* Subscribes to url (nng SUB). Events published before the subscription connects are not
- * seen. 0, GS_ERR_TRANSPORT or GS_ERR_NOMEM. */
-int gs_watch_open(const char *url, gs_watch **out);
-/* The next event, waiting up to timeout_ms: 0, GS_ERR_TIMEOUT, GS_ERR_PROTOCOL (a message that
- * does not decode), GS_ERR_TRANSPORT or GS_ERR_NOMEM. c (may be NULL: then a GAP is reported
- * and nothing read back) reads lost events back. Clear *ev with gs_watch_event_clear. */
+/* Starts watching from now on c's connection and tenant: every event after this call is
+ * promised. 0, the daemon's status (UNAUTHENTICATED for an unknown token), or a GS_ERR_*. */
+int gs_watch_open(gs_client *c, gs_watch **out);
+/* The next event, waiting up to timeout_ms (< 0: without a bound): 0, GS_ERR_TIMEOUT, the
+ * daemon's status, or a GS_ERR_* of the call (GS_ERR_TRANSPORT: call again; after a daemon
+ * restart the next call reports a GAP). c (NULL: the client given to gs_watch_open) is the
+ * connection it waits on and reads lost events back with. Clear *ev with
+ * gs_watch_event_clear. */
 int gs_watch_next(gs_watch *w, gs_client *c, int timeout_ms, gs_watch_event *ev);
-/* Whether the subscription is connected to the publisher now (it keeps retrying). */
-bool gs_watch_connected(const gs_watch *w);
 void gs_watch_event_clear(gs_watch_event *ev);
 void gs_watch_close(gs_watch *w);
 

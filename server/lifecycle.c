@@ -200,7 +200,15 @@ int gsd_daemon_init(gsd_daemon *d, const gsd_config *cfg, uv_loop_t *loop)
 			return -1;
 		}
 	}
-	if (gsd_events_open(d, d->cfg.events_url) != 0)
+	/* The PUB socket showed every tenant's events to whoever subscribed: events are read
+	 * with EventsWait now, each tenant its own. */
+	if (d->cfg.events_url[0]) {
+		GSD_WARN("\"events\" (--events %s) is obsolete and ignored: clients read events "
+		         "with EventsWait on the request socket (gpusched watch)",
+		         d->cfg.events_url);
+		d->cfg.events_url[0] = '\0';
+	}
+	if (gsd_events_open(d, d->cfg.events_buffer) != 0)
 		return -1;
 	if (gsd_rpc_start(d) != 0)
 		return -1;
@@ -236,6 +244,7 @@ void gsd_daemon_destroy(gsd_daemon *d)
 		gsd_vidsch_stop(d, &d->adapters[i]);
 	/* Every device goes, which answers the waits still pending on its objects. */
 	gsd_device_destroy_all(d);
+	gsd_events_close(d); /* answers the EventsWait calls still waiting */
 	gsd_rpc_settle(d);
 	/* Closing the audit commits everything and sends the answers it still held. It is NULL
 	 * when start-up failed before opening it. */
@@ -245,7 +254,6 @@ void gsd_daemon_destroy(gsd_daemon *d)
 	}
 	d->audit = NULL;
 	gsd_rpc_free(d);
-	gsd_events_close(d);
 	if (d->tls)
 		nng_tls_config_free(d->tls);
 	d->tls = NULL;

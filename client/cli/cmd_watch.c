@@ -1,6 +1,7 @@
 /*
- * gpusched watch: the daemon's events as they happen, with every loss on the event socket
- * reported and the lost packet events read back from the audit.
+ * gpusched watch: the caller's tenant's events as they happen (an administrator's: all), read
+ * with EventsWait on the request connection, with every loss reported and the lost packet
+ * events read back from the audit.
  */
 #include <inttypes.h>
 #include <signal.h>
@@ -13,19 +14,20 @@
 #include "cli.h"
 
 static const char watch_help[] =
-        "Usage: gpusched watch [--events URL] [--tenant NAME] [--context ID] [--packet ID]\n"
-        "                      [--state S] [--count N] [--seconds N] [--json]\n"
-        "Prints the daemon's events as they happen: every packet state change (refused\n"
-        "submissions included) and daemon messages (engine resets, bans). Each line starts\n"
+        "Usage: gpusched watch [--tenant NAME] [--context ID] [--packet ID] [--state S]\n"
+        "                      [--count N] [--seconds N] [--json]\n"
+        "Prints your tenant's events as they happen: every packet state change (refused\n"
+        "submissions included) and messages about it (engine resets, bans). The daemon\n"
+        "sends each tenant only its own events, checked by its token (--token); an\n"
+        "administrator sees every tenant's and the daemon's own messages. Each line starts\n"
         "with the event's audit sequence number, the number of its row in the audit file.\n"
-        "The event socket drops events for a subscriber that falls behind; watch sees every\n"
-        "such loss, prints a 'missed' line, then reads your lost packet events back from the\n"
-        "audit and prints them marked 'from audit'. Nothing is dropped silently.\n"
+        "The daemon keeps its recent events for a watcher that falls behind, up to its\n"
+        "events_buffer; watch sees every loss beyond that, prints a 'missed' line, then\n"
+        "reads your lost packet events back from the audit and prints them marked 'from\n"
+        "audit'. Nothing is dropped silently.\n"
         "\n"
         "Options:\n"
-        "  --events URL    the daemon's event socket (default: the one it reports in info;\n"
-        "                  the daemon publishes events only when started with --events)\n"
-        "  --tenant NAME   only this tenant's events\n"
+        "  --tenant NAME   only this tenant's events (administrators; NAME or NAME#ID)\n"
         "  --context ID    only this context's packet events\n"
         "  --packet ID     only this packet's events\n"
         "  --state S       only packet events into state S (SUBMITTED, COMPLETED, ...)\n"
@@ -37,10 +39,9 @@ static const char watch_help[] =
         "                  recovered, truncated\n"
         "\n"
         "Exit status: 0 when stopped by --count, --seconds or Ctrl-C; 1 when the daemon\n"
-        "publishes no events; 3 when it cannot be reached.\n";
+        "refuses (an unknown token); 3 when it cannot be reached.\n";
 
 typedef struct watch_args {
-	const char *events;
 	const char *tenant;
 	uint64_t context, packet;
 	gs_packet_state state;
@@ -56,7 +57,6 @@ static int parse_state(cli *ctx, const char *arg, void *field)
 }
 
 static const cli_opt watch_opts[] = {
-        {"events", CLI_ARG_STR, offsetof(watch_args, events)},
         {"tenant", CLI_ARG_STR, offsetof(watch_args, tenant)},
         {"context", CLI_ARG_U64, offsetof(watch_args, context)},
         {"packet", CLI_ARG_U64, offsetof(watch_args, packet)},
@@ -177,19 +177,10 @@ int cmd_watch(cli *ctx, int argc, char **argv)
 	rv = gs_info(ctx->client, &info);
 	if (rv != 0)
 		return cli_fail(ctx, rv);
-	const char *url = a.events ? a.events : info->events_url;
-	if (!url[0]) {
-		cli_warn(ctx,
-		         "the daemon publishes no events: start gpuschedd with --events URL (or "
-		         "\"events\" in its configuration), or give --events");
-		gs_info_free(info);
-		return CLI_EXIT_DAEMON;
-	}
-	rv = gs_watch_open(url, &w);
+	rv = gs_watch_open(ctx->client, &w);
 	if (rv != 0) {
-		cli_warn(ctx, "cannot subscribe to %s", url);
 		gs_info_free(info);
-		return CLI_EXIT_TRANSPORT;
+		return cli_fail(ctx, rv);
 	}
 	/* A read-back must not hold the loop much past --seconds or a Ctrl-C: a short request
 	 * timeout unless --timeout says otherwise. */
@@ -201,28 +192,30 @@ int cmd_watch(cli *ctx, int argc, char **argv)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 
 	uint64_t printed = 0, deadline = a.seconds ? now_ms() + (uint64_t)a.seconds * 1000u : 0;
-	uint64_t warn_at = now_ms() + 2000; /* say so once if it cannot connect */
 	rv = CLI_EXIT_OK;
+	bool lost_link = false;
 	while (!g_stop && (!a.count || printed < a.count) && (!deadline || now_ms() < deadline)) {
 		gs_watch_event ev;
 		/* Short waits, so Ctrl-C and --seconds are seen promptly. */
 		int st = gs_watch_next(w, ctx->client, 200, &ev);
-		if (warn_at && now_ms() >= warn_at) {
-			if (!gs_watch_connected(w))
-				cli_warn(ctx,
-				         "not connected to %s yet (is the daemon publishing "
-				         "there?); "
-				         "still trying",
-				         url);
-			warn_at = 0;
-		}
 		if (st == GS_ERR_TIMEOUT)
 			continue;
+		if (st == GS_ERR_TRANSPORT) {
+			/* The client reconnects by itself; after a daemon restart the next
+			 * answer reports what was missed meanwhile. */
+			if (!lost_link)
+				cli_warn(ctx, "lost the daemon: %s; still trying",
+				         gs_client_message(ctx->client));
+			lost_link = true;
+			struct timespec pause = {.tv_nsec = 200 * 1000000L}; /* not a hot loop */
+			nanosleep(&pause, NULL);
+			continue;
+		}
 		if (st != 0) {
-			cli_warn(ctx, "event socket: %s", gs_strerror(st));
-			rv = st == GS_ERR_NOMEM ? CLI_EXIT_DAEMON : CLI_EXIT_TRANSPORT;
+			rv = cli_fail(ctx, st);
 			break;
 		}
+		lost_link = false;
 		if (wanted(&a, &ev, info->tenant)) {
 			if (ctx->json)
 				print_json(&ev, info->tenant);
@@ -236,11 +229,6 @@ int cmd_watch(cli *ctx, int argc, char **argv)
 	signal(SIGINT, SIG_DFL);
 	signal(SIGTERM, SIG_DFL);
 	gs_info_free(info);
-	/* libnng 1.5 (Debian 12) can hang closing a subscriber that events still reach, and then
-	 * every later close of the process waits behind it (reproduced: about 1 exit in 10 during
-	 * a burst). Nothing is left to flush on either socket: the process ends here and the
-	 * kernel closes them. */
-	fflush(stdout);
-	fflush(stderr);
-	_exit(rv);
+	gs_watch_close(w);
+	return rv;
 }

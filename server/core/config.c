@@ -72,6 +72,7 @@ void gsd_config_defaults(gsd_config *c)
 	c->unauthenticated_max_message = 64 * 1024;
 	c->ipc_mode = 0600;
 	c->max_bad_tokens_per_second = 20;
+	c->events_buffer = 16384;
 	c->max_queued_packets = 32768;
 	c->max_syncs = 4096;
 	c->shutdown_grace_ms = 5000;
@@ -321,6 +322,7 @@ int gsd_config_load(gsd_config *c, const char *path, char *err, size_t errcap)
 	char clock[16] = "";
 	if (get_str(root, "events", c->events_url, sizeof(c->events_url), &e) ||
 	    get_str(root, "metrics", c->metrics_url, sizeof(c->metrics_url), &e) ||
+	    get_u32(root, "events_buffer", &c->events_buffer, &e) ||
 	    get_str(root, "db", c->db_path, sizeof(c->db_path), &e) ||
 	    get_str(root, "clock", clock, sizeof(clock), &e) ||
 	    get_str(root, "log_level", level, sizeof(level), &e) ||

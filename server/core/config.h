@@ -82,7 +82,10 @@ typedef struct gsd_tenant_config {
 typedef struct gsd_config {
 	uint32_t nlisten;
 	char listen[GSD_MAX_LISTEN][256];
+	/* Obsolete (it was the PUB socket): ignored with a warning. */
 	char events_url[256];
+	/* Recent events kept for EventsWait (core/events.c). */
+	uint32_t events_buffer;
 	char metrics_url[256]; /* Prometheus endpoint: http://HOST:PORT; "" = none */
 	/* tls+tcp:// listeners (requests and events): the daemon's certificate and key (one PEM
 	 * file), the CA its clients' certificates must chain to, and whether they must show one

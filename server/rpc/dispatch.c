@@ -463,6 +463,7 @@ static const char *const g_request_names[] = {
         [GPUSCHED__V1__REQUEST__BODY_USAGE] = "usage",
         [GPUSCHED__V1__REQUEST__BODY_TENANT_UPDATE] = "tenant_update",
         [GPUSCHED__V1__REQUEST__BODY_GUEST_RELEASE] = "guest_release",
+        [GPUSCHED__V1__REQUEST__BODY_EVENTS_WAIT] = "events_wait",
 };
 
 const char *gsd_request_name(int body_case)
@@ -512,6 +513,7 @@ static const handler_fn g_handlers[] = {
         [GPUSCHED__V1__REQUEST__BODY_USAGE] = gsd_h_usage,
         [GPUSCHED__V1__REQUEST__BODY_TENANT_UPDATE] = h_tenant_update,
         [GPUSCHED__V1__REQUEST__BODY_GUEST_RELEASE] = gsd_h_guest_release,
+        [GPUSCHED__V1__REQUEST__BODY_EVENTS_WAIT] = gsd_h_events_wait,
 };
 
 void gsd_handle_request(gsd_daemon *d, gsd_call *c)

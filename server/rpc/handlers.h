@@ -66,5 +66,7 @@ void gsd_h_moves(gsd_daemon *d, gsd_call *c);
 void gsd_h_explain(gsd_daemon *d, gsd_call *c);
 void gsd_h_usage(gsd_daemon *d, gsd_call *c);
 void gsd_h_packet_events(gsd_daemon *d, gsd_call *c);
+/* h_events.c: EventsWait, the caller's tenant's events (an administrator's: all). */
+void gsd_h_events_wait(gsd_daemon *d, gsd_call *c);
 
 #endif

@@ -81,17 +81,6 @@ static int setup_small_vram(void **state)
 	return start(state, small_vram_json);
 }
 
-/* A daemon that publishes events on an ipc socket of this process. */
-static char g_events_url[128];
-static int setup_events(void **state)
-{
-	char json[256];
-	snprintf(g_events_url, sizeof(g_events_url), "ipc:///tmp/gpusched-cli-events-%d.sock",
-	         (int)getpid());
-	snprintf(json, sizeof(json), "{\"events\": \"%s\"}\n", g_events_url);
-	return start(state, json);
-}
-
 static int teardown(void **state)
 {
 	fx *f = *state;
@@ -1159,15 +1148,15 @@ static void test_audit_verify(void **state)
 	itest_run_free(&r);
 }
 
-/* watch without an event socket is a clear error; with one, --count and --json give one JSON
- * line per event, in sequence order. */
-static void test_watch_no_events(void **state)
+/* watch with a token the daemon does not know is refused, and says so; with the right one,
+ * --count and --json give one JSON line per event, in sequence order. */
+static void test_watch_unknown_token(void **state)
 {
 	fx *f = *state;
 	itest_run r;
-	cli(&r, f->url_opt, "watch", "--count", "1", NULL);
-	expect_exit(&r, EXIT_DAEMON, "watch without --events");
-	assert_non_null(strstr(r.err, "publishes no events"));
+	cli(&r, f->url_opt, "--token", "no-such-tenant", "watch", "--count", "1", NULL);
+	expect_exit(&r, EXIT_DAEMON, "watch with an unknown token");
+	assert_non_null(strstr(r.err, "UNAUTHENTICATED"));
 	itest_run_free(&r);
 }
 
@@ -1197,8 +1186,8 @@ static void test_watch_json(void **state)
 	watch_run w = {.url_opt = f->url_opt};
 	pthread_t th;
 	assert_int_equal(pthread_create(&th, NULL, run_watch, &w), 0);
-	/* Submit until the watcher has seen its 6 events and exited (it subscribes at some point
-	 * after starting: only later events reach it). Bounded by the watcher's --seconds. */
+	/* Submit until the watcher has seen its 6 events and exited (it starts watching at some
+	 * point after it was started: only later events reach it). Bounded by its --seconds. */
 	bool joined = false;
 	for (int i = 0; i < 3000 && !(joined = pthread_tryjoin_np(th, NULL) == 0); i++)
 		itest_submit_wait(c, ctx, &buf, 0);
@@ -1239,9 +1228,9 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(test_demo_json, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_submit_json, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_history_json, setup, teardown),
-	        cmocka_unit_test_setup_teardown(test_watch_no_events, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_watch_unknown_token, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_audit_verify, setup, teardown),
-	        cmocka_unit_test_setup_teardown(test_watch_json, setup_events, teardown),
+	        cmocka_unit_test_setup_teardown(test_watch_json, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_memory_commands, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_alloc_create_destroy, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_alloc_create_overcommit, setup_small_vram,

@@ -1,7 +1,8 @@
-/* The PUB event stream (gpuschedd --events URL): a subscriber receives one Event per packet
+/* Events through EventsWait (gpusched watch): a watcher receives one Event per packet
  * transition, in order, with the packet's id, state and tenant; each event carries the audit
- * sequence number of its row and that of the event before it; refused submissions are
- * published; a watcher that falls behind sees every loss and reads it back from the audit. */
+ * sequence number of its row; refused submissions are delivered; a watcher that falls behind
+ * the daemon's ring sees every loss and reads it back from the audit. Tenant isolation is in
+ * test_tenant_views.c. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,31 +12,19 @@
 #include <string.h>
 
 #include <cmocka.h>
-#include <nng/nng.h>
-#include <nng/protocol/pubsub0/sub.h>
 
 #include "gpusched.h"
 #include "gpusched.pb-c.h"
 #include "itest.h"
 #include "testd.h"
 
-static void test_packet_events_published(void **state)
+/* Every event after gs_watch_open is promised: one packet's four, in order, nothing else in
+ * between on an otherwise idle daemon. */
+static void test_packet_events_delivered(void **state)
 {
 	(void)state;
-	char dir[] = "/tmp/gpusched-events-XXXXXX";
-	assert_non_null(mkdtemp(dir));
-	char url[300];
-	snprintf(url, sizeof(url), "ipc://%s/events.sock", dir);
-	const char *const args[] = {"--events", url, NULL};
 	gs_testd t;
-	assert_int_equal(gs_testd_start(&t, args), 0);
-
-	nng_socket sub;
-	assert_int_equal(nng_sub0_open(&sub), 0);
-	assert_int_equal(nng_socket_set(sub, NNG_OPT_SUB_SUBSCRIBE, "", 0), 0);
-	assert_int_equal(nng_socket_set_ms(sub, NNG_OPT_RECVTIMEO, 5000), 0);
-	assert_int_equal(nng_dial(sub, url, NULL, 0), 0);
-
+	assert_int_equal(gs_testd_start(&t, NULL), 0);
 	gs_client *c = itest_connect(&t, NULL);
 	itest_layout lay;
 	itest_layout_of(c, &lay);
@@ -45,55 +34,34 @@ static void test_packet_events_published(void **state)
 	gs_dmabuf b;
 	gs_dmabuf_init(&b);
 	assert_int_equal(gs_dmabuf_nop(&b), 0);
-	/* PUB drops what is sent before the subscription is connected: submit until one
-	 * packet's events arrive (bounded), then check that packet's whole sequence. */
-	uint64_t packet = 0;
-	int want[] = {GPUSCHED__V1__PACKET_STATE__PACKET_STATE_SUBMITTED,
-	              GPUSCHED__V1__PACKET_STATE__PACKET_STATE_READY,
-	              GPUSCHED__V1__PACKET_STATE__PACKET_STATE_RUNNING,
-	              GPUSCHED__V1__PACKET_STATE__PACKET_STATE_COMPLETED};
-	size_t got = 0;
-	long long deadline = gs_test_now_ms() + 15000;
-	while (got < 4 && gs_test_now_ms() < deadline) {
-		if (got == 0)
-			packet = itest_submit_wait(c, ctx, &b, 0);
-		nng_msg *m;
-		if (nng_recvmsg(sub, &m, 0) != 0)
-			continue;
-		Gpusched__V1__Event *ev =
-		        gpusched__v1__event__unpack(NULL, nng_msg_len(m), nng_msg_body(m));
-		nng_msg_free(m);
-		assert_non_null(ev);
-		assert_true(ev->seq > 0);
-		assert_true(ev->prev_seq < ev->seq);
-		if (ev->body_case == GPUSCHED__V1__EVENT__BODY_PACKET &&
-		    ev->packet->packet == packet) {
-			assert_int_equal(ev->packet->state, want[got]);
-			assert_string_equal(ev->tenant, "default");
-			assert_true(ev->packet->time_ns > 0);
-			got++;
-		} else if (ev->body_case == GPUSCHED__V1__EVENT__BODY_PACKET && got == 0 &&
-		           (int)ev->packet->state == want[0]) {
-			/* The first event seen starts a packet's sequence. */
-			packet = ev->packet->packet;
-			got = 1;
-		}
-		gpusched__v1__event__free_unpacked(ev, NULL);
+
+	gs_watch *w;
+	assert_int_equal(gs_watch_open(c, &w), 0);
+	uint64_t packet = itest_submit_wait(c, ctx, &b, 0);
+	gs_packet_state want[] = {GS_PACKET_SUBMITTED, GS_PACKET_READY, GS_PACKET_RUNNING,
+	                          GS_PACKET_COMPLETED};
+	uint64_t prev = 0;
+	for (size_t got = 0; got < 4; got++) {
+		gs_watch_event ev;
+		assert_int_equal(gs_watch_next(w, NULL, 15000, &ev), 0);
+		assert_int_equal(ev.kind, GS_WATCH_PACKET);
+		assert_int_equal(ev.packet.packet, packet);
+		assert_int_equal(ev.packet.state, want[got]);
+		assert_string_equal(ev.tenant, "default");
+		assert_true(ev.packet.time_ns > 0);
+		assert_true(ev.seq > prev);
+		prev = ev.seq;
+		gs_watch_event_clear(&ev);
 	}
-	assert_int_equal(got, 4);
+	gs_watch_close(w);
 	gs_dmabuf_free(&b);
 	gs_close(c);
-	nng_close(sub);
 	assert_int_equal(gs_testd_stop(&t), 0);
 	gs_testd_cleanup(&t);
-	char cmd[320];
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	assert_int_equal(system(cmd), 0);
 }
 
 typedef struct evfx {
-	char dir[64];
-	char url[300];
+	itest_config cfg;
 	gs_testd t;
 	gs_client *c;
 	uint64_t ctx;
@@ -104,10 +72,9 @@ static int ev_setup(void **state)
 {
 	evfx *f = calloc(1, sizeof(*f));
 	assert_non_null(f);
-	snprintf(f->dir, sizeof(f->dir), "/tmp/gpusched-events-XXXXXX");
-	assert_non_null(mkdtemp(f->dir));
-	snprintf(f->url, sizeof(f->url), "ipc://%s/events.sock", f->dir);
-	const char *const args[] = {"--events", f->url, NULL};
+	/* A small ring, so that a burst overflows it. */
+	assert_int_equal(itest_config_write(&f->cfg, "{\"events_buffer\": 256}"), 0);
+	const char *const args[] = {"--config", f->cfg.path, NULL};
 	assert_int_equal(gs_testd_start(&f->t, args), 0);
 	f->c = itest_connect(&f->t, NULL);
 	itest_layout lay;
@@ -128,46 +95,39 @@ static int ev_teardown(void **state)
 	gs_close(f->c);
 	int rc = gs_testd_stop(&f->t);
 	gs_testd_cleanup(&f->t);
-	char cmd[96];
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", f->dir);
-	if (system(cmd) != 0)
-		rc = -1;
+	itest_config_cleanup(&f->cfg);
 	free(f);
 	return rc;
 }
 
-/* Submits until the watcher delivers an event (PUB drops what precedes the connection);
- * returns the seq of the last event read. Bounded. */
-static uint64_t watch_connected(evfx *f, gs_watch *w)
+/* Runs one packet and reads its four events: returns the seq of the last (its COMPLETED). */
+static uint64_t watch_one(evfx *f, gs_watch *w)
 {
-	long long deadline = gs_test_now_ms() + 15000;
+	uint64_t packet = itest_submit_wait(f->c, f->ctx, &f->nop, 0);
 	uint64_t last = 0;
-	while (gs_test_now_ms() < deadline) {
-		itest_submit_wait(f->c, f->ctx, &f->nop, 0);
+	for (int got = 0; got < 4;) {
 		gs_watch_event ev;
-		while (gs_watch_next(w, f->c, 100, &ev) == 0) {
+		assert_int_equal(gs_watch_next(w, f->c, 15000, &ev), 0);
+		if (ev.kind == GS_WATCH_PACKET && ev.packet.packet == packet) {
+			got++;
 			last = ev.seq;
-			gs_watch_event_clear(&ev);
 		}
-		if (last)
-			return last;
+		gs_watch_event_clear(&ev);
 	}
-	fail_msg("no event reached the watcher in 15 s");
-	return 0;
+	return last;
 }
 
-/* Info names the socket; each published event carries its row's audit sequence number; a
- * refused submission is published as REJECTED. */
+/* Info names no event socket any more; each event carries its row's audit sequence number; a
+ * refused submission is delivered as REJECTED. */
 static void test_event_seq_is_audit_seq(void **state)
 {
 	evfx *f = *state;
 	gs_daemon_info *info;
 	assert_int_equal(gs_info(f->c, &info), 0);
-	assert_string_equal(info->events_url, f->url);
+	assert_string_equal(info->events_url, "");
 	gs_info_free(info);
 	gs_watch *w;
-	assert_int_equal(gs_watch_open(f->url, &w), 0);
-	watch_connected(f, w);
+	assert_int_equal(gs_watch_open(f->c, &w), 0);
 
 	uint64_t packet = itest_submit_wait(f->c, f->ctx, &f->nop, 0);
 	/* Refused: a context that does not exist. */
@@ -215,15 +175,15 @@ static void test_event_seq_is_audit_seq(void **state)
 	gs_watch_close(w);
 }
 
-/* A burst far larger than the socket's queues while the watcher does not read: it then gets
- * GAP events, and live plus recovered events are exactly the audit's rows after its start,
- * each once, in sequence order. */
+/* A burst far larger than the daemon's ring (256 events here) while the watcher does not
+ * read: it then gets GAP events, and live plus recovered events are exactly the audit's rows
+ * after its start, each once, in sequence order. */
 static void test_watch_fills_gaps(void **state)
 {
 	evfx *f = *state;
 	gs_watch *w;
-	assert_int_equal(gs_watch_open(f->url, &w), 0);
-	uint64_t start = watch_connected(f, w);
+	assert_int_equal(gs_watch_open(f->c, &w), 0);
+	uint64_t start = watch_one(f, w);
 
 	enum { BATCH = 250, ROUNDS = 8 };
 	gs_submit_desc descs[BATCH];
@@ -281,7 +241,7 @@ static void test_watch_fills_gaps(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test(test_packet_events_published),
+	        cmocka_unit_test(test_packet_events_delivered),
 	        cmocka_unit_test_setup_teardown(test_event_seq_is_audit_seq, ev_setup, ev_teardown),
 	        cmocka_unit_test_setup_teardown(test_watch_fills_gaps, ev_setup, ev_teardown),
 	};
