@@ -12,6 +12,11 @@
  *            --rounds times (default 3), interleaved; the best run counts (the one least
  *            disturbed by the rest of the machine). Prints records/s and the ratio (target >=
  *            0.8), and the chain alone.
+ *   acked    --acked packets submitted one at a time as bench_submit's single client does: the
+ *            SUBMITTED record with an acknowledgement, waited for, then READY, RUNNING and
+ *            COMPLETED without one; microseconds per packet on the file and on the null sink
+ *            (gpuschedd --bench-null-audit's), interleaved --rounds times: what one commit
+ *            costs an unbatched client, without the transport's noise.
  *   bytes    the file's size per packet after the write (pages in use / packets), with and
  *            without the chain (target < 512 B with it).
  *   history  --rows packets (four events each) bulk-loaded into a fresh file with the daemon's
@@ -47,8 +52,10 @@ typedef struct options {
 	uint64_t packets;
 	uint64_t rows;
 	uint32_t queries;
+	uint64_t acked; /* --acked: packets of the acknowledged run */
 	double seconds;
 	bool json;
+	const char *only; /* --only: one part (write, acked, history) */
 } options;
 
 static double now_s(void)
@@ -245,6 +252,58 @@ static int run_write(const options *o, const char *dir, int variant, bool chain,
 	return ok ? 0 : -1;
 }
 
+/* ---- acknowledged, one at a time ---- */
+
+/*
+ * The daemon's unbatched submit (bench_submit's NullRendering NOP), as the audit sees it: each
+ * packet's SUBMITTED record carries an acknowledgement and the producer waits for it, as a
+ * client waits for its answer; then READY, RUNNING and COMPLETED follow without one, and ride
+ * along with the next packet's commit. The figure is microseconds per packet, on the real
+ * file and on the null sink (gpuschedd --bench-null-audit), so the difference is what the
+ * commit itself costs an unbatched client.
+ */
+static int run_acked(const options *o, const char *dir, bool null_sink, double *us_per_packet)
+{
+	char path[256];
+	snprintf(path, sizeof path, "%s/acked-%d.db", dir, null_sink);
+	gsd_audit_options ao = {.null_sink = null_sink};
+	gsd_audit *a;
+	if (gsd_audit_open(path, &ao, &a) != 0)
+		return -1;
+	uint64_t acks;
+	pthread_mutex_lock(&g_ack.mu);
+	acks = g_ack.acks;
+	pthread_mutex_unlock(&g_ack.mu);
+	bool ok = true;
+	uint64_t p;
+	double t0 = now_s();
+	for (p = 1; ok && p <= o->acked && now_s() - t0 < o->seconds; p++) {
+		gsd_packet_rec r = {.packet = p,
+		                    .tenant = "tenant-a",
+		                    .device = 1,
+		                    .context = 1,
+		                    .fence = p,
+		                    .submit_flags = 0x8,
+		                    .dma_size = 16,
+		                    .state = 1,
+		                    .submitted_ns = 1000000 + p * 1000};
+		gsd_audit_packet(a, &r, NULL, on_flush, NULL);
+		ok = wait_flush(++acks);
+		for (int k = 2; k <= 4; k++) {
+			r.state = k;
+			r.ready_ns = r.submitted_ns + 10;
+			r.started_ns = k >= 3 ? r.submitted_ns + 20 : 0;
+			r.completed_ns = k >= 4 ? r.submitted_ns + 30 : 0;
+			gsd_audit_packet(a, &r, NULL, NULL, NULL);
+		}
+	}
+	double dt = now_s() - t0;
+	gsd_audit_close(a);
+	remove_db(path);
+	*us_per_packet = p > 1 ? dt * 1e6 / (double)(p - 1) : 0;
+	return ok ? 0 : -1;
+}
+
 /* ---- history at scale ---- */
 
 static int bulk_load(sqlite3 *db, uint64_t rows)
@@ -394,6 +453,8 @@ static void usage(FILE *f)
 	           "  --read-rate N  history reads per second during the write (default 200)\n"
 	           "  --rounds N     runs of each write variant, interleaved; the best counts\n"
 	           "                 (default 3)\n"
+	           "  --acked N      packets of the acknowledged run (default 20000)\n"
+	           "  --only PART    run one part: write, acked or history\n"
 	           "  --json         one JSON object per measurement on stdout, table on stderr\n"
 	           "  -h, --help     show this help\n");
 }
@@ -405,7 +466,8 @@ int main(int argc, char **argv)
 	             .queries = 300,
 	             .seconds = 60,
 	             .read_rate = 200,
-	             .rounds = 3};
+	             .rounds = 3,
+	             .acked = 20000};
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -423,6 +485,10 @@ int main(int argc, char **argv)
 			o.rounds = (uint32_t)strtoul(argv[++i], NULL, 10);
 		} else if (i + 1 < argc && !strcmp(a, "--read-rate")) {
 			o.read_rate = (uint32_t)strtoul(argv[++i], NULL, 10);
+		} else if (i + 1 < argc && !strcmp(a, "--acked")) {
+			o.acked = strtoull(argv[++i], NULL, 10);
+		} else if (i + 1 < argc && !strcmp(a, "--only")) {
+			o.only = argv[++i];
 		} else if (i + 1 < argc && !strcmp(a, "--seconds")) {
 			o.seconds = strtod(argv[++i], NULL);
 		} else {
@@ -430,8 +496,11 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
+	bool do_write = !o.only || !strcmp(o.only, "write");
+	bool do_acked = !o.only || !strcmp(o.only, "acked");
+	bool do_history = !o.only || !strcmp(o.only, "history");
 	if (!o.packets || !o.rows || !o.queries || o.seconds <= 0 || !o.read_rate || !o.rounds ||
-	    o.rounds > 20) {
+	    o.rounds > 20 || !o.acked || !(do_write || do_acked || do_history)) {
 		usage(stderr);
 		return 2;
 	}
@@ -444,7 +513,7 @@ int main(int argc, char **argv)
 	/* Interleaved: base, chain+readers, chain alone, --rounds times; the best of each counts.
 	 */
 	write_result best[3] = {{0}}, r;
-	for (uint32_t round = 0; round < o.rounds; round++)
+	for (uint32_t round = 0; do_write && round < o.rounds; round++)
 		for (int v = 0; v < 3; v++) {
 			if (run_write(&o, dir, v, v != 0, v == 1, &r) != 0) {
 				fprintf(stderr, "bench_audit: write run failed\n");
@@ -453,32 +522,67 @@ int main(int argc, char **argv)
 			if (r.records_per_s > best[v].records_per_s)
 				best[v] = r;
 		}
+	/* Acknowledged: null sink, then the file, --rounds times; each round's ratio counts. */
+	double acked_us[2] = {0, 0}, ratio_lo = 0, ratio_hi = 0;
+	for (uint32_t round = 0; do_acked && round < o.rounds; round++) {
+		double us[2];
+		for (int v = 0; v < 2; v++) {
+			if (run_acked(&o, dir, v == 0, &us[v]) != 0) {
+				fprintf(stderr, "bench_audit: acknowledged run failed\n");
+				return 1;
+			}
+			if (round == 0 || us[v] < acked_us[v])
+				acked_us[v] = us[v];
+		}
+		double q = us[0] / us[1];
+		ratio_lo = round == 0 || q < ratio_lo ? q : ratio_lo;
+		ratio_hi = round == 0 || q > ratio_hi ? q : ratio_hi;
+	}
 	lat h[3];
-	if (run_history(&o, dir, h) != 0)
+	if (do_history && run_history(&o, dir, h) != 0)
 		return 1;
 	rmdir(dir);
 
 	FILE *t = o.json ? stderr : stdout;
 	double ratio = best[1].records_per_s / best[0].records_per_s;
 	double chain_only = best[2].records_per_s / best[0].records_per_s;
-	fprintf(t, "audit write, %" PRIu64 " packets (%" PRIu64 " records), best of %" PRIu32 ":\n",
-	        o.packets, best[0].records, o.rounds);
-	fprintf(t, "  no chain, no readers        %10.0f records/s  %6.0f B/packet\n",
-	        best[0].records_per_s, best[0].bytes_per_packet);
-	fprintf(t,
-	        "  chain, history readers      %10.0f records/s  %6.0f B/packet  (%" PRIu64
-	        " reads, %u/s)\n",
-	        best[1].records_per_s, best[1].bytes_per_packet, best[1].reads, o.read_rate);
-	fprintf(t, "  chain alone                 %10.0f records/s\n", best[2].records_per_s);
-	fprintf(t, "  ratio chain+readers / base  %10.2f  (target >= 0.8)\n", ratio);
-	fprintf(t, "  ratio chain alone / base    %10.2f\n", chain_only);
-	fprintf(t, "  bytes per packet with chain %10.0f  (target < 512)\n",
-	        best[1].bytes_per_packet);
-	fprintf(t, "history at %" PRIu64 " packets, %u reads each:\n", o.rows, o.queries);
-	for (int k = 0; k < 3; k++)
-		fprintf(t, "  %-24s p50 %7.3f ms  p99 %7.3f ms  (%zu rows)\n", h[k].name,
-		        h[k].p50_ms, h[k].p99_ms, h[k].rows_seen);
-	if (o.json) {
+	if (do_write) {
+		fprintf(t,
+		        "audit write, %" PRIu64 " packets (%" PRIu64 " records), best of %" PRIu32
+		        ":\n",
+		        o.packets, best[0].records, o.rounds);
+		fprintf(t, "  no chain, no readers        %10.0f records/s  %6.0f B/packet\n",
+		        best[0].records_per_s, best[0].bytes_per_packet);
+		fprintf(t,
+		        "  chain, history readers      %10.0f records/s  %6.0f B/packet  (%" PRIu64
+		        " reads, %u/s)\n",
+		        best[1].records_per_s, best[1].bytes_per_packet, best[1].reads,
+		        o.read_rate);
+		fprintf(t, "  chain alone                 %10.0f records/s\n",
+		        best[2].records_per_s);
+		fprintf(t, "  ratio chain+readers / base  %10.2f  (target >= 0.8)\n", ratio);
+		fprintf(t, "  ratio chain alone / base    %10.2f\n", chain_only);
+		fprintf(t, "  bytes per packet with chain %10.0f  (target < 512)\n",
+		        best[1].bytes_per_packet);
+	}
+	if (do_acked) {
+		fprintf(t,
+		        "acknowledged SUBMITTED one at a time, %" PRIu64 " packets, %" PRIu32
+		        " rounds:\n",
+		        o.acked, o.rounds);
+		fprintf(t, "  null sink                   %10.1f us/packet (best)\n", acked_us[0]);
+		fprintf(t, "  SQLite file                 %10.1f us/packet (best)\n", acked_us[1]);
+		fprintf(t, "  commit cost                 %10.1f us/packet\n",
+		        acked_us[1] - acked_us[0]);
+		fprintf(t, "  ratio null / file per round %.2f-%.2f\n", ratio_lo, ratio_hi);
+	}
+	if (do_history) {
+		fprintf(t, "history at %" PRIu64 " packets, %u reads each:\n", o.rows, o.queries);
+		for (int k = 0; k < 3; k++)
+			fprintf(t, "  %-24s p50 %7.3f ms  p99 %7.3f ms  (%zu rows)\n", h[k].name,
+			        h[k].p50_ms, h[k].p99_ms, h[k].rows_seen);
+	}
+	if (o.json && do_write)
 		printf("{\"bench\":\"audit_write\",\"packets\":%" PRIu64
 		       ",\"base_records_per_s\":%.0f,"
 		       "\"chain_readers_records_per_s\":%.0f,\"chain_records_per_s\":%.0f,"
@@ -487,10 +591,14 @@ int main(int argc, char **argv)
 		       o.packets, best[0].records_per_s, best[1].records_per_s,
 		       best[2].records_per_s, ratio, chain_only, best[1].bytes_per_packet,
 		       best[0].bytes_per_packet);
-		for (int k = 0; k < 3; k++)
-			printf("{\"bench\":\"history\",\"rows\":%" PRIu64 ",\"query\":\"%s\","
-			       "\"p50_ms\":%.3f,\"p99_ms\":%.3f}\n",
-			       o.rows, h[k].name, h[k].p50_ms, h[k].p99_ms);
-	}
+	if (o.json && do_acked)
+		printf("{\"bench\":\"audit_acked\",\"packets\":%" PRIu64
+		       ",\"null_us\":%.2f,\"file_us\":%.2f,\"ratio_min\":%.3f,"
+		       "\"ratio_max\":%.3f}\n",
+		       o.acked, acked_us[0], acked_us[1], ratio_lo, ratio_hi);
+	for (int k = 0; o.json && do_history && k < 3; k++)
+		printf("{\"bench\":\"history\",\"rows\":%" PRIu64 ",\"query\":\"%s\","
+		       "\"p50_ms\":%.3f,\"p99_ms\":%.3f}\n",
+		       o.rows, h[k].name, h[k].p50_ms, h[k].p99_ms);
 	return 0;
 }
