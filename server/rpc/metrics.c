@@ -1,11 +1,19 @@
 /*
  * The Prometheus endpoint (--metrics URL, config "metrics"): GET /metrics on nng's own HTTP
- * server answers the text exposition format.
+ * server answers the text exposition format, to a tenant's token only.
+ *
+ * A scrape names its tenant with "Authorization: Bearer TOKEN" (no header: the empty token,
+ * the built-in default tenant of a daemon without tenants). An administrator gets everything:
+ * the daemon-wide families and one series per tenant of the gpusched_tenant_* families. Any
+ * other tenant gets its own gpusched_tenant_* series and the uptime, nothing daemon-wide
+ * (engine queues, packet counts and the rest would show what the other tenants do). An unknown
+ * token is answered 401 and audited (request "metrics", UNAUTHENTICATED); past
+ * max_bad_tokens_per_second such refusals in a second, 429 without looking at the token.
  *
  * The daemon's state belongs to the loop thread, and the HTTP handler runs on an nng thread:
- * a scrape asks the loop (uv_async) to render the text into a buffer and waits for it, at most
- * RENDER_WAIT_MS; a loop that does not answer in time gets the previous rendering served, so a
- * scrape never touches live state and never hangs.
+ * a scrape hands its token to the loop (uv_async), which authenticates it and renders the text
+ * for that tenant, and waits for the answer at most RENDER_WAIT_MS (then 503), so a scrape
+ * never touches live state and never hangs.
  */
 #include "rpc/internal.h"
 
@@ -18,10 +26,12 @@
 #include <nng/nng.h>
 #include <nng/supplemental/http/http.h>
 #include <pthread.h>
+#include <sodium.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #define RENDER_WAIT_MS 1000
@@ -32,6 +42,18 @@ static const char *gsd_status_name(int status)
 	return n ? n : "UNKNOWN";
 }
 
+/* One scrape, handed from the HTTP handler to the loop and back. */
+typedef struct scrape {
+	struct scrape *next;
+	char token[160]; /* from the Authorization header ("" without one) */
+	bool too_long;   /* a token longer than any tenant's: refused unread */
+	int status;      /* HTTP status, set by the loop */
+	char *text;      /* the body (malloc'd) */
+	size_t len;
+	bool done;      /* the loop has answered (under mu) */
+	bool abandoned; /* the handler gave up waiting: the loop frees it (under mu) */
+} scrape;
+
 typedef struct gsd_metrics {
 	gsd_daemon *d;
 	nng_http_server *server;
@@ -39,9 +61,10 @@ typedef struct gsd_metrics {
 	uv_async_t render;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	char *text; /* the last rendering (under mu) */
-	size_t len;
-	uint64_t renderings; /* under mu: counts them, so a scrape knows a new one came */
+	scrape *queue; /* scrapes for the loop (under mu) */
+	/* Loop only: refusals in the current second (max_bad_tokens_per_second). */
+	uint64_t bad_second;
+	uint32_t bad_count;
 } gsd_metrics;
 
 /* ---- rendering (loop thread) ---- */
@@ -119,7 +142,49 @@ static const char *label(const char *s, char *out, size_t cap)
 	return out;
 }
 
-static void render(gsd_daemon *d, buf *b)
+/* One series per tenant it may see (all for NULL: an administrator), per family. */
+static void render_tenants(gsd_daemon *d, buf *b, const gsd_tenant *only)
+{
+	char l1[128];
+	static const struct {
+		const char *name, *type, *help;
+	} fam[] = {
+	        {"gpusched_tenant_queued_packets", "gauge", "The tenant's packets not yet final."},
+	        {"gpusched_tenant_devices", "gauge", "The tenant's devices."},
+	        {"gpusched_tenant_contexts", "gauge", "The tenant's contexts."},
+	        {"gpusched_tenant_allocations", "gauge", "The tenant's allocations."},
+	        {"gpusched_tenant_memory_bytes", "gauge",
+	         "Video memory the tenant's allocations occupy as placed."},
+	        {"gpusched_tenant_sync_objects", "gauge", "The tenant's sync objects."},
+	        {"gpusched_tenant_banned", "gauge", "1 once the tenant is banned."},
+	};
+	for (size_t m = 0; m < sizeof(fam) / sizeof(fam[0]); m++) {
+		header(b, fam[m].name, fam[m].type, fam[m].help);
+		for (uint32_t i = 0; i < d->ntenants; i++) {
+			const gsd_tenant *t = d->tenants[i];
+			if (t->removed || (only && t != only))
+				continue;
+			uint64_t v = m == 0   ? t->queued_packets
+			             : m == 1 ? t->devices
+			             : m == 2 ? t->contexts
+			             : m == 3 ? t->allocations
+			             : m == 4 ? t->memory_used
+			             : m == 5 ? t->syncs
+			                      : t->banned;
+			put(b, "%s{tenant=\"%s\"} %llu\n", fam[m].name,
+			    label(t->audit_name, l1, sizeof(l1)), (unsigned long long)v);
+		}
+	}
+}
+
+static void render_uptime(gsd_daemon *d, buf *b)
+{
+	header(b, "gpusched_uptime_seconds", "gauge", "Seconds since the daemon started.");
+	put(b, "gpusched_uptime_seconds %.3f\n", (double)(gsd_now_ns() - d->start_ns) / 1e9);
+}
+
+/* What only an administrator sees: every family that sums all tenants' work. */
+static void render_daemon(gsd_daemon *d, buf *b)
 {
 	char l1[128], l2[128];
 	const gsd_stats *st = &d->stats;
@@ -208,38 +273,114 @@ static void render(gsd_daemon *d, buf *b)
 	        &d->stats.submit_latency);
 	histogram(b, "gpusched_queue_wait_seconds",
 	          "Packets: submitted to first started on the engine.", &d->stats.queue_wait);
-	header(b, "gpusched_uptime_seconds", "gauge", "Seconds since the daemon started.");
-	put(b, "gpusched_uptime_seconds %.3f\n", (double)(gsd_now_ns() - d->start_ns) / 1e9);
 }
 
-static void refresh(gsd_metrics *m)
+static void set_text(scrape *sc, int status, const char *text)
 {
-	buf b = {.cap = 8192};
-	b.p = malloc(b.cap);
-	if (!b.p)
-		return;
-	b.p[0] = '\0';
-	render(m->d, &b);
-	if (b.failed) {
-		free(b.p);
+	sc->status = status;
+	sc->text = strdup(text);
+	sc->len = sc->text ? strlen(text) : 0;
+}
+
+/* Authenticates one scrape and renders what its tenant may see (loop thread). */
+static void answer(gsd_metrics *m, scrape *sc)
+{
+	gsd_daemon *d = m->d;
+	uint64_t second = gsd_now_ns() / 1000000000u;
+	if (m->bad_second != second) {
+		m->bad_second = second;
+		m->bad_count = 0;
+	}
+	if (m->bad_count >= d->cfg.max_bad_tokens_per_second) {
+		set_text(sc, 429, "too many unknown tokens this second\n");
 		return;
 	}
-	pthread_mutex_lock(&m->mu);
-	char *old = m->text;
-	m->text = b.p;
-	m->len = b.len;
-	m->renderings++;
-	pthread_cond_broadcast(&m->cv);
-	pthread_mutex_unlock(&m->mu);
-	free(old);
+	gsd_tenant *t = sc->too_long ? NULL : gsd_tenant_by_token(d, sc->token);
+	if (!t) {
+		m->bad_count++;
+		gsd_audit_error(d->audit, NULL, "metrics", GSD_ST(UNAUTHENTICATED),
+		                sc->token[0] || sc->too_long
+		                        ? "unknown tenant token on /metrics"
+		                        : "no token on /metrics (Authorization: Bearer TOKEN)");
+		set_text(sc, 401, "a tenant token is needed: Authorization: Bearer TOKEN\n");
+		return;
+	}
+	buf b = {.cap = 8192};
+	b.p = malloc(b.cap);
+	if (!b.p) {
+		set_text(sc, 500, "out of memory\n");
+		return;
+	}
+	b.p[0] = '\0';
+	if (t->conf.admin)
+		render_daemon(d, &b);
+	render_tenants(d, &b, t->conf.admin ? NULL : t);
+	render_uptime(d, &b);
+	if (b.failed) {
+		free(b.p);
+		set_text(sc, 500, "out of memory\n");
+		return;
+	}
+	sc->status = 200;
+	sc->text = b.p;
+	sc->len = b.len;
+}
+
+static void free_scrape(scrape *sc)
+{
+	sodium_memzero(sc->token, sizeof(sc->token));
+	free(sc->text);
+	free(sc);
 }
 
 static void render_cb(uv_async_t *h)
 {
-	refresh(h->data);
+	gsd_metrics *m = h->data;
+	pthread_mutex_lock(&m->mu);
+	scrape *q = m->queue;
+	m->queue = NULL;
+	pthread_mutex_unlock(&m->mu);
+	while (q) {
+		scrape *sc = q;
+		q = sc->next;
+		answer(m, sc);
+		sodium_memzero(sc->token, sizeof(sc->token));
+		pthread_mutex_lock(&m->mu);
+		bool abandoned = sc->abandoned;
+		sc->done = true;
+		pthread_cond_broadcast(&m->cv);
+		pthread_mutex_unlock(&m->mu);
+		if (abandoned)
+			free_scrape(sc);
+	}
 }
 
 /* ---- serving (nng thread) ---- */
+
+/* The token of "Authorization: Bearer TOKEN" ("" without the header). */
+static void read_token(nng_aio *aio, scrape *sc)
+{
+	nng_http_req *req = nng_aio_get_input(aio, 0);
+	const char *auth = req ? nng_http_req_get_header(req, "Authorization") : NULL;
+	if (!auth)
+		return;
+	if (strncasecmp(auth, "Bearer ", 7) != 0) {
+		sc->too_long = true; /* another scheme: no token of ours */
+		return;
+	}
+	const char *tok = auth + 7;
+	while (*tok == ' ')
+		tok++;
+	size_t n = strlen(tok);
+	while (n && (tok[n - 1] == ' ' || tok[n - 1] == '\r' || tok[n - 1] == '\n'))
+		n--;
+	if (n >= sizeof(sc->token)) {
+		sc->too_long = true;
+		return;
+	}
+	memcpy(sc->token, tok, n);
+	sc->token[n] = '\0';
+}
 
 static void handle(nng_aio *aio)
 {
@@ -250,18 +391,38 @@ static void handle(nng_aio *aio)
 		nng_aio_finish(aio, NNG_ENOMEM);
 		return;
 	}
-	/* A fresh rendering from the loop, or the last one after RENDER_WAIT_MS. */
+	scrape *sc = calloc(1, sizeof(*sc));
+	if (!sc) {
+		nng_http_res_free(res);
+		nng_aio_finish(aio, NNG_ENOMEM);
+		return;
+	}
+	read_token(aio, sc);
+	/* The loop's answer, or 503 after RENDER_WAIT_MS. */
 	pthread_mutex_lock(&m->mu);
-	uint64_t seen = m->renderings;
+	sc->next = m->queue;
+	m->queue = sc;
 	uv_async_send(&m->render);
 	struct timespec dl;
 	clock_gettime(CLOCK_REALTIME, &dl);
 	dl.tv_sec += RENDER_WAIT_MS / 1000;
 	int wrc = 0;
-	while (m->renderings == seen && wrc == 0)
+	while (!sc->done && wrc == 0)
 		wrc = pthread_cond_timedwait(&m->cv, &m->mu, &dl);
-	int rv = nng_http_res_copy_data(res, m->text ? m->text : "", m->text ? m->len : 0);
+	bool done = sc->done;
+	if (!done)
+		sc->abandoned = true; /* the loop frees it when it gets to it */
 	pthread_mutex_unlock(&m->mu);
+	int status = done ? sc->status : 503;
+	const char *text = done && sc->text ? sc->text : "the daemon did not answer in time\n";
+	size_t len = done && sc->text ? sc->len : strlen(text);
+	int rv = nng_http_res_copy_data(res, text, len);
+	if (done)
+		free_scrape(sc);
+	if (rv == 0)
+		rv = nng_http_res_set_status(res, (uint16_t)status);
+	if (rv == 0 && status == 401)
+		rv = nng_http_res_set_header(res, "WWW-Authenticate", "Bearer realm=\"gpusched\"");
 	if (rv == 0)
 		rv = nng_http_res_set_header(res, "Content-Type",
 		                             "text/plain; version=0.0.4; charset=utf-8");
@@ -279,7 +440,11 @@ static void closed(uv_handle_t *h)
 	gsd_metrics *m = h->data;
 	pthread_mutex_destroy(&m->mu);
 	pthread_cond_destroy(&m->cv);
-	free(m->text);
+	while (m->queue) {
+		scrape *sc = m->queue;
+		m->queue = sc->next;
+		free_scrape(sc); /* abandoned: their handlers gave up */
+	}
 	free(m);
 }
 
@@ -315,10 +480,8 @@ int gsd_metrics_start(gsd_daemon *d, const char *url_in)
 		if (rv == 0)
 			h = NULL; /* the server owns it */
 	}
-	if (rv == 0) {
-		refresh(m);
+	if (rv == 0)
 		rv = nng_http_server_start(m->server);
-	}
 	if (rv != 0) {
 		GSD_ERROR("cannot serve metrics on %s: %s (want http://HOST:PORT)", url_in,
 		          nng_strerror(rv));
