@@ -20,7 +20,7 @@ static const cli_command commands[] = {
         {"history", "list packets from the audit record", cmd_history},
         {"events", "list the state changes of one packet", cmd_events},
         {"explain", "one packet's life, with the reason for every wait and stop", cmd_explain},
-        {"watch", "print events live; lost ones are read back from the audit", cmd_watch},
+        {"watch", "print your tenant's events live; lost ones are read from the audit", cmd_watch},
         {"trace", "write the schedule as Chrome trace JSON (Perfetto)", cmd_trace},
         {"timeline", "draw the schedule as a picture (HTML or SVG)", cmd_timeline},
         {"stats", "show the daemon's counters", cmd_stats},
