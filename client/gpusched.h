@@ -89,6 +89,7 @@ typedef enum gs_status {
 	GS_STATUS_TRANSFER_FLAGS = 43,        /* transfer flags contradict the move */
 	GS_STATUS_NOT_RESIDENT_TOGETHER = 44, /* the allocations cannot all be resident at once */
 	GS_STATUS_AUDIT_UNAVAILABLE = 45,     /* nothing was recorded or run: safe to retry */
+	GS_STATUS_UNAVAILABLE = 46,           /* gpusched-relay cannot reach the host daemon now */
 } gs_status;
 
 /* Short name of a status or local error: "NOT_FOUND", "TRANSPORT"; "STATUS_<n>" if unknown. */
@@ -929,6 +930,8 @@ typedef struct gs_tenant {
 	bool banned;
 	uint32_t allocation_limit;        /* allocations held at once; 0 = unlimited */
 	uint32_t max_requests_per_second; /* 0 = unlimited */
+	/* Largest request in bytes; 0 = the default (128 KiB for a VM, else the daemon's). */
+	uint32_t max_message;
 } gs_tenant;
 
 /* Settings gs_tenant_update may change (a mask of them). */
@@ -940,6 +943,7 @@ typedef enum gs_tenant_field {
 	GS_TENANT_ALLOCATION_LIMIT = 1u << 4,
 	GS_TENANT_MAX_REQUESTS_PER_SECOND = 1u << 5,
 	GS_TENANT_ADMIN = 1u << 6,
+	GS_TENANT_MAX_MESSAGE = 1u << 7,
 } gs_tenant_field;
 
 /* token: the tenant's token, or NULL/"" to let the daemon choose one. *token_out (may be NULL)
@@ -951,6 +955,12 @@ int gs_tenant_destroy(gs_client *c, const char *name);
 int gs_tenant_update(gs_client *c, const char *name, const gs_tenant *settings, unsigned fields);
 int gs_tenant_list(gs_client *c, gs_tenant **tenants, size_t *count);
 void gs_tenant_list_free(gs_tenant *tenants, size_t count);
+
+/* For gpusched-relay, as a virtual machine's tenant itself (not as a guest): destroys every
+ * device, with all in it, of one guest process (gs_guest_release) or of every guest
+ * (gs_guest_release_all, the VM's own objects stay). *devices (may be NULL) gets how many. */
+int gs_guest_release(gs_client *c, uint64_t guest, uint32_t *devices);
+int gs_guest_release_all(gs_client *c, uint32_t *devices);
 
 #ifdef __cplusplus
 }

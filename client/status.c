@@ -45,6 +45,7 @@ SAME(GS_STATUS_ALLOCATION_PRIORITY, GPUSCHED__V1__STATUS__STATUS_ALLOCATION_PRIO
 SAME(GS_STATUS_TRANSFER_FLAGS, GPUSCHED__V1__STATUS__STATUS_TRANSFER_FLAGS);
 SAME(GS_STATUS_NOT_RESIDENT_TOGETHER, GPUSCHED__V1__STATUS__STATUS_NOT_RESIDENT_TOGETHER);
 SAME(GS_STATUS_AUDIT_UNAVAILABLE, GPUSCHED__V1__STATUS__STATUS_AUDIT_UNAVAILABLE);
+SAME(GS_STATUS_UNAVAILABLE, GPUSCHED__V1__STATUS__STATUS_UNAVAILABLE);
 SAME(GS_PACKET_UNKNOWN, GPUSCHED__V1__PACKET_STATE__PACKET_STATE_UNKNOWN);
 SAME(GS_PACKET_SUBMITTED, GPUSCHED__V1__PACKET_STATE__PACKET_STATE_SUBMITTED);
 SAME(GS_PACKET_READY, GPUSCHED__V1__PACKET_STATE__PACKET_STATE_READY);
@@ -128,6 +129,8 @@ static const status_text status_texts[] = {
          "the allocations cannot all be resident at once"},
         {GS_STATUS_AUDIT_UNAVAILABLE, "AUDIT_UNAVAILABLE",
          "the audit file cannot record now: nothing was done; safe to retry"},
+        {GS_STATUS_UNAVAILABLE, "UNAVAILABLE",
+         "the relay has no link to the host daemon now; it reconnects by itself"},
         {GS_ERR_TRANSPORT, "TRANSPORT", "cannot reach the daemon"},
         {GS_ERR_TIMEOUT, "TIMEOUT", "no response from the daemon in time"},
         {GS_ERR_PROTOCOL, "PROTOCOL", "the daemon's response does not match the request"},

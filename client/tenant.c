@@ -29,6 +29,7 @@ int gs_tenant_create(gs_client *c, const gs_tenant *tenant, const char *token, c
 	t.banned = tenant->banned;
 	t.allocation_limit = tenant->allocation_limit;
 	t.max_requests_per_second = tenant->max_requests_per_second;
+	t.max_message = tenant->max_message;
 	body.tenant = &t;
 	body.token = (char *)(token ? token : "");
 	rv = gsc_call(c, GSC_REQ(TENANT_CREATE), &body, GSC_RESP(TENANT_CREATE), 0, &resp);
@@ -59,7 +60,7 @@ int gs_tenant_update(gs_client *c, const char *name, const gs_tenant *settings, 
 	static const char *const names[] = {
 	        "share",         "priority_ceiling", "memory_quota",
 	        "context_limit", "allocation_limit", "max_requests_per_second",
-	        "admin"};
+	        "admin",         "max_message"};
 	Gpusched__V1__TenantUpdateRequest body = GPUSCHED__V1__TENANT_UPDATE_REQUEST__INIT;
 	Gpusched__V1__Tenant t = GPUSCHED__V1__TENANT__INIT;
 	char *chosen[sizeof(names) / sizeof(names[0])];
@@ -78,6 +79,7 @@ int gs_tenant_update(gs_client *c, const char *name, const gs_tenant *settings, 
 	t.context_limit = settings->context_limit;
 	t.allocation_limit = settings->allocation_limit;
 	t.max_requests_per_second = settings->max_requests_per_second;
+	t.max_message = settings->max_message;
 	t.admin = settings->admin;
 	body.name = (char *)name;
 	body.tenant = &t;
@@ -101,6 +103,7 @@ static void copy_tenant(void *entry, const ProtobufCMessage *msg)
 	        .banned = t->banned,
 	        .allocation_limit = t->allocation_limit,
 	        .max_requests_per_second = t->max_requests_per_second,
+	        .max_message = t->max_message,
 	};
 }
 
@@ -128,4 +131,33 @@ int gs_tenant_list(gs_client *c, gs_tenant **tenants, size_t *count)
 	                   &list, count);
 	*tenants = list;
 	return rv;
+}
+
+static int guest_release(gs_client *c, uint64_t guest, bool all, uint32_t *devices)
+{
+	Gpusched__V1__GuestReleaseRequest body = GPUSCHED__V1__GUEST_RELEASE_REQUEST__INIT;
+	Gpusched__V1__Response *resp;
+	int rv;
+
+	body.guest = guest;
+	body.all_guests = all;
+	rv = gsc_call(c, GSC_REQ(GUEST_RELEASE), &body, GSC_RESP(GUEST_RELEASE), 0, &resp);
+	if (rv != 0)
+		return rv;
+	if (devices)
+		*devices = resp->guest_release->devices;
+	gsc_response_free(resp);
+	return 0;
+}
+
+int gs_guest_release(gs_client *c, uint64_t guest, uint32_t *devices)
+{
+	if (!guest)
+		return gsc_fail(c, GS_ERR_INVALID, "guest 0 is the virtual machine itself");
+	return guest_release(c, guest, false, devices);
+}
+
+int gs_guest_release_all(gs_client *c, uint32_t *devices)
+{
+	return guest_release(c, 0, true, devices);
 }

@@ -237,29 +237,32 @@ static const char tenant_help[] =
         "                              [--policy best-effort|equal-share|fixed-share]\n"
         "                              [--share N] [--priority-ceiling C] [--memory-quota BYTES]\n"
         "                              [--context-limit N] [--allocation-limit N]\n"
-        "                              [--max-requests-per-second N] [--admin] [--token T]\n"
+        "                              [--max-requests-per-second N] [--max-message BYTES]\n"
+        "                              [--admin] [--token T]\n"
         "       gpusched tenant set NAME [--share N] [--priority-ceiling C]\n"
         "                              [--memory-quota BYTES] [--context-limit N]\n"
         "                              [--allocation-limit N] [--max-requests-per-second N]\n"
-        "                              [--admin | --no-admin]\n"
+        "                              [--max-message BYTES] [--admin | --no-admin]\n"
         "       gpusched tenant rm NAME\n"
         "Tenant administration; the daemon answers only an admin token (PERMISSION_DENIED\n"
         "otherwise). create prints the new tenant's token (chosen by the daemon unless --token\n"
         "is given here, after the subcommand). set changes only the settings given, at once (a\n"
-        "new share applies to the tenant's queued work); 0 means no limit.\n";
+        "new share applies to the tenant's queued work); 0 means no limit (for --max-message:\n"
+        "the default, 128 KiB for a vm, else the daemon's max_message). A vm tenant's guest\n"
+        "processes reach the daemon through gpusched-relay.\n";
 
 static json_t *tenant_json(const void *tenant)
 {
 	const gs_tenant *t = tenant;
 
 	return json_pack(
-	        "{s:s, s:s, s:s, s:I, s:I, s:o, s:I, s:I, s:I, s:b, s:b}", "name", t->name, "kind",
-	        gs_tenant_kind_name(t->kind), "policy", gs_share_policy_name(t->policy), "share",
-	        (json_int_t)t->share, "priority_ceiling", (json_int_t)t->priority_ceiling,
+	        "{s:s, s:s, s:s, s:I, s:I, s:o, s:I, s:I, s:I, s:I, s:b, s:b}", "name", t->name,
+	        "kind", gs_tenant_kind_name(t->kind), "policy", gs_share_policy_name(t->policy),
+	        "share", (json_int_t)t->share, "priority_ceiling", (json_int_t)t->priority_ceiling,
 	        "memory_quota", cli_json_u64(t->memory_quota), "context_limit",
 	        (json_int_t)t->context_limit, "allocation_limit", (json_int_t)t->allocation_limit,
-	        "max_requests_per_second", (json_int_t)t->max_requests_per_second, "admin",
-	        t->admin, "banned", t->banned);
+	        "max_requests_per_second", (json_int_t)t->max_requests_per_second, "max_message",
+	        (json_int_t)t->max_message, "admin", t->admin, "banned", t->banned);
 }
 
 static void print_tenants(const void *items, size_t n)
@@ -303,7 +306,7 @@ typedef struct tenant_args {
 	const char *token;
 	bool no_admin;
 	/* Which settings `tenant set` was given. */
-	bool share_set, ceiling_set, quota_set, contexts_set, allocs_set, rate_set;
+	bool share_set, ceiling_set, quota_set, contexts_set, allocs_set, rate_set, message_set;
 } tenant_args;
 
 static int parse_kind(cli *ctx, const char *arg, void *field)
@@ -343,6 +346,7 @@ static const cli_opt tenant_opts[] = {
         {"context-limit", CLI_ARG_U32, offsetof(tenant_args, t.context_limit)},
         {"allocation-limit", CLI_ARG_U32, offsetof(tenant_args, t.allocation_limit)},
         {"max-requests-per-second", CLI_ARG_U32, offsetof(tenant_args, t.max_requests_per_second)},
+        {"max-message", CLI_ARG_U32, offsetof(tenant_args, t.max_message)},
         {"admin", CLI_SET_BOOL, offsetof(tenant_args, t.admin)},
         {"token", CLI_ARG_STR, offsetof(tenant_args, token)},
 };
@@ -359,6 +363,8 @@ static const cli_opt tenant_set_opts[] = {
          CLI_GIVEN(tenant_args, allocs_set)},
         {"max-requests-per-second", CLI_ARG_U32, offsetof(tenant_args, t.max_requests_per_second),
          CLI_GIVEN(tenant_args, rate_set)},
+        {"max-message", CLI_ARG_U32, offsetof(tenant_args, t.max_message),
+         CLI_GIVEN(tenant_args, message_set)},
         {"admin", CLI_SET_BOOL, offsetof(tenant_args, t.admin)},
         {"no-admin", CLI_SET_BOOL, offsetof(tenant_args, no_admin)},
 };
@@ -380,6 +386,7 @@ static int tenant_set(cli *ctx, int argc, char **argv)
 	                  (a.contexts_set ? GS_TENANT_CONTEXT_LIMIT : 0) |
 	                  (a.allocs_set ? GS_TENANT_ALLOCATION_LIMIT : 0) |
 	                  (a.rate_set ? GS_TENANT_MAX_REQUESTS_PER_SECOND : 0) |
+	                  (a.message_set ? GS_TENANT_MAX_MESSAGE : 0) |
 	                  (a.t.admin || a.no_admin ? GS_TENANT_ADMIN : 0);
 	if (!fields)
 		return cli_usage(ctx, "tenant set: give at least one setting to change");

@@ -276,6 +276,9 @@ static int load_tenant(json_t *jt, gsd_tenant_config *t, cfg_err *e)
 		return -1;
 	if (!t->name[0])
 		return fail(e, "%s: every tenant needs a name", "tenants");
+	if (t->max_message && t->max_message < 4096)
+		return fail(e, "tenant %s: max_message must be at least 4096 (0: the default)",
+		            t->name);
 	if (strchr(t->name, '#'))
 		return fail(e, "tenant %s: a name may not contain '#'", t->name);
 	uint8_t salt[GSD_TOKEN_SALT], hash[GSD_TOKEN_HASH];

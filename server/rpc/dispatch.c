@@ -245,6 +245,12 @@ static void h_tenant_create(gsd_daemon *d, gsd_call *c)
 		gsd_call_error(c, GSD_ST(INVALID_ARGUMENT), "tenant %s already exists", t->name);
 		return;
 	}
+	if (t->max_message && t->max_message < 4096) {
+		gsd_call_error(c, GSD_ST(INVALID_ARGUMENT),
+		               "max_message %u is below 4096 bytes (0: the default)",
+		               t->max_message);
+		return;
+	}
 	if (t->priority_ceiling > GS_PRIORITY_CLASS_MAX || t->kind > 1 || t->policy > 2) {
 		gsd_call_error(c, GSD_ST(INVALID_ARGUMENT),
 		               "tenant kind, policy or ceiling out of range");
@@ -367,6 +373,12 @@ static void h_tenant_update(gsd_daemon *d, gsd_call *c)
 	if ((mask & 1u << UPD_CEILING) && n->priority_ceiling > GS_PRIORITY_CLASS_MAX) {
 		gsd_call_error(c, GSD_ST(INVALID_ARGUMENT), "priority_ceiling %u is not a class",
 		               n->priority_ceiling);
+		return;
+	}
+	if ((mask & 1u << UPD_MESSAGE) && n->max_message && n->max_message < 4096) {
+		gsd_call_error(c, GSD_ST(INVALID_ARGUMENT),
+		               "max_message %u is below 4096 bytes (0: the default)",
+		               n->max_message);
 		return;
 	}
 	if ((mask & 1u << UPD_ADMIN) && t == c->tenant && !n->admin) {

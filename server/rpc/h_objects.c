@@ -54,7 +54,8 @@ typedef struct guest_of {
 static bool is_guest_device(const gsd_object *o, void *arg)
 {
 	const guest_of *g = arg;
-	return o->type == GSD_OBJ_DEVICE && o->tenant == g->tenant && o->guest == g->guest;
+	return o->type == GSD_OBJ_DEVICE && o->tenant == g->tenant &&
+	       (g->guest ? o->guest == g->guest : o->guest != 0);
 }
 
 void gsd_h_guest_release(gsd_daemon *d, gsd_call *c)
@@ -66,9 +67,10 @@ void gsd_h_guest_release(gsd_daemon *d, gsd_call *c)
 		               " process");
 		return;
 	}
-	if (!q->guest) {
+	if (!q->guest == !q->all_guests) {
 		gsd_call_error(c, GSD_ST(INVALID_ARGUMENT),
-		               "guest 0 is the virtual machine itself, not a guest process");
+		               "name one guest process, or all_guests (guest 0 is the virtual"
+		               " machine itself)");
 		return;
 	}
 	guest_of g = {c->tenant, q->guest};
@@ -82,8 +84,11 @@ void gsd_h_guest_release(gsd_daemon *d, gsd_call *c)
 		gsd_device_destroy(d, (gsd_device *)devs[i]);
 	free(devs);
 	char text[96];
-	snprintf(text, sizeof(text), "guest %llu: %zu devices destroyed",
-	         (unsigned long long)q->guest, n);
+	if (q->all_guests)
+		snprintf(text, sizeof(text), "every guest: %zu devices destroyed", n);
+	else
+		snprintf(text, sizeof(text), "guest %llu: %zu devices destroyed",
+		         (unsigned long long)q->guest, n);
 	gsd_audit_note(d->audit, c->tenant->audit_name, "guest_released", text);
 	Gpusched__V1__GuestReleaseResponse gr = GPUSCHED__V1__GUEST_RELEASE_RESPONSE__INIT;
 	gr.devices = (uint32_t)n;

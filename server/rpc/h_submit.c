@@ -524,7 +524,16 @@ void gsd_h_packet_wait(gsd_daemon *d, gsd_call *c)
 {
 	const Gpusched__V1__PacketWaitRequest *q = R(packet_wait);
 	gsd_packet *p = gsd_hmap_get(&d->packets, q->packet);
-	if (p && p->ctx->obj.tenant == c->tenant && p->ctx->obj.guest == c->guest) {
+	const gsd_retired *r = p ? NULL : gsd_retired_find(d, q->packet);
+	/* Another tenant's or guest's packet answers as one that never existed. */
+	if ((p && (p->ctx->obj.tenant != c->tenant || p->ctx->obj.guest != c->guest)) ||
+	    (r && (r->tenant != c->tenant || r->guest != c->guest))) {
+		gsd_call_error(c, GSD_ST(NOT_FOUND),
+		               "packet %llu is not in flight and not in the history",
+		               (unsigned long long)q->packet);
+		return;
+	}
+	if (p) {
 		if (q->timeout_ms == 0) {
 			packet_wait_answer(c, p->rec.packet, p->rec.state, p->rec.fence);
 			return;
@@ -533,8 +542,7 @@ void gsd_h_packet_wait(gsd_daemon *d, gsd_call *c)
 		gsd_call_wait(c, &p->waiters, packet_wait_wake, q->timeout_ms, packet_wait_expired);
 		return;
 	}
-	const gsd_retired *r = gsd_retired_find(d, q->packet);
-	if (r && r->tenant == c->tenant && r->guest == c->guest) {
+	if (r) {
 		packet_wait_answer(c, r->packet, r->state, r->fence);
 		return;
 	}

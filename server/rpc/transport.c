@@ -251,19 +251,11 @@ static gsd_tenant *conn_tenant(gsd_daemon *d, gsd_conn *conn, const char *token)
 	return t;
 }
 
-/* A virtual machine's requests: no larger than its max_message (the paravirtual path's limit),
- * and only a VM names a guest process. */
+/* A virtual machine's requests are no larger than its max_message (the paravirtual path's
+ * limit); only a VM names a guest process (checked once the request decodes). */
 static bool admit_guest(gsd_daemon *d, gsd_call *c, const gsd_tenant *t, const envelope *e,
                         size_t len)
 {
-	bool vm = t->conf.kind == GPUSCHED__V1__TENANT_KIND__TENANT_KIND_VM;
-	if (e->guest && !vm) {
-		gsd_call_error(c, GSD_ST(PERMISSION_DENIED),
-		               "tenant %s is not a virtual machine: only gpusched-relay for a VM "
-		               "tenant names a guest process (Request.guest)",
-		               t->conf.name);
-		return false;
-	}
 	uint64_t max = gsd_tenant_max_message(d, t);
 	if (len > max) {
 		gsd_call_error(c, GSD_ST(TOO_LARGE),
@@ -375,6 +367,13 @@ static void handle_message(gsd_daemon *d, gsd_rpc_worker *w, nng_msg *msg)
 		c->id = 0; /* the contract: a request that does not decode is answered with id 0 */
 		gsd_call_error(c, GSD_ST(MALFORMED),
 		               "request does not decode as gpusched.v1.Request");
+		return;
+	}
+	if (c->guest && c->tenant->conf.kind != GPUSCHED__V1__TENANT_KIND__TENANT_KIND_VM) {
+		gsd_call_error(c, GSD_ST(PERMISSION_DENIED),
+		               "tenant %s is not a virtual machine: only gpusched-relay for a VM "
+		               "tenant names a guest process (Request.guest)",
+		               c->tenant->conf.name);
 		return;
 	}
 	gsd_handle_request(d, c);

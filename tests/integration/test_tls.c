@@ -19,60 +19,6 @@
 #include "itest.h"
 #include "testd.h"
 
-typedef struct pki {
-	char dir[64];
-	char ca[128], server[128], client[128], stranger[128];
-} pki;
-
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int sh(const char *fmt, ...)
-{
-	char cmd[2048];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	return system(cmd);
-}
-
-/* A key and a certificate signed by ca (or self-signed CA when ca is NULL), cert+key in one
- * PEM file at both. */
-static void make_cert(const char *dir, const char *name, const char *ca, const char *san,
-                      char *both, size_t cap)
-{
-	snprintf(both, cap, "%s/%s-both.pem", dir, name);
-	if (!ca) {
-		assert_int_equal(
-		        sh("cd '%s' && openssl req -x509 -newkey ec -pkeyopt "
-		           "ec_paramgen_curve:prime256v1 -nodes -keyout %s.key -out %s.pem -days 2 "
-		           "-subj /CN=%s >/dev/null 2>&1 && cat %s.pem %s.key > %s-both.pem",
-		           dir, name, name, name, name, name, name),
-		        0);
-		return;
-	}
-	assert_int_equal(sh("cd '%s' && printf 'subjectAltName=%s\\n' > %s.ext && openssl req -new"
-	                    " -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout"
-	                    " %s.key -out %s.csr -subj /CN=%s >/dev/null 2>&1 && openssl x509 -req"
-	                    " -in %s.csr -CA %s.pem -CAkey %s.key -CAcreateserial -out %s.pem -days"
-	                    " 2 -extfile %s.ext >/dev/null 2>&1 && cat %s.pem %s.key > %s-both.pem",
-	                    dir, san, name, name, name, name, name, ca, ca, name, name, name, name,
-	                    name),
-	                 0);
-}
-
-static void pki_make(pki *k)
-{
-	snprintf(k->dir, sizeof(k->dir), "/tmp/gs-tls-XXXXXX");
-	assert_non_null(mkdtemp(k->dir));
-	char unused[128];
-	make_cert(k->dir, "ca", NULL, NULL, unused, sizeof(unused));
-	snprintf(k->ca, sizeof(k->ca), "%s/ca.pem", k->dir);
-	make_cert(k->dir, "server", "ca", "IP:127.0.0.1", k->server, sizeof(k->server));
-	make_cert(k->dir, "client", "ca", "DNS:client", k->client, sizeof(k->client));
-	make_cert(k->dir, "other", NULL, NULL, unused, sizeof(unused));
-	make_cert(k->dir, "stranger", "other", "DNS:stranger", k->stranger, sizeof(k->stranger));
-}
-
 /* Info over url with the client certificate cert (NULL: none): 0 when served. */
 static int try_info(const char *url, const char *cert, char *why, size_t cap)
 {
@@ -98,8 +44,8 @@ static int try_info(const char *url, const char *cert, char *why, size_t cap)
 static void test_mutual_tls(void **state)
 {
 	(void)state;
-	pki k;
-	pki_make(&k);
+	itest_pki k;
+	itest_pki_make(&k);
 	char url[64], json[512];
 	snprintf(url, sizeof(url), "tls+tcp://127.0.0.1:%u", itest_free_port());
 	snprintf(json, sizeof(json), "{\"tls\": {\"cert_key_file\": \"%s\", \"ca_file\": \"%s\"}}",
@@ -147,7 +93,7 @@ static void test_mutual_tls(void **state)
 	assert_int_equal(r.exit_code, 1);
 	assert_non_null(strstr(r.err, "tls"));
 	itest_run_free(&r);
-	sh("rm -f /tmp/gs-tls-nocert.db*; rm -rf '%s'", k.dir);
+	itest_sh("rm -f /tmp/gs-tls-nocert.db*; rm -rf '%s'", k.dir);
 }
 
 int main(void)

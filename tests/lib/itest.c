@@ -422,3 +422,55 @@ uint8_t *itest_huge_batch(size_t n, const char *token, size_t *len)
 	*len = at;
 	return buf;
 }
+
+/* ---- certificates ---- */
+
+int itest_sh(const char *fmt, ...)
+{
+	char cmd[2048];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	return system(cmd);
+}
+
+/* A key and a certificate signed by ca (or self-signed CA when ca is NULL), cert+key in one
+ * PEM file at both. */
+static void make_cert(const char *dir, const char *name, const char *ca, const char *san,
+                      char *both, size_t cap)
+{
+	snprintf(both, cap, "%s/%s-both.pem", dir, name);
+	if (!ca) {
+		assert_int_equal(
+		        itest_sh("cd '%s' && openssl req -x509 -newkey ec -pkeyopt "
+		                 "ec_paramgen_curve:prime256v1 -nodes -keyout %s.key -out %s.pem "
+		                 "-days 2 "
+		                 "-subj /CN=%s >/dev/null 2>&1 && cat %s.pem %s.key > %s-both.pem",
+		                 dir, name, name, name, name, name, name),
+		        0);
+		return;
+	}
+	assert_int_equal(
+	        itest_sh("cd '%s' && printf 'subjectAltName=%s\\n' > %s.ext && openssl req -new"
+	                 " -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout"
+	                 " %s.key -out %s.csr -subj /CN=%s >/dev/null 2>&1 && openssl x509 -req"
+	                 " -in %s.csr -CA %s.pem -CAkey %s.key -CAcreateserial -out %s.pem -days"
+	                 " 2 -extfile %s.ext >/dev/null 2>&1 && cat %s.pem %s.key > %s-both.pem",
+	                 dir, san, name, name, name, name, name, ca, ca, name, name, name, name,
+	                 name),
+	        0);
+}
+
+void itest_pki_make(itest_pki *k)
+{
+	snprintf(k->dir, sizeof(k->dir), "/tmp/gs-tls-XXXXXX");
+	assert_non_null(mkdtemp(k->dir));
+	char unused[128];
+	make_cert(k->dir, "ca", NULL, NULL, unused, sizeof(unused));
+	snprintf(k->ca, sizeof(k->ca), "%s/ca.pem", k->dir);
+	make_cert(k->dir, "server", "ca", "IP:127.0.0.1", k->server, sizeof(k->server));
+	make_cert(k->dir, "client", "ca", "DNS:client", k->client, sizeof(k->client));
+	make_cert(k->dir, "other", NULL, NULL, unused, sizeof(unused));
+	make_cert(k->dir, "stranger", "other", "DNS:stranger", k->stranger, sizeof(k->stranger));
+}

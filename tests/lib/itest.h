@@ -109,6 +109,22 @@ int itest_idle_peer(uint16_t port);
  * packet: ~4 million packets in 8 MiB); malloc'd, or NULL. */
 uint8_t *itest_huge_batch(size_t n, const char *token, size_t *len);
 
+/* Runs a printf-formatted shell command: system()'s status. */
+int itest_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- certificates for tls+tcp:// (openssl CLI, ECDSA P-256) ---- */
+
+typedef struct itest_pki {
+	char dir[64];
+	/* ca.pem; cert+key PEM files: the daemon's (for IP 127.0.0.1) and a client's, both from
+	 * the CA, and a stranger's from another CA (its certificate dir/other.pem) */
+	char ca[128], server[128], client[128], stranger[128];
+} itest_pki;
+
+/* Makes a CA and those certificates in a new temporary directory; fails the test if the
+ * openssl CLI cannot. */
+void itest_pki_make(itest_pki *k);
+
 /* splitmix64: a small seeded generator for reproducible workloads. */
 uint64_t itest_rand(uint64_t *state);
 /* Uniform in [0, n). */

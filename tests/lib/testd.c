@@ -73,6 +73,8 @@ static int wait_ready(gs_testd *t)
 	return -1;
 }
 
+static int spawn_argv(gs_testd *t, const char *const *argv);
+
 static int spawn(gs_testd *t, const char *const *extra_args)
 {
 	const char *argv[64];
@@ -92,6 +94,11 @@ static int spawn(gs_testd *t, const char *const *extra_args)
 	for (int i = 0; extra_args && extra_args[i] && n < 62; i++)
 		argv[n++] = extra_args[i];
 	argv[n] = NULL;
+	return spawn_argv(t, argv);
+}
+
+static int spawn_argv(gs_testd *t, const char *const *argv)
+{
 	int out[2];
 	if (pipe2(out, O_CLOEXEC) != 0)
 		return -1;
@@ -122,7 +129,7 @@ static int spawn(gs_testd *t, const char *const *extra_args)
 	t->out_fd = out[0];
 	t->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	if (wait_ready(t) != 0) {
-		fprintf(stderr, "testd: gpuschedd did not become ready\n");
+		fprintf(stderr, "testd: %s did not become ready\n", argv[0]);
 		gs_testd_dump_log(t);
 		gs_testd_kill9(t);
 		return -1;
@@ -143,6 +150,17 @@ int gs_testd_start(gs_testd *t, const char *const *extra_args)
 	snprintf(t->db, sizeof(t->db), "%s/audit.db", t->dir);
 	snprintf(t->log, sizeof(t->log), "%s/daemon.log", t->dir);
 	return spawn(t, extra_args);
+}
+
+int gs_testd_spawn(gs_testd *t, const char *dir, const char *name, const char *const *argv)
+{
+	memset(t, 0, sizeof(*t));
+	t->pid = -1;
+	t->pidfd = -1;
+	t->out_fd = -1;
+	snprintf(t->dir, sizeof(t->dir), "%s", dir);
+	snprintf(t->log, sizeof(t->log), "%s/%s.log", dir, name);
+	return spawn_argv(t, argv);
 }
 
 int gs_testd_restart(gs_testd *t, const char *const *extra_args)

@@ -25,6 +25,10 @@ typedef struct gs_testd {
 int gs_testd_start(gs_testd *t, const char *const *extra_args);
 /* Like gs_testd_start but reuses t->dir and t->db (a restart after a crash). */
 int gs_testd_restart(gs_testd *t, const char *const *extra_args);
+/* Starts another program the same way (argv[0] its path, NULL-terminated), its stderr in
+ * DIR/NAME.log, waiting for its "ready" line; t->dir is dir but belongs to the caller (do not
+ * gs_testd_cleanup it). Returns 0 or -1. */
+int gs_testd_spawn(gs_testd *t, const char *dir, const char *name, const char *const *argv);
 /* SIGTERM and wait for exit; returns the exit status (or -1 on timeout). */
 int gs_testd_stop(gs_testd *t);
 /* SIGKILL and wait. */

@@ -1,0 +1,880 @@
+/*
+ * gpusched-relay: the way into gpuschedd for the processes of one virtual machine.
+ *
+ * Guest processes connect to the relay on a local socket (ipc://, created 0600) and speak the
+ * daemon's own protocol with the ordinary client library. The relay forwards each request to
+ * the host daemon over one connection (tls+tcp:// in production) with the virtual machine's
+ * token, so the host sees one tenant of kind VM, and it marks each request with the guest
+ * process that sent it (Request.guest): the daemon scopes every handle to its guest.
+ *
+ * A guest process is a process id on the ipc socket (every connection of one process is the
+ * same guest), or one connection where the peer's process id is not known. Guest ids are
+ * unique per relay run (a random 32-bit epoch, then a count), so a guest of a previous run is
+ * never named again; at start the relay releases what guests of earlier runs left behind
+ * (--no-sweep keeps it), and when a guest's last connection closes it releases that guest's
+ * objects (GuestRelease) and nothing else.
+ *
+ * Forwarding is the nng device pattern: a raw REP socket for the guests and a raw REQ socket to
+ * the host, so each request's routing header (guest pipe, request id) travels to the daemon and
+ * comes back with its answer; nothing about a request is kept but one entry while it is on the
+ * host link. When that link is down a request is answered UNAVAILABLE at once, and when it drops
+ * every request on it is answered UNAVAILABLE (the daemon may or may not have done it); the
+ * dialer reconnects by itself. A request above --max-message is answered TOO_LARGE without
+ * reaching the host.
+ */
+#include "gpusched.h"
+#include "gpusched.pb-c.h"
+#include "rpc.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/rep.h>
+#include <nng/protocol/reqrep0/req.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#define DEFAULT_MAX_MESSAGE 131072u
+#define NBUCKETS            4096u
+/* Requests on the host link at once; beyond, a guest is told the relay is busy. */
+#define MAX_INFLIGHT 65536u
+/* Tries of one GuestRelease, a second apart, before the relay gives up and logs it. */
+#define RELEASE_TRIES 10
+
+enum { L_ERROR, L_WARN, L_INFO, L_DEBUG };
+static const char *const level_names[] = {"ERROR", "WARN", "INFO", "DEBUG"};
+
+typedef struct options {
+	const char *listen;
+	const char *host;
+	const char *token_file;
+	uint32_t max_message;
+	uint32_t mode;
+	uint32_t wait_host_s;
+	int log_level;
+	bool sweep;
+} options;
+
+/* A request on the host link: its guest pipe and nng request id, and its Request.id. */
+typedef struct flight {
+	uint64_t key; /* pipe << 32 | request id */
+	uint64_t id;
+	struct flight *next;
+} flight;
+
+/* A guest process: its process id (or pipe, when unknown), id and open connections. */
+typedef struct guest {
+	uint64_t who;
+	uint64_t id;
+	uint32_t pipes;
+	struct guest *next;
+} guest;
+
+/* Which guest a connection belongs to. */
+typedef struct pipe_guest {
+	uint32_t pipe;
+	guest *g;
+	struct pipe_guest *next;
+} pipe_guest;
+
+typedef struct relay {
+	options o;
+	char token[256];
+	nng_socket guests; /* raw REP */
+	nng_socket host;   /* raw REQ */
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	flight *flights[NBUCKETS];
+	uint32_t nflights;
+	guest *all_guests;
+	pipe_guest *pipes[NBUCKETS];
+	uint64_t *releases; /* guest ids to release */
+	size_t nreleases, capreleases;
+	int host_pipes;
+	/* Guests are served once what earlier runs' guests left is released (else the sweep
+	 * could take a new guest's objects too). */
+	bool swept;
+	bool stopping;
+	uint64_t epoch, next_guest;
+	/* counters, under lock */
+	uint64_t forwarded, answered, unavailable, too_large, malformed, released;
+} relay;
+
+static int g_level = L_INFO;
+
+static void logf_(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void logf_(int level, const char *fmt, ...)
+{
+	if (level > g_level)
+		return;
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	struct tm tm;
+	gmtime_r(&ts.tv_sec, &tm);
+	char when[32];
+	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
+	char line[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "%s.%03ldZ %-5s relay: %s\n", when, ts.tv_nsec / 1000000,
+	        level_names[level], line);
+}
+
+/* ---- answers the relay gives itself ---- */
+
+/* Reads Request.id from the bytes without decoding the rest (0 when it cannot). */
+static uint64_t peek_id(const uint8_t *p, size_t len)
+{
+	const uint8_t *end = p + len;
+	while (p < end) {
+		uint64_t tag = 0, v = 0;
+		for (int s = 0; p < end && s < 64; s += 7) {
+			tag |= (uint64_t)(*p & 0x7f) << s;
+			if (!(*p++ & 0x80))
+				break;
+		}
+		if ((tag & 7) != 0)
+			return 0; /* the id comes first in every encoder we know; stop at anything
+			             else */
+		for (int s = 0; p < end && s < 64; s += 7) {
+			v |= (uint64_t)(*p & 0x7f) << s;
+			if (!(*p++ & 0x80))
+				break;
+		}
+		if (tag >> 3 == 1)
+			return v;
+	}
+	return 0;
+}
+
+/* Answers the guest request routed by (pipe, rid) with a status and message. */
+static void answer(relay *r, uint32_t pipe, uint32_t rid, uint64_t id, int status, const char *fmt,
+                   ...) __attribute__((format(printf, 6, 7)));
+static void answer(relay *r, uint32_t pipe, uint32_t rid, uint64_t id, int status, const char *fmt,
+                   ...)
+{
+	char text[256];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof(text), fmt, ap);
+	va_end(ap);
+	Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
+	resp.id = id;
+	resp.status = status;
+	resp.message = text;
+	size_t n = gpusched__v1__response__get_packed_size(&resp);
+	nng_msg *m;
+	if (nng_msg_alloc(&m, n) != 0)
+		return;
+	gpusched__v1__response__pack(&resp, nng_msg_body(m));
+	if (nng_msg_header_append_u32(m, pipe) != 0 || nng_msg_header_append_u32(m, rid) != 0 ||
+	    nng_sendmsg(r->guests, m, 0) != 0)
+		nng_msg_free(m);
+}
+
+/* ---- requests on the host link ---- */
+
+static flight **flight_slot(relay *r, uint64_t key)
+{
+	flight **f = &r->flights[(key * 0x9e3779b97f4a7c15u) >> 52];
+	while (*f && (*f)->key != key)
+		f = &(*f)->next;
+	return f;
+}
+
+/* Takes the entry of key off the table (lock held); false when it is not there. */
+static bool flight_take(relay *r, uint64_t key, uint64_t *id)
+{
+	flight **f = flight_slot(r, key);
+	if (!*f)
+		return false;
+	flight *x = *f;
+	*f = x->next;
+	*id = x->id;
+	free(x);
+	r->nflights--;
+	return true;
+}
+
+/* Every request on the link is answered UNAVAILABLE: the link went down under it. */
+static void fail_all_flights(relay *r)
+{
+	flight *list = NULL;
+	pthread_mutex_lock(&r->lock);
+	for (uint32_t b = 0; b < NBUCKETS; b++) {
+		while (r->flights[b]) {
+			flight *x = r->flights[b];
+			r->flights[b] = x->next;
+			x->next = list;
+			list = x;
+		}
+	}
+	uint32_t n = r->nflights;
+	r->nflights = 0;
+	r->unavailable += n;
+	pthread_mutex_unlock(&r->lock);
+	if (n)
+		logf_(L_WARN,
+		      "%u requests were on the host link when it went down: answered"
+		      " UNAVAILABLE",
+		      n);
+	while (list) {
+		flight *x = list;
+		list = x->next;
+		answer(r, (uint32_t)(x->key >> 32), (uint32_t)x->key, x->id,
+		       GPUSCHED__V1__STATUS__STATUS_UNAVAILABLE,
+		       "relay: the link to the host daemon went down while the request was on it;"
+		       " whether the daemon did it is unknown");
+		free(x);
+	}
+}
+
+/* ---- guests ---- */
+
+static pipe_guest **pipe_slot(relay *r, uint32_t pipe)
+{
+	pipe_guest **p = &r->pipes[(pipe * 2654435761u) % NBUCKETS];
+	while (*p && (*p)->pipe != pipe)
+		p = &(*p)->next;
+	return p;
+}
+
+/* The guest of a connection, made on its first sight (lock held); NULL when memory is short. */
+static guest *guest_of_pipe(relay *r, nng_pipe p)
+{
+	uint32_t id = (uint32_t)nng_pipe_id(p);
+	pipe_guest **slot = pipe_slot(r, id);
+	if (*slot)
+		return (*slot)->g;
+	uint64_t pid = 0;
+	uint64_t who = nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_PID, &pid) == 0 && pid
+	                       ? pid
+	                       : (UINT64_C(1) << 63) | id;
+	guest *g = r->all_guests;
+	while (g && g->who != who)
+		g = g->next;
+	pipe_guest *pg = calloc(1, sizeof(*pg));
+	if (!pg)
+		return NULL;
+	if (!g) {
+		g = calloc(1, sizeof(*g));
+		if (!g) {
+			free(pg);
+			return NULL;
+		}
+		g->who = who;
+		g->id = r->epoch << 32 | ++r->next_guest;
+		g->next = r->all_guests;
+		r->all_guests = g;
+		logf_(L_INFO, "guest %" PRIu64 " is %s %" PRIu64, g->id,
+		      who >> 63 ? "connection" : "process", who & ~(UINT64_C(1) << 63));
+	}
+	g->pipes++;
+	pg->pipe = id;
+	pg->g = g;
+	*slot = pg;
+	return g;
+}
+
+static void queue_release(relay *r, uint64_t id)
+{
+	if (r->nreleases == r->capreleases) {
+		size_t cap = r->capreleases ? 2 * r->capreleases : 16;
+		uint64_t *n = realloc(r->releases, cap * sizeof(*n));
+		if (!n) {
+			logf_(L_ERROR,
+			      "out of memory: guest %" PRIu64 "'s objects stay on the host", id);
+			return;
+		}
+		r->releases = n;
+		r->capreleases = cap;
+	}
+	r->releases[r->nreleases++] = id;
+	pthread_cond_broadcast(&r->cond);
+}
+
+static void guest_pipe_event(nng_pipe p, nng_pipe_ev ev, void *arg)
+{
+	relay *r = arg;
+	pthread_mutex_lock(&r->lock);
+	if (ev == NNG_PIPE_EV_ADD_POST) {
+		if (!guest_of_pipe(r, p))
+			nng_pipe_close(p);
+	} else {
+		pipe_guest **slot = pipe_slot(r, (uint32_t)nng_pipe_id(p));
+		if (*slot) {
+			pipe_guest *pg = *slot;
+			*slot = pg->next;
+			guest *g = pg->g;
+			free(pg);
+			if (--g->pipes == 0) {
+				guest **gp = &r->all_guests;
+				while (*gp != g)
+					gp = &(*gp)->next;
+				*gp = g->next;
+				queue_release(r, g->id);
+				free(g);
+			}
+		}
+	}
+	pthread_mutex_unlock(&r->lock);
+}
+
+static void host_pipe_event(nng_pipe p, nng_pipe_ev ev, void *arg)
+{
+	(void)p;
+	relay *r = arg;
+	pthread_mutex_lock(&r->lock);
+	r->host_pipes += ev == NNG_PIPE_EV_ADD_POST ? 1 : -1;
+	int n = r->host_pipes;
+	bool stopping = r->stopping;
+	pthread_cond_broadcast(&r->cond);
+	pthread_mutex_unlock(&r->lock);
+	if (ev == NNG_PIPE_EV_ADD_POST) {
+		logf_(L_INFO, "connected to the host daemon at %s", r->o.host);
+	} else {
+		if (stopping)
+			logf_(L_INFO, "closed the link to the host daemon");
+		else
+			logf_(L_WARN, "lost the link to the host daemon at %s: reconnecting",
+			      r->o.host);
+		if (n == 0)
+			fail_all_flights(r);
+	}
+}
+
+/* ---- forwarding ---- */
+
+static uint32_t be32(const uint8_t *b)
+{
+	return (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
+}
+
+/* One guest request: checked, marked with its guest and the VM's token, and sent on. */
+static void forward(relay *r, nng_msg *m)
+{
+	if (nng_msg_header_len(m) < 8) {
+		nng_msg_free(m);
+		return;
+	}
+	const uint8_t *h = nng_msg_header(m);
+	uint32_t pipe = be32(h), rid = be32(h + 4);
+	const uint8_t *body = nng_msg_body(m);
+	size_t len = nng_msg_len(m);
+	if (len > r->o.max_message) {
+		uint64_t id = peek_id(body, len);
+		nng_msg_free(m);
+		pthread_mutex_lock(&r->lock);
+		r->too_large++;
+		pthread_mutex_unlock(&r->lock);
+		answer(r, pipe, rid, id, GPUSCHED__V1__STATUS__STATUS_TOO_LARGE,
+		       "relay: request of %zu bytes exceeds the virtual machine's max_message %u",
+		       len, r->o.max_message);
+		return;
+	}
+	Gpusched__V1__Request *req = gpusched__v1__request__unpack(NULL, len, body);
+	if (!req) {
+		nng_msg_free(m);
+		pthread_mutex_lock(&r->lock);
+		r->malformed++;
+		pthread_mutex_unlock(&r->lock);
+		answer(r, pipe, rid, 0, GPUSCHED__V1__STATUS__STATUS_MALFORMED,
+		       "relay: request does not decode as gpusched.v1.Request");
+		return;
+	}
+	nng_pipe np = NNG_PIPE_INITIALIZER;
+	np.id = pipe;
+	uint64_t key = (uint64_t)pipe << 32 | rid, id = req->id;
+	nng_sockaddr sa;
+	if (nng_pipe_get_addr(np, NNG_OPT_REMADDR, &sa) != 0) {
+		/* Its connection closed before its request was read: nobody to answer. */
+		gpusched__v1__request__free_unpacked(req, NULL);
+		nng_msg_free(m);
+		return;
+	}
+	pthread_mutex_lock(&r->lock);
+	guest *g = guest_of_pipe(r, np);
+	int status = 0;
+	bool up = r->host_pipes > 0 && r->swept;
+	if (!g || !up || r->nflights >= MAX_INFLIGHT) {
+		status = !g    ? GPUSCHED__V1__STATUS__STATUS_INTERNAL
+		         : !up ? GPUSCHED__V1__STATUS__STATUS_UNAVAILABLE
+		               : GPUSCHED__V1__STATUS__STATUS_BUSY;
+		r->unavailable += status == GPUSCHED__V1__STATUS__STATUS_UNAVAILABLE;
+	} else {
+		flight **slot = flight_slot(r, key);
+		if (!*slot) {
+			flight *f = calloc(1, sizeof(*f));
+			if (f) {
+				f->key = key;
+				f->id = id;
+				*slot = f;
+				r->nflights++;
+			} else {
+				status = GPUSCHED__V1__STATUS__STATUS_INTERNAL;
+			}
+		}
+	}
+	uint64_t gid = g ? g->id : 0;
+	r->forwarded += status == 0;
+	pthread_mutex_unlock(&r->lock);
+	if (status) {
+		gpusched__v1__request__free_unpacked(req, NULL);
+		nng_msg_free(m);
+		answer(r, pipe, rid, id, status, "relay: %s",
+		       status == GPUSCHED__V1__STATUS__STATUS_UNAVAILABLE
+		               ? "no link to the host daemon now; the relay reconnects by itself"
+		       : status == GPUSCHED__V1__STATUS__STATUS_BUSY
+		               ? "too many requests on the host link"
+		               : "out of memory");
+		return;
+	}
+	/* The guest's own token and guest id are replaced: it cannot pose as the VM itself or
+	 * as another guest. */
+	char *their_token = req->token;
+	req->token = r->token;
+	req->guest = gid;
+	size_t n = gpusched__v1__request__get_packed_size(req);
+	int rv = nng_msg_realloc(m, n);
+	if (rv == 0)
+		gpusched__v1__request__pack(req, nng_msg_body(m));
+	req->token = their_token;
+	gpusched__v1__request__free_unpacked(req, NULL);
+	if (rv == 0)
+		rv = nng_sendmsg(r->host, m, 0);
+	if (rv != 0) {
+		nng_msg_free(m);
+		uint64_t taken;
+		pthread_mutex_lock(&r->lock);
+		bool mine = flight_take(r, key, &taken);
+		r->unavailable += mine;
+		pthread_mutex_unlock(&r->lock);
+		if (mine) /* else the link's loss answered it */
+			answer(r, pipe, rid, id, GPUSCHED__V1__STATUS__STATUS_UNAVAILABLE,
+			       "relay: cannot send to the host daemon: %s", nng_strerror(rv));
+	}
+}
+
+static void *forward_thread(void *arg)
+{
+	relay *r = arg;
+	for (;;) {
+		nng_msg *m;
+		int rv = nng_recvmsg(r->guests, &m, 0);
+		if (rv == NNG_ECLOSED)
+			return NULL;
+		if (rv == 0)
+			forward(r, m);
+	}
+}
+
+/* One answer from the host, back to the guest connection its routing header names. */
+static void *back_thread(void *arg)
+{
+	relay *r = arg;
+	for (;;) {
+		nng_msg *m;
+		int rv = nng_recvmsg(r->host, &m, 0);
+		if (rv == NNG_ECLOSED)
+			return NULL;
+		if (rv != 0)
+			continue;
+		/* The header holds the guest pipe and request id, or the pipe only, with the id
+		 * still at the front of the body: read them from wherever nng left them. */
+		uint32_t pipe = 0, rid = 0;
+		bool ok = nng_msg_header_trim_u32(m, &pipe) == 0 &&
+		          (nng_msg_header_trim_u32(m, &rid) == 0 || nng_msg_trim_u32(m, &rid) == 0);
+		uint64_t id = 0;
+		pthread_mutex_lock(&r->lock);
+		ok = ok && flight_take(r, (uint64_t)pipe << 32 | rid, &id);
+		r->answered += ok;
+		pthread_mutex_unlock(&r->lock);
+		nng_msg_header_clear(m);
+		if (!ok || nng_msg_header_append_u32(m, pipe) != 0 ||
+		    nng_msg_header_append_u32(m, rid) != 0 || nng_sendmsg(r->guests, m, 0) != 0)
+			nng_msg_free(m); /* answered UNAVAILABLE already, or the guest has gone */
+	}
+}
+
+/* ---- releasing guests (and the sweep at start) ---- */
+
+static int release_one(gs_client *c, uint64_t guest_id, bool all)
+{
+	uint32_t devices = 0;
+	int rv = all ? gs_guest_release_all(c, &devices) : gs_guest_release(c, guest_id, &devices);
+	if (rv == 0) {
+		if (all)
+			logf_(L_INFO, "released %u devices left by earlier runs' guests", devices);
+		else
+			logf_(L_INFO, "guest %" PRIu64 " has gone: released its %u devices",
+			      guest_id, devices);
+	}
+	return rv;
+}
+
+/* Waits (lock held) until the host link is up or the relay stops, at most until deadline. */
+static void wait_link(relay *r, const struct timespec *deadline)
+{
+	while (!r->host_pipes && !r->stopping)
+		if (pthread_cond_timedwait(&r->cond, &r->lock, deadline) == ETIMEDOUT)
+			break;
+}
+
+static void *release_thread(void *arg)
+{
+	relay *r = arg;
+	gs_client *c = NULL;
+	bool sweep = r->o.sweep;
+	pthread_mutex_lock(&r->lock);
+	for (;;) {
+		while (!sweep && !r->nreleases && !r->stopping)
+			pthread_cond_wait(&r->cond, &r->lock);
+		if (!sweep && !r->nreleases)
+			break; /* stopping with nothing left to release */
+		uint64_t id = sweep ? 0 : r->releases[0];
+		int rv = -1;
+		/* The sweep comes before any guest is served: it waits for the host as long as
+		 * it takes. */
+		while (sweep && !r->host_pipes && !r->stopping)
+			pthread_cond_wait(&r->cond, &r->lock);
+		for (int attempt = 0; attempt < RELEASE_TRIES && rv != 0; attempt++) {
+			struct timespec deadline;
+			clock_gettime(CLOCK_REALTIME, &deadline);
+			deadline.tv_sec += attempt ? 1 : 5;
+			wait_link(r, &deadline);
+			if (r->stopping && attempt)
+				break;
+			pthread_mutex_unlock(&r->lock);
+			char why[256] = "";
+			if (!c && gs_connect_ex(r->o.host, r->token, &c, why, sizeof(why)) == 0)
+				gs_client_set_timeout(c, 5000);
+			rv = c ? release_one(c, id, sweep) : -1;
+			if (rv != 0) {
+				logf_(L_WARN, "releasing %s%" PRIu64 " failed: %s",
+				      sweep ? "earlier guests" : "guest ", id,
+				      c ? gs_client_message(c) : why);
+				if (c && (rv == GS_ERR_TRANSPORT || rv == GS_ERR_TIMEOUT)) {
+					gs_close(c);
+					c = NULL;
+				}
+			}
+			pthread_mutex_lock(&r->lock);
+			if (rv != 0 && rv != GS_ERR_TRANSPORT && rv != GS_ERR_TIMEOUT &&
+			    rv != GS_STATUS_UNAVAILABLE && rv != -1)
+				break; /* the daemon said no: trying again will not change that */
+		}
+		if (sweep) {
+			sweep = false;
+			r->swept = true; /* served from now on, even if the sweep failed */
+			pthread_cond_broadcast(&r->cond);
+			if (rv != 0)
+				logf_(L_ERROR,
+				      "could not release earlier guests' objects: they stay");
+			continue;
+		}
+		if (rv != 0)
+			logf_(L_ERROR, "guest %" PRIu64 "'s objects stay on the host: gave up", id);
+		else
+			r->released++;
+		memmove(r->releases, r->releases + 1, --r->nreleases * sizeof(*r->releases));
+	}
+	pthread_mutex_unlock(&r->lock);
+	if (c)
+		gs_close(c);
+	return NULL;
+}
+
+/* ---- start and stop ---- */
+
+static int read_token(relay *r)
+{
+	const char *env = getenv("GPUSCHED_TOKEN");
+	if (!r->o.token_file) {
+		snprintf(r->token, sizeof(r->token), "%s", env ? env : "");
+		return 0;
+	}
+	FILE *f = fopen(r->o.token_file, "r");
+	if (!f) {
+		logf_(L_ERROR, "cannot read the token file %s: %s", r->o.token_file,
+		      strerror(errno));
+		return -1;
+	}
+	if (!fgets(r->token, sizeof(r->token), f))
+		r->token[0] = '\0';
+	fclose(f);
+	r->token[strcspn(r->token, "\r\n")] = '\0';
+	return 0;
+}
+
+static int open_sockets(relay *r)
+{
+	int rv = nng_rep0_open_raw(&r->guests);
+	if (rv == 0)
+		rv = nng_req0_open_raw(&r->host);
+	if (rv != 0) {
+		logf_(L_ERROR, "cannot open sockets: %s", nng_strerror(rv));
+		return -1;
+	}
+	/* Room for a request twice the limit, so one a little over it is read and answered
+	 * TOO_LARGE; far beyond, nng drops the connection unread. */
+	nng_socket_set_size(r->guests, NNG_OPT_RECVMAXSZ, 2 * (size_t)r->o.max_message + 65536);
+	nng_socket_set_size(r->host, NNG_OPT_RECVMAXSZ, GS_MAX_RESPONSE_SIZE);
+	nng_socket_set_ms(r->host, NNG_OPT_SENDTIMEO, 1000);
+	nng_socket_set_ms(r->host, NNG_OPT_RECONNMINT, 100);
+	nng_socket_set_ms(r->host, NNG_OPT_RECONNMAXT, 2000);
+	nng_pipe_notify(r->guests, NNG_PIPE_EV_ADD_POST, guest_pipe_event, r);
+	nng_pipe_notify(r->guests, NNG_PIPE_EV_REM_POST, guest_pipe_event, r);
+	nng_pipe_notify(r->host, NNG_PIPE_EV_ADD_POST, host_pipe_event, r);
+	nng_pipe_notify(r->host, NNG_PIPE_EV_REM_POST, host_pipe_event, r);
+	char why[256] = "";
+	rv = gsc_dial(r->host, r->o.host, NNG_FLAG_NONBLOCK, NULL, why, sizeof(why));
+	if (rv != 0) {
+		logf_(L_ERROR, "cannot dial the host daemon: %s", why[0] ? why : nng_strerror(rv));
+		return -1;
+	}
+	nng_listener l;
+	rv = nng_listener_create(&l, r->guests, r->o.listen);
+	if (rv == 0 && strncmp(r->o.listen, "ipc://", 6) == 0)
+		rv = nng_listener_set_int(l, NNG_OPT_IPC_PERMISSIONS, (int)r->o.mode);
+	if (rv == 0)
+		rv = nng_listener_start(l, 0);
+	if (rv != 0) {
+		logf_(L_ERROR, "cannot listen on %s: %s", r->o.listen, nng_strerror(rv));
+		return -1;
+	}
+	return 0;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+	        "usage: gpusched-relay [options]\n"
+	        "Forwards the requests of a virtual machine's guest processes to the host's\n"
+	        "gpuschedd as one VM tenant, each request marked with its guest process, whose\n"
+	        "objects the daemon keeps apart from every other guest's.\n"
+	        "\n"
+	        "  --listen URL       where guest processes connect (default: the client's\n"
+	        "                     default URL, so guests need no setting)\n"
+	        "  --host URL         the host daemon, tls+tcp://HOST:PORT in production; the CA "
+	        "and\n"
+	        "                     the VM's certificate come from $GPUSCHED_TLS_CA and\n"
+	        "                     $GPUSCHED_TLS_CERT_KEY (required)\n"
+	        "  --token-file FILE  the VM tenant's token (default: $GPUSCHED_TOKEN)\n"
+	        "  --max-message N    largest request forwarded, bytes (default %u, the\n"
+	        "                     paravirtual path's limit); larger ones are answered "
+	        "TOO_LARGE\n"
+	        "  --mode OCTAL       permissions of an ipc:// socket (default 0600)\n"
+	        "  --no-sweep         at start, leave what earlier relays' guests left on the "
+	        "host\n"
+	        "                     (by default it is released: one relay per VM tenant)\n"
+	        "  --wait-host S      at start, wait up to S seconds (default 10) for the host\n"
+	        "                     before saying ready; guests are answered UNAVAILABLE until\n"
+	        "                     it is reached\n"
+	        "  --log-level L      error, warn, info (default) or debug\n"
+	        "  -h, --help         this text\n"
+	        "\n"
+	        "Prints one line containing \"ready\" on stdout once guests can connect. Stops on\n"
+	        "SIGINT or SIGTERM, releasing its guests' objects first.\n"
+	        "Exit codes: 0 stopped, 1 cannot start, 2 usage.\n",
+	        DEFAULT_MAX_MESSAGE);
+}
+
+static int parse_args(int argc, char **argv, options *o, char *listen_buf, size_t cap)
+{
+	static const struct option longs[] = {
+	        {"listen", required_argument, NULL, 'l'},
+	        {"host", required_argument, NULL, 'H'},
+	        {"token-file", required_argument, NULL, 't'},
+	        {"max-message", required_argument, NULL, 'm'},
+	        {"mode", required_argument, NULL, 'M'},
+	        {"no-sweep", no_argument, NULL, 'S'},
+	        {"wait-host", required_argument, NULL, 'w'},
+	        {"log-level", required_argument, NULL, 'L'},
+	        {"help", no_argument, NULL, 'h'},
+	        {0, 0, 0, 0},
+	};
+	*o = (options){.max_message = DEFAULT_MAX_MESSAGE,
+	               .mode = 0600,
+	               .wait_host_s = 10,
+	               .log_level = L_INFO,
+	               .sweep = true};
+	int ch;
+	while ((ch = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
+		char *end = NULL;
+		unsigned long long v;
+		switch (ch) {
+		case 'l':
+			o->listen = optarg;
+			break;
+		case 'H':
+			o->host = optarg;
+			break;
+		case 't':
+			o->token_file = optarg;
+			break;
+		case 'm':
+			errno = 0;
+			v = strtoull(optarg, &end, 10);
+			if (errno || !*optarg || *end || v < 1024 || v > (64u << 20)) {
+				fprintf(stderr, "gpusched-relay: --max-message must be 1024..%u\n",
+				        64u << 20);
+				return 2;
+			}
+			o->max_message = (uint32_t)v;
+			break;
+		case 'M':
+			v = strtoull(optarg, &end, 8);
+			if (!*optarg || *end || v > 0777) {
+				fprintf(stderr, "gpusched-relay: --mode takes octal permissions\n");
+				return 2;
+			}
+			o->mode = (uint32_t)v;
+			break;
+		case 'S':
+			o->sweep = false;
+			break;
+		case 'w':
+			errno = 0;
+			v = strtoull(optarg, &end, 10);
+			if (errno || !*optarg || *end || v > 3600) {
+				fprintf(stderr,
+				        "gpusched-relay: --wait-host takes 0..3600 seconds\n");
+				return 2;
+			}
+			o->wait_host_s = (uint32_t)v;
+			break;
+		case 'L':
+			for (o->log_level = 0; o->log_level <= L_DEBUG; o->log_level++)
+				if (strcasecmp(optarg, level_names[o->log_level]) == 0)
+					break;
+			if (o->log_level > L_DEBUG) {
+				fprintf(stderr, "gpusched-relay: unknown log level %s\n", optarg);
+				return 2;
+			}
+			break;
+		case 'h':
+			usage(stdout);
+			exit(0);
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind < argc || !o->host) {
+		fprintf(stderr, "gpusched-relay: %s\n",
+		        optind < argc ? "unexpected arguments" : "--host URL is required");
+		usage(stderr);
+		return 2;
+	}
+	if (!o->listen) {
+		if (gs_default_url(listen_buf, cap) != 0)
+			return 2;
+		o->listen = listen_buf;
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static relay r; /* large tables: not on the stack */
+	char listen_buf[512];
+	int rc = parse_args(argc, argv, &r.o, listen_buf, sizeof(listen_buf));
+	if (rc)
+		return rc;
+	g_level = r.o.log_level;
+	/* Every thread, nng's included, inherits the mask: the signals come to sigwait only. */
+	sigset_t sigs;
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+	if (read_token(&r) != 0)
+		return 1;
+	uint32_t epoch = 0;
+	while (epoch == 0)
+		if (getrandom(&epoch, sizeof(epoch), 0) != (ssize_t)sizeof(epoch))
+			return 1;
+	r.epoch = epoch;
+	r.swept = !r.o.sweep;
+	pthread_mutex_init(&r.lock, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_cond_init(&r.cond, &ca);
+	if (open_sockets(&r) != 0)
+		return 1;
+	pthread_t fwd, back, rel;
+	pthread_create(&fwd, NULL, forward_thread, &r);
+	pthread_create(&back, NULL, back_thread, &r);
+	pthread_create(&rel, NULL, release_thread, &r);
+	/* Ready once guests are served, if the host answers in time. */
+	struct timespec deadline;
+	clock_gettime(CLOCK_REALTIME, &deadline);
+	deadline.tv_sec += r.o.wait_host_s;
+	pthread_mutex_lock(&r.lock);
+	while (!(r.host_pipes && r.swept) &&
+	       pthread_cond_timedwait(&r.cond, &r.lock, &deadline) != ETIMEDOUT)
+		;
+	bool up = r.host_pipes && r.swept;
+	pthread_mutex_unlock(&r.lock);
+	if (!up)
+		logf_(L_WARN,
+		      "the host daemon at %s is not reached yet: guests are answered"
+		      " UNAVAILABLE until it is",
+		      r.o.host);
+	logf_(L_INFO, "guests on %s, host %s, max_message %u", r.o.listen, r.o.host,
+	      r.o.max_message);
+	printf("gpusched-relay ready on %s\n", r.o.listen);
+	fflush(stdout);
+
+	int sig = 0;
+	do
+		sigwait(&sigs, &sig);
+	while (sig == SIGPIPE);
+	logf_(L_INFO, "stopping on signal %d", sig);
+	/* No more guests: closing their socket removes their connections, which queues the
+	 * release of every guest; the release thread sends them while the link allows. */
+	nng_close(r.guests);
+	pthread_join(fwd, NULL);
+	pthread_mutex_lock(&r.lock);
+	r.stopping = true;
+	pthread_cond_broadcast(&r.cond);
+	pthread_mutex_unlock(&r.lock);
+	pthread_join(rel, NULL);
+	nng_close(r.host);
+	pthread_join(back, NULL);
+	fail_all_flights(&r); /* nobody to answer now: frees the entries */
+	logf_(L_INFO,
+	      "stopped: %" PRIu64 " requests forwarded, %" PRIu64 " answered, %" PRIu64
+	      " UNAVAILABLE, %" PRIu64 " TOO_LARGE, %" PRIu64 " malformed, %" PRIu64
+	      " guests released",
+	      r.forwarded, r.answered, r.unavailable, r.too_large, r.malformed, r.released);
+	free(r.releases);
+	for (uint32_t b = 0; b < NBUCKETS; b++)
+		while (r.pipes[b]) {
+			pipe_guest *pg = r.pipes[b];
+			r.pipes[b] = pg->next;
+			free(pg);
+		}
+	while (r.all_guests) {
+		guest *g = r.all_guests;
+		r.all_guests = g->next;
+		free(g);
+	}
+	pthread_cond_destroy(&r.cond);
+	pthread_mutex_destroy(&r.lock);
+	return 0;
+}

@@ -1,0 +1,592 @@
+/*
+ * Virtual machines through gpusched-relay: three VM tenants, each behind its own relay that
+ * reaches the host daemon over tls+tcp:// (mutual TLS, certificates made at test time), and
+ * guest processes (this program run again as `--guest`) connected to the relays over ipc://.
+ *
+ * Guest processes are isolated from each other inside a VM and between VMs; the daemon marks
+ * every VM packet VirtualMachineData; a guest's exit releases its objects and nothing else; the
+ * paravirtual message limit holds at the relay and at the daemon; a relay whose host is down
+ * answers UNAVAILABLE and reconnects; killing one VM's relay mid-stream leaves the others
+ * serving and the audit file verifiable.
+ *
+ * Network namespaces are not used: the relays reach the daemon over loopback TLS and guests
+ * reach the relays over ipc:// paths in the test's directory.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "gpusched.h"
+#include "gpusched.pb-c.h"
+#include "itest.h"
+#include "testd.h"
+
+#define NVM        3
+#define GUEST_SIZE (256u * 1024u)
+
+/* ---- the guest process (this program with --guest URL) ---- */
+
+/* Makes a device, an allocation filled with a pattern of its pid, a context and one packet;
+ * prints "dev=D alloc=A ctx=C packet=P" and then, for each "check" line on stdin, "ok" when
+ * the allocation still holds its pattern. Exits 0 at end of input. */
+static int guest_main(const char *url)
+{
+	gs_client *c;
+	if (gs_connect(url, "", &c) != 0)
+		return 3;
+	gs_client_set_timeout(c, ITEST_TIMEOUT_MS);
+	uint64_t dev;
+	gs_allocation_placement pl;
+	gs_submit_result sr;
+	uint8_t *pattern = malloc(GUEST_SIZE), *back = malloc(GUEST_SIZE);
+	for (size_t i = 0; i < GUEST_SIZE; i++)
+		pattern[i] = (uint8_t)(getpid() * 31u + i * 7u);
+	gs_dmabuf buf;
+	gs_dmabuf_init(&buf);
+	gs_dmabuf_nop(&buf);
+	if (gs_device_create(c, "guest", &dev) != 0) {
+		fprintf(stderr, "guest %d: %s\n", (int)getpid(), gs_client_message(c));
+		_exit(4); /* a failed guest: the test that started it fails */
+	}
+	itest_layout l;
+	itest_layout_of(c, &l);
+	itest_alloc(c, dev, GUEST_SIZE, 0, 0, &pl);
+	uint64_t ctx = itest_context(c, dev, 0, l.paging_node);
+	if (gs_allocation_write(c, pl.allocation, 0, pattern, GUEST_SIZE) != 0 ||
+	    gs_submit(c, ctx, &buf, 0, &sr) != 0) {
+		fprintf(stderr, "guest %d: %s\n", (int)getpid(), gs_client_message(c));
+		_exit(4); /* a failed guest: the test that started it fails */
+	}
+	uint64_t packet = sr.packet;
+	gs_dmabuf_free(&buf);
+	printf("dev=%llu alloc=%llu ctx=%llu packet=%llu\n", (unsigned long long)dev,
+	       (unsigned long long)pl.allocation, (unsigned long long)ctx,
+	       (unsigned long long)packet);
+	fflush(stdout);
+	char line[64];
+	while (fgets(line, sizeof(line), stdin)) {
+		bool ok = gs_allocation_read(c, pl.allocation, 0, back, GUEST_SIZE) == 0 &&
+		          memcmp(back, pattern, GUEST_SIZE) == 0;
+		printf("%s\n", ok ? "ok" : "bad");
+		fflush(stdout);
+	}
+	free(pattern);
+	free(back);
+	gs_close(c);
+	return 0;
+}
+
+typedef struct guest {
+	pid_t pid;
+	int in, out; /* its stdin (we write), its stdout (we read) */
+	uint64_t dev, alloc, ctx, packet;
+} guest;
+
+/* Reads one line from fd within timeout_ms; false on timeout or end of file. */
+static bool read_line(int fd, char *buf, size_t cap, int timeout_ms)
+{
+	size_t n = 0;
+	long long deadline = gs_test_now_ms() + timeout_ms;
+	while (n + 1 < cap) {
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		long long left = deadline - gs_test_now_ms();
+		if (left <= 0 || poll(&p, 1, (int)left) <= 0)
+			return false;
+		if (read(fd, buf + n, 1) != 1)
+			return false;
+		if (buf[n] == '\n')
+			break;
+		n++;
+	}
+	buf[n] = '\0';
+	return true;
+}
+
+static void guest_start(guest *g, const char *url)
+{
+	int in[2], out[2];
+	assert_int_equal(pipe2(in, O_CLOEXEC), 0);
+	assert_int_equal(pipe2(out, O_CLOEXEC), 0);
+	g->pid = fork();
+	assert_true(g->pid >= 0);
+	if (g->pid == 0) {
+		dup2(in[0], STDIN_FILENO);
+		dup2(out[1], STDOUT_FILENO);
+		execl("/proc/self/exe", "test_relay", "--guest", url, (char *)NULL);
+		_exit(127);
+	}
+	close(in[0]);
+	close(out[1]);
+	g->in = in[1];
+	g->out = out[0];
+	char line[256];
+	assert_true(read_line(g->out, line, sizeof(line), ITEST_TIMEOUT_MS));
+	unsigned long long d, a, x, p;
+	assert_int_equal(sscanf(line, "dev=%llu alloc=%llu ctx=%llu packet=%llu", &d, &a, &x, &p),
+	                 4);
+	g->dev = d;
+	g->alloc = a;
+	g->ctx = x;
+	g->packet = p;
+}
+
+/* The guest reads its allocation back: true when every byte is its own. */
+static bool guest_check(guest *g)
+{
+	char line[16];
+	return write(g->in, "check\n", 6) == 6 &&
+	       read_line(g->out, line, sizeof(line), ITEST_TIMEOUT_MS) && strcmp(line, "ok") == 0;
+}
+
+/* Ends the guest process (end of its input) and reaps it: its exit status. */
+static int guest_stop(guest *g)
+{
+	close(g->in);
+	int status = -1;
+	waitpid(g->pid, &status, 0);
+	close(g->out);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* ---- the host and its relays ---- */
+
+typedef struct fx {
+	itest_pki k;
+	itest_config cfg;
+	gs_testd d;
+	char tls_url[64];
+	gs_testd relay[NVM];
+	char relay_url[NVM][320];
+} fx;
+
+static const char *const vm_tokens[NVM] = {"tok-vm1", "tok-vm2", "tok-vm3"};
+
+/* Starts relay i for VM i, its host `host`. */
+static int relay_start(fx *f, int i, const char *host)
+{
+	char tok[320];
+	snprintf(tok, sizeof(tok), "%s/vm%d.token", f->d.dir, i + 1);
+	FILE *t = fopen(tok, "w");
+	assert_non_null(t);
+	fprintf(t, "%s\n", vm_tokens[i]);
+	fclose(t);
+	snprintf(f->relay_url[i], sizeof(f->relay_url[i]), "ipc://%s/vm%d.sock", f->d.dir, i + 1);
+	char name[24];
+	snprintf(name, sizeof(name), "relay%d", i + 1);
+	const char *const argv[] = {
+	        GS_RELAY_PATH,  "--host", host,          "--listen", f->relay_url[i],
+	        "--token-file", tok,      "--log-level", "debug",    NULL};
+	return gs_testd_spawn(&f->relay[i], f->d.dir, name, argv);
+}
+
+static int setup(void **state)
+{
+	fx *f = calloc(1, sizeof(*f));
+	itest_pki_make(&f->k);
+	/* The relays dial with the VM's certificate and trust the daemon's CA. */
+	setenv("GPUSCHED_TLS_CA", f->k.ca, 1);
+	setenv("GPUSCHED_TLS_CERT_KEY", f->k.client, 1);
+	char json[1024];
+	snprintf(json, sizeof(json),
+	         "{\"tls\": {\"cert_key_file\": \"%s\", \"ca_file\": \"%s\"},"
+	         " \"tenants\": ["
+	         "{\"name\": \"ops\", \"token\": \"tok-ops\", \"admin\": true},"
+	         "{\"name\": \"proc\", \"token\": \"tok-proc\"},"
+	         "{\"name\": \"vm1\", \"token\": \"tok-vm1\", \"kind\": \"vm\"},"
+	         "{\"name\": \"vm2\", \"token\": \"tok-vm2\", \"kind\": \"vm\"},"
+	         "{\"name\": \"vm3\", \"token\": \"tok-vm3\", \"kind\": \"vm\"}]}",
+	         f->k.server, f->k.ca);
+	assert_int_equal(itest_config_write(&f->cfg, json), 0);
+	snprintf(f->tls_url, sizeof(f->tls_url), "tls+tcp://127.0.0.1:%u", itest_free_port());
+	const char *const args[] = {"--config", f->cfg.path, "--listen", f->tls_url, NULL};
+	if (gs_testd_start(&f->d, args) != 0)
+		return -1;
+	for (int i = 0; i < NVM; i++)
+		if (relay_start(f, i, f->tls_url) != 0)
+			return -1;
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	fx *f = *state;
+	int rc = 0;
+	for (int i = 0; i < NVM; i++) {
+		if (f->relay[i].pid > 0 && gs_testd_stop(&f->relay[i]) != 0) {
+			gs_testd_dump_log(&f->relay[i]);
+			rc = -1;
+		}
+	}
+	if (gs_testd_stop(&f->d) != 0) {
+		gs_testd_dump_log(&f->d);
+		rc = -1;
+	}
+	gs_testd_cleanup(&f->d);
+	itest_config_cleanup(&f->cfg);
+	free(f);
+	return rc;
+}
+
+static gs_client *guest_connect(fx *f, int vm)
+{
+	gs_client *c;
+	if (gs_connect(f->relay_url[vm], "", &c) != 0)
+		fail_msg("cannot connect to relay %d", vm + 1);
+	gs_client_set_timeout(c, ITEST_TIMEOUT_MS);
+	return c;
+}
+
+/* The allocation cannot be read by c: NOT_FOUND, as a handle that never existed. */
+static void assert_invisible(gs_client *c, uint64_t alloc, uint64_t dev)
+{
+	uint8_t b[16];
+	assert_int_equal(gs_allocation_read(c, alloc, 0, b, sizeof(b)), GS_STATUS_NOT_FOUND);
+	assert_int_equal(gs_allocation_write(c, alloc, 0, b, sizeof(b)), GS_STATUS_NOT_FOUND);
+	assert_int_equal(gs_device_destroy(c, dev), GS_STATUS_NOT_FOUND);
+}
+
+/* Waits (bounded) until the audit has a guest_released note for `guest_text`. */
+static bool wait_note(const char *db, const char *tenant, const char *like, int timeout_ms)
+{
+	long long deadline = gs_test_now_ms() + timeout_ms;
+	while (gs_test_now_ms() < deadline) {
+		if (itest_audit_int(db,
+		                    "SELECT count(*) FROM notes WHERE kind = 'guest_released' AND"
+		                    " tenant = '%s' AND detail LIKE '%s'",
+		                    tenant, like) > 0)
+			return true;
+		/* The relay releases a guest when its connection's close reaches it: poll the file
+		 * the daemon commits to until then. */
+		poll(NULL, 0, 20);
+	}
+	return false;
+}
+
+/* ---- tests ---- */
+
+static void test_guests_isolated(void **state)
+{
+	fx *f = *state;
+	guest a, b, c3;
+	guest_start(&a, f->relay_url[0]);
+	guest_start(&b, f->relay_url[0]);
+	guest_start(&c3, f->relay_url[1]);
+
+	/* Another process of the same VM, another VM, the VM itself (its token, guest 0), an
+	 * administrator and a process tenant: none of them sees guest a's objects. */
+	gs_client *same_vm = guest_connect(f, 0);
+	gs_client *other_vm = guest_connect(f, 1);
+	gs_client *vm_itself = itest_connect(&f->d, "tok-vm1");
+	gs_client *admin = itest_connect(&f->d, "tok-ops");
+	gs_client *proc = itest_connect(&f->d, "tok-proc");
+	gs_client *all[] = {same_vm, other_vm, vm_itself, admin, proc};
+	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
+		assert_invisible(all[i], a.alloc, a.dev);
+		assert_int_equal(gs_packet_wait(all[i], a.packet, 0, NULL, NULL),
+		                 GS_STATUS_NOT_FOUND);
+	}
+	/* Guest b's and c3's objects are theirs too. */
+	assert_invisible(same_vm, b.alloc, b.dev);
+	assert_invisible(other_vm, c3.alloc, c3.dev);
+	/* ... and each guest still reads its own bytes. */
+	assert_true(guest_check(&a));
+	assert_true(guest_check(&b));
+	assert_true(guest_check(&c3));
+
+	/* The daemon set VirtualMachineData on every VM packet. */
+	for (guest *g = &a; g; g = g == &a ? &c3 : NULL)
+		assert_int_equal(itest_audit_int(f->d.db,
+		                                 "SELECT submit_flags & 256 FROM packets WHERE"
+		                                 " packet = %llu",
+		                                 (unsigned long long)g->packet),
+		                 256);
+
+	/* A guest cannot release another guest (nor pose as the VM): refused and audited. */
+	int64_t errors = itest_audit_errors(f->d.db);
+	assert_int_equal(gs_guest_release(same_vm, 1, NULL), GS_STATUS_PERMISSION_DENIED);
+	assert_int_equal(gs_guest_release_all(same_vm, NULL), GS_STATUS_PERMISSION_DENIED);
+	/* A process tenant cannot name a guest, nor release one. */
+	assert_int_equal(gs_guest_release(proc, 1, NULL), GS_STATUS_PERMISSION_DENIED);
+	Gpusched__V1__Request req = GPUSCHED__V1__REQUEST__INIT;
+	Gpusched__V1__InfoRequest info = GPUSCHED__V1__INFO_REQUEST__INIT;
+	req.id = 9;
+	req.token = "tok-proc";
+	req.guest = 7;
+	req.body_case = GPUSCHED__V1__REQUEST__BODY_INFO;
+	req.info = &info;
+	size_t len;
+	void *bytes = itest_pack(&req, &len);
+	Gpusched__V1__Response *resp;
+	assert_int_equal(itest_raw_call(f->d.url, bytes, len, 10000, &resp), 0);
+	free(bytes);
+	assert_int_equal(resp->status, GS_STATUS_PERMISSION_DENIED);
+	assert_int_equal(resp->id, 9);
+	gpusched__v1__response__free_unpacked(resp, NULL);
+	/* Every refusal is an errors row, in the file before the barrier packet's record. */
+	uint64_t vdev;
+	assert_int_equal(gs_device_create(vm_itself, "barrier", &vdev), 0);
+	itest_layout l;
+	itest_layout_of(vm_itself, &l);
+	itest_audit_barrier(vm_itself, itest_context(vm_itself, vdev, 0, l.paging_node));
+	assert_int_equal(itest_audit_errors(f->d.db), errors + 4);
+
+	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+		gs_close(all[i]);
+	assert_int_equal(guest_stop(&a), 0);
+	assert_int_equal(guest_stop(&b), 0);
+	assert_int_equal(guest_stop(&c3), 0);
+}
+
+static void test_guest_exit_releases_only_its_objects(void **state)
+{
+	fx *f = *state;
+	guest a, b;
+	guest_start(&a, f->relay_url[2]);
+	guest_start(&b, f->relay_url[2]);
+	assert_int_equal(guest_stop(&a), 0);
+	/* Its device (with context and allocation) is destroyed on the host... */
+	if (!wait_note(f->d.db, "vm3", "guest % 1 devices destroyed", 20000)) {
+		gs_testd_dump_log(&f->relay[2]);
+		fail_msg("the relay did not release the guest that exited");
+	}
+	/* ... and the other guest of the VM is untouched. */
+	assert_true(guest_check(&b));
+	assert_int_equal(guest_stop(&b), 0);
+	assert_true(wait_note(f->d.db, "vm3", "guest % 1 devices destroyed", 20000));
+	assert_int_equal(itest_audit_int(f->d.db,
+	                                 "SELECT count(*) FROM notes WHERE kind = 'guest_released'"
+	                                 " AND tenant = 'vm3' AND detail LIKE '%% 1 devices%%'"),
+	                 2);
+}
+
+static void test_message_limit(void **state)
+{
+	fx *f = *state;
+	gs_client *g = guest_connect(f, 0);
+	uint64_t dev;
+	assert_int_equal(gs_device_create(g, "big", &dev), 0);
+	gs_allocation_placement pl;
+	itest_alloc(g, dev, 1u << 20, 0, 0, &pl);
+	uint8_t *data = malloc(1u << 20), *back = malloc(1u << 20);
+	for (size_t i = 0; i < (1u << 20); i++)
+		data[i] = (uint8_t)(i * 13u + 5u);
+	/* One request of 200 KiB: over the VM's 128 KiB, refused by the relay. */
+	gs_client_set_io_piece(g, 0);
+	assert_int_equal(gs_allocation_write(g, pl.allocation, 0, data, 200u * 1024u),
+	                 GS_STATUS_TOO_LARGE);
+	assert_non_null(strstr(gs_client_message(g), "relay"));
+	/* In the library's pieces, 1 MiB goes through byte-exact. */
+	gs_client_set_io_piece(g, GS_IO_PIECE);
+	assert_int_equal(gs_allocation_write(g, pl.allocation, 0, data, 1u << 20), 0);
+	assert_int_equal(gs_allocation_read(g, pl.allocation, 0, back, 1u << 20), 0);
+	assert_memory_equal(data, back, 1u << 20);
+
+	/* The daemon holds the VM to the same limit without the relay: audited refusals. */
+	gs_client *vm = itest_connect(&f->d, "tok-vm1");
+	uint64_t vdev;
+	assert_int_equal(gs_device_create(vm, "direct", &vdev), 0);
+	gs_allocation_placement vpl;
+	itest_alloc(vm, vdev, 1u << 20, 0, 0, &vpl);
+	gs_client_set_io_piece(vm, 0);
+	int64_t errors = itest_audit_errors(f->d.db);
+	assert_int_equal(gs_allocation_write(vm, vpl.allocation, 0, data, 200u * 1024u),
+	                 GS_STATUS_TOO_LARGE);
+	assert_int_equal(gs_allocation_read(vm, vpl.allocation, 0, back, 200u * 1024u),
+	                 GS_STATUS_TOO_LARGE);
+	assert_non_null(strstr(gs_client_message(vm), "max_message"));
+	/* A process tenant keeps the daemon's limit. */
+	gs_client *proc = itest_connect(&f->d, "tok-proc");
+	gs_client_set_io_piece(proc, 0);
+	uint64_t pdev;
+	assert_int_equal(gs_device_create(proc, "p", &pdev), 0);
+	gs_allocation_placement ppl;
+	itest_alloc(proc, pdev, 1u << 20, 0, 0, &ppl);
+	assert_int_equal(gs_allocation_write(proc, ppl.allocation, 0, data, 200u * 1024u), 0);
+	assert_int_equal(itest_audit_errors(f->d.db), errors + 2);
+
+	/* Bytes that are no request: the relay answers MALFORMED and goes on. */
+	Gpusched__V1__Response *resp;
+	assert_int_equal(itest_raw_call(f->relay_url[0], "\xff\xff\xff", 3, 10000, &resp), 0);
+	assert_int_equal(resp->status, GS_STATUS_MALFORMED);
+	gpusched__v1__response__free_unpacked(resp, NULL);
+	gs_daemon_info *di;
+	assert_int_equal(gs_info(g, &di), 0);
+	assert_string_equal(di->tenant, "vm1");
+	gs_info_free(di);
+
+	free(data);
+	free(back);
+	gs_close(proc);
+	gs_close(vm);
+	gs_close(g);
+}
+
+/* Retries Info through the relay until it is served (the relay reconnects on its own timer,
+ * 0.1-2 s), within timeout_ms: the last status. */
+static int info_until_served(gs_client *c, int timeout_ms)
+{
+	long long deadline = gs_test_now_ms() + timeout_ms;
+	int rv;
+	for (;;) {
+		gs_daemon_info *di = NULL;
+		rv = gs_info(c, &di);
+		gs_info_free(di);
+		if (rv != GS_STATUS_UNAVAILABLE || gs_test_now_ms() >= deadline)
+			return rv;
+		poll(NULL, 0, 50);
+	}
+}
+
+static void test_host_down_unavailable_and_reconnect(void **state)
+{
+	fx *f = *state;
+	/* A relay for a host that is not there yet. */
+	char url[320];
+	snprintf(url, sizeof(url), "ipc://%s/later.sock", f->d.dir);
+	char tok[320];
+	snprintf(tok, sizeof(tok), "%s/later.token", f->d.dir);
+	FILE *t = fopen(tok, "w");
+	fprintf(t, "tok-vm2\n");
+	fclose(t);
+	char rurl[320];
+	snprintf(rurl, sizeof(rurl), "ipc://%s/later-relay.sock", f->d.dir);
+	const char *const argv[] = {GS_RELAY_PATH,  "--host", url,           "--listen", rurl,
+	                            "--token-file", tok,      "--wait-host", "0",        NULL};
+	gs_testd relay;
+	assert_int_equal(gs_testd_spawn(&relay, f->d.dir, "later-relay", argv), 0);
+	gs_client *g;
+	assert_int_equal(gs_connect(rurl, "", &g), 0);
+	gs_client_set_timeout(g, ITEST_TIMEOUT_MS);
+	gs_daemon_info *di = NULL;
+	long long t0 = gs_test_now_ms();
+	assert_int_equal(gs_info(g, &di), GS_STATUS_UNAVAILABLE);
+	assert_true(gs_test_now_ms() - t0 < 5000); /* at once, not at the client's timeout */
+	assert_non_null(strstr(gs_client_message(g), "relay"));
+
+	/* The host comes up: the relay connects by itself and serves. */
+	gs_testd host;
+	const char *const hargs[] = {"--config", f->cfg.path, NULL};
+	assert_int_equal(gs_testd_start(&host, hargs), 0);
+	/* gs_testd_start picked its own socket: point the relay's address at it. */
+	char path[320];
+	snprintf(path, sizeof(path), "%s", url + strlen("ipc://"));
+	assert_int_equal(symlink(host.url + strlen("ipc://"), path), 0);
+	assert_int_equal(info_until_served(g, 20000), 0);
+
+	/* A request on the link when the host dies is answered UNAVAILABLE at once. */
+	uint64_t dev, sync;
+	assert_int_equal(gs_device_create(g, "w", &dev), 0);
+	assert_int_equal(gs_sync_create(g, dev, 0, &sync), 0);
+	gs_async_queue *q;
+	assert_int_equal(gs_async_queue_create(&q), 0);
+	gs_async_opts o = {.queue = q};
+	/* A wait that only the host's death ends. */
+	assert_int_equal(gs_async_sync_wait(g, sync, 1, 60000, &o, NULL), 0);
+	gs_testd_kill9(&host);
+	t0 = gs_test_now_ms();
+	gs_async_event ev;
+	assert_int_equal(gs_async_poll(q, &ev, 1, 30000), 1);
+	assert_int_equal(ev.status, GS_STATUS_UNAVAILABLE);
+	assert_true(gs_test_now_ms() - t0 < 10000);
+	gs_async_queue_destroy(q);
+
+	gs_close(g);
+	assert_int_equal(gs_testd_stop(&relay), 0);
+	gs_testd_cleanup(&host);
+}
+
+static void test_cut_one_vm_link_mid_stream(void **state)
+{
+	fx *f = *state;
+	guest other;
+	guest_start(&other, f->relay_url[0]);
+	/* VM 2 streams submissions; its relay is killed under them. */
+	gs_client *g = guest_connect(f, 1);
+	gs_client_set_timeout(g, 5000);
+	uint64_t dev;
+	assert_int_equal(gs_device_create(g, "stream", &dev), 0);
+	itest_layout l;
+	itest_layout_of(g, &l);
+	uint64_t ctx = itest_context(g, dev, 0, l.paging_node);
+	gs_dmabuf buf;
+	gs_dmabuf_init(&buf);
+	gs_dmabuf_nop(&buf);
+	enum { N = 256 };
+	gs_async_queue *q;
+	assert_int_equal(gs_async_queue_create(&q), 0);
+	gs_async_opts o = {.queue = q};
+	int ok = 0, failed = 0;
+	/* Half the stream is served; the other half is on its way when the relay dies. */
+	for (int half = 0; half < 2; half++) {
+		for (int i = 0; i < N / 2; i++)
+			assert_int_equal(gs_async_submit(g, ctx, &buf, 0, &o, NULL), 0);
+		if (half == 1)
+			gs_testd_kill9(&f->relay[1]);
+		while (ok + failed < (half + 1) * N / 2) {
+			gs_async_event ev[64];
+			int n = gs_async_poll(q, ev, 64, 30000);
+			assert_true(n > 0);
+			for (int i = 0; i < n; i++)
+				ev[i].status == 0 ? ok++ : failed++;
+		}
+		if (half == 0)
+			assert_int_equal(ok, N / 2);
+	}
+	/* Every request completed exactly once; nothing more is served on the dead link. */
+	assert_int_equal(gs_async_poll(q, NULL, 0, 0), GS_ERR_INVALID);
+	assert_int_equal(ok + failed, N);
+	gs_daemon_info *gone = NULL;
+	assert_int_not_equal(gs_info(g, &gone), 0);
+	gs_async_queue_destroy(q);
+	gs_dmabuf_free(&buf);
+	gs_close(g);
+	/* The other VMs go on; the audit file still verifies. */
+	assert_true(guest_check(&other));
+	assert_int_equal(guest_stop(&other), 0);
+	gs_client *vm3 = guest_connect(f, 2);
+	gs_daemon_info *di;
+	assert_int_equal(gs_info(vm3, &di), 0);
+	gs_info_free(di);
+	gs_close(vm3);
+	char *av[] = {(char *)GS_CLI_PATH, (char *)"audit", (char *)"verify", f->d.db, NULL};
+	itest_run r;
+	itest_run_argv(av, 60000, &r);
+	if (r.exit_code != 0)
+		fail_msg("audit verify: %d\n%s%s", r.exit_code, r.out, r.err);
+	itest_run_free(&r);
+	/* A new relay for the VM serves it again. */
+	assert_int_equal(relay_start(f, 1, f->tls_url), 0);
+	g = guest_connect(f, 1);
+	assert_int_equal(info_until_served(g, 20000), 0);
+	gs_close(g);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 3 && strcmp(argv[1], "--guest") == 0)
+		return guest_main(argv[2]);
+	signal(SIGPIPE, SIG_IGN);
+	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test_setup_teardown(test_guests_isolated, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_guest_exit_releases_only_its_objects, setup,
+	                                        teardown),
+	        cmocka_unit_test_setup_teardown(test_message_limit, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_host_down_unavailable_and_reconnect, setup,
+	                                        teardown),
+	        cmocka_unit_test_setup_teardown(test_cut_one_vm_link_mid_stream, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
