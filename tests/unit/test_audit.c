@@ -439,6 +439,66 @@ static void test_upsert_and_events(void **state)
 	gsd_audit_close(a);
 }
 
+/* A later commit's record of a packet updates its row in place (not the three time indexes):
+ * the row and its chain must be as the upsert left them, and the upsert still decides when
+ * the row is not there, is another tenant's or has another submission time. Each record is
+ * committed on its own (its ack waited for), so none is folded into another's commit. */
+static gs_chain_report verify_file(const char *path);
+
+static void test_update_in_place(void **state)
+{
+	struct fixture *fx = *state;
+	tracker_reset();
+	gsd_audit *a = open_audit(fx->path, NULL);
+	uint64_t n = 0;
+	gsd_packet_rec r = packet(7, "alpha", 2, ST_SUBMITTED, 0);
+	static const int states[] = {ST_SUBMITTED, ST_READY, ST_RUNNING, ST_COMPLETED};
+	for (size_t i = 0; i < sizeof states / sizeof states[0]; i++) {
+		r.state = states[i];
+		r.started_ns = states[i] >= ST_RUNNING ? 6000 : 0;
+		r.result = states[i] == ST_COMPLETED ? "ok" : NULL;
+		assert_true(wait_acks(n = queue(a, &r, "alpha")));
+	}
+	assert_int_equal(T.ok, n);
+	/* Another tenant naming it: refused, the row untouched. */
+	gsd_packet_rec steal = packet(7, "beta", 2, ST_FAULTED, 0);
+	assert_true(wait_acks(n = queue(a, &steal, "steal")));
+	assert_int_equal(T.failed, 1);
+	/* No row yet (its SUBMITTED never came): made by the upsert. */
+	gsd_packet_rec late = packet(8, "alpha", 2, ST_RUNNING, 0);
+	assert_true(wait_acks(n = queue(a, &late, "late")));
+	/* Another submission time: the upsert rewrites it, as before. */
+	late.state = ST_COMPLETED;
+	late.submitted_ns = 777;
+	assert_true(wait_acks(n = queue(a, &late, "moved")));
+	assert_int_equal(T.ok, n - 1);
+	gsd_audit_close(a);
+
+	gsd_history_filter f = filter("alpha");
+	f.oldest_first = true;
+	gsd_history_result h;
+	assert_int_equal(history(fx->path, &f, &h), 2);
+	assert_int_equal(h.rows[0].rec.packet, 8);
+	assert_int_equal(h.rows[0].rec.submitted_ns, 777);
+	assert_int_equal(h.rows[0].rec.state, ST_COMPLETED);
+	assert_int_equal(h.rows[1].rec.packet, 7);
+	assert_string_equal(h.rows[1].rec.tenant, "alpha");
+	assert_int_equal(h.rows[1].rec.state, ST_COMPLETED);
+	assert_int_equal(h.rows[1].rec.started_ns, 6000);
+	assert_string_equal(h.rows[1].rec.result, "ok");
+	gsd_history_result_free(&h);
+	f.state = ST_COMPLETED; /* the state index follows the updates */
+	assert_int_equal(history(fx->path, &f, &h), 2);
+	gsd_history_result_free(&h);
+	f.state = ST_RUNNING;
+	assert_int_equal(history(fx->path, &f, &h), 0);
+	gsd_history_result_free(&h);
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packets"), 2);
+	gs_chain_report rep = verify_file(fx->path);
+	if (!rep.ok)
+		fail_msg("does not verify: %s", rep.why);
+}
+
 static void test_tenant_isolation(void **state)
 {
 	struct fixture *fx = *state;
@@ -2386,6 +2446,7 @@ int main(void)
 	        T_(test_time_range_and_order),
 	        T_(test_cursor_stable_while_rows_arrive),
 	        T_(test_history_query_plans),
+	        T_(test_update_in_place),
 	        T_(test_audit_sequence),
 	        T_(test_chain_verifies_and_finds_edits),
 	        T_(test_chain_across_reopen_and_failure),
