@@ -135,29 +135,85 @@ static void logf_(int level, const char *fmt, ...)
 
 /* ---- answers the relay gives itself ---- */
 
-/* Reads Request.id from the bytes without decoding the rest (0 when it cannot). */
-static uint64_t peek_id(const uint8_t *p, size_t len)
+static bool varint(const uint8_t **p, const uint8_t *end, uint64_t *out)
 {
-	const uint8_t *end = p + len;
-	while (p < end) {
-		uint64_t tag = 0, v = 0;
-		for (int s = 0; p < end && s < 64; s += 7) {
-			tag |= (uint64_t)(*p & 0x7f) << s;
-			if (!(*p++ & 0x80))
-				break;
+	uint64_t v = 0;
+	for (int s = 0; s < 64 && *p < end; s += 7) {
+		uint8_t b = *(*p)++;
+		v |= (uint64_t)(b & 0x7f) << s;
+		if (!(b & 0x80)) {
+			*out = v;
+			return true;
 		}
-		if ((tag & 7) != 0)
-			return 0; /* the id comes first in every encoder we know; stop at anything
-			             else */
-		for (int s = 0; p < end && s < 64; s += 7) {
-			v |= (uint64_t)(*p & 0x7f) << s;
-			if (!(*p++ & 0x80))
-				break;
-		}
-		if (tag >> 3 == 1)
-			return v;
 	}
-	return 0;
+	return false;
+}
+
+static size_t put_varint(uint8_t *p, uint64_t v)
+{
+	size_t n = 0;
+	do {
+		p[n++] = (uint8_t)(v & 0x7f) | (v > 0x7f ? 0x80 : 0);
+		v >>= 7;
+	} while (v);
+	return n;
+}
+
+/*
+ * Walks the top-level fields of a Request without decoding the messages inside: *id gets
+ * Request.id, and when out is given, every field but token (2) and guest (4) is copied to it,
+ * then the VM's token and the guest id are appended (out holds len + the token + 24 bytes).
+ * Returns the bytes written (or len when out is NULL), 0 when the bytes are no protobuf
+ * message; what is inside the body the daemon checks as from any client.
+ */
+static size_t scan_request(const uint8_t *in, size_t len, uint64_t *id, uint8_t *out,
+                           const char *token, uint64_t guest_id)
+{
+	const uint8_t *p = in, *end = in + len;
+	size_t n = 0;
+	*id = 0;
+	while (p < end) {
+		const uint8_t *field = p;
+		uint64_t tag, v = 0;
+		if (!varint(&p, end, &tag) || tag >> 3 == 0)
+			return 0;
+		switch (tag & 7) {
+		case 0:
+			if (!varint(&p, end, &v))
+				return 0;
+			break;
+		case 1:
+		case 5:
+			v = (tag & 7) == 1 ? 8 : 4;
+			if ((uint64_t)(end - p) < v)
+				return 0;
+			p += v;
+			break;
+		case 2:
+			if (!varint(&p, end, &v) || v > (uint64_t)(end - p))
+				return 0;
+			p += v;
+			break;
+		default:
+			return 0;
+		}
+		if (tag == (1u << 3 | 0))
+			*id = v;
+		if (out && tag >> 3 != 2 && tag >> 3 != 4) {
+			memcpy(out + n, field, (size_t)(p - field));
+			n += (size_t)(p - field);
+		}
+	}
+	if (!out)
+		return len ? len : 1;
+	size_t tl = strlen(token);
+	out[n++] = 2u << 3 | 2;
+	n += put_varint(out + n, tl);
+	memcpy(out + n, token, tl);
+	n += tl;
+	out[n++] = 4u << 3 | 0;
+	n += put_varint(out + n, guest_id);
+	return n;
 }
 
 /* Answers the guest request routed by (pipe, rid) with a status and message. */
@@ -374,8 +430,9 @@ static void forward(relay *r, nng_msg *m)
 	uint32_t pipe = be32(h), rid = be32(h + 4);
 	const uint8_t *body = nng_msg_body(m);
 	size_t len = nng_msg_len(m);
+	uint64_t id = 0;
+	bool decodes = scan_request(body, len, &id, NULL, NULL, 0) != 0;
 	if (len > r->o.max_message) {
-		uint64_t id = peek_id(body, len);
 		nng_msg_free(m);
 		pthread_mutex_lock(&r->lock);
 		r->too_large++;
@@ -385,8 +442,7 @@ static void forward(relay *r, nng_msg *m)
 		       len, r->o.max_message);
 		return;
 	}
-	Gpusched__V1__Request *req = gpusched__v1__request__unpack(NULL, len, body);
-	if (!req) {
+	if (!decodes) {
 		nng_msg_free(m);
 		pthread_mutex_lock(&r->lock);
 		r->malformed++;
@@ -397,11 +453,10 @@ static void forward(relay *r, nng_msg *m)
 	}
 	nng_pipe np = NNG_PIPE_INITIALIZER;
 	np.id = pipe;
-	uint64_t key = (uint64_t)pipe << 32 | rid, id = req->id;
+	uint64_t key = (uint64_t)pipe << 32 | rid;
 	nng_sockaddr sa;
 	if (nng_pipe_get_addr(np, NNG_OPT_REMADDR, &sa) != 0) {
 		/* Its connection closed before its request was read: nobody to answer. */
-		gpusched__v1__request__free_unpacked(req, NULL);
 		nng_msg_free(m);
 		return;
 	}
@@ -432,7 +487,6 @@ static void forward(relay *r, nng_msg *m)
 	r->forwarded += status == 0;
 	pthread_mutex_unlock(&r->lock);
 	if (status) {
-		gpusched__v1__request__free_unpacked(req, NULL);
 		nng_msg_free(m);
 		answer(r, pipe, rid, id, status, "relay: %s",
 		       status == GPUSCHED__V1__STATUS__STATUS_UNAVAILABLE
@@ -444,15 +498,16 @@ static void forward(relay *r, nng_msg *m)
 	}
 	/* The guest's own token and guest id are replaced: it cannot pose as the VM itself or
 	 * as another guest. */
-	char *their_token = req->token;
-	req->token = r->token;
-	req->guest = gid;
-	size_t n = gpusched__v1__request__get_packed_size(req);
-	int rv = nng_msg_realloc(m, n);
-	if (rv == 0)
-		gpusched__v1__request__pack(req, nng_msg_body(m));
-	req->token = their_token;
-	gpusched__v1__request__free_unpacked(req, NULL);
+	nng_msg *out;
+	int rv = nng_msg_alloc(&out, len + strlen(r->token) + 24);
+	if (rv == 0) {
+		size_t n = scan_request(body, len, &id, nng_msg_body(out), r->token, gid);
+		rv = nng_msg_realloc(out, n);
+		if (rv == 0)
+			rv = nng_msg_header_append(out, nng_msg_header(m), nng_msg_header_len(m));
+		nng_msg_free(m);
+		m = out;
+	}
 	if (rv == 0)
 		rv = nng_sendmsg(r->host, m, 0);
 	if (rv != 0) {
