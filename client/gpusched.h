@@ -932,6 +932,8 @@ typedef struct gs_tenant {
 	uint32_t max_requests_per_second; /* 0 = unlimited */
 	/* Largest request in bytes; 0 = the default (128 KiB for a VM, else the daemon's). */
 	uint32_t max_message;
+	uint32_t packet_limit; /* packets not yet final at once; 0 = the daemon's limit */
+	uint32_t sync_limit;   /* sync objects held at once; 0 = the daemon's limit */
 } gs_tenant;
 
 /* Settings gs_tenant_update may change (a mask of them). */
@@ -944,6 +946,8 @@ typedef enum gs_tenant_field {
 	GS_TENANT_MAX_REQUESTS_PER_SECOND = 1u << 5,
 	GS_TENANT_ADMIN = 1u << 6,
 	GS_TENANT_MAX_MESSAGE = 1u << 7,
+	GS_TENANT_PACKET_LIMIT = 1u << 8,
+	GS_TENANT_SYNC_LIMIT = 1u << 9,
 } gs_tenant_field;
 
 /* token: the tenant's token, or NULL/"" to let the daemon choose one. *token_out (may be NULL)

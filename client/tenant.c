@@ -30,6 +30,8 @@ int gs_tenant_create(gs_client *c, const gs_tenant *tenant, const char *token, c
 	t.allocation_limit = tenant->allocation_limit;
 	t.max_requests_per_second = tenant->max_requests_per_second;
 	t.max_message = tenant->max_message;
+	t.packet_limit = tenant->packet_limit;
+	t.sync_limit = tenant->sync_limit;
 	body.tenant = &t;
 	body.token = (char *)(token ? token : "");
 	rv = gsc_call(c, GSC_REQ(TENANT_CREATE), &body, GSC_RESP(TENANT_CREATE), 0, &resp);
@@ -60,7 +62,8 @@ int gs_tenant_update(gs_client *c, const char *name, const gs_tenant *settings, 
 	static const char *const names[] = {
 	        "share",         "priority_ceiling", "memory_quota",
 	        "context_limit", "allocation_limit", "max_requests_per_second",
-	        "admin",         "max_message"};
+	        "admin",         "max_message",      "packet_limit",
+	        "sync_limit"};
 	Gpusched__V1__TenantUpdateRequest body = GPUSCHED__V1__TENANT_UPDATE_REQUEST__INIT;
 	Gpusched__V1__Tenant t = GPUSCHED__V1__TENANT__INIT;
 	char *chosen[sizeof(names) / sizeof(names[0])];
@@ -80,6 +83,8 @@ int gs_tenant_update(gs_client *c, const char *name, const gs_tenant *settings, 
 	t.allocation_limit = settings->allocation_limit;
 	t.max_requests_per_second = settings->max_requests_per_second;
 	t.max_message = settings->max_message;
+	t.packet_limit = settings->packet_limit;
+	t.sync_limit = settings->sync_limit;
 	t.admin = settings->admin;
 	body.name = (char *)name;
 	body.tenant = &t;
@@ -104,6 +109,8 @@ static void copy_tenant(void *entry, const ProtobufCMessage *msg)
 	        .allocation_limit = t->allocation_limit,
 	        .max_requests_per_second = t->max_requests_per_second,
 	        .max_message = t->max_message,
+	        .packet_limit = t->packet_limit,
+	        .sync_limit = t->sync_limit,
 	};
 }
 

@@ -238,17 +238,19 @@ static const char tenant_help[] =
         "                              [--share N] [--priority-ceiling C] [--memory-quota BYTES]\n"
         "                              [--context-limit N] [--allocation-limit N]\n"
         "                              [--max-requests-per-second N] [--max-message BYTES]\n"
-        "                              [--admin] [--token T]\n"
+        "                              [--packet-limit N] [--sync-limit N] [--admin] [--token T]\n"
         "       gpusched tenant set NAME [--share N] [--priority-ceiling C]\n"
         "                              [--memory-quota BYTES] [--context-limit N]\n"
         "                              [--allocation-limit N] [--max-requests-per-second N]\n"
-        "                              [--max-message BYTES] [--admin | --no-admin]\n"
+        "                              [--max-message BYTES] [--packet-limit N]\n"
+        "                              [--sync-limit N] [--admin | --no-admin]\n"
         "       gpusched tenant rm NAME\n"
         "Tenant administration; the daemon answers only an admin token (PERMISSION_DENIED\n"
         "otherwise). create prints the new tenant's token (chosen by the daemon unless --token\n"
         "is given here, after the subcommand). set changes only the settings given, at once (a\n"
         "new share applies to the tenant's queued work); 0 means no limit (for --max-message:\n"
-        "the default, 128 KiB for a vm, else the daemon's max_message). A vm tenant's guest\n"
+        "the default, 128 KiB for a vm, else the daemon's max_message; for --packet-limit and\n"
+        "--sync-limit: the daemon's max_queued_packets and max_syncs). A vm tenant's guest\n"
         "processes reach the daemon through gpusched-relay.\n";
 
 static json_t *tenant_json(const void *tenant)
@@ -256,13 +258,15 @@ static json_t *tenant_json(const void *tenant)
 	const gs_tenant *t = tenant;
 
 	return json_pack(
-	        "{s:s, s:s, s:s, s:I, s:I, s:o, s:I, s:I, s:I, s:I, s:b, s:b}", "name", t->name,
-	        "kind", gs_tenant_kind_name(t->kind), "policy", gs_share_policy_name(t->policy),
-	        "share", (json_int_t)t->share, "priority_ceiling", (json_int_t)t->priority_ceiling,
-	        "memory_quota", cli_json_u64(t->memory_quota), "context_limit",
-	        (json_int_t)t->context_limit, "allocation_limit", (json_int_t)t->allocation_limit,
-	        "max_requests_per_second", (json_int_t)t->max_requests_per_second, "max_message",
-	        (json_int_t)t->max_message, "admin", t->admin, "banned", t->banned);
+	        "{s:s, s:s, s:s, s:I, s:I, s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:b, s:b}", "name",
+	        t->name, "kind", gs_tenant_kind_name(t->kind), "policy",
+	        gs_share_policy_name(t->policy), "share", (json_int_t)t->share, "priority_ceiling",
+	        (json_int_t)t->priority_ceiling, "memory_quota", cli_json_u64(t->memory_quota),
+	        "context_limit", (json_int_t)t->context_limit, "allocation_limit",
+	        (json_int_t)t->allocation_limit, "max_requests_per_second",
+	        (json_int_t)t->max_requests_per_second, "max_message", (json_int_t)t->max_message,
+	        "packet_limit", (json_int_t)t->packet_limit, "sync_limit",
+	        (json_int_t)t->sync_limit, "admin", t->admin, "banned", t->banned);
 }
 
 static void print_tenants(const void *items, size_t n)
@@ -306,7 +310,8 @@ typedef struct tenant_args {
 	const char *token;
 	bool no_admin;
 	/* Which settings `tenant set` was given. */
-	bool share_set, ceiling_set, quota_set, contexts_set, allocs_set, rate_set, message_set;
+	bool share_set, ceiling_set, quota_set, contexts_set, allocs_set, rate_set, message_set,
+	        packets_set, syncs_set;
 } tenant_args;
 
 static int parse_kind(cli *ctx, const char *arg, void *field)
@@ -347,6 +352,8 @@ static const cli_opt tenant_opts[] = {
         {"allocation-limit", CLI_ARG_U32, offsetof(tenant_args, t.allocation_limit)},
         {"max-requests-per-second", CLI_ARG_U32, offsetof(tenant_args, t.max_requests_per_second)},
         {"max-message", CLI_ARG_U32, offsetof(tenant_args, t.max_message)},
+        {"packet-limit", CLI_ARG_U32, offsetof(tenant_args, t.packet_limit)},
+        {"sync-limit", CLI_ARG_U32, offsetof(tenant_args, t.sync_limit)},
         {"admin", CLI_SET_BOOL, offsetof(tenant_args, t.admin)},
         {"token", CLI_ARG_STR, offsetof(tenant_args, token)},
 };
@@ -365,6 +372,10 @@ static const cli_opt tenant_set_opts[] = {
          CLI_GIVEN(tenant_args, rate_set)},
         {"max-message", CLI_ARG_U32, offsetof(tenant_args, t.max_message),
          CLI_GIVEN(tenant_args, message_set)},
+        {"packet-limit", CLI_ARG_U32, offsetof(tenant_args, t.packet_limit),
+         CLI_GIVEN(tenant_args, packets_set)},
+        {"sync-limit", CLI_ARG_U32, offsetof(tenant_args, t.sync_limit),
+         CLI_GIVEN(tenant_args, syncs_set)},
         {"admin", CLI_SET_BOOL, offsetof(tenant_args, t.admin)},
         {"no-admin", CLI_SET_BOOL, offsetof(tenant_args, no_admin)},
 };
@@ -387,6 +398,8 @@ static int tenant_set(cli *ctx, int argc, char **argv)
 	                  (a.allocs_set ? GS_TENANT_ALLOCATION_LIMIT : 0) |
 	                  (a.rate_set ? GS_TENANT_MAX_REQUESTS_PER_SECOND : 0) |
 	                  (a.message_set ? GS_TENANT_MAX_MESSAGE : 0) |
+	                  (a.packets_set ? GS_TENANT_PACKET_LIMIT : 0) |
+	                  (a.syncs_set ? GS_TENANT_SYNC_LIMIT : 0) |
 	                  (a.t.admin || a.no_admin ? GS_TENANT_ADMIN : 0);
 	if (!fields)
 		return cli_usage(ctx, "tenant set: give at least one setting to change");

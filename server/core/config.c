@@ -272,7 +272,9 @@ static int load_tenant(json_t *jt, gsd_tenant_config *t, cfg_err *e)
 	    get_u32(jt, "context_limit", &t->context_limit, e) ||
 	    get_u32(jt, "allocation_limit", &t->allocation_limit, e) ||
 	    get_u32(jt, "max_requests_per_second", &t->max_requests_per_second, e) ||
-	    get_u32(jt, "max_message", &t->max_message, e) || get_bool(jt, "admin", &t->admin, e))
+	    get_u32(jt, "max_message", &t->max_message, e) ||
+	    get_u32(jt, "packet_limit", &t->packet_limit, e) ||
+	    get_u32(jt, "sync_limit", &t->sync_limit, e) || get_bool(jt, "admin", &t->admin, e))
 		return -1;
 	if (!t->name[0])
 		return fail(e, "%s: every tenant needs a name", "tenants");

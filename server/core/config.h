@@ -76,6 +76,8 @@ typedef struct gsd_tenant_config {
 	/* Largest request (and AllocationRead) in bytes; 0: GSD_VM_MAX_MESSAGE for a virtual
 	 * machine, the daemon's max_message for a process (gsd_tenant_max_message). */
 	uint32_t max_message;
+	uint32_t packet_limit; /* packets not yet final; 0: the daemon's max_queued_packets */
+	uint32_t sync_limit;   /* sync objects; 0: the daemon's max_syncs */
 	bool admin;
 } gsd_tenant_config;
 

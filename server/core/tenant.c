@@ -123,6 +123,16 @@ uint64_t gsd_tenant_max_message(const gsd_daemon *d, const gsd_tenant *t)
 	return max && max < d->cfg.max_message ? max : d->cfg.max_message;
 }
 
+uint32_t gsd_tenant_packet_limit(const gsd_daemon *d, const gsd_tenant *t)
+{
+	return t->conf.packet_limit ? t->conf.packet_limit : d->cfg.max_queued_packets;
+}
+
+uint32_t gsd_tenant_sync_limit(const gsd_daemon *d, const gsd_tenant *t)
+{
+	return t->conf.sync_limit ? t->conf.sync_limit : d->cfg.max_syncs;
+}
+
 gsd_tenant *gsd_tenant_by_token(gsd_daemon *d, const char *token)
 {
 	gsd_tenant *found = NULL;

@@ -208,6 +208,8 @@ static void tenant_out(const gsd_tenant *t, Gpusched__V1__Tenant *o)
 	o->allocation_limit = t->conf.allocation_limit;
 	o->max_requests_per_second = t->conf.max_requests_per_second;
 	o->max_message = t->conf.max_message;
+	o->packet_limit = t->conf.packet_limit;
+	o->sync_limit = t->conf.sync_limit;
 }
 
 static int random_token(char *out, size_t cap)
@@ -265,6 +267,8 @@ static void h_tenant_create(gsd_daemon *d, gsd_call *c)
 	                        .allocation_limit = t->allocation_limit,
 	                        .max_requests_per_second = t->max_requests_per_second,
 	                        .max_message = t->max_message,
+	                        .packet_limit = t->packet_limit,
+	                        .sync_limit = t->sync_limit,
 	                        .admin = t->admin};
 	snprintf(tc.name, sizeof(tc.name), "%s", t->name);
 	if (q->token[0])
@@ -329,7 +333,9 @@ enum {
 	UPD_ALLOCS,
 	UPD_RATE,
 	UPD_ADMIN,
-	UPD_MESSAGE
+	UPD_MESSAGE,
+	UPD_PACKETS,
+	UPD_SYNCS
 };
 static const char *const update_fields[] = {
         [UPD_SHARE] = "share",
@@ -340,6 +346,8 @@ static const char *const update_fields[] = {
         [UPD_RATE] = "max_requests_per_second",
         [UPD_ADMIN] = "admin",
         [UPD_MESSAGE] = "max_message",
+        [UPD_PACKETS] = "packet_limit",
+        [UPD_SYNCS] = "sync_limit",
 };
 
 static void h_tenant_update(gsd_daemon *d, gsd_call *c)
@@ -403,16 +411,22 @@ static void h_tenant_update(gsd_daemon *d, gsd_call *c)
 		conf->admin = n->admin;
 	if (mask & 1u << UPD_MESSAGE)
 		conf->max_message = n->max_message;
+	if (mask & 1u << UPD_PACKETS)
+		conf->packet_limit = n->packet_limit;
+	if (mask & 1u << UPD_SYNCS)
+		conf->sync_limit = n->sync_limit;
 	if (mask & 1u << UPD_SHARE)
 		gsd_vidsch_tenant_share(d, t);
 	char text[256];
 	snprintf(text, sizeof(text),
 	         "%s: share %u, priority_ceiling %u, memory_quota %llu, context_limit %u,"
-	         " allocation_limit %u, max_requests_per_second %u, admin %d, max_message %llu",
+	         " allocation_limit %u, max_requests_per_second %u, admin %d, max_message %llu,"
+	         " packet_limit %u, sync_limit %u",
 	         t->audit_name, conf->share, conf->priority_ceiling,
 	         (unsigned long long)conf->memory_quota, conf->context_limit,
 	         conf->allocation_limit, conf->max_requests_per_second, conf->admin,
-	         (unsigned long long)gsd_tenant_max_message(d, t));
+	         (unsigned long long)gsd_tenant_max_message(d, t), gsd_tenant_packet_limit(d, t),
+	         gsd_tenant_sync_limit(d, t));
 	gsd_audit_note(d->audit, c->tenant->audit_name, "tenant_updated", text);
 	gsd_tenant_audit(d, t, 0); /* made by TenantCreate: its row, so a restart keeps it */
 	gsd_call_reply_empty(c);

@@ -198,10 +198,12 @@ void gsd_h_sync_create(gsd_daemon *d, gsd_call *c)
 	gsd_device *dev = gsd_call_object(c, R(sync_create)->device, GSD_OBJ_DEVICE);
 	if (!dev)
 		return;
-	if (c->tenant->syncs >= d->cfg.max_syncs) {
+	uint32_t max = gsd_tenant_sync_limit(d, c->tenant);
+	if (c->tenant->syncs >= max) {
 		gsd_call_error(c, GSD_ST(QUOTA_EXCEEDED),
-		               "tenant %s has %u sync objects: max_syncs %u reached",
-		               c->tenant->conf.name, c->tenant->syncs, d->cfg.max_syncs);
+		               "tenant %s has %u sync objects: %s %u reached", c->tenant->conf.name,
+		               c->tenant->syncs,
+		               c->tenant->conf.sync_limit ? "sync_limit" : "max_syncs", max);
 		return;
 	}
 	gsd_sync *s = gsd_sync_create(d, dev, R(sync_create)->initial_value, false);

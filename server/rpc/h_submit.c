@@ -330,16 +330,17 @@ static void submit_out(const gsd_packet *p, Gpusched__V1__SubmitResponse *o)
 	o->node = p->node->index;
 }
 
-/* Refuses (and answers) n more packets beyond the tenant's max_queued_packets. */
+/* Refuses (and answers) n more packets beyond the tenant's packet limit. */
 static bool queue_quota_exceeded(gsd_daemon *d, gsd_call *c, size_t n)
 {
 	const gsd_tenant *t = c->tenant;
-	if (n <= d->cfg.max_queued_packets && t->queued_packets <= d->cfg.max_queued_packets - n)
+	uint32_t max = gsd_tenant_packet_limit(d, t);
+	if (n <= max && t->queued_packets <= max - n)
 		return false;
 	gsd_call_error(c, GSD_ST(QUOTA_EXCEEDED),
-	               "tenant %s has %u packets not yet final: %zu more would pass "
-	               "max_queued_packets %u",
-	               t->conf.name, t->queued_packets, n, d->cfg.max_queued_packets);
+	               "tenant %s has %u packets not yet final: %zu more would pass %s %u",
+	               t->conf.name, t->queued_packets, n,
+	               t->conf.packet_limit ? "packet_limit" : "max_queued_packets", max);
 	return true;
 }
 

@@ -448,6 +448,90 @@ static void test_allocation_and_rate_limits(void **state)
 	stop(&f);
 }
 
+/*
+ * Per-tenant packet_limit and sync_limit: a tenant's own limits, below the daemon's, refuse
+ * with QUOTA_EXCEEDED naming the limit while another tenant is served; an administrator
+ * raises them live; max_message below 4096 is refused.
+ */
+static void test_packet_and_sync_limits(void **state)
+{
+	(void)state;
+	fx f;
+	assert_int_equal(start(&f,
+	                       "{\"tenants\": [{\"name\": \"ops\", \"token\": \"t-ops\","
+	                       " \"admin\": true}, {\"name\": \"tight\", \"token\": \"t-tight\","
+	                       " \"packet_limit\": 3, \"sync_limit\": 2},"
+	                       " {\"name\": \"roomy\", \"token\": \"t-roomy\"}]}"),
+	                 0);
+	gs_client *t = itest_connect(&f.t, "t-tight");
+	gs_client *r = itest_connect(&f.t, "t-roomy");
+	gs_client *ops = itest_connect(&f.t, "t-ops");
+	itest_layout l;
+	itest_layout_of(t, &l);
+	uint64_t dev, rdev, s[3];
+	assert_int_equal(gs_device_create(t, "t", &dev), 0);
+	assert_int_equal(gs_device_create(r, "r", &rdev), 0);
+	assert_int_equal(gs_sync_create(t, dev, 0, &s[0]), 0);
+	assert_int_equal(gs_sync_create(t, dev, 0, &s[1]), 0);
+	assert_int_equal(gs_sync_create(t, dev, 0, &s[2]), GS_STATUS_QUOTA_EXCEEDED);
+	assert_non_null(strstr(gs_client_message(t), "sync_limit 2"));
+
+	/* Three packets held by a GPU wait on s[0]: not final, so the fourth is refused. */
+	uint64_t ctx = itest_context(t, dev, 0, l.paging_node);
+	uint64_t rctx = itest_context(r, rdev, 0, l.paging_node);
+	gs_dmabuf held;
+	gs_dmabuf_init(&held);
+	assert_int_equal(gs_dmabuf_wait(&held, s[0], 1), 0);
+	assert_int_equal(gs_dmabuf_nop(&held), 0);
+	gs_submit_result res[4];
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(gs_submit(t, ctx, &held, 0, &res[i]), 0);
+	assert_int_equal(gs_submit(t, ctx, &held, 0, &res[3]), GS_STATUS_QUOTA_EXCEEDED);
+	assert_non_null(strstr(gs_client_message(t), "packet_limit 3"));
+	/* The neighbour is served meanwhile. */
+	gs_dmabuf nop;
+	gs_dmabuf_init(&nop);
+	assert_int_equal(gs_dmabuf_nop(&nop), 0);
+	itest_submit_wait(r, rctx, &nop, 0);
+
+	/* Raised live by an administrator: the fourth goes in, and one more sync object. */
+	gs_tenant more = {.packet_limit = 4, .sync_limit = 3};
+	assert_int_equal(gs_tenant_update(ops, "tight", &more,
+	                                  GS_TENANT_PACKET_LIMIT | GS_TENANT_SYNC_LIMIT),
+	                 0);
+	assert_int_equal(gs_submit(t, ctx, &held, 0, &res[3]), 0);
+	assert_int_equal(gs_sync_create(t, dev, 0, &s[2]), 0);
+	gs_tenant tiny = {.max_message = 100};
+	assert_int_equal(gs_tenant_update(ops, "tight", &tiny, GS_TENANT_MAX_MESSAGE),
+	                 GS_STATUS_INVALID_ARGUMENT);
+
+	/* Released: every held packet completes. */
+	assert_int_equal(gs_sync_signal(t, s[0], 1), 0);
+	for (int i = 0; i < 4; i++) {
+		gs_packet_state st;
+		assert_int_equal(gs_packet_wait(t, res[i].packet, 20000, &st, NULL), 0);
+		assert_int_equal(st, GS_PACKET_COMPLETED);
+	}
+	gs_tenant *list;
+	size_t n;
+	assert_int_equal(gs_tenant_list(ops, &list, &n), 0);
+	bool seen = false;
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(list[i].name, "tight")) {
+			seen = true;
+			assert_int_equal(list[i].packet_limit, 4);
+			assert_int_equal(list[i].sync_limit, 3);
+		}
+	assert_true(seen);
+	gs_tenant_list_free(list, n);
+	gs_dmabuf_free(&held);
+	gs_dmabuf_free(&nop);
+	gs_close(ops);
+	gs_close(r);
+	gs_close(t);
+	stop(&f);
+}
+
 /* gpusched tenant ... as the admin; returns the exit code, out (may be NULL) the output. */
 static int cli_admin(fx *f, const char *a1, const char *a2, const char *a3, const char *a4,
                      const char *a5, char *out, size_t cap)
@@ -577,6 +661,7 @@ int main(void)
 	        cmocka_unit_test(test_reused_name_is_another_tenant),
 	        cmocka_unit_test(test_bad_tokens_limited_per_peer),
 	        cmocka_unit_test(test_allocation_and_rate_limits),
+	        cmocka_unit_test(test_packet_and_sync_limits),
 	        cmocka_unit_test(test_tenant_update_live),
 	        cmocka_unit_test(test_light_tenant_preempts_heavy),
 	};
