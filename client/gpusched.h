@@ -280,6 +280,9 @@ typedef struct gs_daemon_info {
 	char *events_url; /* where the daemon publishes events; "" = nowhere */
 	size_t adapter_count;
 	gs_adapter_info *adapters;
+	/* The tenant is not an administrator: each node's fence and queued, each segment's used
+	 * and the system memory used are its own share, largest_free is 0 (issue 10). */
+	bool tenant_view;
 } gs_daemon_info;
 
 /* *out is malloc'd; release it with gs_info_free. */
@@ -910,6 +913,9 @@ typedef struct gs_daemon_stats {
 	uint64_t audit_failed_commits;
 	uint64_t audit_dropped; /* records never written (see docs/hardening.md) */
 	int audit_health;       /* 0 ok, 1 failing (submissions refused), 2 file removed/replaced */
+	/* The tenant is not an administrator: requests, errors, packets, objects and paging are
+	 * its own, the audit counters 0 (uptime and audit_health are the daemon's). */
+	bool tenant_view;
 } gs_daemon_stats;
 
 int gs_stats(gs_client *c, gs_daemon_stats *out);

@@ -238,6 +238,7 @@ int gs_stats(gs_client *c, gs_daemon_stats *out)
 	        .audit_failed_commits = r->audit_failed_commits,
 	        .audit_dropped = r->audit_dropped,
 	        .audit_health = (int)r->audit_health,
+	        .tenant_view = r->tenant_view,
 	};
 	gsc_response_free(resp);
 	return 0;

@@ -146,6 +146,7 @@ int gs_info(gs_client *c, gs_daemon_info **out)
 	info->version = gsc_strdup0(r->version);
 	info->tenant = gsc_strdup0(r->tenant);
 	info->events_url = gsc_strdup0(r->events_url);
+	info->tenant_view = r->tenant_view;
 	if (!info->version || !info->tenant || !info->events_url)
 		goto done;
 	rv = gsc_copy_list(c, &adapter_kind, (ProtobufCMessage *const *)r->adapters, r->n_adapters,

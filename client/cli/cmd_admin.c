@@ -51,7 +51,10 @@ static const char stats_help[] =
         "Usage: gpusched stats [--json]\n"
         "Shows the daemon's request, packet, audit and object counters, the audit's\n"
         "health (ok; failing: submissions are refused; file_gone: the file was removed),\n"
-        "and the memory manager's (paging packets, bytes paged, evictions).\n";
+        "and the memory manager's (paging packets, bytes paged, evictions).\n"
+        "A tenant that is not an administrator gets its own tenant's counters (its\n"
+        "requests, packets, objects and paging) and no audit counters (scope \"tenant\");\n"
+        "an administrator the daemon's (scope \"daemon\").\n";
 
 int cmd_stats(cli *ctx, int argc, char **argv)
 {
@@ -69,6 +72,7 @@ int cmd_stats(cli *ctx, int argc, char **argv)
 	const struct {
 		const char *name;
 		uint64_t value;
+		bool daemon_only; /* 0 for a tenant's view: not shown to it */
 	} rows[] = {
 	        {"requests", s.requests},
 	        {"errors", s.errors},
@@ -77,17 +81,17 @@ int cmd_stats(cli *ctx, int argc, char **argv)
 	        {"packets_faulted", s.packets_faulted},
 	        {"packets_cancelled", s.packets_cancelled},
 	        {"packets_rejected", s.packets_rejected},
-	        {"audit_records", s.audit_records},
-	        {"audit_commits", s.audit_commits},
+	        {"audit_records", s.audit_records, true},
+	        {"audit_commits", s.audit_commits, true},
 	        {"devices", s.devices},
 	        {"contexts", s.contexts},
 	        {"allocations", s.allocations},
 	        {"paging_packets", s.paging_packets},
 	        {"paging_bytes", s.paging_bytes},
 	        {"evictions", s.evictions},
-	        {"audit_queued", s.audit_queued},
-	        {"audit_failed_commits", s.audit_failed_commits},
-	        {"audit_dropped", s.audit_dropped},
+	        {"audit_queued", s.audit_queued, true},
+	        {"audit_failed_commits", s.audit_failed_commits, true},
+	        {"audit_dropped", s.audit_dropped, true},
 	        {"uptime_ns", s.uptime_ns},
 	};
 	static const char *const health[] = {"ok", "failing", "file_gone"};
@@ -100,12 +104,17 @@ int cmd_stats(cli *ctx, int argc, char **argv)
 		for (size_t i = 0; i < COUNT(rows); i++)
 			json_object_set_new(o, rows[i].name, cli_json_u64(rows[i].value));
 		json_object_set_new(o, "audit_health", json_string(audit_health));
+		json_object_set_new(o, "scope", json_string(s.tenant_view ? "tenant" : "daemon"));
 		cli_json_print(o);
 		return CLI_EXIT_OK;
 	}
+	printf("%s\n", s.tenant_view
+	                       ? "your tenant's counters (the daemon's are for administrators)"
+	                       : "the daemon's counters (every tenant's)");
 	/* The last row is the uptime, shown as a duration. */
 	for (size_t i = 0; i + 1 < COUNT(rows); i++)
-		printf("%-20s %" PRIu64 "\n", rows[i].name, rows[i].value);
+		if (!s.tenant_view || !rows[i].daemon_only)
+			printf("%-20s %" PRIu64 "\n", rows[i].name, rows[i].value);
 	printf("%-20s %s\n", "audit_health", audit_health);
 	cli_format_duration(s.uptime_ns, uptime, sizeof(uptime));
 	printf("%-20s %s\n", "uptime", uptime);

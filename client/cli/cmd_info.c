@@ -14,7 +14,10 @@ static const char help[] =
         "adapter its nodes (fence = last completed submission fence, queued = packets queued\n"
         "or running), its segments (size, used, largest free block, CPU visibility), its\n"
         "system memory (the pool allocations are evicted to: size and use) with the paging\n"
-        "chunk (bytes per sub-transfer of a paging transfer), and its submission limits.\n";
+        "chunk (bytes per sub-transfer of a paging transfer), and its submission limits.\n"
+        "A tenant that is not an administrator sees its own share only: its last completed\n"
+        "fence and its packets queued per node, the memory its allocations take per segment\n"
+        "and in system memory (no largest free block); an administrator sees the daemon's.\n";
 
 static json_t *node_json(const void *node)
 {
@@ -61,7 +64,7 @@ static json_t *adapter_json(const void *adapter)
 	                 cli_json_u64(a->paging_chunk), "nodes", nodes, "segments", segments);
 }
 
-static void print_adapter(const gs_adapter_info *a)
+static void print_adapter(const gs_adapter_info *a, bool mine)
 {
 	char size[32], used[32], largest[32], dma[32], sys[32], sys_used[32], chunk[32];
 
@@ -95,10 +98,11 @@ static void print_adapter(const gs_adapter_info *a)
 	cli_format_bytes(a->system_memory, sys, sizeof(sys));
 	cli_format_bytes(a->system_memory_used, sys_used, sizeof(sys_used));
 	cli_format_bytes(a->paging_chunk, chunk, sizeof(chunk));
-	printf("  system memory: %s (%s used), paging chunk %s\n", sys, sys_used, chunk);
+	printf("  system memory: %s (%s used%s), paging chunk %s\n", sys, sys_used,
+	       mine ? " by your tenant" : "", chunk);
 
 	printf("\n  %-4s %-16s %-8s %-7s %-6s %12s %8s\n", "NODE", "NAME", "KIND", "ENGINES",
-	       "PAGING", "FENCE", "QUEUED");
+	       "PAGING", mine ? "YOUR FENCE" : "FENCE", mine ? "YOURS" : "QUEUED");
 	for (size_t i = 0; i < a->node_count; i++) {
 		const gs_node_info *n = &a->nodes[i];
 
@@ -107,14 +111,17 @@ static void print_adapter(const gs_adapter_info *a)
 		       n->paging ? "yes" : "no", n->fence, n->queued);
 	}
 
-	printf("\n  %-4s %-16s %-8s %10s %10s %12s %-3s\n", "SEG", "NAME", "KIND", "SIZE", "USED",
-	       "LARGEST FREE", "CPU");
+	printf("\n  %-4s %-16s %-8s %10s %10s %12s %-3s\n", "SEG", "NAME", "KIND", "SIZE",
+	       mine ? "YOURS" : "USED", "LARGEST FREE", "CPU");
 	for (size_t i = 0; i < a->segment_count; i++) {
 		const gs_segment_info *s = &a->segments[i];
 
 		cli_format_bytes(s->size, size, sizeof(size));
 		cli_format_bytes(s->used, used, sizeof(used));
-		cli_format_bytes(s->largest_free, largest, sizeof(largest));
+		if (mine)
+			snprintf(largest, sizeof(largest), "-");
+		else
+			cli_format_bytes(s->largest_free, largest, sizeof(largest));
 		printf("  %-4" PRIu32 " %-16s %-8s %10s %10s %12s %-3s\n", s->id, s->name,
 		       gs_segment_kind_name(s->kind), size, used, largest,
 		       s->cpu_visible ? "yes" : "no");
@@ -137,8 +144,9 @@ int cmd_info(cli *ctx, int argc, char **argv)
 		json_t *adapters = cli_json_array(info->adapters, info->adapter_count,
 		                                  sizeof(*info->adapters), adapter_json);
 
-		cli_json_print(json_pack("{s:s, s:s, s:s, s:s, s:o}", "version", info->version,
+		cli_json_print(json_pack("{s:s, s:s, s:s, s:s, s:s, s:o}", "version", info->version,
 		                         "url", gs_client_url(ctx->client), "tenant", info->tenant,
+		                         "scope", info->tenant_view ? "tenant" : "daemon",
 		                         "events_url", info->events_url, "adapters", adapters));
 	} else {
 		printf("gpuschedd %s at %s, tenant '%s', %zu adapter%s\n", info->version,
@@ -146,8 +154,10 @@ int cmd_info(cli *ctx, int argc, char **argv)
 		       info->adapter_count == 1 ? "" : "s");
 		if (info->events_url[0])
 			printf("events published on %s (gpusched watch)\n", info->events_url);
+		if (info->tenant_view)
+			printf("queued packets, fences and memory used: your tenant's only\n");
 		for (size_t i = 0; i < info->adapter_count; i++)
-			print_adapter(&info->adapters[i]);
+			print_adapter(&info->adapters[i], info->tenant_view);
 	}
 	gs_info_free(info);
 	return CLI_EXIT_OK;

@@ -54,6 +54,11 @@ gsd_packet *gsd_packet_new(const gsd_packet_shape *s)
 	return p;
 }
 
+gsd_tenant *gsd_packet_tenant(const gsd_packet *p)
+{
+	return p->tenant ? p->tenant : p->ctx->obj.tenant;
+}
+
 void gsd_packet_free(gsd_packet *p)
 {
 	free(p); /* its arrays live in the same allocation */

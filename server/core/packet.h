@@ -52,6 +52,9 @@ typedef struct gsd_sync_point {
 struct gsd_packet {
 	gsd_list link; /* its context's pending list */
 	gsd_context *ctx;
+	/* Whose packet it is (its audit record's tenant): its context's tenant, or for a paging
+	 * packet the tenant of the device whose allocation it moves. Set when it is admitted. */
+	gsd_tenant *tenant;
 	gsd_node *node;
 	uint8_t *dma;
 	size_t dma_len;
@@ -91,6 +94,9 @@ struct gsd_packet {
 	uint32_t paging_moves; /* render packets: moves made for its latest residency */
 	uint64_t room_wait;    /* runs once adapter->room reaches this (found no room) */
 };
+
+/* Whose packet p is (p->tenant, or its context's before it was admitted). */
+gsd_tenant *gsd_packet_tenant(const gsd_packet *p);
 
 /* The sizes of a packet's arrays; its DMA buffer is copied from dma (may be NULL). */
 typedef struct gsd_packet_shape {

@@ -45,6 +45,19 @@ typedef struct gsd_tenant {
 	/* Times of its recent GPU timeouts (TDR), oldest first, for the ban rule. */
 	uint64_t tdr_times[16];
 	uint32_t ntdr;
+	/* What Stats and Info show it of itself (issue 10: a tenant that is not an administrator
+	 * sees these, never the daemon-wide figures). Packets are those of its audit records:
+	 * its own and the paging packets the memory manager made for its allocations. */
+	struct {
+		uint64_t requests, errors; /* authenticated as it; answered with a refusal */
+		uint64_t packets_submitted, packets_completed, packets_faulted, packets_cancelled,
+		        packets_rejected;
+		uint64_t paging_packets, paging_bytes, evictions;
+		/* Its packets not yet final, by adapter and node (paging packets included). */
+		uint64_t queued[GSD_MAX_ADAPTERS][GSD_MAX_NODES];
+		/* Highest fence of its packets completed on each node. */
+		uint64_t completed_fence[GSD_MAX_ADAPTERS][GSD_MAX_NODES];
+	} stats;
 } gsd_tenant;
 
 /* Adds a tenant described by tc to the daemon's table, keeping only the salted hash of its

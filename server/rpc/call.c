@@ -71,6 +71,8 @@ void gsd_call_verror(gsd_call *c, int status, const char *fmt, va_list ap)
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	gsd_daemon *d = c->d;
 	d->stats.errors++;
+	if (c->tenant)
+		c->tenant->stats.errors++;
 	if (status >= 0 && status < GSD_STATS_STATUSES)
 		d->stats.by_status[status]++;
 	const char *req = c->req ? gsd_request_name(c->req->body_case) : "undecodable";
@@ -224,6 +226,8 @@ static void offload_done(uv_work_t *w, int status)
 	/* Audit calls belong to the loop: an error answered off the loop is recorded here. */
 	if (c->off_status != GSD_ST(OK)) {
 		c->d->stats.errors++;
+		if (c->tenant)
+			c->tenant->stats.errors++;
 		if (c->off_status < GSD_STATS_STATUSES)
 			c->d->stats.by_status[c->off_status]++;
 		gsd_audit_error(c->d->audit, c->tenant ? c->tenant->audit_name : NULL,

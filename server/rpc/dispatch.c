@@ -6,6 +6,7 @@
 #include "rpc/handlers.h"
 
 #include "core/log.h"
+#include "vidmm/vidmm.h"
 #include "vidsch/vidsch.h"
 
 #include "wddm.h"
@@ -80,8 +81,14 @@ void gsd_rules_adapter_of(const gsd_daemon *d, const gsd_adapter *a, gsd_rules_a
 
 /* ---- info ---- */
 
+/*
+ * Names, sizes, limits and capabilities are for everyone; what changes with the tenants' work
+ * (queued packets and fences per node, memory used per segment) is the caller's own share
+ * unless it is an administrator (issue 10: one tenant learns nothing of another's activity).
+ */
 static void h_info(gsd_daemon *d, gsd_call *c)
 {
+	const gsd_tenant *me = c->tenant->conf.admin ? NULL : c->tenant;
 	Gpusched__V1__AdapterInfo ai[GSD_MAX_ADAPTERS];
 	Gpusched__V1__AdapterInfo *aip[GSD_MAX_ADAPTERS];
 	Gpusched__V1__NodeInfo ni[GSD_MAX_ADAPTERS][GSD_MAX_NODES];
@@ -101,7 +108,8 @@ static void h_info(gsd_daemon *d, gsd_call *c)
 		ai[i].max_allocation_list = d->cfg.max_allocation_list;
 		ai[i].max_patch_list = d->cfg.max_patch_list;
 		ai[i].system_memory = a->sysmem.size;
-		ai[i].system_memory_used = a->sysmem.heap.used;
+		ai[i].system_memory_used =
+		        me ? gsd_vidmm_tenant_used(a, &a->sysmem, me) : a->sysmem.heap.used;
 		ai[i].paging_chunk = d->cfg.paging_chunk;
 		/* What can change while the daemon runs (how memory is reached) is asked anew. */
 		gsd_backend_describe(a->ops, a->backend, &a->info);
@@ -121,8 +129,9 @@ static void h_info(gsd_daemon *d, gsd_call *c)
 			ni[i][n].kind = a->nodes[n].cfg->kind;
 			ni[i][n].engines = 1;
 			ni[i][n].paging = a->nodes[n].cfg->paging;
-			ni[i][n].fence = a->nodes[n].completed_fence;
-			ni[i][n].queued = a->nodes[n].queued;
+			ni[i][n].fence =
+			        me ? me->stats.completed_fence[i][n] : a->nodes[n].completed_fence;
+			ni[i][n].queued = me ? me->stats.queued[i][n] : a->nodes[n].queued;
 		}
 		ai[i].n_nodes = a->nnodes;
 		ai[i].nodes = nip[i];
@@ -134,8 +143,8 @@ static void h_info(gsd_daemon *d, gsd_call *c)
 			si[i][s].name = seg->name;
 			si[i][s].kind = seg->kind;
 			si[i][s].size = seg->size;
-			si[i][s].used = seg->heap.used;
-			si[i][s].largest_free = gsd_heap_largest_free(&seg->heap);
+			si[i][s].used = me ? gsd_vidmm_tenant_used(a, seg, me) : seg->heap.used;
+			si[i][s].largest_free = me ? 0 : gsd_heap_largest_free(&seg->heap);
 			si[i][s].cpu_visible = seg->cpu_visible;
 		}
 		ai[i].n_segments = a->nsegments;
@@ -147,13 +156,41 @@ static void h_info(gsd_daemon *d, gsd_call *c)
 	info.adapters = aip;
 	info.tenant = c->tenant->audit_name; /* who it is in history and events */
 	info.events_url = d->cfg.events_url;
+	info.tenant_view = me != NULL;
 	GSD_REPLY(c, INFO, info, &info);
 }
 
 /* ---- statistics ---- */
 
+/* A tenant that is not an administrator gets its own figures (tenant_view). */
+static void stats_of_tenant(const gsd_tenant *t, Gpusched__V1__StatsResponse *st)
+{
+	st->tenant_view = true;
+	st->requests = t->stats.requests;
+	st->errors = t->stats.errors;
+	st->packets_submitted = t->stats.packets_submitted;
+	st->packets_completed = t->stats.packets_completed;
+	st->packets_faulted = t->stats.packets_faulted;
+	st->packets_cancelled = t->stats.packets_cancelled;
+	st->packets_rejected = t->stats.packets_rejected;
+	st->devices = t->devices;
+	st->contexts = t->contexts;
+	st->allocations = t->allocations;
+	st->paging_packets = t->stats.paging_packets;
+	st->paging_bytes = t->stats.paging_bytes;
+	st->evictions = t->stats.evictions;
+}
+
 static void h_stats(gsd_daemon *d, gsd_call *c)
 {
+	if (!c->tenant->conf.admin) {
+		Gpusched__V1__StatsResponse st = GPUSCHED__V1__STATS_RESPONSE__INIT;
+		stats_of_tenant(c->tenant, &st);
+		st.uptime_ns = gsd_now_ns() - d->start_ns;
+		st.audit_health = (Gpusched__V1__AuditHealth)gsd_audit_get_health(d->audit);
+		GSD_REPLY(c, STATS, stats, &st);
+		return;
+	}
 	gsd_audit_stats as;
 	gsd_audit_get_stats(d->audit, &as);
 	Gpusched__V1__StatsResponse st = GPUSCHED__V1__STATS_RESPONSE__INIT;

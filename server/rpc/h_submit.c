@@ -218,6 +218,7 @@ static void audit_rejected(gsd_daemon *d, gsd_call *c, const gsd_context *x,
 	                    .result = v->msg};
 	r.completed_ns = r.submitted_ns;
 	d->stats.packets_rejected++;
+	c->tenant->stats.packets_rejected++;
 	/* Published too: a watcher sees what was refused, not only what ran. */
 	gsd_events_packet(d, &r, gsd_audit_packet(d->audit, &r, v->msg, NULL, NULL), v->msg);
 }
@@ -314,7 +315,9 @@ rejected:
 /* Takes the packet's references and makes it findable; it is queued separately. */
 static void packet_admit(gsd_daemon *d, gsd_packet *p)
 {
-	p->ctx->obj.tenant->queued_packets++;
+	p->tenant = p->ctx->obj.tenant;
+	p->tenant->queued_packets++;
+	p->tenant->stats.packets_submitted++;
 	p->ctx->refs++;
 	for (uint32_t i = 0; i < p->nallocs; i++)
 		gsd_allocation_busy(p->allocs[i].alloc);

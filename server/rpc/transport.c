@@ -303,6 +303,7 @@ static bool admit(gsd_daemon *d, gsd_call *c, gsd_conn *conn, const uint8_t *buf
 		return false;
 	}
 	c->tenant = t;
+	t->stats.requests++;
 	if (conn)
 		conn->authenticated = true;
 	if (t->banned) {

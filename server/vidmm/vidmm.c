@@ -101,6 +101,18 @@ static uint64_t rounded(uint64_t size)
 	return (size + GSD_HEAP_ALIGN - 1) / GSD_HEAP_ALIGN * GSD_HEAP_ALIGN;
 }
 
+uint64_t gsd_vidmm_tenant_used(const gsd_adapter *a, const gsd_segment *s, const gsd_tenant *t)
+{
+	uint64_t used = 0;
+	const gsd_list *h = &a->residents[s->id];
+	for (const gsd_list *it = h->next; it != h; it = it->next) {
+		const gsd_allocation *al = GSD_CONTAINER_OF(it, gsd_allocation, res_link);
+		if (al->obj.tenant == t)
+			used += rounded(al->size);
+	}
+	return used;
+}
+
 /* ---- CPU view ---- */
 
 /* Copies n bytes at linear offset off between buf and a tiled image of size bytes. */
@@ -341,6 +353,7 @@ static void paging_queue(gsd_daemon *d, gsd_node *n, gsd_device *dev, gsd_packet
 	gsd_adapter *a = n->adapter;
 	gsd_context *x = a->paging_ctx[n->index];
 	p->ctx = x;
+	p->tenant = dev->obj.tenant;
 	p->node = n;
 	p->paging_seq = ++a->paging_seq;
 	p->paging_wait = p->paging_seq - 1;
@@ -363,6 +376,8 @@ static void paging_queue(gsd_daemon *d, gsd_node *n, gsd_device *dev, gsd_packet
 	gsd_hmap_put(&d->packets, p->rec.packet, p);
 	a->paging_packets++;
 	d->stats.packets_submitted++;
+	p->tenant->stats.paging_packets++;
+	p->tenant->stats.packets_submitted++;
 	/* Its allocation list in the audit: the allocation it moves, written. */
 	uint64_t h = p->nallocs ? p->allocs[0].alloc->obj.handle : 0;
 	bool w = true;
@@ -615,9 +630,12 @@ static bool emit_move(gsd_daemon *d, const planned *m, uint64_t for_packet, gsd_
 	al->moving++;
 	al->moves++;
 	bool evict = m->kind == MK(EVICT) || m->kind == MK(EVICT_REQUEST);
-	if (evict)
+	if (evict) {
 		a->evictions++;
+		al->obj.tenant->stats.evictions++;
+	}
 	a->paging_bytes += al->size;
+	al->obj.tenant->stats.paging_bytes += al->size;
 	uint32_t whole = base | (pieces ? GS_TRANSFER_START | GS_TRANSFER_END : 0u);
 	char detail[160];
 	snprintf(detail, sizeof(detail),

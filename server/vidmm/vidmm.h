@@ -43,6 +43,9 @@ bool gsd_vidmm_resident(const gsd_allocation *al);
 /* The wire id of where it lives: 0 for system memory. */
 uint32_t gsd_vidmm_segment_id(const gsd_allocation *al);
 gsd_segment *gsd_vidmm_segment_by_id(gsd_adapter *a, uint32_t wire_id);
+/* Bytes of segment s (a->sysmem too) that tenant t's allocations take, counted as the heap
+ * counts them (rounded to its alignment): t's share of s->heap.used. */
+uint64_t gsd_vidmm_tenant_used(const gsd_adapter *a, const gsd_segment *s, const gsd_tenant *t);
 /* CPU view (always linear): copies bytes out of / into the allocation where it lives now,
  * through the segment's mapping or the backend's staging copies. 0, or -1 with a message
  * (out of memory, or a device that failed the copy). */

@@ -74,6 +74,7 @@ static void aborted_at_stop(gsd_daemon *d, gsd_node *n, gsd_packet *p)
 	p->rec.completed_ns = gsd_node_now(n);
 	p->rec.result = "aborted: the daemon stopped";
 	d->stats.packets_cancelled++;
+	gsd_packet_tenant(p)->stats.packets_cancelled++;
 	gsd_packet_transition(d, p, GSD_PS(ABORTED), p->rec.result);
 	gsd_vidsch_retire(d, p);
 }

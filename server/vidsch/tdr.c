@@ -145,6 +145,7 @@ static gsd_context *packet_faulted(gsd_daemon *d, gsd_packet *p, size_t stop_off
 	snprintf(p->result, sizeof(p->result), "%s", why);
 	p->rec.result = p->result;
 	d->stats.packets_faulted++;
+	gsd_packet_tenant(p)->stats.packets_faulted++;
 	gsd_packet_transition(d, p, GSD_PS(FAULTED), why);
 	gsd_vidsch_abandon_signals(d, p, stop_offset);
 	gsd_context *x = gsd_vidsch_retire_keep_context(d, p);

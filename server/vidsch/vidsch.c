@@ -89,6 +89,7 @@ void gsd_vidsch_retire(gsd_daemon *d, gsd_packet *p)
 		gsd_allocation_put(d, a);
 	}
 	p->node->queued--;
+	gsd_packet_tenant(p)->stats.queued[p->node->adapter->id][p->node->index]--;
 	if (!(p->rec.submit_flags & GS_SUBMIT_DAEMON_ONLY))
 		p->ctx->obj.tenant->queued_packets--; /* a client's packet (paging ones are not) */
 	gsd_context_put(d, p->ctx);
@@ -109,6 +110,7 @@ void gsd_vidsch_cancel_packet(gsd_daemon *d, gsd_packet *p, const char *why)
 	snprintf(p->result, sizeof(p->result), "%s", why);
 	p->rec.result = p->result;
 	d->stats.packets_cancelled++;
+	gsd_packet_tenant(p)->stats.packets_cancelled++;
 	gsd_packet_transition(d, p, GSD_PS(CANCELLED), why);
 	gsd_vidsch_abandon_signals(d, p, p->resume_offset);
 	gsd_vidsch_retire(d, p);
@@ -120,8 +122,12 @@ void gsd_vidsch_complete(gsd_daemon *d, gsd_node *n, gsd_packet *p, const char *
 	 * the scheduler runs them: the node's fence is the highest completed, never lower. */
 	if (p->rec.fence > n->completed_fence)
 		n->completed_fence = p->rec.fence;
+	uint64_t *mine = &gsd_packet_tenant(p)->stats.completed_fence[n->adapter->id][n->index];
+	if (p->rec.fence > *mine)
+		*mine = p->rec.fence;
 	p->rec.completed_ns = p->gpu_end_ns ? p->gpu_end_ns : gsd_node_now(n);
 	d->stats.packets_completed++;
+	gsd_packet_tenant(p)->stats.packets_completed++;
 	gsd_packet_transition(d, p, GSD_PS(COMPLETED), detail);
 }
 
@@ -568,6 +574,7 @@ void gsd_vidsch_queue(gsd_daemon *d, gsd_packet *p)
 {
 	gsd_context *x = p->ctx;
 	p->node->queued++;
+	gsd_packet_tenant(p)->stats.queued[p->node->adapter->id][p->node->index]++;
 	gsd_list_push_back(&x->pending, &p->link);
 	if (head_of(x) == p)
 		gsd_vidsch_make_ready(d, x);

@@ -1,8 +1,8 @@
 /*
  * What one tenant can see of another through the live views (issue 10): the event stream
- * (EventsWait, gpusched watch) and the Prometheus endpoint. Tenant alice watches and scrapes
- * while bob works: she never gets bob's packet events or figures, whatever she asks for (the
- * whole stream from an old cursor, the PUB socket the daemon used to open); the administrator
+ * (EventsWait, gpusched watch), the Prometheus endpoint, and Stats and Info. Tenant alice watches
+ * and scrapes while bob works: she never gets bob's packet events or figures, whatever she asks for
+ * (the whole stream from an old cursor, the PUB socket the daemon used to open); the administrator
  * sees both; a tenant made again with a removed tenant's name never gets the old one's events;
  * an unknown token is refused and the refusal audited. Every wait is on an event, bounded.
  */
@@ -406,6 +406,169 @@ static void test_metrics_only_own_tenant(void **state)
 	                 2);
 }
 
+/* ---- Stats and Info ---- */
+
+/* The figures of an Info answer that change with the tenants' work, for adapter 0. */
+typedef struct info_view {
+	uint64_t fence[8], queued[8], used[8], largest_free[8], system_used;
+	size_t nodes, segments;
+	bool tenant_view;
+} info_view;
+
+static void info_of(gs_client *c, info_view *v)
+{
+	gs_daemon_info *info;
+	assert_int_equal(gs_info(c, &info), 0);
+	assert_true(info->adapter_count >= 1);
+	const gs_adapter_info *a = &info->adapters[0];
+	memset(v, 0, sizeof(*v));
+	assert_true(a->node_count <= 8 && a->segment_count <= 8);
+	v->nodes = a->node_count;
+	v->segments = a->segment_count;
+	for (size_t i = 0; i < a->node_count; i++) {
+		v->fence[i] = a->nodes[i].fence;
+		v->queued[i] = a->nodes[i].queued;
+	}
+	for (size_t i = 0; i < a->segment_count; i++) {
+		v->used[i] = a->segments[i].used;
+		v->largest_free[i] = a->segments[i].largest_free;
+	}
+	v->system_used = a->system_memory_used;
+	v->tenant_view = info->tenant_view;
+	gs_info_free(info);
+}
+
+static uint64_t memory_of(const info_view *v)
+{
+	uint64_t sum = v->system_used;
+	for (size_t i = 0; i < v->segments; i++)
+		sum += v->used[i];
+	return sum;
+}
+
+static uint64_t queued_of(const info_view *v)
+{
+	uint64_t sum = 0;
+	for (size_t i = 0; i < v->nodes; i++)
+		sum += v->queued[i];
+	return sum;
+}
+
+/* Every counter of a and b but requests and uptime is the same. */
+static bool same_but_requests(const gs_daemon_stats *a, const gs_daemon_stats *b)
+{
+#define SAME(f) (a->f == b->f)
+	return SAME(errors) && SAME(packets_submitted) && SAME(packets_completed) &&
+	       SAME(packets_faulted) && SAME(packets_cancelled) && SAME(packets_rejected) &&
+	       SAME(audit_records) && SAME(audit_commits) && SAME(devices) && SAME(contexts) &&
+	       SAME(allocations) && SAME(paging_packets) && SAME(paging_bytes) && SAME(evictions) &&
+	       SAME(audit_queued) && SAME(audit_failed_commits) && SAME(audit_dropped) &&
+	       SAME(audit_health) && SAME(tenant_view);
+#undef SAME
+}
+
+/*
+ * Stats and Info (gpusched stats, gpusched info) tell a tenant about itself only. alice
+ * allocates and runs a packet; then bob allocates, runs packets, holds four more on a GPU
+ * wait and has a request refused. alice's Stats and Info are the same before and after bob's
+ * work (bar her own requests); the administrator's grow by bob's; bob's show his own.
+ */
+static void test_stats_info_only_own_tenant(void **state)
+{
+	fx *f = *state;
+	itest_layout lay;
+	itest_layout_of(f->alice, &lay);
+	uint64_t adev, bdev, sync;
+	gs_allocation_placement pl;
+	assert_int_equal(gs_device_create(f->alice, "alice-mem", &adev), 0);
+	itest_alloc(f->alice, adev, 65536, 0, 0, &pl);
+	itest_submit_wait(f->alice, f->alice_ctx, &f->nop, 0);
+
+	gs_daemon_stats a0, a1, o0, o1, b;
+	info_view ai0, ai1, oi0, oi1, bi;
+	assert_int_equal(gs_stats(f->alice, &a0), 0);
+	info_of(f->alice, &ai0);
+	assert_int_equal(gs_stats(f->ops, &o0), 0);
+	info_of(f->ops, &oi0);
+	/* alice sees herself: one device more than setup's, her allocation, her packet. */
+	assert_true(a0.tenant_view && ai0.tenant_view);
+	assert_false(o0.tenant_view || oi0.tenant_view);
+	assert_int_equal(a0.devices, 2);
+	assert_int_equal(a0.contexts, 1);
+	assert_int_equal(a0.allocations, 1);
+	assert_int_equal(a0.packets_submitted, 1);
+	assert_int_equal(a0.packets_completed, 1);
+	assert_int_equal(a0.audit_records, 0);
+	assert_int_equal(a0.audit_commits, 0);
+	assert_int_equal(memory_of(&ai0), 65536);
+	assert_int_equal(queued_of(&ai0), 0);
+	for (size_t i = 0; i < ai0.segments; i++)
+		assert_int_equal(ai0.largest_free[i], 0);
+	assert_true(o0.audit_records > 0);
+
+	/* bob's work: two packets run, four held, three allocations, a refusal. */
+	assert_int_equal(gs_device_create(f->bob, "bob-mem", &bdev), 0);
+	for (int i = 0; i < 3; i++)
+		itest_alloc(f->bob, bdev, 262144, 0, 0, &pl);
+	itest_submit_wait(f->bob, f->bob_ctx, &f->nop, 0);
+	itest_submit_wait(f->bob, f->bob_ctx, &f->nop, 0);
+	assert_int_equal(gs_sync_create(f->bob, bdev, 0, &sync), 0);
+	uint64_t held_ctx = itest_context(f->bob, bdev, 0, lay.paging_node);
+	gs_dmabuf held;
+	gs_dmabuf_init(&held);
+	assert_int_equal(gs_dmabuf_wait(&held, sync, 1), 0);
+	assert_int_equal(gs_dmabuf_nop(&held), 0);
+	gs_submit_result res[4];
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(gs_submit(f->bob, held_ctx, &held, 0, &res[i]), 0);
+	assert_int_equal(gs_allocation_destroy(f->bob, 987654321), GS_STATUS_NOT_FOUND);
+	itest_audit_barrier(f->bob, f->bob_ctx); /* his records are committed */
+
+	assert_int_equal(gs_stats(f->alice, &a1), 0);
+	info_of(f->alice, &ai1);
+	/* Nothing of bob's: only her own requests since (her Info, this Stats) count. */
+	assert_int_equal(a1.requests, a0.requests + 2);
+	assert_true(same_but_requests(&a1, &a0));
+	assert_memory_equal(&ai1, &ai0, sizeof(ai0));
+
+	/* The administrator sees the daemon: bob's packets, allocations, memory and queue. */
+	assert_int_equal(gs_stats(f->ops, &o1), 0);
+	info_of(f->ops, &oi1);
+	assert_true(o1.packets_submitted >= o0.packets_submitted + 6);
+	assert_true(o1.packets_completed >= o0.packets_completed + 2);
+	assert_int_equal(o1.allocations, o0.allocations + 3);
+	assert_true(o1.errors >= o0.errors + 1);
+	assert_true(o1.audit_records > o0.audit_records);
+	assert_true(memory_of(&oi1) >= memory_of(&oi0) + 3 * 262144);
+	assert_true(queued_of(&oi1) >= 4);
+	assert_true(oi1.fence[0] > ai1.fence[0]); /* bob's packets completed after hers */
+
+	/* bob sees his own. */
+	assert_int_equal(gs_stats(f->bob, &b), 0);
+	info_of(f->bob, &bi);
+	assert_true(b.tenant_view);
+	assert_int_equal(b.allocations, 3);
+	assert_int_equal(b.devices, 2);
+	assert_int_equal(b.contexts, 2);
+	assert_int_equal(b.packets_submitted, 2 + 4 + 1); /* and the barrier */
+	assert_int_equal(b.packets_completed, 2 + 1);
+	assert_int_equal(b.errors, 1);
+	assert_int_equal(bi.queued[0], 4);
+	assert_int_equal(memory_of(&bi), 3 * 262144);
+
+	/* Released, his queue empties (in his view and the administrator's). */
+	assert_int_equal(gs_sync_signal(f->bob, sync, 1), 0);
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(gs_packet_wait(f->bob, res[i].packet, WAIT_MS, NULL, NULL), 0);
+	info_of(f->bob, &bi);
+	assert_int_equal(queued_of(&bi), 0);
+	assert_int_equal(gs_stats(f->bob, &b), 0);
+	assert_int_equal(b.packets_completed, 2 + 1 + 4);
+	info_of(f->alice, &ai1);
+	assert_memory_equal(&ai1, &ai0, sizeof(ai0));
+	gs_dmabuf_free(&held);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -415,6 +578,7 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(test_events_reused_name, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_events_unknown_token_refused, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_metrics_only_own_tenant, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_stats_info_only_own_tenant, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
