@@ -6,6 +6,8 @@
 #include "core/tenant.h"
 #include "wddm.h"
 
+#include <errno.h>
+#include <grp.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,6 +73,7 @@ void gsd_config_defaults(gsd_config *c)
 	c->max_connections_per_peer = 256;
 	c->unauthenticated_max_message = 64 * 1024;
 	c->ipc_mode = 0600;
+	c->ipc_gid = -1;
 	c->max_bad_tokens_per_second = 20;
 	c->events_buffer = 16384;
 	c->max_queued_packets = 32768;
@@ -143,6 +146,49 @@ static int get_str(json_t *obj, const char *key, char *out, size_t cap, cfg_err 
 	if (strlen(json_string_value(v)) >= cap)
 		return fail(e, "\"%s\" is too long", key);
 	set_str(out, cap, json_string_value(v));
+	return 0;
+}
+
+/* "ipc_group": a group name (it must exist now) or a numeric gid, as a number or a string;
+ * "" is none. */
+static int get_ipc_group(json_t *root, gsd_config *c, cfg_err *e)
+{
+	json_t *v = json_object_get(root, "ipc_group");
+	if (!v)
+		return 0;
+	if (json_is_integer(v)) {
+		json_int_t g = json_integer_value(v);
+		if (g < 0 || g >= (json_int_t)UINT32_MAX)
+			return fail(e, "\"%s\" must be a group name or a gid", "ipc_group");
+		c->ipc_gid = g;
+		snprintf(c->ipc_group, sizeof(c->ipc_group), "%lld", (long long)g);
+		return 0;
+	}
+	if (get_str(root, "ipc_group", c->ipc_group, sizeof(c->ipc_group), e) != 0)
+		return -1;
+	const char *name = c->ipc_group;
+	if (!name[0]) {
+		c->ipc_gid = -1;
+		return 0;
+	}
+	char *end;
+	errno = 0;
+	unsigned long long g = strtoull(name, &end, 10);
+	if (!*end && name[0] >= '0' && name[0] <= '9') {
+		if (errno || g >= UINT32_MAX)
+			return fail(e, "\"%s\" must be a group name or a gid", "ipc_group");
+		c->ipc_gid = (int64_t)g;
+		return 0;
+	}
+	struct group gr, *found = NULL;
+	char buf[16384];
+	int rv = getgrnam_r(name, &gr, buf, sizeof(buf), &found);
+	if (!found) {
+		snprintf(e->buf, e->cap, "\"ipc_group\": no group named \"%s\"%s%s", name,
+		         rv ? ": " : "", rv ? strerror(rv) : "");
+		return -1;
+	}
+	c->ipc_gid = gr.gr_gid;
 	return 0;
 }
 
@@ -403,6 +449,8 @@ int gsd_config_load(gsd_config *c, const char *path, char *err, size_t errcap)
 		}
 		c->ipc_mode = (uint32_t)m;
 	}
+	if (get_ipc_group(root, c, &e))
+		goto out;
 	json_t *tls = json_object_get(root, "tls");
 	if (tls) {
 		static const char *const auth_modes[] = {"default", "none", "optional", "required",

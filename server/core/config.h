@@ -122,6 +122,10 @@ typedef struct gsd_config {
 	uint32_t max_connections_per_peer;    /* per IP address (tcp) or user id (ipc) */
 	uint32_t unauthenticated_max_message; /* bytes, until a connection authenticates */
 	uint32_t ipc_mode; /* permissions of ipc:// sockets (requests and events); 0600 */
+	/* The group ipc:// sockets are given (ipc_group: a name or a gid, as written, and the gid
+	 * it names; -1: none, the socket keeps the group it is made with). */
+	char ipc_group[64];
+	int64_t ipc_gid;
 	uint32_t max_bad_tokens_per_second; /* per connection; more close it */
 	uint32_t max_queued_packets;        /* per tenant: packets not yet final */
 	uint32_t max_syncs;                 /* per tenant: sync objects */

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 uint64_t gsd_now_ns(void)
 {
@@ -33,19 +34,40 @@ void gsd_ensure_ipc_dir(const char *url)
 	}
 }
 
-int gsd_listen(nng_socket s, const char *url, uint32_t ipc_mode, nng_tls_config *tls,
-               nng_listener *out)
+/* Gives an ipc socket file its group, then the mode with the group's bits. */
+static int ipc_give_group(const char *path, uint32_t ipc_mode, int64_t ipc_gid)
+{
+	if (chown(path, (uid_t)-1, (gid_t)ipc_gid) != 0) {
+		int err = errno;
+		GSD_ERROR("cannot give %s to group %lld (ipc_group): %s", path, (long long)ipc_gid,
+		          strerror(err));
+		return NNG_ESYSERR + err;
+	}
+	if (chmod(path, (mode_t)ipc_mode) != 0) {
+		int err = errno;
+		GSD_ERROR("cannot set the mode of %s to %04o (ipc_mode): %s", path, ipc_mode,
+		          strerror(err));
+		return NNG_ESYSERR + err;
+	}
+	return 0;
+}
+
+int gsd_listen(nng_socket s, const char *url, uint32_t ipc_mode, int64_t ipc_gid,
+               nng_tls_config *tls, nng_listener *out)
 {
 	gsd_ensure_ipc_dir(url);
 	bool is_tls = strncmp(url, "tls+", 4) == 0;
+	bool is_ipc = strncmp(url, "ipc://", 6) == 0;
 	if (is_tls && !tls)
 		return NNG_EINVAL;
 	nng_listener l;
 	int rv = nng_listener_create(&l, s, url);
 	if (rv != 0)
 		return rv;
-	if (strncmp(url, "ipc://", 6) == 0)
-		rv = nng_listener_set_int(l, NNG_OPT_IPC_PERMISSIONS, (int)ipc_mode);
+	/* With a group to give, the owner's bits only until the file has that group. */
+	if (is_ipc)
+		rv = nng_listener_set_int(l, NNG_OPT_IPC_PERMISSIONS,
+		                          (int)(ipc_gid >= 0 ? ipc_mode & 0700u : ipc_mode));
 	else if (is_tls)
 		rv = nng_listener_set_ptr(l, NNG_OPT_TLS_CONFIG, tls);
 	if (rv != 0) {
@@ -53,6 +75,10 @@ int gsd_listen(nng_socket s, const char *url, uint32_t ipc_mode, nng_tls_config 
 		return rv;
 	}
 	if ((rv = nng_listener_start(l, 0)) != 0) {
+		nng_listener_close(l);
+		return rv;
+	}
+	if (is_ipc && ipc_gid >= 0 && (rv = ipc_give_group(url + 6, ipc_mode, ipc_gid)) != 0) {
 		nng_listener_close(l);
 		return rv;
 	}

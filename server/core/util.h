@@ -24,11 +24,13 @@ uint64_t gsd_now_ns(void);
  * non-root user; other URLs are left alone. */
 void gsd_ensure_ipc_dir(const char *url);
 /* Listens on url with socket s (its directories made first); an ipc:// socket gets the
- * permissions ipc_mode (0600: only the daemon's user may connect), a tls+tcp:// one the TLS
- * configuration tls (NNG_EINVAL when it is NULL: no certificate configured). out may be NULL.
- * Returns 0 or an nng error. */
-int gsd_listen(nng_socket s, const char *url, uint32_t ipc_mode, nng_tls_config *tls,
-               nng_listener *out);
+ * permissions ipc_mode (0600: only the daemon's user may connect) and, when ipc_gid is not -1,
+ * that group (the group's bits are set only once the file has it: nobody of the group it was
+ * made with can connect meanwhile); a tls+tcp:// one the TLS configuration tls (NNG_EINVAL
+ * when it is NULL: no certificate configured). out may be NULL. Returns 0 or an nng error
+ * (NNG_ESYSERR + errno when the group cannot be given, logged with the path). */
+int gsd_listen(nng_socket s, const char *url, uint32_t ipc_mode, int64_t ipc_gid,
+               nng_tls_config *tls, nng_listener *out);
 /* The daemon's TLS configuration: its certificate and key (one PEM file), the CA its clients'
  * certificates must chain to (may be ""), and auth_mode (GSD_TLS_AUTH_*). 0, or -1 with err. */
 int gsd_tls_server(const char *cert_key_file, const char *ca_file, int auth_mode,

@@ -451,8 +451,8 @@ int gsd_rpc_start(gsd_daemon *d)
 	 * with STATUS_TOO_LARGE; beyond that nng drops the connection without reading them. */
 	nng_socket_set_size(rpc->sock, NNG_OPT_RECVMAXSZ, (size_t)d->cfg.max_message * 2 + 65536);
 	for (uint32_t i = 0; i < d->cfg.nlisten; i++) {
-		rv = gsd_listen(rpc->sock, d->cfg.listen[i], d->cfg.ipc_mode, d->tls,
-		                &rpc->listeners[i]);
+		rv = gsd_listen(rpc->sock, d->cfg.listen[i], d->cfg.ipc_mode, d->cfg.ipc_gid,
+		                d->tls, &rpc->listeners[i]);
 		if (rv != 0) {
 			GSD_ERROR("rpc: cannot listen on %s: %s", d->cfg.listen[i],
 			          rv == NNG_EINVAL && !d->tls

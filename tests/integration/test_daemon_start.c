@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <grp.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -313,6 +314,98 @@ static void test_ipc_socket_mode(void **state)
 	itest_config_cleanup(&cfg);
 }
 
+/* A group the test may give a file to other than its own: any other group when it runs as
+ * root, else a supplementary group; its own when there is none (the test is weaker then). */
+static gid_t other_group(void)
+{
+	gid_t mine = getegid();
+	if (geteuid() == 0) {
+		for (gid_t g = 1; g < 65536; g++)
+			if (g != mine && getgrgid(g))
+				return g;
+		return mine;
+	}
+	gid_t groups[256];
+	int n = getgroups(256, groups);
+	for (int i = 0; i < n; i++)
+		if (groups[i] != mine)
+			return groups[i];
+	return mine;
+}
+
+/* ipc_group gives the ipc socket to that group (by name or gid) with ipc_mode's bits; a group
+ * that does not exist, or one the daemon may not give its file to, does not start (exit 1,
+ * the message names ipc_group). */
+static void test_ipc_socket_group(void **state)
+{
+	(void)state;
+	gid_t g = other_group();
+	struct group *gr = getgrgid(g);
+	assert_non_null(gr);
+	char json[256], name[128];
+	snprintf(name, sizeof(name), "%s", gr->gr_name);
+	for (int by_gid = 0; by_gid < 2; by_gid++) {
+		if (by_gid)
+			snprintf(json, sizeof(json), "{\"ipc_mode\": \"0660\", \"ipc_group\": %u}",
+			         (unsigned)g);
+		else
+			snprintf(json, sizeof(json),
+			         "{\"ipc_mode\": \"0660\", \"ipc_group\": \"%s\"}", name);
+		itest_config cfg;
+		assert_int_equal(itest_config_write(&cfg, json), 0);
+		const char *const args[] = {"--config", cfg.path, NULL};
+		gs_testd t;
+		assert_int_equal(gs_testd_start(&t, args), 0);
+		struct stat st;
+		assert_int_equal(stat(t.url + 6, &st), 0);
+		assert_int_equal(st.st_gid, g);
+		assert_int_equal(st.st_mode & 0777, 0660);
+		/* And it serves. */
+		gs_client *c = itest_connect(&t, NULL);
+		gs_daemon_info *info;
+		assert_int_equal(gs_info(c, &info), 0);
+		gs_info_free(info);
+		gs_close(c);
+		assert_int_equal(gs_testd_stop(&t), 0);
+		gs_testd_cleanup(&t);
+		itest_config_cleanup(&cfg);
+	}
+
+	itest_config cfg;
+	assert_int_equal(itest_config_write(&cfg, "{\"ipc_group\": \"gs-no-such-group-for-sure\"}"),
+	                 0);
+	itest_run r = daemon_run("--config", cfg.path, NULL, NULL);
+	assert_int_equal(r.exit_code, 1);
+	assert_non_null(strstr(r.err, "ipc_group"));
+	assert_non_null(strstr(r.err, "gs-no-such-group-for-sure"));
+	itest_run_free(&r);
+	itest_config_cleanup(&cfg);
+
+	/* Not root: a group it is not in cannot be given (root can give any). */
+	if (geteuid() != 0) {
+		gid_t groups[256];
+		int n = getgroups(256, groups);
+		gid_t foreign = 0;
+		for (;; foreign++) {
+			bool in = foreign == getegid();
+			for (int i = 0; i < n; i++)
+				in |= groups[i] == foreign;
+			if (!in)
+				break;
+		}
+		char url[128];
+		snprintf(url, sizeof(url), "ipc:///tmp/gs-group-%d.sock", (int)getpid());
+		snprintf(json, sizeof(json), "{\"ipc_group\": %u}", (unsigned)foreign);
+		assert_int_equal(itest_config_write(&cfg, json), 0);
+		r = daemon_run("--config", cfg.path, "--listen", url);
+		assert_int_equal(r.exit_code, 1);
+		assert_non_null(strstr(r.err, "ipc_group"));
+		itest_run_free(&r);
+		itest_config_cleanup(&cfg);
+		unlink(url + 6);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -321,6 +414,7 @@ int main(void)
 	        cmocka_unit_test(test_removed_tenant_cannot_authenticate),
 	        cmocka_unit_test(test_token_hash),
 	        cmocka_unit_test(test_ipc_socket_mode),
+	        cmocka_unit_test(test_ipc_socket_group),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
