@@ -62,24 +62,31 @@ typedef struct options {
 	uint32_t max_message;
 	uint32_t mode;
 	uint32_t wait_host_s;
+	uint32_t max_connections; /* guest connections at once */
+	uint32_t guest_inflight;  /* one guest's requests on the host link at once */
+	uint32_t guest_conns;     /* one guest's connections at once */
 	int log_level;
 	bool sweep;
 } options;
 
-/* A request on the host link: its guest pipe and nng request id, and its Request.id. */
-typedef struct flight {
-	uint64_t key; /* pipe << 32 | request id */
-	uint64_t id;
-	struct flight *next;
-} flight;
-
-/* A guest process: its process id (or pipe, when unknown), id and open connections. */
+/* A guest process: its process id (or pipe, when unknown), id, open connections and requests
+ * on the host link. It is released when its last connection closes, and freed once its last
+ * request is answered too. */
 typedef struct guest {
 	uint64_t who;
 	uint64_t id;
 	uint32_t pipes;
+	uint32_t inflight;
 	struct guest *next;
 } guest;
+
+/* A request on the host link: its guest pipe and nng request id, its Request.id, its guest. */
+typedef struct flight {
+	uint64_t key; /* pipe << 32 | request id */
+	uint64_t id;
+	guest *g;
+	struct flight *next;
+} flight;
 
 /* Which guest a connection belongs to. */
 typedef struct pipe_guest {
@@ -99,6 +106,7 @@ typedef struct relay {
 	uint32_t nflights;
 	guest *all_guests;
 	pipe_guest *pipes[NBUCKETS];
+	uint32_t npipes;    /* guest connections open */
 	uint64_t *releases; /* guest ids to release */
 	size_t nreleases, capreleases;
 	int host_pipes;
@@ -108,7 +116,7 @@ typedef struct relay {
 	bool stopping;
 	uint64_t epoch, next_guest;
 	/* counters, under lock */
-	uint64_t forwarded, answered, unavailable, too_large, malformed, released;
+	uint64_t forwarded, answered, unavailable, too_large, malformed, released, busy, refused;
 } relay;
 
 static int g_level = L_INFO;
@@ -243,6 +251,16 @@ static void answer(relay *r, uint32_t pipe, uint32_t rid, uint64_t id, int statu
 
 /* ---- requests on the host link ---- */
 
+/* A request leaves the host link (lock held): its guest's count drops, and a guest whose
+ * connections are all gone is freed with its last request. */
+static void flight_done(flight *x)
+{
+	guest *g = x->g;
+	if (--g->inflight == 0 && g->pipes == 0)
+		free(g);
+	free(x);
+}
+
 static flight **flight_slot(relay *r, uint64_t key)
 {
 	flight **f = &r->flights[(key * 0x9e3779b97f4a7c15u) >> 52];
@@ -260,7 +278,7 @@ static bool flight_take(relay *r, uint64_t key, uint64_t *id)
 	flight *x = *f;
 	*f = x->next;
 	*id = x->id;
-	free(x);
+	flight_done(x);
 	r->nflights--;
 	return true;
 }
@@ -268,14 +286,19 @@ static bool flight_take(relay *r, uint64_t key, uint64_t *id)
 /* Every request on the link is answered UNAVAILABLE: the link went down under it. */
 static void fail_all_flights(relay *r)
 {
-	flight *list = NULL;
+	struct lost {
+		uint64_t key, id;
+	} *list = NULL;
 	pthread_mutex_lock(&r->lock);
+	list = r->nflights ? calloc(r->nflights, sizeof(*list)) : NULL;
+	uint32_t k = 0;
 	for (uint32_t b = 0; b < NBUCKETS; b++) {
 		while (r->flights[b]) {
 			flight *x = r->flights[b];
 			r->flights[b] = x->next;
-			x->next = list;
-			list = x;
+			if (list)
+				list[k++] = (struct lost){x->key, x->id};
+			flight_done(x);
 		}
 	}
 	uint32_t n = r->nflights;
@@ -287,15 +310,13 @@ static void fail_all_flights(relay *r)
 		      "%u requests were on the host link when it went down: answered"
 		      " UNAVAILABLE",
 		      n);
-	while (list) {
-		flight *x = list;
-		list = x->next;
-		answer(r, (uint32_t)(x->key >> 32), (uint32_t)x->key, x->id,
+	/* Without memory for the list the guests are not told: their calls time out. */
+	for (uint32_t i = 0; i < k; i++)
+		answer(r, (uint32_t)(list[i].key >> 32), (uint32_t)list[i].key, list[i].id,
 		       GPUSCHED__V1__STATUS__STATUS_UNAVAILABLE,
 		       "relay: the link to the host daemon went down while the request was on it;"
 		       " whether the daemon did it is unknown");
-		free(x);
-	}
+	free(list);
 }
 
 /* ---- guests ---- */
@@ -308,17 +329,24 @@ static pipe_guest **pipe_slot(relay *r, uint32_t pipe)
 	return p;
 }
 
-/* The guest of a connection, made on its first sight (lock held); NULL when memory is short. */
-static guest *guest_of_pipe(relay *r, nng_pipe p)
+/* Who is on a connection: its peer's process id, or (unknown, or not ipc) the connection.
+ * Asked of nng without the relay's lock: nng calls the pipe callbacks, which take it, with
+ * its own locks held. */
+static uint64_t peer_who(nng_pipe p)
 {
-	uint32_t id = (uint32_t)nng_pipe_id(p);
+	uint64_t pid = 0;
+	return nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_PID, &pid) == 0 && pid
+	               ? pid
+	               : (UINT64_C(1) << 63) | (uint32_t)nng_pipe_id(p);
+}
+
+/* The guest of connection id (who: peer_who), made on its first sight (lock held); NULL when
+ * memory is short. */
+static guest *guest_of_pipe(relay *r, uint32_t id, uint64_t who)
+{
 	pipe_guest **slot = pipe_slot(r, id);
 	if (*slot)
 		return (*slot)->g;
-	uint64_t pid = 0;
-	uint64_t who = nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_PID, &pid) == 0 && pid
-	                       ? pid
-	                       : (UINT64_C(1) << 63) | id;
 	guest *g = r->all_guests;
 	while (g && g->who != who)
 		g = g->next;
@@ -339,6 +367,7 @@ static guest *guest_of_pipe(relay *r, nng_pipe p)
 		      who >> 63 ? "connection" : "process", who & ~(UINT64_C(1) << 63));
 	}
 	g->pipes++;
+	r->npipes++;
 	pg->pipe = id;
 	pg->g = g;
 	*slot = pg;
@@ -365,10 +394,17 @@ static void queue_release(relay *r, uint64_t id)
 static void guest_pipe_event(nng_pipe p, nng_pipe_ev ev, void *arg)
 {
 	relay *r = arg;
+	uint64_t who = ev == NNG_PIPE_EV_ADD_POST ? peer_who(p) : 0;
+	bool close = false;
 	pthread_mutex_lock(&r->lock);
-	if (ev == NNG_PIPE_EV_ADD_POST) {
-		if (!guest_of_pipe(r, p))
-			nng_pipe_close(p);
+	if (ev == NNG_PIPE_EV_ADD_PRE) {
+		/* No guest takes the relay's file descriptors from the others. */
+		close = r->npipes >= r->o.max_connections;
+		r->refused += close;
+	} else if (ev == NNG_PIPE_EV_ADD_POST) {
+		guest *g = guest_of_pipe(r, (uint32_t)nng_pipe_id(p), who);
+		close = !g || g->pipes > r->o.guest_conns;
+		r->refused += close && g; /* its REM event undoes what guest_of_pipe counted */
 	} else {
 		pipe_guest **slot = pipe_slot(r, (uint32_t)nng_pipe_id(p));
 		if (*slot) {
@@ -376,17 +412,21 @@ static void guest_pipe_event(nng_pipe p, nng_pipe_ev ev, void *arg)
 			*slot = pg->next;
 			guest *g = pg->g;
 			free(pg);
+			r->npipes--;
 			if (--g->pipes == 0) {
 				guest **gp = &r->all_guests;
 				while (*gp != g)
 					gp = &(*gp)->next;
 				*gp = g->next;
 				queue_release(r, g->id);
-				free(g);
+				if (!g->inflight)
+					free(g);
 			}
 		}
 	}
 	pthread_mutex_unlock(&r->lock);
+	if (close)
+		nng_pipe_close(p);
 }
 
 static void host_pipe_event(nng_pipe p, nng_pipe_ev ev, void *arg)
@@ -460,14 +500,17 @@ static void forward(relay *r, nng_msg *m)
 		nng_msg_free(m);
 		return;
 	}
+	uint64_t who = peer_who(np);
 	pthread_mutex_lock(&r->lock);
-	guest *g = guest_of_pipe(r, np);
+	guest *g = guest_of_pipe(r, pipe, who);
 	int status = 0;
 	bool up = r->host_pipes > 0 && r->swept;
-	if (!g || !up || r->nflights >= MAX_INFLIGHT) {
+	bool full = g && (r->nflights >= MAX_INFLIGHT || g->inflight >= r->o.guest_inflight);
+	if (!g || !up || full) {
 		status = !g    ? GPUSCHED__V1__STATUS__STATUS_INTERNAL
 		         : !up ? GPUSCHED__V1__STATUS__STATUS_UNAVAILABLE
 		               : GPUSCHED__V1__STATUS__STATUS_BUSY;
+		r->busy += full && up;
 		r->unavailable += status == GPUSCHED__V1__STATUS__STATUS_UNAVAILABLE;
 	} else {
 		flight **slot = flight_slot(r, key);
@@ -476,6 +519,8 @@ static void forward(relay *r, nng_msg *m)
 			if (f) {
 				f->key = key;
 				f->id = id;
+				f->g = g;
+				g->inflight++;
 				*slot = f;
 				r->nflights++;
 			} else {
@@ -492,7 +537,8 @@ static void forward(relay *r, nng_msg *m)
 		       status == GPUSCHED__V1__STATUS__STATUS_UNAVAILABLE
 		               ? "no link to the host daemon now; the relay reconnects by itself"
 		       : status == GPUSCHED__V1__STATUS__STATUS_BUSY
-		               ? "too many requests on the host link"
+		               ? "this guest has --guest-inflight requests on the host link"
+		                 " already (or the relay its maximum)"
 		               : "out of memory");
 		return;
 	}
@@ -690,6 +736,7 @@ static int open_sockets(relay *r)
 	nng_socket_set_ms(r->host, NNG_OPT_SENDTIMEO, 1000);
 	nng_socket_set_ms(r->host, NNG_OPT_RECONNMINT, 100);
 	nng_socket_set_ms(r->host, NNG_OPT_RECONNMAXT, 2000);
+	nng_pipe_notify(r->guests, NNG_PIPE_EV_ADD_PRE, guest_pipe_event, r);
 	nng_pipe_notify(r->guests, NNG_PIPE_EV_ADD_POST, guest_pipe_event, r);
 	nng_pipe_notify(r->guests, NNG_PIPE_EV_REM_POST, guest_pipe_event, r);
 	nng_pipe_notify(r->host, NNG_PIPE_EV_ADD_POST, host_pipe_event, r);
@@ -738,6 +785,11 @@ static void usage(FILE *f)
 	        "  --wait-host S      at start, wait up to S seconds (default 10) for the host\n"
 	        "                     before saying ready; guests are answered UNAVAILABLE until\n"
 	        "                     it is reached\n"
+	        "  --max-connections N  guest connections at once (default 1024); more are closed\n"
+	        "  --guest-connections N  one guest process's connections at once (default 64)\n"
+	        "  --guest-inflight N   one guest's requests on the host link at once (default\n"
+	        "                     1024); more are answered BUSY, so one guest cannot take the\n"
+	        "                     link from the others\n"
 	        "  --log-level L      error, warn, info (default) or debug\n"
 	        "  -h, --help         this text\n"
 	        "\n"
@@ -757,6 +809,9 @@ static int parse_args(int argc, char **argv, options *o, char *listen_buf, size_
 	        {"mode", required_argument, NULL, 'M'},
 	        {"no-sweep", no_argument, NULL, 'S'},
 	        {"wait-host", required_argument, NULL, 'w'},
+	        {"max-connections", required_argument, NULL, 'C'},
+	        {"guest-inflight", required_argument, NULL, 'G'},
+	        {"guest-connections", required_argument, NULL, 'g'},
 	        {"log-level", required_argument, NULL, 'L'},
 	        {"help", no_argument, NULL, 'h'},
 	        {0, 0, 0, 0},
@@ -764,6 +819,9 @@ static int parse_args(int argc, char **argv, options *o, char *listen_buf, size_
 	*o = (options){.max_message = DEFAULT_MAX_MESSAGE,
 	               .mode = 0600,
 	               .wait_host_s = 10,
+	               .max_connections = 1024,
+	               .guest_inflight = 1024,
+	               .guest_conns = 64,
 	               .log_level = L_INFO,
 	               .sweep = true};
 	int ch;
@@ -810,6 +868,23 @@ static int parse_args(int argc, char **argv, options *o, char *listen_buf, size_
 				return 2;
 			}
 			o->wait_host_s = (uint32_t)v;
+			break;
+		case 'C':
+		case 'G':
+		case 'g':
+			errno = 0;
+			v = strtoull(optarg, &end, 10);
+			if (errno || !*optarg || *end || v < 1 || v > MAX_INFLIGHT) {
+				fprintf(stderr, "gpusched-relay: --%s takes 1..%u\n",
+				        ch == 'C'   ? "max-connections"
+				        : ch == 'G' ? "guest-inflight"
+				                    : "guest-connections",
+				        MAX_INFLIGHT);
+				return 2;
+			}
+			*(ch == 'C'   ? &o->max_connections
+			  : ch == 'G' ? &o->guest_inflight
+			              : &o->guest_conns) = (uint32_t)v;
 			break;
 		case 'L':
 			for (o->log_level = 0; o->log_level <= L_DEBUG; o->log_level++)
@@ -914,9 +989,10 @@ int main(int argc, char **argv)
 	fail_all_flights(&r); /* nobody to answer now: frees the entries */
 	logf_(L_INFO,
 	      "stopped: %" PRIu64 " requests forwarded, %" PRIu64 " answered, %" PRIu64
-	      " UNAVAILABLE, %" PRIu64 " TOO_LARGE, %" PRIu64 " malformed, %" PRIu64
-	      " guests released",
-	      r.forwarded, r.answered, r.unavailable, r.too_large, r.malformed, r.released);
+	      " UNAVAILABLE, %" PRIu64 " BUSY, %" PRIu64 " TOO_LARGE, %" PRIu64
+	      " malformed, %" PRIu64 " connections refused, %" PRIu64 " guests released",
+	      r.forwarded, r.answered, r.unavailable, r.busy, r.too_large, r.malformed, r.refused,
+	      r.released);
 	free(r.releases);
 	for (uint32_t b = 0; b < NBUCKETS; b++)
 		while (r.pipes[b]) {

@@ -23,6 +23,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -44,8 +46,11 @@
 static int guest_main(const char *url)
 {
 	gs_client *c;
-	if (gs_connect(url, "", &c) != 0)
-		return 3;
+	char why[256] = "";
+	if (gs_connect_ex(url, "", &c, why, sizeof(why)) != 0) {
+		fprintf(stderr, "guest %d: cannot connect to %s: %s\n", (int)getpid(), url, why);
+		_exit(3);
+	}
 	gs_client_set_timeout(c, ITEST_TIMEOUT_MS);
 	uint64_t dev;
 	gs_allocation_placement pl;
@@ -415,6 +420,9 @@ static void test_message_limit(void **state)
 	gs_allocation_placement ppl;
 	itest_alloc(proc, pdev, 1u << 20, 0, 0, &ppl);
 	assert_int_equal(gs_allocation_write(proc, ppl.allocation, 0, data, 200u * 1024u), 0);
+	itest_layout l;
+	itest_layout_of(proc, &l);
+	itest_audit_barrier(proc, itest_context(proc, pdev, 0, l.paging_node));
 	assert_int_equal(itest_audit_errors(f->d.db), errors + 2);
 
 	/* Bytes that are no request: the relay answers MALFORMED and goes on. */
@@ -432,6 +440,40 @@ static void test_message_limit(void **state)
 	gs_close(proc);
 	gs_close(vm);
 	gs_close(g);
+}
+
+/* Connects to an ipc:// path as an nng REQ peer (the SP header exchange) and waits up to
+ * timeout_ms for the other side to close the connection: true when it did. Plain sockets, so
+ * nothing keeps redialing. */
+static bool ipc_peer_closes(const char *path, int timeout_ms)
+{
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+		if (fd >= 0)
+			close(fd);
+		return false;
+	}
+	static const uint8_t hello[8] = {0, 'S', 'P', 0, 0, 0x30, 0, 0}; /* REQ v0 */
+	bool closed = false;
+	if (write(fd, hello, sizeof(hello)) == (ssize_t)sizeof(hello)) {
+		long long deadline = gs_test_now_ms() + timeout_ms;
+		uint8_t buf[64];
+		for (;;) {
+			struct pollfd p = {.fd = fd, .events = POLLIN};
+			long long left = deadline - gs_test_now_ms();
+			if (left <= 0 || poll(&p, 1, (int)left) <= 0)
+				break;
+			ssize_t n = read(fd, buf, sizeof(buf));
+			if (n <= 0) {
+				closed = true;
+				break;
+			}
+		}
+	}
+	close(fd);
+	return closed;
 }
 
 /* Retries Info through the relay until it is served (the relay reconnects on its own timer,
@@ -574,6 +616,80 @@ static void test_cut_one_vm_link_mid_stream(void **state)
 	gs_close(g);
 }
 
+/*
+ * One guest cannot take the relay from the others: past --guest-connections its next
+ * connections are closed, past --guest-inflight its requests are answered BUSY, while another
+ * guest of the same VM is served.
+ */
+static void test_guest_limits(void **state)
+{
+	fx *f = *state;
+	char tok[320], url[320];
+	snprintf(tok, sizeof(tok), "%s/vm3.token", f->d.dir);
+	snprintf(url, sizeof(url), "ipc://%s/limits.sock", f->d.dir);
+	const char *const argv[] = {GS_RELAY_PATH,
+	                            "--host",
+	                            f->tls_url,
+	                            "--listen",
+	                            url,
+	                            "--token-file",
+	                            tok,
+	                            "--no-sweep",
+	                            "--guest-connections",
+	                            "3",
+	                            "--guest-inflight",
+	                            "3",
+	                            NULL};
+	gs_testd relay;
+	assert_int_equal(gs_testd_spawn(&relay, f->d.dir, "limits-relay", argv), 0);
+	gs_client *c[3];
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(gs_connect(url, "", &c[i]), 0);
+		gs_client_set_timeout(c[i], ITEST_TIMEOUT_MS);
+	}
+	gs_daemon_info *di = NULL;
+	assert_int_equal(gs_info(c[2], &di), 0); /* all three are counted by now */
+	gs_info_free(di);
+	/* The fourth connection of this process is closed by the relay. */
+	assert_true(ipc_peer_closes(url + strlen("ipc://"), 10000));
+	/* Another guest process is. */
+	guest other;
+	guest_start(&other, url);
+
+	uint64_t dev, sync;
+	assert_int_equal(gs_device_create(c[0], "held", &dev), 0);
+	assert_int_equal(gs_sync_create(c[0], dev, 0, &sync), 0);
+	gs_async_queue *q;
+	assert_int_equal(gs_async_queue_create(&q), 0);
+	gs_async_opts o = {.queue = q};
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(gs_async_sync_wait(c[0], sync, 1, 1000, &o, NULL), 0);
+	/* Three of its requests wait on the host: its fourth is BUSY (sent on the same
+	 * connection, so the relay reads it after the three)... */
+	assert_int_equal(gs_info(c[0], &di), GS_STATUS_BUSY);
+	assert_null(di);
+	assert_non_null(strstr(gs_client_message(c[0]), "guest-inflight"));
+	/* ...while the other guest is served. */
+	assert_true(guest_check(&other));
+	/* The waits end (TIMEOUT in the daemon) and the guest is served again. */
+	gs_async_event ev[3];
+	int got = 0;
+	while (got < 3) {
+		int n = gs_async_poll(q, ev + got, (size_t)(3 - got), 30000);
+		assert_true(n > 0);
+		got += n;
+	}
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(ev[i].status, GS_STATUS_TIMEOUT);
+	assert_int_equal(gs_info(c[1], &di), 0);
+	gs_info_free(di);
+	gs_async_queue_destroy(q);
+	assert_int_equal(guest_stop(&other), 0);
+	for (int i = 0; i < 3; i++)
+		gs_close(c[i]);
+	assert_int_equal(gs_testd_stop(&relay), 0);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 3 && strcmp(argv[1], "--guest") == 0)
@@ -587,6 +703,7 @@ int main(int argc, char **argv)
 	        cmocka_unit_test_setup_teardown(test_host_down_unavailable_and_reconnect, setup,
 	                                        teardown),
 	        cmocka_unit_test_setup_teardown(test_cut_one_vm_link_mid_stream, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_guest_limits, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
