@@ -268,11 +268,11 @@ void gsd_daemon_destroy(gsd_daemon *d)
 	}
 	gsd_rpc_release(d);
 	for (uint32_t i = 0; i < d->ntenants; i++)
-		free(d->tenants[i]);
+		gsd_tenant_free(d->tenants[i]);
 	while (d->removed_tenants) {
 		gsd_tenant *t = d->removed_tenants;
 		d->removed_tenants = t->next_removed;
-		free(t);
+		gsd_tenant_free(t);
 	}
 	gsd_hmap_free(&d->objects);
 	gsd_hmap_free(&d->packets);

@@ -327,8 +327,8 @@ static int load_tenant(json_t *jt, gsd_tenant_config *t, cfg_err *e)
 	if (t->max_message && t->max_message < 4096)
 		return fail(e, "tenant %s: max_message must be at least 4096 (0: the default)",
 		            t->name);
-	if (strchr(t->name, '#'))
-		return fail(e, "tenant %s: a name may not contain '#'", t->name);
+	if (strpbrk(t->name, "#/"))
+		return fail(e, "tenant %s: a name may not contain '#' or '/'", t->name);
 	uint8_t salt[GSD_TOKEN_SALT], hash[GSD_TOKEN_HASH];
 	if (t->token_hash[0] && (t->token[0] || gsd_token_hash_parse(t->token_hash, salt, hash)))
 		return fail(e,

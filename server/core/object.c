@@ -18,6 +18,9 @@ static uint64_t object_register(gsd_daemon *d, gsd_object *o, gsd_obj_type type,
 	o->type = type;
 	o->tenant = t;
 	o->guest = guest;
+	o->identity = gsd_tenant_guest_name(t, guest);
+	if (!o->identity)
+		return 0;
 	if (in_table && gsd_hmap_put(&d->objects, o->handle, o) != 0)
 		return 0;
 	return o->handle;
@@ -155,7 +158,7 @@ gsd_device *gsd_device_create(gsd_daemon *d, gsd_adapter *a, gsd_tenant *t, uint
 	}
 	t->devices++;
 	d->devices++;
-	gsd_audit_note(d->audit, t->audit_name, "device_created", dev->name);
+	gsd_audit_note(d->audit, dev->obj.identity, "device_created", dev->name);
 	return dev;
 }
 
@@ -169,7 +172,7 @@ void gsd_device_destroy(gsd_daemon *d, gsd_device *dev)
 	GSD_LIST_FOREACH_SAFE(it, tmp, &dev->syncs)
 	gsd_sync_destroy(d, GSD_CONTAINER_OF(it, gsd_sync, dev_link));
 	object_unregister(d, &dev->obj);
-	gsd_audit_note(d->audit, dev->obj.tenant->audit_name, "device_destroyed", dev->name);
+	gsd_audit_note(d->audit, dev->obj.identity, "device_destroyed", dev->name);
 	dev->obj.tenant->devices--;
 	d->devices--;
 	free(dev);
@@ -257,7 +260,7 @@ void gsd_device_destroy_all(gsd_daemon *d)
 void gsd_context_audit(gsd_daemon *d, const gsd_context *x)
 {
 	gsd_context_rec r = {.context = x->obj.handle,
-	                     .tenant = x->obj.tenant->audit_name,
+	                     .tenant = x->obj.identity,
 	                     .device = x->dev->obj.handle,
 	                     .adapter = x->dev->adapter->id,
 	                     .node = x->node->index,
@@ -329,7 +332,7 @@ void gsd_allocation_audit(gsd_daemon *d, const gsd_allocation *al)
 {
 	gsd_allocation_rec r = {
 	        .allocation = al->obj.handle,
-	        .tenant = al->obj.tenant->audit_name,
+	        .tenant = al->obj.identity,
 	        .device = al->dev->obj.handle,
 	        .adapter = al->adapter->id,
 	        .size = al->size,

@@ -44,6 +44,8 @@ typedef struct gsd_object {
 	/* The guest process of a VM tenant that made it (Request.guest, set by gpusched-relay; a
 	 * device's objects are its guest's); 0 for every other tenant. */
 	uint64_t guest;
+	/* Who it is in the audit: its tenant's audit_name, or its guest's (NAME/GUEST). */
+	const char *identity;
 } gsd_object;
 
 struct gsd_device {

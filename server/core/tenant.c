@@ -115,6 +115,36 @@ void gsd_tenant_audit(gsd_daemon *d, const gsd_tenant *t, uint64_t removed_ns)
 	gsd_audit_tenant(d->audit, &r);
 }
 
+void gsd_tenant_free(gsd_tenant *t)
+{
+	if (!t)
+		return;
+	for (size_t i = 0; i < t->guest_names.cap; i++)
+		if (t->guest_names.slots[i].key)
+			free(t->guest_names.slots[i].value);
+	gsd_hmap_free(&t->guest_names);
+	free(t);
+}
+
+const char *gsd_tenant_guest_name(gsd_tenant *t, uint64_t guest)
+{
+	if (!guest)
+		return t->audit_name;
+	char *name = gsd_hmap_get(&t->guest_names, guest);
+	if (name)
+		return name;
+	size_t cap = strlen(t->audit_name) + 24;
+	name = malloc(cap);
+	if (!name)
+		return NULL;
+	snprintf(name, cap, "%s/%llu", t->audit_name, (unsigned long long)guest);
+	if (gsd_hmap_put(&t->guest_names, guest, name) != 0) {
+		free(name);
+		return NULL;
+	}
+	return name;
+}
+
 uint64_t gsd_tenant_max_message(const gsd_daemon *d, const gsd_tenant *t)
 {
 	uint64_t max = t->conf.max_message;

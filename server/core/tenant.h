@@ -6,6 +6,7 @@
 #define GSD_TENANT_H
 
 #include "core/config.h"
+#include "core/hmap.h"
 
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -58,12 +59,21 @@ typedef struct gsd_tenant {
 		/* Highest fence of its packets completed on each node. */
 		uint64_t completed_fence[GSD_MAX_ADAPTERS][GSD_MAX_NODES];
 	} stats;
+	/* A VM tenant's guest processes: guest id -> its audit identity (gsd_tenant_guest_name). */
+	gsd_hmap guest_names;
 } gsd_tenant;
 
 /* Adds a tenant described by tc to the daemon's table, keeping only the salted hash of its
  * token. Returns it, or NULL when the table is full, memory is short or tc->token_hash is not
  * a hash. Every tenant, configured or created by an admin, is made here. */
 gsd_tenant *gsd_tenant_add(gsd_daemon *d, const gsd_tenant_config *tc);
+/* Frees a tenant (at the daemon's end: records may name it until then). */
+void gsd_tenant_free(gsd_tenant *t);
+/* The audit identity of one guest process of a VM tenant, "NAME/GUEST" (NAME its audit_name;
+ * guest 0, the VM itself, is NAME): every record of the guest's objects and requests carries
+ * it, so history, events and waits read back from the file are the guest's own. Made once and
+ * kept until the daemon stops (queued records point at it). NULL when memory is short. */
+const char *gsd_tenant_guest_name(gsd_tenant *t, uint64_t guest);
 /* The text form of a token's salted hash with a new random salt ("b2$SALT$HASH", hex), for
  * the configuration's token_hash; 0, or -1 when cap is too small or libsodium fails. */
 int gsd_token_hash_text(const char *token, char *out, size_t cap);

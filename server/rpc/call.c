@@ -77,8 +77,7 @@ void gsd_call_verror(gsd_call *c, int status, const char *fmt, va_list ap)
 		d->stats.by_status[status]++;
 	const char *req = c->req ? gsd_request_name(c->req->body_case) : "undecodable";
 	if (status != GSD_ST(TIMEOUT))
-		gsd_audit_error(d->audit, c->tenant ? c->tenant->audit_name : NULL, req, status,
-		                msg);
+		gsd_audit_error(d->audit, gsd_call_identity(c), req, status, msg);
 	GSD_DEBUG("request %s from %s: status %d: %s", req, c->tenant ? c->tenant->conf.name : "-",
 	          status, msg);
 	Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
@@ -230,7 +229,7 @@ static void offload_done(uv_work_t *w, int status)
 			c->tenant->stats.errors++;
 		if (c->off_status < GSD_STATS_STATUSES)
 			c->d->stats.by_status[c->off_status]++;
-		gsd_audit_error(c->d->audit, c->tenant ? c->tenant->audit_name : NULL,
+		gsd_audit_error(c->d->audit, gsd_call_identity(c),
 		                gsd_request_name(c->req->body_case), c->off_status, c->off_message);
 	}
 	/* Sent from the loop, after the audit record: a client that reads the counters or the

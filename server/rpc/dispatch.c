@@ -154,7 +154,7 @@ static void h_info(gsd_daemon *d, gsd_call *c)
 	info.version = GS_VERSION;
 	info.n_adapters = d->nadapters;
 	info.adapters = aip;
-	info.tenant = c->tenant->audit_name; /* who it is in history and events */
+	info.tenant = (char *)c->identity; /* who it is in history and events */
 	info.events_url = d->cfg.events_url;
 	info.tenant_view = me != NULL;
 	GSD_REPLY(c, INFO, info, &info);
@@ -275,9 +275,11 @@ static void h_tenant_create(gsd_daemon *d, gsd_call *c)
 		               "a tenant needs a name of 1..63 bytes (and a token under 128)");
 		return;
 	}
-	/* NAME#ID is how the audit tells a tenant made again with a removed one's name. */
-	if (strchr(t->name, '#')) {
-		gsd_call_error(c, GSD_ST(INVALID_ARGUMENT), "a tenant name may not contain '#'");
+	/* NAME#ID is how the audit tells a tenant made again with a removed one's name, and
+	 * NAME/GUEST a virtual machine's guest process. */
+	if (strpbrk(t->name, "#/")) {
+		gsd_call_error(c, GSD_ST(INVALID_ARGUMENT),
+		               "a tenant name may not contain '#' or '/'");
 		return;
 	}
 	if (gsd_tenant_by_name(d, t->name)) {
@@ -330,7 +332,7 @@ static void h_tenant_create(gsd_daemon *d, gsd_call *c)
 		snprintf(nt->audit_name, sizeof(nt->audit_name), "%s#%llu", nt->conf.name,
 		         (unsigned long long)nt->id);
 	gsd_tenant_audit(d, nt, 0); /* a restarted daemon has it again */
-	gsd_audit_note(d->audit, c->tenant->audit_name, "tenant_created", nt->audit_name);
+	gsd_audit_note(d->audit, c->identity, "tenant_created", nt->audit_name);
 	Gpusched__V1__TenantCreateResponse tr = GPUSCHED__V1__TENANT_CREATE_RESPONSE__INIT;
 	tr.token = tc.token; /* shown once: the daemon keeps only its salted hash */
 	GSD_REPLY(c, TENANT_CREATE, tenant_create, &tr);
@@ -357,7 +359,7 @@ static void h_tenant_destroy(gsd_daemon *d, gsd_call *c)
 	}
 	gsd_tenant_audit(d, t, gsd_now_ns()); /* before its hash is wiped */
 	gsd_tenant_remove(d, t);
-	gsd_audit_note(d->audit, c->tenant->audit_name, "tenant_removed", t->audit_name);
+	gsd_audit_note(d->audit, c->identity, "tenant_removed", t->audit_name);
 	gsd_call_reply_empty(c);
 }
 
@@ -464,7 +466,7 @@ static void h_tenant_update(gsd_daemon *d, gsd_call *c)
 	         conf->allocation_limit, conf->max_requests_per_second, conf->admin,
 	         (unsigned long long)gsd_tenant_max_message(d, t), gsd_tenant_packet_limit(d, t),
 	         gsd_tenant_sync_limit(d, t));
-	gsd_audit_note(d->audit, c->tenant->audit_name, "tenant_updated", text);
+	gsd_audit_note(d->audit, c->identity, "tenant_updated", text);
 	gsd_tenant_audit(d, t, 0); /* made by TenantCreate: its row, so a restart keeps it */
 	gsd_call_reply_empty(c);
 }

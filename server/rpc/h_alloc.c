@@ -115,7 +115,7 @@ static void query_out(const gsd_allocation *al, Gpusched__V1__AllocationQueryRes
 	aq->moves = al->moves;
 	aq->moving = al->moving > 0;
 	aq->last_used_ns = al->last_use_ns;
-	aq->tenant = (char *)al->obj.tenant->audit_name;
+	aq->tenant = (char *)al->obj.identity;
 }
 
 void gsd_h_allocation_query(gsd_daemon *d, gsd_call *c)

@@ -22,7 +22,7 @@
 /* The audit identity whose events the caller sees; NULL: all (an administrator). */
 static const char *visible_to(const gsd_call *c)
 {
-	return c->tenant->conf.admin ? NULL : c->tenant->audit_name;
+	return c->tenant->conf.admin ? NULL : c->identity;
 }
 
 static void reply(gsd_call *c, const gsd_event *const *evs, size_t n, const gsd_events_pos *pos)

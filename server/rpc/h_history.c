@@ -72,14 +72,17 @@ static void read_after_flush(gsd_daemon *d, gsd_call *c, void (*work)(gsd_call *
 }
 
 /* Another tenant's records are for administrators (a removed tenant's stay in the file: any
- * name may be read). False: answered PERMISSION_DENIED. */
+ * name may be read); a virtual machine itself (guest 0) reads its guests' (NAME/GUEST), a
+ * guest only its own. False: answered PERMISSION_DENIED. */
 static bool may_read_tenant(gsd_call *c, const char *name)
 {
-	if (!name[0] || strcmp(name, c->tenant->audit_name) == 0 || c->tenant->conf.admin)
+	size_t n = strlen(c->identity);
+	bool own_guest =
+	        !c->guest && strncmp(name, c->identity, n) == 0 && name[n] == '/' && name[n + 1];
+	if (!name[0] || strcmp(name, c->identity) == 0 || own_guest || c->tenant->conf.admin)
 		return true;
 	gsd_call_error(c, GSD_ST(PERMISSION_DENIED),
-	               "tenant %s is not an administrator: it may read only its own history",
-	               c->tenant->audit_name);
+	               "%s is not an administrator: it may read only its own history", c->identity);
 	return false;
 }
 
@@ -142,7 +145,7 @@ static void history_work(gsd_call *c)
 {
 	barrier_wait(c);
 	const Gpusched__V1__HistoryRequest *q = c->req->history;
-	gsd_history_filter f = {.tenant = q->tenant[0] ? q->tenant : c->tenant->audit_name,
+	gsd_history_filter f = {.tenant = q->tenant[0] ? q->tenant : c->identity,
 	                        .context = q->context,
 	                        .device = q->device,
 	                        .state = q->state,
@@ -227,7 +230,7 @@ static void events_work(gsd_call *c)
 	gsd_event_row *rows = NULL;
 	size_t n = 0;
 	char err[256];
-	const char *path = c->d->cfg.db_path, *tenant = c->tenant->audit_name;
+	const char *path = c->d->cfg.db_path, *tenant = c->identity;
 	int rc;
 	if (q->packet)
 		rc = gsd_history_events(path, tenant, q->packet, &rows, &n, err, sizeof(err));
@@ -315,7 +318,7 @@ static void moves_work(gsd_call *c)
 {
 	barrier_wait(c);
 	const Gpusched__V1__MovesRequest *q = c->req->moves;
-	gsd_moves_filter f = {.tenant = c->tenant->audit_name,
+	gsd_moves_filter f = {.tenant = c->identity,
 	                      .allocation = q->allocation,
 	                      .device = q->device,
 	                      .packet = q->packet,
@@ -353,7 +356,7 @@ static void explain_work(gsd_call *c)
 {
 	barrier_wait(c);
 	const Gpusched__V1__ExplainRequest *q = c->req->explain;
-	const char *tenant = q->tenant[0] ? q->tenant : c->tenant->audit_name;
+	const char *tenant = q->tenant[0] ? q->tenant : c->identity;
 	const char *path = c->d->cfg.db_path;
 	char err[256];
 	gsd_packet_rec rec;
@@ -419,7 +422,7 @@ static void usage_work(gsd_call *c)
 	const Gpusched__V1__UsageRequest *q = c->req->usage;
 	gsd_usage_filter f = {.tenant = strcmp(q->tenant, "*") == 0 ? NULL
 	                                : q->tenant[0]              ? q->tenant
-	                                                            : c->tenant->audit_name,
+	                                                            : c->identity,
 	                      .since_ns = q->since_ns,
 	                      .until_ns = q->until_ns,
 	                      .by = (gsd_usage_by)q->by};

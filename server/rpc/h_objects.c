@@ -89,7 +89,7 @@ void gsd_h_guest_release(gsd_daemon *d, gsd_call *c)
 	else
 		snprintf(text, sizeof(text), "guest %llu: %zu devices destroyed",
 		         (unsigned long long)q->guest, n);
-	gsd_audit_note(d->audit, c->tenant->audit_name, "guest_released", text);
+	gsd_audit_note(d->audit, c->identity, "guest_released", text);
 	Gpusched__V1__GuestReleaseResponse gr = GPUSCHED__V1__GUEST_RELEASE_RESPONSE__INIT;
 	gr.devices = (uint32_t)n;
 	GSD_REPLY(c, GUEST_RELEASE, guest_release, &gr);

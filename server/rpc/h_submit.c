@@ -204,7 +204,7 @@ static void audit_rejected(gsd_daemon *d, gsd_call *c, const gsd_context *x,
                            const Gpusched__V1__SubmitRequest *s, const verdict *v)
 {
 	gsd_packet_rec r = {.packet = ++d->next_packet,
-	                    .tenant = c->tenant->audit_name,
+	                    .tenant = c->identity,
 	                    .device = x ? x->dev->obj.handle : 0,
 	                    .context = s->context,
 	                    .adapter = c->req->adapter,
@@ -292,7 +292,7 @@ static int build_packet(gsd_daemon *d, gsd_call *c, const Gpusched__V1__SubmitRe
 	if (c->tenant->conf.kind == GPUSCHED__V1__TENANT_KIND__TENANT_KIND_VM)
 		flags |= GS_SUBMIT_VIRTUAL_MACHINE_DATA;
 	p->rec = (gsd_packet_rec){.packet = ++d->next_packet,
-	                          .tenant = c->tenant->audit_name,
+	                          .tenant = c->identity,
 	                          .device = x->dev->obj.handle,
 	                          .context = x->obj.handle,
 	                          .adapter = x->dev->adapter->id,
@@ -497,8 +497,7 @@ static void packet_wait_from_audit(gsd_call *c)
 	uint64_t id = c->req->packet_wait->packet;
 	gsd_packet_rec r;
 	char err[256];
-	int found = gsd_history_packet(c->d->cfg.db_path, c->tenant->audit_name, id, &r, err,
-	                               sizeof(err));
+	int found = gsd_history_packet(c->d->cfg.db_path, c->identity, id, &r, err, sizeof(err));
 	Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
 	Gpusched__V1__PacketWaitResponse pw = GPUSCHED__V1__PACKET_WAIT_RESPONSE__INIT;
 	if (found < 0) {

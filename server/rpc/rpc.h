@@ -30,6 +30,8 @@ struct gsd_call {
 	Gpusched__V1__Request *req;
 	gsd_tenant *tenant;
 	uint64_t guest; /* Request.guest: a VM tenant's guest process (0 otherwise) */
+	/* Who the caller is in the audit (tenant or guest identity; NULL before it decodes). */
+	const char *identity;
 	uint64_t started_ns;
 	gsd_waiter waiter;  /* on a waiter queue while parked, or on the redispatch list */
 	gsd_list conn_link; /* in its connection's list of parked calls */
@@ -59,6 +61,13 @@ void gsd_rpc_release(gsd_daemon *d);
  * writer). The loop must run for the request to be handled. Returns 0, or -1 (memory). */
 int gsd_rpc_inject(gsd_daemon *d, const void *req, size_t len,
                    void (*reply)(void *arg, const uint8_t *resp, size_t len), void *arg);
+
+/* Who the call is in the audit: its guest's or tenant's identity, NULL before a token names
+ * its tenant. */
+static inline const char *gsd_call_identity(const gsd_call *c)
+{
+	return c->identity ? c->identity : c->tenant ? c->tenant->audit_name : NULL;
+}
 
 /* Answers a call and frees it. */
 void gsd_call_reply(gsd_call *c, Gpusched__V1__Response *resp);

@@ -377,6 +377,11 @@ static void handle_message(gsd_daemon *d, gsd_rpc_worker *w, nng_msg *msg)
 		               c->tenant->conf.name);
 		return;
 	}
+	c->identity = gsd_tenant_guest_name(c->tenant, c->guest);
+	if (!c->identity) {
+		gsd_call_error(c, GSD_ST(INTERNAL), "out of memory");
+		return;
+	}
 	gsd_handle_request(d, c);
 }
 

@@ -243,7 +243,7 @@ static void audit_move(gsd_daemon *d, const gsd_allocation *al, int kind, const 
                        uint32_t pieces, const char *reason)
 {
 	gsd_move_rec r = {.allocation = al->obj.handle,
-	                  .tenant = al->obj.tenant->audit_name,
+	                  .tenant = al->obj.identity,
 	                  .device = al->dev->obj.handle,
 	                  .adapter = al->adapter->id,
 	                  .packet = packet,
@@ -268,7 +268,7 @@ static void release_memory(gsd_daemon *d, gsd_allocation *al)
 	/* The device may be gone already (packets held the last references): only the
 	 * allocation's own fields are used here. */
 	gsd_move_rec r = {.allocation = al->obj.handle,
-	                  .tenant = al->obj.tenant->audit_name,
+	                  .tenant = al->obj.identity,
 	                  .kind = MK(FREE),
 	                  .from_segment = is_sysmem(al->segment) ? 0 : al->segment->id,
 	                  .from_offset = al->offset,
@@ -360,7 +360,7 @@ static void paging_queue(gsd_daemon *d, gsd_node *n, gsd_device *dev, gsd_packet
 	p->paging_sync = dev->paging_sync ? dev->paging_sync->obj.handle : 0;
 	p->paging_fence = ++dev->paging_fence;
 	p->rec = (gsd_packet_rec){.packet = ++d->next_packet,
-	                          .tenant = dev->obj.tenant->audit_name,
+	                          .tenant = dev->obj.identity,
 	                          .device = dev->obj.handle,
 	                          .context = x->obj.handle,
 	                          .adapter = a->id,
@@ -649,7 +649,7 @@ static bool emit_move(gsd_daemon *d, const planned *m, uint64_t for_packet, gsd_
 	al->move_seq = p->paging_seq;
 	/* The row describes where it is now, which is where the last planned move put it. */
 	gsd_move_rec r = {.allocation = al->obj.handle,
-	                  .tenant = al->obj.tenant->audit_name,
+	                  .tenant = al->obj.identity,
 	                  .device = al->dev->obj.handle,
 	                  .adapter = a->id,
 	                  .packet = p->rec.packet,

@@ -94,7 +94,7 @@ static void fault_context(gsd_daemon *d, gsd_context *x, const char *why)
 	x->faulted = true;
 	GSD_WARN("context %llu of tenant %s faulted: %s", (unsigned long long)x->obj.handle,
 	         x->obj.tenant->conf.name, why);
-	gsd_audit_note(d->audit, x->obj.tenant->audit_name, "context_faulted", why);
+	gsd_audit_note(d->audit, x->obj.identity, "context_faulted", why);
 	/* Its queued work is discarded and later requests on it fail with STATUS_FAULTED. */
 	gsd_vidsch_cancel_context(d, x, "context faulted");
 }

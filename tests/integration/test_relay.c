@@ -76,9 +76,13 @@ static int guest_main(const char *url)
 	}
 	uint64_t packet = sr.packet;
 	gs_dmabuf_free(&buf);
-	printf("dev=%llu alloc=%llu ctx=%llu packet=%llu\n", (unsigned long long)dev,
+	gs_daemon_info *di;
+	if (gs_info(c, &di) != 0)
+		_exit(4);
+	printf("dev=%llu alloc=%llu ctx=%llu packet=%llu who=%s\n", (unsigned long long)dev,
 	       (unsigned long long)pl.allocation, (unsigned long long)ctx,
-	       (unsigned long long)packet);
+	       (unsigned long long)packet, di->tenant);
+	gs_info_free(di);
 	fflush(stdout);
 	char line[64];
 	while (fgets(line, sizeof(line), stdin)) {
@@ -97,6 +101,7 @@ typedef struct guest {
 	pid_t pid;
 	int in, out; /* its stdin (we write), its stdout (we read) */
 	uint64_t dev, alloc, ctx, packet;
+	char who[96]; /* its identity in the audit (Info.tenant): vmN/GUEST */
 } guest;
 
 /* Reads one line from fd within timeout_ms; false on timeout or end of file. */
@@ -139,8 +144,9 @@ static void guest_start(guest *g, const char *url)
 	char line[256];
 	assert_true(read_line(g->out, line, sizeof(line), ITEST_TIMEOUT_MS));
 	unsigned long long d, a, x, p;
-	assert_int_equal(sscanf(line, "dev=%llu alloc=%llu ctx=%llu packet=%llu", &d, &a, &x, &p),
-	                 4);
+	assert_int_equal(sscanf(line, "dev=%llu alloc=%llu ctx=%llu packet=%llu who=%95s", &d, &a,
+	                        &x, &p, g->who),
+	                 5);
 	g->dev = d;
 	g->alloc = a;
 	g->ctx = x;
@@ -280,6 +286,16 @@ static bool wait_note(const char *db, const char *tenant, const char *like, int 
 	return false;
 }
 
+/* Stops a relay started by a test: it must exit 0 (its log is shown when not). */
+static void relay_stop(gs_testd *relay)
+{
+	int rc = gs_testd_stop(relay);
+	if (rc != 0) {
+		gs_testd_dump_log(relay);
+		fail_msg("gpusched-relay exited %d", rc);
+	}
+}
+
 /* ---- tests ---- */
 
 static void test_guests_isolated(void **state)
@@ -319,8 +335,31 @@ static void test_guests_isolated(void **state)
 		                                 (unsigned long long)g->packet),
 		                 256);
 
-	/* A guest cannot release another guest (nor pose as the VM): refused and audited. */
 	int64_t errors = itest_audit_errors(f->d.db);
+	/* History is per guest: the audit names guest a "vm1/GUEST"; a's packet is in no one
+	 * else's history, the VM itself may read its guest's, another guest may not. */
+	gs_packet_record *rec;
+	size_t nrec;
+	const char *a_identity = a.who;
+	assert_int_equal(strncmp(a_identity, "vm1/", 4), 0);
+	assert_string_not_equal(a.who, b.who);
+	gs_history_filter mine = {.limit = 1000};
+	for (size_t k = 0; k < 3; k++) {
+		gs_client *who = k == 0 ? same_vm : k == 1 ? vm_itself : other_vm;
+		assert_int_equal(gs_history(who, &mine, &rec, &nrec), 0);
+		for (size_t i = 0; i < nrec; i++)
+			assert_int_not_equal(rec[i].packet, a.packet);
+		gs_history_free(rec, nrec);
+	}
+	gs_history_filter of_a = {.tenant = a_identity, .limit = 1000};
+	assert_int_equal(gs_history(vm_itself, &of_a, &rec, &nrec), 0);
+	assert_int_equal(nrec, 1);
+	assert_int_equal(rec[0].packet, a.packet);
+	gs_history_free(rec, nrec);
+	assert_int_equal(gs_history(same_vm, &of_a, &rec, &nrec), GS_STATUS_PERMISSION_DENIED);
+	assert_int_equal(gs_history(other_vm, &of_a, &rec, &nrec), GS_STATUS_PERMISSION_DENIED);
+
+	/* A guest cannot release another guest (nor pose as the VM): refused and audited. */
 	assert_int_equal(gs_guest_release(same_vm, 1, NULL), GS_STATUS_PERMISSION_DENIED);
 	assert_int_equal(gs_guest_release_all(same_vm, NULL), GS_STATUS_PERMISSION_DENIED);
 	/* A process tenant cannot name a guest, nor release one. */
@@ -346,7 +385,7 @@ static void test_guests_isolated(void **state)
 	itest_layout l;
 	itest_layout_of(vm_itself, &l);
 	itest_audit_barrier(vm_itself, itest_context(vm_itself, vdev, 0, l.paging_node));
-	assert_int_equal(itest_audit_errors(f->d.db), errors + 4);
+	assert_int_equal(itest_audit_errors(f->d.db), errors + 6);
 
 	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
 		gs_close(all[i]);
@@ -432,7 +471,7 @@ static void test_message_limit(void **state)
 	gpusched__v1__response__free_unpacked(resp, NULL);
 	gs_daemon_info *di;
 	assert_int_equal(gs_info(g, &di), 0);
-	assert_string_equal(di->tenant, "vm1");
+	assert_int_equal(strncmp(di->tenant, "vm1/", 4), 0); /* the guest's identity */
 	gs_info_free(di);
 
 	free(data);
@@ -546,7 +585,7 @@ static void test_host_down_unavailable_and_reconnect(void **state)
 	gs_async_queue_destroy(q);
 
 	gs_close(g);
-	assert_int_equal(gs_testd_stop(&relay), 0);
+	relay_stop(&relay);
 	gs_testd_cleanup(&host);
 }
 
@@ -687,7 +726,7 @@ static void test_guest_limits(void **state)
 	assert_int_equal(guest_stop(&other), 0);
 	for (int i = 0; i < 3; i++)
 		gs_close(c[i]);
-	assert_int_equal(gs_testd_stop(&relay), 0);
+	relay_stop(&relay);
 }
 
 int main(int argc, char **argv)
