@@ -205,8 +205,11 @@ static int apply_args(gsd_config *cfg, const cli_opts *o)
 	}
 	if (o->nlisten) {
 		cfg->nlisten = o->nlisten;
-		for (uint32_t i = 0; i < o->nlisten; i++)
+		/* They replace the config's listeners, with their own CAs and tenants. */
+		for (uint32_t i = 0; i < o->nlisten; i++) {
 			snprintf(cfg->listen[i], sizeof(cfg->listen[i]), "%s", o->listen[i]);
+			cfg->listen_ca[i][0] = cfg->listen_tenants[i][0] = '\0';
+		}
 	}
 	if (o->db)
 		snprintf(cfg->db_path, sizeof(cfg->db_path), "%s", o->db);

@@ -302,6 +302,47 @@ void gsd_config_backend_defaults(gsd_config *c)
 	}
 }
 
+/* One "listen" entry: a URL, or {"url", "ca_file", "tenants": [names]} (a listener of its
+ * own CA whose connections authenticate only those tenants). */
+static int load_listen(json_t *j, gsd_config *c, uint32_t i, cfg_err *e)
+{
+	c->listen_ca[i][0] = c->listen_tenants[i][0] = '\0';
+	if (json_is_string(j)) {
+		set_str(c->listen[i], sizeof(c->listen[i]), json_string_value(j));
+		return 0;
+	}
+	if (!json_is_object(j))
+		return fail(e, "\"%s\" holds URLs or objects {\"url\", \"ca_file\", \"tenants\"}",
+		            "listen");
+	if (get_str(j, "url", c->listen[i], sizeof(c->listen[i]), e) ||
+	    get_str(j, "ca_file", c->listen_ca[i], sizeof(c->listen_ca[i]), e))
+		return -1;
+	if (!c->listen[i][0])
+		return fail(e, "\"%s\": an entry given as an object needs \"url\"", "listen");
+	if (c->listen_ca[i][0] && strncmp(c->listen[i], "tls+", 4) != 0)
+		return fail(e, "listen %s: ca_file is for tls+tcp:// listeners", c->listen[i]);
+	json_t *names = json_object_get(j, "tenants");
+	if (!names)
+		return 0;
+	if (!json_is_array(names) || json_array_size(names) == 0)
+		return fail(e, "listen %s: \"tenants\" must be an array of tenant names",
+		            c->listen[i]);
+	size_t used = 0;
+	for (size_t k = 0; k < json_array_size(names); k++) {
+		const char *n = json_string_value(json_array_get(names, k));
+		size_t len = n ? strlen(n) : 0;
+		if (!len || strchr(n, ',') || used + len + 2 > sizeof(c->listen_tenants[i]))
+			return fail(e,
+			            "listen %s: \"tenants\" holds tenant names, without commas, of"
+			            " 510 bytes in all at most",
+			            c->listen[i]);
+		used += (size_t)snprintf(c->listen_tenants[i] + used,
+		                         sizeof(c->listen_tenants[i]) - used, "%s%s",
+		                         used ? "," : "", n);
+	}
+	return 0;
+}
+
 static int load_tenant(json_t *jt, gsd_tenant_config *t, cfg_err *e)
 {
 	memset(t, 0, sizeof(*t));
@@ -360,14 +401,9 @@ int gsd_config_load(gsd_config *c, const char *path, char *err, size_t errcap)
 			goto out;
 		}
 		c->nlisten = (uint32_t)json_array_size(listen);
-		for (uint32_t i = 0; i < c->nlisten; i++) {
-			json_t *u = json_array_get(listen, i);
-			if (!json_is_string(u)) {
-				fail(&e, "\"%s\" must hold strings", "listen");
+		for (uint32_t i = 0; i < c->nlisten; i++)
+			if (load_listen(json_array_get(listen, i), c, i, &e) != 0)
 				goto out;
-			}
-			set_str(c->listen[i], sizeof(c->listen[i]), json_string_value(u));
-		}
 	}
 	char level[16] = "";
 	char clock[16] = "";

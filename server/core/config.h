@@ -84,6 +84,12 @@ typedef struct gsd_tenant_config {
 typedef struct gsd_config {
 	uint32_t nlisten;
 	char listen[GSD_MAX_LISTEN][256];
+	/* Per listener (a "listen" entry given as an object): the CA its tls+tcp:// clients'
+	 * certificates must chain to, instead of tls.ca_file, and the tenants whose tokens are
+	 * accepted on it, comma-separated ("" = every tenant). A client certificate from a CA
+	 * used only there then authenticates only those tenants. */
+	char listen_ca[GSD_MAX_LISTEN][256];
+	char listen_tenants[GSD_MAX_LISTEN][512];
 	/* Obsolete (it was the PUB socket): ignored with a warning. */
 	char events_url[256];
 	/* Recent events kept for EventsWait (core/events.c). */

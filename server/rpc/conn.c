@@ -206,6 +206,7 @@ gsd_conn *gsd_rpc_conn(struct gsd_rpc *rpc, uint32_t pipe, bool create, bool *cl
 	if (!c)
 		return NULL;
 	c->pipe = pipe;
+	c->listener = -2;
 	gsd_list_init(&c->parked);
 	if (gsd_hmap_put(&rpc->conns, pipe, c) != 0) {
 		free(c);

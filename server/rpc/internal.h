@@ -70,6 +70,9 @@ typedef struct gsd_conn {
 	 * key (gsd_rpc.token_key): the next request with the same token skips the lookup. */
 	struct gsd_tenant *tenant;
 	uint8_t token_digest[16];
+	/* The listener it came on (index in gsd_rpc.listeners), looked up on its first request
+	 * when a listener admits only some tenants; -1 unknown, -2 not looked up yet. */
+	int listener;
 } gsd_conn;
 
 #define GSD_CLOSED_RING 4096
@@ -81,6 +84,10 @@ struct gsd_rpc {
 	bool sock_open;
 	uint32_t nlisteners;
 	nng_listener listeners[GSD_MAX_LISTEN];
+	/* A listener's own TLS configuration (config listen[].ca_file), and whether any listener
+	 * admits only some tenants (listen[].tenants). */
+	nng_tls_config *listener_tls[GSD_MAX_LISTEN];
+	bool listeners_bound;
 	gsd_rpc_worker **workers;
 	size_t nworkers, capworkers;
 	atomic_uint idle;

@@ -267,6 +267,38 @@ static bool admit_guest(gsd_daemon *d, gsd_call *c, const gsd_tenant *t, const e
 	return true;
 }
 
+/* Is a token of tenant t good on the connection's listener? Listeners with "tenants" admit
+ * only those (a connection whose listener cannot be told is refused while any listener has
+ * them). In-process calls have no listener. */
+static bool listener_admits(struct gsd_rpc *rpc, uint32_t pipe, gsd_conn *conn, const gsd_tenant *t)
+{
+	if (!rpc->listeners_bound || pipe == 0)
+		return true;
+	if (!conn)
+		return false; /* its connection closed already */
+	if (conn->listener == -2) {
+		nng_pipe p = NNG_PIPE_INITIALIZER;
+		p.id = conn->pipe;
+		int id = nng_listener_id(nng_pipe_listener(p));
+		conn->listener = -1;
+		for (uint32_t i = 0; i < rpc->nlisteners; i++)
+			if (id > 0 && id == nng_listener_id(rpc->listeners[i]))
+				conn->listener = (int)i;
+	}
+	if (conn->listener < 0)
+		return false;
+	const char *names = rpc->d->cfg.listen_tenants[conn->listener];
+	if (!names[0])
+		return true;
+	size_t n = strlen(t->conf.name);
+	for (const char *p = names; p; p = strchr(p, ',')) {
+		p += *p == ',';
+		if (strncmp(p, t->conf.name, n) == 0 && (p[n] == ',' || p[n] == '\0'))
+			return true;
+	}
+	return false;
+}
+
 /* Checks everything that needs no decoding; true when the request may be decoded (c->tenant
  * set and counted in flight), false when it was answered. */
 static bool admit(gsd_daemon *d, gsd_call *c, gsd_conn *conn, const uint8_t *buf, size_t len)
@@ -300,6 +332,13 @@ static bool admit(gsd_daemon *d, gsd_call *c, gsd_conn *conn, const uint8_t *buf
 	if (!t) {
 		gsd_rpc_conn_bad_token(d->rpc, conn);
 		gsd_call_error(c, GSD_ST(UNAUTHENTICATED), "unknown tenant token");
+		return false;
+	}
+	if (!listener_admits(d->rpc, c->pipe, conn, t)) {
+		gsd_rpc_conn_bad_token(d->rpc, conn);
+		gsd_call_error(c, GSD_ST(UNAUTHENTICATED),
+		               "this listener does not admit tenant %s (listen[].tenants)",
+		               t->conf.name);
 		return false;
 	}
 	c->tenant = t;
@@ -456,8 +495,26 @@ int gsd_rpc_start(gsd_daemon *d)
 	 * with STATUS_TOO_LARGE; beyond that nng drops the connection without reading them. */
 	nng_socket_set_size(rpc->sock, NNG_OPT_RECVMAXSZ, (size_t)d->cfg.max_message * 2 + 65536);
 	for (uint32_t i = 0; i < d->cfg.nlisten; i++) {
-		rv = gsd_listen(rpc->sock, d->cfg.listen[i], d->cfg.ipc_mode, d->cfg.ipc_gid,
-		                d->tls, &rpc->listeners[i]);
+		nng_tls_config *tls = d->tls;
+		if (d->cfg.listen_ca[i][0]) {
+			/* Its own CA: a client certificate from it is good here only. */
+			char err[512];
+			if (!d->cfg.tls.cert_key_file[0] ||
+			    gsd_tls_server(d->cfg.tls.cert_key_file, d->cfg.listen_ca[i],
+			                   GSD_TLS_AUTH_REQUIRED, &rpc->listener_tls[i], err,
+			                   sizeof(err)) != 0) {
+				GSD_ERROR("rpc: listen %s: %s", d->cfg.listen[i],
+				          d->cfg.tls.cert_key_file[0]
+				                  ? err
+				                  : "ca_file needs the daemon's certificate"
+				                    " (tls.cert_key_file)");
+				return -1;
+			}
+			tls = rpc->listener_tls[i];
+		}
+		rpc->listeners_bound |= d->cfg.listen_tenants[i][0] != '\0';
+		rv = gsd_listen(rpc->sock, d->cfg.listen[i], d->cfg.ipc_mode, d->cfg.ipc_gid, tls,
+		                &rpc->listeners[i]);
 		if (rv != 0) {
 			GSD_ERROR("rpc: cannot listen on %s: %s", d->cfg.listen[i],
 			          rv == NNG_EINVAL && !d->tls
@@ -466,7 +523,9 @@ int gsd_rpc_start(gsd_daemon *d)
 			return -1;
 		}
 		rpc->nlisteners++;
-		GSD_INFO("listening on %s", d->cfg.listen[i]);
+		GSD_INFO("listening on %s%s%s%s%s", d->cfg.listen[i],
+		         d->cfg.listen_ca[i][0] ? ", clients of CA " : "", d->cfg.listen_ca[i],
+		         d->cfg.listen_tenants[i][0] ? ", tenants " : "", d->cfg.listen_tenants[i]);
 	}
 	for (uint32_t i = 0; i < d->cfg.rpc_workers; i++)
 		if (add_worker(rpc) != 0)
@@ -579,6 +638,9 @@ void gsd_rpc_free(gsd_daemon *d)
 	}
 	free(rpc->workers);
 	gsd_inbox_free(&rpc->inbox, drop_item);
+	for (uint32_t i = 0; i < GSD_MAX_LISTEN; i++)
+		if (rpc->listener_tls[i])
+			nng_tls_config_free(rpc->listener_tls[i]);
 	pthread_mutex_destroy(&rpc->lock);
 	uv_close((uv_handle_t *)&rpc->async, NULL);
 	gsd_rpc_calls_close(rpc);

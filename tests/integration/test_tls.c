@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -96,10 +97,112 @@ static void test_mutual_tls(void **state)
 	itest_sh("rm -f /tmp/gs-tls-nocert.db*; rm -rf '%s'", k.dir);
 }
 
+/* Info as token over url with the client certificate cert: the status (0 served). */
+static int info_as(const char *url, const char *cert, const char *token)
+{
+	setenv("GPUSCHED_TLS_CERT_KEY", cert, 1);
+	gs_client *c;
+	char why[256];
+	int rv = gs_connect_ex(url, token, &c, why, sizeof(why));
+	if (rv != 0)
+		return rv;
+	gs_client_set_timeout(c, 3000);
+	gs_daemon_info *info = NULL;
+	rv = gs_info(c, &info);
+	gs_info_free(info);
+	gs_close(c);
+	return rv;
+}
+
+/*
+ * A client certificate names its tenant through the listener: each VM's listener has a CA of
+ * its own (listen[].ca_file) and admits only that VM's token (listen[].tenants). With the
+ * other's token, or on the other's listener, the same client is refused (audited).
+ */
+static void test_listener_per_tenant(void **state)
+{
+	(void)state;
+	itest_pki k;
+	itest_pki_make(&k);
+	char a_url[64], b_url[64], other_ca[160], json[2048];
+	snprintf(a_url, sizeof(a_url), "tls+tcp://127.0.0.1:%u", itest_free_port());
+	snprintf(b_url, sizeof(b_url), "tls+tcp://127.0.0.1:%u", itest_free_port());
+	snprintf(other_ca, sizeof(other_ca), "%s/other.pem", k.dir);
+	/* The config's listeners, not testd's --listen (which would replace them). */
+	char dir[] = "/tmp/gs-tls-bound-XXXXXX";
+	assert_non_null(mkdtemp(dir));
+	snprintf(json, sizeof(json),
+	         "{\"tls\": {\"cert_key_file\": \"%s\"},"
+	         " \"listen\": [\"ipc://%s/d.sock\","
+	         " {\"url\": \"%s\", \"ca_file\": \"%s\", \"tenants\": [\"vm-a\"]},"
+	         " {\"url\": \"%s\", \"ca_file\": \"%s\", \"tenants\": [\"vm-b\", \"ops\"]}],"
+	         " \"tenants\": [{\"name\": \"vm-a\", \"token\": \"tok-a\", \"kind\": \"vm\"},"
+	         " {\"name\": \"vm-b\", \"token\": \"tok-b\", \"kind\": \"vm\"},"
+	         " {\"name\": \"ops\", \"token\": \"tok-ops\", \"admin\": true}]}",
+	         k.server, dir, a_url, k.ca, b_url, other_ca);
+	itest_config cfg;
+	assert_int_equal(itest_config_write(&cfg, json), 0);
+	gs_testd t;
+	char db[96];
+	snprintf(db, sizeof(db), "%s/audit.db", dir);
+	const char *const argv0[] = {GS_DAEMON_PATH, "--config", cfg.path, "--db", db, NULL};
+	assert_int_equal(gs_testd_spawn(&t, dir, "daemon", argv0), 0);
+	snprintf(t.url, sizeof(t.url), "ipc://%s/d.sock", dir);
+	snprintf(t.db, sizeof(t.db), "%s", db);
+	setenv("GPUSCHED_TLS_CA", k.ca, 1);
+
+	/* vm-a's certificate (from k.ca) with vm-a's token on vm-a's listener: served. */
+	assert_int_equal(info_as(a_url, k.client, "tok-a"), 0);
+	/* The same certificate with vm-b's token: refused by the listener, audited. */
+	int64_t errors = itest_audit_errors(t.db);
+	assert_int_equal(info_as(a_url, k.client, "tok-b"), GS_STATUS_UNAUTHENTICATED);
+	/* vm-b's certificate (another CA) does not get onto vm-a's listener at all... */
+	assert_int_not_equal(info_as(a_url, k.stranger, "tok-a"), 0);
+	/* ...is served on its own with its own tokens, and refuses vm-a's there. */
+	assert_int_equal(info_as(b_url, k.stranger, "tok-b"), 0);
+	assert_int_equal(info_as(b_url, k.stranger, "tok-ops"), 0);
+	assert_int_equal(info_as(b_url, k.stranger, "tok-a"), GS_STATUS_UNAUTHENTICATED);
+	assert_int_not_equal(info_as(b_url, k.client, "tok-b"), 0);
+	/* The refusals are in the file (a served request after them is the barrier). */
+	gs_client *ops = itest_connect(&t, "tok-ops");
+	uint64_t dev;
+	assert_int_equal(gs_device_create(ops, "barrier", &dev), 0);
+	itest_layout l;
+	itest_layout_of(ops, &l);
+	itest_audit_barrier(ops, itest_context(ops, dev, 0, l.paging_node));
+	assert_int_equal(itest_audit_errors(t.db), errors + 2);
+	gs_close(ops);
+	unsetenv("GPUSCHED_TLS_CERT_KEY");
+	unsetenv("GPUSCHED_TLS_CA");
+	assert_int_equal(gs_testd_stop(&t), 0);
+	gs_testd_cleanup(&t); /* removes dir */
+	itest_config_cleanup(&cfg);
+
+	/* A listener with its own CA but no daemon certificate does not start. */
+	snprintf(json, sizeof(json), "{\"listen\": [{\"url\": \"%s\", \"ca_file\": \"%s\"}]}",
+	         a_url, k.ca);
+	assert_int_equal(itest_config_write(&cfg, json), 0);
+	char *argv[] = {(char *)GS_DAEMON_PATH,
+	                (char *)"--config",
+	                cfg.path,
+	                (char *)"--db",
+	                (char *)"/tmp/gs-tls-bound.db",
+	                NULL};
+	itest_run r;
+	itest_run_argv(argv, 20000, &r);
+	assert_int_equal(r.exit_code, 1);
+	assert_non_null(strstr(r.err, "cert_key_file"));
+	itest_run_free(&r);
+	itest_config_cleanup(&cfg);
+	itest_sh("rm -f /tmp/gs-tls-bound.db* /tmp/gs-tls-bound-%d.sock; rm -rf '%s'",
+	         (int)getpid(), k.dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_mutual_tls),
+	        cmocka_unit_test(test_listener_per_tenant),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
