@@ -12,6 +12,7 @@
 #include "wddm.h"
 
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -364,30 +365,44 @@ static void h_tenant_destroy(gsd_daemon *d, gsd_call *c)
 }
 
 /* The settings TenantUpdate may change, by the names its fields carry. */
-enum {
-	UPD_SHARE,
-	UPD_CEILING,
-	UPD_QUOTA,
-	UPD_CONTEXTS,
-	UPD_ALLOCS,
-	UPD_RATE,
-	UPD_ADMIN,
-	UPD_MESSAGE,
-	UPD_PACKETS,
-	UPD_SYNCS
+/* The settings TenantUpdate may change, by the names its fields carry: where each lives in
+ * the tenant's configuration and in the wire's Tenant, and its width (admin, a bool in one
+ * and a protobuf_c_boolean in the other, is copied by hand). */
+enum { UPD_SHARE, UPD_CEILING, UPD_ADMIN, UPD_MESSAGE, UPD_COPIED };
+#define UPD_FIELD(name, wire)                                                                      \
+	{                                                                                          \
+#name, offsetof(gsd_tenant_config, name), offsetof(Gpusched__V1__Tenant, wire),    \
+		        sizeof(((gsd_tenant_config *)0)->name)                                     \
+	}
+static const struct update_field {
+	const char *name;
+	size_t conf_at, wire_at, size;
+} update_fields[] = {
+        [UPD_SHARE] = UPD_FIELD(share, share),
+        [UPD_CEILING] = UPD_FIELD(priority_ceiling, priority_ceiling),
+        [UPD_ADMIN] = {"admin", 0, 0, 0},
+        [UPD_MESSAGE] = UPD_FIELD(max_message, max_message),
+        UPD_FIELD(memory_quota, memory_quota),
+        UPD_FIELD(context_limit, context_limit),
+        UPD_FIELD(allocation_limit, allocation_limit),
+        UPD_FIELD(max_requests_per_second, max_requests_per_second),
+        UPD_FIELD(packet_limit, packet_limit),
+        UPD_FIELD(sync_limit, sync_limit),
 };
-static const char *const update_fields[] = {
-        [UPD_SHARE] = "share",
-        [UPD_CEILING] = "priority_ceiling",
-        [UPD_QUOTA] = "memory_quota",
-        [UPD_CONTEXTS] = "context_limit",
-        [UPD_ALLOCS] = "allocation_limit",
-        [UPD_RATE] = "max_requests_per_second",
-        [UPD_ADMIN] = "admin",
-        [UPD_MESSAGE] = "max_message",
-        [UPD_PACKETS] = "packet_limit",
-        [UPD_SYNCS] = "sync_limit",
-};
+/* The copy is by the configuration's width: the wire's must be the same. */
+#define UPD_SAME(name)                                                                             \
+	_Static_assert(sizeof(((gsd_tenant_config *)0)->name) ==                                   \
+	                       sizeof(((Gpusched__V1__Tenant *)0)->name),                          \
+	               #name)
+UPD_SAME(share);
+UPD_SAME(priority_ceiling);
+UPD_SAME(max_message);
+UPD_SAME(memory_quota);
+UPD_SAME(context_limit);
+UPD_SAME(allocation_limit);
+UPD_SAME(max_requests_per_second);
+UPD_SAME(packet_limit);
+UPD_SAME(sync_limit);
 
 static void h_tenant_update(gsd_daemon *d, gsd_call *c)
 {
@@ -403,7 +418,7 @@ static void h_tenant_update(gsd_daemon *d, gsd_call *c)
 	unsigned mask = 0;
 	for (size_t i = 0; i < q->n_fields; i++) {
 		size_t k = 0, nk = sizeof(update_fields) / sizeof(update_fields[0]);
-		while (k < nk && strcmp(q->fields[i], update_fields[k]) != 0)
+		while (k < nk && strcmp(q->fields[i], update_fields[k].name) != 0)
 			k++;
 		if (k == nk) {
 			gsd_call_error(c, GSD_ST(INVALID_ARGUMENT), "TenantUpdate: no field \"%s\"",
@@ -434,26 +449,14 @@ static void h_tenant_update(gsd_daemon *d, gsd_call *c)
 		return;
 	}
 	gsd_tenant_config *conf = &t->conf;
-	if (mask & 1u << UPD_SHARE)
-		conf->share = n->share ? n->share : 1;
-	if (mask & 1u << UPD_CEILING)
-		conf->priority_ceiling = n->priority_ceiling;
-	if (mask & 1u << UPD_QUOTA)
-		conf->memory_quota = n->memory_quota;
-	if (mask & 1u << UPD_CONTEXTS)
-		conf->context_limit = n->context_limit;
-	if (mask & 1u << UPD_ALLOCS)
-		conf->allocation_limit = n->allocation_limit;
-	if (mask & 1u << UPD_RATE)
-		conf->max_requests_per_second = n->max_requests_per_second;
+	for (size_t k = 0; k < sizeof(update_fields) / sizeof(update_fields[0]); k++)
+		if ((mask & 1u << k) && update_fields[k].size)
+			memcpy((char *)conf + update_fields[k].conf_at,
+			       (const char *)n + update_fields[k].wire_at, update_fields[k].size);
+	if (mask & 1u << UPD_SHARE && !conf->share)
+		conf->share = 1;
 	if (mask & 1u << UPD_ADMIN)
 		conf->admin = n->admin;
-	if (mask & 1u << UPD_MESSAGE)
-		conf->max_message = n->max_message;
-	if (mask & 1u << UPD_PACKETS)
-		conf->packet_limit = n->packet_limit;
-	if (mask & 1u << UPD_SYNCS)
-		conf->sync_limit = n->sync_limit;
 	if (mask & 1u << UPD_SHARE)
 		gsd_vidsch_tenant_share(d, t);
 	char text[256];
