@@ -13,6 +13,7 @@ PACKAGES=(
   libvulkan-dev glslc             # the vulkan backend and its compute kernels (SPIR-V at build time)
   mesa-vulkan-drivers             # lavapipe: a conformant Vulkan driver on the CPU, for tests and CI
   openssl                         # test_tls makes its CA and certificates at test time
+  iproute2                        # test_relay puts virtual machines in network namespaces
   libjansson-dev                  # JSON config and --json output
   libxxhash-dev                   # CHECKSUM instruction (XXH64)
   libcmocka-dev                   # unit and integration tests

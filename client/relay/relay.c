@@ -65,6 +65,7 @@ typedef struct options {
 	uint32_t max_connections; /* guest connections at once */
 	uint32_t guest_inflight;  /* one guest's requests on the host link at once */
 	uint32_t guest_conns;     /* one guest's connections at once */
+	uint32_t heartbeat_ms;    /* between probes of the host link; 0: none */
 	int log_level;
 	bool sweep;
 } options;
@@ -110,6 +111,7 @@ typedef struct relay {
 	uint64_t *releases; /* guest ids to release */
 	size_t nreleases, capreleases;
 	int host_pipes;
+	nng_pipe host_pipe; /* the forwarding link's connection, while host_pipes > 0 */
 	/* Guests are served once what earlier runs' guests left is released (else the sweep
 	 * could take a new guest's objects too). */
 	bool swept;
@@ -431,10 +433,11 @@ static void guest_pipe_event(nng_pipe p, nng_pipe_ev ev, void *arg)
 
 static void host_pipe_event(nng_pipe p, nng_pipe_ev ev, void *arg)
 {
-	(void)p;
 	relay *r = arg;
 	pthread_mutex_lock(&r->lock);
 	r->host_pipes += ev == NNG_PIPE_EV_ADD_POST ? 1 : -1;
+	if (ev == NNG_PIPE_EV_ADD_POST)
+		r->host_pipe = p;
 	int n = r->host_pipes;
 	bool stopping = r->stopping;
 	pthread_cond_broadcast(&r->cond);
@@ -698,6 +701,64 @@ static void *release_thread(void *arg)
 	return NULL;
 }
 
+/* ---- the host link's heartbeat ---- */
+
+/*
+ * A link that goes silent (a cable pulled, a peer that stops answering) does not close by
+ * itself: TCP notices in minutes. So every --heartbeat-ms the relay asks the host for Info on a
+ * connection of its own, over the same path; after two probes in a row without an answer in
+ * time, the forwarding connection is closed: the requests on it are answered UNAVAILABLE and
+ * nng dials again, as when the host closes it.
+ */
+static void *heartbeat_thread(void *arg)
+{
+	relay *r = arg;
+	gs_client *c = NULL;
+	int missed = 0;
+	pthread_mutex_lock(&r->lock);
+	while (!r->stopping) {
+		struct timespec deadline;
+		clock_gettime(CLOCK_REALTIME, &deadline);
+		uint64_t ns = (uint64_t)deadline.tv_nsec + (uint64_t)r->o.heartbeat_ms * 1000000u;
+		deadline.tv_sec += (time_t)(ns / 1000000000u);
+		deadline.tv_nsec = (long)(ns % 1000000000u);
+		while (!r->stopping &&
+		       pthread_cond_timedwait(&r->cond, &r->lock, &deadline) != ETIMEDOUT)
+			;
+		if (r->stopping || !r->host_pipes) {
+			missed = 0;
+			continue;
+		}
+		nng_pipe link = r->host_pipe;
+		pthread_mutex_unlock(&r->lock);
+		/* Made while the link is up, so its dial does not wait on a dead peer. */
+		char why[256] = "";
+		if (!c && gs_connect_ex(r->o.host, r->token, &c, why, sizeof(why)) == 0)
+			gs_client_set_timeout(c, r->o.heartbeat_ms);
+		gs_daemon_info *info = NULL;
+		int rv = c ? gs_info(c, &info) : GS_ERR_TRANSPORT;
+		gs_info_free(info);
+		/* Any answer, even a refusal, means the host is there. */
+		if (rv == GS_ERR_TIMEOUT || rv == GS_ERR_TRANSPORT) {
+			if (++missed >= 2) {
+				logf_(L_WARN,
+				      "the host daemon did not answer two heartbeats (%u ms each):"
+				      " closing the link and dialing again",
+				      r->o.heartbeat_ms);
+				nng_pipe_close(link);
+				missed = 0; /* c stays: nng dials it again in the background */
+			}
+		} else {
+			missed = 0;
+		}
+		pthread_mutex_lock(&r->lock);
+	}
+	pthread_mutex_unlock(&r->lock);
+	if (c)
+		gs_close(c);
+	return NULL;
+}
+
 /* ---- start and stop ---- */
 
 static int read_token(relay *r)
@@ -790,6 +851,9 @@ static void usage(FILE *f)
 	        "  --guest-inflight N   one guest's requests on the host link at once (default\n"
 	        "                     1024); more are answered BUSY, so one guest cannot take the\n"
 	        "                     link from the others\n"
+	        "  --heartbeat-ms N   probe the host link every N ms (default 5000, 0: never);\n"
+	        "                     after two probes unanswered in time the link is closed,\n"
+	        "                     its requests answered UNAVAILABLE, and dialed again\n"
 	        "  --log-level L      error, warn, info (default) or debug\n"
 	        "  -h, --help         this text\n"
 	        "\n"
@@ -812,6 +876,7 @@ static int parse_args(int argc, char **argv, options *o, char *listen_buf, size_
 	        {"max-connections", required_argument, NULL, 'C'},
 	        {"guest-inflight", required_argument, NULL, 'G'},
 	        {"guest-connections", required_argument, NULL, 'g'},
+	        {"heartbeat-ms", required_argument, NULL, 'B'},
 	        {"log-level", required_argument, NULL, 'L'},
 	        {"help", no_argument, NULL, 'h'},
 	        {0, 0, 0, 0},
@@ -822,6 +887,7 @@ static int parse_args(int argc, char **argv, options *o, char *listen_buf, size_
 	               .max_connections = 1024,
 	               .guest_inflight = 1024,
 	               .guest_conns = 64,
+	               .heartbeat_ms = 5000,
 	               .log_level = L_INFO,
 	               .sweep = true};
 	int ch;
@@ -886,6 +952,16 @@ static int parse_args(int argc, char **argv, options *o, char *listen_buf, size_
 			  : ch == 'G' ? &o->guest_inflight
 			              : &o->guest_conns) = (uint32_t)v;
 			break;
+		case 'B':
+			errno = 0;
+			v = strtoull(optarg, &end, 10);
+			if (errno || !*optarg || *end || (v && v < 100) || v > 600000) {
+				fprintf(stderr,
+				        "gpusched-relay: --heartbeat-ms takes 0 or 100..600000\n");
+				return 2;
+			}
+			o->heartbeat_ms = (uint32_t)v;
+			break;
 		case 'L':
 			for (o->log_level = 0; o->log_level <= L_DEBUG; o->log_level++)
 				if (strcasecmp(optarg, level_names[o->log_level]) == 0)
@@ -946,10 +1022,12 @@ int main(int argc, char **argv)
 	pthread_cond_init(&r.cond, &ca);
 	if (open_sockets(&r) != 0)
 		return 1;
-	pthread_t fwd, back, rel;
+	pthread_t fwd, back, rel, beat;
 	pthread_create(&fwd, NULL, forward_thread, &r);
 	pthread_create(&back, NULL, back_thread, &r);
 	pthread_create(&rel, NULL, release_thread, &r);
+	if (r.o.heartbeat_ms)
+		pthread_create(&beat, NULL, heartbeat_thread, &r);
 	/* Ready once guests are served, if the host answers in time. */
 	struct timespec deadline;
 	clock_gettime(CLOCK_REALTIME, &deadline);
@@ -984,6 +1062,8 @@ int main(int argc, char **argv)
 	pthread_cond_broadcast(&r.cond);
 	pthread_mutex_unlock(&r.lock);
 	pthread_join(rel, NULL);
+	if (r.o.heartbeat_ms)
+		pthread_join(beat, NULL);
 	nng_close(r.host);
 	pthread_join(back, NULL);
 	fail_all_flights(&r); /* nobody to answer now: frees the entries */

@@ -729,6 +729,170 @@ static void test_guest_limits(void **state)
 	relay_stop(&relay);
 }
 
+/* ---- virtual machines in network namespaces ---- */
+
+#define NNS 2
+
+typedef struct netvm {
+	char ns[48], host_if[32], vm_if[32];
+	char host_ip[32];
+} netvm;
+
+static const char *ip_tool(void)
+{
+	return access("/usr/sbin/ip", X_OK) == 0 ? "/usr/sbin/ip" : "/sbin/ip";
+}
+
+/* A network namespace for VM i, joined to this one by a veth pair 10.213.(i+1).0/24: the
+ * host side .1, the VM side .2. False when namespaces cannot be made here. */
+static bool netvm_make(netvm *v, int i)
+{
+	int id = (int)(getpid() % 100000);
+	i %= 10; /* interface names stay under IFNAMSIZ */
+	snprintf(v->ns, sizeof(v->ns), "gsvm%d-%d", id, i);
+	snprintf(v->host_if, sizeof(v->host_if), "gsh%d%d", id, i);
+	snprintf(v->vm_if, sizeof(v->vm_if), "gsv%d%d", id, i);
+	snprintf(v->host_ip, sizeof(v->host_ip), "10.213.%d.1", i + 1);
+	const char *ip = ip_tool();
+	return itest_sh("%s netns add %s 2>/dev/null", ip, v->ns) == 0 &&
+	       itest_sh("%s link add %s type veth peer name %s && %s link set %s netns %s &&"
+	                " %s addr add %s/24 dev %s && %s link set %s up &&"
+	                " %s -n %s addr add 10.213.%d.2/24 dev %s && %s -n %s link set %s up &&"
+	                " %s -n %s link set lo up",
+	                ip, v->host_if, v->vm_if, ip, v->vm_if, v->ns, ip, v->host_ip, v->host_if,
+	                ip, v->host_if, ip, v->ns, i + 1, v->vm_if, ip, v->ns, v->vm_if, ip,
+	                v->ns) == 0;
+}
+
+static void netvm_free(netvm *v)
+{
+	itest_sh("%s link del %s 2>/dev/null; %s netns del %s 2>/dev/null", ip_tool(), v->host_if,
+	         ip_tool(), v->ns);
+}
+
+/*
+ * Two virtual machines, each a network namespace of its own reached over a veth pair, each
+ * with its relay inside dialing the daemon's listener for that VM over mutual TLS (the VM's
+ * certificate admitted for its own tenant only). Pulling one VM's link (its veth down) while a
+ * request is on it: the relay's heartbeat notices, the request is answered UNAVAILABLE, the
+ * other VM is served all along, the link comes back and the VM is served again with its
+ * guest's objects intact, and the audit file verifies. Skipped where namespaces cannot be
+ * made (not root, no iproute2).
+ */
+static void test_vms_in_network_namespaces(void **state)
+{
+	(void)state;
+	netvm vm[NNS];
+	int made = 0;
+	while (made < NNS && netvm_make(&vm[made], made))
+		made++;
+	if (made < NNS) {
+		for (int i = 0; i <= made && i < NNS; i++)
+			netvm_free(&vm[i]);
+		fprintf(stderr, "test_vms_in_network_namespaces: skipped: cannot make network"
+		                " namespaces here (needs root and iproute2)\n");
+		skip();
+	}
+	itest_pki k;
+	itest_pki_make(&k);
+	char server[128];
+	itest_pki_cert(&k, "server-ns", "IP:10.213.1.1,IP:10.213.2.1", server, sizeof(server));
+	setenv("GPUSCHED_TLS_CA", k.ca, 1);
+	setenv("GPUSCHED_TLS_CERT_KEY", k.client, 1);
+	char dir[] = "/tmp/gs-netvm-XXXXXX";
+	assert_non_null(mkdtemp(dir));
+	unsigned port = itest_free_port();
+	char json[2048];
+	snprintf(json, sizeof(json),
+	         "{\"tls\": {\"cert_key_file\": \"%s\"}, \"listen\": [\"ipc://%s/d.sock\","
+	         " {\"url\": \"tls+tcp://%s:%u\", \"ca_file\": \"%s\", \"tenants\": [\"vm1\"]},"
+	         " {\"url\": \"tls+tcp://%s:%u\", \"ca_file\": \"%s\", \"tenants\": [\"vm2\"]}],"
+	         " \"tenants\": [{\"name\": \"vm1\", \"token\": \"tok-vm1\", \"kind\": \"vm\"},"
+	         " {\"name\": \"vm2\", \"token\": \"tok-vm2\", \"kind\": \"vm\"}]}",
+	         server, dir, vm[0].host_ip, port, k.ca, vm[1].host_ip, port, k.ca);
+	itest_config cfg;
+	assert_int_equal(itest_config_write(&cfg, json), 0);
+	gs_testd d;
+	char db[96];
+	snprintf(db, sizeof(db), "%s/audit.db", dir);
+	const char *const dargs[] = {GS_DAEMON_PATH, "--config", cfg.path, "--db", db, NULL};
+	assert_int_equal(gs_testd_spawn(&d, dir, "daemon", dargs), 0);
+	snprintf(d.db, sizeof(d.db), "%s", db);
+
+	gs_testd relay[NNS];
+	char rurl[NNS][128], host[NNS][64], tok[NNS][96];
+	for (int i = 0; i < NNS; i++) {
+		snprintf(tok[i], sizeof(tok[i]), "%s/vm%d.token", dir, i + 1);
+		FILE *t = fopen(tok[i], "w");
+		assert_non_null(t);
+		fprintf(t, "%s\n", vm_tokens[i]);
+		fclose(t);
+		snprintf(rurl[i], sizeof(rurl[i]), "ipc://%s/vm%d.sock", dir, i + 1);
+		snprintf(host[i], sizeof(host[i]), "tls+tcp://%s:%u", vm[i].host_ip, port);
+		char name[16];
+		snprintf(name, sizeof(name), "relay%d", i + 1);
+		const char *const argv[] = {
+		        ip_tool(), "netns",          "exec",     vm[i].ns, GS_RELAY_PATH,
+		        "--host",  host[i],          "--listen", rurl[i],  "--token-file",
+		        tok[i],    "--heartbeat-ms", "1000",     NULL};
+		assert_int_equal(gs_testd_spawn(&relay[i], dir, name, argv), 0);
+	}
+	guest g[NNS];
+	for (int i = 0; i < NNS; i++)
+		guest_start(&g[i], rurl[i]);
+	/* VM 2 sees nothing of VM 1's guest. */
+	gs_client *c2;
+	assert_int_equal(gs_connect(rurl[1], "", &c2), 0);
+	gs_client_set_timeout(c2, ITEST_TIMEOUT_MS);
+	assert_invisible(c2, g[0].alloc, g[0].dev);
+
+	/* A request on VM 1's link when it is pulled: answered UNAVAILABLE once the heartbeat
+	 * misses twice, while VM 2 is served. */
+	gs_client *c1;
+	assert_int_equal(gs_connect(rurl[0], "", &c1), 0);
+	gs_client_set_timeout(c1, ITEST_TIMEOUT_MS);
+	uint64_t dev, sync;
+	assert_int_equal(gs_device_create(c1, "held", &dev), 0);
+	assert_int_equal(gs_sync_create(c1, dev, 0, &sync), 0);
+	gs_async_queue *q;
+	assert_int_equal(gs_async_queue_create(&q), 0);
+	gs_async_opts o = {.queue = q};
+	assert_int_equal(gs_async_sync_wait(c1, sync, 1, 60000, &o, NULL), 0);
+	assert_int_equal(itest_sh("%s link set %s down", ip_tool(), vm[0].host_if), 0);
+	long long t0 = gs_test_now_ms();
+	gs_async_event ev;
+	assert_int_equal(gs_async_poll(q, &ev, 1, 30000), 1);
+	assert_int_equal(ev.status, GS_STATUS_UNAVAILABLE);
+	assert_true(gs_test_now_ms() - t0 < 20000);
+	gs_async_queue_destroy(q);
+	assert_true(guest_check(&g[1]));
+	/* The link comes back: the relay dials again and VM 1's guest still has its bytes. */
+	assert_int_equal(itest_sh("%s link set %s up", ip_tool(), vm[0].host_if), 0);
+	assert_int_equal(info_until_served(c1, 30000), 0);
+	assert_true(guest_check(&g[0]));
+
+	gs_close(c1);
+	gs_close(c2);
+	for (int i = 0; i < NNS; i++) {
+		assert_int_equal(guest_stop(&g[i]), 0);
+		relay_stop(&relay[i]);
+	}
+	char *av[] = {(char *)GS_CLI_PATH, (char *)"audit", (char *)"verify", db, NULL};
+	itest_run r;
+	itest_run_argv(av, 60000, &r);
+	if (r.exit_code != 0)
+		fail_msg("audit verify: %d\n%s%s", r.exit_code, r.out, r.err);
+	itest_run_free(&r);
+	assert_int_equal(gs_testd_stop(&d), 0);
+	gs_testd_cleanup(&d);
+	itest_config_cleanup(&cfg);
+	for (int i = 0; i < NNS; i++)
+		netvm_free(&vm[i]);
+	itest_sh("rm -rf '%s'", k.dir);
+	unsetenv("GPUSCHED_TLS_CA");
+	unsetenv("GPUSCHED_TLS_CERT_KEY");
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 3 && strcmp(argv[1], "--guest") == 0)
@@ -743,6 +907,7 @@ int main(int argc, char **argv)
 	                                        teardown),
 	        cmocka_unit_test_setup_teardown(test_cut_one_vm_link_mid_stream, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_guest_limits, setup, teardown),
+	        cmocka_unit_test(test_vms_in_network_namespaces),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

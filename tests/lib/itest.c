@@ -474,3 +474,8 @@ void itest_pki_make(itest_pki *k)
 	make_cert(k->dir, "other", NULL, NULL, unused, sizeof(unused));
 	make_cert(k->dir, "stranger", "other", "DNS:stranger", k->stranger, sizeof(k->stranger));
 }
+
+void itest_pki_cert(const itest_pki *k, const char *name, const char *san, char *out, size_t cap)
+{
+	make_cert(k->dir, name, "ca", san, out, cap);
+}

@@ -124,6 +124,9 @@ typedef struct itest_pki {
 /* Makes a CA and those certificates in a new temporary directory; fails the test if the
  * openssl CLI cannot. */
 void itest_pki_make(itest_pki *k);
+/* One more certificate from k's CA, for subjectAltName san ("IP:10.0.0.1,DNS:x"): its
+ * cert+key PEM file in out. */
+void itest_pki_cert(const itest_pki *k, const char *name, const char *san, char *out, size_t cap);
 
 /* splitmix64: a small seeded generator for reproducible workloads. */
 uint64_t itest_rand(uint64_t *state);
