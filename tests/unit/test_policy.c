@@ -20,7 +20,7 @@
 #define MS       1000000ull
 #define QUANTUM  (2 * MS)
 #define STARVING (40 * MS)
-#define MAX_CTX  16
+#define MAX_CTX  64
 
 /* A context of the mock: its policy entity and a backlog of packets of equal length. */
 typedef struct mock_ctx {
@@ -216,6 +216,80 @@ static void test_tenant_groups_share_per_tenant(void **state)
 	mock_ctx *b = mock_add(&m, GS_PRIORITY_CLASS_NORMAL, 0, 1, 5 * MS, UINT64_MAX);
 	mock_run(&m, m.now + 20000 * MS);
 	assert_true(share(&m, b) > 1.0 / 11 - 0.01 && share(&m, b) < 1.0 / 11 + 0.01);
+	mock_fini(&m);
+}
+
+/* Shares count per tenant for 2, 4 and 8 tenants of unequal weights (tenant i has weight i + 1
+ * and 1 to 3 contexts), while half of them go idle and come back: each window, every busy
+ * tenant gets its weight's part of the busy ones' within a point, and one back from idle banks
+ * no credit. Then 50 contexts against 1 at equal weights: half each, not 50 to 1. */
+static void test_tenant_shares_2_4_8_idle_and_back(void **state)
+{
+	(void)state;
+	static const int counts[] = {2, 4, 8};
+	for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++) {
+		int n = counts[k];
+		mock m;
+		mock_init(&m);
+		int owner[8], first[9];
+		for (int t = 0; t < n; t++) {
+			first[t] = m.n;
+			for (int c = 0; c <= t % 3; c++)
+				mock_add_tenant(&m, &owner[t], (uint32_t)t + 1,
+				                (2 + (uint64_t)c) * MS);
+		}
+		first[n] = m.n;
+		/* Three windows: all busy, odd tenants idle, all busy again. */
+		for (int phase = 0; phase < 3; phase++) {
+			if (phase > 0)
+				for (int t = 1; t < n; t += 2)
+					for (int i = first[t]; i < first[t + 1]; i++) {
+						mock_ctx *c = &m.ctx[i];
+						if (phase == 1) {
+							gsd_policy_dequeue(&m.q, &c->e);
+							c->packets = 0;
+						} else {
+							c->packets = UINT64_MAX;
+							assert_int_equal(gsd_policy_enqueue(&m.q,
+							                                    &c->e,
+							                                    m.now),
+							                 0);
+						}
+					}
+			uint64_t before[MAX_CTX], total = 0;
+			for (int i = 0; i < m.n; i++)
+				before[i] = m.ctx[i].ran_ns;
+			mock_run(&m, m.now + 10000 * MS);
+			uint32_t wsum = 0;
+			for (int t = 0; t < n; t++)
+				wsum += phase == 1 && t % 2 ? 0 : (uint32_t)t + 1;
+			for (int i = 0; i < m.n; i++)
+				total += m.ctx[i].ran_ns - before[i];
+			for (int t = 0; t < n; t++) {
+				uint64_t got = 0;
+				for (int i = first[t]; i < first[t + 1]; i++)
+					got += m.ctx[i].ran_ns - before[i];
+				double want = phase == 1 && t % 2 ? 0 : (double)(t + 1) / wsum;
+				double have = (double)got / (double)total;
+				if (have < want - 0.01 || have > want + 0.01)
+					fail_msg("%d tenants, window %d: tenant %d (weight %d) had "
+					         "%.4f,"
+					         " want %.4f",
+					         n, phase, t, t + 1, have, want);
+			}
+		}
+		mock_fini(&m);
+	}
+	mock m;
+	mock_init(&m);
+	int ta = 1, tb = 2;
+	for (int i = 0; i < 50; i++)
+		mock_add_tenant(&m, &ta, 1, 3 * MS);
+	mock_ctx *b = mock_add_tenant(&m, &tb, 1, 3 * MS);
+	mock_run(&m, m.now + 20000 * MS);
+	if (share(&m, b) < 0.49 || share(&m, b) > 0.51)
+		fail_msg("one context against 50 of another tenant got %.3f, want 0.5",
+		         share(&m, b));
 	mock_fini(&m);
 }
 
@@ -532,6 +606,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_weighted_shares),
 	        cmocka_unit_test(test_tenant_groups_share_per_tenant),
+	        cmocka_unit_test(test_tenant_shares_2_4_8_idle_and_back),
 	        cmocka_unit_test(test_tenant_group_no_credit_after_idle),
 	        cmocka_unit_test(test_tenant_group_reweigh),
 	        cmocka_unit_test(test_higher_band_first),
