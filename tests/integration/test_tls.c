@@ -14,6 +14,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
 #include <cmocka.h>
 
 #include "gpusched.h"
@@ -198,11 +204,117 @@ static void test_listener_per_tenant(void **state)
 	         (int)getpid(), k.dir);
 }
 
+/* Connects to path (ipc, when port is 0) or 127.0.0.1:port and writes the bytes, then waits
+ * (bounded) for the daemon to close the connection. True when it did. */
+static bool garbage_closed(const char *path, unsigned port, const void *bytes, size_t len)
+{
+	int fd;
+	if (port) {
+		fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		struct sockaddr_in a = {.sin_family = AF_INET,
+		                        .sin_port = htons((uint16_t)port),
+		                        .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+		if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0)
+			goto refused;
+	} else {
+		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		struct sockaddr_un a = {.sun_family = AF_UNIX};
+		snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
+		if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0)
+			goto refused;
+	}
+	if (write(fd, bytes, len) != (ssize_t)len) {
+		close(fd);
+		return true; /* closed while we wrote */
+	}
+	long long deadline = gs_test_now_ms() + 10000;
+	for (;;) {
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		long long left = deadline - gs_test_now_ms();
+		if (left <= 0 || poll(&p, 1, (int)left) <= 0)
+			break;
+		char buf[256];
+		if (read(fd, buf, sizeof(buf)) <= 0) {
+			close(fd);
+			return true;
+		}
+	}
+	close(fd);
+	return false;
+refused:
+	if (fd >= 0)
+		close(fd);
+	return false;
+}
+
+/*
+ * Garbage on every listener kind: below the protocol (bytes that are no TLS, no SP header)
+ * on ipc://, tcp:// and tls+tcp://, and a half SP header that then stalls: each connection is
+ * closed by the daemon, and a proper client is served on each afterwards.
+ */
+static void test_garbage_on_every_listener(void **state)
+{
+	(void)state;
+	itest_pki k;
+	itest_pki_make(&k);
+	unsigned tls_port = itest_free_port(), tcp_port = itest_free_port();
+	char dir[] = "/tmp/gs-garbage-XXXXXX";
+	assert_non_null(mkdtemp(dir));
+	char json[1024], tls_url[64], tcp_url[64], ipc_path[128], ipc_url[160], db[128];
+	snprintf(tls_url, sizeof(tls_url), "tls+tcp://127.0.0.1:%u", tls_port);
+	snprintf(tcp_url, sizeof(tcp_url), "tcp://127.0.0.1:%u", tcp_port);
+	snprintf(ipc_path, sizeof(ipc_path), "%s/d.sock", dir);
+	snprintf(ipc_url, sizeof(ipc_url), "ipc://%s", ipc_path);
+	snprintf(db, sizeof(db), "%s/audit.db", dir);
+	snprintf(json, sizeof(json),
+	         "{\"tls\": {\"cert_key_file\": \"%s\", \"ca_file\": \"%s\"},"
+	         " \"listen\": [\"%s\", \"%s\", \"%s\"]}",
+	         k.server, k.ca, ipc_url, tcp_url, tls_url);
+	itest_config cfg;
+	assert_int_equal(itest_config_write(&cfg, json), 0);
+	const char *const argv[] = {GS_DAEMON_PATH, "--config", cfg.path, "--db", db, NULL};
+	gs_testd t;
+	assert_int_equal(gs_testd_spawn(&t, dir, "daemon", argv), 0);
+
+	uint8_t noise[4096];
+	uint64_t seed = 42;
+	for (size_t i = 0; i < sizeof(noise); i++)
+		noise[i] = (uint8_t)itest_rand(&seed);
+	static const uint8_t half_sp[4] = {0, 'S', 'P', 0};
+	static const char http[] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+	const struct {
+		const void *b;
+		size_t n;
+	} payloads[] = {{noise, sizeof(noise)}, {noise, 7}, {http, sizeof(http) - 1}};
+	for (size_t i = 0; i < sizeof(payloads) / sizeof(payloads[0]); i++) {
+		assert_true(garbage_closed(ipc_path, 0, payloads[i].b, payloads[i].n));
+		assert_true(garbage_closed(NULL, tcp_port, payloads[i].b, payloads[i].n));
+		assert_true(garbage_closed(NULL, tls_port, payloads[i].b, payloads[i].n));
+	}
+	/* Half a header, then nothing: nng's handshake timeout closes it, on every kind. */
+	assert_true(garbage_closed(ipc_path, 0, half_sp, sizeof(half_sp)));
+	assert_true(garbage_closed(NULL, tcp_port, half_sp, sizeof(half_sp)));
+
+	/* The daemon still serves on each. */
+	char why[256];
+	setenv("GPUSCHED_TLS_CA", k.ca, 1);
+	assert_int_equal(try_info(tls_url, k.client, why, sizeof(why)), 0);
+	unsetenv("GPUSCHED_TLS_CERT_KEY");
+	assert_int_equal(try_info(tcp_url, NULL, why, sizeof(why)), 0);
+	assert_int_equal(try_info(ipc_url, NULL, why, sizeof(why)), 0);
+	unsetenv("GPUSCHED_TLS_CA");
+	assert_int_equal(gs_testd_stop(&t), 0);
+	gs_testd_cleanup(&t);
+	itest_config_cleanup(&cfg);
+	itest_sh("rm -rf '%s'", k.dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_mutual_tls),
 	        cmocka_unit_test(test_listener_per_tenant),
+	        cmocka_unit_test(test_garbage_on_every_listener),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
