@@ -37,6 +37,7 @@
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -863,6 +864,52 @@ static void usage(FILE *f)
 	        DEFAULT_MAX_MESSAGE);
 }
 
+/* The numeric options: where each goes, in what base, and its range (0 allowed besides it
+ * when zero_ok). */
+static const struct number_option {
+	int ch;
+	const char *name;
+	int base;
+	unsigned long long lo, hi;
+	bool zero_ok;
+	size_t at;
+} number_options[] = {
+        {'m', "max-message", 10, 1024, 64u << 20, false, offsetof(options, max_message)},
+        {'M', "mode", 8, 0, 0777, false, offsetof(options, mode)},
+        {'w', "wait-host", 10, 0, 3600, false, offsetof(options, wait_host_s)},
+        {'C', "max-connections", 10, 1, MAX_INFLIGHT, false, offsetof(options, max_connections)},
+        {'G', "guest-inflight", 10, 1, MAX_INFLIGHT, false, offsetof(options, guest_inflight)},
+        {'g', "guest-connections", 10, 1, MAX_INFLIGHT, false, offsetof(options, guest_conns)},
+        {'B', "heartbeat-ms", 10, 100, 600000, true, offsetof(options, heartbeat_ms)},
+};
+
+/* Sets the numeric option ch from arg: 0; -1 (said why) when arg is out of its range, or 1
+ * when ch is not a numeric option. */
+static int parse_number(int ch, const char *arg, options *o)
+{
+	for (size_t i = 0; i < sizeof(number_options) / sizeof(number_options[0]); i++) {
+		const struct number_option *n = &number_options[i];
+		if (n->ch != ch)
+			continue;
+		char *end = NULL;
+		errno = 0;
+		unsigned long long v = strtoull(arg, &end, n->base);
+		if (errno || !*arg || *end || arg[0] == '-' ||
+		    ((v < n->lo || v > n->hi) && !(n->zero_ok && v == 0))) {
+			if (n->base == 8)
+				fprintf(stderr, "gpusched-relay: --%s takes octal %llo..%llo\n",
+				        n->name, n->lo, n->hi);
+			else
+				fprintf(stderr, "gpusched-relay: --%s takes %s%llu..%llu\n",
+				        n->name, n->zero_ok ? "0 or " : "", n->lo, n->hi);
+			return -1;
+		}
+		*(uint32_t *)((char *)o + n->at) = (uint32_t)v;
+		return 0;
+	}
+	return 1;
+}
+
 static int parse_args(int argc, char **argv, options *o, char *listen_buf, size_t cap)
 {
 	static const struct option longs[] = {
@@ -891,9 +938,8 @@ static int parse_args(int argc, char **argv, options *o, char *listen_buf, size_
 	               .log_level = L_INFO,
 	               .sweep = true};
 	int ch;
+	int rv;
 	while ((ch = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
-		char *end = NULL;
-		unsigned long long v;
 		switch (ch) {
 		case 'l':
 			o->listen = optarg;
@@ -904,63 +950,8 @@ static int parse_args(int argc, char **argv, options *o, char *listen_buf, size_
 		case 't':
 			o->token_file = optarg;
 			break;
-		case 'm':
-			errno = 0;
-			v = strtoull(optarg, &end, 10);
-			if (errno || !*optarg || *end || v < 1024 || v > (64u << 20)) {
-				fprintf(stderr, "gpusched-relay: --max-message must be 1024..%u\n",
-				        64u << 20);
-				return 2;
-			}
-			o->max_message = (uint32_t)v;
-			break;
-		case 'M':
-			v = strtoull(optarg, &end, 8);
-			if (!*optarg || *end || v > 0777) {
-				fprintf(stderr, "gpusched-relay: --mode takes octal permissions\n");
-				return 2;
-			}
-			o->mode = (uint32_t)v;
-			break;
 		case 'S':
 			o->sweep = false;
-			break;
-		case 'w':
-			errno = 0;
-			v = strtoull(optarg, &end, 10);
-			if (errno || !*optarg || *end || v > 3600) {
-				fprintf(stderr,
-				        "gpusched-relay: --wait-host takes 0..3600 seconds\n");
-				return 2;
-			}
-			o->wait_host_s = (uint32_t)v;
-			break;
-		case 'C':
-		case 'G':
-		case 'g':
-			errno = 0;
-			v = strtoull(optarg, &end, 10);
-			if (errno || !*optarg || *end || v < 1 || v > MAX_INFLIGHT) {
-				fprintf(stderr, "gpusched-relay: --%s takes 1..%u\n",
-				        ch == 'C'   ? "max-connections"
-				        : ch == 'G' ? "guest-inflight"
-				                    : "guest-connections",
-				        MAX_INFLIGHT);
-				return 2;
-			}
-			*(ch == 'C'   ? &o->max_connections
-			  : ch == 'G' ? &o->guest_inflight
-			              : &o->guest_conns) = (uint32_t)v;
-			break;
-		case 'B':
-			errno = 0;
-			v = strtoull(optarg, &end, 10);
-			if (errno || !*optarg || *end || (v && v < 100) || v > 600000) {
-				fprintf(stderr,
-				        "gpusched-relay: --heartbeat-ms takes 0 or 100..600000\n");
-				return 2;
-			}
-			o->heartbeat_ms = (uint32_t)v;
 			break;
 		case 'L':
 			for (o->log_level = 0; o->log_level <= L_DEBUG; o->log_level++)
@@ -975,7 +966,11 @@ static int parse_args(int argc, char **argv, options *o, char *listen_buf, size_
 			usage(stdout);
 			exit(0);
 		default:
-			usage(stderr);
+			rv = parse_number(ch, optarg, o);
+			if (rv == 0)
+				break;
+			if (rv > 0)
+				usage(stderr);
 			return 2;
 		}
 	}
