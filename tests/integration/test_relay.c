@@ -893,6 +893,35 @@ static void test_vms_in_network_namespaces(void **state)
 	unsetenv("GPUSCHED_TLS_CERT_KEY");
 }
 
+/* The relay's command line: --help (exit 0), a missing --host and a bad value (exit 2). */
+static void test_relay_command_line(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *a1, *a2, *a3, *a4;
+		int exit_code;
+		const char *says;
+	} cases[] = {
+	        {"--help", NULL, NULL, NULL, 0, "--heartbeat-ms"},
+	        {"--listen", "ipc:///tmp/x", NULL, NULL, 2, "--host URL is required"},
+	        {"--host", "ipc:///tmp/x", "--mode", "999", 2, "octal"},
+	        {"--host", "ipc:///tmp/x", "--max-message", "12", 2, "1024"},
+	        {"--host", "ipc:///tmp/x", "--log-level", "loud", 2, "log level"},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *argv[] = {(char *)GS_RELAY_PATH, (char *)cases[i].a1, (char *)cases[i].a2,
+		                (char *)cases[i].a3,   (char *)cases[i].a4, NULL};
+		itest_run r;
+		itest_run_argv(argv, 10000, &r);
+		if (r.exit_code != cases[i].exit_code ||
+		    (!strstr(r.out, cases[i].says) && !strstr(r.err, cases[i].says)))
+			fail_msg("gpusched-relay %s: exit %d, want %d and \"%s\"\n%s%s",
+			         cases[i].a1, r.exit_code, cases[i].exit_code, cases[i].says, r.out,
+			         r.err);
+		itest_run_free(&r);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 3 && strcmp(argv[1], "--guest") == 0)
@@ -908,6 +937,7 @@ int main(int argc, char **argv)
 	        cmocka_unit_test_setup_teardown(test_cut_one_vm_link_mid_stream, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_guest_limits, setup, teardown),
 	        cmocka_unit_test(test_vms_in_network_namespaces),
+	        cmocka_unit_test(test_relay_command_line),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
