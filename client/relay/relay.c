@@ -662,10 +662,14 @@ static void *release_thread(void *arg)
 			wait_link(r, &deadline);
 			if (r->stopping && attempt)
 				break;
+			/* A stop waits on the host for a second per guest at most. */
+			uint32_t timeout = r->stopping ? 1000 : 5000;
 			pthread_mutex_unlock(&r->lock);
 			char why[256] = "";
-			if (!c && gs_connect_ex(r->o.host, r->token, &c, why, sizeof(why)) == 0)
-				gs_client_set_timeout(c, 5000);
+			if (!c)
+				gs_connect_ex(r->o.host, r->token, &c, why, sizeof(why));
+			if (c)
+				gs_client_set_timeout(c, timeout);
 			rv = c ? release_one(c, id, sweep) : -1;
 			if (rv != 0) {
 				logf_(L_WARN, "releasing %s%" PRIu64 " failed: %s",
