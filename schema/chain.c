@@ -491,7 +491,9 @@ static int check_head(sqlite3 *db, gs_chain_report *out)
 /*
  * Each row of an updated-in-place table must be the state its last record left. `last_sql`
  * finds, for a row key, the seq and state of that record; rows older than the chain (key at or
- * below the file's pre-chain maximum) with no record are not covered.
+ * below the file's pre-chain maximum) with no record are not covered. Handles are random, but
+ * the daemon never gives one out at or below that maximum (new_handle, server/core/object.c),
+ * so every row there predates the chain.
  */
 static int check_states(sqlite3 *db, gs_chain_report *out, const char *table, const char *key,
                         gs_chain_kind kind, const char *last_sql, int64_t prechain_max)

@@ -71,13 +71,15 @@ static int adapter_init(gsd_daemon *d, gsd_adapter *a, uint32_t id, const gsd_ad
 	return 0;
 }
 
-/* Packet ids and handles continue from the audit file: a restarted daemon never reuses (and
- * overwrites) old rows. */
+/* Packet ids continue from the audit file: a restarted daemon never reuses (and overwrites)
+ * old rows. Handles are random; the file is asked about each new one (new_handle,
+ * core/object.c). */
 static int continue_ids(gsd_daemon *d)
 {
 	char err[256];
-	if (gsd_history_last_ids(d->cfg.db_path, &d->next_packet, &d->next_handle, err,
-	                         sizeof(err)) != 0) {
+	if (gsd_history_last_packet(d->cfg.db_path, &d->next_packet, err, sizeof(err)) != 0 ||
+	    gsd_history_handles_open(d->cfg.db_path, &d->handles, &d->handle_floor, err,
+	                             sizeof(err)) != 0) {
 		GSD_ERROR("%s", err);
 		return -1;
 	}
@@ -253,6 +255,8 @@ void gsd_daemon_destroy(gsd_daemon *d)
 		gsd_audit_close(d->audit);
 	}
 	d->audit = NULL;
+	gsd_history_handles_close(d->handles);
+	d->handles = NULL;
 	gsd_rpc_free(d);
 	if (d->tls)
 		nng_tls_config_free(d->tls);

@@ -267,8 +267,6 @@ void gsd_history_release(const char *path);
  * tools that check its plan with EXPLAIN QUERY PLAN. */
 #define GSD_HISTORY_SQL_MAX 2048
 void gsd_history_query_sql(const gsd_history_filter *f, char *sql, size_t cap);
-/* The highest packet id and object handle recorded in the file, so a restarted daemon
- * continues both sequences instead of reusing (and overwriting) old rows. */
 /* One packet of `tenant` (state, fence, result...) into *out, its strings NULL. Returns 1 when
  * found, 0 when the file has no such packet of that tenant, -1 with err filled. */
 int gsd_history_packet(const char *path, const char *tenant, uint64_t packet, gsd_packet_rec *out,
@@ -278,8 +276,24 @@ int gsd_history_packet(const char *path, const char *tenant, uint64_t packet, gs
 typedef void (*gsd_tenant_row_fn)(void *arg, const gsd_tenant_rec *rec);
 int gsd_history_tenants(const char *path, gsd_tenant_row_fn fn, void *arg, uint64_t *max_id,
                         char *err, size_t errcap);
-int gsd_history_last_ids(const char *path, uint64_t *packet, uint64_t *handle, char *err,
-                         size_t errcap);
+/* The highest packet id recorded in the file, so a restarted daemon continues the sequence
+ * instead of reusing (and overwriting) old rows. */
+int gsd_history_last_packet(const char *path, uint64_t *packet, char *err, size_t errcap);
+/*
+ * Object handles are random (core/object.c); before one is given out the daemon asks the file
+ * whether it names a row of contexts or allocations (the tables keyed by handle) of an earlier
+ * run or of this one. One read-only connection, used by the loop thread only, and a prepared
+ * point lookup on each table's primary key. *floor: the highest handle rows older than the
+ * hash chain may have (meta chain_start_context / chain_start_allocation, 0 in a file that had
+ * the chain from the start): the verifier takes a row with no record and a handle at or below
+ * it for one written before the chain, so no new handle may be at or below it.
+ */
+typedef struct gsd_handle_check gsd_handle_check;
+int gsd_history_handles_open(const char *path, gsd_handle_check **out, uint64_t *floor, char *err,
+                             size_t errcap);
+/* 1: a row of contexts or allocations has this handle; 0: none; -1: the lookup failed. */
+int gsd_history_handle_used(gsd_handle_check *c, uint64_t handle);
+void gsd_history_handles_close(gsd_handle_check *c);
 /* Events of one packet of `tenant`, oldest first. *out is malloc'd. */
 int gsd_history_events(const char *path, const char *tenant, uint64_t packet, gsd_event_row **out,
                        size_t *count, char *err, size_t errcap);

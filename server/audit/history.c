@@ -489,35 +489,104 @@ int gsd_history_packet(const char *path, const char *tenant, uint64_t packet, gs
 	return found;
 }
 
-int gsd_history_last_ids(const char *path, uint64_t *packet, uint64_t *handle, char *err,
-                         size_t errcap)
+int gsd_history_last_packet(const char *path, uint64_t *packet, char *err, size_t errcap)
 {
 	sqlite3 *db;
-	*packet = *handle = 0;
+	*packet = 0;
 	if (open_reader(path, &db, err, errcap) != 0)
 		return -1;
-	/* Handles are one daemon-wide sequence over devices, contexts and allocations. Paging
-	 * packets share the packets' sequence, and a move may name one whose row is not (yet)
-	 * in the file. */
+	/* Paging packets share the packets' sequence, and a move may name one whose row is not
+	 * (yet) in the file. */
 	static const char sql[] = "SELECT MAX((SELECT IFNULL(MAX(packet), 0) FROM packets),"
-	                          "     (SELECT IFNULL(MAX(packet), 0) FROM moves)),"
-	                          " MAX((SELECT IFNULL(MAX(context), 0) FROM contexts),"
-	                          "     (SELECT IFNULL(MAX(device), 0) FROM contexts),"
-	                          "     (SELECT IFNULL(MAX(allocation), 0) FROM allocations),"
-	                          "     (SELECT IFNULL(MAX(device), 0) FROM packets))";
+	                          "     (SELECT IFNULL(MAX(packet), 0) FROM moves))";
 	sqlite3_stmt *s = NULL;
 	int rc = sqlite3_prepare_v2(db, sql, -1, &s, NULL);
 	if (rc == SQLITE_OK && sqlite3_step(s) == SQLITE_ROW) {
 		*packet = col_u64(s, 0);
-		*handle = col_u64(s, 1);
 		rc = SQLITE_OK;
 	} else {
-		gsd_audit_set_err(err, errcap, "cannot read the last ids: %s", sqlite3_errmsg(db));
+		gsd_audit_set_err(err, errcap, "cannot read the last packet id: %s",
+		                  sqlite3_errmsg(db));
 		rc = SQLITE_ERROR;
 	}
 	sqlite3_finalize(s);
 	close_reader(db);
 	return rc == SQLITE_OK ? 0 : -1;
+}
+
+struct gsd_handle_check {
+	sqlite3 *db;
+	sqlite3_stmt *used;
+};
+
+int gsd_history_handles_open(const char *path, gsd_handle_check **out, uint64_t *floor, char *err,
+                             size_t errcap)
+{
+	*out = NULL;
+	*floor = 0;
+	gsd_handle_check *c = calloc(1, sizeof(*c));
+	if (!c) {
+		gsd_audit_set_err(err, errcap, "out of memory");
+		return -1;
+	}
+	int rc = sqlite3_open_v2(path, &c->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL);
+	if (rc != SQLITE_OK) {
+		gsd_audit_set_err(err, errcap, "cannot open audit %s: %s", path,
+		                  c->db ? sqlite3_errmsg(c->db) : sqlite3_errstr(rc));
+		gsd_history_handles_close(c);
+		return -1;
+	}
+	sqlite3_busy_timeout(c->db, GSD_AUDIT_BUSY_TIMEOUT_MS);
+	sqlite3_stmt *s = NULL;
+	rc = sqlite3_prepare_v2(
+	        c->db,
+	        "SELECT IFNULL(MAX(CAST(value AS INTEGER)), 0) FROM meta WHERE key IN"
+	        " ('chain_start_context', 'chain_start_allocation')",
+	        -1, &s, NULL);
+	if (rc == SQLITE_OK && sqlite3_step(s) == SQLITE_ROW) {
+		int64_t f = sqlite3_column_int64(s, 0);
+		*floor = f > 0 ? (uint64_t)f : 0;
+		rc = SQLITE_OK;
+	} else if (rc == SQLITE_OK) {
+		rc = SQLITE_ERROR;
+	}
+	sqlite3_finalize(s);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_prepare_v3(
+		        c->db,
+		        "SELECT EXISTS (SELECT 1 FROM contexts WHERE context = ?1) OR"
+		        " EXISTS (SELECT 1 FROM allocations WHERE allocation = ?1)",
+		        -1, SQLITE_PREPARE_PERSISTENT, &c->used, NULL);
+	if (rc != SQLITE_OK) {
+		gsd_audit_set_err(err, errcap, "cannot read the handles in %s: %s", path,
+		                  sqlite3_errmsg(c->db));
+		gsd_history_handles_close(c);
+		return -1;
+	}
+	*out = c;
+	return 0;
+}
+
+int gsd_history_handle_used(gsd_handle_check *c, uint64_t handle)
+{
+	if (!c)
+		return 0;
+	gsd_audit_bind_u64(c->used, 1, handle);
+	int rc = sqlite3_step(c->used);
+	int used = rc == SQLITE_ROW ? sqlite3_column_int(c->used, 0) != 0 : -1;
+	/* Reset at once: a statement left open would hold its read transaction, and with it the
+	 * WAL the checkpointer wants to copy back. */
+	sqlite3_reset(c->used);
+	return used;
+}
+
+void gsd_history_handles_close(gsd_handle_check *c)
+{
+	if (!c)
+		return;
+	sqlite3_finalize(c->used);
+	sqlite3_close(c->db);
+	free(c);
 }
 
 int gsd_history_tenants(const char *path, gsd_tenant_row_fn fn, void *arg, uint64_t *max_id,

@@ -83,7 +83,10 @@ struct gsd_daemon {
 	gsd_tenant system_tenant; /* owns the system contexts; never authenticates */
 	gsd_hmap objects;         /* handle -> gsd_object */
 	gsd_hmap packets;         /* packet id -> live gsd_packet */
-	uint64_t next_handle;
+	/* Handles are random (new_handle, core/object.c); these two keep a new one off old rows. */
+	gsd_handle_check *handles; /* the audit file's contexts and allocations */
+	uint64_t handle_floor;     /* no new handle at or below: rows older than the chain */
+	uint64_t context_seq;      /* contexts made: their creation order, the policy's tie-break */
 	uint64_t next_packet;
 	gsd_retired *retired; /* ring of GSD_RETIRED_RING */
 	uint64_t devices, contexts, allocations;

@@ -9,12 +9,62 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include <sodium.h>
+
 /* ---- handles ---- */
+
+static uint64_t (*handle_source)(void);
+
+void gsd_object_set_handle_source(uint64_t (*source)(void))
+{
+	handle_source = source;
+}
+
+/*
+ * A handle says nothing about anyone else's objects: it is a random non-zero 63-bit number
+ * (below 2^63, so SQLite's signed INTEGER and JSON keep it), drawn again while it is
+ *  - a live object's (the handle table),
+ *  - at or below d->handle_floor: the audit verifier takes a row with no record of the chain
+ *    and a handle up to meta chain_start_context / chain_start_allocation for one written
+ *    before the chain began, so the daemon keeps its new rows out of that range,
+ *  - a row of the audit file's contexts or allocations, from an earlier run or this one: both
+ *    tables are keyed by handle and a new object's records would update the old row. One
+ *    point lookup per table on its primary key, cheap next to what making a context or an
+ *    allocation costs; devices and sync objects are looked up the same way.
+ * Not looked up: devices and sync objects of earlier runs, and this run's destroyed ones
+ * (they key no row: the file names a device only in the rows of its contexts, allocations
+ * and packets, and a sync object nowhere), the memory manager's own device (not in the
+ * table), and an object destroyed before the writer committed its creation record. A new
+ * handle meets one of those with probability n / 2^63 for n such handles (~1e-10 per new
+ * handle with a billion of them).
+ * A failed lookup counts as used; after GSD_HANDLE_TRIES draws the creation fails.
+ */
+#define GSD_HANDLE_TRIES 16
+
+static uint64_t new_handle(gsd_daemon *d)
+{
+	for (int i = 0; i < GSD_HANDLE_TRIES; i++) {
+		uint64_t h;
+		if (handle_source)
+			h = handle_source();
+		else
+			randombytes_buf(&h, sizeof h);
+		h &= UINT64_C(0x7fffffffffffffff);
+		if (h == 0 || h <= d->handle_floor || gsd_hmap_get(&d->objects, h))
+			continue;
+		if (gsd_history_handle_used(d->handles, h) == 0)
+			return h;
+	}
+	GSD_ERROR("no free handle after %d draws (is the audit file readable?)", GSD_HANDLE_TRIES);
+	return 0;
+}
 
 static uint64_t object_register(gsd_daemon *d, gsd_object *o, gsd_obj_type type, gsd_tenant *t,
                                 uint64_t guest, bool in_table)
 {
-	o->handle = ++d->next_handle;
+	o->handle = new_handle(d);
+	if (!o->handle)
+		return 0;
 	o->type = type;
 	o->tenant = t;
 	o->guest = guest;
@@ -293,8 +343,9 @@ gsd_context *gsd_context_create(gsd_daemon *d, gsd_device *dev, const gsd_contex
 	gsd_list_init(&x->pending);
 	gsd_list_init(&x->dev_link);
 	gsd_list_init(&x->node_link);
+	/* Ties go to the older context: its creation order, not its (random) handle. */
 	gsd_policy_entity_init(&x->sched, pr->priority_class, pr->priority, t->conf.share,
-	                       x->obj.handle);
+	                       ++d->context_seq);
 	d->hooks.context_attach(d, x);
 	if (!system) {
 		gsd_list_push_back(&dev->contexts, &x->dev_link);

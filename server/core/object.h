@@ -152,6 +152,10 @@ struct gsd_sync {
 
 /* ---- handles ---- */
 
+/* Handles are random (object.c says how they are drawn). Tests only: source, when not NULL,
+ * replaces libsodium's generator, so an in-process fuzzer gets the same handles every run;
+ * the checks against live objects and the audit file still apply. */
+void gsd_object_set_handle_source(uint64_t (*source)(void));
 /* Looks a handle up for a tenant: NULL when absent, of another type, or another tenant's
  * (tenant NULL: any tenant's). */
 void *gsd_object_get(gsd_daemon *d, uint64_t handle, gsd_obj_type type, const gsd_tenant *t);

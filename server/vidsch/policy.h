@@ -81,7 +81,7 @@ typedef struct gsd_sched_entity {
 	int32_t priority;        /* -7..+7 */
 	uint32_t weight;         /* share of its band */
 	uint64_t engine_ns;      /* engine time consumed */
-	uint64_t seq;            /* tie-break among equal keys: lower first (the context handle) */
+	uint64_t seq;            /* tie-break among equal keys: lower first (creation order) */
 	gsd_sched_group *group;  /* its tenant's group, or NULL (scheduled on its own) */
 } gsd_sched_entity;
 

@@ -63,7 +63,8 @@ typedef struct gs_fuzz_handles {
  * The handles the seeds name by default: those a fresh daemon with the default adapter gives
  * the first objects a tenant makes, in this order: a device, a context, two allocations, a sync
  * object, and the first packet. (The daemon's own paging device and its three paging contexts,
- * one per node, take handles 1 to 4; the device's paging fence takes 6.) fuzz_dispatch makes
+ * one per node, take handles 1 to 4; the device's paging fence takes 6.) The daemon's handles
+ * are random: fuzz_dispatch gives it a counter instead (gsd_object_set_handle_source), makes
  * these objects and checks the handles.
  */
 #define GS_FUZZ_DAEMON_HANDLES                                                                     \

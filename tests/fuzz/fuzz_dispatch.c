@@ -185,6 +185,19 @@ static void make_world(void)
 	gpusched__v1__response__free_unpacked(r, NULL);
 }
 
+/*
+ * Handles are random in the daemon; here they come from a counter started again with every
+ * daemon, so each instance gives the handles GS_FUZZ_DAEMON_HANDLES names (the old sequence)
+ * and the corpus and the regression inputs keep naming live objects. The daemon still checks
+ * each against its table and the audit file.
+ */
+static uint64_t next_handle;
+
+static uint64_t counted_handle(void)
+{
+	return ++next_handle;
+}
+
 static void remove_files(void)
 {
 	static const char *const suffix[] = {"", "-wal", "-shm", "-journal"};
@@ -222,6 +235,8 @@ static void daemon_up(void)
 	CHECK(uv_async_init(&G.loop, &G.wake, on_wake) == 0);
 	CHECK(uv_timer_init(&G.loop, &G.ticker) == 0);
 	CHECK(uv_timer_start(&G.ticker, on_tick, 100, 100) == 0);
+	next_handle = 0;
+	gsd_object_set_handle_source(counted_handle);
 	if (gsd_daemon_init(&G.d, c, &G.loop) != 0)
 		fail("the daemon starts", NULL);
 	G.up = true;
