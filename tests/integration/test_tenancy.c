@@ -4,6 +4,7 @@
  */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -652,6 +653,115 @@ static void test_light_tenant_preempts_heavy(void **state)
 	stop(&f);
 }
 
+/* True when h is not a handle this tenant can name: every kind of request answers
+ * NOT_FOUND. */
+static bool names_nothing(gs_client *c, uint64_t h)
+{
+	gs_allocation_status st;
+	uint64_t v;
+	gs_allocation_desc ad = {.device = h, .size = 4096};
+	gs_allocation_placement pl;
+	return gs_allocation_query(c, h, &st) == GS_STATUS_NOT_FOUND &&
+	       gs_sync_signal(c, h, 1) == GS_STATUS_NOT_FOUND &&
+	       gs_sync_create(c, h, 0, &v) == GS_STATUS_NOT_FOUND &&
+	       gs_allocation_create(c, &ad, &pl) == GS_STATUS_NOT_FOUND &&
+	       gs_context_set_priority(c, h, 2, 0) == GS_STATUS_NOT_FOUND;
+}
+
+/* The distance between two handles (they are below 2^63). */
+static uint64_t gap(uint64_t a, uint64_t b)
+{
+	return a > b ? a - b : b - a;
+}
+
+#define SMALL_STEP (UINT64_C(1) << 32)
+
+/*
+ * Issue 10: a handle says nothing about other tenants. Handles were one daemon-wide +1
+ * sequence, so tenant a, creating one object before and one after, learnt how many its
+ * neighbour made in between, and b's handles were a's +/- a few. Now they are random 63-bit
+ * numbers: a's second handle is nowhere near its first (not +101 for b's 100 objects), twenty
+ * of a's in a row do not step by small amounts, none is 0 or at/above 2^63, and guessing
+ * around any handle (+/- 1 to 16), as a or as b, finds nothing.
+ */
+static void test_handles_reveal_nothing(void **state)
+{
+	(void)state;
+	fx f;
+	assert_int_equal(start(&f, "{\"tenants\": [{\"name\": \"a\", \"token\": \"t-a\"},"
+	                           " {\"name\": \"b\", \"token\": \"t-b\"}]}"),
+	                 0);
+	gs_client *a = itest_connect(&f.t, "t-a");
+	gs_client *b = itest_connect(&f.t, "t-b");
+	uint64_t da, db;
+	assert_int_equal(gs_device_create(a, "a", &da), 0);
+	assert_int_equal(gs_device_create(b, "b", &db), 0);
+	gs_allocation_desc ada = {.device = da, .size = 4096};
+	gs_allocation_desc adb = {.device = db, .size = 4096};
+	gs_allocation_placement pl;
+	assert_int_equal(gs_allocation_create(a, &ada, &pl), 0);
+	uint64_t h1 = pl.allocation;
+	enum { THEIRS = 100, MINE = 20 };
+	uint64_t bh[THEIRS];
+	for (int i = 0; i < THEIRS; i++) {
+		if (i % 2) {
+			assert_int_equal(gs_allocation_create(b, &adb, &pl), 0);
+			bh[i] = pl.allocation;
+		} else {
+			assert_int_equal(gs_sync_create(b, db, 0, &bh[i]), 0);
+		}
+	}
+	assert_int_equal(gs_allocation_create(a, &ada, &pl), 0);
+	uint64_t h2 = pl.allocation;
+	/* Before: h2 == h1 + 101. Now the gap tells nothing (and is 2^-30 likely this small). */
+	assert_true(h2 != h1 + THEIRS + 1);
+	assert_true(gap(h1, h2) >= SMALL_STEP);
+
+	uint64_t mine[MINE];
+	int rising = 0;
+	for (int i = 0; i < MINE; i++) {
+		if (i % 2)
+			assert_int_equal(gs_sync_create(a, da, 0, &mine[i]), 0);
+		else {
+			assert_int_equal(gs_allocation_create(a, &ada, &pl), 0);
+			mine[i] = pl.allocation;
+		}
+		assert_true(mine[i] != 0 && mine[i] < (UINT64_C(1) << 63));
+		if (i > 0) {
+			assert_true(gap(mine[i], mine[i - 1]) >= SMALL_STEP);
+			rising += mine[i] > mine[i - 1];
+		}
+	}
+	/* Not a sequence: about half the steps go down (all 19 going one way: 2^-18). */
+	assert_true(rising > 0 && rising < MINE - 1);
+	/* No two handles of either tenant are close to each other. */
+	for (int i = 0; i < THEIRS; i++)
+		for (int k = 0; k < MINE; k++)
+			assert_true(gap(bh[i], mine[k]) >= SMALL_STEP);
+
+	/* Guessing around a handle finds nothing, for the neighbour or for the owner. */
+	const uint64_t probe[] = {h1, h2, mine[0], mine[1], bh[0], bh[1], da, db};
+	for (size_t i = 0; i < sizeof probe / sizeof probe[0]; i++)
+		for (int64_t d = -16; d <= 16; d++) {
+			if (d == 0)
+				continue;
+			uint64_t g = probe[i] + (uint64_t)d;
+			assert_true(names_nothing(a, g));
+			assert_true(names_nothing(b, g));
+		}
+	/* And small numbers, the old first handles, name nothing either. */
+	for (uint64_t g = 1; g <= 64; g++) {
+		assert_true(names_nothing(a, g));
+		assert_true(names_nothing(b, g));
+	}
+	/* The other tenant's real handles answer as if they did not exist. */
+	assert_true(names_nothing(b, h1));
+	assert_true(names_nothing(a, bh[1]));
+	gs_close(b);
+	gs_close(a);
+	stop(&f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -664,6 +774,7 @@ int main(void)
 	        cmocka_unit_test(test_packet_and_sync_limits),
 	        cmocka_unit_test(test_tenant_update_live),
 	        cmocka_unit_test(test_light_tenant_preempts_heavy),
+	        cmocka_unit_test(test_handles_reveal_nothing),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
