@@ -370,10 +370,11 @@ int gs_allocation_create(gs_client *c, const gs_allocation_desc *desc,
 int gs_allocation_destroy(gs_client *c, uint64_t allocation);
 int gs_allocation_query(gs_client *c, uint64_t allocation, gs_allocation_status *out);
 /*
- * The tenant's allocations on the client's adapter, oldest (lowest handle) first.
- * device 0 = every device; resident_only: only those resident in a segment now; limit 0 =
- * 1000 (at most 100000); after: only handles greater than this (0 = from the start; pass the
- * last handle of one call to the next to page through a long list).
+ * The tenant's allocations on the client's adapter, lowest handle first (handles are random:
+ * not the order they were made in). device 0 = every device; resident_only: only those
+ * resident in a segment now; limit 0 = 1000 (at most 100000); after: only handles greater than
+ * this (0 = from the start; pass the last handle of one call to the next to page through a
+ * long list; one made meanwhile may fall before the cursor).
  * *out is malloc'd (NULL when *count is 0); release it with gs_allocation_list_free.
  */
 int gs_allocation_list(gs_client *c, uint64_t device, bool resident_only, uint32_t limit,

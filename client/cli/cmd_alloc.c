@@ -43,10 +43,11 @@ static const char alloc_help[] =
         "  --display         a display surface (the target of Present)\n"
         "destroy frees an allocation once no packet uses it any more.\n"
         "\n"
-        "ls lists the tenant's allocations on the adapter, oldest first: handle, device,\n"
-        "size, segment (\"system\" when not resident in one), offset, priority, flags (tiled,\n"
-        "display), PINNED (packets running or about to run that hold it in place), BUSY\n"
-        "(packets in flight that reference it) and MOVES (times the memory manager moved it).\n"
+        "ls lists the tenant's allocations on the adapter in handle order (handles are random,\n"
+        "not the order they were made in): handle, device, size, segment (\"system\" when not\n"
+        "resident in one), offset, priority, flags (tiled, display), PINNED (packets running or\n"
+        "about to run that hold it in place), BUSY (packets in flight that reference it) and\n"
+        "MOVES (times the memory manager moved it).\n"
         "  --device ID      only this device's allocations\n"
         "  --resident       only allocations resident in a segment now\n"
         "  --limit N        at most N (default 1000, at most 100000)\n"
@@ -348,7 +349,8 @@ static void print_allocations(const void *items, size_t n)
 {
 	const gs_allocation_status *list = items;
 
-	printf("%-8s %-8s %10s %-7s %-12s %-10s %-13s %6s %6s %6s\n", "HANDLE", "DEVICE", "SIZE",
+	/* Handles are random, up to 19 digits. */
+	printf("%-19s %-19s %10s %-7s %-12s %-10s %-13s %6s %6s %6s\n", "HANDLE", "DEVICE", "SIZE",
 	       "SEGMENT", "OFFSET", "PRIORITY", "FLAGS", "PINNED", "BUSY", "MOVES");
 	for (size_t i = 0; i < n; i++) {
 		const gs_allocation_status *a = &list[i];
@@ -364,7 +366,7 @@ static void print_allocations(const void *items, size_t n)
 		}
 		format_priority(a->priority, prio, sizeof(prio));
 		format_alloc_flags(a->flags, flags, sizeof(flags));
-		printf("%-8" PRIu64 " %-8" PRIu64 " %10s %-7s %-12s %-10s %-13s %6" PRIu32
+		printf("%-19" PRIu64 " %-19" PRIu64 " %10s %-7s %-12s %-10s %-13s %6" PRIu32
 		       " %6" PRIu64 " %6" PRIu64 "%s\n",
 		       a->allocation, a->device, size, seg, off, prio, flags, a->pinned,
 		       a->busy_packets, a->moves, a->moving ? "  moving" : "");

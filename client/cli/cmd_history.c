@@ -126,7 +126,8 @@ static void print_records(const void *items, size_t n)
 
 	char when[40], wait[24], run[24], flags[320];
 
-	printf("%-8s %-8s %-4s %-8s %-11s %-23s %10s %10s %-4s %s\n", "PACKET", "CONTEXT", "NODE",
+	/* Context handles are random, up to 19 digits. */
+	printf("%-8s %-19s %-4s %-8s %-11s %-23s %10s %10s %-4s %s\n", "PACKET", "CONTEXT", "NODE",
 	       "FENCE", "STATE", "SUBMITTED", "WAIT", "RUN", "PRE", "FLAGS");
 	for (size_t i = 0; i < n; i++) {
 		const gs_packet_record *r = &recs[i];
@@ -135,7 +136,7 @@ static void print_records(const void *items, size_t n)
 		cli_format_duration(span(r->submitted_ns, r->started_ns), wait, sizeof(wait));
 		cli_format_duration(span(r->started_ns, r->completed_ns), run, sizeof(run));
 		cli_format_flags(gs_submit_flag_names, r->submit_flags, flags, sizeof(flags));
-		printf("%-8" PRIu64 " %-8" PRIu64 " %-4" PRIu32 " %-8" PRIu64
+		printf("%-8" PRIu64 " %-19" PRIu64 " %-4" PRIu32 " %-8" PRIu64
 		       " %-11s %-23s %10s %10s %-4" PRIu32 " %s%s%s\n",
 		       r->packet, r->context, r->node, r->fence, gs_packet_state_name(r->state),
 		       when, wait, run, r->preemptions, flags, r->result[0] ? "  " : "", r->result);
@@ -396,7 +397,7 @@ static void print_usage_rows(const gs_usage *u, gs_usage_by by)
 {
 	char busy[24], w[3][24], r[3][24], key[80];
 
-	printf("%-22s %8s %6s %6s %8s %10s %6s %5s %10s %27s %27s\n",
+	printf("%-34s %8s %6s %6s %8s %10s %6s %5s %10s %27s %27s\n",
 	       by == GS_USAGE_BY_NODE      ? "ENGINE"
 	       : by == GS_USAGE_BY_CONTEXT ? "TENANT/CONTEXT"
 	                                   : "TENANT",
@@ -416,7 +417,7 @@ static void print_usage_rows(const gs_usage *u, gs_usage_by by)
 			cli_format_duration(x->wait_ns[k], w[k], sizeof(w[k]));
 			cli_format_duration(x->run_ns[k], r[k], sizeof(r[k]));
 		}
-		printf("%-22s %8" PRIu64 " %6" PRIu64 " %6" PRIu64 " %8s %9.2f%% %6" PRIu64
+		printf("%-34s %8" PRIu64 " %6" PRIu64 " %6" PRIu64 " %8s %9.2f%% %6" PRIu64
 		       " %5" PRIu64 " %10" PRIu64 " %9s/%8s/%8s %9s/%8s/%8s\n",
 		       key, x->packets, x->faulted, x->cancelled, busy, 100.0 * x->utilisation,
 		       x->preemptions, x->resubmissions, x->paging_bytes, w[0], w[1], w[2], r[0],
