@@ -17,6 +17,7 @@
  */
 #include "audit/audit.h"
 #include "audit/internal.h"
+#include "audit/vfs.h"
 #include "chain.h"
 
 #include <pthread.h>
@@ -1845,9 +1846,13 @@ fail:
 static int open_db(gsd_audit *a, const char *path, bool sync_full)
 {
 	char mode[32];
-	int rc = sqlite3_open_v2(path, &a->db,
-	                         SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-	                         NULL);
+	/* The writer's connection writes each commit's WAL frames in one go (vfs.c). */
+	int rc = gsd_audit_vfs_register();
+	if (rc != SQLITE_OK)
+		goto fail;
+	rc = sqlite3_open_v2(path, &a->db,
+	                     SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+	                     GSD_AUDIT_VFS_NAME);
 	if (rc != SQLITE_OK)
 		goto fail;
 	writer_busy_wait(a, GSD_AUDIT_BUSY_TIMEOUT_MS);
