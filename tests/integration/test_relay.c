@@ -486,9 +486,11 @@ static void test_message_limit(void **state)
  * nothing keeps redialing. */
 static bool ipc_peer_closes(const char *path, int timeout_ms)
 {
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return false;
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
 		if (fd >= 0)
 			close(fd);
