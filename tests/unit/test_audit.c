@@ -45,33 +45,12 @@ enum {
 
 /* ---- fixture: a fresh temporary directory per test ---- */
 
-struct fixture {
-	char dir[64];
-	char path[96];
-};
+#include "audit_fixture.h"
 
 static int setup(void **state)
 {
-	struct fixture *fx = calloc(1, sizeof *fx);
-	assert_non_null(fx);
-	snprintf(fx->dir, sizeof fx->dir, "/tmp/gs-audit-XXXXXX");
-	assert_non_null(mkdtemp(fx->dir));
-	snprintf(fx->path, sizeof fx->path, "%s/audit.db", fx->dir);
+	struct fixture *fx = audit_fixture_new("/tmp/gs-audit");
 	*state = fx;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	struct fixture *fx = *state;
-	static const char *const suffix[] = {"", "-wal", "-shm", "-journal"};
-	char p[128];
-	for (size_t i = 0; i < sizeof suffix / sizeof suffix[0]; i++) {
-		snprintf(p, sizeof p, "%s%s", fx->path, suffix[i]);
-		unlink(p);
-	}
-	rmdir(fx->dir);
-	free(fx);
 	return 0;
 }
 
