@@ -350,6 +350,8 @@ static guest *guest_of_pipe(relay *r, uint32_t id, uint64_t who)
 	pipe_guest **slot = pipe_slot(r, id);
 	if (*slot)
 		return (*slot)->g;
+	if (!who)
+		return NULL; /* it was known a moment ago: it has just closed */
 	guest *g = r->all_guests;
 	while (g && g->who != who)
 		g = g->next;
@@ -495,16 +497,23 @@ static void forward(relay *r, nng_msg *m)
 		       "relay: request does not decode as gpusched.v1.Request");
 		return;
 	}
-	nng_pipe np = NNG_PIPE_INITIALIZER;
-	np.id = pipe;
-	uint64_t key = (uint64_t)pipe << 32 | rid;
-	nng_sockaddr sa;
-	if (nng_pipe_get_addr(np, NNG_OPT_REMADDR, &sa) != 0) {
-		/* Its connection closed before its request was read: nobody to answer. */
-		nng_msg_free(m);
-		return;
+	uint64_t key = (uint64_t)pipe << 32 | rid, who = 0;
+	/* A connection seen before (the usual case) needs nothing of nng; a new one is asked
+	 * who is on it, without the lock. */
+	pthread_mutex_lock(&r->lock);
+	bool known = *pipe_slot(r, pipe) != NULL;
+	pthread_mutex_unlock(&r->lock);
+	if (!known) {
+		nng_pipe np = NNG_PIPE_INITIALIZER;
+		np.id = pipe;
+		nng_sockaddr sa;
+		if (nng_pipe_get_addr(np, NNG_OPT_REMADDR, &sa) != 0) {
+			/* Its connection closed before its request was read: nobody to answer. */
+			nng_msg_free(m);
+			return;
+		}
+		who = peer_who(np);
 	}
-	uint64_t who = peer_who(np);
 	pthread_mutex_lock(&r->lock);
 	guest *g = guest_of_pipe(r, pipe, who);
 	int status = 0;
