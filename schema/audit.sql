@@ -1,4 +1,4 @@
--- gpusched audit store, schema version 4.
+-- gpusched audit store, schema version 5.
 --
 -- The daemon embeds this file in its binary and runs it, inside one transaction, every time it
 -- opens the audit file. Every statement is therefore idempotent (IF NOT EXISTS, upserts), so an
@@ -20,14 +20,17 @@
 -- view packet_event_log), packet_allocations is keyed by (packet, slot) and loses tenant. The
 -- daemon migrates an older file when it opens it (server/audit/audit.c, migrate_v4): the chain
 -- restarts after the last record the older daemon wrote, whose link meta keeps.
+-- Version 5 keeps a tenant's max_message, packet_limit and sync_limit in its tenants row
+-- (columns added to an older file with 0, "the default"); a row written with them is recorded
+-- as chain kind 9, one written before as kind 8 (whose digest does not cover them).
 
-PRAGMA user_version = 4;
+PRAGMA user_version = 5;
 
 CREATE TABLE IF NOT EXISTS meta (
 	key   TEXT PRIMARY KEY NOT NULL,
 	value TEXT NOT NULL
 );
-INSERT INTO meta (key, value) VALUES ('schema_version', '4')
+INSERT INTO meta (key, value) VALUES ('schema_version', '5')
 	ON CONFLICT (key) DO UPDATE SET value = excluded.value;
 
 -- One row per packet, updated in place at every state change. The packet id is the rowid, so
@@ -101,7 +104,8 @@ SELECT e.seq, e.packet, p.tenant, p.context, e.state, s.name AS state_name, e.ti
 -- changes it (TenantUpdate) or removes it (removed_ns), so a restarted daemon has it again; tenants of the configuration are
 -- not recorded here. Only the salted hash of its token is kept. id is never reused: a tenant
 -- made later with a removed one's name is another tenant, recorded everywhere as name#id, so it
--- never reads the removed one's records. Chain kind 8.
+-- never reads the removed one's records. Chain kind 9 (kind 8: a row written before version 5,
+-- its digest without the last three columns).
 CREATE TABLE IF NOT EXISTS tenants (
 	id               INTEGER PRIMARY KEY NOT NULL,
 	name             TEXT    NOT NULL,
@@ -117,7 +121,10 @@ CREATE TABLE IF NOT EXISTS tenants (
 	memory_quota     INTEGER NOT NULL,
 	admin            INTEGER NOT NULL,
 	created_ns       INTEGER NOT NULL,
-	removed_ns       INTEGER NOT NULL
+	removed_ns       INTEGER NOT NULL,
+	max_message      INTEGER NOT NULL DEFAULT 0, -- 0: the default for its kind
+	packet_limit     INTEGER NOT NULL DEFAULT 0, -- 0: the daemon's max_queued_packets
+	sync_limit       INTEGER NOT NULL DEFAULT 0  -- 0: the daemon's max_syncs
 );
 
 -- One row per context, updated in place; destroyed_ns stays 0 while it lives.
@@ -242,7 +249,8 @@ CREATE TABLE IF NOT EXISTS chain_base_objects (
 ) WITHOUT ROWID;
 -- The last record about a context, an allocation or a tenant (verification of their rows).
 DROP INDEX IF EXISTS chain_objects;
-CREATE INDEX IF NOT EXISTS chain_objects_v4 ON chain (kind, ref) WHERE kind IN (2, 3, 8);
+DROP INDEX IF EXISTS chain_objects_v4;
+CREATE INDEX IF NOT EXISTS chain_objects_v5 ON chain (kind, ref) WHERE kind IN (2, 3, 8, 9);
 -- Where the chain starts in a file a daemon without it wrote (or, after an upgrade from
 -- schema 3, a daemon with chain format 1): older rows are not covered.
 INSERT OR IGNORE INTO meta (key, value) VALUES ('chain_format', '2');

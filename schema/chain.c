@@ -165,6 +165,10 @@ static const char tenant_row_sql[] =
         "SELECT id, name, audit_name, token_hash, kind, share, priority_ceiling, context_limit,"
         " allocation_limit, max_requests_per_second, memory_quota, admin, created_ns, removed_ns"
         " FROM tenants WHERE id = ?1";
+static const char tenant_limits_row_sql[] =
+        "SELECT id, name, audit_name, token_hash, kind, share, priority_ceiling, context_limit,"
+        " allocation_limit, max_requests_per_second, memory_quota, admin, created_ns, removed_ns,"
+        " max_message, packet_limit, sync_limit FROM tenants WHERE id = ?1";
 static const char allocation_row_sql[] =
         "SELECT allocation, tenant, device, adapter, size, supported_segment_set,"
         " segment_preference, priority, flags, segment, segment_offset, created_ns, destroyed_ns"
@@ -263,6 +267,7 @@ static const char *appended_sql(gs_chain_kind kind, uint64_t seq, int64_t *key, 
 	case GS_CHAIN_CONTEXT:
 	case GS_CHAIN_ALLOCATION:
 	case GS_CHAIN_TENANT:
+	case GS_CHAIN_TENANT_LIMITS:
 		*table = NULL;
 		return NULL;
 	}
@@ -307,6 +312,9 @@ static const char *state_sql(gs_chain_kind kind, const char **table)
 	case GS_CHAIN_TENANT:
 		*table = "tenants";
 		return tenant_row_sql;
+	case GS_CHAIN_TENANT_LIMITS:
+		*table = "tenants";
+		return tenant_limits_row_sql;
 	default:
 		*table = NULL;
 		return NULL;
@@ -532,7 +540,9 @@ static int check_states(sqlite3 *db, gs_chain_report *out, const char *table, co
 		}
 		uint8_t now[GS_CHAIN_DIGEST];
 		const char *t;
-		if (state_digest(&cache, db, kind, (uint64_t)id, now, &t) != 1) {
+		/* The row as the kind of its last record covers it. */
+		gs_chain_kind k = (gs_chain_kind)sqlite3_column_int(last, 2);
+		if (state_digest(&cache, db, k ? k : kind, (uint64_t)id, now, &t) != 1) {
 			rc = SQLITE_ERROR;
 			break;
 		}
@@ -615,32 +625,35 @@ int gs_chain_verify(sqlite3 *db, gs_chain_report *out)
 	static const struct {
 		const char *table, *key;
 		gs_chain_kind kind;
+		const char *kinds;    /* the record kinds about its rows, as SQL (a tenants row's
+		                       * last record is kind 8 or 9, which says what it covers) */
 		const char *prechain; /* meta key: rows up to it predate the chain */
 	} updated[] = {
-	        {"packets", "packet", GS_CHAIN_PACKET, "chain_start_packet"},
-	        {"contexts", "context", GS_CHAIN_CONTEXT, "chain_start_context"},
-	        {"allocations", "allocation", GS_CHAIN_ALLOCATION, "chain_start_allocation"},
-	        {"tenants", "id", GS_CHAIN_TENANT, NULL},
+	        {"packets", "packet", GS_CHAIN_PACKET, "1", "chain_start_packet"},
+	        {"contexts", "context", GS_CHAIN_CONTEXT, "2", "chain_start_context"},
+	        {"allocations", "allocation", GS_CHAIN_ALLOCATION, "3", "chain_start_allocation"},
+	        {"tenants", "id", GS_CHAIN_TENANT, "8, 9", NULL},
 	};
 	bool failed = walk_chain(db, out, base) != 0 || (out->ok && check_head(db, out) != 0);
 	for (size_t i = 0; !failed && i < sizeof updated / sizeof updated[0]; i++) {
-		/* Kinds as literals, so the partial index chain_objects_v4 serves the lookup. */
-		char last[320];
+		/* Kinds as literals, so the partial index chain_objects_v5 serves the lookup. */
+		char last[384];
 		if (updated[i].kind == GS_CHAIN_PACKET)
-			snprintf(last, sizeof last,
-			         "SELECT seq, state_digest FROM packet_events WHERE packet = ?1 "
-			         "UNION"
-			         " ALL SELECT 0, state FROM chain_base_objects WHERE kind = %d AND"
-			         " ref = ?1 ORDER BY 1 DESC LIMIT 1",
-			         (int)updated[i].kind);
+			snprintf(
+			        last, sizeof last,
+			        "SELECT seq, state_digest, 1 FROM packet_events WHERE packet = ?1 "
+			        "UNION"
+			        " ALL SELECT 0, state, kind FROM chain_base_objects WHERE kind = %d"
+			        " AND ref = ?1 ORDER BY 1 DESC LIMIT 1",
+			        (int)updated[i].kind);
 		else
-			snprintf(last, sizeof last,
-			         "SELECT seq, state FROM chain WHERE kind = %d AND ref = ?1 UNION "
-			         "ALL"
-			         " SELECT 0, state FROM chain_base_objects WHERE kind = %d AND ref "
-			         "= ?1"
-			         " ORDER BY 1 DESC LIMIT 1",
-			         (int)updated[i].kind, (int)updated[i].kind);
+			snprintf(
+			        last, sizeof last,
+			        "SELECT seq, state, kind FROM chain WHERE kind IN (%s) AND ref = ?1"
+			        " UNION ALL SELECT 0, state, kind FROM chain_base_objects WHERE "
+			        "kind"
+			        " IN (%s) AND ref = ?1 ORDER BY 1 DESC LIMIT 1",
+			        updated[i].kinds, updated[i].kinds);
 		failed = check_states(db, out, updated[i].table, updated[i].key, updated[i].kind,
 		                      last,
 		                      updated[i].prechain ? meta_int(db, updated[i].prechain, 0)

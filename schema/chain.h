@@ -60,7 +60,9 @@ typedef enum gs_chain_kind {
 	GS_CHAIN_NOTE = 5,       /* a notes row */
 	GS_CHAIN_MOVE = 6,       /* a moves row */
 	/* 7 was a packet's allocation list, a record of its own before format 2 */
-	GS_CHAIN_TENANT = 8, /* the tenants row of an admin-created tenant */
+	GS_CHAIN_TENANT = 8, /* the tenants row of an admin-created tenant (before schema 5) */
+	/* the same row with its limits (max_message, packet_limit, sync_limit): schema 5 on */
+	GS_CHAIN_TENANT_LIMITS = 9,
 } gs_chain_kind;
 
 /* A row digest being computed, one column at a time in INSERT order. */

@@ -121,6 +121,9 @@ static void restore_tenant(void *arg, const gsd_tenant_rec *r)
 	                        .allocation_limit = r->allocation_limit,
 	                        .max_requests_per_second = r->max_requests_per_second,
 	                        .memory_quota = r->memory_quota,
+	                        .max_message = r->max_message,
+	                        .packet_limit = r->packet_limit,
+	                        .sync_limit = r->sync_limit,
 	                        .admin = r->admin};
 	snprintf(tc.name, sizeof(tc.name), "%s", r->tenant);
 	snprintf(tc.token_hash, sizeof(tc.token_hash), "%s", r->token_hash);

@@ -230,15 +230,18 @@ static const char *const stmt_sql[ST_COUNT] = {
         [ST_OWNER] = "SELECT tenant IS ?2 FROM packets WHERE packet = ?1",
         [ST_TENANT] = "INSERT INTO tenants (id, name, audit_name, token_hash, kind, share,"
                       " priority_ceiling, context_limit, allocation_limit,"
-                      " max_requests_per_second, memory_quota, admin, created_ns, removed_ns)"
-                      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"
+                      " max_requests_per_second, memory_quota, admin, created_ns, removed_ns,"
+                      " max_message, packet_limit, sync_limit)"
+                      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14,"
+                      " ?15, ?16, ?17)"
                       " ON CONFLICT (id) DO UPDATE SET share = excluded.share,"
                       " priority_ceiling = excluded.priority_ceiling,"
                       " context_limit = excluded.context_limit,"
                       " allocation_limit = excluded.allocation_limit,"
                       " max_requests_per_second = excluded.max_requests_per_second,"
                       " memory_quota = excluded.memory_quota, admin = excluded.admin,"
-                      " removed_ns = excluded.removed_ns",
+                      " removed_ns = excluded.removed_ns, max_message = excluded.max_message,"
+                      " packet_limit = excluded.packet_limit, sync_limit = excluded.sync_limit",
 };
 
 struct gsd_audit {
@@ -646,11 +649,12 @@ static int write_tenant(gsd_audit *a, const struct node *n, chain_out *co)
 	sqlite3_stmt *s = a->st[ST_TENANT];
 	gs_chain_row d, *dp;
 
-	dp = chain_begin(a, &d, GS_CHAIN_TENANT);
+	dp = chain_begin(a, &d, GS_CHAIN_TENANT_LIMITS);
 	PUT_ROW(s, dp, CI(r->id), CS(n->tenant, false), CS(n->text2, false), CS(n->text1, false),
 	        CI(r->kind), CI(r->share), CI(r->priority_ceiling), CI(r->context_limit),
 	        CI(r->allocation_limit), CI(r->max_requests_per_second), CI(r->memory_quota),
-	        CI(r->admin), CI(r->created_ns), CI(r->removed_ns));
+	        CI(r->admin), CI(r->created_ns), CI(r->removed_ns), CI(r->max_message),
+	        CI(r->packet_limit), CI(r->sync_limit));
 	chain_end(dp, co->state);
 	co->has_state = true;
 	co->ref = r->id;
@@ -730,7 +734,7 @@ static const struct {
         [REC_ERROR] = {GS_CHAIN_ERROR, write_texts},
         [REC_NOTE] = {GS_CHAIN_NOTE, write_texts},
         [REC_MOVE] = {GS_CHAIN_MOVE, write_move},
-        [REC_TENANT] = {GS_CHAIN_TENANT, write_tenant},
+        [REC_TENANT] = {GS_CHAIN_TENANT_LIMITS, write_tenant},
 };
 
 static int write_node(gsd_audit *a, const struct node *n)
@@ -1810,6 +1814,21 @@ static int apply_schema(sqlite3 *db)
 			char sql[160];
 			snprintf(sql, sizeof sql, "ALTER TABLE %s ADD COLUMN %s BLOB", added[i][0],
 			         added[i][1]);
+			rc = sqlite3_exec(db, sql, NULL, NULL, &msg);
+		}
+		if (rc != SQLITE_OK)
+			goto rollback;
+	}
+	/* Version 5's tenant limits, added to the tenants of an older file as "the default". */
+	static const char *const limits[] = {"max_message", "packet_limit", "sync_limit"};
+	for (size_t i = 0; i < sizeof limits / sizeof limits[0]; i++) {
+		int has = has_column(db, "tenants", limits[i]);
+		rc = has < 0 ? SQLITE_ERROR : SQLITE_OK;
+		if (has == 0) {
+			char sql[128];
+			snprintf(sql, sizeof sql,
+			         "ALTER TABLE tenants ADD COLUMN %s INTEGER NOT NULL DEFAULT 0",
+			         limits[i]);
 			rc = sqlite3_exec(db, sql, NULL, NULL, &msg);
 		}
 		if (rc != SQLITE_OK)

@@ -21,7 +21,7 @@
 typedef struct gsd_audit gsd_audit;
 
 /* The schema version this daemon writes; a file with a newer one is refused at open. */
-#define GSD_AUDIT_SCHEMA_VERSION 4
+#define GSD_AUDIT_SCHEMA_VERSION 5
 /* schema/audit.sql, compiled in (generated at build time from the file). */
 extern const char gsd_audit_schema_sql[];
 
@@ -122,7 +122,8 @@ typedef struct gsd_tenant_rec {
 	uint64_t memory_quota;
 	bool admin;
 	uint64_t created_ns;
-	uint64_t removed_ns; /* 0 while it exists */
+	uint64_t removed_ns;                            /* 0 while it exists */
+	uint32_t max_message, packet_limit, sync_limit; /* 0: the defaults */
 } gsd_tenant_rec;
 
 int gsd_audit_open(const char *path, const gsd_audit_options *opt, gsd_audit **out);

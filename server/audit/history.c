@@ -600,7 +600,8 @@ int gsd_history_tenants(const char *path, gsd_tenant_row_fn fn, void *arg, uint6
 	                                   "SELECT id, name, token_hash, kind, share,"
 	                                   " priority_ceiling, context_limit, memory_quota, admin,"
 	                                   " created_ns, removed_ns, audit_name, allocation_limit,"
-	                                   " max_requests_per_second FROM tenants ORDER BY id",
+	                                   " max_requests_per_second, max_message, packet_limit,"
+	                                   " sync_limit FROM tenants ORDER BY id",
 	                                   "tenants", err, errcap);
 	if (!s)
 		return -1;
@@ -619,7 +620,10 @@ int gsd_history_tenants(const char *path, gsd_tenant_row_fn fn, void *arg, uint6
 		                    .removed_ns = col_u64(s, 10),
 		                    .audit_name = (const char *)sqlite3_column_text(s, 11),
 		                    .allocation_limit = col_u32(s, 12),
-		                    .max_requests_per_second = col_u32(s, 13)};
+		                    .max_requests_per_second = col_u32(s, 13),
+		                    .max_message = col_u32(s, 14),
+		                    .packet_limit = col_u32(s, 15),
+		                    .sync_limit = col_u32(s, 16)};
 		if (r.id > *max_id)
 			*max_id = r.id;
 		if (r.tenant && r.token_hash && r.audit_name)

@@ -109,6 +109,9 @@ void gsd_tenant_audit(gsd_daemon *d, const gsd_tenant *t, uint64_t removed_ns)
 	                    .allocation_limit = t->conf.allocation_limit,
 	                    .max_requests_per_second = t->conf.max_requests_per_second,
 	                    .memory_quota = t->conf.memory_quota,
+	                    .max_message = t->conf.max_message,
+	                    .packet_limit = t->conf.packet_limit,
+	                    .sync_limit = t->conf.sync_limit,
 	                    .admin = t->conf.admin,
 	                    .created_ns = t->created_ns,
 	                    .removed_ns = removed_ns};

@@ -590,13 +590,18 @@ static void test_tenant_update_live(void **state)
 	assert_int_equal(gs_tenant_update(ops, "frank", &s, 0), GS_ERR_INVALID);
 	assert_int_equal(cli_admin(&f, "set", "frank", NULL, NULL, NULL, NULL, 0), 2);
 	assert_int_equal(gs_tenant_update(ops, "frank", &s, GS_TENANT_SHARE), 0);
+	gs_tenant lim = {.max_message = 65536, .packet_limit = 7, .sync_limit = 5};
+	assert_int_equal(gs_tenant_update(ops, "frank", &lim,
+	                                  GS_TENANT_MAX_MESSAGE | GS_TENANT_PACKET_LIMIT |
+	                                          GS_TENANT_SYNC_LIMIT),
+	                 0);
 	gs_close(fr);
 	gs_close(ops);
 	assert_int_equal(gs_testd_stop(&f.t), 0);
 	assert_true(itest_audit_int(f.t.db, "SELECT count(*) FROM notes WHERE kind ="
 	                                    " 'tenant_updated' AND detail LIKE 'frank:%%'") >= 2);
 
-	/* Kept across a restart: share 9, allocation_limit 3. */
+	/* Kept across a restart: share 9, allocation_limit 3, and the limits (schema 5). */
 	const char *const args[] = {"--config", f.cfg.path, NULL};
 	assert_int_equal(gs_testd_restart(&f.t, args), 0);
 	char out[4096];
@@ -604,7 +609,16 @@ static void test_tenant_update_live(void **state)
 	if (!strstr(out, "\"allocation_limit\":3"))
 		fail_msg("tenant ls after the restart: %s", out);
 	assert_non_null(strstr(out, "\"share\":9"));
+	assert_non_null(strstr(out, "\"max_message\":65536"));
+	assert_non_null(strstr(out, "\"packet_limit\":7"));
+	assert_non_null(strstr(out, "\"sync_limit\":5"));
 	assert_int_equal(verify_exit(f.t.db), 0);
+	/* The limits are under the chain: changing one in the file is found. */
+	assert_int_equal(itest_sh("sqlite3 -cmd '.timeout 10000' '%s' \"UPDATE tenants SET"
+	                          " packet_limit = 70000 WHERE name = 'frank'\"",
+	                          f.t.db),
+	                 0);
+	assert_int_not_equal(verify_exit(f.t.db), 0);
 	stop(&f);
 }
 

@@ -1241,6 +1241,59 @@ static void load_dump(const char *path, const char *dump)
 	exec_sql(path, sql);
 }
 
+/*
+ * A schema 4 file (tests/fixtures/audit-v4-tenants.sql, written by the daemon before version 5:
+ * an admin-made tenant updated once, one removed, a VM's demo) is upgraded: its tenants gain
+ * the limits as 0 and verify as they were (their last records are kind 8, whose digest does
+ * not cover the limits); a new record of a tenant with limits is kind 9 and covers them, so a
+ * limit changed in the file is found.
+ */
+static void test_upgrade_tenants_from_schema_4(void **state)
+{
+	struct fixture *fx = *state;
+	load_dump(fx->path, GS_SOURCE_DIR "/tests/fixtures/audit-v4-tenants.sql");
+	assert_int_equal(query_int(fx->path, "PRAGMA user_version"), 4);
+	tracker_reset();
+	gsd_audit *a = open_audit(fx->path, NULL);
+	assert_int_equal(query_int(fx->path, "PRAGMA user_version"), GSD_AUDIT_SCHEMA_VERSION);
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM tenants WHERE max_message = 0"
+	                                     " AND packet_limit = 0 AND sync_limit = 0"),
+	                 2);
+	gsd_audit_close(a);
+	gs_chain_report rep = verify_file(fx->path);
+	if (!rep.ok)
+		fail_msg("upgraded schema 4 file does not verify: %s", rep.why);
+
+	/* The VM tenant given limits: its row now records them, under a kind 9 record. */
+	tracker_reset();
+	a = open_audit(fx->path, NULL);
+	/* As the daemon records it: the row's settings as they are, the limits new. */
+	gsd_tenant_rec t = {.id = 1,
+	                    .tenant = "vm-a",
+	                    .audit_name = "vm-a",
+	                    .token_hash = "b2$717cf870bfdea2d086d2f0ed479c671b$0d87a225d65fa585ac98"
+	                                  "e67430e243f9235853409fefe073798897b95b966829",
+	                    .kind = 1,
+	                    .share = 3,
+	                    .priority_ceiling = 2,
+	                    .created_ns = (uint64_t)query_int(fx->path, "SELECT created_ns FROM"
+	                                                                " tenants WHERE id = 1"),
+	                    .max_message = 65536,
+	                    .packet_limit = 7,
+	                    .sync_limit = 5};
+	gsd_audit_tenant(a, &t);
+	assert_true(wait_acks(flush(a)));
+	gsd_audit_close(a);
+	assert_int_equal(query_int(fx->path, "SELECT packet_limit FROM tenants WHERE id = 1"), 7);
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM chain WHERE kind = 9"), 1);
+	rep = verify_file(fx->path);
+	if (!rep.ok)
+		fail_msg("file with a kind 9 tenant record does not verify: %s", rep.why);
+	rep = tampered(fx->path, "limit", "UPDATE tenants SET sync_limit = 500 WHERE id = 1");
+	assert_false(rep.ok);
+	assert_string_equal(rep.bad_table, "tenants");
+}
+
 /* A file the schema-3 daemon wrote (format-1 chain, 32-byte links): opening it migrates it;
  * every row stays readable, the chain restarts after its last record and verifies, rows from
  * before are still checked against their last record's state, and retention can remove the
@@ -1269,7 +1322,7 @@ static void test_upgrade_from_schema_3(void **state)
 
 	tracker_reset();
 	gsd_audit *a = open_audit(fx->path, NULL);
-	assert_int_equal(query_int(fx->path, "PRAGMA user_version"), 4);
+	assert_int_equal(query_int(fx->path, "PRAGMA user_version"), GSD_AUDIT_SCHEMA_VERSION);
 	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packet_events"), old_events);
 	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packet_allocations"),
 	                 old_pallocs);
@@ -2471,6 +2524,7 @@ int main(void)
 	        T_(test_chain_across_reopen_and_failure),
 	        T_(test_retention_keeps_verification),
 	        T_(test_upgrade_from_schema_3),
+	        T_(test_upgrade_tenants_from_schema_4),
 	        T_(test_reopen_keeps_rows_and_version),
 	        T_(test_reconcile_in_flight),
 	        T_(test_removed_file_stops_acks),
