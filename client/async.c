@@ -265,6 +265,13 @@ void gsc_waiter_init(gsc_waiter *w)
 	memset(&w->ev, 0, sizeof(w->ev));
 }
 
+gsc_target gsc_blocking(gs_client *c, gsc_waiter *w)
+{
+	c->message[0] = '\0';
+	gsc_waiter_init(w);
+	return (gsc_target){.w = w};
+}
+
 static void waiter_deliver(gsc_waiter *w, const gs_async_event *ev, Gpusched__V1__Response *resp)
 {
 	pthread_mutex_lock(&w->mu);
@@ -725,9 +732,7 @@ int gsc_call(gs_client *c, Gpusched__V1__Request__BodyCase req_case, void *body,
 
 	if (out)
 		*out = NULL;
-	c->message[0] = '\0';
-	gsc_waiter_init(&w);
-	rv = gsc_wait(c, &w, start(c, &r, (gsc_target){.w = &w}, NULL));
+	rv = gsc_wait(c, &w, start(c, &r, gsc_blocking(c, &w), NULL));
 	if (rv == 0 && out)
 		*out = w.resp;
 	else

@@ -523,10 +523,8 @@ int gs_sync_wait(gs_client *c, uint64_t sync, uint64_t value, uint32_t timeout_m
 	gsc_waiter w;
 	int rv;
 
-	c->message[0] = '\0';
-	gsc_waiter_init(&w);
 	rv = gsc_wait(c, &w,
-	              gsc_sync_wait_start(c, sync, value, timeout_ms, (gsc_target){.w = &w}, NULL));
+	              gsc_sync_wait_start(c, sync, value, timeout_ms, gsc_blocking(c, &w), NULL));
 	if (rv == 0 && current)
 		*current = w.ev.value;
 	return rv;

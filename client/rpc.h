@@ -156,6 +156,9 @@ int gsc_packet_wait_start(gs_client *c, uint64_t packet, uint32_t timeout_ms, gs
 int gsc_sync_wait_start(gs_client *c, uint64_t sync, uint64_t value, uint32_t timeout_ms,
                         gsc_target to, uint64_t *id);
 void gsc_waiter_init(gsc_waiter *w);
+/* A blocking call begins: clears the client's last message, readies w and returns the target
+ * to start the request with (then gsc_wait). */
+gsc_target gsc_blocking(gs_client *c, gsc_waiter *w);
 /* Waits for the waiter's request (started with status 0, or not started: pass the start's
  * error as `started`); copies its message into c->message, releases the waiter and returns
  * the request's status. */

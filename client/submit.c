@@ -90,9 +90,7 @@ int gs_submit(gs_client *c, uint64_t context, const gs_dmabuf *dma, uint32_t sub
 	gsc_waiter w;
 	int rv;
 
-	c->message[0] = '\0';
-	gsc_waiter_init(&w);
-	rv = gsc_wait(c, &w, gsc_submit_start(c, &desc, (gsc_target){.w = &w}, NULL));
+	rv = gsc_wait(c, &w, gsc_submit_start(c, &desc, gsc_blocking(c, &w), NULL));
 	if (rv == 0 && out)
 		*out = w.ev.submit;
 	return rv;
@@ -103,10 +101,8 @@ int gs_submit_batch(gs_client *c, const gs_submit_desc *packets, size_t count,
 {
 	gsc_waiter w;
 
-	c->message[0] = '\0';
-	gsc_waiter_init(&w);
-	return gsc_wait(
-	        c, &w, gsc_submit_batch_start(c, packets, count, out, (gsc_target){.w = &w}, NULL));
+	return gsc_wait(c, &w,
+	                gsc_submit_batch_start(c, packets, count, out, gsc_blocking(c, &w), NULL));
 }
 
 int gs_packet_wait(gs_client *c, uint64_t packet, uint32_t timeout_ms, gs_packet_state *state,
@@ -115,10 +111,8 @@ int gs_packet_wait(gs_client *c, uint64_t packet, uint32_t timeout_ms, gs_packet
 	gsc_waiter w;
 	int rv;
 
-	c->message[0] = '\0';
-	gsc_waiter_init(&w);
 	rv = gsc_wait(c, &w,
-	              gsc_packet_wait_start(c, packet, timeout_ms, (gsc_target){.w = &w}, NULL));
+	              gsc_packet_wait_start(c, packet, timeout_ms, gsc_blocking(c, &w), NULL));
 	/* A faulted packet: GS_STATUS_FAULTED with the state (see gs_async_event). */
 	if ((rv == 0 || w.ev.state == GS_PACKET_FAULTED) && state)
 		*state = w.ev.state;

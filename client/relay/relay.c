@@ -24,6 +24,7 @@
  */
 #include "gpusched.h"
 #include "gpusched.pb-c.h"
+#include "pbwire.h"
 #include "rpc.h"
 
 #include <errno.h>
@@ -146,30 +147,6 @@ static void logf_(int level, const char *fmt, ...)
 
 /* ---- answers the relay gives itself ---- */
 
-static bool varint(const uint8_t **p, const uint8_t *end, uint64_t *out)
-{
-	uint64_t v = 0;
-	for (int s = 0; s < 64 && *p < end; s += 7) {
-		uint8_t b = *(*p)++;
-		v |= (uint64_t)(b & 0x7f) << s;
-		if (!(b & 0x80)) {
-			*out = v;
-			return true;
-		}
-	}
-	return false;
-}
-
-static size_t put_varint(uint8_t *p, uint64_t v)
-{
-	size_t n = 0;
-	do {
-		p[n++] = (uint8_t)(v & 0x7f) | (v > 0x7f ? 0x80 : 0);
-		v >>= 7;
-	} while (v);
-	return n;
-}
-
 /*
  * Walks the top-level fields of a Request without decoding the messages inside: *id gets
  * Request.id, and when out is given, every field but token (2) and guest (4) is copied to it,
@@ -185,32 +162,12 @@ static size_t scan_request(const uint8_t *in, size_t len, uint64_t *id, uint8_t 
 	*id = 0;
 	while (p < end) {
 		const uint8_t *field = p;
-		uint64_t tag, v = 0;
-		if (!varint(&p, end, &tag) || tag >> 3 == 0)
+		gs_pb_field f;
+		if (!gs_pb_field_next(&p, end, &f) || f.number == 0)
 			return 0;
-		switch (tag & 7) {
-		case 0:
-			if (!varint(&p, end, &v))
-				return 0;
-			break;
-		case 1:
-		case 5:
-			v = (tag & 7) == 1 ? 8 : 4;
-			if ((uint64_t)(end - p) < v)
-				return 0;
-			p += v;
-			break;
-		case 2:
-			if (!varint(&p, end, &v) || v > (uint64_t)(end - p))
-				return 0;
-			p += v;
-			break;
-		default:
-			return 0;
-		}
-		if (tag == (1u << 3 | 0))
-			*id = v;
-		if (out && tag >> 3 != 2 && tag >> 3 != 4) {
+		if (f.number == 1 && f.wire == GS_PB_VARINT)
+			*id = f.value;
+		if (out && f.number != 2 && f.number != 4) {
 			memcpy(out + n, field, (size_t)(p - field));
 			n += (size_t)(p - field);
 		}
@@ -219,11 +176,11 @@ static size_t scan_request(const uint8_t *in, size_t len, uint64_t *id, uint8_t 
 		return len ? len : 1;
 	size_t tl = strlen(token);
 	out[n++] = 2u << 3 | 2;
-	n += put_varint(out + n, tl);
+	n += gs_pb_put_varint(out + n, tl);
 	memcpy(out + n, token, tl);
 	n += tl;
 	out[n++] = 4u << 3 | 0;
-	n += put_varint(out + n, guest_id);
+	n += gs_pb_put_varint(out + n, guest_id);
 	return n;
 }
 

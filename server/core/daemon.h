@@ -35,9 +35,7 @@
 #define GSD_STATS_STATUSES 128 /* statuses counted */
 
 typedef struct gsd_stats {
-	uint64_t requests, errors;
-	uint64_t packets_submitted, packets_completed, packets_faulted, packets_cancelled,
-	        packets_rejected;
+	GSD_COUNTERS(GSD_COUNTER_FIELD)
 	uint64_t preemptions, resets, bans;
 	uint64_t by_request[GSD_STATS_BODIES];  /* decoded requests by body number */
 	uint64_t by_status[GSD_STATS_STATUSES]; /* error answers by status */

@@ -17,6 +17,19 @@ typedef struct gsd_daemon gsd_daemon;
 #define GSD_TOKEN_SALT 16
 #define GSD_TOKEN_HASH 32
 
+/* The counters kept both for the daemon (gsd_stats) and for each tenant (gsd_tenant.stats),
+ * under the names of the StatsResponse fields that show them: requests authenticated and
+ * decoded, requests answered with a refusal, and packets by how they ended. */
+#define GSD_COUNTERS(X)                                                                            \
+	X(requests)                                                                                \
+	X(errors)                                                                                  \
+	X(packets_submitted)                                                                       \
+	X(packets_completed)                                                                       \
+	X(packets_faulted)                                                                         \
+	X(packets_cancelled)                                                                       \
+	X(packets_rejected)
+#define GSD_COUNTER_FIELD(name) uint64_t name;
+
 typedef struct gsd_tenant {
 	/* As configured or created by an admin (share at least 1); conf.token is wiped: only
 	 * the salted hash of the secret stays (keyed BLAKE2b-256, the salt as key). */
@@ -50,9 +63,7 @@ typedef struct gsd_tenant {
 	 * sees these, never the daemon-wide figures). Packets are those of its audit records:
 	 * its own and the paging packets the memory manager made for its allocations. */
 	struct {
-		uint64_t requests, errors; /* authenticated as it; answered with a refusal */
-		uint64_t packets_submitted, packets_completed, packets_faulted, packets_cancelled,
-		        packets_rejected;
+		GSD_COUNTERS(GSD_COUNTER_FIELD)
 		uint64_t paging_packets, paging_bytes, evictions;
 		/* Its packets not yet final, by adapter and node (paging packets included). */
 		uint64_t queued[GSD_MAX_ADAPTERS][GSD_MAX_NODES];

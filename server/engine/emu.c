@@ -230,11 +230,5 @@ static int emu_create(const gsd_engine_config *cfg, gsd_engine **out)
 	return gsd_engine_thread_create(cfg, emu_run, out);
 }
 
-const gsd_engine_ops gsd_engine_emu = {
-        .name = "emu",
-        .create = emu_create,
-        .submit = gsd_engine_thread_submit,
-        .preempt = gsd_engine_thread_preempt,
-        .reset = gsd_engine_thread_reset,
-        .destroy = gsd_engine_thread_destroy,
-};
+const gsd_engine_ops gsd_engine_emu =
+        GSD_ENGINE_THREAD_OPS("emu", emu_create, gsd_engine_thread_reset);

@@ -27,11 +27,4 @@ static void null_reset(gsd_engine *e)
 	(void)e;
 }
 
-const gsd_engine_ops gsd_engine_null = {
-        .name = "null",
-        .create = null_create,
-        .submit = gsd_engine_thread_submit,
-        .preempt = gsd_engine_thread_preempt,
-        .reset = null_reset,
-        .destroy = gsd_engine_thread_destroy,
-};
+const gsd_engine_ops gsd_engine_null = GSD_ENGINE_THREAD_OPS("null", null_create, null_reset);

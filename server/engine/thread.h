@@ -60,6 +60,15 @@ void gsd_engine_thread_preempt(gsd_engine *e);
 void gsd_engine_thread_reset(gsd_engine *e);
 void gsd_engine_thread_destroy(gsd_engine *e);
 
+/* The operations table of a backend that is only an engine thread per node (no device of its
+ * own: emu, null); `create_fn` starts it with gsd_engine_thread_create. */
+#define GSD_ENGINE_THREAD_OPS(backend, create_fn, reset_fn)                                        \
+	{                                                                                          \
+		.name = (backend), .create = (create_fn), .submit = gsd_engine_thread_submit,      \
+		.preempt = gsd_engine_thread_preempt, .reset = (reset_fn),                         \
+		.destroy = gsd_engine_thread_destroy,                                              \
+	}
+
 /* Prepares an interrupt of `kind` about packet x on this engine (everything else zero). */
 void gsd_engine_irq_init(gsd_irq *irq, const gsd_engine *e, gsd_exec *x, gsd_irq_kind kind);
 

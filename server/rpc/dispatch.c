@@ -166,14 +166,10 @@ static void h_info(gsd_daemon *d, gsd_call *c)
 /* A tenant that is not an administrator gets its own figures (tenant_view). */
 static void stats_of_tenant(const gsd_tenant *t, Gpusched__V1__StatsResponse *st)
 {
+#define TENANT_COUNTER(name) st->name = t->stats.name;
+	GSD_COUNTERS(TENANT_COUNTER)
+#undef TENANT_COUNTER
 	st->tenant_view = true;
-	st->requests = t->stats.requests;
-	st->errors = t->stats.errors;
-	st->packets_submitted = t->stats.packets_submitted;
-	st->packets_completed = t->stats.packets_completed;
-	st->packets_faulted = t->stats.packets_faulted;
-	st->packets_cancelled = t->stats.packets_cancelled;
-	st->packets_rejected = t->stats.packets_rejected;
 	st->devices = t->devices;
 	st->contexts = t->contexts;
 	st->allocations = t->allocations;
@@ -182,41 +178,37 @@ static void stats_of_tenant(const gsd_tenant *t, Gpusched__V1__StatsResponse *st
 	st->evictions = t->stats.evictions;
 }
 
-static void h_stats(gsd_daemon *d, gsd_call *c)
+static void stats_of_daemon(gsd_daemon *d, Gpusched__V1__StatsResponse *st)
 {
-	if (!c->tenant->conf.admin) {
-		Gpusched__V1__StatsResponse st = GPUSCHED__V1__STATS_RESPONSE__INIT;
-		stats_of_tenant(c->tenant, &st);
-		st.uptime_ns = gsd_now_ns() - d->start_ns;
-		st.audit_health = (Gpusched__V1__AuditHealth)gsd_audit_get_health(d->audit);
-		GSD_REPLY(c, STATS, stats, &st);
-		return;
-	}
+#define DAEMON_COUNTER(name) st->name = d->stats.name;
+	GSD_COUNTERS(DAEMON_COUNTER)
+#undef DAEMON_COUNTER
 	gsd_audit_stats as;
 	gsd_audit_get_stats(d->audit, &as);
-	Gpusched__V1__StatsResponse st = GPUSCHED__V1__STATS_RESPONSE__INIT;
-	st.requests = d->stats.requests;
-	st.errors = d->stats.errors;
-	st.packets_submitted = d->stats.packets_submitted;
-	st.packets_completed = d->stats.packets_completed;
-	st.packets_faulted = d->stats.packets_faulted;
-	st.packets_cancelled = d->stats.packets_cancelled;
-	st.packets_rejected = d->stats.packets_rejected;
-	st.audit_records = as.records;
-	st.audit_commits = as.commits;
-	st.audit_queued = as.queued;
-	st.audit_failed_commits = as.failures;
-	st.audit_dropped = as.dropped;
-	st.audit_health = (Gpusched__V1__AuditHealth)gsd_audit_get_health(d->audit);
-	st.devices = d->devices;
-	st.contexts = d->contexts;
-	st.allocations = d->allocations;
-	st.uptime_ns = gsd_now_ns() - d->start_ns;
+	st->audit_records = as.records;
+	st->audit_commits = as.commits;
+	st->audit_queued = as.queued;
+	st->audit_failed_commits = as.failures;
+	st->audit_dropped = as.dropped;
+	st->devices = d->devices;
+	st->contexts = d->contexts;
+	st->allocations = d->allocations;
 	for (uint32_t i = 0; i < d->nadapters; i++) {
-		st.paging_packets += d->adapters[i].paging_packets;
-		st.paging_bytes += d->adapters[i].paging_bytes;
-		st.evictions += d->adapters[i].evictions;
+		st->paging_packets += d->adapters[i].paging_packets;
+		st->paging_bytes += d->adapters[i].paging_bytes;
+		st->evictions += d->adapters[i].evictions;
 	}
+}
+
+static void h_stats(gsd_daemon *d, gsd_call *c)
+{
+	Gpusched__V1__StatsResponse st = GPUSCHED__V1__STATS_RESPONSE__INIT;
+	if (c->tenant->conf.admin)
+		stats_of_daemon(d, &st);
+	else
+		stats_of_tenant(c->tenant, &st);
+	st.uptime_ns = gsd_now_ns() - d->start_ns;
+	st.audit_health = (Gpusched__V1__AuditHealth)gsd_audit_get_health(d->audit);
 	GSD_REPLY(c, STATS, stats, &st);
 }
 

@@ -95,51 +95,67 @@ static bool wait_unpinned(gsd_call *c, gsd_allocation **als, size_t n)
 	return false;
 }
 
-void gsd_h_make_resident(gsd_daemon *d, gsd_call *c)
+/* What MakeResident or Evict does to the allocations of one device: a status (msg says why
+ * when not OK) and the moves made in *moves, or PAGING_DEFERRED when the call waits. */
+#define PAGING_DEFERRED (-1)
+typedef int (*paging_action)(gsd_daemon *d, gsd_call *c, gsd_device *dev, gsd_allocation **als,
+                             size_t n, uint32_t *moves, char *msg, size_t cap);
+
+static void paging_call(gsd_daemon *d, gsd_call *c, uint64_t device, const uint64_t *handles,
+                        size_t n, paging_action act)
 {
-	const Gpusched__V1__MakeResidentRequest *q = R(make_resident);
 	gsd_device *dev;
-	gsd_allocation **als =
-	        device_allocations(d, c, q->device, q->allocations, q->n_allocations, &dev);
+	gsd_allocation **als = device_allocations(d, c, device, handles, n, &dev);
 	if (!als)
 		return;
 	uint32_t moves = 0;
 	char msg[256] = "";
-	int st = gsd_vidmm_make_resident(d, als, q->n_allocations, &moves, msg, sizeof(msg));
+	int st = act(d, c, dev, als, n, &moves, msg, sizeof(msg));
 	free(als);
-	paging_reply(c, dev, st, msg, moves);
+	if (st != PAGING_DEFERRED)
+		paging_reply(c, dev, st, msg, moves);
+}
+
+static int make_resident(gsd_daemon *d, gsd_call *c, gsd_device *dev, gsd_allocation **als,
+                         size_t n, uint32_t *moves, char *msg, size_t cap)
+{
+	(void)c;
+	(void)dev;
+	return gsd_vidmm_make_resident(d, als, n, moves, msg, cap);
+}
+
+static int evict(gsd_daemon *d, gsd_call *c, gsd_device *dev, gsd_allocation **als, size_t n,
+                 uint32_t *moves, char *msg, size_t cap)
+{
+	if (wait_unpinned(c, als, n))
+		return PAGING_DEFERRED;
+	/* Nothing runs (or pins) between the moves: all of them go while none is in use. */
+	gsd_vidsch_hold(d, true);
+	int st = GSD_ST(OK);
+	for (size_t i = 0; i < n && st == GSD_ST(OK); i++) {
+		int r = gsd_vidmm_move_to(
+		        d, als[i], gsd_vidmm_segment_by_id(dev->adapter, 0), 0, MK(EVICT_REQUEST),
+		        c->deferred ? "Evict, once the packets using it were done" : "Evict", msg,
+		        cap);
+		if (r == 0)
+			(*moves)++;
+		else if (r != 1)
+			st = r;
+	}
+	gsd_vidsch_hold(d, false);
+	return st;
+}
+
+void gsd_h_make_resident(gsd_daemon *d, gsd_call *c)
+{
+	const Gpusched__V1__MakeResidentRequest *q = R(make_resident);
+	paging_call(d, c, q->device, q->allocations, q->n_allocations, make_resident);
 }
 
 void gsd_h_evict(gsd_daemon *d, gsd_call *c)
 {
 	const Gpusched__V1__EvictRequest *q = R(evict);
-	gsd_device *dev;
-	gsd_allocation **als =
-	        device_allocations(d, c, q->device, q->allocations, q->n_allocations, &dev);
-	if (!als)
-		return;
-	if (wait_unpinned(c, als, q->n_allocations)) {
-		free(als);
-		return;
-	}
-	/* Nothing runs (or pins) between the moves: all of them go while none is in use. */
-	gsd_vidsch_hold(d, true);
-	uint32_t moves = 0;
-	int st = GSD_ST(OK);
-	char msg[256] = "";
-	for (size_t i = 0; i < q->n_allocations && st == GSD_ST(OK); i++) {
-		int r = gsd_vidmm_move_to(
-		        d, als[i], gsd_vidmm_segment_by_id(dev->adapter, 0), 0, MK(EVICT_REQUEST),
-		        c->deferred ? "Evict, once the packets using it were done" : "Evict", msg,
-		        sizeof(msg));
-		if (r == 0)
-			moves++;
-		else if (r != 1)
-			st = r;
-	}
-	free(als);
-	gsd_vidsch_hold(d, false);
-	paging_reply(c, dev, st, msg, moves);
+	paging_call(d, c, q->device, q->allocations, q->n_allocations, evict);
 }
 
 void gsd_h_transfer(gsd_daemon *d, gsd_call *c)

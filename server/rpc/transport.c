@@ -14,6 +14,8 @@
 #include "core/util.h"
 #include "rpc/handlers.h"
 
+#include "pbwire.h"
+
 #include <nng/protocol/reqrep0/rep.h>
 #include <nng/supplemental/util/platform.h>
 #include <pthread.h>
@@ -150,65 +152,31 @@ typedef struct envelope {
 	bool token_too_long;
 } envelope;
 
-static bool read_varint(const uint8_t **p, const uint8_t *end, uint64_t *out)
-{
-	uint64_t v = 0;
-	for (int shift = 0; shift < 64 && *p < end; shift += 7) {
-		uint8_t b = *(*p)++;
-		v |= (uint64_t)(b & 0x7f) << shift;
-		if (!(b & 0x80)) {
-			*out = v;
-			return true;
-		}
-	}
-	return false;
-}
-
 /*
- * Reads Request.id (field 1) and Request.token (field 2) from the protobuf bytes, skipping
- * every other field without copying it, so that an unauthenticated request costs one pass
- * over its bytes and nothing else. False when the bytes are not a protobuf message.
+ * Reads Request.id (field 1), Request.token (field 2) and Request.guest (field 4) from the
+ * protobuf bytes, skipping every other field without copying it, so that an unauthenticated
+ * request costs one pass over its bytes and nothing else. False when the bytes are not a
+ * protobuf message. Field number 0 is not valid protobuf, but protobuf-c skips it like an
+ * unknown field: the scan agrees with the decoder on what decodes.
  */
 static bool read_envelope(const uint8_t *buf, size_t len, envelope *e)
 {
 	const uint8_t *p = buf, *end = buf + len;
 	memset(e, 0, sizeof(*e));
 	while (p < end) {
-		uint64_t tag, v;
-		/* Field number 0 is not valid protobuf, but protobuf-c skips it like an unknown
-		 * field: the scan agrees with the decoder on what decodes. */
-		if (!read_varint(&p, end, &tag))
+		gs_pb_field f;
+		if (!gs_pb_field_next(&p, end, &f))
 			return false;
-		switch (tag & 7) {
-		case 0: /* varint */
-			if (!read_varint(&p, end, &v))
-				return false;
-			if (tag >> 3 == 1)
-				e->id = v;
-			else if (tag >> 3 == 4)
-				e->guest = v;
-			break;
-		case 1: /* 64-bit */
-		case 5: /* 32-bit */
-			v = (tag & 7) == 1 ? 8 : 4;
-			if ((uint64_t)(end - p) < v)
-				return false;
-			p += v;
-			break;
-		case 2: /* length-delimited */
-			if (!read_varint(&p, end, &v) || v > (uint64_t)(end - p))
-				return false;
-			if (tag >> 3 == 2) {
-				e->token_too_long = v >= sizeof(e->token);
-				if (!e->token_too_long) {
-					memcpy(e->token, p, v);
-					e->token[v] = '\0';
-				}
+		if (f.wire == GS_PB_VARINT && f.number == 1)
+			e->id = f.value;
+		else if (f.wire == GS_PB_VARINT && f.number == 4)
+			e->guest = f.value;
+		else if (f.wire == GS_PB_LEN && f.number == 2) {
+			e->token_too_long = f.value >= sizeof(e->token);
+			if (!e->token_too_long) {
+				memcpy(e->token, f.data, f.value);
+				e->token[f.value] = '\0';
 			}
-			p += v;
-			break;
-		default:
-			return false;
 		}
 	}
 	return true;

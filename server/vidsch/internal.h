@@ -25,6 +25,11 @@ void gsd_vidsch_enqueue_ready(gsd_daemon *d, gsd_context *x);
 void gsd_vidsch_make_ready(gsd_daemon *d, gsd_context *x);
 /* Starts what the node can run (iterative: a nested call returns at once). */
 void gsd_vidsch_kick(gsd_daemon *d, gsd_node *n);
+/* Ends a packet in a final state at `at` (node clock): its result text (NULL: none; for
+ * COMPLETED only the record's detail), the
+ * daemon's and its tenant's counter of that ending, the audited transition. Nothing else:
+ * the caller abandons signals and retires it. */
+void gsd_vidsch_end(gsd_daemon *d, gsd_packet *p, int state, uint64_t at, const char *why);
 /* Records COMPLETED (the node's completed fence moves on). */
 void gsd_vidsch_complete(gsd_daemon *d, gsd_node *n, gsd_packet *p, const char *detail);
 /* A packet reached a final state: release what it held and remember how it ended. */

@@ -71,11 +71,7 @@ static const char *a_reset_why(const gsd_node *n)
 /* Aborted by the engine's destruction while the daemon stops: it ends here. */
 static void aborted_at_stop(gsd_daemon *d, gsd_node *n, gsd_packet *p)
 {
-	p->rec.completed_ns = gsd_node_now(n);
-	p->rec.result = "aborted: the daemon stopped";
-	d->stats.packets_cancelled++;
-	gsd_packet_tenant(p)->stats.packets_cancelled++;
-	gsd_packet_transition(d, p, GSD_PS(ABORTED), p->rec.result);
+	gsd_vidsch_end(d, p, GSD_PS(ABORTED), gsd_node_now(n), "aborted: the daemon stopped");
 	gsd_vidsch_retire(d, p);
 }
 

@@ -141,12 +141,7 @@ static void count_timeout(gsd_daemon *d, gsd_tenant *t, uint64_t now)
 static gsd_context *packet_faulted(gsd_daemon *d, gsd_packet *p, size_t stop_offset,
                                    const char *why)
 {
-	p->rec.completed_ns = gsd_node_now(p->node);
-	snprintf(p->result, sizeof(p->result), "%s", why);
-	p->rec.result = p->result;
-	d->stats.packets_faulted++;
-	gsd_packet_tenant(p)->stats.packets_faulted++;
-	gsd_packet_transition(d, p, GSD_PS(FAULTED), why);
+	gsd_vidsch_end(d, p, GSD_PS(FAULTED), gsd_node_now(p->node), why);
 	gsd_vidsch_abandon_signals(d, p, stop_offset);
 	gsd_context *x = gsd_vidsch_retire_keep_context(d, p);
 	fault_context(d, x, why);

@@ -104,14 +104,35 @@ gsd_context *gsd_vidsch_retire_keep_context(gsd_daemon *d, gsd_packet *p)
 	return x;
 }
 
+void gsd_vidsch_end(gsd_daemon *d, gsd_packet *p, int state, uint64_t at, const char *why)
+{
+	gsd_tenant *t = gsd_packet_tenant(p);
+	p->rec.completed_ns = at;
+	/* A completed packet has no result; its text only details the record. */
+	if (why && state != GSD_PS(COMPLETED)) {
+		snprintf(p->result, sizeof(p->result), "%s", why);
+		p->rec.result = p->result;
+	}
+	switch (state) {
+	case GSD_PS(COMPLETED):
+		d->stats.packets_completed++;
+		t->stats.packets_completed++;
+		break;
+	case GSD_PS(FAULTED):
+		d->stats.packets_faulted++;
+		t->stats.packets_faulted++;
+		break;
+	default: /* CANCELLED, ABORTED */
+		d->stats.packets_cancelled++;
+		t->stats.packets_cancelled++;
+		break;
+	}
+	gsd_packet_transition(d, p, state, why);
+}
+
 void gsd_vidsch_cancel_packet(gsd_daemon *d, gsd_packet *p, const char *why)
 {
-	p->rec.completed_ns = gsd_node_now(p->node);
-	snprintf(p->result, sizeof(p->result), "%s", why);
-	p->rec.result = p->result;
-	d->stats.packets_cancelled++;
-	gsd_packet_tenant(p)->stats.packets_cancelled++;
-	gsd_packet_transition(d, p, GSD_PS(CANCELLED), why);
+	gsd_vidsch_end(d, p, GSD_PS(CANCELLED), gsd_node_now(p->node), why);
 	gsd_vidsch_abandon_signals(d, p, p->resume_offset);
 	gsd_vidsch_retire(d, p);
 }
@@ -125,10 +146,8 @@ void gsd_vidsch_complete(gsd_daemon *d, gsd_node *n, gsd_packet *p, const char *
 	uint64_t *mine = &gsd_packet_tenant(p)->stats.completed_fence[n->adapter->id][n->index];
 	if (p->rec.fence > *mine)
 		*mine = p->rec.fence;
-	p->rec.completed_ns = p->gpu_end_ns ? p->gpu_end_ns : gsd_node_now(n);
-	d->stats.packets_completed++;
-	gsd_packet_tenant(p)->stats.packets_completed++;
-	gsd_packet_transition(d, p, GSD_PS(COMPLETED), detail);
+	uint64_t at = p->gpu_end_ns ? p->gpu_end_ns : gsd_node_now(n);
+	gsd_vidsch_end(d, p, GSD_PS(COMPLETED), at, detail);
 }
 
 void gsd_vidsch_node_idle(gsd_node *n)
@@ -292,27 +311,25 @@ void gsd_vidsch_enqueue_ready(gsd_daemon *d, gsd_context *x)
 	/* The running packet's engine time so far (wall clock only: on the virtual clock runs
 	 * take no wall time, and decisions stay as they were). */
 	uint64_t ran = d->cfg.virtual_clock ? 0 : gsd_now_ns() - n->run_start + 1;
-	switch (gsd_policy_on_arrival(&x->sched, &r->ctx->sched, n->run_budget, ran)) {
+	gsd_policy_verdict decision =
+	        gsd_policy_on_arrival(&x->sched, &r->ctx->sched, n->run_budget, ran);
+	switch (decision) {
 	case GSD_POLICY_PREEMPT:
+	case GSD_POLICY_PREEMPT_OWED: {
 		/* Named in the preempted packet's record; another tenant's context only by its
 		 * class. */
+		char by[48] = "another tenant's context";
 		if (x->obj.tenant == r->ctx->obj.tenant)
-			snprintf(n->preempt_why, sizeof(n->preempt_why),
-			         "preempted by context %llu (priority class %s)",
-			         (unsigned long long)x->obj.handle,
-			         gs_priority_class_name(x->sched.priority_class));
-		else
-			snprintf(n->preempt_why, sizeof(n->preempt_why),
-			         "preempted by another tenant's context (priority class %s)",
-			         gs_priority_class_name(x->sched.priority_class));
-		gsd_vidsch_preempt_running(d, n, n->preempt_why);
-		break;
-	case GSD_POLICY_PREEMPT_OWED:
+			snprintf(by, sizeof(by), "context %llu", (unsigned long long)x->obj.handle);
 		snprintf(n->preempt_why, sizeof(n->preempt_why),
-		         "preempted: another tenant (priority class %s) had less than its share",
-		         gs_priority_class_name(x->sched.priority_class));
+		         "preempted by %s (priority class %s)%s", by,
+		         gs_priority_class_name(x->sched.priority_class),
+		         decision == GSD_POLICY_PREEMPT_OWED
+		                 ? ": that tenant had less than its share"
+		                 : "");
 		gsd_vidsch_preempt_running(d, n, n->preempt_why);
 		break;
+	}
 	case GSD_POLICY_END_SLICE:
 		if (!d->cfg.virtual_clock)
 			gsd_vidsch_end_slice(d, n);
