@@ -114,17 +114,10 @@ static void restore_tenant(void *arg, const gsd_tenant_rec *r)
 		         r->tenant);
 		return;
 	}
-	gsd_tenant_config tc = {.kind = (int)r->kind,
-	                        .share = r->share,
-	                        .priority_ceiling = r->priority_ceiling,
-	                        .context_limit = r->context_limit,
-	                        .allocation_limit = r->allocation_limit,
-	                        .max_requests_per_second = r->max_requests_per_second,
-	                        .memory_quota = r->memory_quota,
-	                        .max_message = r->max_message,
-	                        .packet_limit = r->packet_limit,
-	                        .sync_limit = r->sync_limit,
-	                        .admin = r->admin};
+	gsd_tenant_config tc = {.kind = (int)r->kind};
+#define FROM_REC(name) tc.name = r->name;
+	GSD_TENANT_SETTINGS(FROM_REC)
+#undef FROM_REC
 	snprintf(tc.name, sizeof(tc.name), "%s", r->tenant);
 	snprintf(tc.token_hash, sizeof(tc.token_hash), "%s", r->token_hash);
 	gsd_tenant *t = gsd_tenant_add(d, &tc);

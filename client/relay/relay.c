@@ -539,45 +539,50 @@ static void forward(relay *r, nng_msg *m)
 	}
 }
 
-static void *forward_thread(void *arg)
+/* One answer from the host, back to the guest connection its routing header names. */
+static void back(relay *r, nng_msg *m)
 {
-	relay *r = arg;
+	/* The header holds the guest pipe and request id, or the pipe only, with the id
+	 * still at the front of the body: read them from wherever nng left them. */
+	uint32_t pipe = 0, rid = 0;
+	bool ok = nng_msg_header_trim_u32(m, &pipe) == 0 &&
+	          (nng_msg_header_trim_u32(m, &rid) == 0 || nng_msg_trim_u32(m, &rid) == 0);
+	uint64_t id = 0;
+	pthread_mutex_lock(&r->lock);
+	ok = ok && flight_take(r, (uint64_t)pipe << 32 | rid, &id);
+	r->answered += ok;
+	pthread_mutex_unlock(&r->lock);
+	nng_msg_header_clear(m);
+	if (!ok || nng_msg_header_append_u32(m, pipe) != 0 ||
+	    nng_msg_header_append_u32(m, rid) != 0 || nng_sendmsg(r->guests, m, 0) != 0)
+		nng_msg_free(m); /* answered UNAVAILABLE already, or the guest has gone */
+}
+
+/* Hands every message received on `from` to fn, until the socket closes. */
+static void pump(relay *r, nng_socket from, void (*fn)(relay *, nng_msg *))
+{
 	for (;;) {
 		nng_msg *m;
-		int rv = nng_recvmsg(r->guests, &m, 0);
+		int rv = nng_recvmsg(from, &m, 0);
 		if (rv == NNG_ECLOSED)
-			return NULL;
+			return;
 		if (rv == 0)
-			forward(r, m);
+			fn(r, m);
 	}
 }
 
-/* One answer from the host, back to the guest connection its routing header names. */
+static void *forward_thread(void *arg)
+{
+	relay *r = arg;
+	pump(r, r->guests, forward);
+	return NULL;
+}
+
 static void *back_thread(void *arg)
 {
 	relay *r = arg;
-	for (;;) {
-		nng_msg *m;
-		int rv = nng_recvmsg(r->host, &m, 0);
-		if (rv == NNG_ECLOSED)
-			return NULL;
-		if (rv != 0)
-			continue;
-		/* The header holds the guest pipe and request id, or the pipe only, with the id
-		 * still at the front of the body: read them from wherever nng left them. */
-		uint32_t pipe = 0, rid = 0;
-		bool ok = nng_msg_header_trim_u32(m, &pipe) == 0 &&
-		          (nng_msg_header_trim_u32(m, &rid) == 0 || nng_msg_trim_u32(m, &rid) == 0);
-		uint64_t id = 0;
-		pthread_mutex_lock(&r->lock);
-		ok = ok && flight_take(r, (uint64_t)pipe << 32 | rid, &id);
-		r->answered += ok;
-		pthread_mutex_unlock(&r->lock);
-		nng_msg_header_clear(m);
-		if (!ok || nng_msg_header_append_u32(m, pipe) != 0 ||
-		    nng_msg_header_append_u32(m, rid) != 0 || nng_sendmsg(r->guests, m, 0) != 0)
-			nng_msg_free(m); /* answered UNAVAILABLE already, or the guest has gone */
-	}
+	pump(r, r->host, back);
+	return NULL;
 }
 
 /* ---- releasing guests (and the sweep at start) ---- */

@@ -125,6 +125,30 @@ static int get_u32(json_t *obj, const char *key, uint32_t *out, cfg_err *e)
 	return 0;
 }
 
+/* The array at `key` (NULL in *out when absent), of min..max elements (`what`, plural, for the
+ * error text), its length in *n. */
+static int get_array(json_t *obj, const char *key, size_t min, size_t max, const char *what,
+                     json_t **out, uint32_t *n, cfg_err *e)
+{
+	json_t *v = json_object_get(obj, key);
+	*out = NULL;
+	if (!v)
+		return 0;
+	size_t len = json_is_array(v) ? json_array_size(v) : 0;
+	if (!json_is_array(v) || len < min || len > max) {
+		if (min)
+			snprintf(e->buf, e->cap, "\"%s\" must be an array of %zu..%zu %s", key, min,
+			         max, what);
+		else
+			snprintf(e->buf, e->cap, "\"%s\" must be an array of at most %zu %s", key,
+			         max, what);
+		return -1;
+	}
+	*out = v;
+	*n = (uint32_t)len;
+	return 0;
+}
+
 static int get_bool(json_t *obj, const char *key, bool *out, cfg_err *e)
 {
 	json_t *v = json_object_get(obj, key);
@@ -238,12 +262,10 @@ static int load_adapter(json_t *ja, gsd_adapter_config *a, cfg_err *e)
 		return -1;
 	if (a->time_slice_us && (a->time_slice_us < 1000 || a->time_slice_us > 30000))
 		return fail(e, "\"%s\" must be 1000..30000 (1 to 30 ms)", "time_slice_us");
-	json_t *nodes = json_object_get(ja, "nodes");
+	json_t *nodes;
+	if (get_array(ja, "nodes", 1, GSD_MAX_NODES, "nodes", &nodes, &a->nnodes, e))
+		return -1;
 	if (nodes) {
-		if (!json_is_array(nodes) || json_array_size(nodes) == 0 ||
-		    json_array_size(nodes) > GSD_MAX_NODES)
-			return fail(e, "\"%s\" must be an array of 1..8 nodes", "nodes");
-		a->nnodes = (uint32_t)json_array_size(nodes);
 		for (uint32_t i = 0; i < a->nnodes; i++) {
 			json_t *jn = json_array_get(nodes, i);
 			gsd_node_config *n = &a->nodes[i];
@@ -255,12 +277,11 @@ static int load_adapter(json_t *ja, gsd_adapter_config *a, cfg_err *e)
 				return -1;
 		}
 	}
-	json_t *segs = json_object_get(ja, "segments");
+	json_t *segs;
+	if (get_array(ja, "segments", 1, sizeof(a->segments) / sizeof(a->segments[0]), "segments",
+	              &segs, &a->nsegments, e))
+		return -1;
 	if (segs) {
-		if (!json_is_array(segs) || json_array_size(segs) == 0 ||
-		    json_array_size(segs) > sizeof(a->segments) / sizeof(a->segments[0]))
-			return fail(e, "\"%s\" must be an array of 1..8 segments", "segments");
-		a->nsegments = (uint32_t)json_array_size(segs);
 		for (uint32_t i = 0; i < a->nsegments; i++) {
 			json_t *js = json_array_get(segs, i);
 			gsd_segment_config *s = &a->segments[i];
@@ -393,14 +414,10 @@ int gsd_config_load(gsd_config *c, const char *path, char *err, size_t errcap)
 		snprintf(err, errcap, "%s: the top level must be an object", path);
 		goto out;
 	}
-	json_t *listen = json_object_get(root, "listen");
+	json_t *listen, *adapters, *tenants;
+	if (get_array(root, "listen", 1, GSD_MAX_LISTEN, "URLs", &listen, &c->nlisten, &e))
+		goto out;
 	if (listen) {
-		if (!json_is_array(listen) || json_array_size(listen) == 0 ||
-		    json_array_size(listen) > GSD_MAX_LISTEN) {
-			fail(&e, "\"%s\" must be an array of 1..8 URLs", "listen");
-			goto out;
-		}
-		c->nlisten = (uint32_t)json_array_size(listen);
 		for (uint32_t i = 0; i < c->nlisten; i++)
 			if (load_listen(json_array_get(listen, i), c, i, &e) != 0)
 				goto out;
@@ -511,27 +528,19 @@ int gsd_config_load(gsd_config *c, const char *path, char *err, size_t errcap)
 			goto out;
 		}
 	}
-	json_t *adapters = json_object_get(root, "adapters");
+	if (get_array(root, "adapters", 1, GSD_MAX_ADAPTERS, "adapters", &adapters, &c->nadapters,
+	              &e))
+		goto out;
 	if (adapters) {
-		if (!json_is_array(adapters) || json_array_size(adapters) == 0 ||
-		    json_array_size(adapters) > GSD_MAX_ADAPTERS) {
-			fail(&e, "\"%s\" must be an array of 1..16 adapters", "adapters");
-			goto out;
-		}
-		c->nadapters = (uint32_t)json_array_size(adapters);
 		for (uint32_t i = 0; i < c->nadapters; i++) {
 			default_adapter(&c->adapters[i], i);
 			if (load_adapter(json_array_get(adapters, i), &c->adapters[i], &e))
 				goto out;
 		}
 	}
-	json_t *tenants = json_object_get(root, "tenants");
+	if (get_array(root, "tenants", 0, GSD_MAX_TENANTS, "tenants", &tenants, &c->ntenants, &e))
+		goto out;
 	if (tenants) {
-		if (!json_is_array(tenants) || json_array_size(tenants) > GSD_MAX_TENANTS) {
-			fail(&e, "\"%s\" must be an array of at most 64 tenants", "tenants");
-			goto out;
-		}
-		c->ntenants = (uint32_t)json_array_size(tenants);
 		for (uint32_t i = 0; i < c->ntenants; i++)
 			if (load_tenant(json_array_get(tenants, i), &c->tenants[i], &e))
 				goto out;

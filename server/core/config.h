@@ -61,6 +61,21 @@ typedef struct gsd_adapter_config {
 /* "weighted", "equal_share"...: the config's name of a GSD_SHARE_* policy. */
 const char *gsd_share_policy_name(int policy);
 
+/* The settings of a tenant that an administrator chooses, under the names they have in
+ * gsd_tenant_config, in the audit's tenants row (gsd_tenant_rec) and in the wire's Tenant
+ * message: copied among the three with this one list, so that none is left behind. */
+#define GSD_TENANT_SETTINGS(X)                                                                     \
+	X(share)                                                                                   \
+	X(priority_ceiling)                                                                        \
+	X(memory_quota)                                                                            \
+	X(context_limit)                                                                           \
+	X(allocation_limit)                                                                        \
+	X(max_requests_per_second)                                                                 \
+	X(max_message)                                                                             \
+	X(packet_limit)                                                                            \
+	X(sync_limit)                                                                              \
+	X(admin)
+
 typedef struct gsd_tenant_config {
 	char name[GSD_NAME_MAX];
 	char token[128];      /* the secret as given (wiped once the tenant is made), or */

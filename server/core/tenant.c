@@ -103,18 +103,11 @@ void gsd_tenant_audit(gsd_daemon *d, const gsd_tenant *t, uint64_t removed_ns)
 	                    .audit_name = t->audit_name,
 	                    .token_hash = hash,
 	                    .kind = (uint32_t)t->conf.kind,
-	                    .share = t->conf.share,
-	                    .priority_ceiling = t->conf.priority_ceiling,
-	                    .context_limit = t->conf.context_limit,
-	                    .allocation_limit = t->conf.allocation_limit,
-	                    .max_requests_per_second = t->conf.max_requests_per_second,
-	                    .memory_quota = t->conf.memory_quota,
-	                    .max_message = t->conf.max_message,
-	                    .packet_limit = t->conf.packet_limit,
-	                    .sync_limit = t->conf.sync_limit,
-	                    .admin = t->conf.admin,
 	                    .created_ns = t->created_ns,
 	                    .removed_ns = removed_ns};
+#define FROM_CONF(name) r.name = t->conf.name;
+	GSD_TENANT_SETTINGS(FROM_CONF)
+#undef FROM_CONF
 	gsd_audit_tenant(d->audit, &r);
 }
 

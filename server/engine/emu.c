@@ -190,13 +190,7 @@ void gsd_emu_walk(gsd_engine *e, gsd_exec *x, bool execute, gsd_irq *final)
 			break;
 		w.vns += VIRTUAL_CMD_NS;
 		if (cmd.op == GS_OP_SIGNAL) {
-			gsd_irq sig;
-			gsd_engine_irq_init(&sig, e, x, GSD_IRQ_FENCE_SIGNAL);
-			sig.stop_offset = pos;
-			sig.sync = cmd.sync;
-			sig.value = cmd.value;
-			sig.engine_ns = engine_ns(&w);
-			gsd_engine_report(e, &sig);
+			gsd_engine_report_signal(e, x, &cmd, pos, engine_ns(&w));
 			continue;
 		}
 		if (!execute)

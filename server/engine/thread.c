@@ -62,6 +62,18 @@ void gsd_engine_report(gsd_engine *e, const gsd_irq *irq)
 	e->cfg.irq(e->cfg.irq_arg, irq);
 }
 
+void gsd_engine_report_signal(gsd_engine *e, gsd_exec *x, const gs_isa_cmd *cmd, size_t next_offset,
+                              uint64_t engine_ns)
+{
+	gsd_irq sig;
+	gsd_engine_irq_init(&sig, e, x, GSD_IRQ_FENCE_SIGNAL);
+	sig.stop_offset = next_offset;
+	sig.sync = cmd->sync;
+	sig.value = cmd->value;
+	sig.engine_ns = engine_ns;
+	gsd_engine_report(e, &sig);
+}
+
 uint64_t gsd_engine_resume_spin_done(const gsd_exec *x)
 {
 	size_t pos = x->resume_offset;

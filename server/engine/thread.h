@@ -83,6 +83,10 @@ void gsd_engine_decode_fault(gsd_irq *final, size_t at, gs_isa_err err);
 
 /* Delivers an interrupt to the scheduler's callback; called on the engine thread only. */
 void gsd_engine_report(gsd_engine *e, const gsd_irq *irq);
+/* A SIGNAL command `cmd` of x ran (the next command starts at next_offset), engine_ns into the
+ * packet's engine time: reports FENCE_SIGNAL for its sync object and value. */
+void gsd_engine_report_signal(gsd_engine *e, gsd_exec *x, const gs_isa_cmd *cmd, size_t next_offset,
+                              uint64_t engine_ns);
 
 /* The microseconds of x's first command already done: x->spin_done_us (at most the SPIN's
  * length) if resume_offset is at a SPIN, else 0. */

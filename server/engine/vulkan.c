@@ -1233,13 +1233,7 @@ static void vk_run(gsd_engine *e, gsd_exec *x, gsd_irq *final)
 		if (!v->recording && stop_here(&r, at, done_us, true))
 			break;
 		if (cmd.op == GS_OP_SIGNAL) {
-			gsd_irq sig;
-			gsd_engine_irq_init(&sig, e, x, GSD_IRQ_FENCE_SIGNAL);
-			sig.stop_offset = pos;
-			sig.sync = cmd.sync;
-			sig.value = cmd.value;
-			sig.engine_ns = v->gpu_ns;
-			gsd_engine_report(e, &sig);
+			gsd_engine_report_signal(e, x, &cmd, pos, v->gpu_ns);
 			continue;
 		}
 		if (cmd.op == GS_OP_SPIN) {

@@ -229,17 +229,10 @@ static void tenant_out(const gsd_tenant *t, Gpusched__V1__Tenant *o)
 	o->name = (char *)t->conf.name;
 	o->kind = t->conf.kind;
 	o->policy = t->conf.policy;
-	o->share = t->conf.share;
-	o->priority_ceiling = t->conf.priority_ceiling;
-	o->memory_quota = t->conf.memory_quota;
-	o->context_limit = t->conf.context_limit;
-	o->admin = t->conf.admin;
 	o->banned = t->banned;
-	o->allocation_limit = t->conf.allocation_limit;
-	o->max_requests_per_second = t->conf.max_requests_per_second;
-	o->max_message = t->conf.max_message;
-	o->packet_limit = t->conf.packet_limit;
-	o->sync_limit = t->conf.sync_limit;
+#define TO_WIRE(name) o->name = t->conf.name;
+	GSD_TENANT_SETTINGS(TO_WIRE)
+#undef TO_WIRE
 }
 
 static int random_token(char *out, size_t cap)
@@ -290,18 +283,10 @@ static void h_tenant_create(gsd_daemon *d, gsd_call *c)
 		               "tenant kind, policy or ceiling out of range");
 		return;
 	}
-	gsd_tenant_config tc = {.kind = t->kind,
-	                        .policy = t->policy,
-	                        .share = t->share,
-	                        .priority_ceiling = t->priority_ceiling,
-	                        .memory_quota = t->memory_quota,
-	                        .context_limit = t->context_limit,
-	                        .allocation_limit = t->allocation_limit,
-	                        .max_requests_per_second = t->max_requests_per_second,
-	                        .max_message = t->max_message,
-	                        .packet_limit = t->packet_limit,
-	                        .sync_limit = t->sync_limit,
-	                        .admin = t->admin};
+	gsd_tenant_config tc = {.kind = t->kind, .policy = t->policy};
+#define FROM_WIRE(name) tc.name = t->name;
+	GSD_TENANT_SETTINGS(FROM_WIRE)
+#undef FROM_WIRE
 	snprintf(tc.name, sizeof(tc.name), "%s", t->name);
 	if (q->token[0])
 		snprintf(tc.token, sizeof(tc.token), "%s", q->token);
