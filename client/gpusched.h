@@ -147,10 +147,12 @@ typedef enum gs_tenant_kind {
 } gs_tenant_kind;
 const char *gs_tenant_kind_name(gs_tenant_kind kind); /* "PROCESS", "VM" */
 
+/* How the tenants of an adapter share each of its engines (gs_adapter_info.share_policy). */
 typedef enum gs_share_policy {
-	GS_SHARE_BEST_EFFORT = 0,
-	GS_SHARE_EQUAL_SHARE = 1,
-	GS_SHARE_FIXED_SHARE = 2,
+	GS_SHARE_BEST_EFFORT = 0, /* no per-tenant accounting: every context for itself */
+	GS_SHARE_EQUAL_SHARE = 1, /* work conserving; active tenants alike, whatever their shares */
+	GS_SHARE_FIXED_SHARE = 2, /* each tenant exactly its fraction; an idle one's time unused */
+	GS_SHARE_WEIGHTED = 3,    /* work conserving, in proportion to each tenant's share */
 } gs_share_policy;
 const char *gs_share_policy_name(gs_share_policy policy); /* "BEST_EFFORT", ... */
 
@@ -259,8 +261,10 @@ typedef struct gs_adapter_info {
 	uint64_t preempt_granularity_ns; /* longest run after a preemption request; 0: next
 	                                  * command boundary */
 	char *cpu_access; /* "mapped", or "staging": copies through a staging buffer ("" emu) */
-	uint32_t device_losses; /* device losses since start (each recovered unless dead) */
-	bool device_dead;       /* lost and not recreated: every packet is cancelled */
+	uint32_t device_losses;       /* device losses since start (each recovered unless dead) */
+	bool device_dead;             /* lost and not recreated: every packet is cancelled */
+	gs_share_policy share_policy; /* how tenants share its engines */
+	uint32_t time_slice_us;       /* how long a tenant's turn on an engine lasts */
 	size_t node_count;
 	gs_node_info *nodes;
 	size_t segment_count;
@@ -928,8 +932,7 @@ int gs_stats(gs_client *c, gs_daemon_stats *out);
 typedef struct gs_tenant {
 	char *name;
 	gs_tenant_kind kind;
-	gs_share_policy policy;
-	uint32_t share;            /* weight */
+	uint32_t share;            /* weight under the adapter's share policy */
 	uint32_t priority_ceiling; /* highest priority class its contexts may use */
 	uint64_t memory_quota;     /* bytes; 0 = unlimited */
 	uint32_t context_limit;    /* 0 = unlimited */

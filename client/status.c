@@ -238,7 +238,8 @@ const char *gs_tenant_kind_name(gs_tenant_kind kind)
 
 const char *gs_share_policy_name(gs_share_policy policy)
 {
-	static const char *const names[] = {"BEST_EFFORT", "EQUAL_SHARE", "FIXED_SHARE"};
+	static const char *const names[] = {"BEST_EFFORT", "EQUAL_SHARE", "FIXED_SHARE",
+	                                    "WEIGHTED"};
 
 	return table_name(names, COUNT(names), (unsigned)policy);
 }

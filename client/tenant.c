@@ -20,7 +20,6 @@ int gs_tenant_create(gs_client *c, const gs_tenant *tenant, const char *token, c
 	/* Packing only reads the strings; the generated structs just lack const. */
 	t.name = tenant->name;
 	t.kind = (Gpusched__V1__TenantKind)tenant->kind;
-	t.policy = (Gpusched__V1__SharePolicy)tenant->policy;
 	t.share = tenant->share;
 	t.priority_ceiling = tenant->priority_ceiling;
 	t.memory_quota = tenant->memory_quota;
@@ -99,7 +98,6 @@ static void copy_tenant(void *entry, const ProtobufCMessage *msg)
 
 	*(gs_tenant *)entry = (gs_tenant){
 	        .kind = (gs_tenant_kind)t->kind,
-	        .policy = (gs_share_policy)t->policy,
 	        .share = t->share,
 	        .priority_ceiling = t->priority_ceiling,
 	        .memory_quota = t->memory_quota,

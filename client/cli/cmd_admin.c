@@ -243,7 +243,6 @@ int cmd_sync(cli *ctx, int argc, char **argv)
 static const char tenant_help[] =
         "Usage: gpusched tenant ls [--json]\n"
         "       gpusched tenant create NAME [--kind process|vm]\n"
-        "                              [--policy best-effort|equal-share|fixed-share]\n"
         "                              [--share N] [--priority-ceiling C] [--memory-quota BYTES]\n"
         "                              [--context-limit N] [--allocation-limit N]\n"
         "                              [--max-requests-per-second N] [--max-message BYTES]\n"
@@ -259,7 +258,8 @@ static const char tenant_help[] =
         "is given here, after the subcommand). set changes only the settings given, at once (a\n"
         "new share applies to the tenant's queued work); 0 means no limit (for --max-message:\n"
         "the default, 128 KiB for a vm, else the daemon's max_message; for --packet-limit and\n"
-        "--sync-limit: the daemon's max_queued_packets and max_syncs). A vm tenant's guest\n"
+        "--sync-limit: the daemon's max_queued_packets and max_syncs). How much of an engine a\n"
+        "share buys is the adapter's share policy (gpusched info shows it). A vm tenant's guest\n"
         "processes reach the daemon through gpusched-relay.\n";
 
 static json_t *tenant_json(const void *tenant)
@@ -267,12 +267,11 @@ static json_t *tenant_json(const void *tenant)
 	const gs_tenant *t = tenant;
 
 	return json_pack(
-	        "{s:s, s:s, s:s, s:I, s:I, s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:b, s:b}", "name",
-	        t->name, "kind", gs_tenant_kind_name(t->kind), "policy",
-	        gs_share_policy_name(t->policy), "share", (json_int_t)t->share, "priority_ceiling",
-	        (json_int_t)t->priority_ceiling, "memory_quota", cli_json_u64(t->memory_quota),
-	        "context_limit", (json_int_t)t->context_limit, "allocation_limit",
-	        (json_int_t)t->allocation_limit, "max_requests_per_second",
+	        "{s:s, s:s, s:I, s:I, s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:b, s:b}", "name",
+	        t->name, "kind", gs_tenant_kind_name(t->kind), "share", (json_int_t)t->share,
+	        "priority_ceiling", (json_int_t)t->priority_ceiling, "memory_quota",
+	        cli_json_u64(t->memory_quota), "context_limit", (json_int_t)t->context_limit,
+	        "allocation_limit", (json_int_t)t->allocation_limit, "max_requests_per_second",
 	        (json_int_t)t->max_requests_per_second, "max_message", (json_int_t)t->max_message,
 	        "packet_limit", (json_int_t)t->packet_limit, "sync_limit",
 	        (json_int_t)t->sync_limit, "admin", t->admin, "banned", t->banned);
@@ -284,17 +283,17 @@ static void print_tenants(const void *items, size_t n)
 
 	char quota[32];
 
-	printf("%-20s %-8s %-12s %6s %-13s %10s %8s %s\n", "NAME", "KIND", "POLICY", "SHARE",
-	       "CEILING", "QUOTA", "CONTEXTS", "FLAGS");
+	printf("%-20s %-8s %6s %-13s %10s %8s %s\n", "NAME", "KIND", "SHARE", "CEILING", "QUOTA",
+	       "CONTEXTS", "FLAGS");
 	for (size_t i = 0; i < n; i++) {
 		if (t[i].memory_quota)
 			cli_format_bytes(t[i].memory_quota, quota, sizeof(quota));
 		else
 			snprintf(quota, sizeof(quota), "unlimited");
-		printf("%-20s %-8s %-12s %6" PRIu32 " %-13s %10s %8" PRIu32 " %s%s\n", t[i].name,
-		       gs_tenant_kind_name(t[i].kind), gs_share_policy_name(t[i].policy),
-		       t[i].share, gs_priority_class_name(t[i].priority_ceiling), quota,
-		       t[i].context_limit, t[i].admin ? "admin " : "", t[i].banned ? "banned" : "");
+		printf("%-20s %-8s %6" PRIu32 " %-13s %10s %8" PRIu32 " %s%s\n", t[i].name,
+		       gs_tenant_kind_name(t[i].kind), t[i].share,
+		       gs_priority_class_name(t[i].priority_ceiling), quota, t[i].context_limit,
+		       t[i].admin ? "admin " : "", t[i].banned ? "banned" : "");
 	}
 }
 
@@ -336,24 +335,8 @@ static int parse_kind(cli *ctx, const char *arg, void *field)
 	return 0;
 }
 
-static int parse_policy(cli *ctx, const char *arg, void *field)
-{
-	gs_share_policy *policy = field;
-
-	if (strcasecmp(arg, "best-effort") == 0)
-		*policy = GS_SHARE_BEST_EFFORT;
-	else if (strcasecmp(arg, "equal-share") == 0)
-		*policy = GS_SHARE_EQUAL_SHARE;
-	else if (strcasecmp(arg, "fixed-share") == 0)
-		*policy = GS_SHARE_FIXED_SHARE;
-	else
-		return cli_usage(ctx, "--policy: unknown policy '%s'", arg);
-	return 0;
-}
-
 static const cli_opt tenant_opts[] = {
         {"kind", CLI_ARG_PARSE, offsetof(tenant_args, t.kind), .parse = parse_kind},
-        {"policy", CLI_ARG_PARSE, offsetof(tenant_args, t.policy), .parse = parse_policy},
         {"share", CLI_ARG_U32, offsetof(tenant_args, t.share)},
         {"priority-ceiling", CLI_ARG_U32, offsetof(tenant_args, t.priority_ceiling)},
         {"memory-quota", CLI_ARG_U64, offsetof(tenant_args, t.memory_quota)},

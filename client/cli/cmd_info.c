@@ -46,15 +46,16 @@ static json_t *adapter_json(const void *adapter)
 	json_t *segments =
 	        cli_json_array(a->segments, a->segment_count, sizeof(*a->segments), segment_json);
 
-	return json_pack("{s:I, s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:o, s:s, s:I, s:b, s:I, s:b, "
-	                 "s:b, s:I, s:I, s:I, s:o, s:o, s:o, s:o, s:o}",
+	return json_pack("{s:I, s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:o, s:s, s:I, s:b, s:s, s:I, "
+	                 "s:I, s:b, s:b, s:I, s:I, s:I, s:o, s:o, s:o, s:o, s:o}",
 	                 "id", (json_int_t)a->id, "name", a->name, "backend", a->backend, "clock",
 	                 a->clock, "device", a->device, "driver", a->driver, "api", a->api,
 	                 "queues", (json_int_t)a->queues, "preempt_granularity_ns",
 	                 cli_json_u64(a->preempt_granularity_ns), "cpu_access", a->cpu_access,
 	                 "device_losses", (json_int_t)a->device_losses, "device_dead",
-	                 a->device_dead, "caps", (json_int_t)a->caps, "preemption",
-	                 (a->caps & GS_ADAPTER_CAP_PREEMPTION) != 0, "virtual_clock",
+	                 a->device_dead, "share_policy", gs_share_policy_name(a->share_policy),
+	                 "time_slice_us", (json_int_t)a->time_slice_us, "caps", (json_int_t)a->caps,
+	                 "preemption", (a->caps & GS_ADAPTER_CAP_PREEMPTION) != 0, "virtual_clock",
 	                 (a->caps & GS_ADAPTER_CAP_VIRTUAL_CLOCK) != 0, "max_dma_buffer",
 	                 (json_int_t)a->max_dma_buffer, "max_allocation_list",
 	                 (json_int_t)a->max_allocation_list, "max_patch_list",
@@ -93,6 +94,8 @@ static void print_adapter(const gs_adapter_info *a, bool mine)
 		printf("  preemption: a SPIN stops within %.0f us of a request; other commands run "
 		       "in short batches, stopping between them\n",
 		       (double)a->preempt_granularity_ns / 1e3);
+	printf("  sharing: tenants share each engine by policy %s, in turns of %.1f ms\n",
+	       gs_share_policy_name(a->share_policy), (double)a->time_slice_us / 1e3);
 	printf("  limits: DMA buffer %s, allocation list %" PRIu32 ", patch list %" PRIu32 "\n",
 	       dma, a->max_allocation_list, a->max_patch_list);
 	cli_format_bytes(a->system_memory, sys, sizeof(sys));

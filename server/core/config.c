@@ -236,7 +236,6 @@ static int get_enum(json_t *obj, const char *key, const char *const *words, int 
 static const char *const node_kinds[] = {"3d", "compute", "copy", NULL};
 static const char *const segment_kinds[] = {"memory", "aperture", NULL};
 static const char *const tenant_kinds[] = {"process", "vm", NULL};
-static const char *const policies[] = {"best_effort", "equal_share", "fixed_share", NULL};
 /* Indexed by GSD_SHARE_*. */
 static const char *const share_policies[] = {"weighted", "equal_share", "best_effort",
                                              "fixed_share", NULL};
@@ -367,14 +366,18 @@ static int load_listen(json_t *j, gsd_config *c, uint32_t i, cfg_err *e)
 static int load_tenant(json_t *jt, gsd_tenant_config *t, cfg_err *e)
 {
 	memset(t, 0, sizeof(*t));
+	if (json_object_get(jt, "policy"))
+		return fail(e,
+		            "tenants[].\"%s\": the share policy is the adapter's "
+		            "(adapters[].policy), not a tenant's",
+		            "policy");
 	t->share = 1;
 	/* REALTIME never yields its engine: a tenant gets it only when the operator says so. */
 	t->priority_ceiling = GS_PRIORITY_CLASS_NORMAL;
 	if (get_str(jt, "name", t->name, sizeof(t->name), e) ||
 	    get_str(jt, "token", t->token, sizeof(t->token), e) ||
 	    get_str(jt, "token_hash", t->token_hash, sizeof(t->token_hash), e) ||
-	    get_enum(jt, "kind", tenant_kinds, &t->kind, e) ||
-	    get_enum(jt, "policy", policies, &t->policy, e) || get_u32(jt, "share", &t->share, e) ||
+	    get_enum(jt, "kind", tenant_kinds, &t->kind, e) || get_u32(jt, "share", &t->share, e) ||
 	    get_u32(jt, "priority_ceiling", &t->priority_ceiling, e) ||
 	    get_u64(jt, "memory_quota", &t->memory_quota, e) ||
 	    get_u32(jt, "context_limit", &t->context_limit, e) ||

@@ -81,7 +81,6 @@ typedef struct gsd_tenant_config {
 	char token[128];      /* the secret as given (wiped once the tenant is made), or */
 	char token_hash[128]; /* its salted hash ("b2$SALT$HASH", gpuschedd --hash-token) */
 	int kind;             /* Gpusched__V1__TenantKind */
-	int policy;           /* Gpusched__V1__SharePolicy */
 	uint32_t share;
 	uint32_t priority_ceiling;
 	uint64_t memory_quota;

@@ -82,6 +82,21 @@ void gsd_rules_adapter_of(const gsd_daemon *d, const gsd_adapter *a, gsd_rules_a
 
 /* ---- info ---- */
 
+/* The wire's SharePolicy of a GSD_SHARE_* adapter policy. */
+static Gpusched__V1__SharePolicy wire_share_policy(int policy)
+{
+	switch (policy) {
+	case GSD_SHARE_EQUAL:
+		return GPUSCHED__V1__SHARE_POLICY__SHARE_POLICY_EQUAL_SHARE;
+	case GSD_SHARE_BEST_EFFORT:
+		return GPUSCHED__V1__SHARE_POLICY__SHARE_POLICY_BEST_EFFORT;
+	case GSD_SHARE_FIXED:
+		return GPUSCHED__V1__SHARE_POLICY__SHARE_POLICY_FIXED_SHARE;
+	default:
+		return GPUSCHED__V1__SHARE_POLICY__SHARE_POLICY_WEIGHTED;
+	}
+}
+
 /*
  * Names, sizes, limits and capabilities are for everyone; what changes with the tenants' work
  * (queued packets and fences per node, memory used per segment) is the caller's own share
@@ -122,6 +137,9 @@ static void h_info(gsd_daemon *d, gsd_call *c)
 		ai[i].cpu_access = a->info.cpu_access;
 		ai[i].device_losses = a->device_losses;
 		ai[i].device_dead = a->device_dead;
+		ai[i].share_policy = wire_share_policy(a->cfg->share_policy);
+		ai[i].time_slice_us =
+		        a->cfg->time_slice_us ? a->cfg->time_slice_us : d->cfg.quantum_us;
 		for (uint32_t n = 0; n < a->nnodes; n++) {
 			gpusched__v1__node_info__init(&ni[i][n]);
 			nip[i][n] = &ni[i][n];
@@ -228,7 +246,6 @@ static void tenant_out(const gsd_tenant *t, Gpusched__V1__Tenant *o)
 	gpusched__v1__tenant__init(o);
 	o->name = (char *)t->conf.name;
 	o->kind = t->conf.kind;
-	o->policy = t->conf.policy;
 	o->banned = t->banned;
 #define TO_WIRE(name) o->name = t->conf.name;
 	GSD_TENANT_SETTINGS(TO_WIRE)
@@ -278,12 +295,17 @@ static void h_tenant_create(gsd_daemon *d, gsd_call *c)
 		               t->max_message);
 		return;
 	}
-	if (t->priority_ceiling > GS_PRIORITY_CLASS_MAX || t->kind > 1 || t->policy > 2) {
-		gsd_call_error(c, GSD_ST(INVALID_ARGUMENT),
-		               "tenant kind, policy or ceiling out of range");
+	if (t->priority_ceiling > GS_PRIORITY_CLASS_MAX || t->kind > 1) {
+		gsd_call_error(c, GSD_ST(INVALID_ARGUMENT), "tenant kind or ceiling out of range");
 		return;
 	}
-	gsd_tenant_config tc = {.kind = t->kind, .policy = t->policy};
+	if (t->policy) {
+		gsd_call_error(c, GSD_ST(INVALID_ARGUMENT),
+		               "a tenant has no share policy: the adapter's decides "
+		               "(adapters[].policy; Info shows it)");
+		return;
+	}
+	gsd_tenant_config tc = {.kind = t->kind};
 #define FROM_WIRE(name) tc.name = t->name;
 	GSD_TENANT_SETTINGS(FROM_WIRE)
 #undef FROM_WIRE

@@ -471,7 +471,6 @@ static inline uint8_t *gs_fuzz_seed(int which, const gs_fuzz_handles *h, uint64_
 	case GS_SEED_TENANT_CREATE:
 		tn.name = "fuzz-tenant";
 		tn.kind = GPUSCHED__V1__TENANT_KIND__TENANT_KIND_VM;
-		tn.policy = GPUSCHED__V1__SHARE_POLICY__SHARE_POLICY_FIXED_SHARE;
 		tn.share = 3;
 		tn.priority_ceiling = 2;
 		tn.memory_quota = 1u << 20;

@@ -90,6 +90,16 @@ static void test_startup_failures_exit_1(void **state)
 	assert_non_null(strstr(r.err, "max_age_s"));
 	itest_run_free(&r);
 	itest_config_cleanup(&cfg);
+
+	/* A tenant has no share policy of its own: the adapter's decides, and the error says so. */
+	assert_int_equal(itest_config_write(&cfg, "{\"tenants\": [{\"name\": \"a\", \"token\": "
+	                                          "\"t\", \"policy\": \"fixed_share\"}]}"),
+	                 0);
+	r = daemon_run("--config", cfg.path, NULL, NULL);
+	assert_int_equal(r.exit_code, 1);
+	assert_non_null(strstr(r.err, "adapters[].policy"));
+	itest_run_free(&r);
+	itest_config_cleanup(&cfg);
 }
 
 static void test_removed_tenant_cannot_authenticate(void **state)

@@ -573,6 +573,49 @@ static void test_stats_info_only_own_tenant(void **state)
 	gs_dmabuf_free(&held);
 }
 
+/* The share policy is the adapter's: Info shows it (and the time slice) to every tenant, and a
+ * TenantCreate that names a policy of its own is refused, audited, and makes no tenant. */
+static void test_share_policy_is_the_adapters(void **state)
+{
+	fx *f = *state;
+	gs_daemon_info *info;
+	assert_int_equal(gs_info(f->alice, &info), 0);
+	assert_true(info->adapter_count >= 1);
+	assert_int_equal(info->adapters[0].share_policy, GS_SHARE_WEIGHTED);
+	assert_string_equal(gs_share_policy_name(info->adapters[0].share_policy), "WEIGHTED");
+	assert_int_equal(info->adapters[0].time_slice_us, 2000); /* quantum_us by default */
+	gs_info_free(info);
+
+	Gpusched__V1__Request req = GPUSCHED__V1__REQUEST__INIT;
+	Gpusched__V1__TenantCreateRequest tc = GPUSCHED__V1__TENANT_CREATE_REQUEST__INIT;
+	Gpusched__V1__Tenant tn = GPUSCHED__V1__TENANT__INIT;
+	tn.name = "carol";
+	tn.share = 1;
+	tn.policy = GPUSCHED__V1__SHARE_POLICY__SHARE_POLICY_FIXED_SHARE;
+	tc.tenant = &tn;
+	tc.token = "t-carol";
+	req.id = 9;
+	req.token = "t-ops";
+	req.body_case = GPUSCHED__V1__REQUEST__BODY_TENANT_CREATE;
+	req.tenant_create = &tc;
+	size_t len;
+	void *bytes = itest_pack(&req, &len);
+	int64_t before = itest_audit_errors(f->t.db);
+	Gpusched__V1__Response *resp;
+	assert_int_equal(itest_raw_call(f->t.url, bytes, len, WAIT_MS, &resp), 0);
+	free(bytes);
+	assert_int_equal(resp->status, GS_STATUS_INVALID_ARGUMENT);
+	assert_non_null(strstr(resp->message, "adapter"));
+	gpusched__v1__response__free_unpacked(resp, NULL);
+	itest_audit_barrier(f->alice, f->alice_ctx); /* the refusal before it is committed */
+	assert_int_equal(itest_audit_errors(f->t.db), before + 1);
+	assert_int_equal(itest_audit_last_error_status(f->t.db), GS_STATUS_INVALID_ARGUMENT);
+	gs_client *carol = itest_connect(&f->t, "t-carol");
+	assert_int_equal(gs_info(carol, &info), GS_STATUS_UNAUTHENTICATED);
+	assert_null(info);
+	gs_close(carol);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -583,6 +626,7 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(test_events_unknown_token_refused, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_metrics_only_own_tenant, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_stats_info_only_own_tenant, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_share_policy_is_the_adapters, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
