@@ -23,14 +23,18 @@
 -- Version 5 keeps a tenant's max_message, packet_limit and sync_limit in its tenants row
 -- (columns added to an older file with 0, "the default"); a row written with them is recorded
 -- as chain kind 9, one written before as kind 8 (whose digest does not cover them).
+-- Version 6 gives clients packet ids, fences and sequence numbers through a keyed permutation
+-- (server/core/wire_id.h): meta 'wire_key' holds its key (32 random bytes in hex), made by the
+-- daemon with the file or when it upgrades an older one. The columns keep the daemon's own
+-- numbers; `gpuschedd --audit-map-id` turns a client's id into a row's and back.
 
-PRAGMA user_version = 5;
+PRAGMA user_version = 6;
 
 CREATE TABLE IF NOT EXISTS meta (
 	key   TEXT PRIMARY KEY NOT NULL,
 	value TEXT NOT NULL
 );
-INSERT INTO meta (key, value) VALUES ('schema_version', '5')
+INSERT INTO meta (key, value) VALUES ('schema_version', '6')
 	ON CONFLICT (key) DO UPDATE SET value = excluded.value;
 
 -- One row per packet, updated in place at every state change. The packet id is the rowid, so

@@ -2,6 +2,7 @@
 
 #include "core/events.h"
 #include "core/log.h"
+#include "core/wire_id.h"
 #include "rpc/metrics.h"
 #include "rpc/rpc.h"
 #include "vidmm/vidmm.h"
@@ -9,6 +10,7 @@
 
 #include "wddm.h"
 
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -170,6 +172,10 @@ int gsd_daemon_init(gsd_daemon *d, const gsd_config *cfg, uv_loop_t *loop)
 		GSD_ERROR("cannot open the audit database %s", cfg->db_path);
 		return -1;
 	}
+	unsigned char key[GSD_AUDIT_WIRE_KEY_BYTES];
+	gsd_audit_wire_key(d->audit, key);
+	gsd_wire_key_init(&d->wire, key);
+	sodium_memzero(key, sizeof key);
 	if (continue_ids(d) != 0 || restore_tenants(d) != 0)
 		return -1;
 	gsd_audit_note(d->audit, "-", "daemon_start", GS_VERSION);

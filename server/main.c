@@ -5,12 +5,14 @@
  */
 #include "core/log.h"
 #include "core/tenant.h"
+#include "core/wire_id.h"
 #include "lifecycle.h"
 
 #include <errno.h>
 #include <getopt.h>
 #include <stddef.h>
 #include <pthread.h>
+#include <sodium.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,6 +53,10 @@ static void usage(FILE *out)
 	        "                        what auditing costs\n"
 	        "      --hash-token      read a tenant token from stdin, print its salted hash\n"
 	        "                        for a tenant's \"token_hash\" in the config, and exit\n"
+	        "      --audit-map-id ID print the audit file's number (a column's value) for a\n"
+	        "                        packet id, fence or seq a client was given, and exit;\n"
+	        "                        ID is packet:N, seq:N or fence:ADAPTER:NODE:N\n"
+	        "      --audit-wire-id ID the reverse: what a client is shown for the file's N\n"
 	        "  -h, --help            show this help\n"
 	        "  -V, --version         show the version\n\n"
 	        "Prints one line containing \"ready\" on stdout once it serves requests.\n"
@@ -67,8 +73,49 @@ enum {
 	OPT_AUDIT_SYNC,
 	OPT_BENCH_NULL_AUDIT,
 	OPT_METRICS,
-	OPT_HASH_TOKEN
+	OPT_HASH_TOKEN,
+	OPT_AUDIT_MAP_ID,
+	OPT_AUDIT_WIRE_ID
 };
+
+/*
+ * --audit-map-id / --audit-wire-id: an operator's way between what clients were shown and the
+ * audit file's columns. spec is packet:N, seq:N or fence:ADAPTER:NODE:N; the key is the file's
+ * (meta wire_key, read-only). Prints the other number; 2 on a bad spec, 1 without a key.
+ */
+static int map_id(const char *db, const char *spec, bool to_wire)
+{
+	unsigned a = 0, n = 0;
+	unsigned long long v = 0;
+	uint64_t tweak;
+	char end;
+	if (sscanf(spec, "packet:%llu%c", &v, &end) == 1)
+		tweak = GSD_WIRE_PACKET;
+	else if (sscanf(spec, "seq:%llu%c", &v, &end) == 1)
+		tweak = GSD_WIRE_SEQ;
+	else if (sscanf(spec, "fence:%u:%u:%llu%c", &a, &n, &v, &end) == 3)
+		tweak = gsd_wire_fence_tweak(a, n);
+	else {
+		fprintf(stderr, "gpuschedd: '%s' is not packet:N, seq:N or fence:ADAPTER:NODE:N\n",
+		        spec);
+		return 2;
+	}
+	if (v > INT64_MAX) {
+		fprintf(stderr, "gpuschedd: %llu is above 2^63 - 1: no id is\n", v);
+		return 2;
+	}
+	unsigned char raw[GSD_AUDIT_WIRE_KEY_BYTES];
+	char err[256] = "libsodium cannot be initialised";
+	if (sodium_init() < 0 || gsd_history_wire_key(db, raw, err, sizeof err) != 0) {
+		fprintf(stderr, "gpuschedd: %s\n", err);
+		return 1;
+	}
+	gsd_wire_key k;
+	gsd_wire_key_init(&k, raw);
+	printf("%llu\n", (unsigned long long)(to_wire ? gsd_wire_map(&k, tweak, v)
+	                                              : gsd_wire_unmap(&k, tweak, v)));
+	return 0;
+}
 
 /* --hash-token: one line from stdin (without its newline) -> its hash text on stdout. */
 static int hash_token(void)
@@ -109,6 +156,8 @@ typedef struct cli_opts {
 	const char *log_level;
 	bool audit_sync_full;
 	bool bench_null_audit;
+	const char *map_id;  /* --audit-map-id: a wire value to the file's */
+	const char *wire_id; /* --audit-wire-id: the file's value to the wire's */
 } cli_opts;
 
 /* The options that only keep their argument: the field of cli_opts each one sets. */
@@ -153,6 +202,8 @@ static int parse_args(int argc, char **argv, cli_opts *o)
 	        {"audit-sync-full", no_argument, NULL, OPT_AUDIT_SYNC},
 	        {"bench-null-audit", no_argument, NULL, OPT_BENCH_NULL_AUDIT},
 	        {"hash-token", no_argument, NULL, OPT_HASH_TOKEN},
+	        {"audit-map-id", required_argument, NULL, OPT_AUDIT_MAP_ID},
+	        {"audit-wire-id", required_argument, NULL, OPT_AUDIT_WIRE_ID},
 	        {"help", no_argument, NULL, 'h'},
 	        {"version", no_argument, NULL, 'V'},
 	        {NULL, 0, NULL, 0}};
@@ -177,6 +228,12 @@ static int parse_args(int argc, char **argv, cli_opts *o)
 			break;
 		case OPT_HASH_TOKEN:
 			exit(hash_token());
+		case OPT_AUDIT_MAP_ID:
+			o->map_id = optarg;
+			break;
+		case OPT_AUDIT_WIRE_ID:
+			o->wire_id = optarg;
+			break;
 		case 'h':
 			usage(stdout);
 			exit(0);
@@ -312,6 +369,8 @@ int main(int argc, char **argv)
 	rc = apply_args(&cfg, &o);
 	if (rc)
 		return rc;
+	if (o.map_id || o.wire_id)
+		return map_id(cfg.db_path, o.map_id ? o.map_id : o.wire_id, o.wire_id != NULL);
 	gsd_log_set_level(cfg.log_level);
 	signal(SIGPIPE, SIG_IGN);
 	/* A file-size limit makes the audit's writes fail (and submissions be refused) rather

@@ -30,6 +30,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include <sodium.h>
 #include <sqlite3.h>
 
 #include "gpusched.pb-c.h"
@@ -246,6 +247,8 @@ static const char *const stmt_sql[ST_COUNT] = {
 
 struct gsd_audit {
 	sqlite3 *db; /* owned by the writer thread once it runs */
+	/* The key of the wire ids (meta 'wire_key'; random per run for a null sink). */
+	unsigned char wire_key[GSD_AUDIT_WIRE_KEY_BYTES];
 	sqlite3_stmt *st[ST_COUNT];
 	uint32_t max_batch;
 	uint64_t wal_limit;
@@ -297,6 +300,7 @@ struct gsd_audit {
 	size_t pending_acks; /* of which carry an ack */
 	size_t ack_target;   /* wake the writer when this many acks are pending (0: at once) */
 	size_t last_acks;    /* acks in the last list taken (writer thread) */
+	bool idle;           /* the writer waits for a first record (nothing queued) */
 	bool stopping;
 	struct node *free_shared; /* nodes the writer is done with */
 	size_t free_shared_count;
@@ -1386,8 +1390,21 @@ static void *writer_main(void *arg)
 	pthread_setname_np(pthread_self(), "gs-audit");
 
 	pthread_mutex_lock(&a->mu);
+	uint64_t quiet_until = 0;
 	for (;;) {
 		bool retry_due = false;
+		/* After a commit the rest of its packets' lives (READY, RUNNING, COMPLETED) follow
+		 * at once: they are queued without waking the writer, which sleeps until
+		 * LINGER_NS after the commit unless an acknowledgement or a full batch wakes it
+		 * (node_push). Only a writer idle past that is woken by a first record. */
+		while (quiet_until && !a->head && !a->stopping) {
+			struct timespec ts = {(time_t)(quiet_until / 1000000000ull),
+			                      (long)(quiet_until % 1000000000ull)};
+			if (pthread_cond_timedwait(&a->cv, &a->mu, &ts) != 0)
+				break;
+		}
+		quiet_until = 0;
+		a->idle = true;
 		while (!a->head && !a->stopping && !retry_due) {
 			if (!a->retry_head) {
 				pthread_cond_wait(&a->cv, &a->mu);
@@ -1397,6 +1414,7 @@ static void *writer_main(void *arg)
 			                      (long)(a->retry_at_ns % 1000000000ull)};
 			retry_due = pthread_cond_timedwait(&a->cv, &a->mu, &ts) != 0;
 		}
+		a->idle = false;
 		if (!a->head && !retry_due) {
 			/* Stopping, and everything queued before it is written: one last try for
 			 * what an outage kept, then it is dropped. */
@@ -1440,6 +1458,8 @@ static void *writer_main(void *arg)
 		pthread_mutex_unlock(&a->mu);
 		writer_drain(a, list);
 		pthread_mutex_lock(&a->mu);
+		if (!a->retry_head)
+			quiet_until = now_ns() + LINGER_NS;
 	}
 	pthread_mutex_unlock(&a->mu);
 	return NULL;
@@ -1483,12 +1503,14 @@ static uint64_t node_push(gsd_audit *a, struct node *n)
 		a->free_shared = NULL;
 		a->free_shared_count = 0;
 	}
-	/* Wake the writer only when it has something to decide: a first record (to start its
-	 * linger deadline), an ack to honour now, or a full batch. */
-	if (was_empty || a->list_count == LINGER_MAX ||
-	    (n->ack && a->pending_acks >= a->ack_target))
-		pthread_cond_signal(&a->cv);
+	/* Wake the writer only when it has something to decide: a first record while it is
+	 * idle (to start its linger deadline), an ack to honour now, or a full batch. Signalled
+	 * once the lock is released: a writer woken under it would only block on it again. */
+	bool wake = (was_empty && a->idle) || a->list_count == LINGER_MAX ||
+	            (n->ack && a->pending_acks >= a->ack_target);
 	pthread_mutex_unlock(&a->mu);
+	if (wake)
+		pthread_cond_signal(&a->cv);
 	return seq;
 }
 
@@ -1767,6 +1789,51 @@ static int migrate_v4(sqlite3 *db, int old_version, char **msg)
 }
 
 /*
+ * Schema 6: the key of the wire ids (gsd_audit_wire_key), 32 random bytes in hex, made once
+ * for a new file or for an older one on its upgrade and kept for good, so the ids clients were
+ * given stay the same across restarts. Inside apply_schema's transaction: two daemons opening
+ * one new file agree on it.
+ */
+static int add_wire_key(sqlite3 *db, char **msg)
+{
+	unsigned char key[GSD_AUDIT_WIRE_KEY_BYTES];
+	char hex[2 * GSD_AUDIT_WIRE_KEY_BYTES + 1];
+	randombytes_buf(key, sizeof key);
+	sodium_bin2hex(hex, sizeof hex, key, sizeof key);
+	sodium_memzero(key, sizeof key);
+	char sql[96 + sizeof hex];
+	snprintf(sql, sizeof sql,
+	         "INSERT OR IGNORE INTO meta (key, value) VALUES ('wire_key', '%s')", hex);
+	return sqlite3_exec(db, sql, NULL, NULL, msg);
+}
+
+/* Reads the wire ids' key from meta into a->wire_key (a null sink makes one for this run). */
+static int load_wire_key(gsd_audit *a)
+{
+	if (a->null_sink) {
+		randombytes_buf(a->wire_key, sizeof a->wire_key);
+		return SQLITE_OK;
+	}
+	char hex[2 * GSD_AUDIT_WIRE_KEY_BYTES + 8] = "";
+	size_t len = 0;
+	int rc = pragma_text(a->db, "SELECT value FROM meta WHERE key = 'wire_key'", hex,
+	                     sizeof hex);
+	if (rc == SQLITE_OK && (strlen(hex) != 2 * GSD_AUDIT_WIRE_KEY_BYTES ||
+	                        sodium_hex2bin(a->wire_key, sizeof a->wire_key, hex, strlen(hex),
+	                                       NULL, &len, NULL) != 0 ||
+	                        len != sizeof a->wire_key)) {
+		GSD_ERROR("audit: meta wire_key is not %d bytes of hex", GSD_AUDIT_WIRE_KEY_BYTES);
+		rc = SQLITE_CORRUPT;
+	}
+	return rc;
+}
+
+void gsd_audit_wire_key(const gsd_audit *a, unsigned char out[GSD_AUDIT_WIRE_KEY_BYTES])
+{
+	memcpy(out, a->wire_key, GSD_AUDIT_WIRE_KEY_BYTES);
+}
+
+/*
  * Applies the embedded schema in one IMMEDIATE transaction, so two daemons opening the same
  * new file cannot interleave, after refusing a file written by a newer daemon, and migrates an
  * older file (migrate_v4).
@@ -1835,6 +1902,8 @@ static int apply_schema(sqlite3 *db)
 			goto rollback;
 	}
 	rc = migrate_v4(db, old_version, &msg);
+	if (rc == SQLITE_OK)
+		rc = add_wire_key(db, &msg);
 	if (rc != SQLITE_OK)
 		goto rollback;
 	if (old_version == 3) {
@@ -2140,7 +2209,8 @@ int gsd_audit_open(const char *path, const gsd_audit_options *opt, gsd_audit **o
 	a->retain_age_ns = o.retain_age_ns;
 	a->retain_packets = o.retain_packets;
 
-	if (open_db(a, path, o.sync_full) != SQLITE_OK || remember_file(a, path) != 0)
+	if (open_db(a, path, o.sync_full) != SQLITE_OK || remember_file(a, path) != 0 ||
+	    load_wire_key(a) != SQLITE_OK)
 		goto fail;
 	if (reconcile(a) != SQLITE_OK)
 		goto fail;

@@ -21,7 +21,7 @@
 typedef struct gsd_audit gsd_audit;
 
 /* The schema version this daemon writes; a file with a newer one is refused at open. */
-#define GSD_AUDIT_SCHEMA_VERSION 5
+#define GSD_AUDIT_SCHEMA_VERSION 6
 /* schema/audit.sql, compiled in (generated at build time from the file). */
 extern const char gsd_audit_schema_sql[];
 
@@ -127,6 +127,10 @@ typedef struct gsd_tenant_rec {
 } gsd_tenant_rec;
 
 int gsd_audit_open(const char *path, const gsd_audit_options *opt, gsd_audit **out);
+/* The key of the wire ids (core/wire_id.h): meta 'wire_key' of the file, made with it (or when
+ * an older file was upgraded) and the same at every open; a null sink's is random per run. */
+#define GSD_AUDIT_WIRE_KEY_BYTES 32
+void gsd_audit_wire_key(const gsd_audit *a, unsigned char out[GSD_AUDIT_WIRE_KEY_BYTES]);
 /* Drains and commits everything queued, stops the writer thread, closes the file. */
 void gsd_audit_close(gsd_audit *a);
 
@@ -216,6 +220,12 @@ uint64_t gsd_audit_reconciled(const gsd_audit *a);
 
 /* ---- history reads (own read-only connection; any thread) ---- */
 
+typedef struct gsd_history_fence {
+	uint32_t adapter, node;
+	uint64_t fence;
+} gsd_history_fence;
+#define GSD_HISTORY_FENCES_MAX 128
+
 typedef struct gsd_history_filter {
 	const char *tenant;     /* required: a tenant only ever sees its own rows */
 	uint64_t context;       /* 0 = any */
@@ -230,7 +240,10 @@ typedef struct gsd_history_filter {
 	uint64_t since_ns;   /* submitted_ns >= this; 0 = no bound */
 	uint64_t until_ns;   /* submitted_ns < this; 0 = no bound */
 	uint32_t flags_mask; /* any of these submit flags; 0 = any */
-	uint64_t fence;      /* 0 = any */
+	/* 0 = any; else the packets with one of these fences (a fence is a node's: each names its
+	 * adapter and node). At most GSD_HISTORY_FENCES_MAX. */
+	const struct gsd_history_fence *fences;
+	size_t nfences;
 	bool oldest_first;
 	uint64_t after_packet; /* oldest-first cursor: rows submitted after this packet */
 } gsd_history_filter;
@@ -266,7 +279,7 @@ void gsd_history_result_free(gsd_history_result *r);
 void gsd_history_release(const char *path);
 /* The SQL text gsd_history_packets runs for f (parameters ?1.. bound there), for tests and
  * tools that check its plan with EXPLAIN QUERY PLAN. */
-#define GSD_HISTORY_SQL_MAX 2048
+#define GSD_HISTORY_SQL_MAX 8192
 void gsd_history_query_sql(const gsd_history_filter *f, char *sql, size_t cap);
 /* One packet of `tenant` (state, fence, result...) into *out, its strings NULL. Returns 1 when
  * found, 0 when the file has no such packet of that tenant, -1 with err filled. */
@@ -280,6 +293,10 @@ int gsd_history_tenants(const char *path, gsd_tenant_row_fn fn, void *arg, uint6
 /* The highest packet id recorded in the file, so a restarted daemon continues the sequence
  * instead of reusing (and overwriting) old rows. */
 int gsd_history_last_packet(const char *path, uint64_t *packet, char *err, size_t errcap);
+/* The wire ids' key of the file at path (meta 'wire_key'), read-only: 0, or -1 with err filled
+ * (no such file, or one no daemon of schema 6 opened yet). */
+int gsd_history_wire_key(const char *path, unsigned char out[GSD_AUDIT_WIRE_KEY_BYTES], char *err,
+                         size_t errcap);
 /*
  * Object handles are random (core/object.c); before one is given out the daemon asks the file
  * whether it names a row of contexts or allocations (the tables keyed by handle) of an earlier

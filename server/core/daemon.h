@@ -22,6 +22,7 @@
 #include "core/packet.h"
 #include "core/tenant.h"
 #include "core/util.h"
+#include "core/wire_id.h"
 
 #include "gpusched.pb-c.h"
 
@@ -86,6 +87,8 @@ struct gsd_daemon {
 	uint64_t handle_floor;     /* no new handle at or below: rows older than the chain */
 	uint64_t context_seq;      /* contexts made: their creation order, the policy's tie-break */
 	uint64_t next_packet;
+	/* Packet ids, fences and audit seqs cross the wire through it (core/wire_id.h). */
+	gsd_wire_key wire;
 	gsd_retired *retired; /* ring of GSD_RETIRED_RING */
 	uint64_t devices, contexts, allocations;
 	gsd_stats stats;

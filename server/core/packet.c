@@ -121,8 +121,8 @@ void gsd_packet_transition(gsd_daemon *d, gsd_packet *p, int state, const char *
 	if (!gsd_packet_transition_legal(from, state)) {
 		char what[160];
 		snprintf(what, sizeof(what), "packet %llu: illegal transition %s -> %s",
-		         (unsigned long long)p->rec.packet, gsd_packet_state_name(from),
-		         gsd_packet_state_name(state));
+		         (unsigned long long)gsd_wire_packet_out(&d->wire, p->rec.packet),
+		         gsd_packet_state_name(from), gsd_packet_state_name(state));
 		GSD_ERROR("%s", what);
 		gsd_audit_note(d->audit, p->rec.tenant, "illegal_transition", what);
 		assert(!"illegal packet transition");
@@ -177,6 +177,8 @@ void gsd_retired_record(gsd_daemon *d, const gsd_packet *p)
 	r->tenant = p->ctx->obj.tenant;
 	r->guest = p->ctx->obj.guest;
 	r->state = p->rec.state;
+	r->adapter = (uint16_t)p->rec.adapter;
+	r->node = (uint16_t)p->rec.node;
 }
 
 const gsd_retired *gsd_retired_find(const gsd_daemon *d, uint64_t packet)

@@ -141,6 +141,7 @@ typedef struct gsd_retired {
 	const gsd_tenant *tenant;
 	uint64_t guest;
 	int state;
+	uint16_t adapter, node; /* whose fence it is (its wire value depends on them) */
 } gsd_retired;
 
 #define GSD_RETIRED_RING 65536

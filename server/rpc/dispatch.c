@@ -148,8 +148,9 @@ static void h_info(gsd_daemon *d, gsd_call *c)
 			ni[i][n].kind = a->nodes[n].cfg->kind;
 			ni[i][n].engines = 1;
 			ni[i][n].paging = a->nodes[n].cfg->paging;
-			ni[i][n].fence =
-			        me ? me->stats.completed_fence[i][n] : a->nodes[n].completed_fence;
+			ni[i][n].fence = gsd_wire_fence_out(&d->wire, i, n,
+			                                    me ? me->stats.completed_fence[i][n]
+			                                       : a->nodes[n].completed_fence);
 			ni[i][n].queued = me ? me->stats.queued[i][n] : a->nodes[n].queued;
 		}
 		ai[i].n_nodes = a->nnodes;

@@ -37,16 +37,18 @@ static void reply(gsd_call *c, const gsd_event *const *evs, size_t n, const gsd_
 		gsd_call_error(c, GSD_ST(INTERNAL), "out of memory for %zu events", n);
 		return;
 	}
+	/* Seqs, packet ids and ring positions leave through the wire ids (core/wire_id.h). */
+	const gsd_wire_key *k = &c->d->wire;
 	for (size_t i = 0; i < n; i++) {
 		const gsd_event *e = evs[i];
 		gpusched__v1__event__init(&ev[i]);
-		ev[i].seq = e->seq;
+		ev[i].seq = gsd_wire_seq_out(k, e->seq);
 		ev[i].time_ns = e->time_ns;
 		ev[i].tenant = (char *)(e->tenant ? e->tenant : "");
 		if (e->is_packet) {
 			gpusched__v1__packet_event__init(&pe[i]);
-			pe[i].seq = e->seq;
-			pe[i].packet = e->packet;
+			pe[i].seq = ev[i].seq;
+			pe[i].packet = gsd_wire_packet_out(k, e->packet);
 			pe[i].context = e->context;
 			pe[i].state = e->state;
 			pe[i].time_ns = e->time_ns;
@@ -60,9 +62,9 @@ static void reply(gsd_call *c, const gsd_event *const *evs, size_t n, const gsd_
 	}
 	r.n_events = n;
 	r.events = (Gpusched__V1__Event **)ptrs;
-	r.cursor = pos->cursor;
-	r.cursor_seq = pos->cursor_seq;
-	r.lost_before_seq = pos->lost_before_seq;
+	r.cursor = gsd_wire_map(k, GSD_WIRE_EVENTS, pos->cursor);
+	r.cursor_seq = gsd_wire_seq_out(k, pos->cursor_seq);
+	r.lost_before_seq = gsd_wire_seq_out(k, pos->lost_before_seq);
 	GSD_REPLY(c, EVENTS_WAIT, events_wait, &r);
 	free(ptrs);
 	free(pe);
@@ -121,7 +123,9 @@ void gsd_h_events_wait(gsd_daemon *d, gsd_call *c)
 		gsd_call_error(c, GSD_ST(SHUTTING_DOWN), "the daemon is stopping");
 		return;
 	}
-	c->wait_value = q->after;
+	/* A position of the ring, as the daemon counts them (one that is not, or of an earlier
+	 * run, is answered as lost: lost_before_seq). */
+	c->wait_value = gsd_wire_unmap(&d->wire, GSD_WIRE_EVENTS, q->after);
 	if (try_answer(c, q->timeout_ms == 0))
 		return;
 	gsd_call_wait(c, gsd_events_waitq(d), events_wake, q->timeout_ms, events_expired);

@@ -117,14 +117,18 @@ static uint32_t clamp_limit(uint32_t limit)
 	return limit == 0 ? 100 : (limit > MAX_HISTORY ? MAX_HISTORY : limit);
 }
 
-static void packet_record_out(const gsd_packet_rec *r, Gpusched__V1__PacketRecord *o)
+/* Rows of the file carry the daemon's own packet ids, fences and seqs: each leaves through
+ * the wire ids' permutation (core/wire_id.h), and a value from a request is unmapped before it
+ * reaches a query. */
+static void packet_record_out(const gsd_wire_key *k, const gsd_packet_rec *r,
+                              Gpusched__V1__PacketRecord *o)
 {
 	gpusched__v1__packet_record__init(o);
-	o->packet = r->packet;
+	o->packet = gsd_wire_packet_out(k, r->packet);
 	o->device = r->device;
 	o->context = r->context;
 	o->node = r->node;
-	o->fence = r->fence;
+	o->fence = gsd_wire_fence_out(k, r->adapter, r->node, r->fence);
 	o->submit_flags = r->submit_flags;
 	o->patch_flags = r->patch_flags;
 	o->dma_size = r->dma_size;
@@ -145,21 +149,32 @@ static void history_work(gsd_call *c)
 {
 	barrier_wait(c);
 	const Gpusched__V1__HistoryRequest *q = c->req->history;
+	const gsd_wire_key *k = &c->d->wire;
+	/* A wire fence is one node's: the internal fence it stands for on each node that may
+	 * have it (every adapter and node a configuration may have had). */
+	gsd_history_fence fences[GSD_MAX_ADAPTERS * GSD_MAX_NODES];
+	size_t nfences = 0;
+	for (uint32_t a = 0; q->fence && a < GSD_MAX_ADAPTERS; a++)
+		for (uint32_t n = 0; n < GSD_MAX_NODES; n++)
+			if (!q->node || q->node - 1 == n)
+				fences[nfences++] = (gsd_history_fence){
+				        a, n, gsd_wire_fence_in(k, a, n, q->fence)};
 	gsd_history_filter f = {.tenant = q->tenant[0] ? q->tenant : c->identity,
 	                        .context = q->context,
 	                        .device = q->device,
 	                        .state = q->state,
 	                        .node = q->node ? (int32_t)(q->node - 1) : -1,
-	                        .before_packet = q->before_packet,
+	                        .before_packet = gsd_wire_packet_in(k, q->before_packet),
 	                        .limit = clamp_limit(q->limit),
 	                        .allocation = q->allocation,
 	                        .paging = q->paging,
 	                        .since_ns = q->since_ns,
 	                        .until_ns = q->until_ns,
 	                        .flags_mask = q->flags_mask,
-	                        .fence = q->fence,
+	                        .fences = fences,
+	                        .nfences = nfences,
 	                        .oldest_first = q->oldest_first,
-	                        .after_packet = q->after_packet};
+	                        .after_packet = gsd_wire_packet_in(k, q->after_packet)};
 	gsd_history_result res = {0};
 	char err[256];
 	if (gsd_history_packets(c->d->cfg.db_path, &f, &res, err, sizeof(err)) != 0) {
@@ -172,7 +187,7 @@ static void history_work(gsd_call *c)
 		reply_read_failed(c, "out of memory");
 	} else {
 		for (size_t i = 0; i < res.count; i++)
-			packet_record_out(&res.rows[i].rec, &recs[i]);
+			packet_record_out(k, &res.rows[i].rec, &recs[i]);
 		Gpusched__V1__HistoryResponse hr = GPUSCHED__V1__HISTORY_RESPONSE__INIT;
 		hr.n_packets = res.count;
 		hr.packets = rp;
@@ -212,11 +227,11 @@ void gsd_h_history(gsd_daemon *d, gsd_call *c)
 	read_after_flush(d, c, history_work);
 }
 
-static void event_out(gsd_event_row *r, Gpusched__V1__PacketEvent *o)
+static void event_out(const gsd_wire_key *k, gsd_event_row *r, Gpusched__V1__PacketEvent *o)
 {
 	gpusched__v1__packet_event__init(o);
-	o->seq = r->seq;
-	o->packet = r->packet;
+	o->seq = gsd_wire_seq_out(k, r->seq);
+	o->packet = gsd_wire_packet_out(k, r->packet);
 	o->state = r->state;
 	o->time_ns = r->time_ns;
 	o->context = r->context;
@@ -227,19 +242,23 @@ static void events_work(gsd_call *c)
 {
 	barrier_wait(c);
 	const Gpusched__V1__PacketEventsRequest *q = c->req->packet_events;
+	const gsd_wire_key *k = &c->d->wire;
+	uint64_t after = gsd_wire_seq_in(k, q->after_seq),
+	         before = gsd_wire_seq_in(k, q->before_seq);
 	gsd_event_row *rows = NULL;
 	size_t n = 0;
 	char err[256];
 	const char *path = c->d->cfg.db_path, *tenant = c->identity;
 	int rc;
 	if (q->packet)
-		rc = gsd_history_events(path, tenant, q->packet, &rows, &n, err, sizeof(err));
+		rc = gsd_history_events(path, tenant, gsd_wire_packet_in(k, q->packet), &rows, &n,
+		                        err, sizeof(err));
 	else if (q->since_ns || q->until_ns)
-		rc = gsd_history_events_window(path, tenant, q->after_seq, q->since_ns, q->until_ns,
+		rc = gsd_history_events_window(path, tenant, after, q->since_ns, q->until_ns,
 		                               clamp_limit(q->limit), &rows, &n, err, sizeof(err));
 	else
-		rc = gsd_history_events_range(path, tenant, q->after_seq, q->before_seq,
-		                              clamp_limit(q->limit), &rows, &n, err, sizeof(err));
+		rc = gsd_history_events_range(path, tenant, after, before, clamp_limit(q->limit),
+		                              &rows, &n, err, sizeof(err));
 	if (rc != 0) {
 		reply_read_failed(c, err);
 		return;
@@ -256,7 +275,7 @@ static void events_work(gsd_call *c)
 		resp.message = "no such packet in the history";
 	} else {
 		for (size_t i = 0; i < n; i++)
-			event_out(&rows[i], &evs[i]);
+			event_out(k, &rows[i], &evs[i]);
 		er.n_events = n;
 		er.events = ep;
 		resp.body_case = GPUSCHED__V1__RESPONSE__BODY_PACKET_EVENTS;
@@ -284,7 +303,9 @@ void gsd_h_packet_events(gsd_daemon *d, gsd_call *c)
 		gsd_call_error(c, GSD_ST(INVALID_ARGUMENT), "the time range is empty");
 		return;
 	}
-	if (q->before_seq && q->before_seq <= q->after_seq) {
+	/* Sequence numbers are compared as the daemon counts them. */
+	if (q->before_seq &&
+	    gsd_wire_seq_in(&d->wire, q->before_seq) <= gsd_wire_seq_in(&d->wire, q->after_seq)) {
 		gsd_call_error(c, GSD_ST(INVALID_ARGUMENT),
 		               "the range is empty: before_seq %llu is not above after_seq %llu",
 		               (unsigned long long)q->before_seq, (unsigned long long)q->after_seq);
@@ -293,16 +314,17 @@ void gsd_h_packet_events(gsd_daemon *d, gsd_call *c)
 	read_after_flush(d, c, events_work);
 }
 
-static void move_record_out(const gsd_move_row *m, Gpusched__V1__MoveRecord *o)
+static void move_record_out(const gsd_wire_key *k, const gsd_move_row *m,
+                            Gpusched__V1__MoveRecord *o)
 {
 	gpusched__v1__move_record__init(o);
 	const gsd_move_rec *r = &m->rec;
-	o->seq = m->seq;
+	o->seq = gsd_wire_seq_out(k, m->seq);
 	o->time_ns = r->time_ns;
 	o->allocation = r->allocation;
 	o->device = r->device;
-	o->packet = r->packet;
-	o->for_packet = r->for_packet;
+	o->packet = gsd_wire_packet_out(k, r->packet);
+	o->for_packet = gsd_wire_packet_out(k, r->for_packet);
 	o->kind = r->kind;
 	o->from_segment = r->from_segment;
 	o->from_offset = r->from_offset;
@@ -318,11 +340,12 @@ static void moves_work(gsd_call *c)
 {
 	barrier_wait(c);
 	const Gpusched__V1__MovesRequest *q = c->req->moves;
+	const gsd_wire_key *k = &c->d->wire;
 	gsd_moves_filter f = {.tenant = c->identity,
 	                      .allocation = q->allocation,
 	                      .device = q->device,
-	                      .packet = q->packet,
-	                      .before_seq = q->before_seq,
+	                      .packet = gsd_wire_packet_in(k, q->packet),
+	                      .before_seq = gsd_wire_seq_in(k, q->before_seq),
 	                      .limit = clamp_limit(q->limit)};
 	gsd_move_row *rows = NULL;
 	size_t n = 0;
@@ -337,7 +360,7 @@ static void moves_work(gsd_call *c)
 		reply_read_failed(c, "out of memory");
 	} else {
 		for (size_t i = 0; i < n; i++)
-			move_record_out(&rows[i], &recs[i]);
+			move_record_out(k, &rows[i], &recs[i]);
 		Gpusched__V1__MovesResponse mr = GPUSCHED__V1__MOVES_RESPONSE__INIT;
 		mr.n_moves = n;
 		mr.moves = rp;
@@ -358,9 +381,11 @@ static void explain_work(gsd_call *c)
 	const Gpusched__V1__ExplainRequest *q = c->req->explain;
 	const char *tenant = q->tenant[0] ? q->tenant : c->identity;
 	const char *path = c->d->cfg.db_path;
+	const gsd_wire_key *k = &c->d->wire;
+	uint64_t id = gsd_wire_packet_in(k, q->packet);
 	char err[256];
 	gsd_packet_rec rec;
-	int found = gsd_history_packet(path, tenant, q->packet, &rec, err, sizeof(err));
+	int found = gsd_history_packet(path, tenant, id, &rec, err, sizeof(err));
 	if (found <= 0) {
 		if (found == 0)
 			snprintf(err, sizeof(err), "packet %llu is not in the history",
@@ -371,8 +396,8 @@ static void explain_work(gsd_call *c)
 	gsd_event_row *evr = NULL;
 	gsd_move_row *mvr = NULL;
 	size_t nev = 0, nmv = 0;
-	gsd_moves_filter mf = {.tenant = tenant, .packet = q->packet, .limit = MAX_HISTORY};
-	if (gsd_history_events(path, tenant, q->packet, &evr, &nev, err, sizeof(err)) != 0 ||
+	gsd_moves_filter mf = {.tenant = tenant, .packet = id, .limit = MAX_HISTORY};
+	if (gsd_history_events(path, tenant, id, &evr, &nev, err, sizeof(err)) != 0 ||
 	    gsd_history_moves(path, &mf, &mvr, &nmv, err, sizeof(err)) != 0) {
 		reply_read_failed(c, err);
 		free(evr);
@@ -389,12 +414,12 @@ static void explain_work(gsd_call *c)
 		rec.tenant = tenant;
 		/* The row's result text is the last event's detail (a final state's reason). */
 		rec.result = nev ? evr[nev - 1].detail : NULL;
-		packet_record_out(&rec, &pr);
+		packet_record_out(k, &rec, &pr);
 		for (size_t i = 0; i < nev; i++)
-			event_out(&evr[i], &evs[i]);
+			event_out(k, &evr[i], &evs[i]);
 		/* Moves come newest first: the timeline wants them in order. */
 		for (size_t i = 0; i < nmv; i++)
-			move_record_out(&mvr[nmv - 1 - i], &mvs[i]);
+			move_record_out(k, &mvr[nmv - 1 - i], &mvs[i]);
 		Gpusched__V1__ExplainResponse er = GPUSCHED__V1__EXPLAIN_RESPONSE__INIT;
 		er.packet = &pr;
 		er.n_events = nev;

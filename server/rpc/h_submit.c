@@ -325,11 +325,11 @@ static void packet_admit(gsd_daemon *d, gsd_packet *p)
 	d->stats.packets_submitted++;
 }
 
-static void submit_out(const gsd_packet *p, Gpusched__V1__SubmitResponse *o)
+static void submit_out(const gsd_daemon *d, const gsd_packet *p, Gpusched__V1__SubmitResponse *o)
 {
 	gpusched__v1__submit_response__init(o);
-	o->packet = p->rec.packet;
-	o->fence = p->rec.fence;
+	o->packet = gsd_wire_packet_out(&d->wire, p->rec.packet);
+	o->fence = gsd_wire_fence_out(&d->wire, p->rec.adapter, p->rec.node, p->rec.fence);
 	o->node = p->node->index;
 }
 
@@ -401,7 +401,7 @@ void gsd_h_submit(gsd_daemon *d, gsd_call *c)
 		return;
 	}
 	Gpusched__V1__SubmitResponse sr;
-	submit_out(p, &sr);
+	submit_out(d, p, &sr);
 	Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
 	resp.body_case = GPUSCHED__V1__RESPONSE__BODY_SUBMIT;
 	resp.submit = &sr;
@@ -441,7 +441,7 @@ void gsd_h_submit_batch(gsd_daemon *d, gsd_call *c)
 			gsd_call_error(c, v.status, "packet %zu of the batch: %s", i, v.msg);
 			return;
 		}
-		submit_out(ps[i], &srs[i]);
+		submit_out(d, ps[i], &srs[i]);
 	}
 	Gpusched__V1__SubmitBatchResponse br = GPUSCHED__V1__SUBMIT_BATCH_RESPONSE__INIT;
 	br.n_packets = n;
@@ -464,17 +464,19 @@ static void packet_wait_expired(gsd_call *c)
 	gsd_packet *p = c->wait_object;
 	gsd_waiter_cancel(&c->waiter);
 	gsd_call_error(c, GSD_ST(TIMEOUT), "packet %llu is still %s",
-	               (unsigned long long)p->rec.packet,
+	               (unsigned long long)c->req->packet_wait->packet,
 	               p->rec.state == GSD_PS(RUNNING) ? "running" : "queued");
 }
 
-/* Answers a PacketWait with a packet's state (FAULTED answers STATUS_FAULTED). */
-static void packet_wait_answer(gsd_call *c, uint64_t packet, int state, uint64_t fence)
+/* Answers a PacketWait with a packet's state (FAULTED answers STATUS_FAULTED): the packet as
+ * the caller named it, its fence (internal, on adapter/node) mapped for the wire. */
+static void packet_wait_answer(gsd_call *c, int state, uint32_t adapter, uint32_t node,
+                               uint64_t fence)
 {
 	Gpusched__V1__PacketWaitResponse pw = GPUSCHED__V1__PACKET_WAIT_RESPONSE__INIT;
-	pw.packet = packet;
+	pw.packet = c->req->packet_wait->packet;
 	pw.state = state;
-	pw.fence = fence;
+	pw.fence = gsd_wire_fence_out(&c->d->wire, adapter, node, fence);
 	Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
 	resp.body_case = GPUSCHED__V1__RESPONSE__BODY_PACKET_WAIT;
 	resp.packet_wait = &pw;
@@ -489,12 +491,14 @@ static void packet_wait_answer(gsd_call *c, uint64_t packet, int state, uint64_t
 static void packet_wait_wake(gsd_waiter *w, void *event)
 {
 	const gsd_packet *p = event;
-	packet_wait_answer(gsd_call_of_waiter(w), p->rec.packet, p->rec.state, p->rec.fence);
+	packet_wait_answer(gsd_call_of_waiter(w), p->rec.state, p->rec.adapter, p->rec.node,
+	                   p->rec.fence);
 }
 
 static void packet_wait_from_audit(gsd_call *c)
 {
-	uint64_t id = c->req->packet_wait->packet;
+	uint64_t wire = c->req->packet_wait->packet;
+	uint64_t id = gsd_wire_packet_in(&c->d->wire, wire);
 	gsd_packet_rec r;
 	char err[256];
 	int found = gsd_history_packet(c->d->cfg.db_path, c->identity, id, &r, err, sizeof(err));
@@ -506,13 +510,13 @@ static void packet_wait_from_audit(gsd_call *c)
 	} else if (!found || !gsd_packet_state_final(r.state)) {
 		/* Not this tenant's, never submitted, or (rarely) not final in the file yet. */
 		snprintf(err, sizeof(err), "packet %llu is not in flight and not in the history",
-		         (unsigned long long)id);
+		         (unsigned long long)wire);
 		resp.status = GSD_ST(NOT_FOUND);
 		resp.message = err;
 	} else {
-		pw.packet = id;
+		pw.packet = wire;
 		pw.state = r.state;
-		pw.fence = r.fence;
+		pw.fence = gsd_wire_fence_out(&c->d->wire, r.adapter, r.node, r.fence);
 		resp.body_case = GPUSCHED__V1__RESPONSE__BODY_PACKET_WAIT;
 		resp.packet_wait = &pw;
 		if (r.state == GSD_PS(FAULTED)) {
@@ -526,8 +530,9 @@ static void packet_wait_from_audit(gsd_call *c)
 void gsd_h_packet_wait(gsd_daemon *d, gsd_call *c)
 {
 	const Gpusched__V1__PacketWaitRequest *q = R(packet_wait);
-	gsd_packet *p = gsd_hmap_get(&d->packets, q->packet);
-	const gsd_retired *r = p ? NULL : gsd_retired_find(d, q->packet);
+	uint64_t id = gsd_wire_packet_in(&d->wire, q->packet);
+	gsd_packet *p = id ? gsd_hmap_get(&d->packets, id) : NULL;
+	const gsd_retired *r = p || !id ? NULL : gsd_retired_find(d, id);
 	/* Another tenant's or guest's packet answers as one that never existed. */
 	if ((p && (p->ctx->obj.tenant != c->tenant || p->ctx->obj.guest != c->guest)) ||
 	    (r && (r->tenant != c->tenant || r->guest != c->guest))) {
@@ -538,7 +543,8 @@ void gsd_h_packet_wait(gsd_daemon *d, gsd_call *c)
 	}
 	if (p) {
 		if (q->timeout_ms == 0) {
-			packet_wait_answer(c, p->rec.packet, p->rec.state, p->rec.fence);
+			packet_wait_answer(c, p->rec.state, p->rec.adapter, p->rec.node,
+			                   p->rec.fence);
 			return;
 		}
 		c->wait_object = p;
@@ -546,7 +552,7 @@ void gsd_h_packet_wait(gsd_daemon *d, gsd_call *c)
 		return;
 	}
 	if (r) {
-		packet_wait_answer(c, r->packet, r->state, r->fence);
+		packet_wait_answer(c, r->state, r->adapter, r->node, r->fence);
 		return;
 	}
 	/* Older: the audit file has its final state (a packet a previous daemon left in flight

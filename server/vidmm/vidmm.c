@@ -479,7 +479,8 @@ static void context_switch_for(gsd_daemon *d, gsd_adapter *a, const gsd_allocati
 		snprintf(detail, sizeof(detail),
 		         "ContextSwitch away from packet %llu before moving "
 		         "allocation %llu",
-		         (unsigned long long)r->rec.packet, (unsigned long long)al->obj.handle);
+		         (unsigned long long)gsd_wire_packet_out(&d->wire, r->rec.packet),
+		         (unsigned long long)al->obj.handle);
 		paging_queue(d, n, al->dev, cs,
 		             GS_SUBMIT_CONTEXT_SWITCH | (paging ? GS_SUBMIT_PAGING : 0u), detail,
 		             out);
@@ -926,7 +927,8 @@ gsd_vidmm_result gsd_vidmm_prepare(gsd_daemon *d, gsd_packet *p, char *why, size
 		return GSD_VIDMM_PAGING;
 	}
 	char reason[48];
-	snprintf(reason, sizeof(reason), "for packet %llu", (unsigned long long)p->rec.packet);
+	snprintf(reason, sizeof(reason), "for packet %llu",
+	         (unsigned long long)gsd_wire_packet_out(&d->wire, p->rec.packet));
 	gsd_node *companion = &a->nodes[p->ctx->info.paging_companion_node_id < a->nnodes
 	                                        ? p->ctx->info.paging_companion_node_id
 	                                        : a->paging_node];

@@ -160,7 +160,7 @@ void gsd_vidsch_timed_out(gsd_daemon *d, gsd_node *n, gsd_packet *p, const gsd_i
 	snprintf(n->adapter->reset_why, sizeof(n->adapter->reset_why),
 	         "%s packet %llu did not stop on node %s",
 	         paging ? "the memory manager's paging" : "another context's",
-	         (unsigned long long)p->rec.packet, n->cfg->name);
+	         (unsigned long long)gsd_wire_packet_out(&d->wire, p->rec.packet), n->cfg->name);
 	gsd_events_note(d, t->audit_name, "tdr", why);
 	gsd_context_put(d, packet_faulted(d, p, irq->stop_offset, why));
 	count_timeout(d, t, gsd_node_now(n));

@@ -269,7 +269,7 @@ static void ready_detail(gsd_daemon *d, gsd_node *n, const gsd_packet *p, char *
 		    (unsigned long long)p->waits[i].sync, (unsigned long long)p->waits[i].value);
 		if (s && s->signalled_by)
 			ADD(" (last signalled by packet %llu)",
-			    (unsigned long long)s->signalled_by);
+			    (unsigned long long)gsd_wire_packet_out(&d->wire, s->signalled_by));
 		else if (s)
 			ADD(" (set by the CPU)");
 	}
@@ -400,9 +400,11 @@ static void resubmit(gsd_daemon *d, gsd_node *n, gsd_packet *p)
 	p->rec.submit_flags |= GS_SUBMIT_RESUBMISSION;
 	p->rec.resubmissions++;
 	p->needs_resubmit = false;
-	char detail[64];
+	char detail[80];
 	snprintf(detail, sizeof(detail), "fence %llu, resuming at byte %zu",
-	         (unsigned long long)p->rec.fence, p->resume_offset);
+	         (unsigned long long)gsd_wire_fence_out(&d->wire, p->rec.adapter, p->rec.node,
+	                                                p->rec.fence),
+	         p->resume_offset);
 	gsd_packet_transition(d, p, GSD_PS(RESUBMITTED), detail);
 }
 

@@ -2,6 +2,7 @@
  * Tenants against each other and against their limits, on a real daemon: what a hostile or
  * careless tenant tries, and what it must not get.
  */
+#include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -776,6 +777,185 @@ static void test_handles_reveal_nothing(void **state)
 	stop(&f);
 }
 
+/* The audit file's number for a value a client was shown (gpuschedd --audit-map-id), or the
+ * reverse (--audit-wire-id). */
+static uint64_t audit_map(const gs_testd *t, const char *opt, const char *spec)
+{
+	char *argv[] = {(char *)GS_DAEMON_PATH, (char *)"--db",
+	                (char *)t->db,          (char *)opt,
+	                (char *)spec,           NULL};
+	itest_run r;
+	itest_run_argv(argv, 10000, &r);
+	if (r.exit_code != 0)
+		fail_msg("%s %s: exit %d: %s", opt, spec, r.exit_code, r.err);
+	uint64_t v = strtoull(r.out, NULL, 10);
+	itest_run_free(&r);
+	return v;
+}
+
+/* Opaque values of one tenant, in the order it got them: none 0 or above 2^63, no two
+ * consecutive ones a small or a fixed step apart, not all rising (a sequence would show the
+ * neighbour's work as its gaps). */
+static void assert_opaque(const char *what, const uint64_t *v, size_t n)
+{
+	int rising = 0, same_step = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (v[i] == 0 || v[i] >= (UINT64_C(1) << 63))
+			fail_msg("%s %zu is %" PRIu64, what, i, v[i]);
+		if (i == 0)
+			continue;
+		if (gap(v[i], v[i - 1]) < SMALL_STEP)
+			fail_msg("%s %zu and %zu are %" PRIu64 " apart", what, i - 1, i,
+			         gap(v[i], v[i - 1]));
+		rising += v[i] > v[i - 1];
+		same_step += i > 1 && v[i] - v[i - 1] == v[i - 1] - v[i - 2];
+	}
+	if (rising == 0 || rising == (int)n - 1 || same_step > 0)
+		fail_msg("%s: %d of %zu steps up, %d equal steps", what, rising, n - 1, same_step);
+}
+
+/*
+ * Packet ids, fences and audit seqs reveal nothing about the other tenants: a submits one packet
+ * at a time while b submits three between each of a's, and a's ids, fences (one node, one
+ * context) and event seqs come at no fixed step and not in order, where the daemon's own
+ * numbers (the file's columns) step by 4. They are stable: after a restart a's first packet
+ * still answers PacketWait and its events, with the same fence and seqs; the administrator
+ * finds it by the id and the fence a got; gpuschedd --audit-map-id leads from them to the row.
+ */
+static void test_packet_ids_reveal_nothing(void **state)
+{
+	(void)state;
+	fx f;
+	assert_int_equal(start(&f, "{\"tenants\": [{\"name\": \"a\", \"token\": \"t-a\"},"
+	                           " {\"name\": \"b\", \"token\": \"t-b\"},"
+	                           " {\"name\": \"ops\", \"token\": \"t-ops\","
+	                           " \"admin\": true}]}"),
+	                 0);
+	gs_client *a = itest_connect(&f.t, "t-a");
+	gs_client *b = itest_connect(&f.t, "t-b");
+	uint64_t da, db;
+	assert_int_equal(gs_device_create(a, "a", &da), 0);
+	assert_int_equal(gs_device_create(b, "b", &db), 0);
+	uint64_t xa = itest_context(a, da, 0, 0), xb = itest_context(b, db, 0, 0);
+	gs_dmabuf nop;
+	gs_dmabuf_init(&nop);
+	assert_int_equal(gs_dmabuf_nop(&nop), 0);
+	enum { N = 12, BETWEEN = 3 };
+	uint64_t pk[N], fe[N], sq[N];
+	for (int i = 0; i < N; i++) {
+		gs_submit_result r;
+		assert_int_equal(gs_submit(a, xa, &nop, 0, &r), 0);
+		pk[i] = r.packet;
+		fe[i] = r.fence;
+		gs_packet_state st;
+		uint64_t fence = 0;
+		assert_int_equal(gs_packet_wait(a, pk[i], 30000, &st, &fence), 0);
+		assert_int_equal(st, GS_PACKET_COMPLETED);
+		assert_true(fence == fe[i]);
+		for (int k = 0; k < BETWEEN; k++) {
+			assert_int_equal(gs_submit(b, xb, &nop, 0, &r), 0);
+			assert_int_equal(gs_packet_wait(b, r.packet, 30000, &st, NULL), 0);
+		}
+	}
+	/* The SUBMITTED event's seq of each of a's packets. */
+	gs_packet_event *ev;
+	size_t nev;
+	for (int i = 0; i < N; i++) {
+		assert_int_equal(gs_packet_events(a, pk[i], &ev, &nev), 0);
+		assert_true(nev >= 2);
+		assert_int_equal(ev[0].state, GS_PACKET_SUBMITTED);
+		assert_true(ev[0].packet == pk[i]);
+		sq[i] = ev[0].seq;
+		gs_packet_events_free(ev, nev);
+	}
+	assert_opaque("packet ids", pk, N);
+	assert_opaque("fences", fe, N);
+	assert_opaque("seqs", sq, N);
+
+	/* The file's numbers: 1 + BETWEEN apart, as the daemon counts them; the map tool finds
+	 * a's rows from what a was shown, and back. */
+	char spec[96];
+	uint64_t row[N];
+	for (int i = 0; i < N; i++) {
+		snprintf(spec, sizeof spec, "packet:%" PRIu64, pk[i]);
+		row[i] = audit_map(&f.t, "--audit-map-id", spec);
+		assert_int_equal(
+		        itest_audit_int(f.t.db,
+		                        "SELECT count(*) FROM packets WHERE packet = %" PRIu64
+		                        " AND tenant = 'a'",
+		                        row[i]),
+		        1);
+		if (i)
+			assert_int_equal(row[i] - row[i - 1], 1 + BETWEEN);
+		snprintf(spec, sizeof spec, "packet:%" PRIu64, row[i]);
+		assert_true(audit_map(&f.t, "--audit-wire-id", spec) == pk[i]);
+	}
+	snprintf(spec, sizeof spec, "fence:0:0:%" PRIu64, fe[3]);
+	assert_int_equal(audit_map(&f.t, "--audit-map-id", spec),
+	                 itest_audit_int(f.t.db,
+	                                 "SELECT fence FROM packets WHERE packet = %" PRIu64,
+	                                 row[3]));
+	snprintf(spec, sizeof spec, "seq:%" PRIu64, sq[5]);
+	assert_int_equal(itest_audit_int(f.t.db,
+	                                 "SELECT packet FROM packet_events WHERE seq = %" PRIu64,
+	                                 audit_map(&f.t, "--audit-map-id", spec)),
+	                 row[5]);
+
+	/* b cannot reach a's packets by the ids a got. */
+	gs_packet_state st;
+	assert_int_equal(gs_packet_wait(b, pk[0], 0, &st, NULL), GS_STATUS_NOT_FOUND);
+	assert_int_equal(gs_packet_events(b, pk[0], &ev, &nev), GS_STATUS_NOT_FOUND);
+	gs_close(b);
+	gs_close(a);
+
+	assert_int_equal(gs_testd_stop(&f.t), 0);
+	assert_int_equal(
+	        gs_testd_restart(&f.t, (const char *const[]){"--config", f.cfg.path, NULL}), 0);
+	a = itest_connect(&f.t, "t-a");
+	uint64_t fence = 0;
+	assert_int_equal(gs_packet_wait(a, pk[0], 0, &st, &fence), 0);
+	assert_int_equal(st, GS_PACKET_COMPLETED);
+	assert_true(fence == fe[0]);
+	assert_int_equal(gs_packet_events(a, pk[1], &ev, &nev), 0);
+	assert_true(ev[0].seq == sq[1]);
+	gs_packet_events_free(ev, nev);
+	/* a's history by a fence it got, and paged by cursors: every packet, newest first. */
+	gs_history_filter hf = {.fence = fe[7], .limit = 10};
+	gs_packet_record *recs;
+	size_t nrec;
+	assert_int_equal(gs_history(a, &hf, &recs, &nrec), 0);
+	assert_int_equal(nrec, 1);
+	assert_true(recs[0].packet == pk[7] && recs[0].fence == fe[7]);
+	gs_history_free(recs, nrec);
+	hf = (gs_history_filter){.limit = 5};
+	int seen = 0;
+	for (int page = 0; page < 4; page++) {
+		assert_int_equal(gs_history(a, &hf, &recs, &nrec), 0);
+		for (size_t i = 0; i < nrec; i++, seen++)
+			assert_true(recs[i].packet == pk[N - 1 - seen]);
+		if (nrec)
+			hf.before_packet = recs[nrec - 1].packet;
+		gs_history_free(recs, nrec);
+	}
+	assert_int_equal(seen, N);
+	/* The administrator finds a's packet by the id and by the fence a reports. */
+	gs_client *ops = itest_connect(&f.t, "t-ops");
+	hf = (gs_history_filter){.fence = fe[2], .tenant = "a", .limit = 10};
+	assert_int_equal(gs_history(ops, &hf, &recs, &nrec), 0);
+	assert_int_equal(nrec, 1);
+	assert_true(recs[0].packet == pk[2]);
+	gs_history_free(recs, nrec);
+	hf = (gs_history_filter){.before_packet = pk[3], .tenant = "a", .limit = 1};
+	assert_int_equal(gs_history(ops, &hf, &recs, &nrec), 0);
+	assert_int_equal(nrec, 1);
+	assert_true(recs[0].packet == pk[2]);
+	gs_history_free(recs, nrec);
+	gs_dmabuf_free(&nop);
+	gs_close(ops);
+	gs_close(a);
+	stop(&f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -789,6 +969,7 @@ int main(void)
 	        cmocka_unit_test(test_tenant_update_live),
 	        cmocka_unit_test(test_light_tenant_preempts_heavy),
 	        cmocka_unit_test(test_handles_reveal_nothing),
+	        cmocka_unit_test(test_packet_ids_reveal_nothing),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,5 +1,9 @@
 #include "itest.h"
 
+#include "core/wire_id.h"
+
+#include <sodium.h>
+
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -496,4 +500,35 @@ void itest_pki_make(itest_pki *k)
 void itest_pki_cert(const itest_pki *k, const char *name, const char *san, char *out, size_t cap)
 {
 	make_cert(k->dir, name, "ca", san, out, cap);
+}
+
+uint64_t itest_wire_unmap(const char *db, const char *domain, uint32_t adapter, uint32_t node,
+                          uint64_t wire)
+{
+	/* The last file's key, kept: a timeline maps hundreds of seqs. */
+	static char last_db[512];
+	static gsd_wire_key k;
+	uint64_t tweak = strcmp(domain, "packet") == 0 ? GSD_WIRE_PACKET
+	                 : strcmp(domain, "seq") == 0  ? GSD_WIRE_SEQ
+	                                               : gsd_wire_fence_tweak(adapter, node);
+	if (strcmp(last_db, db) == 0)
+		return gsd_wire_unmap(&k, tweak, wire);
+	sqlite3 *h = NULL;
+	sqlite3_stmt *s = NULL;
+	unsigned char raw[GSD_WIRE_KEY_BYTES];
+	size_t len = 0;
+	assert_int_equal(sodium_init() < 0, 0);
+	assert_int_equal(sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_prepare_v2(h, "SELECT value FROM meta WHERE key = 'wire_key'", -1,
+	                                    &s, NULL),
+	                 SQLITE_OK);
+	assert_int_equal(sqlite3_step(s), SQLITE_ROW);
+	const char *hex = (const char *)sqlite3_column_text(s, 0);
+	assert_int_equal(sodium_hex2bin(raw, sizeof raw, hex, strlen(hex), NULL, &len, NULL), 0);
+	assert_int_equal(len, sizeof raw);
+	sqlite3_finalize(s);
+	sqlite3_close(h);
+	gsd_wire_key_init(&k, raw);
+	snprintf(last_db, sizeof last_db, "%s", db);
+	return gsd_wire_unmap(&k, tweak, wire);
 }

@@ -14,6 +14,10 @@
 
 /* ---- daemons ---- */
 
+/* The audit file of the daemon started last: a timeline orders events by the file's seqs
+ * (the wire's are opaque). */
+static char last_db[512];
+
 void sched_daemon_start(sched_daemon *sd, const char *json, bool virtual_clock)
 {
 	memset(sd, 0, sizeof(*sd));
@@ -27,6 +31,7 @@ void sched_daemon_start(sched_daemon *sd, const char *json, bool virtual_clock)
 		fail_msg("gpuschedd did not start with configuration %s", json);
 	}
 	sd->running = true;
+	snprintf(last_db, sizeof last_db, "%s", sd->t.db);
 }
 
 int sched_daemon_stop(sched_daemon *sd)
@@ -189,13 +194,14 @@ void sched_timeline_add(sched_timeline *tl, gs_client *c, uint64_t device, const
 		tl->ev = grow(tl->ev, &tl->capev, tl->nev + n, sizeof(*tl->ev));
 		for (size_t k = 0; k < n; k++) {
 			assert_int_equal(ev[k].packet, packets[i]);
-			tl->ev[tl->nev++] = (sched_event){.seq = ev[k].seq,
-			                                  .packet = ev[k].packet,
-			                                  .context = r->context,
-			                                  .node = r->node,
-			                                  .state = ev[k].state,
-			                                  .time_ns = ev[k].time_ns,
-			                                  .detail = strdup(ev[k].detail)};
+			tl->ev[tl->nev++] = (sched_event){
+			        .seq = itest_wire_unmap(last_db, "seq", 0, 0, ev[k].seq),
+			        .packet = ev[k].packet,
+			        .context = r->context,
+			        .node = r->node,
+			        .state = ev[k].state,
+			        .time_ns = ev[k].time_ns,
+			        .detail = strdup(ev[k].detail)};
 			assert_non_null(tl->ev[tl->nev - 1].detail);
 		}
 		gs_packet_events_free(ev, n);

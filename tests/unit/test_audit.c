@@ -723,10 +723,28 @@ static void test_time_range_and_order(void **state)
 	history(fx->path, &f, &h);
 	assert_int_equal(h.count, 30);
 	gsd_history_result_free(&h);
+	/* A fence is one node's: (adapter, node, fence) triples, any of which matches. */
 	f = filter("alpha");
-	f.fence = 170;
+	const gsd_history_fence one[] = {{1, 1, 170}, {1, 0, 170}, {0, 0, 180}};
+	f.fences = one;
+	f.nfences = 3;
 	history(fx->path, &f, &h);
 	assert_ids(&h, (const uint64_t[]){17}, 1);
+	gsd_history_result_free(&h);
+	const gsd_history_fence elsewhere[] = {{1, 1, 170}, {0, 0, 170}, {2, 0, 170}};
+	f.fences = elsewhere;
+	history(fx->path, &f, &h);
+	assert_int_equal(h.count, 0);
+	gsd_history_result_free(&h);
+	/* As many as the filter takes. */
+	gsd_history_fence many[GSD_HISTORY_FENCES_MAX];
+	for (size_t i = 0; i < GSD_HISTORY_FENCES_MAX; i++)
+		many[i] = (gsd_history_fence){(uint32_t)i % 16, (uint32_t)i / 16, 10 * (i + 1)};
+	f.fences = many;
+	f.nfences = GSD_HISTORY_FENCES_MAX;
+	history(fx->path, &f, &h);
+	/* (1, 0, fence) is entry 1 (fence 20, packet 2); every other entry is another node. */
+	assert_ids(&h, (const uint64_t[]){2}, 1);
 	gsd_history_result_free(&h);
 	gsd_audit_close(a);
 }
@@ -1248,6 +1266,56 @@ static void load_dump(const char *path, const char *dump)
  * not cover the limits); a new record of a tenant with limits is kind 9 and covers them, so a
  * limit changed in the file is found.
  */
+/* The wire ids' key: made with the file, the same at every open (so are the ids clients were
+ * given), kept in meta as hex; an older file gets one when it is upgraded; a null sink makes a
+ * new one every run. */
+static void test_wire_key_kept(void **state)
+{
+	struct fixture *fx = *state;
+	unsigned char k1[GSD_AUDIT_WIRE_KEY_BYTES], k2[GSD_AUDIT_WIRE_KEY_BYTES],
+	        zero[GSD_AUDIT_WIRE_KEY_BYTES] = {0};
+	tracker_reset();
+	gsd_audit *a = open_audit(fx->path, NULL);
+	gsd_audit_wire_key(a, k1);
+	gsd_audit_close(a);
+	assert_memory_not_equal(k1, zero, sizeof k1);
+	a = open_audit(fx->path, NULL);
+	gsd_audit_wire_key(a, k2);
+	gsd_audit_close(a);
+	assert_memory_equal(k1, k2, sizeof k1);
+	/* In meta, as hex: the byte 0 of the key is the first two digits. */
+	char sql[128];
+	snprintf(sql, sizeof sql,
+	         "SELECT count(*) FROM meta WHERE key = 'wire_key' AND length(value) = 64"
+	         " AND substr(value, 1, 2) = '%02x'",
+	         k1[0]);
+	assert_int_equal(query_int(fx->path, sql), 1);
+	/* A file without one (as an older daemon left it) gets a new one at the next open. */
+	sqlite3 *db;
+	assert_int_equal(sqlite3_open(fx->path, &db), SQLITE_OK);
+	assert_int_equal(
+	        sqlite3_exec(db, "DELETE FROM meta WHERE key = 'wire_key'", NULL, NULL, NULL),
+	        SQLITE_OK);
+	sqlite3_close(db);
+	a = open_audit(fx->path, NULL);
+	gsd_audit_wire_key(a, k2);
+	gsd_audit_close(a);
+	assert_memory_not_equal(k1, k2, sizeof k1);
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM meta WHERE key = 'wire_key'"),
+	                 1);
+	/* A null sink keeps nothing: a key of its own each run. */
+	gsd_audit_options o = {.null_sink = true};
+	a = open_audit(fx->path, &o);
+	gsd_audit_wire_key(a, k1);
+	gsd_audit_close(a);
+	a = open_audit(fx->path, &o);
+	unsigned char k3[GSD_AUDIT_WIRE_KEY_BYTES];
+	gsd_audit_wire_key(a, k3);
+	gsd_audit_close(a);
+	assert_memory_not_equal(k1, k3, sizeof k1);
+	assert_memory_not_equal(k1, k2, sizeof k1);
+}
+
 static void test_upgrade_tenants_from_schema_4(void **state)
 {
 	struct fixture *fx = *state;
@@ -1259,6 +1327,8 @@ static void test_upgrade_tenants_from_schema_4(void **state)
 	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM tenants WHERE max_message = 0"
 	                                     " AND packet_limit = 0 AND sync_limit = 0"),
 	                 2);
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM meta WHERE key = 'wire_key'"),
+	                 1);
 	gsd_audit_close(a);
 	gs_chain_report rep = verify_file(fx->path);
 	if (!rep.ok)
@@ -1453,8 +1523,13 @@ static void test_reopen_keeps_rows_and_version(void **state)
 	assert_int_equal(query_int(fx->path, "SELECT CAST(value AS INTEGER) FROM meta"
 	                                     " WHERE key = 'schema_version'"),
 	                 GSD_AUDIT_SCHEMA_VERSION);
+	/* schema_version and the wire ids' key, made on the upgrade: 32 bytes of hex. */
 	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM meta WHERE key NOT LIKE"
 	                                     " 'chain_%'"),
+	                 2);
+	assert_int_equal(query_int(fx->path,
+	                           "SELECT count(*) FROM meta WHERE key = 'wire_key'"
+	                           " AND length(value) = 64 AND NOT value GLOB '*[^0-9a-f]*'"),
 	                 1);
 	assert_int_equal(
 	        query_int(fx->path, "SELECT value FROM meta WHERE key = 'chain_start_seq'"), 1);
@@ -2525,6 +2600,7 @@ int main(void)
 	        T_(test_retention_keeps_verification),
 	        T_(test_upgrade_from_schema_3),
 	        T_(test_upgrade_tenants_from_schema_4),
+	        T_(test_wire_key_kept),
 	        T_(test_reopen_keeps_rows_and_version),
 	        T_(test_reconcile_in_flight),
 	        T_(test_removed_file_stops_acks),
