@@ -191,7 +191,7 @@ typedef struct many {
 	uint32_t *lat_us;  /* acknowledgement latency of each acknowledged one */
 	uint64_t *packets; /* the packets acknowledged, in order of acknowledgement */
 	uint64_t acked, failed;
-	uint64_t first_packet, last_packet, last_fence;
+	uint64_t first_packet, last_packet;
 	uint32_t node;
 	int error; /* the first failure's status */
 	char message[GS_ASYNC_MESSAGE_MAX];
@@ -244,6 +244,9 @@ static int drain_some(many *m, gs_async_event *evs, size_t max, bool submits)
 	for (int k = 0; k < n; k++) {
 		const gs_async_event *ev = &evs[k];
 
+		/* Without --wait a wait only says the packet finished, however it ended. */
+		if (!submits && !m->a->wait && ev->status == GS_STATUS_FAULTED)
+			continue;
 		if (ev->status != 0) {
 			first_error(m, ev);
 			if (submits)
@@ -261,13 +264,11 @@ static int drain_some(many *m, gs_async_event *evs, size_t max, bool submits)
 		}
 		uint64_t dt = (mono_ns() - m->t0[(size_t)(uintptr_t)ev->user]) / 1000u;
 		m->lat_us[m->acked] = dt > UINT32_MAX ? UINT32_MAX : (uint32_t)dt;
+		/* Packet ids and fences are opaque (unordered): first and last as acknowledged. */
 		m->packets[m->acked++] = ev->submit.packet;
-		if (!m->first_packet || ev->submit.packet < m->first_packet)
+		if (!m->first_packet)
 			m->first_packet = ev->submit.packet;
-		if (ev->submit.fence >= m->last_fence) {
-			m->last_fence = ev->submit.fence;
-			m->last_packet = ev->submit.packet;
-		}
+		m->last_packet = ev->submit.packet;
 		m->node = ev->submit.node;
 	}
 	return n;
@@ -402,7 +403,6 @@ static void report_many(const many *m, double elapsed)
 static int submit_many(cli *ctx, const submit_args *a, uint64_t context)
 {
 	many m = {.ctx = ctx, .a = a, .progress = isatty(STDOUT_FILENO)};
-	gs_packet_state state;
 	gs_dmabuf buf;
 	double start;
 	int rv, code = CLI_EXIT_OK;
@@ -426,19 +426,10 @@ static int submit_many(cli *ctx, const submit_args *a, uint64_t context)
 	double elapsed = (double)mono_ns() / 1e9 - start;
 	qsort(m.lat_us, m.acked, sizeof(*m.lat_us), cmp_u32);
 
-	/* Before the device goes: every packet must have finished. Packets of one context run
-	 * in fence order, so the last fence's packet finishing means all have. */
-	if (a->wait)
-		wait_all(&m);
-	else if (m.last_packet) {
-		rv = gs_packet_wait(ctx->client, m.last_packet, a->timeout_ms, &state, NULL);
-		if (rv != 0 && rv != GS_STATUS_FAULTED) {
-			gs_async_event ev = {.status = rv};
-			snprintf(ev.message, sizeof(ev.message), "%s",
-			         gs_client_message(ctx->client));
-			first_error(&m, &ev);
-		}
-	}
+	/* Before the device goes: every packet must have finished. Fences are opaque (which
+	 * packet is the last one of the context is not to be read from them), so each is
+	 * waited for. */
+	wait_all(&m);
 	if (m.progress)
 		printf("\r\033[K");
 	report_many(&m, elapsed);

@@ -157,9 +157,12 @@ static void packet_run(trace *t, const gs_packet_record *r, const gs_packet_even
 	}
 }
 
-static void flow(trace *t, const char *cat, json_int_t id, int pid_from, uint64_t tid_from,
-                 uint64_t ns_from, uint64_t tid_to, uint64_t ns_to)
+/* A flow arrow; its id is its number (packet ids and seqs are opaque 63-bit values: no
+ * arithmetic on them). */
+static void flow(trace *t, const char *cat, int pid_from, uint64_t tid_from, uint64_t ns_from,
+                 uint64_t tid_to, uint64_t ns_to)
 {
+	json_int_t id = (json_int_t)t->flows + 1;
 	json_t *s = base("s", cat, cat, pid_from, tid_from, us(t, ns_from));
 	json_object_set_new(s, "id", json_integer(id));
 	add(t, s);
@@ -212,8 +215,8 @@ static int emit(trace *t)
 		if (e->state == GS_PACKET_RUNNING) {
 			packet_run(t, r, e, end);
 			if (last[rec[i]] == NONE) /* its first run: from its submission */
-				flow(t, "submit", (json_int_t)r->packet * 2, PID_CONTEXTS,
-				     r->context, r->submitted_ns, r->node + 1, e->time_ns);
+				flow(t, "submit", PID_CONTEXTS, r->context, r->submitted_ns,
+				     r->node + 1, e->time_ns);
 			last[rec[i]] = i;
 			continue;
 		}
@@ -239,8 +242,8 @@ static int emit(trace *t)
 		        cli_schedule_find(&t->s, strtoull(by + strlen(by_text), NULL, 10));
 		size_t srun = sr ? last[(size_t)(sr - t->s.recs)] : NONE;
 		if (srun != NONE)
-			flow(t, "signal", (json_int_t)e->seq * 2 + 1, 1, sr->node + 1,
-			     t->s.evs[srun].time_ns, r->node + 1, end->time_ns);
+			flow(t, "signal", 1, sr->node + 1, t->s.evs[srun].time_ns, r->node + 1,
+			     end->time_ns);
 	}
 	free(rec);
 	free(next);
