@@ -65,11 +65,14 @@ typedef struct gs_fuzz_handles {
  * object, and the first packet. (The daemon's own paging device and its three paging contexts,
  * one per node, take handles 1 to 4; the device's paging fence takes 6.) The daemon's handles
  * are random: fuzz_dispatch gives it a counter instead (gsd_object_set_handle_source), makes
- * these objects and checks the handles.
+ * these objects and checks the handles. Packet ids are opaque on the wire (server/core/wire_id.h):
+ * fuzz_dispatch gives the daemon an all-zero wire key, under which the first packet is this
+ * number.
  */
 #define GS_FUZZ_DAEMON_HANDLES                                                                     \
 	{                                                                                          \
-		.device = 5, .context = 7, .allocation = 8, .sync = 10, .packet = 1                \
+		.device = 5, .context = 7, .allocation = 8, .sync = 10,                            \
+		.packet = UINT64_C(8468522222992843589)                                            \
 	}
 
 enum {

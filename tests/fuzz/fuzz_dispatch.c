@@ -239,6 +239,9 @@ static void daemon_up(void)
 	gsd_object_set_handle_source(counted_handle);
 	if (gsd_daemon_init(&G.d, c, &G.loop) != 0)
 		fail("the daemon starts", NULL);
+	/* One wire id for the first packet in every instance (GS_FUZZ_DAEMON_HANDLES). */
+	static const unsigned char zero_key[GSD_WIRE_KEY_BYTES];
+	gsd_wire_key_init(&G.d.wire, zero_key);
 	G.up = true;
 	G.starts++;
 	G.inputs = 0;

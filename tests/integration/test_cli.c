@@ -468,14 +468,17 @@ static void test_history_json(void **state)
 	        "submit_flags", "submit_flag_names", "patch_flags",  "state",       "submitted_ns",
 	        "ready_ns",     "started_ns",        "completed_ns", "preemptions", "resubmissions",
 	        "dma_size",     "allocation_count",  "patch_count",  "result",      "tenant"};
-	json_int_t prev = INT64_MAX;
+	/* Newest first: by submission in the file (wire ids are opaque, not ordered). */
+	uint64_t prev = UINT64_MAX;
 	for (size_t i = 0; i < 5; i++) {
 		json_t *o = json_array_get(doc, i);
 		for (size_t k = 0; k < sizeof(keys) / sizeof(*keys); k++)
 			if (!json_object_get(o, keys[k]))
 				fail_msg("history record %zu has no \"%s\"", i, keys[k]);
-		assert_true(int_of(o, "packet_id") < prev);
-		prev = int_of(o, "packet_id");
+		uint64_t in_file =
+		        itest_wire_unmap(f->t.db, "packet", 0, 0, (uint64_t)int_of(o, "packet_id"));
+		assert_true(in_file < prev);
+		prev = in_file;
 		assert_string_equal(str_of(o, "tenant"), "default");
 	}
 	/* Newest first: the barrier, my packet, then the CLI's last one. */
@@ -527,7 +530,8 @@ static void test_history_json(void **state)
 	assert_int_equal(json_array_size(doc), 3);
 	json_int_t oldest = int_of(json_array_get(doc, 0), "packet_id");
 	json_int_t third = int_of(json_array_get(doc, 2), "packet_id");
-	assert_true(oldest < third);
+	assert_true(itest_wire_unmap(f->t.db, "packet", 0, 0, (uint64_t)oldest) <
+	            itest_wire_unmap(f->t.db, "packet", 0, 0, (uint64_t)third));
 	assert_true(int_of(json_array_get(doc, 0), "submitted_ns") <=
 	            int_of(json_array_get(doc, 2), "submitted_ns"));
 	json_decref(doc);
@@ -539,7 +543,9 @@ static void test_history_json(void **state)
 	doc = parse(&r);
 	itest_run_free(&r);
 	assert_int_equal(json_array_size(doc), 1);
-	assert_true(int_of(json_array_get(doc, 0), "packet_id") > third);
+	assert_true(itest_wire_unmap(f->t.db, "packet", 0, 0,
+	                             (uint64_t)int_of(json_array_get(doc, 0), "packet_id")) >
+	            itest_wire_unmap(f->t.db, "packet", 0, 0, (uint64_t)third));
 	json_decref(doc);
 	cli(&r, f->url_opt, "history", "--since", "yesterday-ish", NULL);
 	expect_exit(&r, EXIT_USAGE, "history --since yesterday-ish");
@@ -762,8 +768,10 @@ static void test_memory_commands(void **state)
 		/* The moves just made are in the record, newest first. */
 		doc = cli_json(f, "moves after paging", "moves", "--allocation", id_s, NULL, NULL);
 		assert_true(json_array_size(doc) >= 2);
-		assert_true(int_of(json_array_get(doc, 0), "seq") >
-		            int_of(json_array_get(doc, 1), "seq"));
+		assert_true(itest_wire_unmap(f->t.db, "seq", 0, 0,
+		                             (uint64_t)int_of(json_array_get(doc, 0), "seq")) >
+		            itest_wire_unmap(f->t.db, "seq", 0, 0,
+		                             (uint64_t)int_of(json_array_get(doc, 1), "seq")));
 		json_decref(doc);
 	}
 	assert_int_equal(gs_device_destroy(c, dev), 0);
@@ -1076,7 +1084,9 @@ static void test_audit_verify(void **state)
 		assert_true(itest_audit_int(f->t.db,
 		                            "SELECT count(*) FROM packet_events WHERE packet = %lld"
 		                            " AND state = 3 AND abs(time_ns - %lld) <= 1",
-		                            (long long)pkt, (long long)at) >= 1);
+		                            (long long)itest_wire_unmap(f->t.db, "packet", 0, 0,
+		                                                        (uint64_t)pkt),
+		                            (long long)at) >= 1);
 	}
 	assert_int_equal(runs, nruns);
 	assert_true(starts > 0);
@@ -1195,15 +1205,16 @@ static void test_watch_json(void **state)
 		assert_int_equal(pthread_join(th, NULL), 0);
 	expect_exit(&w.r, EXIT_OK, "watch --json --count 6");
 	size_t lines = 0;
-	json_int_t prev = 0;
+	uint64_t prev = 0;
 	for (char *line = strtok(w.r.out, "\n"); line; line = strtok(NULL, "\n")) {
 		json_error_t err;
 		json_t *o = json_loads(line, 0, &err);
 		if (!o)
 			fail_msg("watch line is not JSON: %s", line);
 		assert_string_equal(str_of(o, "kind"), "packet");
-		assert_true(int_of(o, "seq") > prev);
-		prev = int_of(o, "seq");
+		uint64_t seq = itest_wire_unmap(f->t.db, "seq", 0, 0, (uint64_t)int_of(o, "seq"));
+		assert_true(seq > prev && seq != UINT64_MAX);
+		prev = seq;
 		assert_string_equal(str_of(o, "tenant"), "default");
 		assert_int_equal(int_of(o, "context"), (json_int_t)ctx);
 		json_decref(o);
