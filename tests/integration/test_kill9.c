@@ -141,7 +141,8 @@ static uint64_t row_context(sqlite3_stmt *q, uint64_t packet)
 	return ctx;
 }
 
-/* Every acknowledged packet is in `packets`, under the context that submitted it. */
+/* Every acknowledged packet is in `packets`, under the context that submitted it (looked up by
+ * the file's number for the wire id the client was given). */
 static size_t check_acked_rows(const char *db, worker *ws, int nw)
 {
 	sqlite3 *h = NULL;
@@ -155,11 +156,12 @@ static size_t check_acked_rows(const char *db, worker *ws, int nw)
 	size_t checked = 0;
 	for (int i = 0; i < nw; i++) {
 		for (size_t k = 0; k < ws[i].n; k++, checked++) {
-			uint64_t ctx = row_context(q, ws[i].ids[k]);
+			uint64_t row = itest_wire_unmap(db, "packet", 0, 0, ws[i].ids[k]);
+			uint64_t ctx = row_context(q, row);
 			if (ctx != ws[i].ctx)
-				fail_msg("acknowledged packet %" PRIu64 " of context %" PRIu64
-				         ": the audit file has %s%" PRIu64,
-				         ws[i].ids[k], ws[i].ctx, ctx ? "context " : "no row ",
+				fail_msg("acknowledged packet %" PRIu64 " (row %" PRIu64
+				         ") of context %" PRIu64 ": the audit file has %s%" PRIu64,
+				         ws[i].ids[k], row, ws[i].ctx, ctx ? "context " : "no row ",
 				         ctx);
 		}
 	}
@@ -195,15 +197,17 @@ static void test_kill9_then_restart(void **state)
 	pthread_cond_destroy(&sh.cond);
 
 	assert_true(acks >= MIN_ACKS);
-	uint64_t max_id = 0;
+	uint64_t max_id = 0; /* the highest file number of an acknowledged packet */
 	for (int i = 0; i < THREADS; i++) {
 		if (ws[i].setup_rv != 0)
 			fail_msg("worker %d could not start: %s", i,
 			         gs_status_name(ws[i].setup_rv));
 		/* Each worker stopped because the daemon vanished (or it was told to). */
 		assert_true(ws[i].last_rv <= 0);
-		for (size_t k = 0; k < ws[i].n; k++)
-			max_id = ws[i].ids[k] > max_id ? ws[i].ids[k] : max_id;
+		for (size_t k = 0; k < ws[i].n; k++) {
+			uint64_t row = itest_wire_unmap(t->db, "packet", 0, 0, ws[i].ids[k]);
+			max_id = row > max_id ? row : max_id;
+		}
 	}
 	size_t checked = check_acked_rows(t->db, ws, THREADS);
 	assert_true(checked >= MIN_ACKS);
@@ -232,11 +236,19 @@ static void test_kill9_then_restart(void **state)
 	assert_int_equal(gs_packet_wait(c, res.packet, ITEST_TIMEOUT_MS, &st, NULL), 0);
 	assert_int_equal(st, GS_PACKET_COMPLETED);
 	gs_dmabuf_free(&buf);
-	/* Packet ids continue after the old ones instead of overwriting them. */
-	if (res.packet <= (uint64_t)max_row)
-		fail_msg("after the restart packet id %" PRIu64 " was handed out again (the file "
-		         "already holds packets up to %" PRId64 ")",
-		         res.packet, max_row);
+	/* Packet numbers continue after the old ones instead of overwriting them (in the file's
+	 * numbers: wire ids are opaque and not ordered), and no wire id is handed out again. */
+	uint64_t new_row = itest_wire_unmap(t->db, "packet", 0, 0, res.packet);
+	if (new_row <= (uint64_t)max_row)
+		fail_msg("after the restart packet id %" PRIu64 " (row %" PRIu64 ") was handed out "
+		         "again (the file already holds packets up to %" PRId64 ")",
+		         res.packet, new_row, max_row);
+	for (int i = 0; i < THREADS; i++)
+		for (size_t k = 0; k < ws[i].n; k++)
+			if (ws[i].ids[k] == res.packet)
+				fail_msg("after the restart wire id %" PRIu64
+				         " was handed out again",
+				         res.packet);
 	itest_audit_barrier(c, ctx);
 
 	/* The old rows are intact, and the new packet has its own row: no row of the first run
@@ -250,16 +262,16 @@ static void test_kill9_then_restart(void **state)
 	assert_int_equal(itest_audit_int(t->db,
 	                                 "SELECT COUNT(*) FROM packets WHERE (context = %" PRIu64
 	                                 " OR device = %" PRIu64 ") AND packet < %" PRIu64,
-	                                 ctx, dev, res.packet),
+	                                 ctx, dev, new_row),
 	                 0);
 	assert_int_equal(itest_audit_int(t->db,
 	                                 "SELECT context FROM packets WHERE packet = %" PRIu64,
-	                                 res.packet),
+	                                 new_row),
 	                 (int64_t)ctx);
 	assert_int_equal(itest_audit_int(t->db,
 	                                 "SELECT submit_flags FROM packets WHERE packet = "
 	                                 "%" PRIu64,
-	                                 res.packet),
+	                                 new_row),
 	                 GS_SUBMIT_PRESENT);
 	/* The old history is served by the new daemon. */
 	gs_history_filter hf = {.context = ws[0].ctx, .limit = 10000};

@@ -332,7 +332,8 @@ static void test_guests_isolated(void **state)
 		assert_int_equal(itest_audit_int(f->d.db,
 		                                 "SELECT submit_flags & 256 FROM packets WHERE"
 		                                 " packet = %llu",
-		                                 (unsigned long long)g->packet),
+		                                 (unsigned long long)itest_wire_unmap(
+		                                         f->d.db, "packet", 0, 0, g->packet)),
 		                 256);
 
 	int64_t errors = itest_audit_errors(f->d.db);

@@ -84,10 +84,17 @@ static uint64_t submit_spin(gs_client *c, uint64_t ctx, uint64_t micros)
 	return res.packet;
 }
 
+/* The audit file's number of the packet a client was given id `packet` for (ids are opaque on
+ * the wire: the file keeps the daemon's own numbers). */
+static uint64_t row_of(const fx *f, uint64_t packet)
+{
+	return itest_wire_unmap(f->t.db, "packet", 0, 0, packet);
+}
+
 static int64_t state_of(const fx *f, uint64_t packet)
 {
 	return itest_audit_int(f->t.db, "SELECT state FROM packets WHERE packet = %" PRIu64,
-	                       packet);
+	                       row_of(f, packet));
 }
 
 static bool has_event(const fx *f, uint64_t packet, gs_packet_state st)
@@ -95,7 +102,7 @@ static bool has_event(const fx *f, uint64_t packet, gs_packet_state st)
 	return itest_audit_int(f->t.db,
 	                       "SELECT COUNT(*) FROM packet_events WHERE packet = %" PRIu64
 	                       " AND state = %d",
-	                       packet, (int)st) == 1;
+	                       row_of(f, packet), (int)st) == 1;
 }
 
 /* Submits: finished packets on node 1, then `ON_ENGINE` packets spinning `engine_us`, one
@@ -153,7 +160,7 @@ static void check_common(const fx *f, const uint64_t *done, const uint64_t *queu
 		                                 "SELECT COUNT(*) FROM packets WHERE packet = "
 		                                 "%" PRIu64
 		                                 " AND result != '' AND completed_ns > 0",
-		                                 queued[i]),
+		                                 row_of(f, queued[i])),
 		                 1);
 	}
 	/* Nothing acknowledged was left in a non-final state. */
