@@ -386,12 +386,6 @@ static void wl_verify_memory(wl *w)
 	free(cs);
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
-
 static const wl_packet *wl_find(const wl *w, uint64_t id)
 {
 	for (size_t i = 0; i < w->npk; i++)
@@ -400,15 +394,28 @@ static const wl_packet *wl_find(const wl *w, uint64_t id)
 	return NULL;
 }
 
-/* Ids of the context's packets, ascending. Returns the count. */
+/* Ids of the context's packets (k < 0: of both), oldest first: in the order the workload
+ * submitted them, one at a time (ids are opaque and not ordered). Returns the count. */
 static size_t wl_ids(const wl *w, int k, uint64_t *ids)
 {
 	size_t n = 0;
 	for (size_t i = 0; i < w->npk; i++)
-		if (w->pk[i].ctx == k)
+		if (k < 0 || w->pk[i].ctx == k)
 			ids[n++] = w->pk[i].id;
-	qsort(ids, n, sizeof(*ids), cmp_u64);
 	return n;
+}
+
+/* The audit file's fence number for a wire fence of adapter 0's `node` (wire fences are
+ * opaque: the file's numbers are the ordered ones). */
+static uint64_t file_fence(const fx *f, uint32_t node, uint64_t wire)
+{
+	return itest_wire_unmap(f->t.db, "fence", 0, node, wire);
+}
+
+/* The audit file's number of a wire packet id. */
+static uint64_t file_packet(const fx *f, uint64_t wire)
+{
+	return itest_wire_unmap(f->t.db, "packet", 0, 0, wire);
 }
 
 static void history(gs_client *c, const gs_history_filter *f, gs_packet_record **r, size_t *n)
@@ -421,7 +428,7 @@ static void history(gs_client *c, const gs_history_filter *f, gs_packet_record *
 		assert_true((*r)[i - 1].submitted_ns >= (*r)[i].submitted_ns);
 }
 
-/* Checks that the records are exactly `ids` (ascending) in newest-first order. */
+/* Checks that the records are exactly `ids` (oldest first) in newest-first order. */
 static void expect_ids(const gs_packet_record *r, size_t n, const uint64_t *ids, size_t nids)
 {
 	assert_int_equal(n, nids);
@@ -466,9 +473,10 @@ static void wl_verify_history(wl *w)
 			assert_true(p->submitted_ns <= p->ready_ns);
 			assert_true(p->ready_ns <= p->started_ns);
 			assert_true(p->started_ns <= p->completed_ns);
-			/* Newest first, so fences strictly decrease down the list. */
-			assert_true(p->fence < prev_fence);
-			prev_fence = p->fence;
+			/* Newest first, so the file's fences strictly decrease down the list. */
+			uint64_t fence = file_fence(f, w->node[k], p->fence);
+			assert_true(fence < prev_fence);
+			prev_fence = fence;
 		}
 		gs_history_free(r, n);
 
@@ -507,14 +515,12 @@ static void wl_verify_history(wl *w)
 	}
 
 	/* The whole device: both contexts, nothing else. */
-	size_t n0 = wl_ids(w, 0, ids);
-	size_t n1 = wl_ids(w, 1, ids + n0);
-	qsort(ids, n0 + n1, sizeof(*ids), cmp_u64);
+	size_t nall = wl_ids(w, -1, ids);
 	gs_history_filter hf = {.device = f->dev, .limit = 10000};
 	gs_packet_record *r;
 	size_t n;
 	history(c, &hf, &r, &n);
-	expect_ids(r, n, ids, n0 + n1);
+	expect_ids(r, n, ids, nall);
 	gs_history_free(r, n);
 	/* The default limit is 100. */
 	hf = (gs_history_filter){.device = f->dev};
@@ -727,13 +733,16 @@ static void test_batch_all_or_nothing(void **state)
 	        {.context = ctx, .dma = &fill, .submit_flags = GS_SUBMIT_PRESENT},
 	        {.context = ctx, .dma = &nop, .submit_flags = GS_SUBMIT_NULL_RENDERING}};
 	assert_int_equal(gs_submit_batch(c, b3, 3, res), 0);
-	uint64_t prev = first.fence;
+	/* Wire fences and ids are opaque: their order is the file's numbers'. */
+	uint64_t prev = file_fence(f, 0, first.fence);
 	for (int i = 0; i < 3; i++) {
 		assert_int_equal(res[i].node, 0);
-		assert_true(res[i].fence > prev);
-		prev = res[i].fence;
+		uint64_t fence = file_fence(f, 0, res[i].fence);
+		assert_true(fence > prev);
+		prev = fence;
 		if (i)
-			assert_true(res[i].packet > res[i - 1].packet);
+			assert_true(file_packet(f, res[i].packet) >
+			            file_packet(f, res[i - 1].packet));
 	}
 	for (int i = 0; i < 3; i++) {
 		assert_int_equal(gs_packet_wait(c, res[i].packet, ITEST_TIMEOUT_MS, &st, NULL), 0);
