@@ -255,12 +255,32 @@ static bool audit_has_table(const char *db, const char *table)
 	                       table) == 1;
 }
 
-/* seq of a packet's first (or last) event in `state`; -1 if none. */
-static int64_t event_seq(const char *db, uint64_t packet, gs_packet_state state, bool last)
+/* The audit file's number of a packet a client was given wire id `packet` for (ids, fences and
+ * seqs are opaque on the wire; the file keeps the daemon's numbers, in the daemon's order). */
+static uint64_t packet_row(const char *db, uint64_t packet)
+{
+	return itest_wire_unmap(db, "packet", 0, 0, packet);
+}
+
+/* The file's seq of an event a client was shown with wire seq `seq`. */
+static uint64_t seq_row(const char *db, uint64_t seq)
+{
+	return itest_wire_unmap(db, "seq", 0, 0, seq);
+}
+
+/* The file's seq of the first (or last) event in `state` of the packet with file number `row`;
+ * -1 if none. */
+static int64_t event_seq_row(const char *db, uint64_t row, gs_packet_state state, bool last)
 {
 	return itest_audit_int(
 	        db, "SELECT %s(seq) FROM packet_events WHERE packet = %" PRIu64 " AND state = %d",
-	        last ? "MAX" : "MIN", packet, (int)state);
+	        last ? "MAX" : "MIN", row, (int)state);
+}
+
+/* The same for the packet with wire id `packet`: file seqs, comparable with each other. */
+static int64_t event_seq(const char *db, uint64_t packet, gs_packet_state state, bool last)
+{
+	return event_seq_row(db, packet_row(db, packet), state, last);
 }
 
 /* The newest move of an allocation of a given kind (through the API); false if none. */
@@ -950,8 +970,11 @@ static void repatch_run(fx *f, bool parked)
 	assert_int_equal(ev[n - 1].state, GS_PACKET_COMPLETED);
 	if (!strstr(ev[pre].detail, "preempted by context"))
 		fail_msg("PREEMPTED detail '%s'", ev[pre].detail);
-	uint64_t seq_run1 = ev[run1].seq, seq_pre = ev[pre].seq, seq_run2 = ev[run2].seq,
-	         seq_done = ev[n - 1].seq;
+	/* The file's seqs of those events, to order them against the file's other rows (wire
+	 * seqs are not ordered). */
+	const char *db = db_of(f);
+	uint64_t seq_run1 = seq_row(db, ev[run1].seq), seq_pre = seq_row(db, ev[pre].seq),
+	         seq_run2 = seq_row(db, ev[run2].seq), seq_done = seq_row(db, ev[n - 1].seq);
 	gs_packet_events_free(ev, n);
 	gs_packet_record *recs = NULL;
 	size_t nr = sched_history_device(c, dev, &recs);
@@ -984,14 +1007,13 @@ static void repatch_run(fx *f, bool parked)
 	                                 a),
 	                 parked ? 1 : 0);
 	assert_true(mv.packet != 0);
-	uint64_t x = mv.packet;
+	uint64_t x = mv.packet, x_row = packet_row(db, x);
 
 	itest_audit_barrier(c, ctx_n);
-	const char *db = db_of(f);
 	assert_int_equal(itest_audit_int(db,
 	                                 "SELECT submit_flags & 1 FROM packets WHERE packet = "
 	                                 "%" PRIu64,
-	                                 x),
+	                                 x_row),
 	                 1);
 	int64_t x_sub = event_seq(db, x, GS_PACKET_SUBMITTED, false);
 	int64_t x_done = event_seq(db, x, GS_PACKET_COMPLETED, true);
@@ -1008,7 +1030,7 @@ static void repatch_run(fx *f, bool parked)
 		                        "SELECT COUNT(*) FROM moves WHERE allocation = "
 		                        "%" PRIu64 " AND kind = %d AND packet = %" PRIu64
 		                        " AND kind_name = 'TRANSFER' AND reason LIKE 'Transfer%%'",
-		                        a, (int)GS_MOVE_TRANSFER, x),
+		                        a, (int)GS_MOVE_TRANSFER, x_row),
 		        1);
 		/* Nothing moved A back for P. */
 		assert_int_equal(itest_audit_int(db,
@@ -1030,7 +1052,7 @@ static void repatch_run(fx *f, bool parked)
 		int64_t t_move = itest_audit_int(db,
 		                                 "SELECT time_ns FROM moves WHERE allocation = "
 		                                 "%" PRIu64 " AND packet = %" PRIu64,
-		                                 a, x);
+		                                 a, x_row);
 		int64_t t_pre = itest_audit_int(
 		        db, "SELECT time_ns FROM packet_events WHERE seq = %" PRIu64, seq_pre);
 		int64_t t_done = itest_audit_int(
@@ -1415,7 +1437,7 @@ static void test_context_switch_before_move(void **state)
 	                                 "state_name = 'COMPLETED'"),
 	                 1);
 	int64_t cs = itest_audit_int(db, "SELECT packet FROM packets WHERE submit_flags & 64");
-	int64_t cs_done = event_seq(db, (uint64_t)cs, GS_PACKET_COMPLETED, true);
+	int64_t cs_done = event_seq_row(db, (uint64_t)cs, GS_PACKET_COMPLETED, true);
 	int64_t b_run = event_seq(db, mv.packet, GS_PACKET_RUNNING, false);
 	assert_true(cs_done > 0 && b_run > cs_done);
 	assert_int_equal(
