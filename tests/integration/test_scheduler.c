@@ -308,6 +308,47 @@ static size_t det_node_events(const sched_timeline *tl, uint32_t node, const sch
 	return n;
 }
 
+/* Wire ids are opaque and each daemon has its own key, so two runs are compared by the
+ * numbers of their audit files: a wire packet id or node fence of daemon k, as its file
+ * numbers it. */
+static uint64_t det_packet(const fx *f, int k, uint64_t wire)
+{
+	return itest_wire_unmap(f->d[k].t.db, "packet", 0, 0, wire);
+}
+
+static uint64_t det_fence(const fx *f, int k, uint32_t node, uint64_t wire)
+{
+	return itest_wire_unmap(f->d[k].t.db, "fence", 0, node, wire);
+}
+
+/* An event's detail with the wire ids it names ("packet N", "fence N" of the event's node)
+ * replaced by daemon k's file numbers. */
+static void det_detail(const fx *f, int k, const sched_event *e, char *out, size_t size)
+{
+	const char *s = e->detail;
+	size_t o = 0;
+	while (*s && o + 1 < size) {
+		static const char *const words[] = {"packet ", "fence "};
+		int w = -1;
+		for (int i = 0; i < 2 && w < 0; i++)
+			if (strncmp(s, words[i], strlen(words[i])) == 0 &&
+			    s[strlen(words[i])] >= '0' && s[strlen(words[i])] <= '9')
+				w = i;
+		if (w < 0) {
+			out[o++] = *s++;
+			continue;
+		}
+		s += strlen(words[w]);
+		char *end;
+		unsigned long long v = strtoull(s, &end, 10);
+		s = end;
+		uint64_t file = w == 0 ? det_packet(f, k, v) : det_fence(f, k, e->node, v);
+		int n = snprintf(out + o, size - o, "%s#%" PRIu64, words[w], file);
+		o = n < 0 || (size_t)n >= size - o ? size - 1 : o + (size_t)n;
+	}
+	out[o] = '\0';
+}
+
 static void test_virtual_determinism(void **state)
 {
 	static const char cfg[] = "{\"quantum_us\": 1000, \"starvation_ms\": 10}";
@@ -322,20 +363,22 @@ static void test_virtual_determinism(void **state)
 	 * preemption and resubmission counts. */
 	uint64_t preemptions = 0, resubmissions = 0;
 	for (size_t i = 0; i < DET_PACKETS; i++) {
-		assert_int_equal(r[0].b.ids[i], r[1].b.ids[i]);
+		assert_int_equal(det_packet(f, 0, r[0].b.ids[i]), det_packet(f, 1, r[1].b.ids[i]));
 		const gs_packet_record *a = sched_record(r[0].recs, r[0].nrecs, r[0].b.ids[i]);
 		const gs_packet_record *b = sched_record(r[1].recs, r[1].nrecs, r[1].b.ids[i]);
 		assert_non_null(a);
 		assert_non_null(b);
-		if (a->fence != b->fence || a->submit_flags != b->submit_flags ||
-		    a->state != b->state || a->submitted_ns != b->submitted_ns ||
-		    a->ready_ns != b->ready_ns || a->started_ns != b->started_ns ||
-		    a->completed_ns != b->completed_ns || a->preemptions != b->preemptions ||
-		    a->resubmissions != b->resubmissions)
+		assert_int_equal(a->node, b->node);
+		uint64_t fa = det_fence(f, 0, a->node, a->fence),
+		         fb = det_fence(f, 1, b->node, b->fence);
+		if (fa != fb || a->submit_flags != b->submit_flags || a->state != b->state ||
+		    a->submitted_ns != b->submitted_ns || a->ready_ns != b->ready_ns ||
+		    a->started_ns != b->started_ns || a->completed_ns != b->completed_ns ||
+		    a->preemptions != b->preemptions || a->resubmissions != b->resubmissions)
 			fail_msg("packet %" PRIu64 " differs: fence %" PRIu64 "/%" PRIu64
 			         ", started %" PRIu64 "/%" PRIu64 ", completed %" PRIu64 "/%" PRIu64
 			         ", preemptions %u/%u, resubmissions %u/%u",
-			         a->packet, a->fence, b->fence, a->started_ns, b->started_ns,
+			         det_packet(f, 0, a->packet), fa, fb, a->started_ns, b->started_ns,
 			         a->completed_ns, b->completed_ns, a->preemptions, b->preemptions,
 			         a->resubmissions, b->resubmissions);
 		assert_int_equal(a->state, GS_PACKET_COMPLETED);
@@ -359,14 +402,19 @@ static void test_virtual_determinism(void **state)
 		size_t n1 = det_node_events(&r[1].tl, node, e1);
 		assert_int_equal(n0, n1);
 		assert_true(n0 > 0);
-		for (size_t i = 0; i < n0; i++)
-			if (e0[i]->packet != e1[i]->packet || e0[i]->state != e1[i]->state ||
-			    strcmp(e0[i]->detail, e1[i]->detail) != 0)
-				fail_msg("node %u, event %zu: packet %" PRIu64 " %s '%s' vs packet "
-				         "%" PRIu64 " %s '%s'",
-				         node, i, e0[i]->packet, state_name(e0[i]->state),
-				         e0[i]->detail, e1[i]->packet, state_name(e1[i]->state),
-				         e1[i]->detail);
+		for (size_t i = 0; i < n0; i++) {
+			char d0[512], d1[512];
+			det_detail(f, 0, e0[i], d0, sizeof d0);
+			det_detail(f, 1, e1[i], d1, sizeof d1);
+			uint64_t p0 = det_packet(f, 0, e0[i]->packet);
+			uint64_t p1 = det_packet(f, 1, e1[i]->packet);
+			if (p0 != p1 || e0[i]->state != e1[i]->state || strcmp(d0, d1) != 0)
+				fail_msg("node %u, event %zu: packet #%" PRIu64
+				         " %s '%s' vs packet "
+				         "#%" PRIu64 " %s '%s' (file numbers)",
+				         node, i, p0, state_name(e0[i]->state), d0, p1,
+				         state_name(e1[i]->state), d1);
+		}
 	}
 	free(e0);
 	free(e1);
