@@ -777,12 +777,15 @@ static void test_kill9_reconciled(void **state)
 	gs_testd_kill9(&f->t);
 	assert_int_equal(
 	        gs_testd_restart(&f->t, (const char *const[]){"--config", f->cfg.path, NULL}), 0);
-	/* Both were recorded ABORTED, "daemon restarted", and a wait on them says so. */
+	/* Both were recorded ABORTED, "daemon restarted", and a wait on them says so. The file
+	 * numbers packets its own way: the wire ids are mapped with its key. */
+	uint64_t running_row = itest_wire_unmap(f->t.db, "packet", 0, 0, running.packet);
+	uint64_t queued_row = itest_wire_unmap(f->t.db, "packet", 0, 0, queued.packet);
 	assert_int_equal(itest_audit_int(f->t.db,
 	                                 "SELECT count(*) FROM packets WHERE packet IN (%" PRIu64
 	                                 ", %" PRIu64 ") AND state_name = 'ABORTED' AND result = "
 	                                 "'daemon restarted'",
-	                                 running.packet, queued.packet),
+	                                 running_row, queued_row),
 	                 2);
 	/* The note goes through the writer thread after start-up: wait for its commit. */
 	assert_int_equal(
