@@ -140,6 +140,7 @@ typedef struct gsc_waiter {
 	bool done;
 	gs_async_event ev;
 	Gpusched__V1__Response *resp; /* gsc_call only: the decoded answer when ev.status is 0 */
+	gsc_slot *slot;               /* the request, run by gsc_wait on the caller's thread */
 } gsc_waiter;
 
 /* Where a request completes: a public target (opts) or a waiter (w). */
