@@ -508,9 +508,10 @@ uint64_t itest_wire_unmap(const char *db, const char *domain, uint32_t adapter, 
 	/* The last file's key, kept: a timeline maps hundreds of seqs. */
 	static char last_db[512];
 	static gsd_wire_key k;
-	uint64_t tweak = strcmp(domain, "packet") == 0 ? GSD_WIRE_PACKET
-	                 : strcmp(domain, "seq") == 0  ? GSD_WIRE_SEQ
-	                                               : gsd_wire_fence_tweak(adapter, node);
+	uint64_t tweak = strcmp(domain, "packet") == 0   ? GSD_WIRE_PACKET
+	                 : strcmp(domain, "seq") == 0    ? GSD_WIRE_SEQ
+	                 : strcmp(domain, "events") == 0 ? GSD_WIRE_EVENTS
+	                                                 : gsd_wire_fence_tweak(adapter, node);
 	if (strcmp(last_db, db) == 0)
 		return gsd_wire_unmap(&k, tweak, wire);
 	sqlite3 *h = NULL;

@@ -61,7 +61,8 @@ int64_t itest_audit_int(const char *db, const char *fmt, ...) __attribute__((for
 /* Rows of the `errors` table. */
 int64_t itest_audit_errors(const char *db);
 /* The audit file's number for a wire value a client was shown (core/wire_id.h), with the key in
- * the file's meta: domain "packet", "seq", or "fence" (then adapter and node name its node). */
+ * the file's meta: domain "packet", "seq", "events" (an EventsWait cursor: a position in the
+ * daemon's event ring), or "fence" (then adapter and node name its node). */
 uint64_t itest_wire_unmap(const char *db, const char *domain, uint32_t adapter, uint32_t node,
                           uint64_t wire);
 /* Status of the newest `errors` row (-1 if none). */
