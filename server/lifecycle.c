@@ -264,7 +264,7 @@ void gsd_daemon_destroy(gsd_daemon *d)
 		nng_tls_config_free(d->tls);
 	d->tls = NULL;
 	for (uint32_t i = 0; i < d->nadapters; i++)
-		uv_close((uv_handle_t *)&d->adapters[i].irq_async, NULL);
+		gsd_wake_close(&d->adapters[i].irq_async, false);
 	uv_run(d->loop, UV_RUN_DEFAULT); /* let the close callbacks run */
 	for (uint32_t i = 0; i < d->nadapters; i++) {
 		gsd_vidsch_release(d, &d->adapters[i]);

@@ -8,6 +8,7 @@
 
 #include "core/config.h"
 #include "core/list.h"
+#include "core/wake.h"
 #include "engine/engine.h"
 #include "vidmm/heap.h"
 #include "vidsch/policy.h"
@@ -74,7 +75,7 @@ struct gsd_adapter {
 	gsd_node nodes[GSD_MAX_NODES];
 	/* ---- scheduler (vidsch/) ---- */
 	/* Interrupts posted by engine threads, drained on the loop. */
-	uv_async_t irq_async;
+	gsd_wake irq_async;
 	pthread_mutex_t irq_lock;
 	gsd_irq *irqs;
 	size_t nirqs, capirqs;

@@ -145,12 +145,12 @@ static void audit_reply_ack(void *arg, bool ok)
 		rpc->recorded = ar;
 	rpc->recorded_tail = ar;
 	pthread_mutex_unlock(&rpc->lock);
-	uv_async_send(&rpc->recorded_async);
+	gsd_wake_send(&rpc->recorded_async);
 	gsd_rpc_worker_send(w, msg);
 }
 
 /* On the loop: the packets of answered submissions may run, or are cancelled. */
-static void recorded_drain(uv_async_t *h)
+static void recorded_drain(gsd_wake *h)
 {
 	gsd_daemon *d = h->data;
 	struct gsd_rpc *rpc = d->rpc;
@@ -385,7 +385,8 @@ int gsd_rpc_calls_start(struct gsd_rpc *rpc)
 	gsd_list_init(&rpc->redispatch);
 	uv_async_init(d->loop, &rpc->redispatch_async, redispatch_drain);
 	rpc->redispatch_async.data = d;
-	uv_async_init(d->loop, &rpc->recorded_async, recorded_drain);
+	if (gsd_wake_init(d->loop, &rpc->recorded_async, recorded_drain) != 0)
+		return -1;
 	rpc->recorded_async.data = d;
 	return 0;
 }
@@ -402,7 +403,7 @@ void gsd_rpc_settle(gsd_daemon *d)
 void gsd_rpc_calls_close(struct gsd_rpc *rpc)
 {
 	uv_close((uv_handle_t *)&rpc->redispatch_async, NULL);
-	uv_close((uv_handle_t *)&rpc->recorded_async, NULL);
+	gsd_wake_close(&rpc->recorded_async, false);
 }
 
 void gsd_rpc_calls_free(struct gsd_rpc *rpc)

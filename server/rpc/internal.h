@@ -13,6 +13,7 @@
 #include "rpc/rpc.h"
 
 #include "core/hmap.h"
+#include "core/wake.h"
 
 #include <nng/nng.h>
 #include <pthread.h>
@@ -95,14 +96,14 @@ struct gsd_rpc {
 	atomic_bool closing;
 	pthread_mutex_t lock; /* inbox and recorded */
 	gsd_inbox inbox;
-	uv_async_t async;
+	gsd_wake async;
 	/* Calls to handle again from the loop (their waiter.link), and the async that drains them.
 	 */
 	gsd_list redispatch;
 	uv_async_t redispatch_async;
 	/* Answered submissions whose packets may now run, or must be cancelled (call.c). */
 	struct gsd_audit_reply *recorded, *recorded_tail;
-	uv_async_t recorded_async;
+	gsd_wake recorded_async;
 	uint32_t offloads; /* calls running on the thread pool */
 	/* ---- loop side of connections (conn.c) ---- */
 	gsd_hmap conns;                   /* pipe id -> gsd_conn */

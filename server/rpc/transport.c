@@ -52,7 +52,7 @@ bool gsd_rpc_post(struct gsd_rpc *rpc, gsd_inbox_item item)
 	bool ok = gsd_inbox_push(&rpc->inbox, item);
 	pthread_mutex_unlock(&rpc->lock);
 	if (ok)
-		uv_async_send(&rpc->async);
+		gsd_wake_send(&rpc->async);
 	return ok;
 }
 
@@ -392,7 +392,7 @@ static void handle_message(gsd_daemon *d, gsd_rpc_worker *w, nng_msg *msg)
 	gsd_handle_request(d, c);
 }
 
-static void inbox_cb(uv_async_t *a)
+static void inbox_cb(gsd_wake *a)
 {
 	gsd_daemon *d = a->data;
 	struct gsd_rpc *rpc = d->rpc;
@@ -448,9 +448,12 @@ int gsd_rpc_start(gsd_daemon *d)
 	rpc->d = d;
 	pthread_mutex_init(&rpc->lock, NULL);
 	gsd_inbox_init(&rpc->inbox);
-	uv_async_init(d->loop, &rpc->async, inbox_cb);
+	rpc->async.fd = -1; /* not made yet: gsd_rpc_free closes only what was */
+	if (gsd_rpc_calls_start(rpc) != 0 || gsd_wake_init(d->loop, &rpc->async, inbox_cb) != 0) {
+		GSD_ERROR("rpc: cannot make the loop's wake-ups (eventfd)");
+		return -1;
+	}
 	rpc->async.data = d;
-	gsd_rpc_calls_start(rpc);
 	int rv = nng_rep0_open(&rpc->sock);
 	if (rv != 0) {
 		GSD_ERROR("rpc: cannot open the REP socket: %s", nng_strerror(rv));
@@ -595,7 +598,7 @@ void gsd_rpc_free(gsd_daemon *d)
 		         "deadlock); it is left to the process's exit",
 		         CLOSE_WAIT_MS);
 		abandoned_rpc = rpc;
-		uv_close((uv_handle_t *)&rpc->async, NULL);
+		gsd_wake_close(&rpc->async, true); /* nng's threads may still post */
 		gsd_rpc_calls_close(rpc);
 		return;
 	}
@@ -610,7 +613,7 @@ void gsd_rpc_free(gsd_daemon *d)
 		if (rpc->listener_tls[i])
 			nng_tls_config_free(rpc->listener_tls[i]);
 	pthread_mutex_destroy(&rpc->lock);
-	uv_close((uv_handle_t *)&rpc->async, NULL);
+	gsd_wake_close(&rpc->async, false);
 	gsd_rpc_calls_close(rpc);
 	/* The async handles' memory must outlive uv_close: the loop frees nothing, so keep rpc
 	 * until the loop has run once more; gsd_daemon_destroy frees it. */

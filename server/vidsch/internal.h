@@ -48,7 +48,7 @@ void gsd_vidsch_node_idle(gsd_node *n);
 
 /* ---- irq.c ---- */
 void gsd_vidsch_irq_post(void *arg, const gsd_irq *irq);
-void gsd_vidsch_irq_drain(uv_async_t *h);
+void gsd_vidsch_irq_drain(gsd_wake *h);
 
 /* ---- tdr.c ---- */
 /* Asks the engine to preempt the running packet (once); it must stop within tdr_delay. */

@@ -24,7 +24,7 @@ void gsd_vidsch_irq_post(void *arg, const gsd_irq *irq)
 	a->irqs = n;
 	a->irqs[a->nirqs++] = *irq;
 	pthread_mutex_unlock(&a->irq_lock);
-	uv_async_send(&a->irq_async);
+	gsd_wake_send(&a->irq_async);
 }
 
 /*
@@ -183,7 +183,7 @@ static void handle_irq(gsd_daemon *d, gsd_adapter *a, const gsd_irq *irq)
 		gsd_vidsch_kick(d, n);
 }
 
-void gsd_vidsch_irq_drain(uv_async_t *h)
+void gsd_vidsch_irq_drain(gsd_wake *h)
 {
 	gsd_adapter *a = h->data;
 	for (;;) {

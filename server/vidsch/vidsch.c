@@ -750,7 +750,8 @@ static int make_system_contexts(gsd_daemon *d, gsd_adapter *a)
 int gsd_vidsch_start(gsd_daemon *d, gsd_adapter *a)
 {
 	pthread_mutex_init(&a->irq_lock, NULL);
-	uv_async_init(d->loop, &a->irq_async, gsd_vidsch_irq_drain);
+	if (gsd_wake_init(d->loop, &a->irq_async, gsd_vidsch_irq_drain) != 0)
+		return -1;
 	a->irq_async.data = a;
 	gsd_vidsch_display_init(d, a);
 	for (uint32_t i = 0; i < a->nnodes; i++) {
