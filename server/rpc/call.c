@@ -131,12 +131,10 @@ static void audit_reply_ack(void *arg, bool ok)
 		               "safe to retry once the audit file is writable again";
 		msg = gsd_rpc_encode(ar->id, &resp);
 	}
-	gsd_rpc_worker *w = ar->w;
-	struct gsd_rpc *rpc = w->rpc;
+	struct gsd_rpc *rpc = ar->w->rpc;
 	if (ar->all_ok)
 		gsd_histo_observe(&rpc->d->stats.submit_latency, gsd_now_ns() - ar->started_ns);
-	/* The loop first, the client second: the packets are queued to run while the answer
-	 * travels (and the client's PacketWait after it). Once listed, ar is the loop's. */
+	gsd_rpc_worker_send(ar->w, msg);
 	pthread_mutex_lock(&rpc->lock);
 	ar->next = NULL;
 	if (rpc->recorded_tail)
@@ -146,7 +144,6 @@ static void audit_reply_ack(void *arg, bool ok)
 	rpc->recorded_tail = ar;
 	pthread_mutex_unlock(&rpc->lock);
 	gsd_wake_send(&rpc->recorded_async);
-	gsd_rpc_worker_send(w, msg);
 }
 
 /* On the loop: the packets of answered submissions may run, or are cancelled. */
