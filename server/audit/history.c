@@ -222,12 +222,13 @@ static const char allocation_clause[] =
 static const char paging_clause[] = " AND (submit_flags & 65) <> 0";
 
 /*
- * A cursor is a packet id; its place in submission order is (its submitted_ns, its id). When the
- * file has no such packet (any id a client makes up), the nearest id below it stands in, so
- * "before 1000" still means what it says when ids and times grow together.
+ * A cursor is a packet of the tenant queried; its place in submission order is (its
+ * submitted_ns, its id). Any other cursor (another tenant's packet, a made-up id, one pruned
+ * by retention) has no place: before it is nothing, after it is everything. (It used to be the
+ * nearest id below; with opaque wire ids a made-up cursor is a random id of the file, and
+ * where it fell among the caller's own packets told how fast everybody submitted.)
  */
-#define CURSOR_TIME(p)                                                                             \
-	"(SELECT submitted_ns FROM packets WHERE packet <= " p " ORDER BY packet DESC LIMIT 1)"
+#define CURSOR_TIME(p) "(SELECT submitted_ns FROM packets WHERE packet = " p " AND tenant = ?1)"
 static const char before_clause[] = " AND (submitted_ns, packet) < (" CURSOR_TIME("?6") ", ?6)";
 static const char after_clause[] =
         " AND (submitted_ns, packet) > (IFNULL(" CURSOR_TIME("?13") ", -1), ?13)";

@@ -819,17 +819,29 @@ static void test_cursor_stable_while_rows_arrive(void **state)
 		for (size_t j = i + 1; j < nseen; j++)
 			assert_true(seen[i] != seen[j]);
 
-	/* A cursor naming no packet stands at the nearest id below it. */
-	f = filter("alpha");
-	f.before_packet = 1000000;
-	gsd_history_result h;
-	history(fx->path, &f, &h);
-	assert_int_equal(h.count, next_id - 1);
-	gsd_history_result_free(&h);
-	f.before_packet = UINT64_MAX;
-	history(fx->path, &f, &h);
-	assert_int_equal(h.count, next_id - 1);
-	gsd_history_result_free(&h);
+	/* A cursor naming no packet of the tenant (made up, beyond every id, or another tenant's)
+	 * has no place: nothing is before it, everything is after it. Standing at the nearest id
+	 * below, as it used to, would place a made-up cursor among other tenants' packets. */
+	gsd_packet_rec other = packet(next_id, "beta", 1, ST_SUBMITTED, 0);
+	other.submitted_ns = 1000 + next_id;
+	queue(a, &other, NULL);
+	assert_true(wait_acks(next_id));
+	const uint64_t cursors[] = {1000000, UINT64_MAX, next_id};
+	for (size_t k = 0; k < sizeof(cursors) / sizeof(cursors[0]); k++) {
+		gsd_history_result h;
+		f = filter("alpha");
+		f.limit = 1000;
+		f.before_packet = cursors[k];
+		history(fx->path, &f, &h);
+		assert_int_equal(h.count, 0);
+		gsd_history_result_free(&h);
+		f.before_packet = 0;
+		f.after_packet = cursors[k];
+		f.oldest_first = true;
+		history(fx->path, &f, &h);
+		assert_int_equal(h.count, next_id - 1);
+		gsd_history_result_free(&h);
+	}
 	gsd_audit_close(a);
 }
 
@@ -2004,7 +2016,8 @@ static void test_kill9_keeps_acked(void **state)
 	snprintf(sql, sizeof sql, "SELECT count(*) FROM packets WHERE packet <= %" PRIu64, ok_max);
 	assert_int_equal(query_int(fx->path, sql), ok_max);
 	gsd_history_filter f = filter("alpha");
-	f.before_packet = ok_max + 1;
+	f.after_packet = ok_max - 1; /* a cursor must name a packet of the file */
+	f.oldest_first = true;
 	f.limit = 1;
 	gsd_history_result h;
 	assert_int_equal(history(fx->path, &f, &h), 1);
