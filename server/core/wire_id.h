@@ -49,6 +49,22 @@ static inline uint64_t gsd_wire_fence_tweak(uint32_t adapter, uint32_t node)
 	return GSD_WIRE_FENCE | (uint64_t)(adapter & 0xffffu) << 16 | (node & 0xffffu);
 }
 
+/*
+ * The daemon's counters (packet ids, fences, audit seqs; not the event ring's positions, see
+ * gsd_h_events_wait) stay at or below
+ * GSD_WIRE_ISSUED_MAX (2^44 - 1, about 17.6 trillion). A value coming in that unmaps above it
+ * was never issued: it was made up, and it is taken as GSD_WIRE_NONE (it names nothing). Only
+ * 1 in 2^19 made-up values unmaps inside the range, so a client that invents cursors almost
+ * never lands at a real position of the daemon's counters; landing there would tell it where
+ * the counters stood, and so how busy the other tenants were.
+ */
+#define GSD_WIRE_ISSUED_MAX ((UINT64_C(1) << 44) - 1)
+static inline uint64_t gsd_wire_in(const gsd_wire_key *k, uint64_t tweak, uint64_t w)
+{
+	uint64_t v = gsd_wire_unmap(k, tweak, w);
+	return v <= GSD_WIRE_ISSUED_MAX ? v : GSD_WIRE_NONE;
+}
+
 /* The crossings, by domain: *_out on the way to a client, *_in on the way from one. */
 static inline uint64_t gsd_wire_packet_out(const gsd_wire_key *k, uint64_t packet)
 {
@@ -56,7 +72,7 @@ static inline uint64_t gsd_wire_packet_out(const gsd_wire_key *k, uint64_t packe
 }
 static inline uint64_t gsd_wire_packet_in(const gsd_wire_key *k, uint64_t packet)
 {
-	return gsd_wire_unmap(k, GSD_WIRE_PACKET, packet);
+	return gsd_wire_in(k, GSD_WIRE_PACKET, packet);
 }
 static inline uint64_t gsd_wire_seq_out(const gsd_wire_key *k, uint64_t seq)
 {
@@ -64,7 +80,7 @@ static inline uint64_t gsd_wire_seq_out(const gsd_wire_key *k, uint64_t seq)
 }
 static inline uint64_t gsd_wire_seq_in(const gsd_wire_key *k, uint64_t seq)
 {
-	return gsd_wire_unmap(k, GSD_WIRE_SEQ, seq);
+	return gsd_wire_in(k, GSD_WIRE_SEQ, seq);
 }
 static inline uint64_t gsd_wire_fence_out(const gsd_wire_key *k, uint32_t adapter, uint32_t node,
                                           uint64_t fence)
@@ -74,7 +90,7 @@ static inline uint64_t gsd_wire_fence_out(const gsd_wire_key *k, uint32_t adapte
 static inline uint64_t gsd_wire_fence_in(const gsd_wire_key *k, uint32_t adapter, uint32_t node,
                                          uint64_t fence)
 {
-	return gsd_wire_unmap(k, gsd_wire_fence_tweak(adapter, node), fence);
+	return gsd_wire_in(k, gsd_wire_fence_tweak(adapter, node), fence);
 }
 
 #endif
