@@ -493,6 +493,7 @@ static void copy_result(gs_submit_result *out, const Gpusched__V1__SubmitRespons
 	out->packet = r->packet;
 	out->fence = r->fence;
 	out->node = r->node;
+	out->state = (gs_packet_state)r->state;
 }
 
 /* Fills the event from a successful answer of the expected body. */
@@ -548,6 +549,10 @@ static void decode(gsc_slot *s, nng_msg *m)
 		/* The daemon answers a faulted packet with its status. */
 		if (ev->kind == GS_ASYNC_PACKET_WAIT && ev->status == GS_STATUS_FAULTED)
 			ev->state = GS_PACKET_FAULTED;
+		/* A Submit that waited for its end says which packet faulted. */
+		if (ev->kind == GS_ASYNC_SUBMIT && ev->status == GS_STATUS_FAULTED &&
+		    resp->body_case == GPUSCHED__V1__RESPONSE__BODY_SUBMIT)
+			copy_result(&ev->submit, resp->submit);
 	} else if (s->want != GSC_NO_BODY && resp->body_case != s->want) {
 		set_error(ev, GS_ERR_PROTOCOL, "response body %d where %d was expected",
 		          (int)resp->body_case, (int)s->want);
@@ -808,12 +813,13 @@ int gsc_call(gs_client *c, Gpusched__V1__Request__BodyCase req_case, void *body,
 
 int gsc_submit_start(gs_client *c, const gs_submit_desc *desc, gsc_target to, uint64_t *id)
 {
-	gsc_request r = {REQUEST(SUBMIT, NULL), .kind = GS_ASYNC_SUBMIT};
 	gsc_submit_msg m;
 	int rv;
 
 	if (!desc)
 		return GS_ERR_INVALID;
+	/* A Submit that waits for the packet's end is given that long on top of the timeout. */
+	gsc_request r = {REQUEST(SUBMIT, NULL), .kind = GS_ASYNC_SUBMIT, .wait_ms = desc->wait_ms};
 	rv = gsc_submit_msg_build(&m, desc);
 	if (rv != 0)
 		return rv;
@@ -893,6 +899,14 @@ int gs_async_submit(gs_client *c, uint64_t context, const gs_dmabuf *dma, uint32
 	if (!c || !opts || !dma)
 		return GS_ERR_INVALID;
 	return gsc_submit_start(c, &desc, (gsc_target){.opts = opts}, id);
+}
+
+int gs_async_submit_desc(gs_client *c, const gs_submit_desc *desc, const gs_async_opts *opts,
+                         uint64_t *id)
+{
+	if (!c || !opts || !desc || !desc->dma)
+		return GS_ERR_INVALID;
+	return gsc_submit_start(c, desc, (gsc_target){.opts = opts}, id);
 }
 
 int gs_async_submit_batch(gs_client *c, const gs_submit_desc *packets, size_t count,

@@ -480,6 +480,9 @@ typedef struct gs_submit_result {
 	uint64_t packet;
 	uint64_t fence; /* submission fence on the node */
 	uint32_t node;
+	/* GS_PACKET_SUBMITTED; with gs_submit_desc.wait_ms, the state when answered: final (the
+	 * fence is then the one it completed with), or not yet when wait_ms ran out. */
+	gs_packet_state state;
 } gs_submit_result;
 
 /* One packet of a batch. */
@@ -489,10 +492,20 @@ typedef struct gs_submit_desc {
 	uint32_t submit_flags; /* DXGK_SUBMITCOMMANDFLAGS Value (GS_SUBMIT_* of wddm.h) */
 	const void *private_data;
 	size_t private_data_size;
+	/* 0: answered once the submission is recorded. Above 0 (gs_async_submit_desc; not in a
+	 * batch, which is refused): answered once the packet is final or after wait_ms, submit and
+	 * gs_packet_wait in one round trip; a faulted packet answers GS_STATUS_FAULTED with the
+	 * result filled in (state GS_PACKET_FAULTED). */
+	uint32_t wait_ms;
 } gs_submit_desc;
 
 int gs_submit(gs_client *c, uint64_t context, const gs_dmabuf *dma, uint32_t submit_flags,
               gs_submit_result *out);
+/* gs_submit, then gs_packet_wait, in one round trip: answered once the packet is final (out
+ * then has its final state and fence) or after wait_ms (1.. ; out->state not final then).
+ * GS_STATUS_FAULTED with out filled when it faulted; the other errors as gs_submit's. */
+int gs_submit_wait(gs_client *c, uint64_t context, const gs_dmabuf *dma, uint32_t submit_flags,
+                   uint32_t wait_ms, gs_submit_result *out);
 /* Packets one SubmitBatch may carry at most, as far as the library goes (the daemon's own
  * limit, max_batch, is lower by default: 1024). More: GS_ERR_INVALID before sending. */
 #define GS_MAX_BATCH_PACKETS 65536u
@@ -644,6 +657,10 @@ int gs_async_poll(gs_async_queue *q, gs_async_event *events, size_t max, int tim
  */
 int gs_async_submit(gs_client *c, uint64_t context, const gs_dmabuf *dma, uint32_t submit_flags,
                     const gs_async_opts *opts, uint64_t *id);
+/* One packet with all of gs_submit_desc (private data; wait_ms: the completion then comes at
+ * the packet's end, with its final state in the event's submit result). */
+int gs_async_submit_desc(gs_client *c, const gs_submit_desc *desc, const gs_async_opts *opts,
+                         uint64_t *id);
 /* out (may be NULL) receives the results and must stay valid until the completion. */
 int gs_async_submit_batch(gs_client *c, const gs_submit_desc *packets, size_t count,
                           gs_submit_result *out, const gs_async_opts *opts, uint64_t *id);

@@ -69,6 +69,7 @@ int gsc_submit_msg_build(gsc_submit_msg *m, const gs_submit_desc *desc)
 	m->req.n_waits = nw;
 	m->req.waits = wait_ptrs;
 	m->req.submit_flags = desc->submit_flags;
+	m->req.wait_ms = desc->wait_ms;
 	/* Packing only reads the bytes; ProtobufCBinaryData just has no const member. */
 	m->req.private_data.data = (uint8_t *)desc->private_data;
 	m->req.private_data.len = desc->private_data_size;
@@ -92,6 +93,19 @@ int gs_submit(gs_client *c, uint64_t context, const gs_dmabuf *dma, uint32_t sub
 
 	rv = gsc_wait(c, &w, gsc_submit_start(c, &desc, gsc_blocking(c, &w), NULL));
 	if (rv == 0 && out)
+		*out = w.ev.submit;
+	return rv;
+}
+
+int gs_submit_wait(gs_client *c, uint64_t context, const gs_dmabuf *dma, uint32_t submit_flags,
+                   uint32_t wait_ms, gs_submit_result *out)
+{
+	gs_submit_desc desc = {
+	        .context = context, .dma = dma, .submit_flags = submit_flags, .wait_ms = wait_ms};
+	gsc_waiter w;
+	int rv = gsc_wait(c, &w, gsc_submit_start(c, &desc, gsc_blocking(c, &w), NULL));
+	/* A faulted packet: GS_STATUS_FAULTED with the result (its id, to read its history). */
+	if ((rv == 0 || (rv == GS_STATUS_FAULTED && w.ev.submit.packet)) && out)
 		*out = w.ev.submit;
 	return rv;
 }

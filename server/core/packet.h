@@ -69,7 +69,8 @@ struct gsd_packet {
 	gsd_waitq waiters;  /* woken (event: the packet) when it reaches a final state */
 	char result[192];   /* backing store of rec.result when the daemon composes it */
 	/* ---- scheduler (vidsch/) ---- */
-	bool unrecorded; /* its SUBMITTED record is not committed yet: it may not run */
+	bool unrecorded;    /* its SUBMITTED record is not committed yet: it may not run */
+	bool record_failed; /* it could not be: cancelled unrun (a waiting Submit says so) */
 	bool on_engine;
 	size_t resume_offset;  /* where its next run starts */
 	uint64_t spin_done_us; /* of the SPIN at resume_offset */

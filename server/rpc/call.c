@@ -111,6 +111,7 @@ typedef struct gsd_audit_reply {
 	uint64_t started_ns; /* when the request arrived (the submit latency histogram) */
 	uint32_t remaining;  /* records not yet acked (all acks come from the writer thread) */
 	bool all_ok;
+	bool answer; /* msg is sent with the last ack (else no answer leaves from here) */
 	size_t npackets;
 	uint64_t packets[]; /* ids */
 } gsd_audit_reply;
@@ -123,7 +124,7 @@ static void audit_reply_ack(void *arg, bool ok)
 		return;
 	nng_msg *msg = ar->msg;
 	ar->msg = NULL;
-	if (!ar->all_ok) {
+	if (!ar->all_ok && ar->answer) {
 		nng_msg_free(msg);
 		Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
 		resp.status = GSD_ST(AUDIT_UNAVAILABLE);
@@ -134,7 +135,8 @@ static void audit_reply_ack(void *arg, bool ok)
 	struct gsd_rpc *rpc = ar->w->rpc;
 	if (ar->all_ok)
 		gsd_histo_observe(&rpc->d->stats.submit_latency, gsd_now_ns() - ar->started_ns);
-	gsd_rpc_worker_send(ar->w, msg);
+	if (ar->answer) /* else the call waits for the packet's end, which answers it */
+		gsd_rpc_worker_send(ar->w, msg);
 	pthread_mutex_lock(&rpc->lock);
 	ar->next = NULL;
 	if (rpc->recorded_tail)
@@ -170,12 +172,12 @@ static void recorded_drain(gsd_wake *h)
 	gsd_vidsch_hold(d, false);
 }
 
-void gsd_call_reply_after_audit(gsd_call *c, Gpusched__V1__Response *resp,
-                                gsd_packet *const *packets, size_t n)
+int gsd_call_reply_after_audit(gsd_call *c, Gpusched__V1__Response *resp,
+                               gsd_packet *const *packets, size_t n)
 {
 	gsd_audit_reply *ar = malloc(sizeof(*ar) + n * sizeof(ar->packets[0]));
-	nng_msg *msg = gsd_rpc_encode(c->id, resp);
-	if (!ar || !msg) {
+	nng_msg *msg = resp ? gsd_rpc_encode(c->id, resp) : NULL;
+	if (!ar || (resp && !msg)) {
 		free(ar);
 		nng_msg_free(msg);
 		/* Recorded as submitted and cancelled at once: none of them ever runs. */
@@ -185,7 +187,7 @@ void gsd_call_reply_after_audit(gsd_call *c, Gpusched__V1__Response *resp,
 		for (size_t i = 0; i < n; i++)
 			gsd_vidsch_recorded(c->d, packets[i], false);
 		gsd_call_error(c, GSD_ST(INTERNAL), "out of memory encoding the answer");
-		return;
+		return -1;
 	}
 	*ar = (gsd_audit_reply){.w = c->worker,
 	                        .started_ns = c->started_ns,
@@ -193,6 +195,7 @@ void gsd_call_reply_after_audit(gsd_call *c, Gpusched__V1__Response *resp,
 	                        .id = c->id,
 	                        .remaining = (uint32_t)n,
 	                        .all_ok = true,
+	                        .answer = resp != NULL,
 	                        .npackets = n};
 	for (size_t i = 0; i < n; i++)
 		ar->packets[i] = packets[i]->rec.packet;
@@ -200,7 +203,9 @@ void gsd_call_reply_after_audit(gsd_call *c, Gpusched__V1__Response *resp,
 	for (size_t i = 0; i < n; i++)
 		packets[i]->audit_seq =
 		        gsd_packet_audit_submitted(c->d, packets[i], audit_reply_ack, ar);
-	call_free(c);
+	if (resp)
+		call_free(c);
+	return 0;
 }
 
 /* ---- answers computed off the loop ---- */
@@ -315,6 +320,11 @@ static bool park(gsd_call *c)
 		gsd_list_push_back(&conn->parked, &c->conn_link);
 	}
 	return true;
+}
+
+bool gsd_call_may_wait(gsd_call *c)
+{
+	return park(c);
 }
 
 bool gsd_call_wait(gsd_call *c, gsd_waitq *q, gsd_wake_fn wake, uint32_t timeout_ms,

@@ -331,6 +331,7 @@ static void submit_out(const gsd_daemon *d, const gsd_packet *p, Gpusched__V1__S
 	o->packet = gsd_wire_packet_out(&d->wire, p->rec.packet);
 	o->fence = gsd_wire_fence_out(&d->wire, p->rec.adapter, p->rec.node, p->rec.fence);
 	o->node = p->node->index;
+	o->state = p->rec.state ? p->rec.state : GSD_PS(SUBMITTED);
 }
 
 /* Refuses (and answers) n more packets beyond the tenant's packet limit. */
@@ -385,19 +386,70 @@ static void queue_and_answer(gsd_daemon *d, gsd_call *c, gsd_packet *const *ps, 
 		packet_admit(d, ps[i]);
 		gsd_vidsch_queue(d, ps[i]);
 	}
-	gsd_call_reply_after_audit(c, resp, ps, n);
+	if (gsd_call_reply_after_audit(c, resp, ps, n) != 0)
+		return; /* cancelled and retired: nothing to publish */
 	for (size_t i = 0; i < n; i++)
 		gsd_packet_publish(d, ps[i], NULL);
 }
 
+/* A waiting Submit's answer: the packet as it is now (FAULTED: STATUS_FAULTED with the body;
+ * cancelled because its record failed: AUDIT_UNAVAILABLE, it never ran). */
+static void submit_wait_answer(gsd_call *c, const gsd_packet *p)
+{
+	if (p->record_failed) {
+		gsd_call_error(c, GSD_ST(AUDIT_UNAVAILABLE),
+		               "the audit file could not record the submission: nothing ran; it is "
+		               "safe to retry once the audit file is writable again");
+		return;
+	}
+	Gpusched__V1__SubmitResponse sr;
+	submit_out(c->d, p, &sr);
+	Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
+	resp.body_case = GPUSCHED__V1__RESPONSE__BODY_SUBMIT;
+	resp.submit = &sr;
+	if (p->rec.state == GSD_PS(FAULTED)) {
+		resp.status = GSD_ST(FAULTED);
+		resp.message = "the packet faulted; see its history events";
+	}
+	gsd_call_reply(c, &resp);
+}
+
+static void submit_wait_wake(gsd_waiter *w, void *event)
+{
+	submit_wait_answer(gsd_call_of_waiter(w), event);
+}
+
+/* The time limit: answered OK with the state the packet is in (PacketWait takes it on). */
+static void submit_wait_expired(gsd_call *c)
+{
+	gsd_waiter_cancel(&c->waiter);
+	submit_wait_answer(c, c->wait_object);
+}
+
 void gsd_h_submit(gsd_daemon *d, gsd_call *c)
 {
+	const Gpusched__V1__SubmitRequest *q = R(submit);
 	gsd_packet *p;
 	verdict v;
 	if (audit_unavailable(d, c) || queue_quota_exceeded(d, c, 1))
 		return;
-	if (build_packet(d, c, R(submit), &p, &v) != GSD_ST(OK)) {
+	/* A Submit that waits is counted as waiting before anything is queued: one that may not
+	 * wait is answered BUSY with nothing done. */
+	if (q->wait_ms && !gsd_call_may_wait(c))
+		return;
+	if (build_packet(d, c, q, &p, &v) != GSD_ST(OK)) {
 		gsd_call_error(c, v.status, "%s", v.msg);
+		return;
+	}
+	if (q->wait_ms) {
+		p->unrecorded = true;
+		packet_admit(d, p);
+		gsd_vidsch_queue(d, p);
+		if (gsd_call_reply_after_audit(c, NULL, &p, 1) != 0)
+			return; /* cancelled and retired: nothing to publish */
+		c->wait_object = p;
+		gsd_call_wait(c, &p->waiters, submit_wait_wake, q->wait_ms, submit_wait_expired);
+		gsd_packet_publish(d, p, NULL);
 		return;
 	}
 	Gpusched__V1__SubmitResponse sr;
@@ -433,7 +485,10 @@ void gsd_h_submit_batch(gsd_daemon *d, gsd_call *c)
 	 * order, so a rejected batch leaves gaps in the fence sequence; fences only need to
 	 * increase. */
 	for (size_t i = 0; i < n; i++) {
-		if (build_packet(d, c, q->packets[i], &ps[i], &v) != GSD_ST(OK)) {
+		int st = q->packets[i]->wait_ms ? refuse(&v, GSD_ST(INVALID_ARGUMENT),
+		                                         "wait_ms is for a single Submit")
+		                                : build_packet(d, c, q->packets[i], &ps[i], &v);
+		if (st != GSD_ST(OK)) {
 			for (size_t j = 0; j < i; j++)
 				gsd_packet_free(ps[j]);
 			free(ps);

@@ -77,9 +77,16 @@ void gsd_call_verror(gsd_call *c, int status, const char *fmt, va_list ap);
 /* The packets of a submission were queued unrecorded (they may not run yet): encodes the
  * answer now and sends it from the audit writer once every packet's SUBMITTED record is
  * committed, then lets them run; if any record could not be committed the answer is
- * AUDIT_UNAVAILABLE and every one of them is cancelled without having run. */
-void gsd_call_reply_after_audit(gsd_call *c, Gpusched__V1__Response *resp,
-                                gsd_packet *const *packets, size_t n);
+ * AUDIT_UNAVAILABLE and every one of them is cancelled without having run. With resp NULL
+ * nothing is answered from there: the call stays the caller's, which waits for the packets'
+ * end (a packet whose record failed ends CANCELLED with record_failed set). Returns 0, or -1
+ * when out of memory: then the call was answered, and the packets cancelled and retired (they
+ * are gone). */
+int gsd_call_reply_after_audit(gsd_call *c, Gpusched__V1__Response *resp,
+                               gsd_packet *const *packets, size_t n);
+/* Counts the call as waiting before it waits (gsd_call_wait then parks it at once): false when
+ * it may not wait (it was answered BUSY and freed), so nothing is done on its behalf. */
+bool gsd_call_may_wait(gsd_call *c);
 /*
  * Parks the call on q until an event; `wake` runs when q is woken (the call is off q then: it
  * answers, or parks again with gsd_call_wait). At most timeout_ms (capped by max_wait_ms),

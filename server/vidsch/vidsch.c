@@ -609,6 +609,7 @@ void gsd_vidsch_recorded(gsd_daemon *d, gsd_packet *p, bool ok)
 		return;
 	}
 	x->refs++;
+	p->record_failed = true;
 	gsd_vidsch_cancel_packet(d, p,
 	                         "its SUBMITTED record could not be committed to the audit: it "
 	                         "never ran");

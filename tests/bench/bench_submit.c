@@ -14,7 +14,8 @@
  * With --completion it also measures, at each client count, a NOP submitted without
  * NullRendering and waited for (gs_packet_wait) until the client sees it COMPLETED: the
  * latency of the packet's whole life against the echo round trip (a NOP's engine time on the
- * emulator is a few microseconds; the targets are p50 <= 1.5x and p99 <= 3x at 8 clients).
+ * emulator is a few microseconds; the targets are p50 <= 1.5x and p99 <= 3x at 8 clients),
+ * and the same in one request: a Submit with wait_ms, answered at the packet's end.
  *
  * Every measurement runs after a warm-up and stops at --count requests (over all clients) or
  * --seconds, whichever comes first. It prints requests per second for both, their ratio and the
@@ -81,6 +82,7 @@ typedef struct result {
 	transport tr;
 	int clients;
 	measure echo, submit, complete;
+	measure complete1; /* --completion in one request: Submit with wait_ms */
 	measure unaudited; /* --audit-baseline: submit on a daemon with --bench-null-audit */
 } result;
 
@@ -114,7 +116,7 @@ static size_t submit_request_size(void)
 
 /* ---- client threads ---- */
 
-typedef enum { K_ECHO, K_SUBMIT, K_COMPLETE } kind;
+typedef enum { K_ECHO, K_SUBMIT, K_COMPLETE, K_COMPLETE1 } kind;
 
 /* Where the clients wait for each other: each arrives, the main thread opens the gate once
  * every started client has arrived (a thread that could not be started is not waited for). */
@@ -263,6 +265,19 @@ static int complete_once(client *cl, session *s)
 	return 0;
 }
 
+/* The same in one round trip: a Submit answered at the packet's end (gs_submit_wait). */
+static int complete1_once(client *cl, session *s)
+{
+	gs_submit_result res = {0};
+	int rc = gs_submit_wait(s->gc, s->context, &s->dma, 0, CALL_TIMEOUT_MS, &res);
+	if (rc != 0 || res.state != GS_PACKET_COMPLETED) {
+		client_fail(cl, "submit waiting for its end: %s (%s), state %s", gs_status_name(rc),
+		            gs_client_message(s->gc), gs_packet_state_name(res.state));
+		return -1;
+	}
+	return 0;
+}
+
 static int session_open(client *cl, session *s)
 {
 	run *r = cl->r;
@@ -330,9 +345,10 @@ static void *client_main(void *arg)
 {
 	client *cl = arg;
 	run *r = cl->r;
-	int (*once)(client *, session *) = r->k == K_ECHO     ? echo_once
-	                                   : r->k == K_SUBMIT ? submit_once
-	                                                      : complete_once;
+	int (*once)(client *, session *) = r->k == K_ECHO       ? echo_once
+	                                   : r->k == K_SUBMIT   ? submit_once
+	                                   : r->k == K_COMPLETE ? complete_once
+	                                                        : complete1_once;
 	session s;
 	if (session_open(cl, &s) == 0)
 		for (uint64_t i = 0; i < r->o->warmup && !cl->error; i++)
@@ -616,6 +632,14 @@ static void print_table(FILE *out, const result *res, int n, size_t payload, con
 		        r->complete.p99_us,
 		        r->echo.p99_us > 0 ? r->complete.p99_us / r->echo.p99_us : 0,
 		        r->complete.errors ? "  (errors)" : "");
+		fprintf(out,
+		        "  the same in one request (Submit with wait_ms): p50 %.1f us (%.2fx), p99 "
+		        "%.1f us (%.2fx)%s\n",
+		        r->complete1.p50_us,
+		        r->echo.p50_us > 0 ? r->complete1.p50_us / r->echo.p50_us : 0,
+		        r->complete1.p99_us,
+		        r->echo.p99_us > 0 ? r->complete1.p99_us / r->echo.p99_us : 0,
+		        r->complete1.errors ? "  (errors)" : "");
 	}
 	for (int i = 0; o->audit_baseline && i < n; i++) {
 		const result *r = &res[i];
@@ -655,13 +679,14 @@ static void print_json(const result *r, size_t payload)
 	if (r->complete.requests)
 		printf("{\"bench\":\"completion\",\"transport\":\"%s\",\"clients\":%d,"
 		       "\"complete_p50_us\":%.2f,\"complete_p99_us\":%.2f,\"echo_p50_us\":%.2f,"
-		       "\"echo_p99_us\":%.2f,\"ratio_p50\":%.4f,\"ratio_p99\":%.4f,\"errors\":%d}"
-		       "\n",
+		       "\"echo_p99_us\":%.2f,\"ratio_p50\":%.4f,\"ratio_p99\":%.4f,\"errors\":%d,"
+		       "\"one_request_p50_us\":%.2f,\"one_request_p99_us\":%.2f}\n",
 		       transport_names[r->tr], r->clients, r->complete.p50_us, r->complete.p99_us,
 		       r->echo.p50_us, r->echo.p99_us,
 		       r->echo.p50_us > 0 ? r->complete.p50_us / r->echo.p50_us : 0,
 		       r->echo.p99_us > 0 ? r->complete.p99_us / r->echo.p99_us : 0,
-		       r->complete.errors);
+		       r->complete.errors + r->complete1.errors, r->complete1.p50_us,
+		       r->complete1.p99_us);
 	double ratio = r->echo.rps > 0 ? r->submit.rps / r->echo.rps : 0;
 	printf("{\"bench\":\"submit\",\"transport\":\"%s\",\"clients\":%d,\"payload_bytes\":%zu,"
 	       "\"echo_rps\":%.1f,\"echo_requests\":%" PRIu64 ",\"echo_seconds\":%.3f,"
@@ -749,8 +774,11 @@ static int run_submit(const options *o, size_t payload, result *res, int nres, b
 		const char *url = res[i].tr == T_IPC ? d.url : tcp_url;
 		measure_run(K_SUBMIT, url, payload, res[i].clients, o,
 		            null_audit ? &res[i].unaudited : &res[i].submit);
-		if (o->completion && !null_audit)
+		if (o->completion && !null_audit) {
 			measure_run(K_COMPLETE, url, payload, res[i].clients, o, &res[i].complete);
+			measure_run(K_COMPLETE1, url, payload, res[i].clients, o,
+			            &res[i].complete1);
+		}
 	}
 
 	gs_client *c;

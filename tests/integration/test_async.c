@@ -605,6 +605,85 @@ static void test_close_pending(void **state)
 	assert_int_equal(gs_sync_signal(f->c, sync, 1), 0);
 }
 
+/* Packets queued on the context's node, as Info reports them. */
+static uint64_t node_queued(fx *f)
+{
+	gs_daemon_info *info;
+	assert_int_equal(gs_info(f->c, &info), 0);
+	uint64_t q = info->adapters[0].nodes[f->lay.paging_node].queued;
+	gs_info_free(info);
+	return q;
+}
+
+/* Queued (Info says so) within a bound. */
+static void wait_queued(fx *f, uint64_t n)
+{
+	long long deadline = gs_test_now_ms() + 10000;
+	while (node_queued(f) < n && gs_test_now_ms() < deadline)
+		;
+	assert_true(node_queued(f) >= n);
+}
+
+/* A Submit with wait_ms completes at the packet's end, not at its acknowledgement: a packet
+ * held by a GPU wait is queued and unanswered until the sync object is signalled, then the
+ * event carries its final state. A client closed while such a Submit waits gets
+ * GS_ERR_CANCELLED; the packet still runs and the daemon is unharmed. */
+static void test_submit_wait_async(void **state)
+{
+	fx *f = ready(state);
+	uint64_t sync;
+	assert_int_equal(gs_sync_create(f->c, f->dev, 0, &sync), 0);
+	gs_async_queue *q;
+	assert_int_equal(gs_async_queue_create(&q), 0);
+	gs_async_opts qo = {.queue = q};
+	gs_dmabuf held;
+	gs_dmabuf_init(&held);
+	assert_int_equal(gs_dmabuf_wait(&held, sync, 1), 0);
+	assert_int_equal(gs_dmabuf_nop(&held), 0);
+	gs_submit_desc d = {.context = f->ctx, .dma = &held, .wait_ms = NEVER};
+	gs_client *c2 = itest_connect(&f->t, NULL);
+	assert_int_equal(gs_async_submit_desc(c2, &d, &qo, NULL), 0);
+	wait_queued(f, 1);
+	gs_async_event ev;
+	assert_int_equal(gs_async_poll(q, &ev, 1, 0), 0); /* acknowledged, not answered */
+	assert_int_equal(gs_sync_signal(f->c, sync, 1), 0);
+	assert_int_equal(gs_async_poll(q, &ev, 1, 10000), 1);
+	assert_int_equal(ev.status, 0);
+	assert_int_equal(ev.kind, GS_ASYNC_SUBMIT);
+	assert_int_equal(ev.submit.state, GS_PACKET_COMPLETED);
+	gs_packet_state st;
+	assert_int_equal(gs_packet_wait(f->c, ev.submit.packet, 0, &st, NULL), 0);
+	assert_int_equal(st, GS_PACKET_COMPLETED);
+
+	/* Closed while waiting: cancelled on the client, run by the daemon. */
+	gs_dmabuf held2;
+	gs_dmabuf_init(&held2);
+	assert_int_equal(gs_dmabuf_wait(&held2, sync, 2), 0);
+	d.dma = &held2;
+	gs_daemon_stats before;
+	assert_int_equal(gs_stats(f->c, &before), 0);
+	assert_int_equal(gs_async_submit_desc(c2, &d, &qo, NULL), 0);
+	wait_queued(f, 1);
+	gs_close(c2);
+	assert_int_equal(gs_async_poll(q, &ev, 1, 0), 1);
+	assert_int_equal(ev.status, GS_ERR_CANCELLED);
+	assert_int_equal(gs_sync_signal(f->c, sync, 2), 0);
+	gs_dmabuf nop;
+	gs_dmabuf_init(&nop);
+	assert_int_equal(gs_dmabuf_nop(&nop), 0);
+	gs_submit_result r;
+	assert_int_equal(gs_submit_wait(f->c, f->ctx, &nop, 0, 10000, &r), 0);
+	assert_int_equal(r.state, GS_PACKET_COMPLETED);
+	gs_daemon_stats after;
+	assert_int_equal(gs_stats(f->c, &after), 0);
+	/* The abandoned packet ran before the NOP (one context: in order), and so did the NOP. */
+	assert_true(after.packets_completed >= before.packets_completed + 2);
+	gs_dmabuf_free(&nop);
+	gs_dmabuf_free(&held);
+	gs_dmabuf_free(&held2);
+	gs_async_queue_destroy(q);
+}
+
 /* The daemon killed with requests in flight: each completes once with GS_ERR_TRANSPORT (or
  * its answer, for one that got it first); after a restart, new requests succeed on the same
  * client. */
@@ -783,6 +862,7 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(test_cancel, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_timeout, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_close_pending, setup, teardown_kill),
+	        cmocka_unit_test_setup_teardown(test_submit_wait_async, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_daemon_restart, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_bad_arguments, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_inflight_limit, setup, teardown_kill),

@@ -666,6 +666,68 @@ static void test_null_rendering(void **state)
 	assert_memory_equal(got, want, sizeof(want));
 }
 
+/* ---- submit and wait in one request ---- */
+
+/* Submit with wait_ms answers at the packet's end: the bytes are written when the answer
+ * comes, the state and fence are the final ones (PacketWait agrees); a packet still running at
+ * the time limit is answered with its state and can be waited for; a fault answers FAULTED
+ * with the packet named; a batch's packet may not wait. */
+static void test_submit_wait(void **state)
+{
+	fx *f = ready(state);
+	uint64_t ctx = itest_context(f->c, f->dev, 0, f->lay.paging_node);
+	gs_allocation_placement a;
+	itest_alloc(f->c, f->dev, 8192, 0, 0, &a);
+	gs_dmabuf buf;
+	gs_dmabuf_init(&buf);
+	assert_int_equal(gs_dmabuf_fill(&buf, a.allocation, 0, 8192, 0x5eed1234u), 0);
+	gs_submit_result r;
+	assert_int_equal(gs_submit_wait(f->c, ctx, &buf, 0, 10000, &r), 0);
+	assert_int_equal(r.state, GS_PACKET_COMPLETED);
+	assert_true(r.packet != 0);
+	uint8_t want[8192], got[8192];
+	gs_isa_fill(want, sizeof(want), 0x5eed1234u);
+	assert_int_equal(gs_allocation_read(f->c, a.allocation, 0, got, sizeof(got)), 0);
+	assert_memory_equal(got, want, sizeof(want));
+	gs_packet_state st;
+	uint64_t fence;
+	assert_int_equal(gs_packet_wait(f->c, r.packet, 0, &st, &fence), 0);
+	assert_int_equal(st, GS_PACKET_COMPLETED);
+	assert_int_equal(fence, r.fence);
+	gs_dmabuf_free(&buf);
+
+	/* Without wait_ms the answer is the acknowledgement, as before. */
+	gs_dmabuf_init(&buf);
+	assert_int_equal(gs_dmabuf_spin(&buf, 300000, 0), 0);
+	assert_int_equal(gs_submit(f->c, ctx, &buf, 0, &r), 0);
+	assert_int_equal(r.state, GS_PACKET_SUBMITTED);
+	/* Still running at the limit: answered OK with a state that is not final. */
+	gs_submit_result late;
+	assert_int_equal(gs_submit_wait(f->c, ctx, &buf, 0, 20, &late), 0);
+	assert_true(late.state == GS_PACKET_READY || late.state == GS_PACKET_RUNNING ||
+	            late.state == GS_PACKET_SUBMITTED);
+	assert_int_equal(gs_packet_wait(f->c, late.packet, 10000, &st, NULL), 0);
+	assert_int_equal(st, GS_PACKET_COMPLETED);
+	gs_dmabuf_free(&buf);
+
+	/* A FILL past the allocation's end faults on the engine. */
+	gs_dmabuf_init(&buf);
+	assert_int_equal(gs_dmabuf_fill(&buf, a.allocation, 4096, 8192, 1), 0);
+	memset(&r, 0, sizeof(r));
+	assert_int_equal(gs_submit_wait(f->c, ctx, &buf, 0, 10000, &r), GS_STATUS_FAULTED);
+	assert_int_equal(r.state, GS_PACKET_FAULTED);
+	assert_int_equal(gs_packet_wait(f->c, r.packet, 0, &st, NULL), GS_STATUS_FAULTED);
+	gs_dmabuf_free(&buf);
+
+	/* A batch's packet may not wait: the whole batch is refused, nothing queued. */
+	gs_dmabuf_init(&buf);
+	assert_int_equal(gs_dmabuf_nop(&buf), 0);
+	gs_submit_desc d = {.context = ctx, .dma = &buf, .wait_ms = 100};
+	gs_submit_result br;
+	assert_int_equal(gs_submit_batch(f->c, &d, 1, &br), GS_STATUS_INVALID_ARGUMENT);
+	gs_dmabuf_free(&buf);
+}
+
 /* ---- batches ---- */
 
 static void test_batch_all_or_nothing(void **state)
@@ -1009,6 +1071,7 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(test_workload, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_flags_round_trip, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_null_rendering, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_submit_wait, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_batch_all_or_nothing, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_sync_objects, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_cpu_write_gpu_copy_read, setup, teardown),

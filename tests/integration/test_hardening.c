@@ -486,6 +486,28 @@ static void test_audit_locked(void **state)
 	                          "SELECT count(*) FROM packet_event_log WHERE state_name = "
 	                          "'RUNNING'"),
 	        1);
+
+	/* A Submit that waits for its end (wait_ms) is answered AUDIT_UNAVAILABLE too once its
+	 * record could not be committed, and its packet never ran. */
+	assert_int_equal(sqlite3_open(f->t.db, &db), SQLITE_OK);
+	sqlite3_busy_timeout(db, 20000);
+	assert_int_equal(sqlite3_exec(db, "BEGIN EXCLUSIVE", NULL, NULL, NULL), SQLITE_OK);
+	gs_dmabuf b;
+	gs_dmabuf_init(&b);
+	assert_int_equal(gs_dmabuf_fill(&b, w.alloc, 1024, 256, 0xDDDDDDDDu), 0);
+	assert_int_equal(gs_submit_wait(w.c, w.ctx, &b, 0, 20000, &r), GS_STATUS_AUDIT_UNAVAILABLE);
+	gs_dmabuf_free(&b);
+	assert_int_equal(sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+	submit_until_accepted(&w, 1280, 0xEEEEEEEEu, &r);
+	assert_int_equal(gs_packet_wait(w.c, r.packet, 10000, &st, NULL), 0);
+	assert_true(range_is(&w, 1024, 256, 0));
+	assert_true(range_is(&w, 1280, 256, 0xEEEEEEEEu));
+	assert_int_equal(
+	        audit_after_flush(w.c, f->t.db,
+	                          "SELECT count(*) FROM packets WHERE state_name = "
+	                          "'CANCELLED' AND result LIKE '%could not be committed%'"),
+	        2);
 	world_close(&w);
 }
 
