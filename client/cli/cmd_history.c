@@ -126,9 +126,9 @@ static void print_records(const void *items, size_t n)
 
 	char when[40], wait[24], run[24], flags[320];
 
-	/* Context handles are random, up to 19 digits. */
-	printf("%-8s %-19s %-4s %-8s %-11s %-23s %10s %10s %-4s %s\n", "PACKET", "CONTEXT", "NODE",
-	       "FENCE", "STATE", "SUBMITTED", "WAIT", "RUN", "PRE", "FLAGS");
+	/* Handles, packet ids and fences are opaque 63-bit values: up to 19 digits. */
+	printf("%-19s %-19s %-4s %-19s %-11s %-23s %10s %10s %-4s %s\n", "PACKET", "CONTEXT",
+	       "NODE", "FENCE", "STATE", "SUBMITTED", "WAIT", "RUN", "PRE", "FLAGS");
 	for (size_t i = 0; i < n; i++) {
 		const gs_packet_record *r = &recs[i];
 
@@ -136,7 +136,7 @@ static void print_records(const void *items, size_t n)
 		cli_format_duration(span(r->submitted_ns, r->started_ns), wait, sizeof(wait));
 		cli_format_duration(span(r->started_ns, r->completed_ns), run, sizeof(run));
 		cli_format_flags(gs_submit_flag_names, r->submit_flags, flags, sizeof(flags));
-		printf("%-8" PRIu64 " %-19" PRIu64 " %-4" PRIu32 " %-8" PRIu64
+		printf("%-19" PRIu64 " %-19" PRIu64 " %-4" PRIu32 " %-19" PRIu64
 		       " %-11s %-23s %10s %10s %-4" PRIu32 " %s%s%s\n",
 		       r->packet, r->context, r->node, r->fence, gs_packet_state_name(r->state),
 		       when, wait, run, r->preemptions, flags, r->result[0] ? "  " : "", r->result);
@@ -183,10 +183,10 @@ static void print_events(const void *items, size_t n)
 
 	char when[40];
 
-	printf("%-10s %-23s %-11s %s\n", "SEQ", "TIME", "STATE", "DETAIL");
+	printf("%-19s %-23s %-11s %s\n", "SEQ", "TIME", "STATE", "DETAIL");
 	for (size_t i = 0; i < n; i++) {
 		cli_format_time(ev[i].time_ns, when, sizeof(when));
-		printf("%-10" PRIu64 " %-23s %-11s %s\n", ev[i].seq, when,
+		printf("%-19" PRIu64 " %-23s %-11s %s\n", ev[i].seq, when,
 		       gs_packet_state_name(ev[i].state), ev[i].detail);
 	}
 	if (n == 0)

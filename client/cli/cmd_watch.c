@@ -147,10 +147,10 @@ static void print_text(const gs_watch_event *ev, const char *own_tenant)
 	cli_format_time(ev->time_ns, when, sizeof(when));
 	const char *tenant = ev->tenant ? ev->tenant : own_tenant;
 	if (ev->kind == GS_WATCH_MESSAGE) {
-		printf("%-8" PRIu64 " %s %-10s message  %s\n", ev->seq, when, tenant, ev->message);
+		printf("%-19" PRIu64 " %s %-10s message  %s\n", ev->seq, when, tenant, ev->message);
 		return;
 	}
-	printf("%-8" PRIu64 " %s %-10s packet %" PRIu64 " (context %" PRIu64 ") %s%s%s%s\n",
+	printf("%-19" PRIu64 " %s %-10s packet %" PRIu64 " (context %" PRIu64 ") %s%s%s%s\n",
 	       ev->seq, when, tenant, ev->packet.packet, ev->packet.context,
 	       gs_packet_state_name(ev->packet.state), ev->packet.detail[0] ? ": " : "",
 	       ev->packet.detail, ev->recovered ? "  (from audit)" : "");
