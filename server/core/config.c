@@ -95,7 +95,63 @@ void gsd_config_defaults(gsd_config *c)
 typedef struct cfg_err {
 	char *buf;
 	size_t cap;
+	/* Every (object, key) the loader asked for, so that the keys nothing reads (misspelt,
+	 * or of another version) can be reported (warn_unread). */
+	struct cfg_read {
+		const json_t *obj;
+		const char *key;
+	} * read;
+	size_t nread, capread;
 } cfg_err;
+
+/* json_object_get, remembering that the key is one the loader knows. */
+static json_t *cfg_get(cfg_err *e, json_t *obj, const char *key)
+{
+	if (e->nread == e->capread) {
+		size_t cap = e->capread ? 2 * e->capread : 256;
+		struct cfg_read *r = realloc(e->read, cap * sizeof(*r));
+		if (r) {
+			e->read = r;
+			e->capread = cap;
+		}
+	}
+	if (e->nread < e->capread)
+		e->read[e->nread++] = (struct cfg_read){obj, key};
+	return json_object_get(obj, key);
+}
+
+static bool cfg_was_read(const cfg_err *e, const json_t *obj, const char *key)
+{
+	for (size_t i = 0; i < e->nread; i++)
+		if (e->read[i].obj == obj && strcmp(e->read[i].key, key) == 0)
+			return true;
+	return false;
+}
+
+/* Warns of every key of obj (at `path`) that the loader never asked for: it does nothing, and
+ * is most likely misspelt. Looks inside the objects and arrays of objects it did read. */
+static void warn_unread(const cfg_err *e, const json_t *obj, const char *path)
+{
+	const char *key;
+	json_t *v;
+	json_object_foreach((json_t *)obj, key, v)
+	{
+		char sub[256];
+		snprintf(sub, sizeof(sub), "%s%s%s", path, path[0] ? "." : "", key);
+		if (!cfg_was_read(e, obj, key)) {
+			GSD_WARN("config: unknown key \"%s\" ignored (misspelt?)", sub);
+			continue;
+		}
+		if (json_is_object(v))
+			warn_unread(e, v, sub);
+		for (size_t i = 0; json_is_array(v) && i < json_array_size(v); i++) {
+			char elem[300];
+			snprintf(elem, sizeof(elem), "%s[%zu]", sub, i);
+			if (json_is_object(json_array_get(v, i)))
+				warn_unread(e, json_array_get(v, i), elem);
+		}
+	}
+}
 
 static int fail(cfg_err *e, const char *fmt, const char *key)
 {
@@ -105,7 +161,7 @@ static int fail(cfg_err *e, const char *fmt, const char *key)
 
 static int get_u64(json_t *obj, const char *key, uint64_t *out, cfg_err *e)
 {
-	json_t *v = json_object_get(obj, key);
+	json_t *v = cfg_get(e, obj, key);
 	if (!v)
 		return 0;
 	if (!json_is_integer(v) || json_integer_value(v) < 0)
@@ -130,7 +186,7 @@ static int get_u32(json_t *obj, const char *key, uint32_t *out, cfg_err *e)
 static int get_array(json_t *obj, const char *key, size_t min, size_t max, const char *what,
                      json_t **out, uint32_t *n, cfg_err *e)
 {
-	json_t *v = json_object_get(obj, key);
+	json_t *v = cfg_get(e, obj, key);
 	*out = NULL;
 	if (!v)
 		return 0;
@@ -151,7 +207,7 @@ static int get_array(json_t *obj, const char *key, size_t min, size_t max, const
 
 static int get_bool(json_t *obj, const char *key, bool *out, cfg_err *e)
 {
-	json_t *v = json_object_get(obj, key);
+	json_t *v = cfg_get(e, obj, key);
 	if (!v)
 		return 0;
 	if (!json_is_boolean(v))
@@ -162,7 +218,7 @@ static int get_bool(json_t *obj, const char *key, bool *out, cfg_err *e)
 
 static int get_str(json_t *obj, const char *key, char *out, size_t cap, cfg_err *e)
 {
-	json_t *v = json_object_get(obj, key);
+	json_t *v = cfg_get(e, obj, key);
 	if (!v)
 		return 0;
 	if (!json_is_string(v))
@@ -177,7 +233,7 @@ static int get_str(json_t *obj, const char *key, char *out, size_t cap, cfg_err 
  * "" is none. */
 static int get_ipc_group(json_t *root, gsd_config *c, cfg_err *e)
 {
-	json_t *v = json_object_get(root, "ipc_group");
+	json_t *v = cfg_get(e, root, "ipc_group");
 	if (!v)
 		return 0;
 	if (json_is_integer(v)) {
@@ -341,7 +397,7 @@ static int load_listen(json_t *j, gsd_config *c, uint32_t i, cfg_err *e)
 		return fail(e, "\"%s\": an entry given as an object needs \"url\"", "listen");
 	if (c->listen_ca[i][0] && strncmp(c->listen[i], "tls+", 4) != 0)
 		return fail(e, "listen %s: ca_file is for tls+tcp:// listeners", c->listen[i]);
-	json_t *names = json_object_get(j, "tenants");
+	json_t *names = cfg_get(e, j, "tenants");
 	if (!names)
 		return 0;
 	if (!json_is_array(names) || json_array_size(names) == 0)
@@ -475,7 +531,7 @@ int gsd_config_load(gsd_config *c, const char *path, char *err, size_t errcap)
 			goto out;
 		}
 	}
-	json_t *retention = json_object_get(root, "audit_retention");
+	json_t *retention = cfg_get(&e, root, "audit_retention");
 	if (retention) {
 		if (!json_is_object(retention)) {
 			fail(&e, "\"%s\" must be an object {\"max_age_s\": N, \"max_packets\": N}",
@@ -507,7 +563,7 @@ int gsd_config_load(gsd_config *c, const char *path, char *err, size_t errcap)
 	}
 	if (get_ipc_group(root, c, &e))
 		goto out;
-	json_t *tls = json_object_get(root, "tls");
+	json_t *tls = cfg_get(&e, root, "tls");
 	if (tls) {
 		static const char *const auth_modes[] = {"default", "none", "optional", "required",
 		                                         NULL};
@@ -549,7 +605,9 @@ int gsd_config_load(gsd_config *c, const char *path, char *err, size_t errcap)
 				goto out;
 	}
 	rc = 0;
+	warn_unread(&e, root, "");
 out:
+	free(e.read);
 	json_decref(root);
 	return rc;
 }

@@ -100,6 +100,23 @@ static void test_startup_failures_exit_1(void **state)
 	assert_non_null(strstr(r.err, "adapters[].policy"));
 	itest_run_free(&r);
 	itest_config_cleanup(&cfg);
+
+	/* A key nothing reads (misspelt) is named with its place in a warning; here the start
+	 * then fails on the backend, after the file was read. */
+	assert_int_equal(itest_config_write(&cfg,
+	                                    "{\"quantum_uz\": 5, \"adapters\": [{\"backend\": "
+	                                    "\"quantum\", \"nodes\": [{\"pagin\": true}]}],"
+	                                    " \"tenants\": [{\"name\": \"a\", \"token\":"
+	                                    " \"t\", \"memory_qouta\": 5}]}"),
+	                 0);
+	r = daemon_run("--config", cfg.path, NULL, NULL);
+	assert_int_equal(r.exit_code, 1);
+	assert_non_null(strstr(r.err, "unknown key \"quantum_uz\""));
+	assert_non_null(strstr(r.err, "unknown key \"adapters[0].nodes[0].pagin\""));
+	assert_non_null(strstr(r.err, "unknown key \"tenants[0].memory_qouta\""));
+	assert_null(strstr(r.err, "unknown key \"adapters[0].backend\""));
+	itest_run_free(&r);
+	itest_config_cleanup(&cfg);
 }
 
 static void test_removed_tenant_cannot_authenticate(void **state)
