@@ -114,6 +114,8 @@ struct node {
 	gsd_audit_ack_fn ack;
 	void *ack_arg;
 	/* The caller's record; its string pointers are cleared, the strings live below. */
+	/* The record as its producer gave it. Its pointer members (tenant, texts) are the
+	 * producer's and never read here: those texts live in the buffers below. */
 	union {
 		gsd_packet_rec packet;
 		gsd_context_rec context;
@@ -1579,8 +1581,6 @@ static uint64_t push_packet(gsd_audit *a, const gsd_packet_rec *rec, const char 
 		free(list->allocations);
 	}
 	n->u.packet = *rec;
-	n->u.packet.tenant = NULL;
-	n->u.packet.result = NULL;
 	node_text(n, n->text1, sizeof n->text1, rec->result, NULL_TEXT1);
 	node_text(n, n->text2, sizeof n->text2, detail, NULL_TEXT2);
 	return node_push(a, n);
@@ -1592,50 +1592,38 @@ uint64_t gsd_audit_packet(gsd_audit *a, const gsd_packet_rec *rec, const char *d
 	return push_packet(a, rec, detail, NULL, ack, ack_arg);
 }
 
+/* A record of kind whose fields are the size bytes at rec, with texts t1 and t2 (NULL: SQL
+ * NULL) copied into the node. Returns its seq, 0 when it was lost. */
+static uint64_t push_record(gsd_audit *a, enum rec_kind kind, const char *tenant, const void *rec,
+                            size_t size, const char *t1, const char *t2)
+{
+	struct node *n = node_begin(a, kind, tenant, NULL, NULL);
+	if (!n)
+		return 0;
+	memcpy(&n->u, rec, size);
+	node_text(n, n->text1, sizeof n->text1, t1, NULL_TEXT1);
+	node_text(n, n->text2, sizeof n->text2, t2, NULL_TEXT2);
+	return node_push(a, n);
+}
+
 void gsd_audit_context(gsd_audit *a, const gsd_context_rec *rec)
 {
-	struct node *n = node_begin(a, REC_CONTEXT, rec->tenant, NULL, NULL);
-	if (!n)
-		return;
-	n->u.context = *rec;
-	n->u.context.tenant = NULL;
-	node_push(a, n);
+	push_record(a, REC_CONTEXT, rec->tenant, rec, sizeof *rec, NULL, NULL);
 }
 
 void gsd_audit_tenant(gsd_audit *a, const gsd_tenant_rec *rec)
 {
-	struct node *n = node_begin(a, REC_TENANT, rec->tenant, NULL, NULL);
-	if (!n)
-		return;
-	n->u.tenant = *rec;
-	n->u.tenant.tenant = NULL;
-	n->u.tenant.token_hash = NULL;
-	n->u.tenant.audit_name = NULL;
-	node_text(n, n->text1, sizeof n->text1, rec->token_hash, NULL_TEXT1);
-	node_text(n, n->text2, sizeof n->text2, rec->audit_name, NULL_TEXT2);
-	node_push(a, n);
+	push_record(a, REC_TENANT, rec->tenant, rec, sizeof *rec, rec->token_hash, rec->audit_name);
 }
 
 void gsd_audit_allocation(gsd_audit *a, const gsd_allocation_rec *rec)
 {
-	struct node *n = node_begin(a, REC_ALLOCATION, rec->tenant, NULL, NULL);
-	if (!n)
-		return;
-	n->u.allocation = *rec;
-	n->u.allocation.tenant = NULL;
-	node_push(a, n);
+	push_record(a, REC_ALLOCATION, rec->tenant, rec, sizeof *rec, NULL, NULL);
 }
 
 uint64_t gsd_audit_move(gsd_audit *a, const gsd_move_rec *rec)
 {
-	struct node *n = node_begin(a, REC_MOVE, rec->tenant, NULL, NULL);
-	if (!n)
-		return 0;
-	n->u.move = *rec;
-	n->u.move.tenant = NULL;
-	n->u.move.reason = NULL;
-	node_text(n, n->text1, sizeof n->text1, rec->reason, NULL_TEXT1);
-	return node_push(a, n);
+	return push_record(a, REC_MOVE, rec->tenant, rec, sizeof *rec, rec->reason, NULL);
 }
 
 uint64_t gsd_audit_submitted(gsd_audit *a, const gsd_packet_rec *rec, const char *detail,
@@ -1661,28 +1649,16 @@ uint64_t gsd_audit_submitted(gsd_audit *a, const gsd_packet_rec *rec, const char
 	return push_packet(a, rec, detail, &list, ack, ack_arg);
 }
 
-/* The two records made of a status or kind and two texts. */
-static uint64_t push_texts(gsd_audit *a, enum rec_kind kind, const char *tenant, int status,
-                           const char *text1, const char *text2)
-{
-	struct node *n = node_begin(a, kind, tenant, NULL, NULL);
-	if (!n)
-		return 0;
-	n->u.status = status;
-	node_text(n, n->text1, sizeof n->text1, text1, NULL_TEXT1);
-	node_text(n, n->text2, sizeof n->text2, text2, NULL_TEXT2);
-	return node_push(a, n);
-}
-
 uint64_t gsd_audit_error(gsd_audit *a, const char *tenant, const char *request, int status,
                          const char *message)
 {
-	return push_texts(a, REC_ERROR, tenant, status, request, message);
+	return push_record(a, REC_ERROR, tenant, &status, sizeof status, request, message);
 }
 
 uint64_t gsd_audit_note(gsd_audit *a, const char *tenant, const char *kind, const char *detail)
 {
-	return push_texts(a, REC_NOTE, tenant, 0, kind, detail);
+	const int none = 0;
+	return push_record(a, REC_NOTE, tenant, &none, sizeof none, kind, detail);
 }
 
 gsd_audit_health gsd_audit_get_health(gsd_audit *a)

@@ -21,32 +21,36 @@ static void set_str(char *dst, size_t cap, const char *src)
 	snprintf(dst, cap, "%s", src);
 }
 
+/* An adapter with no nodes or segments configured gets these. */
+static const gsd_node_config default_nodes[3] = {
+        {.name = "3d", .kind = GPUSCHED__V1__NODE_KIND__NODE_KIND_3D},
+        {.name = "compute", .kind = GPUSCHED__V1__NODE_KIND__NODE_KIND_COMPUTE},
+        {.name = "copy", .kind = GPUSCHED__V1__NODE_KIND__NODE_KIND_COPY, .paging = true},
+};
+static const gsd_segment_config default_segments[2] = {
+        {.id = 1,
+         .name = "vram",
+         .kind = GPUSCHED__V1__SEGMENT_KIND__SEGMENT_KIND_MEMORY,
+         .size = 256 * MiB},
+        {.id = 2,
+         .name = "aperture",
+         .kind = GPUSCHED__V1__SEGMENT_KIND__SEGMENT_KIND_APERTURE,
+         .size = 1024 * MiB,
+         .cpu_visible = true},
+};
+
 static void default_adapter(gsd_adapter_config *a, uint32_t index)
 {
 	memset(a, 0, sizeof(*a));
 	snprintf(a->name, sizeof(a->name), "emu%u", index);
 	set_str(a->backend, sizeof(a->backend), "emu");
+	_Static_assert(sizeof(a->nodes) >= sizeof(default_nodes) &&
+	                       sizeof(a->segments) >= sizeof(default_segments),
+	               "room for the defaults");
 	a->nnodes = 3;
-	set_str(a->nodes[0].name, GSD_NAME_MAX, "3d");
-	a->nodes[0].kind = GPUSCHED__V1__NODE_KIND__NODE_KIND_3D;
-	set_str(a->nodes[1].name, GSD_NAME_MAX, "compute");
-	a->nodes[1].kind = GPUSCHED__V1__NODE_KIND__NODE_KIND_COMPUTE;
-	set_str(a->nodes[2].name, GSD_NAME_MAX, "copy");
-	a->nodes[2].kind = GPUSCHED__V1__NODE_KIND__NODE_KIND_COPY;
-	a->nodes[2].paging = true;
+	memcpy(a->nodes, default_nodes, sizeof(default_nodes));
 	a->nsegments = 2;
-	a->segments[0] =
-	        (gsd_segment_config){.id = 1,
-	                             .kind = GPUSCHED__V1__SEGMENT_KIND__SEGMENT_KIND_MEMORY,
-	                             .size = 256 * MiB,
-	                             .cpu_visible = false};
-	set_str(a->segments[0].name, GSD_NAME_MAX, "vram");
-	a->segments[1] =
-	        (gsd_segment_config){.id = 2,
-	                             .kind = GPUSCHED__V1__SEGMENT_KIND__SEGMENT_KIND_APERTURE,
-	                             .size = 1024 * MiB,
-	                             .cpu_visible = true};
-	set_str(a->segments[1].name, GSD_NAME_MAX, "aperture");
+	memcpy(a->segments, default_segments, sizeof(default_segments));
 	a->system_memory = 4096 * MiB;
 }
 

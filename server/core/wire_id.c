@@ -1,6 +1,7 @@
 #include "core/wire_id.h"
 
 #include <sodium.h>
+#include <stdbool.h>
 #include <string.h>
 
 #define HI_BITS 32
@@ -34,23 +35,13 @@ static uint64_t round_fn(const gsd_wire_key *k, uint64_t tweak, unsigned round, 
 	return h;
 }
 
-/* One pass of the network over [0, 2^63): the 32 high bits and the 31 low bits take turns. */
-static uint64_t permute(const gsd_wire_key *k, uint64_t tweak, uint64_t v)
+/* One pass of the network over [0, 2^63), or of its inverse (the same rounds in reverse order):
+ * the 32 high bits and the 31 low bits take turns. */
+static uint64_t permute(const gsd_wire_key *k, uint64_t tweak, uint64_t v, bool inverse)
 {
 	uint64_t hi = v >> LO_BITS, lo = v & LO_MASK;
-	for (unsigned r = 0; r < ROUNDS; r++) {
-		if (r % 2 == 0)
-			hi = (hi ^ round_fn(k, tweak, r, lo)) & HI_MASK;
-		else
-			lo = (lo ^ round_fn(k, tweak, r, hi)) & LO_MASK;
-	}
-	return hi << LO_BITS | lo;
-}
-
-static uint64_t unpermute(const gsd_wire_key *k, uint64_t tweak, uint64_t w)
-{
-	uint64_t hi = w >> LO_BITS, lo = w & LO_MASK;
-	for (unsigned r = ROUNDS; r-- > 0;) {
+	for (unsigned i = 0; i < ROUNDS; i++) {
+		unsigned r = inverse ? ROUNDS - 1 - i : i;
 		if (r % 2 == 0)
 			hi = (hi ^ round_fn(k, tweak, r, lo)) & HI_MASK;
 		else
@@ -66,22 +57,22 @@ _Static_assert(HI_BITS + LO_BITS == 63, "the network covers 63 bits");
  * whose image is 0 takes the image of 0 instead (one more pass), which leaves a permutation of
  * [1, 2^63) and 0 fixed.
  */
-uint64_t gsd_wire_map(const gsd_wire_key *k, uint64_t tweak, uint64_t v)
+static uint64_t walk(const gsd_wire_key *k, uint64_t tweak, uint64_t v, bool inverse)
 {
 	if (v == 0 || v > INT64_MAX)
 		return v == 0 ? 0 : GSD_WIRE_NONE;
-	uint64_t w = permute(k, tweak, v);
+	uint64_t w = permute(k, tweak, v, inverse);
 	while (w == 0)
-		w = permute(k, tweak, w);
+		w = permute(k, tweak, w, inverse);
 	return w;
+}
+
+uint64_t gsd_wire_map(const gsd_wire_key *k, uint64_t tweak, uint64_t v)
+{
+	return walk(k, tweak, v, false);
 }
 
 uint64_t gsd_wire_unmap(const gsd_wire_key *k, uint64_t tweak, uint64_t w)
 {
-	if (w == 0 || w > INT64_MAX)
-		return w == 0 ? 0 : GSD_WIRE_NONE;
-	uint64_t v = unpermute(k, tweak, w);
-	while (v == 0)
-		v = unpermute(k, tweak, v);
-	return v;
+	return walk(k, tweak, w, true);
 }

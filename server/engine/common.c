@@ -201,8 +201,8 @@ const gsd_mem_segment *gsd_engine_check(const gsd_memory *mem, const gsd_exec *x
 	return seg;
 }
 
-int gsd_engine_cmd_access(const gsd_memory *mem, const gsd_exec *x, const gs_isa_cmd *cmd,
-                          gsd_cmd_access *a, char *detail, size_t cap)
+static int cmd_access(const gsd_memory *mem, const gsd_exec *x, const gs_isa_cmd *cmd,
+                      gsd_cmd_access *a, char *detail, size_t cap)
 {
 	memset(a, 0, sizeof(*a));
 	/* Empty accesses touch nothing and are not checked. CHECKSUM always writes 8 bytes. */
@@ -267,15 +267,22 @@ int gsd_engine_cmd_access(const gsd_memory *mem, const gsd_exec *x, const gs_isa
 	return -1;
 }
 
+int gsd_engine_cmd_access(const gsd_memory *mem, const gsd_exec *x, const gs_isa_cmd *cmd,
+                          gsd_cmd_access *a, char *detail, size_t cap)
+{
+	if (cmd_access(mem, x, cmd, a, detail, cap) != 0)
+		return -1;
+	return a->dst != NULL;
+}
+
 int gsd_engine_exec_cmd(const gsd_memory *mem, const gsd_exec *x, const gs_isa_cmd *cmd,
                         char *detail, size_t detail_cap)
 {
 	gsd_cmd_access a;
-	if (gsd_engine_cmd_access(mem, x, cmd, &a, detail, detail_cap) != 0)
-		return -1;
 	/* Nothing written: nothing to do (and no NULL reaches memmove, undefined even for 0). */
-	if (!a.dst)
-		return 0;
+	int rc = gsd_engine_cmd_access(mem, x, cmd, &a, detail, detail_cap);
+	if (rc <= 0)
+		return rc;
 	uint8_t *dst = a.dst->base + a.dst_off;
 	const uint8_t *src = a.src ? a.src->base + a.src_off : NULL;
 	switch ((gs_isa_op)cmd->op) {

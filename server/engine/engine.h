@@ -285,7 +285,8 @@ typedef struct gsd_cmd_access {
 	uint64_t dst_off, dst_len;
 } gsd_cmd_access;
 
-/* Fills *a for cmd: returns 0, or -1 with a page-fault (or bad TRANSFER) text in detail. A
+/* Fills *a for cmd: returns 1 when cmd writes memory, 0 when it touches none (a->dst NULL:
+ * nothing to do), or -1 with a page-fault (or bad TRANSFER) text in detail. A
  * converting TRANSFER must not overlap itself and needs a valid pitch. Every backend checks a
  * command with this before it runs any of it. */
 int gsd_engine_cmd_access(const gsd_memory *mem, const gsd_exec *x, const gs_isa_cmd *cmd,

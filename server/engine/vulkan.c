@@ -957,10 +957,9 @@ static int record_cmd(vk_engine *v, const gsd_memory *mem, const gsd_exec *x, co
                       char *detail, size_t cap)
 {
 	gsd_cmd_access a;
-	if (gsd_engine_cmd_access(mem, x, cmd, &a, detail, cap) != 0)
-		return -1;
-	if (!a.dst)
-		return 0;
+	int rc = gsd_engine_cmd_access(mem, x, cmd, &a, detail, cap);
+	if (rc <= 0)
+		return rc;
 	const vk_seg *src = a.src ? seg_of(a.src) : NULL, *dst = seg_of(a.dst);
 	order(v, src, a.src_off, a.src_len, dst, a.dst_off, a.dst_len);
 	/* An overlapping move goes through the scratch buffer, which an earlier one of the piece

@@ -101,15 +101,15 @@ static void test_cycle_walk(void **state)
 	gsd_wire_key k = key_of(3);
 	const uint64_t tweaks[] = {GSD_WIRE_PACKET, GSD_WIRE_SEQ, gsd_wire_fence_tweak(1, 2)};
 	for (size_t t = 0; t < sizeof tweaks / sizeof tweaks[0]; t++) {
-		uint64_t to_zero = unpermute(&k, tweaks[t], 0);
-		uint64_t of_zero = permute(&k, tweaks[t], 0);
+		uint64_t to_zero = permute(&k, tweaks[t], 0, true);
+		uint64_t of_zero = permute(&k, tweaks[t], 0, false);
 		assert_true(to_zero != 0 && of_zero != 0);
-		assert_true(permute(&k, tweaks[t], to_zero) == 0);
+		assert_true(permute(&k, tweaks[t], to_zero, false) == 0);
 		assert_true(gsd_wire_map(&k, tweaks[t], to_zero) == of_zero);
 		assert_true(gsd_wire_unmap(&k, tweaks[t], of_zero) == to_zero);
 		/* Everything else is the bare network. */
 		assert_true(gsd_wire_map(&k, tweaks[t], to_zero + 1) ==
-		            permute(&k, tweaks[t], to_zero + 1));
+		            permute(&k, tweaks[t], to_zero + 1, false));
 	}
 }
 
