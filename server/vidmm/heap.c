@@ -517,30 +517,21 @@ static uint64_t slide(plan *p, const gsd_live_block *b, size_t k, size_t j, uint
 	return cursor;
 }
 
-/*
- * A region: the movable blocks [s, e) between two immovable blocks (or a segment edge), lo
- * where the region's space starts and hi where it ends. Gap i (s <= i <= e) is the free space
- * just before block i; gap e is the space after the last block.
- */
-typedef struct region {
-	size_t s, e;
-	uint64_t lo, hi;
-} region;
-
-static uint64_t gap_before(const gsd_live_block *b, const region *r, size_t i)
+uint64_t gsd_heap_gap_start(const gsd_live_block *b, const gsd_heap_region *r, size_t i)
 {
-	uint64_t start = i == r->s ? r->lo : block_end(&b[i - 1]);
-	uint64_t end = i == r->e ? r->hi : b[i].offset;
-	return end - start;
+	return i == r->s ? r->lo : block_end(&b[i - 1]);
 }
 
-/* Calls fn for each region in offset order; stops early when it returns non-zero. */
-typedef int (*region_fn)(const gsd_live_block *b, const region *r, void *arg);
-
-static int regions_each(const gsd_live_block *b, size_t n, uint64_t heap_size, region_fn fn,
-                        void *arg)
+uint64_t gsd_heap_gap(const gsd_live_block *b, const gsd_heap_region *r, size_t i)
 {
-	region r = {0, 0, 0, 0};
+	uint64_t end = i == r->e ? r->hi : b[i].offset;
+	return end - gsd_heap_gap_start(b, r, i);
+}
+
+int gsd_heap_regions_each(const gsd_live_block *b, size_t n, uint64_t heap_size,
+                          gsd_heap_region_fn fn, void *arg)
+{
+	gsd_heap_region r = {0, 0, 0, 0};
 	for (size_t i = 0; i <= n; i++) {
 		if (i < n && b[i].movable)
 			continue;
@@ -562,7 +553,7 @@ typedef struct full_state {
 	uint64_t largest;
 } full_state;
 
-static int region_compact(const gsd_live_block *b, const region *r, void *arg)
+static int region_compact(const gsd_live_block *b, const gsd_heap_region *r, void *arg)
 {
 	full_state *st = arg;
 	uint64_t cursor = r->e > r->s ? slide(st->p, b, r->s, r->e - 1, r->lo) : r->lo;
@@ -571,11 +562,11 @@ static int region_compact(const gsd_live_block *b, const region *r, void *arg)
 	return 0;
 }
 
-static int region_largest_gap(const gsd_live_block *b, const region *r, void *arg)
+static int region_largest_gap(const gsd_live_block *b, const gsd_heap_region *r, void *arg)
 {
 	uint64_t *largest = arg;
 	for (size_t i = r->s; i <= r->e; i++) {
-		uint64_t g = gap_before(b, r, i);
+		uint64_t g = gsd_heap_gap(b, r, i);
 		if (g > *largest)
 			*largest = g;
 	}
@@ -585,10 +576,10 @@ static int region_largest_gap(const gsd_live_block *b, const region *r, void *ar
 typedef struct window_state {
 	uint64_t want;
 	bool found;
-	uint64_t cost; /* bytes moved */
-	region r;      /* the best window's region */
-	size_t k;      /* its first block */
-	size_t count;  /* how many blocks from k slide down (0: the gap alone is enough) */
+	uint64_t cost;     /* bytes moved */
+	gsd_heap_region r; /* the best window's region */
+	size_t k;          /* its first block */
+	size_t count;      /* how many blocks from k slide down (0: the gap alone is enough) */
 } window_state;
 
 /*
@@ -596,16 +587,16 @@ typedef struct window_state {
  * (gap k to gap j+1) add up to want. Both sums only grow with j and only shrink with k, so the
  * end pointer never moves back: O(blocks) per region.
  */
-static int region_window(const gsd_live_block *b, const region *r, void *arg)
+static int region_window(const gsd_live_block *b, const gsd_heap_region *r, void *arg)
 {
 	window_state *st = arg;
 	size_t k = r->s, hi = r->s; /* hole = gaps k..hi, moved = blocks k..hi-1 */
-	uint64_t hole = gap_before(b, r, k), cost = 0;
+	uint64_t hole = gsd_heap_gap(b, r, k), cost = 0;
 	while (k <= r->e) {
 		while (hole < st->want && hi < r->e) {
 			cost += gsd_heap_round(b[hi].size);
 			hi++;
-			hole += gap_before(b, r, hi);
+			hole += gsd_heap_gap(b, r, hi);
 		}
 		if (hole < st->want)
 			break;
@@ -616,14 +607,14 @@ static int region_window(const gsd_live_block *b, const region *r, void *arg)
 			st->k = k;
 			st->count = hi - k;
 		}
-		hole -= gap_before(b, r, k);
+		hole -= gsd_heap_gap(b, r, k);
 		if (hi > k) {
 			cost -= gsd_heap_round(b[k].size);
 			k++;
 		} else {
 			k++;
 			hi = k;
-			hole = k <= r->e ? gap_before(b, r, k) : 0;
+			hole = k <= r->e ? gsd_heap_gap(b, r, k) : 0;
 			cost = 0;
 		}
 	}
@@ -643,17 +634,17 @@ int gsd_heap_compact_plan(const gsd_live_block *blocks, size_t n, uint64_t heap_
 	uint64_t largest = 0;
 	if (want == 0) {
 		full_state st = {&p, 0};
-		regions_each(blocks, n, heap_size, region_compact, &st);
+		gsd_heap_regions_each(blocks, n, heap_size, region_compact, &st);
 		largest = st.largest;
 	} else {
 		want = gsd_heap_round(want);
-		regions_each(blocks, n, heap_size, region_largest_gap, &largest);
+		gsd_heap_regions_each(blocks, n, heap_size, region_largest_gap, &largest);
 		if (largest < want) {
 			window_state st = {.want = want};
-			regions_each(blocks, n, heap_size, region_window, &st);
+			gsd_heap_regions_each(blocks, n, heap_size, region_window, &st);
 			if (!st.found)
 				return -ENOSPC;
-			uint64_t start = st.k == st.r.s ? st.r.lo : block_end(&blocks[st.k - 1]);
+			uint64_t start = gsd_heap_gap_start(blocks, &st.r, st.k);
 			uint64_t cursor =
 			        st.count ? slide(&p, blocks, st.k, st.k + st.count - 1, start)
 			                 : start;

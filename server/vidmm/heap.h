@@ -121,6 +121,26 @@ int gsd_heap_compact_plan(const gsd_live_block *blocks, size_t n, uint64_t heap_
 /* Sorts blocks by offset in place, as gsd_heap_compact_plan expects. */
 void gsd_live_blocks_sort(gsd_live_block *blocks, size_t n);
 
+/*
+ * The regions both planners work in (this one and the memory manager's choice of victims): the
+ * movable blocks [s, e) between two immovable blocks (or a segment edge); lo is where the
+ * region's space starts and hi where it ends. Gap i (s <= i <= e) is the free space just before
+ * block i, from gsd_heap_gap_start to block i (to hi for gap e, the space after the last block).
+ */
+typedef struct gsd_heap_region {
+	size_t s, e;
+	uint64_t lo, hi;
+} gsd_heap_region;
+
+uint64_t gsd_heap_gap_start(const gsd_live_block *b, const gsd_heap_region *r, size_t i);
+uint64_t gsd_heap_gap(const gsd_live_block *b, const gsd_heap_region *r, size_t i);
+
+/* Calls fn for each region of the sorted blocks b[0..n) in offset order; stops at the first
+ * non-zero return and returns it (0 once every region was seen). */
+typedef int (*gsd_heap_region_fn)(const gsd_live_block *b, const gsd_heap_region *r, void *arg);
+int gsd_heap_regions_each(const gsd_live_block *b, size_t n, uint64_t heap_size,
+                          gsd_heap_region_fn fn, void *arg);
+
 typedef struct gsd_segment {
 	uint32_t id;
 	char name[64];

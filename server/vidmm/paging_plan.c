@@ -125,25 +125,6 @@ int gsd_pick_victims(const gsd_victim_candidate *c, size_t n, uint64_t need_byte
 
 /* ---- victims for one contiguous hole ---- */
 
-static uint64_t cand_end(const gsd_victim_candidate *c)
-{
-	return c->offset + gsd_heap_round(c->size);
-}
-
-/* Unpinned candidates [s, e) between pinned ones (or the segment's edges); lo..hi is the space
- * they and their gaps share. Gap i (s <= i <= e) is the free space just before candidate i. */
-typedef struct span {
-	size_t s, e;
-	uint64_t lo, hi;
-} span;
-
-static uint64_t span_gap(const gsd_victim_candidate *c, const span *r, size_t i)
-{
-	uint64_t start = i == r->s ? r->lo : cand_end(&c[i - 1]);
-	uint64_t end = i == r->e ? r->hi : c[i].offset;
-	return end - start;
-}
-
 typedef struct best_run {
 	bool found;
 	uint32_t max_priority;
@@ -171,13 +152,24 @@ static bool run_better(const best_run *b, uint32_t maxp, uint64_t newest, uint64
  * never moves back. A deque in dq (indices, priorities decreasing from the front) keeps the run's
  * highest priority at its front.
  */
-static void span_scan(const gsd_victim_candidate *c, const span *r, uint64_t need, size_t *dq,
-                      size_t *du, best_run *best)
+typedef struct scan_state {
+	const gsd_victim_candidate *c;
+	uint64_t need;
+	size_t *dq, *du;
+	best_run best;
+} scan_state;
+
+static int span_scan(const gsd_live_block *b, const gsd_heap_region *r, void *arg)
 {
+	scan_state *st = arg;
+	const gsd_victim_candidate *c = st->c;
+	const uint64_t need = st->need;
+	size_t *dq = st->dq, *du = st->du;
+	best_run *best = &st->best;
 	size_t head = 0, tail = 0;
 	size_t uhead = 0, utail = 0; /* du: the same for last_use, newest at the front */
 	size_t k = r->s, hi = r->s;
-	uint64_t hole = span_gap(c, r, k), bytes = 0;
+	uint64_t hole = gsd_heap_gap(b, r, k), bytes = 0;
 	while (k <= r->e) {
 		while (hole < need && hi < r->e) {
 			uint32_t p = gsd_alloc_priority_effective(c[hi].priority);
@@ -192,18 +184,18 @@ static void span_scan(const gsd_victim_candidate *c, const span *r, uint64_t nee
 			uint64_t sz = gsd_heap_round(c[hi].size);
 			bytes += sz;
 			hi++;
-			hole += sz + span_gap(c, r, hi);
+			hole += sz + gsd_heap_gap(b, r, hi);
 		}
 		if (hole < need)
-			return;
+			return 0;
 		uint32_t maxp =
 		        tail > head ? gsd_alloc_priority_effective(c[dq[head]].priority) : 0;
 		uint64_t newest = utail > uhead ? c[du[uhead]].last_use : 0;
 		if (run_better(best, maxp, newest, bytes)) {
-			uint64_t start = k == r->s ? r->lo : cand_end(&c[k - 1]);
-			*best = (best_run){true, maxp, newest, bytes, k, hi - k, start};
+			*best = (best_run){
+			        true, maxp, newest, bytes, k, hi - k, gsd_heap_gap_start(b, r, k)};
 		}
-		hole -= span_gap(c, r, k);
+		hole -= gsd_heap_gap(b, r, k);
 		if (hi > k) {
 			if (dq[head] == k)
 				head++;
@@ -215,9 +207,10 @@ static void span_scan(const gsd_victim_candidate *c, const span *r, uint64_t nee
 		} else {
 			k++;
 			hi = k;
-			hole = k <= r->e ? span_gap(c, r, k) : 0;
+			hole = k <= r->e ? gsd_heap_gap(b, r, k) : 0;
 		}
 	}
+	return 0;
 }
 
 int gsd_pick_victims_contiguous(const gsd_victim_candidate *c, size_t n, uint64_t segment_size,
@@ -233,24 +226,23 @@ int gsd_pick_victims_contiguous(const gsd_victim_candidate *c, size_t n, uint64_
 			return -EINVAL;
 	if (need_bytes == 0)
 		return 0;
-	uint64_t need = gsd_heap_round(need_bytes);
-	best_run best = {.found = false};
-	span r = {0, 0, 0, 0};
-	size_t *du = malloc((n ? n : 1) * sizeof(*du));
-	if (!du)
+	/* The candidates as the heap's planner sees them: the pinned ones cut the segment into
+	 * regions. dq and du are span_scan's deques. */
+	const size_t m = n ? n : 1;
+	gsd_live_block *b = malloc(m * sizeof(*b));
+	size_t *dq = out, *du = malloc(m * sizeof(*du));
+	if (!b || !du) {
+		free(b);
+		free(du);
 		return -ENOMEM;
-	for (size_t i = 0; i <= n; i++) {
-		if (i < n && !c[i].pinned)
-			continue;
-		r.e = i;
-		r.hi = i < n ? c[i].offset : segment_size;
-		span_scan(c, &r, need, out, du, &best);
-		if (i < n) {
-			r.s = i + 1;
-			r.lo = cand_end(&c[i]);
-		}
 	}
+	for (size_t i = 0; i < n; i++)
+		b[i] = (gsd_live_block){c[i].offset, c[i].size, !c[i].pinned};
+	scan_state st = {c, gsd_heap_round(need_bytes), dq, du, {.found = false}};
+	gsd_heap_regions_each(b, n, segment_size, span_scan, &st);
+	free(b);
 	free(du);
+	const best_run best = st.best;
 	if (!best.found)
 		return -ENOSPC;
 	for (size_t i = 0; i < best.count; i++)
