@@ -573,73 +573,36 @@ static nng_duration remaining_ms(const gsc_slot *s)
 	return s->deadline > now ? (nng_duration)(s->deadline - now) : 0;
 }
 
-static void slot_cb(void *arg)
+/* The send of s's request on aio a ended with rv: starts the receive of its answer on a, or
+ * delivers the failure. Returns whether the receive was started. */
+static bool sent(gsc_slot *s, nng_aio *a, int rv)
 {
-	gsc_slot *s = arg;
-	int rv = nng_aio_result(s->aio);
-	nng_msg *m;
-
-	if (!s->receiving) {
-		if (rv != 0) {
-			/* A send that did not happen gives the message back. */
-			nng_msg_free(nng_aio_get_msg(s->aio));
-			nng_aio_set_msg(s->aio, NULL);
-			fail(s, rv);
-			return;
-		}
-		if (atomic_load(&s->cancel)) {
-			fail(s, NNG_ECANCELED);
-			return;
-		}
-		s->receiving = true;
-		nng_aio_set_timeout(s->aio, remaining_ms(s));
-		nng_ctx_recv(s->ctx, s->aio);
-		/* A cancellation between the flag test above and the receive found no operation
-		 * to cancel; this one does. */
-		if (atomic_load(&s->cancel))
-			nng_aio_cancel(s->aio);
-		return;
-	}
 	if (rv != 0) {
-		fail(s, rv);
-		return;
-	}
-	m = nng_aio_get_msg(s->aio);
-	nng_aio_set_msg(s->aio, NULL);
-	decode(s, m);
-	nng_msg_free(m);
-	finish(s);
-}
-
-/* A blocking call, on its caller's thread: slot_cb's steps, each waited for. */
-static void slot_run(gsc_slot *s)
-{
-	nng_aio *a = s->baio;
-	nng_msg *m;
-	int rv;
-
-	nng_ctx_send(s->ctx, a);
-	if (atomic_load(&s->cancel))
-		nng_aio_cancel(a);
-	nng_aio_wait(a);
-	rv = nng_aio_result(a);
-	if (rv != 0) {
+		/* A send that did not happen gives the message back. */
 		nng_msg_free(nng_aio_get_msg(a));
 		nng_aio_set_msg(a, NULL);
 		fail(s, rv);
-		return;
+		return false;
 	}
 	if (atomic_load(&s->cancel)) {
 		fail(s, NNG_ECANCELED);
-		return;
+		return false;
 	}
 	s->receiving = true;
 	nng_aio_set_timeout(a, remaining_ms(s));
 	nng_ctx_recv(s->ctx, a);
+	/* A cancellation between the flag test above and the receive found no operation to
+	 * cancel; this one does. */
 	if (atomic_load(&s->cancel))
 		nng_aio_cancel(a);
-	nng_aio_wait(a);
-	rv = nng_aio_result(a);
+	return true;
+}
+
+/* The receive on aio a ended with rv: delivers the answer, or the failure. */
+static void received(gsc_slot *s, nng_aio *a, int rv)
+{
+	nng_msg *m;
+
 	if (rv != 0) {
 		fail(s, rv);
 		return;
@@ -649,6 +612,32 @@ static void slot_run(gsc_slot *s)
 	decode(s, m);
 	nng_msg_free(m);
 	finish(s);
+}
+
+static void slot_cb(void *arg)
+{
+	gsc_slot *s = arg;
+	int rv = nng_aio_result(s->aio);
+
+	if (!s->receiving)
+		sent(s, s->aio, rv);
+	else
+		received(s, s->aio, rv);
+}
+
+/* A blocking call, on its caller's thread: slot_cb's steps, each waited for. */
+static void slot_run(gsc_slot *s)
+{
+	nng_aio *a = s->baio;
+
+	nng_ctx_send(s->ctx, a);
+	if (atomic_load(&s->cancel))
+		nng_aio_cancel(a);
+	nng_aio_wait(a);
+	if (!sent(s, a, nng_aio_result(a)))
+		return;
+	nng_aio_wait(a);
+	received(s, a, nng_aio_result(a));
 }
 
 /* Starts one request towards `to`. On error nothing is delivered. */
