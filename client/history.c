@@ -206,18 +206,11 @@ int gs_moves(gs_client *c, const gs_moves_filter *filter, gs_move **moves, size_
 	return rv;
 }
 
-int gs_stats(gs_client *c, gs_daemon_stats *out)
+static void copy_stats(void *out, const ProtobufCMessage *answer)
 {
-	Gpusched__V1__StatsRequest body = GPUSCHED__V1__STATS_REQUEST__INIT;
-	const Gpusched__V1__StatsResponse *r;
-	Gpusched__V1__Response *resp;
-	int rv;
+	const Gpusched__V1__StatsResponse *r = (const Gpusched__V1__StatsResponse *)answer;
 
-	rv = gsc_call(c, GSC_REQ(STATS), &body, GSC_RESP(STATS), 0, &resp);
-	if (rv != 0)
-		return rv;
-	r = resp->stats;
-	*out = (gs_daemon_stats){
+	*(gs_daemon_stats *)out = (gs_daemon_stats){
 	        .requests = r->requests,
 	        .errors = r->errors,
 	        .packets_submitted = r->packets_submitted,
@@ -240,8 +233,13 @@ int gs_stats(gs_client *c, gs_daemon_stats *out)
 	        .audit_health = (int)r->audit_health,
 	        .tenant_view = r->tenant_view,
 	};
-	gsc_response_free(resp);
-	return 0;
+}
+
+int gs_stats(gs_client *c, gs_daemon_stats *out)
+{
+	Gpusched__V1__StatsRequest body = GPUSCHED__V1__STATS_REQUEST__INIT;
+
+	return gsc_call_copy(c, GSC_REQ(STATS), &body, GSC_RESP(STATS), copy_stats, out);
 }
 
 void gs_explanation_free(gs_explanation *e)

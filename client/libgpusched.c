@@ -168,20 +168,19 @@ done:
 
 /* ---- devices and contexts --------------------------------------------------------------- */
 
+static void copy_device(void *out, const ProtobufCMessage *answer)
+{
+	*(uint64_t *)out = ((const Gpusched__V1__DeviceCreateResponse *)answer)->device;
+}
+
 int gs_device_create(gs_client *c, const char *name, uint64_t *device)
 {
 	Gpusched__V1__DeviceCreateRequest body = GPUSCHED__V1__DEVICE_CREATE_REQUEST__INIT;
-	Gpusched__V1__Response *resp;
-	int rv;
 
 	/* protobuf-c only reads the string; the cast is its API's, not a write. */
 	body.name = (char *)(name ? name : "");
-	rv = gsc_call(c, GSC_REQ(DEVICE_CREATE), &body, GSC_RESP(DEVICE_CREATE), 0, &resp);
-	if (rv != 0)
-		return rv;
-	*device = resp->device_create->device;
-	gsc_response_free(resp);
-	return 0;
+	return gsc_call_copy(c, GSC_REQ(DEVICE_CREATE), &body, GSC_RESP(DEVICE_CREATE), copy_device,
+	                     device);
 }
 
 int gs_device_destroy(gs_client *c, uint64_t device)
@@ -284,12 +283,22 @@ int gs_context_set_priority(gs_client *c, uint64_t context, uint32_t priority_cl
 
 /* ---- allocations ------------------------------------------------------------------------ */
 
+static void copy_placement(void *out, const ProtobufCMessage *answer)
+{
+	const Gpusched__V1__AllocationCreateResponse *r =
+	        (const Gpusched__V1__AllocationCreateResponse *)answer;
+
+	*(gs_allocation_placement *)out = (gs_allocation_placement){
+	        .allocation = r->allocation,
+	        .segment = r->segment,
+	        .offset = r->offset,
+	        .address = r->address,
+	};
+}
+
 int gs_allocation_create(gs_client *c, const gs_allocation_desc *desc, gs_allocation_placement *out)
 {
 	Gpusched__V1__AllocationCreateRequest body = GPUSCHED__V1__ALLOCATION_CREATE_REQUEST__INIT;
-	Gpusched__V1__Response *resp;
-	const Gpusched__V1__AllocationCreateResponse *r;
-	int rv;
 
 	body.device = desc->device;
 	body.size = desc->size;
@@ -297,18 +306,8 @@ int gs_allocation_create(gs_client *c, const gs_allocation_desc *desc, gs_alloca
 	body.segment_preference = desc->segment_preference;
 	body.priority = desc->priority;
 	body.flags = desc->flags;
-	rv = gsc_call(c, GSC_REQ(ALLOCATION_CREATE), &body, GSC_RESP(ALLOCATION_CREATE), 0, &resp);
-	if (rv != 0)
-		return rv;
-	r = resp->allocation_create;
-	*out = (gs_allocation_placement){
-	        .allocation = r->allocation,
-	        .segment = r->segment,
-	        .offset = r->offset,
-	        .address = r->address,
-	};
-	gsc_response_free(resp);
-	return 0;
+	return gsc_call_copy(c, GSC_REQ(ALLOCATION_CREATE), &body, GSC_RESP(ALLOCATION_CREATE),
+	                     copy_placement, out);
 }
 
 int gs_allocation_destroy(gs_client *c, uint64_t allocation)
@@ -320,10 +319,13 @@ int gs_allocation_destroy(gs_client *c, uint64_t allocation)
 	return gsc_call_plain(c, GSC_REQ(ALLOCATION_DESTROY), &body);
 }
 
-static void copy_allocation_status(gs_allocation_status *dst,
-                                   const Gpusched__V1__AllocationQueryResponse *r)
+/* An AllocationQuery's answer, also the entry of an AllocationList's. */
+static void copy_allocation_status(void *out, const ProtobufCMessage *answer)
 {
-	*dst = (gs_allocation_status){
+	const Gpusched__V1__AllocationQueryResponse *r =
+	        (const Gpusched__V1__AllocationQueryResponse *)answer;
+
+	*(gs_allocation_status *)out = (gs_allocation_status){
 	        .allocation = r->allocation,
 	        .device = r->device,
 	        .size = r->size,
@@ -346,27 +348,15 @@ static void copy_allocation_status(gs_allocation_status *dst,
 int gs_allocation_query(gs_client *c, uint64_t allocation, gs_allocation_status *out)
 {
 	Gpusched__V1__AllocationQueryRequest body = GPUSCHED__V1__ALLOCATION_QUERY_REQUEST__INIT;
-	Gpusched__V1__Response *resp;
-	int rv;
 
 	body.allocation = allocation;
-	rv = gsc_call(c, GSC_REQ(ALLOCATION_QUERY), &body, GSC_RESP(ALLOCATION_QUERY), 0, &resp);
-	if (rv != 0)
-		return rv;
-	copy_allocation_status(out, resp->allocation_query);
-	gsc_response_free(resp);
-	return 0;
-}
-
-/* An entry of an AllocationList answer: the message an AllocationQuery answers with. */
-static void copy_listed_allocation(void *entry, const ProtobufCMessage *msg)
-{
-	copy_allocation_status(entry, (const Gpusched__V1__AllocationQueryResponse *)msg);
+	return gsc_call_copy(c, GSC_REQ(ALLOCATION_QUERY), &body, GSC_RESP(ALLOCATION_QUERY),
+	                     copy_allocation_status, out);
 }
 
 static const gsc_entry_kind allocation_kind = {
         .size = sizeof(gs_allocation_status),
-        .copy = copy_listed_allocation,
+        .copy = copy_allocation_status,
         .what = "allocation list",
         .field = "allocations",
 };
@@ -486,20 +476,19 @@ int gs_allocation_write(gs_client *c, uint64_t allocation, uint64_t offset, cons
 
 /* ---- sync objects ----------------------------------------------------------------------- */
 
+static void copy_sync(void *out, const ProtobufCMessage *answer)
+{
+	*(uint64_t *)out = ((const Gpusched__V1__SyncCreateResponse *)answer)->sync;
+}
+
 int gs_sync_create(gs_client *c, uint64_t device, uint64_t initial_value, uint64_t *sync)
 {
 	Gpusched__V1__SyncCreateRequest body = GPUSCHED__V1__SYNC_CREATE_REQUEST__INIT;
-	Gpusched__V1__Response *resp;
-	int rv;
 
 	body.device = device;
 	body.initial_value = initial_value;
-	rv = gsc_call(c, GSC_REQ(SYNC_CREATE), &body, GSC_RESP(SYNC_CREATE), 0, &resp);
-	if (rv != 0)
-		return rv;
-	*sync = resp->sync_create->sync;
-	gsc_response_free(resp);
-	return 0;
+	return gsc_call_copy(c, GSC_REQ(SYNC_CREATE), &body, GSC_RESP(SYNC_CREATE), copy_sync,
+	                     sync);
 }
 
 int gs_sync_destroy(gs_client *c, uint64_t sync)
@@ -535,24 +524,15 @@ int gs_sync_wait(gs_client *c, uint64_t sync, uint64_t value, uint32_t timeout_m
 /* ---- paging ----------------------------------------------------------------------------- */
 
 /* The three paging requests answer the same PagingResponse, each in its own oneof member. */
-static int paging_call(gs_client *c, Gpusched__V1__Request__BodyCase req_case, void *body,
-                       Gpusched__V1__Response__BodyCase want, gs_paging_result *out)
+static void copy_paging(void *out, const ProtobufCMessage *answer)
 {
-	Gpusched__V1__Response *resp;
-	int rv = gsc_call(c, req_case, body, want, 0, &resp);
+	const Gpusched__V1__PagingResponse *r = (const Gpusched__V1__PagingResponse *)answer;
 
-	if (rv == 0 && out) {
-		const Gpusched__V1__PagingResponse *r =
-		        (const Gpusched__V1__PagingResponse *)gsc_answer(resp, want);
-
-		*out = (gs_paging_result){
-		        .paging_fence = r->paging_fence,
-		        .paging_sync = r->paging_sync,
-		        .moves = r->moves,
-		};
-	}
-	gsc_response_free(resp); /* NULL after a failed call */
-	return rv;
+	*(gs_paging_result *)out = (gs_paging_result){
+	        .paging_fence = r->paging_fence,
+	        .paging_sync = r->paging_sync,
+	        .moves = r->moves,
+	};
 }
 
 int gs_make_resident(gs_client *c, uint64_t device, const uint64_t *allocations, size_t count,
@@ -565,7 +545,8 @@ int gs_make_resident(gs_client *c, uint64_t device, const uint64_t *allocations,
 	body.device = device;
 	body.n_allocations = count;
 	body.allocations = (uint64_t *)allocations; /* read only, see allocation_write */
-	return paging_call(c, GSC_REQ(MAKE_RESIDENT), &body, GSC_RESP(MAKE_RESIDENT), out);
+	return gsc_call_copy(c, GSC_REQ(MAKE_RESIDENT), &body, GSC_RESP(MAKE_RESIDENT), copy_paging,
+	                     out);
 }
 
 int gs_evict(gs_client *c, uint64_t device, const uint64_t *allocations, size_t count,
@@ -578,7 +559,7 @@ int gs_evict(gs_client *c, uint64_t device, const uint64_t *allocations, size_t 
 	body.device = device;
 	body.n_allocations = count;
 	body.allocations = (uint64_t *)allocations; /* read only, see allocation_write */
-	return paging_call(c, GSC_REQ(EVICT), &body, GSC_RESP(EVICT), out);
+	return gsc_call_copy(c, GSC_REQ(EVICT), &body, GSC_RESP(EVICT), copy_paging, out);
 }
 
 int gs_transfer(gs_client *c, uint64_t allocation, uint32_t segment, uint32_t transfer_flags,
@@ -589,5 +570,5 @@ int gs_transfer(gs_client *c, uint64_t allocation, uint32_t segment, uint32_t tr
 	body.allocation = allocation;
 	body.segment = segment;
 	body.transfer_flags = transfer_flags;
-	return paging_call(c, GSC_REQ(TRANSFER), &body, GSC_RESP(TRANSFER), out);
+	return gsc_call_copy(c, GSC_REQ(TRANSFER), &body, GSC_RESP(TRANSFER), copy_paging, out);
 }

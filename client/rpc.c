@@ -331,6 +331,19 @@ int gsc_call_list(gs_client *c, Gpusched__V1__Request__BodyCase req_case, void *
 	return rv;
 }
 
+int gsc_call_copy(gs_client *c, Gpusched__V1__Request__BodyCase req_case, void *body,
+                  Gpusched__V1__Response__BodyCase want,
+                  void (*copy)(void *out, const ProtobufCMessage *answer), void *out)
+{
+	Gpusched__V1__Response *resp;
+	int rv = gsc_call(c, req_case, body, want, 0, &resp);
+
+	if (rv == 0 && out)
+		copy(out, gsc_answer(resp, want));
+	gsc_response_free(resp); /* NULL after a failed call */
+	return rv;
+}
+
 void gsc_response_free(Gpusched__V1__Response *resp)
 {
 	if (resp)

@@ -129,6 +129,12 @@ const ProtobufCMessage *gsc_answer(const Gpusched__V1__Response *resp,
 int gsc_call_list(gs_client *c, Gpusched__V1__Request__BodyCase req_case, void *body,
                   Gpusched__V1__Response__BodyCase want, const gsc_entry_kind *kind, void **list,
                   size_t *count);
+/* gsc_call for an answer the caller keeps in one struct: on success copy fills *out from the
+ * answer (the response's body `want`), as a gsc_entry_kind's copy fills an entry; a NULL out
+ * is not filled. Returns as gsc_call, leaving *out as it is on any error. */
+int gsc_call_copy(gs_client *c, Gpusched__V1__Request__BodyCase req_case, void *body,
+                  Gpusched__V1__Response__BodyCase want,
+                  void (*copy)(void *out, const ProtobufCMessage *answer), void *out);
 
 /* Internal starts of the submission and wait requests, shared by the blocking calls
  * (submit.c, libgpusched.c) and the public gs_async_* calls (async.c). A waiter target

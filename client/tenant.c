@@ -138,21 +138,20 @@ int gs_tenant_list(gs_client *c, gs_tenant **tenants, size_t *count)
 	return rv;
 }
 
+/* How many devices the release destroyed. */
+static void copy_released(void *out, const ProtobufCMessage *answer)
+{
+	*(uint32_t *)out = ((const Gpusched__V1__GuestReleaseResponse *)answer)->devices;
+}
+
 static int guest_release(gs_client *c, uint64_t guest, bool all, uint32_t *devices)
 {
 	Gpusched__V1__GuestReleaseRequest body = GPUSCHED__V1__GUEST_RELEASE_REQUEST__INIT;
-	Gpusched__V1__Response *resp;
-	int rv;
 
 	body.guest = guest;
 	body.all_guests = all;
-	rv = gsc_call(c, GSC_REQ(GUEST_RELEASE), &body, GSC_RESP(GUEST_RELEASE), 0, &resp);
-	if (rv != 0)
-		return rv;
-	if (devices)
-		*devices = resp->guest_release->devices;
-	gsc_response_free(resp);
-	return 0;
+	return gsc_call_copy(c, GSC_REQ(GUEST_RELEASE), &body, GSC_RESP(GUEST_RELEASE),
+	                     copy_released, devices);
 }
 
 int gs_guest_release(gs_client *c, uint64_t guest, uint32_t *devices)
