@@ -37,8 +37,7 @@ static void copy_record(void *entry, const ProtobufCMessage *msg)
 static const gsc_entry_kind record_kind = {
         .size = sizeof(gs_packet_record),
         .copy = copy_record,
-        .nstrings = 2,
-        .strings = {RECORD_STRING(result), RECORD_STRING(tenant)},
+        GSC_STRINGS(RECORD_STRING(result), RECORD_STRING(tenant)),
         .what = "history",
         .field = "packets",
 };
@@ -96,8 +95,7 @@ static void copy_event(void *entry, const ProtobufCMessage *msg)
 static const gsc_entry_kind event_kind = {
         .size = sizeof(gs_packet_event),
         .copy = copy_event,
-        .nstrings = 1,
-        .strings = {GSC_STRING(gs_packet_event, Gpusched__V1__PacketEvent, detail)},
+        GSC_STRINGS(GSC_STRING(gs_packet_event, Gpusched__V1__PacketEvent, detail)),
         .what = "events",
         .field = "events",
 };
@@ -176,8 +174,7 @@ static void copy_move(void *entry, const ProtobufCMessage *msg)
 static const gsc_entry_kind move_kind = {
         .size = sizeof(gs_move),
         .copy = copy_move,
-        .nstrings = 1,
-        .strings = {GSC_STRING(gs_move, Gpusched__V1__MoveRecord, reason)},
+        GSC_STRINGS(GSC_STRING(gs_move, Gpusched__V1__MoveRecord, reason)),
         .what = "moves",
         .field = "moves",
 };
@@ -323,8 +320,7 @@ static void copy_usage_row(void *entry, const ProtobufCMessage *msg)
 static const gsc_entry_kind usage_kind = {
         .size = sizeof(gs_usage_row),
         .copy = copy_usage_row,
-        .nstrings = 1,
-        .strings = {GSC_STRING(gs_usage_row, Gpusched__V1__UsageRow, tenant)},
+        GSC_STRINGS(GSC_STRING(gs_usage_row, Gpusched__V1__UsageRow, tenant)),
         .what = "usage",
 };
 

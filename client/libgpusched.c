@@ -67,26 +67,23 @@ static void copy_adapter(void *entry, const ProtobufCMessage *msg)
 static const gsc_entry_kind node_kind = {
         .size = sizeof(gs_node_info),
         .copy = copy_node,
-        .nstrings = 1,
-        .strings = {GSC_STRING(gs_node_info, Gpusched__V1__NodeInfo, name)},
+        GSC_STRINGS(GSC_STRING(gs_node_info, Gpusched__V1__NodeInfo, name)),
         .what = "adapter information",
 };
 
 static const gsc_entry_kind segment_kind = {
         .size = sizeof(gs_segment_info),
         .copy = copy_segment,
-        .nstrings = 1,
-        .strings = {GSC_STRING(gs_segment_info, Gpusched__V1__SegmentInfo, name)},
+        GSC_STRINGS(GSC_STRING(gs_segment_info, Gpusched__V1__SegmentInfo, name)),
         .what = "adapter information",
 };
 
 static const gsc_entry_kind adapter_kind = {
         .size = sizeof(gs_adapter_info),
         .copy = copy_adapter,
-        .nstrings = 7,
-        .strings = {ADAPTER_STRING(name), ADAPTER_STRING(backend), ADAPTER_STRING(clock),
+        GSC_STRINGS(ADAPTER_STRING(name), ADAPTER_STRING(backend), ADAPTER_STRING(clock),
                     ADAPTER_STRING(device), ADAPTER_STRING(driver), ADAPTER_STRING(api),
-                    ADAPTER_STRING(cpu_access)},
+                    ADAPTER_STRING(cpu_access)),
         .what = "adapter information",
 };
 

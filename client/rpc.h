@@ -114,6 +114,11 @@ typedef struct gsc_entry_kind {
 	const char *field; /* gsc_call_list: the answer's repeated field that holds the list */
 } gsc_entry_kind;
 
+/* An entry kind's .strings from a list of GSC_STRING(...) and .nstrings counted from it. */
+#define GSC_STRINGS(...)                                                                           \
+	.nstrings = sizeof((gsc_string[]){__VA_ARGS__}) / sizeof(gsc_string),                      \
+	.strings = {__VA_ARGS__}
+
 /* Copies the n messages of a repeated field (generated as an array of message pointers) into
  * a new array (NULL when n is 0). Returns 0 with the array in *list and n in *count, or
  * GS_ERR_NOMEM with nothing left allocated, *list NULL, *count 0 and why in c->message. */

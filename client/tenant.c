@@ -115,8 +115,7 @@ static void copy_tenant(void *entry, const ProtobufCMessage *msg)
 static const gsc_entry_kind tenant_kind = {
         .size = sizeof(gs_tenant),
         .copy = copy_tenant,
-        .nstrings = 1,
-        .strings = {GSC_STRING(gs_tenant, Gpusched__V1__Tenant, name)},
+        GSC_STRINGS(GSC_STRING(gs_tenant, Gpusched__V1__Tenant, name)),
         .what = "tenants",
         .field = "tenants",
 };
