@@ -92,7 +92,7 @@ static void copy_event(void *entry, const ProtobufCMessage *msg)
 	};
 }
 
-static const gsc_entry_kind event_kind = {
+const gsc_entry_kind gsc_event_kind = {
         .size = sizeof(gs_packet_event),
         .copy = copy_event,
         GSC_STRINGS(GSC_STRING(gs_packet_event, Gpusched__V1__PacketEvent, detail)),
@@ -102,7 +102,7 @@ static const gsc_entry_kind event_kind = {
 
 void gs_packet_events_free(gs_packet_event *events, size_t count)
 {
-	gsc_free_list(&event_kind, events, count);
+	gsc_free_list(&gsc_event_kind, events, count);
 }
 
 static int packet_events(gs_client *c, Gpusched__V1__PacketEventsRequest *body,
@@ -111,8 +111,8 @@ static int packet_events(gs_client *c, Gpusched__V1__PacketEventsRequest *body,
 	void *list;
 	int rv;
 
-	rv = gsc_call_list(c, GSC_REQ(PACKET_EVENTS), body, GSC_RESP(PACKET_EVENTS), &event_kind,
-	                   &list, count);
+	rv = gsc_call_list(c, GSC_REQ(PACKET_EVENTS), body, GSC_RESP(PACKET_EVENTS),
+	                   &gsc_event_kind, &list, count);
 	*events = list;
 	return rv;
 }
@@ -244,7 +244,7 @@ void gs_explanation_free(gs_explanation *e)
 	if (!e)
 		return;
 	gsc_free_list(&record_kind, e->packet, e->packet ? 1 : 0);
-	gsc_free_list(&event_kind, e->events, e->event_count);
+	gsc_free_list(&gsc_event_kind, e->events, e->event_count);
 	gsc_free_list(&move_kind, e->moves, e->move_count);
 	free(e);
 }
@@ -275,7 +275,7 @@ int gs_explain(gs_client *c, uint64_t packet, const char *tenant, gs_explanation
 		e->packet = list;
 	}
 	if (rv == 0) {
-		rv = gsc_copy_list(c, &event_kind, (ProtobufCMessage *const *)r->events,
+		rv = gsc_copy_list(c, &gsc_event_kind, (ProtobufCMessage *const *)r->events,
 		                   r->n_events, &list, &n);
 		e->events = list;
 		e->event_count = n;

@@ -246,13 +246,12 @@ void gsc_free_list(const gsc_entry_kind *kind, void *list, size_t count)
 	free(list);
 }
 
-/* Copies one entry: its plain fields, then its strings; 0 or GS_ERR_NOMEM. */
-static int copy_entry(const gsc_entry_kind *kind, char *entry, const ProtobufCMessage *msg)
+int gsc_copy_entry(const gsc_entry_kind *kind, void *entry, const ProtobufCMessage *msg)
 {
 	kind->copy(entry, msg);
 	for (size_t k = 0; k < kind->nstrings; k++) {
 		const gsc_string *s = &kind->strings[k];
-		char **dst = (char **)(entry + s->entry);
+		char **dst = (char **)((char *)entry + s->entry);
 
 		*dst = gsc_strdup0(*(char *const *)((const char *)msg + s->msg));
 		if (!*dst)
@@ -276,7 +275,7 @@ int gsc_copy_list(gs_client *c, const gsc_entry_kind *kind, ProtobufCMessage *co
 			rv = GS_ERR_NOMEM;
 	}
 	for (; rv == 0 && i < n; i++)
-		rv = copy_entry(kind, out + i * kind->size, msgs[i]);
+		rv = gsc_copy_entry(kind, out + i * kind->size, msgs[i]);
 	if (rv != 0) {
 		/* i counts the entry whose copy failed, so its partial strings go too. */
 		gsc_free_list(kind, out, i);

@@ -124,11 +124,17 @@ typedef struct gsc_entry_kind {
  * GS_ERR_NOMEM with nothing left allocated, *list NULL, *count 0 and why in c->message. */
 int gsc_copy_list(gs_client *c, const gsc_entry_kind *kind, ProtobufCMessage *const *msgs, size_t n,
                   void **list, size_t *count);
+/* Copies one message into a zeroed entry: its plain fields, then its strings. Returns 0, or
+ * GS_ERR_NOMEM with the strings copied so far (the one that failed NULL) for the caller to
+ * free. */
+int gsc_copy_entry(const gsc_entry_kind *kind, void *entry, const ProtobufCMessage *msg);
 /* Clears the first count entries of a list from gsc_copy_list, then frees it; NULL is fine. */
 void gsc_free_list(const gsc_entry_kind *kind, void *list, size_t count);
 /* The answer a successful gsc_call(..., want, ...) returned: the response's body `want`. */
 const ProtobufCMessage *gsc_answer(const Gpusched__V1__Response *resp,
                                    Gpusched__V1__Response__BodyCase want);
+/* A packet event (history.c), also the packet events of a watch (watch.c). */
+extern const gsc_entry_kind gsc_event_kind;
 /* gsc_call for a list: the answer's repeated field kind->field, copied by gsc_copy_list into
  * *list and *count (NULL and 0 on any error). */
 int gsc_call_list(gs_client *c, Gpusched__V1__Request__BodyCase req_case, void *body,

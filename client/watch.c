@@ -112,15 +112,9 @@ static int from_wire(const Gpusched__V1__Event *e, gs_watch_event *ev)
 	if (!ev->tenant)
 		return GS_ERR_NOMEM;
 	if (e->body_case == GPUSCHED__V1__EVENT__BODY_PACKET) {
-		const Gpusched__V1__PacketEvent *p = e->packet;
 		ev->kind = GS_WATCH_PACKET;
-		ev->packet = (gs_packet_event){.seq = p->seq,
-		                               .packet = p->packet,
-		                               .state = (gs_packet_state)p->state,
-		                               .time_ns = p->time_ns,
-		                               .detail = gsc_strdup0(p->detail),
-		                               .context = p->context};
-		if (!ev->packet.detail)
+		/* The same entry as gs_packet_events copies. */
+		if (gsc_copy_entry(&gsc_event_kind, &ev->packet, &e->packet->base) != 0)
 			return GS_ERR_NOMEM;
 	} else {
 		ev->kind = GS_WATCH_MESSAGE;
