@@ -54,6 +54,8 @@
 /* Tries of one GuestRelease, a second apart, before the relay gives up and logs it. */
 #define RELEASE_TRIES 10
 
+#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
 enum { L_ERROR, L_WARN, L_INFO, L_DEBUG };
 static const char *const level_names[] = {"ERROR", "WARN", "INFO", "DEBUG"};
 
@@ -839,16 +841,19 @@ static void usage(FILE *f)
 	        DEFAULT_MAX_MESSAGE);
 }
 
-/* The numeric options: where each goes, in what base, and its range (0 allowed besides it
- * when zero_ok). */
-static const struct number_option {
+/* The options that set a member of options, in getopt_long's table in this order: a string
+ * (base 0), or a number in that base and range (0 allowed besides it when zero_ok). */
+static const struct value_option {
 	int ch;
 	const char *name;
 	int base;
 	unsigned long long lo, hi;
 	bool zero_ok;
 	size_t at;
-} number_options[] = {
+} value_options[] = {
+        {'l', "listen", 0, 0, 0, false, offsetof(options, listen)},
+        {'H', "host", 0, 0, 0, false, offsetof(options, host)},
+        {'t', "token-file", 0, 0, 0, false, offsetof(options, token_file)},
         {'m', "max-message", 10, 1024, 64u << 20, false, offsetof(options, max_message)},
         {'M', "mode", 8, 0, 0777, false, offsetof(options, mode)},
         {'w', "wait-host", 10, 0, 3600, false, offsetof(options, wait_host_s)},
@@ -858,14 +863,18 @@ static const struct number_option {
         {'B', "heartbeat-ms", 10, 100, 600000, true, offsetof(options, heartbeat_ms)},
 };
 
-/* Sets the numeric option ch from arg: 0; -1 (said why) when arg is out of its range, or 1
- * when ch is not a numeric option. */
-static int parse_number(int ch, const char *arg, options *o)
+/* Sets the option ch from arg: 0; -1 (said why) when a number is out of its range, or 1
+ * when ch is not one of value_options. */
+static int parse_value(int ch, const char *arg, options *o)
 {
-	for (size_t i = 0; i < sizeof(number_options) / sizeof(number_options[0]); i++) {
-		const struct number_option *n = &number_options[i];
+	for (size_t i = 0; i < COUNT(value_options); i++) {
+		const struct value_option *n = &value_options[i];
 		if (n->ch != ch)
 			continue;
+		if (n->base == 0) {
+			*(const char **)((char *)o + n->at) = arg;
+			return 0;
+		}
 		char *end = NULL;
 		errno = 0;
 		unsigned long long v = strtoull(arg, &end, n->base);
@@ -887,22 +896,17 @@ static int parse_number(int ch, const char *arg, options *o)
 
 static int parse_args(int argc, char **argv, options *o, char *listen_buf, size_t cap)
 {
-	static const struct option longs[] = {
-	        {"listen", required_argument, NULL, 'l'},
-	        {"host", required_argument, NULL, 'H'},
-	        {"token-file", required_argument, NULL, 't'},
-	        {"max-message", required_argument, NULL, 'm'},
-	        {"mode", required_argument, NULL, 'M'},
+	/* getopt_long's table: value_options', then the others. */
+	static const struct option others[] = {
 	        {"no-sweep", no_argument, NULL, 'S'},
-	        {"wait-host", required_argument, NULL, 'w'},
-	        {"max-connections", required_argument, NULL, 'C'},
-	        {"guest-inflight", required_argument, NULL, 'G'},
-	        {"guest-connections", required_argument, NULL, 'g'},
-	        {"heartbeat-ms", required_argument, NULL, 'B'},
 	        {"log-level", required_argument, NULL, 'L'},
 	        {"help", no_argument, NULL, 'h'},
-	        {0, 0, 0, 0},
 	};
+	struct option longs[COUNT(value_options) + COUNT(others) + 1] = {{0}};
+	for (size_t i = 0; i < COUNT(value_options); i++)
+		longs[i] = (struct option){value_options[i].name, required_argument, NULL,
+		                           value_options[i].ch};
+	memcpy(longs + COUNT(value_options), others, sizeof(others));
 	*o = (options){.max_message = DEFAULT_MAX_MESSAGE,
 	               .mode = 0600,
 	               .wait_host_s = 10,
@@ -916,15 +920,6 @@ static int parse_args(int argc, char **argv, options *o, char *listen_buf, size_
 	int rv;
 	while ((ch = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
 		switch (ch) {
-		case 'l':
-			o->listen = optarg;
-			break;
-		case 'H':
-			o->host = optarg;
-			break;
-		case 't':
-			o->token_file = optarg;
-			break;
 		case 'S':
 			o->sweep = false;
 			break;
@@ -941,7 +936,7 @@ static int parse_args(int argc, char **argv, options *o, char *listen_buf, size_
 			usage(stdout);
 			exit(0);
 		default:
-			rv = parse_number(ch, optarg, o);
+			rv = parse_value(ch, optarg, o);
 			if (rv == 0)
 				break;
 			if (rv > 0)
