@@ -75,6 +75,8 @@ typedef struct cli_opt {
 	size_t field; /* offsetof the value in the parse state */
 	/* CLI_GIVEN(type, member): a bool also set when the option is given; 0 = none. */
 	size_t given;
+	/* With given: bits ORed into that member, an unsigned, instead (0: it is a bool). */
+	unsigned given_bits;
 	uint64_t min, max; /* CLI_ARG_U32/U64 range, checked when max > 0 */
 	uint32_t bits;     /* CLI_SET_BITS */
 	/* CLI_ARG_PARSE: reads arg into field; 0, or the exit code (a usage error). */

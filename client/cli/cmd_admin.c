@@ -312,14 +312,13 @@ static int tenant_ls(cli *ctx, int argc, char **argv)
 	return rv;
 }
 
-/* What tenant create parses: the tenant and the token to give it (NULL: the daemon's). */
+/* What tenant create and tenant set parse: the tenant, the token to give it (NULL: the
+ * daemon's), and the gs_tenant_field bits of the settings given. */
 typedef struct tenant_args {
 	gs_tenant t;
 	const char *token;
 	bool no_admin;
-	/* Which settings `tenant set` was given. */
-	bool share_set, ceiling_set, quota_set, contexts_set, allocs_set, rate_set, message_set,
-	        packets_set, syncs_set;
+	unsigned fields;
 } tenant_args;
 
 static int parse_kind(cli *ctx, const char *arg, void *field)
@@ -335,41 +334,39 @@ static int parse_kind(cli *ctx, const char *arg, void *field)
 	return 0;
 }
 
+/* An option of tenant create and tenant set: the gs_tenant member it sets, and its bit in
+ * tenant_args.fields when given. */
+#define TENANT_SETTING(name, kind, member, bit)                                                    \
+	{                                                                                          \
+		(name), (kind), offsetof(tenant_args, t.member), CLI_GIVEN(tenant_args, fields),   \
+		        .given_bits = (bit)                                                        \
+	}
+#define TENANT_SETTINGS                                                                            \
+	TENANT_SETTING("share", CLI_ARG_U32, share, GS_TENANT_SHARE),                              \
+	        TENANT_SETTING("priority-ceiling", CLI_ARG_U32, priority_ceiling,                  \
+	                       GS_TENANT_PRIORITY_CEILING),                                        \
+	        TENANT_SETTING("memory-quota", CLI_ARG_U64, memory_quota, GS_TENANT_MEMORY_QUOTA), \
+	        TENANT_SETTING("context-limit", CLI_ARG_U32, context_limit,                        \
+	                       GS_TENANT_CONTEXT_LIMIT),                                           \
+	        TENANT_SETTING("allocation-limit", CLI_ARG_U32, allocation_limit,                  \
+	                       GS_TENANT_ALLOCATION_LIMIT),                                        \
+	        TENANT_SETTING("max-requests-per-second", CLI_ARG_U32, max_requests_per_second,    \
+	                       GS_TENANT_MAX_REQUESTS_PER_SECOND),                                 \
+	        TENANT_SETTING("max-message", CLI_ARG_U32, max_message, GS_TENANT_MAX_MESSAGE),    \
+	        TENANT_SETTING("packet-limit", CLI_ARG_U32, packet_limit, GS_TENANT_PACKET_LIMIT), \
+	        TENANT_SETTING("sync-limit", CLI_ARG_U32, sync_limit, GS_TENANT_SYNC_LIMIT),       \
+	        TENANT_SETTING("admin", CLI_SET_BOOL, admin, GS_TENANT_ADMIN)
+
 static const cli_opt tenant_opts[] = {
         {"kind", CLI_ARG_PARSE, offsetof(tenant_args, t.kind), .parse = parse_kind},
-        {"share", CLI_ARG_U32, offsetof(tenant_args, t.share)},
-        {"priority-ceiling", CLI_ARG_U32, offsetof(tenant_args, t.priority_ceiling)},
-        {"memory-quota", CLI_ARG_U64, offsetof(tenant_args, t.memory_quota)},
-        {"context-limit", CLI_ARG_U32, offsetof(tenant_args, t.context_limit)},
-        {"allocation-limit", CLI_ARG_U32, offsetof(tenant_args, t.allocation_limit)},
-        {"max-requests-per-second", CLI_ARG_U32, offsetof(tenant_args, t.max_requests_per_second)},
-        {"max-message", CLI_ARG_U32, offsetof(tenant_args, t.max_message)},
-        {"packet-limit", CLI_ARG_U32, offsetof(tenant_args, t.packet_limit)},
-        {"sync-limit", CLI_ARG_U32, offsetof(tenant_args, t.sync_limit)},
-        {"admin", CLI_SET_BOOL, offsetof(tenant_args, t.admin)},
+        TENANT_SETTINGS,
         {"token", CLI_ARG_STR, offsetof(tenant_args, token)},
 };
 
 static const cli_opt tenant_set_opts[] = {
-        {"share", CLI_ARG_U32, offsetof(tenant_args, t.share), CLI_GIVEN(tenant_args, share_set)},
-        {"priority-ceiling", CLI_ARG_U32, offsetof(tenant_args, t.priority_ceiling),
-         CLI_GIVEN(tenant_args, ceiling_set)},
-        {"memory-quota", CLI_ARG_U64, offsetof(tenant_args, t.memory_quota),
-         CLI_GIVEN(tenant_args, quota_set)},
-        {"context-limit", CLI_ARG_U32, offsetof(tenant_args, t.context_limit),
-         CLI_GIVEN(tenant_args, contexts_set)},
-        {"allocation-limit", CLI_ARG_U32, offsetof(tenant_args, t.allocation_limit),
-         CLI_GIVEN(tenant_args, allocs_set)},
-        {"max-requests-per-second", CLI_ARG_U32, offsetof(tenant_args, t.max_requests_per_second),
-         CLI_GIVEN(tenant_args, rate_set)},
-        {"max-message", CLI_ARG_U32, offsetof(tenant_args, t.max_message),
-         CLI_GIVEN(tenant_args, message_set)},
-        {"packet-limit", CLI_ARG_U32, offsetof(tenant_args, t.packet_limit),
-         CLI_GIVEN(tenant_args, packets_set)},
-        {"sync-limit", CLI_ARG_U32, offsetof(tenant_args, t.sync_limit),
-         CLI_GIVEN(tenant_args, syncs_set)},
-        {"admin", CLI_SET_BOOL, offsetof(tenant_args, t.admin)},
-        {"no-admin", CLI_SET_BOOL, offsetof(tenant_args, no_admin)},
+        TENANT_SETTINGS,
+        {"no-admin", CLI_SET_BOOL, offsetof(tenant_args, no_admin), CLI_GIVEN(tenant_args, fields),
+         .given_bits = GS_TENANT_ADMIN},
 };
 
 static const cli_syntax tenant_set_syntax = {tenant_help, CLI_OPTS(tenant_set_opts), 1, 1,
@@ -383,22 +380,12 @@ static int tenant_set(cli *ctx, int argc, char **argv)
 		return rv;
 	if (a.t.admin && a.no_admin)
 		return cli_usage(ctx, "--admin and --no-admin: give one");
-	unsigned fields = (a.share_set ? GS_TENANT_SHARE : 0) |
-	                  (a.ceiling_set ? GS_TENANT_PRIORITY_CEILING : 0) |
-	                  (a.quota_set ? GS_TENANT_MEMORY_QUOTA : 0) |
-	                  (a.contexts_set ? GS_TENANT_CONTEXT_LIMIT : 0) |
-	                  (a.allocs_set ? GS_TENANT_ALLOCATION_LIMIT : 0) |
-	                  (a.rate_set ? GS_TENANT_MAX_REQUESTS_PER_SECOND : 0) |
-	                  (a.message_set ? GS_TENANT_MAX_MESSAGE : 0) |
-	                  (a.packets_set ? GS_TENANT_PACKET_LIMIT : 0) |
-	                  (a.syncs_set ? GS_TENANT_SYNC_LIMIT : 0) |
-	                  (a.t.admin || a.no_admin ? GS_TENANT_ADMIN : 0);
-	if (!fields)
+	if (!a.fields)
 		return cli_usage(ctx, "tenant set: give at least one setting to change");
 	rv = cli_connect(ctx);
 	if (rv != CLI_EXIT_OK)
 		return rv;
-	return finish(ctx, gs_tenant_update(ctx->client, argv[optind], &a.t, fields), "updated");
+	return finish(ctx, gs_tenant_update(ctx->client, argv[optind], &a.t, a.fields), "updated");
 }
 
 static const cli_syntax tenant_create_syntax = {tenant_help, CLI_OPTS(tenant_opts), 1, 1,

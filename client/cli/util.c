@@ -154,7 +154,9 @@ static int own_option(cli *ctx, const cli_opt *o, const char *arg, void *out)
 	int rv = 0;
 
 	snprintf(name, sizeof(name), "--%s", o->name);
-	if (o->given)
+	if (o->given && o->given_bits)
+		*(unsigned *)((char *)out + o->given - 1) |= o->given_bits;
+	else if (o->given)
 		*(bool *)((char *)out + o->given - 1) = true;
 	switch (o->kind) {
 	case CLI_ARG_U32:
