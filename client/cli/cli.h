@@ -148,11 +148,14 @@ bool cli_parse_i32(const char *s, int32_t *out);
 /* Parses an option's number or reports a usage error naming the option: 0 or CLI_EXIT_USAGE. */
 int cli_arg_u64(cli *ctx, const char *option, const char *s, uint64_t *out);
 int cli_arg_u32(cli *ctx, const char *option, const char *s, uint32_t *out);
-/* Submit flags by value or names ("NullRendering,Present", "0xa"). */
-int cli_arg_submit_flags(cli *ctx, const char *s, uint32_t *out);
-/* A CLI_ARG_PARSE hook: a time as gs_time_parse reads it (10m, ISO 8601, @SECONDS, now) into
- * a uint64_t of CLOCK_REALTIME ns. */
+/* CLI_ARG_PARSE hooks. Submit flags by value or names ("NullRendering,Present", "0xa") into a
+ * uint32_t. */
+int cli_parse_submit_flags(cli *ctx, const char *arg, void *field);
+/* A time as gs_time_parse reads it (10m, ISO 8601, @SECONDS, now) into a uint64_t of
+ * CLOCK_REALTIME ns. */
 int cli_parse_time(cli *ctx, const char *arg, void *field);
+/* A packet state by name (--state) into a gs_packet_state. */
+int cli_parse_state(cli *ctx, const char *arg, void *field);
 
 /* "NullRendering|Present (0x00a)" */
 void cli_format_flags(const gs_flag_name *table, uint32_t value, char *buf, size_t cap);

@@ -52,29 +52,18 @@ static const char history_help[] =
 static const char events_help[] = "Usage: gpusched events PACKET [--json]\n"
                                   "Lists every state change of one packet, oldest first.\n";
 
-static int parse_state(cli *ctx, const char *arg, void *field)
-{
-	if (gs_packet_state_parse(arg, field) != 0)
-		return cli_usage(ctx, "--state: unknown state '%s'", arg);
-	return 0;
-}
-
-static int parse_flags(cli *ctx, const char *arg, void *field)
-{
-	return cli_arg_submit_flags(ctx, arg, field);
-}
-
 static const cli_opt history_opts[] = {
         {"since", CLI_ARG_PARSE, offsetof(gs_history_filter, since_ns), .parse = cli_parse_time},
         {"until", CLI_ARG_PARSE, offsetof(gs_history_filter, until_ns), .parse = cli_parse_time},
-        {"flags", CLI_ARG_PARSE, offsetof(gs_history_filter, flags_mask), .parse = parse_flags},
+        {"flags", CLI_ARG_PARSE, offsetof(gs_history_filter, flags_mask),
+         .parse = cli_parse_submit_flags},
         {"fence", CLI_ARG_U64, offsetof(gs_history_filter, fence)},
         {"tenant", CLI_ARG_STR, offsetof(gs_history_filter, tenant)},
         {"oldest-first", CLI_SET_BOOL, offsetof(gs_history_filter, oldest_first)},
         {"after", CLI_ARG_U64, offsetof(gs_history_filter, after_packet)},
         {"context", CLI_ARG_U64, offsetof(gs_history_filter, context)},
         {"device", CLI_ARG_U64, offsetof(gs_history_filter, device)},
-        {"state", CLI_ARG_PARSE, offsetof(gs_history_filter, state), .parse = parse_state},
+        {"state", CLI_ARG_PARSE, offsetof(gs_history_filter, state), .parse = cli_parse_state},
         {"node", CLI_ARG_U32, offsetof(gs_history_filter, node),
          .given = CLI_GIVEN(gs_history_filter, match_node)},
         {"limit", CLI_ARG_U32, offsetof(gs_history_filter, limit)},

@@ -75,11 +75,6 @@ typedef struct submit_args {
 	bool pipelined; /* --count or --inflight given */
 } submit_args;
 
-static int submit_flags(cli *ctx, const char *arg, void *field)
-{
-	return cli_arg_submit_flags(ctx, arg, field);
-}
-
 static int priority_option(cli *ctx, const char *arg, void *field)
 {
 	if (!cli_parse_i32(arg, field))
@@ -90,7 +85,7 @@ static int priority_option(cli *ctx, const char *arg, void *field)
 static const cli_opt submit_opts[] = {
         {"node", CLI_ARG_U32, offsetof(submit_args, node),
          .given = CLI_GIVEN(submit_args, has_node)},
-        {"flags", CLI_ARG_PARSE, offsetof(submit_args, flags), .parse = submit_flags},
+        {"flags", CLI_ARG_PARSE, offsetof(submit_args, flags), .parse = cli_parse_submit_flags},
         {"spin-us", CLI_ARG_U64, offsetof(submit_args, spin_us)},
         {"nonpreemptible", CLI_SET_BOOL, offsetof(submit_args, nonpreemptible)},
         {"priority-class", CLI_ARG_U32, offsetof(submit_args, priority_class)},

@@ -49,18 +49,11 @@ typedef struct watch_args {
 	uint32_t seconds;
 } watch_args;
 
-static int parse_state(cli *ctx, const char *arg, void *field)
-{
-	if (gs_packet_state_parse(arg, field) != 0)
-		return cli_usage(ctx, "--state: unknown state '%s'", arg);
-	return 0;
-}
-
 static const cli_opt watch_opts[] = {
         {"tenant", CLI_ARG_STR, offsetof(watch_args, tenant)},
         {"context", CLI_ARG_U64, offsetof(watch_args, context)},
         {"packet", CLI_ARG_U64, offsetof(watch_args, packet)},
-        {"state", CLI_ARG_PARSE, offsetof(watch_args, state), .parse = parse_state},
+        {"state", CLI_ARG_PARSE, offsetof(watch_args, state), .parse = cli_parse_state},
         {"count", CLI_ARG_U64, offsetof(watch_args, count)},
         {"seconds", CLI_ARG_U32, offsetof(watch_args, seconds)},
 };

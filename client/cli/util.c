@@ -368,11 +368,18 @@ int cli_parse_time(cli *ctx, const char *arg, void *field)
 	return 0;
 }
 
-int cli_arg_submit_flags(cli *ctx, const char *s, uint32_t *out)
+int cli_parse_state(cli *ctx, const char *arg, void *field)
 {
-	const char *bad = s;
+	if (gs_packet_state_parse(arg, field) != 0)
+		return cli_usage(ctx, "--state: unknown state '%s'", arg);
+	return 0;
+}
 
-	if (gs_flags_parse(gs_submit_flag_names, s, out, &bad) == 0)
+int cli_parse_submit_flags(cli *ctx, const char *arg, void *field)
+{
+	const char *bad = arg;
+
+	if (gs_flags_parse(gs_submit_flag_names, arg, field, &bad) == 0)
 		return 0;
 	return cli_usage(ctx,
 	                 "--flags: unknown flag '%.*s' (names: Paging, Present, "
