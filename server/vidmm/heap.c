@@ -573,51 +573,76 @@ static int region_largest_gap(const gsd_live_block *b, const gsd_heap_region *r,
 	return 0;
 }
 
-typedef struct window_state {
-	uint64_t want;
-	bool found;
-	uint64_t cost;     /* bytes moved */
-	gsd_heap_region r; /* the best window's region */
-	size_t k;          /* its first block */
-	size_t count;      /* how many blocks from k slide down (0: the gap alone is enough) */
-} window_state;
-
-/*
- * Two pointers over the region: for each first block k, the shortest run k..j whose gaps
- * (gap k to gap j+1) add up to want. Both sums only grow with j and only shrink with k, so the
- * end pointer never moves back: O(blocks) per region.
- */
-static int region_window(const gsd_live_block *b, const gsd_heap_region *r, void *arg)
+void gsd_heap_window_scan(const gsd_live_block *b, const gsd_heap_region *r,
+                          const gsd_heap_window *w)
 {
-	window_state *st = arg;
-	size_t k = r->s, hi = r->s; /* hole = gaps k..hi, moved = blocks k..hi-1 */
-	uint64_t hole = gsd_heap_gap(b, r, k), cost = 0;
+	size_t k = r->s, hi = r->s; /* the window: blocks k..hi-1, gaps k..hi */
+	uint64_t hole = gsd_heap_gap(b, r, k);
 	while (k <= r->e) {
-		while (hole < st->want && hi < r->e) {
-			cost += gsd_heap_round(b[hi].size);
+		while (hole < w->need && hi < r->e) {
+			w->enter(w->arg, hi);
+			if (w->evict)
+				hole += gsd_heap_round(b[hi].size);
 			hi++;
 			hole += gsd_heap_gap(b, r, hi);
 		}
-		if (hole < st->want)
-			break;
-		if (!st->found || cost < st->cost) {
-			st->found = true;
-			st->cost = cost;
-			st->r = *r;
-			st->k = k;
-			st->count = hi - k;
-		}
+		if (hole < w->need)
+			return;
+		w->window(w->arg, r, k, hi - k, gsd_heap_gap_start(b, r, k));
 		hole -= gsd_heap_gap(b, r, k);
 		if (hi > k) {
-			cost -= gsd_heap_round(b[k].size);
+			w->leave(w->arg, k);
+			if (w->evict)
+				hole -= gsd_heap_round(b[k].size);
 			k++;
 		} else {
 			k++;
 			hi = k;
 			hole = k <= r->e ? gsd_heap_gap(b, r, k) : 0;
-			cost = 0;
 		}
 	}
+}
+
+/* The cheapest window (fewest bytes slid down) over all regions. */
+typedef struct window_state {
+	const gsd_live_block *b;
+	uint64_t want;
+	uint64_t moved; /* bytes of the blocks in the current window */
+	bool found;
+	uint64_t cost;     /* bytes the best window moves */
+	gsd_heap_region r; /* the best window's region */
+	size_t k;          /* its first block */
+	size_t count;      /* how many blocks from k slide down (0: the gap alone is enough) */
+	uint64_t start;    /* where its hole starts: they slide down to there */
+} window_state;
+
+static void window_enter(void *arg, size_t i)
+{
+	window_state *st = arg;
+	st->moved += gsd_heap_round(st->b[i].size);
+}
+
+static void window_leave(void *arg, size_t i)
+{
+	window_state *st = arg;
+	st->moved -= gsd_heap_round(st->b[i].size);
+}
+
+static void window_found(void *arg, const gsd_heap_region *r, size_t k, size_t count,
+                         uint64_t start)
+{
+	window_state *st = arg;
+	if (!st->found || st->moved < st->cost)
+		*st = (window_state){st->b, st->want, st->moved, true, st->moved,
+		                     *r,    k,        count,     start};
+}
+
+static int region_window(const gsd_live_block *b, const gsd_heap_region *r, void *arg)
+{
+	window_state *st = arg;
+	st->moved = 0;
+	const gsd_heap_window w = {st->want, false, window_enter, window_leave, window_found, st};
+	gsd_heap_window_scan(b, r, &w);
 	return 0;
 }
 
@@ -640,11 +665,11 @@ int gsd_heap_compact_plan(const gsd_live_block *blocks, size_t n, uint64_t heap_
 		want = gsd_heap_round(want);
 		gsd_heap_regions_each(blocks, n, heap_size, region_largest_gap, &largest);
 		if (largest < want) {
-			window_state st = {.want = want};
+			window_state st = {.b = blocks, .want = want};
 			gsd_heap_regions_each(blocks, n, heap_size, region_window, &st);
 			if (!st.found)
 				return -ENOSPC;
-			uint64_t start = gsd_heap_gap_start(blocks, &st.r, st.k);
+			uint64_t start = st.start;
 			uint64_t cursor =
 			        st.count ? slide(&p, blocks, st.k, st.k + st.count - 1, start)
 			                 : start;

@@ -141,6 +141,27 @@ typedef int (*gsd_heap_region_fn)(const gsd_live_block *b, const gsd_heap_region
 int gsd_heap_regions_each(const gsd_live_block *b, size_t n, uint64_t heap_size,
                           gsd_heap_region_fn fn, void *arg);
 
+/*
+ * The two-pointer scan both planners run over a region: for each first block k, the shortest
+ * window of blocks k..hi-1 whose hole reaches need. The hole is the gaps k..hi, and also the
+ * blocks' own bytes when they are evicted (evict) rather than slid down. A longer window from the
+ * same k only adds to the hole, so its end never moves back: O(blocks) per region. enter and
+ * leave say which blocks are in the window (they join at its end and leave at its front);
+ * window is called for each first block k that has such a window, with its count blocks and the
+ * offset where its hole starts (gsd_heap_gap_start of k).
+ */
+typedef struct gsd_heap_window {
+	uint64_t need;
+	bool evict;
+	void (*enter)(void *arg, size_t i);
+	void (*leave)(void *arg, size_t i);
+	void (*window)(void *arg, const gsd_heap_region *r, size_t k, size_t count, uint64_t start);
+	void *arg;
+} gsd_heap_window;
+
+void gsd_heap_window_scan(const gsd_live_block *b, const gsd_heap_region *r,
+                          const gsd_heap_window *w);
+
 typedef struct gsd_segment {
 	uint32_t id;
 	char name[64];

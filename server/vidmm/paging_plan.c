@@ -146,70 +146,67 @@ static bool run_better(const best_run *b, uint32_t maxp, uint64_t newest, uint64
 }
 
 /*
- * Two pointers, as in the compaction planner: for each first victim k the shortest run k..hi-1
- * whose bytes and gaps k..hi together reach need. A longer run from the same k only adds bytes and
- * can only raise the highest priority, so the shortest one is the best from k; the end pointer
- * never moves back. A deque in dq (indices, priorities decreasing from the front) keeps the run's
- * highest priority at its front.
+ * The heap's window scan with evicted victims: for each first victim k the shortest run k..hi-1
+ * whose bytes and gaps k..hi together reach need. A longer run from the same k only adds bytes
+ * and can only raise the highest priority, so the shortest one is the best from k. Two deques
+ * keep the run's highest priority (dq: indices, priorities decreasing from the front) and its
+ * newest last_use (du) at their fronts.
  */
 typedef struct scan_state {
 	const gsd_victim_candidate *c;
 	uint64_t need;
 	size_t *dq, *du;
+	size_t head, tail, uhead, utail;
+	uint64_t bytes; /* of the victims in the run */
 	best_run best;
 } scan_state;
 
-static int span_scan(const gsd_live_block *b, const gsd_heap_region *r, void *arg)
+static void scan_enter(void *arg, size_t i)
 {
 	scan_state *st = arg;
 	const gsd_victim_candidate *c = st->c;
-	const uint64_t need = st->need;
-	size_t *dq = st->dq, *du = st->du;
-	best_run *best = &st->best;
-	size_t head = 0, tail = 0;
-	size_t uhead = 0, utail = 0; /* du: the same for last_use, newest at the front */
-	size_t k = r->s, hi = r->s;
-	uint64_t hole = gsd_heap_gap(b, r, k), bytes = 0;
-	while (k <= r->e) {
-		while (hole < need && hi < r->e) {
-			uint32_t p = gsd_alloc_priority_effective(c[hi].priority);
-			while (tail > head &&
-			       gsd_alloc_priority_effective(c[dq[tail - 1]].priority) <= p)
-				tail--;
-			dq[tail++] = hi;
-			while (utail > uhead && c[du[utail - 1]].last_use <= c[hi].last_use)
-				utail--;
-			du[utail++] = hi;
-			/* An evicted victim's own bytes join the hole, with the gap after it. */
-			uint64_t sz = gsd_heap_round(c[hi].size);
-			bytes += sz;
-			hi++;
-			hole += sz + gsd_heap_gap(b, r, hi);
-		}
-		if (hole < need)
-			return 0;
-		uint32_t maxp =
-		        tail > head ? gsd_alloc_priority_effective(c[dq[head]].priority) : 0;
-		uint64_t newest = utail > uhead ? c[du[uhead]].last_use : 0;
-		if (run_better(best, maxp, newest, bytes)) {
-			*best = (best_run){
-			        true, maxp, newest, bytes, k, hi - k, gsd_heap_gap_start(b, r, k)};
-		}
-		hole -= gsd_heap_gap(b, r, k);
-		if (hi > k) {
-			if (dq[head] == k)
-				head++;
-			if (du[uhead] == k)
-				uhead++;
-			bytes -= gsd_heap_round(c[k].size);
-			hole -= gsd_heap_round(c[k].size);
-			k++;
-		} else {
-			k++;
-			hi = k;
-			hole = k <= r->e ? gsd_heap_gap(b, r, k) : 0;
-		}
-	}
+	uint32_t p = gsd_alloc_priority_effective(c[i].priority);
+	while (st->tail > st->head &&
+	       gsd_alloc_priority_effective(c[st->dq[st->tail - 1]].priority) <= p)
+		st->tail--;
+	st->dq[st->tail++] = i;
+	while (st->utail > st->uhead && c[st->du[st->utail - 1]].last_use <= c[i].last_use)
+		st->utail--;
+	st->du[st->utail++] = i;
+	st->bytes += gsd_heap_round(c[i].size);
+}
+
+static void scan_leave(void *arg, size_t i)
+{
+	scan_state *st = arg;
+	if (st->dq[st->head] == i)
+		st->head++;
+	if (st->du[st->uhead] == i)
+		st->uhead++;
+	st->bytes -= gsd_heap_round(st->c[i].size);
+}
+
+static void scan_window(void *arg, const gsd_heap_region *r, size_t k, size_t count, uint64_t start)
+{
+	(void)r;
+	scan_state *st = arg;
+	const gsd_victim_candidate *c = st->c;
+	uint32_t maxp = st->tail > st->head
+	                        ? gsd_alloc_priority_effective(c[st->dq[st->head]].priority)
+	                        : 0;
+	uint64_t newest = st->utail > st->uhead ? c[st->du[st->uhead]].last_use : 0;
+	if (run_better(&st->best, maxp, newest, st->bytes))
+		st->best = (best_run){true, maxp, newest, st->bytes, k, count, start};
+}
+
+/* Each region starts with an empty run. */
+static int scan_region(const gsd_live_block *b, const gsd_heap_region *r, void *arg)
+{
+	scan_state *st = arg;
+	st->head = st->tail = st->uhead = st->utail = 0;
+	st->bytes = 0;
+	const gsd_heap_window w = {st->need, true, scan_enter, scan_leave, scan_window, st};
+	gsd_heap_window_scan(b, r, &w);
 	return 0;
 }
 
@@ -227,7 +224,7 @@ int gsd_pick_victims_contiguous(const gsd_victim_candidate *c, size_t n, uint64_
 	if (need_bytes == 0)
 		return 0;
 	/* The candidates as the heap's planner sees them: the pinned ones cut the segment into
-	 * regions. dq and du are span_scan's deques. */
+	 * regions. dq and du are the scan's deques. */
 	const size_t m = n ? n : 1;
 	gsd_live_block *b = malloc(m * sizeof(*b));
 	size_t *dq = out, *du = malloc(m * sizeof(*du));
@@ -238,8 +235,8 @@ int gsd_pick_victims_contiguous(const gsd_victim_candidate *c, size_t n, uint64_
 	}
 	for (size_t i = 0; i < n; i++)
 		b[i] = (gsd_live_block){c[i].offset, c[i].size, !c[i].pinned};
-	scan_state st = {c, gsd_heap_round(need_bytes), dq, du, {.found = false}};
-	gsd_heap_regions_each(b, n, segment_size, span_scan, &st);
+	scan_state st = {.c = c, .need = gsd_heap_round(need_bytes), .dq = dq, .du = du};
+	gsd_heap_regions_each(b, n, segment_size, scan_region, &st);
 	free(b);
 	free(du);
 	const best_run best = st.best;
