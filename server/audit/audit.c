@@ -272,8 +272,9 @@ struct gsd_audit {
 	pthread_mutex_t ckpt_mu;
 	pthread_cond_t ckpt_cv;
 	bool ckpt_wanted, ckpt_stop;
-	int ckpt_asked_at;    /* wal_frames when the writer last asked (writer thread) */
-	uint64_t frame_bytes; /* page size + WAL frame header */
+	int ckpt_asked_at;       /* wal_frames when the writer last asked (writer thread) */
+	uint64_t frame_bytes;    /* page size + WAL frame header */
+	uint64_t restart_frames; /* see RESTART_FRAMES */
 	/* Packet id -> last record of it in the batch being written (writer thread). */
 	struct latest_slot {
 		uint64_t packet;
@@ -1166,9 +1167,14 @@ static void writer_truncate_wal(gsd_audit *a)
 	}
 }
 
-/* The checkpointer restarts the WAL past RESTART_FRAMES frames when at most RESTART_LEFT of
- * them are left to copy. */
-#define RESTART_FRAMES 4000
+/*
+ * The checkpointer restarts the WAL past RESTART_FRAMES frames (half of wal_limit when that is
+ * smaller) when at most RESTART_LEFT of them are left to copy. A RESTART holds the writer for
+ * the copy and two fsyncs (2.3 ms in a bench_neighbour trace here), so every commit that waits
+ * meanwhile pays that: at 4000 frames (about 500 unbatched Submits) it set the light tenant's p99
+ * in bench_neighbour; at 16000 (a WAL of about 17 MB with 1 KiB pages) it is rarer than that.
+ */
+#define RESTART_FRAMES 16000
 #define RESTART_LEFT   512
 /* A RESTART holds new writers while it waits for readers of the old WAL: at most this long
  * (then it gives up, and a later one tries again), so a history reader never stalls commits
@@ -1196,7 +1202,7 @@ static void *ckpt_main(void *arg)
 		 * never restarts by itself: once it is long and only a little is left, a RESTART
 		 * copies that little with the writer held (briefly) and lets the WAL begin again,
 		 * long before it reaches wal_limit (whose TRUNCATE costs tens of ms). */
-		if (log >= RESTART_FRAMES && log - done <= RESTART_LEFT &&
+		if ((uint64_t)log >= a->restart_frames && log - done <= RESTART_LEFT &&
 		    sqlite3_wal_checkpoint_v2(a->ckpt_db, NULL, SQLITE_CHECKPOINT_RESTART, &log,
 		                              &done) == SQLITE_OK)
 			atomic_fetch_add_explicit(&a->checkpoints, 1, memory_order_relaxed);
@@ -2193,6 +2199,9 @@ int gsd_audit_open(const char *path, const gsd_audit_options *opt, gsd_audit **o
 	char page[32] = "4096";
 	pragma_text(a->db, "PRAGMA page_size", page, sizeof page);
 	a->frame_bytes = strtoull(page, NULL, 10) + 24;
+	a->restart_frames = a->wal_limit / a->frame_bytes / 2;
+	if (a->restart_frames > RESTART_FRAMES)
+		a->restart_frames = RESTART_FRAMES;
 	a->latest_cap = 16;
 	while (a->latest_cap < 2 * (size_t)a->max_batch)
 		a->latest_cap *= 2;
