@@ -313,6 +313,7 @@ struct gsd_audit {
 	/* The next audit sequence number: one sequence across packet_events, moves, errors and
 	 * notes, so every appended row has a number no other row has, in the order recorded. */
 	uint64_t next_seq;
+	bool seqs_spent_logged; /* past GSD_AUDIT_SEQ_MAX: said once */
 
 	/* Writer thread only: records a failed commit keeps for the next one, oldest first. */
 	struct node *retry_head, *retry_tail;
@@ -1535,6 +1536,15 @@ static void node_lost(gsd_audit *a, gsd_audit_ack_fn ack, void *ack_arg)
 static struct node *node_begin(gsd_audit *a, enum rec_kind kind, const char *tenant,
                                gsd_audit_ack_fn ack, void *ack_arg)
 {
+	const bool numbered = kind != REC_FLUSH && kind != REC_PRUNE;
+	if (numbered && a->next_seq > GSD_AUDIT_SEQ_MAX) {
+		if (!a->seqs_spent_logged)
+			GSD_ERROR("audit: the file's record numbers are used up (2^44 - 1): no "
+			          "record is written until a new audit file is started");
+		a->seqs_spent_logged = true;
+		node_lost(a, ack, ack_arg);
+		return NULL;
+	}
 	struct node *n = node_take(a, kind);
 	if (!n) {
 		node_lost(a, ack, ack_arg);
@@ -1542,7 +1552,7 @@ static struct node *node_begin(gsd_audit *a, enum rec_kind kind, const char *ten
 	}
 	n->ack = ack;
 	n->ack_arg = ack_arg;
-	if (kind != REC_FLUSH && kind != REC_PRUNE)
+	if (numbered)
 		n->seq = a->next_seq++;
 	node_text(n, n->tenant, sizeof n->tenant, tenant, NULL_TENANT);
 	n->text1[0] = n->text2[0] = '\0';
@@ -1675,6 +1685,11 @@ gsd_audit_health gsd_audit_get_health(gsd_audit *a)
 uint64_t gsd_audit_reconciled(const gsd_audit *a)
 {
 	return a->reconciled;
+}
+
+uint64_t gsd_audit_seqs_left(const gsd_audit *a)
+{
+	return a->next_seq > GSD_AUDIT_SEQ_MAX ? 0 : GSD_AUDIT_SEQ_MAX - a->next_seq + 1;
 }
 
 void gsd_audit_get_stats(gsd_audit *a, gsd_audit_stats *out)

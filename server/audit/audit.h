@@ -218,6 +218,18 @@ gsd_audit_health gsd_audit_get_health(gsd_audit *a);
  * what a previous daemon left when it died. */
 uint64_t gsd_audit_reconciled(const gsd_audit *a);
 
+/*
+ * Record numbers (seq) stay at or below GSD_AUDIT_SEQ_MAX, the highest value a wire id may
+ * name (core/wire_id.h: GSD_WIRE_ISSUED_MAX). Every packet has a record, so packet ids and
+ * fences stay below it too. Past it a record is not made (dropped, counted, logged once); the
+ * daemon refuses new submissions GSD_AUDIT_SEQ_RESERVE numbers earlier, so the requests that
+ * still make records meanwhile (objects, errors, notes) have room while an operator starts a
+ * new audit file. gsd_audit_seqs_left: how many numbers are left (loop thread).
+ */
+#define GSD_AUDIT_SEQ_MAX     ((UINT64_C(1) << 44) - 1)
+#define GSD_AUDIT_SEQ_RESERVE (UINT64_C(1) << 32)
+uint64_t gsd_audit_seqs_left(const gsd_audit *a);
+
 /* ---- history reads (own read-only connection; any thread) ---- */
 
 typedef struct gsd_history_fence {

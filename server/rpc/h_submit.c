@@ -7,6 +7,7 @@
 #include "rpc/handlers.h"
 
 #include "core/events.h"
+#include "core/wire_id.h"
 
 #include "vidsch/vidsch.h"
 
@@ -349,12 +350,24 @@ static bool queue_quota_exceeded(gsd_daemon *d, gsd_call *c, size_t n)
 }
 
 /*
- * While the audit cannot commit, nothing that must be acknowledged is accepted. The refusal's
+ * While the audit cannot commit, nothing that must be acknowledged is accepted; nor once its
+ * record numbers are nearly used up (audit.h: GSD_AUDIT_SEQ_RESERVE), for good. The refusal's
  * own `errors` record is the probe: once a commit succeeds again (space came back, the lock
  * was released, the file was restored), submissions are accepted again.
  */
-static bool audit_unavailable(gsd_daemon *d, gsd_call *c)
+static bool audit_unavailable(gsd_daemon *d, gsd_call *c, size_t n)
 {
+	_Static_assert(GSD_AUDIT_SEQ_MAX == GSD_WIRE_ISSUED_MAX,
+	               "every record number is a wire id");
+	if (gsd_audit_seqs_left(d->audit) < GSD_AUDIT_SEQ_RESERVE + n) {
+		gsd_call_error(
+		        c, GSD_ST(QUOTA_EXCEEDED),
+		        "the audit file %s has used up its packet and record numbers (2^44): "
+		        "no submission is accepted until the daemon starts a new audit file "
+		        "(stop it, move the file away, start it again)",
+		        d->cfg.db_path);
+		return true;
+	}
 	gsd_audit_health h = gsd_audit_get_health(d->audit);
 	if (h == GSD_AUDIT_OK)
 		return false;
@@ -431,7 +444,7 @@ void gsd_h_submit(gsd_daemon *d, gsd_call *c)
 	const Gpusched__V1__SubmitRequest *q = R(submit);
 	gsd_packet *p;
 	verdict v;
-	if (audit_unavailable(d, c) || queue_quota_exceeded(d, c, 1))
+	if (audit_unavailable(d, c, 1) || queue_quota_exceeded(d, c, 1))
 		return;
 	/* A Submit that waits is counted as waiting before anything is queued: one that may not
 	 * wait is answered BUSY with nothing done. */
@@ -469,7 +482,7 @@ void gsd_h_submit_batch(gsd_daemon *d, gsd_call *c)
 		               d->cfg.max_batch, n);
 		return;
 	}
-	if (audit_unavailable(d, c) || queue_quota_exceeded(d, c, n))
+	if (audit_unavailable(d, c, n) || queue_quota_exceeded(d, c, n))
 		return;
 	gsd_packet **ps = calloc(n, sizeof(*ps));
 	Gpusched__V1__SubmitResponse **srp = NULL;

@@ -821,6 +821,92 @@ static void test_kill9_reconciled(void **state)
 	gs_close(c);
 }
 
+/* Writes a note numbered seq into the (stopped) daemon's audit file: the next record the
+ * daemon makes is seq + 1, as if it had made that many. */
+static void note_numbered(const char *path, uint64_t seq)
+{
+	sqlite3 *db;
+	char sql[256];
+	snprintf(sql, sizeof sql,
+	         "INSERT INTO notes (seq, time_ns, kind, detail) VALUES (%" PRIu64
+	         ", 1, 'test', 'numbers used up to here')",
+	         seq);
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+}
+
+static bool log_has(const gs_testd *t, const char *text)
+{
+	FILE *fp = fopen(t->log, "r");
+	assert_non_null(fp);
+	char line[1024];
+	bool found = false;
+	while (!found && fgets(line, sizeof line, fp))
+		found = strstr(line, text) != NULL;
+	fclose(fp);
+	return found;
+}
+
+/*
+ * The audit file's record numbers end at 2^44 - 1 (wire ids name nothing above it; packet ids
+ * and fences are never ahead of them). Near the end a Submit is refused QUOTA_EXCEEDED, saying
+ * what to do, with an error record; requests that make other records go on in the reserve;
+ * past the end no record is made and the daemon still serves.
+ */
+static void test_record_numbers_used_up(void **state)
+{
+	fx *f = *state;
+	const uint64_t max = (UINT64_C(1) << 44) - 1, reserve = UINT64_C(1) << 32;
+	const char *const args[] = {"--config", f->cfg.path, NULL};
+	start(f, "{}", NULL);
+	assert_int_equal(gs_testd_stop(&f->t), 0);
+
+	/* 1000 numbers before the reserve: accepted, and it runs. */
+	note_numbered(f->t.db, max - reserve - 1000);
+	assert_int_equal(gs_testd_restart(&f->t, args), 0);
+	world w;
+	world_open(&w, f, NULL);
+	gs_submit_result r;
+	gs_packet_state st;
+	assert_int_equal(submit_fill(&w, 0, 256, 0x11111111u, &r), 0);
+	assert_int_equal(gs_packet_wait(w.c, r.packet, 10000, &st, NULL), 0);
+	assert_int_equal(st, GS_PACKET_COMPLETED);
+	world_close(&w);
+	assert_int_equal(gs_testd_stop(&f->t), 0);
+
+	/* Inside the reserve: objects are still made, a Submit (and a batch) is refused. */
+	note_numbered(f->t.db, max - reserve + 1);
+	assert_int_equal(gs_testd_restart(&f->t, args), 0);
+	world_open(&w, f, NULL);
+	assert_int_equal(submit_fill(&w, 0, 256, 0x22222222u, &r), GS_STATUS_QUOTA_EXCEEDED);
+	assert_non_null(strstr(gs_client_message(w.c), "used up"));
+	gs_dmabuf b;
+	gs_dmabuf_init(&b);
+	assert_int_equal(gs_dmabuf_fill(&b, w.alloc, 0, 256, 0x33333333u), 0);
+	const gs_submit_desc desc = {.context = w.ctx, .dma = &b};
+	assert_int_equal(gs_submit_batch(w.c, &desc, 1, &r), GS_STATUS_QUOTA_EXCEEDED);
+	gs_dmabuf_free(&b);
+	assert_true(range_is(&w, 0, 256, 0));
+	assert_int_equal(audit_after_flush(w.c, f->t.db,
+	                                   "SELECT count(*) FROM errors WHERE message LIKE "
+	                                   "'%used up its packet and record numbers%'"),
+	                 2);
+	world_close(&w);
+	assert_int_equal(gs_testd_stop(&f->t), 0);
+
+	/* Past the end: nothing is recorded, said once in the log, and the daemon serves. */
+	note_numbered(f->t.db, max);
+	assert_int_equal(gs_testd_restart(&f->t, args), 0);
+	world_open(&w, f, NULL);
+	assert_int_equal(submit_fill(&w, 0, 256, 0x44444444u, &r), GS_STATUS_QUOTA_EXCEEDED);
+	assert_true(range_is(&w, 0, 256, 0));
+	assert_int_equal(itest_audit_int(f->t.db, "SELECT max(seq) FROM notes"), (int64_t)max);
+	world_close(&w);
+	assert_int_equal(gs_testd_stop(&f->t), 0);
+	assert_true(log_has(&f->t, "record numbers are used up"));
+}
+
 int main(void)
 {
 #define T_(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
@@ -835,6 +921,7 @@ int main(void)
 	        T_(test_queue_and_sync_quotas),
 	        T_(test_removed_audit_file),
 	        T_(test_kill9_reconciled),
+	        T_(test_record_numbers_used_up),
 	};
 #undef T_
 	return cmocka_run_group_tests(tests, NULL, NULL);
