@@ -31,6 +31,8 @@ static const char alloc_help[] =
         "MiB, GiB) on DEVICE (see gpusched device create) and prints its handle and where the\n"
         "memory manager placed it: a segment and offset, or \"system memory (not resident)\"\n"
         "when video memory is full (over-commit: it is paged in when a packet needs it).\n"
+        "Offsets and GPU addresses are shown to administrators only (0 in --json, \"-\" in\n"
+        "ls for other tenants): they would show where the neighbours' allocations lie.\n"
         "Allocations belong to the tenant, not to the connection: it lives on after the\n"
         "command exits, until alloc destroy (or device destroy).\n"
         "  --segments SET    supported segments: a bitmask of segment ids, bit n for segment\n"
@@ -313,7 +315,10 @@ static int alloc_create(cli *ctx, int argc, char **argv)
 		return CLI_EXIT_OK;
 	}
 	cli_format_bytes(desc.size, size, sizeof(size));
-	if (pl.segment)
+	if (pl.segment && !pl.address)
+		printf("allocation %" PRIu64 " (device %" PRIu64 ", %s): segment %" PRIu32 "\n",
+		       pl.allocation, desc.device, size, pl.segment);
+	else if (pl.segment)
 		printf("allocation %" PRIu64 " (device %" PRIu64 ", %s): segment %" PRIu32
 		       " offset 0x%" PRIx64 " address 0x%" PRIx64 "\n",
 		       pl.allocation, desc.device, size, pl.segment, pl.offset, pl.address);
@@ -359,7 +364,10 @@ static void print_allocations(const void *items, size_t n)
 		cli_format_bytes(a->size, size, sizeof(size));
 		if (a->resident) {
 			snprintf(seg, sizeof(seg), "%" PRIu32, a->segment);
-			snprintf(off, sizeof(off), "0x%" PRIx64, a->offset);
+			if (a->address)
+				snprintf(off, sizeof(off), "0x%" PRIx64, a->offset);
+			else
+				snprintf(off, sizeof(off), "-");
 		} else {
 			snprintf(seg, sizeof(seg), "system");
 			snprintf(off, sizeof(off), "-");
@@ -463,7 +471,10 @@ static int alloc_show(cli *ctx, int argc, char **argv)
 		printf("priority     %s (0x%08" PRIx32 ")\n", prio, a.priority);
 	else
 		printf("priority     %s\n", prio);
-	if (a.resident)
+	if (a.resident && !a.address)
+		printf("placement    segment %" PRIu32 " (offset: administrators only)\n",
+		       a.segment);
+	else if (a.resident)
 		printf("placement    segment %" PRIu32 " offset 0x%" PRIx64 " address 0x%" PRIx64
 		       "\n",
 		       a.segment, a.offset, a.address);

@@ -79,8 +79,10 @@ void gsd_h_allocation_create(gsd_daemon *d, gsd_call *c)
 	Gpusched__V1__AllocationCreateResponse ac = GPUSCHED__V1__ALLOCATION_CREATE_RESPONSE__INIT;
 	ac.allocation = al->obj.handle;
 	ac.segment = gsd_vidmm_segment_id(al);
-	ac.offset = al->offset;
-	ac.address = gsd_vidmm_resident(al) ? gs_addr_make(al->segment->id, al->offset) : 0;
+	if (c->sees_placement) {
+		ac.offset = al->offset;
+		ac.address = gsd_vidmm_resident(al) ? gs_addr_make(al->segment->id, al->offset) : 0;
+	}
 	GSD_REPLY(c, ALLOCATION_CREATE, allocation_create, &ac);
 }
 
@@ -96,7 +98,8 @@ void gsd_h_allocation_destroy(gsd_daemon *d, gsd_call *c)
 }
 
 /* Fills a query answer; tenant must outlive the answer. */
-static void query_out(const gsd_allocation *al, Gpusched__V1__AllocationQueryResponse *aq)
+static void query_out(const gsd_call *c, const gsd_allocation *al,
+                      Gpusched__V1__AllocationQueryResponse *aq)
 {
 	gpusched__v1__allocation_query_response__init(aq);
 	aq->allocation = al->obj.handle;
@@ -108,8 +111,10 @@ static void query_out(const gsd_allocation *al, Gpusched__V1__AllocationQueryRes
 	aq->flags = al->flags;
 	aq->resident = gsd_vidmm_resident(al);
 	aq->segment = gsd_vidmm_segment_id(al);
-	aq->offset = al->offset;
-	aq->address = aq->resident ? gs_addr_make(al->segment->id, al->offset) : 0;
+	if (c->sees_placement) {
+		aq->offset = al->offset;
+		aq->address = aq->resident ? gs_addr_make(al->segment->id, al->offset) : 0;
+	}
 	aq->busy_packets = al->inflight;
 	aq->pinned = al->pins;
 	aq->moves = al->moves;
@@ -126,7 +131,7 @@ void gsd_h_allocation_query(gsd_daemon *d, gsd_call *c)
 	if (!al)
 		return;
 	Gpusched__V1__AllocationQueryResponse aq;
-	query_out(al, &aq);
+	query_out(c, al, &aq);
 	GSD_REPLY(c, ALLOCATION_QUERY, allocation_query, &aq);
 }
 
@@ -179,7 +184,7 @@ void gsd_h_allocation_list(gsd_daemon *d, gsd_call *c)
 		return;
 	}
 	for (size_t i = 0; i < n; i++)
-		query_out((gsd_allocation *)found[i], &rows[i]);
+		query_out(c, (gsd_allocation *)found[i], &rows[i]);
 	Gpusched__V1__AllocationListResponse lr = GPUSCHED__V1__ALLOCATION_LIST_RESPONSE__INIT;
 	lr.n_allocations = n;
 	lr.allocations = rp;

@@ -314,9 +314,9 @@ void gsd_h_packet_events(gsd_daemon *d, gsd_call *c)
 	read_after_flush(d, c, events_work);
 }
 
-static void move_record_out(const gsd_wire_key *k, const gsd_move_row *m,
-                            Gpusched__V1__MoveRecord *o)
+static void move_record_out(const gsd_call *c, const gsd_move_row *m, Gpusched__V1__MoveRecord *o)
 {
+	const gsd_wire_key *k = &c->d->wire;
 	gpusched__v1__move_record__init(o);
 	const gsd_move_rec *r = &m->rec;
 	o->seq = gsd_wire_seq_out(k, m->seq);
@@ -327,9 +327,11 @@ static void move_record_out(const gsd_wire_key *k, const gsd_move_row *m,
 	o->for_packet = gsd_wire_packet_out(k, r->for_packet);
 	o->kind = r->kind;
 	o->from_segment = r->from_segment;
-	o->from_offset = r->from_offset;
 	o->to_segment = r->to_segment;
-	o->to_offset = r->to_offset;
+	if (c->sees_placement) {
+		o->from_offset = r->from_offset;
+		o->to_offset = r->to_offset;
+	}
 	o->bytes = r->bytes;
 	o->transfer_flags = r->transfer_flags;
 	o->pieces = r->pieces;
@@ -360,7 +362,7 @@ static void moves_work(gsd_call *c)
 		reply_read_failed(c, "out of memory");
 	} else {
 		for (size_t i = 0; i < n; i++)
-			move_record_out(k, &rows[i], &recs[i]);
+			move_record_out(c, &rows[i], &recs[i]);
 		Gpusched__V1__MovesResponse mr = GPUSCHED__V1__MOVES_RESPONSE__INIT;
 		mr.n_moves = n;
 		mr.moves = rp;
@@ -419,7 +421,7 @@ static void explain_work(gsd_call *c)
 			event_out(k, &evr[i], &evs[i]);
 		/* Moves come newest first: the timeline wants them in order. */
 		for (size_t i = 0; i < nmv; i++)
-			move_record_out(k, &mvr[nmv - 1 - i], &mvs[i]);
+			move_record_out(c, &mvr[nmv - 1 - i], &mvs[i]);
 		Gpusched__V1__ExplainResponse er = GPUSCHED__V1__EXPLAIN_RESPONSE__INIT;
 		er.packet = &pr;
 		er.n_events = nev;

@@ -32,6 +32,10 @@ struct gsd_call {
 	uint64_t guest; /* Request.guest: a VM tenant's guest process (0 otherwise) */
 	/* Who the caller is in the audit (tenant or guest identity; NULL before it decodes). */
 	const char *identity;
+	/* Where its allocations lie (segment offsets, GPU addresses) may be told to it: an
+	 * administrator only, since in a shared segment the gaps between one tenant's allocations
+	 * are the other tenants'. Set with identity, so off-loop reads need not look at tenant. */
+	bool sees_placement;
 	uint64_t started_ns;
 	gsd_waiter waiter;  /* on a waiter queue while parked, or on the redispatch list */
 	gsd_list conn_link; /* in its connection's list of parked calls */

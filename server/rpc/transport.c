@@ -385,6 +385,7 @@ static void handle_message(gsd_daemon *d, gsd_rpc_worker *w, nng_msg *msg)
 		return;
 	}
 	c->identity = gsd_tenant_guest_name(c->tenant, c->guest);
+	c->sees_placement = c->tenant->conf.admin;
 	if (!c->identity) {
 		gsd_call_error(c, GSD_ST(INTERNAL), "out of memory");
 		return;

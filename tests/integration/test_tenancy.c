@@ -18,6 +18,7 @@
 
 #include "gpusched.h"
 #include "gpusched.pb-c.h"
+#include "isa.h"
 #include "itest.h"
 #include "sched_util.h"
 #include "testd.h"
@@ -814,6 +815,94 @@ static void assert_opaque(const char *what, const uint64_t *v, size_t n)
 		fail_msg("%s: %d of %zu steps up, %d equal steps", what, rising, n - 1, same_step);
 }
 
+/* Moves one allocation of c to segment `to` and waits until the bytes are there; returns the
+ * transfer's move record (the newest move of that allocation). */
+static gs_move transfer_and_record(gs_client *c, uint64_t allocation, uint32_t to)
+{
+	gs_paging_result pr;
+	assert_int_equal(gs_transfer(c, allocation, to, 0, &pr), 0);
+	assert_int_equal(pr.moves, 1);
+	assert_int_equal(gs_sync_wait(c, pr.paging_sync, pr.paging_fence, 10000, NULL), 0);
+	gs_moves_filter mf = {.allocation = allocation, .limit = 1};
+	gs_move *mv = NULL;
+	size_t n = 0;
+	assert_int_equal(gs_moves(c, &mf, &mv, &n), 0);
+	assert_int_equal(n, 1);
+	gs_move out = *mv;
+	out.reason = NULL;
+	gs_moves_free(mv, n);
+	assert_int_equal(out.to_segment, to);
+	return out;
+}
+
+/*
+ * Where an allocation lies in a segment that tenants share tells where the others' allocations
+ * are (the gaps between one's own). Offsets and GPU addresses are an administrator's: a tenant
+ * gets 0 for both when it creates, queries or lists an allocation and in its move records,
+ * while the segment it is in, and its bytes, are its own as before.
+ */
+static void test_placement_reveals_nothing(void **state)
+{
+	(void)state;
+	fx f;
+	assert_int_equal(start(&f, "{\"tenants\": [{\"name\": \"a\", \"token\": \"t-a\"},"
+	                           " {\"name\": \"ops\", \"token\": \"t-ops\","
+	                           " \"admin\": true}]}"),
+	                 0);
+	gs_client *a = itest_connect(&f.t, "t-a");
+	gs_client *ops = itest_connect(&f.t, "t-ops");
+	itest_layout lay;
+	itest_layout_of(a, &lay);
+	assert_true(lay.memory_segment && lay.aperture_segment);
+	uint64_t da, dops;
+	assert_int_equal(gs_device_create(a, "a", &da), 0);
+	assert_int_equal(gs_device_create(ops, "ops", &dops), 0);
+
+	gs_allocation_placement pa, pops;
+	itest_alloc(a, da, 4096, 0, 0, &pa);
+	itest_alloc(ops, dops, 4096, 0, 0, &pops);
+	assert_int_equal(pa.segment, lay.memory_segment);
+	assert_int_equal(pops.segment, lay.memory_segment);
+	assert_int_equal(pa.offset, 0);
+	assert_int_equal(pa.address, 0);
+	/* The administrator's is told; two allocations cannot both start at 0. */
+	assert_true(pops.address != 0);
+	gs_allocation_status st;
+	assert_int_equal(gs_allocation_query(ops, pops.allocation, &st), 0);
+	assert_int_equal(st.address, pops.address);
+
+	assert_int_equal(gs_allocation_query(a, pa.allocation, &st), 0);
+	assert_true(st.resident);
+	assert_int_equal(st.segment, lay.memory_segment);
+	assert_int_equal(st.offset, 0);
+	assert_int_equal(st.address, 0);
+	gs_allocation_status *list = NULL;
+	size_t n = 0;
+	assert_int_equal(gs_allocation_list(a, da, false, 0, 0, &list, &n), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(list[0].offset, 0);
+	assert_int_equal(list[0].address, 0);
+	gs_allocation_list_free(list);
+
+	/* Moves: the tenant's name segments only; the administrator's say where. */
+	const uint8_t mark[4] = {1, 2, 3, 4};
+	assert_int_equal(gs_allocation_write(a, pa.allocation, 100, mark, sizeof mark), 0);
+	gs_move ma = transfer_and_record(a, pa.allocation, lay.aperture_segment);
+	assert_int_equal(ma.from_segment, lay.memory_segment);
+	assert_int_equal(ma.from_offset, 0);
+	assert_int_equal(ma.to_offset, 0);
+	uint8_t back[4];
+	assert_int_equal(gs_allocation_read(a, pa.allocation, 100, back, sizeof back), 0);
+	assert_memory_equal(back, mark, sizeof mark);
+	gs_move mops = transfer_and_record(ops, pops.allocation, lay.aperture_segment);
+	assert_int_equal(mops.from_offset, pops.offset);
+	assert_int_equal(gs_addr_make(lay.memory_segment, mops.from_offset), pops.address);
+
+	gs_close(a);
+	gs_close(ops);
+	stop(&f);
+}
+
 /*
  * Packet ids, fences and audit seqs reveal nothing about the other tenants: a submits one packet
  * at a time while b submits three between each of a's, and a's ids, fences (one node, one
@@ -969,6 +1058,7 @@ int main(void)
 	        cmocka_unit_test(test_tenant_update_live),
 	        cmocka_unit_test(test_light_tenant_preempts_heavy),
 	        cmocka_unit_test(test_handles_reveal_nothing),
+	        cmocka_unit_test(test_placement_reveals_nothing),
 	        cmocka_unit_test(test_packet_ids_reveal_nothing),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
