@@ -857,6 +857,8 @@ typedef struct gs_move {
 	uint32_t transfer_flags; /* DXGK_TRANSFERFLAGS (GS_TRANSFER_*) of the whole transfer */
 	uint32_t pieces;         /* sub-transfers it was split into */
 	char *reason;            /* "for packet 41", "MakeResident", ...; "" when none */
+	/* The offsets are 0 because only administrators are told where allocations lie. */
+	bool offsets_withheld;
 } gs_move;
 
 /* Newest first. *moves is malloc'd (NULL when *count is 0); release with gs_moves_free. */

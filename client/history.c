@@ -168,6 +168,7 @@ static void copy_move(void *entry, const ProtobufCMessage *msg)
 	        .bytes = m->bytes,
 	        .transfer_flags = m->transfer_flags,
 	        .pieces = m->pieces,
+	        .offsets_withheld = m->offsets_withheld,
 	};
 }
 

@@ -26,19 +26,24 @@ static const char help[] =
         "  --json           an array of objects: seq, time_ns, allocation, device, kind,\n"
         "                   from_segment, from_offset, to_segment, to_offset, bytes,\n"
         "                   transfer_flags (raw value), transfer_flag_names, pieces, packet,\n"
-        "                   for_packet, reason\n"
+        "                   for_packet, reason, offsets_withheld (true: the offsets are 0\n"
+        "                   because only administrators are told them)\n"
         "\n"
-        "Columns: FROM and TO are SEGMENT:OFFSET, \"system\" for system memory and \"-\" for\n"
+        "Columns: FROM and TO are SEGMENT:OFFSET (SEGMENT alone for a tenant that is not an\n"
+        "administrator), \"system\" for system memory and \"-\" for\n"
         "nowhere (before a PLACE, after a FREE); PACKET is the paging packet that moved the\n"
         "bytes, FOR the render packet they were moved for.\n";
 
 /* "1:0x5000", "system" or "-" (nowhere: the source of a PLACE, the target of a FREE). */
-static void format_place(uint32_t segment, uint64_t offset, bool nowhere, char *buf, size_t cap)
+static void format_place(uint32_t segment, uint64_t offset, bool nowhere, bool withheld, char *buf,
+                         size_t cap)
 {
 	if (nowhere)
 		snprintf(buf, cap, "-");
 	else if (segment == 0)
 		snprintf(buf, cap, "system");
+	else if (withheld)
+		snprintf(buf, cap, "%" PRIu32, segment);
 	else
 		snprintf(buf, cap, "%" PRIu32 ":0x%" PRIx64, segment, offset);
 }
@@ -65,6 +70,7 @@ json_t *cli_json_move(const void *move)
 	json_object_set_new(o, "from_offset", cli_json_u64(m->from_offset));
 	json_object_set_new(o, "to_segment", json_integer(m->to_segment));
 	json_object_set_new(o, "to_offset", cli_json_u64(m->to_offset));
+	json_object_set_new(o, "offsets_withheld", json_boolean(m->offsets_withheld));
 	json_object_set_new(o, "bytes", cli_json_u64(m->bytes));
 	json_object_set_new(o, "transfer_flags", json_integer(m->transfer_flags));
 	json_object_set_new(o, "transfer_flag_names",
@@ -105,9 +111,11 @@ void cli_print_moves(const gs_move *moves, size_t n, const char *indent)
 
 		cli_format_time(m->time_ns, when, sizeof(when));
 		format_place(m->from_segment, m->from_offset,
-		             m->kind == GS_MOVE_PLACE && m->from_segment == 0, from, sizeof(from));
+		             m->kind == GS_MOVE_PLACE && m->from_segment == 0, m->offsets_withheld,
+		             from, sizeof(from));
 		format_place(m->to_segment, m->to_offset,
-		             m->kind == GS_MOVE_FREE && m->to_segment == 0, to, sizeof(to));
+		             m->kind == GS_MOVE_FREE && m->to_segment == 0, m->offsets_withheld, to,
+		             sizeof(to));
 		cli_format_bytes(m->bytes, bytes, sizeof(bytes));
 		format_flags(m, flags, sizeof(flags));
 		format_id(m->packet, packet, sizeof(packet));

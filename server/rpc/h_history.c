@@ -331,6 +331,8 @@ static void move_record_out(const gsd_call *c, const gsd_move_row *m, Gpusched__
 	if (c->sees_placement) {
 		o->from_offset = r->from_offset;
 		o->to_offset = r->to_offset;
+	} else {
+		o->offsets_withheld = true;
 	}
 	o->bytes = r->bytes;
 	o->transfer_flags = r->transfer_flags;

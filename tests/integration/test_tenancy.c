@@ -891,10 +891,12 @@ static void test_placement_reveals_nothing(void **state)
 	assert_int_equal(ma.from_segment, lay.memory_segment);
 	assert_int_equal(ma.from_offset, 0);
 	assert_int_equal(ma.to_offset, 0);
+	assert_true(ma.offsets_withheld);
 	uint8_t back[4];
 	assert_int_equal(gs_allocation_read(a, pa.allocation, 100, back, sizeof back), 0);
 	assert_memory_equal(back, mark, sizeof mark);
 	gs_move mops = transfer_and_record(ops, pops.allocation, lay.aperture_segment);
+	assert_false(mops.offsets_withheld);
 	assert_int_equal(mops.from_offset, pops.offset);
 	assert_int_equal(gs_addr_make(lay.memory_segment, mops.from_offset), pops.address);
 
