@@ -2,6 +2,7 @@
 
 #include "core/util.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,45 +18,75 @@ void gsd_runq_fini(gsd_runq *q)
 	memset(q, 0, sizeof(*q));
 }
 
-static bool before(const gsd_runq_entry *a, const gsd_runq_entry *b)
+#define ARITY 4
+
+static bool before(const gsd_runq_slot *a, const gsd_runq_slot *b)
 {
-	return a->key < b->key || (a->key == b->key && a->seq < b->seq);
+	return a->key < b->key || (a->key == b->key && a->e->seq < b->e->seq);
 }
 
-static void place(gsd_runq_band *band, size_t i, gsd_runq_entry *e)
+/* Room for need slots, children lines aligned (see gsd_runq_band). */
+static int reserve(gsd_runq_band *band, size_t need)
 {
-	band->heap[i] = e;
-	e->index = (int32_t)i;
+	if (need <= band->cap)
+		return 0;
+	size_t cap = band->cap ? band->cap : 5;
+	while (cap < need) {
+		if (cap > SIZE_MAX / 2 / sizeof(gsd_runq_slot) - 4)
+			return -1;
+		cap *= 2;
+	}
+	size_t bytes = (cap + 3) * sizeof(gsd_runq_slot);
+	bytes = (bytes + 63) & ~(size_t)63;
+	gsd_runq_slot *mem = aligned_alloc(64, bytes);
+	if (!mem)
+		return -1;
+	if (band->count)
+		memcpy(mem + 3, band->heap, band->count * sizeof(*mem));
+	free(band->mem);
+	band->mem = mem;
+	band->heap = mem + 3;
+	band->cap = cap;
+	return 0;
+}
+
+static void place(gsd_runq_band *band, size_t i, gsd_runq_slot s)
+{
+	band->heap[i] = s;
+	s.e->index = (int32_t)i;
 }
 
 static void sift_up(gsd_runq_band *band, size_t i)
 {
-	gsd_runq_entry *e = band->heap[i];
+	gsd_runq_slot s = band->heap[i];
 	while (i > 0) {
-		size_t parent = (i - 1) / 2;
-		if (!before(e, band->heap[parent]))
+		size_t parent = (i - 1) / ARITY;
+		if (!before(&s, &band->heap[parent]))
 			break;
 		place(band, i, band->heap[parent]);
 		i = parent;
 	}
-	place(band, i, e);
+	place(band, i, s);
 }
 
 static void sift_down(gsd_runq_band *band, size_t i)
 {
-	gsd_runq_entry *e = band->heap[i];
+	gsd_runq_slot s = band->heap[i];
 	for (;;) {
-		size_t child = 2 * i + 1;
-		if (child >= band->count)
+		size_t first = ARITY * i + 1;
+		if (first >= band->count)
 			break;
-		if (child + 1 < band->count && before(band->heap[child + 1], band->heap[child]))
-			child++;
-		if (!before(band->heap[child], e))
+		size_t end = first + ARITY < band->count ? first + ARITY : band->count,
+		       best = first;
+		for (size_t c = first + 1; c < end; c++)
+			if (before(&band->heap[c], &band->heap[best]))
+				best = c;
+		if (!before(&band->heap[best], &s))
 			break;
-		place(band, i, band->heap[child]);
-		i = child;
+		place(band, i, band->heap[best]);
+		i = best;
 	}
-	place(band, i, e);
+	place(band, i, s);
 }
 
 int gsd_runq_top_band(const gsd_runq *q)
@@ -69,14 +100,12 @@ int gsd_runq_top_band(const gsd_runq *q)
 
 int gsd_runq_band_insert(gsd_runq_band *band, gsd_runq_entry *e)
 {
-	gsd_runq_entry **n = gsd_grow(band->heap, &band->cap, band->count + 1, sizeof(*n), 8);
-	if (!n)
+	if (reserve(band, band->count + 1) != 0)
 		return -1;
-	band->heap = n;
 	if (e->key < band->min_key)
 		e->key = band->min_key;
 	band->count++;
-	place(band, band->count - 1, e);
+	place(band, band->count - 1, (gsd_runq_slot){e->key, e});
 	sift_up(band, band->count - 1);
 	return 0;
 }
@@ -86,12 +115,14 @@ void gsd_runq_band_remove(gsd_runq_band *band, gsd_runq_entry *e)
 	if (e->index < 0)
 		return;
 	size_t i = (size_t)e->index;
-	gsd_runq_entry *last = band->heap[--band->count];
+	/* A key changed while queued would leave the heap out of order. */
+	assert(band->heap[i].e == e && band->heap[i].key == e->key);
+	gsd_runq_slot last = band->heap[--band->count];
 	e->index = -1;
 	if (i < band->count) {
 		place(band, i, last);
 		sift_down(band, i);
-		sift_up(band, (size_t)last->index);
+		sift_up(band, (size_t)last.e->index);
 	}
 	/* The band's clock moves only when one is popped, to the key of the one that runs:
 	 * moving it here, to whoever is now first, would lift a requeued context to its
@@ -102,7 +133,7 @@ gsd_runq_entry *gsd_runq_band_pop(gsd_runq_band *band)
 {
 	if (band->count == 0)
 		return NULL;
-	gsd_runq_entry *e = band->heap[0];
+	gsd_runq_entry *e = band->heap[0].e;
 	if (e->key > band->min_key)
 		band->min_key = e->key;
 	gsd_runq_band_remove(band, e);
@@ -111,7 +142,7 @@ gsd_runq_entry *gsd_runq_band_pop(gsd_runq_band *band)
 
 void gsd_runq_band_fini(gsd_runq_band *band)
 {
-	free(band->heap);
+	free(band->mem);
 	memset(band, 0, sizeof(*band));
 }
 
@@ -138,7 +169,7 @@ void gsd_runq_remove(gsd_runq *q, gsd_runq_entry *e)
 gsd_runq_entry *gsd_runq_peek(const gsd_runq *q)
 {
 	int b = gsd_runq_top_band(q);
-	return b < 0 ? NULL : q->bands[b].heap[0];
+	return b < 0 ? NULL : q->bands[b].heap[0].e;
 }
 
 gsd_runq_entry *gsd_runq_pop(gsd_runq *q)
