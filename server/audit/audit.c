@@ -113,7 +113,6 @@ struct node {
 	uint64_t seq; /* the audit sequence number of the row it appends; 0 = appends none */
 	gsd_audit_ack_fn ack;
 	void *ack_arg;
-	/* The caller's record; its string pointers are cleared, the strings live below. */
 	/* The record as its producer gave it. Its pointer members (tenant, texts) are the
 	 * producer's and never read here: those texts live in the buffers below. */
 	union {
