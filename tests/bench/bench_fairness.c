@@ -412,8 +412,10 @@ static bool wait_all(flooder *fl, unsigned mask, bool ready, double limit_s)
 	}
 }
 
+/* An event and its place in the daemon's order (wire seqs are opaque: the order is the one
+ * gs_packet_events_window answers in, not the seqs' values). */
 typedef struct ev {
-	uint64_t packet, seq, time_ns;
+	uint64_t packet, order, time_ns;
 	int state;
 } ev;
 
@@ -422,7 +424,7 @@ static int cmp_ev(const void *a, const void *b)
 	const ev *x = a, *y = b;
 	if (x->packet != y->packet)
 		return x->packet < y->packet ? -1 : 1;
-	return (x->seq > y->seq) - (x->seq < y->seq);
+	return (x->order > y->order) - (x->order < y->order);
 }
 
 typedef struct window {
@@ -468,8 +470,8 @@ static int engine_time(flooder *f, uint64_t until, window *w, int nw, uint64_t *
 			}
 			all = grown;
 		}
-		for (size_t i = 0; i < cnt; i++)
-			all[n++] = (ev){e[i].packet, e[i].seq, e[i].time_ns, (int)e[i].state};
+		for (size_t i = 0; i < cnt; i++, n++)
+			all[n] = (ev){e[i].packet, n, e[i].time_ns, (int)e[i].state};
 		if (cnt)
 			after = e[cnt - 1].seq;
 		gs_packet_events_free(e, cnt);

@@ -40,28 +40,38 @@ static void fail(sdd_result *r, const char *what, int rc, const gs_client *c)
 	r->error = 1;
 }
 
-/* Span of the packets first..last (ids, inclusive) from the daemon's history of `device`:
- * earliest ready_ns to latest completed_ns. Returns 0 or a status. */
-static int batch_span(gs_client *c, uint64_t device, uint64_t first, uint64_t last,
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return (x > y) - (x < y);
+}
+
+/* Span of the batch's packets (out[0..total), their wire ids: opaque, so they are looked up,
+ * not compared as numbers) from the daemon's history of `device`, newest first until all are
+ * seen: earliest ready_ns to latest completed_ns of those COMPLETED. Returns 0 or a status. */
+static int batch_span(gs_client *c, uint64_t device, const gs_submit_result *out, size_t total,
                       uint64_t *span_ns, uint64_t *seen)
 {
-	uint64_t lo = UINT64_MAX, hi = 0, n = 0;
-	uint64_t before = last + 1;
-	for (;;) {
+	uint64_t *ids = malloc((total ? total : 1) * sizeof(*ids));
+	if (!ids)
+		return GS_ERR_NOMEM;
+	for (size_t i = 0; i < total; i++)
+		ids[i] = out[i].packet;
+	qsort(ids, total, sizeof(*ids), cmp_u64);
+	uint64_t lo = UINT64_MAX, hi = 0, n = 0, found = 0, before = 0;
+	int rc = 0;
+	while (found < total) {
 		gs_history_filter f = {
 		        .device = device, .limit = HISTORY_PAGE, .before_packet = before};
 		gs_packet_record *recs;
 		size_t m;
-		int rc = gs_history(c, &f, &recs, &m);
-		if (rc != 0)
-			return rc;
-		bool done = m < HISTORY_PAGE;
+		if ((rc = gs_history(c, &f, &recs, &m)) != 0)
+			break;
 		for (size_t i = 0; i < m; i++) {
 			const gs_packet_record *p = &recs[i];
-			if (p->packet < first) {
-				done = true;
+			if (!bsearch(&p->packet, ids, total, sizeof(*ids), cmp_u64))
 				continue;
-			}
+			found++;
 			if (p->state != GS_PACKET_COMPLETED)
 				continue;
 			n++;
@@ -73,12 +83,13 @@ static int batch_span(gs_client *c, uint64_t device, uint64_t first, uint64_t la
 		if (m)
 			before = recs[m - 1].packet;
 		gs_history_free(recs, m);
-		if (done || m == 0)
+		if (m < HISTORY_PAGE)
 			break;
 	}
+	free(ids);
 	*span_ns = hi > lo ? hi - lo : 0;
 	*seen = n;
-	return 0;
+	return rc;
 }
 
 void sdd_measure(size_t contexts, uint64_t packets, int reps, double seconds, sdd_result *r)
@@ -185,7 +196,7 @@ void sdd_measure(size_t contexts, uint64_t packets, int reps, double seconds, sd
 			break;
 		}
 		uint64_t span, seen;
-		rc = batch_span(c, device, out[0].packet, out[total - 1].packet, &span, &seen);
+		rc = batch_span(c, device, out, total, &span, &seen);
 		if (rc != 0 || seen != total) {
 			if (rc == 0)
 				snprintf(r->message, sizeof(r->message),
