@@ -53,6 +53,13 @@ typedef struct gsd_tenant {
 	uint64_t rate_window;    /* the second (ns / 1e9) rate_count counts requests of */
 	uint32_t rate_count;     /* requests in it (conf.max_requests_per_second) */
 	uint32_t queued_packets; /* its packets not yet final (max_queued_packets) */
+	/* Refusals (error answers) in the second refusal_window, and whether it floods: it had
+	 * more than the daemon lets go at once in this second or the one before (rpc/call.c,
+	 * tarpit). tarpitted: its refusals held now to be answered late. */
+	uint64_t refusal_window;
+	uint32_t refusal_count;
+	bool flooding;
+	uint32_t tarpitted;
 	/* Requests received and not yet answered (max_inflight_requests). Answers leave from the
 	 * loop, the audit writer or nng's threads: the one counter touched off the loop. */
 	atomic_uint inflight;

@@ -12,6 +12,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* Workers never parked: room for requests that answer at once, whoever waits. */
 #define RESERVED_WORKERS 64u
@@ -65,6 +66,84 @@ void gsd_call_reply(gsd_call *c, Gpusched__V1__Response *resp)
 	call_free(c);
 }
 
+/*
+ * Floods. A tenant whose requests are refused more than TARPIT_AFTER times in a second is
+ * re-sending refusals as fast as they come back (a client that retries BUSY or QUOTA_EXCEEDED at
+ * once, or sends what can only fail). For the rest of that second and the next, its refusals
+ * are answered TARPIT_MS late: the flood's rate falls to what the tenant may have waiting over
+ * TARPIT_MS, instead of taking the daemon's and nng's CPU from every other tenant
+ * (bench_attack, request-flood). Each refusal is still audited at once. A held call keeps its
+ * worker, so at most max_inflight_requests per tenant and a quarter of max_workers in all are
+ * held; past that, and while stopping, refusals are answered at once.
+ */
+#define TARPIT_AFTER 1000u
+#define TARPIT_MS    100u
+
+static bool tarpit_wanted(gsd_call *c)
+{
+	gsd_tenant *t = c->tenant;
+	struct gsd_rpc *rpc = c->d->rpc;
+	if (!t || !rpc || !c->pipe || c->parked || c->timer_used || rpc->settling)
+		return false;
+	uint64_t second = gsd_now_ns() / 1000000000u;
+	if (t->refusal_window != second) {
+		t->flooding = t->refusal_window + 1 == second && t->refusal_count > TARPIT_AFTER;
+		t->refusal_window = second;
+		t->refusal_count = 0;
+	}
+	if (++t->refusal_count == TARPIT_AFTER + 1 && !t->flooding) {
+		t->flooding = true;
+		GSD_WARN("tenant %s: more than %u requests refused this second: its refusals are "
+		         "answered %u ms late",
+		         t->conf.name, TARPIT_AFTER, TARPIT_MS);
+	}
+	return t->flooding && t->tarpitted < c->d->cfg.max_inflight_requests &&
+	       rpc->tarpitted < c->d->cfg.max_workers / 4;
+}
+
+static void tarpit_answer(gsd_call *c)
+{
+	struct gsd_rpc *rpc = c->d->rpc;
+	gsd_list_remove(&c->tarpit_link);
+	rpc->tarpitted--;
+	c->tenant->tarpitted--;
+	Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
+	resp.status = c->off_status;
+	resp.message = c->off_message;
+	gsd_call_reply(c, &resp);
+}
+
+static void tarpit_due(uv_timer_t *tm)
+{
+	struct gsd_rpc *rpc = tm->data;
+	uint64_t now = uv_now(tm->loop);
+	while (!gsd_list_empty(&rpc->tarpit)) {
+		gsd_call *c = GSD_CONTAINER_OF(rpc->tarpit.next, gsd_call, tarpit_link);
+		if (c->tarpit_due_ms > now) {
+			uv_timer_start(tm, tarpit_due, c->tarpit_due_ms - now, 0);
+			return;
+		}
+		tarpit_answer(c);
+	}
+}
+
+/* Holds c's refusal (status, message) to be answered TARPIT_MS from now. */
+static void tarpit_hold(gsd_call *c, int status, const char *msg)
+{
+	struct gsd_rpc *rpc = c->d->rpc;
+	c->off_status = status;
+	size_t n = strnlen(msg, sizeof(c->off_message) - 1);
+	memcpy(c->off_message, msg, n);
+	c->off_message[n] = '\0';
+	c->tarpit_due_ms = uv_now(c->d->loop) + TARPIT_MS;
+	bool first = gsd_list_empty(&rpc->tarpit);
+	gsd_list_push_back(&rpc->tarpit, &c->tarpit_link);
+	rpc->tarpitted++;
+	c->tenant->tarpitted++;
+	if (first)
+		uv_timer_start(&rpc->tarpit_timer, tarpit_due, TARPIT_MS, 0);
+}
+
 void gsd_call_verror(gsd_call *c, int status, const char *fmt, va_list ap)
 {
 	char msg[512];
@@ -80,6 +159,10 @@ void gsd_call_verror(gsd_call *c, int status, const char *fmt, va_list ap)
 		gsd_audit_error(d->audit, gsd_call_identity(c), req, status, msg);
 	GSD_DEBUG("request %s from %s: status %d: %s", req, c->tenant ? c->tenant->conf.name : "-",
 	          status, msg);
+	if (status != GSD_ST(TIMEOUT) && tarpit_wanted(c)) {
+		tarpit_hold(c, status, msg);
+		return;
+	}
 	Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
 	resp.status = status;
 	resp.message = msg;
@@ -390,6 +473,9 @@ int gsd_rpc_calls_start(struct gsd_rpc *rpc)
 {
 	gsd_daemon *d = rpc->d;
 	gsd_list_init(&rpc->redispatch);
+	gsd_list_init(&rpc->tarpit);
+	uv_timer_init(d->loop, &rpc->tarpit_timer);
+	rpc->tarpit_timer.data = rpc;
 	uv_async_init(d->loop, &rpc->redispatch_async, redispatch_drain);
 	rpc->redispatch_async.data = d;
 	if (gsd_wake_init(d->loop, &rpc->recorded_async, recorded_drain) != 0)
@@ -403,6 +489,10 @@ void gsd_rpc_settle(gsd_daemon *d)
 	if (!d->rpc)
 		return;
 	redispatch_drain(&d->rpc->redispatch_async);
+	d->rpc->settling = true;
+	while (!gsd_list_empty(&d->rpc->tarpit))
+		tarpit_answer(GSD_CONTAINER_OF(d->rpc->tarpit.next, gsd_call, tarpit_link));
+	uv_timer_stop(&d->rpc->tarpit_timer);
 	while (d->rpc->offloads > 0)
 		uv_run(d->loop, UV_RUN_ONCE);
 }
@@ -410,6 +500,7 @@ void gsd_rpc_settle(gsd_daemon *d)
 void gsd_rpc_calls_close(struct gsd_rpc *rpc)
 {
 	uv_close((uv_handle_t *)&rpc->redispatch_async, NULL);
+	uv_close((uv_handle_t *)&rpc->tarpit_timer, NULL);
 	gsd_wake_close(&rpc->recorded_async, false);
 }
 

@@ -110,6 +110,11 @@ struct gsd_rpc {
 	uint32_t closed[GSD_CLOSED_RING]; /* recently closed pipes: a late request finds its own */
 	size_t closed_next;
 	uint32_t parked; /* calls parked, all connections */
+	/* Refusals of flooding tenants held to be answered late, oldest first (call.c). */
+	gsd_list tarpit;
+	uv_timer_t tarpit_timer;
+	uint32_t tarpitted;
+	bool settling; /* gsd_rpc_settle ran: nothing is held any more */
 	/* ---- nng side of connections (conn.c), under peers_lock ---- */
 	pthread_mutex_t peers_lock;
 	gsd_hmap peers;     /* peer key -> count of its connections (as a pointer-sized int) */

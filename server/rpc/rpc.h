@@ -37,11 +37,13 @@ struct gsd_call {
 	 * are the other tenants'. Set with identity, so off-loop reads need not look at tenant. */
 	bool sees_placement;
 	uint64_t started_ns;
-	gsd_waiter waiter;  /* on a waiter queue while parked, or on the redispatch list */
-	gsd_list conn_link; /* in its connection's list of parked calls */
-	bool parked;        /* counted as waiting (gsd_call_wait) until answered */
-	uint32_t deferred;  /* times it waited (for an allocation to be free) */
-	uv_timer_t timer;   /* deadline of a parked call */
+	gsd_waiter waiter;      /* on a waiter queue while parked, or on the redispatch list */
+	gsd_list conn_link;     /* in its connection's list of parked calls */
+	gsd_list tarpit_link;   /* in gsd_rpc.tarpit while its refusal is held (call.c) */
+	uint64_t tarpit_due_ms; /* uv_now when the held refusal is answered */
+	bool parked;            /* counted as waiting (gsd_call_wait) until answered */
+	uint32_t deferred;      /* times it waited (for an allocation to be free) */
+	uv_timer_t timer;       /* deadline of a parked call */
 	bool timer_used;
 	uint64_t wait_value; /* SyncWait target */
 	void *wait_object;   /* what it waits on */

@@ -603,13 +603,16 @@ void gsd_rpc_free(gsd_daemon *d)
 		gsd_rpc_calls_close(rpc);
 		return;
 	}
+	/* nng_aio_stop waits for a running callback to return: after it nothing is posted. The
+	 * requests received and never handled then go before the workers they name. */
+	for (size_t i = 0; i < rpc->nworkers; i++)
+		nng_aio_stop(rpc->workers[i]->aio);
+	gsd_inbox_free(&rpc->inbox, drop_item);
 	for (size_t i = 0; i < rpc->nworkers; i++) {
-		/* nng_aio_free waits for a running callback to return. */
 		nng_aio_free(rpc->workers[i]->aio);
 		free(rpc->workers[i]);
 	}
 	free(rpc->workers);
-	gsd_inbox_free(&rpc->inbox, drop_item);
 	for (uint32_t i = 0; i < GSD_MAX_LISTEN; i++)
 		if (rpc->listener_tls[i])
 			nng_tls_config_free(rpc->listener_tls[i]);

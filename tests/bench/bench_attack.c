@@ -335,9 +335,10 @@ static void attack_waits(gs_client *victim, bool resend)
 	flood_start(&f);
 	uint64_t refused = 0;
 	if (!resend) {
-		/* Every request the daemon does not let wait is refused at once: wait (bounded)
-		 * until those answers stop coming, so the victim meets the attacker at its
-		 * maximum. No event marks the last refusal, hence the 200 ms polls. */
+		/* Every request the daemon does not let wait is refused (past 1000 refusals in a
+		 * second, 100 ms late: docs/hardening.md, Floods): wait (bounded) until those
+		 * answers stop coming, so the victim meets the attacker at its maximum. No event
+		 * marks the last refusal, hence the 200 ms polls. */
 		double until = gs_test_mono_s() + 20;
 		uint64_t before = (uint64_t)-1, now = 0;
 		while (gs_test_mono_s() < until) {
@@ -366,8 +367,8 @@ static void attack_waits(gs_client *victim, bool resend)
 		         (uint64_t)atomic_load(&f.by_status[GS_STATUS_QUOTA_EXCEEDED]));
 	else
 		snprintf(ph->attack, sizeof(ph->attack),
-		         "%u waiting requests sent on %d connections: %" PRIu64
-		         " refused at once (%" PRIu64 " BUSY, %" PRIu64 " QUOTA_EXCEEDED), %" PRIu64
+		         "%u waiting requests sent on %d connections: %" PRIu64 " refused (%" PRIu64
+		         " BUSY, %" PRIu64 " QUOTA_EXCEEDED), %" PRIu64
 		         " held waiting through the phase",
 		         f.nslots, FLOOD_CONNS, refused,
 		         (uint64_t)atomic_load(&f.by_status[GS_STATUS_BUSY]),

@@ -907,6 +907,68 @@ static void test_record_numbers_used_up(void **state)
 	assert_true(log_has(&f->t, "record numbers are used up"));
 }
 
+/* One refused request (a device that does not exist): how long its answer took, in s. */
+static double refused_call_s(gs_client *c)
+{
+	double t0 = now_s();
+	assert_int_equal(gs_device_destroy(c, 12345), GS_STATUS_NOT_FOUND);
+	return now_s() - t0;
+}
+
+static void *refused_in_thread(void *arg)
+{
+	/* Answered when the daemon stops (held refusals are answered then), or cut off. */
+	(void)gs_device_destroy(arg, 12345);
+	return NULL;
+}
+
+/*
+ * A tenant whose requests are refused more than 1000 times in a second floods (a client that
+ * re-sends every refusal at once): its further refusals are answered 100 ms late, each still
+ * audited, while another tenant is answered as before; a daemon stopping with refusals held
+ * answers them and exits cleanly.
+ */
+static void test_refusal_flood_answered_late(void **state)
+{
+	fx *f = *state;
+	char json[512];
+	snprintf(json, sizeof(json), "{%s}", tenants_json);
+	start(f, json, NULL);
+	gs_client *a = itest_connect(&f->t, ATTACKER);
+	gs_client *v = itest_connect(&f->t, VICTIM);
+	/* Past 1000 refusals, the first answer that comes late; a stall of the machine before
+	 * that is not the daemon's doing, so only later ones count. */
+	size_t sent = 0, first_late = 0;
+	while (sent < 20000 && !first_late) {
+		double took = refused_call_s(a);
+		sent++;
+		if (sent > 1000 && took >= 0.05)
+			first_late = sent;
+	}
+	assert_true(first_late > 1000);
+	/* Not a stall: every refusal now comes late. */
+	for (int i = 0; i < 3; i++, sent++)
+		assert_true(refused_call_s(a) >= 0.05);
+	/* The other tenant is answered, and refused, as before. */
+	uint64_t dev;
+	assert_int_equal(gs_device_create(v, "victim", &dev), 0);
+	assert_int_equal(gs_device_destroy(v, dev), 0);
+	/* Every refusal is in the audit file. */
+	assert_int_equal(audit_after_flush(v, f->t.db,
+	                                   "SELECT count(*) FROM errors WHERE tenant = 'attacker' "
+	                                   "AND status = 4"),
+	                 (int64_t)sent);
+	/* Stopping with one held, most likely (if it is not there yet, the stop must work as
+	 * well). */
+	pthread_t th;
+	assert_int_equal(pthread_create(&th, NULL, refused_in_thread, a), 0);
+	assert_int_equal(gs_testd_stop(&f->t), 0);
+	pthread_join(th, NULL);
+	gs_close(a);
+	gs_close(v);
+	assert_true(log_has(&f->t, "its refusals are answered 100 ms late"));
+}
+
 int main(void)
 {
 #define T_(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
@@ -922,6 +984,7 @@ int main(void)
 	        T_(test_removed_audit_file),
 	        T_(test_kill9_reconciled),
 	        T_(test_record_numbers_used_up),
+	        T_(test_refusal_flood_answered_late),
 	};
 #undef T_
 	return cmocka_run_group_tests(tests, NULL, NULL);
