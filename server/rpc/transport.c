@@ -278,6 +278,9 @@ static bool admit(gsd_daemon *d, gsd_call *c, gsd_conn *conn, const uint8_t *buf
 		return false;
 	}
 	if (conn && !conn->authenticated && len > d->cfg.unauthenticated_max_message) {
+		/* A failed attempt like an unknown token: so many of them close the connection and
+		 * shut its peer out for the second, or every one would cost a whole receive. */
+		gsd_rpc_conn_bad_token(d->rpc, conn);
 		gsd_call_error(
 		        c, GSD_ST(TOO_LARGE),
 		        "request of %zu bytes on a connection that has not authenticated yet "
