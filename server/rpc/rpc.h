@@ -48,8 +48,10 @@ struct gsd_call {
 	uint64_t wait_value; /* SyncWait target */
 	void *wait_object;   /* what it waits on */
 	void (*on_timeout)(gsd_call *c);
-	void *barrier;  /* h_history.c: the audit flush an off-loop read waits for */
-	int off_status; /* an error answered off the loop, audited when the work is done */
+	void *barrier; /* h_history.c: the audit flush an off-loop read waits for */
+	/* An error answered off the loop, audited when the work is done; or a refusal held to
+	 * be answered late (call.c, floods): a call is never both. */
+	int off_status;
 	char off_message[256];
 	struct nng_msg *off_reply; /* the answer encoded off the loop, sent by the loop */
 };
