@@ -345,12 +345,18 @@ static long daemon_hwm_kib(pid_t pid)
 	return kib;
 }
 
-static void test_unauthenticated(void **state)
+/* The attacker and the victim, with 3 unknown tokens a second allowed per connection and peer. */
+static void start_bad_tokens_limited(fx *f)
 {
-	fx *f = *state;
 	char json[512];
 	snprintf(json, sizeof(json), "{%s, \"max_bad_tokens_per_second\": 3}", tenants_json);
 	start(f, json, NULL);
+}
+
+static void test_unauthenticated(void **state)
+{
+	fx *f = *state;
+	start_bad_tokens_limited(f);
 	world v;
 	world_open(&v, f, VICTIM);
 	size_t len;
@@ -421,9 +427,7 @@ static void test_unauthenticated(void **state)
 static void test_unauthenticated_oversize(void **state)
 {
 	fx *f = *state;
-	char json[512];
-	snprintf(json, sizeof(json), "{%s, \"max_bad_tokens_per_second\": 3}", tenants_json);
-	start(f, json, NULL);
+	start_bad_tokens_limited(f);
 	world v;
 	world_open(&v, f, VICTIM);
 	size_t len;
