@@ -24,6 +24,7 @@
  */
 #include "gpusched.h"
 #include "gpusched.pb-c.h"
+#include "logline.h"
 #include "pbwire.h"
 #include "rpc.h"
 
@@ -42,7 +43,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
@@ -55,9 +55,6 @@
 #define RELEASE_TRIES 10
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
-
-enum { L_ERROR, L_WARN, L_INFO, L_DEBUG };
-static const char *const level_names[] = {"ERROR", "WARN", "INFO", "DEBUG"};
 
 typedef struct options {
 	const char *listen;
@@ -125,26 +122,17 @@ typedef struct relay {
 	uint64_t forwarded, answered, unavailable, too_large, malformed, released, busy, refused;
 } relay;
 
-static int g_level = L_INFO;
+static int g_level = GS_LOG_INFO;
 
 static void logf_(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void logf_(int level, const char *fmt, ...)
 {
 	if (level > g_level)
 		return;
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	struct tm tm;
-	gmtime_r(&ts.tv_sec, &tm);
-	char when[32];
-	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
-	char line[512];
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(line, sizeof(line), fmt, ap);
+	gs_log_vwrite(STDERR_FILENO, "gpusched-relay", level, fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "%s.%03ldZ %-5s relay: %s\n", when, ts.tv_nsec / 1000000,
-	        level_names[level], line);
 }
 
 /* ---- answers the relay gives itself ---- */
@@ -268,7 +256,7 @@ static void fail_all_flights(relay *r)
 	r->unavailable += n;
 	pthread_mutex_unlock(&r->lock);
 	if (n)
-		logf_(L_WARN,
+		logf_(GS_LOG_WARN,
 		      "%u requests were on the host link when it went down: answered"
 		      " UNAVAILABLE",
 		      n);
@@ -327,7 +315,7 @@ static guest *guest_of_pipe(relay *r, uint32_t id, uint64_t who)
 		g->id = r->epoch << 32 | ++r->next_guest;
 		g->next = r->all_guests;
 		r->all_guests = g;
-		logf_(L_INFO, "guest %" PRIu64 " is %s %" PRIu64, g->id,
+		logf_(GS_LOG_INFO, "guest %" PRIu64 " is %s %" PRIu64, g->id,
 		      who >> 63 ? "connection" : "process", who & ~(UINT64_C(1) << 63));
 	}
 	g->pipes++;
@@ -344,7 +332,7 @@ static void queue_release(relay *r, uint64_t id)
 		size_t cap = r->capreleases ? 2 * r->capreleases : 16;
 		uint64_t *n = realloc(r->releases, cap * sizeof(*n));
 		if (!n) {
-			logf_(L_ERROR,
+			logf_(GS_LOG_ERROR,
 			      "out of memory: guest %" PRIu64 "'s objects stay on the host", id);
 			return;
 		}
@@ -405,12 +393,12 @@ static void host_pipe_event(nng_pipe p, nng_pipe_ev ev, void *arg)
 	pthread_cond_broadcast(&r->cond);
 	pthread_mutex_unlock(&r->lock);
 	if (ev == NNG_PIPE_EV_ADD_POST) {
-		logf_(L_INFO, "connected to the host daemon at %s", r->o.host);
+		logf_(GS_LOG_INFO, "connected to the host daemon at %s", r->o.host);
 	} else {
 		if (stopping)
-			logf_(L_INFO, "closed the link to the host daemon");
+			logf_(GS_LOG_INFO, "closed the link to the host daemon");
 		else
-			logf_(L_WARN, "lost the link to the host daemon at %s: reconnecting",
+			logf_(GS_LOG_WARN, "lost the link to the host daemon at %s: reconnecting",
 			      r->o.host);
 		if (n == 0)
 			fail_all_flights(r);
@@ -595,9 +583,10 @@ static int release_one(gs_client *c, uint64_t guest_id, bool all)
 	int rv = all ? gs_guest_release_all(c, &devices) : gs_guest_release(c, guest_id, &devices);
 	if (rv == 0) {
 		if (all)
-			logf_(L_INFO, "released %u devices left by earlier runs' guests", devices);
+			logf_(GS_LOG_INFO, "released %u devices left by earlier runs' guests",
+			      devices);
 		else
-			logf_(L_INFO, "guest %" PRIu64 " has gone: released its %u devices",
+			logf_(GS_LOG_INFO, "guest %" PRIu64 " has gone: released its %u devices",
 			      guest_id, devices);
 	}
 	return rv;
@@ -645,7 +634,7 @@ static void *release_thread(void *arg)
 				gs_client_set_timeout(c, timeout);
 			rv = c ? release_one(c, id, sweep) : -1;
 			if (rv != 0) {
-				logf_(L_WARN, "releasing %s%" PRIu64 " failed: %s",
+				logf_(GS_LOG_WARN, "releasing %s%" PRIu64 " failed: %s",
 				      sweep ? "earlier guests" : "guest ", id,
 				      c ? gs_client_message(c) : why);
 				if (c && (rv == GS_ERR_TRANSPORT || rv == GS_ERR_TIMEOUT)) {
@@ -663,12 +652,13 @@ static void *release_thread(void *arg)
 			r->swept = true; /* served from now on, even if the sweep failed */
 			pthread_cond_broadcast(&r->cond);
 			if (rv != 0)
-				logf_(L_ERROR,
+				logf_(GS_LOG_ERROR,
 				      "could not release earlier guests' objects: they stay");
 			continue;
 		}
 		if (rv != 0)
-			logf_(L_ERROR, "guest %" PRIu64 "'s objects stay on the host: gave up", id);
+			logf_(GS_LOG_ERROR, "guest %" PRIu64 "'s objects stay on the host: gave up",
+			      id);
 		else
 			r->released++;
 		memmove(r->releases, r->releases + 1, --r->nreleases * sizeof(*r->releases));
@@ -719,7 +709,7 @@ static void *heartbeat_thread(void *arg)
 		/* Any answer, even a refusal, means the host is there. */
 		if (rv == GS_ERR_TIMEOUT || rv == GS_ERR_TRANSPORT) {
 			if (++missed >= 2) {
-				logf_(L_WARN,
+				logf_(GS_LOG_WARN,
 				      "the host daemon did not answer two heartbeats (%u ms each):"
 				      " closing the link and dialing again",
 				      r->o.heartbeat_ms);
@@ -748,7 +738,7 @@ static int read_token(relay *r)
 	}
 	FILE *f = fopen(r->o.token_file, "r");
 	if (!f) {
-		logf_(L_ERROR, "cannot read the token file %s: %s", r->o.token_file,
+		logf_(GS_LOG_ERROR, "cannot read the token file %s: %s", r->o.token_file,
 		      strerror(errno));
 		return -1;
 	}
@@ -765,7 +755,7 @@ static int open_sockets(relay *r)
 	if (rv == 0)
 		rv = nng_req0_open_raw(&r->host);
 	if (rv != 0) {
-		logf_(L_ERROR, "cannot open sockets: %s", nng_strerror(rv));
+		logf_(GS_LOG_ERROR, "cannot open sockets: %s", nng_strerror(rv));
 		return -1;
 	}
 	/* Room for a request twice the limit, so one a little over it is read and answered
@@ -783,7 +773,8 @@ static int open_sockets(relay *r)
 	char why[256] = "";
 	rv = gsc_dial(r->host, r->o.host, NNG_FLAG_NONBLOCK, NULL, why, sizeof(why));
 	if (rv != 0) {
-		logf_(L_ERROR, "cannot dial the host daemon: %s", why[0] ? why : nng_strerror(rv));
+		logf_(GS_LOG_ERROR, "cannot dial the host daemon: %s",
+		      why[0] ? why : nng_strerror(rv));
 		return -1;
 	}
 	nng_listener l;
@@ -793,7 +784,7 @@ static int open_sockets(relay *r)
 	if (rv == 0)
 		rv = nng_listener_start(l, 0);
 	if (rv != 0) {
-		logf_(L_ERROR, "cannot listen on %s: %s", r->o.listen, nng_strerror(rv));
+		logf_(GS_LOG_ERROR, "cannot listen on %s: %s", r->o.listen, nng_strerror(rv));
 		return -1;
 	}
 	return 0;
@@ -914,7 +905,7 @@ static int parse_args(int argc, char **argv, options *o, char *listen_buf, size_
 	               .guest_inflight = 1024,
 	               .guest_conns = 64,
 	               .heartbeat_ms = 5000,
-	               .log_level = L_INFO,
+	               .log_level = GS_LOG_INFO,
 	               .sweep = true};
 	int ch;
 	int rv;
@@ -924,10 +915,8 @@ static int parse_args(int argc, char **argv, options *o, char *listen_buf, size_
 			o->sweep = false;
 			break;
 		case 'L':
-			for (o->log_level = 0; o->log_level <= L_DEBUG; o->log_level++)
-				if (strcasecmp(optarg, level_names[o->log_level]) == 0)
-					break;
-			if (o->log_level > L_DEBUG) {
+			o->log_level = gs_log_parse_level(optarg);
+			if (o->log_level < 0) {
 				fprintf(stderr, "gpusched-relay: unknown log level %s\n", optarg);
 				return 2;
 			}
@@ -1004,11 +993,11 @@ int main(int argc, char **argv)
 	bool up = r.host_pipes && r.swept;
 	pthread_mutex_unlock(&r.lock);
 	if (!up)
-		logf_(L_WARN,
+		logf_(GS_LOG_WARN,
 		      "the host daemon at %s is not reached yet: guests are answered"
 		      " UNAVAILABLE until it is",
 		      r.o.host);
-	logf_(L_INFO, "guests on %s, host %s, max_message %u", r.o.listen, r.o.host,
+	logf_(GS_LOG_INFO, "guests on %s, host %s, max_message %u", r.o.listen, r.o.host,
 	      r.o.max_message);
 	printf("gpusched-relay ready on %s\n", r.o.listen);
 	fflush(stdout);
@@ -1017,7 +1006,7 @@ int main(int argc, char **argv)
 	do
 		sigwait(&sigs, &sig);
 	while (sig == SIGPIPE);
-	logf_(L_INFO, "stopping on signal %d", sig);
+	logf_(GS_LOG_INFO, "stopping on signal %d", sig);
 	/* No more guests: closing their socket removes their connections, which queues the
 	 * release of every guest; the release thread sends them while the link allows. */
 	nng_close(r.guests);
@@ -1032,7 +1021,7 @@ int main(int argc, char **argv)
 	nng_close(r.host);
 	pthread_join(back, NULL);
 	fail_all_flights(&r); /* nobody to answer now: frees the entries */
-	logf_(L_INFO,
+	logf_(GS_LOG_INFO,
 	      "stopped: %" PRIu64 " requests forwarded, %" PRIu64 " answered, %" PRIu64
 	      " UNAVAILABLE, %" PRIu64 " BUSY, %" PRIu64 " TOO_LARGE, %" PRIu64
 	      " malformed, %" PRIu64 " connections refused, %" PRIu64 " guests released",

@@ -1,4 +1,5 @@
-/* Levelled log lines on stderr: "2026-11-23T02:40:01.123Z gpuschedd[pid] INFO  message". */
+/* Levelled log lines on stderr, in the format of proto/logline.h:
+ * "2026-11-23T02:40:01.123Z gpuschedd[pid] INFO  message". */
 #ifndef GSD_LOG_H
 #define GSD_LOG_H
 
