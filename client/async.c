@@ -14,6 +14,7 @@
  * gsc_wait), with an aio of its own that has no callback: its completions wake the caller
  * directly rather than through nng's task threads (two thread hand-offs fewer per call).
  */
+#include "ring.h"
 #include "rpc.h"
 
 #include <errno.h>
@@ -55,8 +56,7 @@ struct gsc_slot {
 struct gs_async_queue {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	gs_async_event *ring;
-	size_t cap, head, count;
+	gs_ring ring;    /* of gs_async_event */
 	size_t reserved; /* requests in flight towards it: room is kept for each */
 	size_t refs;     /* the owner's (until destroy) and one per request in flight */
 	bool destroyed;
@@ -92,6 +92,7 @@ int gs_async_queue_create(gs_async_queue **out)
 	q = calloc(1, sizeof(*q));
 	if (!q)
 		return GS_ERR_NOMEM;
+	q->ring = GS_RING_INIT(gs_async_event);
 	q->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (q->efd < 0) {
 		free(q);
@@ -112,7 +113,7 @@ static void queue_free(gs_async_queue *q)
 	close(q->efd);
 	pthread_mutex_destroy(&q->mu);
 	pthread_cond_destroy(&q->cv);
-	free(q->ring);
+	gs_ring_free(&q->ring);
 	free(q);
 }
 
@@ -136,7 +137,7 @@ void gs_async_queue_destroy(gs_async_queue *q)
 		return;
 	}
 	q->destroyed = true;
-	q->count = 0;
+	q->ring.len = 0;
 	queue_unref_locked(q);
 }
 
@@ -158,7 +159,7 @@ static size_t locked_count(pthread_mutex_t *mu, const size_t *count)
 
 size_t gs_async_queue_length(gs_async_queue *q)
 {
-	return q ? locked_count(&q->mu, &q->count) : 0;
+	return q ? locked_count(&q->mu, &q->ring.len) : 0;
 }
 
 /* Keeps room for one more event: a completion never needs memory it might not get. */
@@ -168,27 +169,11 @@ static int queue_reserve(gs_async_queue *q)
 	int rv = 0;
 
 	pthread_mutex_lock(&q->mu);
-	need = q->count + q->reserved + 1;
-	if (q->destroyed) {
+	need = q->ring.len + q->reserved + 1;
+	if (q->destroyed)
 		rv = GS_ERR_INVALID;
-	} else if (need > q->cap) {
-		size_t cap = q->cap ? q->cap * 2 : 64;
-		gs_async_event *ring;
-
-		while (cap < need)
-			cap *= 2;
-		ring = malloc(cap * sizeof(*ring));
-		if (!ring) {
-			rv = GS_ERR_NOMEM;
-		} else {
-			for (size_t i = 0; i < q->count; i++)
-				ring[i] = q->ring[(q->head + i) % q->cap];
-			free(q->ring);
-			q->ring = ring;
-			q->cap = cap;
-			q->head = 0;
-		}
-	}
+	else if (gs_ring_reserve(&q->ring, need) != 0)
+		rv = GS_ERR_NOMEM;
 	if (rv == 0) {
 		q->reserved++;
 		q->refs++;
@@ -209,8 +194,9 @@ static void queue_push(gs_async_queue *q, const gs_async_event *ev)
 	pthread_mutex_lock(&q->mu);
 	q->reserved--;
 	if (!q->destroyed) {
-		q->ring[(q->head + q->count) % q->cap] = *ev;
-		if (q->count++ == 0) {
+		/* Cannot fail: queue_reserve made room for it. */
+		(void)gs_ring_push(&q->ring, ev);
+		if (q->ring.len == 1) {
 			uint64_t one = 1;
 			ssize_t n = write(q->efd, &one, sizeof(one));
 			(void)n; /* cannot fail: the counter is 0 here */
@@ -237,24 +223,18 @@ int gs_async_poll(gs_async_queue *q, gs_async_event *events, size_t max, int tim
 		}
 	}
 	pthread_mutex_lock(&q->mu);
-	while (q->count == 0 && timeout_ms != 0) {
+	while (q->ring.len == 0 && timeout_ms != 0) {
 		if (timeout_ms < 0)
 			pthread_cond_wait(&q->cv, &q->mu);
 		else if (pthread_cond_timedwait(&q->cv, &q->mu, &deadline) == ETIMEDOUT)
 			break;
 	}
-	n = q->count < max ? q->count : max;
-	if (n > INT_MAX)
-		n = INT_MAX;
-	for (size_t i = 0; i < n; i++)
-		events[i] = q->ring[(q->head + i) % q->cap];
+	n = gs_ring_take(&q->ring, events, max < INT_MAX ? max : INT_MAX);
 	if (n) {
-		q->head = (q->head + n) % q->cap;
-		q->count -= n;
-		if (q->count == 0) {
+		if (q->ring.len == 0) {
 			uint64_t v;
 			ssize_t r = read(q->efd, &v, sizeof(v));
-			(void)r; /* the counter was 1: it was written when count left 0 */
+			(void)r; /* the counter was 1: it was written when the ring left empty */
 		}
 	}
 	pthread_mutex_unlock(&q->mu);

@@ -4,7 +4,7 @@
  *
  * Invariants (under e->lock): a packet is in exactly one of {queue, running, reported final};
  * once stopping is set no packet is popped to run and submit refuses new ones;
- * reset_drain <= queue_len.
+ * reset_drain <= queue.len.
  */
 #include "engine/thread.h"
 
@@ -112,30 +112,14 @@ gsd_wait_result gsd_engine_wait_until(gsd_engine *e, uint64_t until_ns, bool pre
 /* Caller holds the lock. */
 static int queue_push(gsd_engine *e, gsd_exec *x)
 {
-	if (e->queue_len == e->queue_cap) {
-		size_t cap = e->queue_cap ? 2 * e->queue_cap : 16;
-		gsd_exec **q = malloc(cap * sizeof(*q));
-		if (!q)
-			return -1;
-		/* Unroll the ring into the new array so that head is 0 again. */
-		for (size_t i = 0; i < e->queue_len; i++)
-			q[i] = e->queue[(e->queue_head + i) % e->queue_cap];
-		free(e->queue);
-		e->queue = q;
-		e->queue_cap = cap;
-		e->queue_head = 0;
-	}
-	e->queue[(e->queue_head + e->queue_len) % e->queue_cap] = x;
-	e->queue_len++;
-	return 0;
+	return gs_ring_push(&e->queue, &x);
 }
 
-/* Caller holds the lock and has checked queue_len > 0. */
+/* Caller holds the lock and has checked queue.len > 0. */
 static gsd_exec *queue_pop(gsd_engine *e)
 {
-	gsd_exec *x = e->queue[e->queue_head];
-	e->queue_head = (e->queue_head + 1) % e->queue_cap;
-	e->queue_len--;
+	gsd_exec *x = NULL;
+	gs_ring_take(&e->queue, &x, 1);
 	if (e->reset_drain)
 		e->reset_drain--;
 	return x;
@@ -186,7 +170,7 @@ static void *engine_main(void *arg)
 
 	pthread_mutex_lock(&e->lock);
 	for (;;) {
-		while (!e->stopping && e->queue_len == 0)
+		while (!e->stopping && e->queue.len == 0)
 			pthread_cond_wait(&e->wake, &e->lock);
 		if (e->stopping)
 			break;
@@ -195,7 +179,7 @@ static void *engine_main(void *arg)
 		if (dropped) {
 			/* A request made for a packet the reset dropped must not stop a later
 			 * one submitted to the then idle engine. */
-			if (e->queue_len == 0)
+			if (e->queue.len == 0)
 				atomic_store_explicit(&e->preempt_req, false, memory_order_release);
 			pthread_mutex_unlock(&e->lock);
 			report_dropped(e, x);
@@ -208,7 +192,7 @@ static void *engine_main(void *arg)
 		pthread_mutex_lock(&e->lock);
 	}
 	/* Stopping: the packets never started are dropped by the reset, in submission order. */
-	while (e->queue_len) {
+	while (e->queue.len) {
 		gsd_exec *x = queue_pop(e);
 		pthread_mutex_unlock(&e->lock);
 		report_dropped(e, x);
@@ -218,51 +202,47 @@ static void *engine_main(void *arg)
 	return NULL;
 }
 
+static void engine_free(gsd_engine *e)
+{
+	pthread_cond_destroy(&e->poke);
+	pthread_cond_destroy(&e->wake);
+	pthread_mutex_destroy(&e->lock);
+	gs_ring_free(&e->queue);
+	free(e->name_copy);
+	free(e);
+}
+
 int gsd_engine_thread_create(const gsd_engine_config *cfg, gsd_engine_run_fn run, gsd_engine **out)
 {
+	pthread_condattr_t ca;
+
 	if (!cfg || !cfg->irq || !run || !out)
 		return -1;
 	gsd_engine *e = calloc(1, sizeof(*e));
 	if (!e)
 		return -1;
+	/* With these attributes (none, or a clock) glibc's initialisers cannot fail. */
+	pthread_mutex_init(&e->lock, NULL);
+	pthread_cond_init(&e->wake, NULL);
+	/* poke is waited on with deadlines on the engine's own clock. */
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&e->poke, &ca);
+	pthread_condattr_destroy(&ca);
 	e->cfg = *cfg;
 	e->run = run;
+	e->queue = GS_RING_INIT(gsd_exec *);
 	e->name_copy = strdup(cfg->name ? cfg->name : "");
 	e->cfg.name = e->name_copy;
 	atomic_init(&e->preempt_req, false);
 	atomic_init(&e->reset_req, false);
 	atomic_init(&e->abort_req, false);
-	if (!e->name_copy)
-		goto fail_alloc;
-	if (pthread_mutex_init(&e->lock, NULL) != 0)
-		goto fail_alloc;
-	if (pthread_cond_init(&e->wake, NULL) != 0)
-		goto fail_mutex;
-	/* poke is waited on with deadlines on the engine's own clock. */
-	pthread_condattr_t ca;
-	if (pthread_condattr_init(&ca) != 0)
-		goto fail_wake;
-	int rc = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	if (rc == 0)
-		rc = pthread_cond_init(&e->poke, &ca);
-	pthread_condattr_destroy(&ca);
-	if (rc != 0)
-		goto fail_wake;
-	if (pthread_create(&e->thread, NULL, engine_main, e) != 0)
-		goto fail_poke;
+	if (!e->name_copy || pthread_create(&e->thread, NULL, engine_main, e) != 0) {
+		engine_free(e);
+		return -1;
+	}
 	*out = e;
 	return 0;
-
-fail_poke:
-	pthread_cond_destroy(&e->poke);
-fail_wake:
-	pthread_cond_destroy(&e->wake);
-fail_mutex:
-	pthread_mutex_destroy(&e->lock);
-fail_alloc:
-	free(e->name_copy);
-	free(e);
-	return -1;
 }
 
 int gsd_engine_thread_submit(gsd_engine *e, gsd_exec *x)
@@ -283,7 +263,7 @@ int gsd_engine_thread_submit(gsd_engine *e, gsd_exec *x)
 void gsd_engine_thread_preempt(gsd_engine *e)
 {
 	pthread_mutex_lock(&e->lock);
-	if (e->running || e->queue_len) {
+	if (e->running || e->queue.len) {
 		atomic_store_explicit(&e->preempt_req, true, memory_order_release);
 		pthread_cond_signal(&e->poke);
 	}
@@ -295,7 +275,7 @@ void gsd_engine_thread_reset(gsd_engine *e)
 	pthread_mutex_lock(&e->lock);
 	/* Everything queued now goes, in order, after the running packet; whatever is
 	 * submitted after this call returns is new work and runs. */
-	e->reset_drain = e->queue_len;
+	e->reset_drain = e->queue.len;
 	if (e->running) {
 		atomic_store_explicit(&e->reset_req, true, memory_order_release);
 		pthread_cond_signal(&e->poke);
@@ -314,11 +294,5 @@ void gsd_engine_thread_destroy(gsd_engine *e)
 	pthread_cond_signal(&e->poke);
 	pthread_mutex_unlock(&e->lock);
 	pthread_join(e->thread, NULL);
-
-	pthread_cond_destroy(&e->poke);
-	pthread_cond_destroy(&e->wake);
-	pthread_mutex_destroy(&e->lock);
-	free(e->queue);
-	free(e->name_copy);
-	free(e);
+	engine_free(e);
 }

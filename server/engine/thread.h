@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "engine/engine.h"
+#include "ring.h"
 
 /*
  * Runs one packet on the engine thread, from x->resume_offset to its end or to the first
@@ -34,8 +35,7 @@ struct gsd_engine {
 	 * at once instead of letting it poll, which is both faster and nearly free of CPU. */
 	pthread_cond_t poke;
 	/* Guarded by lock: a ring of queued packets, the one running, and the stop request. */
-	gsd_exec **queue;
-	size_t queue_cap, queue_head, queue_len;
+	gs_ring queue; /* of gsd_exec * */
 	gsd_exec *running;
 	bool stopping;
 	/* How many packets at the head of the queue a reset aborts before anything else runs:

@@ -14,6 +14,7 @@
 
 #include "core/packet.h"
 #include "core/waiter.h"
+#include "ring.h"
 
 enum {
 	NONE = 0,
@@ -249,6 +250,41 @@ static void test_waiter_nested_wake(void **state)
 	assert_true(gsd_waitq_empty(&q));
 }
 
+/* The shared FIFO keeps its order across wrap-around and growth, and a refused growth leaves
+ * it as it was. */
+static void test_ring_order(void **state)
+{
+	(void)state;
+	gs_ring r = GS_RING_INIT(uint32_t);
+	uint32_t next_in = 0, next_out = 0, out[64];
+
+	/* Push and take in uneven steps so that the head walks and the ring wraps and grows
+	 * with items on both sides of the array's end. */
+	for (int round = 0; round < 50; round++) {
+		for (int i = 0; i < round % 7 + 3; i++, next_in++)
+			assert_int_equal(gs_ring_push(&r, &next_in), 0);
+		size_t n = gs_ring_take(&r, out, (size_t)(round % 5 + 1));
+		for (size_t i = 0; i < n; i++)
+			assert_int_equal(out[i], next_out++);
+	}
+	assert_int_equal(r.len, next_in - next_out);
+	size_t cap = r.cap, len = r.len;
+	assert_int_equal(gs_ring_reserve(&r, SIZE_MAX), -1);
+	assert_int_equal(r.cap, cap);
+	assert_int_equal(gs_ring_reserve(&r, cap), 0);
+	assert_int_equal(r.cap, cap);
+	while (r.len) {
+		size_t n = gs_ring_take(&r, out, 64);
+		for (size_t i = 0; i < n; i++)
+			assert_int_equal(out[i], next_out++);
+	}
+	assert_int_equal(next_out, next_in);
+	assert_true(len > 0);
+	assert_int_equal(gs_ring_take(&r, out, 64), 0);
+	gs_ring_free(&r);
+	assert_null(r.items);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -259,6 +295,7 @@ int main(void)
 	        cmocka_unit_test(test_waiter_waits_again),
 	        cmocka_unit_test(test_waiter_cancels_another),
 	        cmocka_unit_test(test_waiter_nested_wake),
+	        cmocka_unit_test(test_ring_order),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
