@@ -308,6 +308,41 @@ const char *gsd_share_policy_name(int policy)
 /* adapters[].local_memory: where a GPU backend puts memory segments. */
 static const char *const local_memories[] = {"auto", "device", NULL};
 
+/* A size given in bytes as key, or in MiB as key_mib (which wins when both are given). */
+static int get_size(json_t *obj, const char *key, const char *key_mib, uint64_t *out, cfg_err *e)
+{
+	uint64_t mib = 0;
+	if (get_u64(obj, key, out, e) || get_u64(obj, key_mib, &mib, e))
+		return -1;
+	if (mib)
+		*out = mib * MiB;
+	return 0;
+}
+
+/* nodes[i]: named "node<i>" unless it says otherwise. */
+static int load_node(json_t *jn, uint32_t i, gsd_node_config *n, cfg_err *e)
+{
+	*n = (gsd_node_config){0};
+	snprintf(n->name, sizeof(n->name), "node%u", i);
+	if (get_str(jn, "name", n->name, sizeof(n->name), e) ||
+	    get_enum(jn, "kind", node_kinds, &n->kind, e) || get_bool(jn, "paging", &n->paging, e))
+		return -1;
+	return 0;
+}
+
+/* segments[i]: id i + 1 and named "segment<id>" unless it says otherwise. */
+static int load_segment(json_t *js, uint32_t i, gsd_segment_config *s, cfg_err *e)
+{
+	*s = (gsd_segment_config){.id = i + 1};
+	snprintf(s->name, sizeof(s->name), "segment%u", i + 1);
+	if (get_u32(js, "id", &s->id, e) || get_str(js, "name", s->name, sizeof(s->name), e) ||
+	    get_enum(js, "kind", segment_kinds, &s->kind, e) ||
+	    get_size(js, "size", "size_mib", &s->size, e) ||
+	    get_bool(js, "cpu_visible", &s->cpu_visible, e))
+		return -1;
+	return 0;
+}
+
 static int load_adapter(json_t *ja, gsd_adapter_config *a, cfg_err *e)
 {
 	if (!json_is_object(ja))
@@ -321,51 +356,19 @@ static int load_adapter(json_t *ja, gsd_adapter_config *a, cfg_err *e)
 		return -1;
 	if (a->time_slice_us && (a->time_slice_us < 1000 || a->time_slice_us > 30000))
 		return fail(e, "\"%s\" must be 1000..30000 (1 to 30 ms)", "time_slice_us");
-	json_t *nodes;
-	if (get_array(ja, "nodes", 1, GSD_MAX_NODES, "nodes", &nodes, &a->nnodes, e))
-		return -1;
-	if (nodes) {
-		for (uint32_t i = 0; i < a->nnodes; i++) {
-			json_t *jn = json_array_get(nodes, i);
-			gsd_node_config *n = &a->nodes[i];
-			memset(n, 0, sizeof(*n));
-			snprintf(n->name, sizeof(n->name), "node%u", i);
-			if (get_str(jn, "name", n->name, sizeof(n->name), e) ||
-			    get_enum(jn, "kind", node_kinds, &n->kind, e) ||
-			    get_bool(jn, "paging", &n->paging, e))
-				return -1;
-		}
-	}
-	json_t *segs;
-	if (get_array(ja, "segments", 1, sizeof(a->segments) / sizeof(a->segments[0]), "segments",
+	json_t *nodes, *segs;
+	if (get_array(ja, "nodes", 1, GSD_MAX_NODES, "nodes", &nodes, &a->nnodes, e) ||
+	    get_array(ja, "segments", 1, sizeof(a->segments) / sizeof(a->segments[0]), "segments",
 	              &segs, &a->nsegments, e))
 		return -1;
-	if (segs) {
-		for (uint32_t i = 0; i < a->nsegments; i++) {
-			json_t *js = json_array_get(segs, i);
-			gsd_segment_config *s = &a->segments[i];
-			memset(s, 0, sizeof(*s));
-			s->id = i + 1;
-			snprintf(s->name, sizeof(s->name), "segment%u", i + 1);
-			if (get_u32(js, "id", &s->id, e) ||
-			    get_str(js, "name", s->name, sizeof(s->name), e) ||
-			    get_enum(js, "kind", segment_kinds, &s->kind, e) ||
-			    get_u64(js, "size", &s->size, e) ||
-			    get_bool(js, "cpu_visible", &s->cpu_visible, e))
-				return -1;
-			uint64_t mib = 0;
-			if (get_u64(js, "size_mib", &mib, e))
-				return -1;
-			if (mib)
-				s->size = mib * MiB;
-		}
-	}
-	uint64_t sys_mib = 0;
-	if (get_u64(ja, "system_memory", &a->system_memory, e) ||
-	    get_u64(ja, "system_memory_mib", &sys_mib, e))
+	for (uint32_t i = 0; nodes && i < a->nnodes; i++)
+		if (load_node(json_array_get(nodes, i), i, &a->nodes[i], e))
+			return -1;
+	for (uint32_t i = 0; segs && i < a->nsegments; i++)
+		if (load_segment(json_array_get(segs, i), i, &a->segments[i], e))
+			return -1;
+	if (get_size(ja, "system_memory", "system_memory_mib", &a->system_memory, e))
 		return -1;
-	if (sys_mib)
-		a->system_memory = sys_mib * MiB;
 	a->system_memory_set =
 	        json_object_get(ja, "system_memory") || json_object_get(ja, "system_memory_mib");
 	return 0;
