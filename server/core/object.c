@@ -68,6 +68,7 @@ static uint64_t object_register(gsd_daemon *d, gsd_object *o, gsd_obj_type type,
 	o->type = type;
 	o->tenant = t;
 	o->guest = guest;
+	o->created_ns = gsd_now_ns();
 	o->identity = gsd_tenant_guest_name(t, guest);
 	if (!o->identity)
 		return 0;
@@ -318,7 +319,7 @@ void gsd_context_audit(gsd_daemon *d, const gsd_context *x)
 	                     .priority_class = x->sched.priority_class,
 	                     .priority = x->sched.priority,
 	                     .info = x->info,
-	                     .created_ns = x->created_ns,
+	                     .created_ns = x->obj.created_ns,
 	                     .destroyed_ns = x->destroyed ? gsd_now_ns() : 0};
 	gsd_audit_context(d->audit, &r);
 }
@@ -339,7 +340,6 @@ gsd_context *gsd_context_create(gsd_daemon *d, gsd_device *dev, const gsd_contex
 	x->flags = pr->flags;
 	x->info = pr->info;
 	x->refs = 1;
-	x->created_ns = gsd_now_ns();
 	gsd_list_init(&x->pending);
 	gsd_list_init(&x->dev_link);
 	gsd_list_init(&x->node_link);
@@ -396,7 +396,7 @@ void gsd_allocation_audit(gsd_daemon *d, const gsd_allocation *al)
 	                           ? al->segment->id
 	                           : 0,
 	        .offset = al->offset,
-	        .created_ns = al->created_ns,
+	        .created_ns = al->obj.created_ns,
 	        .destroyed_ns = al->destroyed ? gsd_now_ns() : 0};
 	gsd_audit_allocation(d->audit, &r);
 }
@@ -419,7 +419,6 @@ int gsd_allocation_create(gsd_daemon *d, gsd_device *dev, const gsd_allocation_p
 	al->priority = pr->priority ? pr->priority : GS_ALLOC_PRIORITY_NORMAL;
 	al->flags = pr->flags;
 	al->refs = 1;
-	al->created_ns = gsd_now_ns();
 	gsd_list_init(&al->dev_link);
 	gsd_list_init(&al->res_link);
 	gsd_waitq_init(&al->idle_waiters);

@@ -46,6 +46,7 @@ typedef struct gsd_object {
 	uint64_t guest;
 	/* Who it is in the audit: its tenant's audit_name, or its guest's (NAME/GUEST). */
 	const char *identity;
+	uint64_t created_ns; /* when it was registered, gsd_now_ns() */
 } gsd_object;
 
 struct gsd_device {
@@ -78,7 +79,6 @@ struct gsd_context {
 	bool faulted;
 	bool destroyed;
 	uint32_t refs; /* 1 for the handle + 1 per live packet */
-	uint64_t created_ns;
 };
 
 /* What a context is created with (validated by the caller). */
@@ -104,7 +104,6 @@ typedef struct gsd_allocation {
 	uint32_t refs;          /* 1 for the handle + 1 per live packet */
 	uint32_t inflight;      /* live packets that reference it */
 	gsd_waitq idle_waiters; /* woken (event: the allocation) when inflight drops to 0 */
-	uint64_t created_ns;
 	/* ---- memory manager (vidmm/) ---- */
 	gsd_segment *segment; /* where it lives: a segment, or system memory (not resident) */
 	uint64_t offset;
