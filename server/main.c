@@ -140,7 +140,11 @@ static int hash_token(void)
 
 #define STRING_OPT(ch, member)                                                                     \
 	{                                                                                          \
-		(ch), offsetof(cli_opts, member)                                                   \
+		(ch), offsetof(cli_opts, member), false                                            \
+	}
+#define FLAG_OPT(ch, member)                                                                       \
+	{                                                                                          \
+		(ch), offsetof(cli_opts, member), true                                             \
 	}
 
 typedef struct cli_opts {
@@ -160,11 +164,13 @@ typedef struct cli_opts {
 	const char *wire_id; /* --audit-wire-id: the file's value to the wire's */
 } cli_opts;
 
-/* The options that only keep their argument: the field of cli_opts each one sets. */
+/* The options that only keep their argument, or only say they were given: the field of
+ * cli_opts each one sets (a const char *, or a bool for a flag). */
 static const struct {
 	int ch;
 	size_t field;
-} string_opts[] = {
+	bool flag;
+} plain_opts[] = {
         STRING_OPT('d', db),
         STRING_OPT('c', config),
         STRING_OPT('e', events),
@@ -173,16 +179,23 @@ static const struct {
         STRING_OPT(OPT_DEVICE, device),
         STRING_OPT(OPT_LOG_LEVEL, log_level),
         STRING_OPT(OPT_METRICS, metrics),
+        STRING_OPT(OPT_AUDIT_MAP_ID, map_id),
+        STRING_OPT(OPT_AUDIT_WIRE_ID, wire_id),
+        FLAG_OPT(OPT_AUDIT_SYNC, audit_sync_full),
+        FLAG_OPT(OPT_BENCH_NULL_AUDIT, bench_null_audit),
 };
 
-/* Sets the field of a string option: false when ch is not one. */
-static bool set_string_opt(cli_opts *o, int ch, const char *arg)
+/* Sets the field of a plain option: false when ch is not one. */
+static bool set_plain_opt(cli_opts *o, int ch, const char *arg)
 {
-	for (size_t i = 0; i < sizeof(string_opts) / sizeof(string_opts[0]); i++) {
-		if (string_opts[i].ch == ch) {
-			*(const char **)((char *)o + string_opts[i].field) = arg;
-			return true;
-		}
+	for (size_t i = 0; i < sizeof(plain_opts) / sizeof(plain_opts[0]); i++) {
+		if (plain_opts[i].ch != ch)
+			continue;
+		if (plain_opts[i].flag)
+			*(bool *)((char *)o + plain_opts[i].field) = true;
+		else
+			*(const char **)((char *)o + plain_opts[i].field) = arg;
+		return true;
 	}
 	return false;
 }
@@ -209,7 +222,7 @@ static int parse_args(int argc, char **argv, cli_opts *o)
 	        {NULL, 0, NULL, 0}};
 	int ch;
 	while ((ch = getopt_long(argc, argv, "l:d:c:e:hV", longopts, NULL)) != -1) {
-		if (set_string_opt(o, ch, optarg))
+		if (set_plain_opt(o, ch, optarg))
 			continue;
 		switch (ch) {
 		case 'l':
@@ -220,20 +233,8 @@ static int parse_args(int argc, char **argv, cli_opts *o)
 			}
 			o->listen[o->nlisten++] = optarg;
 			break;
-		case OPT_AUDIT_SYNC:
-			o->audit_sync_full = true;
-			break;
-		case OPT_BENCH_NULL_AUDIT:
-			o->bench_null_audit = true;
-			break;
 		case OPT_HASH_TOKEN:
 			exit(hash_token());
-		case OPT_AUDIT_MAP_ID:
-			o->map_id = optarg;
-			break;
-		case OPT_AUDIT_WIRE_ID:
-			o->wire_id = optarg;
-			break;
 		case 'h':
 			usage(stdout);
 			exit(0);
