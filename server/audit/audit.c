@@ -130,6 +130,17 @@ struct node {
 	char text2[GSD_AUDIT_TEXT_MAX + 1]; /* packet event detail, error message, note detail */
 };
 
+/* Appends n to the list from *head to *tail. */
+static void node_append(struct node **head, struct node **tail, struct node *n)
+{
+	n->next = NULL;
+	if (*tail)
+		(*tail)->next = n;
+	else
+		*head = n;
+	*tail = n;
+}
+
 enum stmt_id {
 	ST_BEGIN,
 	ST_COMMIT,
@@ -612,40 +623,48 @@ static int write_packet(gsd_audit *a, const struct node *n, chain_out *co)
 	return step_reset(s);
 }
 
+/* A row that is an object's state (context, allocation, tenant limits): written whole, its
+ * digest the state the record leaves, ref the object it is of. */
+static int write_state(gsd_audit *a, chain_out *co, int st, gs_chain_kind table, uint64_t ref,
+                       const col *row, int ncols)
+{
+	sqlite3_stmt *s = a->st[st];
+	gs_chain_row d, *dp = chain_begin(a, &d, table);
+
+	put_row(s, dp, row, ncols);
+	chain_end(dp, co->state);
+	co->has_state = true;
+	co->ref = ref;
+	return step_reset(s);
+}
+
+#define WRITE_STATE(a, co, st, table, ref, ...)                                                    \
+	write_state((a), (co), (st), (table), (ref), (const col[]){__VA_ARGS__},                   \
+	            (int)(sizeof((const col[]){__VA_ARGS__}) / sizeof(col)))
+
 static int write_context(gsd_audit *a, const struct node *n, chain_out *co)
 {
 	const gsd_context_rec *r = &n->u.context;
-	sqlite3_stmt *s = a->st[ST_CONTEXT];
-	gs_chain_row d, *dp;
 
-	dp = chain_begin(a, &d, GS_CHAIN_CONTEXT);
-	PUT_ROW(s, dp, CI(r->context), CS(n->tenant, n->nulls & NULL_TENANT), CI(r->device),
-	        CI(r->adapter), CI(r->node), CI(r->flags), CI(r->priority_class), CI(r->priority),
-	        CI(r->info.dma_buffer_size), CI(r->info.dma_buffer_segment_set),
-	        CI(r->info.dma_buffer_private_data_size), CI(r->info.allocation_list_size),
-	        CI(r->info.patch_location_list_size), CI(r->info.caps),
-	        CI(r->info.paging_companion_node_id), CI(r->created_ns), CI(r->destroyed_ns));
-	chain_end(dp, co->state);
-	co->has_state = true;
-	co->ref = r->context;
-	return step_reset(s);
+	return WRITE_STATE(a, co, ST_CONTEXT, GS_CHAIN_CONTEXT, r->context, CI(r->context),
+	                   CS(n->tenant, n->nulls & NULL_TENANT), CI(r->device), CI(r->adapter),
+	                   CI(r->node), CI(r->flags), CI(r->priority_class), CI(r->priority),
+	                   CI(r->info.dma_buffer_size), CI(r->info.dma_buffer_segment_set),
+	                   CI(r->info.dma_buffer_private_data_size),
+	                   CI(r->info.allocation_list_size), CI(r->info.patch_location_list_size),
+	                   CI(r->info.caps), CI(r->info.paging_companion_node_id),
+	                   CI(r->created_ns), CI(r->destroyed_ns));
 }
 
 static int write_allocation(gsd_audit *a, const struct node *n, chain_out *co)
 {
 	const gsd_allocation_rec *r = &n->u.allocation;
-	sqlite3_stmt *s = a->st[ST_ALLOCATION];
-	gs_chain_row d, *dp;
 
-	dp = chain_begin(a, &d, GS_CHAIN_ALLOCATION);
-	PUT_ROW(s, dp, CI(r->allocation), CS(n->tenant, n->nulls & NULL_TENANT), CI(r->device),
-	        CI(r->adapter), CI(r->size), CI(r->supported_segment_set),
-	        CI(r->segment_preference), CI(r->priority), CI(r->flags), CI(r->segment),
-	        CI(r->offset), CI(r->created_ns), CI(r->destroyed_ns));
-	chain_end(dp, co->state);
-	co->has_state = true;
-	co->ref = r->allocation;
-	return step_reset(s);
+	return WRITE_STATE(a, co, ST_ALLOCATION, GS_CHAIN_ALLOCATION, r->allocation,
+	                   CI(r->allocation), CS(n->tenant, n->nulls & NULL_TENANT), CI(r->device),
+	                   CI(r->adapter), CI(r->size), CI(r->supported_segment_set),
+	                   CI(r->segment_preference), CI(r->priority), CI(r->flags), CI(r->segment),
+	                   CI(r->offset), CI(r->created_ns), CI(r->destroyed_ns));
 }
 
 /* Its digest is of the row the upsert leaves: the columns as recorded, removed_ns the one that
@@ -653,19 +672,13 @@ static int write_allocation(gsd_audit *a, const struct node *n, chain_out *co)
 static int write_tenant(gsd_audit *a, const struct node *n, chain_out *co)
 {
 	const gsd_tenant_rec *r = &n->u.tenant;
-	sqlite3_stmt *s = a->st[ST_TENANT];
-	gs_chain_row d, *dp;
 
-	dp = chain_begin(a, &d, GS_CHAIN_TENANT_LIMITS);
-	PUT_ROW(s, dp, CI(r->id), CS(n->tenant, false), CS(n->text2, false), CS(n->text1, false),
-	        CI(r->kind), CI(r->share), CI(r->priority_ceiling), CI(r->context_limit),
-	        CI(r->allocation_limit), CI(r->max_requests_per_second), CI(r->memory_quota),
-	        CI(r->admin), CI(r->created_ns), CI(r->removed_ns), CI(r->max_message),
-	        CI(r->packet_limit), CI(r->sync_limit));
-	chain_end(dp, co->state);
-	co->has_state = true;
-	co->ref = r->id;
-	return step_reset(s);
+	return WRITE_STATE(a, co, ST_TENANT, GS_CHAIN_TENANT_LIMITS, r->id, CI(r->id),
+	                   CS(n->tenant, false), CS(n->text2, false), CS(n->text1, false),
+	                   CI(r->kind), CI(r->share), CI(r->priority_ceiling), CI(r->context_limit),
+	                   CI(r->allocation_limit), CI(r->max_requests_per_second),
+	                   CI(r->memory_quota), CI(r->admin), CI(r->created_ns), CI(r->removed_ns),
+	                   CI(r->max_message), CI(r->packet_limit), CI(r->sync_limit));
 }
 
 /* errors and notes: a time, a tenant, a text, [a status,] a text, the seq. */
@@ -1264,13 +1277,8 @@ static bool worth_retry(const gsd_audit *a, const struct node *n, size_t kept)
 
 static void keep_for_retry(gsd_audit *a, struct node *n)
 {
-	n->next = NULL;
 	n->failed = n->superseded = false;
-	if (a->retry_tail)
-		a->retry_tail->next = n;
-	else
-		a->retry_head = n;
-	a->retry_tail = n;
+	node_append(&a->retry_head, &a->retry_tail, n);
 	a->retry_count++;
 }
 
@@ -1496,11 +1504,7 @@ static uint64_t node_push(gsd_audit *a, struct node *n)
 	uint64_t seq = n->seq;
 	pthread_mutex_lock(&a->mu);
 	bool was_empty = !a->head;
-	if (a->tail)
-		a->tail->next = n;
-	else
-		a->head = n;
-	a->tail = n;
+	node_append(&a->head, &a->tail, n);
 	a->list_count++;
 	if (n->ack)
 		a->pending_acks++;
@@ -2139,6 +2143,10 @@ static void audit_free(gsd_audit *a)
 	free(a->wal_path);
 	free(a->db_path);
 	free(a->latest);
+	pthread_cond_destroy(&a->ckpt_cv);
+	pthread_mutex_destroy(&a->ckpt_mu);
+	pthread_cond_destroy(&a->cv);
+	pthread_mutex_destroy(&a->mu);
 	free(a);
 }
 
@@ -2152,17 +2160,8 @@ static void ckpt_start(gsd_audit *a, const char *path, bool sync_full)
 	                 sync_full ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL",
 	                 NULL, NULL, NULL) != SQLITE_OK)
 		goto fail;
-	if (pthread_mutex_init(&a->ckpt_mu, NULL) != 0)
+	if (pthread_create(&a->ckpt_thread, NULL, ckpt_main, a) != 0)
 		goto fail;
-	if (pthread_cond_init(&a->ckpt_cv, NULL) != 0) {
-		pthread_mutex_destroy(&a->ckpt_mu);
-		goto fail;
-	}
-	if (pthread_create(&a->ckpt_thread, NULL, ckpt_main, a) != 0) {
-		pthread_cond_destroy(&a->ckpt_cv);
-		pthread_mutex_destroy(&a->ckpt_mu);
-		goto fail;
-	}
 	return;
 fail:
 	GSD_WARN("audit: no checkpointer thread (%s): the writer checkpoints itself",
@@ -2171,18 +2170,22 @@ fail:
 	a->ckpt_db = NULL;
 }
 
+/* Sets *stop under mu, wakes the thread waiting on cv and waits for it to end. */
+static void stop_thread(pthread_mutex_t *mu, pthread_cond_t *cv, bool *stop, pthread_t thread)
+{
+	pthread_mutex_lock(mu);
+	*stop = true;
+	pthread_cond_signal(cv);
+	pthread_mutex_unlock(mu);
+	pthread_join(thread, NULL);
+}
+
 /* Stops the checkpointer (after the writer: it may ask until its last drain). */
 static void ckpt_stop(gsd_audit *a)
 {
 	if (!a->ckpt_db)
 		return;
-	pthread_mutex_lock(&a->ckpt_mu);
-	a->ckpt_stop = true;
-	pthread_cond_signal(&a->ckpt_cv);
-	pthread_mutex_unlock(&a->ckpt_mu);
-	pthread_join(a->ckpt_thread, NULL);
-	pthread_cond_destroy(&a->ckpt_cv);
-	pthread_mutex_destroy(&a->ckpt_mu);
+	stop_thread(&a->ckpt_mu, &a->ckpt_cv, &a->ckpt_stop, a->ckpt_thread);
 	sqlite3_close(a->ckpt_db);
 	a->ckpt_db = NULL;
 }
@@ -2197,6 +2200,11 @@ int gsd_audit_open(const char *path, const gsd_audit_options *opt, gsd_audit **o
 	gsd_audit *a = calloc(1, sizeof *a);
 	if (!a)
 		return -1;
+	/* With no attributes glibc's initialisers cannot fail; audit_free destroys them. */
+	pthread_mutex_init(&a->mu, NULL);
+	pthread_cond_init(&a->cv, NULL);
+	pthread_mutex_init(&a->ckpt_mu, NULL);
+	pthread_cond_init(&a->ckpt_cv, NULL);
 	gsd_audit_options o = opt ? *opt : (gsd_audit_options){0};
 	a->max_batch = o.max_batch ? o.max_batch : DEFAULT_MAX_BATCH;
 	a->wal_limit = o.wal_limit ? o.wal_limit : DEFAULT_WAL_LIMIT;
@@ -2230,22 +2238,14 @@ int gsd_audit_open(const char *path, const gsd_audit_options *opt, gsd_audit **o
 	memcpy(a->wal_path, file, len);
 	memcpy(a->wal_path + len, "-wal", sizeof "-wal");
 
-	if (pthread_mutex_init(&a->mu, NULL) != 0)
-		goto fail;
-	if (pthread_cond_init(&a->cv, NULL) != 0)
-		goto fail_mutex;
 	ckpt_start(a, path, o.sync_full);
 	if (pthread_create(&a->thread, NULL, writer_main, a) != 0) {
 		ckpt_stop(a);
-		goto fail_cond;
+		goto fail;
 	}
 	*out = a;
 	return 0;
 
-fail_cond:
-	pthread_cond_destroy(&a->cv);
-fail_mutex:
-	pthread_mutex_destroy(&a->mu);
 fail:
 	audit_free(a);
 	return -1;
@@ -2255,13 +2255,7 @@ void gsd_audit_close(gsd_audit *a)
 {
 	if (!a)
 		return;
-	pthread_mutex_lock(&a->mu);
-	a->stopping = true;
-	pthread_cond_signal(&a->cv);
-	pthread_mutex_unlock(&a->mu);
-	pthread_join(a->thread, NULL);
+	stop_thread(&a->mu, &a->cv, &a->stopping, a->thread);
 	ckpt_stop(a);
-	pthread_cond_destroy(&a->cv);
-	pthread_mutex_destroy(&a->mu);
 	audit_free(a);
 }
