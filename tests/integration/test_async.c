@@ -311,6 +311,11 @@ static void test_pipelined_queue(void **state)
 
 	assert_non_null(evs);
 	assert_int_equal(gs_async_queue_create(&q), 0);
+	/* Made before anything completes: it follows the queue from empty on. */
+	struct pollfd pfd = {.fd = gs_async_queue_fd(q), .events = POLLIN};
+	assert_true(pfd.fd >= 0);
+	assert_int_equal(gs_async_queue_fd(q), pfd.fd);
+	assert_int_equal(poll(&pfd, 1, 0), 0);
 	gs_async_opts o = {.queue = q};
 	gs_dmabuf_init(&buf);
 	for (size_t i = 0; i < MANY; i++) {
@@ -323,11 +328,12 @@ static void test_pipelined_queue(void **state)
 			assert_true(ids[i] != ids[i - 1]);
 	}
 	gs_dmabuf_free(&buf);
+	/* Readable once the first completion is queued. */
+	assert_int_equal(poll(&pfd, 1, BOUND_MS), 1);
 	assert_int_equal(collect(q, evs, MANY), MANY);
 	assert_int_equal(gs_async_inflight(f->c), 0);
 	/* Nothing more arrives, and the queue's descriptor reads empty. */
 	assert_int_equal(gs_async_poll(q, evs + 0, 1, 0), 0);
-	struct pollfd pfd = {.fd = gs_async_queue_fd(q), .events = POLLIN};
 	assert_int_equal(poll(&pfd, 1, 0), 0);
 	check_submits(f, evs, MANY, ids, sizes);
 
@@ -589,7 +595,12 @@ static void test_close_pending(void **state)
 	}
 	gs_close(c2);
 	assert_int_equal(gs_async_queue_length(q), 20);
+	/* The descriptor, asked for only now, is readable: the queue holds events. */
+	struct pollfd qp = {.fd = gs_async_queue_fd(q), .events = POLLIN};
+	assert_true(qp.fd >= 0);
+	assert_int_equal(poll(&qp, 1, 0), 1);
 	assert_int_equal(gs_async_poll(q, evs, 64, 0), 20);
+	assert_int_equal(poll(&qp, 1, 0), 0);
 	for (size_t k = 0; k < 20; k++) {
 		assert_int_equal(evs[k].status, GS_ERR_CANCELLED);
 		assert_non_null(strstr(evs[k].message, "closed"));
