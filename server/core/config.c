@@ -314,6 +314,8 @@ static int get_size(json_t *obj, const char *key, const char *key_mib, uint64_t 
 	uint64_t mib = 0;
 	if (get_u64(obj, key, out, e) || get_u64(obj, key_mib, &mib, e))
 		return -1;
+	if (mib > UINT64_MAX / MiB)
+		return fail(e, "\"%s\" is more bytes than 64 bits hold", key_mib);
 	if (mib)
 		*out = mib * MiB;
 	return 0;
@@ -322,6 +324,8 @@ static int get_size(json_t *obj, const char *key, const char *key_mib, uint64_t 
 /* nodes[i]: named "node<i>" unless it says otherwise. */
 static int load_node(json_t *jn, uint32_t i, gsd_node_config *n, cfg_err *e)
 {
+	if (!json_is_object(jn))
+		return fail(e, "%s: each node must be an object", "adapters[].nodes");
 	*n = (gsd_node_config){0};
 	snprintf(n->name, sizeof(n->name), "node%u", i);
 	if (get_str(jn, "name", n->name, sizeof(n->name), e) ||
@@ -333,6 +337,8 @@ static int load_node(json_t *jn, uint32_t i, gsd_node_config *n, cfg_err *e)
 /* segments[i]: id i + 1 and named "segment<id>" unless it says otherwise. */
 static int load_segment(json_t *js, uint32_t i, gsd_segment_config *s, cfg_err *e)
 {
+	if (!json_is_object(js))
+		return fail(e, "%s: each segment must be an object", "adapters[].segments");
 	*s = (gsd_segment_config){.id = i + 1};
 	snprintf(s->name, sizeof(s->name), "segment%u", i + 1);
 	if (get_u32(js, "id", &s->id, e) || get_str(js, "name", s->name, sizeof(s->name), e) ||

@@ -91,6 +91,25 @@ static void test_startup_failures_exit_1(void **state)
 	itest_run_free(&r);
 	itest_config_cleanup(&cfg);
 
+	/* Sizes in MiB that would wrap (2^44 + 1 MiB became 1 MiB), and nodes or segments that
+	 * are not objects (they became defaults), are refused by name. */
+	static const struct {
+		const char *json, *says;
+	} bad[] = {
+	        {"{\"adapters\": [{\"segments\": [{\"size_mib\": 17592186044417}]}]}", "size_mib"},
+	        {"{\"adapters\": [{\"system_memory_mib\": 17592186044417}]}", "system_memory_mib"},
+	        {"{\"adapters\": [{\"nodes\": [1, {\"paging\": true}]}]}", "each node"},
+	        {"{\"adapters\": [{\"segments\": [\"vram\"]}]}", "each segment"},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(itest_config_write(&cfg, bad[i].json), 0);
+		r = daemon_run("--config", cfg.path, NULL, NULL);
+		assert_int_equal(r.exit_code, 1);
+		assert_non_null(strstr(r.err, bad[i].says));
+		itest_run_free(&r);
+		itest_config_cleanup(&cfg);
+	}
+
 	/* A tenant has no share policy of its own: the adapter's decides, and the error says so. */
 	assert_int_equal(itest_config_write(&cfg, "{\"tenants\": [{\"name\": \"a\", \"token\": "
 	                                          "\"t\", \"policy\": \"fixed_share\"}]}"),
