@@ -60,65 +60,37 @@ static void test_startup_failures_exit_1(void **state)
 	assert_non_null(strstr(r.err, "audit"));
 	itest_run_free(&r);
 
-	itest_config cfg;
-	assert_int_equal(itest_config_write(&cfg, "{\"adapters\": [{\"backend\": \"quantum\"}]}"),
-	                 0);
-	r = daemon_run("--config", cfg.path, NULL, NULL);
-	assert_int_equal(r.exit_code, 1);
-	assert_non_null(strstr(r.err, "backend"));
-	itest_run_free(&r);
-	itest_config_cleanup(&cfg);
-
-	assert_int_equal(itest_config_write(&cfg, "{\"listen\": 42}"), 0);
-	r = daemon_run("--config", cfg.path, NULL, NULL);
-	assert_int_equal(r.exit_code, 1);
-	itest_run_free(&r);
-	itest_config_cleanup(&cfg);
-
-	/* audit_retention is an object of counts; a bare number is refused by name. */
-	assert_int_equal(itest_config_write(&cfg, "{\"audit_retention\": 5}"), 0);
-	r = daemon_run("--config", cfg.path, NULL, NULL);
-	assert_int_equal(r.exit_code, 1);
-	assert_non_null(strstr(r.err, "audit_retention"));
-	itest_run_free(&r);
-	itest_config_cleanup(&cfg);
-	assert_int_equal(itest_config_write(&cfg, "{\"audit_retention\": {\"max_age_s\":"
-	                                          " 18446744074}}"),
-	                 0);
-	r = daemon_run("--config", cfg.path, NULL, NULL);
-	assert_int_equal(r.exit_code, 1);
-	assert_non_null(strstr(r.err, "max_age_s"));
-	itest_run_free(&r);
-	itest_config_cleanup(&cfg);
-
-	/* Sizes in MiB that would wrap (2^44 + 1 MiB became 1 MiB), and nodes or segments that
-	 * are not objects (they became defaults), are refused by name. */
+	/* Configurations refused at start, each with what the message must name (NULL: any). */
 	static const struct {
 		const char *json, *says;
 	} bad[] = {
+	        {"{\"adapters\": [{\"backend\": \"quantum\"}]}", "backend"},
+	        {"{\"listen\": 42}", NULL},
+	        /* audit_retention is an object of counts; a bare number is refused by name. */
+	        {"{\"audit_retention\": 5}", "audit_retention"},
+	        {"{\"audit_retention\": {\"max_age_s\": 18446744074}}", "max_age_s"},
+	        /* Sizes in MiB that would wrap (2^44 + 1 MiB became 1 MiB), and nodes or
+	         * segments that are not objects (they became defaults). */
 	        {"{\"adapters\": [{\"segments\": [{\"size_mib\": 17592186044417}]}]}", "size_mib"},
 	        {"{\"adapters\": [{\"system_memory_mib\": 17592186044417}]}", "system_memory_mib"},
 	        {"{\"adapters\": [{\"nodes\": [1, {\"paging\": true}]}]}", "each node"},
 	        {"{\"adapters\": [{\"segments\": [\"vram\"]}]}", "each segment"},
+	        /* A tenant has no share policy of its own: the adapter's decides, and the error
+	         * says so. */
+	        {"{\"tenants\": [{\"name\": \"a\", \"token\": \"t\", \"policy\": "
+	         "\"fixed_share\"}]}",
+	         "adapters[].policy"},
 	};
+	itest_config cfg;
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		assert_int_equal(itest_config_write(&cfg, bad[i].json), 0);
 		r = daemon_run("--config", cfg.path, NULL, NULL);
 		assert_int_equal(r.exit_code, 1);
-		assert_non_null(strstr(r.err, bad[i].says));
+		if (bad[i].says)
+			assert_non_null(strstr(r.err, bad[i].says));
 		itest_run_free(&r);
 		itest_config_cleanup(&cfg);
 	}
-
-	/* A tenant has no share policy of its own: the adapter's decides, and the error says so. */
-	assert_int_equal(itest_config_write(&cfg, "{\"tenants\": [{\"name\": \"a\", \"token\": "
-	                                          "\"t\", \"policy\": \"fixed_share\"}]}"),
-	                 0);
-	r = daemon_run("--config", cfg.path, NULL, NULL);
-	assert_int_equal(r.exit_code, 1);
-	assert_non_null(strstr(r.err, "adapters[].policy"));
-	itest_run_free(&r);
-	itest_config_cleanup(&cfg);
 
 	/* A key nothing reads (misspelt) is named with its place in a warning; here the start
 	 * then fails on the backend, after the file was read. */
