@@ -162,6 +162,7 @@ int gsd_daemon_init(gsd_daemon *d, const gsd_config *cfg, uv_loop_t *loop)
 		return -1;
 	gsd_audit_options ao = {.sync_full = cfg->audit_sync_full,
 	                        .null_sink = cfg->bench_null_audit,
+	                        .commit_on_caller = !cfg->bench_writer_commits,
 	                        .wal_limit = cfg->wal_limit,
 	                        .retain_age_ns = cfg->retention_age_s * 1000000000u,
 	                        .retain_packets = cfg->retention_packets};

@@ -315,6 +315,13 @@ struct gsd_audit {
 	size_t last_acks;    /* acks in the last list taken (writer thread) */
 	bool idle;           /* the writer waits for a first record (nothing queued) */
 	bool stopping;
+	/* One thread writes at a time: the writer, or the producer in gsd_audit_commit_here.
+	 * Every field marked "writer thread" belongs to whoever set this. */
+	bool draining;
+	bool writer_blocked; /* the writer waits for the producer's commit to end */
+	bool writer_wanted;  /* a queued record needs the writer's thread (a prune) */
+	bool caller_commits; /* gsd_audit_options.commit_on_caller, and allowed */
+	bool txn_open;       /* the producer began the first transaction (BEGIN IMMEDIATE) */
 	struct node *free_shared; /* nodes the writer is done with */
 	size_t free_shared_count;
 
@@ -1055,11 +1062,16 @@ static bool file_still_there(gsd_audit *a)
 static bool write_batch(gsd_audit *a, struct node *first)
 {
 	mark_superseded(a, first);
+	/* gsd_audit_commit_here began the first transaction itself. */
+	bool begun = a->txn_open;
+	a->txn_open = false;
 	if (!file_still_there(a)) {
+		if (begun)
+			step_reset(a->st[ST_ROLLBACK]);
 		atomic_store(&a->health, GSD_AUDIT_FILE_GONE);
 		return false;
 	}
-	int rc = step_reset(a->st[ST_BEGIN]);
+	int rc = begun ? SQLITE_OK : step_reset(a->st[ST_BEGIN]);
 	if (rc != SQLITE_OK) {
 		GSD_ERROR("audit: BEGIN failed: %s", sqlite3_errmsg(a->db));
 		return false;
@@ -1361,7 +1373,7 @@ static void finish_batch(gsd_audit *a, struct node *first, size_t count, bool ok
  * After a failed commit the rest of the list is not tried (it would be written out of order):
  * its waiters are answered "not written" and its other records kept for the retry.
  */
-static void writer_drain(gsd_audit *a, struct node *list)
+static void writer_drain(gsd_audit *a, struct node *list, bool on_caller)
 {
 	list = take_retries(a, list);
 	bool ok = true;
@@ -1380,7 +1392,10 @@ static void writer_drain(gsd_audit *a, struct node *list)
 			if (ok) {
 				atomic_store(&a->health, GSD_AUDIT_OK);
 				atomic_fetch_add_explicit(&a->commits, 1, memory_order_relaxed);
-				writer_truncate_wal(a);
+				/* A producer's commit leaves a TRUNCATE (tens of ms) to the
+				 * writer: gsd_audit_commit_here hands over once it is due. */
+				if (!on_caller)
+					writer_truncate_wal(a);
 			} else {
 				if (atomic_load(&a->health) == GSD_AUDIT_OK)
 					atomic_store(&a->health, GSD_AUDIT_FAILING);
@@ -1398,6 +1413,19 @@ static void writer_drain(gsd_audit *a, struct node *list)
 			a->retry_delay_ns = RETRY_LAST_NS;
 		a->retry_at_ns = now_ns() + a->retry_delay_ns;
 	}
+}
+
+/* Under mu: waits while a producer commits (gsd_audit_commit_here), then holds the right to
+ * write until writer_release. */
+static void writer_claim(gsd_audit *a)
+{
+	while (a->draining) {
+		a->writer_blocked = true;
+		pthread_cond_wait(&a->cv, &a->mu);
+	}
+	a->writer_blocked = false;
+	a->draining = true;
+	a->writer_wanted = false;
 }
 
 static void *writer_main(void *arg)
@@ -1422,7 +1450,8 @@ static void *writer_main(void *arg)
 		quiet_until = 0;
 		a->idle = true;
 		while (!a->head && !a->stopping && !retry_due) {
-			if (!a->retry_head) {
+			/* The retry list is read only while nobody writes (see draining). */
+			if (a->draining || !a->retry_head) {
 				pthread_cond_wait(&a->cv, &a->mu);
 				continue;
 			}
@@ -1434,17 +1463,21 @@ static void *writer_main(void *arg)
 		if (!a->head && !retry_due) {
 			/* Stopping, and everything queued before it is written: one last try for
 			 * what an outage kept, then it is dropped. */
+			writer_claim(a);
 			pthread_mutex_unlock(&a->mu);
 			if (a->retry_head)
-				writer_drain(a, NULL);
+				writer_drain(a, NULL, false);
 			drop_retries(a);
 			pthread_mutex_lock(&a->mu);
+			a->draining = false;
 			break;
 		}
 		if (!a->head) {
+			writer_claim(a);
 			pthread_mutex_unlock(&a->mu);
-			writer_drain(a, NULL);
+			writer_drain(a, NULL, false);
 			pthread_mutex_lock(&a->mu);
+			a->draining = false;
 			continue;
 		}
 		/* Let records nobody waits for gather (see LINGER_NS). */
@@ -1466,16 +1499,19 @@ static void *writer_main(void *arg)
 					break;
 			a->ack_target = 0;
 		}
+		/* A producer may have committed the list meanwhile (then it is empty now). */
+		writer_claim(a);
 		a->last_acks = a->pending_acks;
 		struct node *list = a->head;
 		a->head = a->tail = NULL;
 		a->list_count = 0;
 		a->pending_acks = 0;
 		pthread_mutex_unlock(&a->mu);
-		writer_drain(a, list);
+		writer_drain(a, list, false);
 		pthread_mutex_lock(&a->mu);
 		if (!a->retry_head)
 			quiet_until = now_ns() + LINGER_NS;
+		a->draining = false;
 	}
 	pthread_mutex_unlock(&a->mu);
 	return NULL;
@@ -1517,13 +1553,78 @@ static uint64_t node_push(gsd_audit *a, struct node *n)
 	}
 	/* Wake the writer only when it has something to decide: a first record while it is
 	 * idle (to start its linger deadline), an ack to honour now, or a full batch. Signalled
-	 * once the lock is released: a writer woken under it would only block on it again. */
-	bool wake = (was_empty && a->idle) || a->list_count == LINGER_MAX ||
-	            (n->ack && a->pending_acks >= a->ack_target);
+	 * once the lock is released: a writer woken under it would only block on it again.
+	 * With commit_on_caller an ack is the producer's to honour (gsd_audit_commit_here),
+	 * except a prune's, which may take long: that one is the writer's. */
+	if (n->kind == REC_PRUNE)
+		a->writer_wanted = true;
+	bool wake = !(n->ack && a->caller_commits && n->kind != REC_PRUNE) &&
+	            ((was_empty && a->idle) || a->list_count == LINGER_MAX ||
+	             (n->ack && a->pending_acks >= a->ack_target));
 	pthread_mutex_unlock(&a->mu);
 	if (wake)
 		pthread_cond_signal(&a->cv);
 	return seq;
+}
+
+/*
+ * Would a commit on the producer's thread do work that belongs to the writer's? Under mu, with
+ * nobody writing: a retry after an outage (its back-off is the writer's), a file that is gone,
+ * a WAL past its limit (its TRUNCATE), a retention step that is due.
+ */
+static bool writer_work_due(gsd_audit *a)
+{
+	return a->stopping || a->writer_wanted || a->retry_head || a->file_gone ||
+	       (uint64_t)a->wal_frames * a->frame_bytes > a->wal_limit ||
+	       ((a->retain_age_ns || a->retain_packets) && !a->chain_off &&
+	        (a->prune_now || now_ns() >= a->next_prune_ns));
+}
+
+bool gsd_audit_commit_here(gsd_audit *a)
+{
+	pthread_mutex_lock(&a->mu);
+	if (!a->caller_commits || a->pending_acks == 0 || a->draining) {
+		/* Nothing waits, or the writer is writing: it takes what is queued next. */
+		pthread_mutex_unlock(&a->mu);
+		return false;
+	}
+	if (writer_work_due(a)) {
+		pthread_mutex_unlock(&a->mu);
+		pthread_cond_signal(&a->cv);
+		return false;
+	}
+	a->draining = true;
+	pthread_mutex_unlock(&a->mu);
+	if (!a->null_sink) {
+		/* Never wait for a lock here: a checkpoint's RESTART (or a reader it waits for)
+		 * would hold the caller. The writer waits for it instead. */
+		writer_busy_wait(a, 0);
+		int rc = step_reset(a->st[ST_BEGIN]);
+		writer_busy_wait(a, GSD_AUDIT_BUSY_TIMEOUT_MS);
+		if (rc != SQLITE_OK) {
+			pthread_mutex_lock(&a->mu);
+			a->draining = false;
+			pthread_mutex_unlock(&a->mu);
+			pthread_cond_signal(&a->cv);
+			return false;
+		}
+		a->txn_open = true;
+	}
+	pthread_mutex_lock(&a->mu);
+	struct node *list = a->head;
+	a->head = a->tail = NULL;
+	a->list_count = 0;
+	a->pending_acks = 0;
+	pthread_mutex_unlock(&a->mu);
+	writer_drain(a, list, true);
+	pthread_mutex_lock(&a->mu);
+	a->draining = false;
+	/* The writer waits for this commit to end, or has a retry to schedule. */
+	bool wake = a->writer_blocked || a->retry_head;
+	pthread_mutex_unlock(&a->mu);
+	if (wake)
+		pthread_cond_signal(&a->cv);
+	return true;
 }
 
 static void node_lost(gsd_audit *a, gsd_audit_ack_fn ack, void *ack_arg)
@@ -2239,6 +2340,9 @@ int gsd_audit_open(const char *path, const gsd_audit_options *opt, gsd_audit **o
 	memcpy(a->wal_path + len, "-wal", sizeof "-wal");
 
 	ckpt_start(a, path, o.sync_full);
+	/* A commit on the producer's thread must not sync (FULL) nor checkpoint (no
+	 * checkpointer): those stay on the writer's. */
+	a->caller_commits = o.commit_on_caller && !o.sync_full && (a->ckpt_db || a->null_sink);
 	if (pthread_create(&a->thread, NULL, writer_main, a) != 0) {
 		ckpt_stop(a);
 		goto fail;

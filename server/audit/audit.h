@@ -29,7 +29,7 @@ extern const char gsd_audit_schema_sql[];
 #define GSD_AUDIT_TENANT_MAX 63
 #define GSD_AUDIT_TEXT_MAX   255
 
-/* Called on the writer thread once the record is committed (ok = true) or could not be written
+/* Called on the writer thread (or in gsd_audit_commit_here) once the record is committed (ok = true) or could not be written
  * (ok = false: its commit failed, or SQLite refused the record itself).
  * If the record cannot even be queued (out of memory), it is called at once, on the caller's
  * thread, with ok = false. */
@@ -50,6 +50,10 @@ typedef struct gsd_audit_options {
 	 * schema/chain.h. */
 	uint64_t retain_age_ns;
 	uint64_t retain_packets;
+	/* Records that carry an ack are committed by the producer's thread in
+	 * gsd_audit_commit_here, when the writer is idle, instead of waking the writer (whose
+	 * wake-up costs more than the commit on a small machine). Ignored with sync_full. */
+	bool commit_on_caller;
 } gsd_audit_options;
 
 /* The mutable and immutable columns of one packet row. Strings are copied. */
@@ -133,6 +137,15 @@ int gsd_audit_open(const char *path, const gsd_audit_options *opt, gsd_audit **o
 void gsd_audit_wire_key(const gsd_audit *a, unsigned char out[GSD_AUDIT_WIRE_KEY_BYTES]);
 /* Drains and commits everything queued, stops the writer thread, closes the file. */
 void gsd_audit_close(gsd_audit *a);
+/*
+ * With commit_on_caller: commits everything queued, on the calling thread, when a record waits
+ * for its ack; its acks are called on this thread. It leaves the work to the writer (and wakes
+ * it) when the writer is writing, when a lock is held (a checkpoint), and for what only the
+ * writer does: retries after a failed commit, a retention step, the WAL's TRUNCATE, a prune.
+ * The producer calls it after a round of work (the daemon: before its loop sleeps), never
+ * while it holds a lock an ack takes. True when it committed.
+ */
+bool gsd_audit_commit_here(gsd_audit *a);
 
 /*
  * Every record that appends a row (a packet's event, a move, an error, a note) is numbered when

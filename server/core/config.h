@@ -122,6 +122,7 @@ typedef struct gsd_config {
 	int log_level;
 	bool audit_sync_full;
 	bool bench_null_audit; /* gpuschedd --bench-null-audit: benchmarks only */
+	bool bench_writer_commits; /* gpuschedd --bench-writer-commits: benchmarks only */
 	uint64_t wal_limit;
 	/* audit_retention: keep packets younger than max_age_s and at most max_packets of them
 	 * (0: no limit); older records leave the file, verification still holds. */

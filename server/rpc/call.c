@@ -199,6 +199,9 @@ typedef struct gsd_audit_reply {
 	uint64_t packets[]; /* ids */
 } gsd_audit_reply;
 
+/* The loop thread is in gsd_audit_commit_here (audit_commit): acks come on it. */
+static _Thread_local bool committing_on_loop;
+
 static void audit_reply_ack(void *arg, bool ok)
 {
 	gsd_audit_reply *ar = arg;
@@ -228,7 +231,9 @@ static void audit_reply_ack(void *arg, bool ok)
 		rpc->recorded = ar;
 	rpc->recorded_tail = ar;
 	pthread_mutex_unlock(&rpc->lock);
-	gsd_wake_send(&rpc->recorded_async);
+	/* Committed on the loop (audit_commit): it drains the list itself right after. */
+	if (!committing_on_loop)
+		gsd_wake_send(&rpc->recorded_async);
 }
 
 /* On the loop: the packets of answered submissions may run, or are cancelled. */
@@ -253,6 +258,23 @@ static void recorded_drain(gsd_wake *h)
 		free(ar);
 	}
 	gsd_vidsch_hold(d, false);
+}
+
+/*
+ * Before the loop sleeps, the requests it handled in this round have queued their records: the
+ * loop commits them itself when the writer is idle, and answers, which saves waking the
+ * writer and then the loop again for each answer (audit.h, gsd_audit_commit_here).
+ */
+static void audit_commit(uv_prepare_t *h)
+{
+	gsd_daemon *d = h->data;
+	if (!d->audit)
+		return;
+	committing_on_loop = true;
+	bool committed = gsd_audit_commit_here(d->audit);
+	committing_on_loop = false;
+	if (committed)
+		recorded_drain(&d->rpc->recorded_async);
 }
 
 int gsd_call_reply_after_audit(gsd_call *c, Gpusched__V1__Response *resp,
@@ -478,6 +500,10 @@ int gsd_rpc_calls_start(struct gsd_rpc *rpc)
 	rpc->tarpit_timer.data = rpc;
 	uv_async_init(d->loop, &rpc->redispatch_async, redispatch_drain);
 	rpc->redispatch_async.data = d;
+	uv_prepare_init(d->loop, &rpc->audit_commit);
+	rpc->audit_commit.data = d;
+	uv_prepare_start(&rpc->audit_commit, audit_commit);
+	uv_unref((uv_handle_t *)&rpc->audit_commit);
 	if (gsd_wake_init(d->loop, &rpc->recorded_async, recorded_drain) != 0)
 		return -1;
 	rpc->recorded_async.data = d;
@@ -499,6 +525,7 @@ void gsd_rpc_settle(gsd_daemon *d)
 
 void gsd_rpc_calls_close(struct gsd_rpc *rpc)
 {
+	uv_close((uv_handle_t *)&rpc->audit_commit, NULL);
 	uv_close((uv_handle_t *)&rpc->redispatch_async, NULL);
 	uv_close((uv_handle_t *)&rpc->tarpit_timer, NULL);
 	gsd_wake_close(&rpc->recorded_async, false);

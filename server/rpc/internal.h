@@ -104,6 +104,8 @@ struct gsd_rpc {
 	/* Answered submissions whose packets may now run, or must be cancelled (call.c). */
 	struct gsd_audit_reply *recorded, *recorded_tail;
 	gsd_wake recorded_async;
+	/* Before the loop sleeps: the audit commits what answers wait for (call.c). */
+	uv_prepare_t audit_commit;
 	uint32_t offloads; /* calls running on the thread pool */
 	/* ---- loop side of connections (conn.c) ---- */
 	gsd_hmap conns;                   /* pipe id -> gsd_conn */

@@ -67,6 +67,8 @@ static struct tracker {
 	/* The ack of gate_seq blocks the writer until the test opens the gate. */
 	uint64_t gate_seq;
 	bool gate_reached, gate_open;
+	pthread_t caller;   /* the test's thread (tracker_reset) */
+	uint64_t on_caller; /* acks that came on it (gsd_audit_commit_here) */
 } T = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 
 static void tracker_reset(void)
@@ -74,6 +76,8 @@ static void tracker_reset(void)
 	pthread_mutex_lock(&T.mu);
 	T.issued = T.acked = T.ok = T.failed = T.gate_seq = 0;
 	T.out_of_order = T.gate_reached = T.gate_open = false;
+	T.caller = pthread_self();
+	T.on_caller = 0;
 	pthread_mutex_unlock(&T.mu);
 }
 
@@ -84,6 +88,7 @@ static void on_ack(void *arg, bool ok)
 	if (seq != T.acked + 1)
 		T.out_of_order = true;
 	T.acked = seq;
+	T.on_caller += pthread_equal(pthread_self(), T.caller) != 0;
 	if (ok)
 		T.ok++;
 	else
@@ -1865,6 +1870,187 @@ static void test_outage_keeps_unacked_records(void **state)
 	gsd_audit_close(a);
 }
 
+/* ---- commits on the producer's thread (commit_on_caller) ---- */
+
+static uint64_t acks_on_caller(void)
+{
+	pthread_mutex_lock(&T.mu);
+	uint64_t n = T.on_caller;
+	pthread_mutex_unlock(&T.mu);
+	return n;
+}
+
+/*
+ * With commit_on_caller the producer commits what an ack waits for: when gsd_audit_commit_here
+ * returns true the record is in the file and its ack was called, on the producer's thread. The
+ * writer may be busy (then it commits instead): the test tries until the producer's turn comes.
+ */
+static void test_caller_commits(void **state)
+{
+	struct fixture *fx = *state;
+	tracker_reset();
+	gsd_audit_options o = {.commit_on_caller = true};
+	gsd_audit *a = open_audit(fx->path, &o);
+	bool committed = false;
+	uint64_t id = 0;
+	for (int i = 0; i < 1000 && !committed; i++) {
+		gsd_packet_rec r = packet(++id, "alpha", 1, ST_SUBMITTED, 0);
+		uint64_t seq = queue(a, &r, NULL);
+		committed = gsd_audit_commit_here(a);
+		if (!committed)
+			assert_true(wait_acks(seq));
+	}
+	assert_true(committed);
+	/* Nothing waited: the ack came on this thread before the call returned. */
+	pthread_mutex_lock(&T.mu);
+	assert_int_equal(T.acked, id);
+	assert_int_equal(T.ok, id);
+	pthread_mutex_unlock(&T.mu);
+	assert_true(acks_on_caller() >= 1);
+	char sql[96];
+	snprintf(sql, sizeof sql, "SELECT count(*) FROM packets WHERE packet = %" PRIu64, id);
+	assert_int_equal(query_int(fx->path, sql), 1);
+	/* Nothing waits for an ack: nothing to do. */
+	assert_false(gsd_audit_commit_here(a));
+	gsd_audit_close(a);
+}
+
+/*
+ * The producer never waits for a lock: while another connection holds the write lock,
+ * gsd_audit_commit_here hands the records to the writer, which commits them (on its own
+ * thread) once the lock is released.
+ */
+static void test_caller_commit_leaves_a_held_lock_to_the_writer(void **state)
+{
+	struct fixture *fx = *state;
+	tracker_reset();
+	gsd_audit_options o = {.commit_on_caller = true};
+	gsd_audit *a = open_audit(fx->path, &o);
+	sqlite3 *db;
+	assert_int_equal(sqlite3_open(fx->path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+	for (uint64_t id = 1; id <= 10; id++) {
+		gsd_packet_rec r = packet(id, "alpha", 1, ST_SUBMITTED, 0);
+		queue(a, &r, NULL);
+		assert_false(gsd_audit_commit_here(a));
+	}
+	assert_int_equal(sqlite3_exec(db, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+	assert_true(wait_acks(10));
+	assert_int_equal(T.ok, 10);
+	assert_false(T.out_of_order);
+	assert_int_equal(acks_on_caller(), 0);
+	gsd_audit_close(a);
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packets"), 10);
+}
+
+/*
+ * Commits on the producer's thread and on the writer's interleave (records nobody waits for
+ * wake the writer; acks are the producer's): every record is written once, in the order
+ * queued, and the file still verifies.
+ */
+static void test_caller_and_writer_commits_keep_order(void **state)
+{
+	struct fixture *fx = *state;
+	tracker_reset();
+	gsd_audit_options o = {.commit_on_caller = true};
+	gsd_audit *a = open_audit(fx->path, &o);
+	const uint64_t n = 3000;
+	uint64_t last = 0;
+	for (uint64_t id = 1; id <= n; id++) {
+		gsd_packet_rec r = packet(id, "alpha", 1, ST_SUBMITTED, 0);
+		last = queue(a, &r, NULL);
+		r.state = ST_COMPLETED;
+		gsd_audit_packet(a, &r, "done", NULL, NULL); /* nobody waits: the writer's */
+		if (id % 3 == 0)
+			gsd_audit_commit_here(a);
+	}
+	gsd_audit_commit_here(a);
+	assert_true(wait_acks(last));
+	uint64_t fl = flush(a);
+	gsd_audit_commit_here(a);
+	assert_true(wait_acks(fl));
+	assert_false(T.out_of_order);
+	assert_int_equal(T.ok, T.acked);
+	assert_true(acks_on_caller() > 0);
+	gsd_audit_close(a);
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packet_events"), 2 * n);
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packets WHERE state = 4"), n);
+	/* seq follows packet order: no record overtook one queued before it. */
+	assert_int_equal(query_int(fx->path,
+	                           "SELECT count(*) FROM packet_events e JOIN packet_events f"
+	                           " ON f.seq = e.seq + 1 WHERE f.packet < e.packet"),
+	                 0);
+	gs_chain_report rep = verify_file(fx->path);
+	if (!rep.ok)
+		fail_msg("does not verify: %s", rep.why);
+}
+
+/*
+ * A commit on the producer's thread that fails (the file was removed) answers its waiters
+ * "not written" there, keeps the records nobody waits for, and leaves the retry to the writer,
+ * which writes them once the file is back. (When the writer happens to take a round instead,
+ * the round is undone and tried again.)
+ */
+static void test_caller_commit_failure_retried_by_writer(void **state)
+{
+	struct fixture *fx = *state;
+	tracker_reset();
+	gsd_audit_options o = {.commit_on_caller = true};
+	gsd_audit *a = open_audit(fx->path, &o);
+	char moved[160];
+	snprintf(moved, sizeof moved, "%s.moved", fx->path);
+	bool committed = false;
+	uint64_t rounds = 0, seq = 0;
+	while (!committed && rounds < 1000) {
+		rounds++;
+		assert_int_equal(rename(fx->path, moved), 0);
+		gsd_packet_rec r = packet(100000 + rounds, "alpha", 1, ST_SUBMITTED, 0);
+		seq = queue(a, &r, NULL);
+		r.packet = rounds; /* nobody waits: kept through the outage */
+		gsd_audit_packet(a, &r, "kept", NULL, NULL);
+		uint64_t before = acks_on_caller();
+		committed = gsd_audit_commit_here(a);
+		assert_true(wait_acks(seq));
+		if (committed) {
+			assert_int_equal(acks_on_caller(), before + 1);
+			break;
+		}
+		assert_int_equal(rename(moved, fx->path), 0);
+		uint64_t fl = flush(a);
+		assert_false(gsd_audit_commit_here(a)); /* the retry is the writer's */
+		assert_true(wait_acks(fl));
+	}
+	assert_true(committed);
+	pthread_mutex_lock(&T.mu);
+	assert_int_equal(T.failed, rounds); /* every acked record of an outage: not written */
+	pthread_mutex_unlock(&T.mu);
+	assert_int_equal(gsd_audit_get_health(a), GSD_AUDIT_FILE_GONE);
+	gsd_audit_stats st;
+	gsd_audit_get_stats(a, &st);
+	assert_int_equal(st.queued, 1); /* the kept record, for the writer's retry */
+	/* While the outage lasts the producer leaves everything to the writer. */
+	gsd_packet_rec r = packet(500000, "alpha", 1, ST_SUBMITTED, 0);
+	seq = queue(a, &r, NULL);
+	assert_false(gsd_audit_commit_here(a));
+	assert_true(wait_acks(seq));
+
+	assert_int_equal(rename(moved, fx->path), 0);
+	uint64_t fl = flush(a);
+	assert_false(gsd_audit_commit_here(a));
+	assert_true(wait_acks(fl));
+	assert_int_equal(gsd_audit_get_health(a), GSD_AUDIT_OK);
+	gsd_audit_get_stats(a, &st);
+	assert_int_equal(st.queued, 0);
+	gsd_audit_close(a);
+	/* Every kept record was written; no record answered "not written" was. */
+	char sql[96];
+	snprintf(sql, sizeof sql, "SELECT count(*) FROM packets WHERE packet <= %" PRIu64, rounds);
+	assert_int_equal(query_int(fx->path, sql), rounds);
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packets WHERE packet > 100000"),
+	                 0);
+}
+
 static off_t wal_size(const char *path)
 {
 	char wal[128];
@@ -2623,6 +2809,10 @@ int main(void)
 	        T_(test_errors_notes_contexts_allocations),
 	        T_(test_refused_record_fails_alone),
 	        T_(test_lock_holder_delays_only),
+	        T_(test_caller_commits),
+	        T_(test_caller_commit_leaves_a_held_lock_to_the_writer),
+	        T_(test_caller_and_writer_commits_keep_order),
+	        T_(test_caller_commit_failure_retried_by_writer),
 	        T_(test_outage_keeps_unacked_records),
 	        T_(test_wal_bounded),
 	        T_(test_kill9_keeps_acked),
