@@ -76,6 +76,15 @@
  * a commit's fixed cost again. With one waiter at a time (one client) it never waits.
  */
 #define ACK_GATHER_NS 100000ull
+/*
+ * A commit on the producer's thread (gsd_audit_commit_here) holds that thread, the daemon's loop,
+ * for as long as it lasts. A queue longer than CALLER_MAX_RECORDS is left to the writer, and a
+ * commit that took longer than CALLER_SLOW_NS (a slow or busy disk) leaves every commit to the
+ * writer for CALLER_BACKOFF_NS, so a slow file costs the loop at most one such commit a second.
+ */
+#define CALLER_MAX_RECORDS 1024
+#define CALLER_SLOW_NS     2000000ull
+#define CALLER_BACKOFF_NS  1000000000ull
 
 enum rec_kind {
 	REC_PACKET,
@@ -318,11 +327,13 @@ struct gsd_audit {
 	/* One thread writes at a time: the writer, or the producer in gsd_audit_commit_here.
 	 * Every field marked "writer thread" belongs to whoever set this. */
 	bool draining;
-	bool writer_blocked; /* the writer waits for the producer's commit to end */
-	bool writer_wanted;  /* a queued record needs the writer's thread (a prune) */
-	bool caller_commits; /* gsd_audit_options.commit_on_caller, and allowed */
-	bool txn_open;       /* the producer began the first transaction (BEGIN IMMEDIATE) */
-	struct node *free_shared; /* nodes the writer is done with */
+	bool writer_blocked;     /* the writer waits for the producer's commit to end */
+	bool writer_wanted;      /* a queued record needs the writer's thread (a prune) */
+	bool caller_commits;     /* gsd_audit_options.commit_on_caller, and allowed */
+	bool txn_open;           /* the producer began the first transaction (BEGIN IMMEDIATE) */
+	uint64_t caller_slow_ns; /* CALLER_SLOW_NS, or gsd_audit_options.caller_slow_ns */
+	uint64_t caller_backoff_until; /* producer's: no commit of its own before (ns) */
+	struct node *free_shared;      /* nodes the writer is done with */
 	size_t free_shared_count;
 
 	/* Loop thread only. */
@@ -1572,12 +1583,13 @@ static uint64_t node_push(gsd_audit *a, struct node *n)
  * nobody writing: a retry after an outage (its back-off is the writer's), a file that is gone,
  * a WAL past its limit (its TRUNCATE), a retention step that is due.
  */
-static bool writer_work_due(gsd_audit *a)
+static bool writer_work_due(gsd_audit *a, uint64_t now)
 {
 	return a->stopping || a->writer_wanted || a->retry_head || a->file_gone ||
+	       a->list_count > CALLER_MAX_RECORDS || now < a->caller_backoff_until ||
 	       (uint64_t)a->wal_frames * a->frame_bytes > a->wal_limit ||
 	       ((a->retain_age_ns || a->retain_packets) && !a->chain_off &&
-	        (a->prune_now || now_ns() >= a->next_prune_ns));
+	        (a->prune_now || now >= a->next_prune_ns));
 }
 
 bool gsd_audit_commit_here(gsd_audit *a)
@@ -1588,7 +1600,8 @@ bool gsd_audit_commit_here(gsd_audit *a)
 		pthread_mutex_unlock(&a->mu);
 		return false;
 	}
-	if (writer_work_due(a)) {
+	uint64_t start = now_ns();
+	if (writer_work_due(a, start)) {
 		pthread_mutex_unlock(&a->mu);
 		pthread_cond_signal(&a->cv);
 		return false;
@@ -1617,6 +1630,13 @@ bool gsd_audit_commit_here(gsd_audit *a)
 	a->pending_acks = 0;
 	pthread_mutex_unlock(&a->mu);
 	writer_drain(a, list, true);
+	uint64_t end = now_ns();
+	if (end - start > a->caller_slow_ns) {
+		GSD_DEBUG("audit: a commit on the loop took %llu us: the writer commits for the "
+		          "next second",
+		          (unsigned long long)((end - start) / 1000));
+		a->caller_backoff_until = end + CALLER_BACKOFF_NS;
+	}
 	pthread_mutex_lock(&a->mu);
 	a->draining = false;
 	/* The writer waits for this commit to end, or has a retry to schedule. */
@@ -2343,6 +2363,7 @@ int gsd_audit_open(const char *path, const gsd_audit_options *opt, gsd_audit **o
 	/* A commit on the producer's thread must not sync (FULL) nor checkpoint (no
 	 * checkpointer): those stay on the writer's. */
 	a->caller_commits = o.commit_on_caller && !o.sync_full && (a->ckpt_db || a->null_sink);
+	a->caller_slow_ns = o.caller_slow_ns ? o.caller_slow_ns : CALLER_SLOW_NS;
 	if (pthread_create(&a->thread, NULL, writer_main, a) != 0) {
 		ckpt_stop(a);
 		goto fail;

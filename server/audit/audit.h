@@ -29,10 +29,10 @@ extern const char gsd_audit_schema_sql[];
 #define GSD_AUDIT_TENANT_MAX 63
 #define GSD_AUDIT_TEXT_MAX   255
 
-/* Called on the writer thread (or in gsd_audit_commit_here) once the record is committed (ok = true) or could not be written
- * (ok = false: its commit failed, or SQLite refused the record itself).
- * If the record cannot even be queued (out of memory), it is called at once, on the caller's
- * thread, with ok = false. */
+/* Called on the writer thread (or on the thread in gsd_audit_commit_here) once the record is
+ * committed (ok = true) or could not be written (ok = false: its commit failed, or SQLite
+ * refused the record itself). If the record cannot even be queued (out of memory), it is
+ * called at once, on the caller's thread, with ok = false. */
 typedef void (*gsd_audit_ack_fn)(void *arg, bool ok);
 
 typedef struct gsd_audit_options {
@@ -54,6 +54,9 @@ typedef struct gsd_audit_options {
 	 * gsd_audit_commit_here, when the writer is idle, instead of waking the writer (whose
 	 * wake-up costs more than the commit on a small machine). Ignored with sync_full. */
 	bool commit_on_caller;
+	/* A commit on the caller's thread longer than this leaves commits to the writer for a
+	 * second (0: 2 ms); tests make it tiny. */
+	uint64_t caller_slow_ns;
 } gsd_audit_options;
 
 /* The mutable and immutable columns of one packet row. Strings are copied. */
@@ -140,8 +143,9 @@ void gsd_audit_close(gsd_audit *a);
 /*
  * With commit_on_caller: commits everything queued, on the calling thread, when a record waits
  * for its ack; its acks are called on this thread. It leaves the work to the writer (and wakes
- * it) when the writer is writing, when a lock is held (a checkpoint), and for what only the
- * writer does: retries after a failed commit, a retention step, the WAL's TRUNCATE, a prune.
+ * it) when the writer is writing, when a lock is held (a checkpoint), for a queue of over 1024
+ * records, for a second after one of its commits took over caller_slow_ns, and for what only
+ * the writer does: retries after a failed commit, a retention step, the WAL's TRUNCATE, a prune.
  * The producer calls it after a round of work (the daemon: before its loop sleeps), never
  * while it holds a lock an ack takes. True when it committed.
  */

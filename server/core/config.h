@@ -121,7 +121,7 @@ typedef struct gsd_config {
 	bool virtual_clock;
 	int log_level;
 	bool audit_sync_full;
-	bool bench_null_audit; /* gpuschedd --bench-null-audit: benchmarks only */
+	bool bench_null_audit;     /* gpuschedd --bench-null-audit: benchmarks only */
 	bool bench_writer_commits; /* gpuschedd --bench-writer-commits: benchmarks only */
 	uint64_t wal_limit;
 	/* audit_retention: keep packets younger than max_age_s and at most max_packets of them

@@ -1945,6 +1945,49 @@ static void test_caller_commit_leaves_a_held_lock_to_the_writer(void **state)
 }
 
 /*
+ * The producer's commit holds the daemon's loop: a long queue is the writer's, and after a
+ * commit slower than caller_slow_ns (a slow disk; here every commit counts as slow) the writer
+ * commits everything for a second.
+ */
+static void test_caller_commit_bounded(void **state)
+{
+	struct fixture *fx = *state;
+	tracker_reset();
+	gsd_audit_options o = {.commit_on_caller = true};
+	gsd_audit *a = open_audit(fx->path, &o);
+	uint64_t last = 0;
+	for (uint64_t id = 1; id <= 1500; id++) {
+		gsd_packet_rec r = packet(id, "alpha", 1, ST_SUBMITTED, 0);
+		last = queue(a, &r, NULL);
+	}
+	assert_false(gsd_audit_commit_here(a));
+	assert_true(wait_acks(last));
+	assert_int_equal(T.ok, 1500);
+	assert_int_equal(acks_on_caller(), 0);
+	gsd_audit_close(a);
+
+	tracker_reset();
+	o.caller_slow_ns = 1;
+	a = open_audit(fx->path, &o);
+	bool committed = false;
+	for (uint64_t id = 2000; id < 3000 && !committed; id++) {
+		gsd_packet_rec r = packet(id, "alpha", 1, ST_SUBMITTED, 0);
+		last = queue(a, &r, NULL);
+		committed = gsd_audit_commit_here(a);
+		assert_true(wait_acks(last));
+	}
+	assert_true(committed);
+	uint64_t mine = acks_on_caller();
+	gsd_packet_rec r = packet(5000, "alpha", 1, ST_SUBMITTED, 0);
+	last = queue(a, &r, NULL);
+	assert_false(gsd_audit_commit_here(a)); /* backing off: the writer's */
+	assert_true(wait_acks(last));
+	assert_int_equal(acks_on_caller(), mine);
+	assert_int_equal(T.ok, T.acked);
+	gsd_audit_close(a);
+}
+
+/*
  * Commits on the producer's thread and on the writer's interleave (records nobody waits for
  * wake the writer; acks are the producer's): every record is written once, in the order
  * queued, and the file still verifies.
@@ -2812,6 +2855,7 @@ int main(void)
 	        T_(test_caller_commits),
 	        T_(test_caller_commit_leaves_a_held_lock_to_the_writer),
 	        T_(test_caller_and_writer_commits_keep_order),
+	        T_(test_caller_commit_bounded),
 	        T_(test_caller_commit_failure_retried_by_writer),
 	        T_(test_outage_keeps_unacked_records),
 	        T_(test_wal_bounded),
