@@ -7,8 +7,9 @@
  *
  * Costs: insert, remove and pop O(log n) in the band's size, on a 4-ary heap of slots that
  * carry their entry's key (half the depth of a binary heap, and no entry read to compare);
- * finding the highest non-empty band O(1) (a bitmap). An entry's key and seq must not change
- * while it is queued.
+ * finding the highest non-empty band O(1) (a bitmap). A pop moves the hole down to a leaf
+ * choosing among four children without branches, with the next level's lines already
+ * loading (runq.c, remove_at). An entry's key and seq must not change while it is queued.
  */
 #ifndef GSD_RUNQ_H
 #define GSD_RUNQ_H

@@ -106,28 +106,32 @@ static void test_no_credit_banking(void **state)
 	gsd_runq_fini(&q);
 }
 
-/* Random operations against a brute-force model of the same order. */
-static void test_random_against_model(void **state)
+/*
+ * Random operations against a brute-force model of the same order: n entries over `classes`
+ * classes (15 priorities each), keys drawn below `keys` so that equal keys are common.
+ */
+static void random_against_model(int n, uint32_t classes, int keys, unsigned seed)
 {
-	(void)state;
-	enum { N = 400 };
 	gsd_runq q;
 	gsd_runq_init(&q);
-	static gsd_runq_entry e[N];
-	bool in[N] = {0};
-	srand(12345);
-	for (int i = 0; i < N; i++) {
-		e[i] = mk((uint32_t)(rand() % 6), rand() % 15 - 7, 0, (uint64_t)i);
-		e[i].key = (uint64_t)(rand() % 50);
+	gsd_runq_entry *e = calloc((size_t)n, sizeof(*e));
+	bool *in = calloc((size_t)n, sizeof(*in));
+	assert_non_null(e);
+	assert_non_null(in);
+	srand(seed);
+	for (int i = 0; i < n; i++) {
+		uint32_t cls = (uint32_t)rand() % classes;
+		e[i] = mk(cls, classes > 1 ? rand() % 15 - 7 : 0, 0, (uint64_t)i);
+		e[i].key = (uint64_t)(rand() % keys);
 	}
-	for (int step = 0; step < 20000; step++) {
-		int i = rand() % N;
+	for (int step = 0; step < 50 * n; step++) {
+		int i = rand() % n;
 		int op = rand() % 3;
 		if (op == 0 && !in[i]) {
 			/* Keep keys at or above the band clock so the model needs no clamping. */
 			uint64_t floor = q.bands[e[i].band].min_key;
 			if (e[i].key < floor)
-				e[i].key = floor + (uint64_t)(rand() % 50);
+				e[i].key = floor + (uint64_t)(rand() % keys);
 			assert_int_equal(gsd_runq_insert(&q, &e[i]), 0);
 			in[i] = true;
 		} else if (op == 1 && in[i]) {
@@ -135,7 +139,7 @@ static void test_random_against_model(void **state)
 			in[i] = false;
 		} else if (op == 2) {
 			int best = -1;
-			for (int j = 0; j < N; j++) {
+			for (int j = 0; j < n; j++) {
 				if (!in[j])
 					continue;
 				if (best < 0 || e[j].band > e[best].band ||
@@ -154,6 +158,24 @@ static void test_random_against_model(void **state)
 		}
 	}
 	gsd_runq_fini(&q);
+	free(e);
+	free(in);
+}
+
+/* Many small heaps (about five entries a band). */
+static void test_random_against_model(void **state)
+{
+	(void)state;
+	random_against_model(400, 6, 50, 12345);
+}
+
+/* One deep heap (full groups of four children, ties at every level): the path that compares
+ * four keys at once and falls back to seq on equal keys. */
+static void test_random_one_deep_band(void **state)
+{
+	(void)state;
+	random_against_model(2000, 1, 8, 777);
+	random_against_model(2000, 1, 1000000, 778);
 }
 
 int main(void)
@@ -165,6 +187,7 @@ int main(void)
 	        cmocka_unit_test(test_remove_middle_and_requeue),
 	        cmocka_unit_test(test_no_credit_banking),
 	        cmocka_unit_test(test_random_against_model),
+	        cmocka_unit_test(test_random_one_deep_band),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
