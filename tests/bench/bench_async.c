@@ -48,6 +48,8 @@ typedef struct options {
 	int inflight;
 	bool tcp;
 	bool json;
+	int ndaemon_args;
+	const char *daemon_args[8];
 } options;
 
 /* Requests per second of one measurement, or an error. */
@@ -412,7 +414,8 @@ done:
 static void usage(FILE *out)
 {
 	fprintf(out,
-	        "Usage: bench_async [--count N] [--warmup N] [--inflight K] [--tcp] [--json]\n"
+	        "Usage: bench_async [--count N] [--warmup N] [--inflight K] [--tcp]\n"
+	        "                   [--daemon-arg ARG]... [--json]\n"
 	        "Pipelined NullRendering submissions from one client thread (gs_async_submit, K "
 	        "in\n"
 	        "flight on one connection, completions by callback and by queue) through a real\n"
@@ -422,6 +425,8 @@ static void usage(FILE *out)
 	        "  --warmup N    requests before each measurement (default 2000)\n"
 	        "  --inflight K  requests in flight, 1..%d (default 64)\n"
 	        "  --tcp         tcp://127.0.0.1 instead of ipc://\n"
+	        "  --daemon-arg ARG  pass ARG to gpuschedd (repeatable, at most 8), e.g.\n"
+	        "                --daemon-arg --bench-writer-commits\n"
 	        "  --json        one JSON object on stdout (the table goes to stderr)\n\n"
 	        "Exit status: 0 when every measurement ran, 1 otherwise, 2 usage.\n",
 	        MAX_INFLIGHT);
@@ -438,6 +443,10 @@ static int parse_args(int argc, char **argv, options *o)
 			o->tcp = true;
 		} else if (!strcmp(a, "--json")) {
 			o->json = true;
+		} else if (!strcmp(a, "--daemon-arg") && i + 1 < argc) {
+			if (o->ndaemon_args >= 8)
+				return -1;
+			o->daemon_args[o->ndaemon_args++] = argv[++i];
 		} else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
 			usage(stdout);
 			exit(0);
@@ -492,14 +501,17 @@ int main(int argc, char **argv)
 	run_echo(echo_url, payload, &o, &echo);
 
 	for (int attempt = 0; attempt < 3 && rc != 0; attempt++) {
-		const char *args[3] = {NULL};
+		const char *args[11] = {NULL};
+		int n = 0;
 
 		if (o.tcp) {
 			snprintf(tcp_url, sizeof(tcp_url), "tcp://127.0.0.1:%d",
 			         (int)itest_free_port());
-			args[0] = "--listen";
-			args[1] = tcp_url;
+			args[n++] = "--listen";
+			args[n++] = tcp_url;
 		}
+		for (int i = 0; i < o.ndaemon_args; i++)
+			args[n++] = o.daemon_args[i];
 		rc = gs_testd_start(&d, args);
 		if (rc != 0)
 			gs_testd_cleanup(&d);
