@@ -167,15 +167,24 @@ void gsd_runq_band_remove(gsd_runq_band *band, gsd_runq_entry *e)
 	 * rival's key and turn every weighted share into 1:1. */
 }
 
+/* Takes the root out. The key comes from its slot and its place is known (0), so the entry
+ * itself is only written; the next root's entry is loaded meanwhile, for the next pop (at
+ * 10,000 contexts it is rarely in the cache). */
+static gsd_runq_entry *pop_root(gsd_runq_band *band)
+{
+	gsd_runq_slot root = band->heap[0];
+	if (root.key > band->min_key)
+		band->min_key = root.key;
+	remove_at(band, 0);
+	root.e->index = -1;
+	if (band->count)
+		__builtin_prefetch(band->heap[0].e);
+	return root.e;
+}
+
 gsd_runq_entry *gsd_runq_band_pop(gsd_runq_band *band)
 {
-	if (band->count == 0)
-		return NULL;
-	gsd_runq_entry *e = band->heap[0].e;
-	if (e->key > band->min_key)
-		band->min_key = e->key;
-	gsd_runq_band_remove(band, e);
-	return e;
+	return band->count ? pop_root(band) : NULL;
 }
 
 void gsd_runq_band_fini(gsd_runq_band *band)
@@ -212,12 +221,13 @@ gsd_runq_entry *gsd_runq_peek(const gsd_runq *q)
 
 gsd_runq_entry *gsd_runq_pop(gsd_runq *q)
 {
-	gsd_runq_entry *e = gsd_runq_peek(q);
-	if (e) {
-		/* The band's clock moves to the key of the one that runs now. */
-		if (e->key > q->bands[e->band].min_key)
-			q->bands[e->band].min_key = e->key;
-		gsd_runq_remove(q, e);
-	}
+	int b = gsd_runq_top_band(q);
+	if (b < 0)
+		return NULL;
+	/* The band's clock moves to the key of the one that runs now. */
+	gsd_runq_entry *e = pop_root(&q->bands[b]);
+	q->count--;
+	if (q->bands[b].count == 0)
+		q->bitmap[b / 64] &= ~(UINT64_C(1) << (b % 64));
 	return e;
 }
