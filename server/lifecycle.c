@@ -233,15 +233,6 @@ void gsd_daemon_stop(gsd_daemon *d)
 		gsd_vidsch_cancel(d, &d->adapters[i], NULL, "daemon stopping");
 }
 
-bool gsd_daemon_engines_idle(const gsd_daemon *d)
-{
-	for (uint32_t i = 0; i < d->nadapters; i++)
-		for (uint32_t n = 0; n < d->adapters[i].nnodes; n++)
-			if (d->adapters[i].nodes[n].inflight)
-				return false;
-	return true;
-}
-
 void gsd_daemon_destroy(gsd_daemon *d)
 {
 	gsd_metrics_stop(d);

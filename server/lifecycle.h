@@ -12,8 +12,6 @@
 int gsd_daemon_init(gsd_daemon *d, const gsd_config *cfg, uv_loop_t *loop);
 /* Stops accepting, cancels queued packets, lets running ones settle, flushes the audit. */
 void gsd_daemon_stop(gsd_daemon *d);
-/* No packet is on any engine (after a stop: the daemon can be destroyed without aborting any). */
-bool gsd_daemon_engines_idle(const gsd_daemon *d);
 void gsd_daemon_destroy(gsd_daemon *d);
 
 #endif

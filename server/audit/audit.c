@@ -1592,7 +1592,7 @@ static bool writer_work_due(gsd_audit *a, uint64_t now)
 	        (a->prune_now || now >= a->next_prune_ns));
 }
 
-bool gsd_audit_commit_here(gsd_audit *a)
+bool gsd_audit_commit_here(gsd_audit *a, bool leave_to_writer)
 {
 	pthread_mutex_lock(&a->mu);
 	if (!a->caller_commits || a->pending_acks == 0 || a->draining) {
@@ -1601,7 +1601,7 @@ bool gsd_audit_commit_here(gsd_audit *a)
 		return false;
 	}
 	uint64_t start = now_ns();
-	if (writer_work_due(a, start)) {
+	if (leave_to_writer || writer_work_due(a, start)) {
 		pthread_mutex_unlock(&a->mu);
 		pthread_cond_signal(&a->cv);
 		return false;

@@ -147,9 +147,10 @@ void gsd_audit_close(gsd_audit *a);
  * records, for a second after one of its commits took over caller_slow_ns, and for what only
  * the writer does: retries after a failed commit, a retention step, the WAL's TRUNCATE, a prune.
  * The producer calls it after a round of work (the daemon: before its loop sleeps), never
- * while it holds a lock an ack takes. True when it committed.
+ * while it holds a lock an ack takes; with leave_to_writer it only wakes the writer for what
+ * waits (the producer has other work). True when it committed.
  */
-bool gsd_audit_commit_here(gsd_audit *a);
+bool gsd_audit_commit_here(gsd_audit *a, bool leave_to_writer);
 
 /*
  * Every record that appends a row (a packet's event, a move, an error, a note) is numbered when

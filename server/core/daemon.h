@@ -100,4 +100,8 @@ struct gsd_daemon {
 	uv_timer_t stop_timer;
 };
 
+/* No packet is on any engine (after a stop: the daemon can be destroyed without aborting any;
+ * while running: no engine thread is busy, see audit_commit in rpc/call.c). */
+bool gsd_daemon_engines_idle(const gsd_daemon *d);
+
 #endif

@@ -1896,7 +1896,7 @@ static void test_caller_commits(void **state)
 	for (int i = 0; i < 1000 && !committed; i++) {
 		gsd_packet_rec r = packet(++id, "alpha", 1, ST_SUBMITTED, 0);
 		uint64_t seq = queue(a, &r, NULL);
-		committed = gsd_audit_commit_here(a);
+		committed = gsd_audit_commit_here(a, false);
 		if (!committed)
 			assert_true(wait_acks(seq));
 	}
@@ -1911,7 +1911,7 @@ static void test_caller_commits(void **state)
 	snprintf(sql, sizeof sql, "SELECT count(*) FROM packets WHERE packet = %" PRIu64, id);
 	assert_int_equal(query_int(fx->path, sql), 1);
 	/* Nothing waits for an ack: nothing to do. */
-	assert_false(gsd_audit_commit_here(a));
+	assert_false(gsd_audit_commit_here(a, false));
 	gsd_audit_close(a);
 }
 
@@ -1932,7 +1932,7 @@ static void test_caller_commit_leaves_a_held_lock_to_the_writer(void **state)
 	for (uint64_t id = 1; id <= 10; id++) {
 		gsd_packet_rec r = packet(id, "alpha", 1, ST_SUBMITTED, 0);
 		queue(a, &r, NULL);
-		assert_false(gsd_audit_commit_here(a));
+		assert_false(gsd_audit_commit_here(a, false));
 	}
 	assert_int_equal(sqlite3_exec(db, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
 	sqlite3_close(db);
@@ -1945,9 +1945,9 @@ static void test_caller_commit_leaves_a_held_lock_to_the_writer(void **state)
 }
 
 /*
- * The producer's commit holds the daemon's loop: a long queue is the writer's, and after a
- * commit slower than caller_slow_ns (a slow disk; here every commit counts as slow) the writer
- * commits everything for a second.
+ * The producer's commit holds the daemon's loop: a long queue is the writer's, so is every
+ * commit the producer leaves to it, and after a commit slower than caller_slow_ns (a slow disk;
+ * here every commit counts as slow) the writer commits everything for a second.
  */
 static void test_caller_commit_bounded(void **state)
 {
@@ -1960,9 +1960,15 @@ static void test_caller_commit_bounded(void **state)
 		gsd_packet_rec r = packet(id, "alpha", 1, ST_SUBMITTED, 0);
 		last = queue(a, &r, NULL);
 	}
-	assert_false(gsd_audit_commit_here(a));
+	assert_false(gsd_audit_commit_here(a, false));
 	assert_true(wait_acks(last));
 	assert_int_equal(T.ok, 1500);
+	assert_int_equal(acks_on_caller(), 0);
+	/* The producer has other work (the daemon: an engine runs): the writer commits. */
+	gsd_packet_rec one = packet(1600, "alpha", 1, ST_SUBMITTED, 0);
+	last = queue(a, &one, NULL);
+	assert_false(gsd_audit_commit_here(a, true));
+	assert_true(wait_acks(last));
 	assert_int_equal(acks_on_caller(), 0);
 	gsd_audit_close(a);
 
@@ -1973,14 +1979,14 @@ static void test_caller_commit_bounded(void **state)
 	for (uint64_t id = 2000; id < 3000 && !committed; id++) {
 		gsd_packet_rec r = packet(id, "alpha", 1, ST_SUBMITTED, 0);
 		last = queue(a, &r, NULL);
-		committed = gsd_audit_commit_here(a);
+		committed = gsd_audit_commit_here(a, false);
 		assert_true(wait_acks(last));
 	}
 	assert_true(committed);
 	uint64_t mine = acks_on_caller();
 	gsd_packet_rec r = packet(5000, "alpha", 1, ST_SUBMITTED, 0);
 	last = queue(a, &r, NULL);
-	assert_false(gsd_audit_commit_here(a)); /* backing off: the writer's */
+	assert_false(gsd_audit_commit_here(a, false)); /* backing off: the writer's */
 	assert_true(wait_acks(last));
 	assert_int_equal(acks_on_caller(), mine);
 	assert_int_equal(T.ok, T.acked);
@@ -2006,12 +2012,12 @@ static void test_caller_and_writer_commits_keep_order(void **state)
 		r.state = ST_COMPLETED;
 		gsd_audit_packet(a, &r, "done", NULL, NULL); /* nobody waits: the writer's */
 		if (id % 3 == 0)
-			gsd_audit_commit_here(a);
+			gsd_audit_commit_here(a, false);
 	}
-	gsd_audit_commit_here(a);
+	gsd_audit_commit_here(a, false);
 	assert_true(wait_acks(last));
 	uint64_t fl = flush(a);
-	gsd_audit_commit_here(a);
+	gsd_audit_commit_here(a, false);
 	assert_true(wait_acks(fl));
 	assert_false(T.out_of_order);
 	assert_int_equal(T.ok, T.acked);
@@ -2053,7 +2059,7 @@ static void test_caller_commit_failure_retried_by_writer(void **state)
 		r.packet = rounds; /* nobody waits: kept through the outage */
 		gsd_audit_packet(a, &r, "kept", NULL, NULL);
 		uint64_t before = acks_on_caller();
-		committed = gsd_audit_commit_here(a);
+		committed = gsd_audit_commit_here(a, false);
 		assert_true(wait_acks(seq));
 		if (committed) {
 			assert_int_equal(acks_on_caller(), before + 1);
@@ -2061,7 +2067,7 @@ static void test_caller_commit_failure_retried_by_writer(void **state)
 		}
 		assert_int_equal(rename(moved, fx->path), 0);
 		uint64_t fl = flush(a);
-		assert_false(gsd_audit_commit_here(a)); /* the retry is the writer's */
+		assert_false(gsd_audit_commit_here(a, false)); /* the retry is the writer's */
 		assert_true(wait_acks(fl));
 	}
 	assert_true(committed);
@@ -2075,12 +2081,12 @@ static void test_caller_commit_failure_retried_by_writer(void **state)
 	/* While the outage lasts the producer leaves everything to the writer. */
 	gsd_packet_rec r = packet(500000, "alpha", 1, ST_SUBMITTED, 0);
 	seq = queue(a, &r, NULL);
-	assert_false(gsd_audit_commit_here(a));
+	assert_false(gsd_audit_commit_here(a, false));
 	assert_true(wait_acks(seq));
 
 	assert_int_equal(rename(moved, fx->path), 0);
 	uint64_t fl = flush(a);
-	assert_false(gsd_audit_commit_here(a));
+	assert_false(gsd_audit_commit_here(a, false));
 	assert_true(wait_acks(fl));
 	assert_int_equal(gsd_audit_get_health(a), GSD_AUDIT_OK);
 	gsd_audit_get_stats(a, &st);
