@@ -1427,7 +1427,7 @@ static void writer_drain(gsd_audit *a, struct node *list, bool on_caller)
 }
 
 /* Under mu: waits while a producer commits (gsd_audit_commit_here), then holds the right to
- * write until writer_release. */
+ * write until it clears draining (under mu again). */
 static void writer_claim(gsd_audit *a)
 {
 	while (a->draining) {
