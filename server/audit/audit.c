@@ -1426,6 +1426,16 @@ static void writer_drain(gsd_audit *a, struct node *list, bool on_caller)
 	}
 }
 
+/* Under mu, by whoever holds draining: everything queued, for writer_drain. */
+static struct node *take_queue(gsd_audit *a)
+{
+	struct node *list = a->head;
+	a->head = a->tail = NULL;
+	a->list_count = 0;
+	a->pending_acks = 0;
+	return list;
+}
+
 /* Under mu: waits while a producer commits (gsd_audit_commit_here), then holds the right to
  * write until it clears draining (under mu again). */
 static void writer_claim(gsd_audit *a)
@@ -1513,10 +1523,7 @@ static void *writer_main(void *arg)
 		/* A producer may have committed the list meanwhile (then it is empty now). */
 		writer_claim(a);
 		a->last_acks = a->pending_acks;
-		struct node *list = a->head;
-		a->head = a->tail = NULL;
-		a->list_count = 0;
-		a->pending_acks = 0;
+		struct node *list = take_queue(a);
 		pthread_mutex_unlock(&a->mu);
 		writer_drain(a, list, false);
 		pthread_mutex_lock(&a->mu);
@@ -1624,10 +1631,7 @@ bool gsd_audit_commit_here(gsd_audit *a, bool leave_to_writer)
 		a->txn_open = true;
 	}
 	pthread_mutex_lock(&a->mu);
-	struct node *list = a->head;
-	a->head = a->tail = NULL;
-	a->list_count = 0;
-	a->pending_acks = 0;
+	struct node *list = take_queue(a);
 	pthread_mutex_unlock(&a->mu);
 	writer_drain(a, list, true);
 	uint64_t end = now_ns();
