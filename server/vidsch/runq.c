@@ -81,9 +81,10 @@ static size_t best_of(const gsd_runq_slot *h, size_t first, size_t end)
 
 /*
  * The child of a node whose children start at first (count slots in all). Four children are
- * compared as a tournament of keys without branches: at 10,000 contexts a branch per
- * comparison was mispredicted about half the time, at every level. Equal keys (rare, but
- * contexts that slept share the band's clock) go to the full comparison, which reads seq.
+ * compared as a tournament of keys with conditional moves, not branches: which child is
+ * smallest is as likely one as another, so a branch on it is poorly predicted at every level.
+ * Equal keys (rare, but contexts that slept share the band's clock) go to the full
+ * comparison, which reads seq.
  */
 static size_t best_child(const gsd_runq_slot *h, size_t first, size_t count)
 {
@@ -168,8 +169,8 @@ void gsd_runq_band_remove(gsd_runq_band *band, gsd_runq_entry *e)
 }
 
 /* Takes the root out. The key comes from its slot and its place is known (0), so the entry
- * itself is only written; the next root's entry is loaded meanwhile, for the next pop (at
- * 10,000 contexts it is rarely in the cache). */
+ * itself is only written; the next root's entry is loaded meanwhile, for the next pop (with
+ * thousands of contexts it is usually not in the cache). */
 static gsd_runq_entry *pop_root(gsd_runq_band *band)
 {
 	gsd_runq_slot root = band->heap[0];
