@@ -80,11 +80,14 @@
  * A commit on the producer's thread (gsd_audit_commit_here) holds that thread, the daemon's loop,
  * for as long as it lasts. A queue longer than CALLER_MAX_RECORDS is left to the writer, and a
  * commit that took longer than CALLER_SLOW_NS (a slow or busy disk) leaves every commit to the
- * writer for CALLER_BACKOFF_NS, so a slow file costs the loop at most one such commit a second.
+ * writer for CALLER_BACKOFF_NS; each slow commit within CALLER_BACKOFF_MAX_NS of the one before
+ * doubles that, up to CALLER_BACKOFF_MAX_NS. A file that stays slow then costs the loop one such
+ * commit a second at first, and one a minute (about) after six.
  */
-#define CALLER_MAX_RECORDS 1024
-#define CALLER_SLOW_NS     2000000ull
-#define CALLER_BACKOFF_NS  1000000000ull
+#define CALLER_MAX_RECORDS    1024
+#define CALLER_SLOW_NS        2000000ull
+#define CALLER_BACKOFF_NS     1000000000ull
+#define CALLER_BACKOFF_MAX_NS 64000000000ull
 
 enum rec_kind {
 	REC_PACKET,
@@ -333,6 +336,8 @@ struct gsd_audit {
 	bool txn_open;           /* the producer began the first transaction (BEGIN IMMEDIATE) */
 	uint64_t caller_slow_ns; /* CALLER_SLOW_NS, or gsd_audit_options.caller_slow_ns */
 	uint64_t caller_backoff_until; /* producer's: no commit of its own before (ns) */
+	uint64_t caller_backoff_ns;    /* producer's: the last back-off */
+	uint64_t caller_slow_at;       /* producer's: when its last slow commit ended */
 	struct node *free_shared;      /* nodes the writer is done with */
 	size_t free_shared_count;
 
@@ -1636,10 +1641,16 @@ bool gsd_audit_commit_here(gsd_audit *a, bool leave_to_writer)
 	writer_drain(a, list, true);
 	uint64_t end = now_ns();
 	if (end - start > a->caller_slow_ns) {
+		bool again = a->caller_slow_at && end - a->caller_slow_at < CALLER_BACKOFF_MAX_NS;
+		uint64_t backoff = again ? 2 * a->caller_backoff_ns : CALLER_BACKOFF_NS;
+		a->caller_backoff_ns =
+		        backoff < CALLER_BACKOFF_MAX_NS ? backoff : CALLER_BACKOFF_MAX_NS;
+		a->caller_slow_at = end;
+		a->caller_backoff_until = end + a->caller_backoff_ns;
 		GSD_DEBUG("audit: a commit on the loop took %llu us: the writer commits for the "
-		          "next second",
-		          (unsigned long long)((end - start) / 1000));
-		a->caller_backoff_until = end + CALLER_BACKOFF_NS;
+		          "next %llu s",
+		          (unsigned long long)((end - start) / 1000),
+		          (unsigned long long)(a->caller_backoff_ns / 1000000000ull));
 	}
 	pthread_mutex_lock(&a->mu);
 	a->draining = false;

@@ -144,8 +144,9 @@ void gsd_audit_close(gsd_audit *a);
  * With commit_on_caller: commits everything queued, on the calling thread, when a record waits
  * for its ack; its acks are called on this thread. It leaves the work to the writer (and wakes
  * it) when the writer is writing, when a lock is held (a checkpoint), for a queue of over 1024
- * records, for a second after one of its commits took over caller_slow_ns, and for what only
- * the writer does: retries after a failed commit, a retention step, the WAL's TRUNCATE, a prune.
+ * records, for a second after one of its commits took over caller_slow_ns (doubling while
+ * they stay slow, up to 64 s), and for what only the writer does: retries after a failed
+ * commit, a retention step, the WAL's TRUNCATE, a prune.
  * The producer calls it after a round of work (the daemon: before its loop sleeps), never
  * while it holds a lock an ack takes; with leave_to_writer it only wakes the writer for what
  * waits (the producer has other work). True when it committed.
