@@ -162,7 +162,7 @@ static void random_against_model(int n, uint32_t classes, int keys, unsigned see
 	free(in);
 }
 
-/* Many small heaps (about five entries a band). */
+/* Many small heaps (a few entries a band). */
 static void test_random_against_model(void **state)
 {
 	(void)state;
