@@ -94,11 +94,10 @@ static size_t best_child(const gsd_runq_slot *h, size_t first, size_t count)
 	         k3 = h[first + 3].key;
 	size_t a = k1 < k0, b = k3 < k2 ? 3 : 2;
 	uint64_t ka = k1 < k0 ? k1 : k0, kb = k3 < k2 ? k3 : k2;
-	size_t m = kb < ka ? b : a;
-	uint64_t km = kb < ka ? kb : ka;
-	if ((k0 == km) + (k1 == km) + (k2 == km) + (k3 == km) > 1)
+	/* Two smallest keys that are equal meet in one of the three matches. */
+	if ((k0 == k1) | (k2 == k3) | (ka == kb))
 		return best_of(h, first, first + ARITY);
-	return first + m;
+	return first + (kb < ka ? b : a);
 }
 
 /*
