@@ -117,7 +117,7 @@ static uint32_t alloc_index(gs_dmabuf *b, uint64_t allocation, bool write)
 
 static int emit(gs_dmabuf *b, const gs_isa_cmd *cmd, const ref *refs, size_t nrefs)
 {
-	size_t size = gs_isa_cmd_size(cmd->op);
+	size_t size = gs_isa_cmd_len(cmd);
 	int rv;
 
 	for (size_t i = 0; i < nrefs; i++)
@@ -213,4 +213,46 @@ int gs_dmabuf_signal(gs_dmabuf *buf, uint64_t sync, uint64_t value)
 	gs_isa_cmd cmd = {.op = GS_OP_SIGNAL, .sync = sync, .value = value};
 
 	return emit(buf, &cmd, NULL, 0);
+}
+
+int gs_dmabuf_dispatch(gs_dmabuf *buf, uint64_t kernel, const uint32_t groups[3],
+                       const gs_dmabuf_binding *bindings, size_t nbindings, const void *push,
+                       size_t push_size)
+{
+	if (kernel == 0 || nbindings > GS_ISA_DISPATCH_MAX_BIND ||
+	    push_size > GS_ISA_DISPATCH_MAX_PUSH || push_size % 4 != 0 || (push_size && !push) ||
+	    (nbindings && !bindings))
+		return GS_ERR_INVALID;
+	for (size_t i = 0; i < nbindings; i++)
+		if (bindings[i].allocation == 0 || bindings[i].range == 0)
+			return GS_ERR_INVALID;
+	/* Room for the command and for every binding's allocation-list entry first, so that the
+	 * entries are added only when the command is. */
+	int rv = reserve(buf, GS_ISA_DISPATCH_MAX_SIZE, nbindings);
+	if (rv != 0)
+		return rv;
+	size_t count = buf->alloc_count;
+	gs_isa_binding b[GS_ISA_DISPATCH_MAX_BIND];
+	for (size_t i = 0; i < nbindings; i++)
+		b[i] = (gs_isa_binding){
+		        .binding = bindings[i].binding,
+		        .alloc_index = alloc_index(buf, bindings[i].allocation, bindings[i].write),
+		        .offset = bindings[i].offset,
+		        .range = bindings[i].range};
+	uint8_t args[GS_ISA_DISPATCH_MAX_SIZE];
+	gs_isa_cmd cmd = {.op = GS_OP_DISPATCH,
+	                  .kernel = kernel,
+	                  .groups = {groups[0], groups[1], groups[2]},
+	                  .nbindings = (uint8_t)nbindings,
+	                  .push_size = (uint8_t)push_size,
+	                  .args = args};
+	size_t size = gs_isa_cmd_len(&cmd);
+	if (!gs_isa_dispatch_args(b, (uint8_t)nbindings, push, (uint8_t)push_size, args,
+	                          sizeof(args)) ||
+	    gs_isa_encode(&cmd, buf->data + buf->len, buf->cap - buf->len) != size) {
+		buf->alloc_count = count;
+		return GS_ERR_INVALID;
+	}
+	buf->len += size;
+	return 0;
 }

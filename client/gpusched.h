@@ -276,6 +276,15 @@ typedef struct gs_adapter_info {
 	uint64_t system_memory;      /* bytes of the pool allocations are evicted to */
 	uint64_t system_memory_used; /* bytes of it in use */
 	uint64_t paging_chunk;       /* bytes per sub-transfer of a paging transfer */
+	/* Users' kernels (gs_kernel_create): whether the adapter runs them, and the limits a
+	 * kernel and a DISPATCH must fit (0 where kernels is false). */
+	bool kernels;
+	uint32_t max_local_size[3];
+	uint32_t max_invocations;
+	uint32_t max_push_constant_bytes;
+	uint64_t max_storage_buffer_range;
+	uint64_t max_uniform_buffer_range;
+	uint32_t binding_offset_alignment;
 } gs_adapter_info;
 
 typedef struct gs_daemon_info {
@@ -471,6 +480,64 @@ int gs_dmabuf_signal(gs_dmabuf *buf, uint64_t sync, uint64_t value);
  * value: a GPU wait, satisfied by a SIGNAL on any context or node, or by the CPU. If the packet
  * that would signal it faults or is cancelled, the waiting packet is cancelled with a reason. */
 int gs_dmabuf_wait(gs_dmabuf *buf, uint64_t sync, uint64_t value);
+
+/* One binding of a DISPATCH: a range of an allocation for binding number `binding` of the
+ * kernel's descriptor set 0. The allocation joins the buffer's allocation list (marked write
+ * when `write`: it must be where the kernel writes the binding). */
+typedef struct gs_dmabuf_binding {
+	uint32_t binding;
+	uint64_t allocation;
+	uint64_t offset; /* a multiple of the adapter's binding_offset_alignment */
+	uint64_t range;  /* bytes the kernel sees (> 0); beyond them it reads 0, writes nothing */
+	bool write;
+} gs_dmabuf_binding;
+
+/* Runs a kernel (gs_kernel_create) over groups[0] x groups[1] x groups[2] work groups, with
+ * one binding per buffer the kernel declares (at most 16) and exactly the push-constant bytes
+ * it declares (a multiple of 4, at most 128). GS_ERR_INVALID for kernel 0, a zero range or
+ * allocation, or counts out of range; the daemon checks the rest against the kernel. */
+int gs_dmabuf_dispatch(gs_dmabuf *buf, uint64_t kernel, const uint32_t groups[3],
+                       const gs_dmabuf_binding *bindings, size_t nbindings, const void *push,
+                       size_t push_size);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Users' kernels (docs/kernels.md)                                                          */
+/* ---------------------------------------------------------------------------------------- */
+
+#define GS_KERNEL_MAX_BINDINGS   16
+#define GS_KERNEL_STORAGE_BUFFER 1
+#define GS_KERNEL_UNIFORM_BUFFER 2
+
+typedef struct gs_kernel_binding_info {
+	uint32_t binding;
+	uint32_t kind; /* GS_KERNEL_STORAGE_BUFFER or GS_KERNEL_UNIFORM_BUFFER */
+	bool writes;   /* bind it to an allocation the packet writes */
+	char name[48];
+} gs_kernel_binding_info;
+
+typedef struct gs_kernel_info {
+	uint64_t kernel; /* handle */
+	uint64_t device;
+	uint8_t hash[32]; /* BLAKE2b-256 of the entry point's name, a NUL, and the module */
+	char entry_point[64];
+	uint32_t local_size[3];
+	uint32_t push_constant_bytes;
+	uint32_t nbindings;
+	gs_kernel_binding_info bindings[GS_KERNEL_MAX_BINDINGS];
+	uint64_t spirv_bytes;
+	bool cached; /* gs_kernel_create: the adapter had this module already */
+	uint64_t created_ns;
+} gs_kernel_info;
+
+/* Creates a kernel on a device from a SPIR-V module (size bytes) and its GLCompute entry
+ * point (NULL or "": "main"). A refused module is GS_STATUS_INVALID_ARGUMENT with the reason
+ * in gs_client_message; an adapter whose backend runs no kernels GS_STATUS_UNIMPLEMENTED. */
+int gs_kernel_create(gs_client *c, uint64_t device, const void *spirv, size_t size,
+                     const char *entry_point, gs_kernel_info *out);
+int gs_kernel_destroy(gs_client *c, uint64_t kernel);
+/* The caller's kernels on the client's adapter (device 0: of every device); *out is
+ * malloc'd (NULL when *count is 0), freed with free(). */
+int gs_kernel_list(gs_client *c, uint64_t device, gs_kernel_info **out, size_t *count);
 
 /* ---------------------------------------------------------------------------------------- */
 /* Submission                                                                                */

@@ -3,6 +3,7 @@
  * paging. Each fills one request body, goes through gsc_call and copies the answer out.
  */
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,7 +59,15 @@ static void copy_adapter(void *entry, const ProtobufCMessage *msg)
 	        .device_dead = a->device_dead,
 	        .share_policy = (gs_share_policy)a->share_policy,
 	        .time_slice_us = a->time_slice_us,
+	        .kernels = a->kernels,
+	        .max_invocations = a->max_invocations,
+	        .max_push_constant_bytes = a->max_push_constant_bytes,
+	        .max_storage_buffer_range = a->max_storage_buffer_range,
+	        .max_uniform_buffer_range = a->max_uniform_buffer_range,
+	        .binding_offset_alignment = a->binding_offset_alignment,
 	};
+	for (size_t i = 0; i < a->n_max_local_size && i < 3; i++)
+		((gs_adapter_info *)entry)->max_local_size[i] = a->max_local_size[i];
 }
 
 #define ADAPTER_STRING(member) GSC_STRING(gs_adapter_info, Gpusched__V1__AdapterInfo, member)
@@ -469,6 +478,89 @@ int gs_allocation_write(gs_client *c, uint64_t allocation, uint64_t offset, cons
 		done += n;
 	} while (done < size);
 	return 0;
+}
+
+/* ---- kernels ---------------------------------------------------------------------------- */
+
+static void copy_kernel(void *out, const ProtobufCMessage *answer)
+{
+	const Gpusched__V1__KernelInfo *r = (const Gpusched__V1__KernelInfo *)answer;
+	gs_kernel_info *k = out;
+
+	memset(k, 0, sizeof(*k));
+	k->kernel = r->kernel;
+	k->device = r->device;
+	if (r->hash.len == sizeof(k->hash))
+		memcpy(k->hash, r->hash.data, sizeof(k->hash));
+	snprintf(k->entry_point, sizeof(k->entry_point), "%s",
+	         r->entry_point ? r->entry_point : "");
+	for (size_t i = 0; i < r->n_local_size && i < 3; i++)
+		k->local_size[i] = r->local_size[i];
+	k->push_constant_bytes = r->push_constant_bytes;
+	k->spirv_bytes = r->spirv_bytes;
+	k->cached = r->cached;
+	k->created_ns = r->created_ns;
+	for (size_t i = 0; i < r->n_bindings && i < GS_KERNEL_MAX_BINDINGS; i++) {
+		gs_kernel_binding_info *b = &k->bindings[k->nbindings++];
+		b->binding = r->bindings[i]->binding;
+		b->kind = (uint32_t)r->bindings[i]->kind;
+		b->writes = r->bindings[i]->writes;
+		snprintf(b->name, sizeof(b->name), "%s",
+		         r->bindings[i]->name ? r->bindings[i]->name : "");
+	}
+}
+
+static void copy_kernel_created(void *out, const ProtobufCMessage *answer)
+{
+	const Gpusched__V1__KernelCreateResponse *r =
+	        (const Gpusched__V1__KernelCreateResponse *)answer;
+	if (r->kernel)
+		copy_kernel(out, &r->kernel->base);
+	else
+		memset(out, 0, sizeof(gs_kernel_info));
+}
+
+int gs_kernel_create(gs_client *c, uint64_t device, const void *spirv, size_t size,
+                     const char *entry_point, gs_kernel_info *out)
+{
+	Gpusched__V1__KernelCreateRequest body = GPUSCHED__V1__KERNEL_CREATE_REQUEST__INIT;
+
+	if (!spirv && size)
+		return GS_ERR_INVALID;
+	body.device = device;
+	body.spirv.data = (uint8_t *)spirv;
+	body.spirv.len = size;
+	body.entry_point = (char *)(entry_point ? entry_point : "");
+	return gsc_call_copy(c, GSC_REQ(KERNEL_CREATE), &body, GSC_RESP(KERNEL_CREATE),
+	                     copy_kernel_created, out);
+}
+
+int gs_kernel_destroy(gs_client *c, uint64_t kernel)
+{
+	Gpusched__V1__KernelDestroyRequest body = GPUSCHED__V1__KERNEL_DESTROY_REQUEST__INIT;
+
+	body.kernel = kernel;
+	return gsc_call_plain(c, GSC_REQ(KERNEL_DESTROY), &body);
+}
+
+static const gsc_entry_kind kernel_kind = {
+        .size = sizeof(gs_kernel_info),
+        .copy = copy_kernel,
+        .what = "kernel list",
+        .field = "kernels",
+};
+
+int gs_kernel_list(gs_client *c, uint64_t device, gs_kernel_info **out, size_t *count)
+{
+	Gpusched__V1__KernelListRequest body = GPUSCHED__V1__KERNEL_LIST_REQUEST__INIT;
+	void *list;
+	int rv;
+
+	body.device = device;
+	rv = gsc_call_list(c, GSC_REQ(KERNEL_LIST), &body, GSC_RESP(KERNEL_LIST), &kernel_kind,
+	                   &list, count);
+	*out = list;
+	return rv;
 }
 
 /* ---- sync objects ----------------------------------------------------------------------- */

@@ -8,6 +8,7 @@
  */
 #include "isa.h"
 
+#include <stdbool.h>
 #include <string.h>
 #include <xxhash.h>
 
@@ -31,7 +32,14 @@ static const struct {
         [GS_OP_SPIN] = {"SPIN", 16, GS_SPIN_NONPREEMPTIBLE},
         [GS_OP_SIGNAL] = {"SIGNAL", 24, 0},
         [GS_OP_TRANSFER] = {"TRANSFER", 40, 0},
+        [GS_OP_DISPATCH] = {"DISPATCH", 0, 0}, /* variable: dispatch_size */
 };
+
+/* DISPATCH's fixed part, after the header. */
+#define OFF_GROUPS 16u /* three u32 */
+#define OFF_NBIND  28u
+#define OFF_NPUSH  29u
+#define OFF_DRES   30u /* u16 reserved */
 
 static void le16_put(uint8_t *p, uint16_t v)
 {
@@ -61,6 +69,72 @@ size_t gs_isa_cmd_size(uint8_t op)
 	return op < GS_OP_COUNT_ ? op_info[op].size : 0;
 }
 
+size_t gs_isa_dispatch_args_len(uint8_t nbindings, uint8_t push_size)
+{
+	return (size_t)nbindings * GS_ISA_DISPATCH_BINDING + ((size_t)push_size + 7u) / 8u * 8u;
+}
+
+size_t gs_isa_cmd_len(const gs_isa_cmd *cmd)
+{
+	if (cmd->op == GS_OP_DISPATCH)
+		return GS_ISA_DISPATCH_FIXED +
+		       gs_isa_dispatch_args_len(cmd->nbindings, cmd->push_size);
+	return gs_isa_cmd_size(cmd->op);
+}
+
+void gs_isa_dispatch_binding(const gs_isa_cmd *cmd, unsigned i, gs_isa_binding *out)
+{
+	const uint8_t *p = cmd->args + (size_t)i * GS_ISA_DISPATCH_BINDING;
+	out->binding = le32_get(p);
+	out->alloc_index = le32_get(p + 4);
+	out->offset = gs_le64_get(p + 8);
+	out->range = gs_le64_get(p + 16);
+}
+
+const uint8_t *gs_isa_dispatch_push(const gs_isa_cmd *cmd)
+{
+	return cmd->args + (size_t)cmd->nbindings * GS_ISA_DISPATCH_BINDING;
+}
+
+size_t gs_isa_dispatch_args(const gs_isa_binding *bindings, uint8_t nbindings, const void *push,
+                            uint8_t push_size, uint8_t *out, size_t cap)
+{
+	size_t n = gs_isa_dispatch_args_len(nbindings, push_size);
+	if (nbindings > GS_ISA_DISPATCH_MAX_BIND || push_size > GS_ISA_DISPATCH_MAX_PUSH || cap < n)
+		return 0;
+	memset(out, 0, n);
+	for (unsigned i = 0; i < nbindings; i++) {
+		uint8_t *p = out + (size_t)i * GS_ISA_DISPATCH_BINDING;
+		le32_put(p, bindings[i].binding);
+		le32_put(p + 4, bindings[i].alloc_index);
+		gs_le64_put(p + 8, bindings[i].offset);
+		gs_le64_put(p + 16, bindings[i].range);
+	}
+	if (push_size)
+		memcpy(out + (size_t)nbindings * GS_ISA_DISPATCH_BINDING, push, push_size);
+	return n;
+}
+
+/* The size a DISPATCH's fixed part says it has, or 0 when its counts are out of range. */
+static size_t dispatch_size(const uint8_t *p)
+{
+	uint8_t nb = p[OFF_NBIND], np = p[OFF_NPUSH];
+	if (nb > GS_ISA_DISPATCH_MAX_BIND || np > GS_ISA_DISPATCH_MAX_PUSH || np % 4u != 0)
+		return 0;
+	return GS_ISA_DISPATCH_FIXED + gs_isa_dispatch_args_len(nb, np);
+}
+
+/* The padding after a DISPATCH's push constants is zero. */
+static bool dispatch_padding_zero(const uint8_t *p, size_t size)
+{
+	for (size_t i = GS_ISA_DISPATCH_FIXED + (size_t)p[OFF_NBIND] * GS_ISA_DISPATCH_BINDING +
+	                p[OFF_NPUSH];
+	     i < size; i++)
+		if (p[i])
+			return false;
+	return true;
+}
+
 const char *gs_isa_op_name(uint8_t op)
 {
 	return op < GS_OP_COUNT_ ? op_info[op].name : "?";
@@ -82,9 +156,20 @@ gs_isa_err gs_isa_decode(const uint8_t *buf, size_t len, size_t *pos, gs_isa_cmd
 		return GS_ISA_BAD_OP;
 	if (left < GS_ISA_HEADER_SIZE)
 		return GS_ISA_TRUNCATED;
-	if (le16_get(p + 2) != op_info[op].size)
+	size_t size = op_info[op].size;
+	if (op == GS_OP_DISPATCH) {
+		/* The counts that fix its size are in the fixed part. */
+		if (le16_get(p + 2) < GS_ISA_DISPATCH_FIXED)
+			return GS_ISA_BAD_SIZE;
+		if (left < GS_ISA_DISPATCH_FIXED)
+			return GS_ISA_TRUNCATED;
+		size = dispatch_size(p);
+		if (size == 0)
+			return GS_ISA_BAD_FLAGS;
+	}
+	if (le16_get(p + 2) != size)
 		return GS_ISA_BAD_SIZE;
-	if (left < op_info[op].size)
+	if (left < size)
 		return GS_ISA_TRUNCATED;
 	if ((p[1] & ~op_info[op].flags) != 0 || le32_get(p + 4) != 0)
 		return GS_ISA_BAD_FLAGS;
@@ -130,11 +215,21 @@ gs_isa_err gs_isa_decode(const uint8_t *buf, size_t len, size_t *pos, gs_isa_cmd
 			return GS_ISA_BAD_FLAGS;
 		break;
 	}
+	case GS_OP_DISPATCH:
+		if (le16_get(p + OFF_DRES) != 0 || !dispatch_padding_zero(p, size))
+			return GS_ISA_BAD_FLAGS;
+		c.kernel = gs_le64_get(p + OFF_A);
+		for (int i = 0; i < 3; i++)
+			c.groups[i] = le32_get(p + OFF_GROUPS + 4 * i);
+		c.nbindings = p[OFF_NBIND];
+		c.push_size = p[OFF_NPUSH];
+		c.args = p + GS_ISA_DISPATCH_FIXED;
+		break;
 	case GS_OP_COUNT_:
 		return GS_ISA_BAD_OP;
 	}
 	*out = c;
-	*pos = at + op_info[op].size;
+	*pos = at + size;
 	return GS_ISA_OK;
 }
 
@@ -142,9 +237,11 @@ gs_isa_err gs_isa_decode(const uint8_t *buf, size_t len, size_t *pos, gs_isa_cmd
  * decoder is where strictness lives, so tests can build invalid commands with it. */
 size_t gs_isa_encode(const gs_isa_cmd *cmd, uint8_t *out, size_t cap)
 {
-	size_t size = gs_isa_cmd_size(cmd->op);
+	size_t size = gs_isa_cmd_len(cmd);
 
-	if (size == 0 || cap < size)
+	if (size == 0 || cap < size || size > UINT16_MAX)
+		return 0;
+	if (cmd->op == GS_OP_DISPATCH && size > GS_ISA_DISPATCH_FIXED && !cmd->args)
 		return 0;
 	memset(out, 0, size);
 	out[0] = cmd->op;
@@ -177,6 +274,16 @@ size_t gs_isa_encode(const gs_isa_cmd *cmd, uint8_t *out, size_t cap)
 		gs_le64_put(out + OFF_C, cmd->size);
 		le32_put(out + OFF_E, cmd->transfer_flags);
 		le32_put(out + OFF_F, cmd->pitch);
+		break;
+	case GS_OP_DISPATCH:
+		gs_le64_put(out + OFF_A, cmd->kernel);
+		for (int i = 0; i < 3; i++)
+			le32_put(out + OFF_GROUPS + 4 * i, cmd->groups[i]);
+		out[OFF_NBIND] = cmd->nbindings;
+		out[OFF_NPUSH] = cmd->push_size;
+		if (size > GS_ISA_DISPATCH_FIXED)
+			memcpy(out + GS_ISA_DISPATCH_FIXED, cmd->args,
+			       size - GS_ISA_DISPATCH_FIXED);
 		break;
 	case GS_OP_COUNT_:
 		return 0;

@@ -34,6 +34,16 @@
  *             must not.
  *             Daemon only: it builds paging buffers out of TRANSFER commands (submit flag
  *             Paging), and a client DMA buffer that contains one is refused.
+ *   DISPATCH  size 32 + 24 * n + p rounded up to 8 (the size field says it; at most 544)
+ *             runs a user kernel (KernelCreateRequest) over a grid of work groups:
+ *             +8 u64 kernel handle, +16 u32 group count x, +20 u32 y, +24 u32 z,
+ *             +28 u8 n bindings (<= 16), +29 u8 p push-constant bytes (<= 128, a multiple
+ *             of 4), +30 u16 zero; then n bindings of 24 bytes: +0 u32 binding number (set 0),
+ *             +4 u32 allocation-list index, +8 u64 byte offset in that allocation, +16 u64
+ *             range in bytes; then the p bytes of push constants, zero-padded to a multiple
+ *             of 8. Bindings name allocation-list entries, not addresses: nothing of a
+ *             DISPATCH is patched, and the engine binds each allocation where it lives when
+ *             the command runs. Group counts of 0 dispatch nothing.
  *
  * Addresses are GPU addresses: (segment id << 40) | byte offset in the segment. The client
  * writes 0 there and lists a patch location at the field's offset; the daemon writes the
@@ -59,6 +69,7 @@ typedef enum gs_isa_op {
 	GS_OP_SPIN = 4,
 	GS_OP_SIGNAL = 5,
 	GS_OP_TRANSFER = 6, /* daemon only (paging buffers) */
+	GS_OP_DISPATCH = 7, /* a user kernel (variable size) */
 	GS_OP_COUNT_        /* not an opcode */
 } gs_isa_op;
 
@@ -68,6 +79,23 @@ typedef enum gs_isa_op {
 #define GS_ISA_TRANSFER_UNSWIZZLE  0x02u
 #define GS_ISA_TRANSFER_FLAGS_MASK 0x1fu
 #define GS_SPIN_NONPREEMPTIBLE     0x1u
+
+/* DISPATCH's variable part. */
+#define GS_ISA_DISPATCH_FIXED    32u  /* bytes before the bindings */
+#define GS_ISA_DISPATCH_BINDING  24u  /* bytes of one binding */
+#define GS_ISA_DISPATCH_MAX_BIND 16u  /* bindings at most */
+#define GS_ISA_DISPATCH_MAX_PUSH 128u /* push-constant bytes at most */
+#define GS_ISA_DISPATCH_MAX_SIZE                                                                   \
+	(GS_ISA_DISPATCH_FIXED + GS_ISA_DISPATCH_MAX_BIND * GS_ISA_DISPATCH_BINDING +              \
+	 GS_ISA_DISPATCH_MAX_PUSH)
+
+/* One binding of a DISPATCH. */
+typedef struct gs_isa_binding {
+	uint32_t binding;     /* binding number in descriptor set 0 */
+	uint32_t alloc_index; /* index in the packet's allocation list */
+	uint64_t offset;      /* bytes into the allocation */
+	uint64_t range;       /* bytes the kernel sees */
+} gs_isa_binding;
 
 /* Byte offsets of the address fields inside a command (patch locations point here). */
 #define GS_ISA_DST_FIELD 8u
@@ -102,6 +130,13 @@ typedef struct gs_isa_cmd {
 	uint64_t value;          /* SIGNAL */
 	uint32_t transfer_flags; /* TRANSFER: DXGK_TRANSFERFLAGS Value */
 	uint32_t pitch;          /* TRANSFER: tiled layout pitch (Swizzle/Unswizzle) */
+	/* DISPATCH */
+	uint64_t kernel;     /* kernel handle */
+	uint32_t groups[3];  /* work-group counts x, y, z */
+	uint8_t nbindings;   /* bindings that follow the fixed part */
+	uint8_t push_size;   /* push-constant bytes after the bindings */
+	const uint8_t *args; /* the bindings, then the push constants (zero-padded to 8): in
+	                      * the decoded buffer; what gs_isa_encode copies */
 } gs_isa_cmd;
 
 typedef enum gs_isa_err {
@@ -116,8 +151,22 @@ typedef enum gs_isa_err {
 /* The address fields of a command of this opcode (offsets from the command start, written to
  * out[0..n-1], n <= 2): the only places a patch location may point at. Returns n. */
 size_t gs_isa_address_fields(uint8_t op, size_t out[2]);
-/* Size in bytes of a command of this opcode, or 0 for an unknown opcode. */
+/* Size in bytes of a command of this opcode, or 0 for an unknown opcode and for DISPATCH,
+ * whose size depends on its bindings and push constants (gs_isa_cmd_len). */
 size_t gs_isa_cmd_size(uint8_t op);
+/* Size in bytes of this command as encoded: gs_isa_cmd_size, or DISPATCH's own. */
+size_t gs_isa_cmd_len(const gs_isa_cmd *cmd);
+/* Bytes of DISPATCH's variable part (bindings, then push constants padded to 8). */
+size_t gs_isa_dispatch_args_len(uint8_t nbindings, uint8_t push_size);
+/* Binding i (< cmd->nbindings) of a decoded DISPATCH. */
+void gs_isa_dispatch_binding(const gs_isa_cmd *cmd, unsigned i, gs_isa_binding *out);
+/* The push constants of a decoded DISPATCH (cmd->push_size bytes). */
+const uint8_t *gs_isa_dispatch_push(const gs_isa_cmd *cmd);
+/* Writes DISPATCH's variable part into out (cap bytes, at least gs_isa_dispatch_args_len):
+ * the bindings, then push_size bytes of push, zero-padded. Returns the bytes written, or 0
+ * when it does not fit or the counts exceed the maxima. Set cmd->args to out. */
+size_t gs_isa_dispatch_args(const gs_isa_binding *bindings, uint8_t nbindings, const void *push,
+                            uint8_t push_size, uint8_t *out, size_t cap);
 
 /* Name of an opcode ("FILL"), or "?" */
 const char *gs_isa_op_name(uint8_t op);
@@ -126,7 +175,7 @@ const char *gs_isa_op_name(uint8_t op);
 gs_isa_err gs_isa_decode(const uint8_t *buf, size_t len, size_t *pos, gs_isa_cmd *out);
 
 /* Encodes `cmd` into out (cap bytes). Returns bytes written, or 0 if it does not fit or the
- * opcode is unknown. */
+ * opcode is unknown. A DISPATCH copies gs_isa_dispatch_args_len bytes from cmd->args. */
 size_t gs_isa_encode(const gs_isa_cmd *cmd, uint8_t *out, size_t cap);
 
 /* Validates a whole buffer. Returns GS_ISA_OK (== 0) and the command count in *ncmds, or the

@@ -65,6 +65,9 @@ static int adapter_init(gsd_daemon *d, gsd_adapter *a, uint32_t id, const gsd_ad
 		return -1;
 	}
 	gsd_backend_describe(a->ops, a->backend, &a->info);
+	gsd_list_init(&a->kernel_codes);
+	a->kernels = a->ops->kernel_caps && a->ops->kernel_create &&
+	             a->ops->kernel_caps(a->backend, &a->kernel_caps);
 	const gsd_backend_info bi = a->info;
 	if (a->backend)
 		GSD_INFO("adapter %s: %s on %s (%s), %u queue%s for %u node%s", ac->name, bi.api,
@@ -261,6 +264,7 @@ void gsd_daemon_destroy(gsd_daemon *d)
 	for (uint32_t i = 0; i < d->nadapters; i++) {
 		gsd_vidsch_release(d, &d->adapters[i]);
 		gsd_vidmm_adapter_fini(d, &d->adapters[i]);
+		gsd_kernel_codes_free(&d->adapters[i]);
 		gsd_backend_close(d->adapters[i].ops, d->adapters[i].backend);
 		d->adapters[i].backend = NULL;
 	}

@@ -198,6 +198,8 @@ int cmd_watch(cli *ctx, int argc, char **argv);
 int cmd_audit(cli *ctx, int argc, char **argv);
 int cmd_explain(cli *ctx, int argc, char **argv);
 int cmd_usage(cli *ctx, int argc, char **argv);
+int cmd_kernel(cli *ctx, int argc, char **argv);
+int cmd_run(cli *ctx, int argc, char **argv);
 int cmd_trace(cli *ctx, int argc, char **argv);
 int cmd_timeline(cli *ctx, int argc, char **argv);
 

@@ -29,6 +29,8 @@ static const cli_command commands[] = {
         {"alloc", "list, inspect and move allocations (alloc --help)", cmd_alloc},
         {"moves", "list the memory manager's moves of allocations", cmd_moves},
         {"sync", "create, signal, wait for and destroy sync objects (sync --help)", cmd_sync},
+        {"kernel", "create, list and destroy your SPIR-V kernels (kernel --help)", cmd_kernel},
+        {"run", "run a SPIR-V kernel once over input files, outputs to files", cmd_run},
         {"tenant", "administer tenants (tenant --help)", cmd_tenant},
         {"audit", "verify the audit file's hash chain (audit --help)", cmd_audit},
 };

@@ -66,6 +66,12 @@ struct gsd_adapter {
 	const gsd_engine_ops *ops;
 	gsd_backend *backend;  /* the device its backend opened (NULL for emu and null) */
 	gsd_backend_info info; /* what `gpusched info` shows of that device */
+	/* Users' kernels: whether the backend runs them, what they may do, and the modules
+	 * made into the backend's objects (gsd_kernel_code, core/object.c), busy and idle. */
+	bool kernels;
+	gsd_kernel_caps kernel_caps;
+	gsd_list kernel_codes;
+	uint32_t idle_kernel_codes;
 	gsd_daemon *d;
 	uint32_t nsegments;
 	gsd_segment segments[8];

@@ -82,6 +82,8 @@ void gsd_config_defaults(gsd_config *c)
 	c->events_buffer = 16384;
 	c->max_queued_packets = 32768;
 	c->max_syncs = 4096;
+	c->max_kernels = 256;
+	c->max_kernel_bytes = UINT64_C(64) << 20;
 	c->shutdown_grace_ms = 5000;
 	c->quantum_us = 2000;
 	c->tdr_delay_ms = 2000;
@@ -521,6 +523,8 @@ int gsd_config_load(gsd_config *c, const char *path, char *err, size_t errcap)
 	    get_u32(root, "max_bad_tokens_per_second", &c->max_bad_tokens_per_second, &e) ||
 	    get_u32(root, "max_queued_packets", &c->max_queued_packets, &e) ||
 	    get_u32(root, "max_syncs", &c->max_syncs, &e) ||
+	    get_u32(root, "max_kernels", &c->max_kernels, &e) ||
+	    get_u64(root, "max_kernel_bytes", &c->max_kernel_bytes, &e) ||
 	    get_u32(root, "shutdown_grace_ms", &c->shutdown_grace_ms, &e) ||
 	    get_u32(root, "quantum_us", &c->quantum_us, &e) ||
 	    get_u32(root, "tdr_delay_ms", &c->tdr_delay_ms, &e) ||

@@ -150,6 +150,8 @@ typedef struct gsd_config {
 	uint32_t max_bad_tokens_per_second; /* per connection; more close it */
 	uint32_t max_queued_packets;        /* per tenant: packets not yet final */
 	uint32_t max_syncs;                 /* per tenant: sync objects */
+	uint32_t max_kernels;               /* per tenant: kernels (KernelCreate) */
+	uint64_t max_kernel_bytes;          /* per tenant: SPIR-V bytes of its kernels */
 	uint32_t shutdown_grace_ms;
 	/* Scheduler (docs/concepts.md: priorities, preemption, TDR). */
 	uint32_t quantum_us;        /* time slice inside a band, engine time */

@@ -8,6 +8,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <sodium.h>
 
@@ -108,14 +109,187 @@ gsd_adapter *gsd_object_adapter(const gsd_object *o)
 		return ((const gsd_allocation *)o)->adapter;
 	case GSD_OBJ_SYNC:
 		return ((const gsd_sync *)o)->dev->adapter;
+	case GSD_OBJ_KERNEL:
+		return ((const gsd_kernel *)o)->adapter;
 	}
 	return NULL;
 }
 
 const char *gsd_object_type_name(gsd_obj_type type)
 {
-	static const char *const names[] = {"", "device", "context", "allocation", "sync object"};
-	return type <= GSD_OBJ_SYNC ? names[type] : "?";
+	static const char *const names[] = {"",           "device",      "context",
+	                                    "allocation", "sync object", "kernel"};
+	return type <= GSD_OBJ_KERNEL ? names[type] : "?";
+}
+
+/* ---- kernels ---- */
+
+/* Idle modules (no kernel uses them) an adapter keeps for a tenant to make again cheaply. */
+#define IDLE_KERNEL_CODES 32u
+
+static void kernel_hash(const void *code, size_t size, const char *entry, uint8_t out[32])
+{
+	crypto_generichash_state st;
+	crypto_generichash_init(&st, NULL, 0, 32);
+	crypto_generichash_update(&st, (const unsigned char *)entry, strlen(entry) + 1);
+	crypto_generichash_update(&st, code, size);
+	crypto_generichash_final(&st, out, 32);
+}
+
+static void code_free(gsd_adapter *a, gsd_kernel_code *kc)
+{
+	gsd_list_remove(&kc->link);
+	if (kc->impl && a->ops->kernel_destroy)
+		a->ops->kernel_destroy(a->backend, kc->impl);
+	free(kc);
+}
+
+/* The tenant's module with this hash on the adapter, moved to the front; NULL if none. */
+static gsd_kernel_code *code_find(gsd_adapter *a, const gsd_tenant *t, uint64_t guest,
+                                  const uint8_t hash[32])
+{
+	gsd_list *it, *tmp;
+	GSD_LIST_FOREACH_SAFE(it, tmp, &a->kernel_codes)
+	{
+		gsd_kernel_code *kc = GSD_CONTAINER_OF(it, gsd_kernel_code, link);
+		if (kc->tenant == t && kc->guest == guest && memcmp(kc->hash, hash, 32) == 0) {
+			gsd_list_remove(&kc->link);
+			gsd_list_push_front(&a->kernel_codes, &kc->link);
+			return kc;
+		}
+	}
+	return NULL;
+}
+
+/* One kernel fewer uses kc: past IDLE_KERNEL_CODES idle ones, the least recently used goes. */
+static void code_put(gsd_adapter *a, gsd_kernel_code *kc)
+{
+	if (--kc->refs > 0)
+		return;
+	a->idle_kernel_codes++;
+	/* From the least recently used end. */
+	for (gsd_list *it = a->kernel_codes.prev, *prev = it->prev;
+	     it != &a->kernel_codes && a->idle_kernel_codes > IDLE_KERNEL_CODES;
+	     it = prev, prev = it->prev) {
+		gsd_kernel_code *old = GSD_CONTAINER_OF(it, gsd_kernel_code, link);
+		if (old->refs == 0) {
+			code_free(a, old);
+			a->idle_kernel_codes--;
+		}
+	}
+}
+
+void gsd_kernel_codes_free(gsd_adapter *a)
+{
+	gsd_list *it, *tmp;
+	GSD_LIST_FOREACH_SAFE(it, tmp, &a->kernel_codes)
+	code_free(a, GSD_CONTAINER_OF(it, gsd_kernel_code, link));
+	a->idle_kernel_codes = 0;
+}
+
+/* The module checked and made into the backend's object. */
+static int code_make(gsd_adapter *a, const gsd_tenant *t, uint64_t guest, const void *code,
+                     size_t size, const char *entry, const uint8_t hash[32], gsd_kernel_code **out,
+                     char *err, size_t cap)
+{
+	gsd_kernel_code *kc = calloc(1, sizeof(*kc));
+	if (!kc) {
+		snprintf(err, cap, "out of memory");
+		return GSD_ST(INTERNAL);
+	}
+	if (gsd_spirv_check(code, size, entry, &a->kernel_caps.module, &kc->info, err, cap) != 0) {
+		free(kc);
+		return GSD_ST(INVALID_ARGUMENT);
+	}
+	char why[256];
+	if (a->ops->kernel_create(a->backend, code, size, entry, &kc->info, &kc->impl, why,
+	                          sizeof(why)) != 0) {
+		snprintf(err, cap, "the backend refused the module: %s", why);
+		free(kc);
+		return GSD_ST(INVALID_ARGUMENT);
+	}
+	kc->tenant = t;
+	kc->guest = guest;
+	memcpy(kc->hash, hash, 32);
+	snprintf(kc->entry, sizeof(kc->entry), "%s", entry);
+	kc->size = size;
+	gsd_list_push_front(&a->kernel_codes, &kc->link);
+	*out = kc;
+	return GSD_ST(OK);
+}
+
+int gsd_kernel_create(gsd_daemon *d, gsd_device *dev, const void *code, size_t size,
+                      const char *entry, gsd_kernel **out, bool *cached, char *err, size_t cap)
+{
+	gsd_adapter *a = dev->adapter;
+	*out = NULL;
+	*cached = false;
+	if (!a->kernels) {
+		snprintf(err, cap,
+		         "adapter %u (%s) runs on the %s backend, which runs no user kernels: use "
+		         "an adapter with backend vulkan (gpusched info lists the adapters)",
+		         a->id, a->cfg->name, a->ops->name);
+		return GSD_ST(UNIMPLEMENTED);
+	}
+	uint8_t hash[32];
+	kernel_hash(code, size, entry, hash);
+	gsd_kernel_code *kc = code_find(a, dev->obj.tenant, dev->obj.guest, hash);
+	if (kc) {
+		*cached = true;
+		if (kc->refs == 0)
+			a->idle_kernel_codes--;
+	} else {
+		int st = code_make(a, dev->obj.tenant, dev->obj.guest, code, size, entry, hash, &kc,
+		                   err, cap);
+		if (st != GSD_ST(OK))
+			return st;
+	}
+	kc->refs++;
+	gsd_kernel *k = calloc(1, sizeof(*k));
+	if (!k ||
+	    !object_register(d, &k->obj, GSD_OBJ_KERNEL, dev->obj.tenant, dev->obj.guest, true)) {
+		free(k);
+		code_put(a, kc);
+		snprintf(err, cap, "out of memory or handles");
+		return GSD_ST(INTERNAL);
+	}
+	k->dev = dev;
+	k->adapter = a;
+	k->code = kc;
+	k->refs = 1;
+	gsd_list_push_back(&dev->kernels, &k->dev_link);
+	dev->obj.tenant->kernels++;
+	dev->obj.tenant->kernel_bytes += kc->size;
+	char hex[65], note[200];
+	sodium_bin2hex(hex, sizeof(hex), kc->hash, 32);
+	snprintf(note, sizeof(note), "kernel %llu %s entry %s, %llu bytes%s",
+	         (unsigned long long)k->obj.handle, hex, kc->entry, (unsigned long long)kc->size,
+	         *cached ? " (cached)" : "");
+	gsd_audit_note(d->audit, k->obj.identity, "kernel_created", note);
+	*out = k;
+	return GSD_ST(OK);
+}
+
+void gsd_kernel_put(gsd_daemon *d, gsd_kernel *k)
+{
+	(void)d;
+	if (--k->refs > 0)
+		return;
+	code_put(k->adapter, k->code);
+	free(k);
+}
+
+void gsd_kernel_destroy(gsd_daemon *d, gsd_kernel *k)
+{
+	gsd_list_remove(&k->dev_link);
+	object_unregister(d, &k->obj);
+	k->destroyed = true;
+	k->obj.tenant->kernels--;
+	k->obj.tenant->kernel_bytes -= k->code->size;
+	char note[64];
+	snprintf(note, sizeof(note), "kernel %llu", (unsigned long long)k->obj.handle);
+	gsd_audit_note(d->audit, k->obj.identity, "kernel_destroyed", note);
+	gsd_kernel_put(d, k);
 }
 
 /* ---- sync objects ---- */
@@ -194,6 +368,7 @@ gsd_device *gsd_device_create(gsd_daemon *d, gsd_adapter *a, gsd_tenant *t, uint
 	gsd_list_init(&dev->contexts);
 	gsd_list_init(&dev->allocations);
 	gsd_list_init(&dev->syncs);
+	gsd_list_init(&dev->kernels);
 	if (!object_register(d, &dev->obj, GSD_OBJ_DEVICE, t, guest, !system)) {
 		free(dev);
 		return NULL;
@@ -222,6 +397,8 @@ void gsd_device_destroy(gsd_daemon *d, gsd_device *dev)
 	gsd_allocation_destroy(d, GSD_CONTAINER_OF(it, gsd_allocation, dev_link));
 	GSD_LIST_FOREACH_SAFE(it, tmp, &dev->syncs)
 	gsd_sync_destroy(d, GSD_CONTAINER_OF(it, gsd_sync, dev_link));
+	GSD_LIST_FOREACH_SAFE(it, tmp, &dev->kernels)
+	gsd_kernel_destroy(d, GSD_CONTAINER_OF(it, gsd_kernel, dev_link));
 	object_unregister(d, &dev->obj);
 	gsd_audit_note(d->audit, dev->obj.identity, "device_destroyed", dev->name);
 	dev->obj.tenant->devices--;

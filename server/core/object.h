@@ -34,6 +34,7 @@ typedef enum gsd_obj_type {
 	GSD_OBJ_CONTEXT,
 	GSD_OBJ_ALLOCATION,
 	GSD_OBJ_SYNC,
+	GSD_OBJ_KERNEL,
 } gsd_obj_type;
 
 /* Leading fields of every handle-named object. */
@@ -56,6 +57,7 @@ struct gsd_device {
 	gsd_list contexts;
 	gsd_list allocations;
 	gsd_list syncs;
+	gsd_list kernels;
 	/* The device's paging queue: every paging packet that moves one of its allocations takes
 	 * the next fence; the sync (daemon-signalled) reaches it when that packet finishes. */
 	gsd_sync *paging_sync;
@@ -149,6 +151,36 @@ struct gsd_sync {
 	bool destroyed;   /* set while its waiters are woken for the last time */
 };
 
+/*
+ * A SPIR-V module an adapter's backend accepted, and the backend's object for it (a compute
+ * pipeline): shared by the kernels of one tenant (and guest) made from the same module and
+ * entry point, and kept a while after the last of them goes, so that making it again costs a
+ * lookup. Never shared between tenants: whether a module was already there tells a tenant
+ * nothing about the others.
+ */
+typedef struct gsd_kernel_code {
+	gsd_list link; /* adapter->kernel_codes, most recently used first */
+	const gsd_tenant *tenant;
+	uint64_t guest;
+	uint8_t hash[32]; /* BLAKE2b-256 of the entry point's name, a NUL, and the module */
+	char entry[GSD_KERNEL_ENTRY_MAX];
+	gsd_kernel_info info;
+	uint64_t size; /* bytes of SPIR-V */
+	void *impl;    /* the backend's object */
+	uint32_t refs; /* kernels that use it */
+} gsd_kernel_code;
+
+/* A user kernel: a tenant's handle to a module on its device. */
+typedef struct gsd_kernel {
+	gsd_object obj;
+	gsd_device *dev;
+	gsd_adapter *adapter; /* outlives the device, which may go before the last packet */
+	gsd_list dev_link;
+	gsd_kernel_code *code;
+	bool destroyed;
+	uint32_t refs; /* 1 for the handle + 1 per live packet that names it */
+} gsd_kernel;
+
 /* ---- handles ---- */
 
 /* Handles are random (object.c says how they are drawn). Tests only: source, when not NULL,
@@ -210,6 +242,21 @@ void gsd_allocation_idle(gsd_allocation *al);
  * does not count against the tenant's max_syncs. NULL: out of memory. */
 gsd_sync *gsd_sync_create(gsd_daemon *d, gsd_device *dev, uint64_t value, bool daemon_only);
 void gsd_sync_destroy(gsd_daemon *d, gsd_sync *s);
+/*
+ * A kernel of dev from `size` bytes of SPIR-V and an entry point: checked (gsd_spirv_check with
+ * the adapter's limits) and made into the backend's object, or found among the tenant's
+ * modules on the adapter (*cached true). Returns OK with *out, or UNIMPLEMENTED (the backend
+ * runs no kernels), INVALID_ARGUMENT (the module was refused), INTERNAL; err says why.
+ * The caller checked the tenant's limits.
+ */
+int gsd_kernel_create(gsd_daemon *d, gsd_device *dev, const void *code, size_t size,
+                      const char *entry, gsd_kernel **out, bool *cached, char *err, size_t cap);
+/* Removes the handle; the module stays until the last packet naming it retires. */
+void gsd_kernel_destroy(gsd_daemon *d, gsd_kernel *k);
+void gsd_kernel_put(gsd_daemon *d, gsd_kernel *k);
+/* Frees every module of the adapter (no kernel is left: the daemon stops). */
+void gsd_kernel_codes_free(gsd_adapter *a);
+
 /* Raises the value (a monitored fence never goes backwards) and wakes the waiters. */
 /* by_packet: the packet whose SIGNAL sets it (0: the CPU). */
 void gsd_sync_signal(gsd_daemon *d, gsd_sync *s, uint64_t value, uint64_t by_packet);

@@ -3,6 +3,7 @@
 #include "core/daemon.h"
 #include "core/events.h"
 #include "core/log.h"
+#include "core/object.h"
 
 #include "pbenum.h"
 
@@ -32,7 +33,9 @@ gsd_packet *gsd_packet_new(const gsd_packet_shape *s)
 	               rounded8(s->nallocs * sizeof(gsd_packet_alloc)) +
 	               rounded8(s->nranges * sizeof(gsd_range)) +
 	               rounded8(s->npatches * sizeof(gsd_packet_patch)) +
-	               rounded8(s->nwaits * sizeof(gsd_sync_point)) + s->dma_len;
+	               rounded8(s->nwaits * sizeof(gsd_sync_point)) +
+	               rounded8(s->nkernels * sizeof(gsd_kernel *)) +
+	               rounded8(s->nkernels * sizeof(gsd_exec_kernel)) + s->dma_len;
 	uint8_t *at = calloc(1, bytes);
 	if (!at)
 		return NULL;
@@ -47,6 +50,8 @@ gsd_packet *gsd_packet_new(const gsd_packet_shape *s)
 	p->ranges = carve(&at, s->nranges, sizeof(gsd_range));
 	p->patches = carve(&at, s->npatches, sizeof(gsd_packet_patch));
 	p->waits = carve(&at, s->nwaits, sizeof(gsd_sync_point));
+	p->kernels = carve(&at, s->nkernels, sizeof(gsd_kernel *));
+	p->exec_kernels = carve(&at, s->nkernels, sizeof(gsd_exec_kernel));
 	p->dma = carve(&at, s->dma_len, 1);
 	p->dma_len = s->dma_len;
 	if (s->dma_len && s->dma)
@@ -135,11 +140,67 @@ void gsd_packet_transition(gsd_daemon *d, gsd_packet *p, int state, const char *
 	gsd_packet_publish(d, p, detail);
 }
 
+/* The hash of the kernel a DISPATCH names (the packet's own list of them); NULL if none. */
+static const uint8_t *kernel_hash_of(const gsd_packet *p, uint64_t handle)
+{
+	for (uint32_t i = 0; i < p->nkernels; i++)
+		if (p->kernels[i]->obj.handle == handle)
+			return p->kernels[i]->code->hash;
+	return NULL;
+}
+
+/*
+ * What the SUBMITTED record says of a packet's DISPATCH commands, for history, events and
+ * explain: each one's kernel (handle and the first 8 bytes of its hash), group counts and
+ * bindings as "binding=allocation-list entry+offset:range" (the list's handles are in
+ * packet_allocations), as many as fit the record's text; "" without DISPATCH.
+ */
+static void dispatch_summary(const gsd_packet *p, char *buf, size_t cap)
+{
+	size_t len = 0, pos = 0, shown = 0, total = 0;
+	gs_isa_cmd cmd;
+	buf[0] = '\0';
+	while (gs_isa_decode(p->dma, p->dma_len, &pos, &cmd) == GS_ISA_OK) {
+		if (cmd.op != GS_OP_DISPATCH)
+			continue;
+		total++;
+		char one[256];
+		const uint8_t *h = kernel_hash_of(p, cmd.kernel);
+		int n = snprintf(one, sizeof(one), "%sDISPATCH kernel %llu ", shown ? "; " : "",
+		                 (unsigned long long)cmd.kernel);
+		for (int i = 0; h && i < 8; i++)
+			n += snprintf(one + n, sizeof(one) - (size_t)n, "%02x", h[i]);
+		n += snprintf(one + n, sizeof(one) - (size_t)n, " groups %ux%ux%u", cmd.groups[0],
+		              cmd.groups[1], cmd.groups[2]);
+		for (unsigned i = 0; i < cmd.nbindings && (size_t)n < sizeof(one); i++) {
+			gs_isa_binding b;
+			gs_isa_dispatch_binding(&cmd, i, &b);
+			n += snprintf(one + n, sizeof(one) - (size_t)n, " %u=#%u+%llu:%llu",
+			              b.binding, b.alloc_index, (unsigned long long)b.offset,
+			              (unsigned long long)b.range);
+		}
+		if ((size_t)n >= sizeof(one) || len + (size_t)n + 16 >= cap ||
+		    len + (size_t)n > GSD_AUDIT_TEXT_MAX - 16)
+			continue;
+		memcpy(buf + len, one, (size_t)n + 1);
+		len += (size_t)n;
+		shown++;
+	}
+	if (total > shown && len + 16 < cap)
+		snprintf(buf + len, cap - len, " (+%zu more)", total - shown);
+}
+
 uint64_t gsd_packet_audit_submitted(gsd_daemon *d, const gsd_packet *p, gsd_audit_ack_fn ack,
                                     void *ack_arg)
 {
+	char summary[GSD_AUDIT_TEXT_MAX + 1];
+	const char *detail = NULL;
+	if (p->nkernels) {
+		dispatch_summary(p, summary, sizeof(summary));
+		detail = summary;
+	}
 	if (p->nallocs == 0)
-		return gsd_audit_packet(d->audit, &p->rec, NULL, ack, ack_arg);
+		return gsd_audit_packet(d->audit, &p->rec, detail, ack, ack_arg);
 	uint64_t hs[64];
 	bool ws[64];
 	uint64_t *h = hs;
@@ -154,11 +215,12 @@ uint64_t gsd_packet_audit_submitted(gsd_daemon *d, const gsd_packet *p, gsd_audi
 			h[i] = p->allocs[i].alloc->obj.handle;
 			w[i] = p->allocs[i].write;
 		}
-		seq = gsd_audit_submitted(d->audit, &p->rec, NULL, h, w, p->nallocs, ack, ack_arg);
+		seq = gsd_audit_submitted(d->audit, &p->rec, detail, h, w, p->nallocs, ack,
+		                          ack_arg);
 	} else {
 		GSD_ERROR("packet %llu: out of memory listing its %u allocations for the audit",
 		          (unsigned long long)p->rec.packet, p->nallocs);
-		seq = gsd_audit_packet(d->audit, &p->rec, NULL, ack, ack_arg);
+		seq = gsd_audit_packet(d->audit, &p->rec, detail, ack, ack_arg);
 	}
 	if (h != hs)
 		free(h);

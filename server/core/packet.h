@@ -32,6 +32,7 @@
 #define GSD_PS(x) GPUSCHED__V1__PACKET_STATE__PACKET_STATE_##x
 
 typedef struct gsd_allocation gsd_allocation;
+typedef struct gsd_kernel gsd_kernel;
 
 typedef struct gsd_packet_alloc {
 	gsd_allocation *alloc;
@@ -63,6 +64,11 @@ struct gsd_packet {
 	gsd_packet_patch *patches;
 	gsd_sync_point *waits; /* GPU waits: the packet runs once every one is reached */
 	gsd_range *ranges;     /* what the engine may touch (paging: source and destination) */
+	/* The kernels its DISPATCH commands name, each once (a reference on each), and what
+	 * the engine is given of them. */
+	uint32_t nkernels;
+	gsd_kernel **kernels;
+	gsd_exec_kernel *exec_kernels;
 	gsd_exec exec;
 	gsd_packet_rec rec; /* the audit row, kept current */
 	uint64_t audit_seq; /* audit sequence number of its latest queued record */
@@ -101,7 +107,7 @@ gsd_tenant *gsd_packet_tenant(const gsd_packet *p);
 
 /* The sizes of a packet's arrays; its DMA buffer is copied from dma (may be NULL). */
 typedef struct gsd_packet_shape {
-	uint32_t nallocs, nranges, npatches, nwaits;
+	uint32_t nallocs, nranges, npatches, nwaits, nkernels;
 	const uint8_t *dma;
 	size_t dma_len;
 } gsd_packet_shape;

@@ -260,11 +260,86 @@ static int cmd_access(const gsd_memory *mem, const gsd_exec *x, const gs_isa_cmd
 			return -1;
 		}
 		return 0;
+	case GS_OP_DISPATCH:
+		/* Backends with kernels resolve a DISPATCH with gsd_engine_dispatch_access; the
+		 * daemon never sends one to any other (Submit refuses it there). */
+		snprintf(detail, cap, "DISPATCH runs only on an adapter with the vulkan backend");
+		return -1;
 	case GS_OP_COUNT_:
 		break;
 	}
 	snprintf(detail, cap, "bad opcode %u", cmd->op);
 	return -1;
+}
+
+const gsd_exec_kernel *gsd_exec_find_kernel(const gsd_exec *x, uint64_t handle)
+{
+	for (size_t i = 0; i < x->nkernels; i++)
+		if (x->kernels[i].handle == handle)
+			return &x->kernels[i];
+	return NULL;
+}
+
+/* The kernel's declaration of binding number n; NULL if it declares none. */
+static const gsd_kernel_binding *declared(const gsd_kernel_info *info, uint32_t n)
+{
+	for (uint32_t i = 0; i < info->nbindings; i++)
+		if (info->bindings[i].binding == n)
+			return &info->bindings[i];
+	return NULL;
+}
+
+int gsd_engine_dispatch_access(const gsd_memory *mem, const gsd_exec *x, const gs_isa_cmd *cmd,
+                               const gsd_exec_kernel **kernel, gsd_dispatch_binding *out,
+                               char *detail, size_t cap)
+{
+	const gsd_exec_kernel *k = gsd_exec_find_kernel(x, cmd->kernel);
+	if (!k) {
+		snprintf(detail, cap, "DISPATCH names kernel %" PRIu64 ", not one of the packet's",
+		         cmd->kernel);
+		return -1;
+	}
+	if (cmd->nbindings != k->info->nbindings || cmd->push_size != k->info->push_bytes) {
+		snprintf(detail, cap, "DISPATCH does not match its kernel's bindings");
+		return -1;
+	}
+	for (unsigned i = 0; i < cmd->nbindings; i++) {
+		gs_isa_binding b;
+		gs_isa_dispatch_binding(cmd, i, &b);
+		const gsd_kernel_binding *kb = declared(k->info, b.binding);
+		if (!kb || b.alloc_index >= x->nranges || b.range == 0) {
+			snprintf(detail, cap, "DISPATCH binding %u is not the kernel's", b.binding);
+			return -1;
+		}
+		/* The range is counted from its allocation-list entry, not searched for among
+		 * them: a kernel sees exactly the bytes its binding names. */
+		const gsd_range *r = &x->ranges[b.alloc_index];
+		if (b.offset > r->size || b.range > r->size - b.offset) {
+			snprintf(detail, cap,
+			         "page fault: binding %u: offset %" PRIu64 " +%" PRIu64
+			         " outside allocation-list entry %u (%" PRIu64 " bytes)",
+			         b.binding, b.offset, b.range, b.alloc_index, r->size);
+			return -1;
+		}
+		if (kb->writes && !r->write) {
+			snprintf(detail, cap,
+			         "page fault: binding %u is written by the kernel, and "
+			         "allocation-list entry %u is read-only",
+			         b.binding, b.alloc_index);
+			return -1;
+		}
+		gsd_dispatch_binding *o = &out[i];
+		o->binding = b.binding;
+		o->write = kb->writes;
+		o->uniform = kb->kind == GSD_BINDING_UNIFORM;
+		o->range = b.range;
+		o->seg = gsd_engine_check(mem, x, r->addr + b.offset, b.range, kb->writes, &o->off,
+		                          detail, cap);
+		if (!o->seg)
+			return -1;
+	}
+	*kernel = k;
+	return 0;
 }
 
 int gsd_engine_cmd_access(const gsd_memory *mem, const gsd_exec *x, const gs_isa_cmd *cmd,

@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/spirv.h"
+
 #include "isa.h"
 
 /*
@@ -46,6 +48,14 @@ typedef struct gsd_range {
 	bool write;
 } gsd_range;
 
+/* A kernel a packet's DISPATCH commands name: its handle (the command's kernel field), the
+ * backend's object for it (kernel_create), and what its module declares. */
+typedef struct gsd_exec_kernel {
+	uint64_t handle;
+	void *impl;
+	const gsd_kernel_info *info;
+} gsd_exec_kernel;
+
 /*
  * A patched packet handed to an engine. The scheduler owns it; the engine reads it from
  * submit() until it reports the packet's final interrupt (COMPLETED, PREEMPTED, FAULTED,
@@ -66,6 +76,10 @@ typedef struct gsd_exec {
 	size_t resume_offset; /* byte offset of the first command to run */
 	const gsd_range *ranges;
 	size_t nranges;
+	/* The kernels of its DISPATCH commands (each one named once); the daemon checked every
+	 * DISPATCH against its kernel's bindings and push constants at submission. */
+	const gsd_exec_kernel *kernels;
+	size_t nkernels;
 	void *user; /* the scheduler's packet */
 
 	/* Engine time this run may consume (0 = unlimited). Once the run has consumed it, the
@@ -164,6 +178,16 @@ typedef struct gsd_backend_info {
 	char cpu_access[16];
 } gsd_backend_info;
 
+/* What a backend's device lets a DISPATCH do, beside what its module may declare. */
+typedef struct gsd_kernel_caps {
+	gsd_kernel_limits module;
+	uint32_t max_groups[3];          /* maxComputeWorkGroupCount */
+	uint64_t max_storage_range;      /* maxStorageBufferRange */
+	uint64_t max_uniform_range;      /* maxUniformBufferRange */
+	uint32_t offset_align;           /* a binding's offset in its segment is a multiple */
+	uint64_t preempt_granularity_ns; /* 0: unknown (a dispatch runs whole) */
+} gsd_kernel_caps;
+
 /* Segment kinds as a backend places them. */
 typedef enum gsd_mem_kind {
 	GSD_MEM_LOCAL = 0,    /* the adapter's own memory (a memory segment) */
@@ -214,6 +238,19 @@ typedef struct gsd_engine_ops {
 	 * NULL: the backend never loses its device.
 	 */
 	int (*recover)(gsd_backend *b, gsd_memory *mem, char *err, size_t cap);
+	/*
+	 * Users' kernels, each optional (NULL: the backend runs none, and the daemon refuses
+	 * kernels and DISPATCH on its adapters). kernel_caps fills what the device allows;
+	 * kernel_create makes the backend's object (a compute pipeline) for a module that
+	 * gsd_spirv_check accepted with those limits, whose reflection is info (kept alive by
+	 * the caller until kernel_destroy); 0, or -1 with a message. kernel_destroy runs once no
+	 * packet that names it is on an engine. recover() makes every live kernel's objects
+	 * anew.
+	 */
+	bool (*kernel_caps)(const gsd_backend *b, gsd_kernel_caps *out);
+	int (*kernel_create)(gsd_backend *b, const void *code, size_t size, const char *entry,
+	                     const gsd_kernel_info *info, void **out, char *err, size_t cap);
+	void (*kernel_destroy)(gsd_backend *b, void *kernel);
 	int (*create)(const gsd_engine_config *cfg, gsd_engine **out); /* starts its thread */
 	/* Queues a packet; the engine runs its packets in submission order. */
 	int (*submit)(gsd_engine *e, gsd_exec *x);
@@ -240,6 +277,9 @@ typedef struct gsd_engine_ops {
 extern const gsd_engine_ops gsd_engine_emu;
 extern const gsd_engine_ops gsd_engine_null;
 extern const gsd_engine_ops gsd_engine_vulkan;
+
+/* The kernel a DISPATCH names, among x's; NULL if it names none of them. */
+const gsd_exec_kernel *gsd_exec_find_kernel(const gsd_exec *x, uint64_t handle);
 
 /* Looks a backend up by name; NULL if unknown. */
 const gsd_engine_ops *gsd_engine_find(const char *name);
@@ -291,6 +331,22 @@ typedef struct gsd_cmd_access {
  * command with this before it runs any of it. */
 int gsd_engine_cmd_access(const gsd_memory *mem, const gsd_exec *x, const gs_isa_cmd *cmd,
                           gsd_cmd_access *a, char *detail, size_t cap);
+
+/* One binding of a DISPATCH, resolved against the packet's allocation list. */
+typedef struct gsd_dispatch_binding {
+	const gsd_mem_segment *seg;
+	uint64_t off, range; /* bytes [off, off + range) of seg */
+	uint32_t binding;    /* binding number in set 0 */
+	bool write;          /* the kernel may write it */
+	bool uniform;        /* a uniform buffer (else a storage buffer) */
+} gsd_dispatch_binding;
+
+/* Resolves a DISPATCH: its kernel among x's, and each binding (out[0..cmd->nbindings)) as the
+ * range of its allocation-list entry, checked like any access (in the entry, written only
+ * where the entry is written). 0, or -1 with a page-fault text in detail. */
+int gsd_engine_dispatch_access(const gsd_memory *mem, const gsd_exec *x, const gs_isa_cmd *cmd,
+                               const gsd_exec_kernel **kernel, gsd_dispatch_binding *out,
+                               char *detail, size_t cap);
 
 /* Do the read and written ranges share bytes? */
 static inline bool gsd_cmd_access_overlaps(const gsd_cmd_access *a)

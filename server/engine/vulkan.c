@@ -163,6 +163,15 @@ struct gsd_backend {
 	pthread_mutex_t engines_lock;
 	vk_engine *engines[MAX_ENGINES];
 
+	/* Users' kernels: possible where the device has push descriptors and robustBufferAccess2
+	 * (every access a kernel makes is bounded by the range its binding names); what the
+	 * device lets a module use; every live kernel, for recover() to make again. */
+	bool ukernels_ok;
+	gsd_kernel_caps ukernel_caps;
+	PFN_vkCmdPushDescriptorSetKHR push_descriptor;
+	pthread_mutex_t ukernels_lock;
+	struct vk_kernel *ukernels;
+
 	/* The CPU's copies to and from unmapped memory (made at first use; the loop's thread). */
 	pthread_mutex_t stage_lock;
 	VkCommandPool stage_pool;
@@ -365,6 +374,96 @@ static int choose_device(gsd_backend *b, const char *want, char *err, size_t cap
 	return 0;
 }
 
+/*
+ * The features the device is made with: what the built-in kernels need (shaderInt64,
+ * bufferDeviceAddress, 8-bit storage), and for users' kernels robust buffer access
+ * (robustBufferAccess2: an access outside a binding's range reads zero and writes nothing)
+ * and every optional feature the module allow-list knows that the device has (spirv.h).
+ * Users' kernels are offered only with push descriptors and robustBufferAccess2; the limits
+ * they must fit are noted in b->ukernel_caps.
+ */
+static void kernel_features(gsd_backend *b, VkPhysicalDeviceFeatures2 *f,
+                            VkPhysicalDeviceVulkan11Features *f11,
+                            VkPhysicalDeviceVulkan12Features *f12,
+                            VkPhysicalDeviceRobustness2FeaturesEXT *rb2)
+{
+	bool ext = has_extension(b->phys, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME) &&
+	           has_extension(b->phys, VK_EXT_ROBUSTNESS_2_EXTENSION_NAME);
+	VkPhysicalDeviceRobustness2FeaturesEXT have_rb2 = {
+	        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ROBUSTNESS_2_FEATURES_EXT};
+	VkPhysicalDeviceVulkan11Features h11 = {
+	        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
+	        .pNext = ext ? &have_rb2 : NULL};
+	VkPhysicalDeviceVulkan12Features h12 = {
+	        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES, .pNext = &h11};
+	VkPhysicalDeviceFeatures2 h = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
+	                               .pNext = &h12};
+	vkGetPhysicalDeviceFeatures2(b->phys, &h);
+	VkPhysicalDeviceSubgroupProperties sub = {
+	        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+	VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
+	                                  .pNext = &sub};
+	vkGetPhysicalDeviceProperties2(b->phys, &p2);
+
+	b->ukernels_ok = ext && have_rb2.robustBufferAccess2 && h.features.robustBufferAccess;
+	f12->bufferDeviceAddress = VK_TRUE;
+	f12->storageBuffer8BitAccess = VK_TRUE;
+	f->features.shaderInt64 = VK_TRUE;
+	f->pNext = f12;
+	f12->pNext = f11;
+	if (!b->ukernels_ok)
+		return;
+	f->features.robustBufferAccess = VK_TRUE;
+	f->features.shaderInt16 = h.features.shaderInt16;
+	f->features.shaderFloat64 = h.features.shaderFloat64;
+	f12->shaderInt8 = h12.shaderInt8;
+	f12->shaderFloat16 = h12.shaderFloat16;
+	f12->shaderBufferInt64Atomics = h12.shaderBufferInt64Atomics;
+	f12->uniformAndStorageBuffer8BitAccess = h12.uniformAndStorageBuffer8BitAccess;
+	f12->vulkanMemoryModel = h12.vulkanMemoryModel;
+	f12->vulkanMemoryModelDeviceScope = h12.vulkanMemoryModelDeviceScope;
+	f11->storageBuffer16BitAccess = h11.storageBuffer16BitAccess;
+	f11->uniformAndStorageBuffer16BitAccess = h11.uniformAndStorageBuffer16BitAccess;
+	rb2->robustBufferAccess2 = VK_TRUE;
+	f11->pNext = rb2;
+
+	const VkPhysicalDeviceLimits *l = &b->props.limits;
+	gsd_kernel_caps *c = &b->ukernel_caps;
+	memset(c, 0, sizeof(*c));
+	uint32_t minor = VK_API_VERSION_MINOR(b->props.apiVersion);
+	c->module.vulkan_minor = minor > 3 ? 3 : minor < 2 ? 2 : minor;
+	for (int i = 0; i < 3; i++) {
+		c->module.max_local_size[i] = l->maxComputeWorkGroupSize[i];
+		c->max_groups[i] = l->maxComputeWorkGroupCount[i];
+	}
+	c->module.max_invocations = l->maxComputeWorkGroupInvocations;
+	c->module.max_push_bytes = l->maxPushConstantsSize < GSD_KERNEL_MAX_PUSH
+	                                   ? l->maxPushConstantsSize
+	                                   : GSD_KERNEL_MAX_PUSH;
+	c->module.max_shared_bytes = l->maxComputeSharedMemorySize;
+	c->module.int8 = h12.shaderInt8;
+	c->module.int16 = h.features.shaderInt16;
+	c->module.float16 = h12.shaderFloat16;
+	c->module.float64 = h.features.shaderFloat64;
+	c->module.int64_atomics = h12.shaderBufferInt64Atomics;
+	c->module.storage8 = h12.uniformAndStorageBuffer8BitAccess;
+	c->module.storage16 =
+	        h11.storageBuffer16BitAccess && h11.uniformAndStorageBuffer16BitAccess;
+	const VkSubgroupFeatureFlags ops =
+	        VK_SUBGROUP_FEATURE_BASIC_BIT | VK_SUBGROUP_FEATURE_VOTE_BIT |
+	        VK_SUBGROUP_FEATURE_ARITHMETIC_BIT | VK_SUBGROUP_FEATURE_BALLOT_BIT |
+	        VK_SUBGROUP_FEATURE_SHUFFLE_BIT | VK_SUBGROUP_FEATURE_SHUFFLE_RELATIVE_BIT |
+	        VK_SUBGROUP_FEATURE_CLUSTERED_BIT | VK_SUBGROUP_FEATURE_QUAD_BIT;
+	c->module.subgroup = (sub.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+	                     (sub.supportedOperations & ops) == ops;
+	c->max_storage_range = l->maxStorageBufferRange;
+	c->max_uniform_range = l->maxUniformBufferRange;
+	uint64_t align = l->minStorageBufferOffsetAlignment > l->minUniformBufferOffsetAlignment
+	                         ? l->minStorageBufferOffsetAlignment
+	                         : l->minUniformBufferOffsetAlignment;
+	c->offset_align = (uint32_t)align;
+}
+
 static int make_device(gsd_backend *b, char *err, size_t cap)
 {
 	VkPhysicalDeviceDriverProperties drv = {
@@ -403,14 +502,19 @@ static int make_device(gsd_backend *b, char *err, size_t cap)
 	                               .queueCount = b->nqueues,
 	                               .pQueuePriorities = prio};
 	VkPhysicalDeviceVulkan12Features f12 = {
-	        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
-	        .bufferDeviceAddress = VK_TRUE,
-	        .storageBuffer8BitAccess = VK_TRUE};
-	VkPhysicalDeviceFeatures2 f = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
-	                               .pNext = &f12,
-	                               .features = {.shaderInt64 = VK_TRUE}};
-	const char *ext[2];
+	        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+	VkPhysicalDeviceVulkan11Features f11 = {
+	        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
+	VkPhysicalDeviceRobustness2FeaturesEXT rb2 = {
+	        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ROBUSTNESS_2_FEATURES_EXT};
+	VkPhysicalDeviceFeatures2 f = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+	kernel_features(b, &f, &f11, &f12, &rb2);
+	const char *ext[4];
 	uint32_t next = 0;
+	if (b->ukernels_ok) {
+		ext[next++] = VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME;
+		ext[next++] = VK_EXT_ROBUSTNESS_2_EXTENSION_NAME;
+	}
 	if (b->host_import)
 		ext[next++] = VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME;
 	bool calibrated = has_extension(b->phys, VK_EXT_CALIBRATED_TIMESTAMPS_EXTENSION_NAME);
@@ -429,6 +533,11 @@ static int make_device(gsd_backend *b, char *err, size_t cap)
 	}
 	for (uint32_t i = 0; i < b->nqueues; i++)
 		vkGetDeviceQueue(b->dev, b->family, i, &b->queues[i]);
+	if (b->ukernels_ok) {
+		b->push_descriptor = (PFN_vkCmdPushDescriptorSetKHR)vkGetDeviceProcAddr(
+		        b->dev, "vkCmdPushDescriptorSetKHR");
+		b->ukernels_ok = b->push_descriptor != NULL;
+	}
 	b->calibrated = false;
 	if (calibrated) {
 		PFN_vkGetPhysicalDeviceCalibrateableTimeDomainsEXT domains =
@@ -997,6 +1106,196 @@ static int record_cmd(vk_engine *v, const gsd_memory *mem, const gsd_exec *x, co
 	return 0;
 }
 
+/* ---- users' kernels ---- */
+
+/* A user kernel's Vulkan objects (kernel_create's object), made again by recover(). */
+typedef struct vk_kernel {
+	struct vk_kernel *next, **pprev; /* b->ukernels */
+	uint32_t *code;
+	size_t size;
+	char entry[GSD_KERNEL_ENTRY_MAX];
+	const gsd_kernel_info *info; /* the daemon's, alive until kernel_destroy */
+	VkDescriptorSetLayout set_layout;
+	VkPipelineLayout layout;
+	VkPipeline pipe;
+} vk_kernel;
+
+static void ukernel_objects_free(gsd_backend *b, vk_kernel *k)
+{
+	if (k->pipe)
+		vkDestroyPipeline(b->dev, k->pipe, NULL);
+	if (k->layout)
+		vkDestroyPipelineLayout(b->dev, k->layout, NULL);
+	if (k->set_layout)
+		vkDestroyDescriptorSetLayout(b->dev, k->set_layout, NULL);
+	k->pipe = VK_NULL_HANDLE;
+	k->layout = VK_NULL_HANDLE;
+	k->set_layout = VK_NULL_HANDLE;
+}
+
+/* Set 0 as pushed descriptors, one per binding the module declares; its push constants; the
+ * compute pipeline of its entry point. */
+static int ukernel_objects_make(gsd_backend *b, vk_kernel *k, char *err, size_t cap)
+{
+	const gsd_kernel_info *info = k->info;
+	VkDescriptorSetLayoutBinding lb[GSD_KERNEL_MAX_BINDINGS];
+	for (uint32_t i = 0; i < info->nbindings; i++)
+		lb[i] = (VkDescriptorSetLayoutBinding){
+		        .binding = info->bindings[i].binding,
+		        .descriptorType = info->bindings[i].kind == GSD_BINDING_UNIFORM
+		                                  ? VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER
+		                                  : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+		        .descriptorCount = 1,
+		        .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT};
+	VkDescriptorSetLayoutCreateInfo dci = {
+	        .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
+	        .flags = VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR,
+	        .bindingCount = info->nbindings,
+	        .pBindings = lb};
+	VkResult r = vkCreateDescriptorSetLayout(b->dev, &dci, NULL, &k->set_layout);
+	if (r != VK_SUCCESS)
+		return VK_FAIL(err, cap, r, "vkCreateDescriptorSetLayout");
+	VkPushConstantRange pc = {
+	        .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT, .offset = 0, .size = info->push_bytes};
+	VkPipelineLayoutCreateInfo lci = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
+	                                  .setLayoutCount = 1,
+	                                  .pSetLayouts = &k->set_layout,
+	                                  .pushConstantRangeCount = info->push_bytes ? 1u : 0u,
+	                                  .pPushConstantRanges = &pc};
+	r = vkCreatePipelineLayout(b->dev, &lci, NULL, &k->layout);
+	if (r != VK_SUCCESS)
+		return VK_FAIL(err, cap, r, "vkCreatePipelineLayout");
+	VkShaderModuleCreateInfo mci = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
+	                                .codeSize = k->size,
+	                                .pCode = k->code};
+	VkShaderModule mod;
+	r = vkCreateShaderModule(b->dev, &mci, NULL, &mod);
+	if (r != VK_SUCCESS)
+		return VK_FAIL(err, cap, r, "vkCreateShaderModule");
+	VkComputePipelineCreateInfo pci = {
+	        .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+	        .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+	                  .stage = VK_SHADER_STAGE_COMPUTE_BIT,
+	                  .module = mod,
+	                  .pName = k->entry},
+	        .layout = k->layout};
+	r = vkCreateComputePipelines(b->dev, VK_NULL_HANDLE, 1, &pci, NULL, &k->pipe);
+	vkDestroyShaderModule(b->dev, mod, NULL);
+	if (r != VK_SUCCESS) {
+		k->pipe = VK_NULL_HANDLE;
+		return VK_FAIL(err, cap, r, "vkCreateComputePipelines");
+	}
+	return 0;
+}
+
+static bool vk_kernel_caps(const gsd_backend *b, gsd_kernel_caps *out)
+{
+	if (!b || !b->ukernels_ok)
+		return false;
+	*out = b->ukernel_caps;
+	out->preempt_granularity_ns = 0; /* a dispatch runs whole: its own length */
+	return true;
+}
+
+static void vk_kernel_destroy(gsd_backend *b, void *impl)
+{
+	vk_kernel *k = impl;
+	pthread_mutex_lock(&b->ukernels_lock);
+	if (k->next)
+		k->next->pprev = k->pprev;
+	*k->pprev = k->next;
+	pthread_mutex_unlock(&b->ukernels_lock);
+	ukernel_objects_free(b, k);
+	free(k->code);
+	free(k);
+}
+
+static int vk_kernel_create(gsd_backend *b, const void *code, size_t size, const char *entry,
+                            const gsd_kernel_info *info, void **out, char *err, size_t cap)
+{
+	vk_kernel *k = calloc(1, sizeof(*k));
+	if (k)
+		k->code = malloc(size);
+	if (!k || !k->code) {
+		free(k);
+		snprintf(err, cap, "out of memory");
+		return -1;
+	}
+	memcpy(k->code, code, size);
+	k->size = size;
+	k->info = info;
+	snprintf(k->entry, sizeof(k->entry), "%s", entry);
+	if (ukernel_objects_make(b, k, err, cap) != 0) {
+		ukernel_objects_free(b, k);
+		free(k->code);
+		free(k);
+		return -1;
+	}
+	pthread_mutex_lock(&b->ukernels_lock);
+	k->next = b->ukernels;
+	if (k->next)
+		k->next->pprev = &k->next;
+	k->pprev = &b->ukernels;
+	b->ukernels = k;
+	pthread_mutex_unlock(&b->ukernels_lock);
+	*out = k;
+	return 0;
+}
+
+/*
+ * Checks a DISPATCH against the packet's allocation list and records it alone in a piece:
+ * set 0 pushed with each binding's range of its segment's buffer (robustBufferAccess2 keeps
+ * every access of the kernel inside those ranges), the push constants, the dispatch. Returns
+ * 0, or -1 with a page-fault text in detail (nothing recorded).
+ */
+static int record_dispatch(vk_engine *v, const gsd_memory *mem, const gsd_exec *x,
+                           const gs_isa_cmd *cmd, char *detail, size_t cap)
+{
+	const gsd_exec_kernel *ek;
+	gsd_dispatch_binding db[GS_ISA_DISPATCH_MAX_BIND];
+	if (gsd_engine_dispatch_access(mem, x, cmd, &ek, db, detail, cap) != 0)
+		return -1;
+	gsd_backend *b = v->b;
+	const vk_kernel *k = ek->impl;
+	VkDescriptorBufferInfo bi[GS_ISA_DISPATCH_MAX_BIND];
+	VkWriteDescriptorSet w[GS_ISA_DISPATCH_MAX_BIND];
+	uint64_t bytes = 0;
+	for (unsigned i = 0; i < cmd->nbindings; i++) {
+		if (b->ukernel_caps.offset_align && db[i].off % b->ukernel_caps.offset_align) {
+			snprintf(detail, cap,
+			         "binding %u starts at segment offset %" PRIu64
+			         ", not a multiple of the device's %u",
+			         db[i].binding, db[i].off, b->ukernel_caps.offset_align);
+			return -1;
+		}
+		bi[i] = (VkDescriptorBufferInfo){.buffer = seg_of(db[i].seg)->buf,
+		                                 .offset = db[i].off,
+		                                 .range = db[i].range};
+		w[i] = (VkWriteDescriptorSet){
+		        .sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
+		        .dstBinding = db[i].binding,
+		        .descriptorCount = 1,
+		        .descriptorType = db[i].uniform ? VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER
+		                                        : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+		        .pBufferInfo = &bi[i]};
+		bytes += db[i].range;
+	}
+	v->unordered = false;
+	record_next(v);
+	vkCmdBindPipeline(v->cb, VK_PIPELINE_BIND_POINT_COMPUTE, k->pipe);
+	if (cmd->nbindings)
+		b->push_descriptor(v->cb, VK_PIPELINE_BIND_POINT_COMPUTE, k->layout, 0,
+		                   cmd->nbindings, w);
+	if (cmd->push_size)
+		vkCmdPushConstants(v->cb, k->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, cmd->push_size,
+		                   gs_isa_dispatch_push(cmd));
+	if (cmd->groups[0] && cmd->groups[1] && cmd->groups[2])
+		vkCmdDispatch(v->cb, cmd->groups[0], cmd->groups[1], cmd->groups[2]);
+	v->piece_bytes += bytes;
+	v->nacc = 0;
+	return 0;
+}
+
 /* ---- clocks ---- */
 
 static uint64_t clock_ns(clockid_t id)
@@ -1224,6 +1523,7 @@ static void vk_run(gsd_engine *e, gsd_exec *x, gsd_irq *final)
 		 * reason to stop only between pieces. */
 		bool ends_piece =
 		        cmd.op == GS_OP_SIGNAL || cmd.op == GS_OP_SPIN ||
+		        cmd.op == GS_OP_DISPATCH ||
 		        (v->recording && (v->ncmds >= BATCH_CMDS || v->piece_bytes >= BATCH_BYTES));
 		if (ends_piece && (res = flush(v)) != VK_SUCCESS) {
 			device_fault(&r, r.piece_at, res, 0);
@@ -1242,6 +1542,20 @@ static void vk_run(gsd_engine *e, gsd_exec *x, gsd_irq *final)
 		}
 		if (!v->recording)
 			r.piece_at = at;
+		if (cmd.op == GS_OP_DISPATCH) {
+			/* A dispatch is a piece of its own: the engine can stop between any two,
+			 * and its GPU time is bracketed by its own timestamps. */
+			if (record_dispatch(v, e->cfg.memory, x, &cmd, final->detail,
+			                    sizeof(final->detail)) != 0) {
+				stop(&r, GSD_IRQ_DMA_PAGE_FAULTED, GSD_STOP_NONE, at, 0);
+				break;
+			}
+			if ((res = flush(v)) != VK_SUCCESS) {
+				device_fault(&r, at, res, 0);
+				break;
+			}
+			continue;
+		}
 		if (record_cmd(v, e->cfg.memory, x, &cmd, final->detail, sizeof(final->detail)) !=
 		    0) {
 			/* What came before the bad command still runs, as on the emulator. */
@@ -1699,6 +2013,10 @@ static void device_free(gsd_backend *b)
 		return;
 	vkDeviceWaitIdle(b->dev);
 	stage_free(b);
+	pthread_mutex_lock(&b->ukernels_lock);
+	for (vk_kernel *k = b->ukernels; k; k = k->next)
+		ukernel_objects_free(b, k);
+	pthread_mutex_unlock(&b->ukernels_lock);
 	for (int k = 0; k < K_COUNT; k++)
 		if (b->pipe[k])
 			vkDestroyPipeline(b->dev, b->pipe[k], NULL);
@@ -1805,6 +2123,10 @@ static int vk_recover(gsd_backend *b, gsd_memory *mem, char *err, size_t cap)
 		rc = make_device(b, err, cap);
 		if (rc == 0)
 			rc = make_pipelines(b, err, cap);
+		pthread_mutex_lock(&b->ukernels_lock);
+		for (vk_kernel *k = b->ukernels; k && rc == 0; k = k->next)
+			rc = ukernel_objects_make(b, k, err, cap);
+		pthread_mutex_unlock(&b->ukernels_lock);
 		rc |= segments_remake(b, mem, saved, hosts, host_len, err, cap);
 		for (unsigned i = 0; i < MAX_ENGINES && rc == 0; i++)
 			if (b->engines[i])
@@ -1832,6 +2154,7 @@ static void vk_close(gsd_backend *b)
 		pthread_mutex_destroy(&b->queue_locks[i]);
 	pthread_mutex_destroy(&b->engines_lock);
 	pthread_mutex_destroy(&b->stage_lock);
+	pthread_mutex_destroy(&b->ukernels_lock);
 	free(b);
 }
 
@@ -1851,6 +2174,7 @@ static int vk_open(const gsd_backend_config *cfg, gsd_backend **out, char *err, 
 		pthread_mutex_init(&b->queue_locks[i], NULL);
 	pthread_mutex_init(&b->engines_lock, NULL);
 	pthread_mutex_init(&b->stage_lock, NULL);
+	pthread_mutex_init(&b->ukernels_lock, NULL);
 	atomic_init(&b->lost, false);
 	b->nodes = cfg->nodes ? cfg->nodes : 1;
 	b->device_only = cfg->device_only_memory;
@@ -1908,6 +2232,9 @@ const gsd_engine_ops gsd_engine_vulkan = {
         .segment_copy = vk_segment_copy,
         .segment_clear = vk_segment_clear,
         .recover = vk_recover,
+        .kernel_caps = vk_kernel_caps,
+        .kernel_create = vk_kernel_create,
+        .kernel_destroy = vk_kernel_destroy,
         .create = vk_create,
         .submit = gsd_engine_thread_submit,
         .preempt = vk_preempt,

@@ -140,6 +140,18 @@ static void h_info(gsd_daemon *d, gsd_call *c)
 		ai[i].share_policy = wire_share_policy(a->cfg->share_policy);
 		ai[i].time_slice_us =
 		        a->cfg->time_slice_us ? a->cfg->time_slice_us : d->cfg.quantum_us;
+		if (a->kernels) {
+			const gsd_kernel_caps *kc = &a->kernel_caps;
+			ai[i].kernels = true;
+			ai[i].n_max_local_size = 3;
+			ai[i].max_local_size = (uint32_t *)kc->module.max_local_size;
+			ai[i].max_invocations = kc->module.max_invocations;
+			ai[i].max_push_constant_bytes = kc->module.max_push_bytes;
+			ai[i].max_storage_buffer_range = kc->max_storage_range;
+			ai[i].max_uniform_buffer_range = kc->max_uniform_range;
+			ai[i].binding_offset_alignment = kc->offset_align;
+			ai[i].kernel_preemption = "dispatch boundary";
+		}
 		for (uint32_t n = 0; n < a->nnodes; n++) {
 			gpusched__v1__node_info__init(&ni[i][n]);
 			nip[i][n] = &ni[i][n];
@@ -532,6 +544,9 @@ static const char *const g_request_names[] = {
         [GPUSCHED__V1__REQUEST__BODY_TENANT_UPDATE] = "tenant_update",
         [GPUSCHED__V1__REQUEST__BODY_GUEST_RELEASE] = "guest_release",
         [GPUSCHED__V1__REQUEST__BODY_EVENTS_WAIT] = "events_wait",
+        [GPUSCHED__V1__REQUEST__BODY_KERNEL_CREATE] = "kernel_create",
+        [GPUSCHED__V1__REQUEST__BODY_KERNEL_DESTROY] = "kernel_destroy",
+        [GPUSCHED__V1__REQUEST__BODY_KERNEL_LIST] = "kernel_list",
 };
 
 const char *gsd_request_name(int body_case)
@@ -582,6 +597,9 @@ static const handler_fn g_handlers[] = {
         [GPUSCHED__V1__REQUEST__BODY_TENANT_UPDATE] = h_tenant_update,
         [GPUSCHED__V1__REQUEST__BODY_GUEST_RELEASE] = gsd_h_guest_release,
         [GPUSCHED__V1__REQUEST__BODY_EVENTS_WAIT] = gsd_h_events_wait,
+        [GPUSCHED__V1__REQUEST__BODY_KERNEL_CREATE] = gsd_h_kernel_create,
+        [GPUSCHED__V1__REQUEST__BODY_KERNEL_DESTROY] = gsd_h_kernel_destroy,
+        [GPUSCHED__V1__REQUEST__BODY_KERNEL_LIST] = gsd_h_kernel_list,
 };
 
 void gsd_handle_request(gsd_daemon *d, gsd_call *c)

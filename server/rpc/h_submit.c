@@ -82,10 +82,77 @@ static bool targets_has(const patch_targets *t, uint32_t offset)
 	return offset % 8 == 0 && (t->bits[k / 8] & (1u << (k % 8)));
 }
 
-/* Decodes the DMA buffer once: every command must be valid ISA, and every SIGNAL must name a
- * sync object of the tenant (and guest); notes the address fields patches may point at. */
-static int check_dma(gsd_call *c, const uint8_t *dma, size_t len, patch_targets *targets,
-                     verdict *v)
+/* The distinct kernels a packet's DISPATCH commands name. */
+typedef struct kernel_set {
+	gsd_kernel *k[GS_ISA_DISPATCH_MAX_BIND];
+	uint32_t n;
+} kernel_set;
+
+/*
+ * A DISPATCH's kernel, group counts and the shape of its bindings against what the kernel
+ * declares and the device allows; the allocations it binds are checked once the allocation
+ * list is known (check_bindings).
+ */
+static int check_dispatch(gsd_call *c, const gsd_context *x, const gs_isa_cmd *cmd, size_t at,
+                          kernel_set *ks, verdict *v)
+{
+	const gsd_adapter *a = x->dev->adapter;
+	if (!a->kernels)
+		return refuse(v, GSD_ST(UNIMPLEMENTED),
+		              "DISPATCH at byte %zu: adapter %u (%s) runs on the %s backend, which "
+		              "runs no user kernels: use an adapter with backend vulkan",
+		              at, a->id, a->cfg->name, a->ops->name);
+	gsd_kernel *k = gsd_call_find(c, cmd->kernel, GSD_OBJ_KERNEL);
+	if (!k || k->dev != x->dev)
+		return refuse(v, GSD_ST(NOT_FOUND),
+		              "DISPATCH at byte %zu names kernel %llu, which does not exist on the "
+		              "context's device",
+		              at, (unsigned long long)cmd->kernel);
+	const gsd_kernel_info *ki = &k->code->info;
+	for (int i = 0; i < 3; i++)
+		if (cmd->groups[i] > a->kernel_caps.max_groups[i])
+			return refuse(
+			        v, GSD_ST(INVALID_ARGUMENT),
+			        "DISPATCH at byte %zu: %u groups in %c exceed the device's %u", at,
+			        cmd->groups[i], "xyz"[i], a -> kernel_caps.max_groups[i]);
+	if (cmd->push_size != ki->push_bytes)
+		return refuse(v, GSD_ST(INVALID_ARGUMENT),
+		              "DISPATCH at byte %zu carries %u bytes of push constants; the kernel "
+		              "declares %u",
+		              at, cmd->push_size, ki->push_bytes);
+	if (cmd->nbindings != ki->nbindings)
+		return refuse(v, GSD_ST(INVALID_ARGUMENT),
+		              "DISPATCH at byte %zu binds %u buffers; the kernel declares %u", at,
+		              cmd->nbindings, ki->nbindings);
+	uint32_t seen = 0;
+	for (unsigned i = 0; i < cmd->nbindings; i++) {
+		gs_isa_binding b;
+		gs_isa_dispatch_binding(cmd, i, &b);
+		bool known = false;
+		for (uint32_t j = 0; j < ki->nbindings && !known; j++)
+			known = ki->bindings[j].binding == b.binding;
+		if (!known || (seen & (1u << b.binding)))
+			return refuse(v, GSD_ST(INVALID_ARGUMENT),
+			              "DISPATCH at byte %zu: binding %u is %s", at, b.binding,
+			              known ? "bound twice" : "not one the kernel declares");
+		seen |= 1u << b.binding;
+	}
+	for (uint32_t i = 0; i < ks->n; i++)
+		if (ks->k[i] == k)
+			return GSD_ST(OK);
+	if (ks->n == GS_ISA_DISPATCH_MAX_BIND)
+		return refuse(v, GSD_ST(LIST_TOO_LARGE),
+		              "DISPATCH at byte %zu: a packet names at most %u kernels", at,
+		              GS_ISA_DISPATCH_MAX_BIND);
+	ks->k[ks->n++] = k;
+	return GSD_ST(OK);
+}
+
+/* Decodes the DMA buffer once: every command must be valid ISA, every SIGNAL must name a
+ * sync object of the tenant (and guest), and every DISPATCH a kernel of the context's device
+ * (collected in ks); notes the address fields patches may point at. */
+static int check_dma(gsd_call *c, const gsd_context *x, const uint8_t *dma, size_t len,
+                     patch_targets *targets, kernel_set *ks, verdict *v)
 {
 	size_t pos = 0;
 	gs_isa_cmd cmd;
@@ -98,6 +165,8 @@ static int check_dma(gsd_call *c, const uint8_t *dma, size_t len, patch_targets 
 			return refuse(v, GSD_ST(DMA_INVALID), "DMA buffer: %s at byte %zu",
 			              gs_isa_strerror(ie), at);
 		targets_add(targets, at, cmd.op);
+		if (cmd.op == GS_OP_DISPATCH && check_dispatch(c, x, &cmd, at, ks, v) != GSD_ST(OK))
+			return v->status;
 		if (cmd.op == GS_OP_TRANSFER)
 			return refuse(v, GSD_ST(FLAGS_NOT_ALLOWED),
 			              "TRANSFER at byte %zu: paging transfers are the daemon's own",
@@ -188,16 +257,98 @@ static int check_lists(gsd_call *c, const gsd_context *x, const Gpusched__V1__Su
 	return GSD_ST(OK);
 }
 
-/* The packet of a validated-size submission, its DMA buffer copied. */
-static gsd_packet *packet_new(const Gpusched__V1__SubmitRequest *s)
+/*
+ * Every DISPATCH binding against the allocation it names: in the list, its range inside the
+ * allocation and within the device's limits, its offset aligned, and a binding the kernel
+ * writes only on an entry marked written. The engine checks the same again where the
+ * allocation lives when the command runs.
+ */
+static int check_bindings(const gsd_context *x, const gsd_packet *p, verdict *v)
+{
+	const gsd_kernel_caps *caps = &x->dev->adapter->kernel_caps;
+	size_t pos = 0, at = 0;
+	gs_isa_cmd cmd;
+	for (; gs_isa_decode(p->dma, p->dma_len, &pos, &cmd) == GS_ISA_OK; at = pos) {
+		if (cmd.op != GS_OP_DISPATCH)
+			continue;
+		const gsd_exec_kernel *k = NULL;
+		for (uint32_t i = 0; i < p->nkernels && !k; i++)
+			if (p->exec_kernels[i].handle == cmd.kernel)
+				k = &p->exec_kernels[i];
+		for (unsigned i = 0; k && i < cmd.nbindings; i++) {
+			gs_isa_binding b;
+			gs_isa_dispatch_binding(&cmd, i, &b);
+			const gsd_kernel_binding *kb = NULL;
+			for (uint32_t j = 0; j < k->info->nbindings && !kb; j++)
+				if (k->info->bindings[j].binding == b.binding)
+					kb = &k->info->bindings[j];
+			uint64_t max = kb->kind == GSD_BINDING_UNIFORM ? caps->max_uniform_range
+			                                               : caps->max_storage_range;
+			if (b.alloc_index >= p->nallocs)
+				return refuse(
+				        v, GSD_ST(INVALID_ARGUMENT),
+				        "DISPATCH at byte %zu: binding %u names allocation-list "
+				        "entry %u of %u",
+				        at, b.binding, b.alloc_index, p->nallocs);
+			const gsd_packet_alloc *pa = &p->allocs[b.alloc_index];
+			if (b.range == 0 || b.offset > pa->alloc->size ||
+			    b.range > pa->alloc->size - b.offset)
+				return refuse(
+				        v, GSD_ST(INVALID_ARGUMENT),
+				        "DISPATCH at byte %zu: binding %u: offset %llu + range "
+				        "%llu is empty or outside allocation %llu (%llu bytes)",
+				        at, b.binding, (unsigned long long)b.offset,
+				        (unsigned long long)b.range,
+				        (unsigned long long)pa->alloc->obj.handle,
+				        (unsigned long long)pa->alloc->size);
+			if (b.range > max)
+				return refuse(
+				        v, GSD_ST(INVALID_ARGUMENT),
+				        "DISPATCH at byte %zu: binding %u: range %llu exceeds the "
+				        "device's %llu for a %s buffer",
+				        at, b.binding, (unsigned long long)b.range,
+				        (unsigned long long)max,
+				        kb->kind == GSD_BINDING_UNIFORM ? "uniform" : "storage");
+			if (caps->offset_align && b.offset % caps->offset_align)
+				return refuse(
+				        v, GSD_ST(INVALID_ARGUMENT),
+				        "DISPATCH at byte %zu: binding %u: offset %llu is not a "
+				        "multiple of %u",
+				        at, b.binding, (unsigned long long)b.offset,
+				        caps->offset_align);
+			if (kb->writes && !pa->write)
+				return refuse(
+				        v, GSD_ST(PERMISSION_DENIED),
+				        "DISPATCH at byte %zu: the kernel writes binding %u, and "
+				        "allocation-list entry %u is not marked write",
+				        at, b.binding, b.alloc_index);
+		}
+	}
+	return GSD_ST(OK);
+}
+
+/* The packet of a validated-size submission, its DMA buffer copied, with the kernels it
+ * names (references are taken when it is admitted). */
+static gsd_packet *packet_new(const Gpusched__V1__SubmitRequest *s, const kernel_set *ks)
 {
 	gsd_packet_shape shape = {.nallocs = (uint32_t)s->n_allocations,
 	                          .nranges = (uint32_t)s->n_allocations,
 	                          .npatches = (uint32_t)s->n_patches,
 	                          .nwaits = (uint32_t)s->n_waits,
+	                          .nkernels = ks->n,
 	                          .dma = s->dma_buffer.data,
 	                          .dma_len = s->dma_buffer.len};
-	return gsd_packet_new(&shape);
+	gsd_packet *p = gsd_packet_new(&shape);
+	if (!p)
+		return NULL;
+	p->nkernels = ks->n;
+	for (uint32_t i = 0; i < ks->n; i++) {
+		p->kernels[i] = ks->k[i];
+		p->exec_kernels[i] = (gsd_exec_kernel){.handle = ks->k[i]->obj.handle,
+		                                       .impl = ks->k[i]->code->impl,
+		                                       .info = &ks->k[i]->code->info};
+	}
+	return p;
 }
 
 /* Audits a submission that failed validation as a REJECTED packet. */
@@ -236,11 +387,14 @@ static gsd_packet *check_contents(gsd_call *c, const gsd_context *x,
 		return NULL;
 	}
 	gsd_packet *p = NULL;
-	if (check_dma(c, s->dma_buffer.data, s->dma_buffer.len, &targets, v) == GSD_ST(OK)) {
-		p = packet_new(s);
+	kernel_set ks = {.n = 0};
+	if (check_dma(c, x, s->dma_buffer.data, s->dma_buffer.len, &targets, &ks, v) ==
+	    GSD_ST(OK)) {
+		p = packet_new(s, &ks);
 		if (!p)
 			refuse(v, GSD_ST(INTERNAL), "out of memory");
-		else if (check_lists(c, x, s, &targets, p, v) != GSD_ST(OK)) {
+		else if (check_lists(c, x, s, &targets, p, v) != GSD_ST(OK) ||
+		         (ks.n && check_bindings(x, p, v) != GSD_ST(OK))) {
 			gsd_packet_free(p);
 			p = NULL;
 		}
@@ -322,6 +476,8 @@ static void packet_admit(gsd_daemon *d, gsd_packet *p)
 	p->ctx->refs++;
 	for (uint32_t i = 0; i < p->nallocs; i++)
 		gsd_allocation_busy(p->allocs[i].alloc);
+	for (uint32_t i = 0; i < p->nkernels; i++)
+		p->kernels[i]->refs++;
 	gsd_hmap_put(&d->packets, p->rec.packet, p);
 	d->stats.packets_submitted++;
 }

@@ -8,6 +8,7 @@
  *   h_submit.c  submission and packet waits
  *   h_paging.c  MakeResident, Evict, Transfer
  *   h_history.c history, packet events and moves (read from the audit file)
+ *   h_kernel.c  users' kernels
  */
 #ifndef GSD_HANDLERS_H
 #define GSD_HANDLERS_H
@@ -66,6 +67,9 @@ void gsd_h_moves(gsd_daemon *d, gsd_call *c);
 void gsd_h_explain(gsd_daemon *d, gsd_call *c);
 void gsd_h_usage(gsd_daemon *d, gsd_call *c);
 void gsd_h_packet_events(gsd_daemon *d, gsd_call *c);
+void gsd_h_kernel_create(gsd_daemon *d, gsd_call *c);
+void gsd_h_kernel_destroy(gsd_daemon *d, gsd_call *c);
+void gsd_h_kernel_list(gsd_daemon *d, gsd_call *c);
 /* h_events.c: EventsWait, the caller's tenant's events (an administrator's: all). */
 void gsd_h_events_wait(gsd_daemon *d, gsd_call *c);
 

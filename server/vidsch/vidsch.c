@@ -88,6 +88,8 @@ void gsd_vidsch_retire(gsd_daemon *d, gsd_packet *p)
 		gsd_allocation_idle(a);
 		gsd_allocation_put(d, a);
 	}
+	for (uint32_t i = 0; i < p->nkernels; i++)
+		gsd_kernel_put(d, p->kernels[i]);
 	p->node->queued--;
 	gsd_packet_tenant(p)->stats.queued[p->node->adapter->id][p->node->index]--;
 	if (!(p->rec.submit_flags & GS_SUBMIT_DAEMON_ONLY))
@@ -439,6 +441,8 @@ static void dispatch(gsd_daemon *d, gsd_node *n, gsd_context *x, gsd_packet *p)
 	        .resume_offset = p->resume_offset,
 	        .ranges = p->ranges,
 	        .nranges = p->nranges,
+	        .kernels = p->exec_kernels,
+	        .nkernels = p->nkernels,
 	        .user = p,
 	        .budget_ns = budget,
 	        .tdr_ns = d->cfg.virtual_clock ? (uint64_t)d->cfg.tdr_delay_ms * 1000000u : 0,

@@ -98,10 +98,10 @@ static void check_isa(const uint8_t *buf, size_t len)
 				CHECK(verdict == e && err_at == at);
 			break;
 		}
-		size_t size = gs_isa_cmd_size(cmd.op);
+		size_t size = gs_isa_cmd_len(&cmd);
 		CHECK(size >= GS_ISA_HEADER_SIZE && pos == at + size && pos <= len);
 		CHECK(strcmp(gs_isa_op_name(cmd.op), "?") != 0);
-		uint8_t again[64];
+		uint8_t again[GS_ISA_DISPATCH_MAX_SIZE];
 		CHECK(size <= sizeof(again));
 		CHECK(gs_isa_encode(&cmd, again, sizeof(again)) == size);
 		CHECK(memcmp(again, buf + at, size) == 0);

@@ -1,0 +1,436 @@
+/*
+ * Users' kernels end to end, through a daemon with an emulated adapter (0) and a Vulkan one (1,
+ * lavapipe in CI): the examples give the CPU's results; a hostile kernel indexing far past its
+ * binding reads zeros and writes nothing (another tenant's allocation unchanged byte for
+ * byte); refused modules say why; DISPATCH is checked against its kernel and allocation list
+ * before anything runs; kernels are their tenant's alone; an emulated adapter names the vulkan
+ * backend; a kernel destroyed while its packet is queued still runs it.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpusched.h"
+#include "itest.h"
+#include "testd.h"
+
+#define GPU 1u /* the vulkan adapter */
+
+static const char config_json[] =
+        "{\"clock\": \"wall\", \"tenants\": ["
+        "{\"name\": \"alice\", \"token\": \"t-alice\"},"
+        "{\"name\": \"bob\", \"token\": \"t-bob\"}],"
+        "\"max_kernels\": 8, \"adapters\": ["
+        "{\"name\": \"emu0\", \"backend\": \"emu\"},"
+        "{\"name\": \"gpu0\", \"backend\": \"vulkan\", \"system_memory_mib\": 256}]}";
+
+typedef struct fx {
+	gs_testd d;
+	itest_config cfg;
+} fx;
+
+static int setup(void **state)
+{
+	fx *f = calloc(1, sizeof(*f));
+	if (!f || itest_config_write(&f->cfg, config_json) != 0)
+		return -1;
+	const char *args[] = {"--config", f->cfg.path, NULL};
+	if (gs_testd_start(&f->d, args) != 0)
+		return -1;
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	fx *f = *state;
+	int rc = gs_testd_stop(&f->d);
+	if (rc != 0)
+		gs_testd_dump_log(&f->d);
+	gs_testd_cleanup(&f->d);
+	itest_config_cleanup(&f->cfg);
+	free(f);
+	return rc == 0 ? 0 : -1;
+}
+
+/* A tenant's client on an adapter with one device and one context (node 0). */
+typedef struct tenant {
+	gs_client *c;
+	uint64_t dev, ctx;
+} tenant;
+
+static void tenant_open(fx *f, const char *token, uint32_t adapter, tenant *t)
+{
+	t->c = itest_connect(&f->d, token);
+	gs_client_set_adapter(t->c, adapter);
+	assert_int_equal(gs_device_create(t->c, "kernels", &t->dev), 0);
+	gs_daemon_info *info = NULL;
+	assert_int_equal(gs_info(t->c, &info), 0);
+	uint32_t paging = 0;
+	const gs_adapter_info *a = &info->adapters[adapter];
+	for (size_t i = 0; i < a->node_count; i++)
+		if (a->nodes[i].paging)
+			paging = a->nodes[i].id;
+	gs_info_free(info);
+	t->ctx = itest_context(t->c, t->dev, 0, paging);
+}
+
+static void tenant_close(tenant *t)
+{
+	assert_int_equal(gs_device_destroy(t->c, t->dev), 0);
+	gs_close(t->c);
+}
+
+/* The bytes of a compiled kernel (dir: GS_TEST_KERNELS_DIR or GS_EXAMPLES_SPV_DIR). */
+static uint8_t *load(const char *dir, const char *name, size_t *size)
+{
+	char path[512];
+	snprintf(path, sizeof(path), "%s/%s.spv", dir, name);
+	FILE *fp = fopen(path, "rb");
+	if (!fp)
+		fail_msg("cannot open %s", path);
+	uint8_t *buf = malloc(1 << 20);
+	assert_non_null(buf);
+	*size = fread(buf, 1, 1 << 20, fp);
+	fclose(fp);
+	assert_true(*size > 20);
+	return buf;
+}
+
+static uint64_t kernel(tenant *t, const char *dir, const char *name, gs_kernel_info *info)
+{
+	size_t size;
+	uint8_t *code = load(dir, name, &size);
+	int rv = gs_kernel_create(t->c, t->dev, code, size, NULL, info);
+	free(code);
+	if (rv != 0)
+		fail_msg("kernel %s: %s: %s", name, gs_status_name(rv), gs_client_message(t->c));
+	return info->kernel;
+}
+
+static uint64_t alloc(tenant *t, uint64_t size)
+{
+	gs_allocation_desc d = {.device = t->dev, .size = size};
+	gs_allocation_placement p;
+	assert_int_equal(gs_allocation_create(t->c, &d, &p), 0);
+	return p.allocation;
+}
+
+/* The examples program against the vulkan adapter: every result equals the CPU's. */
+static void test_examples(void **state)
+{
+	fx *f = *state;
+	char *argv[] = {GS_RUN_EXAMPLES_PATH, "--url", f->d.url, "--adapter", "1", "--dir",
+	                GS_EXAMPLES_SPV_DIR,  NULL};
+	setenv("GPUSCHED_TOKEN", "t-alice", 1);
+	itest_run r;
+	itest_run_argv(argv, 240000, &r);
+	unsetenv("GPUSCHED_TOKEN");
+	printf("%s%s", r.out ? r.out : "", r.err ? r.err : "");
+	assert_int_equal(r.exit_code, 0);
+	assert_non_null(strstr(r.out, "saxpy"));
+	assert_non_null(strstr(r.out, "matmul"));
+	itest_run_free(&r);
+}
+
+/*
+ * Bob's kernel reads and writes a million elements past the start of its 4 KiB binding: every
+ * read gives 0, nothing is written beyond the binding, and Alice's allocation on the same
+ * adapter (written before, read after) is unchanged byte for byte.
+ */
+static void test_out_of_range_is_contained(void **state)
+{
+	fx *f = *state;
+	tenant a, b;
+	tenant_open(f, "t-alice", GPU, &a);
+	tenant_open(f, "t-bob", GPU, &b);
+	enum { N = 1024, ALICE = 1 << 20 };
+	uint64_t secret = alloc(&a, ALICE);
+	uint8_t *pattern = malloc(ALICE), *back = malloc(ALICE);
+	assert_non_null(pattern);
+	assert_non_null(back);
+	for (size_t i = 0; i < ALICE; i++)
+		pattern[i] = (uint8_t)(i * 131u + 7u);
+	assert_int_equal(gs_allocation_write(a.c, secret, 0, pattern, ALICE), 0);
+
+	gs_kernel_info ki;
+	uint64_t k = kernel(&b, GS_TEST_KERNELS_DIR, "oob", &ki);
+	assert_int_equal(ki.nbindings, 2);
+	assert_int_equal(ki.push_constant_bytes, 8);
+	/* Bob's data: 2 * N uints; the kernel is bound to the first half only. */
+	uint64_t data = alloc(&b, 2 * N * 4), out = alloc(&b, N * 4);
+	uint32_t init[2 * N];
+	for (uint32_t i = 0; i < 2 * N; i++)
+		init[i] = 0x11110000u + i;
+	assert_int_equal(gs_allocation_write(b.c, data, 0, init, sizeof(init)), 0);
+	/* The last: (i + far) * 4 passes 2^32. Drivers that compute a binding's byte offsets in
+	 * 32 bits (lavapipe) wrap it back inside the binding, so that run may read and write the
+	 * binding's own first bytes; it still touches nothing outside them. */
+	uint32_t far_values[] = {N, 1u << 20, 0x3fffffffu};
+	for (size_t v = 0; v < sizeof(far_values) / sizeof(far_values[0]); v++) {
+		bool wraps = (uint64_t)far_values[v] * 4u >= (UINT64_C(1) << 32) - 4u * N;
+		uint32_t push[2] = {N, far_values[v]};
+		gs_dmabuf_binding bind[2] = {
+		        {.binding = 0, .allocation = data, .range = N * 4, .write = true},
+		        {.binding = 1, .allocation = out, .range = N * 4, .write = true}};
+		gs_dmabuf dma;
+		gs_dmabuf_init(&dma);
+		assert_int_equal(gs_dmabuf_dispatch(&dma, k, (uint32_t[3]){N / 64, 1, 1}, bind, 2,
+		                                    push, sizeof(push)),
+		                 0);
+		itest_submit_wait(b.c, b.ctx, &dma, 0);
+		gs_dmabuf_free(&dma);
+		uint32_t got[N], after[2 * N];
+		assert_int_equal(gs_allocation_read(b.c, out, 0, got, sizeof(got)), 0);
+		for (uint32_t i = 0; i < N && !wraps; i++)
+			if (got[i] != 0)
+				fail_msg("far %u: out[%u] = 0x%x, want 0", far_values[v], i,
+				         got[i]);
+		assert_int_equal(gs_allocation_read(b.c, data, 0, after, sizeof(after)), 0);
+		/* The half of Bob's allocation outside the binding is never touched. */
+		assert_memory_equal(after + N, init + N, N * 4);
+		if (!wraps)
+			assert_memory_equal(after, init, N * 4);
+		else
+			assert_int_equal(gs_allocation_write(b.c, data, 0, init, sizeof(init)), 0);
+	}
+	assert_int_equal(gs_allocation_read(a.c, secret, 0, back, ALICE), 0);
+	assert_memory_equal(back, pattern, ALICE);
+	free(pattern);
+	free(back);
+	tenant_close(&a);
+	tenant_close(&b);
+}
+
+static void expect_refused(tenant *t, const char *name, int status, const char *why)
+{
+	size_t size;
+	uint8_t *code = load(GS_TEST_KERNELS_DIR, name, &size);
+	gs_kernel_info ki;
+	int rv = gs_kernel_create(t->c, t->dev, code, size, NULL, &ki);
+	free(code);
+	if (rv != status || !strstr(gs_client_message(t->c), why))
+		fail_msg("%s: %s \"%s\", want %s with \"%s\"", name, gs_status_name(rv),
+		         gs_client_message(t->c), gs_status_name(status), why);
+}
+
+/* Modules outside the allow-list and malformed words are refused with their reason; the
+ * daemon keeps serving (a good kernel runs after them). */
+static void test_refused_modules(void **state)
+{
+	fx *f = *state;
+	tenant t;
+	tenant_open(f, "t-alice", GPU, &t);
+	expect_refused(&t, "physptr", GS_STATUS_INVALID_ARGUMENT, "PhysicalStorageBuffer");
+	expect_refused(&t, "image", GS_STATUS_INVALID_ARGUMENT, "image");
+	expect_refused(&t, "set1", GS_STATUS_INVALID_ARGUMENT, "set 1");
+	expect_refused(&t, "biglocal", GS_STATUS_INVALID_ARGUMENT, "1024");
+	gs_kernel_info ki;
+	uint32_t junk[64];
+	for (uint32_t i = 0; i < 64; i++)
+		junk[i] = 0x9e3779b9u * (i + 1);
+	assert_int_equal(gs_kernel_create(t.c, t.dev, junk, sizeof(junk), NULL, &ki),
+	                 GS_STATUS_INVALID_ARGUMENT);
+	assert_int_equal(gs_kernel_create(t.c, t.dev, junk, 6, NULL, &ki),
+	                 GS_STATUS_INVALID_ARGUMENT);
+	assert_int_equal(gs_kernel_create(t.c, t.dev, NULL, 0, NULL, &ki),
+	                 GS_STATUS_INVALID_ARGUMENT);
+	/* A good module with a wrong entry point name. */
+	size_t size;
+	uint8_t *code = load(GS_TEST_KERNELS_DIR, "scale", &size);
+	assert_int_equal(gs_kernel_create(t.c, t.dev, code, size, "nope", &ki),
+	                 GS_STATUS_INVALID_ARGUMENT);
+	free(code);
+	/* Each refusal has its audit record. */
+	itest_audit_barrier(t.c, t.ctx);
+	int64_t errors = itest_audit_errors(f->d.db);
+	assert_true(errors >= 8);
+	gs_kernel_info good;
+	kernel(&t, GS_TEST_KERNELS_DIR, "scale", &good);
+	assert_int_equal(good.nbindings, 3);
+	assert_int_equal(good.bindings[2].kind, GS_KERNEL_UNIFORM_BUFFER);
+	assert_false(good.bindings[0].writes);
+	assert_true(good.bindings[1].writes);
+	assert_int_equal(good.local_size[0], 64);
+	tenant_close(&t);
+}
+
+/* scale.comp: a uniform buffer and two storage buffers, results equal the CPU's; the same
+ * module again is cached; DISPATCHes that do not fit the kernel or the allocation list are
+ * refused before anything runs. */
+static void test_dispatch_checked(void **state)
+{
+	fx *f = *state;
+	tenant t;
+	tenant_open(f, "t-alice", GPU, &t);
+	gs_kernel_info ki, again;
+	uint64_t k = kernel(&t, GS_TEST_KERNELS_DIR, "scale", &ki);
+	assert_false(ki.cached);
+	uint64_t k2 = kernel(&t, GS_TEST_KERNELS_DIR, "scale", &again);
+	assert_true(again.cached);
+	assert_int_not_equal(k, k2);
+	assert_memory_equal(ki.hash, again.hash, sizeof(ki.hash));
+	enum { N = 1000 };
+	uint64_t in = alloc(&t, N * 4), out = alloc(&t, N * 4), u = alloc(&t, 256);
+	uint32_t src[N], want[N], got[N], uni[2] = {3, 11};
+	for (uint32_t i = 0; i < N; i++) {
+		src[i] = i * 7919u;
+		want[i] = src[i] * 3u + 11u;
+	}
+	assert_int_equal(gs_allocation_write(t.c, in, 0, src, sizeof(src)), 0);
+	assert_int_equal(gs_allocation_write(t.c, u, 0, uni, sizeof(uni)), 0);
+	uint32_t n = N;
+	gs_dmabuf_binding bind[3] = {
+	        {.binding = 0, .allocation = in, .range = N * 4},
+	        {.binding = 1, .allocation = out, .range = N * 4, .write = true},
+	        {.binding = 2, .allocation = u, .range = 8}};
+	const uint32_t groups[3] = {(N + 63) / 64, 1, 1};
+	gs_dmabuf dma;
+	gs_dmabuf_init(&dma);
+	assert_int_equal(gs_dmabuf_dispatch(&dma, k2, groups, bind, 3, &n, 4), 0);
+	itest_submit_wait(t.c, t.ctx, &dma, 0);
+	assert_int_equal(gs_allocation_read(t.c, out, 0, got, sizeof(got)), 0);
+	assert_memory_equal(got, want, sizeof(want));
+
+	gs_submit_result res;
+	/* The written binding on a read-only entry. */
+	gs_dmabuf_reset(&dma);
+	bind[1].write = false;
+	assert_int_equal(gs_dmabuf_dispatch(&dma, k, groups, bind, 3, &n, 4), 0);
+	assert_int_equal(gs_submit(t.c, t.ctx, &dma, 0, &res), GS_STATUS_PERMISSION_DENIED);
+	bind[1].write = true;
+	/* Push constants the kernel does not declare. */
+	uint32_t two[2] = {N, 0};
+	gs_dmabuf_reset(&dma);
+	assert_int_equal(gs_dmabuf_dispatch(&dma, k, groups, bind, 3, two, 8), 0);
+	assert_int_equal(gs_submit(t.c, t.ctx, &dma, 0, &res), GS_STATUS_INVALID_ARGUMENT);
+	/* A binding past the allocation's end, a misaligned offset, a missing binding. */
+	gs_dmabuf_reset(&dma);
+	bind[0].range = N * 4 + 4;
+	assert_int_equal(gs_dmabuf_dispatch(&dma, k, groups, bind, 3, &n, 4), 0);
+	assert_int_equal(gs_submit(t.c, t.ctx, &dma, 0, &res), GS_STATUS_INVALID_ARGUMENT);
+	bind[0].range = N * 4 - 4;
+	bind[0].offset = 4;
+	gs_dmabuf_reset(&dma);
+	assert_int_equal(gs_dmabuf_dispatch(&dma, k, groups, bind, 3, &n, 4), 0);
+	assert_int_equal(gs_submit(t.c, t.ctx, &dma, 0, &res), GS_STATUS_INVALID_ARGUMENT);
+	bind[0].offset = 0;
+	bind[0].range = N * 4;
+	gs_dmabuf_reset(&dma);
+	assert_int_equal(gs_dmabuf_dispatch(&dma, k, groups, bind, 2, &n, 4), 0);
+	assert_int_equal(gs_submit(t.c, t.ctx, &dma, 0, &res), GS_STATUS_INVALID_ARGUMENT);
+	/* Too many groups. */
+	gs_dmabuf_reset(&dma);
+	assert_int_equal(
+	        gs_dmabuf_dispatch(&dma, k, (uint32_t[3]){UINT32_MAX, 1, 1}, bind, 3, &n, 4), 0);
+	assert_int_equal(gs_submit(t.c, t.ctx, &dma, 0, &res), GS_STATUS_INVALID_ARGUMENT);
+
+	/* Destroyed while its packet waits behind a SPIN: the packet still runs it. */
+	memset(got, 0, sizeof(got));
+	assert_int_equal(gs_allocation_write(t.c, out, 0, got, sizeof(got)), 0);
+	gs_dmabuf_reset(&dma);
+	assert_int_equal(gs_dmabuf_spin(&dma, 50000, 0), 0);
+	assert_int_equal(gs_dmabuf_dispatch(&dma, k, groups, bind, 3, &n, 4), 0);
+	assert_int_equal(gs_submit(t.c, t.ctx, &dma, 0, &res), 0);
+	assert_int_equal(gs_kernel_destroy(t.c, k), 0);
+	assert_int_equal(gs_kernel_destroy(t.c, k), GS_STATUS_NOT_FOUND);
+	gs_packet_state st;
+	assert_int_equal(gs_packet_wait(t.c, res.packet, ITEST_TIMEOUT_MS, &st, NULL), 0);
+	assert_int_equal(st, GS_PACKET_COMPLETED);
+	assert_int_equal(gs_allocation_read(t.c, out, 0, got, sizeof(got)), 0);
+	assert_memory_equal(got, want, sizeof(want));
+	/* The destroyed handle names nothing now. */
+	gs_dmabuf_reset(&dma);
+	assert_int_equal(gs_dmabuf_dispatch(&dma, k, groups, bind, 3, &n, 4), 0);
+	assert_int_equal(gs_submit(t.c, t.ctx, &dma, 0, &res), GS_STATUS_NOT_FOUND);
+	gs_dmabuf_free(&dma);
+	tenant_close(&t);
+}
+
+/* Another tenant can neither list nor name a kernel; the count limit holds. */
+static void test_kernels_are_the_tenants(void **state)
+{
+	fx *f = *state;
+	tenant a, b;
+	tenant_open(f, "t-alice", GPU, &a);
+	tenant_open(f, "t-bob", GPU, &b);
+	gs_kernel_info ki;
+	uint64_t k = kernel(&a, GS_TEST_KERNELS_DIR, "scale", &ki);
+	gs_kernel_info *list = NULL;
+	size_t n = 99;
+	assert_int_equal(gs_kernel_list(b.c, 0, &list, &n), 0);
+	assert_int_equal(n, 0);
+	free(list);
+	assert_int_equal(gs_kernel_list(a.c, 0, &list, &n), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(list[0].kernel, k);
+	free(list);
+	assert_int_equal(gs_kernel_destroy(b.c, k), GS_STATUS_NOT_FOUND);
+	/* Bob's DISPATCH naming Alice's kernel. */
+	uint64_t x = alloc(&b, 4096), y = alloc(&b, 4096), z = alloc(&b, 256);
+	gs_dmabuf_binding bind[3] = {{.binding = 0, .allocation = x, .range = 4096},
+	                             {.binding = 1, .allocation = y, .range = 4096, .write = true},
+	                             {.binding = 2, .allocation = z, .range = 8}};
+	uint32_t nn = 1024;
+	gs_dmabuf dma;
+	gs_dmabuf_init(&dma);
+	assert_int_equal(gs_dmabuf_dispatch(&dma, k, (uint32_t[3]){16, 1, 1}, bind, 3, &nn, 4), 0);
+	gs_submit_result res;
+	assert_int_equal(gs_submit(b.c, b.ctx, &dma, 0, &res), GS_STATUS_NOT_FOUND);
+	gs_dmabuf_free(&dma);
+	/* max_kernels is 8 per tenant (Alice has 1). */
+	for (int i = 0; i < 7; i++)
+		kernel(&a, GS_TEST_KERNELS_DIR, "oob", &ki);
+	size_t size;
+	uint8_t *code = load(GS_TEST_KERNELS_DIR, "oob", &size);
+	assert_int_equal(gs_kernel_create(a.c, a.dev, code, size, NULL, &ki),
+	                 GS_STATUS_QUOTA_EXCEEDED);
+	free(code);
+	tenant_close(&a);
+	tenant_close(&b);
+}
+
+/* On the emulated adapter a kernel is UNIMPLEMENTED, and the message names the vulkan
+ * backend. */
+static void test_emulated_adapter_names_vulkan(void **state)
+{
+	fx *f = *state;
+	tenant t;
+	tenant_open(f, "t-alice", 0, &t);
+	size_t size;
+	uint8_t *code = load(GS_TEST_KERNELS_DIR, "scale", &size);
+	gs_kernel_info ki;
+	assert_int_equal(gs_kernel_create(t.c, t.dev, code, size, NULL, &ki),
+	                 GS_STATUS_UNIMPLEMENTED);
+	assert_non_null(strstr(gs_client_message(t.c), "vulkan"));
+	free(code);
+	gs_daemon_info *info = NULL;
+	assert_int_equal(gs_info(t.c, &info), 0);
+	assert_false(info->adapters[0].kernels);
+	assert_true(info->adapters[1].kernels);
+	assert_true(info->adapters[1].max_invocations >= 128);
+	assert_true(info->adapters[1].binding_offset_alignment >= 1);
+	gs_info_free(info);
+	tenant_close(&t);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test_setup_teardown(test_emulated_adapter_names_vulkan, setup,
+	                                        teardown),
+	        cmocka_unit_test_setup_teardown(test_refused_modules, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_dispatch_checked, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_kernels_are_the_tenants, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_out_of_range_is_contained, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_examples, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
