@@ -12,6 +12,8 @@ PACKAGES=(
   libsodium-dev                   # BLAKE2b of the audit's hash chain and of tenant tokens
   libvulkan-dev glslc             # the vulkan backend and its compute kernels (SPIR-V at build time)
   mesa-vulkan-drivers             # lavapipe: a conformant Vulkan driver on the CPU, for tests and CI
+  spirv-tools                     # users' kernels: the SPIR-V validator (libSPIRV-Tools, C API)
+  libspirv-cross-c-shared-dev     # users' kernels: reflection of a module's bindings
   openssl                         # test_tls makes its CA and certificates at test time
   iproute2                        # test_relay puts virtual machines in network namespaces
   libjansson-dev                  # JSON config and --json output

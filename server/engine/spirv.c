@@ -47,8 +47,11 @@ static void one_line(char *s)
 			*s = '?';
 }
 
-__attribute__((format(printf, 3, 4))) static int refuse(char *err, size_t cap, const char *fmt,
-                                                         ...)
+/* Writes one line to err (if there is room) and returns -1, for `return refuse(...)`. */
+static int refuse(char *err, size_t cap, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+
+static int refuse(char *err, size_t cap, const char *fmt, ...)
 {
 	if (!err || !cap)
 		return -1;
@@ -67,7 +70,10 @@ typedef struct named {
 	const char *name;
 } named;
 
-#define NAMED(prefix, x) {prefix##x, #x}
+#define NAMED(prefix, x)                                                                           \
+	{                                                                                          \
+		prefix##x, #x                                                                      \
+	}
 
 static const char *lookup(const named *table, size_t n, uint32_t value, char *buf, size_t cap)
 {
@@ -122,7 +128,8 @@ static const named storage_classes[] = {
         NAMED(SpvStorageClass, TaskPayloadWorkgroupEXT),
 };
 
-#define LOOKUP(table, value, buf) lookup(table, sizeof(table) / sizeof(table[0]), value, buf, sizeof(buf))
+#define LOOKUP(table, value, buf)                                                                  \
+	lookup(table, sizeof(table) / sizeof(table[0]), value, buf, sizeof(buf))
 
 /* ---- the capability allow-list ---- */
 
@@ -147,7 +154,10 @@ typedef struct capability_rule {
 	const char *why; /* GATE_NEVER: the reason, NULL for the generic one */
 } capability_rule;
 
-#define CAP(x, g, why) {SpvCapability##x, #x, g, why}
+#define CAP(x, g, why)                                                                             \
+	{                                                                                          \
+		SpvCapability##x, #x, g, why                                                       \
+	}
 
 static const capability_rule capability_rules[] = {
         CAP(Shader, GATE_ALWAYS, NULL),
@@ -254,10 +264,11 @@ static int check_capability(uint32_t cap, const gsd_kernel_limits *lim, char *er
 		if (capability_rules[i].capability == cap)
 			r = &capability_rules[i];
 	if (!r)
-		return refuse(err, errcap,
-		              "capability %u is not allowed: it is not on the allow-list of compute "
-		              "kernels",
-		              cap);
+		return refuse(
+		        err, errcap,
+		        "capability %u is not allowed: it is not on the allow-list of compute "
+		        "kernels",
+		        cap);
 	if (gate_open(lim, r->gate))
 		return 0;
 	if (r->gate != GATE_NEVER)
@@ -272,16 +283,20 @@ static int check_capability(uint32_t cap, const gsd_kernel_limits *lim, char *er
 
 static int check_bytes(const void *code, size_t size, char *err, size_t cap)
 {
-	if (size == 0 || !code)
+	if (size == 0)
 		return refuse(err, cap, "empty module: a kernel is a SPIR-V module");
+	if (!code)
+		return refuse(err, cap, "no module: %zu bytes at a null address", size);
 	if (size % 4)
 		return refuse(err, cap,
-		              "module of %zu bytes is not a whole number of 32-bit SPIR-V words", size);
+		              "module of %zu bytes is not a whole number of 32-bit SPIR-V words",
+		              size);
 	if (size > MAX_MODULE_BYTES)
 		return refuse(err, cap, "module of %zu bytes exceeds 4 MiB", size);
 	if (size < SPIRV_HEADER_BYTES)
-		return refuse(err, cap, "module of %zu bytes is shorter than the %u-byte SPIR-V header",
-		              size, SPIRV_HEADER_BYTES);
+		return refuse(err, cap,
+		              "module of %zu bytes is shorter than the %u-byte SPIR-V header", size,
+		              SPIRV_HEADER_BYTES);
 	uint32_t magic;
 	memcpy(&magic, code, sizeof(magic));
 	if (magic != SpvMagicNumber)
@@ -346,8 +361,8 @@ static int validate(spv_const_context ctx, const uint32_t *words, size_t nwords,
 typedef struct walk {
 	const char *entry;
 	const gsd_kernel_limits *lim;
-	uint32_t entry_fn;      /* the function of the GLCompute entry point `entry`; 0: none */
-	int64_t other_model;    /* the model of an entry point `entry` that is not GLCompute; -1 */
+	uint32_t entry_fn;       /* the function of the GLCompute entry point `entry`; 0: none */
+	int64_t other_model;     /* the model of an entry point `entry` that is not GLCompute; -1 */
 	uint32_t workgroup_size; /* the object decorated BuiltIn WorkgroupSize; 0: none */
 	bool refused;
 	char *err;
@@ -403,21 +418,22 @@ static int walk_execution_mode(walk *w, const spv_parsed_instruction_t *inst)
 {
 	if (operand(inst, 0) != w->entry_fn || operand(inst, 1) != SpvExecutionModeLocalSizeId)
 		return 0;
-	return refuse(w->err, w->cap,
-	              "the local size is given by LocalSizeId: only a literal LocalSize is allowed, "
-	              "so that the daemon knows it before the driver does");
+	return refuse(
+	        w->err, w->cap,
+	        "the local size is given by LocalSizeId: only a literal LocalSize is allowed, "
+	        "so that the daemon knows it before the driver does");
 }
 
 static int walk_decorate(walk *w, const spv_parsed_instruction_t *inst)
 {
-	if (operand(inst, 1) != SpvDecorationBuiltIn ||
-	    operand(inst, 2) != SpvBuiltInWorkgroupSize)
+	if (operand(inst, 1) != SpvDecorationBuiltIn || operand(inst, 2) != SpvBuiltInWorkgroupSize)
 		return 0;
 	uint32_t target = operand(inst, 0);
 	if (w->workgroup_size && w->workgroup_size != target)
-		return refuse(w->err, w->cap,
-		              "more than one object is decorated WorkgroupSize: the local size must be "
-		              "one literal");
+		return refuse(
+		        w->err, w->cap,
+		        "more than one object is decorated WorkgroupSize: the local size must be "
+		        "one literal");
 	w->workgroup_size = target;
 	return 0;
 }
@@ -454,11 +470,12 @@ static int walk_variable(walk *w, const spv_parsed_instruction_t *inst)
 		break;
 	}
 	char buf[16];
-	return refuse(w->err, w->cap,
-	              "variable %%%u is in storage class %s: a kernel's resources are storage "
-	              "buffers, uniform buffers and one push-constant block (no images, samplers or "
-	              "acceleration structures)",
-	              inst->result_id, LOOKUP(storage_classes, sc, buf));
+	return refuse(
+	        w->err, w->cap,
+	        "variable %%%u is in storage class %s: a kernel's resources are storage "
+	        "buffers, uniform buffers and one push-constant block (no images, samplers or "
+	        "acceleration structures)",
+	        inst->result_id, LOOKUP(storage_classes, sc, buf));
 }
 
 static spv_result_t walk_instruction(void *user, const spv_parsed_instruction_t *inst)
@@ -501,8 +518,9 @@ static int walk_module(spv_const_context ctx, const uint32_t *words, size_t nwor
 		rc = refuse(err, cap, "SPIR-V parse: %s", line[0] ? line : "the parser failed");
 	} else if (!w.entry_fn && w.other_model >= 0) {
 		char buf[16];
-		rc = refuse(err, cap, "entry point \"%s\" is a %s entry point: kernels are GLCompute",
-		            entry, LOOKUP(execution_models, (uint32_t)w.other_model, buf));
+		rc = refuse(err, cap,
+		            "entry point \"%s\" is a %s entry point: kernels are GLCompute", entry,
+		            LOOKUP(execution_models, (uint32_t)w.other_model, buf));
 	} else if (!w.entry_fn) {
 		rc = refuse(err, cap, "the module has no entry point named \"%s\"", entry);
 	}
@@ -533,10 +551,14 @@ static int refuse_spvc(reflect *rf, const char *what)
 	              line[0] ? line : "failed");
 }
 
-/* A name for messages and for the binding table: the variable's, or its block's, or "". */
-static const char *resource_name(const spvc_reflected_resource *r)
+/* A name for messages and for the binding table: the variable's, else its block type's, else
+ * "" (SPIRV-Cross' own resource names are made up, "_12", when the module has none). */
+static const char *resource_name(reflect *rf, const spvc_reflected_resource *r)
 {
-	return r->name ? r->name : "";
+	const char *name = spvc_compiler_get_name(rf->comp, r->id);
+	if (!name || !name[0])
+		name = spvc_compiler_get_name(rf->comp, r->base_type_id);
+	return name ? name : "";
 }
 
 static bool read_only(reflect *rf, const spvc_reflected_resource *r)
@@ -553,7 +575,7 @@ static bool read_only(reflect *rf, const spvc_reflected_resource *r)
 
 static int add_buffer(reflect *rf, const spvc_reflected_resource *r, gsd_binding_kind kind)
 {
-	const char *name = resource_name(r);
+	const char *name = resource_name(rf, r);
 	if (!spvc_compiler_has_decoration(rf->comp, r->id, SpvDecorationDescriptorSet) ||
 	    !spvc_compiler_has_decoration(rf->comp, r->id, SpvDecorationBinding))
 		return refuse(rf->err, rf->cap,
@@ -562,8 +584,8 @@ static int add_buffer(reflect *rf, const spvc_reflected_resource *r, gsd_binding
 	uint32_t binding = spvc_compiler_get_decoration(rf->comp, r->id, SpvDecorationBinding);
 	if (set != 0)
 		return refuse(rf->err, rf->cap,
-		              "binding %u (\"%s\") is in descriptor set %u: only set 0", binding, name,
-		              set);
+		              "binding %u (\"%s\") is in descriptor set %u: only set 0", binding,
+		              name, set);
 	if (binding >= GSD_KERNEL_MAX_BINDINGS)
 		return refuse(rf->err, rf->cap,
 		              "binding %u (\"%s\") is out of range: kernels use bindings 0 to %u",
@@ -682,10 +704,11 @@ static int refuse_other_resources(reflect *rf)
 		if (reflect_list(rf, others[i].type, &list, &n) != 0)
 			return -1;
 		if (n)
-			return refuse(rf->err, rf->cap,
-			              "variable %%%u (\"%s\") is %s: a kernel's resources are storage "
-			              "buffers, uniform buffers and one push-constant block",
-			              list[0].id, resource_name(&list[0]), others[i].what);
+			return refuse(
+			        rf->err, rf->cap,
+			        "variable %%%u (\"%s\") is %s: a kernel's resources are storage "
+			        "buffers, uniform buffers and one push-constant block",
+			        list[0].id, resource_name(rf, &list[0]), others[i].what);
 	}
 	return 0;
 }
@@ -709,9 +732,10 @@ static int reflect_local_size(reflect *rf)
 	static const char axis[3] = {'x', 'y', 'z'};
 	for (unsigned i = 0; i < 3; i++)
 		if (s[i] > lim->max_local_size[i])
-			return refuse(rf->err, rf->cap,
-			              "local size %ux%ux%u exceeds the device's maximum of %u in %c",
-			              s[0], s[1], s[2], lim->max_local_size[i], axis[i]);
+			return refuse(
+			        rf->err, rf->cap,
+			        "local size %ux%ux%u exceeds the device's maximum of %u in %c",
+			        s[0], s[1], s[2], lim->max_local_size[i], axis[i]);
 	uint64_t invocations = (uint64_t)s[0] * s[1] * s[2];
 	if (invocations > lim->max_invocations)
 		return refuse(rf->err, rf->cap,
@@ -732,8 +756,8 @@ static int select_entry_point(reflect *rf, const char *entry)
 	for (size_t i = 0; i < n; i++)
 		if (eps[i].execution_model == SpvExecutionModelGLCompute && eps[i].name &&
 		    strcmp(eps[i].name, entry) == 0)
-			return spvc_compiler_set_entry_point(rf->comp, entry,
-			                                     SpvExecutionModelGLCompute) == SPVC_SUCCESS
+			return spvc_compiler_set_entry_point(
+			               rf->comp, entry, SpvExecutionModelGLCompute) == SPVC_SUCCESS
 			               ? 0
 			               : refuse_spvc(rf, "entry point");
 	return refuse(rf->err, rf->cap,
@@ -798,7 +822,8 @@ static int check_arguments(const char *entry, const gsd_kernel_limits *lim, char
 	if (!lim)
 		return refuse(err, cap, "no device limits to check the kernel against");
 	if (lim->vulkan_minor > 3)
-		return refuse(err, cap, "Vulkan 1.%u is not a SPIR-V environment the validator knows",
+		return refuse(err, cap,
+		              "Vulkan 1.%u is not a SPIR-V environment the validator knows",
 		              lim->vulkan_minor);
 	size_t len = entry ? strnlen(entry, GSD_KERNEL_ENTRY_MAX) : 0;
 	if (len == 0)

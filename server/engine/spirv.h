@@ -3,24 +3,30 @@
  * driver, and what it learns of the module's interface.
  *
  * A module is accepted only when
+ *   - it is 20 bytes (a header) to 4 MiB of whole 32-bit words, the first of them the
+ *     magic number in host byte order (what a driver reads), at any alignment;
  *   - SPIRV-Tools' validator accepts it for the Vulkan environment of the device
  *     (spvValidate with SPV_ENV_VULKAN_1_<vulkan_minor>);
- *   - it declares only capabilities of the allow-list (Shader, Matrix, Int64, and those the
- *     device offers and the backend enables: Int8, Int16, Float16, Float64, Int64Atomics, the
- *     8- and 16-bit storage capabilities, GroupNonUniform*, VulkanMemoryModel*), uses the
- *     Logical addressing model (no PhysicalStorageBufferAddresses: a kernel reaches memory only
- *     through the buffers its DISPATCH binds), and has the named entry point as a GLCompute
- *     one;
+ *   - it declares only capabilities of the allow-list (always Shader, Matrix, Int64,
+ *     VulkanMemoryModel and VulkanMemoryModelDeviceScope; those the device offers and the
+ *     backend enables: Int8, Int16, Float16, Float64, Int64Atomics, the 8- and 16-bit storage
+ *     capabilities, GroupNonUniform*), uses the Logical addressing model (no
+ *     PhysicalStorageBufferAddresses: a kernel reaches memory only through the buffers its
+ *     DISPATCH binds), and has the named entry point as a GLCompute one, with a function of
+ *     its own (SPIRV-Cross reflects one entry point per function);
  *   - its resources are storage buffers and uniform buffers in descriptor set 0, at most
  *     GSD_KERNEL_MAX_BINDINGS of them with binding numbers below GSD_KERNEL_MAX_BINDINGS,
- *     and at most one push-constant block of at most max_push_bytes: no images, samplers,
- *     atomic counters, acceleration structures or input attachments, no other set;
- *   - its local size is a literal (no LocalSizeId, no specialisation constant) within the
- *     device's maxComputeWorkGroupSize and maxComputeWorkGroupInvocations.
+ *     one buffer per binding (no arrays of buffers, no two variables on one binding), and at
+ *     most one push-constant block of at most max_push_bytes: no images, samplers, atomic
+ *     counters, acceleration structures or input attachments (not even declared and unused),
+ *     no stage inputs or outputs other than built-ins, no other set;
+ *   - its local size is a literal (no LocalSizeId, no specialisation constant, a WorkgroupSize
+ *     built-in only as a constant composite) within the device's maxComputeWorkGroupSize and
+ *     maxComputeWorkGroupInvocations.
  *
  * The instruction walk uses SPIRV-Tools' parser (spvBinaryParse) and the reflection SPIRV-Cross'
- * C API: no hand-written SPIR-V reader. Both run only after the validator has accepted the
- * module, and neither throws past this file.
+ * C API: no hand-written SPIR-V reader (only the magic number is read by hand). Both run only
+ * after the validator has accepted the module, and neither throws past this file.
  */
 #ifndef GSD_SPIRV_H
 #define GSD_SPIRV_H
@@ -53,11 +59,12 @@ typedef enum gsd_binding_kind {
 typedef struct gsd_kernel_binding {
 	uint32_t binding; /* binding number in set 0 */
 	gsd_binding_kind kind;
-	/* The kernel may write it: a storage buffer whose block (or every member of it) is not
-	 * decorated NonWritable. A DISPATCH must bind a written binding to an allocation the
-	 * packet lists with write access. */
+	/* The kernel may write it: a storage buffer, unless its variable, its block or every
+	 * member of its block is decorated NonWritable. A DISPATCH must bind a written binding to
+	 * an allocation the packet lists with write access. */
 	bool writes;
-	char name[48]; /* the variable's (or its block type's) name from the module; may be "" */
+	char name[48]; /* the variable's (or its block type's) name from the module, truncated,
+	                * control characters replaced by '?'; may be "" */
 } gsd_kernel_binding;
 
 typedef struct gsd_kernel_info {
@@ -69,10 +76,12 @@ typedef struct gsd_kernel_info {
 
 /*
  * Validates `size` bytes of SPIR-V (`code`, any alignment) and reflects the entry point `entry`
- * (a NUL-terminated name). Returns 0 with *out filled, or -1 with one line in err saying what
- * was refused and why ("capability PhysicalStorageBufferAddresses is not allowed", "binding 3
- * is in descriptor set 1: only set 0", "local size 2048x1x1 exceeds the device's 1024
- * invocations", the validator's own message, ...). Thread-safe; never crashes on any input.
+ * (a NUL-terminated name of 1 to GSD_KERNEL_ENTRY_MAX - 1 bytes). Returns 0 with *out filled,
+ * or -1 with *out zeroed and one line in err (when cap allows) saying what was refused and why
+ * ("capability PhysicalStorageBufferAddresses is not allowed: kernels reach memory only
+ * through their bindings", "binding 3 ("out") is in descriptor set 1: only set 0", "local
+ * size 64x64x1 is 4096 invocations, more than the device's 1024", "SPIR-V validation: " and
+ * the first line of the validator's own message, ...). Thread-safe; never crashes on any input.
  */
 int gsd_spirv_check(const void *code, size_t size, const char *entry, const gsd_kernel_limits *lim,
                     gsd_kernel_info *out, char *err, size_t cap);

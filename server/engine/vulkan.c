@@ -156,6 +156,15 @@ struct gsd_backend {
 
 	/* Set by the first engine to see the device lost; cleared by recover(). */
 	atomic_bool lost;
+	/* A dispatch did not finish after the engine was reset: the GPU cannot stop it, so the
+	 * device can be neither waited for nor recreated. Its objects and memory are never
+	 * freed (the dispatch may still be writing its bindings), and recover() fails: the
+	 * adapter is out of service until the daemon restarts. */
+	atomic_bool hung;
+	/* What a hung device's objects were, kept (never freed) until the process ends. */
+	pthread_mutex_t kept_lock;
+	uint64_t *kept;
+	size_t nkept, capkept;
 	uint32_t losses;
 	/* Test hook (GSD_VULKAN_INJECT_LOSS=MICROS): a SPIN of exactly that many microseconds
 	 * loses the device instead of running. 0: off. */
@@ -217,7 +226,16 @@ struct vk_engine {
 	/* Raw timestamps of the run's first piece's start and last piece's end (0: none yet). */
 	uint64_t first_tick, last_tick;
 	bool blamed; /* this run saw the device lost first */
+	/* The engine whose thread runs this one's packets (set by each run), and whether the
+	 * submission being waited for is a user's dispatch, which nothing can stop early. */
+	gsd_engine *owner;
+	bool in_dispatch;
 };
+
+/* How often a wait looks for a reason to give up, and how long a dispatch may go on after
+ * its engine was reset before the device counts as hung. */
+#define WAIT_SLICE_NS 10000000u
+#define HANG_GRACE_NS 100000000u
 
 static const char *vk_strerror(VkResult r)
 {
@@ -651,8 +669,36 @@ static VkDeviceAddress buffer_address(gsd_backend *b, VkBuffer buf)
 	return vkGetBufferDeviceAddress(b->dev, &ai);
 }
 
+/* Notes an object of a hung device, which is never destroyed: the device still runs a
+ * dispatch. (Kept where the leak checker, and a debugger, can see it.) */
+static void keep(gsd_backend *b, uint64_t handle)
+{
+	if (!handle)
+		return;
+	pthread_mutex_lock(&b->kept_lock);
+	if (b->nkept == b->capkept) {
+		size_t cap = b->capkept ? 2 * b->capkept : 64;
+		uint64_t *n = realloc(b->kept, cap * sizeof(*n));
+		if (n) {
+			b->kept = n;
+			b->capkept = cap;
+		}
+	}
+	if (b->nkept < b->capkept)
+		b->kept[b->nkept++] = handle;
+	pthread_mutex_unlock(&b->kept_lock);
+}
+
 static void seg_free(gsd_backend *b, vk_seg *s)
 {
+	if (atomic_load(&b->hung)) {
+		/* A dispatch may still write it: it stays, with the device. */
+		keep(b, (uint64_t)s->buf);
+		keep(b, (uint64_t)s->mem);
+		keep(b, (uint64_t)(uintptr_t)s->host);
+		memset(s, 0, sizeof(*s));
+		return;
+	}
 	if (s->buf)
 		vkDestroyBuffer(b->dev, s->buf, NULL);
 	if (s->mem) {
@@ -808,6 +854,8 @@ static void vk_segment_destroy(gsd_backend *b, gsd_mem_segment *seg)
 	memset(seg, 0, sizeof(*seg));
 }
 
+static uint64_t clock_ns(clockid_t id);
+
 /* ---- recording and submitting ---- */
 
 static void barrier(VkCommandBuffer cb, VkPipelineStageFlags dst_stage, VkAccessFlags dst_access)
@@ -918,13 +966,45 @@ static VkResult submit(vk_engine *v)
 	return check_lost(v, r);
 }
 
+/*
+ * Waits for a submission's fence, in slices. Every submission but a user's dispatch ends by
+ * itself soon (pieces are bounded, a SPIN polls its stop words). A dispatch can run for as long
+ * as its kernel loops: once the engine has been reset (TDR) and the dispatch has still not
+ * finished HANG_GRACE_NS later, the device is hung and this engine's packet is blamed. Every
+ * other wait on the device gives up then too: what is queued behind the dispatch never runs.
+ */
+static VkResult wait_fence(vk_engine *v, VkFence fence)
+{
+	gsd_backend *b = v->b;
+	uint64_t reset_at = 0;
+	for (;;) {
+		VkResult r = vkWaitForFences(b->dev, 1, &fence, VK_TRUE, WAIT_SLICE_NS);
+		if (r != VK_TIMEOUT)
+			return r;
+		if (atomic_load(&b->hung))
+			return VK_ERROR_DEVICE_LOST;
+		if (!v->in_dispatch || !v->owner || !gsd_engine_abort_pending(v->owner))
+			continue;
+		uint64_t now = clock_ns(CLOCK_MONOTONIC);
+		if (!reset_at)
+			reset_at = now;
+		else if (now - reset_at >= HANG_GRACE_NS) {
+			/* Lost first, then hung: an engine that sees the hang is never first. */
+			v->blamed = lose(b);
+			atomic_store(&b->hung, true);
+			return VK_ERROR_DEVICE_LOST;
+		}
+	}
+}
+
 /* Waits for the submission of slot i; its GPU time joins v->gpu_ns and, if ns is not NULL,
  * is stored there. */
 static VkResult await(vk_engine *v, unsigned i, uint64_t *ns)
 {
 	gsd_backend *b = v->b;
-	VkResult r = vkWaitForFences(b->dev, 1, &v->fences[i], VK_TRUE, UINT64_MAX);
-	vkResetFences(b->dev, 1, &v->fences[i]);
+	VkResult r = wait_fence(v, v->fences[i]);
+	if (r == VK_SUCCESS)
+		vkResetFences(b->dev, 1, &v->fences[i]);
 	if ((r = check_lost(v, r)) != VK_SUCCESS)
 		return r;
 	uint64_t t[2] = {0, 0};
@@ -1205,7 +1285,13 @@ static void vk_kernel_destroy(gsd_backend *b, void *impl)
 		k->next->pprev = k->pprev;
 	*k->pprev = k->next;
 	pthread_mutex_unlock(&b->ukernels_lock);
-	ukernel_objects_free(b, k);
+	if (!atomic_load(&b->hung)) {
+		ukernel_objects_free(b, k);
+	} else {
+		keep(b, (uint64_t)k->pipe);
+		keep(b, (uint64_t)k->layout);
+		keep(b, (uint64_t)k->set_layout);
+	}
 	free(k->code);
 	free(k);
 }
@@ -1495,6 +1581,7 @@ static void vk_run(gsd_engine *e, gsd_exec *x, gsd_irq *final)
 		gsd_emu_walk(e, x, false, final);
 		return;
 	}
+	v->owner = e;
 	v->gpu_ns = 0;
 	v->first_tick = v->last_tick = 0;
 	v->blamed = false;
@@ -1550,8 +1637,16 @@ static void vk_run(gsd_engine *e, gsd_exec *x, gsd_irq *final)
 				stop(&r, GSD_IRQ_DMA_PAGE_FAULTED, GSD_STOP_NONE, at, 0);
 				break;
 			}
-			if ((res = flush(v)) != VK_SUCCESS) {
+			v->in_dispatch = true;
+			res = flush(v);
+			v->in_dispatch = false;
+			if (res != VK_SUCCESS) {
 				device_fault(&r, at, res, 0);
+				if (atomic_load(&v->b->hung) && v->blamed)
+					snprintf(final->detail, sizeof(final->detail),
+					         "the dispatch did not finish after the engine "
+					         "reset: "
+					         "the GPU cannot stop it");
 				break;
 			}
 			continue;
@@ -1590,6 +1685,19 @@ static void engine_objects_free(vk_engine *v)
 	gsd_backend *b = v->b;
 	v->stop_words = v->no_stop_words;
 	seg_free(b, &v->scratch);
+	if (atomic_load(&b->hung)) {
+		for (unsigned i = 0; i < SLOTS; i++) {
+			keep(b, (uint64_t)v->tss[i]);
+			keep(b, (uint64_t)v->fences[i]);
+			keep(b, (uint64_t)(uintptr_t)v->cbs[i]);
+		}
+		keep(b, (uint64_t)v->pool);
+		memset(v->tss, 0, sizeof(v->tss));
+		memset(v->fences, 0, sizeof(v->fences));
+		memset(v->cbs, 0, sizeof(v->cbs));
+		v->pool = VK_NULL_HANDLE;
+		return;
+	}
 	for (unsigned i = 0; i < SLOTS; i++) {
 		if (v->tss[i])
 			vkDestroyQueryPool(b->dev, v->tss[i], NULL);
@@ -1926,7 +2034,13 @@ static VkResult stage_step(gsd_backend *b, const vk_seg *s, uint64_t at, uint64_
 		pthread_mutex_unlock(&b->queue_locks[0]);
 	}
 	if (r == VK_SUCCESS) {
-		r = vkWaitForFences(b->dev, 1, &b->stage_fence, VK_TRUE, UINT64_MAX);
+		/* Behind a hung dispatch the copy never runs: give up rather than block the
+		 * daemon's loop for good. */
+		do
+			r = atomic_load(&b->hung) ? VK_ERROR_DEVICE_LOST
+			                          : vkWaitForFences(b->dev, 1, &b->stage_fence,
+			                                            VK_TRUE, WAIT_SLICE_NS);
+		while (r == VK_TIMEOUT);
 		vkResetFences(b->dev, 1, &b->stage_fence);
 	}
 	if (r == VK_ERROR_DEVICE_LOST)
@@ -2009,7 +2123,7 @@ static int vk_segment_clear(gsd_backend *b, const gsd_mem_segment *seg, uint64_t
 
 static void device_free(gsd_backend *b)
 {
-	if (!b->dev)
+	if (!b->dev || atomic_load(&b->hung))
 		return;
 	vkDeviceWaitIdle(b->dev);
 	stage_free(b);
@@ -2075,6 +2189,13 @@ static int vk_recover(gsd_backend *b, gsd_memory *mem, char *err, size_t cap)
 	if (!atomic_load(&b->lost))
 		return 0;
 	b->losses++;
+	if (atomic_load(&b->hung)) {
+		snprintf(err, cap,
+		         "a dispatch did not finish after the engine reset: a GPU cannot stop a "
+		         "running dispatch, so the device can be neither waited for nor recreated "
+		         "(the adapter is out of service until the daemon restarts)");
+		return -1;
+	}
 	for (uint32_t i = 0; i < GSD_MAX_SEGMENTS; i++) {
 		const vk_seg *s = mem->seg[i].priv;
 		if (s && !s->map)
@@ -2143,10 +2264,25 @@ static int vk_recover(gsd_backend *b, gsd_memory *mem, char *err, size_t cap)
 	return rc;
 }
 
+/* Hung backends, kept whole until the process exits: their device still runs a dispatch
+ * that may write their memory, and nothing of them can be freed safely. */
+static pthread_mutex_t hung_lock = PTHREAD_MUTEX_INITIALIZER;
+static gsd_backend *hung_backends[MAX_ENGINES];
+
 static void vk_close(gsd_backend *b)
 {
 	if (!b)
 		return;
+	if (atomic_load(&b->hung)) {
+		pthread_mutex_lock(&hung_lock);
+		for (unsigned i = 0; i < MAX_ENGINES; i++)
+			if (!hung_backends[i]) {
+				hung_backends[i] = b;
+				break;
+			}
+		pthread_mutex_unlock(&hung_lock);
+		return;
+	}
 	device_free(b);
 	if (b->instance)
 		vkDestroyInstance(b->instance, NULL);
@@ -2155,6 +2291,8 @@ static void vk_close(gsd_backend *b)
 	pthread_mutex_destroy(&b->engines_lock);
 	pthread_mutex_destroy(&b->stage_lock);
 	pthread_mutex_destroy(&b->ukernels_lock);
+	pthread_mutex_destroy(&b->kept_lock);
+	free(b->kept);
 	free(b);
 }
 
@@ -2175,7 +2313,9 @@ static int vk_open(const gsd_backend_config *cfg, gsd_backend **out, char *err, 
 	pthread_mutex_init(&b->engines_lock, NULL);
 	pthread_mutex_init(&b->stage_lock, NULL);
 	pthread_mutex_init(&b->ukernels_lock, NULL);
+	pthread_mutex_init(&b->kept_lock, NULL);
 	atomic_init(&b->lost, false);
+	atomic_init(&b->hung, false);
 	b->nodes = cfg->nodes ? cfg->nodes : 1;
 	b->device_only = cfg->device_only_memory;
 	const char *inject = getenv("GSD_VULKAN_INJECT_LOSS");

@@ -19,6 +19,14 @@ void gsd_h_allocation_create(gsd_daemon *d, gsd_call *c)
 	if (!dev)
 		return;
 	gsd_adapter *a = dev->adapter;
+	if (a->device_dead) {
+		/* Its memory may still be written by what hung it: none of it is handed out. */
+		gsd_call_error(c, GSD_ST(FAULTED),
+		               "adapter %u (%s) lost its device and could not recreate it: no new "
+		               "allocations (gpusched info)",
+		               a->id, a->cfg->name);
+		return;
+	}
 	gsd_rules_adapter ra;
 	gsd_rules_adapter_of(d, a, &ra);
 	char msg[256];

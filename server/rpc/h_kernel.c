@@ -55,6 +55,12 @@ void gsd_h_kernel_create(gsd_daemon *d, gsd_call *c)
 	gsd_device *dev = gsd_call_object(c, q->device, GSD_OBJ_DEVICE);
 	if (!dev)
 		return;
+	if (dev->adapter->device_dead) {
+		gsd_call_error(c, GSD_ST(FAULTED),
+		               "adapter %u (%s) lost its device and could not recreate it",
+		               dev->adapter->id, dev->adapter->cfg->name);
+		return;
+	}
 	const char *entry = entry_of(q->entry_point);
 	size_t size = q->spirv.len;
 	if (size > MAX_MODULE_BYTES) {

@@ -421,6 +421,112 @@ static void test_emulated_adapter_names_vulkan(void **state)
 	tenant_close(&t);
 }
 
+/*
+ * A kernel that never ends, on gpu0: another tenant's packet on the same engine asks for a
+ * turn, the preemption cannot stop the dispatch, the TDR resets the engine, and the dispatch
+ * still runs: no GPU can stop a running dispatch, so the device is hung. The guilty packet
+ * faults with that reason, gpu0 is out of service (info says so, its queued work is cancelled,
+ * no new allocations), gpu1 (another device) keeps running kernels, and the daemon stops
+ * cleanly.
+ */
+static const char hang_json[] =
+        "{\"clock\": \"wall\", \"tdr_delay_ms\": 300, \"quantum_us\": 2000, \"tenants\": ["
+        "{\"name\": \"alice\", \"token\": \"t-alice\"},"
+        "{\"name\": \"bob\", \"token\": \"t-bob\"}],"
+        "\"adapters\": ["
+        "{\"name\": \"gpu0\", \"backend\": \"vulkan\", \"system_memory_mib\": 64},"
+        "{\"name\": \"gpu1\", \"backend\": \"vulkan\", \"system_memory_mib\": 64}]}";
+
+static int setup_hang(void **state)
+{
+	fx *f = calloc(1, sizeof(*f));
+	if (!f || itest_config_write(&f->cfg, hang_json) != 0)
+		return -1;
+	const char *args[] = {"--config", f->cfg.path, NULL};
+	/* The hung device's objects, and the driver's own records of the work queued on it,
+	 * are left as they are when the daemon exits (nothing can free them safely): this
+	 * daemon alone runs without the leak check. */
+	const char *asan = getenv("ASAN_OPTIONS");
+	char *saved = asan ? strdup(asan) : NULL;
+	char opts[512];
+	snprintf(opts, sizeof(opts), "%s%sdetect_leaks=0", asan ? asan : "", asan ? ":" : "");
+	setenv("ASAN_OPTIONS", opts, 1);
+	int rc = gs_testd_start(&f->d, args);
+	if (saved)
+		setenv("ASAN_OPTIONS", saved, 1);
+	else
+		unsetenv("ASAN_OPTIONS");
+	free(saved);
+	if (rc != 0)
+		return -1;
+	*state = f;
+	return 0;
+}
+
+static void test_kernel_that_never_ends(void **state)
+{
+	fx *f = *state;
+	tenant a, b0, b1;
+	tenant_open(f, "t-alice", 0, &a);
+	tenant_open(f, "t-bob", 0, &b0);
+	tenant_open(f, "t-bob", 1, &b1);
+	gs_kernel_info ki;
+	uint64_t k = kernel(&a, GS_TEST_KERNELS_DIR, "forever", &ki);
+	uint64_t buf = alloc(&a, 4096);
+	uint32_t stop = 1;
+	gs_dmabuf_binding bind = {.binding = 0, .allocation = buf, .range = 4096, .write = true};
+	gs_dmabuf dma;
+	gs_dmabuf_init(&dma);
+	assert_int_equal(
+	        gs_dmabuf_dispatch(&dma, k, (uint32_t[3]){65535, 65535, 1}, &bind, 1, &stop, 4), 0);
+	gs_submit_result hung;
+	assert_int_equal(gs_submit(a.c, a.ctx, &dma, 0, &hung), 0);
+	/* Bob wants the same engine: his turn never comes. */
+	gs_dmabuf_reset(&dma);
+	assert_int_equal(gs_dmabuf_spin(&dma, 1000, 0), 0);
+	gs_submit_result waiting;
+	assert_int_equal(gs_submit(b0.c, b0.ctx, &dma, 0, &waiting), 0);
+	gs_packet_state st = GS_PACKET_UNKNOWN;
+	int wrv = gs_packet_wait(a.c, hung.packet, ITEST_TIMEOUT_MS, &st, NULL);
+	assert_true(wrv == 0 || wrv == GS_STATUS_FAULTED);
+	assert_int_equal(st, GS_PACKET_FAULTED);
+	assert_int_equal(gs_packet_wait(b0.c, waiting.packet, ITEST_TIMEOUT_MS, &st, NULL), 0);
+	assert_true(st == GS_PACKET_CANCELLED || st == GS_PACKET_ABORTED);
+	gs_daemon_info *info = NULL;
+	assert_int_equal(gs_info(b0.c, &info), 0);
+	assert_true(info->adapters[0].device_dead);
+	assert_false(info->adapters[1].device_dead);
+	gs_info_free(info);
+	gs_allocation_desc d = {.device = b0.dev, .size = 4096};
+	gs_allocation_placement p;
+	int rv = gs_allocation_create(b0.c, &d, &p);
+	if (rv != GS_STATUS_FAULTED)
+		fail_msg("allocation on the dead adapter: %s %s", gs_status_name(rv),
+		         gs_client_message(b0.c));
+	/* gpu1 still runs kernels. */
+	gs_kernel_info si;
+	uint64_t sk = kernel(&b1, GS_TEST_KERNELS_DIR, "scale", &si);
+	uint64_t in = alloc(&b1, 256), out = alloc(&b1, 256), u = alloc(&b1, 256);
+	uint32_t src[64], got[64], uni[2] = {2, 1}, n = 64;
+	for (uint32_t i = 0; i < 64; i++)
+		src[i] = i;
+	assert_int_equal(gs_allocation_write(b1.c, in, 0, src, sizeof(src)), 0);
+	assert_int_equal(gs_allocation_write(b1.c, u, 0, uni, sizeof(uni)), 0);
+	gs_dmabuf_binding sb[3] = {{.binding = 0, .allocation = in, .range = 256},
+	                           {.binding = 1, .allocation = out, .range = 256, .write = true},
+	                           {.binding = 2, .allocation = u, .range = 8}};
+	gs_dmabuf_reset(&dma);
+	assert_int_equal(gs_dmabuf_dispatch(&dma, sk, (uint32_t[3]){1, 1, 1}, sb, 3, &n, 4), 0);
+	itest_submit_wait(b1.c, b1.ctx, &dma, 0);
+	assert_int_equal(gs_allocation_read(b1.c, out, 0, got, sizeof(got)), 0);
+	for (uint32_t i = 0; i < 64; i++)
+		assert_int_equal(got[i], 2 * i + 1);
+	gs_dmabuf_free(&dma);
+	gs_close(a.c);
+	gs_close(b0.c);
+	gs_close(b1.c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -431,6 +537,7 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(test_kernels_are_the_tenants, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_out_of_range_is_contained, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_examples, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_kernel_that_never_ends, setup_hang, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
