@@ -19,6 +19,7 @@
 
 #include "gpusched.h"
 #include "itest.h"
+#include "sched_util.h"
 #include "testd.h"
 
 #define GPU 1u /* the vulkan adapter */
@@ -527,6 +528,199 @@ static void test_kernel_that_never_ends(void **state)
 	gs_close(b1.c);
 }
 
+/* ---- scheduling dispatches ---- */
+
+/* work.comp over `groups` groups of `spin` steps each: about 0.24 ms a group at 60000 steps
+ * on lavapipe (measured), and v[0] counts the dispatches that ran. */
+#define WORK_SPIN 60000u
+
+typedef struct worker {
+	gs_client *c;
+	uint64_t dev, ctx, kernel, buf;
+} worker;
+
+static void worker_open(sched_daemon *sd, const char *token, uint32_t cls, worker *w)
+{
+	w->c = itest_connect(&sd->t, token);
+	assert_int_equal(gs_device_create(w->c, "sched", &w->dev), 0);
+	itest_layout lay;
+	itest_layout_of(w->c, &lay);
+	w->ctx = sched_context(w->c, w->dev, 0, lay.paging_node, cls, 0);
+	size_t size;
+	uint8_t *code = load(GS_TEST_KERNELS_DIR, "work", &size);
+	gs_kernel_info ki;
+	assert_int_equal(gs_kernel_create(w->c, w->dev, code, size, NULL, &ki), 0);
+	free(code);
+	w->kernel = ki.kernel;
+	gs_allocation_desc d = {.device = w->dev, .size = 4096};
+	gs_allocation_placement p;
+	assert_int_equal(gs_allocation_create(w->c, &d, &p), 0);
+	w->buf = p.allocation;
+	uint8_t zero[4096] = {0};
+	assert_int_equal(gs_allocation_write(w->c, w->buf, 0, zero, sizeof(zero)), 0);
+}
+
+static void worker_close(worker *w)
+{
+	assert_int_equal(gs_device_destroy(w->c, w->dev), 0);
+	gs_close(w->c);
+}
+
+/* A packet of n dispatches of `groups` groups each; returns its id. */
+static uint64_t worker_submit(worker *w, unsigned n, uint32_t groups)
+{
+	gs_dmabuf dma;
+	gs_dmabuf_init(&dma);
+	gs_dmabuf_binding b = {.binding = 0, .allocation = w->buf, .range = 4096, .write = true};
+	uint32_t spin = WORK_SPIN;
+	for (unsigned i = 0; i < n; i++)
+		assert_int_equal(gs_dmabuf_dispatch(&dma, w->kernel, (uint32_t[3]){groups, 1, 1},
+		                                    &b, 1, &spin, 4),
+		                 0);
+	gs_submit_result r;
+	int rv = gs_submit(w->c, w->ctx, &dma, 0, &r);
+	if (rv != 0)
+		fail_msg("submit: %s: %s", gs_status_name(rv), gs_client_message(w->c));
+	gs_dmabuf_free(&dma);
+	return r.packet;
+}
+
+static uint32_t worker_count(worker *w)
+{
+	uint32_t v = 0;
+	assert_int_equal(gs_allocation_read(w->c, w->buf, 0, &v, 4), 0);
+	return v;
+}
+
+/*
+ * A REALTIME context's one small dispatch preempts a NORMAL stream of 300 dispatches (about
+ * 2 ms each) at a dispatch boundary: it completes while the stream still runs, the stream is
+ * PREEMPTED at the byte offset of a DISPATCH, resubmitted from there, and in the end ran each
+ * of its dispatches exactly once (its counter is 300).
+ */
+static void test_realtime_preempts_at_dispatch_boundary(void **state)
+{
+	(void)state;
+	sched_daemon sd;
+	sched_daemon_start(&sd,
+	                   "{\"quantum_us\": 2000, \"tenants\": ["
+	                   "{\"name\": \"a\", \"token\": \"tok-a\"},"
+	                   "{\"name\": \"b\", \"token\": \"tok-b\", \"priority_ceiling\": 5}],"
+	                   "\"adapters\": [{\"name\": \"gpu0\", \"backend\": \"vulkan\","
+	                   " \"system_memory_mib\": 64}]}",
+	                   false);
+	worker a, b;
+	worker_open(&sd, "tok-a", CLASS_NORMAL, &a);
+	worker_open(&sd, "tok-b", CLASS_REALTIME, &b);
+	enum { STREAM = 300 };
+	uint64_t pa = worker_submit(&a, STREAM, 8);
+	assert_true(sched_await_event(a.c, pa, GS_PACKET_RUNNING, 20000));
+	uint64_t pb = worker_submit(&b, 1, 1);
+	assert_int_equal(sched_wait_final(b.c, pb, 0), GS_PACKET_COMPLETED);
+	assert_false(sched_state_now(a.c, pa) == GS_PACKET_COMPLETED);
+	assert_int_equal(sched_wait_final(a.c, pa, 0), GS_PACKET_COMPLETED);
+	assert_int_equal(worker_count(&a), STREAM);
+	assert_int_equal(worker_count(&b), 1);
+	/* Stopped between two dispatches: every DISPATCH of the stream is 64 bytes (32, one
+	 * binding of 24, 4 bytes of push constants padded to 8). */
+	gs_packet_event *ev;
+	size_t n = sched_events(a.c, pa, &ev);
+	unsigned preempted = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (ev[i].state != GS_PACKET_PREEMPTED)
+			continue;
+		const char *at = strstr(ev[i].detail, "at byte ");
+		assert_non_null(at);
+		unsigned long off = strtoul(at + 8, NULL, 10);
+		assert_true(off > 0 && off < STREAM * 64u);
+		assert_int_equal(off % 64u, 0);
+		preempted++;
+	}
+	assert_true(preempted >= 1);
+	gs_packet_events_free(ev, n);
+	worker_close(&a);
+	worker_close(&b);
+	assert_int_equal(sched_daemon_stop(&sd), 0);
+}
+
+/*
+ * Two tenants with equal shares, each a backlog of 100 packets of 4 dispatches (about 1 ms
+ * each), queued behind a third tenant's HIGH packet (its engine time is charged to neither)
+ * so that both are waiting when the measurement starts:
+ * from the end of that packet until either backlog is done, each gets half of the engine
+ * time (GPU timestamps) within 2 percentage points.
+ */
+static void test_equal_shares_of_dispatch_time(void **state)
+{
+	(void)state;
+	sched_daemon sd;
+	sched_daemon_start(&sd,
+	                   "{\"quantum_us\": 2000, \"tenants\": ["
+	                   "{\"name\": \"a\", \"token\": \"tok-a\"},"
+	                   "{\"name\": \"b\", \"token\": \"tok-b\"},"
+	                   "{\"name\": \"h\", \"token\": \"tok-h\", \"priority_ceiling\": 4}],"
+	                   "\"adapters\": [{\"name\": \"gpu0\", \"backend\": \"vulkan\","
+	                   " \"system_memory_mib\": 64}]}",
+	                   false);
+	worker a, b, hog;
+	worker_open(&sd, "tok-a", CLASS_NORMAL, &a);
+	worker_open(&sd, "tok-b", CLASS_NORMAL, &b);
+	worker_open(&sd, "tok-h", CLASS_HIGH, &hog);
+	enum { PACKETS = 100, PER = 4 };
+	uint64_t hog_id = worker_submit(&hog, 1, 1600);
+	uint64_t ida[PACKETS], idb[PACKETS];
+	for (int i = 0; i < PACKETS; i++) {
+		ida[i] = worker_submit(&a, PER, 4);
+		idb[i] = worker_submit(&b, PER, 4);
+	}
+	assert_int_equal(sched_wait_final(hog.c, hog_id, 0), GS_PACKET_COMPLETED);
+	for (int i = 0; i < PACKETS; i++) {
+		assert_int_equal(sched_wait_final(a.c, ida[i], 0), GS_PACKET_COMPLETED);
+		assert_int_equal(sched_wait_final(b.c, idb[i], 0), GS_PACKET_COMPLETED);
+	}
+	assert_int_equal(worker_count(&a), PACKETS * PER);
+	assert_int_equal(worker_count(&b), PACKETS * PER);
+
+	sched_timeline tl;
+	sched_timeline_init(&tl);
+	sched_timeline_add(&tl, a.c, a.dev, ida, PACKETS);
+	sched_timeline_add(&tl, b.c, b.dev, idb, PACKETS);
+	sched_timeline_add(&tl, hog.c, hog.dev, &hog_id, 1);
+	sched_timeline_finish(&tl);
+	uint64_t hog_end = 0, ta = 0, tb = 0;
+	for (size_t i = 0; i < tl.nruns; i++)
+		if (tl.runs[i].packet == hog_id)
+			hog_end = tl.runs[i].end_seq;
+	assert_true(hog_end > 0);
+	/* Were both backlogs queued when the HIGH packet ended? Their last SUBMITTED events. */
+	uint64_t queued = 0;
+	for (size_t i = 0; i < tl.nev; i++)
+		if (tl.ev[i].state == GS_PACKET_SUBMITTED && tl.ev[i].seq > queued)
+			queued = tl.ev[i].seq;
+	for (size_t i = 0; i < tl.nruns; i++) {
+		const sched_run *r = &tl.runs[i];
+		if (r->packet == hog_id || r->start_seq < hog_end || r->start_seq < queued)
+			continue;
+		if (r->context == a.ctx)
+			ta += r->engine_ns;
+		else
+			tb += r->engine_ns;
+		if (r->end == GS_PACKET_COMPLETED &&
+		    (r->packet == ida[PACKETS - 1] || r->packet == idb[PACKETS - 1]))
+			break;
+	}
+	double share = (double)ta / (double)(ta + tb);
+	fprintf(stderr, "engine time a %.1f ms, b %.1f ms: a's share %.2f %%\n", ta / 1e6, tb / 1e6,
+	        100 * share);
+	assert_true(ta + tb >= 200u * 1000000u);
+	assert_true(share >= 0.48 && share <= 0.52);
+	sched_timeline_free(&tl);
+	worker_close(&a);
+	worker_close(&b);
+	worker_close(&hog);
+	assert_int_equal(sched_daemon_stop(&sd), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -538,6 +732,8 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(test_out_of_range_is_contained, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_examples, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_kernel_that_never_ends, setup_hang, teardown),
+	        cmocka_unit_test(test_realtime_preempts_at_dispatch_boundary),
+	        cmocka_unit_test(test_equal_shares_of_dispatch_time),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
