@@ -415,6 +415,103 @@ static void test_checksum(void **state)
 	assert_true(gs_isa_checksum("abc", 3) == UINT64_C(0x44BC2CF5AD770999));
 }
 
+/* DISPATCH: its exact bytes (two bindings, 12 bytes of push constants padded to 16), a round
+ * trip, and the decoder's refusals of counts, padding, reserved bytes and sizes. */
+static void test_dispatch(void **state)
+{
+	(void)state;
+	const gs_isa_binding b[2] = {{.binding = 1, .alloc_index = 2, .offset = 256, .range = 4096},
+	                             {.binding = 3, .alloc_index = 0, .offset = 0, .range = 8}};
+	const uint32_t push[3] = {0x11223344u, 5, 6};
+	uint8_t args[GS_ISA_DISPATCH_MAX_SIZE];
+	size_t alen = gs_isa_dispatch_args(b, 2, push, 12, args, sizeof(args));
+	assert_int_equal(alen, 2 * 24 + 16);
+	assert_int_equal(gs_isa_dispatch_args_len(2, 12), alen);
+	gs_isa_cmd d = {.op = GS_OP_DISPATCH,
+	                .kernel = 0x0102030405060708u,
+	                .groups = {7, 8, 9},
+	                .nbindings = 2,
+	                .push_size = 12,
+	                .args = args};
+	uint8_t buf[GS_ISA_DISPATCH_MAX_SIZE];
+	size_t n = gs_isa_encode(&d, buf, sizeof(buf));
+	assert_int_equal(n, 32 + alen);
+	assert_int_equal(gs_isa_cmd_len(&d), n);
+	assert_int_equal(gs_isa_cmd_size(GS_OP_DISPATCH), 0); /* variable */
+	static const uint8_t head[32] = {
+	        0x07, 0x00, 0x60, 0x00, 0,    0,    0,    0,    /* header: size 96 */
+	        0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01, /* kernel */
+	        7,    0,    0,    0,    8,    0,    0,    0,    /* groups x, y */
+	        9,    0,    0,    0,    2,    12,   0,    0,    /* z, bindings, push bytes */
+	};
+	assert_memory_equal(buf, head, sizeof(head));
+	static const uint8_t first[24] = {1, 0, 0, 0, 2, 0,    0, 0, 0, 1, 0, 0,
+	                                  0, 0, 0, 0, 0, 0x10, 0, 0, 0, 0, 0, 0};
+	assert_memory_equal(buf + 32, first, sizeof(first));
+	assert_int_equal(buf[32 + 48], 0x44);
+	assert_int_equal(buf[n - 1], 0); /* padding */
+
+	size_t pos = 0;
+	gs_isa_cmd out;
+	assert_int_equal(gs_isa_decode(buf, n, &pos, &out), GS_ISA_OK);
+	assert_int_equal(pos, n);
+	assert_int_equal(out.kernel, d.kernel);
+	assert_int_equal(out.groups[2], 9);
+	assert_int_equal(out.nbindings, 2);
+	gs_isa_binding got;
+	gs_isa_dispatch_binding(&out, 1, &got);
+	assert_int_equal(got.binding, 3);
+	assert_int_equal(got.range, 8);
+	assert_memory_equal(gs_isa_dispatch_push(&out), push, 12);
+	assert_string_equal(gs_isa_op_name(GS_OP_DISPATCH), "DISPATCH");
+
+	/* Every cut is truncated; each edit is refused. */
+	for (size_t cut = 1; cut < n; cut++) {
+		pos = 0;
+		assert_int_equal(gs_isa_decode(buf, n - cut, &pos, &out), GS_ISA_TRUNCATED);
+		assert_int_equal(pos, 0);
+	}
+	const struct {
+		size_t at;
+		uint8_t value;
+		gs_isa_err want;
+	} edits[] = {
+	        {28, 17, GS_ISA_BAD_FLAGS},  /* 17 bindings */
+	        {29, 130, GS_ISA_BAD_FLAGS}, /* 130 push bytes */
+	        {29, 10, GS_ISA_BAD_FLAGS},  /* not a multiple of 4 */
+	        {29, 8, GS_ISA_BAD_SIZE},    /* 8 bytes: the size field disagrees */
+	        {30, 1, GS_ISA_BAD_FLAGS},   /* reserved */
+	        {95, 1, GS_ISA_BAD_FLAGS},   /* padding */
+	        {1, 1, GS_ISA_BAD_FLAGS},    /* flags */
+	        {2, 0x58, GS_ISA_BAD_SIZE},  /* size field */
+	        {2, 0x10, GS_ISA_BAD_SIZE},  /* below the fixed part */
+	};
+	for (size_t i = 0; i < sizeof(edits) / sizeof(edits[0]); i++) {
+		uint8_t e[sizeof(buf)];
+		memcpy(e, buf, n);
+		e[edits[i].at] = edits[i].value;
+		pos = 0;
+		if (gs_isa_decode(e, n, &pos, &out) != edits[i].want)
+			fail_msg("edit %zu: byte %zu = %u", i, edits[i].at, edits[i].value);
+		assert_int_equal(pos, 0);
+	}
+	/* The builder's limits. */
+	assert_int_equal(gs_isa_dispatch_args(b, 17, push, 0, args, sizeof(args)), 0);
+	assert_int_equal(gs_isa_dispatch_args(b, 2, push, 132, args, sizeof(args)), 0);
+	assert_int_equal(gs_isa_dispatch_args(b, 2, push, 12, args, 63), 0);
+	/* No bindings, no push constants: the fixed part alone. */
+	gs_isa_cmd empty = {.op = GS_OP_DISPATCH, .kernel = 1};
+	assert_int_equal(gs_isa_encode(&empty, buf, sizeof(buf)), 32);
+	pos = 0;
+	assert_int_equal(gs_isa_decode(buf, 32, &pos, &out), GS_ISA_OK);
+	/* Bindings without their bytes: nothing is encoded. */
+	empty.nbindings = 1;
+	assert_int_equal(gs_isa_encode(&empty, buf, sizeof(buf)), 0);
+	/* A DISPATCH has no patchable address field. */
+	size_t f[2];
+	assert_int_equal(gs_isa_address_fields(GS_OP_DISPATCH, f), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -430,6 +527,7 @@ int main(void)
 	        cmocka_unit_test(test_strerror),
 	        cmocka_unit_test(test_fill),
 	        cmocka_unit_test(test_checksum),
+	        cmocka_unit_test(test_dispatch),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
