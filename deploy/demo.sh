@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs dependencies, builds gpusched, starts gpuschedd (embedded emulated adapter, a local
 # SQLite audit file), runs the demo workload from a client, prints what was scheduled, shows a
-# preemption, then starts a second daemon with little video memory (deploy/demo-overcommit.json)
+# preemption, runs users' kernels (SAXPY, a reduction, a tiled matrix multiply, a blur) on the
+# daemon's Vulkan adapter (--with-vulkan: a GPU, or lavapipe on the CPU) and checks them
+# against the CPU, then starts a second daemon with little video memory (deploy/demo-overcommit.json)
 # and runs the demo over-committing it, showing where the allocations ended up, the paging
 # packets and the memory manager's moves. Stops every daemon it started.
 #
@@ -12,7 +14,7 @@ cd "$(dirname "$0")/.."
 
 ./deploy/setup.sh
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build -j"$(nproc)" --target gpuschedd gpusched
+cmake --build build -j"$(nproc)" --target gpuschedd gpusched run_examples
 
 run_dir=$(mktemp -d /tmp/gpusched-demo-XXXXXX)
 pids=()
@@ -72,7 +74,7 @@ stop_daemon() {
   fi
 }
 
-start_daemon gpusched
+start_daemon gpusched --with-vulkan
 main_pid=$pid
 export GPUSCHED_URL="$url"
 gs info
@@ -93,6 +95,24 @@ wait $low
 low_packet=$(awk '/^packet/ {print $2; exit}' "$run_dir/low")
 echo "Life of the NORMAL packet $low_packet (run segments, preemption, resubmission):"
 gs events "$low_packet"
+
+echo
+echo "Users' kernels on adapter 1 (Vulkan): each result checked against the CPU"
+timeout 300 build/bin/run_examples --adapter 1
+echo
+echo "One kernel in one line: gpusched run (SAXPY, y = 2.5 x + y over 1000 floats)"
+python3 -c "import struct; open('$run_dir/x.bin','wb').write(struct.pack('<1000f', *range(1000)))"
+python3 -c "import struct; open('$run_dir/y.bin','wb').write(struct.pack('<1000f', *[1.0]*1000))"
+gs --adapter 1 run build/examples/saxpy.spv --groups 16 --in 0="$run_dir/x.bin" \
+  --in 1="$run_dir/y.bin" --out 1="$run_dir/y.out" --push-f32 2.5 --push-u32 1000
+python3 -c "
+import struct, sys
+y = struct.unpack('<1000f', open('$run_dir/y.out', 'rb').read())
+bad = [i for i in range(1000) if y[i] != 2.5 * i + 1.0]
+print('y[0..3] =', y[:4], '... y[999] =', y[999], '(all 1000 as expected)' if not bad else 'WRONG at %d' % bad[0])
+sys.exit(4 if bad else 0)"
+packet=$(gs --adapter 1 history --limit 1 --json | python3 -c "import json, sys; print(json.load(sys.stdin)[0]['packet_id'])")
+gs --adapter 1 explain "$packet"
 
 stop_daemon "$main_pid" gpusched
 

@@ -45,6 +45,10 @@ static void usage(FILE *out)
 	        "                        or vulkan (a real GPU, or Mesa's lavapipe on the CPU)\n"
 	        "      --device WHICH    vulkan: the device of every adapter, an index or part\n"
 	        "                        of its name (default: the first with what we need)\n"
+	        "      --with-vulkan     one more adapter, gpu0, with backend vulkan (on "
+	        "--device,\n"
+	        "                        else the first fitting device: a GPU, or lavapipe),\n"
+	        "                        after the configured ones: users' kernels run there\n"
 	        "      --log-level L     error, warn, info (default) or debug\n"
 	        "      --audit-sync-full fsync every audit commit (survives power loss, slower);\n"
 	        "                        default survives a daemon crash (kill -9)\n"
@@ -76,6 +80,7 @@ enum {
 	OPT_AUDIT_SYNC,
 	OPT_BENCH_NULL_AUDIT,
 	OPT_BENCH_WRITER_COMMITS,
+	OPT_WITH_VULKAN,
 	OPT_METRICS,
 	OPT_HASH_TOKEN,
 	OPT_AUDIT_MAP_ID,
@@ -165,6 +170,7 @@ typedef struct cli_opts {
 	bool audit_sync_full;
 	bool bench_null_audit;
 	bool bench_writer_commits;
+	bool with_vulkan;
 	const char *map_id;  /* --audit-map-id: a wire value to the file's */
 	const char *wire_id; /* --audit-wire-id: the file's value to the wire's */
 } cli_opts;
@@ -189,6 +195,7 @@ static const struct {
         FLAG_OPT(OPT_AUDIT_SYNC, audit_sync_full),
         FLAG_OPT(OPT_BENCH_NULL_AUDIT, bench_null_audit),
         FLAG_OPT(OPT_BENCH_WRITER_COMMITS, bench_writer_commits),
+        FLAG_OPT(OPT_WITH_VULKAN, with_vulkan),
 };
 
 /* Sets the field of a plain option: false when ch is not one. */
@@ -221,6 +228,7 @@ static int parse_args(int argc, char **argv, cli_opts *o)
 	        {"audit-sync-full", no_argument, NULL, OPT_AUDIT_SYNC},
 	        {"bench-null-audit", no_argument, NULL, OPT_BENCH_NULL_AUDIT},
 	        {"bench-writer-commits", no_argument, NULL, OPT_BENCH_WRITER_COMMITS},
+	        {"with-vulkan", no_argument, NULL, OPT_WITH_VULKAN},
 	        {"hash-token", no_argument, NULL, OPT_HASH_TOKEN},
 	        {"audit-map-id", required_argument, NULL, OPT_AUDIT_MAP_ID},
 	        {"audit-wire-id", required_argument, NULL, OPT_AUDIT_WIRE_ID},
@@ -300,6 +308,10 @@ static int apply_args(gsd_config *cfg, const cli_opts *o)
 			        "gpuschedd: --log-level must be error, warn, info or debug\n");
 			return 2;
 		}
+	}
+	if (o->with_vulkan && gsd_config_add_vulkan(cfg, err, sizeof(err)) != 0) {
+		fprintf(stderr, "gpuschedd: --with-vulkan: %s\n", err);
+		return 2;
 	}
 	if (o->device)
 		for (uint32_t i = 0; i < cfg->nadapters; i++)

@@ -39,30 +39,47 @@ static json_t *segment_json(const void *segment)
 	                 cli_json_u64(s->largest_free), "cpu_visible", s->cpu_visible);
 }
 
+/* What users' kernels may do on the adapter (kernels false: it runs none). */
+static json_t *kernels_json(const gs_adapter_info *a)
+{
+	if (!a->kernels)
+		return json_pack("{s:b}", "supported", 0);
+	return json_pack("{s:b, s:[I,I,I], s:I, s:I, s:o, s:o, s:I, s:s}", "supported", 1,
+	                 "max_local_size", (json_int_t)a->max_local_size[0],
+	                 (json_int_t)a->max_local_size[1], (json_int_t)a->max_local_size[2],
+	                 "max_invocations", (json_int_t)a->max_invocations,
+	                 "max_push_constant_bytes", (json_int_t)a->max_push_constant_bytes,
+	                 "max_storage_buffer_range", cli_json_u64(a->max_storage_buffer_range),
+	                 "max_uniform_buffer_range", cli_json_u64(a->max_uniform_buffer_range),
+	                 "binding_offset_alignment", (json_int_t)a->binding_offset_alignment,
+	                 "preemption", "dispatch boundary");
+}
+
 static json_t *adapter_json(const void *adapter)
 {
 	const gs_adapter_info *a = adapter;
 	json_t *nodes = cli_json_array(a->nodes, a->node_count, sizeof(*a->nodes), node_json);
 	json_t *segments =
 	        cli_json_array(a->segments, a->segment_count, sizeof(*a->segments), segment_json);
-
-	return json_pack("{s:I, s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:o, s:s, s:I, s:b, s:s, s:I, "
-	                 "s:I, s:b, s:b, s:I, s:I, s:I, s:o, s:o, s:o, s:o, s:o}",
-	                 "id", (json_int_t)a->id, "name", a->name, "backend", a->backend, "clock",
-	                 a->clock, "device", a->device, "driver", a->driver, "api", a->api,
-	                 "queues", (json_int_t)a->queues, "preempt_granularity_ns",
-	                 cli_json_u64(a->preempt_granularity_ns), "cpu_access", a->cpu_access,
-	                 "device_losses", (json_int_t)a->device_losses, "device_dead",
-	                 a->device_dead, "share_policy", gs_share_policy_name(a->share_policy),
-	                 "time_slice_us", (json_int_t)a->time_slice_us, "caps", (json_int_t)a->caps,
-	                 "preemption", (a->caps & GS_ADAPTER_CAP_PREEMPTION) != 0, "virtual_clock",
-	                 (a->caps & GS_ADAPTER_CAP_VIRTUAL_CLOCK) != 0, "max_dma_buffer",
-	                 (json_int_t)a->max_dma_buffer, "max_allocation_list",
-	                 (json_int_t)a->max_allocation_list, "max_patch_list",
-	                 (json_int_t)a->max_patch_list, "system_memory",
-	                 cli_json_u64(a->system_memory), "system_memory_used",
-	                 cli_json_u64(a->system_memory_used), "paging_chunk",
-	                 cli_json_u64(a->paging_chunk), "nodes", nodes, "segments", segments);
+	json_t *o = json_pack(
+	        "{s:I, s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:o, s:s, s:I, s:b, s:s, s:I, "
+	        "s:I, s:b, s:b, s:I, s:I, s:I, s:o, s:o, s:o, s:o, s:o}",
+	        "id", (json_int_t)a->id, "name", a->name, "backend", a->backend, "clock", a->clock,
+	        "device", a->device, "driver", a->driver, "api", a->api, "queues",
+	        (json_int_t)a->queues, "preempt_granularity_ns",
+	        cli_json_u64(a->preempt_granularity_ns), "cpu_access", a->cpu_access,
+	        "device_losses", (json_int_t)a->device_losses, "device_dead", a->device_dead,
+	        "share_policy", gs_share_policy_name(a->share_policy), "time_slice_us",
+	        (json_int_t)a->time_slice_us, "caps", (json_int_t)a->caps, "preemption",
+	        (a->caps & GS_ADAPTER_CAP_PREEMPTION) != 0, "virtual_clock",
+	        (a->caps & GS_ADAPTER_CAP_VIRTUAL_CLOCK) != 0, "max_dma_buffer",
+	        (json_int_t)a->max_dma_buffer, "max_allocation_list",
+	        (json_int_t)a->max_allocation_list, "max_patch_list", (json_int_t)a->max_patch_list,
+	        "system_memory", cli_json_u64(a->system_memory), "system_memory_used",
+	        cli_json_u64(a->system_memory_used), "paging_chunk", cli_json_u64(a->paging_chunk),
+	        "nodes", nodes, "segments", segments);
+	json_object_set_new(o, "kernels", kernels_json(a));
+	return o;
 }
 
 static void print_adapter(const gs_adapter_info *a, bool mine)
@@ -94,6 +111,20 @@ static void print_adapter(const gs_adapter_info *a, bool mine)
 		printf("  preemption: a SPIN stops within %.0f us of a request; other commands run "
 		       "in short batches, stopping between them\n",
 		       (double)a->preempt_granularity_ns / 1e3);
+	if (a->kernels) {
+		char range[32];
+		cli_format_bytes(a->max_storage_buffer_range, range, sizeof(range));
+		printf("  kernels: SPIR-V, local size up to %" PRIu32 "x%" PRIu32 "x%" PRIu32
+		       " (%" PRIu32 " invocations), %" PRIu32 " B of push constants, bindings up "
+		       "to %s at offsets that are multiples of %" PRIu32
+		       "; preempted between dispatches\n",
+		       a->max_local_size[0], a->max_local_size[1], a->max_local_size[2],
+		       a->max_invocations, a->max_push_constant_bytes, range,
+		       a->binding_offset_alignment);
+	} else {
+		printf("  kernels: none (the %s backend runs the built-in commands only)\n",
+		       a->backend);
+	}
 	printf("  sharing: tenants share each engine by policy %s, in turns of %.1f ms\n",
 	       gs_share_policy_name(a->share_policy), (double)a->time_slice_us / 1e3);
 	printf("  limits: DMA buffer %s, allocation list %" PRIu32 ", patch list %" PRIu32 "\n",

@@ -382,6 +382,25 @@ static int load_adapter(json_t *ja, gsd_adapter_config *a, cfg_err *e)
 	return 0;
 }
 
+int gsd_config_add_vulkan(gsd_config *c, char *err, size_t cap)
+{
+	if (c->nadapters >= GSD_MAX_ADAPTERS) {
+		snprintf(err, cap, "already %u adapters, the most there can be", c->nadapters);
+		return -1;
+	}
+	gsd_adapter_config *a = &c->adapters[c->nadapters];
+	default_adapter(a, c->nadapters);
+	c->nadapters++;
+	/* Named after the GPUs among the adapters, which the emulated ones (emuN) are not. */
+	uint32_t gpus = 0;
+	for (uint32_t i = 0; i + 1 < c->nadapters; i++)
+		gpus += strcmp(c->adapters[i].backend, "vulkan") == 0;
+	snprintf(a->name, sizeof(a->name), "gpu%u", gpus);
+	set_str(a->backend, sizeof(a->backend), "vulkan");
+	a->system_memory_set = false; /* the vulkan default (gsd_config_backend_defaults) */
+	return 0;
+}
+
 void gsd_config_backend_defaults(gsd_config *c)
 {
 	for (uint32_t i = 0; i < c->nadapters; i++) {

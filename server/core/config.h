@@ -177,6 +177,9 @@ int gsd_config_load(gsd_config *c, const char *path, char *err, size_t errcap);
 
 /* Checks cross-field rules (segment ids unique and 1..30 (31 is system memory's), a paging node,
  * sizes > 0). */
+/* Appends an adapter with the default nodes and segments and backend vulkan, named gpuN
+ * (gpuschedd --with-vulkan). 0, or -1 with why in err. */
+int gsd_config_add_vulkan(gsd_config *c, char *err, size_t cap);
 /* Defaults that depend on an adapter's backend (vulkan: 1 GiB of system memory unless set);
  * called once the file and the command line have chosen the backends. */
 void gsd_config_backend_defaults(gsd_config *c);
