@@ -528,6 +528,59 @@ static void test_kernel_that_never_ends(void **state)
 	gs_close(b1.c);
 }
 
+/*
+ * Kernels do not outlive the daemon: after a restart the old handle names nothing, the same
+ * module makes a kernel again (same hash) that runs, and the old packet's SUBMITTED event
+ * still names its DISPATCH, kernel and hash.
+ */
+static void test_restart(void **state)
+{
+	fx *f = *state;
+	tenant t;
+	tenant_open(f, "t-alice", GPU, &t);
+	gs_kernel_info ki;
+	uint64_t k = kernel(&t, GS_TEST_KERNELS_DIR, "scale", &ki);
+	uint64_t in = alloc(&t, 256), out = alloc(&t, 256), u = alloc(&t, 256);
+	uint32_t n = 64;
+	gs_dmabuf_binding bind[3] = {{.binding = 0, .allocation = in, .range = 256},
+	                             {.binding = 1, .allocation = out, .range = 256, .write = true},
+	                             {.binding = 2, .allocation = u, .range = 8}};
+	gs_dmabuf dma;
+	gs_dmabuf_init(&dma);
+	assert_int_equal(gs_dmabuf_dispatch(&dma, k, (uint32_t[3]){1, 1, 1}, bind, 3, &n, 4), 0);
+	uint64_t old = itest_submit_wait(t.c, t.ctx, &dma, 0);
+	gs_dmabuf_free(&dma);
+	gs_close(t.c);
+	assert_int_equal(gs_testd_stop(&f->d), 0);
+	assert_int_equal(
+	        gs_testd_restart(&f->d, (const char *const[]){"--config", f->cfg.path, NULL}), 0);
+
+	tenant_open(f, "t-alice", GPU, &t);
+	gs_kernel_info *list = NULL;
+	size_t count = 9;
+	assert_int_equal(gs_kernel_list(t.c, 0, &list, &count), 0);
+	assert_int_equal(count, 0);
+	free(list);
+	assert_int_equal(gs_kernel_destroy(t.c, k), GS_STATUS_NOT_FOUND);
+	gs_kernel_info again;
+	kernel(&t, GS_TEST_KERNELS_DIR, "scale", &again);
+	assert_memory_equal(again.hash, ki.hash, sizeof(ki.hash));
+	assert_false(again.cached);
+	char hash16[17];
+	for (int i = 0; i < 8; i++)
+		snprintf(hash16 + 2 * i, 3, "%02x", ki.hash[i]);
+	gs_packet_event *ev = NULL;
+	size_t nev = 0;
+	assert_int_equal(gs_packet_events(t.c, old, &ev, &nev), 0);
+	assert_true(nev >= 4);
+	assert_int_equal(ev[0].state, GS_PACKET_SUBMITTED);
+	assert_non_null(strstr(ev[0].detail, "DISPATCH kernel"));
+	assert_non_null(strstr(ev[0].detail, hash16));
+	assert_non_null(strstr(ev[0].detail, "groups 1x1x1"));
+	gs_packet_events_free(ev, nev);
+	tenant_close(&t);
+}
+
 /* ---- scheduling dispatches ---- */
 
 /* work.comp over `groups` groups of `spin` steps each: about 0.24 ms a group at 60000 steps
@@ -732,6 +785,7 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(test_out_of_range_is_contained, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_examples, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_kernel_that_never_ends, setup_hang, teardown),
+	        cmocka_unit_test_setup_teardown(test_restart, setup, teardown),
 	        cmocka_unit_test(test_realtime_preempts_at_dispatch_boundary),
 	        cmocka_unit_test(test_equal_shares_of_dispatch_time),
 	};
