@@ -187,43 +187,15 @@ void gsd_kernel_codes_free(gsd_adapter *a)
 	a->idle_kernel_codes = 0;
 }
 
-/* The module checked and made into the backend's object. */
-static int code_make(gsd_adapter *a, const gsd_tenant *t, uint64_t guest, const void *code,
-                     size_t size, const char *entry, const uint8_t hash[32], gsd_kernel_code **out,
-                     char *err, size_t cap)
-{
-	gsd_kernel_code *kc = calloc(1, sizeof(*kc));
-	if (!kc) {
-		snprintf(err, cap, "out of memory");
-		return GSD_ST(INTERNAL);
-	}
-	if (gsd_spirv_check(code, size, entry, &a->kernel_caps.module, &kc->info, err, cap) != 0) {
-		free(kc);
-		return GSD_ST(INVALID_ARGUMENT);
-	}
-	char why[256];
-	if (a->ops->kernel_create(a->backend, code, size, entry, &kc->info, &kc->impl, why,
-	                          sizeof(why)) != 0) {
-		snprintf(err, cap, "the backend refused the module: %s", why);
-		free(kc);
-		return GSD_ST(INVALID_ARGUMENT);
-	}
-	kc->tenant = t;
-	kc->guest = guest;
-	memcpy(kc->hash, hash, 32);
-	snprintf(kc->entry, sizeof(kc->entry), "%s", entry);
-	kc->size = size;
-	gsd_list_push_front(&a->kernel_codes, &kc->link);
-	*out = kc;
-	return GSD_ST(OK);
-}
+static int kernel_register(gsd_daemon *d, gsd_device *dev, gsd_kernel_code *kc, bool cached,
+                           gsd_kernel **out, char *err, size_t cap);
 
-int gsd_kernel_create(gsd_daemon *d, gsd_device *dev, const void *code, size_t size,
-                      const char *entry, gsd_kernel **out, bool *cached, char *err, size_t cap)
+int gsd_kernel_prepare(gsd_daemon *d, gsd_device *dev, const void *code, size_t size,
+                       const char *entry, gsd_kernel_build *b, gsd_kernel **out, char *err,
+                       size_t cap)
 {
 	gsd_adapter *a = dev->adapter;
 	*out = NULL;
-	*cached = false;
 	if (!a->kernels) {
 		snprintf(err, cap,
 		         "adapter %u (%s) runs on the %s backend, which runs no user kernels: use "
@@ -231,19 +203,89 @@ int gsd_kernel_create(gsd_daemon *d, gsd_device *dev, const void *code, size_t s
 		         a->id, a->cfg->name, a->ops->name);
 		return GSD_ST(UNIMPLEMENTED);
 	}
-	uint8_t hash[32];
-	kernel_hash(code, size, entry, hash);
-	gsd_kernel_code *kc = code_find(a, dev->obj.tenant, dev->obj.guest, hash);
-	if (kc) {
-		*cached = true;
-		if (kc->refs == 0)
-			a->idle_kernel_codes--;
-	} else {
-		int st = code_make(a, dev->obj.tenant, dev->obj.guest, code, size, entry, hash, &kc,
-		                   err, cap);
-		if (st != GSD_ST(OK))
-			return st;
+	memset(b, 0, sizeof(*b));
+	kernel_hash(code, size, entry, b->hash);
+	gsd_kernel_code *kc = code_find(a, dev->obj.tenant, dev->obj.guest, b->hash);
+	if (!kc) {
+		b->ops = a->ops;
+		b->backend = a->backend;
+		b->limits = a->kernel_caps.module;
+		b->code = code;
+		b->size = size;
+		snprintf(b->entry, sizeof(b->entry), "%s", entry);
+		return GSD_KERNEL_BUILD;
 	}
+	return kernel_register(d, dev, kc, true, out, err, cap);
+}
+
+void gsd_kernel_build_run(gsd_kernel_build *b)
+{
+	if (gsd_spirv_check(b->code, b->size, b->entry, &b->limits, &b->info, b->err,
+	                    sizeof(b->err)) != 0) {
+		b->status = GSD_ST(INVALID_ARGUMENT);
+		return;
+	}
+	char why[256];
+	if (b->ops->kernel_create(b->backend, b->code, b->size, b->entry, &b->info, &b->impl, why,
+	                          sizeof(why)) != 0) {
+		snprintf(b->err, sizeof(b->err), "the backend refused the module: %s", why);
+		b->status = GSD_ST(INVALID_ARGUMENT);
+		b->impl = NULL;
+		return;
+	}
+	b->status = GSD_ST(OK);
+}
+
+void gsd_kernel_build_drop(gsd_kernel_build *b)
+{
+	if (b->impl && b->ops->kernel_destroy)
+		b->ops->kernel_destroy(b->backend, b->impl);
+	b->impl = NULL;
+}
+
+int gsd_kernel_adopt(gsd_daemon *d, gsd_device *dev, gsd_kernel_build *b, gsd_kernel **out,
+                     bool *cached, char *err, size_t cap)
+{
+	gsd_adapter *a = dev->adapter;
+	*out = NULL;
+	*cached = false;
+	if (b->status != GSD_ST(OK)) {
+		snprintf(err, cap, "%s", b->err);
+		return b->status;
+	}
+	/* The same module may have been made meanwhile by another request of the tenant. */
+	gsd_kernel_code *kc = code_find(a, dev->obj.tenant, dev->obj.guest, b->hash);
+	if (kc) {
+		gsd_kernel_build_drop(b);
+		*cached = true;
+		return kernel_register(d, dev, kc, true, out, err, cap);
+	}
+	kc = calloc(1, sizeof(*kc));
+	if (!kc) {
+		gsd_kernel_build_drop(b);
+		snprintf(err, cap, "out of memory");
+		return GSD_ST(INTERNAL);
+	}
+	kc->tenant = dev->obj.tenant;
+	kc->guest = dev->obj.guest;
+	memcpy(kc->hash, b->hash, 32);
+	snprintf(kc->entry, sizeof(kc->entry), "%s", b->entry);
+	kc->info = b->info;
+	kc->size = b->size;
+	kc->impl = b->impl;
+	b->impl = NULL;
+	gsd_list_push_front(&a->kernel_codes, &kc->link);
+	a->idle_kernel_codes++; /* kernel_register takes it out of the idle count */
+	return kernel_register(d, dev, kc, false, out, err, cap);
+}
+
+/* A kernel of dev on the module kc (cached: kc was found, not made now). */
+static int kernel_register(gsd_daemon *d, gsd_device *dev, gsd_kernel_code *kc, bool cached,
+                           gsd_kernel **out, char *err, size_t cap)
+{
+	gsd_adapter *a = dev->adapter;
+	if (kc->refs == 0)
+		a->idle_kernel_codes--;
 	kc->refs++;
 	gsd_kernel *k = calloc(1, sizeof(*k));
 	if (!k ||
@@ -264,7 +306,7 @@ int gsd_kernel_create(gsd_daemon *d, gsd_device *dev, const void *code, size_t s
 	sodium_bin2hex(hex, sizeof(hex), kc->hash, 32);
 	snprintf(note, sizeof(note), "kernel %llu %s entry %s, %llu bytes%s",
 	         (unsigned long long)k->obj.handle, hex, kc->entry, (unsigned long long)kc->size,
-	         *cached ? " (cached)" : "");
+	         cached ? " (cached)" : "");
 	gsd_audit_note(d->audit, k->obj.identity, "kernel_created", note);
 	*out = k;
 	return GSD_ST(OK);

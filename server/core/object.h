@@ -243,14 +243,42 @@ void gsd_allocation_idle(gsd_allocation *al);
 gsd_sync *gsd_sync_create(gsd_daemon *d, gsd_device *dev, uint64_t value, bool daemon_only);
 void gsd_sync_destroy(gsd_daemon *d, gsd_sync *s);
 /*
- * A kernel of dev from `size` bytes of SPIR-V and an entry point: checked (gsd_spirv_check with
- * the adapter's limits) and made into the backend's object, or found among the tenant's
- * modules on the adapter (*cached true). Returns OK with *out, or UNIMPLEMENTED (the backend
- * runs no kernels), INVALID_ARGUMENT (the module was refused), INTERNAL; err says why.
- * The caller checked the tenant's limits.
+ * Making a kernel, in three steps so that the costly middle one (checking the module and
+ * compiling its pipeline: milliseconds) runs off the loop:
+ *  1. gsd_kernel_prepare (loop): OK with *out when the tenant already has this module on the
+ *     adapter (a cached kernel, made now); GSD_KERNEL_BUILD with b filled when it must be
+ *     built; UNIMPLEMENTED (the backend runs no kernels) with err.
+ *  2. gsd_kernel_build_run (any thread): checks the module (gsd_spirv_check with the
+ *     adapter's limits) and makes the backend's object. Reads only b and the module bytes,
+ *     which the caller keeps alive.
+ *  3. gsd_kernel_adopt (loop): the kernel of dev, with *cached when an identical module got
+ *     there first; or the build's status (INVALID_ARGUMENT: refused) with err. If dev is gone
+ *     meanwhile, gsd_kernel_build_drop instead. The caller checked the tenant's limits.
  */
-int gsd_kernel_create(gsd_daemon *d, gsd_device *dev, const void *code, size_t size,
-                      const char *entry, gsd_kernel **out, bool *cached, char *err, size_t cap);
+#define GSD_KERNEL_BUILD 1000
+
+typedef struct gsd_kernel_build {
+	const gsd_engine_ops *ops;
+	gsd_backend *backend;
+	gsd_kernel_limits limits;
+	const void *code;
+	size_t size;
+	char entry[GSD_KERNEL_ENTRY_MAX];
+	uint8_t hash[32];
+	/* The result. */
+	int status;
+	char err[512];
+	gsd_kernel_info info;
+	void *impl;
+} gsd_kernel_build;
+
+int gsd_kernel_prepare(gsd_daemon *d, gsd_device *dev, const void *code, size_t size,
+                       const char *entry, gsd_kernel_build *b, gsd_kernel **out, char *err,
+                       size_t cap);
+void gsd_kernel_build_run(gsd_kernel_build *b);
+int gsd_kernel_adopt(gsd_daemon *d, gsd_device *dev, gsd_kernel_build *b, gsd_kernel **out,
+                     bool *cached, char *err, size_t cap);
+void gsd_kernel_build_drop(gsd_kernel_build *b);
 /* Removes the handle; the module stays until the last packet naming it retires. */
 void gsd_kernel_destroy(gsd_daemon *d, gsd_kernel *k);
 void gsd_kernel_put(gsd_daemon *d, gsd_kernel *k);

@@ -51,6 +51,7 @@ typedef struct gsd_tenant {
 	uint32_t syncs;          /* sync objects it created (max_syncs) */
 	uint32_t kernels;        /* kernels it created (max_kernels) */
 	uint64_t kernel_bytes;   /* SPIR-V bytes of those (max_kernel_bytes) */
+	uint32_t kernel_builds;  /* KernelCreate requests building on the thread pool now */
 	uint32_t allocations;    /* its allocations (conf.allocation_limit) */
 	uint64_t rate_window;    /* the second (ns / 1e9) rate_count counts requests of */
 	uint32_t rate_count;     /* requests in it (conf.max_requests_per_second) */

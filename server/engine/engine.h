@@ -242,8 +242,9 @@ typedef struct gsd_engine_ops {
 	 * Users' kernels, each optional (NULL: the backend runs none, and the daemon refuses
 	 * kernels and DISPATCH on its adapters). kernel_caps fills what the device allows;
 	 * kernel_create makes the backend's object (a compute pipeline) for a module that
-	 * gsd_spirv_check accepted with those limits, whose reflection is info (kept alive by
-	 * the caller until kernel_destroy); 0, or -1 with a message. kernel_destroy runs once no
+	 * gsd_spirv_check accepted with those limits, whose reflection is info (copied); 0, or
+	 * -1 with a message. It may run on any thread, beside the engines, other kernel_create
+	 * calls and recover() (which waits for it), never beside close(). kernel_destroy runs once no
 	 * packet that names it is on an engine. recover() makes every live kernel's objects
 	 * anew.
 	 */

@@ -145,6 +145,7 @@ typedef enum gate {
 	GATE_STORAGE8,
 	GATE_STORAGE16,
 	GATE_SUBGROUP,
+	GATE_MEMORY_MODEL,
 } gate;
 
 typedef struct capability_rule {
@@ -163,8 +164,8 @@ static const capability_rule capability_rules[] = {
         CAP(Shader, GATE_ALWAYS, NULL),
         CAP(Matrix, GATE_ALWAYS, NULL),
         CAP(Int64, GATE_ALWAYS, NULL),
-        CAP(VulkanMemoryModel, GATE_ALWAYS, NULL),
-        CAP(VulkanMemoryModelDeviceScope, GATE_ALWAYS, NULL),
+        CAP(VulkanMemoryModel, GATE_MEMORY_MODEL, NULL),
+        CAP(VulkanMemoryModelDeviceScope, GATE_MEMORY_MODEL, NULL),
         CAP(Int8, GATE_INT8, NULL),
         CAP(Int16, GATE_INT16, NULL),
         CAP(Float16, GATE_FLOAT16, NULL),
@@ -226,6 +227,8 @@ static bool gate_open(const gsd_kernel_limits *lim, gate g)
 		return lim->storage16;
 	case GATE_SUBGROUP:
 		return lim->subgroup;
+	case GATE_MEMORY_MODEL:
+		return lim->memory_model;
 	case GATE_NEVER:
 		break;
 	}
@@ -252,6 +255,8 @@ static const char *gate_feature(gate g)
 		return "16-bit storage";
 	case GATE_SUBGROUP:
 		return "subgroup operations in compute shaders";
+	case GATE_MEMORY_MODEL:
+		return "vulkanMemoryModel";
 	default:
 		return "it";
 	}
@@ -888,5 +893,6 @@ void gsd_kernel_limits_default(gsd_kernel_limits *lim)
 	        .storage8 = true,
 	        .storage16 = true,
 	        .subgroup = true,
+	        .memory_model = true,
 	};
 }

@@ -7,12 +7,12 @@
  *     magic number in host byte order (what a driver reads), at any alignment;
  *   - SPIRV-Tools' validator accepts it for the Vulkan environment of the device
  *     (spvValidate with SPV_ENV_VULKAN_1_<vulkan_minor>);
- *   - it declares only capabilities of the allow-list (always Shader, Matrix, Int64,
- *     VulkanMemoryModel and VulkanMemoryModelDeviceScope; those the device offers and the
- *     backend enables: Int8, Int16, Float16, Float64, Int64Atomics, the 8- and 16-bit storage
- *     capabilities, GroupNonUniform*), uses the Logical addressing model (no
- *     PhysicalStorageBufferAddresses: a kernel reaches memory only through the buffers its
- *     DISPATCH binds), and has the named entry point as a GLCompute one, with a function of
+ *   - it declares only capabilities of the allow-list (always Shader, Matrix and Int64
+ *     (the backend needs shaderInt64 itself); those the device offers and the backend
+ *     enables: VulkanMemoryModel and VulkanMemoryModelDeviceScope, Int8, Int16, Float16, Float64,
+ * Int64Atomics, the 8- and 16-bit storage capabilities, GroupNonUniform*), uses the Logical
+ * addressing model (no PhysicalStorageBufferAddresses: a kernel reaches memory only through the
+ * buffers its DISPATCH binds), and has the named entry point as a GLCompute one, with a function of
  *     its own (SPIRV-Cross reflects one entry point per function);
  *   - its resources are storage buffers and uniform buffers in descriptor set 0, at most
  *     GSD_KERNEL_MAX_BINDINGS of them with binding numbers below GSD_KERNEL_MAX_BINDINGS,
@@ -49,6 +49,7 @@ typedef struct gsd_kernel_limits {
 	bool int8, int16, float16, float64, int64_atomics;
 	bool storage8, storage16; /* 8- / 16-bit storage-buffer access */
 	bool subgroup;            /* GroupNonUniform and its compute operations */
+	bool memory_model;        /* vulkanMemoryModel and its device scope */
 } gsd_kernel_limits;
 
 typedef enum gsd_binding_kind {

@@ -182,6 +182,9 @@ struct gsd_backend {
 	PFN_vkCmdPushDescriptorSetKHR push_descriptor;
 	pthread_mutex_t ukernels_lock;
 	struct vk_kernel *ukernels;
+	/* kernel_create runs on the daemon's worker threads: it holds this for reading while it
+	 * uses the device, recover() for writing while it replaces it. */
+	pthread_rwlock_t device_lock;
 
 	/* The CPU's copies to and from unmapped memory (made at first use; the loop's thread). */
 	pthread_mutex_t stage_lock;
@@ -474,6 +477,7 @@ static void kernel_features(gsd_backend *b, VkPhysicalDeviceFeatures2 *f,
 	        VK_SUBGROUP_FEATURE_ARITHMETIC_BIT | VK_SUBGROUP_FEATURE_BALLOT_BIT |
 	        VK_SUBGROUP_FEATURE_SHUFFLE_BIT | VK_SUBGROUP_FEATURE_SHUFFLE_RELATIVE_BIT |
 	        VK_SUBGROUP_FEATURE_CLUSTERED_BIT | VK_SUBGROUP_FEATURE_QUAD_BIT;
+	c->module.memory_model = h12.vulkanMemoryModel && h12.vulkanMemoryModelDeviceScope;
 	c->module.subgroup = (sub.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
 	                     (sub.supportedOperations & ops) == ops;
 	c->max_storage_range = l->maxStorageBufferRange;
@@ -1196,7 +1200,7 @@ typedef struct vk_kernel {
 	uint32_t *code;
 	size_t size;
 	char entry[GSD_KERNEL_ENTRY_MAX];
-	const gsd_kernel_info *info; /* the daemon's, alive until kernel_destroy */
+	gsd_kernel_info info; /* what the module declares (a copy) */
 	VkDescriptorSetLayout set_layout;
 	VkPipelineLayout layout;
 	VkPipeline pipe;
@@ -1219,7 +1223,7 @@ static void ukernel_objects_free(gsd_backend *b, vk_kernel *k)
  * compute pipeline of its entry point. */
 static int ukernel_objects_make(gsd_backend *b, vk_kernel *k, char *err, size_t cap)
 {
-	const gsd_kernel_info *info = k->info;
+	const gsd_kernel_info *info = &k->info;
 	VkDescriptorSetLayoutBinding lb[GSD_KERNEL_MAX_BINDINGS];
 	for (uint32_t i = 0; i < info->nbindings; i++)
 		lb[i] = (VkDescriptorSetLayoutBinding){
@@ -1311,14 +1315,17 @@ static int vk_kernel_create(gsd_backend *b, const void *code, size_t size, const
 	}
 	memcpy(k->code, code, size);
 	k->size = size;
-	k->info = info;
+	k->info = *info;
 	snprintf(k->entry, sizeof(k->entry), "%s", entry);
+	pthread_rwlock_rdlock(&b->device_lock);
 	if (ukernel_objects_make(b, k, err, cap) != 0) {
 		ukernel_objects_free(b, k);
+		pthread_rwlock_unlock(&b->device_lock);
 		free(k->code);
 		free(k);
 		return -1;
 	}
+	/* Listed before the device can be replaced: recover() makes it again. */
 	pthread_mutex_lock(&b->ukernels_lock);
 	k->next = b->ukernels;
 	if (k->next)
@@ -1326,6 +1333,7 @@ static int vk_kernel_create(gsd_backend *b, const void *code, size_t size, const
 	k->pprev = &b->ukernels;
 	b->ukernels = k;
 	pthread_mutex_unlock(&b->ukernels_lock);
+	pthread_rwlock_unlock(&b->device_lock);
 	*out = k;
 	return 0;
 }
@@ -2226,6 +2234,7 @@ static int vk_recover(gsd_backend *b, gsd_memory *mem, char *err, size_t cap)
 		memcpy(m, s->map, s->size);
 	}
 	if (rc == 0) {
+		pthread_rwlock_wrlock(&b->device_lock);
 		pthread_mutex_lock(&b->engines_lock);
 		for (unsigned i = 0; i < MAX_ENGINES; i++)
 			if (b->engines[i])
@@ -2256,6 +2265,7 @@ static int vk_recover(gsd_backend *b, gsd_memory *mem, char *err, size_t cap)
 			if (b->engines[i])
 				rc = engine_objects_make(b->engines[i], err, cap);
 		pthread_mutex_unlock(&b->engines_lock);
+		pthread_rwlock_unlock(&b->device_lock);
 	}
 	for (uint32_t i = 0; i < GSD_MAX_SEGMENTS; i++)
 		if (saved[i])
@@ -2295,6 +2305,7 @@ static void vk_close(gsd_backend *b)
 	pthread_mutex_destroy(&b->stage_lock);
 	pthread_mutex_destroy(&b->ukernels_lock);
 	pthread_mutex_destroy(&b->kept_lock);
+	pthread_rwlock_destroy(&b->device_lock);
 	free(b->kept);
 	free(b);
 }
@@ -2317,6 +2328,7 @@ static int vk_open(const gsd_backend_config *cfg, gsd_backend **out, char *err, 
 	pthread_mutex_init(&b->stage_lock, NULL);
 	pthread_mutex_init(&b->ukernels_lock, NULL);
 	pthread_mutex_init(&b->kept_lock, NULL);
+	pthread_rwlock_init(&b->device_lock, NULL);
 	atomic_init(&b->lost, false);
 	atomic_init(&b->hung, false);
 	b->nodes = cfg->nodes ? cfg->nodes : 1;

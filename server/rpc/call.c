@@ -322,12 +322,19 @@ typedef struct offload {
 	uv_work_t work;
 	gsd_call *c;
 	void (*fn)(gsd_call *c);
+	/* gsd_call_offload_then: work(arg) on the pool, then(c, arg) on the loop. */
+	void (*work_arg)(void *arg);
+	void (*then)(gsd_call *c, void *arg);
+	void *arg;
 } offload;
 
 static void offload_work(uv_work_t *w)
 {
 	offload *o = w->data;
-	o->fn(o->c);
+	if (o->work_arg)
+		o->work_arg(o->arg);
+	else
+		o->fn(o->c);
 }
 
 static void offload_done(uv_work_t *w, int status)
@@ -335,6 +342,13 @@ static void offload_done(uv_work_t *w, int status)
 	(void)status;
 	offload *o = w->data;
 	gsd_call *c = o->c;
+	if (o->then) {
+		/* It answers on the loop like any handler. */
+		c->d->rpc->offloads--;
+		o->then(c, o->arg);
+		free(o);
+		return;
+	}
 	/* Audit calls belong to the loop: an error answered off the loop is recorded here. */
 	if (c->off_status != GSD_ST(OK)) {
 		c->d->stats.errors++;
@@ -353,9 +367,28 @@ static void offload_done(uv_work_t *w, int status)
 	free(o);
 }
 
+bool gsd_call_offload_then(gsd_call *c, void (*work)(void *arg),
+                           void (*then)(gsd_call *c, void *arg), void *arg)
+{
+	offload *o = calloc(1, sizeof(*o));
+	if (!o)
+		return false;
+	o->c = c;
+	o->work_arg = work;
+	o->then = then;
+	o->arg = arg;
+	o->work.data = o;
+	if (uv_queue_work(c->d->loop, &o->work, offload_work, offload_done) != 0) {
+		free(o);
+		return false;
+	}
+	c->d->rpc->offloads++;
+	return true;
+}
+
 bool gsd_call_offload(gsd_call *c, void (*work)(gsd_call *c))
 {
-	offload *o = malloc(sizeof(*o));
+	offload *o = calloc(1, sizeof(*o));
 	if (!o) {
 		gsd_call_error(c, GSD_ST(INTERNAL), "out of memory");
 		return false;

@@ -1,7 +1,9 @@
 /*
  * Users' kernels: KernelCreate, KernelDestroy, KernelList. The module is checked and made into
- * the backend's object by core/object.c (gsd_kernel_create); this file applies the tenant's
- * limits and speaks the wire.
+ * the backend's object by core/object.c (gsd_kernel_prepare, _build_run, _adopt); this file
+ * applies the tenant's limits, runs the build on libuv's thread pool (checking a module and
+ * compiling its pipeline takes milliseconds, which the loop and every other tenant would
+ * otherwise wait for) and speaks the wire.
  */
 #include "rpc/handlers.h"
 
@@ -49,18 +51,91 @@ static void kernel_out(const gsd_kernel *k, bool cached, Gpusched__V1__KernelInf
 	}
 }
 
-void gsd_h_kernel_create(gsd_daemon *d, gsd_call *c)
+/* Builds a tenant may have on the thread pool at once; more are answered BUSY. */
+#define MAX_BUILDS_PER_TENANT 2u
+
+static void answer_created(gsd_call *c, const gsd_kernel *k, bool cached)
 {
-	const Gpusched__V1__KernelCreateRequest *q = R(kernel_create);
-	gsd_device *dev = gsd_call_object(c, q->device, GSD_OBJ_DEVICE);
-	if (!dev)
-		return;
-	if (dev->adapter->device_dead) {
+	Gpusched__V1__KernelInfo info;
+	Gpusched__V1__KernelBinding kb[GSD_KERNEL_MAX_BINDINGS];
+	Gpusched__V1__KernelBinding *kbp[GSD_KERNEL_MAX_BINDINGS];
+	kernel_out(k, cached, &info, kb, kbp);
+	Gpusched__V1__KernelCreateResponse kr = GPUSCHED__V1__KERNEL_CREATE_RESPONSE__INIT;
+	kr.kernel = &info;
+	GSD_REPLY(c, KERNEL_CREATE, kernel_create, &kr);
+}
+
+/* The tenant's limits on count and bytes, for one more kernel of `size` bytes. */
+static bool within_limits(gsd_daemon *d, gsd_call *c, size_t size)
+{
+	const gsd_tenant *t = c->tenant;
+	if (t->kernels >= d->cfg.max_kernels) {
+		gsd_call_error(c, GSD_ST(QUOTA_EXCEEDED),
+		               "tenant %s has %u kernels: max_kernels %u", t->conf.name, t->kernels,
+		               d->cfg.max_kernels);
+		return false;
+	}
+	if (size > d->cfg.max_kernel_bytes || t->kernel_bytes > d->cfg.max_kernel_bytes - size) {
+		gsd_call_error(c, GSD_ST(QUOTA_EXCEEDED),
+		               "tenant %s has %llu bytes of kernels: %zu more would pass "
+		               "max_kernel_bytes %llu",
+		               t->conf.name, (unsigned long long)t->kernel_bytes, size,
+		               (unsigned long long)d->cfg.max_kernel_bytes);
+		return false;
+	}
+	return true;
+}
+
+/* The device a request names, usable for a new kernel (answered when not). */
+static gsd_device *kernel_device(gsd_call *c, uint64_t handle)
+{
+	gsd_device *dev = gsd_call_object(c, handle, GSD_OBJ_DEVICE);
+	if (dev && dev->adapter->device_dead) {
 		gsd_call_error(c, GSD_ST(FAULTED),
 		               "adapter %u (%s) lost its device and could not recreate it",
 		               dev->adapter->id, dev->adapter->cfg->name);
+		return NULL;
+	}
+	return dev;
+}
+
+static void build_work(void *arg)
+{
+	gsd_kernel_build_run(arg);
+}
+
+/* Back on the loop: the device may be gone, or the limits reached, meanwhile. */
+static void build_done(gsd_call *c, void *arg)
+{
+	gsd_kernel_build *b = arg;
+	gsd_daemon *d = c->d;
+	c->tenant->kernel_builds--;
+	const Gpusched__V1__KernelCreateRequest *q = R(kernel_create);
+	gsd_device *dev = b->status == GSD_ST(OK) ? kernel_device(c, q->device) : NULL;
+	if (b->status == GSD_ST(OK) && (!dev || !within_limits(d, c, b->size))) {
+		gsd_kernel_build_drop(b);
+		free(b);
 		return;
 	}
+	gsd_kernel *k;
+	bool cached;
+	char err[512];
+	int st = b->status == GSD_ST(OK)
+	                 ? gsd_kernel_adopt(d, dev, b, &k, &cached, err, sizeof(err))
+	                 : b->status;
+	if (st != GSD_ST(OK))
+		gsd_call_error(c, st, "kernel refused: %s", b->status != GSD_ST(OK) ? b->err : err);
+	else
+		answer_created(c, k, cached);
+	free(b);
+}
+
+void gsd_h_kernel_create(gsd_daemon *d, gsd_call *c)
+{
+	const Gpusched__V1__KernelCreateRequest *q = R(kernel_create);
+	gsd_device *dev = kernel_device(c, q->device);
+	if (!dev)
+		return;
 	const char *entry = entry_of(q->entry_point);
 	size_t size = q->spirv.len;
 	if (size > MAX_MODULE_BYTES) {
@@ -74,37 +149,40 @@ void gsd_h_kernel_create(gsd_daemon *d, gsd_call *c)
 		               GSD_KERNEL_ENTRY_MAX - 1);
 		return;
 	}
-	const gsd_tenant *t = c->tenant;
-	if (t->kernels >= d->cfg.max_kernels) {
-		gsd_call_error(c, GSD_ST(QUOTA_EXCEEDED),
-		               "tenant %s has %u kernels: max_kernels %u", t->conf.name, t->kernels,
-		               d->cfg.max_kernels);
+	if (!within_limits(d, c, size))
 		return;
-	}
-	if (size > d->cfg.max_kernel_bytes || t->kernel_bytes > d->cfg.max_kernel_bytes - size) {
-		gsd_call_error(c, GSD_ST(QUOTA_EXCEEDED),
-		               "tenant %s has %llu bytes of kernels: %zu more would pass "
-		               "max_kernel_bytes %llu",
-		               t->conf.name, (unsigned long long)t->kernel_bytes, size,
-		               (unsigned long long)d->cfg.max_kernel_bytes);
+	gsd_kernel_build *b = malloc(sizeof(*b));
+	if (!b) {
+		gsd_call_error(c, GSD_ST(INTERNAL), "out of memory");
 		return;
 	}
 	gsd_kernel *k;
-	bool cached;
 	char err[512];
-	int st = gsd_kernel_create(d, dev, q->spirv.data, size, entry, &k, &cached, err,
-	                           sizeof(err));
-	if (st != GSD_ST(OK)) {
+	int st = gsd_kernel_prepare(d, dev, q->spirv.data, size, entry, b, &k, err, sizeof(err));
+	if (st == GSD_ST(OK)) {
+		free(b);
+		answer_created(c, k, true);
+		return;
+	}
+	if (st != GSD_KERNEL_BUILD) {
+		free(b);
 		gsd_call_error(c, st, "kernel refused: %s", err);
 		return;
 	}
-	Gpusched__V1__KernelInfo info;
-	Gpusched__V1__KernelBinding kb[GSD_KERNEL_MAX_BINDINGS];
-	Gpusched__V1__KernelBinding *kbp[GSD_KERNEL_MAX_BINDINGS];
-	kernel_out(k, cached, &info, kb, kbp);
-	Gpusched__V1__KernelCreateResponse kr = GPUSCHED__V1__KERNEL_CREATE_RESPONSE__INIT;
-	kr.kernel = &info;
-	GSD_REPLY(c, KERNEL_CREATE, kernel_create, &kr);
+	/* The module bytes stay in the request, which lives as long as the call. */
+	if (c->tenant->kernel_builds >= MAX_BUILDS_PER_TENANT) {
+		free(b);
+		gsd_call_error(c, GSD_ST(BUSY),
+		               "tenant %s is making %u kernels already: retry once one is made",
+		               c->tenant->conf.name, c->tenant->kernel_builds);
+		return;
+	}
+	c->tenant->kernel_builds++;
+	if (!gsd_call_offload_then(c, build_work, build_done, b)) {
+		c->tenant->kernel_builds--;
+		free(b);
+		gsd_call_error(c, GSD_ST(INTERNAL), "cannot queue the kernel's build");
+	}
 }
 
 void gsd_h_kernel_destroy(gsd_daemon *d, gsd_call *c)

@@ -114,6 +114,11 @@ gsd_call *gsd_call_of_waiter(gsd_waiter *w);
  * Returns false (the call answered with an error and freed) when the work cannot be queued. */
 bool gsd_call_offload(gsd_call *c, void (*work)(gsd_call *c));
 void gsd_call_reply_off_loop(gsd_call *c, Gpusched__V1__Response *resp);
+/* Runs work(arg) on libuv's thread pool, then then(c, arg) on the loop, which answers the call
+ * as any handler does. work touches nothing of the daemon's but arg. Returns false (nothing
+ * queued, the call not answered) when the work cannot be queued. */
+bool gsd_call_offload_then(gsd_call *c, void (*work)(void *arg),
+                           void (*then)(gsd_call *c, void *arg), void *arg);
 const char *gsd_request_name(int body_case);
 
 /* Answers a call with one response body: GSD_REPLY(c, SYNC_WAIT, sync_wait, &sw). */
