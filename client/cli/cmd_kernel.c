@@ -131,8 +131,11 @@ static int kernel_create(cli *ctx, int argc, char **argv)
 	static const cli_syntax syntax = {kernel_help, CLI_OPTS(opts), 2, 2, "DEVICE FILE"};
 	create_args a = {NULL};
 	uint64_t device;
-	int rv = cli_start_id(ctx, argc, argv, &syntax, &a, "DEVICE", &device);
+	/* DEVICE is a number, FILE not: cli_start_id would read both as numbers. */
+	int rv = cli_start(ctx, argc, argv, &syntax, &a);
 	if (rv != CLI_CONTINUE)
+		return rv;
+	if ((rv = cli_arg_u64(ctx, "DEVICE", argv[optind], &device)) != 0)
 		return rv;
 	uint8_t *code;
 	size_t size;
