@@ -13,6 +13,8 @@
 #   4  bench_submit          (--audit-baseline) submit with the audit vs a null audit sink
 #   6  bench_rss             RSS with 10,000 contexts and 100,000 allocations (target 64 MiB)
 #   7  bench_sched_decision  one scheduling decision at 10,000 contexts vs at 10
+#   8  bench_kernels         users' kernels on lavapipe: matmul GPU time, an empty dispatch's round
+#                            trip, kernel create cached vs not, each against plain Vulkan
 #
 # Set SKIP_SETUP=1 to skip installing packages.
 set -euo pipefail
@@ -23,7 +25,7 @@ cd "$(dirname "$0")/.."
 out=${1:-build-rel/bench.json}
 cmake -S . -B build-rel -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build-rel -j"$(nproc)" --target gpuschedd bench_submit bench_async bench_batch \
-	bench_audit bench_rss bench_sched_decision >/dev/null
+	bench_audit bench_rss bench_sched_decision bench_kernels >/dev/null
 mkdir -p "$(dirname "$out")"
 : >"$out"
 
@@ -51,6 +53,8 @@ run "6. resident memory with 10,000 contexts and 100,000 allocations (target <= 
 	$bin/bench_rss
 run "7. one scheduling decision at 10,000 contexts vs at 10 (target <= 2x)" \
 	$bin/bench_sched_decision
+run "8. users' kernels vs plain Vulkan on the same device (targets: matmul GPU time >= 0.95, empty-dispatch round trip <= 3x, cached create <= 5%)" \
+	$bin/bench_kernels
 
 echo
 echo "every figure: $out ($(wc -l <"$out") JSON objects)"
