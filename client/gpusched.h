@@ -823,6 +823,9 @@ typedef struct gs_packet_record {
 	uint32_t resubmissions;
 	char *result;
 	char *tenant;
+	/* gs_history: what its DISPATCH commands ran ("DISPATCH kernel HANDLE HASH16 groups XxYxZ
+	 * ..."), "" without DISPATCH (docs/kernels.md). */
+	char *dispatches;
 } gs_packet_record;
 
 /* Packets in submission order (submitted_ns, then id), newest first unless oldest_first; pass

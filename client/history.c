@@ -37,7 +37,7 @@ static void copy_record(void *entry, const ProtobufCMessage *msg)
 static const gsc_entry_kind record_kind = {
         .size = sizeof(gs_packet_record),
         .copy = copy_record,
-        GSC_STRINGS(RECORD_STRING(result), RECORD_STRING(tenant)),
+        GSC_STRINGS(RECORD_STRING(result), RECORD_STRING(tenant), RECORD_STRING(dispatches)),
         .what = "history",
         .field = "packets",
 };

@@ -100,6 +100,7 @@ static json_t *record_json(const void *record)
 	json_object_set_new(o, "patch_count", json_integer(r->patch_count));
 	json_object_set_new(o, "result", json_string(r->result));
 	json_object_set_new(o, "tenant", json_string(r->tenant));
+	json_object_set_new(o, "dispatches", json_string(r->dispatches ? r->dispatches : ""));
 	return o;
 }
 
@@ -129,6 +130,9 @@ static void print_records(const void *items, size_t n)
 		       " %-11s %-23s %10s %10s %-4" PRIu32 " %s%s%s\n",
 		       r->packet, r->context, r->node, r->fence, gs_packet_state_name(r->state),
 		       when, wait, run, r->preemptions, flags, r->result[0] ? "  " : "", r->result);
+		/* The kernels a packet ran, under its row. */
+		if (r->dispatches && r->dispatches[0])
+			printf("    %s\n", r->dispatches);
 	}
 	if (n == 0)
 		printf("(no packets)\n");

@@ -282,6 +282,7 @@ typedef struct gsd_history_filter {
 /* A fetched packet row; strings point into storage owned by the result. */
 typedef struct gsd_history_row {
 	gsd_packet_rec rec;
+	const char *dispatches; /* its SUBMITTED event's DISPATCH summary, or NULL */
 } gsd_history_row;
 
 typedef struct gsd_history_result {

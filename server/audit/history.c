@@ -209,7 +209,10 @@ static size_t strbuf_add(struct strbuf *b, const unsigned char *s, int n)
 static const char packet_select[] =
         "SELECT packet, tenant, device, context, adapter, node, fence, submit_flags, patch_flags,"
         " dma_size, allocation_count, patch_count, state, submitted_ns, ready_ns, started_ns,"
-        " completed_ns, preemptions, resubmissions, result FROM packets WHERE tenant = ?1";
+        " completed_ns, preemptions, resubmissions, result,"
+        /* What its DISPATCH commands ran: the SUBMITTED event's detail (one index seek). */
+        " (SELECT detail FROM packet_events e WHERE e.packet = packets.packet AND e.state = 1"
+        " AND e.detail LIKE 'DISPATCH %' LIMIT 1) FROM packets WHERE tenant = ?1";
 
 /* Packets that listed the allocation, and the paging packets that moved it; both subqueries
  * read one range of their (..., allocation, packet) index (the outer query keeps the tenant's
@@ -324,7 +327,7 @@ int gsd_history_packets(const char *path, const gsd_history_filter *f, gsd_histo
 	gsd_history_query_sql(f, sql, sizeof sql);
 	sqlite3_stmt *s = NULL;
 	gsd_history_row *rows = NULL;
-	size_t *offs = NULL; /* tenant and result offsets of each row, into strings */
+	size_t *offs = NULL; /* tenant, result and dispatches offsets of each row, into strings */
 	struct strbuf strings = {0};
 	size_t count = 0;
 	int rc = sqlite3_prepare_v2(db, sql, -1, &s, NULL);
@@ -351,27 +354,28 @@ int gsd_history_packets(const char *path, const gsd_history_filter *f, gsd_histo
 
 	/* The limit bounds the rows, so allocate for it once; at most 10000 small rows. */
 	rows = calloc(limit, sizeof *rows);
-	offs = calloc((size_t)limit * 2, sizeof *offs);
+	offs = calloc((size_t)limit * 3, sizeof *offs);
 	if (!rows || !offs)
 		goto oom;
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW && count < limit) {
 		read_packet_row(s, &rows[count].rec);
-		for (int k = 0; k < 2; k++) {
-			int col = k == 0 ? 1 : 19;
-			const unsigned char *t = sqlite3_column_text(s, col);
-			size_t off = strbuf_add(&strings, t, sqlite3_column_bytes(s, col));
+		for (int k = 0; k < 3; k++) {
+			static const int cols[3] = {1, 19, 20};
+			const unsigned char *t = sqlite3_column_text(s, cols[k]);
+			size_t off = strbuf_add(&strings, t, sqlite3_column_bytes(s, cols[k]));
 			if (off == NO_STRING - 1)
 				goto oom;
-			offs[count * 2 + (size_t)k] = off;
+			offs[count * 3 + (size_t)k] = off;
 		}
 		count++;
 	}
 	if (rc != SQLITE_DONE && rc != SQLITE_ROW)
 		goto sql_fail;
 	for (size_t i = 0; i < count; i++) {
-		size_t t = offs[i * 2], r = offs[i * 2 + 1];
+		size_t t = offs[i * 3], r = offs[i * 3 + 1], x = offs[i * 3 + 2];
 		rows[i].rec.tenant = t == NO_STRING ? NULL : strings.data + t;
 		rows[i].rec.result = r == NO_STRING ? NULL : strings.data + r;
+		rows[i].dispatches = x == NO_STRING ? NULL : strings.data + x;
 	}
 	free(offs);
 	sqlite3_finalize(s);

@@ -186,8 +186,11 @@ static void history_work(gsd_call *c)
 	if (!recs) {
 		reply_read_failed(c, "out of memory");
 	} else {
-		for (size_t i = 0; i < res.count; i++)
+		for (size_t i = 0; i < res.count; i++) {
 			packet_record_out(k, &res.rows[i].rec, &recs[i]);
+			recs[i].dispatches =
+			        (char *)(res.rows[i].dispatches ? res.rows[i].dispatches : "");
+		}
 		Gpusched__V1__HistoryResponse hr = GPUSCHED__V1__HISTORY_RESPONSE__INIT;
 		hr.n_packets = res.count;
 		hr.packets = rp;

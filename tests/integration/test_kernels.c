@@ -578,6 +578,21 @@ static void test_restart(void **state)
 	assert_non_null(strstr(ev[0].detail, hash16));
 	assert_non_null(strstr(ev[0].detail, "groups 1x1x1"));
 	gs_packet_events_free(ev, nev);
+	/* History's row of the packet names it too. */
+	gs_history_filter hf = {.limit = 100};
+	gs_packet_record *recs = NULL;
+	size_t nrec = 0;
+	assert_int_equal(gs_history(t.c, &hf, &recs, &nrec), 0);
+	bool found = false;
+	for (size_t i = 0; i < nrec; i++)
+		if (recs[i].packet == old) {
+			found = true;
+			assert_non_null(strstr(recs[i].dispatches, hash16));
+		} else {
+			assert_null(strstr(recs[i].dispatches, "DISPATCH"));
+		}
+	assert_true(found);
+	gs_history_free(recs, nrec);
 	tenant_close(&t);
 }
 
