@@ -596,6 +596,99 @@ static void test_restart(void **state)
 	tenant_close(&t);
 }
 
+/*
+ * Bindings follow their allocations: three 1.5 MiB allocations that may live only in a 4 MiB
+ * memory segment, chained through scale.comp (B = A * 3 + 11, C = B * ..., A = C * ...) twice
+ * in packets of one context. At most two fit at once, so every packet needs the memory manager
+ * to page one out and another in; the kernels find their bytes wherever they were put, and the
+ * result equals the CPU's.
+ */
+static const char paging_json[] =
+        "{\"clock\": \"wall\", \"paging_chunk\": 262144, \"adapters\": [{"
+        "\"name\": \"gpu0\", \"backend\": \"vulkan\", \"nodes\": ["
+        "{\"name\": \"compute\", \"kind\": \"compute\"},"
+        "{\"name\": \"copy\", \"kind\": \"copy\", \"paging\": true}],"
+        "\"segments\": ["
+        "{\"id\": 1, \"name\": \"vram\", \"kind\": \"memory\", \"size_mib\": 4},"
+        "{\"id\": 2, \"name\": \"aperture\", \"kind\": \"aperture\", \"size_mib\": 4,"
+        " \"cpu_visible\": true}],"
+        "\"system_memory_mib\": 64}]}";
+
+static int setup_paging(void **state)
+{
+	fx *f = calloc(1, sizeof(*f));
+	if (!f || itest_config_write(&f->cfg, paging_json) != 0)
+		return -1;
+	const char *args[] = {"--config", f->cfg.path, NULL};
+	if (gs_testd_start(&f->d, args) != 0)
+		return -1;
+	*state = f;
+	return 0;
+}
+
+static void test_bindings_follow_paging(void **state)
+{
+	fx *f = *state;
+	tenant t;
+	tenant_open(f, "", 0, &t);
+	gs_kernel_info ki;
+	uint64_t k = kernel(&t, GS_TEST_KERNELS_DIR, "scale", &ki);
+	enum { N = 3 * 1024 * 1024 / 8 }; /* 1.5 MiB of uints */
+	uint64_t a[3];
+	for (int i = 0; i < 3; i++) {
+		gs_allocation_desc d = {
+		        .device = t.dev, .size = N * 4, .supported_segment_set = 1u << 1};
+		gs_allocation_placement p;
+		assert_int_equal(gs_allocation_create(t.c, &d, &p), 0);
+		a[i] = p.allocation;
+	}
+	uint64_t u = alloc(&t, 256);
+	uint32_t uni[2] = {3, 11};
+	assert_int_equal(gs_allocation_write(t.c, u, 0, uni, sizeof(uni)), 0);
+	uint32_t *want = malloc(N * 4), *got = malloc(N * 4);
+	assert_non_null(want);
+	assert_non_null(got);
+	for (uint32_t i = 0; i < N; i++)
+		want[i] = i * 2654435761u;
+	assert_int_equal(gs_allocation_write(t.c, a[0], 0, want, N * 4), 0);
+	uint32_t n = N;
+	uint64_t last = 0;
+	for (int step = 0; step < 6; step++) {
+		uint64_t from = a[step % 3], to = a[(step + 1) % 3];
+		gs_dmabuf_binding b[3] = {
+		        {.binding = 0, .allocation = from, .range = N * 4},
+		        {.binding = 1, .allocation = to, .range = N * 4, .write = true},
+		        {.binding = 2, .allocation = u, .range = 8}};
+		gs_dmabuf dma;
+		gs_dmabuf_init(&dma);
+		assert_int_equal(gs_dmabuf_dispatch(&dma, k, (uint32_t[3]){(N + 63) / 64, 1, 1}, b,
+		                                    3, &n, 4),
+		                 0);
+		gs_submit_result r;
+		assert_int_equal(gs_submit(t.c, t.ctx, &dma, 0, &r), 0);
+		last = r.packet;
+		gs_dmabuf_free(&dma);
+		for (uint32_t i = 0; i < N; i++)
+			want[i] = want[i] * 3u + 11u;
+	}
+	gs_packet_state st;
+	assert_int_equal(gs_packet_wait(t.c, last, ITEST_TIMEOUT_MS, &st, NULL), 0);
+	assert_int_equal(st, GS_PACKET_COMPLETED);
+	assert_int_equal(gs_allocation_read(t.c, a[0], 0, got, N * 4), 0);
+	assert_memory_equal(got, want, N * 4);
+	/* They were moved to get there. */
+	uint64_t moves = 0;
+	for (int i = 0; i < 3; i++) {
+		gs_allocation_status as;
+		assert_int_equal(gs_allocation_query(t.c, a[i], &as), 0);
+		moves += as.moves;
+	}
+	assert_true(moves >= 4);
+	free(want);
+	free(got);
+	tenant_close(&t);
+}
+
 /* ---- scheduling dispatches ---- */
 
 /* work.comp over `groups` groups of `spin` steps each: about 0.24 ms a group at 60000 steps
@@ -801,6 +894,8 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(test_examples, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_kernel_that_never_ends, setup_hang, teardown),
 	        cmocka_unit_test_setup_teardown(test_restart, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_bindings_follow_paging, setup_paging,
+	                                        teardown),
 	        cmocka_unit_test(test_realtime_preempts_at_dispatch_boundary),
 	        cmocka_unit_test(test_equal_shares_of_dispatch_time),
 	};
