@@ -587,6 +587,33 @@ static int make_device(gsd_backend *b, char *err, size_t cap)
 	return 0;
 }
 
+/* The compute pipeline of a module's entry point with a layout (*out stays NULL on failure). */
+static int make_pipeline(gsd_backend *b, const uint32_t *code, size_t size, const char *entry,
+                         VkPipelineLayout layout, VkPipeline *out, char *err, size_t cap)
+{
+	VkShaderModuleCreateInfo mci = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
+	                                .codeSize = size,
+	                                .pCode = code};
+	VkShaderModule mod;
+	VkResult r = vkCreateShaderModule(b->dev, &mci, NULL, &mod);
+	if (r != VK_SUCCESS)
+		return VK_FAIL(err, cap, r, "vkCreateShaderModule");
+	VkComputePipelineCreateInfo pci = {
+	        .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+	        .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+	                  .stage = VK_SHADER_STAGE_COMPUTE_BIT,
+	                  .module = mod,
+	                  .pName = entry},
+	        .layout = layout};
+	r = vkCreateComputePipelines(b->dev, VK_NULL_HANDLE, 1, &pci, NULL, out);
+	vkDestroyShaderModule(b->dev, mod, NULL);
+	if (r != VK_SUCCESS) {
+		*out = VK_NULL_HANDLE;
+		return VK_FAIL(err, cap, r, "vkCreateComputePipelines");
+	}
+	return 0;
+}
+
 static int make_pipelines(gsd_backend *b, char *err, size_t cap)
 {
 	VkPushConstantRange pc = {
@@ -597,27 +624,10 @@ static int make_pipelines(gsd_backend *b, char *err, size_t cap)
 	VkResult r = vkCreatePipelineLayout(b->dev, &lci, NULL, &b->layout);
 	if (r != VK_SUCCESS)
 		return VK_FAIL(err, cap, r, "vkCreatePipelineLayout");
-	for (int k = 0; k < K_COUNT; k++) {
-		VkShaderModuleCreateInfo mci = {.sType =
-		                                        VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
-		                                .codeSize = kernels[k].size,
-		                                .pCode = kernels[k].code};
-		VkShaderModule mod;
-		r = vkCreateShaderModule(b->dev, &mci, NULL, &mod);
-		if (r != VK_SUCCESS)
-			return VK_FAIL(err, cap, r, "vkCreateShaderModule");
-		VkComputePipelineCreateInfo pci = {
-		        .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
-		        .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
-		                  .stage = VK_SHADER_STAGE_COMPUTE_BIT,
-		                  .module = mod,
-		                  .pName = "main"},
-		        .layout = b->layout};
-		r = vkCreateComputePipelines(b->dev, VK_NULL_HANDLE, 1, &pci, NULL, &b->pipe[k]);
-		vkDestroyShaderModule(b->dev, mod, NULL);
-		if (r != VK_SUCCESS)
-			return VK_FAIL(err, cap, r, "vkCreateComputePipelines");
-	}
+	for (int k = 0; k < K_COUNT; k++)
+		if (make_pipeline(b, kernels[k].code, kernels[k].size, "main", b->layout,
+		                  &b->pipe[k], err, cap) != 0)
+			return -1;
 	return 0;
 }
 
@@ -1251,27 +1261,7 @@ static int ukernel_objects_make(gsd_backend *b, vk_kernel *k, char *err, size_t 
 	r = vkCreatePipelineLayout(b->dev, &lci, NULL, &k->layout);
 	if (r != VK_SUCCESS)
 		return VK_FAIL(err, cap, r, "vkCreatePipelineLayout");
-	VkShaderModuleCreateInfo mci = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
-	                                .codeSize = k->size,
-	                                .pCode = k->code};
-	VkShaderModule mod;
-	r = vkCreateShaderModule(b->dev, &mci, NULL, &mod);
-	if (r != VK_SUCCESS)
-		return VK_FAIL(err, cap, r, "vkCreateShaderModule");
-	VkComputePipelineCreateInfo pci = {
-	        .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
-	        .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
-	                  .stage = VK_SHADER_STAGE_COMPUTE_BIT,
-	                  .module = mod,
-	                  .pName = k->entry},
-	        .layout = k->layout};
-	r = vkCreateComputePipelines(b->dev, VK_NULL_HANDLE, 1, &pci, NULL, &k->pipe);
-	vkDestroyShaderModule(b->dev, mod, NULL);
-	if (r != VK_SUCCESS) {
-		k->pipe = VK_NULL_HANDLE;
-		return VK_FAIL(err, cap, r, "vkCreateComputePipelines");
-	}
-	return 0;
+	return make_pipeline(b, k->code, k->size, k->entry, k->layout, &k->pipe, err, cap);
 }
 
 static bool vk_kernel_caps(const gsd_backend *b, gsd_kernel_caps *out)

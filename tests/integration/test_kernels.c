@@ -37,16 +37,22 @@ typedef struct fx {
 	itest_config cfg;
 } fx;
 
-static int setup(void **state)
+/* A daemon with the configuration `json`. */
+static int start_with(void **state, const char *json)
 {
 	fx *f = calloc(1, sizeof(*f));
-	if (!f || itest_config_write(&f->cfg, config_json) != 0)
+	if (!f || itest_config_write(&f->cfg, json) != 0)
 		return -1;
 	const char *args[] = {"--config", f->cfg.path, NULL};
 	if (gs_testd_start(&f->d, args) != 0)
 		return -1;
 	*state = f;
 	return 0;
+}
+
+static int setup(void **state)
+{
+	return start_with(state, config_json);
 }
 
 static int teardown(void **state)
@@ -440,10 +446,6 @@ static const char hang_json[] =
 
 static int setup_hang(void **state)
 {
-	fx *f = calloc(1, sizeof(*f));
-	if (!f || itest_config_write(&f->cfg, hang_json) != 0)
-		return -1;
-	const char *args[] = {"--config", f->cfg.path, NULL};
 	/* The hung device's objects, and the driver's own records of the work queued on it,
 	 * are left as they are when the daemon exits (nothing can free them safely): this
 	 * daemon alone runs without the leak check. */
@@ -452,16 +454,13 @@ static int setup_hang(void **state)
 	char opts[512];
 	snprintf(opts, sizeof(opts), "%s%sdetect_leaks=0", asan ? asan : "", asan ? ":" : "");
 	setenv("ASAN_OPTIONS", opts, 1);
-	int rc = gs_testd_start(&f->d, args);
+	int rc = start_with(state, hang_json);
 	if (saved)
 		setenv("ASAN_OPTIONS", saved, 1);
 	else
 		unsetenv("ASAN_OPTIONS");
 	free(saved);
-	if (rc != 0)
-		return -1;
-	*state = f;
-	return 0;
+	return rc;
 }
 
 static void test_kernel_that_never_ends(void **state)
@@ -616,14 +615,7 @@ static const char paging_json[] =
 
 static int setup_paging(void **state)
 {
-	fx *f = calloc(1, sizeof(*f));
-	if (!f || itest_config_write(&f->cfg, paging_json) != 0)
-		return -1;
-	const char *args[] = {"--config", f->cfg.path, NULL};
-	if (gs_testd_start(&f->d, args) != 0)
-		return -1;
-	*state = f;
-	return 0;
+	return start_with(state, paging_json);
 }
 
 static void test_bindings_follow_paging(void **state)
