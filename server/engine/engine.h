@@ -244,8 +244,8 @@ typedef struct gsd_engine_ops {
 	 * kernel_create makes the backend's object (a compute pipeline) for a module that
 	 * gsd_spirv_check accepted with those limits, whose reflection is info (copied); 0, or
 	 * -1 with a message. It may run on any thread, beside the engines, other kernel_create
-	 * calls and recover() (which waits for it), never beside close(). kernel_destroy runs once no
-	 * packet that names it is on an engine. recover() makes every live kernel's objects
+	 * calls and recover() (which waits for it), never beside close(). kernel_destroy runs once
+	 * no packet that names it is on an engine. recover() makes every live kernel's objects
 	 * anew.
 	 */
 	bool (*kernel_caps)(const gsd_backend *b, gsd_kernel_caps *out);
