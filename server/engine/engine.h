@@ -181,10 +181,13 @@ typedef struct gsd_backend_info {
 /* What a backend's device lets a DISPATCH do, beside what its module may declare. */
 typedef struct gsd_kernel_caps {
 	gsd_kernel_limits module;
-	uint32_t max_groups[3];          /* maxComputeWorkGroupCount */
-	uint64_t max_storage_range;      /* maxStorageBufferRange */
-	uint64_t max_uniform_range;      /* maxUniformBufferRange */
-	uint32_t offset_align;           /* a binding's offset in its segment is a multiple */
+	uint32_t max_groups[3];     /* maxComputeWorkGroupCount */
+	uint64_t max_storage_range; /* maxStorageBufferRange */
+	uint64_t max_uniform_range; /* maxUniformBufferRange */
+	uint32_t offset_align;      /* a binding's offset in its segment is a multiple */
+	/* robustBufferAccess2 bounds an access by the binding's range rounded up to these (1 to
+	 * 256 bytes): a binding's rounded end must stay inside its allocation. */
+	uint32_t storage_range_align, uniform_range_align;
 	uint64_t preempt_granularity_ns; /* 0: unknown (a dispatch runs whole) */
 } gsd_kernel_caps;
 

@@ -422,8 +422,11 @@ static void kernel_features(gsd_backend *b, VkPhysicalDeviceFeatures2 *f,
 	VkPhysicalDeviceFeatures2 h = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
 	                               .pNext = &h12};
 	vkGetPhysicalDeviceFeatures2(b->phys, &h);
+	VkPhysicalDeviceRobustness2PropertiesEXT rb2p = {
+	        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ROBUSTNESS_2_PROPERTIES_EXT};
 	VkPhysicalDeviceSubgroupProperties sub = {
-	        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+	        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES,
+	        .pNext = ext ? &rb2p : NULL};
 	VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
 	                                  .pNext = &sub};
 	vkGetPhysicalDeviceProperties2(b->phys, &p2);
@@ -486,6 +489,12 @@ static void kernel_features(gsd_backend *b, VkPhysicalDeviceFeatures2 *f,
 	                         ? l->minStorageBufferOffsetAlignment
 	                         : l->minUniformBufferOffsetAlignment;
 	c->offset_align = (uint32_t)align;
+	c->storage_range_align = rb2p.robustStorageBufferAccessSizeAlignment
+	                                 ? (uint32_t)rb2p.robustStorageBufferAccessSizeAlignment
+	                                 : 1;
+	c->uniform_range_align = rb2p.robustUniformBufferAccessSizeAlignment
+	                                 ? (uint32_t)rb2p.robustUniformBufferAccessSizeAlignment
+	                                 : 1;
 }
 
 static int make_device(gsd_backend *b, char *err, size_t cap)

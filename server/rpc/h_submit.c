@@ -301,6 +301,20 @@ static int check_bindings(const gsd_context *x, const gsd_packet *p, verdict *v)
 				        (unsigned long long)b.range,
 				        (unsigned long long)pa->alloc->obj.handle,
 				        (unsigned long long)pa->alloc->size);
+			/* The device bounds accesses by the range rounded up (robustBufferAccess2):
+			 * that end, too, must lie inside the allocation, or a kernel could reach
+			 * the bytes after it, another allocation's. */
+			uint64_t ra = kb->kind == GSD_BINDING_UNIFORM ? caps->uniform_range_align
+			                                              : caps->storage_range_align;
+			uint64_t rounded = ra > 1 ? (b.range + ra - 1) / ra * ra : b.range;
+			if (rounded > pa->alloc->size - b.offset)
+				return refuse(v, GSD_ST(INVALID_ARGUMENT),
+				              "DISPATCH at byte %zu: binding %u: the device checks "
+				              "accesses against the range rounded up to %llu "
+				              "bytes, which "
+				              "passes the end of allocation %llu",
+				              at, b.binding, (unsigned long long)ra,
+				              (unsigned long long)pa->alloc->obj.handle);
 			if (b.range > max)
 				return refuse(
 				        v, GSD_ST(INVALID_ARGUMENT),
