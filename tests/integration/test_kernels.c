@@ -145,6 +145,20 @@ static void test_examples(void **state)
 	assert_non_null(strstr(r.out, "saxpy"));
 	assert_non_null(strstr(r.out, "matmul"));
 	itest_run_free(&r);
+	/* Each example is a program of its own too. */
+	static const char *const names[] = {"saxpy", "reduce", "matmul", "blur"};
+	for (size_t i = 0; i < 4; i++) {
+		char path[512];
+		snprintf(path, sizeof(path), "%s/example_%s", GS_EXAMPLE_BIN_DIR, names[i]);
+		char *one[] = {path, "--url", f->d.url, "--adapter", "1", "--json", NULL};
+		setenv("GPUSCHED_TOKEN", "t-bob", 1);
+		itest_run_argv(one, 240000, &r);
+		unsetenv("GPUSCHED_TOKEN");
+		if (r.exit_code != 0 || !strstr(r.out, "\"ok\":true"))
+			fail_msg("%s exited %d: %s%s", path, r.exit_code, r.out ? r.out : "",
+			         r.err ? r.err : "");
+		itest_run_free(&r);
+	}
 }
 
 /*
