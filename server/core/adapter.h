@@ -102,6 +102,11 @@ struct gsd_adapter {
 	 * the backend has recovered it (vidsch/tdr.c); dead when that failed. */
 	bool device_lost, device_dead;
 	uint32_t device_losses;
+	/* Dead for now: the backend could not recreate the device yet (a dispatch that hung it
+	 * still runs) and is asked again every second by recover_timer; back in service then. */
+	bool device_retry;
+	uint64_t dead_since_ns;
+	uv_timer_t recover_timer;
 	/* ---- memory manager (vidmm/) ---- */
 	gsd_segment sysmem; /* system memory: where evicted allocations live */
 	gsd_list

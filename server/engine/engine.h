@@ -237,7 +237,8 @@ typedef struct gsd_engine_ops {
 	/*
 	 * After a final interrupt with device_lost, once no engine of the adapter runs or holds
 	 * a packet: recreates the device, every segment of mem (the bytes carried over; base may
-	 * change) and the engines' own objects. 0, or -1 with a message: the device stays lost.
+	 * change) and the engines' own objects. 0; -1 with a message: the device stays lost; 1
+	 * with a message: not now (the device still runs what hung it), ask again later.
 	 * NULL: the backend never loses its device.
 	 */
 	int (*recover)(gsd_backend *b, gsd_memory *mem, char *err, size_t cap);

@@ -163,6 +163,9 @@ struct gsd_backend {
 	 * freed (the dispatch may still be writing its bindings), and recover() fails: the
 	 * adapter is out of service until the daemon restarts. */
 	atomic_bool hung;
+	VkFence hung_fence;             /* the dispatch's submission (set before hung) */
+	struct vk_kernel *hung_kernels; /* destroyed while hung: freed once the device is idle */
+	bool stage_inflight;            /* a staged copy was given up on, unfinished */
 	/* What a hung device's objects were, kept (never freed) until the process ends. */
 	pthread_mutex_t kept_lock;
 	uint64_t *kept;
@@ -235,6 +238,8 @@ struct vk_engine {
 	 * submission being waited for is a user's dispatch, which nothing can stop early. */
 	gsd_engine *owner;
 	bool in_dispatch;
+	unsigned slot;        /* the slot being recorded */
+	bool inflight[SLOTS]; /* submitted and not yet waited for to the end */
 };
 
 /* How often a wait looks for a reason to give up, and how long a dispatch may go on after
@@ -946,6 +951,7 @@ static void order(vk_engine *v, const vk_seg *rs, uint64_t ro, uint64_t rn, cons
 
 static void use_slot(vk_engine *v, unsigned i)
 {
+	v->slot = i;
 	v->cb = v->cbs[i];
 	v->fence = v->fences[i];
 	v->ts = v->tss[i];
@@ -988,6 +994,8 @@ static VkResult submit(vk_engine *v)
 	pthread_mutex_lock(&b->queue_locks[v->queue]);
 	r = vkQueueSubmit(b->queues[v->queue], 1, &si, v->fence);
 	pthread_mutex_unlock(&b->queue_locks[v->queue]);
+	if (r == VK_SUCCESS)
+		v->inflight[v->slot] = true;
 	return check_lost(v, r);
 }
 
@@ -1016,6 +1024,7 @@ static VkResult wait_fence(vk_engine *v, VkFence fence)
 		else if (now - reset_at >= HANG_GRACE_NS) {
 			/* Lost first, then hung: an engine that sees the hang is never first. */
 			v->blamed = lose(b);
+			b->hung_fence = fence;
 			atomic_store(&b->hung, true);
 			return VK_ERROR_DEVICE_LOST;
 		}
@@ -1028,8 +1037,10 @@ static VkResult await(vk_engine *v, unsigned i, uint64_t *ns)
 {
 	gsd_backend *b = v->b;
 	VkResult r = wait_fence(v, v->fences[i]);
-	if (r == VK_SUCCESS)
+	if (r == VK_SUCCESS) {
 		vkResetFences(b->dev, 1, &v->fences[i]);
+		v->inflight[i] = false;
+	}
 	if ((r = check_lost(v, r)) != VK_SUCCESS)
 		return r;
 	uint64_t t[2] = {0, 0};
@@ -1290,13 +1301,15 @@ static void vk_kernel_destroy(gsd_backend *b, void *impl)
 		k->next->pprev = k->pprev;
 	*k->pprev = k->next;
 	pthread_mutex_unlock(&b->ukernels_lock);
-	if (!atomic_load(&b->hung)) {
-		ukernel_objects_free(b, k);
-	} else {
-		keep(b, (uint64_t)k->pipe);
-		keep(b, (uint64_t)k->layout);
-		keep(b, (uint64_t)k->set_layout);
+	if (atomic_load(&b->hung)) {
+		/* The hung dispatch may be this kernel's: its objects wait for the device. */
+		pthread_mutex_lock(&b->ukernels_lock);
+		k->next = b->hung_kernels;
+		b->hung_kernels = k;
+		pthread_mutex_unlock(&b->ukernels_lock);
+		return;
 	}
+	ukernel_objects_free(b, k);
 	free(k->code);
 	free(k);
 }
@@ -1725,6 +1738,7 @@ static void engine_objects_free(vk_engine *v)
 static int engine_objects_make(vk_engine *v, char *err, size_t cap)
 {
 	gsd_backend *b = v->b;
+	memset(v->inflight, 0, sizeof(v->inflight));
 	VkCommandPoolCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
 	                               .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
 	                               .queueFamilyIndex = b->family};
@@ -2051,7 +2065,10 @@ static VkResult stage_step(gsd_backend *b, const vk_seg *s, uint64_t at, uint64_
 			                          : vkWaitForFences(b->dev, 1, &b->stage_fence,
 			                                            VK_TRUE, WAIT_SLICE_NS);
 		while (r == VK_TIMEOUT);
-		vkResetFences(b->dev, 1, &b->stage_fence);
+		if (r == VK_SUCCESS)
+			vkResetFences(b->dev, 1, &b->stage_fence);
+		else
+			b->stage_inflight = true;
 	}
 	if (r == VK_ERROR_DEVICE_LOST)
 		lose(b);
@@ -2189,6 +2206,40 @@ static int segments_remake(gsd_backend *b, gsd_memory *mem, void *const saved[],
 }
 
 /*
+ * Whether the dispatch that hung the device has ended, and with it everything submitted behind
+ * it (every engine's unfinished submissions, a staged copy): then the device is idle, the
+ * objects destroyed meanwhile are freed, and it can be recreated like a lost one. Engines are
+ * idle (recover's caller waits for that).
+ */
+static bool hang_over(gsd_backend *b)
+{
+	bool idle = vkGetFenceStatus(b->dev, b->hung_fence) == VK_SUCCESS;
+	if (idle && b->stage_inflight)
+		idle = vkGetFenceStatus(b->dev, b->stage_fence) == VK_SUCCESS;
+	pthread_mutex_lock(&b->engines_lock);
+	for (unsigned i = 0; i < MAX_ENGINES && idle; i++)
+		for (unsigned j = 0; b->engines[i] && j < SLOTS && idle; j++)
+			if (b->engines[i]->inflight[j])
+				idle = vkGetFenceStatus(b->dev, b->engines[i]->fences[j]) ==
+				       VK_SUCCESS;
+	pthread_mutex_unlock(&b->engines_lock);
+	if (!idle)
+		return false;
+	atomic_store(&b->hung, false);
+	b->stage_inflight = false;
+	pthread_mutex_lock(&b->ukernels_lock);
+	while (b->hung_kernels) {
+		struct vk_kernel *k = b->hung_kernels;
+		b->hung_kernels = k->next;
+		ukernel_objects_free(b, k);
+		free(k->code);
+		free(k);
+	}
+	pthread_mutex_unlock(&b->ukernels_lock);
+	return true;
+}
+
+/*
  * The device is lost and every engine idle: carry each segment's bytes over (through the CPU's
  * mapping; imported host memory is the daemon's own and is imported again as it is), make a
  * new device, its kernels and segments, and the engines' objects. Memory the CPU does not map
@@ -2198,14 +2249,14 @@ static int vk_recover(gsd_backend *b, gsd_memory *mem, char *err, size_t cap)
 {
 	if (!atomic_load(&b->lost))
 		return 0;
-	b->losses++;
-	if (atomic_load(&b->hung)) {
+	if (atomic_load(&b->hung) && !hang_over(b)) {
 		snprintf(err, cap,
-		         "a dispatch did not finish after the engine reset: a GPU cannot stop a "
-		         "running dispatch, so the device can be neither waited for nor recreated "
-		         "(the adapter is out of service until the daemon restarts)");
-		return -1;
+		         "a dispatch did not finish after the engine reset, and still runs: a GPU "
+		         "cannot stop a running dispatch, so the device can be neither waited for "
+		         "nor recreated until it ends");
+		return 1;
 	}
+	b->losses++;
 	for (uint32_t i = 0; i < GSD_MAX_SEGMENTS; i++) {
 		const vk_seg *s = mem->seg[i].priv;
 		if (s && !s->map)

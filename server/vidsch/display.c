@@ -62,6 +62,8 @@ void gsd_vidsch_display_init(gsd_daemon *d, gsd_adapter *a)
 {
 	uv_timer_init(d->loop, &a->vblank_timer);
 	a->vblank_timer.data = a;
+	uv_timer_init(d->loop, &a->recover_timer);
+	a->recover_timer.data = a;
 	a->vblank_period_ns = 1000000000ull / d->cfg.refresh_hz;
 	a->vblank_epoch_ns = gsd_now_ns();
 }

@@ -173,9 +173,15 @@ void gsd_vidsch_timed_out(gsd_daemon *d, gsd_node *n, gsd_packet *p, const gsd_i
 	}
 }
 
+static void recover_retry_cb(uv_timer_t *t)
+{
+	gsd_adapter *a = t->data;
+	gsd_vidsch_recover_device(a->d, a);
+}
+
 void gsd_vidsch_recover_device(gsd_daemon *d, gsd_adapter *a)
 {
-	if (!a->device_lost || a->device_dead || d->stopping)
+	if (!a->device_lost || (a->device_dead && !a->device_retry) || d->stopping)
 		return;
 	for (uint32_t i = 0; i < a->nnodes; i++)
 		if (a->nodes[i].running)
@@ -184,6 +190,38 @@ void gsd_vidsch_recover_device(gsd_daemon *d, gsd_adapter *a)
 	uint64_t t0 = gsd_now_ns();
 	int rc = a->ops->recover ? a->ops->recover(a->backend, &a->memory, err, sizeof(err)) : -1;
 	uint64_t ms = (gsd_now_ns() - t0) / 1000000u;
+	if (rc > 0) {
+		/* Not now: out of service (its queued work cancelled, no new allocations)
+		 * until the backend can recreate the device; asked again every second. */
+		if (!a->device_retry) {
+			snprintf(why, sizeof(why),
+			         "adapter %s: out of service until the device can be recreated: %s",
+			         a->cfg->name, err);
+			GSD_ERROR("%s", why);
+			gsd_events_note(d, NULL, "device_lost", why);
+			a->device_dead = true;
+			a->device_retry = true;
+			a->dead_since_ns = t0;
+			for (uint32_t i = 0; i < a->nnodes; i++)
+				gsd_vidsch_kick(d, &a->nodes[i]);
+		}
+		uv_timer_start(&a->recover_timer, recover_retry_cb, 1000, 0);
+		return;
+	}
+	if (rc == 0 && a->device_retry) {
+		snprintf(why, sizeof(why),
+		         "adapter %s: back in service after %llu ms: what hung its device ended; "
+		         "recreated in %llu ms, its memory carried over",
+		         a->cfg->name, (unsigned long long)((t0 - a->dead_since_ns) / 1000000u),
+		         (unsigned long long)ms);
+		GSD_WARN("%s", why);
+		gsd_events_note(d, NULL, "device_recovered", why);
+		a->device_dead = a->device_retry = a->device_lost = false;
+		for (uint32_t i = 0; i < a->nnodes; i++)
+			gsd_vidsch_kick(d, &a->nodes[i]);
+		return;
+	}
+	a->device_retry = false;
 	if (rc != 0) {
 		snprintf(why, sizeof(why),
 		         "adapter %s: the device was lost (loss %u) and could not be recreated: %s",

@@ -508,7 +508,12 @@ static void cancel_on_dead(gsd_daemon *d, gsd_node *n)
 			gsd_packet *p = GSD_CONTAINER_OF(pit, gsd_packet, link);
 			if (p != n->running && !p->unrecorded)
 				gsd_vidsch_cancel_packet(
-				        d, p, "the device was lost and could not be recovered");
+				        d, p,
+				        n->adapter->device_retry
+				                ? "the adapter is out of service: a dispatch that "
+				                  "did "
+				                  "not stop after a reset still runs"
+				                : "the device was lost and could not be recovered");
 		}
 		gsd_context_put(d, x);
 	}
@@ -817,6 +822,7 @@ void gsd_vidsch_stop(gsd_daemon *d, gsd_adapter *a)
 		gsd_policy_queue_fini(&a->nodes[i].queue);
 	}
 	uv_close((uv_handle_t *)&a->vblank_timer, NULL);
+	uv_close((uv_handle_t *)&a->recover_timer, NULL);
 }
 
 void gsd_vidsch_release(gsd_daemon *d, gsd_adapter *a)
