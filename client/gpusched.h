@@ -261,8 +261,9 @@ typedef struct gs_adapter_info {
 	uint64_t preempt_granularity_ns; /* longest run after a preemption request; 0: next
 	                                  * command boundary */
 	char *cpu_access; /* "mapped", or "staging": copies through a staging buffer ("" emu) */
-	uint32_t device_losses;       /* device losses since start (each recovered unless dead) */
-	bool device_dead;             /* lost and not recreated: every packet is cancelled */
+	uint32_t device_losses; /* device losses since start (each recovered unless dead) */
+	bool device_dead;       /* lost and not recreated: every packet is cancelled */
+	bool device_retrying;   /* dead for now: back once a dispatch that did not stop ends */
 	gs_share_policy share_policy; /* how tenants share its engines */
 	uint32_t time_slice_us;       /* how long a tenant's turn on an engine lasts */
 	size_t node_count;

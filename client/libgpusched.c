@@ -57,6 +57,7 @@ static void copy_adapter(void *entry, const ProtobufCMessage *msg)
 	        .preempt_granularity_ns = a->preempt_granularity_ns,
 	        .device_losses = a->device_losses,
 	        .device_dead = a->device_dead,
+	        .device_retrying = a->device_retrying,
 	        .share_policy = (gs_share_policy)a->share_policy,
 	        .time_slice_us = a->time_slice_us,
 	        .kernels = a->kernels,

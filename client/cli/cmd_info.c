@@ -79,6 +79,7 @@ static json_t *adapter_json(const void *adapter)
 	        cli_json_u64(a->system_memory_used), "paging_chunk", cli_json_u64(a->paging_chunk),
 	        "nodes", nodes, "segments", segments);
 	json_object_set_new(o, "kernels", kernels_json(a));
+	json_object_set_new(o, "device_retrying", json_boolean(a->device_retrying));
 	return o;
 }
 
@@ -101,7 +102,10 @@ static void print_adapter(const gs_adapter_info *a, bool mine)
 	if (a->cpu_access && !strcmp(a->cpu_access, "staging"))
 		printf("  memory: device memory the CPU does not map; reads and writes go through "
 		       "a staging buffer\n");
-	if (a->device_dead)
+	if (a->device_dead && a->device_retrying)
+		printf("  OUT OF SERVICE: a dispatch that did not stop after a reset still runs; "
+		       "every packet is cancelled until it ends and the device is recreated\n");
+	else if (a->device_dead)
 		printf("  DEVICE LOST: lost %" PRIu32 " time%s, could not be recreated; every "
 		       "packet is cancelled\n",
 		       a->device_losses, a->device_losses == 1 ? "" : "s");

@@ -137,6 +137,7 @@ static void h_info(gsd_daemon *d, gsd_call *c)
 		ai[i].cpu_access = a->info.cpu_access;
 		ai[i].device_losses = a->device_losses;
 		ai[i].device_dead = a->device_dead;
+		ai[i].device_retrying = a->device_retry;
 		ai[i].share_policy = wire_share_policy(a->cfg->share_policy);
 		ai[i].time_slice_us =
 		        a->cfg->time_slice_us ? a->cfg->time_slice_us : d->cfg.quantum_us;

@@ -516,6 +516,7 @@ static void test_kernel_that_never_ends(void **state)
 	gs_daemon_info *info = NULL;
 	assert_int_equal(gs_info(b0.c, &info), 0);
 	assert_true(info->adapters[0].device_dead);
+	assert_true(info->adapters[0].device_retrying);
 	assert_false(info->adapters[1].device_dead);
 	gs_info_free(info);
 	gs_allocation_desc d = {.device = b0.dev, .size = 4096};
