@@ -100,10 +100,15 @@ typedef struct vk_args {
 #define SPIN_POLL_STEPS 16u
 /* Bytes of the scratch buffer overlapping copies go through, per step. */
 #define SCRATCH_BYTES (512u << 10)
-/* After them in the scratch buffer: the SPIN kernel's stop words (0: preempt, 1: reset), and
- * where it writes its result. */
+/* After them in the scratch buffer: the SPIN kernel's stop words (0: preempt, 1: reset),
+ * where it writes its result, and the XXH64 accumulators a long CHECKSUM carries from one
+ * dispatch to the next. */
 #define STOP_AT   SCRATCH_BYTES
 #define RESULT_AT (SCRATCH_BYTES + 64u)
+#define LANES_AT  (SCRATCH_BYTES + 96u)
+/* Bytes of 32-byte stripes one dispatch of the xxh64 kernel hashes: its loop stays far below
+ * the 65,535 iterations after which lavapipe cuts an invocation's loops short. */
+#define XXH_CHUNK (1u << 20)
 /* Bytes of the staging buffer the CPU's copies to and from unmapped memory go through. */
 #define STAGE_BYTES (4u << 20)
 /* Queues asked for, at most: one per node. */
@@ -1175,6 +1180,44 @@ static void record_swizzle(vk_engine *v, const vk_seg *ss, uint64_t so, const vk
 }
 
 /*
+ * XXH64 of n bytes at src, written at dst: in one dispatch below XXH_CHUNK, else the stripes
+ * in dispatches of XXH_CHUNK bytes carrying the accumulators in the scratch buffer (each after
+ * the one before), then the tail and the avalanche.
+ */
+static void record_checksum(vk_engine *v, uint64_t src, uint64_t dst, uint64_t n)
+{
+	record_next(v);
+	if (n < XXH_CHUNK) {
+		vk_args k = {.src = src, .dst = dst, .size = n, .count = 1};
+		dispatch(v, K_XXH64, &k);
+		return;
+	}
+	uint64_t body = n / 32u * 32u, lanes = v->scratch.addr + LANES_AT;
+	for (uint64_t at = 0; at < body; at += XXH_CHUNK) {
+		uint64_t step = body - at < XXH_CHUNK ? body - at : XXH_CHUNK;
+		vk_args k = {.src = src + at,
+		             .dst = lanes,
+		             .size = step,
+		             .aux = at == 0,
+		             .count = 1,
+		             .mode = 1};
+		if (at)
+			barrier(v->cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
+			        VK_ACCESS_MEMORY_READ_BIT | VK_ACCESS_MEMORY_WRITE_BIT);
+		dispatch(v, K_XXH64, &k);
+	}
+	barrier(v->cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
+	        VK_ACCESS_MEMORY_READ_BIT | VK_ACCESS_MEMORY_WRITE_BIT);
+	vk_args k = {.src = src + body,
+	             .dst = dst,
+	             .size = n - body,
+	             .aux = lanes,
+	             .count = n,
+	             .mode = 2};
+	dispatch(v, K_XXH64, &k);
+}
+
+/*
  * Checks one command against the packet's allocation list and records it into the open piece.
  * Returns 0, or -1 with a page-fault text in detail (nothing recorded).
  */
@@ -1191,20 +1234,18 @@ static int record_cmd(vk_engine *v, const gsd_memory *mem, const gsd_exec *x, co
 	 * may still be using. */
 	if (gsd_cmd_access_overlaps(&a))
 		v->unordered = false;
+	/* So does a long CHECKSUM's carried state (an earlier one may still be using it). */
+	if (cmd->op == GS_OP_CHECKSUM && cmd->size >= XXH_CHUNK)
+		v->unordered = false;
 	uint32_t conv = cmd->transfer_flags & (GS_ISA_TRANSFER_SWIZZLE | GS_ISA_TRANSFER_UNSWIZZLE);
 	switch ((gs_isa_op)cmd->op) {
 	case GS_OP_FILL:
 		record_fill(v, dst, a.dst_off, cmd->size, cmd->pattern);
 		break;
-	case GS_OP_CHECKSUM: {
-		record_next(v);
-		vk_args k = {.src = src ? src->addr + a.src_off : 0,
-		             .dst = dst->addr + a.dst_off,
-		             .size = cmd->size,
-		             .count = 1};
-		dispatch(v, K_XXH64, &k);
+	case GS_OP_CHECKSUM:
+		record_checksum(v, src ? src->addr + a.src_off : 0, dst->addr + a.dst_off,
+		                cmd->size);
 		break;
-	}
 	case GS_OP_TRANSFER:
 		if (conv) {
 			record_swizzle(v, src, a.src_off, dst, a.dst_off, cmd->size, cmd->pitch,

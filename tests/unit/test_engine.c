@@ -33,7 +33,7 @@
 #include "wddm.h"
 
 #define NODE     3u
-#define SEG_SIZE (1u << 20)
+#define SEG_SIZE (8u << 20)
 #define MAX_IRQS 256
 #define WAIT_S   20 /* generous bound for sanitizer builds; a pass takes milliseconds */
 
@@ -1432,6 +1432,43 @@ static void test_checksum_matches_library(void **state)
 	}
 }
 
+/* Long CHECKSUMs: sizes around 1 MiB (where the Vulkan backend starts hashing in several
+ * dispatches) and 2 MiB - 8 (65,535 stripes: past it lavapipe cut the one loop short, and the
+ * packet completed with a wrong value), up to 5 MiB, at odd offsets, equal the library's
+ * XXH64; two long ones in one packet do not share their carried state. */
+static void test_checksum_long(void **state)
+{
+	fixture *f = *state;
+	start_engine(f, &gsd_engine_emu, false);
+	uint64_t seed = 7;
+	uint8_t *src = host(f, GPU_ADDR(1, 0));
+	random_bytes(src, 6u << 20, &seed);
+	static const uint64_t sizes[] = {(1u << 20) - 1,  1u << 20,        (1u << 20) + 31,
+	                                 (1u << 20) + 32, (2u << 20) - 9,  (2u << 20) - 8,
+	                                 2u << 20,        (2u << 20) + 33, (5u << 20) + 7};
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		uint64_t off = 1 + next_rand(&seed) % 4095;
+		uint64_t out = GPU_ADDR(2, 16 * i + 3);
+		run_one(f, checksum(out, GPU_ADDR(1, off), sizes[i]));
+		uint64_t want = gs_isa_checksum(src + off, sizes[i]);
+		uint64_t got = gs_le64_get(host(f, out));
+		if (got != want)
+			fail_msg("CHECKSUM of %" PRIu64 " bytes at +%" PRIu64 ": %016" PRIx64
+			         " != XXH64 %016" PRIx64,
+			         sizes[i], off, got, want);
+	}
+	dma d = {0};
+	emit(&d, checksum(GPU_ADDR(2, 1024), GPU_ADDR(1, 5), 3u << 20));
+	emit(&d, checksum(GPU_ADDR(2, 2048), GPU_ADDR(1, 77), (3u << 20) + 5));
+	gsd_exec x = packet(&d, ranges_all, 2);
+	gsd_irq irq = run_final(f, &x);
+	assert_int_equal(irq.kind, GSD_IRQ_DMA_COMPLETED);
+	forget_irqs(f);
+	assert_true(gs_le64_get(host(f, GPU_ADDR(2, 1024))) == gs_isa_checksum(src + 5, 3u << 20));
+	assert_true(gs_le64_get(host(f, GPU_ADDR(2, 2048))) ==
+	            gs_isa_checksum(src + 77, (3u << 20) + 5));
+}
+
 /* FILL at every start alignment with sizes around the 4-byte words, and a long unaligned one:
  * the pattern stays in phase with the start, and no byte outside the range changes. */
 static void test_fill_unaligned(void **state)
@@ -1828,6 +1865,7 @@ int main(void)
 	        T(test_null_backend_budget_reset),
 	        T(test_throughput_64mib),
 	        T(test_checksum_matches_library),
+	        T(test_checksum_long),
 	        T(test_fill_unaligned),
 	        T(test_copy_overlap),
 	        T(test_swizzle_transfer),
@@ -1852,6 +1890,7 @@ int main(void)
 	        T(test_reset_aborts_nonpreemptible),
 	        T(test_reset_aborts_queue),
 	        T(test_checksum_matches_library),
+	        T(test_checksum_long),
 	        T(test_fill_unaligned),
 	        T(test_copy_overlap),
 	        T(test_swizzle_transfer),

@@ -1,7 +1,14 @@
 #version 460
-// CHECKSUM: XXH64 (seed 0) of args.size bytes at args.src, written little-endian at args.dst.
-// One invocation: the hash is a serial chain. Bit-identical to the library's XXH64, which the
-// emulator uses (tests/unit/test_vulkan.c compares them on random inputs).
+// CHECKSUM: XXH64 (seed 0), bit-identical to the library's XXH64, which the emulator uses
+// (tests/unit/test_engine.c compares them on random inputs). One invocation: the hash is a
+// serial chain. Drivers may cut a long loop short (lavapipe stops an invocation's loops after
+// 65,535 iterations in all), so a long input is hashed by several dispatches in a row, each
+// carrying the four accumulators on in memory (vulkan.c, record_checksum):
+//   mode 0  the whole hash of args.size bytes at args.src, written little-endian at args.dst;
+//   mode 1  the 32-byte stripes of args.size bytes (a multiple of 32) at args.src, from the
+//           accumulators at args.dst (4 x u64), started afresh when args.aux is 1, left there;
+//   mode 2  the end: the accumulators at args.aux, the total length args.count, the tail of
+//           args.size (< 32) bytes at args.src; the hash written at args.dst.
 #extension GL_GOOGLE_include_directive : require
 #include "args.glsl"
 
@@ -39,33 +46,23 @@ uint64_t merge(uint64_t acc, uint64_t v)
 	return acc * P1 + P4;
 }
 
-void main()
+layout(buffer_reference, std430, buffer_reference_align = 8) buffer Lanes {
+	uint64_t v[4];
+};
+
+// The hash of the accumulated stripes, once there are any.
+uint64_t converge(uint64_t v1, uint64_t v2, uint64_t v3, uint64_t v4)
 {
-	if (invocation() >= args.count)
-		return;
-	uint64_t p = args.src;
-	uint64_t len = args.size;
-	uint64_t end = p + len;
-	uint64_t h;
-	if (len >= 32ul) {
-		uint64_t v1 = P1 + P2, v2 = P2, v3 = 0ul, v4 = 0ul - P1;
-		uint64_t limit = end - 32ul;
-		do {
-			v1 = round1(v1, rd64(p));
-			v2 = round1(v2, rd64(p + 8ul));
-			v3 = round1(v3, rd64(p + 16ul));
-			v4 = round1(v4, rd64(p + 24ul));
-			p += 32ul;
-		} while (p <= limit);
-		h = rotl(v1, 1u) + rotl(v2, 7u) + rotl(v3, 12u) + rotl(v4, 18u);
-		h = merge(h, v1);
-		h = merge(h, v2);
-		h = merge(h, v3);
-		h = merge(h, v4);
-	} else {
-		h = P5;
-	}
-	h += len;
+	uint64_t h = rotl(v1, 1u) + rotl(v2, 7u) + rotl(v3, 12u) + rotl(v4, 18u);
+	h = merge(h, v1);
+	h = merge(h, v2);
+	h = merge(h, v3);
+	return merge(h, v4);
+}
+
+// The tail (fewer than 32 bytes, [p, end)) and the avalanche, written at args.dst.
+void finish(uint64_t h, uint64_t p, uint64_t end)
+{
 	while (p + 8ul <= end) {
 		h ^= round1(0ul, rd64(p));
 		h = rotl(h, 27u) * P1 + P4;
@@ -88,4 +85,58 @@ void main()
 	h ^= h >> 32u;
 	for (uint k = 0u; k < 8u; k++)
 		st8(args.dst + k, uint(h >> (8u * k)));
+}
+
+void main()
+{
+	if (args.mode == 2u) {
+		if (invocation() != 0ul)
+			return;
+		Lanes s = Lanes(args.aux);
+		uint64_t h = converge(s.v[0], s.v[1], s.v[2], s.v[3]) + args.count;
+		finish(h, args.src, args.src + args.size);
+		return;
+	}
+	if (invocation() >= args.count)
+		return;
+	uint64_t p = args.src;
+	uint64_t len = args.size;
+	uint64_t end = p + len;
+	if (args.mode == 1u) {
+		Lanes s = Lanes(args.dst);
+		uint64_t v1 = P1 + P2, v2 = P2, v3 = 0ul, v4 = 0ul - P1;
+		if (args.aux == 0ul) {
+			v1 = s.v[0];
+			v2 = s.v[1];
+			v3 = s.v[2];
+			v4 = s.v[3];
+		}
+		for (; p < end; p += 32ul) {
+			v1 = round1(v1, rd64(p));
+			v2 = round1(v2, rd64(p + 8ul));
+			v3 = round1(v3, rd64(p + 16ul));
+			v4 = round1(v4, rd64(p + 24ul));
+		}
+		s.v[0] = v1;
+		s.v[1] = v2;
+		s.v[2] = v3;
+		s.v[3] = v4;
+		return;
+	}
+	uint64_t h;
+	if (len >= 32ul) {
+		uint64_t v1 = P1 + P2, v2 = P2, v3 = 0ul, v4 = 0ul - P1;
+		uint64_t limit = end - 32ul;
+		do {
+			v1 = round1(v1, rd64(p));
+			v2 = round1(v2, rd64(p + 8ul));
+			v3 = round1(v3, rd64(p + 16ul));
+			v4 = round1(v4, rd64(p + 24ul));
+			p += 32ul;
+		} while (p <= limit);
+		h = converge(v1, v2, v3, v4);
+	} else {
+		h = P5;
+	}
+	finish(h + len, p, end);
 }
