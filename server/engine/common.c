@@ -180,10 +180,12 @@ const gsd_mem_segment *gsd_engine_check(const gsd_memory *mem, const gsd_exec *x
 		else
 			read_only_hit = true;
 	}
+	/* Fault texts reach the tenant (history, explain): they name no GPU address, which would
+	 * tell where its allocations were placed. */
 	if (!allowed) {
-		snprintf(detail, cap, "page fault: %s 0x%" PRIx64 " +%" PRIu64 " %s", what, addr,
-		         size,
-		         read_only_hit ? "to read-only allocation" : "outside allocation list");
+		snprintf(detail, cap, "page fault: %s of %" PRIu64 " bytes %s", what, size,
+		         read_only_hit ? "to a read-only allocation of the list"
+		                       : "outside allocation list");
 		return NULL;
 	}
 
@@ -192,9 +194,8 @@ const gsd_mem_segment *gsd_engine_check(const gsd_memory *mem, const gsd_exec *x
 	const gsd_mem_segment *seg = mem && id < GSD_MAX_SEGMENTS ? &mem->seg[id] : NULL;
 	if (!seg || seg->id != id || id == 0 || (!seg->base && !seg->priv) || off > seg->size ||
 	    size > seg->size - off) {
-		snprintf(detail, cap,
-		         "page fault: %s 0x%" PRIx64 " +%" PRIu64 " outside segment %u", what, addr,
-		         size, id);
+		snprintf(detail, cap, "page fault: %s of %" PRIu64 " bytes outside segment %u",
+		         what, size, id);
 		return NULL;
 	}
 	*offset = off;

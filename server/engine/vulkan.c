@@ -1413,8 +1413,9 @@ static int record_dispatch(vk_engine *v, const gsd_memory *mem, const gsd_exec *
 		if (b->ukernel_caps.offset_align && db[i].off % b->ukernel_caps.offset_align) {
 			/* (A detail cut short is still a fault.) */
 			int n = snprintf(detail, cap,
-			                 "binding %u at offset %" PRIu64 " not aligned",
-			                 db[i].binding, db[i].off);
+			                 "binding %u: its allocation is not placed at the device's "
+			                 "offset alignment",
+			                 db[i].binding);
 			(void)n;
 			return -1;
 		}
