@@ -182,6 +182,103 @@ static bool read_envelope(const uint8_t *buf, size_t len, envelope *e)
 	return true;
 }
 
+/* ---- limits that bind before decoding ---- */
+
+/*
+ * The decoder makes a structure for every element of a repeated field, so a request's size
+ * alone does not bound its cost: 8 MiB of empty SubmitBatch entries are four million packets
+ * to decode (1.4 s of the loop and 750 MiB once). These limits are counted in place, on the
+ * encoded bytes, before anything is decoded; the handlers check the same again on the
+ * decoded request.
+ */
+#define BODY_FIELDS_MAX 65536u /* fields of a request body, whatever it is */
+
+/* Request fields (proto/gpusched.proto). */
+enum { REQ_SUBMIT = 23, REQ_SUBMIT_BATCH = 24 };
+/* SubmitRequest fields. */
+enum { SUB_DMA = 2, SUB_ALLOCATIONS = 3, SUB_PATCHES = 4, SUB_WAITS = 7 };
+/* SubmitBatchRequest fields. */
+enum { BATCH_PACKETS = 1 };
+
+/* One SubmitRequest's lists against the daemon's limits. */
+static bool submit_within(gsd_daemon *d, gsd_call *c, const uint8_t *p, const uint8_t *end)
+{
+	uint64_t allocs = 0, patches = 0, waits = 0;
+	while (p < end) {
+		gs_pb_field f;
+		if (!gs_pb_field_next(&p, end, &f))
+			return true; /* the decoder says MALFORMED */
+		if (f.wire != GS_PB_LEN)
+			continue;
+		if (f.number == SUB_DMA && f.value > d->cfg.max_dma_buffer) {
+			gsd_call_error(c, GSD_ST(LIST_TOO_LARGE),
+			               "DMA buffer of %llu bytes exceeds %u",
+			               (unsigned long long)f.value, d->cfg.max_dma_buffer);
+			return false;
+		}
+		allocs += f.number == SUB_ALLOCATIONS;
+		patches += f.number == SUB_PATCHES;
+		waits += f.number == SUB_WAITS;
+		if (allocs > d->cfg.max_allocation_list || patches > d->cfg.max_patch_list ||
+		    waits > 64) {
+			gsd_call_error(
+			        c, GSD_ST(LIST_TOO_LARGE), "a packet's %s list is longer than %u",
+			        allocs > d->cfg.max_allocation_list ? "allocation"
+			        : patches > d->cfg.max_patch_list   ? "patch location"
+			                                            : "GPU wait",
+			        allocs > d->cfg.max_allocation_list ? d->cfg.max_allocation_list
+			        : patches > d->cfg.max_patch_list   ? d->cfg.max_patch_list
+			                                            : 64u);
+			return false;
+		}
+	}
+	return true;
+}
+
+/* The request body's field count, a batch's packets and each packet's lists, in place:
+ * false when a limit is passed (the call answered). */
+static bool within_limits(gsd_daemon *d, gsd_call *c, const uint8_t *buf, size_t len)
+{
+	const uint8_t *p = buf, *end = buf + len;
+	while (p < end) {
+		gs_pb_field f;
+		if (!gs_pb_field_next(&p, end, &f))
+			return true; /* the decoder says MALFORMED */
+		if (f.wire != GS_PB_LEN || f.number < 10)
+			continue; /* the envelope's own fields */
+		const uint8_t *q = f.data, *qend = f.data + f.value;
+		if (f.number == REQ_SUBMIT) {
+			if (!submit_within(d, c, q, qend))
+				return false;
+			continue;
+		}
+		uint64_t fields = 0, packets = 0;
+		while (q < qend) {
+			gs_pb_field g;
+			if (!gs_pb_field_next(&q, qend, &g))
+				break;
+			if (++fields > BODY_FIELDS_MAX) {
+				gsd_call_error(c, GSD_ST(TOO_LARGE),
+				               "a request body of more than %u fields",
+				               BODY_FIELDS_MAX);
+				return false;
+			}
+			if (f.number != REQ_SUBMIT_BATCH || g.number != BATCH_PACKETS ||
+			    g.wire != GS_PB_LEN)
+				continue;
+			if (++packets > d->cfg.max_batch) {
+				gsd_call_error(c, GSD_ST(INVALID_ARGUMENT),
+				               "a batch holds 1..%u packets (got more)",
+				               d->cfg.max_batch);
+				return false;
+			}
+			if (!submit_within(d, c, g.data, g.data + g.value))
+				return false;
+		}
+	}
+	return true;
+}
+
 /* ---- admission and dispatch (the loop) ---- */
 
 static gsd_call *call_new(gsd_daemon *d, gsd_rpc_worker *w, uint32_t pipe)
@@ -368,7 +465,7 @@ static void handle_message(gsd_daemon *d, gsd_rpc_worker *w, nng_msg *msg)
 	gsd_conn *conn = gsd_rpc_conn(rpc, pipe, true, &closed);
 	const uint8_t *buf = nng_msg_body(msg);
 	size_t len = nng_msg_len(msg);
-	if (!admit(d, c, conn, buf, len)) {
+	if (!admit(d, c, conn, buf, len) || !within_limits(d, c, buf, len)) {
 		nng_msg_free(msg);
 		return;
 	}
