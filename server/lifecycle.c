@@ -15,6 +15,39 @@
 #include <stdlib.h>
 #include <string.h>
 
+/*
+ * Every tenant has a secret of its own: two tenants that one token authenticates would let
+ * one's holder in as the other (a VM guest as the administrator, say). The configuration still
+ * holds the plain tokens: each must match exactly one tenant's hash; two token_hash texts
+ * alike are the same secret too. (Two hashes of one token under different salts cannot be told
+ * apart: that is what a salt is for.) The message names the tenants, never the secret.
+ */
+static int secrets_distinct(gsd_daemon *d, const gsd_config *cfg)
+{
+	for (uint32_t i = 0; i < cfg->ntenants; i++) {
+		const gsd_tenant_config *a = &cfg->tenants[i];
+		const gsd_tenant *other = NULL;
+		if (a->token[0]) {
+			for (uint32_t k = 0; k < d->ntenants && !other; k++)
+				if (strcmp(d->tenants[k]->conf.name, a->name) != 0 &&
+				    gsd_tenant_token_is(d->tenants[k], a->token))
+					other = d->tenants[k];
+		} else if (a->token_hash[0]) {
+			for (uint32_t k = 0; k < i && !other; k++)
+				if (strcmp(cfg->tenants[k].token_hash, a->token_hash) == 0)
+					other = gsd_tenant_by_name(d, cfg->tenants[k].name);
+		}
+		if (other) {
+			GSD_ERROR("tenants %s and %s have the same secret (token or token_hash): "
+			          "each "
+			          "tenant needs its own",
+			          other->conf.name, a->name);
+			return -1;
+		}
+	}
+	return 0;
+}
+
 static int add_tenants(gsd_daemon *d, const gsd_config *cfg)
 {
 	/* Owns the daemon's own contexts (paging); no token names it. */
@@ -33,7 +66,7 @@ static int add_tenants(gsd_daemon *d, const gsd_config *cfg)
 	for (uint32_t i = 0; i < cfg->ntenants; i++)
 		if (!gsd_tenant_add(d, &cfg->tenants[i]))
 			return -1;
-	return 0;
+	return secrets_distinct(d, cfg);
 }
 
 static int adapter_init(gsd_daemon *d, gsd_adapter *a, uint32_t id, const gsd_adapter_config *ac)
@@ -133,6 +166,15 @@ static void restore_tenant(void *arg, const gsd_tenant_rec *r)
 	t->id = r->id;
 	t->created_ns = r->created_ns;
 	snprintf(t->audit_name, sizeof(t->audit_name), "%s", r->audit_name);
+	/* A configured tenant's token now names it too: the configuration's tenant keeps it. */
+	for (uint32_t i = 0; i < d->cfg.ntenants; i++)
+		if (d->cfg.tenants[i].token[0] && gsd_tenant_token_is(t, d->cfg.tenants[i].token)) {
+			GSD_ERROR("tenant %s (made by an admin request) has the same secret as the "
+			          "configured tenant %s: not restored (give it a new token)",
+			          r->tenant, d->cfg.tenants[i].name);
+			gsd_tenant_remove(d, t);
+			return;
+		}
 }
 
 static int restore_tenants(gsd_daemon *d)
@@ -182,6 +224,9 @@ int gsd_daemon_init(gsd_daemon *d, const gsd_config *cfg, uv_loop_t *loop)
 	sodium_memzero(key, sizeof key);
 	if (continue_ids(d) != 0 || restore_tenants(d) != 0)
 		return -1;
+	/* From here on only the tenants' hashes are in memory, not the configuration's tokens. */
+	for (uint32_t i = 0; i < d->cfg.ntenants; i++)
+		sodium_memzero(d->cfg.tenants[i].token, sizeof(d->cfg.tenants[i].token));
 	gsd_audit_note(d->audit, "-", "daemon_start", GS_VERSION);
 	if (gsd_audit_reconciled(d->audit)) {
 		char text[128];

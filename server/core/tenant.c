@@ -159,6 +159,15 @@ uint32_t gsd_tenant_sync_limit(const gsd_daemon *d, const gsd_tenant *t)
 	return t->conf.sync_limit ? t->conf.sync_limit : d->cfg.max_syncs;
 }
 
+bool gsd_tenant_token_is(const gsd_tenant *t, const char *token)
+{
+	uint8_t h[GSD_TOKEN_HASH];
+	token_digest(t->token_salt, token ? token : "", h);
+	bool same = sodium_memcmp(h, t->token_hash, sizeof h) == 0;
+	sodium_memzero(h, sizeof h);
+	return same;
+}
+
 gsd_tenant *gsd_tenant_by_token(gsd_daemon *d, const char *token)
 {
 	gsd_tenant *found = NULL;

@@ -116,6 +116,8 @@ uint64_t gsd_tenant_max_message(const gsd_daemon *d, const gsd_tenant *t);
 /* Its packets not yet final and sync objects at most: its own limit, else the daemon's. */
 uint32_t gsd_tenant_packet_limit(const gsd_daemon *d, const gsd_tenant *t);
 uint32_t gsd_tenant_sync_limit(const gsd_daemon *d, const gsd_tenant *t);
+/* Is token this tenant's secret? */
+bool gsd_tenant_token_is(const gsd_tenant *t, const char *token);
 gsd_tenant *gsd_tenant_by_token(gsd_daemon *d, const char *token);
 gsd_tenant *gsd_tenant_by_name(gsd_daemon *d, const char *name);
 /* Was name a removed tenant's (in this run, or recorded in the audit file)? */

@@ -286,6 +286,36 @@ static void test_token_hash(void **state)
 	assert_non_null(strstr(r.err, "token_hash"));
 	itest_run_free(&r);
 	itest_config_cleanup(&cfg);
+
+	/* Two tenants with one secret do not start: a VM whose token_hash is the administrator's
+	 * token's (its guests would log in as the administrator), two equal tokens, two equal
+	 * hashes. The message names the tenants, not the secret. */
+	static const struct {
+		const char *json, *why;
+	} same[] = {
+	        {"{\"tenants\": [{\"name\": \"ops\", \"token\": \"s3cret\", \"admin\": true},"
+	         " {\"name\": \"vm1\", \"kind\": \"vm\", \"token_hash\": \"%s\"}]}",
+	         "same secret"},
+	        {"{\"tenants\": [{\"name\": \"vm1\", \"kind\": \"vm\", \"token_hash\": \"%s\"},"
+	         " {\"name\": \"ops\", \"token\": \"s3cret\", \"admin\": true}]}",
+	         "same secret"},
+	        {"{\"tenants\": [{\"name\": \"ops\", \"token_hash\": \"%s\"},"
+	         " {\"name\": \"vm1\", \"token_hash\": \"%s\"}]}",
+	         "unique"},
+	        {"{\"tenants\": [{\"name\": \"ops\", \"token\": \"tok\"},"
+	         " {\"name\": \"vm1\", \"token\": \"tok\"}]}",
+	         "unique"},
+	};
+	for (size_t i = 0; i < sizeof(same) / sizeof(same[0]); i++) {
+		snprintf(json, sizeof(json), same[i].json, line, line);
+		assert_int_equal(itest_config_write(&cfg, json), 0);
+		r = daemon_run("--config", cfg.path, NULL, NULL);
+		if (r.exit_code != 1 || !strstr(r.err, same[i].why) || strstr(r.err, "s3cret") ||
+		    strstr(r.err, "tok\""))
+			fail_msg("case %zu: exit %d: %s", i, r.exit_code, r.err ? r.err : "");
+		itest_run_free(&r);
+		itest_config_cleanup(&cfg);
+	}
 }
 
 /* Mode bits of the file of an ipc:// URL. */
