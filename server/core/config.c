@@ -679,6 +679,11 @@ int gsd_config_validate(const gsd_config *c, char *err, size_t errcap)
 		         "max_connections_per_peer, max_queued_packets and max_syncs must be > 0");
 		return -1;
 	}
+	/* Each kept event is a few hundred bytes: 2^20 of them is already hundreds of MiB. */
+	if (c->events_buffer == 0 || c->events_buffer > (1u << 20)) {
+		snprintf(err, errcap, "events_buffer must be 1..1048576 events (default 16384)");
+		return -1;
+	}
 	if (c->unauthenticated_max_message < 1024 ||
 	    c->unauthenticated_max_message > c->max_message) {
 		snprintf(err, errcap, "unauthenticated_max_message must be 1 KiB..max_message");

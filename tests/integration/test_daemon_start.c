@@ -75,6 +75,11 @@ static void test_startup_failures_exit_1(void **state)
 	        {"{\"adapters\": [{\"system_memory_mib\": 17592186044417}]}", "system_memory_mib"},
 	        {"{\"adapters\": [{\"nodes\": [1, {\"paging\": true}]}]}", "each node"},
 	        {"{\"adapters\": [{\"segments\": [\"vram\"]}]}", "each segment"},
+	        /* An events ring of 2^32 - 1 events failed with only "start-up failed". */
+	        {"{\"events_buffer\": 4294967295}", "events_buffer"},
+	        {"{\"events_buffer\": 0}", "events_buffer"},
+	        /* The kernel limits are counts. */
+	        {"{\"max_kernels\": -1}", "max_kernels"},
 	        /* A tenant has no share policy of its own: the adapter's decides, and the error
 	         * says so. */
 	        {"{\"tenants\": [{\"name\": \"a\", \"token\": \"t\", \"policy\": "
