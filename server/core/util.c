@@ -24,14 +24,15 @@ void gsd_ensure_ipc_dir(const char *url)
 		return;
 	char path[256];
 	snprintf(path, sizeof(path), "%s", url + 6);
-	for (char *p = path + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(path, 0700) != 0 && errno != EEXIST)
-			GSD_WARN("cannot create %s: %s", path, strerror(errno));
-		*p = '/';
-	}
+	/* Only the socket's own directory (the daemon's runtime directory, 0700), inside one that
+	 * exists: a daemon running as root does not make a tree of directories wherever a URL
+	 * points. A path whose parent is missing fails at listen, naming it. */
+	char *slash = strrchr(path, '/');
+	if (!slash || slash == path)
+		return;
+	*slash = '\0';
+	if (mkdir(path, 0700) != 0 && errno != EEXIST && errno != ENOENT)
+		GSD_WARN("cannot create %s: %s", path, strerror(errno));
 }
 
 /* Gives an ipc socket file its group, then the mode with the group's bits. */

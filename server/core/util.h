@@ -20,8 +20,9 @@ static inline uint64_t gsd_memory_footprint(uint64_t size)
 
 /* CLOCK_REALTIME in ns: the timestamps of records. */
 uint64_t gsd_now_ns(void);
-/* Creates the directories of an ipc:// socket path (mode 0700) so defaults work for a
- * non-root user; other URLs are left alone. */
+/* Creates the directory of an ipc:// socket (mode 0700) when its parent exists, so defaults
+ * ($XDG_RUNTIME_DIR/gpusched, /tmp/gpusched-UID) work; nothing deeper. Other URLs are left
+ * alone. */
 void gsd_ensure_ipc_dir(const char *url);
 /* Listens on url with socket s (its directories made first); an ipc:// socket gets the
  * permissions ipc_mode (0600: only the daemon's user may connect) and, when ipc_gid is not -1,

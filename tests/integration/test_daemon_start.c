@@ -323,6 +323,25 @@ static void test_token_hash(void **state)
 	}
 }
 
+/* An ipc:// path whose directories are missing: the daemon makes only the socket's own
+ * directory, where its parent exists; it no longer makes a tree of them (as root, anywhere a
+ * URL points): deeper, the start fails and nothing is created. */
+static void test_ipc_directories(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/gs-ipcdir-XXXXXX", url[256], db[256], deep[256];
+	assert_non_null(mkdtemp(dir));
+	snprintf(url, sizeof(url), "ipc://%s/a/b/c/d.sock", dir);
+	snprintf(db, sizeof(db), "%s/audit.db", dir);
+	snprintf(deep, sizeof(deep), "%s/a", dir);
+	itest_run r = daemon_run("--listen", url, "--db", db);
+	assert_int_equal(r.exit_code, 1);
+	itest_run_free(&r);
+	struct stat st;
+	assert_int_not_equal(stat(deep, &st), 0);
+	itest_sh("rm -rf '%s'", dir);
+}
+
 /* Mode bits of the file of an ipc:// URL. */
 static unsigned ipc_mode(const char *url)
 {
@@ -466,6 +485,7 @@ int main(void)
 	        cmocka_unit_test(test_startup_failures_exit_1),
 	        cmocka_unit_test(test_removed_tenant_cannot_authenticate),
 	        cmocka_unit_test(test_token_hash),
+	        cmocka_unit_test(test_ipc_directories),
 	        cmocka_unit_test(test_ipc_socket_mode),
 	        cmocka_unit_test(test_ipc_socket_group),
 	};
