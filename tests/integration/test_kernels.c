@@ -130,6 +130,30 @@ static uint64_t alloc(tenant *t, uint64_t size)
 	return p.allocation;
 }
 
+/* scale.comp over 64 uints on t's device: runs, and out[i] = i * scale + bias. */
+static void expect_scale_runs(tenant *t, uint32_t scale, uint32_t bias)
+{
+	gs_kernel_info si;
+	uint64_t k = kernel(t, GS_TEST_KERNELS_DIR, "scale", &si);
+	uint64_t in = alloc(t, 256), out = alloc(t, 256), u = alloc(t, 256);
+	uint32_t src[64], got[64], uni[2] = {scale, bias}, n = 64;
+	for (uint32_t i = 0; i < 64; i++)
+		src[i] = i;
+	assert_int_equal(gs_allocation_write(t->c, in, 0, src, sizeof(src)), 0);
+	assert_int_equal(gs_allocation_write(t->c, u, 0, uni, sizeof(uni)), 0);
+	gs_dmabuf_binding sb[3] = {{.binding = 0, .allocation = in, .range = 256},
+	                           {.binding = 1, .allocation = out, .range = 256, .write = true},
+	                           {.binding = 2, .allocation = u, .range = 8}};
+	gs_dmabuf dma;
+	gs_dmabuf_init(&dma);
+	assert_int_equal(gs_dmabuf_dispatch(&dma, k, (uint32_t[3]){1, 1, 1}, sb, 3, &n, 4), 0);
+	itest_submit_wait(t->c, t->ctx, &dma, 0);
+	gs_dmabuf_free(&dma);
+	assert_int_equal(gs_allocation_read(t->c, out, 0, got, sizeof(got)), 0);
+	for (uint32_t i = 0; i < 64; i++)
+		assert_int_equal(got[i], scale * i + bias);
+}
+
 /* The examples program against the vulkan adapter: every result equals the CPU's. */
 static void test_examples(void **state)
 {
@@ -526,23 +550,7 @@ static void test_kernel_that_never_ends(void **state)
 		fail_msg("allocation on the dead adapter: %s %s", gs_status_name(rv),
 		         gs_client_message(b0.c));
 	/* gpu1 still runs kernels. */
-	gs_kernel_info si;
-	uint64_t sk = kernel(&b1, GS_TEST_KERNELS_DIR, "scale", &si);
-	uint64_t in = alloc(&b1, 256), out = alloc(&b1, 256), u = alloc(&b1, 256);
-	uint32_t src[64], got[64], uni[2] = {2, 1}, n = 64;
-	for (uint32_t i = 0; i < 64; i++)
-		src[i] = i;
-	assert_int_equal(gs_allocation_write(b1.c, in, 0, src, sizeof(src)), 0);
-	assert_int_equal(gs_allocation_write(b1.c, u, 0, uni, sizeof(uni)), 0);
-	gs_dmabuf_binding sb[3] = {{.binding = 0, .allocation = in, .range = 256},
-	                           {.binding = 1, .allocation = out, .range = 256, .write = true},
-	                           {.binding = 2, .allocation = u, .range = 8}};
-	gs_dmabuf_reset(&dma);
-	assert_int_equal(gs_dmabuf_dispatch(&dma, sk, (uint32_t[3]){1, 1, 1}, sb, 3, &n, 4), 0);
-	itest_submit_wait(b1.c, b1.ctx, &dma, 0);
-	assert_int_equal(gs_allocation_read(b1.c, out, 0, got, sizeof(got)), 0);
-	for (uint32_t i = 0; i < 64; i++)
-		assert_int_equal(got[i], 2 * i + 1);
+	expect_scale_runs(&b1, 2, 1);
 	gs_dmabuf_free(&dma);
 	gs_close(a.c);
 	gs_close(b0.c);
@@ -961,24 +969,7 @@ static void test_hung_adapter_comes_back(void **state)
 	assert_int_equal(words[0], 0);
 	assert_true(words[1] > 0);
 	/* gpu0 runs kernels again. */
-	gs_kernel_info si;
-	uint64_t sk = kernel(&b, GS_TEST_KERNELS_DIR, "scale", &si);
-	uint64_t in = alloc(&b, 256), out = alloc(&b, 256), u = alloc(&b, 256);
-	uint32_t src[64], got[64], uni[2] = {5, 2}, n = 64;
-	for (uint32_t i = 0; i < 64; i++)
-		src[i] = i;
-	assert_int_equal(gs_allocation_write(b.c, in, 0, src, sizeof(src)), 0);
-	assert_int_equal(gs_allocation_write(b.c, u, 0, uni, sizeof(uni)), 0);
-	gs_dmabuf_binding sb[3] = {{.binding = 0, .allocation = in, .range = 256},
-	                           {.binding = 1, .allocation = out, .range = 256, .write = true},
-	                           {.binding = 2, .allocation = u, .range = 8}};
-	gs_dmabuf_init(&dma);
-	assert_int_equal(gs_dmabuf_dispatch(&dma, sk, (uint32_t[3]){1, 1, 1}, sb, 3, &n, 4), 0);
-	itest_submit_wait(b.c, b.ctx, &dma, 0);
-	gs_dmabuf_free(&dma);
-	assert_int_equal(gs_allocation_read(b.c, out, 0, got, sizeof(got)), 0);
-	for (uint32_t i = 0; i < 64; i++)
-		assert_int_equal(got[i], 5 * i + 2);
+	expect_scale_runs(&b, 5, 2);
 	gs_close(a.c);
 	tenant_close(&b);
 }
