@@ -119,6 +119,7 @@ void gsd_tenant_free(gsd_tenant *t)
 		if (t->guest_names.slots[i].key)
 			free(t->guest_names.slots[i].value);
 	gsd_hmap_free(&t->guest_names);
+	gsd_hmap_free(&t->guest_waits);
 	free(t);
 }
 

@@ -82,6 +82,10 @@ typedef struct gsd_tenant {
 	} stats;
 	/* A VM tenant's guest processes: guest id -> its audit identity (gsd_tenant_guest_name). */
 	gsd_hmap guest_names;
+	/* Requests parked (waiting) per guest process of a VM tenant: a relay carries every
+	 * guest on one connection, so guests are counted apart (rpc/call.c, park). Values are
+	 * counts, not pointers; a guest with none has no entry. */
+	gsd_hmap guest_waits;
 } gsd_tenant;
 
 /* Adds a tenant described by tc to the daemon's table, keeping only the salted hash of its

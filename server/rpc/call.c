@@ -31,6 +31,22 @@ static void timer_closed(uv_handle_t *h)
 	call_free_now(h->data);
 }
 
+/* The waiting requests of a VM tenant's guest process (behind a relay, every guest shares the
+ * relay's connection, so its own count is what bounds one guest). */
+static uintptr_t guest_waits(const gsd_tenant *t, uint64_t guest)
+{
+	return (uintptr_t)gsd_hmap_get(&t->guest_waits, guest);
+}
+
+static int guest_waits_set(gsd_tenant *t, uint64_t guest, uintptr_t n)
+{
+	if (n == 0) {
+		gsd_hmap_del(&t->guest_waits, guest);
+		return 0;
+	}
+	return gsd_hmap_put(&t->guest_waits, guest, (void *)n);
+}
+
 /* Stops counting the call as waiting. */
 static void unpark(gsd_call *c)
 {
@@ -39,6 +55,11 @@ static void unpark(gsd_call *c)
 	c->parked = false;
 	c->d->rpc->parked--;
 	gsd_list_remove(&c->conn_link);
+	if (c->parked_by_guest) {
+		c->parked_by_guest = false;
+		guest_waits_set(c->tenant, c->guest, guest_waits(c->tenant, c->guest) - 1);
+		return;
+	}
 	bool closed;
 	gsd_conn *conn = gsd_rpc_conn(c->d->rpc, c->pipe, false, &closed);
 	if (conn)
@@ -441,7 +462,17 @@ static bool park(gsd_call *c)
 		gsd_call_error(c, GSD_ST(BUSY), "the connection closed: the request cannot wait");
 		return false;
 	}
-	if (conn && conn->waits >= d->cfg.max_waits_per_connection) {
+	/* A guest process is counted on its own: one guest's waits never use up another's. */
+	bool by_guest = c->guest != 0 && c->tenant;
+	uintptr_t gw = by_guest ? guest_waits(c->tenant, c->guest) : 0;
+	if (by_guest && gw >= d->cfg.max_waits_per_connection) {
+		gsd_call_error(c, GSD_ST(BUSY),
+		               "guest %llu already has %u waiting requests "
+		               "(max_waits_per_connection, counted per guest)",
+		               (unsigned long long)c->guest, (unsigned)gw);
+		return false;
+	}
+	if (!by_guest && conn && conn->waits >= d->cfg.max_waits_per_connection) {
 		gsd_call_error(c, GSD_ST(BUSY),
 		               "the connection already has %u waiting requests "
 		               "(max_waits_per_connection %u)",
@@ -454,10 +485,16 @@ static bool park(gsd_call *c)
 		               rpc->parked);
 		return false;
 	}
+	if (by_guest && guest_waits_set(c->tenant, c->guest, gw + 1) != 0) {
+		gsd_call_error(c, GSD_ST(INTERNAL), "out of memory");
+		return false;
+	}
 	c->parked = true;
+	c->parked_by_guest = by_guest;
 	rpc->parked++;
 	if (conn) {
-		conn->waits++;
+		if (!by_guest)
+			conn->waits++;
 		gsd_list_push_back(&conn->parked, &c->conn_link);
 	}
 	return true;

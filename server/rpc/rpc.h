@@ -42,6 +42,7 @@ struct gsd_call {
 	gsd_list tarpit_link;   /* in gsd_rpc.tarpit while its refusal is held (call.c) */
 	uint64_t tarpit_due_ms; /* uv_now when the held refusal is answered */
 	bool parked;            /* counted as waiting (gsd_call_wait) until answered */
+	bool parked_by_guest;   /* counted under its guest (tenant guest_waits), not its conn */
 	uint32_t deferred;      /* times it waited (for an allocation to be free) */
 	uv_timer_t timer;       /* deadline of a parked call */
 	bool timer_used;

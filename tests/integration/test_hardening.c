@@ -540,6 +540,127 @@ static void test_huge_requests_refused_before_decoding(void **state)
 	world_close(&v);
 }
 
+/* ---- one guest's waits ---- */
+
+#define VM_TOKEN "vm-token"
+
+/* A request of the VM tenant as its guest `guest` (what gpusched-relay sends for a guest). */
+static void *guest_request(Gpusched__V1__Request *req, uint64_t id, uint64_t guest, size_t *len)
+{
+	req->id = id;
+	req->token = VM_TOKEN;
+	req->guest = guest;
+	return itest_pack(req, len);
+}
+
+/* Guest `guest`'s device and a sync object of it at 0 (answered on a connection of its own). */
+static uint64_t guest_sync(const char *url, uint64_t guest)
+{
+	Gpusched__V1__Request req = GPUSCHED__V1__REQUEST__INIT;
+	Gpusched__V1__DeviceCreateRequest dc = GPUSCHED__V1__DEVICE_CREATE_REQUEST__INIT;
+	dc.name = "g";
+	req.body_case = GPUSCHED__V1__REQUEST__BODY_DEVICE_CREATE;
+	req.device_create = &dc;
+	size_t len;
+	void *b = guest_request(&req, 1, guest, &len);
+	Gpusched__V1__Response *r = NULL;
+	assert_int_equal(itest_raw_call(url, b, len, 10000, &r), 0);
+	free(b);
+	assert_int_equal(r->status, GS_STATUS_OK);
+	uint64_t dev = r->device_create->device;
+	gpusched__v1__response__free_unpacked(r, NULL);
+	Gpusched__V1__Request sreq = GPUSCHED__V1__REQUEST__INIT;
+	Gpusched__V1__SyncCreateRequest sc = GPUSCHED__V1__SYNC_CREATE_REQUEST__INIT;
+	sc.device = dev;
+	sreq.body_case = GPUSCHED__V1__REQUEST__BODY_SYNC_CREATE;
+	sreq.sync_create = &sc;
+	b = guest_request(&sreq, 2, guest, &len);
+	assert_int_equal(itest_raw_call(url, b, len, 10000, &r), 0);
+	free(b);
+	assert_int_equal(r->status, GS_STATUS_OK);
+	uint64_t sync = r->sync_create->sync;
+	gpusched__v1__response__free_unpacked(r, NULL);
+	return sync;
+}
+
+/* Sends a SyncWait of guest `guest` on ctx; its answer comes through answered_cb. */
+static void send_guest_wait(nng_socket s, pending *p, uint64_t id, uint64_t guest, uint64_t sync,
+                            uint32_t timeout_ms)
+{
+	Gpusched__V1__Request req = GPUSCHED__V1__REQUEST__INIT;
+	Gpusched__V1__SyncWaitRequest sw = GPUSCHED__V1__SYNC_WAIT_REQUEST__INIT;
+	sw.sync = sync;
+	sw.value = 1;
+	sw.timeout_ms = timeout_ms;
+	req.body_case = GPUSCHED__V1__REQUEST__BODY_SYNC_WAIT;
+	req.sync_wait = &sw;
+	size_t len;
+	void *b = guest_request(&req, id, guest, &len);
+	p->status = -1;
+	assert_int_equal(nng_ctx_open(&p->ctx, s), 0);
+	assert_int_equal(nng_aio_alloc(&p->aio, NULL, NULL), 0);
+	nng_msg *m;
+	assert_int_equal(nng_msg_alloc(&m, len), 0);
+	memcpy(nng_msg_body(m), b, len);
+	free(b);
+	nng_aio_set_msg(p->aio, m);
+	nng_ctx_send(p->ctx, p->aio);
+	nng_aio_wait(p->aio);
+	assert_int_equal(nng_aio_result(p->aio), 0);
+	nng_aio_free(p->aio);
+	assert_int_equal(nng_aio_alloc(&p->aio, answered_cb, p), 0);
+	nng_ctx_recv(p->ctx, p->aio);
+}
+
+/*
+ * gpusched-relay carries every guest of a VM on one connection. Guest 1 parks as many waits as
+ * a connection may have (16); its next one is BUSY, and guest 2's wait on the same connection
+ * still waits (it times out, it is not refused): waits are counted per guest, not per
+ * connection (guest 2's used to be BUSY).
+ */
+static void test_guest_waits_counted_per_guest(void **state)
+{
+	fx *f = *state;
+	char json[768];
+	snprintf(json, sizeof(json),
+	         "{\"tenants\": [{\"name\": \"victim\", \"token\": \"" VICTIM "\"},"
+	         " {\"name\": \"vm1\", \"kind\": \"vm\", \"token\": \"" VM_TOKEN "\"}],"
+	         " \"max_waits_per_connection\": 16, \"max_inflight_requests\": 64}");
+	start(f, json, NULL);
+	uint64_t s1 = guest_sync(f->t.url, 1), s2 = guest_sync(f->t.url, 2);
+	nng_socket s;
+	assert_int_equal(nng_req0_open(&s), 0);
+	assert_int_equal(nng_dial(s, f->t.url, NULL, 0), 0);
+	enum { N = 16 };
+	static pending p[N + 2];
+	pthread_mutex_lock(&g_ans.mu);
+	g_ans.answered = g_ans.busy = g_ans.quota = 0;
+	pthread_mutex_unlock(&g_ans.mu);
+	for (int i = 0; i < N; i++)
+		send_guest_wait(s, &p[i], 100 + i, 1, s1, 15000);
+	send_guest_wait(s, &p[N], 200, 1, s1, 15000);
+	int answered1 = wait_answers(1);
+	send_guest_wait(s, &p[N + 1], 300, 2, s2, 300);
+	int answered2 = wait_answers(2);
+	/* Read under the lock, checked after it (a failed check must not leave it held). */
+	int st[N + 2];
+	pthread_mutex_lock(&g_ans.mu);
+	for (int i = 0; i < N + 2; i++)
+		st[i] = p[i].status;
+	pthread_mutex_unlock(&g_ans.mu);
+	for (int i = 0; i < N + 2; i++) {
+		nng_aio_free(p[i].aio);
+		nng_ctx_close(p[i].ctx);
+	}
+	nng_close(s);
+	assert_int_equal(answered1, 1);
+	assert_int_equal(answered2, 2);
+	assert_int_equal(st[N], GS_STATUS_BUSY);
+	assert_int_equal(st[N + 1], GS_STATUS_TIMEOUT);
+	for (int i = 0; i < N; i++)
+		assert_int_equal(st[i], -1); /* guest 1's still wait */
+}
+
 /* ---- 3. the audit cannot commit ---- */
 
 /* Submits until the daemon accepts again (the refusals' own records probe the audit). */
@@ -1089,6 +1210,7 @@ int main(void)
 	        T_(test_unauthenticated),
 	        T_(test_unauthenticated_oversize),
 	        T_(test_huge_requests_refused_before_decoding),
+	        T_(test_guest_waits_counted_per_guest),
 	        T_(test_audit_locked),
 	        T_(test_disk_full),
 	        T_(test_patch_over_instruction),
