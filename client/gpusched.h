@@ -193,8 +193,10 @@ int gs_default_url(char *buf, size_t cap);
  * (unset = empty: the daemon's default tenant). On success *out is a new client whose current
  * adapter is 0. Returns 0, GS_ERR_TRANSPORT, GS_ERR_NOMEM or GS_ERR_INVALID.
  * A tls+tcp://HOST:PORT URL verifies the daemon's certificate against the CA file named by
- * $GPUSCHED_TLS_CA (required) for HOST, and presents $GPUSCHED_TLS_CERT_KEY (certificate and
- * key, one PEM file) when set.
+ * $GPUSCHED_TLS_CA (required) and, when HOST is a DNS name, for HOST (a DNS subjectAltName);
+ * $GPUSCHED_TLS_SERVER_NAME names the expected name instead (the way to check a daemon reached
+ * by IP address: the TLS library matches DNS names only). It presents $GPUSCHED_TLS_CERT_KEY
+ * (certificate and key, one PEM file) when set.
  * gs_connect_ex also writes why a connection failed into `why` (why_cap bytes; may be NULL).
  */
 int gs_connect(const char *url, const char *token, gs_client **out);

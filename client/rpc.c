@@ -49,6 +49,32 @@ int gsc_nng_error(int rv)
 	}
 }
 
+/*
+ * The name the daemon's certificate must carry, into name (empty: none): $GPUSCHED_TLS_SERVER_NAME,
+ * else the URL's host when it is a DNS name. Without a name any certificate from the CA would
+ * do, so anyone holding one (another VM's, where one CA signs both) could pose as the daemon.
+ * The TLS library nng uses here (mbedTLS 2.28) matches DNS names only, not IP addresses: a host
+ * given as an IP address is checked against the CA alone unless the variable names the
+ * certificate's DNS name.
+ */
+static void server_name(const char *url, char *name, size_t cap)
+{
+	const char *env = getenv(GS_ENV_TLS_SERVER_NAME);
+	if (env && env[0]) {
+		snprintf(name, cap, "%s", env);
+		return;
+	}
+	const char *h = url + strlen("tls+tcp://");
+	size_t n = strcspn(h, ":/");
+	bool ip = h[0] == '[' || n == 0;
+	if (!ip) {
+		ip = true;
+		for (size_t i = 0; i < n && ip; i++)
+			ip = (h[i] >= '0' && h[i] <= '9') || h[i] == '.';
+	}
+	snprintf(name, cap, "%.*s", ip ? 0 : (int)n, h);
+}
+
 int gsc_dial(nng_socket s, const char *url, int flags, nng_dialer *out, char *why, size_t cap)
 {
 	if (strncmp(url, "tls+", 4) != 0) {
@@ -71,9 +97,15 @@ int gsc_dial(nng_socket s, const char *url, int flags, nng_dialer *out, char *wh
 		return rv;
 	}
 	const char *what = ca;
+	char name[256];
+	server_name(url, name, sizeof(name));
 	rv = nng_tls_config_ca_file(tc, ca);
 	if (rv == 0)
 		rv = nng_tls_config_auth_mode(tc, NNG_TLS_AUTH_MODE_REQUIRED);
+	if (rv == 0 && name[0]) {
+		what = name;
+		rv = nng_tls_config_server_name(tc, name);
+	}
 	if (rv == 0 && cert && cert[0]) {
 		what = cert;
 		rv = nng_tls_config_cert_key_file(tc, cert, NULL);

@@ -16,8 +16,11 @@ extern "C" {
 #define GS_ENV_TOKEN "GPUSCHED_TOKEN"
 /* tls+tcp:// (clients): the CA that signed the daemon's certificate (required), and this
  * client's certificate and key in one PEM file (when the daemon asks for one). */
-#define GS_ENV_TLS_CA       "GPUSCHED_TLS_CA"
-#define GS_ENV_TLS_CERT_KEY "GPUSCHED_TLS_CERT_KEY"
+#define GS_ENV_TLS_CA "GPUSCHED_TLS_CA"
+/* The name the daemon's certificate must carry (a DNS subjectAltName or, without SANs, its CN):
+ * by default the URL's host when that is a DNS name. */
+#define GS_ENV_TLS_SERVER_NAME "GPUSCHED_TLS_SERVER_NAME"
+#define GS_ENV_TLS_CERT_KEY    "GPUSCHED_TLS_CERT_KEY"
 
 /*
  * Writes the default request URL into buf (cap bytes, always NUL-terminated when cap > 0):

@@ -59,7 +59,8 @@ static void print_help(void)
 		printf("  %-10s %s\n", commands[i].name, commands[i].summary);
 	printf("\n"
 	       "A tls+tcp://HOST:PORT URL needs $GPUSCHED_TLS_CA (the CA that signed the daemon's\n"
-	       "certificate, checked for HOST) and, when the daemon asks for one,\n"
+	       "certificate, checked for HOST when it is a DNS name, or for the name in\n"
+	       "$GPUSCHED_TLS_SERVER_NAME) and, when the daemon asks for one,\n"
 	       "$GPUSCHED_TLS_CERT_KEY (this client's certificate and key, one PEM file).\n"
 	       "\n"
 	       "Exit status: 0 ok, 1 the daemon returned an error, 2 usage error,\n"

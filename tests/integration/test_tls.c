@@ -68,6 +68,13 @@ static void test_mutual_tls(void **state)
 	int rv = try_info(url, k.client, why, sizeof(why));
 	if (rv != 0)
 		fail_msg("a client with a certificate from the CA was not served: %d %s", rv, why);
+	/* The daemon's certificate is for daemon.test: named so, it is the daemon; named as
+	 * another host, the same CA's certificate is refused (anyone with one could pose as it). */
+	setenv("GPUSCHED_TLS_SERVER_NAME", "daemon.test", 1);
+	assert_int_equal(try_info(url, k.client, why, sizeof(why)), 0);
+	setenv("GPUSCHED_TLS_SERVER_NAME", "elsewhere.test", 1);
+	assert_int_not_equal(try_info(url, k.client, why, sizeof(why)), 0);
+	unsetenv("GPUSCHED_TLS_SERVER_NAME");
 	/* Refused: a certificate from another CA, none at all, plain tcp on the TLS port. */
 	assert_int_not_equal(try_info(url, k.stranger, why, sizeof(why)), 0);
 	assert_int_not_equal(try_info(url, NULL, why, sizeof(why)), 0);

@@ -491,7 +491,8 @@ void itest_pki_make(itest_pki *k)
 	char unused[128];
 	make_cert(k->dir, "ca", NULL, NULL, unused, sizeof(unused));
 	snprintf(k->ca, sizeof(k->ca), "%s/ca.pem", k->dir);
-	make_cert(k->dir, "server", "ca", "IP:127.0.0.1", k->server, sizeof(k->server));
+	make_cert(k->dir, "server", "ca", "IP:127.0.0.1,DNS:daemon.test", k->server,
+	          sizeof(k->server));
 	make_cert(k->dir, "client", "ca", "DNS:client", k->client, sizeof(k->client));
 	make_cert(k->dir, "other", NULL, NULL, unused, sizeof(unused));
 	make_cert(k->dir, "stranger", "other", "DNS:stranger", k->stranger, sizeof(k->stranger));

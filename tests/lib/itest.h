@@ -121,7 +121,8 @@ int itest_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 typedef struct itest_pki {
 	char dir[64];
-	/* ca.pem; cert+key PEM files: the daemon's (for IP 127.0.0.1) and a client's, both from
+	/* ca.pem; cert+key PEM files: the daemon's (for IP 127.0.0.1 and DNS daemon.test) and a
+	 * client's, both from
 	 * the CA, and a stranger's from another CA (its certificate dir/other.pem) */
 	char ca[128], server[128], client[128], stranger[128];
 } itest_pki;
