@@ -179,8 +179,8 @@ static void dispatch_summary(const gsd_packet *p, char *buf, size_t cap)
 			              b.binding, b.alloc_index, (unsigned long long)b.offset,
 			              (unsigned long long)b.range);
 		}
-		if ((size_t)n >= sizeof(one) || len + (size_t)n + 16 >= cap ||
-		    len + (size_t)n > GSD_AUDIT_TEXT_MAX - 16)
+		/* Room is kept for the "(+N more)" that says what did not fit. */
+		if ((size_t)n >= sizeof(one) || len + (size_t)n + 16 >= cap)
 			continue;
 		memcpy(buf + len, one, (size_t)n + 1);
 		len += (size_t)n;

@@ -281,15 +281,6 @@ const gsd_exec_kernel *gsd_exec_find_kernel(const gsd_exec *x, uint64_t handle)
 	return NULL;
 }
 
-/* The kernel's declaration of binding number n; NULL if it declares none. */
-static const gsd_kernel_binding *declared(const gsd_kernel_info *info, uint32_t n)
-{
-	for (uint32_t i = 0; i < info->nbindings; i++)
-		if (info->bindings[i].binding == n)
-			return &info->bindings[i];
-	return NULL;
-}
-
 int gsd_engine_dispatch_access(const gsd_memory *mem, const gsd_exec *x, const gs_isa_cmd *cmd,
                                const gsd_exec_kernel **kernel, gsd_dispatch_binding *out,
                                char *detail, size_t cap)
@@ -307,7 +298,7 @@ int gsd_engine_dispatch_access(const gsd_memory *mem, const gsd_exec *x, const g
 	for (unsigned i = 0; i < cmd->nbindings; i++) {
 		gs_isa_binding b;
 		gs_isa_dispatch_binding(cmd, i, &b);
-		const gsd_kernel_binding *kb = declared(k->info, b.binding);
+		const gsd_kernel_binding *kb = gsd_kernel_binding_of(k->info, b.binding);
 		if (!kb || b.alloc_index >= x->nranges || b.range == 0) {
 			snprintf(detail, cap, "DISPATCH binding %u is not the kernel's", b.binding);
 			return -1;

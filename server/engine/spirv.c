@@ -2,7 +2,7 @@
  * Users' compute kernels: the checks of spirv.h, in four steps, each on a module the one
  * before has accepted.
  *
- *   1. the byte string: a whole number of 32-bit words, at most MAX_MODULE_BYTES, starting
+ *   1. the byte string: a whole number of 32-bit words, at most GSD_KERNEL_MAX_MODULE, starting
  *      with the SPIR-V magic number in host byte order (what a Vulkan driver reads);
  *   2. SPIRV-Tools' validator for the device's Vulkan environment;
  *   3. a walk of the instructions with SPIRV-Tools' parser: capabilities, addressing model,
@@ -32,7 +32,6 @@
 #include <spirv_cross/spirv_cross_c.h>
 
 /* A kernel is a few kilobytes; the bound keeps a request from tying up the validator. */
-#define MAX_MODULE_BYTES    (4u << 20)
 #define SPIRV_HEADER_WORDS  5u
 #define SPIRV_HEADER_BYTES  (SPIRV_HEADER_WORDS * 4u)
 #define MEMORY_ONLY_THROUGH "kernels reach memory only through their bindings"
@@ -296,7 +295,7 @@ static int check_bytes(const void *code, size_t size, char *err, size_t cap)
 		return refuse(err, cap,
 		              "module of %zu bytes is not a whole number of 32-bit SPIR-V words",
 		              size);
-	if (size > MAX_MODULE_BYTES)
+	if (size > GSD_KERNEL_MAX_MODULE)
 		return refuse(err, cap, "module of %zu bytes exceeds 4 MiB", size);
 	if (size < SPIRV_HEADER_BYTES)
 		return refuse(err, cap,

@@ -37,7 +37,8 @@
 
 #define GSD_KERNEL_MAX_BINDINGS 16u
 #define GSD_KERNEL_MAX_PUSH     128u
-#define GSD_KERNEL_ENTRY_MAX    64u /* bytes of an entry point's name, with its NUL */
+#define GSD_KERNEL_ENTRY_MAX    64u        /* bytes of an entry point's name, with its NUL */
+#define GSD_KERNEL_MAX_MODULE   (4u << 20) /* bytes of SPIR-V a module may have */
 
 /* What a device lets a user kernel do (the backend's describe_kernels). */
 typedef struct gsd_kernel_limits {
@@ -86,6 +87,16 @@ typedef struct gsd_kernel_info {
  */
 int gsd_spirv_check(const void *code, size_t size, const char *entry, const gsd_kernel_limits *lim,
                     gsd_kernel_info *out, char *err, size_t cap);
+
+/* The kernel's declaration of binding number n; NULL if it declares none. */
+static inline const gsd_kernel_binding *gsd_kernel_binding_of(const gsd_kernel_info *info,
+                                                              uint32_t n)
+{
+	for (uint32_t i = 0; i < info->nbindings; i++)
+		if (info->bindings[i].binding == n)
+			return &info->bindings[i];
+	return NULL;
+}
 
 /* The limits of lavapipe on Debian 12 with everything the allow-list knows enabled: for tests
  * and for a backend that asks nothing of its device. */

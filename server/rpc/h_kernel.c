@@ -10,9 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Largest module accepted (also spirv.h's own bound). */
-#define MAX_MODULE_BYTES (4u << 20)
-
 static const char *entry_of(const char *e)
 {
 	return e && e[0] ? e : "main";
@@ -138,9 +135,9 @@ void gsd_h_kernel_create(gsd_daemon *d, gsd_call *c)
 		return;
 	const char *entry = entry_of(q->entry_point);
 	size_t size = q->spirv.len;
-	if (size > MAX_MODULE_BYTES) {
+	if (size > GSD_KERNEL_MAX_MODULE) {
 		gsd_call_error(c, GSD_ST(TOO_LARGE), "a module of %zu bytes exceeds %u bytes", size,
-		               MAX_MODULE_BYTES);
+		               GSD_KERNEL_MAX_MODULE);
 		return;
 	}
 	if (strlen(entry) >= GSD_KERNEL_ENTRY_MAX) {

@@ -109,12 +109,14 @@ static int check_dispatch(gsd_call *c, const gsd_context *x, const gs_isa_cmd *c
 		              "context's device",
 		              at, (unsigned long long)cmd->kernel);
 	const gsd_kernel_info *ki = &k->code->info;
+	const uint32_t *max_groups = a->kernel_caps.max_groups;
+	static const char axis[3] = {'x', 'y', 'z'};
 	for (int i = 0; i < 3; i++)
-		if (cmd->groups[i] > a->kernel_caps.max_groups[i])
+		if (cmd->groups[i] > max_groups[i])
 			return refuse(
 			        v, GSD_ST(INVALID_ARGUMENT),
 			        "DISPATCH at byte %zu: %u groups in %c exceed the device's %u", at,
-			        cmd->groups[i], "xyz"[i], a -> kernel_caps.max_groups[i]);
+			        cmd->groups[i], axis[i], max_groups[i]);
 	if (cmd->push_size != ki->push_bytes)
 		return refuse(v, GSD_ST(INVALID_ARGUMENT),
 		              "DISPATCH at byte %zu carries %u bytes of push constants; the kernel "
@@ -128,9 +130,7 @@ static int check_dispatch(gsd_call *c, const gsd_context *x, const gs_isa_cmd *c
 	for (unsigned i = 0; i < cmd->nbindings; i++) {
 		gs_isa_binding b;
 		gs_isa_dispatch_binding(cmd, i, &b);
-		bool known = false;
-		for (uint32_t j = 0; j < ki->nbindings && !known; j++)
-			known = ki->bindings[j].binding == b.binding;
+		bool known = gsd_kernel_binding_of(ki, b.binding) != NULL;
 		if (!known || (seen & (1u << b.binding)))
 			return refuse(v, GSD_ST(INVALID_ARGUMENT),
 			              "DISPATCH at byte %zu: binding %u is %s", at, b.binding,
@@ -278,10 +278,8 @@ static int check_bindings(const gsd_context *x, const gsd_packet *p, verdict *v)
 		for (unsigned i = 0; k && i < cmd.nbindings; i++) {
 			gs_isa_binding b;
 			gs_isa_dispatch_binding(&cmd, i, &b);
-			const gsd_kernel_binding *kb = NULL;
-			for (uint32_t j = 0; j < k->info->nbindings && !kb; j++)
-				if (k->info->bindings[j].binding == b.binding)
-					kb = &k->info->bindings[j];
+			/* Declared: check_dispatch saw to it. */
+			const gsd_kernel_binding *kb = gsd_kernel_binding_of(k->info, b.binding);
 			uint64_t max = kb->kind == GSD_BINDING_UNIFORM ? caps->max_uniform_range
 			                                               : caps->max_storage_range;
 			if (b.alloc_index >= p->nallocs)
@@ -308,13 +306,13 @@ static int check_bindings(const gsd_context *x, const gsd_packet *p, verdict *v)
 			                                              : caps->storage_range_align;
 			uint64_t rounded = ra > 1 ? (b.range + ra - 1) / ra * ra : b.range;
 			if (rounded > pa->alloc->size - b.offset)
-				return refuse(v, GSD_ST(INVALID_ARGUMENT),
-				              "DISPATCH at byte %zu: binding %u: the device checks "
-				              "accesses against the range rounded up to %llu "
-				              "bytes, which "
-				              "passes the end of allocation %llu",
-				              at, b.binding, (unsigned long long)ra,
-				              (unsigned long long)pa->alloc->obj.handle);
+				return refuse(
+				        v, GSD_ST(INVALID_ARGUMENT),
+				        "DISPATCH at byte %zu: binding %u: the device checks "
+				        "accesses against the range rounded up to %llu bytes, "
+				        "which passes the end of allocation %llu",
+				        at, b.binding, (unsigned long long)ra,
+				        (unsigned long long)pa->alloc->obj.handle);
 			if (b.range > max)
 				return refuse(
 				        v, GSD_ST(INVALID_ARGUMENT),

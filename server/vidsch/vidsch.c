@@ -493,6 +493,9 @@ static bool make_resident(gsd_daemon *d, gsd_context *x, gsd_packet *p)
  * ends at once, cancelled. A packet whose SUBMITTED record is not committed yet is left for
  * when it is (gsd_vidsch_recorded comes back here): its submission is still being answered.
  */
+#define OUT_OF_SERVICE "the adapter is out of service: a dispatch that did not stop still runs"
+#define LOST_FOR_GOOD  "the device was lost and could not be recovered"
+
 static void cancel_on_dead(gsd_daemon *d, gsd_node *n)
 {
 	gsd_list *it, *tmp;
@@ -507,13 +510,9 @@ static void cancel_on_dead(gsd_daemon *d, gsd_node *n)
 		{
 			gsd_packet *p = GSD_CONTAINER_OF(pit, gsd_packet, link);
 			if (p != n->running && !p->unrecorded)
-				gsd_vidsch_cancel_packet(
-				        d, p,
-				        n->adapter->device_retry
-				                ? "the adapter is out of service: a dispatch that "
-				                  "did "
-				                  "not stop after a reset still runs"
-				                : "the device was lost and could not be recovered");
+				gsd_vidsch_cancel_packet(d, p,
+				                         n->adapter->device_retry ? OUT_OF_SERVICE
+				                                                  : LOST_FOR_GOOD);
 		}
 		gsd_context_put(d, x);
 	}
