@@ -38,8 +38,12 @@ typedef struct gsd_event {
 
 /* Where a read stopped, and what it could not give. */
 typedef struct gsd_events_pos {
-	uint64_t cursor;     /* the position after the last event read: the next read's after */
-	uint64_t cursor_seq; /* the highest audit seq of the events up to the cursor */
+	/* The position after the last event read: the next read's after. A tenant's moves only
+	 * with its own events (it is after its newest), so it tells nothing of the others. */
+	uint64_t cursor;
+	uint64_t scan; /* where the read stopped looking: a waiting reader goes on from here */
+	/* The highest audit seq of the events up to the cursor (a tenant's: of its own). */
+	uint64_t cursor_seq;
 	/* 0, or events after the reader's position left the ring (or the position was not of
 	 * this run): the reader's packet events below this seq are to be read from the audit. */
 	uint64_t lost_before_seq;

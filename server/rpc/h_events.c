@@ -71,8 +71,9 @@ static void reply(gsd_call *c, const gsd_event *const *evs, size_t n, const gsd_
 }
 
 /* Answers when there is something to say (or always, `now`); false when the call waits on.
- * c->wait_value is the position it reads from: it moves past other tenants' events, so a
- * wait woken by them does not look at them again. */
+ * c->wait_value is the position it reads from: while it waits it moves past other tenants'
+ * events, so a wait woken by them does not look at them again, but the cursor it answers
+ * moves with the caller's own events only. */
 static bool try_answer(gsd_call *c, bool now)
 {
 	const Gpusched__V1__EventsWaitRequest *q = R(events_wait);
@@ -90,7 +91,7 @@ static bool try_answer(gsd_call *c, bool now)
 	if (answer)
 		reply(c, evs, n, &pos);
 	else
-		c->wait_value = pos.cursor;
+		c->wait_value = pos.scan; /* past the others' events, not to look at them again */
 	free(evs);
 	return answer;
 }

@@ -60,7 +60,7 @@ static int setup(void **state)
 	         (int)getpid());
 	char json[1024], metrics[64];
 	snprintf(json, sizeof(json),
-	         "{\"events\": \"%s\", \"tenants\": ["
+	         "{\"events\": \"%s\", \"events_buffer\": 64, \"tenants\": ["
 	         "{\"name\": \"ops\", \"token\": \"t-ops\", \"admin\": true},"
 	         "{\"name\": \"alice\", \"token\": \"t-alice\"},"
 	         "{\"name\": \"bob\", \"token\": \"t-bob\"}]}",
@@ -213,12 +213,12 @@ static void test_events_only_own_tenant(void **state)
 }
 
 /* A waiting watcher is woken by its own events only: bob's packet does not end alice's wait
- * (she is answered with nothing when her wait runs out), her own does. */
+ * (she is answered with nothing when her wait runs out), and her cursor stays where it was. */
 static void test_events_wait_not_woken_by_others(void **state)
 {
 	fx *f = *state;
 	Gpusched__V1__Response *r = raw_events_wait(f, "t-alice", 0, 0, 0);
-	uint64_t cursor = r->events_wait->cursor;
+	uint64_t cursor = r->events_wait->cursor, cursor_seq = r->events_wait->cursor_seq;
 	gpusched__v1__response__free_unpacked(r, NULL);
 	itest_submit_wait(f->bob, f->bob_ctx, &f->nop, 0);
 	/* bob's events are in the ring already: alice's wait runs out empty (200 ms: a bound,
@@ -227,10 +227,73 @@ static void test_events_wait_not_woken_by_others(void **state)
 	assert_int_equal(r->status, GPUSCHED__V1__STATUS__STATUS_OK);
 	assert_int_equal(r->events_wait->n_events, 0);
 	assert_int_equal(r->events_wait->lost_before_seq, 0);
-	/* Past bob's, so never looked at again (cursors are opaque: compared as ring positions). */
-	assert_true(itest_wire_unmap(f->t.db, "events", 0, 0, r->events_wait->cursor) >
-	            itest_wire_unmap(f->t.db, "events", 0, 0, cursor));
+	assert_int_equal(r->events_wait->cursor, cursor);
+	assert_int_equal(r->events_wait->cursor_seq, cursor_seq);
 	gpusched__v1__response__free_unpacked(r, NULL);
+}
+
+/* What alice's EventsWait answers (cursor, cursor_seq, lost_before_seq, count) from `after`. */
+typedef struct ew_answer {
+	uint64_t cursor, cursor_seq, lost;
+	size_t n;
+} ew_answer;
+
+static ew_answer ask(fx *f, const char *token, uint64_t after)
+{
+	Gpusched__V1__Response *r = raw_events_wait(f, token, after, 0, 0);
+	assert_int_equal(r->status, GPUSCHED__V1__STATUS__STATUS_OK);
+	ew_answer a = {r->events_wait->cursor, r->events_wait->cursor_seq,
+	               r->events_wait->lost_before_seq, r->events_wait->n_events};
+	gpusched__v1__response__free_unpacked(r, NULL);
+	return a;
+}
+
+/*
+ * The cursor is no side channel (issue 26, item 5): alice, idle, polls her cursor while bob
+ * runs 25 packets. Neither a poll from her cursor nor a fresh "from now" cursor changes while
+ * he works, though his events overflow the ring (on main c4ca6f6 the cursor moved about 1.2
+ * times per packet of bob's); her own packet moves it and is delivered, and she is told of a
+ * loss only when her own events leave the ring.
+ */
+static void test_events_cursor_moves_only_with_own(void **state)
+{
+	fx *f = *state;
+	ew_answer start = ask(f, "t-alice", 0);
+	ew_answer from = ask(f, "t-alice", start.cursor);
+	assert_int_equal(from.n, 0);
+	assert_int_equal(from.cursor, start.cursor);
+	size_t moves = 0;
+	for (int i = 0; i < 25; i++) {
+		itest_submit_wait(f->bob, f->bob_ctx, &f->nop, 0);
+		ew_answer now = ask(f, "t-alice", 0), polled = ask(f, "t-alice", start.cursor);
+		moves += now.cursor != start.cursor || now.cursor_seq != start.cursor_seq;
+		moves += polled.cursor != start.cursor || polled.cursor_seq != start.cursor_seq ||
+		         polled.n || polled.lost;
+	}
+	assert_int_equal(moves, 0);
+	uint64_t mine = itest_submit_wait(f->alice, f->alice_ctx, &f->nop, 0);
+	Gpusched__V1__Response *r = raw_events_wait(f, "t-alice", start.cursor, 100, 0);
+	assert_int_equal(r->events_wait->n_events, 4);
+	for (size_t i = 0; i < 4; i++)
+		assert_int_equal(r->events_wait->events[i]->packet->packet, mine);
+	assert_int_not_equal(r->events_wait->cursor, start.cursor);
+	/* From now on, the same as after her last event. */
+	uint64_t after_mine = r->events_wait->cursor;
+	assert_int_equal(ask(f, "t-alice", 0).cursor, after_mine);
+	gpusched__v1__response__free_unpacked(r, NULL);
+
+	/* bob's packets push hers out of the ring (64 events): from her cursor nothing is lost,
+	 * from the one before her packet, her four events are (and are in the audit). */
+	for (int i = 0; i < 20; i++)
+		itest_submit_wait(f->bob, f->bob_ctx, &f->nop, 0);
+	ew_answer kept = ask(f, "t-alice", after_mine);
+	assert_int_equal(kept.n, 0);
+	assert_int_equal(kept.lost, 0);
+	assert_int_equal(kept.cursor, after_mine);
+	ew_answer lost = ask(f, "t-alice", start.cursor);
+	assert_int_equal(lost.n, 0);
+	assert_int_not_equal(lost.lost, 0);
+	assert_int_equal(ask(f, "t-alice", 0).cursor, after_mine);
 }
 
 /*
@@ -622,6 +685,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test_setup_teardown(test_events_only_own_tenant, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_events_cursor_moves_only_with_own, setup,
+	                                        teardown),
 	        cmocka_unit_test_setup_teardown(test_events_wait_not_woken_by_others, setup,
 	                                        teardown),
 	        cmocka_unit_test_setup_teardown(test_events_reused_name, setup, teardown),
