@@ -387,7 +387,8 @@ static int64_t meta_int(sqlite3 *db, const char *key, int64_t dflt)
 }
 
 /* Walks the chain in seq order: every link and every appended row. */
-static int walk_chain(sqlite3 *db, gs_chain_report *out, const uint8_t base[GS_CHAIN_HASH])
+static int walk_chain(sqlite3 *db, gs_chain_report *out, const uint8_t base[GS_CHAIN_HASH],
+                      const gs_chain_pin *pin)
 {
 	sqlite3_stmt *s;
 	if (sqlite3_prepare_v2(db,
@@ -461,6 +462,10 @@ static int walk_chain(sqlite3 *db, gs_chain_report *out, const uint8_t base[GS_C
 			break;
 		}
 		memcpy(prev, hash, GS_CHAIN_HASH);
+		if (pin && seq == pin->seq) {
+			out->pin_found = true;
+			out->pin_matched = memcmp(hash, pin->hash, GS_CHAIN_HASH) == 0;
+		}
 		out->records++;
 		out->last_seq = seq;
 	}
@@ -559,7 +564,242 @@ static int check_states(sqlite3 *db, gs_chain_report *out, const char *table, co
 	return out->ok && rc != SQLITE_DONE ? -1 : 0;
 }
 
+/* The first row found by `sql` (seq or key, id), with ?1 bound to the chain's first seq: 1
+ * found, 0 none, -1 error. */
+static int first_found(sqlite3 *db, const char *sql, int64_t first_seq, int64_t *a, int64_t *b)
+{
+	sqlite3_stmt *s;
+	if (sqlite3_prepare_v2(db, sql, -1, &s, NULL) != SQLITE_OK)
+		return -1;
+	if (sqlite3_bind_parameter_count(s) >= 1)
+		sqlite3_bind_int64(s, 1, first_seq);
+	int rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW) {
+		*a = sqlite3_column_int64(s, 0);
+		*b = sqlite3_column_int64(s, 1);
+	}
+	sqlite3_finalize(s);
+	return rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : -1;
+}
+
+/*
+ * Every row a record of the chain vouches for is there: the packets row of each packet event,
+ * the contexts, allocations and tenants rows of their records, and the row of each anchor the
+ * retention left. (The walk finds a removed appended row; this finds a removed updated-in-place
+ * row, which no record after it would miss: the packet would just vanish from history.)
+ */
+static int check_rows_exist(sqlite3 *db, gs_chain_report *out)
+{
+	static const struct {
+		const char *table, *sql;
+	} q[] = {
+	        {"packets", "SELECT e.seq, e.packet FROM packet_events e WHERE e.seq >= ?1 AND NOT"
+	                    " EXISTS (SELECT 1 FROM packets p WHERE p.packet = e.packet)"
+	                    " ORDER BY e.seq LIMIT 1"},
+	        {"contexts", "SELECT c.seq, c.ref FROM chain c WHERE c.kind = 2 AND c.seq >= ?1 AND"
+	                     " NOT EXISTS (SELECT 1 FROM contexts WHERE context = c.ref)"
+	                     " ORDER BY c.seq LIMIT 1"},
+	        {"allocations", "SELECT c.seq, c.ref FROM chain c WHERE c.kind = 3 AND c.seq >= ?1"
+	                        " AND NOT EXISTS (SELECT 1 FROM allocations WHERE allocation ="
+	                        " c.ref) ORDER BY c.seq LIMIT 1"},
+	        {"tenants",
+	         "SELECT c.seq, c.ref FROM chain c WHERE c.kind IN (8, 9) AND c.seq >= ?1"
+	         " AND NOT EXISTS (SELECT 1 FROM tenants WHERE id = c.ref)"
+	         " ORDER BY c.seq LIMIT 1"},
+	        {"packets", "SELECT 0, ref FROM chain_base_objects WHERE kind = 1 AND NOT EXISTS"
+	                    " (SELECT 1 FROM packets WHERE packet = ref) LIMIT 1"},
+	        {"contexts", "SELECT 0, ref FROM chain_base_objects WHERE kind = 2 AND NOT EXISTS"
+	                     " (SELECT 1 FROM contexts WHERE context = ref) LIMIT 1"},
+	        {"allocations", "SELECT 0, ref FROM chain_base_objects WHERE kind = 3 AND NOT"
+	                        " EXISTS (SELECT 1 FROM allocations WHERE allocation = ref)"
+	                        " LIMIT 1"},
+	};
+	for (size_t i = 0; out->ok && i < sizeof q / sizeof q[0]; i++) {
+		int64_t seq, id;
+		int found = first_found(db, q[i].sql, (int64_t)out->first_seq, &seq, &id);
+		if (found < 0)
+			return -1;
+		if (found && seq)
+			bad(out, (uint64_t)seq, q[i].table, id,
+			    "%s row %lld is gone (deleted), though record %lld vouches for it",
+			    q[i].table, (long long)id, (long long)seq);
+		else if (found)
+			bad(out, out->base_seq, q[i].table, id,
+			    "%s row %lld is gone (deleted), though the retention anchored it",
+			    q[i].table, (long long)id);
+	}
+	return 0;
+}
+
+/*
+ * Where the chain starts. A file that had no records before the chain (chain_start_seq 1) has
+ * no rows older than it (chain_start_packet, _context, _allocation 0); records below
+ * chain_start_seq predate the chain (format-1 links of 32 bytes, or none), so a format-2 link
+ * there means chain_start_seq was moved to leave records out of the walk.
+ */
+static int check_start(sqlite3 *db, gs_chain_report *out)
+{
+	static const char *const keys[] = {"chain_start_packet", "chain_start_context",
+	                                   "chain_start_allocation"};
+	if (out->first_seq == 1 && !out->base_seq)
+		for (size_t i = 0; out->ok && i < sizeof keys / sizeof keys[0]; i++)
+			if (meta_int(db, keys[i], 0) != 0)
+				bad(out, 0, "meta", 0,
+				    "%s is not 0 though the chain starts at the first record: rows "
+				    "it"
+				    " covers would not be checked",
+				    keys[i]);
+	int64_t seq, len;
+	int found = first_found(
+	        db,
+	        "SELECT seq, length(hash) FROM (SELECT seq, hash FROM packet_events WHERE seq < ?1"
+	        " UNION ALL SELECT seq, hash FROM moves WHERE seq < ?1 UNION ALL SELECT seq, hash"
+	        " FROM errors WHERE seq < ?1 UNION ALL SELECT seq, hash FROM notes WHERE seq < ?1"
+	        " UNION ALL SELECT seq, hash FROM chain WHERE seq < ?1) WHERE length(hash) = 16"
+	        " ORDER BY seq DESC LIMIT 1",
+	        (int64_t)out->first_seq, &seq, &len);
+	if (found < 0)
+		return -1;
+	if (found && (uint64_t)seq > out->base_seq)
+		bad(out, (uint64_t)seq, "meta", 0,
+		    "record %lld has a link of the chain but lies before chain_start_seq (%llu): "
+		    "the"
+		    " start was moved to leave records out",
+		    (long long)seq, (unsigned long long)out->first_seq);
+	return 0;
+}
+
+/* meta.chain_head_seq (written with the head since schema 6) names the newest record. */
+static void check_head_seq(sqlite3 *db, gs_chain_report *out)
+{
+	int64_t seq = meta_int(db, "chain_head_seq", -1);
+	if (seq >= 0 && (uint64_t)seq != out->last_seq)
+		bad(out, out->last_seq, "meta", 0,
+		    "the chain ends at record %llu, but the head was written after record %lld: the"
+		    " newest records were removed (and chain_head copied)",
+		    (unsigned long long)out->last_seq, (long long)seq);
+}
+
+/*
+ * The schema objects a reader trusts: the views (packet_event_log, the usage views) and the
+ * lookup table packet_states must be the ones of the schema this verifier carries (the daemon
+ * writes them again at each start), and there must be no trigger. Checked when the file says
+ * it has that schema version; an older file's are reported as not checked.
+ */
+static int check_schema(sqlite3 *db, gs_chain_report *out)
+{
+	sqlite3 *ref = NULL;
+	int rc = -1;
+	if (sqlite3_open_v2(":memory:", &ref, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK ||
+	    sqlite3_exec(ref, gs_audit_schema_sql, NULL, NULL, NULL) != SQLITE_OK)
+		goto done;
+	int64_t want = meta_int(ref, "schema_version", 0);
+	int64_t have = meta_int(db, "schema_version", 0);
+	if (have != want) {
+		out->schema_checked = false;
+		rc = 0;
+		goto done;
+	}
+	out->schema_checked = true;
+	/* Every object of the file against the reference, then the reverse, by (type, name). */
+	static const char objects[] =
+	        "SELECT type, name, sql FROM sqlite_master WHERE type IN ('view', 'trigger')"
+	        " ORDER BY type, name";
+	sqlite3 *dbs[2] = {db, ref};
+	for (int pass = 0; pass < 2 && out->ok; pass++) {
+		sqlite3_stmt *s, *o;
+		if (sqlite3_prepare_v2(dbs[pass], objects, -1, &s, NULL) != SQLITE_OK)
+			goto done;
+		if (sqlite3_prepare_v2(
+		            dbs[!pass],
+		            "SELECT sql FROM sqlite_master WHERE type = ?1 AND name = ?2", -1, &o,
+		            NULL) != SQLITE_OK) {
+			sqlite3_finalize(s);
+			goto done;
+		}
+		while (out->ok && sqlite3_step(s) == SQLITE_ROW) {
+			const char *type = (const char *)sqlite3_column_text(s, 0);
+			const char *name = (const char *)sqlite3_column_text(s, 1);
+			const char *sql = (const char *)sqlite3_column_text(s, 2);
+			sqlite3_reset(o);
+			sqlite3_bind_text(o, 1, type, -1, SQLITE_TRANSIENT);
+			sqlite3_bind_text(o, 2, name, -1, SQLITE_TRANSIENT);
+			const char *other = sqlite3_step(o) == SQLITE_ROW
+			                            ? (const char *)sqlite3_column_text(o, 0)
+			                            : NULL;
+			if (!other)
+				bad(out, 0, "sqlite_master", 0, "%s %s %s",
+				    pass ? "the" : "a foreign", type ? type : "?",
+				    pass ? "of the schema is missing (dropped)"
+				         : "was added: readers of the file would run it");
+			else if (!sql || strcmp(sql, other) != 0)
+				bad(out, 0, "sqlite_master", 0,
+				    "the %s %s is not the schema's: it was changed", type, name);
+			if (!out->ok)
+				snprintf(out->bad_table, sizeof out->bad_table, "%s",
+				         name ? name : "");
+		}
+		sqlite3_finalize(o);
+		sqlite3_finalize(s);
+	}
+	/* The lookup table, row for row. */
+	static const char states[] = "SELECT group_concat(state || '=' || name, ',') FROM"
+	                             " (SELECT state, name FROM packet_states ORDER BY state)";
+	char a[512] = "", b[512] = "";
+	sqlite3_stmt *s;
+	for (int pass = 0; pass < 2; pass++) {
+		if (sqlite3_prepare_v2(dbs[pass], states, -1, &s, NULL) != SQLITE_OK)
+			goto done;
+		if (sqlite3_step(s) == SQLITE_ROW && sqlite3_column_text(s, 0))
+			snprintf(pass ? b : a, sizeof a, "%s",
+			         (const char *)sqlite3_column_text(s, 0));
+		sqlite3_finalize(s);
+	}
+	if (out->ok && strcmp(a, b) != 0)
+		bad(out, 0, "packet_states", 0,
+		    "packet_states is not the schema's: its state names were changed");
+	rc = 0;
+done:
+	if (rc != 0 && !out->why[0])
+		snprintf(out->why, sizeof out->why, "the reference schema cannot be built: %s",
+		         ref ? sqlite3_errmsg(ref) : "out of memory");
+	sqlite3_close(ref);
+	return rc;
+}
+
+/* With a head kept elsewhere: the chain must pass record pin->seq with link pin->hash. */
+static void check_pin(const gs_chain_pin *pin, gs_chain_report *out)
+{
+	if (!out->ok)
+		return;
+	if (pin->seq <= out->base_seq) {
+		out->pin_checked = false; /* the retention removed it: nothing to compare */
+		return;
+	}
+	out->pin_checked = true;
+	if (!out->pin_found)
+		bad(out, pin->seq, "chain", (int64_t)pin->seq,
+		    out->last_seq < pin->seq ? "the kept head is record %llu, but the chain ends "
+		                               "before it: the newest"
+		                               " records were removed"
+		                             : "the kept head is record %llu, which is not in the "
+		                               "chain: records were"
+		                               " removed or renumbered",
+		    (unsigned long long)pin->seq);
+	else if (!out->pin_matched)
+		bad(out, pin->seq, "chain", (int64_t)pin->seq,
+		    "record %llu does not have the link of the kept head: the chain was rewritten "
+		    "up"
+		    " to it",
+		    (unsigned long long)pin->seq);
+}
+
 int gs_chain_verify(sqlite3 *db, gs_chain_report *out)
+{
+	return gs_chain_verify_pinned(db, NULL, out);
+}
+
+int gs_chain_verify_pinned(sqlite3 *db, const gs_chain_pin *pin, gs_chain_report *out)
 {
 	memset(out, 0, sizeof *out);
 	out->ok = true;
@@ -634,7 +874,14 @@ int gs_chain_verify(sqlite3 *db, gs_chain_report *out)
 	        {"allocations", "allocation", GS_CHAIN_ALLOCATION, "3", "chain_start_allocation"},
 	        {"tenants", "id", GS_CHAIN_TENANT, "8, 9", NULL},
 	};
-	bool failed = walk_chain(db, out, base) != 0 || (out->ok && check_head(db, out) != 0);
+	bool failed = walk_chain(db, out, base, pin) != 0 || (out->ok && check_head(db, out) != 0);
+	if (!failed && out->ok)
+		check_head_seq(db, out);
+	if (!failed && out->ok && pin)
+		check_pin(pin, out);
+	failed = failed || (out->ok && check_start(db, out) != 0) ||
+	         (out->ok && check_rows_exist(db, out) != 0) ||
+	         (out->ok && check_schema(db, out) != 0);
 	for (size_t i = 0; !failed && i < sizeof updated / sizeof updated[0]; i++) {
 		/* Kinds as literals, so the partial index chain_objects_v5 serves the lookup. */
 		char last[384];

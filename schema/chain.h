@@ -31,6 +31,11 @@
  * one the link of the record after it (or, for the newest, the head in meta). Each row of an
  * updated-in-place table (packets, contexts, allocations) must match the state of the last
  * record about it (a packet's last event always carries one: it is the last of its commit).
+ * Every such row a record (or a retention anchor) vouches for must exist; meta.chain_head_seq
+ * must name the newest record; records below meta.chain_start_seq must not carry format-2
+ * links, and a chain that starts at record 1 has no pre-chain rows; the views, triggers and
+ * packet_states must be those of the embedded schema (gs_audit_schema_sql). A head kept
+ * elsewhere (gs_chain_pin) must be a record of the chain with that link.
  *
  * The writer (server/audit) and the verifier (gpusched audit verify) share this code, so they
  * cannot disagree on the encoding. Libsodium provides BLAKE2b. Anyone who can write the file can
@@ -124,10 +129,27 @@ typedef struct gs_chain_report {
 	char bad_table[32]; /* the table of the row that does not match */
 	int64_t bad_row;    /* its key (seq, packet, context or allocation id) */
 	char why[256];
+	bool schema_checked; /* the views, triggers and packet_states were compared with the
+	                      * schema (false: the file has another schema version) */
+	bool pin_checked;    /* a kept head was compared (false: none, or the retention removed
+	                      * its record) */
+	bool pin_found, pin_matched; /* (the walk's findings about the kept head) */
 } gs_chain_report;
+
+/* A head kept elsewhere (what verify printed, or the daemon logged at stop): the record's seq
+ * and its link. */
+typedef struct gs_chain_pin {
+	uint64_t seq;
+	uint8_t hash[GS_CHAIN_HASH];
+} gs_chain_pin;
+
+/* The daemon's schema (schema/audit.sql, embedded at build time). */
+extern const char gs_audit_schema_sql[];
 
 /* Verifies the file open on db (read in one transaction): 0 with *out filled (out->ok says
  * whether it matched), or -1 with out->why saying why it could not be read. */
 int gs_chain_verify(sqlite3 *db, gs_chain_report *out);
+/* The same, and with pin non-NULL the chain must also pass that record with that link. */
+int gs_chain_verify_pinned(sqlite3 *db, const gs_chain_pin *pin, gs_chain_report *out);
 
 #endif

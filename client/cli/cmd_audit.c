@@ -4,7 +4,10 @@
  * updated in place against the last record about it.
  */
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include <sqlite3.h>
 
@@ -12,18 +15,26 @@
 #include "cli.h"
 
 static const char audit_help[] =
-        "Usage: gpusched audit verify [FILE] [--json]\n"
+        "Usage: gpusched audit verify [FILE] [--head SEQ:LINK] [--json]\n"
         "Checks that nobody changed the audit file FILE (default ./gpusched-audit.db, the\n"
         "daemon's default) since the daemon wrote it. Every record the daemon writes is\n"
         "chained to the one before it by a BLAKE2b hash; verify recomputes the chain and\n"
         "compares each row with its record. It reports OK with the number of records, or\n"
         "the first record or row that does not match: one changed, removed, added or moved\n"
         "with any tool. It reads the file directly (also while the daemon runs) and needs\n"
-        "no connection.\n"
+        "no connection. Besides the chain it checks that every row a record vouches for\n"
+        "is there, that the head in the file names the newest record, and that the views,\n"
+        "triggers and state names are the schema's.\n"
+        "\n"
+        "Anyone who can write the file can also recompute the chain after an edit. Keep\n"
+        "the head verify prints (SEQ:LINK; the daemon logs it at stop) somewhere else, and\n"
+        "pass it back with --head: the file must still hold that record with that link, so\n"
+        "records cut from the end, or a chain rewritten up to it, are found.\n"
         "\n"
         "Options:\n"
-        "  --json   {ok, records, rows, first_seq, last_seq, head} and, when not ok, seq,\n"
-        "           table, row and why\n"
+        "  --head SEQ:LINK  a head kept from an earlier verify (or the daemon's log)\n"
+        "  --json   {ok, records, rows, first_seq, last_seq, head, head_seq,\n"
+        "           schema_checked, head_checked} and, when not ok, seq, table, row, why\n"
         "\n"
         "Exit status: 0 OK; 4 the file does not match its chain; 1 the file cannot be read\n"
         "or has no chain.\n";
@@ -34,10 +45,39 @@ static void hex(const uint8_t *b, size_t n, char *out)
 		snprintf(out + 2 * i, 3, "%02x", b[i]);
 }
 
+typedef struct verify_args {
+	gs_chain_pin pin;
+	bool pinned;
+} verify_args;
+
+/* SEQ:LINK, as verify prints the head. */
+static int parse_head(cli *ctx, const char *arg, void *field)
+{
+	gs_chain_pin *pin = field;
+	char *end;
+	const char *colon = strchr(arg, ':');
+	unsigned long long seq = strtoull(arg, &end, 10);
+	if (!colon || end != colon || seq == 0 || gs_chain_unhex(colon + 1, pin->hash) != 0) {
+		cli_warn(ctx, "--head: '%s' is not SEQ:LINK (a record number, ':', %d hex digits)",
+		         arg, 2 * GS_CHAIN_HASH);
+		return CLI_EXIT_USAGE;
+	}
+	pin->seq = seq;
+	return 0;
+}
+
 static int audit_verify(cli *ctx, int argc, char **argv)
 {
-	const cli_syntax syntax = {audit_help, NULL, 0, 0, 1, "[FILE]"};
-	int rv = cli_parse_args(ctx, argc, argv, &syntax, NULL);
+	static const cli_opt opts[] = {
+	        {.name = "head",
+	         .kind = CLI_ARG_PARSE,
+	         .field = offsetof(verify_args, pin),
+	         .given = CLI_GIVEN(verify_args, pinned),
+	         .parse = parse_head},
+	};
+	const cli_syntax syntax = {audit_help, CLI_OPTS(opts), 0, 1, "[FILE]"};
+	verify_args args = {0};
+	int rv = cli_parse_args(ctx, argc, argv, &syntax, &args);
 	if (rv != CLI_CONTINUE)
 		return rv;
 	const char *path = optind < argc ? argv[optind] : "gpusched-audit.db";
@@ -51,7 +91,7 @@ static int audit_verify(cli *ctx, int argc, char **argv)
 	}
 	sqlite3_busy_timeout(db, 5000);
 	gs_chain_report rep;
-	int st = gs_chain_verify(db, &rep);
+	int st = gs_chain_verify_pinned(db, args.pinned ? &args.pin : NULL, &rep);
 	sqlite3_close(db);
 	if (st != 0) {
 		cli_warn(ctx, "%s: %s", path, rep.why);
@@ -65,6 +105,9 @@ static int audit_verify(cli *ctx, int argc, char **argv)
 		        cli_json_u64(rep.records), "rows", cli_json_u64(rep.rows), "first_seq",
 		        cli_json_u64(rep.first_seq), "last_seq", cli_json_u64(rep.last_seq),
 		        "retention_base_seq", cli_json_u64(rep.base_seq), "head", head);
+		json_object_set_new(o, "head_seq", cli_json_u64(rep.last_seq));
+		json_object_set_new(o, "schema_checked", json_boolean(rep.schema_checked));
+		json_object_set_new(o, "head_checked", json_boolean(rep.pin_checked));
 		if (!rep.ok) {
 			json_object_set_new(o, "seq", cli_json_u64(rep.bad_seq));
 			json_object_set_new(o, "table", json_string(rep.bad_table));
@@ -74,8 +117,20 @@ static int audit_verify(cli *ctx, int argc, char **argv)
 		cli_json_print(o);
 	} else if (rep.ok) {
 		printf("%s: OK: %" PRIu64 " records (seq %" PRIu64 "..%" PRIu64 ") and %" PRIu64
-		       " rows match the hash chain\nchain head %s\n",
-		       path, rep.records, rep.first_seq, rep.last_seq, rep.rows, head);
+		       " rows match the hash chain\nchain head %" PRIu64
+		       ":%s (keep it elsewhere; pass it"
+		       " back with --head)\n",
+		       path, rep.records, rep.first_seq, rep.last_seq, rep.rows, rep.last_seq,
+		       head);
+		if (args.pinned)
+			printf(rep.pin_checked
+			               ? "the kept head %" PRIu64 " matches\n"
+			               : "the kept head %" PRIu64
+			                 " is older than the retention base: not compared\n",
+			       args.pin.seq);
+		if (!rep.schema_checked)
+			printf("views and state names not checked: the file has another schema"
+			       " version than this gpusched\n");
 		if (rep.base_seq)
 			printf("records up to seq %" PRIu64
 			       " were removed by the retention; the rows "

@@ -178,6 +178,12 @@ enum stmt_id {
  * names an existing id under another tenant leaves the row alone (the WHERE of each DO UPDATE),
  * so no tenant can overwrite another's history by reusing an id.
  */
+/* The seq of the newest record in the file (0: none). */
+#define MAX_SEQ_SQL                                                                                \
+	"(SELECT IFNULL(max(m), 0) FROM (SELECT max(seq) AS m FROM packet_events UNION ALL"        \
+	" SELECT max(seq) FROM moves UNION ALL SELECT max(seq) FROM errors UNION ALL"              \
+	" SELECT max(seq) FROM notes UNION ALL SELECT max(seq) FROM chain))"
+
 static const char *const stmt_sql[ST_COUNT] = {
         [ST_BEGIN] = "BEGIN IMMEDIATE",
         [ST_COMMIT] = "COMMIT",
@@ -250,7 +256,10 @@ static const char *const stmt_sql[ST_COUNT] = {
         [ST_PACKET_ALLOC] = "INSERT INTO packet_allocations (packet, slot, allocation, write)"
                             " VALUES (?1, ?2, ?3, ?4)",
         [ST_CHAIN] = "INSERT INTO chain (seq, kind, ref, state, hash) VALUES (?1, ?2, ?3, ?4, ?5)",
-        [ST_HEAD] = "INSERT INTO meta (key, value) VALUES ('chain_head', ?1)"
+        /* The head and the seq of its record: cutting the newest records and copying the
+         * kept link into chain_head leaves them apart. */
+        [ST_HEAD] = "INSERT INTO meta (key, value) VALUES ('chain_head', ?1),"
+                    " ('chain_head_seq', " MAX_SEQ_SQL ")"
                     " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
         [ST_OWNER] = "SELECT tenant IS ?2 FROM packets WHERE packet = ?1",
         [ST_TENANT] = "INSERT INTO tenants (id, name, audit_name, token_hash, kind, share,"
@@ -806,11 +815,6 @@ static int write_node(gsd_audit *a, const struct node *n)
 
 /* The highest audit sequence number in the file (0 when it has none): every table a record's
  * seq lands in, the chain table (contexts, allocations, allocation lists) included. */
-#define MAX_SEQ_SQL                                                                                \
-	"(SELECT IFNULL(max(m), 0) FROM (SELECT max(seq) AS m FROM packet_events UNION ALL"        \
-	" SELECT max(seq) FROM moves UNION ALL SELECT max(seq) FROM errors UNION ALL"              \
-	" SELECT max(seq) FROM notes UNION ALL SELECT max(seq) FROM chain))"
-
 /* ---- retention (writer thread, inside a batch's transaction) ---- */
 
 /* At most this many sequence numbers leave the file per step, so a step adds milliseconds to
@@ -984,6 +988,12 @@ static int prune_step(gsd_audit *a)
 	        " kind = 2 AND ref = contexts.context) <= ?1",
 	        "DELETE FROM allocations WHERE destroyed_ns <> 0 AND (SELECT max(seq) FROM chain"
 	        " WHERE kind = 3 AND ref = allocations.allocation) <= ?1",
+	        /* Anchored rows that went in this step (a packet that has ended since, a context
+	         * or allocation destroyed since) leave the anchors: every anchor names a row. */
+	        "DELETE FROM chain_base_objects WHERE (kind = 1 AND NOT EXISTS (SELECT 1 FROM"
+	        " packets WHERE packet = ref)) OR (kind = 2 AND NOT EXISTS (SELECT 1 FROM contexts"
+	        " WHERE context = ref)) OR (kind = 3 AND NOT EXISTS (SELECT 1 FROM allocations"
+	        " WHERE allocation = ref))",
 	        "DELETE FROM packet_events WHERE seq <= ?1",
 	        "DELETE FROM moves WHERE seq <= ?1",
 	        "DELETE FROM errors WHERE seq <= ?1",
@@ -2000,7 +2010,7 @@ static int apply_schema(sqlite3 *db)
 		if (rc != SQLITE_OK)
 			goto rollback;
 	}
-	rc = sqlite3_exec(db, gsd_audit_schema_sql, NULL, NULL, &msg);
+	rc = sqlite3_exec(db, gs_audit_schema_sql, NULL, NULL, &msg);
 	if (rc != SQLITE_OK)
 		goto rollback;
 	/* Version 3's chain columns, added to the tables of an older file (the CREATE TABLEs
@@ -2191,11 +2201,11 @@ static int chain_reconciled(gsd_audit *a, uint64_t after)
 	sqlite3_finalize(upd);
 	sqlite3_finalize(ev);
 	if (rc == SQLITE_OK) {
-		char hex[2 * GS_CHAIN_HASH + 1], sql[256];
+		char hex[2 * GS_CHAIN_HASH + 1], sql[640];
 		gs_chain_hex(a->chain_head, hex);
 		snprintf(sql, sizeof sql,
-		         "INSERT INTO meta (key, value) VALUES ('chain_head', '%s') ON CONFLICT "
-		         "(key)"
+		         "INSERT INTO meta (key, value) VALUES ('chain_head', '%s'),"
+		         " ('chain_head_seq', " MAX_SEQ_SQL ") ON CONFLICT (key)"
 		         " DO UPDATE SET value = excluded.value",
 		         hex);
 		rc = sqlite3_exec(a->db, sql, NULL, NULL, NULL);
@@ -2397,5 +2407,20 @@ void gsd_audit_close(gsd_audit *a)
 		return;
 	stop_thread(&a->mu, &a->cv, &a->stopping, a->thread);
 	ckpt_stop(a);
+	/* The head to keep elsewhere: `gpusched audit verify --head` finds a file cut or
+	 * rewritten up to it later. */
+	int64_t seq = a->db && !a->chain_off
+	                      ? one_int(a->db,
+	                                "SELECT CAST(value AS INTEGER) FROM meta WHERE key ="
+	                                " 'chain_head_seq'",
+	                                0, 0)
+	                      : 0;
+	if (seq > 0) {
+		char hex[2 * GS_CHAIN_HASH + 1];
+		gs_chain_hex(a->chain_head, hex);
+		GSD_INFO("audit: chain head %lld:%s (keep it; `gpusched audit verify --head` checks"
+		         " the file against it)",
+		         (long long)seq, hex);
+	}
 	audit_free(a);
 }

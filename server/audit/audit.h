@@ -22,8 +22,8 @@ typedef struct gsd_audit gsd_audit;
 
 /* The schema version this daemon writes; a file with a newer one is refused at open. */
 #define GSD_AUDIT_SCHEMA_VERSION 6
-/* schema/audit.sql, compiled in (generated at build time from the file). */
-extern const char gsd_audit_schema_sql[];
+/* schema/audit.sql is compiled in as gs_audit_schema_sql (schema/chain.h), shared with the
+ * verifier. */
 
 /* Longer strings are cut (at a UTF-8 character boundary) to these many bytes when queued. */
 #define GSD_AUDIT_TENANT_MAX 63

@@ -1136,7 +1136,24 @@ static void test_audit_verify(void **state)
 	assert_true(json_is_true(json_object_get(doc, "ok")));
 	assert_true(int_of(doc, "records") > 16 * 4);
 	assert_int_equal(strlen(str_of(doc, "head")), 32); /* 16-byte link in hex */
+	assert_true(json_is_true(json_object_get(doc, "schema_checked")));
+	/* The head kept, passed back: it matches; another link at that seq does not. */
+	char pin[96];
+	snprintf(pin, sizeof pin, "%lld:%s", (long long)int_of(doc, "head_seq"),
+	         str_of(doc, "head"));
 	json_decref(doc);
+	cli(&r, "audit", "verify", "--head", pin, f->t.db, NULL);
+	expect_exit(&r, EXIT_OK, "audit verify --head");
+	assert_non_null(strstr(r.out, "matches"));
+	itest_run_free(&r);
+	char *link = strchr(pin, ':') + 1;
+	link[0] = link[0] == '0' ? '1' : '0';
+	cli(&r, "audit", "verify", "--head", pin, f->t.db, NULL);
+	expect_exit(&r, 4, "audit verify --head with another link");
+	itest_run_free(&r);
+	cli(&r, "audit", "verify", "--head", "12", f->t.db, NULL);
+	expect_exit(&r, EXIT_USAGE, "audit verify --head without a link");
+	itest_run_free(&r);
 
 	char copy[400], cmd[1400];
 	snprintf(copy, sizeof(copy), "%s.edited", f->t.db);

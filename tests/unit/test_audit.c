@@ -1142,6 +1142,121 @@ static void test_chain_verifies_and_finds_edits(void **state)
 	assert_false(rep.ok);
 	assert_string_equal(rep.bad_table, "packets");
 	assert_int_equal(rep.bad_row, 999);
+	assert_true(verify_file(fx->path).schema_checked);
+
+	/* Issue 26, item 6: what verified OK on main c4ca6f6. A removed row of a table updated in
+	 * place: the packet would vanish from history, explain and usage. */
+	rep = tampered(fx->path, "delpkt", "DELETE FROM packets WHERE packet = 4");
+	assert_false(rep.ok);
+	assert_string_equal(rep.bad_table, "packets");
+	assert_int_equal(rep.bad_row, 4);
+	rep = tampered(fx->path, "delctx", "DELETE FROM contexts");
+	assert_false(rep.ok);
+	assert_string_equal(rep.bad_table, "contexts");
+	assert_int_equal(rep.bad_row, 9);
+	rep = tampered(fx->path, "delal", "DELETE FROM allocations");
+	assert_false(rep.ok);
+	assert_string_equal(rep.bad_table, "allocations");
+	assert_int_equal(rep.bad_row, 21);
+	/* The newest record cut and the kept one's link copied into chain_head. */
+	rep = tampered(fx->path, "cut",
+	               "DELETE FROM notes; UPDATE meta SET value = (SELECT lower(hex(hash)) FROM"
+	               " errors) WHERE key = 'chain_head'");
+	assert_false(rep.ok);
+	assert_string_equal(rep.bad_table, "meta");
+	assert_non_null(strstr(rep.why, "newest records were removed"));
+	/* The start moved past every record (and the head removed): nothing would be walked. */
+	rep = tampered(fx->path, "start",
+	               "UPDATE meta SET value = '1000000' WHERE key = 'chain_start_seq';"
+	               " DELETE FROM meta WHERE key IN ('chain_head', 'chain_head_seq')");
+	assert_false(rep.ok);
+	assert_non_null(strstr(rep.why, "start was moved"));
+	/* Rows declared older than the chain, so that an added one would not be checked. */
+	rep = tampered(fx->path, "startpkt",
+	               "UPDATE meta SET value = '1000' WHERE key = 'chain_start_packet'");
+	assert_false(rep.ok);
+	assert_non_null(strstr(rep.why, "chain_start_packet"));
+	/* The schema objects readers trust: a view, the state names, a trigger. */
+	rep = tampered(fx->path, "view",
+	               "DROP VIEW usage_by_tenant; CREATE VIEW usage_by_tenant AS SELECT"
+	               " 'nobody' AS tenant, 0 AS packets");
+	assert_false(rep.ok);
+	assert_string_equal(rep.bad_table, "usage_by_tenant");
+	rep = tampered(fx->path, "states",
+	               "UPDATE packet_states SET name = 'COMPLETED' WHERE"
+	               " state = 5");
+	assert_false(rep.ok);
+	assert_string_equal(rep.bad_table, "packet_states");
+	rep = tampered(fx->path, "trigger",
+	               "CREATE TRIGGER hide AFTER INSERT ON errors BEGIN DELETE FROM errors"
+	               " WHERE seq = new.seq; END");
+	assert_false(rep.ok);
+	assert_string_equal(rep.bad_table, "hide");
+	rep = tampered(fx->path, "dropview", "DROP VIEW packet_event_log");
+	assert_false(rep.ok);
+	assert_string_equal(rep.bad_table, "packet_event_log");
+}
+
+/* Verifies the file at path against a kept head. */
+static gs_chain_report verify_pinned(const char *path, const gs_chain_pin *pin)
+{
+	sqlite3 *db;
+	gs_chain_report rep;
+	assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+	if (gs_chain_verify_pinned(db, pin, &rep) != 0)
+		fail_msg("verify could not read %s: %s", path, rep.why);
+	sqlite3_close(db);
+	return rep;
+}
+
+/* A head kept elsewhere (seq and link, as verify prints it) catches what a file edited
+ * consistently hides: the newest records cut with chain_head and chain_head_seq rewritten. */
+static void test_chain_pinned_head(void **state)
+{
+	struct fixture *fx = *state;
+	tracker_reset();
+	gsd_audit *a = open_audit(fx->path, NULL);
+	write_mixed_history(a);
+	gsd_audit_close(a);
+	gs_chain_report rep = verify_file(fx->path);
+	assert_true(rep.ok);
+	gs_chain_pin pin = {.seq = rep.last_seq};
+	memcpy(pin.hash, rep.head, GS_CHAIN_HASH);
+	rep = verify_pinned(fx->path, &pin);
+	assert_true(rep.ok);
+	assert_true(rep.pin_checked);
+
+	char copy[160];
+	snprintf(copy, sizeof copy, "%s.cut", fx->path);
+	char cmd[400];
+	snprintf(cmd, sizeof cmd, "cp '%s' '%s'", fx->path, copy);
+	assert_int_equal(system(cmd), 0);
+	exec_sql(copy, "DELETE FROM notes; UPDATE meta SET value = (SELECT lower(hex(hash)) FROM"
+	               " errors) WHERE key = 'chain_head'; UPDATE meta SET value = (SELECT seq"
+	               " FROM errors) WHERE key = 'chain_head_seq'");
+	assert_true(verify_file(copy).ok); /* consistent in itself */
+	rep = verify_pinned(copy, &pin);
+	assert_false(rep.ok);
+	assert_int_equal(rep.bad_seq, pin.seq);
+	assert_non_null(strstr(rep.why, "chain ends before it"));
+	/* An older kept head (the error's record) still matches the file that grew after it;
+	 * another link at that seq does not. */
+	pin.seq = (uint64_t)query_int(fx->path, "SELECT seq FROM errors");
+	sqlite3 *db;
+	sqlite3_stmt *st;
+	assert_int_equal(sqlite3_open_v2(fx->path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_prepare_v2(db, "SELECT hash FROM errors", -1, &st, NULL),
+	                 SQLITE_OK);
+	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+	memcpy(pin.hash, sqlite3_column_blob(st, 0), GS_CHAIN_HASH);
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+	assert_true(verify_pinned(fx->path, &pin).ok);
+	pin.hash[0] ^= 1;
+	rep = verify_pinned(fx->path, &pin);
+	assert_false(rep.ok);
+	assert_non_null(strstr(rep.why, "rewritten"));
+	unlink(copy);
 }
 
 /* Records after a daemon died (reconciled ABORTED rows) and after reopening continue the chain;
@@ -1251,6 +1366,14 @@ static void test_retention_keeps_verification(void **state)
 	               " (SELECT min(seq) FROM packet_events)");
 	assert_false(rep.ok);
 	assert_string_equal(rep.bad_table, "packet_events");
+	/* An anchored row removed (issue 26, item 6), and the packet in flight. */
+	rep = tampered(fx->path, "delanchored", "DELETE FROM contexts WHERE context = 9");
+	assert_false(rep.ok);
+	assert_string_equal(rep.bad_table, "contexts");
+	assert_int_equal(rep.bad_row, 9);
+	rep = tampered(fx->path, "delinflight", "DELETE FROM packets WHERE packet = 1");
+	assert_false(rep.ok);
+	assert_string_equal(rep.bad_table, "packets");
 
 	/* Reopened: records go on, the in-flight packet is reconciled, it all verifies. */
 	tracker_reset();
@@ -2844,6 +2967,7 @@ int main(void)
 	        T_(test_update_in_place),
 	        T_(test_audit_sequence),
 	        T_(test_chain_verifies_and_finds_edits),
+	        T_(test_chain_pinned_head),
 	        T_(test_chain_across_reopen_and_failure),
 	        T_(test_retention_keeps_verification),
 	        T_(test_upgrade_from_schema_3),
