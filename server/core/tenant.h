@@ -52,6 +52,8 @@ typedef struct gsd_tenant {
 	uint32_t kernels;        /* kernels it created (max_kernels) */
 	uint64_t kernel_bytes;   /* SPIR-V bytes of those (max_kernel_bytes) */
 	uint32_t kernel_builds;  /* KernelCreate requests building on the thread pool now */
+	uint32_t reads;          /* history reads waiting or running (rpc/reads.c) */
+	uint64_t read_turn;      /* when its last read started (the reader's count) */
 	uint32_t allocations;    /* its allocations (conf.allocation_limit) */
 	uint64_t rate_window;    /* the second (ns / 1e9) rate_count counts requests of */
 	uint32_t rate_count;     /* requests in it (conf.max_requests_per_second) */

@@ -358,18 +358,8 @@ static void offload_work(uv_work_t *w)
 		o->fn(o->c);
 }
 
-static void offload_done(uv_work_t *w, int status)
+void gsd_call_offload_finish(gsd_call *c)
 {
-	(void)status;
-	offload *o = w->data;
-	gsd_call *c = o->c;
-	if (o->then) {
-		/* It answers on the loop like any handler. */
-		c->d->rpc->offloads--;
-		o->then(c, o->arg);
-		free(o);
-		return;
-	}
 	/* Audit calls belong to the loop: an error answered off the loop is recorded here. */
 	if (c->off_status != GSD_ST(OK)) {
 		c->d->stats.errors++;
@@ -385,6 +375,21 @@ static void offload_done(uv_work_t *w, int status)
 	gsd_rpc_worker_send(c->worker, c->off_reply);
 	c->d->rpc->offloads--;
 	call_free(c);
+}
+
+static void offload_done(uv_work_t *w, int status)
+{
+	(void)status;
+	offload *o = w->data;
+	gsd_call *c = o->c;
+	if (o->then) {
+		/* It answers on the loop like any handler. */
+		c->d->rpc->offloads--;
+		o->then(c, o->arg);
+		free(o);
+		return;
+	}
+	gsd_call_offload_finish(c);
 	free(o);
 }
 
@@ -580,7 +585,7 @@ int gsd_rpc_calls_start(struct gsd_rpc *rpc)
 	if (gsd_wake_init(d->loop, &rpc->recorded_async, recorded_drain) != 0)
 		return -1;
 	rpc->recorded_async.data = d;
-	return 0;
+	return gsd_rpc_reads_start(rpc);
 }
 
 void gsd_rpc_settle(gsd_daemon *d)
@@ -602,10 +607,12 @@ void gsd_rpc_calls_close(struct gsd_rpc *rpc)
 	uv_close((uv_handle_t *)&rpc->redispatch_async, NULL);
 	uv_close((uv_handle_t *)&rpc->tarpit_timer, NULL);
 	gsd_wake_close(&rpc->recorded_async, false);
+	gsd_rpc_reads_stop(rpc);
 }
 
 void gsd_rpc_calls_free(struct gsd_rpc *rpc)
 {
+	gsd_rpc_reads_free(rpc);
 	/* Outcomes the loop will not process any more: their packets are long gone. */
 	while (rpc->recorded) {
 		gsd_audit_reply *ar = rpc->recorded;

@@ -208,6 +208,7 @@ static void stats_of_tenant(const gsd_tenant *t, Gpusched__V1__StatsResponse *st
 	st->paging_packets = t->stats.paging_packets;
 	st->paging_bytes = t->stats.paging_bytes;
 	st->evictions = t->stats.evictions;
+	st->history_reads = t->reads;
 }
 
 static void stats_of_daemon(gsd_daemon *d, Gpusched__V1__StatsResponse *st)
@@ -225,6 +226,7 @@ static void stats_of_daemon(gsd_daemon *d, Gpusched__V1__StatsResponse *st)
 	st->devices = d->devices;
 	st->contexts = d->contexts;
 	st->allocations = d->allocations;
+	st->history_reads = gsd_rpc_reads_in(d);
 	for (uint32_t i = 0; i < d->nadapters; i++) {
 		st->paging_packets += d->adapters[i].paging_packets;
 		st->paging_bytes += d->adapters[i].paging_bytes;

@@ -1,7 +1,8 @@
 /*
- * History queries run on libuv's thread pool with their own read-only SQLite connection
- * (WAL lets them read while the writer commits), so a large query never stalls the loop.
- * A tenant only ever sees its own rows.
+ * History queries run on the daemon's reader thread (rpc/reads.c: one at a time, at a lower
+ * CPU priority, tenants in turn) with their own read-only SQLite connection (WAL lets them
+ * read while the writer commits), so a large query never stalls the loop and costs the
+ * reader, not the neighbours. A tenant only ever sees its own rows.
  */
 #include "rpc/handlers.h"
 
@@ -14,9 +15,9 @@
 
 /*
  * Transitions nobody waits for linger briefly in the audit queue (see audit/audit.c). A reader
- * first queues a flush and waits for its ack on the pool thread, so the answer includes everything
- * the daemon did before the query arrived. The audit acks every record, even when it cannot
- * write it, so the wait ends.
+ * first queues a flush and waits for its ack on the reader thread, so the answer includes
+ * everything the daemon did before the query arrived. The audit acks every record, even when it
+ * cannot write it, so the wait ends.
  */
 typedef struct flush_barrier {
 	pthread_mutex_t mu;
@@ -52,7 +53,7 @@ static void barrier_wait(gsd_call *c)
 	c->barrier = NULL;
 }
 
-/* Flushes the audit, then runs `work` on the pool once the flush is committed. */
+/* Flushes the audit, then runs `work` on the reader thread once the flush is committed. */
 static void read_after_flush(gsd_daemon *d, gsd_call *c, void (*work)(gsd_call *c))
 {
 	flush_barrier *b = calloc(1, sizeof(*b));
@@ -64,7 +65,7 @@ static void read_after_flush(gsd_daemon *d, gsd_call *c, void (*work)(gsd_call *
 	pthread_cond_init(&b->cv, NULL);
 	c->barrier = b;
 	/* Queue the read first: if that fails the call is answered and nothing waits on b. */
-	if (!gsd_call_offload(c, work)) {
+	if (!gsd_call_read(c, work)) {
 		barrier_free(b);
 		return;
 	}

@@ -106,7 +106,8 @@ struct gsd_rpc {
 	gsd_wake recorded_async;
 	/* Before the loop sleeps: the audit commits what answers wait for (call.c). */
 	uv_prepare_t audit_commit;
-	uint32_t offloads; /* calls running on the thread pool */
+	uint32_t offloads;       /* calls running on the thread pool or the reader (reads.c) */
+	struct gsd_reads *reads; /* heavy reads: the reader thread and its queue (reads.c) */
 	/* ---- loop side of connections (conn.c) ---- */
 	gsd_hmap conns;                   /* pipe id -> gsd_conn */
 	uint32_t closed[GSD_CLOSED_RING]; /* recently closed pipes: a late request finds its own */
@@ -134,6 +135,20 @@ void gsd_rpc_worker_send(gsd_rpc_worker *w, nng_msg *msg);
 nng_msg *gsd_rpc_encode(uint64_t id, Gpusched__V1__Response *resp);
 /* Queues an item for the loop (any thread). False when memory is short. */
 bool gsd_rpc_post(struct gsd_rpc *rpc, gsd_inbox_item item);
+
+/* ---- reads.c ---- */
+/* A tenant's reads waiting or running, and all reads waiting, at most (BUSY beyond). */
+#define GSD_READS_PER_TENANT 4u
+#define GSD_READS_QUEUED     256u
+int gsd_rpc_reads_start(struct gsd_rpc *rpc);
+/* Joins the reader (nothing may be queued: gsd_rpc_settle waited for every read). */
+void gsd_rpc_reads_stop(struct gsd_rpc *rpc);
+void gsd_rpc_reads_free(struct gsd_rpc *rpc);
+
+/* ---- call.c ---- */
+/* On the loop, after work answered off the loop: audits an error, sends the answer, frees the
+ * call. */
+void gsd_call_offload_finish(gsd_call *c);
 
 /* ---- conn.c ---- */
 int gsd_rpc_conns_start(struct gsd_rpc *rpc);

@@ -115,6 +115,13 @@ gsd_call *gsd_call_of_waiter(gsd_waiter *w);
  * Returns false (the call answered with an error and freed) when the work cannot be queued. */
 bool gsd_call_offload(gsd_call *c, void (*work)(gsd_call *c));
 void gsd_call_reply_off_loop(gsd_call *c, Gpusched__V1__Response *resp);
+/* Runs `work` as gsd_call_offload does, but on the daemon's one reader thread for reads of
+ * the audit file (rpc/reads.c): one at a time, at a lower CPU priority, tenants in turn. False
+ * (the call answered BUSY, audited, and freed) when the tenant has GSD_READS_PER_TENANT reads
+ * waiting or running already, or the daemon too many in all. */
+bool gsd_call_read(gsd_call *c, void (*work)(gsd_call *c));
+/* Reads waiting or running, all tenants (loop). */
+uint32_t gsd_rpc_reads_in(const gsd_daemon *d);
 /* Runs work(arg) on libuv's thread pool, then then(c, arg) on the loop, which answers the call
  * as any handler does. work touches nothing of the daemon's but arg. Returns false (nothing
  * queued, the call not answered) when the work cannot be queued. */

@@ -18,6 +18,10 @@
  *   baseline-connect  a new tcp connection, Info, close — nothing else running;
  *   fd-exhaustion     the same while the attacker holds up to --idle idle connections from
  *                     127.0.0.2 (attack 6).
+ *   baseline-submit   a NOP submitted and waited for in one round trip (the victim's), after
+ *                     the attacker filled the file with --history-packets packets;
+ *   history-readers   the same while six attacker clients ask for 10,000 rows of history
+ *                     each, again and again (issue 26, item 7: target p50 at most 2x).
  *
  * Then attack 3: the daemon's file-size limit is set to 4 KiB (no audit commit can succeed),
  * the victim submits --packets FILLs, each to its own range with its own pattern, the limit is
@@ -57,7 +61,8 @@
 #define CALL_TIMEOUT_MS 30000u
 #define FLOOD_CONNS     4
 #define UNAUTH_THREADS  2
-#define MAX_PHASES      8
+#define MAX_PHASES      10
+#define HISTORY_READERS 6
 
 typedef struct options {
 	uint64_t samples;
@@ -66,6 +71,7 @@ typedef struct options {
 	uint32_t flood; /* attacker requests kept in flight in the request-flood phase */
 	uint32_t idle;  /* idle connections the attacker tries to hold */
 	uint32_t packets;
+	uint32_t history_packets; /* the attacker's packets in the file before the history phase */
 	bool json;
 } options;
 
@@ -569,6 +575,109 @@ static void attack_audit(audit_result *out)
 	free(ids);
 }
 
+/* ---- attack 7: history queries as a weapon ---- */
+
+/* The victim's figure for this attack: a NOP submitted and waited for, in one round trip. */
+static int submit_once(void *arg)
+{
+	world *w = arg;
+	gs_dmabuf b;
+	gs_dmabuf_init(&b);
+	gs_dmabuf_nop(&b);
+	gs_submit_result r;
+	int rv = gs_submit_wait(w->c, w->ctx, &b, 0, CALL_TIMEOUT_MS, &r);
+	gs_dmabuf_free(&b);
+	return rv;
+}
+
+/* The attacker's file: --history-packets NOPs, submitted in batches, all completed. */
+static void prefill(world *w, uint32_t packets)
+{
+	enum { BATCH = 1000 };
+	gs_dmabuf b;
+	gs_dmabuf_init(&b);
+	gs_dmabuf_nop(&b);
+	static gs_submit_desc desc[BATCH];
+	static gs_submit_result res[BATCH];
+	for (uint32_t done = 0; done < packets;) {
+		uint32_t n = packets - done < BATCH ? packets - done : BATCH;
+		for (uint32_t i = 0; i < n; i++)
+			desc[i] = (gs_submit_desc){.context = w->ctx, .dma = &b};
+		if (gs_submit_batch(w->c, desc, n, res) != 0)
+			die("prefill: SubmitBatch refused");
+		gs_packet_state st;
+		if (gs_packet_wait(w->c, res[n - 1].packet, CALL_TIMEOUT_MS, &st, NULL) != 0)
+			die("prefill: the batch did not complete");
+		done += n;
+		if (isatty(STDERR_FILENO))
+			fprintf(stderr, "\rprefill: %u/%u packets", done, packets);
+	}
+	if (isatty(STDERR_FILENO))
+		fputc('\n', stderr);
+	gs_dmabuf_free(&b);
+}
+
+typedef struct history_attack {
+	atomic_bool stop;
+	atomic_uint_fast64_t reads, rows, busy, failed;
+} history_attack;
+
+static void *history_reader(void *arg)
+{
+	history_attack *h = arg;
+	gs_client *c = NULL;
+	char why[128];
+	if (gs_connect_ex(g_daemon.url, ATTACKER, &c, why, sizeof(why)) != 0)
+		return NULL;
+	gs_client_set_timeout(c, CALL_TIMEOUT_MS);
+	while (!atomic_load(&h->stop)) {
+		gs_history_filter hf = {.limit = 10000};
+		gs_packet_record *recs = NULL;
+		size_t n = 0;
+		int rv = gs_history(c, &hf, &recs, &n);
+		if (rv == 0) {
+			h->reads++;
+			h->rows += n;
+			gs_history_free(recs, n);
+		} else if (rv == GS_STATUS_BUSY) {
+			h->busy++;
+		} else {
+			h->failed++;
+		}
+	}
+	gs_close(c);
+	return NULL;
+}
+
+/* Six attacker clients ask for 10,000 rows of history, again and again, while the victim
+ * submits (issue 26, item 7; the target is a victim p50 at most 2x the quiet one). */
+static void attack_history(void)
+{
+	world v, a;
+	world_open(&a, ATTACKER, 4096);
+	world_open(&v, VICTIM, 4096);
+	prefill(&a, g_opt.history_packets);
+	for (int i = 0; i < 20; i++) /* warm-up */
+		submit_once(&v);
+	measure("baseline-submit", NULL, submit_once, &v);
+	history_attack h = {0};
+	pthread_t th[HISTORY_READERS];
+	for (int i = 0; i < HISTORY_READERS; i++)
+		if (pthread_create(&th[i], NULL, history_reader, &h) != 0)
+			die("pthread_create");
+	phase *ph = measure("history-readers", "baseline-submit", submit_once, &v);
+	atomic_store(&h.stop, true);
+	for (int i = 0; i < HISTORY_READERS; i++)
+		pthread_join(th[i], NULL);
+	snprintf(ph->attack, sizeof ph->attack,
+	         "%d clients, %u packets in the file: %" PRIu64 " reads of %" PRIu64
+	         " rows in all, %" PRIu64 " answered BUSY, %" PRIu64 " failed",
+	         HISTORY_READERS, g_opt.history_packets, (uint64_t)h.reads, (uint64_t)h.rows,
+	         (uint64_t)h.busy, (uint64_t)h.failed);
+	world_close(&v);
+	world_close(&a);
+}
+
 /* ---- output ---- */
 
 static const phase *find(const char *name)
@@ -624,7 +733,8 @@ static void usage(FILE *out)
 	        "Usage: bench_attack [OPTIONS]\n"
 	        "Another tenant's Info latency while an attacker stalls the daemon with waiting\n"
 	        "requests, floods it with large unauthenticated messages or holds idle\n"
-	        "connections, each as a ratio against the same measurement without the attack;\n"
+	        "connections, and its submit latency while six attacker clients read history,\n"
+	        "each as a ratio against the same measurement without the attack;\n"
 	        "then whether any packet ran without a committed audit record while no commit\n"
 	        "could succeed (a 4 KiB file-size limit on the daemon).\n\n"
 	        "Options:\n"
@@ -636,6 +746,9 @@ static void usage(FILE *out)
 	        "                request-flood phase (default 512)\n"
 	        "  --idle N      idle connections the attacker tries to hold (default 1000)\n"
 	        "  --packets N   FILLs submitted while the audit cannot commit (default 200)\n"
+	        "  --history-packets N  the attacker's packets in the audit file before six of\n"
+	        "                its clients read 10,000 rows of history each, again and again,\n"
+	        "                while the victim submits (default 60000)\n"
 	        "  --json        one JSON object per line on stdout; the table goes to stderr\n"
 	        "  -h, --help    show this help\n\n"
 	        "Exit status: 0 when every phase ran, 1 otherwise, 2 usage.\n");
@@ -648,7 +761,8 @@ static int parse_args(int argc, char **argv)
 	                  .stall = 4200,
 	                  .flood = 512,
 	                  .idle = 1000,
-	                  .packets = 200};
+	                  .packets = 200,
+	                  .history_packets = 60000};
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -682,6 +796,8 @@ static int parse_args(int argc, char **argv)
 			g_opt.idle = (uint32_t)n;
 		} else if (!strcmp(a, "--packets") && !bad && n <= 10000) {
 			g_opt.packets = (uint32_t)n;
+		} else if (!strcmp(a, "--history-packets") && !bad && n <= 1000000) {
+			g_opt.history_packets = (uint32_t)n;
 		} else {
 			goto bad;
 		}
@@ -729,6 +845,7 @@ int main(int argc, char **argv)
 	measure("baseline-connect", NULL, connect_once, NULL);
 	attack_fds(port);
 	audit_result au;
+	attack_history();
 	attack_audit(&au);
 	gs_close(victim);
 

@@ -9,7 +9,8 @@
  *   audit      with the audit file locked or the disk full, nothing runs that was not
  *              acknowledged, and work resumes once the file is writable
  *   patch      patch locations cannot rewrite an instruction after it was checked
- *   history    out-of-range numbers from the wire are refused, not used
+ *   history    out-of-range numbers from the wire are refused, not used; reads of the audit
+ *              run one at a time, tenants in turn, at most 4 of a tenant at once
  *   fds        the open-file limit is raised; one peer cannot take every connection
  *   quotas     queued packets and sync objects per tenant
  *   removed    a removed or replaced audit file is never acknowledged into
@@ -744,6 +745,145 @@ static void test_audit_locked(void **state)
 	world_close(&w);
 }
 
+/* ---- history reads cost the reader (issue 26, item 7) ---- */
+
+typedef struct hreader {
+	gs_testd *t;
+	const char *token;
+	int rv;
+	int finished_as; /* its place among the readers that finished (0 first) */
+	pthread_mutex_t *mu;
+	pthread_cond_t *cv;
+	int *finished;
+} hreader;
+
+static void *hread_main(void *arg)
+{
+	hreader *r = arg;
+	gs_client *c = itest_connect(r->t, r->token);
+	gs_client_set_timeout(c, 30000);
+	gs_history_filter hf = {.limit = 10};
+	gs_packet_record *recs = NULL;
+	size_t n = 0;
+	r->rv = gs_history(c, &hf, &recs, &n);
+	if (r->rv == 0)
+		gs_history_free(recs, n);
+	gs_close(c);
+	pthread_mutex_lock(r->mu);
+	r->finished_as = (*r->finished)++;
+	pthread_cond_broadcast(r->cv);
+	pthread_mutex_unlock(r->mu);
+	return NULL;
+}
+
+/* StatsResponse.history_reads as `token` sees it. */
+static uint32_t history_reads(const fx *f, const char *token)
+{
+	Gpusched__V1__Request req = GPUSCHED__V1__REQUEST__INIT;
+	Gpusched__V1__StatsRequest sr = GPUSCHED__V1__STATS_REQUEST__INIT;
+	req.id = 9;
+	req.token = (char *)token;
+	req.body_case = GPUSCHED__V1__REQUEST__BODY_STATS;
+	req.stats = &sr;
+	size_t len;
+	void *data = itest_pack(&req, &len);
+	Gpusched__V1__Response *resp = NULL;
+	assert_int_equal(itest_raw_call(f->t.url, data, len, 10000, &resp), 0);
+	free(data);
+	assert_int_equal(resp->status, GPUSCHED__V1__STATUS__STATUS_OK);
+	uint32_t n = resp->stats->history_reads;
+	gpusched__v1__response__free_unpacked(resp, NULL);
+	return n;
+}
+
+/* Polls history_reads until it is `want` (bounded). */
+static bool history_reads_reach(const fx *f, const char *token, uint32_t want)
+{
+	double deadline = now_s() + 20;
+	while (now_s() < deadline) {
+		if (history_reads(f, token) == want)
+			return true;
+		struct timespec ts = {0, 2000000};
+		nanosleep(&ts, NULL);
+	}
+	return false;
+}
+
+/*
+ * Reads of the audit run one at a time on the daemon's reader, tenants in turn, at most 4 of a
+ * tenant waiting or running. With the file locked by another process, the first read waits for
+ * its flush; the attacker's fifth concurrent read is answered BUSY at once (on main c4ca6f6
+ * all ran at once on the shared pool, and six such readers slowed another tenant's submissions
+ * ×10), while the victim's read is taken, and answered before the attacker's queued ones.
+ */
+static void test_history_reads_cost_the_reader(void **state)
+{
+	fx *f = *state;
+	char json[512];
+	snprintf(json, sizeof json, "{%s}", tenants_json);
+	start(f, json, NULL);
+	world w;
+	world_open(&w, f, ATTACKER);
+
+	sqlite3 *db;
+	assert_int_equal(sqlite3_open(f->t.db, &db), SQLITE_OK);
+	sqlite3_busy_timeout(db, 20000);
+	assert_int_equal(sqlite3_exec(db, "BEGIN EXCLUSIVE", NULL, NULL, NULL), SQLITE_OK);
+
+	pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+	pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+	int finished = 0;
+	hreader r[6];
+	pthread_t th[6];
+	for (int i = 0; i < 6; i++)
+		r[i] = (hreader){.t = &f->t,
+		                 .token = i < 5 ? ATTACKER : VICTIM,
+		                 .rv = -1,
+		                 .mu = &mu,
+		                 .cv = &cv,
+		                 .finished = &finished};
+	for (int i = 0; i < 5; i++)
+		assert_int_equal(pthread_create(&th[i], NULL, hread_main, &r[i]), 0);
+	/* The first answer is the refusal of the fifth; the others wait behind the lock. */
+	pthread_mutex_lock(&mu);
+	double deadline = now_s() + 20;
+	while (finished == 0 && now_s() < deadline) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += 1;
+		pthread_cond_timedwait(&cv, &mu, &ts);
+	}
+	pthread_mutex_unlock(&mu);
+	int busy = -1;
+	for (int i = 0; i < 5; i++)
+		if (r[i].rv == GS_STATUS_BUSY)
+			busy = i;
+	assert_int_not_equal(busy, -1);
+	assert_true(history_reads_reach(f, ATTACKER, 4)); /* an administrator: all of them */
+	/* The victim's read is taken though the attacker is at its limit. */
+	assert_int_equal(pthread_create(&th[5], NULL, hread_main, &r[5]), 0);
+	assert_true(history_reads_reach(f, ATTACKER, 5));
+	assert_int_equal(history_reads(f, VICTIM), 1); /* its own only */
+
+	assert_int_equal(sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+	for (int i = 0; i < 6; i++)
+		pthread_join(th[i], NULL);
+	for (int i = 0; i < 6; i++)
+		if (i != busy)
+			assert_int_equal(r[i].rv, 0);
+	/* Answered in turn: the victim before most of the attacker's waiting reads (it is the
+	 * second read to run; one swap of answers in flight is allowed). */
+	if (r[5].finished_as > 3)
+		fail_msg("the victim's read finished %d-th of 6", r[5].finished_as + 1);
+	assert_int_equal(history_reads(f, ATTACKER), 0);
+	/* The refusal is audited. */
+	assert_true(audit_after_flush(w.c, f->t.db,
+	                              "SELECT count(*) FROM errors WHERE request = 'history'"
+	                              " AND message LIKE '%history reads of this tenant%'") >= 1);
+	world_close(&w);
+}
+
 static void set_fsize(pid_t pid, rlim_t limit)
 {
 	struct rlimit rl = {.rlim_cur = limit, .rlim_max = RLIM_INFINITY};
@@ -1212,6 +1352,7 @@ int main(void)
 	        T_(test_huge_requests_refused_before_decoding),
 	        T_(test_guest_waits_counted_per_guest),
 	        T_(test_audit_locked),
+	        T_(test_history_reads_cost_the_reader),
 	        T_(test_disk_full),
 	        T_(test_patch_over_instruction),
 	        T_(test_history_out_of_range),
