@@ -31,7 +31,9 @@ static const char help[] =
         "A CLI process is short-lived, and destroying a context cancels its queued packets, so\n"
         "the command always waits for its packets to finish (up to --timeout) before it\n"
         "destroys the device and context it created. --wait also reports the final state (of\n"
-        "each packet with --count: how many ended in each state).\n"
+        "each packet with --count: how many ended in each state). When the connection to the\n"
+        "daemon is lost (a daemon or relay that died, no answer in time), it waits for\n"
+        "nothing more and reports the packets whose end it does not know as failed waits.\n"
         "\n"
         "Options:\n"
         "  --node N              zero-based node ordinal (see gpusched info)\n"
@@ -192,6 +194,10 @@ typedef struct many {
 	char message[GS_ASYNC_MESSAGE_MAX];
 	uint64_t states[GS_PACKET_REJECTED + 1];
 	uint64_t wait_failed;
+	/* A request failed for the link, not the packet (the connection dropped, no answer in
+	 * time, the relay lost the host, the daemon stops): the others would fail alike, each at
+	 * its own deadline, so no more waits are started. */
+	bool link_lost;
 	bool progress;
 	uint64_t drawn_ns;
 } many;
@@ -228,6 +234,13 @@ static void first_error(many *m, const gs_async_event *ev)
 	         ev->message[0] ? ev->message : gs_strerror(ev->status));
 }
 
+/* An error of the way to the daemon rather than of one packet. */
+static bool link_error(int status)
+{
+	return status == GS_ERR_TRANSPORT || status == GS_ERR_TIMEOUT ||
+	       status == GS_STATUS_UNAVAILABLE || status == GS_STATUS_SHUTTING_DOWN;
+}
+
 /* Waits (up to the client's timeout) for completions and counts them; returns how many came. */
 static int drain_some(many *m, gs_async_event *evs, size_t max, bool submits)
 {
@@ -248,6 +261,8 @@ static int drain_some(many *m, gs_async_event *evs, size_t max, bool submits)
 				m->failed++;
 			else
 				m->wait_failed++;
+			if (link_error(ev->status))
+				m->link_lost = true;
 			if (!submits && ev->state == GS_PACKET_FAULTED)
 				m->states[GS_PACKET_FAULTED]++;
 			continue;
@@ -311,8 +326,8 @@ static void wait_all(many *m)
 	gs_async_event evs[WAITS_IN_FLIGHT];
 	uint64_t started = 0, done = 0;
 
-	while (done < m->acked) {
-		while (started < m->acked && started - done < WAITS_IN_FLIGHT) {
+	while (done < started || (started < m->acked && !m->link_lost)) {
+		while (started < m->acked && started - done < WAITS_IN_FLIGHT && !m->link_lost) {
 			gs_async_opts o = {.queue = m->q};
 			int rv = gs_async_packet_wait(m->ctx->client, m->packets[started],
 			                              m->a->timeout_ms, &o, NULL);
@@ -325,11 +340,15 @@ static void wait_all(many *m)
 			}
 			started++;
 		}
+		if (done == started)
+			break;
 		int n = drain_some(m, evs, WAITS_IN_FLIGHT, false);
 		if (n > 0)
 			done += (uint64_t)n;
 		show_progress(m, "finished", done, m->acked, false);
 	}
+	/* The waits never started: their packets' ends are unknown here. */
+	m->wait_failed += m->acked - started;
 	show_progress(m, "finished", done, m->acked, true);
 }
 

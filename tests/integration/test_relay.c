@@ -592,6 +592,58 @@ static void test_host_down_unavailable_and_reconnect(void **state)
 	gs_testd_cleanup(&host);
 }
 
+/*
+ * `gpusched submit --count` through a relay that is killed and stays down ends by itself
+ * (issue 26, item 11): on main c4ca6f6 it started a packet wait after another for every packet
+ * acknowledged, each waiting for a connection that never came back, and ran for hours.
+ */
+static void test_cli_through_dead_relay_ends(void **state)
+{
+	fx *f = *state;
+	char out[400];
+	snprintf(out, sizeof out, "%s/submit-count.out", f->d.dir);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		execl(GS_CLI_PATH, GS_CLI_PATH, "--url", f->relay_url[1], "submit", "--node", "0",
+		      "--count", "1000000", "--inflight", "64", (char *)NULL);
+		_exit(127);
+	}
+	/* Once the stream runs (packets of vm2 in the audit file), the relay dies. */
+	long long deadline = gs_test_now_ms() + 30000;
+	while (itest_audit_int(f->d.db, "SELECT count(*) FROM packets WHERE tenant = 'vm2/%%'") <
+	               200 &&
+	       gs_test_now_ms() < deadline)
+		poll(NULL, 0, 20);
+	gs_testd_kill9(&f->relay[1]);
+	/* It ends on its own, well before its requests' 30 s deadlines add up (a bound). */
+	int status = -1;
+	deadline = gs_test_now_ms() + 90000;
+	while (waitpid(pid, &status, WNOHANG) == 0) {
+		if (gs_test_now_ms() > deadline) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &status, 0);
+			fail_msg("gpusched submit --count still ran 90 s after its relay died");
+		}
+		poll(NULL, 0, 20);
+	}
+	assert_true(WIFEXITED(status));
+	assert_int_not_equal(WEXITSTATUS(status), 0);
+	char text[4096] = "";
+	FILE *fp = fopen(out, "r");
+	assert_non_null(fp);
+	size_t n = fread(text, 1, sizeof text - 1, fp);
+	text[n] = '\0';
+	fclose(fp);
+	if (!strstr(text, "submitted"))
+		fail_msg("no summary:\n%s", text);
+	/* A new relay serves the VM again. */
+	assert_int_equal(relay_start(f, 1, f->tls_url), 0);
+}
+
 static void test_cut_one_vm_link_mid_stream(void **state)
 {
 	fx *f = *state;
@@ -938,6 +990,7 @@ int main(int argc, char **argv)
 	        cmocka_unit_test_setup_teardown(test_host_down_unavailable_and_reconnect, setup,
 	                                        teardown),
 	        cmocka_unit_test_setup_teardown(test_cut_one_vm_link_mid_stream, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_cli_through_dead_relay_ends, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_guest_limits, setup, teardown),
 	        cmocka_unit_test(test_vms_in_network_namespaces),
 	        cmocka_unit_test(test_relay_command_line),
