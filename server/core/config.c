@@ -75,6 +75,8 @@ void gsd_config_defaults(gsd_config *c)
 	c->max_wait_ms = 300000;
 	c->max_connections = 0;
 	c->max_connections_per_peer = 256;
+	c->handshake_timeout_ms = 5000;
+	c->max_handshakes = 256;
 	c->unauthenticated_max_message = 64 * 1024;
 	c->ipc_mode = 0600;
 	c->ipc_gid = -1;
@@ -538,6 +540,8 @@ int gsd_config_load(gsd_config *c, const char *path, char *err, size_t errcap)
 	    get_u32(root, "max_wait_ms", &c->max_wait_ms, &e) ||
 	    get_u32(root, "max_connections", &c->max_connections, &e) ||
 	    get_u32(root, "max_connections_per_peer", &c->max_connections_per_peer, &e) ||
+	    get_u32(root, "handshake_timeout_ms", &c->handshake_timeout_ms, &e) ||
+	    get_u32(root, "max_handshakes", &c->max_handshakes, &e) ||
 	    get_u32(root, "unauthenticated_max_message", &c->unauthenticated_max_message, &e) ||
 	    get_u32(root, "max_bad_tokens_per_second", &c->max_bad_tokens_per_second, &e) ||
 	    get_u32(root, "max_queued_packets", &c->max_queued_packets, &e) ||
@@ -677,6 +681,14 @@ int gsd_config_validate(const gsd_config *c, char *err, size_t errcap)
 		snprintf(err, errcap,
 		         "max_inflight_requests, max_waits_per_connection, max_wait_ms, "
 		         "max_connections_per_peer, max_queued_packets and max_syncs must be > 0");
+		return -1;
+	}
+	if (c->handshake_timeout_ms < 100 || c->handshake_timeout_ms > 600000 ||
+	    c->max_handshakes == 0) {
+		snprintf(
+		        err, errcap,
+		        "handshake_timeout_ms must be 100..600000 (default 5000) and max_handshakes"
+		        " > 0 (default 256)");
 		return -1;
 	}
 	/* Each kept event is a few hundred bytes: 2^20 of them is already hundreds of MiB. */

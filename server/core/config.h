@@ -135,12 +135,16 @@ typedef struct gsd_config {
 	uint32_t max_devices; /* per tenant */
 	uint32_t rpc_workers; /* nng contexts kept receiving */
 	/* Limits that keep one tenant or one peer from stalling the others. */
-	uint32_t max_workers;                 /* nng contexts at most (each holds one request) */
-	uint32_t max_inflight_requests;       /* per tenant: received and not yet answered */
-	uint32_t max_waits_per_connection;    /* requests waiting for an event, per connection */
-	uint32_t max_wait_ms;                 /* the longest any request waits */
-	uint32_t max_connections;             /* 0 = the open-file limit less a reserve */
-	uint32_t max_connections_per_peer;    /* per IP address (tcp) or user id (ipc) */
+	uint32_t max_workers;              /* nng contexts at most (each holds one request) */
+	uint32_t max_inflight_requests;    /* per tenant: received and not yet answered */
+	uint32_t max_waits_per_connection; /* requests waiting for an event, per connection */
+	uint32_t max_wait_ms;              /* the longest any request waits */
+	uint32_t max_connections;          /* 0 = the open-file limit less a reserve */
+	uint32_t max_connections_per_peer; /* per IP address (tcp) or user id (ipc) */
+	/* tcp:// and tls+tcp:// connections not past their handshake (rpc/gate.c): each must
+	 * finish it within handshake_timeout_ms; at most max_handshakes at once in all. */
+	uint32_t handshake_timeout_ms;
+	uint32_t max_handshakes;
 	uint32_t unauthenticated_max_message; /* bytes, until a connection authenticates */
 	uint32_t ipc_mode; /* permissions of ipc:// sockets (requests and events); 0600 */
 	/* The group ipc:// sockets are given (ipc_group: a name or a gid, as written, and the gid

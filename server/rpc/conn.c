@@ -25,20 +25,43 @@
 
 /* ---- per peer, on nng's threads ---- */
 
-/* A non-zero key for the peer of a pipe; *admin when it is a local administrator. */
-static uint64_t peer_key(nng_pipe p, bool *admin)
+uint64_t gsd_peer_key_inet(uint32_t addr)
+{
+	return (UINT64_C(1) << 60) | addr;
+}
+
+uint64_t gsd_peer_key_inet6(const uint8_t addr[16])
+{
+	uint64_t h = 1469598103934665603u; /* FNV-1a over the address */
+	for (int i = 0; i < 16; i++)
+		h = (h ^ addr[i]) * 1099511628211u;
+	return (UINT64_C(2) << 60) | (h >> 4);
+}
+
+uint64_t gsd_conn_key(uint64_t peer, uint16_t port)
+{
+	uint64_t k = (peer ^ ((uint64_t)port << 44)) * 0x9E3779B97F4A7C15u;
+	return k ? k : 1;
+}
+
+/* A non-zero key for the peer of a pipe; *admin when it is a local administrator. *conn: the
+ * key of its TCP connection (address and port), 0 for other transports. */
+static uint64_t peer_key(nng_pipe p, bool *admin, uint64_t *conn)
 {
 	nng_sockaddr sa;
 	*admin = false;
+	*conn = 0;
 	if (nng_pipe_get_addr(p, NNG_OPT_REMADDR, &sa) != 0)
 		return UINT64_C(1) << 62; /* unknown peers share one key */
-	if (sa.s_family == NNG_AF_INET)
-		return (UINT64_C(1) << 60) | sa.s_in.sa_addr;
+	if (sa.s_family == NNG_AF_INET) {
+		uint64_t k = gsd_peer_key_inet(sa.s_in.sa_addr);
+		*conn = gsd_conn_key(k, sa.s_in.sa_port);
+		return k;
+	}
 	if (sa.s_family == NNG_AF_INET6) {
-		uint64_t h = 1469598103934665603u; /* FNV-1a over the address */
-		for (int i = 0; i < 16; i++)
-			h = (h ^ sa.s_in6.sa_addr[i]) * 1099511628211u;
-		return (UINT64_C(2) << 60) | (h >> 4);
+		uint64_t k = gsd_peer_key_inet6(sa.s_in6.sa_addr);
+		*conn = gsd_conn_key(k, sa.s_in6.sa_port);
+		return k;
 	}
 	uint64_t uid;
 	if (sa.s_family == NNG_AF_IPC && nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_UID, &uid) == 0) {
@@ -79,7 +102,8 @@ static void pipe_added(nng_pipe p, nng_pipe_ev ev, void *arg)
 	(void)ev;
 	struct gsd_rpc *rpc = arg;
 	bool admin;
-	uint64_t key = peer_key(p, &admin);
+	uint64_t conn;
+	uint64_t key = peer_key(p, &admin, &conn);
 	uint32_t per_peer = rpc->d->cfg.max_connections_per_peer;
 	uint32_t max_bad = rpc->d->cfg.max_bad_tokens_per_second;
 	pthread_mutex_lock(&rpc->peers_lock);
@@ -98,6 +122,11 @@ static void pipe_added(nng_pipe p, nng_pipe_ev ev, void *arg)
 	         gsd_hmap_put(&rpc->pipe_peer, nng_pipe_id(p), (void *)(uintptr_t)key) == 0) {
 		rpc->connections++;
 		ok = true;
+		/* Past its handshake: the gate (gate.c) leaves it alone. */
+		if (conn &&
+		    gsd_hmap_put(&rpc->pipe_conn, nng_pipe_id(p), (void *)(uintptr_t)conn) == 0 &&
+		    gsd_hmap_put(&rpc->known_conns, conn, (void *)(uintptr_t)1) != 0)
+			gsd_hmap_del(&rpc->pipe_conn, nng_pipe_id(p));
 	} else if (n == 0) {
 		gsd_hmap_del(&rpc->peers, key); /* out of memory half way */
 	}
@@ -113,6 +142,9 @@ static void pipe_removed(nng_pipe p, nng_pipe_ev ev, void *arg)
 	uint32_t id = (uint32_t)nng_pipe_id(p);
 	pthread_mutex_lock(&rpc->peers_lock);
 	uint64_t key = (uint64_t)(uintptr_t)gsd_hmap_del(&rpc->pipe_peer, id);
+	uint64_t conn = (uint64_t)(uintptr_t)gsd_hmap_del(&rpc->pipe_conn, id);
+	if (conn)
+		gsd_hmap_del(&rpc->known_conns, conn);
 	if (key) {
 		uint32_t n = (uint32_t)(uintptr_t)gsd_hmap_get(&rpc->peers, key);
 		if (n <= 1)
@@ -147,6 +179,8 @@ int gsd_rpc_conns_start(struct gsd_rpc *rpc)
 	gsd_hmap_init(&rpc->peers);
 	gsd_hmap_init(&rpc->pipe_peer);
 	gsd_hmap_init(&rpc->peer_bad);
+	gsd_hmap_init(&rpc->pipe_conn);
+	gsd_hmap_init(&rpc->known_conns);
 	pthread_mutex_init(&rpc->peers_lock, NULL);
 	rpc->max_connections = connection_limit(&rpc->d->cfg);
 	if (rpc->max_connections <= ADMIN_RESERVE)
@@ -175,6 +209,8 @@ void gsd_rpc_conns_free(struct gsd_rpc *rpc)
 	gsd_hmap_free(&rpc->peers);
 	gsd_hmap_free(&rpc->pipe_peer);
 	gsd_hmap_free(&rpc->peer_bad);
+	gsd_hmap_free(&rpc->pipe_conn);
+	gsd_hmap_free(&rpc->known_conns);
 	pthread_mutex_destroy(&rpc->peers_lock);
 }
 

@@ -125,7 +125,11 @@ struct gsd_rpc {
 	/* peer key -> its unknown tokens in the current second, packed (second << 16 | count):
 	 * past max_bad_tokens_per_second a peer's new connections are refused too. */
 	gsd_hmap peer_bad;
+	/* TCP connections past their handshake: pipe id -> connection key (gsd_conn_key), and
+	 * the set of those keys, which the gate (gate.c) leaves alone. */
+	gsd_hmap pipe_conn, known_conns;
 	uint32_t connections, max_connections;
+	struct gsd_gate *gate;   /* gate.c */
 	uint64_t rejected;       /* connections closed for a limit */
 	uint64_t last_reject_ns; /* rate limit of the warning */
 };
@@ -135,6 +139,11 @@ void gsd_rpc_worker_send(gsd_rpc_worker *w, nng_msg *msg);
 nng_msg *gsd_rpc_encode(uint64_t id, Gpusched__V1__Response *resp);
 /* Queues an item for the loop (any thread). False when memory is short. */
 bool gsd_rpc_post(struct gsd_rpc *rpc, gsd_inbox_item item);
+
+/* ---- gate.c ---- */
+/* Starts the gate over the tcp:// and tls+tcp:// listeners (none: nothing to do). */
+int gsd_rpc_gate_start(struct gsd_rpc *rpc);
+void gsd_rpc_gate_stop(struct gsd_rpc *rpc);
 
 /* ---- reads.c ---- */
 /* A tenant's reads waiting or running, and all reads waiting, at most (BUSY beyond). */
@@ -151,6 +160,11 @@ void gsd_rpc_reads_free(struct gsd_rpc *rpc);
 void gsd_call_offload_finish(gsd_call *c);
 
 /* ---- conn.c ---- */
+/* Keys of a peer (an address) and of one TCP connection (address and port, the port in
+ * network order as nng and the socket API give it). */
+uint64_t gsd_peer_key_inet(uint32_t addr);
+uint64_t gsd_peer_key_inet6(const uint8_t addr[16]);
+uint64_t gsd_conn_key(uint64_t peer, uint16_t port);
 int gsd_rpc_conns_start(struct gsd_rpc *rpc);
 void gsd_rpc_conns_free(struct gsd_rpc *rpc);
 /* The loop's record of a pipe, made on first use (create); NULL for in-process calls (pipe 0), a

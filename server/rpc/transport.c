@@ -599,6 +599,10 @@ int gsd_rpc_start(gsd_daemon *d)
 		         d->cfg.listen_ca[i][0] ? ", clients of CA " : "", d->cfg.listen_ca[i],
 		         d->cfg.listen_tenants[i][0] ? ", tenants " : "", d->cfg.listen_tenants[i]);
 	}
+	if (gsd_rpc_gate_start(rpc) != 0) {
+		GSD_ERROR("rpc: cannot start the gate of the tcp listeners");
+		return -1;
+	}
 	for (uint32_t i = 0; i < d->cfg.rpc_workers; i++)
 		if (add_worker(rpc) != 0)
 			return -1;
@@ -689,6 +693,7 @@ void gsd_rpc_free(gsd_daemon *d)
 	struct gsd_rpc *rpc = d->rpc;
 	if (!rpc)
 		return;
+	gsd_rpc_gate_stop(rpc);
 	/* The audit writer sent its last answers while closing: give them a moment (bounded)
 	 * to leave before the socket closes under them. */
 	for (int i = 0; i < 500 && atomic_load(&rpc->sending) > 0; i++)
