@@ -10,6 +10,7 @@ PACKAGES=(
   libnng-dev                      # transport
   libsqlite3-dev sqlite3          # audit store (sqlite3 CLI for inspecting it)
   libsodium-dev                   # BLAKE2b of the audit's hash chain and of tenant tokens
+  libmicrohttpd-dev               # the /metrics endpoint's HTTP server (connection and header limits)
   libvulkan-dev glslc             # the vulkan backend and its compute kernels (SPIR-V at build time)
   mesa-vulkan-drivers             # lavapipe: a conformant Vulkan driver on the CPU, for tests and CI
   spirv-tools                     # users' kernels: the SPIR-V validator (libSPIRV-Tools, C API)

@@ -1,6 +1,8 @@
 /*
- * The Prometheus endpoint (--metrics URL, config "metrics"): GET /metrics on nng's own HTTP
- * server answers the text exposition format, to a tenant's token only.
+ * The Prometheus endpoint (--metrics URL, config "metrics"): GET /metrics on libmicrohttpd's
+ * HTTP server answers the text exposition format, to a tenant's token only. The server bounds
+ * what a client may hold before any token is read: connections in all and per address, the
+ * bytes of a request's headers, idle time, and the time to send a whole request.
  *
  * A scrape names its tenant with "Authorization: Bearer TOKEN" (no header: the empty token,
  * the built-in default tenant of a daemon without tenants). An administrator gets everything:
@@ -8,9 +10,10 @@
  * other tenant gets its own gpusched_tenant_* series and the uptime, nothing daemon-wide
  * (engine queues, packet counts and the rest would show what the other tenants do). An unknown
  * token is answered 401 and audited (request "metrics", UNAUTHENTICATED); past
- * max_bad_tokens_per_second such refusals in a second, 429 without looking at the token.
+ * max_bad_tokens_per_second such refusals in a second from one client address, that address
+ * is answered 429 without looking at its token.
  *
- * The daemon's state belongs to the loop thread, and the HTTP handler runs on an nng thread:
+ * The daemon's state belongs to the loop thread, and the HTTP handler runs on the server's:
  * a scrape hands its token to the loop (uv_async), which authenticates it and renders the text
  * for that tenant, and waits for the answer at most RENDER_WAIT_MS (then 503), so a scrape
  * never touches live state and never hangs.
@@ -23,9 +26,12 @@
 
 #include "pbenum.h"
 
-#include <nng/nng.h>
-#include <nng/supplemental/http/http.h>
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <pthread.h>
+#include <sys/socket.h>
 #include <sodium.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -35,6 +41,18 @@
 #include <time.h>
 
 #define RENDER_WAIT_MS 1000
+/* The HTTP server's limits: connections in all and per client address, bytes a request's
+ * line and headers may take (16 KiB: a few hundred headers at most), seconds without a byte,
+ * and how long a connection may take to send a whole request's headers (or stay idle
+ * between requests) before it is ended. */
+#define HTTP_MAX_CONNECTIONS   64u
+#define HTTP_PER_PEER          8u
+#define HTTP_MEMORY_LIMIT      (16u * 1024u)
+#define HTTP_IDLE_S            5u
+#define HTTP_HEADER_TIMEOUT_MS 5000u
+#define HTTP_CHECK_MS          250u
+/* Distinct client addresses whose unknown tokens are counted at once. */
+#define PEER_BAD_MAX 65536u
 
 static const char *gsd_status_name(int status)
 {
@@ -47,6 +65,7 @@ typedef struct scrape {
 	struct scrape *next;
 	char token[160]; /* from the Authorization header ("" without one) */
 	bool too_long;   /* a token longer than any tenant's: refused unread */
+	uint64_t peer;   /* the client's address, as a key (its 429 budget) */
 	int status;      /* HTTP status, set by the loop */
 	char *text;      /* the body (malloc'd) */
 	size_t len;
@@ -54,17 +73,31 @@ typedef struct scrape {
 	bool abandoned; /* the handler gave up waiting: the loop frees it (under mu) */
 } scrape;
 
+/* A connection to the HTTP server, for its header deadline (under gsd_metrics.conns_mu). */
+typedef struct mconn {
+	struct mconn *prev, *next;
+	int fd;
+	uint64_t peer_conn; /* its address and port (gsd_conn_key) */
+	uint64_t since_ns;  /* accepted, or its last request answered */
+	bool in_request;    /* its headers are in: the handler has it */
+} mconn;
+
 typedef struct gsd_metrics {
 	gsd_daemon *d;
-	nng_http_server *server;
-	nng_url *url;
+	struct MHD_Daemon *http;
+	uint16_t port; /* network order */
 	uv_async_t render;
+	uv_timer_t deadlines;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	scrape *queue; /* scrapes for the loop (under mu) */
-	/* Loop only: refusals in the current second (max_bad_tokens_per_second). */
-	uint64_t bad_second;
-	uint32_t bad_count;
+	pthread_mutex_t conns_mu;
+	mconn *conns;   /* live connections (under conns_mu) */
+	uint64_t ended; /* connections ended for a slow request */
+	/* Loop only: each client address's refusals in the current second, packed (second << 16
+	 * | count): past max_bad_tokens_per_second that address is answered 429. */
+	gsd_hmap peer_bad;
+	uint32_t handles; /* uv handles still open */
 } gsd_metrics;
 
 /* ---- rendering (loop thread) ---- */
@@ -287,17 +320,17 @@ static void answer(gsd_metrics *m, scrape *sc)
 {
 	gsd_daemon *d = m->d;
 	uint64_t second = gsd_now_ns() / 1000000000u;
-	if (m->bad_second != second) {
-		m->bad_second = second;
-		m->bad_count = 0;
-	}
-	if (m->bad_count >= d->cfg.max_bad_tokens_per_second) {
-		set_text(sc, 429, "too many unknown tokens this second\n");
+	uint64_t v = (uint64_t)(uintptr_t)gsd_hmap_get(&m->peer_bad, sc->peer);
+	uint32_t bad = v >> 16 == second ? (uint32_t)(v & 0xffff) : 0;
+	if (bad >= d->cfg.max_bad_tokens_per_second) {
+		set_text(sc, 429, "too many unknown tokens from this address this second\n");
 		return;
 	}
 	gsd_tenant *t = sc->too_long ? NULL : gsd_tenant_by_token(d, sc->token);
 	if (!t) {
-		m->bad_count++;
+		if (bad < 0xffff && (bad || m->peer_bad.count < PEER_BAD_MAX))
+			gsd_hmap_put(&m->peer_bad, sc->peer,
+			             (void *)(uintptr_t)(second << 16 | (bad + 1)));
 		gsd_audit_error(d->audit, NULL, "metrics", GSD_ST(UNAUTHENTICATED),
 		                sc->token[0] || sc->too_long
 		                        ? "unknown tenant token on /metrics"
@@ -355,13 +388,12 @@ static void render_cb(uv_async_t *h)
 	}
 }
 
-/* ---- serving (nng thread) ---- */
+/* ---- serving (libmicrohttpd's thread) ---- */
 
 /* The token of "Authorization: Bearer TOKEN" ("" without the header). */
-static void read_token(nng_aio *aio, scrape *sc)
+static void read_token(struct MHD_Connection *conn, scrape *sc)
 {
-	nng_http_req *req = nng_aio_get_input(aio, 0);
-	const char *auth = req ? nng_http_req_get_header(req, "Authorization") : NULL;
+	const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
 	if (!auth)
 		return;
 	if (strncasecmp(auth, "Bearer ", 7) != 0) {
@@ -382,22 +414,74 @@ static void read_token(nng_aio *aio, scrape *sc)
 	sc->token[n] = '\0';
 }
 
-static void handle(nng_aio *aio)
+static uint64_t peer_of(const struct sockaddr *sa, uint16_t *port)
 {
-	nng_http_handler *h = nng_aio_get_input(aio, 1);
-	gsd_metrics *m = nng_http_handler_get_data(h);
-	nng_http_res *res;
-	if (nng_http_res_alloc(&res) != 0) {
-		nng_aio_finish(aio, NNG_ENOMEM);
-		return;
+	*port = 0;
+	if (sa && sa->sa_family == AF_INET) {
+		const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+		*port = in->sin_port;
+		return gsd_peer_key_inet(in->sin_addr.s_addr);
+	}
+	if (sa && sa->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+		*port = in6->sin6_port;
+		return gsd_peer_key_inet6(in6->sin6_addr.s6_addr);
+	}
+	return UINT64_C(1) << 62;
+}
+
+static enum MHD_Result reply(struct MHD_Connection *conn, int status, const char *text, size_t len)
+{
+	struct MHD_Response *r =
+	        MHD_create_response_from_buffer(len, (void *)text, MHD_RESPMEM_MUST_COPY);
+	if (!r)
+		return MHD_NO;
+	if (status == 401)
+		MHD_add_response_header(r, "WWW-Authenticate", "Bearer realm=\"gpusched\"");
+	MHD_add_response_header(r, "Content-Type", "text/plain; version=0.0.4; charset=utf-8");
+	enum MHD_Result rv = MHD_queue_response(conn, (unsigned)status, r);
+	MHD_destroy_response(r);
+	return rv;
+}
+
+static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char *url,
+                              const char *method, const char *version, const char *upload,
+                              size_t *upload_size, void **req_cls)
+{
+	(void)version;
+	(void)upload;
+	gsd_metrics *m = cls;
+	const union MHD_ConnectionInfo *ci =
+	        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	mconn *mc = ci ? ci->socket_context : NULL;
+	if (mc) {
+		pthread_mutex_lock(&m->conns_mu);
+		mc->in_request = true;
+		pthread_mutex_unlock(&m->conns_mu);
+	}
+	if (*upload_size) {
+		*upload_size = 0; /* a body is not read: GET has none */
+		return MHD_YES;
+	}
+	if (!*req_cls) {
+		*req_cls = m; /* headers are in; answer on the next call, body or none */
+		return MHD_YES;
+	}
+	if (strcmp(url, "/metrics") != 0) {
+		static const char nf[] = "not found: the endpoint is /metrics\n";
+		return reply(conn, 404, nf, sizeof nf - 1);
+	}
+	if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
+		static const char na[] = "only GET\n";
+		return reply(conn, 405, na, sizeof na - 1);
 	}
 	scrape *sc = calloc(1, sizeof(*sc));
-	if (!sc) {
-		nng_http_res_free(res);
-		nng_aio_finish(aio, NNG_ENOMEM);
-		return;
-	}
-	read_token(aio, sc);
+	if (!sc)
+		return MHD_NO;
+	read_token(conn, sc);
+	uint16_t port;
+	ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	sc->peer = peer_of(ci ? ci->client_addr : NULL, &port);
 	/* The loop's answer, or 503 after RENDER_WAIT_MS. */
 	pthread_mutex_lock(&m->mu);
 	sc->next = m->queue;
@@ -413,89 +497,242 @@ static void handle(nng_aio *aio)
 	if (!done)
 		sc->abandoned = true; /* the loop frees it when it gets to it */
 	pthread_mutex_unlock(&m->mu);
-	int status = done ? sc->status : 503;
-	const char *text = done && sc->text ? sc->text : "the daemon did not answer in time\n";
-	size_t len = done && sc->text ? sc->len : strlen(text);
-	int rv = nng_http_res_copy_data(res, text, len);
+	enum MHD_Result rv;
+	if (done && sc->text)
+		rv = reply(conn, sc->status, sc->text, sc->len);
+	else if (done)
+		rv = reply(conn, sc->status, "", 0);
+	else
+		rv = reply(conn, 503, "the daemon did not answer in time\n", 34);
 	if (done)
 		free_scrape(sc);
-	if (rv == 0)
-		rv = nng_http_res_set_status(res, (uint16_t)status);
-	if (rv == 0 && status == 401)
-		rv = nng_http_res_set_header(res, "WWW-Authenticate", "Bearer realm=\"gpusched\"");
-	if (rv == 0)
-		rv = nng_http_res_set_header(res, "Content-Type",
-		                             "text/plain; version=0.0.4; charset=utf-8");
-	if (rv != 0) {
-		nng_http_res_free(res);
-		nng_aio_finish(aio, rv);
-		return;
+	return rv;
+}
+
+/* Tracks each connection for its header deadline. */
+static void notify_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                              enum MHD_ConnectionNotificationCode code)
+{
+	gsd_metrics *m = cls;
+	if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+		mconn *mc = calloc(1, sizeof *mc);
+		if (!mc)
+			return;
+		const union MHD_ConnectionInfo *fi =
+		        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+		const union MHD_ConnectionInfo *ai =
+		        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+		uint16_t port;
+		uint64_t peer = peer_of(ai ? ai->client_addr : NULL, &port);
+		mc->fd = fi ? fi->connect_fd : -1;
+		mc->peer_conn = gsd_conn_key(peer, port);
+		mc->since_ns = gsd_now_ns();
+		pthread_mutex_lock(&m->conns_mu);
+		mc->next = m->conns;
+		if (m->conns)
+			m->conns->prev = mc;
+		m->conns = mc;
+		pthread_mutex_unlock(&m->conns_mu);
+		*socket_context = mc;
+	} else if (code == MHD_CONNECTION_NOTIFY_CLOSED && *socket_context) {
+		mconn *mc = *socket_context;
+		pthread_mutex_lock(&m->conns_mu);
+		if (mc->prev)
+			mc->prev->next = mc->next;
+		else
+			m->conns = mc->next;
+		if (mc->next)
+			mc->next->prev = mc->prev;
+		pthread_mutex_unlock(&m->conns_mu);
+		free(mc);
+		*socket_context = NULL;
 	}
-	nng_aio_set_output(aio, 0, res);
-	nng_aio_finish(aio, 0);
+}
+
+/* A request answered: the connection's next one has its own deadline. */
+static void request_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
+                              enum MHD_RequestTerminationCode code)
+{
+	(void)code;
+	(void)req_cls;
+	gsd_metrics *m = cls;
+	const union MHD_ConnectionInfo *ci =
+	        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	mconn *mc = ci ? ci->socket_context : NULL;
+	if (!mc)
+		return;
+	pthread_mutex_lock(&m->conns_mu);
+	mc->in_request = false;
+	mc->since_ns = gsd_now_ns();
+	pthread_mutex_unlock(&m->conns_mu);
+}
+
+static void http_log(void *cls, const char *fmt, va_list ap)
+{
+	(void)cls;
+	char line[256];
+	vsnprintf(line, sizeof line, fmt, ap);
+	size_t n = strlen(line);
+	while (n && line[n - 1] == '\n')
+		line[--n] = '\0';
+	GSD_DEBUG("metrics: %s", line);
+}
+
+/* ---- deadlines (loop) ---- */
+
+/* fd is still the connection `key` accepted on the metrics port (the number was not reused). */
+static bool still_conn(const gsd_metrics *m, int fd, uint64_t key)
+{
+	struct sockaddr_storage local, remote;
+	socklen_t ll = sizeof local, rl = sizeof remote;
+	if (fd < 0 || getsockname(fd, (struct sockaddr *)&local, &ll) != 0 ||
+	    getpeername(fd, (struct sockaddr *)&remote, &rl) != 0)
+		return false;
+	uint16_t lport, rport;
+	peer_of((struct sockaddr *)&local, &lport);
+	uint64_t peer = peer_of((struct sockaddr *)&remote, &rport);
+	return lport == m->port && gsd_conn_key(peer, rport) == key;
+}
+
+/* A connection that has not sent a whole request's headers within HTTP_HEADER_TIMEOUT_MS of
+ * its start (or of its last answer) is ended: a slow sender holds no connection for long. */
+static void deadlines_cb(uv_timer_t *t)
+{
+	gsd_metrics *m = t->data;
+	uint64_t now = gsd_now_ns();
+	uint64_t ended = 0;
+	pthread_mutex_lock(&m->conns_mu);
+	for (mconn *mc = m->conns; mc; mc = mc->next)
+		if (!mc->in_request && now - mc->since_ns > HTTP_HEADER_TIMEOUT_MS * 1000000ull &&
+		    still_conn(m, mc->fd, mc->peer_conn)) {
+			shutdown(mc->fd, SHUT_RDWR);
+			mc->since_ns = now; /* once */
+			ended++;
+		}
+	m->ended += ended;
+	pthread_mutex_unlock(&m->conns_mu);
+	if (ended)
+		GSD_WARN("metrics: ended %llu connections that sent no whole request within %u ms"
+		         " (%llu since start)",
+		         (unsigned long long)ended, HTTP_HEADER_TIMEOUT_MS,
+		         (unsigned long long)m->ended);
 }
 
 static void closed(uv_handle_t *h)
 {
 	gsd_metrics *m = h->data;
+	if (--m->handles)
+		return;
 	pthread_mutex_destroy(&m->mu);
 	pthread_cond_destroy(&m->cv);
+	pthread_mutex_destroy(&m->conns_mu);
 	while (m->queue) {
 		scrape *sc = m->queue;
 		m->queue = sc->next;
 		free_scrape(sc); /* abandoned: their handlers gave up */
 	}
+	gsd_hmap_free(&m->peer_bad);
 	free(m);
+}
+
+static void close_handles(gsd_metrics *m)
+{
+	uv_close((uv_handle_t *)&m->render, closed);
+	uv_close((uv_handle_t *)&m->deadlines, closed);
+}
+
+/* http://HOST:PORT (or tcp://HOST:PORT) as an address to listen on: 0 or -1. */
+static int parse_url(const char *url_in, struct sockaddr_storage *sa, socklen_t *len)
+{
+	const char *rest = !strncmp(url_in, "http://", 7)  ? url_in + 7
+	                   : !strncmp(url_in, "tcp://", 6) ? url_in + 6
+	                                                   : NULL;
+	if (!rest)
+		return -1;
+	char host[256];
+	const char *port;
+	if (rest[0] == '[') {
+		const char *end = strchr(rest, ']');
+		if (!end || end[1] != ':' || (size_t)(end - rest - 1) >= sizeof host)
+			return -1;
+		memcpy(host, rest + 1, (size_t)(end - rest - 1));
+		host[end - rest - 1] = '\0';
+		port = end + 2;
+	} else {
+		const char *colon = strrchr(rest, ':');
+		if (!colon || (size_t)(colon - rest) >= sizeof host)
+			return -1;
+		memcpy(host, rest, (size_t)(colon - rest));
+		host[colon - rest] = '\0';
+		port = colon + 1;
+	}
+	char portbuf[8];
+	size_t pl = strcspn(port, "/");
+	if (pl == 0 || pl >= sizeof portbuf || strspn(port, "0123456789") != pl)
+		return -1;
+	memcpy(portbuf, port, pl);
+	portbuf[pl] = '\0';
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *ai;
+	if (getaddrinfo(host[0] ? host : NULL, portbuf, &hints, &ai) != 0)
+		return -1;
+	memcpy(sa, ai->ai_addr, ai->ai_addrlen);
+	*len = ai->ai_addrlen;
+	freeaddrinfo(ai);
+	return 0;
 }
 
 int gsd_metrics_start(gsd_daemon *d, const char *url_in)
 {
 	if (!url_in[0])
 		return 0;
-	/* tcp://HOST:PORT reads as http://HOST:PORT. */
-	char url[300];
-	snprintf(url, sizeof(url), "%s%s", strncmp(url_in, "tcp://", 6) == 0 ? "http://" : "",
-	         strncmp(url_in, "tcp://", 6) == 0 ? url_in + 6 : url_in);
+	struct sockaddr_storage sa;
+	socklen_t salen;
+	if (parse_url(url_in, &sa, &salen) != 0) {
+		GSD_ERROR("cannot serve metrics on %s: want http://HOST:PORT", url_in);
+		return -1;
+	}
 	gsd_metrics *m = calloc(1, sizeof(*m));
 	if (!m)
 		return -1;
 	m->d = d;
 	pthread_mutex_init(&m->mu, NULL);
 	pthread_cond_init(&m->cv, NULL);
+	pthread_mutex_init(&m->conns_mu, NULL);
+	gsd_hmap_init(&m->peer_bad);
 	uv_async_init(d->loop, &m->render, render_cb);
 	m->render.data = m;
 	uv_unref((uv_handle_t *)&m->render);
-	nng_http_handler *h = NULL;
-	int rv = nng_url_parse(&m->url, url);
-	if (rv == 0 && strcmp(m->url->u_scheme, "http") != 0)
-		rv = NNG_EADDRINVAL;
-	if (rv == 0)
-		rv = nng_http_server_hold(&m->server, m->url);
-	if (rv == 0)
-		rv = nng_http_handler_alloc(&h, "/metrics", handle);
-	if (rv == 0)
-		rv = nng_http_handler_set_data(h, m, NULL);
-	if (rv == 0) {
-		rv = nng_http_server_add_handler(m->server, h);
-		if (rv == 0)
-			h = NULL; /* the server owns it */
-	}
-	if (rv == 0)
-		rv = nng_http_server_start(m->server);
-	if (rv != 0) {
-		GSD_ERROR("cannot serve metrics on %s: %s (want http://HOST:PORT)", url_in,
-		          nng_strerror(rv));
-		if (h)
-			nng_http_handler_free(h);
-		if (m->server)
-			nng_http_server_release(m->server);
-		if (m->url)
-			nng_url_free(m->url);
-		uv_close((uv_handle_t *)&m->render, closed);
+	uv_timer_init(d->loop, &m->deadlines);
+	m->deadlines.data = m;
+	m->handles = 2;
+	unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG |
+	                 (sa.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0);
+	m->http = MHD_start_daemon(
+	        flags, 0, NULL, NULL, handle, m, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+	        MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_MAX_CONNECTIONS,
+	        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)HTTP_PER_PEER,
+	        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_MEMORY_LIMIT,
+	        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_IDLE_S, MHD_OPTION_NOTIFY_CONNECTION,
+	        notify_connection, m, MHD_OPTION_NOTIFY_COMPLETED, request_completed, m,
+	        MHD_OPTION_EXTERNAL_LOGGER, http_log, m, MHD_OPTION_END);
+	const union MHD_DaemonInfo *di =
+	        m->http ? MHD_get_daemon_info(m->http, MHD_DAEMON_INFO_BIND_PORT) : NULL;
+	if (!m->http || !di) {
+		GSD_ERROR("cannot serve metrics on %s: %s", url_in,
+		          m->http ? "no port"
+		                  : "cannot listen there (in use, or not an address of"
+		                    " this host)");
+		if (m->http)
+			MHD_stop_daemon(m->http);
+		close_handles(m);
 		return -1;
 	}
+	m->port = htons(di->port);
+	uv_timer_start(&m->deadlines, deadlines_cb, HTTP_CHECK_MS, HTTP_CHECK_MS);
+	uv_unref((uv_handle_t *)&m->deadlines);
 	d->metrics = m;
-	GSD_INFO("metrics on %s/metrics", url);
+	GSD_INFO("metrics on %s/metrics (at most %u connections, %u per address)", url_in,
+	         HTTP_MAX_CONNECTIONS, HTTP_PER_PEER);
 	return 0;
 }
 
@@ -505,8 +742,6 @@ void gsd_metrics_stop(gsd_daemon *d)
 	if (!m)
 		return;
 	d->metrics = NULL;
-	nng_http_server_stop(m->server);
-	nng_http_server_release(m->server);
-	nng_url_free(m->url);
-	uv_close((uv_handle_t *)&m->render, closed);
+	MHD_stop_daemon(m->http);
+	close_handles(m);
 }

@@ -12,6 +12,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -170,11 +171,137 @@ static void test_bad_metrics_url_refused(void **state)
 	gs_testd_cleanup(&t);
 }
 
+/* A connection to 127.0.0.1:port from the loopback address `src` (127.0.0.N). */
+static int conn_from(const char *src, uint16_t port)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	assert_true(fd >= 0);
+	struct sockaddr_in me = {.sin_family = AF_INET};
+	inet_pton(AF_INET, src, &me.sin_addr);
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(bind(fd, (struct sockaddr *)&me, sizeof me), 0);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+	return fd;
+}
+
+/* Sends req (all of it, or until the daemon closes) and reads the status line's code within
+ * timeout_ms: the code, 0 when the connection was closed without an answer, -1 none in time. */
+static int status_of(int fd, const char *req, size_t len, int timeout_ms)
+{
+	size_t off = 0;
+	while (off < len) {
+		ssize_t n = send(fd, req + off, len - off, MSG_NOSIGNAL);
+		if (n <= 0)
+			break;
+		off += (size_t)n;
+	}
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+	char line[64] = "";
+	if (poll(&p, 1, timeout_ms) != 1)
+		return -1;
+	ssize_t n = read(fd, line, sizeof line - 1);
+	if (n <= 0)
+		return 0;
+	line[n] = '\0';
+	int code = 0;
+	return sscanf(line, "HTTP/1.1 %d", &code) == 1 ? code : 0;
+}
+
+static int get_as(const char *src, uint16_t port, const char *token)
+{
+	char req[256];
+	int len = snprintf(req, sizeof req,
+	                   "GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n\r\n",
+	                   token);
+	int fd = conn_from(src, port);
+	int code = status_of(fd, req, (size_t)len, 5000);
+	close(fd);
+	return code;
+}
+
+/*
+ * The endpoint before authentication (issue 26, item 2). On main c4ca6f6 (nng's HTTP server)
+ * it had no connection limit, held 400 slow connections 30 s and more, spent 5.2 s on a
+ * request of 20,000 headers, and 25 bad tokens a second from one client made everyone's
+ * scrapes 429. Now: a request's headers are bounded (431), a connection that sends no whole
+ * request within 5 s is ended, one address holds at most 8 connections while another is
+ * served, and the 429 budget is per address.
+ */
+static void test_metrics_endpoint_limits(void **state)
+{
+	(void)state;
+	uint16_t port = itest_free_port();
+	char url[64];
+	snprintf(url, sizeof(url), "http://127.0.0.1:%u", port);
+	itest_config cfg;
+	assert_int_equal(itest_config_write(&cfg, "{\"tenants\": [{\"name\": \"ops\", \"token\":"
+	                                          " \"tok-ops\", \"admin\": true}]}"),
+	                 0);
+	const char *const args[] = {"--config", cfg.path, "--metrics", url, NULL};
+	gs_testd t;
+	assert_int_equal(gs_testd_start(&t, args), 0);
+	assert_int_equal(get_as("127.0.0.1", port, "tok-ops"), 200);
+
+	/* 20,000 headers: refused for their size, at once. */
+	size_t cap = 64 + 20000 * 8;
+	char *big = malloc(cap);
+	assert_non_null(big);
+	size_t len = (size_t)snprintf(big, cap, "GET /metrics HTTP/1.1\r\nHost: x\r\n");
+	for (int i = 0; i < 20000; i++)
+		len += (size_t)snprintf(big + len, cap - len, "X-a: b\r\n");
+	len += (size_t)snprintf(big + len, cap - len, "\r\n");
+	int fd = conn_from("127.0.0.1", port);
+	int code = status_of(fd, big, len, 5000);
+	close(fd);
+	free(big);
+	if (code != 431 && code != 413 && code != 0)
+		fail_msg("20,000 headers answered %d", code);
+
+	/* Half a request, then nothing: ended after the header deadline (15 s is a bound). */
+	fd = conn_from("127.0.0.1", port);
+	static const char half[] = "GET /metrics HTTP/1.1\r\n";
+	assert_int_equal(status_of(fd, half, sizeof half - 1, 15000), 0);
+	close(fd);
+
+	/* One address holds at most 8 connections; another is served meanwhile. */
+	enum { N = 20 };
+	int fds[N], ended = 0;
+	for (int i = 0; i < N; i++)
+		fds[i] = conn_from("127.0.0.4", port);
+	long long deadline = gs_test_now_ms() + 3000;
+	while (ended < N - 8 && gs_test_now_ms() < deadline) {
+		ended = 0;
+		for (int i = 0; i < N; i++) {
+			struct pollfd p = {.fd = fds[i], .events = POLLIN};
+			ended += poll(&p, 1, 0) == 1;
+		}
+		poll(NULL, 0, 20);
+	}
+	assert_int_equal(ended, N - 8);
+	assert_int_equal(get_as("127.0.0.2", port, "tok-ops"), 200);
+	for (int i = 0; i < N; i++)
+		close(fds[i]);
+
+	/* Bad tokens from one address: it gets 429; the administrator elsewhere does not. */
+	int last = 0;
+	for (int i = 0; i < 25; i++)
+		last = get_as("127.0.0.3", port, "not-a-token");
+	assert_int_equal(last, 429);
+	assert_int_equal(get_as("127.0.0.2", port, "tok-ops"), 200);
+	assert_int_equal(get_as("127.0.0.3", port, "not-a-token"), 429);
+
+	assert_int_equal(gs_testd_stop(&t), 0);
+	gs_testd_cleanup(&t);
+	itest_config_cleanup(&cfg);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_metrics_follow_the_daemon),
 	        cmocka_unit_test(test_bad_metrics_url_refused),
+	        cmocka_unit_test(test_metrics_endpoint_limits),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
