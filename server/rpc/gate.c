@@ -200,6 +200,7 @@ static void scan(struct gsd_gate *g)
 static void *gate_main(void *arg)
 {
 	struct gsd_gate *g = arg;
+	pthread_setname_np(pthread_self(), "gs-gate");
 	pthread_mutex_lock(&g->mu);
 	while (!g->stop) {
 		struct timespec ts;

@@ -58,6 +58,7 @@ struct gsd_reads {
 static void *reader_main(void *arg)
 {
 	struct gsd_reads *r = arg;
+	pthread_setname_np(pthread_self(), "gs-reader");
 	/* On Linux a thread's nice value is its own: this lowers only the reader. */
 	if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), READER_NICE) != 0)
 		GSD_DEBUG("rpc: the history reader keeps the daemon's priority: %s",
