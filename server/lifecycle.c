@@ -10,10 +10,17 @@
 
 #include "wddm.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 /*
  * Every tenant has a secret of its own: two tenants that one token authenticates would let
@@ -192,6 +199,88 @@ static int restore_tenants(gsd_daemon *d)
 	return 0;
 }
 
+/*
+ * One daemon per socket and per audit file. A second gpuschedd started on a live daemon's
+ * ipc:// socket or audit file used to take the socket path from it (clients then reached
+ * nobody) and mark its running packets ABORTED in its file. Before anything is opened:
+ *
+ *   - an ipc:// path that is a socket a process answers on belongs to that process: the start
+ *     fails naming its pid (SO_PEERCRED); one nobody answers on is a dead daemon's and is
+ *     removed;
+ *   - the audit file is locked (flock on DB.lock, which holds the owner's pid) for the
+ *     daemon's life; the kernel drops the lock when the process dies, however it dies.
+ */
+static int claim_sockets(const gsd_config *cfg)
+{
+	for (uint32_t i = 0; i < cfg->nlisten; i++) {
+		if (strncmp(cfg->listen[i], "ipc://", 6) != 0)
+			continue;
+		const char *path = cfg->listen[i] + 6;
+		struct stat st;
+		if (lstat(path, &st) != 0 || !S_ISSOCK(st.st_mode))
+			continue;
+		struct sockaddr_un sa = {.sun_family = AF_UNIX};
+		if (strlen(path) >= sizeof sa.sun_path)
+			continue; /* nng refuses it */
+		memcpy(sa.sun_path, path, strlen(path) + 1);
+		int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd < 0)
+			return -1;
+		if (connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0) {
+			struct ucred cred = {0};
+			socklen_t len = sizeof cred;
+			getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len);
+			close(fd);
+			GSD_ERROR("%s: another process (pid %d) answers on this socket: a "
+			          "gpuschedd is"
+			          " running there already; stop it, or listen elsewhere",
+			          cfg->listen[i], (int)cred.pid);
+			return -1;
+		}
+		int err = errno;
+		close(fd);
+		if (err == ECONNREFUSED && unlink(path) == 0)
+			GSD_INFO("%s: removed the socket of a daemon that is gone", cfg->listen[i]);
+	}
+	return 0;
+}
+
+static int lock_audit(gsd_daemon *d, const gsd_config *cfg)
+{
+	d->lock_fd = -1;
+	if (cfg->bench_null_audit || !cfg->db_path[0])
+		return 0;
+	char path[sizeof cfg->db_path + 8];
+	snprintf(path, sizeof path, "%s.lock", cfg->db_path);
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		GSD_ERROR("cannot open %s (the audit file's lock): %s", path, strerror(errno));
+		return -1;
+	}
+	if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+		int err = errno;
+		char pid[32] = "";
+		ssize_t n = pread(fd, pid, sizeof pid - 1, 0);
+		pid[n > 0 ? n : 0] = '\0';
+		pid[strcspn(pid, "\n")] = '\0';
+		close(fd);
+		if (err == EWOULDBLOCK)
+			GSD_ERROR("the audit file %s is in use by another gpuschedd (pid %s): one "
+			          "daemon"
+			          " per audit file",
+			          cfg->db_path, pid[0] ? pid : "unknown");
+		else
+			GSD_ERROR("cannot lock %s: %s", path, strerror(err));
+		return -1;
+	}
+	char pid[32];
+	int len = snprintf(pid, sizeof pid, "%d\n", (int)getpid());
+	if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)len, 0) != len)
+		GSD_WARN("cannot write the pid into %s: %s", path, strerror(errno));
+	d->lock_fd = fd;
+	return 0;
+}
+
 int gsd_daemon_init(gsd_daemon *d, const gsd_config *cfg, uv_loop_t *loop)
 {
 	memset(d, 0, sizeof(*d));
@@ -202,6 +291,9 @@ int gsd_daemon_init(gsd_daemon *d, const gsd_config *cfg, uv_loop_t *loop)
 	gsd_hmap_init(&d->packets);
 	gsd_vidsch_install_hooks(d);
 	gsd_vidmm_install_hooks(d);
+	d->lock_fd = -1;
+	if (lock_audit(d, cfg) != 0 || claim_sockets(cfg) != 0)
+		return -1;
 	d->retired = calloc(GSD_RETIRED_RING, sizeof(*d->retired));
 	if (!d->retired || add_tenants(d, cfg) != 0)
 		return -1;
@@ -324,4 +416,7 @@ void gsd_daemon_destroy(gsd_daemon *d)
 	gsd_hmap_free(&d->objects);
 	gsd_hmap_free(&d->packets);
 	free(d->retired);
+	if (d->lock_fd >= 0)
+		close(d->lock_fd); /* the next daemon may have the file now */
+	d->lock_fd = -1;
 }

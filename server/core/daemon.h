@@ -64,6 +64,7 @@ typedef struct gsd_hooks {
 
 struct gsd_daemon {
 	gsd_config cfg;
+	int lock_fd; /* the audit file's lock (<db>.lock, flock) held for the daemon's life; -1 */
 	uv_loop_t *loop;
 	gsd_hooks hooks;
 	gsd_audit *audit;

@@ -478,6 +478,65 @@ static void test_ipc_socket_group(void **state)
 	}
 }
 
+/* A running daemon answers Info, and a packet of it completes. */
+static void still_serves(gs_testd *t)
+{
+	gs_client *c = itest_connect(t, NULL);
+	itest_layout lay;
+	itest_layout_of(c, &lay);
+	uint64_t dev;
+	assert_int_equal(gs_device_create(c, "still", &dev), 0);
+	uint64_t ctx = itest_context(c, dev, 0, lay.paging_node);
+	gs_dmabuf b;
+	gs_dmabuf_init(&b);
+	assert_int_equal(gs_dmabuf_nop(&b), 0);
+	itest_submit_wait(c, ctx, &b, 0);
+	gs_dmabuf_free(&b);
+	assert_int_equal(gs_device_destroy(c, dev), 0);
+	gs_close(c);
+}
+
+/*
+ * One daemon per socket and per audit file (issue 27): a second gpuschedd on a running one's
+ * ipc socket, on its audit file, or both, exits 1 naming the running one's pid, and the running
+ * one keeps serving with a file that verifies. On main c4ca6f6 the second took the socket path
+ * (the first stopped answering, spinning) and marked the first's packets ABORTED in its file.
+ * A dead daemon's socket and lock are taken over by the next start.
+ */
+static void test_one_daemon_per_socket_and_file(void **state)
+{
+	(void)state;
+	gs_testd t;
+	assert_int_equal(gs_testd_start(&t, NULL), 0);
+	char pid[32], other_db[400], other_url[400];
+	snprintf(pid, sizeof pid, "pid %d", (int)t.pid);
+	snprintf(other_db, sizeof other_db, "%s/other.db", t.dir);
+	snprintf(other_url, sizeof other_url, "ipc://%s/other.sock", t.dir);
+	const char *cases[][2] = {{t.url, other_db}, {other_url, t.db}, {t.url, t.db}};
+	for (size_t i = 0; i < 3; i++) {
+		itest_run r = daemon_run("--listen", cases[i][0], "--db", cases[i][1]);
+		if (r.exit_code != 1 || !strstr(r.err, pid))
+			fail_msg("second daemon on %s and %s: exit %d\n%s", cases[i][0],
+			         cases[i][1], r.exit_code, r.err);
+		itest_run_free(&r);
+		still_serves(&t);
+	}
+	assert_int_equal(itest_audit_int(t.db, "SELECT count(*) FROM packets WHERE state = 6"), 0);
+	/* Killed: its socket file and its lock file stay; the next start takes both over. */
+	gs_testd_kill9(&t);
+	assert_int_equal(access(t.url + strlen("ipc://"), F_OK), 0);
+	assert_int_equal(gs_testd_restart(&t, NULL), 0);
+	still_serves(&t);
+	assert_int_equal(gs_testd_stop(&t), 0);
+	char *av[] = {(char *)GS_CLI_PATH, (char *)"audit", (char *)"verify", t.db, NULL};
+	itest_run r;
+	itest_run_argv(av, 60000, &r);
+	if (r.exit_code != 0)
+		fail_msg("audit verify: %d\n%s%s", r.exit_code, r.out, r.err);
+	itest_run_free(&r);
+	gs_testd_cleanup(&t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -488,6 +547,7 @@ int main(void)
 	        cmocka_unit_test(test_ipc_directories),
 	        cmocka_unit_test(test_ipc_socket_mode),
 	        cmocka_unit_test(test_ipc_socket_group),
+	        cmocka_unit_test(test_one_daemon_per_socket_and_file),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
