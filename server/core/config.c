@@ -71,6 +71,7 @@ void gsd_config_defaults(gsd_config *c)
 	c->rpc_workers = 16;
 	c->max_workers = 4096;
 	c->max_inflight_requests = 512;
+	c->max_inflight_bytes = 64u << 20;
 	c->max_waits_per_connection = 64;
 	c->max_wait_ms = 300000;
 	c->max_connections = 0;
@@ -536,6 +537,7 @@ int gsd_config_load(gsd_config *c, const char *path, char *err, size_t errcap)
 	    get_u32(root, "rpc_workers", &c->rpc_workers, &e) ||
 	    get_u32(root, "max_workers", &c->max_workers, &e) ||
 	    get_u32(root, "max_inflight_requests", &c->max_inflight_requests, &e) ||
+	    get_u64(root, "max_inflight_bytes", &c->max_inflight_bytes, &e) ||
 	    get_u32(root, "max_waits_per_connection", &c->max_waits_per_connection, &e) ||
 	    get_u32(root, "max_wait_ms", &c->max_wait_ms, &e) ||
 	    get_u32(root, "max_connections", &c->max_connections, &e) ||
@@ -681,6 +683,10 @@ int gsd_config_validate(const gsd_config *c, char *err, size_t errcap)
 		snprintf(err, errcap,
 		         "max_inflight_requests, max_waits_per_connection, max_wait_ms, "
 		         "max_connections_per_peer, max_queued_packets and max_syncs must be > 0");
+		return -1;
+	}
+	if (c->max_inflight_bytes < 65536) {
+		snprintf(err, errcap, "max_inflight_bytes must be at least 65536 (default 64 MiB)");
 		return -1;
 	}
 	if (c->handshake_timeout_ms < 100 || c->handshake_timeout_ms > 600000 ||

@@ -137,6 +137,7 @@ typedef struct gsd_config {
 	/* Limits that keep one tenant or one peer from stalling the others. */
 	uint32_t max_workers;              /* nng contexts at most (each holds one request) */
 	uint32_t max_inflight_requests;    /* per tenant: received and not yet answered */
+	uint64_t max_inflight_bytes;       /* per tenant: bytes of those requests */
 	uint32_t max_waits_per_connection; /* requests waiting for an event, per connection */
 	uint32_t max_wait_ms;              /* the longest any request waits */
 	uint32_t max_connections;          /* 0 = the open-file limit less a reserve */

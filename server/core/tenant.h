@@ -68,6 +68,7 @@ typedef struct gsd_tenant {
 	/* Requests received and not yet answered (max_inflight_requests). Answers leave from the
 	 * loop, the audit writer or nng's threads: the one counter touched off the loop. */
 	atomic_uint inflight;
+	atomic_uint_fast64_t inflight_bytes; /* their encoded bytes (max_inflight_bytes) */
 	/* Times of its recent GPU timeouts (TDR), oldest first, for the ban rule. */
 	uint64_t tdr_times[16];
 	uint32_t ntdr;

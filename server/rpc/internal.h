@@ -29,6 +29,7 @@ struct gsd_rpc_worker {
 	/* The tenant whose request it holds, counted in tenant->inflight until the answer is
 	 * sent (NULL before authentication). */
 	gsd_tenant *tenant;
+	size_t bytes; /* the request's encoded size, counted in tenant->inflight_bytes */
 	/* In-process calls (gsd_rpc_inject): the answer goes here instead of to nng. */
 	void (*inject)(void *arg, const uint8_t *reply, size_t len);
 	void *inject_arg;

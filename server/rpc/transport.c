@@ -42,7 +42,9 @@ static void worker_done(gsd_rpc_worker *w)
 {
 	if (w->tenant) {
 		atomic_fetch_sub(&w->tenant->inflight, 1);
+		atomic_fetch_sub(&w->tenant->inflight_bytes, w->bytes);
 		w->tenant = NULL;
+		w->bytes = 0;
 	}
 }
 
@@ -442,8 +444,22 @@ static bool admit(gsd_daemon *d, gsd_call *c, gsd_conn *conn, const uint8_t *buf
 		               d->cfg.max_inflight_requests);
 		return false;
 	}
+	/* Nor the memory: the bytes of its requests in flight are bounded too (one request is
+	 * always let in, max_message bounds it). */
+	uint64_t held = atomic_load(&t->inflight_bytes);
+	if (held > 0 && held + len > d->cfg.max_inflight_bytes) {
+		gsd_call_error(
+		        c, GSD_ST(QUOTA_EXCEEDED),
+		        "tenant %s has %llu bytes of requests in flight; this one of %zu would"
+		        " pass max_inflight_bytes %llu",
+		        t->conf.name, (unsigned long long)held, len,
+		        (unsigned long long)d->cfg.max_inflight_bytes);
+		return false;
+	}
 	atomic_fetch_add(&t->inflight, 1);
+	atomic_fetch_add(&t->inflight_bytes, len);
 	c->worker->tenant = t;
+	c->worker->bytes = len;
 	return true;
 }
 

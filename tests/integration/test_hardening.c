@@ -680,6 +680,138 @@ static void submit_until_accepted(world *w, uint64_t offset, uint32_t pattern, g
 	fail_msg("submissions were not accepted again");
 }
 
+/* req packed, with an unknown field of `pad` bytes after it (protobuf keeps and ignores it):
+ * a request as large as an attacker likes that does nothing more. */
+static nng_msg *padded(const Gpusched__V1__Request *req, size_t pad)
+{
+	size_t len;
+	void *b = itest_pack(req, &len);
+	nng_msg *m;
+	assert_int_equal(nng_msg_alloc(&m, 0), 0);
+	assert_int_equal(nng_msg_append(m, b, len), 0);
+	free(b);
+	uint8_t head[16];
+	size_t n = 0;
+	uint64_t key = (1000u << 3) | 2u, v = pad;
+	for (; key >= 0x80; key >>= 7)
+		head[n++] = (uint8_t)(key | 0x80);
+	head[n++] = (uint8_t)key;
+	for (; v >= 0x80; v >>= 7)
+		head[n++] = (uint8_t)(v | 0x80);
+	head[n++] = (uint8_t)v;
+	assert_int_equal(nng_msg_append(m, head, n), 0);
+	void *zeros = calloc(1, pad);
+	assert_int_equal(nng_msg_append(m, zeros, pad), 0);
+	free(zeros);
+	return m;
+}
+
+/* nng 1.5 has no nng_ctx_sendmsg/recvmsg: the same with an aio, each bounded. */
+static void ctx_send(nng_ctx ctx, nng_msg *m)
+{
+	nng_aio *aio;
+	assert_int_equal(nng_aio_alloc(&aio, NULL, NULL), 0);
+	nng_aio_set_timeout(aio, 10000);
+	nng_aio_set_msg(aio, m);
+	nng_ctx_send(ctx, aio);
+	nng_aio_wait(aio);
+	assert_int_equal(nng_aio_result(aio), 0);
+	nng_aio_free(aio);
+}
+
+static nng_msg *ctx_recv(nng_ctx ctx, int timeout_ms)
+{
+	nng_aio *aio;
+	assert_int_equal(nng_aio_alloc(&aio, NULL, NULL), 0);
+	nng_aio_set_timeout(aio, timeout_ms);
+	nng_ctx_recv(ctx, aio);
+	nng_aio_wait(aio);
+	assert_int_equal(nng_aio_result(aio), 0);
+	nng_msg *m = nng_aio_get_msg(aio);
+	nng_aio_free(aio);
+	return m;
+}
+
+/* An Info of the victim's with pad bytes, sent on its own context: the answer's status. */
+static int padded_info(nng_socket s, size_t pad)
+{
+	Gpusched__V1__Request req = GPUSCHED__V1__REQUEST__INIT;
+	Gpusched__V1__InfoRequest in = GPUSCHED__V1__INFO_REQUEST__INIT;
+	req.id = 11;
+	req.token = (char *)VICTIM;
+	req.body_case = GPUSCHED__V1__REQUEST__BODY_INFO;
+	req.info = &in;
+	nng_ctx ctx;
+	assert_int_equal(nng_ctx_open(&ctx, s), 0);
+	ctx_send(ctx, padded(&req, pad));
+	nng_msg *m = ctx_recv(ctx, 10000);
+	Gpusched__V1__Response *r =
+	        gpusched__v1__response__unpack(NULL, nng_msg_len(m), nng_msg_body(m));
+	nng_msg_free(m);
+	nng_ctx_close(ctx);
+	assert_non_null(r);
+	int st = (int)r->status;
+	gpusched__v1__response__free_unpacked(r, NULL);
+	return st;
+}
+
+/*
+ * The bytes of a tenant's requests in flight are bounded (issue 26, item 1): with
+ * max_inflight_bytes 256 KiB, a parked SyncWait carrying 200 KiB leaves no room for a 100 KiB
+ * Info of the same tenant (QUOTA_EXCEEDED, at once), while a small one goes through; once the
+ * wait is answered, the large Info is served. Another tenant is not counted against it.
+ */
+static void test_inflight_bytes_bounded(void **state)
+{
+	fx *f = *state;
+	char json[512];
+	snprintf(json, sizeof json, "{\"max_inflight_bytes\": 262144, %s}", tenants_json);
+	start(f, json, NULL);
+	world v;
+	world_open(&v, f, VICTIM);
+	uint64_t sync;
+	assert_int_equal(gs_sync_create(v.c, v.dev, 0, &sync), 0);
+
+	nng_socket s;
+	assert_int_equal(nng_req0_open(&s), 0);
+	nng_socket_set_ms(s, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
+	assert_int_equal(nng_dial(s, f->t.url, NULL, 0), 0);
+	/* A small request first: the connection is then authenticated, and may carry more than
+	 * unauthenticated_max_message. */
+	assert_int_equal(padded_info(s, 16), GS_STATUS_OK);
+	Gpusched__V1__Request req = GPUSCHED__V1__REQUEST__INIT;
+	Gpusched__V1__SyncWaitRequest sw = GPUSCHED__V1__SYNC_WAIT_REQUEST__INIT;
+	sw.sync = sync;
+	sw.value = 1;
+	sw.timeout_ms = 4000;
+	req.id = 10;
+	req.token = (char *)VICTIM;
+	req.body_case = GPUSCHED__V1__REQUEST__BODY_SYNC_WAIT;
+	req.sync_wait = &sw;
+	nng_ctx wait_ctx;
+	assert_int_equal(nng_ctx_open(&wait_ctx, s), 0);
+	ctx_send(wait_ctx, padded(&req, 200 * 1024));
+
+	/* Once the wait is parked (it is answered only in 4 s), the large Info is refused. */
+	int st = 0;
+	double deadline = now_s() + 3;
+	while (now_s() < deadline && (st = padded_info(s, 100 * 1024)) == GS_STATUS_OK)
+		;
+	assert_int_equal(st, GS_STATUS_QUOTA_EXCEEDED);
+	assert_int_equal(padded_info(s, 1024), GS_STATUS_OK);
+	gs_daemon_info *di = NULL;
+	gs_client *other = itest_connect(&f->t, ATTACKER);
+	assert_int_equal(gs_info(other, &di), 0);
+	gs_info_free(di);
+	gs_close(other);
+
+	nng_msg_free(ctx_recv(wait_ctx, 20000));
+	nng_ctx_close(wait_ctx);
+	assert_int_equal(padded_info(s, 100 * 1024), GS_STATUS_OK);
+	nng_close(s);
+	world_close(&v);
+}
+
 static void test_audit_locked(void **state)
 {
 	fx *f = *state;
@@ -1351,6 +1483,7 @@ int main(void)
 	        T_(test_unauthenticated_oversize),
 	        T_(test_huge_requests_refused_before_decoding),
 	        T_(test_guest_waits_counted_per_guest),
+	        T_(test_inflight_bytes_bounded),
 	        T_(test_audit_locked),
 	        T_(test_history_reads_cost_the_reader),
 	        T_(test_disk_full),
