@@ -344,6 +344,75 @@ static void test_garbage_on_every_listener(void **state)
 	itest_sh("rm -rf '%s'", k.dir);
 }
 
+/* A daemon on a fresh port with the certificate `cert` (cert and key in one PEM file), its
+ * clients' CA `client_ca`; its URL in url. */
+static void start_with_cert(gs_testd *t, itest_config *cfg, const char *cert, const char *client_ca,
+                            char *url, size_t cap)
+{
+	snprintf(url, cap, "tls+tcp://127.0.0.1:%u", itest_free_port());
+	char json[512];
+	snprintf(json, sizeof(json), "{\"tls\": {\"cert_key_file\": \"%s\", \"ca_file\": \"%s\"}}",
+	         cert, client_ca);
+	assert_int_equal(itest_config_write(cfg, json), 0);
+	const char *const args[] = {"--config", cfg->path, "--listen", url, NULL};
+	assert_int_equal(gs_testd_start(t, args), 0);
+}
+
+/*
+ * Pinning the daemon's certificate (issue 26, item 3): a daemon with a self-signed certificate
+ * of its own, and clients whose GPUSCHED_TLS_CA is that certificate alone, trust that daemon
+ * and nothing else, whatever the URL's host (an IP address too): an impostor with another
+ * self-signed certificate for the very same name is refused, and so is a daemon with a
+ * certificate from a CA, however valid.
+ */
+static void test_pinned_certificate(void **state)
+{
+	(void)state;
+	itest_pki k;
+	itest_pki_make(&k);
+	assert_int_equal(itest_sh("cd '%s' && for n in pinned impostor; do openssl req -x509"
+	                          " -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout"
+	                          " $n.key -out $n.pem -days 2 -subj /CN=daemon.test -addext"
+	                          " subjectAltName=DNS:daemon.test >/dev/null 2>&1 && cat $n.pem"
+	                          " $n.key > $n-both.pem || exit 1; done",
+	                          k.dir),
+	                 0);
+	char pinned[160], pinned_both[160], impostor_both[160];
+	snprintf(pinned, sizeof pinned, "%s/pinned.pem", k.dir);
+	snprintf(pinned_both, sizeof pinned_both, "%s/pinned-both.pem", k.dir);
+	snprintf(impostor_both, sizeof impostor_both, "%s/impostor-both.pem", k.dir);
+	setenv("GPUSCHED_TLS_CA", pinned, 1);
+	char why[256];
+	const char *const certs[] = {pinned_both, impostor_both, k.server};
+	for (int i = 0; i < 3; i++) {
+		gs_testd t;
+		itest_config cfg;
+		char url[64];
+		start_with_cert(&t, &cfg, certs[i], k.ca, url, sizeof url);
+		for (int named = 0; named < 2; named++) {
+			if (named)
+				setenv("GPUSCHED_TLS_SERVER_NAME", "daemon.test", 1);
+			int rv = try_info(url, k.client, why, sizeof(why));
+			if (i == 0 && rv != 0)
+				fail_msg("the pinned daemon was not served (%s): %d %s",
+				         named ? "named" : "by IP", rv, why);
+			if (i > 0 && rv == 0)
+				fail_msg("a daemon with another certificate (%s) passed for the "
+				         "pinned"
+				         " one (%s)",
+				         i == 1 ? "self-signed, same name" : "from a CA",
+				         named ? "named" : "by IP");
+			unsetenv("GPUSCHED_TLS_SERVER_NAME");
+		}
+		assert_int_equal(gs_testd_stop(&t), 0);
+		gs_testd_cleanup(&t);
+		itest_config_cleanup(&cfg);
+	}
+	unsetenv("GPUSCHED_TLS_CA");
+	unsetenv("GPUSCHED_TLS_CERT_KEY");
+	itest_sh("rm -rf '%s'", k.dir);
+}
+
 /* Whether the daemon has closed fd (a read gives EOF or an error) within timeout_ms. */
 static bool ended_within(int fd, int timeout_ms)
 {
@@ -440,6 +509,7 @@ int main(void)
 	        cmocka_unit_test(test_listener_per_tenant),
 	        cmocka_unit_test(test_garbage_on_every_listener),
 	        cmocka_unit_test(test_silent_handshakes_ended),
+	        cmocka_unit_test(test_pinned_certificate),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
