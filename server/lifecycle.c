@@ -384,13 +384,15 @@ void gsd_daemon_destroy(gsd_daemon *d)
 	gsd_rpc_settle(d);
 	/* Closing the audit commits everything and sends the answers it still held. It is NULL
 	 * when start-up failed before opening it. */
+	/* The handle checker's connection first: the writer's must be the file's last, whose
+	 * close folds the WAL into the file (gsd_audit_close). */
+	gsd_history_handles_close(d->handles);
+	d->handles = NULL;
 	if (d->audit) {
 		gsd_audit_note(d->audit, "-", "daemon_stop", "clean shutdown");
 		gsd_audit_close(d->audit);
 	}
 	d->audit = NULL;
-	gsd_history_handles_close(d->handles);
-	d->handles = NULL;
 	gsd_rpc_free(d);
 	if (d->tls)
 		nng_tls_config_free(d->tls);

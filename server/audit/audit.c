@@ -2283,6 +2283,19 @@ static void audit_free(gsd_audit *a)
 	 * history readers' idle ones go first. */
 	if (a->db_path)
 		gsd_history_release(a->db_path);
+	/* A clean stop leaves one self-contained file: everything checkpointed into it and the
+	 * WAL emptied even if a reader elsewhere keeps it open (then the WAL file stays, empty;
+	 * otherwise the close removes it). Copying the .db alone then copies all of it. */
+	if (a->db && !a->null_sink) {
+		int log = 0, done = 0;
+		int rc = sqlite3_wal_checkpoint_v2(a->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, &log,
+		                                   &done);
+		if (rc != SQLITE_OK)
+			GSD_WARN("audit: the last checkpoint did not complete (%s): the file needs "
+			         "its"
+			         " -wal file beside it",
+			         sqlite3_errmsg(a->db));
+	}
 	sqlite3_close(a->db);
 	free_nodes(a->free_local);
 	free_nodes(a->free_shared);
