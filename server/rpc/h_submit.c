@@ -380,7 +380,9 @@ static void audit_rejected(gsd_daemon *d, gsd_call *c, const gsd_context *x,
 	                    .state = GSD_PS(REJECTED),
 	                    .submitted_ns = gsd_now_ns(),
 	                    .result = v->msg};
-	r.completed_ns = r.submitted_ns;
+	/* One time for the event everywhere: the audit row's and EventsWait's (the audit took
+	 * the time it was queued when event_ns was left 0). */
+	r.completed_ns = r.event_ns = r.submitted_ns;
 	d->stats.packets_rejected++;
 	c->tenant->stats.packets_rejected++;
 	/* Published too: a watcher sees what was refused, not only what ran. */

@@ -126,7 +126,7 @@ static bool counter_claim(counter *k)
 static void counter_done(counter *k, const char *error)
 {
 	if (error && atomic_fetch_add(&k->failed, 1) == 0)
-		snprintf(k->error, sizeof(k->error), "%s", error);
+		snprintf(k->error, sizeof(k->error), "%.*s", (int)sizeof(k->error) - 1, error);
 	if (atomic_fetch_add(&k->done, 1) + 1 >= k->total || error) {
 		pthread_mutex_lock(&k->mu);
 		pthread_cond_broadcast(&k->cv);

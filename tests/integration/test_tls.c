@@ -228,7 +228,7 @@ static int garbage_send(const char *path, unsigned port, const void *bytes, size
 	} else {
 		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 		struct sockaddr_un a = {.sun_family = AF_UNIX};
-		snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
+		snprintf(a.sun_path, sizeof(a.sun_path), "%s", path ? path : "");
 		if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
 			close(fd);
 			fd = -1;
