@@ -156,6 +156,10 @@ int cli_parse_submit_flags(cli *ctx, const char *arg, void *field);
 int cli_parse_time(cli *ctx, const char *arg, void *field);
 /* A packet state by name (--state) into a gs_packet_state. */
 int cli_parse_state(cli *ctx, const char *arg, void *field);
+/* Bytes into a uint64_t: a number, or with a binary unit (64M, 64MiB, 1G, 4096). */
+int cli_parse_size(cli *ctx, const char *arg, void *field);
+/* A priority class into a uint32_t: its name (HIGH, case ignored) or 0..5. */
+int cli_parse_priority_class(cli *ctx, const char *arg, void *field);
 
 /* "NullRendering|Present (0x00a)" */
 void cli_format_flags(const gs_flag_name *table, uint32_t value, char *buf, size_t cap);

@@ -260,7 +260,9 @@ static const char tenant_help[] =
         "the default, 128 KiB for a vm, else the daemon's max_message; for --packet-limit and\n"
         "--sync-limit: the daemon's max_queued_packets and max_syncs). How much of an engine a\n"
         "share buys is the adapter's share policy (gpusched info shows it). A vm tenant's guest\n"
-        "processes reach the daemon through gpusched-relay.\n";
+        "processes reach the daemon through gpusched-relay. --priority-ceiling takes a class\n"
+        "name (IDLE, BELOW_NORMAL, NORMAL, ABOVE_NORMAL, HIGH, REALTIME) or 0..5 (default\n"
+        "NORMAL); --memory-quota bytes or a size with a unit (64M, 1GiB).\n";
 
 static json_t *tenant_json(const void *tenant)
 {
@@ -341,11 +343,17 @@ static int parse_kind(cli *ctx, const char *arg, void *field)
 		(name), (kind), offsetof(tenant_args, t.member), CLI_GIVEN(tenant_args, fields),   \
 		        .given_bits = (bit)                                                        \
 	}
+#define TENANT_PARSED(name, member, bit, fn)                                                       \
+	{                                                                                          \
+		(name), CLI_ARG_PARSE, offsetof(tenant_args, t.member),                            \
+		        CLI_GIVEN(tenant_args, fields), .given_bits = (bit), .parse = (fn)         \
+	}
 #define TENANT_SETTINGS                                                                            \
 	TENANT_SETTING("share", CLI_ARG_U32, share, GS_TENANT_SHARE),                              \
-	        TENANT_SETTING("priority-ceiling", CLI_ARG_U32, priority_ceiling,                  \
-	                       GS_TENANT_PRIORITY_CEILING),                                        \
-	        TENANT_SETTING("memory-quota", CLI_ARG_U64, memory_quota, GS_TENANT_MEMORY_QUOTA), \
+	        TENANT_PARSED("priority-ceiling", priority_ceiling, GS_TENANT_PRIORITY_CEILING,    \
+	                      cli_parse_priority_class),                                           \
+	        TENANT_PARSED("memory-quota", memory_quota, GS_TENANT_MEMORY_QUOTA,                \
+	                      cli_parse_size),                                                     \
 	        TENANT_SETTING("context-limit", CLI_ARG_U32, context_limit,                        \
 	                       GS_TENANT_CONTEXT_LIMIT),                                           \
 	        TENANT_SETTING("allocation-limit", CLI_ARG_U32, allocation_limit,                  \

@@ -43,7 +43,8 @@ static const char help[] =
         "                        and are rejected\n"
         "  --spin-us N           engine time of the packet in microseconds (default 0: NOP)\n"
         "  --nonpreemptible      the spin cannot be preempted (models a long shader)\n"
-        "  --priority-class C    0..5 = IDLE..REALTIME (default 2, NORMAL)\n"
+        "  --priority-class C    IDLE, BELOW_NORMAL, NORMAL (default), ABOVE_NORMAL, HIGH,\n"
+        "                        REALTIME, or 0..5\n"
         "  --priority P          -7..+7 within the class (default 0)\n"
         "  --wait                print the packet's final state after it finishes\n"
         "  --timeout MS          how long to wait for the packet (default 30000)\n"
@@ -90,7 +91,8 @@ static const cli_opt submit_opts[] = {
         {"flags", CLI_ARG_PARSE, offsetof(submit_args, flags), .parse = cli_parse_submit_flags},
         {"spin-us", CLI_ARG_U64, offsetof(submit_args, spin_us)},
         {"nonpreemptible", CLI_SET_BOOL, offsetof(submit_args, nonpreemptible)},
-        {"priority-class", CLI_ARG_U32, offsetof(submit_args, priority_class)},
+        {"priority-class", CLI_ARG_PARSE, offsetof(submit_args, priority_class),
+         .parse = cli_parse_priority_class},
         {"priority", CLI_ARG_PARSE, offsetof(submit_args, priority), .parse = priority_option},
         {"wait", CLI_SET_BOOL, offsetof(submit_args, wait)},
         {"timeout", CLI_ARG_U32, offsetof(submit_args, timeout_ms)},

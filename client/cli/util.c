@@ -8,7 +8,9 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <ctype.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "cli.h"
@@ -372,6 +374,51 @@ int cli_parse_state(cli *ctx, const char *arg, void *field)
 {
 	if (gs_packet_state_parse(arg, field) != 0)
 		return cli_usage(ctx, "--state: unknown state '%s'", arg);
+	return 0;
+}
+
+int cli_parse_size(cli *ctx, const char *arg, void *field)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(arg, &end, 0);
+	unsigned shift = 0;
+	if (*end) {
+		static const char units[] = "KMGT";
+		const char *u = strchr(units, (unsigned char)toupper((unsigned char)*end));
+		if (u && *end)
+			shift = 10u * (unsigned)(u - units + 1);
+		const char *rest = u ? end + 1 : end;
+		if (!u ||
+		    !(*rest == '\0' || strcasecmp(rest, "iB") == 0 || strcasecmp(rest, "B") == 0))
+			shift = 99;
+	}
+	if (arg[0] == '-' || end == arg || errno || shift == 99 ||
+	    (shift && v > (UINT64_MAX >> shift)))
+		return cli_usage(ctx,
+		                 "'%s' is not a size (a number of bytes, or with K, M, G or T:"
+		                 " 64M, 1GiB)",
+		                 arg);
+	*(uint64_t *)field = (uint64_t)v << shift;
+	return 0;
+}
+
+int cli_parse_priority_class(cli *ctx, const char *arg, void *field)
+{
+	for (uint32_t c = 0; c <= GS_PRIORITY_CLASS_MAX; c++)
+		if (strcasecmp(arg, gs_priority_class_name(c)) == 0) {
+			*(uint32_t *)field = c;
+			return 0;
+		}
+	char *end;
+	errno = 0;
+	unsigned long v = strtoul(arg, &end, 10);
+	if (arg[0] == '-' || end == arg || *end || errno || v > GS_PRIORITY_CLASS_MAX)
+		return cli_usage(ctx,
+		                 "'%s' is not a priority class (IDLE, BELOW_NORMAL, NORMAL,"
+		                 " ABOVE_NORMAL, HIGH, REALTIME, or 0..5)",
+		                 arg);
+	*(uint32_t *)field = (uint32_t)v;
 	return 0;
 }
 

@@ -826,6 +826,7 @@ static void usage(FILE *f)
 	        "                     after two probes unanswered in time the link is closed,\n"
 	        "                     its requests answered UNAVAILABLE, and dialed again\n"
 	        "  --log-level L      error, warn, info (default) or debug\n"
+	        "  -V, --version      show the version\n"
 	        "  -h, --help         this text\n"
 	        "\n"
 	        "Prints one line containing \"ready\" on stdout once guests can connect. Stops on\n"
@@ -894,6 +895,7 @@ static int parse_args(int argc, char **argv, options *o, char *listen_buf, size_
 	        {"no-sweep", no_argument, NULL, 'S'},
 	        {"log-level", required_argument, NULL, 'L'},
 	        {"help", no_argument, NULL, 'h'},
+	        {"version", no_argument, NULL, 'V'},
 	};
 	struct option longs[COUNT(value_options) + COUNT(others) + 1] = {{0}};
 	for (size_t i = 0; i < COUNT(value_options); i++)
@@ -911,7 +913,7 @@ static int parse_args(int argc, char **argv, options *o, char *listen_buf, size_
 	               .sweep = true};
 	int ch;
 	int rv;
-	while ((ch = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "hV", longs, NULL)) != -1) {
 		switch (ch) {
 		case 'S':
 			o->sweep = false;
@@ -925,6 +927,9 @@ static int parse_args(int argc, char **argv, options *o, char *listen_buf, size_
 			break;
 		case 'h':
 			usage(stdout);
+			exit(0);
+		case 'V':
+			printf("gpusched-relay %s\n", GS_VERSION);
 			exit(0);
 		default:
 			rv = parse_value(ch, optarg, o);

@@ -958,6 +958,7 @@ static void test_relay_command_line(void **state)
 		const char *says;
 	} cases[] = {
 	        {"--help", NULL, NULL, NULL, 0, "--heartbeat-ms"},
+	        {"--version", NULL, NULL, NULL, 0, "gpusched-relay 0."},
 	        {"--listen", "ipc:///tmp/x", NULL, NULL, 2, "--host URL is required"},
 	        {"--host", "ipc:///tmp/x", "--mode", "999", 2, "octal"},
 	        {"--host", "ipc:///tmp/x", "--max-message", "12", 2, "1024"},

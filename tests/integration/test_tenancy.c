@@ -591,6 +591,25 @@ static void test_tenant_update_live(void **state)
 	assert_int_equal(gs_tenant_update(ops, "nobody", &s, GS_TENANT_SHARE), GS_STATUS_NOT_FOUND);
 	assert_int_equal(gs_tenant_update(ops, "frank", &s, 0), GS_ERR_INVALID);
 	assert_int_equal(cli_admin(&f, "set", "frank", NULL, NULL, NULL, NULL, 0), 2);
+	/* Units and names where a size or a class is asked for (issue 27); nonsense is usage. */
+	assert_int_equal(cli_admin(&f, "set", "frank", "--memory-quota=64M",
+	                           "--priority-ceiling=high", NULL, NULL, 0),
+	                 0);
+	gs_tenant *l;
+	size_t ln;
+	assert_int_equal(gs_tenant_list(ops, &l, &ln), 0);
+	for (size_t i = 0; i < ln; i++)
+		if (strcmp(l[i].name, "frank") == 0) {
+			assert_int_equal(l[i].memory_quota, 64u << 20);
+			assert_int_equal(l[i].priority_ceiling, GS_PRIORITY_CLASS_HIGH);
+		}
+	gs_tenant_list_free(l, ln);
+	assert_int_equal(cli_admin(&f, "set", "frank", "--memory-quota", "64X", NULL, NULL, 0), 2);
+	assert_int_equal(
+	        cli_admin(&f, "set", "frank", "--priority-ceiling", "URGENT", NULL, NULL, 0), 2);
+	assert_int_equal(cli_admin(&f, "set", "frank", "--memory-quota=0", "--priority-ceiling=2",
+	                           NULL, NULL, 0),
+	                 0);
 	assert_int_equal(gs_tenant_update(ops, "frank", &s, GS_TENANT_SHARE), 0);
 	gs_tenant lim = {.max_message = 65536, .packet_limit = 7, .sync_limit = 5};
 	assert_int_equal(gs_tenant_update(ops, "frank", &lim,
