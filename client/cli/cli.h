@@ -214,6 +214,7 @@ typedef struct cli_schedule {
 	size_t nrecs, caprecs;
 	gs_packet_event *evs;
 	size_t nevs, capevs;
+	bool truncated; /* the range had more than max_packets packets: the newest are left out */
 } cli_schedule;
 int cli_schedule_fetch(cli *ctx, uint64_t since_ns, uint64_t until_ns, uint64_t max_packets,
                        cli_schedule *s);

@@ -66,7 +66,7 @@ static const cli_opt history_opts[] = {
         {"state", CLI_ARG_PARSE, offsetof(gs_history_filter, state), .parse = cli_parse_state},
         {"node", CLI_ARG_U32, offsetof(gs_history_filter, node),
          .given = CLI_GIVEN(gs_history_filter, match_node)},
-        {"limit", CLI_ARG_U32, offsetof(gs_history_filter, limit)},
+        {"limit", CLI_ARG_U32, offsetof(gs_history_filter, limit), .min = 1, .max = 10000},
         {"before", CLI_ARG_U64, offsetof(gs_history_filter, before_packet)},
         {"allocation", CLI_ARG_U64, offsetof(gs_history_filter, allocation)},
         {"paging", CLI_SET_BOOL, offsetof(gs_history_filter, paging)},

@@ -133,7 +133,7 @@ static const cli_opt moves_opts[] = {
         {"allocation", CLI_ARG_U64, offsetof(gs_moves_filter, allocation)},
         {"device", CLI_ARG_U64, offsetof(gs_moves_filter, device)},
         {"packet", CLI_ARG_U64, offsetof(gs_moves_filter, packet)},
-        {"limit", CLI_ARG_U32, offsetof(gs_moves_filter, limit)},
+        {"limit", CLI_ARG_U32, offsetof(gs_moves_filter, limit), .min = 1, .max = 10000},
         {"before", CLI_ARG_U64, offsetof(gs_moves_filter, before_seq)},
 };
 

@@ -43,9 +43,13 @@ int cli_schedule_fetch(cli *ctx, uint64_t since_ns, uint64_t until_ns, uint64_t 
 	for (;;) {
 		gs_packet_record *recs;
 		size_t n;
+		/* One more than still wanted: whether the range had more is then known. */
+		uint64_t want = max_packets - t->nrecs + 1;
+		f.limit = want < PAGE ? (uint32_t)want : PAGE;
 		int rv = gs_history(ctx->client, &f, &recs, &n);
 		if (rv != 0)
 			return rv;
+		t->truncated = t->truncated || (n && t->nrecs + n > max_packets);
 		for (size_t i = 0; i < n && t->nrecs < max_packets; i++) {
 			gs_packet_record *g =
 			        room_for_one(t->recs, &t->caprecs, t->nrecs, sizeof(*g), 1024);
@@ -61,7 +65,7 @@ int cli_schedule_fetch(cli *ctx, uint64_t since_ns, uint64_t until_ns, uint64_t 
 		if (n)
 			f.after_packet = recs[n - 1].packet;
 		gs_history_free(recs, n);
-		if (n < PAGE || t->nrecs >= max_packets)
+		if (n < f.limit || t->nrecs >= max_packets)
 			break;
 	}
 	qsort(t->recs, t->nrecs, sizeof(*t->recs), cmp_rec);
@@ -126,5 +130,11 @@ int cli_schedule_start(cli *ctx, int argc, char **argv, const cli_syntax *syntax
 		cli_schedule_free(s);
 		return cli_fail(ctx, rv);
 	}
+	/* Never cut silently: the caller learns what it got, and how to get the rest. */
+	if (s->truncated)
+		cli_warn(ctx,
+		         "the range has more than %llu packets: only the oldest %zu are drawn;"
+		         " narrow --since/--until, or raise --max-packets",
+		         (unsigned long long)a->max_packets, s->nrecs);
 	return CLI_CONTINUE;
 }

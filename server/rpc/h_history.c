@@ -113,6 +113,18 @@ static bool time_range_valid(gsd_call *c, uint64_t since_ns, uint64_t until_ns)
 	return false;
 }
 
+/* A limit above what one answer holds is refused, not cut: a caller must know it pages. */
+static bool limit_valid(gsd_call *c, uint32_t limit)
+{
+	if (limit <= MAX_HISTORY)
+		return true;
+	gsd_call_error(c, GSD_ST(INVALID_ARGUMENT),
+	               "limit %u is above the %u rows one answer holds: ask for pages (the"
+	               " cursor fields)",
+	               limit, MAX_HISTORY);
+	return false;
+}
+
 static uint32_t clamp_limit(uint32_t limit)
 {
 	return limit == 0 ? 100 : (limit > MAX_HISTORY ? MAX_HISTORY : limit);
@@ -226,7 +238,7 @@ void gsd_h_history(gsd_daemon *d, gsd_call *c)
 		               "before_packet and after_packet are two cursors: give one");
 		return;
 	}
-	if (!may_read_tenant(c, q->tenant))
+	if (!may_read_tenant(c, q->tenant) || !limit_valid(c, q->limit))
 		return;
 	read_after_flush(d, c, history_work);
 }
@@ -293,6 +305,8 @@ static void events_work(gsd_call *c)
 void gsd_h_packet_events(gsd_daemon *d, gsd_call *c)
 {
 	const Gpusched__V1__PacketEventsRequest *q = R(packet_events);
+	if (!limit_valid(c, q->limit))
+		return;
 	if (q->packet && (q->after_seq || q->before_seq || q->since_ns || q->until_ns)) {
 		gsd_call_error(c, GSD_ST(INVALID_ARGUMENT),
 		               "give a packet or a range of sequence numbers or times, not both");
@@ -380,6 +394,8 @@ static void moves_work(gsd_call *c)
 
 void gsd_h_moves(gsd_daemon *d, gsd_call *c)
 {
+	if (!limit_valid(c, R(moves)->limit))
+		return;
 	read_after_flush(d, c, moves_work);
 }
 

@@ -1116,6 +1116,15 @@ static void test_audit_verify(void **state)
 	cli(&r, f->url_opt, "timeline", "-o", html_path, NULL);
 	expect_exit(&r, EXIT_OK, "timeline -o FILE.html");
 	itest_run_free(&r);
+	/* A cap is never silent (issue 27): fewer packets drawn than the range has says so;
+	 * a --limit above what an answer holds is refused, not cut. */
+	cli(&r, f->url_opt, "timeline", "-o", svg_path, "--max-packets", "2", NULL);
+	expect_exit(&r, EXIT_OK, "timeline --max-packets 2");
+	assert_non_null(strstr(r.err, "only the oldest 2 are drawn"));
+	itest_run_free(&r);
+	cli(&r, f->url_opt, "history", "--limit", "20000", NULL);
+	expect_exit(&r, EXIT_USAGE, "history --limit 20000");
+	itest_run_free(&r);
 	snprintf(check, sizeof(check),
 	         "timeout 60 chromium --headless --no-sandbox --disable-gpu --hide-scrollbars"
 	         " --screenshot='%s' --window-size=1600,400 'file://%s' >/dev/null 2>&1",
