@@ -615,7 +615,7 @@ static void send_guest_wait(nng_socket s, pending *p, uint64_t id, uint64_t gues
 
 /*
  * gpusched-relay carries every guest of a VM on one connection. Guest 1 parks as many waits as
- * a connection may have (16); its next one is BUSY, and guest 2's wait on the same connection
+ * a connection may have (16); one more is BUSY, and guest 2's wait on the same connection
  * still waits (it times out, it is not refused): waits are counted per guest, not per
  * connection (guest 2's used to be BUSY).
  */
@@ -654,7 +654,14 @@ static void test_guest_waits_counted_per_guest(void **state)
 		nng_ctx_close(p[i].ctx);
 	}
 	nng_close(s);
-	if (answered1 != 1 || answered2 != 2 || st[N] != GS_STATUS_BUSY ||
+	/* Which of guest 1's 17 is the one over its limit is the order the daemon took them in,
+	 * which nng's contexts do not fix: exactly one is BUSY, the other 16 wait. */
+	int busy = 0, waiting = 0;
+	for (int i = 0; i <= N; i++) {
+		busy += st[i] == GS_STATUS_BUSY;
+		waiting += st[i] == -1;
+	}
+	if (answered1 != 1 || answered2 != 2 || busy != 1 || waiting != N ||
 	    st[N + 1] != GS_STATUS_TIMEOUT) {
 		char all[256] = "";
 		for (int i = 0; i < N + 2; i++)
@@ -662,10 +669,6 @@ static void test_guest_waits_counted_per_guest(void **state)
 		fail_msg("answered %d then %d; statuses (guest 1's 17, guest 2's):%s", answered1,
 		         answered2, all);
 	}
-	assert_int_equal(st[N], GS_STATUS_BUSY);
-	assert_int_equal(st[N + 1], GS_STATUS_TIMEOUT);
-	for (int i = 0; i < N; i++)
-		assert_int_equal(st[i], -1); /* guest 1's still wait */
 }
 
 /* ---- 3. the audit cannot commit ---- */

@@ -896,7 +896,10 @@ static void test_equal_shares_of_dispatch_time(void **state)
 	fprintf(stderr, "engine time a %.1f ms, b %.1f ms: a's share %.2f %%\n", ta / 1e6, tb / 1e6,
 	        100 * share);
 	assert_true(ta + tb >= 200u * 1000000u);
-	assert_true(share >= 0.48 && share <= 0.52);
+	/* lavapipe's engine time is CPU time, shared with whatever else the machine runs (CI
+	 * runs two suites at once): quiet runs give 49.7..50.5 %, a loaded one 46.3 %. A policy
+	 * that did not alternate would give one tenant nearly all of the window. */
+	assert_true(share >= 0.40 && share <= 0.60);
 	sched_timeline_free(&tl);
 	worker_close(&a);
 	worker_close(&b);
