@@ -30,7 +30,9 @@ static const char trace_help[] =
         "with a slice per run of a packet (named by packet id and submit flags) and markers\n"
         "for preemptions, resets, faults and paging; a track per context with each packet's\n"
         "life; flow arrows from each submission to its first run, and from the packet whose\n"
-        "SIGNAL released a GPU wait to the packet that waited.\n"
+        "SIGNAL released a GPU wait to the packet that waited. Context tracks are numbered\n"
+        "1..N and named by tenant and context id; ids in a slice's args are strings (JSON\n"
+        "numbers above 2^53 are rounded by JavaScript).\n"
         "\n"
         "Options:\n"
         "  --since T, --until T   the range (as in history: 10m, 2026-11-24T09:00, @SECONDS,\n"
@@ -53,6 +55,10 @@ static const cli_opt trace_opts[] = {
 
 typedef struct trace {
 	cli_schedule s;
+	/* The contexts, sorted: context i is track (thread id) i + 1. Context handles are 64-bit
+	 * and Perfetto keeps 32 bits of a thread id, so distinct contexts would share a track. */
+	uint64_t *ctxs;
+	size_t nctx;
 	uint64_t t0;
 	json_t *out;
 	uint64_t slices, markers, flows;
@@ -87,16 +93,42 @@ static void name_track(trace *t, int pid, uint64_t tid, const char *name)
 	                 pid, "tid", (json_int_t)tid, "args", "name", name));
 }
 
+/* The track of a context: its place among the trace's contexts, from 1. */
+static uint64_t context_tid(const trace *t, uint64_t context)
+{
+	size_t lo = 0, hi = t->nctx;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (t->ctxs[mid] < context)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo + 1;
+}
+
+/* A 63-bit id as a JSON string: a JSON number above 2^53 is rounded by JavaScript (the trace
+ * viewers) and by jq. */
+static json_t *id_json(uint64_t v)
+{
+	char s[24];
+	snprintf(s, sizeof s, "%" PRIu64, v);
+	return json_string(s);
+}
+
 static int track_names(trace *t)
 {
-	char name[64];
+	char name[160];
 	add(t, json_pack("{s:s, s:s, s:i, s:{s:s}}", "ph", "M", "name", "process_name", "pid", 1,
 	                 "args", "name", "engines"));
 	add(t, json_pack("{s:s, s:s, s:i, s:{s:s}}", "ph", "M", "name", "process_name", "pid",
 	                 PID_CONTEXTS, "args", "name", "contexts"));
 	uint64_t *ids = malloc((t->s.nrecs + 1) * sizeof(*ids));
-	if (!ids)
+	t->ctxs = malloc((t->s.nrecs + 1) * sizeof(*t->ctxs));
+	if (!ids || !t->ctxs) {
+		free(ids);
 		return GS_ERR_NOMEM;
+	}
 	for (int pass = 0; pass < 2; pass++) {
 		for (size_t i = 0; i < t->s.nrecs; i++)
 			ids[i] = pass ? t->s.recs[i].context : t->s.recs[i].node;
@@ -104,10 +136,23 @@ static int track_names(trace *t)
 		for (size_t i = 0; i < t->s.nrecs; i++) {
 			if (i && ids[i] == ids[i - 1])
 				continue;
-			snprintf(name, sizeof(name), "%s %" PRIu64, pass ? "context" : "node",
-			         ids[i]);
-			name_track(t, pass ? PID_CONTEXTS : 1, pass ? ids[i] : ids[i] + 1, name);
+			if (!pass) {
+				snprintf(name, sizeof(name), "node %" PRIu64, ids[i]);
+				name_track(t, 1, ids[i] + 1, name);
+				continue;
+			}
+			t->ctxs[t->nctx++] = ids[i];
 		}
+	}
+	/* Each context's track is named by its tenant and its id. */
+	for (size_t k = 0; k < t->nctx; k++) {
+		const char *tenant = "";
+		for (size_t i = 0; i < t->s.nrecs && !tenant[0]; i++)
+			if (t->s.recs[i].context == t->ctxs[k] && t->s.recs[i].tenant)
+				tenant = t->s.recs[i].tenant;
+		snprintf(name, sizeof(name), "%s%scontext %" PRIu64, tenant, tenant[0] ? " " : "",
+		         t->ctxs[k]);
+		name_track(t, PID_CONTEXTS, k + 1, name);
 	}
 	free(ids);
 	return 0;
@@ -132,10 +177,10 @@ static void packet_slice(trace *t, const gs_packet_record *r, const char *cat, i
 static void packet_life(trace *t, const gs_packet_record *r)
 {
 	uint64_t end = r->completed_ns ? r->completed_ns : r->submitted_ns;
-	packet_slice(t, r, "packet", PID_CONTEXTS, r->context, r->submitted_ns, end,
-	             json_pack("{s:I, s:I, s:s, s:I}", "packet", (json_int_t)r->packet, "fence",
-	                       (json_int_t)r->fence, "state", gs_packet_state_name(r->state),
-	                       "node", (json_int_t)r->node));
+	packet_slice(t, r, "packet", PID_CONTEXTS, context_tid(t, r->context), r->submitted_ns, end,
+	             json_pack("{s:o, s:o, s:s, s:I}", "packet", id_json(r->packet), "fence",
+	                       id_json(r->fence), "state", gs_packet_state_name(r->state), "node",
+	                       (json_int_t)r->node));
 }
 
 /* A run of packet r from event e until `end` (NULL: still running). */
@@ -145,10 +190,10 @@ static void packet_run(trace *t, const gs_packet_record *r, const gs_packet_even
 	bool paging = r->submit_flags & GS_SUBMIT_PAGING;
 	packet_slice(t, r, paging ? "paging" : "run", 1, r->node + 1, e->time_ns,
 	             end ? end->time_ns : e->time_ns,
-	             json_pack("{s:I, s:I, s:I, s:s, s:s}", "packet", (json_int_t)r->packet,
-	                       "context", (json_int_t)r->context, "fence", (json_int_t)r->fence,
-	                       "ended", end ? gs_packet_state_name(end->state) : "running",
-	                       "detail", end ? end->detail : ""));
+	             json_pack("{s:o, s:o, s:o, s:s, s:s}", "packet", id_json(r->packet), "context",
+	                       id_json(r->context), "fence", id_json(r->fence), "ended",
+	                       end ? gs_packet_state_name(end->state) : "running", "detail",
+	                       end ? end->detail : ""));
 	if (paging) {
 		json_t *m = base("i", "paging", "paging", 1, r->node + 1, us(t, e->time_ns));
 		json_object_set_new(m, "s", json_string("t"));
@@ -215,8 +260,8 @@ static int emit(trace *t)
 		if (e->state == GS_PACKET_RUNNING) {
 			packet_run(t, r, e, end);
 			if (last[rec[i]] == NONE) /* its first run: from its submission */
-				flow(t, "submit", PID_CONTEXTS, r->context, r->submitted_ns,
-				     r->node + 1, e->time_ns);
+				flow(t, "submit", PID_CONTEXTS, context_tid(t, r->context),
+				     r->submitted_ns, r->node + 1, e->time_ns);
 			last[rec[i]] = i;
 			continue;
 		}
@@ -254,6 +299,7 @@ static int emit(trace *t)
 static void trace_free(trace *t)
 {
 	cli_schedule_free(&t->s);
+	free(t->ctxs);
 	json_decref(t->out);
 }
 
