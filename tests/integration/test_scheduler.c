@@ -973,7 +973,12 @@ static void expect_preempted_once(world *w, uint64_t id, uint64_t fence0, uint64
 	uint64_t run2_ns = r->completed_ns - r->started_ns;
 	uint64_t total = run1_ns + run2_ns;
 	uint64_t work = (LONG_SPIN1_US + LONG_SPIN2_US) * 1000;
-	if (total + 5 * MS < work || total > work + 250 * MS)
+	/* On lavapipe a SPIN is CPU work that stretches when the machine is busy (a CI run under
+	 * -j2 gave 1,519 ms for a 1,200 ms SPIN): there only the lower bound is checked, and the
+	 * resume offset above (at == spin2) is what shows the first SPIN was not run again. */
+	const char *backend = getenv("GS_TEST_BACKEND");
+	bool cpu_spins = backend && *backend && strcmp(backend, "emu") != 0;
+	if (total + 5 * MS < work || (!cpu_spins && total > work + 250 * MS))
 		fail_msg("engine time %" PRIu64 " + %" PRIu64 " us for %" PRIu64 " us of work",
 		         run1_ns / 1000, run2_ns / 1000, work / 1000);
 	gs_history_free(recs, nr);
