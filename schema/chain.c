@@ -814,6 +814,17 @@ int gs_chain_verify_pinned(sqlite3 *db, const gs_chain_pin *pin, gs_chain_report
 	int64_t start = meta_int(db, "chain_start_seq", -1);
 	int64_t format = meta_int(db, "chain_format", 1);
 	int rc = 0;
+	if (start < 0 && meta_int(db, "schema_version", -1) < 0) {
+		/* No meta at all: not an older schema, but no audit data. A file in WAL mode keeps
+		 * everything in DB-wal until a checkpoint: a .db copied alone while the daemon ran
+		 * (or after it was killed) looks like this. */
+		snprintf(out->why, sizeof out->why,
+		         "the file holds no audit tables: it is empty, or it was copied without its"
+		         " -wal file while the daemon ran (copy it after a clean stop, which folds"
+		         " the WAL in, or copy FILE and FILE-wal together)");
+		rc = -1;
+		goto done;
+	}
 	if (start < 0) {
 		snprintf(out->why, sizeof out->why,
 		         "the file has no hash chain (written by a daemon older than schema 3)");

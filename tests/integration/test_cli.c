@@ -1188,6 +1188,17 @@ static void test_audit_verify(void **state)
 	cli(&r, "audit", "verify", "/nonexistent/audit.db", NULL);
 	expect_exit(&r, EXIT_DAEMON, "audit verify of a missing file");
 	itest_run_free(&r);
+	/* A file without audit tables (what a .db copied without its -wal looks like) is said to
+	 * be that, not "an older schema" (issue 27). */
+	char empty[400];
+	snprintf(empty, sizeof(empty), "%s.empty", f->t.db);
+	snprintf(cmd, sizeof(cmd), "sqlite3 '%s' 'PRAGMA journal_mode=WAL;' >/dev/null", empty);
+	assert_int_equal(system(cmd), 0);
+	cli(&r, "audit", "verify", empty, NULL);
+	expect_exit(&r, EXIT_DAEMON, "audit verify of a file without tables");
+	assert_non_null(strstr(r.err, "without its -wal"));
+	itest_run_free(&r);
+	unlink(empty);
 }
 
 /* watch with a token the daemon does not know is refused, and says so; with the right one,
