@@ -156,7 +156,9 @@ int cli_parse_submit_flags(cli *ctx, const char *arg, void *field);
 int cli_parse_time(cli *ctx, const char *arg, void *field);
 /* A packet state by name (--state) into a gs_packet_state. */
 int cli_parse_state(cli *ctx, const char *arg, void *field);
-/* Bytes into a uint64_t: a number, or with a binary unit (64M, 64MiB, 1G, 4096). */
+/* A byte count: a number, or one with a binary suffix (K, KiB, M, MiB, G, GiB). */
+bool cli_parse_bytes(const char *s, uint64_t *out);
+/* The same as an option's parser, into a uint64_t (64M, 64MiB, 1G, 4096). */
 int cli_parse_size(cli *ctx, const char *arg, void *field);
 /* A priority class into a uint32_t: its name (HIGH, case ignored) or 0..5. */
 int cli_parse_priority_class(cli *ctx, const char *arg, void *field);

@@ -156,36 +156,6 @@ static json_t *status_json(const void *status)
 
 /* ---- create, destroy -------------------------------------------------------------------- */
 
-/* A byte count: a number, or one with a binary suffix (K, KiB, M, MiB, G, GiB). */
-static bool parse_size(const char *s, uint64_t *out)
-{
-	static const struct {
-		const char *suffix;
-		unsigned shift;
-	} units[] = {{"K", 10}, {"KiB", 10}, {"M", 20}, {"MiB", 20}, {"G", 30}, {"GiB", 30}};
-	size_t digits = strspn(s, "0123456789");
-	char num[32];
-	uint64_t v;
-
-	if (cli_parse_u64(s, out))
-		return true;
-	if (digits == 0 || digits >= sizeof(num))
-		return false;
-	memcpy(num, s, digits);
-	num[digits] = '\0';
-	if (!cli_parse_u64(num, &v))
-		return false;
-	for (size_t i = 0; i < COUNT(units); i++) {
-		if (strcasecmp(s + digits, units[i].suffix) != 0)
-			continue;
-		if (v > (UINT64_MAX >> units[i].shift))
-			return false;
-		*out = v << units[i].shift;
-		return true;
-	}
-	return false;
-}
-
 /* A D3DDDI_SEGMENTPREFERENCE: its Value, or "ID[:down|:up],..." (at most five ids, 1..31).
  * A lone id reads the same either way: slot 0 is the low bits. */
 static bool parse_preference(const char *s, uint32_t *out)
@@ -290,7 +260,7 @@ static int alloc_create(cli *ctx, int argc, char **argv)
 	rv = cli_arg_u64(ctx, "DEVICE", argv[optind], &desc.device);
 	if (rv != 0)
 		return rv;
-	if (!parse_size(argv[optind + 1], &desc.size) || desc.size == 0)
+	if (!cli_parse_bytes(argv[optind + 1], &desc.size) || desc.size == 0)
 		return cli_usage(ctx,
 		                 "SIZE: '%s' is not a positive byte count (e.g. 65536, 64K, 1M)",
 		                 argv[optind + 1]);

@@ -8,7 +8,6 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <ctype.h>
 #include <string.h>
 #include <strings.h>
 #include <time.h>
@@ -377,30 +376,42 @@ int cli_parse_state(cli *ctx, const char *arg, void *field)
 	return 0;
 }
 
+/* A byte count: a number, or one with a binary suffix (K, KiB, M, MiB, G, GiB). */
+bool cli_parse_bytes(const char *s, uint64_t *out)
+{
+	static const struct {
+		const char *suffix;
+		unsigned shift;
+	} units[] = {{"K", 10}, {"KiB", 10}, {"M", 20}, {"MiB", 20}, {"G", 30}, {"GiB", 30}};
+	size_t digits = strspn(s, "0123456789");
+	char num[32];
+	uint64_t v;
+
+	if (cli_parse_u64(s, out))
+		return true;
+	if (digits == 0 || digits >= sizeof(num))
+		return false;
+	memcpy(num, s, digits);
+	num[digits] = '\0';
+	if (!cli_parse_u64(num, &v))
+		return false;
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+		if (strcasecmp(s + digits, units[i].suffix) != 0)
+			continue;
+		if (v > (UINT64_MAX >> units[i].shift))
+			return false;
+		*out = v << units[i].shift;
+		return true;
+	}
+	return false;
+}
+
 int cli_parse_size(cli *ctx, const char *arg, void *field)
 {
-	char *end;
-	errno = 0;
-	unsigned long long v = strtoull(arg, &end, 0);
-	unsigned shift = 0;
-	if (*end) {
-		static const char units[] = "KMGT";
-		const char *u = strchr(units, (unsigned char)toupper((unsigned char)*end));
-		if (u && *end)
-			shift = 10u * (unsigned)(u - units + 1);
-		const char *rest = u ? end + 1 : end;
-		if (!u ||
-		    !(*rest == '\0' || strcasecmp(rest, "iB") == 0 || strcasecmp(rest, "B") == 0))
-			shift = 99;
-	}
-	if (arg[0] == '-' || end == arg || errno || shift == 99 ||
-	    (shift && v > (UINT64_MAX >> shift)))
-		return cli_usage(ctx,
-		                 "'%s' is not a size (a number of bytes, or with K, M, G or T:"
-		                 " 64M, 1GiB)",
-		                 arg);
-	*(uint64_t *)field = (uint64_t)v << shift;
-	return 0;
+	if (cli_parse_bytes(arg, field))
+		return 0;
+	return cli_usage(
+	        ctx, "'%s' is not a size (a number of bytes, or with K, M or G: 64M, 1GiB)", arg);
 }
 
 int cli_parse_priority_class(cli *ctx, const char *arg, void *field)
