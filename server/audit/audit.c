@@ -259,7 +259,7 @@ static const char *const stmt_sql[ST_COUNT] = {
         /* The head and the seq of its record: cutting the newest records and copying the
          * kept link into chain_head leaves them apart. */
         [ST_HEAD] = "INSERT INTO meta (key, value) VALUES ('chain_head', ?1),"
-                    " ('chain_head_seq', " MAX_SEQ_SQL ")"
+                    " ('chain_head_seq', ?2)"
                     " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
         [ST_OWNER] = "SELECT tenant IS ?2 FROM packets WHERE packet = ?1",
         [ST_TENANT] = "INSERT INTO tenants (id, name, audit_name, token_hash, kind, share,"
@@ -319,7 +319,8 @@ struct gsd_audit {
 	 * the start of the batch in progress (a failed batch goes back to it). */
 	uint8_t chain_head[GS_CHAIN_HASH];
 	uint8_t batch_head[GS_CHAIN_HASH];
-	bool chain_off; /* gsd_audit_options.no_chain */
+	uint64_t chain_head_seq, batch_head_seq; /* the seq of the record each link is of */
+	bool chain_off;                          /* gsd_audit_options.no_chain */
 	/* Retention (writer thread): what to keep, and when the next step is due. */
 	uint64_t retain_age_ns, retain_packets;
 	uint64_t next_prune_ns;
@@ -770,8 +771,10 @@ static int write_chain(gsd_audit *a, const struct node *n, chain_out *co)
 		sqlite3_bind_null(s, 4);
 	sqlite3_bind_blob(s, 5, hash, GS_CHAIN_HASH, SQLITE_STATIC);
 	int rc = step_reset(s);
-	if (rc == SQLITE_OK)
+	if (rc == SQLITE_OK) {
 		memcpy(a->chain_head, hash, GS_CHAIN_HASH);
+		a->chain_head_seq = n->seq;
+	}
 	return rc;
 }
 
@@ -810,6 +813,7 @@ static int write_node(gsd_audit *a, const struct node *n)
 	if (!co.linked)
 		return write_chain(a, n, &co);
 	memcpy(a->chain_head, co.hash, GS_CHAIN_HASH);
+	a->chain_head_seq = n->seq;
 	return SQLITE_OK;
 }
 
@@ -1103,6 +1107,7 @@ static bool write_batch(gsd_audit *a, struct node *first)
 		return false;
 	}
 	memcpy(a->batch_head, a->chain_head, GS_CHAIN_HASH);
+	a->batch_head_seq = a->chain_head_seq;
 	for (struct node *n = first; n; n = n->next) {
 		rc = write_node(a, n);
 		if (rc == SQLITE_OK)
@@ -1111,6 +1116,7 @@ static bool write_batch(gsd_audit *a, struct node *first)
 			/* SQLite rolled the transaction back itself. */
 			GSD_ERROR("audit: batch aborted: %s", sqlite3_errmsg(a->db));
 			memcpy(a->chain_head, a->batch_head, GS_CHAIN_HASH);
+			a->chain_head_seq = a->batch_head_seq;
 			return false;
 		}
 		GSD_WARN("audit: record refused: %s", sqlite3_errmsg(a->db));
@@ -1130,9 +1136,11 @@ static bool write_batch(gsd_audit *a, struct node *first)
 		char hex[2 * GS_CHAIN_HASH + 1];
 		gs_chain_hex(a->chain_head, hex);
 		sqlite3_bind_text(a->st[ST_HEAD], 1, hex, -1, SQLITE_TRANSIENT);
+		gsd_audit_bind_u64(a->st[ST_HEAD], 2, a->chain_head_seq);
 		rc = step_reset(a->st[ST_HEAD]);
 		if (rc != SQLITE_OK && sqlite3_get_autocommit(a->db)) {
 			memcpy(a->chain_head, a->batch_head, GS_CHAIN_HASH);
+			a->chain_head_seq = a->batch_head_seq;
 			return false;
 		}
 	}
@@ -1143,6 +1151,7 @@ static bool write_batch(gsd_audit *a, struct node *first)
 	if (!sqlite3_get_autocommit(a->db))
 		step_reset(a->st[ST_ROLLBACK]);
 	memcpy(a->chain_head, a->batch_head, GS_CHAIN_HASH);
+	a->chain_head_seq = a->batch_head_seq;
 	return false;
 }
 
@@ -2156,6 +2165,12 @@ static int load_chain_head(gsd_audit *a)
 		GSD_ERROR("audit: the chain head in meta is not a hash: '%s'", hex);
 		rc = SQLITE_CORRUPT;
 	}
+	/* The head's record (a file written before chain_head_seq: the newest record). */
+	a->chain_head_seq = (uint64_t)one_int(
+	        a->db,
+	        "SELECT IFNULL((SELECT CAST(value AS INTEGER) FROM meta WHERE key ="
+	        " 'chain_head_seq'), " MAX_SEQ_SQL ")",
+	        0, 0);
 	return rc;
 }
 
@@ -2195,8 +2210,10 @@ static int chain_reconciled(gsd_audit *a, uint64_t after)
 		sqlite3_bind_blob(upd, 2, state, GS_CHAIN_DIGEST, SQLITE_STATIC);
 		sqlite3_bind_blob(upd, 3, hash, GS_CHAIN_HASH, SQLITE_STATIC);
 		rc = step_reset(upd);
-		if (rc == SQLITE_OK)
+		if (rc == SQLITE_OK) {
 			memcpy(a->chain_head, hash, GS_CHAIN_HASH);
+			a->chain_head_seq = seq;
+		}
 	}
 	sqlite3_finalize(upd);
 	sqlite3_finalize(ev);
@@ -2205,9 +2222,9 @@ static int chain_reconciled(gsd_audit *a, uint64_t after)
 		gs_chain_hex(a->chain_head, hex);
 		snprintf(sql, sizeof sql,
 		         "INSERT INTO meta (key, value) VALUES ('chain_head', '%s'),"
-		         " ('chain_head_seq', " MAX_SEQ_SQL ") ON CONFLICT (key)"
+		         " ('chain_head_seq', '%llu') ON CONFLICT (key)"
 		         " DO UPDATE SET value = excluded.value",
-		         hex);
+		         hex, (unsigned long long)a->chain_head_seq);
 		rc = sqlite3_exec(a->db, sql, NULL, NULL, NULL);
 	}
 	return rc;
@@ -2422,18 +2439,13 @@ void gsd_audit_close(gsd_audit *a)
 	ckpt_stop(a);
 	/* The head to keep elsewhere: `gpusched audit verify --head` finds a file cut or
 	 * rewritten up to it later. */
-	int64_t seq = a->db && !a->chain_off
-	                      ? one_int(a->db,
-	                                "SELECT CAST(value AS INTEGER) FROM meta WHERE key ="
-	                                " 'chain_head_seq'",
-	                                0, 0)
-	                      : 0;
+	uint64_t seq = a->db && !a->chain_off ? a->chain_head_seq : 0;
 	if (seq > 0) {
 		char hex[2 * GS_CHAIN_HASH + 1];
 		gs_chain_hex(a->chain_head, hex);
-		GSD_INFO("audit: chain head %lld:%s (keep it; `gpusched audit verify --head` checks"
+		GSD_INFO("audit: chain head %llu:%s (keep it; `gpusched audit verify --head` checks"
 		         " the file against it)",
-		         (long long)seq, hex);
+		         (unsigned long long)seq, hex);
 	}
 	audit_free(a);
 }
