@@ -13,8 +13,10 @@
 
 #include "core/log.h"
 
+#include <netinet/in.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -42,6 +44,38 @@ uint64_t gsd_conn_key(uint64_t peer, uint16_t port)
 {
 	uint64_t k = (peer ^ ((uint64_t)port << 44)) * 0x9E3779B97F4A7C15u;
 	return k ? k : 1;
+}
+
+uint64_t gsd_peer_key_sockaddr(const struct sockaddr *sa, uint16_t *port)
+{
+	*port = 0;
+	if (sa && sa->sa_family == AF_INET) {
+		const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+		*port = in->sin_port;
+		return gsd_peer_key_inet(in->sin_addr.s_addr);
+	}
+	if (sa && sa->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+		*port = in6->sin6_port;
+		return gsd_peer_key_inet6(in6->sin6_addr.s6_addr);
+	}
+	return UINT64_C(1) << 62; /* unknown peers share one key */
+}
+
+bool gsd_socket_conn(int fd, uint16_t *local_port, uint64_t *peer, uint64_t *conn)
+{
+	struct sockaddr_storage local, remote;
+	socklen_t ll = sizeof local, rl = sizeof remote;
+	if (fd < 0 || getsockname(fd, (struct sockaddr *)&local, &ll) != 0 ||
+	    (local.ss_family != AF_INET && local.ss_family != AF_INET6))
+		return false; /* not a socket, or not TCP/IP */
+	gsd_peer_key_sockaddr((struct sockaddr *)&local, local_port);
+	if (getpeername(fd, (struct sockaddr *)&remote, &rl) != 0)
+		return false; /* a listening socket */
+	uint16_t port;
+	*peer = gsd_peer_key_sockaddr((struct sockaddr *)&remote, &port);
+	*conn = gsd_conn_key(*peer, port);
+	return true;
 }
 
 /* A non-zero key for the peer of a pipe; *admin when it is a local administrator. *conn: the

@@ -64,32 +64,13 @@ static uint64_t mono_ns(void)
 /* The keys of fd's connection when it is one accepted by a listener of the gate: true. */
 static bool accepted_on_listener(const struct gsd_gate *g, int fd, uint64_t *peer, uint64_t *conn)
 {
-	struct sockaddr_storage local, remote;
-	socklen_t ll = sizeof local, rl = sizeof remote;
-	if (getsockname(fd, (struct sockaddr *)&local, &ll) != 0)
-		return false; /* not a socket */
 	uint16_t port;
-	if (local.ss_family == AF_INET)
-		port = ((struct sockaddr_in *)&local)->sin_port;
-	else if (local.ss_family == AF_INET6)
-		port = ((struct sockaddr_in6 *)&local)->sin6_port;
-	else
+	if (!gsd_socket_conn(fd, &port, peer, conn))
 		return false;
-	bool ours = false;
-	for (uint32_t i = 0; i < g->nports && !ours; i++)
-		ours = g->ports[i] == port;
-	if (!ours || getpeername(fd, (struct sockaddr *)&remote, &rl) != 0)
-		return false; /* another socket, or the listening one */
-	if (remote.ss_family == AF_INET) {
-		const struct sockaddr_in *in = (const struct sockaddr_in *)&remote;
-		*peer = gsd_peer_key_inet(in->sin_addr.s_addr);
-		*conn = gsd_conn_key(*peer, in->sin_port);
-	} else {
-		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)&remote;
-		*peer = gsd_peer_key_inet6(in6->sin6_addr.s6_addr);
-		*conn = gsd_conn_key(*peer, in6->sin6_port);
-	}
-	return true;
+	for (uint32_t i = 0; i < g->nports; i++)
+		if (g->ports[i] == port)
+			return true;
+	return false; /* another socket of the daemon */
 }
 
 static int by_age(const void *a, const void *b)

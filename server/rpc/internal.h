@@ -166,6 +166,12 @@ void gsd_call_offload_finish(gsd_call *c);
 uint64_t gsd_peer_key_inet(uint32_t addr);
 uint64_t gsd_peer_key_inet6(const uint8_t addr[16]);
 uint64_t gsd_conn_key(uint64_t peer, uint16_t port);
+/* The peer key of an IPv4 or IPv6 address, *port its port (1 << 62 and 0 for others). */
+struct sockaddr;
+uint64_t gsd_peer_key_sockaddr(const struct sockaddr *sa, uint16_t *port);
+/* fd as a connected TCP socket: its local port, its peer's key and its connection key;
+ * false when it is none (not a socket, another family, or a listening one). */
+bool gsd_socket_conn(int fd, uint16_t *local_port, uint64_t *peer, uint64_t *conn);
 int gsd_rpc_conns_start(struct gsd_rpc *rpc);
 void gsd_rpc_conns_free(struct gsd_rpc *rpc);
 /* The loop's record of a pipe, made on first use (create); NULL for in-process calls (pipe 0), a

@@ -414,22 +414,6 @@ static void read_token(struct MHD_Connection *conn, scrape *sc)
 	sc->token[n] = '\0';
 }
 
-static uint64_t peer_of(const struct sockaddr *sa, uint16_t *port)
-{
-	*port = 0;
-	if (sa && sa->sa_family == AF_INET) {
-		const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
-		*port = in->sin_port;
-		return gsd_peer_key_inet(in->sin_addr.s_addr);
-	}
-	if (sa && sa->sa_family == AF_INET6) {
-		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
-		*port = in6->sin6_port;
-		return gsd_peer_key_inet6(in6->sin6_addr.s6_addr);
-	}
-	return UINT64_C(1) << 62;
-}
-
 static enum MHD_Result reply(struct MHD_Connection *conn, int status, const char *text, size_t len)
 {
 	struct MHD_Response *r =
@@ -481,7 +465,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
 	read_token(conn, sc);
 	uint16_t port;
 	ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-	sc->peer = peer_of(ci ? ci->client_addr : NULL, &port);
+	sc->peer = gsd_peer_key_sockaddr(ci ? ci->client_addr : NULL, &port);
 	/* The loop's answer, or 503 after RENDER_WAIT_MS. */
 	pthread_mutex_lock(&m->mu);
 	sc->next = m->queue;
@@ -523,7 +507,7 @@ static void notify_connection(void *cls, struct MHD_Connection *conn, void **soc
 		const union MHD_ConnectionInfo *ai =
 		        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
 		uint16_t port;
-		uint64_t peer = peer_of(ai ? ai->client_addr : NULL, &port);
+		uint64_t peer = gsd_peer_key_sockaddr(ai ? ai->client_addr : NULL, &port);
 		mc->fd = fi ? fi->connect_fd : -1;
 		mc->peer_conn = gsd_conn_key(peer, port);
 		mc->since_ns = gsd_now_ns();
@@ -583,15 +567,9 @@ static void http_log(void *cls, const char *fmt, va_list ap)
 /* fd is still the connection `key` accepted on the metrics port (the number was not reused). */
 static bool still_conn(const gsd_metrics *m, int fd, uint64_t key)
 {
-	struct sockaddr_storage local, remote;
-	socklen_t ll = sizeof local, rl = sizeof remote;
-	if (fd < 0 || getsockname(fd, (struct sockaddr *)&local, &ll) != 0 ||
-	    getpeername(fd, (struct sockaddr *)&remote, &rl) != 0)
-		return false;
-	uint16_t lport, rport;
-	peer_of((struct sockaddr *)&local, &lport);
-	uint64_t peer = peer_of((struct sockaddr *)&remote, &rport);
-	return lport == m->port && gsd_conn_key(peer, rport) == key;
+	uint16_t port;
+	uint64_t peer, conn;
+	return gsd_socket_conn(fd, &port, &peer, &conn) && port == m->port && conn == key;
 }
 
 /* A connection that has not sent a whole request's headers within HTTP_HEADER_TIMEOUT_MS of
