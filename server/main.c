@@ -109,8 +109,8 @@ static int map_id(const char *db, const char *spec, bool to_wire)
 		        spec);
 		return 2;
 	}
-	if (v > INT64_MAX) {
-		fprintf(stderr, "gpuschedd: %llu is above 2^63 - 1: no id is\n", v);
+	if (v > GSD_WIRE_MAX) {
+		fprintf(stderr, "gpuschedd: %llu is above 2^53 - 1: no id is\n", v);
 		return 2;
 	}
 	unsigned char raw[GSD_AUDIT_WIRE_KEY_BYTES];

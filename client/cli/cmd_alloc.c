@@ -324,8 +324,8 @@ static void print_allocations(const void *items, size_t n)
 {
 	const gs_allocation_status *list = items;
 
-	/* Handles are random, up to 19 digits. */
-	printf("%-19s %-19s %10s %-7s %-12s %-10s %-13s %6s %6s %6s\n", "HANDLE", "DEVICE", "SIZE",
+	/* Handles are random, below 2^53: up to 16 digits. */
+	printf("%-16s %-16s %10s %-7s %-12s %-10s %-13s %6s %6s %6s\n", "HANDLE", "DEVICE", "SIZE",
 	       "SEGMENT", "OFFSET", "PRIORITY", "FLAGS", "PINNED", "BUSY", "MOVES");
 	for (size_t i = 0; i < n; i++) {
 		const gs_allocation_status *a = &list[i];
@@ -344,7 +344,7 @@ static void print_allocations(const void *items, size_t n)
 		}
 		format_priority(a->priority, prio, sizeof(prio));
 		format_alloc_flags(a->flags, flags, sizeof(flags));
-		printf("%-19" PRIu64 " %-19" PRIu64 " %10s %-7s %-12s %-10s %-13s %6" PRIu32
+		printf("%-16" PRIu64 " %-16" PRIu64 " %10s %-7s %-12s %-10s %-13s %6" PRIu32
 		       " %6" PRIu64 " %6" PRIu64 "%s\n",
 		       a->allocation, a->device, size, seg, off, prio, flags, a->pinned,
 		       a->busy_packets, a->moves, a->moving ? "  moving" : "");

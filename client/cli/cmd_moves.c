@@ -102,8 +102,8 @@ void cli_print_moves(const gs_move *moves, size_t n, const char *indent)
 		if (w > fw)
 			fw = w;
 	}
-	/* Sequence numbers, handles and packet ids are opaque 63-bit values: 19 digits. */
-	printf("%s%-19s %-23s %-19s %-13s %-18s %-18s %10s %6s %-19s %-19s %-*s %s\n", indent,
+	/* Sequence numbers, handles and packet ids are opaque values below 2^53: 16 digits. */
+	printf("%s%-16s %-23s %-16s %-13s %-18s %-18s %10s %6s %-16s %-16s %-*s %s\n", indent,
 	       "SEQ", "TIME", "ALLOC", "KIND", "FROM", "TO", "BYTES", "PIECES", "PACKET", "FOR", fw,
 	       "FLAGS", "REASON");
 	for (size_t i = 0; i < n; i++) {
@@ -120,8 +120,8 @@ void cli_print_moves(const gs_move *moves, size_t n, const char *indent)
 		format_flags(m, flags, sizeof(flags));
 		format_id(m->packet, packet, sizeof(packet));
 		format_id(m->for_packet, forp, sizeof(forp));
-		printf("%s%-19" PRIu64 " %-23s %-19" PRIu64 " %-13s %-18s %-18s %10s %6" PRIu32
-		       " %-19s %-19s %-*s %s\n",
+		printf("%s%-16" PRIu64 " %-23s %-16" PRIu64 " %-13s %-18s %-18s %10s %6" PRIu32
+		       " %-16s %-16s %-*s %s\n",
 		       indent, m->seq, when, m->allocation, gs_move_kind_name(m->kind), from, to,
 		       bytes, m->pieces, packet, forp, fw, flags, m->reason);
 	}

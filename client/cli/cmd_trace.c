@@ -107,8 +107,8 @@ static uint64_t context_tid(const trace *t, uint64_t context)
 	return lo + 1;
 }
 
-/* A 63-bit id as a JSON string: a JSON number above 2^53 is rounded by JavaScript (the trace
- * viewers) and by jq. */
+/* An id as a JSON string in the trace's args, as trace viewers show them (every id is below
+ * 2^53, so a number would keep it too). */
 static json_t *id_json(uint64_t v)
 {
 	char s[24];
@@ -202,8 +202,8 @@ static void packet_run(trace *t, const gs_packet_record *r, const gs_packet_even
 	}
 }
 
-/* A flow arrow; its id is its number (packet ids and seqs are opaque 63-bit values: no
- * arithmetic on them). */
+/* A flow arrow; its id is its number (packet ids and seqs are opaque values: no arithmetic on
+ * them). */
 static void flow(trace *t, const char *cat, int pid_from, uint64_t tid_from, uint64_t ns_from,
                  uint64_t tid_to, uint64_t ns_to)
 {

@@ -64,7 +64,7 @@ int gsd_events_open(gsd_daemon *d, uint32_t capacity)
 	}
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
-	e->origin = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	e->origin = (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 	e->head = e->origin;
 	e->d = d;
 	gsd_hmap_init(&e->owners);

@@ -3,6 +3,7 @@
 #include "core/daemon.h"
 #include "core/log.h"
 #include "core/util.h"
+#include "core/wire_id.h"
 
 #include "wddm.h"
 
@@ -22,8 +23,9 @@ void gsd_object_set_handle_source(uint64_t (*source)(void))
 }
 
 /*
- * A handle says nothing about anyone else's objects: it is a random non-zero 63-bit number
- * (below 2^63, so SQLite's signed INTEGER and JSON keep it), drawn again while it is
+ * A handle says nothing about anyone else's objects: it is a random non-zero 53-bit number
+ * (at most 2^53 - 1, so SQLite's signed INTEGER, jq and JavaScript keep it exactly), drawn
+ * again while it is
  *  - a live object's (the handle table),
  *  - at or below d->handle_floor: the audit verifier takes a row with no record of the chain
  *    and a handle up to meta chain_start_context / chain_start_allocation for one written
@@ -36,7 +38,7 @@ void gsd_object_set_handle_source(uint64_t (*source)(void))
  * (they key no row: the file names a device only in the rows of its contexts, allocations
  * and packets, and a sync object nowhere), the memory manager's own device (not in the
  * table), and an object destroyed before the writer committed its creation record. A new
- * handle meets one of those with probability n / 2^63 for n such handles (~1e-10 per new
+ * handle meets one of those with probability n / 2^53 for n such handles (~1e-7 per new
  * handle with a billion of them).
  * A failed lookup counts as used; after GSD_HANDLE_TRIES draws the creation fails.
  */
@@ -50,7 +52,7 @@ static uint64_t new_handle(gsd_daemon *d)
 			h = handle_source();
 		else
 			randombytes_buf(&h, sizeof h);
-		h &= UINT64_C(0x7fffffffffffffff);
+		h &= GSD_WIRE_MAX;
 		if (h == 0 || h <= d->handle_floor || gsd_hmap_get(&d->objects, h))
 			continue;
 		if (gsd_history_handle_used(d->handles, h) == 0)

@@ -4,10 +4,10 @@
 #include <stdbool.h>
 #include <string.h>
 
-#define HI_BITS 32
-#define LO_BITS 31
-#define HI_MASK UINT64_C(0xffffffff)
-#define LO_MASK UINT64_C(0x7fffffff)
+#define HI_BITS 27
+#define LO_BITS 26
+#define HI_MASK ((UINT64_C(1) << HI_BITS) - 1)
+#define LO_MASK ((UINT64_C(1) << LO_BITS) - 1)
 #define ROUNDS  4
 
 /* Keeps the round key apart from any other use of the file's key. */
@@ -35,8 +35,8 @@ static uint64_t round_fn(const gsd_wire_key *k, uint64_t tweak, unsigned round, 
 	return h;
 }
 
-/* One pass of the network over [0, 2^63), or of its inverse (the same rounds in reverse order):
- * the 32 high bits and the 31 low bits take turns. */
+/* One pass of the network over [0, 2^53), or of its inverse (the same rounds in reverse order):
+ * the 27 high bits and the 26 low bits take turns. */
 static uint64_t permute(const gsd_wire_key *k, uint64_t tweak, uint64_t v, bool inverse)
 {
 	uint64_t hi = v >> LO_BITS, lo = v & LO_MASK;
@@ -50,16 +50,17 @@ static uint64_t permute(const gsd_wire_key *k, uint64_t tweak, uint64_t v, bool 
 	return hi << LO_BITS | lo;
 }
 
-_Static_assert(HI_BITS + LO_BITS == 63, "the network covers 63 bits");
+_Static_assert(HI_BITS + LO_BITS == 53 && GSD_WIRE_MAX == (UINT64_C(1) << 53) - 1,
+               "the network covers the 53 bits a JSON number holds exactly");
 
 /*
- * Cycle walking: the network permutes [0, 2^63); restricted to the non-zero values, a value
+ * Cycle walking: the network permutes [0, 2^53); restricted to the non-zero values, a value
  * whose image is 0 takes the image of 0 instead (one more pass), which leaves a permutation of
- * [1, 2^63) and 0 fixed.
+ * [1, 2^53) and 0 fixed.
  */
 static uint64_t walk(const gsd_wire_key *k, uint64_t tweak, uint64_t v, bool inverse)
 {
-	if (v == 0 || v > INT64_MAX)
+	if (v == 0 || v > GSD_WIRE_MAX)
 		return v == 0 ? 0 : GSD_WIRE_NONE;
 	uint64_t w = permute(k, tweak, v, inverse);
 	while (w == 0)

@@ -7,13 +7,17 @@
  * opaque, stable (the key lives in the audit file's meta table, 'wire_key'), unique within its
  * domain and unordered.
  *
- * The permutation is a 4-round unbalanced Feistel network on 63 bits (a 32-bit and a 31-bit
+ * The permutation is a 4-round unbalanced Feistel network on 53 bits (a 27-bit and a 26-bit
  * half) whose round function is SipHash-2-4 (libsodium crypto_shorthash) of the round, the
  * domain's tweak and the other half; cycle walking keeps 0 out of the image of any non-zero
  * value, so 0 (the wire's "none") maps to itself and nothing else maps to 0. Each domain has
- * its own tweak: equal internal values give unrelated wire values in two domains. A value from
- * 2^63 up is never a wire value: gsd_wire_unmap gives GSD_WIRE_NONE for it, which matches no
- * packet, fence or record.
+ * its own tweak: equal internal values give unrelated wire values in two domains.
+ *
+ * 53 bits, because a wire value is printed as a JSON number by the CLI, the trace and the
+ * timeline, and read back by jq and JavaScript, which hold integers exactly only up to
+ * 2^53 - 1 (GSD_WIRE_MAX). A value above it is never a wire value: gsd_wire_unmap gives
+ * GSD_WIRE_NONE for it, which matches no packet, fence or record. (Schema 6 files were
+ * written by daemons whose network covered 63 bits: the same key gives other wire values now.)
  */
 #ifndef GSD_WIRE_ID_H
 #define GSD_WIRE_ID_H
@@ -21,7 +25,9 @@
 #include <stdint.h>
 
 #define GSD_WIRE_KEY_BYTES 32
-/* What gsd_wire_unmap answers for a value that is no wire value (>= 2^63): above every
+/* The largest wire value (and internal value) the permutation covers: JSON's exact integers. */
+#define GSD_WIRE_MAX ((UINT64_C(1) << 53) - 1)
+/* What gsd_wire_unmap answers for a value that is no wire value (> GSD_WIRE_MAX): above every
  * internal value, so it finds nothing. */
 #define GSD_WIRE_NONE UINT64_MAX
 
@@ -39,9 +45,9 @@ typedef struct gsd_wire_key {
 /* Derives k from the file's key (BLAKE2b, keyed; libsodium must be initialised). */
 void gsd_wire_key_init(gsd_wire_key *k, const unsigned char key[GSD_WIRE_KEY_BYTES]);
 
-/* Internal value v (< 2^63) -> its wire value in domain `tweak`; 0 -> 0. */
+/* Internal value v (<= GSD_WIRE_MAX) -> its wire value in domain `tweak`; 0 -> 0. */
 uint64_t gsd_wire_map(const gsd_wire_key *k, uint64_t tweak, uint64_t v);
-/* Wire value w -> the internal value it stands for; 0 -> 0, w >= 2^63 -> GSD_WIRE_NONE. */
+/* Wire value w -> the internal value it stands for; 0 -> 0, w > GSD_WIRE_MAX -> GSD_WIRE_NONE. */
 uint64_t gsd_wire_unmap(const gsd_wire_key *k, uint64_t tweak, uint64_t w);
 
 static inline uint64_t gsd_wire_fence_tweak(uint32_t adapter, uint32_t node)
@@ -54,9 +60,10 @@ static inline uint64_t gsd_wire_fence_tweak(uint32_t adapter, uint32_t node)
  * gsd_h_events_wait) stay at or below
  * GSD_WIRE_ISSUED_MAX (2^44 - 1, about 17.6 trillion). A value coming in that unmaps above it
  * was never issued: it was made up, and it is taken as GSD_WIRE_NONE (it names nothing). Only
- * 1 in 2^19 made-up values unmaps inside the range, so a client that invents cursors almost
- * never lands at a real position of the daemon's counters; landing there would tell it where
- * the counters stood, and so how busy the other tenants were.
+ * 1 in 2^9 made-up values unmaps inside the range, and one that does names a position, not a
+ * number: a cursor compares in the daemon's order against the caller's own records, whose
+ * numbers the caller never sees, so it tells where the made-up value falls among them and
+ * nothing about the counters' values or the other tenants' work.
  */
 #define GSD_WIRE_ISSUED_MAX ((UINT64_C(1) << 44) - 1)
 static inline uint64_t gsd_wire_in(const gsd_wire_key *k, uint64_t tweak, uint64_t w)

@@ -126,9 +126,10 @@ void gsd_h_events_wait(gsd_daemon *d, gsd_call *c)
 	}
 	/* A position of the ring, as the daemon counts them (one that is not, or of an earlier
 	 * run, is answered as lost: lost_before_seq). Positions start at the run's start time in
-	 * nanoseconds, so they lie above GSD_WIRE_ISSUED_MAX; a made-up cursor unmaps to a random
-	 * position, which is inside this run's few held events with a chance of about
-	 * events_buffer / 2^63, and is otherwise answered as lost whatever its value. */
+	 * microseconds (below GSD_WIRE_MAX until the year 2255, above GSD_WIRE_ISSUED_MAX); a
+	 * made-up cursor unmaps to a random position, which is inside this run's few held events
+	 * with a chance of about events_buffer / 2^53, and is otherwise answered as lost whatever
+	 * its value. */
 	c->wait_value = gsd_wire_unmap(&d->wire, GSD_WIRE_EVENTS, q->after);
 	if (try_answer(c, q->timeout_ms == 0))
 		return;

@@ -72,7 +72,7 @@ typedef struct gs_fuzz_handles {
 #define GS_FUZZ_DAEMON_HANDLES                                                                     \
 	{                                                                                          \
 		.device = 5, .context = 7, .allocation = 8, .sync = 10,                            \
-		.packet = UINT64_C(8468522222992843589)                                            \
+		.packet = UINT64_C(8106248228193909)                                               \
 	}
 
 enum {
