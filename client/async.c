@@ -474,6 +474,7 @@ static void copy_result(gs_submit_result *out, const Gpusched__V1__SubmitRespons
 	out->fence = r->fence;
 	out->node = r->node;
 	out->state = (gs_packet_state)r->state;
+	out->completed_fence = r->completed_fence;
 }
 
 /* Fills the event from a successful answer of the expected body. */
@@ -497,6 +498,7 @@ static void extract(gsc_slot *s, const Gpusched__V1__Response *resp)
 	case GS_ASYNC_PACKET_WAIT:
 		ev->state = (gs_packet_state)resp->packet_wait->state;
 		ev->fence = resp->packet_wait->fence;
+		ev->completed_fence = resp->packet_wait->completed_fence;
 		break;
 	case GS_ASYNC_SYNC_WAIT:
 		ev->value = resp->sync_wait->value;

@@ -234,7 +234,8 @@ typedef struct gs_node_info {
 	gs_node_kind kind;
 	uint32_t engines;
 	bool paging;    /* the default paging companion */
-	uint64_t fence; /* last completed submission fence */
+	uint64_t fence; /* administrators: the node's last completed submission fence (opaque);
+	                   tenants: 0 */
 	uint64_t queued;
 } gs_node_info;
 
@@ -341,6 +342,20 @@ int gs_context_create(gs_client *c, const gs_context_desc *desc, uint64_t *conte
 int gs_context_destroy(gs_client *c, uint64_t context);
 int gs_context_set_priority(gs_client *c, uint64_t context, uint32_t priority_class,
                             int32_t priority);
+
+/* A context's fences (docs/wddm.md, Fences): its n-th accepted packet has fence n, and its
+ * packets end in fence order, so a packet with fence <= completed_fence has ended. */
+typedef struct gs_context_status {
+	uint64_t context;
+	uint32_t node;
+	uint64_t submitted_fence; /* its latest accepted packet's (0: none yet) */
+	uint64_t completed_fence; /* every packet with a fence up to this one has ended */
+	uint32_t queued;          /* packets not yet ended */
+	bool faulted;             /* in an error state: new submissions are refused */
+	uint32_t priority_class;
+	int32_t priority;
+} gs_context_status;
+int gs_context_query(gs_client *c, uint64_t context, gs_context_status *out);
 
 /* ---------------------------------------------------------------------------------------- */
 /* Allocations                                                                               */
@@ -548,11 +563,14 @@ int gs_kernel_list(gs_client *c, uint64_t device, gs_kernel_info **out, size_t *
 
 typedef struct gs_submit_result {
 	uint64_t packet;
-	uint64_t fence; /* submission fence on the node */
+	uint64_t fence; /* its context's fence: one more than the context's previous packet */
 	uint32_t node;
-	/* GS_PACKET_SUBMITTED; with gs_submit_desc.wait_ms, the state when answered: final (the
-	 * fence is then the one it completed with), or not yet when wait_ms ran out. */
+	/* GS_PACKET_SUBMITTED; with gs_submit_desc.wait_ms, the state when answered: final, or
+	 * not yet when wait_ms ran out. */
 	gs_packet_state state;
+	/* The context's completed fence when answered: its packets with a fence up to this one
+	 * have ended. */
+	uint64_t completed_fence;
 } gs_submit_result;
 
 /* One packet of a batch. */
@@ -680,9 +698,10 @@ typedef struct gs_async_event {
 	gs_submit_result *batch;
 	size_t batch_count;
 	/* PACKET_WAIT: the final state and fence (status 0), or GS_PACKET_FAULTED with status
-	 * GS_STATUS_FAULTED, as gs_packet_wait. */
+	 * GS_STATUS_FAULTED, as gs_packet_wait; and its context's completed fence then. */
 	gs_packet_state state;
 	uint64_t fence;
+	uint64_t completed_fence;
 	uint64_t value; /* SYNC_WAIT, status 0: the value the daemon saw */
 } gs_async_event;
 

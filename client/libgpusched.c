@@ -288,6 +288,32 @@ int gs_context_set_priority(gs_client *c, uint64_t context, uint32_t priority_cl
 	return gsc_call_plain(c, GSC_REQ(CONTEXT_SET_PRIORITY), &body);
 }
 
+static void copy_context_status(void *out, const ProtobufCMessage *answer)
+{
+	const Gpusched__V1__ContextQueryResponse *r =
+	        (const Gpusched__V1__ContextQueryResponse *)answer;
+
+	*(gs_context_status *)out = (gs_context_status){
+	        .context = r->context,
+	        .node = r->node,
+	        .submitted_fence = r->submitted_fence,
+	        .completed_fence = r->completed_fence,
+	        .queued = r->queued,
+	        .faulted = r->faulted,
+	        .priority_class = r->priority_class,
+	        .priority = r->priority,
+	};
+}
+
+int gs_context_query(gs_client *c, uint64_t context, gs_context_status *out)
+{
+	Gpusched__V1__ContextQueryRequest body = GPUSCHED__V1__CONTEXT_QUERY_REQUEST__INIT;
+
+	body.context = context;
+	return gsc_call_copy(c, GSC_REQ(CONTEXT_QUERY), &body, GSC_RESP(CONTEXT_QUERY),
+	                     copy_context_status, out);
+}
+
 /* ---- allocations ------------------------------------------------------------------------ */
 
 static void copy_placement(void *out, const ProtobufCMessage *answer)

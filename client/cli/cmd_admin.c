@@ -158,6 +158,61 @@ int cmd_device(cli *ctx, int argc, char **argv)
 	return cli_dispatch(ctx, sub, COUNT(sub), argc, argv, device_help);
 }
 
+/* ---- context ---------------------------------------------------------------------------- */
+
+static const char context_help[] =
+        "Usage: gpusched context show ID [--json]\n"
+        "       gpusched context destroy ID\n"
+        "show: a context's node, priority and fences. Its n-th accepted packet has fence n, and\n"
+        "its packets end in fence order: a packet whose fence is at or below the completed\n"
+        "fence has ended (completed, faulted or cancelled). destroy cancels its queued packets.\n";
+
+static int context_show(cli *ctx, int argc, char **argv)
+{
+	uint64_t id;
+	gs_context_status s;
+	int rv = cli_start_id(ctx, argc, argv, CLI_SIMPLE(context_help, 1, 1, "a context ID"), NULL,
+	                      "ID", &id);
+	if (rv != CLI_CONTINUE)
+		return rv;
+	rv = gs_context_query(ctx->client, id, &s);
+	if (rv != 0)
+		return cli_fail(ctx, rv);
+	if (ctx->json) {
+		cli_json_print(json_pack("{s:o, s:I, s:o, s:o, s:I, s:b, s:s, s:I}", "context",
+		                         cli_json_u64(s.context), "node", (json_int_t)s.node,
+		                         "submitted_fence", cli_json_u64(s.submitted_fence),
+		                         "completed_fence", cli_json_u64(s.completed_fence),
+		                         "queued", (json_int_t)s.queued, "faulted", s.faulted,
+		                         "priority_class", gs_priority_class_name(s.priority_class),
+		                         "priority", (json_int_t)s.priority));
+		return CLI_EXIT_OK;
+	}
+	printf("context          %" PRIu64 "\n", s.context);
+	printf("node             %" PRIu32 "\n", s.node);
+	printf("priority         %s %+" PRId32 "\n", gs_priority_class_name(s.priority_class),
+	       s.priority);
+	printf("submitted fence  %" PRIu64 "\n", s.submitted_fence);
+	printf("completed fence  %" PRIu64 "\n", s.completed_fence);
+	printf("queued           %" PRIu32 "%s\n", s.queued, s.faulted ? "  (faulted)" : "");
+	return CLI_EXIT_OK;
+}
+
+static int context_destroy(cli *ctx, int argc, char **argv)
+{
+	return destroy_by_id(ctx, argc, argv, context_help, "a context ID", gs_context_destroy);
+}
+
+int cmd_context(cli *ctx, int argc, char **argv)
+{
+	static const cli_command sub[] = {
+	        {"show", "a context's node, priority and fences", context_show},
+	        {"destroy", "destroy a context, cancelling its queued packets", context_destroy},
+	};
+
+	return cli_dispatch(ctx, sub, COUNT(sub), argc, argv, context_help);
+}
+
 /* ---- sync ------------------------------------------------------------------------------- */
 
 static const char sync_help[] =

@@ -36,7 +36,8 @@ static const char history_help[] =
         "  --fence N         only the packet with fence N (with --context: of that context)\n"
         "  --tenant NAME     another tenant's history (administrators only)\n"
         "  --oldest-first    oldest first\n"
-        "  --limit N         at most N packets (default 100, at most 10000)\n"
+        "  --limit N         at most N packets (default 100, at most 10000); a page that\n"
+        "                    reaches it says so on stderr, with the cursor of the next one\n"
         "  --before ID       the next page newest first: packets submitted before packet ID\n"
         "  --after ID        the next page oldest first: packets submitted after packet ID\n"
         "                    (pass the last PACKET of a page; rows added meanwhile never\n"
@@ -116,9 +117,10 @@ static void print_records(const void *items, size_t n)
 
 	char when[40], wait[24], run[24], flags[320];
 
-	/* Handles, packet ids and fences are opaque 63-bit values: up to 19 digits. */
-	printf("%-19s %-19s %-4s %-19s %-11s %-23s %10s %10s %-4s %s\n", "PACKET", "CONTEXT",
-	       "NODE", "FENCE", "STATE", "SUBMITTED", "WAIT", "RUN", "PRE", "FLAGS");
+	/* Handles and packet ids are opaque values below 2^53: up to 16 digits; a fence counts
+	 * its context's packets. */
+	printf("%-16s %-16s %-4s %-7s %-11s %-23s %10s %10s %-4s %s\n", "PACKET", "CONTEXT", "NODE",
+	       "FENCE", "STATE", "SUBMITTED", "WAIT", "RUN", "PRE", "FLAGS");
 	for (size_t i = 0; i < n; i++) {
 		const gs_packet_record *r = &recs[i];
 
@@ -126,7 +128,7 @@ static void print_records(const void *items, size_t n)
 		cli_format_duration(span(r->submitted_ns, r->started_ns), wait, sizeof(wait));
 		cli_format_duration(span(r->started_ns, r->completed_ns), run, sizeof(run));
 		cli_format_flags(gs_submit_flag_names, r->submit_flags, flags, sizeof(flags));
-		printf("%-19" PRIu64 " %-19" PRIu64 " %-4" PRIu32 " %-19" PRIu64
+		printf("%-16" PRIu64 " %-16" PRIu64 " %-4" PRIu32 " %-7" PRIu64
 		       " %-11s %-23s %10s %10s %-4" PRIu32 " %s%s%s\n",
 		       r->packet, r->context, r->node, r->fence, gs_packet_state_name(r->state),
 		       when, wait, run, r->preemptions, flags, r->result[0] ? "  " : "", r->result);
@@ -156,7 +158,16 @@ int cmd_history(cli *ctx, int argc, char **argv)
 	if (rv != CLI_EXIT_OK)
 		return rv;
 	rv = gs_history(ctx->client, &filter, &recs, &n);
+	int st = rv;
 	rv = cli_list_result(ctx, rv, recs, n, sizeof(*recs), record_json, print_records);
+	/* A full page is never cut silently: say so (on stderr, so --json stays an array) and
+	 * how to get the next one. */
+	if (st == 0 && n > 0 && n == (filter.limit ? filter.limit : 100))
+		cli_warn(ctx,
+		         "%zu packets, the limit (--limit, at most 10000): there may be more; the "
+		         "next"
+		         " page: --%s %" PRIu64,
+		         n, filter.oldest_first ? "after" : "before", recs[n - 1].packet);
 	gs_history_free(recs, n);
 	return rv;
 }

@@ -26,6 +26,7 @@ static const cli_command commands[] = {
         {"stats", "show the daemon's counters", cmd_stats},
         {"usage", "GPU time, waits and faults per tenant, context or engine", cmd_usage},
         {"device", "create or destroy devices (device --help)", cmd_device},
+        {"context", "show a context's fences, or destroy it (context --help)", cmd_context},
         {"alloc", "list, inspect and move allocations (alloc --help)", cmd_alloc},
         {"moves", "list the memory manager's moves of allocations", cmd_moves},
         {"sync", "create, signal, wait for and destroy sync objects (sync --help)", cmd_sync},

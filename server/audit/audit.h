@@ -21,7 +21,7 @@
 typedef struct gsd_audit gsd_audit;
 
 /* The schema version this daemon writes; a file with a newer one is refused at open. */
-#define GSD_AUDIT_SCHEMA_VERSION 6
+#define GSD_AUDIT_SCHEMA_VERSION 7
 /* schema/audit.sql is compiled in as gs_audit_schema_sql (schema/chain.h), shared with the
  * verifier. */
 
@@ -251,12 +251,6 @@ uint64_t gsd_audit_seqs_left(const gsd_audit *a);
 
 /* ---- history reads (own read-only connection; any thread) ---- */
 
-typedef struct gsd_history_fence {
-	uint32_t adapter, node;
-	uint64_t fence;
-} gsd_history_fence;
-#define GSD_HISTORY_FENCES_MAX 128
-
 typedef struct gsd_history_filter {
 	const char *tenant;     /* required: a tenant only ever sees its own rows */
 	uint64_t context;       /* 0 = any */
@@ -271,10 +265,9 @@ typedef struct gsd_history_filter {
 	uint64_t since_ns;   /* submitted_ns >= this; 0 = no bound */
 	uint64_t until_ns;   /* submitted_ns < this; 0 = no bound */
 	uint32_t flags_mask; /* any of these submit flags; 0 = any */
-	/* 0 = any; else the packets with one of these fences (a fence is a node's: each names its
-	 * adapter and node). At most GSD_HISTORY_FENCES_MAX. */
-	const struct gsd_history_fence *fences;
-	size_t nfences;
+	/* 0 = any; else the packets with this fence (a fence is a context's: with `context` it
+	 * names one packet; without, one on each context that got that far). */
+	uint64_t fence;
 	bool oldest_first;
 	uint64_t after_packet; /* oldest-first cursor: rows submitted after this packet */
 } gsd_history_filter;
@@ -297,7 +290,7 @@ typedef struct gsd_event_row {
 	uint64_t context;
 	int state;
 	uint64_t time_ns;
-	char detail[128];
+	char detail[GSD_AUDIT_TEXT_MAX + 1]; /* whole: a READY's reasons fill it */
 } gsd_event_row;
 
 /* Rows in submission order (submitted_ns, then packet id), newest first unless

@@ -241,32 +241,9 @@ static const char after_clause[] =
  * "?2 = 0 OR context = ?2" form would defeat the (tenant, context, submitted_ns) index). The text
  * is built from fixed pieces only; every value is a bound parameter.
  */
-/* The fence filter's (adapter, node, fence) triples are parameters from this one up. */
-#define FENCE_PARAM0 20
-
-/* " AND (adapter, node, fence) IN (VALUES (?20, ?21, ?22), ...)" for n triples, into buf. */
-static void fence_clause(size_t n, char *buf, size_t cap)
-{
-	size_t len = 0;
-	buf[0] = '\0';
-	if (n == 0)
-		return;
-	len += (size_t)snprintf(buf, cap, " AND (adapter, node, fence) IN (VALUES ");
-	for (size_t i = 0; i < n && len < cap; i++) {
-		int p = FENCE_PARAM0 + 3 * (int)i;
-		len += (size_t)snprintf(buf + len, cap - len, "%s(?%d, ?%d, ?%d)", i ? ", " : "", p,
-		                        p + 1, p + 2);
-	}
-	if (len < cap)
-		snprintf(buf + len, cap - len, ")");
-}
-
 void gsd_history_query_sql(const gsd_history_filter *f, char *sql, size_t cap)
 {
 	const char *dir = f->oldest_first ? "ASC" : "DESC";
-	char fences[GSD_HISTORY_FENCES_MAX * 24 + 64];
-	size_t nf = f->nfences < GSD_HISTORY_FENCES_MAX ? f->nfences : GSD_HISTORY_FENCES_MAX;
-	fence_clause(nf, fences, sizeof fences);
 	snprintf(sql, cap,
 	         "%s%s%s%s%s%s%s%s%s%s%s%s%s ORDER BY submitted_ns %s, packet %s LIMIT ?7",
 	         packet_select, f->context ? " AND context = ?2" : "",
@@ -275,7 +252,8 @@ void gsd_history_query_sql(const gsd_history_filter *f, char *sql, size_t cap)
 	         f->after_packet ? after_clause : "", f->allocation ? allocation_clause : "",
 	         f->paging ? paging_clause : "", f->since_ns ? " AND submitted_ns >= ?9" : "",
 	         f->until_ns ? " AND submitted_ns < ?10" : "",
-	         f->flags_mask ? " AND (submit_flags & ?11) <> 0" : "", fences, dir, dir);
+	         f->flags_mask ? " AND (submit_flags & ?11) <> 0" : "",
+	         f->fence ? " AND fence = ?12" : "", dir, dir);
 }
 
 /* A bound from the wire: values from 2^63 up (negative in SQLite's signed INTEGER) are as far as
@@ -286,8 +264,7 @@ static void bind_bound(sqlite3_stmt *s, int i, uint64_t v)
 }
 
 _Static_assert(sizeof packet_select + sizeof allocation_clause + sizeof paging_clause +
-                               sizeof before_clause + sizeof after_clause + 512 +
-                               GSD_HISTORY_FENCES_MAX * 24 + 64 <=
+                               sizeof before_clause + sizeof after_clause + 512 <=
                        GSD_HISTORY_SQL_MAX,
                "GSD_HISTORY_SQL_MAX holds every filter");
 
@@ -344,12 +321,7 @@ int gsd_history_packets(const char *path, const gsd_history_filter *f, gsd_histo
 	bind_bound(s, 9, f->since_ns);
 	bind_bound(s, 10, f->until_ns);
 	sqlite3_bind_int64(s, 11, f->flags_mask);
-	for (size_t i = 0; i < f->nfences && i < GSD_HISTORY_FENCES_MAX; i++) {
-		int p = FENCE_PARAM0 + 3 * (int)i;
-		sqlite3_bind_int64(s, p, f->fences[i].adapter);
-		sqlite3_bind_int64(s, p + 1, f->fences[i].node);
-		gsd_audit_bind_u64(s, p + 2, f->fences[i].fence);
-	}
+	gsd_audit_bind_u64(s, 12, f->fence);
 	bind_bound(s, 13, f->after_packet);
 
 	/* The limit bounds the rows, so allocate for it once; at most 10000 small rows. */

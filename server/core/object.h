@@ -75,6 +75,10 @@ struct gsd_context {
 	gsd_sched_entity sched; /* its place in the node's queue (vidsch/policy.h) */
 	gsd_waiter wait;        /* on blocked_on's waiters while its head packet waits */
 	gsd_sync *blocked_on;
+	/* Its fences (docs/wddm.md, Fences): the n-th packet accepted on it has fence n, kept
+	 * through preemption and resubmission; fence_ended is the highest of its packets retired.
+	 * Its completed fence is computed from them and pending (gsd_vidsch_completed_fence). */
+	uint64_t fence_submitted, fence_ended;
 	/* ---- what it declared ---- */
 	uint32_t flags;
 	gs_context_info info; /* effective DXGK_CONTEXTINFO: list sizes only ever grow */

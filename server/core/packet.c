@@ -236,11 +236,10 @@ void gsd_retired_record(gsd_daemon *d, const gsd_packet *p)
 	gsd_retired *r = &d->retired[p->rec.packet % GSD_RETIRED_RING];
 	r->packet = p->rec.packet;
 	r->fence = p->rec.fence;
+	r->context = p->rec.context;
 	r->tenant = p->ctx->obj.tenant;
 	r->guest = p->ctx->obj.guest;
 	r->state = p->rec.state;
-	r->adapter = (uint16_t)p->rec.adapter;
-	r->node = (uint16_t)p->rec.node;
 }
 
 const gsd_retired *gsd_retired_find(const gsd_daemon *d, uint64_t packet)

@@ -84,12 +84,18 @@ struct gsd_packet {
 	 * clock): its completion time in history, unless a flip makes it wait for a blank. */
 	uint64_t gpu_end_ns;
 	bool needs_resubmit; /* preempted or aborted: the next run is a resubmission */
-	bool flip_waiting;   /* executed; completes at the next vertical blank */
+	/* Its node's submission fence (WDDM's SubmissionFenceId: the node counts them): taken at
+	 * submission, and again at each resubmission of a render packet. The daemon's own; a
+	 * client sees the context's fence (rec.fence). */
+	uint64_t node_fence;
+	bool flip_waiting; /* executed; completes at the next vertical blank */
 	/* When it first headed a context in its node's queue, and what that queue looked like:
 	 * the READY record says what it waited behind. */
 	uint64_t runnable_ns;
-	uint64_t dispatches_then; /* node->dispatches then */
-	uint64_t behind_context;  /* the context on the engine then (0: idle) */
+	uint64_t recorded_ns;      /* when its SUBMITTED record was committed (0: not yet) */
+	uint64_t ahead_in_context; /* its context's packets not yet ended when it was queued */
+	uint64_t dispatches_then;  /* node->dispatches then */
+	uint64_t behind_context;   /* the context on the engine then (0: idle) */
 	uint32_t behind_class;
 	bool behind_foreign; /* that context is another tenant's (its id is not recorded) */
 	/* ---- memory manager (vidmm/) ---- */
@@ -144,11 +150,11 @@ void gsd_packet_publish(gsd_daemon *d, const gsd_packet *p, const char *detail);
 /* Final state of a packet no longer in memory, for PacketWait on old packets. */
 typedef struct gsd_retired {
 	uint64_t packet;
-	uint64_t fence;
+	uint64_t fence;   /* its context's fence */
+	uint64_t context; /* its context (whose completed fence a wait reports while it lives) */
 	const gsd_tenant *tenant;
 	uint64_t guest;
 	int state;
-	uint16_t adapter, node; /* whose fence it is (its wire value depends on them) */
 } gsd_retired;
 
 #define GSD_RETIRED_RING 65536

@@ -80,8 +80,6 @@ typedef struct gsd_tenant {
 		uint64_t paging_packets, paging_bytes, evictions;
 		/* Its packets not yet final, by adapter and node (paging packets included). */
 		uint64_t queued[GSD_MAX_ADAPTERS][GSD_MAX_NODES];
-		/* Highest fence of its packets completed on each node. */
-		uint64_t completed_fence[GSD_MAX_ADAPTERS][GSD_MAX_NODES];
 	} stats;
 	/* A VM tenant's guest processes: guest id -> its audit identity (gsd_tenant_guest_name). */
 	gsd_hmap guest_names;

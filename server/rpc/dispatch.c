@@ -161,9 +161,10 @@ static void h_info(gsd_daemon *d, gsd_call *c)
 			ni[i][n].kind = a->nodes[n].cfg->kind;
 			ni[i][n].engines = 1;
 			ni[i][n].paging = a->nodes[n].cfg->paging;
-			ni[i][n].fence = gsd_wire_fence_out(&d->wire, i, n,
-			                                    me ? me->stats.completed_fence[i][n]
-			                                       : a->nodes[n].completed_fence);
+			/* A node's fence counts every tenant's packets: administrators only. */
+			ni[i][n].fence = me ? 0
+			                    : gsd_wire_fence_out(&d->wire, i, n,
+			                                         a->nodes[n].completed_fence);
 			ni[i][n].queued = me ? me->stats.queued[i][n] : a->nodes[n].queued;
 		}
 		ai[i].n_nodes = a->nnodes;
@@ -517,6 +518,7 @@ static const char *const g_request_names[] = {
         [GPUSCHED__V1__REQUEST__BODY_CONTEXT_CREATE] = "context_create",
         [GPUSCHED__V1__REQUEST__BODY_CONTEXT_DESTROY] = "context_destroy",
         [GPUSCHED__V1__REQUEST__BODY_CONTEXT_SET_PRIORITY] = "context_set_priority",
+        [GPUSCHED__V1__REQUEST__BODY_CONTEXT_QUERY] = "context_query",
         [GPUSCHED__V1__REQUEST__BODY_ALLOCATION_CREATE] = "allocation_create",
         [GPUSCHED__V1__REQUEST__BODY_ALLOCATION_DESTROY] = "allocation_destroy",
         [GPUSCHED__V1__REQUEST__BODY_ALLOCATION_QUERY] = "allocation_query",
@@ -570,6 +572,7 @@ static const handler_fn g_handlers[] = {
         [GPUSCHED__V1__REQUEST__BODY_CONTEXT_CREATE] = gsd_h_context_create,
         [GPUSCHED__V1__REQUEST__BODY_CONTEXT_DESTROY] = gsd_h_context_destroy,
         [GPUSCHED__V1__REQUEST__BODY_CONTEXT_SET_PRIORITY] = gsd_h_context_set_priority,
+        [GPUSCHED__V1__REQUEST__BODY_CONTEXT_QUERY] = gsd_h_context_query,
         [GPUSCHED__V1__REQUEST__BODY_ALLOCATION_CREATE] = gsd_h_allocation_create,
         [GPUSCHED__V1__REQUEST__BODY_ALLOCATION_DESTROY] = gsd_h_allocation_destroy,
         [GPUSCHED__V1__REQUEST__BODY_ALLOCATION_QUERY] = gsd_h_allocation_query,

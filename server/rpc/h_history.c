@@ -141,7 +141,7 @@ static void packet_record_out(const gsd_wire_key *k, const gsd_packet_rec *r,
 	o->device = r->device;
 	o->context = r->context;
 	o->node = r->node;
-	o->fence = gsd_wire_fence_out(k, r->adapter, r->node, r->fence);
+	o->fence = r->fence; /* its context's: says nothing of other tenants */
 	o->submit_flags = r->submit_flags;
 	o->patch_flags = r->patch_flags;
 	o->dma_size = r->dma_size;
@@ -163,15 +163,6 @@ static void history_work(gsd_call *c)
 	barrier_wait(c);
 	const Gpusched__V1__HistoryRequest *q = c->req->history;
 	const gsd_wire_key *k = &c->d->wire;
-	/* A wire fence is one node's: the internal fence it stands for on each node that may
-	 * have it (every adapter and node a configuration may have had). */
-	gsd_history_fence fences[GSD_MAX_ADAPTERS * GSD_MAX_NODES];
-	size_t nfences = 0;
-	for (uint32_t a = 0; q->fence && a < GSD_MAX_ADAPTERS; a++)
-		for (uint32_t n = 0; n < GSD_MAX_NODES; n++)
-			if (!q->node || q->node - 1 == n)
-				fences[nfences++] = (gsd_history_fence){
-				        a, n, gsd_wire_fence_in(k, a, n, q->fence)};
 	gsd_history_filter f = {.tenant = q->tenant[0] ? q->tenant : c->identity,
 	                        .context = q->context,
 	                        .device = q->device,
@@ -184,8 +175,7 @@ static void history_work(gsd_call *c)
 	                        .since_ns = q->since_ns,
 	                        .until_ns = q->until_ns,
 	                        .flags_mask = q->flags_mask,
-	                        .fences = fences,
-	                        .nfences = nfences,
+	                        .fence = q->fence,
 	                        .oldest_first = q->oldest_first,
 	                        .after_packet = gsd_wire_packet_in(k, q->after_packet)};
 	gsd_history_result res = {0};

@@ -167,6 +167,29 @@ void gsd_h_context_destroy(gsd_daemon *d, gsd_call *c)
 	gsd_call_reply_empty(c);
 }
 
+void gsd_h_context_query(gsd_daemon *d, gsd_call *c)
+{
+	(void)d;
+	uint64_t h = R(context_query)->context;
+	/* A faulted context answers too: that it faulted is part of the answer. */
+	gsd_context *x = gsd_call_find(c, h, GSD_OBJ_CONTEXT);
+	if (!x || x->dev->adapter->id != c->req->adapter) {
+		gsd_call_error(c, GSD_ST(NOT_FOUND), "context %llu does not exist on adapter %u",
+		               (unsigned long long)h, c->req->adapter);
+		return;
+	}
+	Gpusched__V1__ContextQueryResponse cq = GPUSCHED__V1__CONTEXT_QUERY_RESPONSE__INIT;
+	cq.context = x->obj.handle;
+	cq.node = x->node->index;
+	cq.submitted_fence = x->fence_submitted;
+	cq.completed_fence = gsd_vidsch_completed_fence(x);
+	cq.queued = (uint32_t)(cq.submitted_fence - cq.completed_fence);
+	cq.faulted = x->faulted;
+	cq.priority_class = x->sched.priority_class;
+	cq.priority = x->sched.priority;
+	GSD_REPLY(c, CONTEXT_QUERY, context_query, &cq);
+}
+
 void gsd_h_context_set_priority(gsd_daemon *d, gsd_call *c)
 {
 	const Gpusched__V1__ContextSetPriorityRequest *q = R(context_set_priority);

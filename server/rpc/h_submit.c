@@ -14,6 +14,7 @@
 #include "isa.h"
 #include "wddm.h"
 
+#include <assert.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -466,7 +467,7 @@ static int build_packet(gsd_daemon *d, gsd_call *c, const Gpusched__V1__SubmitRe
 	                          .context = x->obj.handle,
 	                          .adapter = x->dev->adapter->id,
 	                          .node = x->node->index,
-	                          .fence = ++x->node->next_fence,
+	                          .fence = ++x->fence_submitted,
 	                          .submit_flags = flags,
 	                          .dma_size = (uint32_t)s->dma_buffer.len,
 	                          .allocation_count = p->nallocs,
@@ -474,6 +475,7 @@ static int build_packet(gsd_daemon *d, gsd_call *c, const Gpusched__V1__SubmitRe
 	                          .state = GSD_PS(SUBMITTED),
 	                          .submitted_ns = gsd_node_now(x->node)};
 	p->rec.event_ns = p->rec.submitted_ns;
+	p->node_fence = ++x->node->next_fence;
 	*out = p;
 	return GSD_ST(OK);
 rejected:
@@ -500,7 +502,8 @@ static void submit_out(const gsd_daemon *d, const gsd_packet *p, Gpusched__V1__S
 {
 	gpusched__v1__submit_response__init(o);
 	o->packet = gsd_wire_packet_out(&d->wire, p->rec.packet);
-	o->fence = gsd_wire_fence_out(&d->wire, p->rec.adapter, p->rec.node, p->rec.fence);
+	o->fence = p->rec.fence;
+	o->completed_fence = gsd_vidsch_completed_fence(p->ctx);
 	o->node = p->node->index;
 	o->state = p->rec.state ? p->rec.state : GSD_PS(SUBMITTED);
 }
@@ -664,16 +667,21 @@ void gsd_h_submit_batch(gsd_daemon *d, gsd_call *c)
 		return;
 	}
 	verdict v;
-	/* All or nothing: validate every packet before queueing any. Fences are taken in
-	 * order, so a rejected batch leaves gaps in the fence sequence; fences only need to
-	 * increase. */
+	/* All or nothing: validate every packet before queueing any. A rejected batch gives
+	 * back the fences its packets took (newest first), so a context's fences stay
+	 * consecutive: nothing else takes one meanwhile (this runs on the loop). */
 	for (size_t i = 0; i < n; i++) {
 		int st = q->packets[i]->wait_ms ? refuse(&v, GSD_ST(INVALID_ARGUMENT),
 		                                         "wait_ms is for a single Submit")
 		                                : build_packet(d, c, q->packets[i], &ps[i], &v);
 		if (st != GSD_ST(OK)) {
-			for (size_t j = 0; j < i; j++)
+			for (size_t j = i; j-- > 0;) {
+				gsd_context *x = ps[j]->ctx;
+				assert(x->fence_submitted == ps[j]->rec.fence);
+				x->fence_submitted--;
+				x->node->next_fence--;
 				gsd_packet_free(ps[j]);
+			}
 			free(ps);
 			free(srp);
 			gsd_call_error(c, v.status, "packet %zu of the batch: %s", i, v.msg);
@@ -706,15 +714,25 @@ static void packet_wait_expired(gsd_call *c)
 	               p->rec.state == GSD_PS(RUNNING) ? "running" : "queued");
 }
 
-/* Answers a PacketWait with a packet's state (FAULTED answers STATUS_FAULTED): the packet as
- * the caller named it, its fence (internal, on adapter/node) mapped for the wire. */
-static void packet_wait_answer(gsd_call *c, int state, uint32_t adapter, uint32_t node,
-                               uint64_t fence)
+/* The completed fence of the context of a packet in `state` with `fence`: the context's when
+ * it is the caller's and lives, else what the packet tells (its own fence once it ended). */
+static uint64_t context_completed_fence(gsd_call *c, uint64_t context, int state, uint64_t fence)
+{
+	gsd_context *x = gsd_call_find(c, context, GSD_OBJ_CONTEXT);
+	if (x)
+		return gsd_vidsch_completed_fence(x);
+	return gsd_packet_state_final(state) ? fence : 0;
+}
+
+/* Answers a PacketWait with a packet's state (FAULTED answers STATUS_FAULTED), its fence and
+ * its context's completed fence now. */
+static void packet_wait_answer(gsd_call *c, int state, uint64_t fence, uint64_t context)
 {
 	Gpusched__V1__PacketWaitResponse pw = GPUSCHED__V1__PACKET_WAIT_RESPONSE__INIT;
 	pw.packet = c->req->packet_wait->packet;
 	pw.state = state;
-	pw.fence = gsd_wire_fence_out(&c->d->wire, adapter, node, fence);
+	pw.fence = fence;
+	pw.completed_fence = context_completed_fence(c, context, state, fence);
 	Gpusched__V1__Response resp = GPUSCHED__V1__RESPONSE__INIT;
 	resp.body_case = GPUSCHED__V1__RESPONSE__BODY_PACKET_WAIT;
 	resp.packet_wait = &pw;
@@ -729,8 +747,7 @@ static void packet_wait_answer(gsd_call *c, int state, uint32_t adapter, uint32_
 static void packet_wait_wake(gsd_waiter *w, void *event)
 {
 	const gsd_packet *p = event;
-	packet_wait_answer(gsd_call_of_waiter(w), p->rec.state, p->rec.adapter, p->rec.node,
-	                   p->rec.fence);
+	packet_wait_answer(gsd_call_of_waiter(w), p->rec.state, p->rec.fence, p->rec.context);
 }
 
 static void packet_wait_from_audit(gsd_call *c)
@@ -752,9 +769,12 @@ static void packet_wait_from_audit(gsd_call *c)
 		resp.status = GSD_ST(NOT_FOUND);
 		resp.message = err;
 	} else {
+		/* Off the loop, the context is not looked at: the packet ended, so its completed
+		 * fence is at least the packet's own. */
 		pw.packet = wire;
 		pw.state = r.state;
-		pw.fence = gsd_wire_fence_out(&c->d->wire, r.adapter, r.node, r.fence);
+		pw.fence = r.fence;
+		pw.completed_fence = r.fence;
 		resp.body_case = GPUSCHED__V1__RESPONSE__BODY_PACKET_WAIT;
 		resp.packet_wait = &pw;
 		if (r.state == GSD_PS(FAULTED)) {
@@ -781,8 +801,7 @@ void gsd_h_packet_wait(gsd_daemon *d, gsd_call *c)
 	}
 	if (p) {
 		if (q->timeout_ms == 0) {
-			packet_wait_answer(c, p->rec.state, p->rec.adapter, p->rec.node,
-			                   p->rec.fence);
+			packet_wait_answer(c, p->rec.state, p->rec.fence, p->rec.context);
 			return;
 		}
 		c->wait_object = p;
@@ -790,7 +809,7 @@ void gsd_h_packet_wait(gsd_daemon *d, gsd_call *c)
 		return;
 	}
 	if (r) {
-		packet_wait_answer(c, r->state, r->adapter, r->node, r->fence);
+		packet_wait_answer(c, r->state, r->fence, r->context);
 		return;
 	}
 	/* Older: the audit file has its final state (a packet a previous daemon left in flight

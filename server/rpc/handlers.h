@@ -44,6 +44,7 @@ void gsd_h_guest_release(gsd_daemon *d, gsd_call *c);
 void gsd_h_context_create(gsd_daemon *d, gsd_call *c);
 void gsd_h_context_destroy(gsd_daemon *d, gsd_call *c);
 void gsd_h_context_set_priority(gsd_daemon *d, gsd_call *c);
+void gsd_h_context_query(gsd_daemon *d, gsd_call *c);
 void gsd_h_sync_create(gsd_daemon *d, gsd_call *c);
 void gsd_h_sync_destroy(gsd_daemon *d, gsd_call *c);
 void gsd_h_sync_signal(gsd_daemon *d, gsd_call *c);

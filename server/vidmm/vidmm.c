@@ -365,13 +365,14 @@ static void paging_queue(gsd_daemon *d, gsd_node *n, gsd_device *dev, gsd_packet
 	                          .context = x->obj.handle,
 	                          .adapter = a->id,
 	                          .node = n->index,
-	                          .fence = ++n->next_fence,
+	                          .fence = p->paging_fence, /* the device's paging fence */
 	                          .submit_flags = flags,
 	                          .dma_size = (uint32_t)p->dma_len,
 	                          .allocation_count = p->nallocs,
 	                          .state = GSD_PS(SUBMITTED),
 	                          .submitted_ns = gsd_node_now(n)};
 	p->rec.event_ns = p->rec.submitted_ns;
+	p->node_fence = ++n->next_fence;
 	x->refs++;
 	gsd_hmap_put(&d->packets, p->rec.packet, p);
 	a->paging_packets++;

@@ -76,6 +76,8 @@ void gsd_vidsch_abandon_signals(gsd_daemon *d, gsd_packet *p, size_t from)
 void gsd_vidsch_retire(gsd_daemon *d, gsd_packet *p)
 {
 	gsd_list_remove(&p->link);
+	if (p->rec.fence > p->ctx->fence_ended)
+		p->ctx->fence_ended = p->rec.fence;
 	gsd_vidmm_unpin(d, p);
 	if (p->paging_seq)
 		gsd_vidmm_paging_done(d, p);
@@ -141,13 +143,10 @@ void gsd_vidsch_cancel_packet(gsd_daemon *d, gsd_packet *p, const char *why)
 
 void gsd_vidsch_complete(gsd_daemon *d, gsd_node *n, gsd_packet *p, const char *detail)
 {
-	/* Fences are taken in submission order, but contexts of a node complete in the order
+	/* Node fences are taken in submission order, but contexts of a node complete in the order
 	 * the scheduler runs them: the node's fence is the highest completed, never lower. */
-	if (p->rec.fence > n->completed_fence)
-		n->completed_fence = p->rec.fence;
-	uint64_t *mine = &gsd_packet_tenant(p)->stats.completed_fence[n->adapter->id][n->index];
-	if (p->rec.fence > *mine)
-		*mine = p->rec.fence;
+	if (p->node_fence > n->completed_fence)
+		n->completed_fence = p->node_fence;
 	uint64_t at = p->gpu_end_ns ? p->gpu_end_ns : gsd_node_now(n);
 	gsd_vidsch_end(d, p, GSD_PS(COMPLETED), at, detail);
 }
@@ -265,6 +264,23 @@ static void ready_detail(gsd_daemon *d, gsd_node *n, const gsd_packet *p, char *
 		if (len < cap)                                                                     \
 			len += (size_t)snprintf(out + len, cap - len, __VA_ARGS__);                \
 	} while (0)
+	/* Its first run: what every packet waits for (the audit: a wall-clock time, left out on
+	 * the virtual clock, whose records must not depend on it), and its own context. */
+	if (!p->rec.resubmissions) {
+		if (!d->cfg.virtual_clock && p->recorded_ns >= p->rec.submitted_ns &&
+		    p->recorded_ns)
+			ADD("submission record committed after %llu us",
+			    (unsigned long long)((p->recorded_ns - p->rec.submitted_ns) / 1000u));
+		if (p->ahead_in_context)
+			ADD("%safter %llu earlier packets of its context", len ? "; " : "",
+			    (unsigned long long)p->ahead_in_context);
+		/* The memory manager's packets go in the adapter's paging order (whose other
+		 * packets may be other tenants': not counted). */
+		if (p->rec.submit_flags & GS_SUBMIT_PAGING)
+			ADD("%sin the adapter's paging order%s", len ? "; " : "",
+			    p->paging_wait ? ", after the paging packets queued before it"
+			                   : ", first in it");
+	}
 	for (uint32_t i = 0; i < p->nwaits; i++) {
 		const gsd_sync *s = gsd_object_get(d, p->waits[i].sync, GSD_OBJ_SYNC, NULL);
 		ADD("%swaited for sync %llu >= %llu", len ? "; " : "",
@@ -394,18 +410,19 @@ static void run_null_here(gsd_daemon *d, gsd_node *n, gsd_packet *p)
 }
 
 /* A preempted or aborted packet runs again: a resubmission (docs/concepts.md: render packets get a
- * new fence and the Resubmission flag; paging packets keep their fence). */
+ * new node fence and the Resubmission flag; paging packets keep theirs). The client's fence, its
+ * context's, stays. */
 static void resubmit(gsd_daemon *d, gsd_node *n, gsd_packet *p)
 {
 	if (!(p->rec.submit_flags & GS_SUBMIT_PAGING))
-		p->rec.fence = ++n->next_fence;
+		p->node_fence = ++n->next_fence;
 	p->rec.submit_flags |= GS_SUBMIT_RESUBMISSION;
 	p->rec.resubmissions++;
 	p->needs_resubmit = false;
 	char detail[80];
-	snprintf(detail, sizeof(detail), "fence %llu, resuming at byte %zu",
+	snprintf(detail, sizeof(detail), "node fence %llu, resuming at byte %zu",
 	         (unsigned long long)gsd_wire_fence_out(&d->wire, p->rec.adapter, p->rec.node,
-	                                                p->rec.fence),
+	                                                p->node_fence),
 	         p->resume_offset);
 	gsd_packet_transition(d, p, GSD_PS(RESUBMITTED), detail);
 }
@@ -434,7 +451,7 @@ static void dispatch(gsd_daemon *d, gsd_node *n, gsd_context *x, gsd_packet *p)
 	uint64_t budget = gsd_policy_budget(&n->queue, &x->sched, &sp);
 	p->exec = (gsd_exec){
 	        .packet = p->rec.packet,
-	        .fence = p->rec.fence,
+	        .fence = p->node_fence,
 	        .submit_flags = p->rec.submit_flags,
 	        .dma = p->dma,
 	        .dma_len = p->dma_len,
@@ -597,11 +614,24 @@ void gsd_vidsch_hold(gsd_daemon *d, bool hold)
 			gsd_vidsch_kick(d, &d->adapters[a].nodes[i]);
 }
 
+uint64_t gsd_vidsch_completed_fence(const gsd_context *x)
+{
+	/* pending holds its queued packets not yet ended, in fence order: everything below the
+	 * head's fence has ended. Without one, the last that ended (fence_submitted may count
+	 * packets of a request still being validated, not yet queued). */
+	const gsd_packet *p = head_of(x);
+	return p ? p->rec.fence - 1 : x->fence_ended;
+}
+
 void gsd_vidsch_queue(gsd_daemon *d, gsd_packet *p)
 {
 	gsd_context *x = p->ctx;
 	p->node->queued++;
 	gsd_packet_tenant(p)->stats.queued[p->node->adapter->id][p->node->index]++;
+	/* A client's packet: the ones of its context it comes after (paging packets share the
+	 * system contexts and carry their devices' fences: not counted). */
+	if (!(p->rec.submit_flags & GS_SUBMIT_DAEMON_ONLY))
+		p->ahead_in_context = p->rec.fence - 1 - gsd_vidsch_completed_fence(x);
 	gsd_list_push_back(&x->pending, &p->link);
 	if (head_of(x) == p)
 		gsd_vidsch_make_ready(d, x);
@@ -612,6 +642,7 @@ void gsd_vidsch_recorded(gsd_daemon *d, gsd_packet *p, bool ok)
 	gsd_context *x = p->ctx;
 	p->unrecorded = false;
 	if (ok) {
+		p->recorded_ns = gsd_node_now(p->node);
 		if (head_of(x) == p)
 			gsd_vidsch_make_ready(d, x);
 		return;

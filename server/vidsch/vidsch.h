@@ -26,6 +26,9 @@ void gsd_vidsch_install_hooks(gsd_daemon *d);
 /* Queues a validated packet on its context (takes ownership). A packet queued unrecorded
  * (p->unrecorded) waits for gsd_vidsch_recorded before it may run. */
 void gsd_vidsch_queue(gsd_daemon *d, gsd_packet *p);
+/* The context's completed fence: every packet of it with a fence at or below has ended (and
+ * none above has). */
+uint64_t gsd_vidsch_completed_fence(const gsd_context *x);
 /* The SUBMITTED record of an unrecorded packet was committed (ok): it may run now. Or it could
  * not be: the packet is cancelled, never having run, so a client that retries never runs the
  * work twice. */

@@ -169,13 +169,6 @@ static void nops(gs_dmabuf *buf, size_t i)
 		assert_int_equal(gs_dmabuf_nop(buf), 0);
 }
 
-/* The audit file's number of a wire fence of `node` (wire fences are opaque, not ordered:
- * the file's numbers are). */
-static uint64_t file_fence(const fx *f, uint32_t node, uint64_t wire)
-{
-	return itest_wire_unmap(f->t.db, "fence", 0, node, wire);
-}
-
 /* Checks that each event answers its own request: ids as started, each index once, and each
  * packet's recorded DMA size the one its request sent. */
 static void check_submits(fx *f, const gs_async_event *evs, size_t n, const uint64_t *ids,
@@ -215,12 +208,8 @@ static void check_submits(fx *f, const gs_async_event *evs, size_t n, const uint
 			if (recs[r].packet != ev->submit.packet)
 				continue;
 			assert_int_equal(recs[r].dma_size, sizes[index_of(ev)]);
-			/* A packet preempted and resubmitted gets a new fence. */
-			if (recs[r].resubmissions == 0)
-				assert_int_equal(recs[r].fence, ev->submit.fence);
-			else
-				assert_true(file_fence(f, recs[r].node, recs[r].fence) >
-				            file_fence(f, ev->submit.node, ev->submit.fence));
+			/* A packet keeps its context's fence, resubmitted or not. */
+			assert_int_equal(recs[r].fence, ev->submit.fence);
 			match++;
 		}
 		assert_int_equal(match, 1);
@@ -300,6 +289,100 @@ static size_t rec_wait(size_t want)
 
 /* MANY submits from one thread, all started before the first completion is read, then MANY
  * packet waits and MANY sync waits (these deterministically all in flight at once). */
+/*
+ * Fences order a context's packets (docs/wddm.md, Fences): 1,000 packets submitted on one
+ * context, 64 in flight at a time, get the fences 1..1000, each once; they end in fence order
+ * (the history, oldest first, has fences 1..1000 with non-decreasing end times); every answer's
+ * completed fence is one that had been reached (a SubmitResponse's is below the packet's own
+ * fence, a PacketWait's at or above it); and ContextQuery ends at 1000/1000 with nothing
+ * queued. Another context of the same client, interleaved, counts its own from 1.
+ */
+#define FENCED    1000
+#define IN_FLIGHT 64
+static void test_context_fences_order(void **state)
+{
+	fx *f = ready(state);
+	uint64_t other = itest_context(f->c, f->dev, f->lay.paging_node, f->lay.paging_node);
+	gs_async_queue *q;
+	assert_int_equal(gs_async_queue_create(&q), 0);
+	gs_async_opts o = {.queue = q};
+	gs_dmabuf buf;
+	gs_dmabuf_init(&buf);
+	assert_int_equal(gs_dmabuf_nop(&buf), 0);
+	unsigned char *seen = calloc(FENCED + 1, 1);
+	uint64_t *packet_of = calloc(FENCED + 1, sizeof(*packet_of));
+	assert_true(seen && packet_of);
+	size_t sent = 0, done = 0;
+	uint64_t other_fence = 0, id;
+	gs_async_event ev[IN_FLIGHT];
+	while (done < FENCED) {
+		while (sent < FENCED && sent - done < IN_FLIGHT) {
+			o.user = as_user(sent);
+			assert_int_equal(gs_async_submit(f->c, f->ctx, &buf, 0, &o, &id), 0);
+			sent++;
+			/* Now and then a packet on the other context, waited for in place. */
+			if (sent % 97 == 0) {
+				gs_submit_result r;
+				assert_int_equal(gs_submit(f->c, other, &buf, 0, &r), 0);
+				assert_int_equal(r.fence, ++other_fence);
+			}
+		}
+		size_t n = collect(q, ev, 1);
+		assert_int_equal(n, 1);
+		if (ev[0].status != 0)
+			fail_msg("submit: %s: %s", gs_status_name(ev[0].status), ev[0].message);
+		uint64_t fence = ev[0].submit.fence;
+		assert_true(fence >= 1 && fence <= FENCED);
+		assert_int_equal(seen[fence]++, 0);
+		packet_of[fence] = ev[0].submit.packet;
+		assert_true(ev[0].submit.completed_fence < fence);
+		done++;
+	}
+	gs_dmabuf_free(&buf);
+	/* Each packet ended by the time PacketWait answers, and so had every lower fence. */
+	for (uint64_t fence = 1; fence <= FENCED; fence += 111) {
+		gs_packet_state st;
+		assert_int_equal(gs_async_packet_wait(f->c, packet_of[fence], BOUND_MS, &o, &id),
+		                 0);
+		assert_int_equal(collect(q, ev, 1), 1);
+		assert_int_equal(ev[0].status, 0);
+		st = ev[0].state;
+		assert_int_equal(st, GS_PACKET_COMPLETED);
+		assert_int_equal(ev[0].fence, fence);
+		assert_true(ev[0].completed_fence >= fence);
+	}
+	assert_int_equal(gs_packet_wait(f->c, packet_of[FENCED], BOUND_MS, NULL, NULL), 0);
+	gs_context_status cs;
+	assert_int_equal(gs_context_query(f->c, f->ctx, &cs), 0);
+	assert_int_equal(cs.context, f->ctx);
+	assert_int_equal(cs.submitted_fence, FENCED);
+	assert_int_equal(cs.completed_fence, FENCED);
+	assert_int_equal(cs.queued, 0);
+	assert_false(cs.faulted);
+	assert_int_equal(gs_context_query(f->c, other, &cs), 0);
+	assert_int_equal(cs.submitted_fence, other_fence);
+	assert_int_equal(gs_context_query(f->c, 987654321, &cs), GS_STATUS_NOT_FOUND);
+
+	/* In the history: fences 1..1000 in submission order, ending in that order. */
+	itest_audit_barrier(f->c, other);
+	gs_history_filter hf = {.context = f->ctx, .oldest_first = true, .limit = 10000};
+	gs_packet_record *recs;
+	size_t nrecs;
+	assert_int_equal(gs_history(f->c, &hf, &recs, &nrecs), 0);
+	assert_int_equal(nrecs, FENCED);
+	for (size_t i = 0; i < nrecs; i++) {
+		assert_int_equal(recs[i].fence, i + 1);
+		assert_int_equal(recs[i].packet, packet_of[i + 1]);
+		assert_int_equal(recs[i].state, GS_PACKET_COMPLETED);
+		if (i)
+			assert_true(recs[i].completed_ns >= recs[i - 1].completed_ns);
+	}
+	gs_history_free(recs, nrecs);
+	free(seen);
+	free(packet_of);
+	gs_async_queue_destroy(q);
+}
+
 static void test_pipelined_queue(void **state)
 {
 	fx *f = ready(state);
@@ -430,11 +513,10 @@ static void test_pipelined_callbacks(void **state)
 	assert_int_equal(b->id, ids[MANY]);
 	assert_ptr_equal(b->batch, batch);
 	assert_int_equal(b->batch_count, 4);
-	/* A batch is in order: consecutive fences of its node, as the file numbers them. */
-	uint64_t fence0 = file_fence(f, batch[0].node, batch[0].fence);
+	/* A batch is in order: consecutive fences of its context. */
 	for (size_t i = 1; i < 4; i++) {
 		assert_int_equal(batch[i].node, batch[0].node);
-		assert_int_equal(file_fence(f, batch[i].node, batch[i].fence), fence0 + i);
+		assert_int_equal(batch[i].fence, batch[0].fence + i);
 	}
 	gs_history_filter hf = {.device = dev2};
 	gs_packet_record *recs;
@@ -869,6 +951,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test_setup_teardown(test_pipelined_queue, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_context_fences_order, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_pipelined_callbacks, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_cancel, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_timeout, setup, teardown),
