@@ -9,6 +9,7 @@ PACKAGES=(
   libprotobuf-c-dev protobuf-c-compiler   # wire contract (code generated at build time)
   libnng-dev                      # transport
   libsqlite3-dev sqlite3          # audit store (sqlite3 CLI for inspecting it)
+  jq                              # tests: the CLI's --json ids round-trip through jq
   libsodium-dev                   # BLAKE2b of the audit's hash chain and of tenant tokens
   libmicrohttpd-dev               # the /metrics endpoint's HTTP server (connection and header limits)
   libvulkan-dev glslc             # the vulkan backend and its compute kernels (SPIR-V at build time)

@@ -1,4 +1,4 @@
--- gpusched audit store, schema version 5.
+-- gpusched audit store, schema version 7.
 --
 -- The daemon embeds this file in its binary and runs it, inside one transaction, every time it
 -- opens the audit file. Every statement is therefore idempotent (IF NOT EXISTS, upserts), so an
@@ -27,14 +27,20 @@
 -- (server/core/wire_id.h): meta 'wire_key' holds its key (32 random bytes in hex), made by the
 -- daemon with the file or when it upgrades an older one. The columns keep the daemon's own
 -- numbers; `gpuschedd --audit-map-id` turns a client's id into a row's and back.
+-- Version 7 speaks the clients' language (docs/queries.md): packets.id is the packet id clients
+-- see (indexed; the daemon fills it in for the rows of an older file when it opens it), wire
+-- ids are below 2^53 (JSON numbers) so every wire id changes once with this version, a packet's
+-- fence is its context's count (1, 2, 3...; rows written before keep a node's fence), and the
+-- *_log views give ISO 8601 times (UTC), names of states, flags and move kinds, and the ids
+-- clients see, for the sqlite3 shell.
 
-PRAGMA user_version = 6;
+PRAGMA user_version = 7;
 
 CREATE TABLE IF NOT EXISTS meta (
 	key   TEXT PRIMARY KEY NOT NULL,
 	value TEXT NOT NULL
 );
-INSERT INTO meta (key, value) VALUES ('schema_version', '6')
+INSERT INTO meta (key, value) VALUES ('schema_version', '7')
 	ON CONFLICT (key) DO UPDATE SET value = excluded.value;
 
 -- One row per packet, updated in place at every state change. The packet id is the rowid, so
@@ -46,7 +52,7 @@ CREATE TABLE IF NOT EXISTS packets (
 	context          INTEGER NOT NULL,
 	adapter          INTEGER NOT NULL,
 	node             INTEGER NOT NULL,
-	fence            INTEGER NOT NULL,
+	fence            INTEGER NOT NULL, -- its context's fence (paging: its device's paging fence)
 	submit_flags     INTEGER NOT NULL, -- raw DXGK_SUBMITCOMMANDFLAGS Value
 	patch_flags      INTEGER NOT NULL, -- raw DXGK_PATCHFLAGS Value
 	dma_size         INTEGER NOT NULL,
@@ -60,7 +66,9 @@ CREATE TABLE IF NOT EXISTS packets (
 	completed_ns     INTEGER NOT NULL,
 	preemptions      INTEGER NOT NULL,
 	resubmissions    INTEGER NOT NULL,
-	result           TEXT
+	result           TEXT,
+	id               INTEGER  -- the packet id clients see (PacketRecord.packet); added by
+	                          -- version 7 (an older file's rows get it when a daemon opens it)
 );
 -- History is always read per tenant in submission order (submitted_ns, then the packet id for
 -- equal times), optionally narrowed to a context or state and to a time range. Every index ends
@@ -72,6 +80,9 @@ DROP INDEX IF EXISTS packets_tenant_state;
 CREATE INDEX IF NOT EXISTS packets_tenant_time ON packets (tenant, submitted_ns);
 CREATE INDEX IF NOT EXISTS packets_tenant_context_time ON packets (tenant, context, submitted_ns);
 CREATE INDEX IF NOT EXISTS packets_tenant_state_time ON packets (tenant, state, submitted_ns);
+-- A client's packet id finds its row; a context's fence finds its packet.
+CREATE INDEX IF NOT EXISTS packets_id ON packets (id);
+CREATE INDEX IF NOT EXISTS packets_context_fence ON packets (context, fence);
 
 -- Append-only: one row per state change of a packet, in the order the daemon saw them. The
 -- packet's tenant is in packets; the state's name in packet_states.
@@ -331,3 +342,93 @@ CREATE TABLE IF NOT EXISTS packet_allocations (
 DROP INDEX IF EXISTS packet_allocations_tenant;
 CREATE INDEX IF NOT EXISTS packet_allocations_allocation
 	ON packet_allocations (allocation, packet);
+
+-- ---- Views in the clients' language (docs/queries.md has the questions they answer) ----
+-- Times are ISO 8601 in UTC with milliseconds (NULL for "not yet"); `id` and `packet_id` are
+-- the packet ids clients print; states, flags and move kinds by name. The daemon's own numbers
+-- stay in the tables.
+
+-- The names of DXGK_SUBMITCOMMANDFLAGS bits (docs/wddm.md).
+CREATE TABLE IF NOT EXISTS submit_flag_names (
+	bit  INTEGER PRIMARY KEY NOT NULL, -- the bit's value
+	name TEXT    NOT NULL
+);
+INSERT OR REPLACE INTO submit_flag_names (bit, name) VALUES (1, 'Paging'), (2, 'Present'),
+	(4, 'RedirectedPresent'), (8, 'NullRendering'), (16, 'Flip'), (32, 'FlipWithNoWait'),
+	(64, 'ContextSwitch'), (128, 'Resubmission'), (256, 'VirtualMachineData');
+
+-- One row per packet: who, where, when, how long, how it ended.
+DROP VIEW IF EXISTS packet_log;
+CREATE VIEW packet_log AS
+SELECT p.id, p.tenant, p.device, p.context, p.adapter, p.node, p.fence, p.state_name AS state,
+       (SELECT group_concat(f.name, ',') FROM submit_flag_names f
+         WHERE p.submit_flags & f.bit) AS flags,
+       CASE WHEN p.submitted_ns > 0
+            THEN strftime('%Y-%m-%dT%H:%M:%fZ', p.submitted_ns / 1e9, 'unixepoch') END
+          AS submitted,
+       CASE WHEN p.ready_ns > 0
+            THEN strftime('%Y-%m-%dT%H:%M:%fZ', p.ready_ns / 1e9, 'unixepoch') END AS ready,
+       CASE WHEN p.started_ns > 0
+            THEN strftime('%Y-%m-%dT%H:%M:%fZ', p.started_ns / 1e9, 'unixepoch') END
+          AS started,
+       CASE WHEN p.completed_ns > 0
+            THEN strftime('%Y-%m-%dT%H:%M:%fZ', p.completed_ns / 1e9, 'unixepoch') END
+          AS ended,
+       CASE WHEN p.started_ns >= p.submitted_ns AND p.started_ns > 0
+            THEN (p.started_ns - p.submitted_ns) / 1e6 END AS wait_ms,
+       CASE WHEN p.completed_ns >= p.started_ns AND p.started_ns > 0
+            THEN (p.completed_ns - p.started_ns) / 1e6 END AS run_ms,
+       p.preemptions, p.resubmissions, p.dma_size, p.result,
+       p.submitted_ns, p.packet AS row
+  FROM packets p;
+
+-- One row per state change of a packet, with the detail the daemon wrote (why it waited, what
+-- preempted it...).
+DROP VIEW IF EXISTS event_log;
+CREATE VIEW event_log AS
+SELECT p.id AS packet_id, p.tenant, p.context, p.fence, s.name AS state,
+       strftime('%Y-%m-%dT%H:%M:%fZ', e.time_ns / 1e9, 'unixepoch') AS time, e.detail,
+       e.time_ns, e.seq
+  FROM packet_events e JOIN packets p ON p.packet = e.packet
+  LEFT JOIN packet_states s ON s.state = e.state;
+
+-- One row per action of the memory manager, with the packet ids clients see.
+DROP VIEW IF EXISTS move_log;
+CREATE VIEW move_log AS
+SELECT strftime('%Y-%m-%dT%H:%M:%fZ', m.time_ns / 1e9, 'unixepoch') AS time, m.tenant,
+       m.allocation, m.device, m.kind_name AS kind, m.from_segment, m.to_segment, m.bytes,
+       pp.id AS packet_id, fp.id AS for_packet_id, m.reason, m.time_ns, m.seq
+  FROM moves m
+  LEFT JOIN packets pp ON pp.packet = m.packet AND m.packet <> 0
+  LEFT JOIN packets fp ON fp.packet = m.for_packet AND m.for_packet <> 0;
+
+-- The names of gpusched.v1.Status values (proto/gpusched.proto).
+CREATE TABLE IF NOT EXISTS status_names (
+	status INTEGER PRIMARY KEY NOT NULL,
+	name   TEXT    NOT NULL
+);
+INSERT OR REPLACE INTO status_names (status, name) VALUES
+	(0, 'OK'), (1, 'MALFORMED'), (2, 'TOO_LARGE'), (3, 'INVALID_ARGUMENT'), (4, 'NOT_FOUND'),
+	(5, 'RESERVED_BITS'), (6, 'FLAGS_NOT_ALLOWED'), (7, 'UNAUTHENTICATED'),
+	(8, 'PERMISSION_DENIED'), (9, 'QUOTA_EXCEEDED'), (10, 'OUT_OF_MEMORY'), (11, 'TIMEOUT'),
+	(12, 'FAULTED'), (13, 'BANNED'), (14, 'BUSY'), (15, 'SHUTTING_DOWN'), (16, 'UNIMPLEMENTED'),
+	(17, 'INTERNAL'), (20, 'CTX_DMA_SEGMENT_NOT_APERTURE'), (21, 'CTX_GDI_ALLOCATION_LIST'),
+	(22, 'CTX_RESERVED_NONZERO'), (23, 'CTX_BAD_NODE'), (24, 'CTX_BAD_PAGING_NODE'),
+	(25, 'CTX_DMA_SEGMENT_UNKNOWN'), (26, 'CTX_BAD_SIZE'), (27, 'CTX_BAD_FLAGS'),
+	(30, 'DMA_INVALID'), (31, 'PATCH_INVALID'), (32, 'LIST_TOO_LARGE'), (40, 'SEGMENT_PREFERENCE'),
+	(41, 'SEGMENT_UNKNOWN'), (42, 'ALLOCATION_PRIORITY'), (43, 'TRANSFER_FLAGS'),
+	(44, 'NOT_RESIDENT_TOGETHER'), (45, 'AUDIT_UNAVAILABLE'), (46, 'UNAVAILABLE');
+
+-- Refused requests, the status by name, without the chain's bytes.
+DROP VIEW IF EXISTS error_log;
+CREATE VIEW error_log AS
+SELECT strftime('%Y-%m-%dT%H:%M:%fZ', r.time_ns / 1e9, 'unixepoch') AS time, r.tenant,
+       r.request, IFNULL(n.name, r.status) AS status, r.message, r.time_ns, r.seq
+  FROM errors r LEFT JOIN status_names n ON n.status = r.status;
+
+-- The daemon's own notes (start, stop, faults, bans...), without the chain's bytes.
+DROP VIEW IF EXISTS note_log;
+CREATE VIEW note_log AS
+SELECT strftime('%Y-%m-%dT%H:%M:%fZ', time_ns / 1e9, 'unixepoch') AS time, tenant, kind, detail,
+       time_ns, seq
+  FROM notes;

@@ -3,9 +3,13 @@
  */
 #include "chain.h"
 
+#include "core/wire_id.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+
+#include <sodium.h>
 
 const uint8_t gs_chain_genesis[GS_CHAIN_HASH] = {0};
 
@@ -742,22 +746,31 @@ static int check_schema(sqlite3 *db, gs_chain_report *out)
 		sqlite3_finalize(o);
 		sqlite3_finalize(s);
 	}
-	/* The lookup table, row for row. */
-	static const char states[] = "SELECT group_concat(state || '=' || name, ',') FROM"
-	                             " (SELECT state, name FROM packet_states ORDER BY state)";
-	char a[512] = "", b[512] = "";
-	sqlite3_stmt *s;
-	for (int pass = 0; pass < 2; pass++) {
-		if (sqlite3_prepare_v2(dbs[pass], states, -1, &s, NULL) != SQLITE_OK)
-			goto done;
-		if (sqlite3_step(s) == SQLITE_ROW && sqlite3_column_text(s, 0))
-			snprintf(pass ? b : a, sizeof a, "%s",
-			         (const char *)sqlite3_column_text(s, 0));
-		sqlite3_finalize(s);
+	/* The lookup tables the views read names from, row for row. */
+	static const char *const lookups[][2] = {
+	        {"packet_states", "SELECT group_concat(state || '=' || name, ',') FROM"
+	                          " (SELECT state, name FROM packet_states ORDER BY state)"},
+	        {"submit_flag_names", "SELECT group_concat(bit || '=' || name, ',') FROM"
+	                              " (SELECT bit, name FROM submit_flag_names ORDER BY bit)"},
+	        {"status_names", "SELECT group_concat(status || '=' || name, ',') FROM"
+	                         " (SELECT status, name FROM status_names ORDER BY status)"}};
+	for (size_t t = 0; t < sizeof lookups / sizeof lookups[0] && out->ok; t++) {
+		char a[2048] = "", b[2048] = "";
+		sqlite3_stmt *s;
+		for (int pass = 0; pass < 2; pass++) {
+			if (sqlite3_prepare_v2(dbs[pass], lookups[t][1], -1, &s, NULL) != SQLITE_OK)
+				goto done;
+			if (sqlite3_step(s) == SQLITE_ROW && sqlite3_column_text(s, 0))
+				snprintf(pass ? b : a, sizeof a, "%s",
+				         (const char *)sqlite3_column_text(s, 0));
+			sqlite3_finalize(s);
+		}
+		if (strcmp(a, b) != 0) {
+			bad(out, 0, lookups[t][0], 0,
+			    "%s is not the schema's: its names were changed", lookups[t][0]);
+			snprintf(out->bad_table, sizeof out->bad_table, "%s", lookups[t][0]);
+		}
 	}
-	if (out->ok && strcmp(a, b) != 0)
-		bad(out, 0, "packet_states", 0,
-		    "packet_states is not the schema's: its state names were changed");
 	rc = 0;
 done:
 	if (rc != 0 && !out->why[0])
@@ -792,6 +805,45 @@ static void check_pin(const gs_chain_pin *pin, gs_chain_report *out)
 		    "up"
 		    " to it",
 		    (unsigned long long)pin->seq);
+}
+
+/*
+ * packets.id (schema 7) is the packet's wire id: its number through the permutation keyed by
+ * meta.wire_key. It is not in the chain's digests (it follows from the row's number and the
+ * file's key), so it is recomputed here: an edited id would lead a person with the sqlite3
+ * shell and a client's id to another packet. A file without the column has nothing to check.
+ */
+static int check_packet_ids(sqlite3 *db, gs_chain_report *out)
+{
+	sqlite3_stmt *s = NULL;
+	if (sqlite3_prepare_v2(db, "SELECT packet, id FROM packets", -1, &s, NULL) != SQLITE_OK)
+		return 0;
+	char hex[2 * GSD_WIRE_KEY_BYTES + 8] = "";
+	unsigned char raw[GSD_WIRE_KEY_BYTES];
+	size_t len = 0;
+	meta_text(db, "wire_key", hex, sizeof hex);
+	if (sodium_hex2bin(raw, sizeof raw, hex, strlen(hex), NULL, &len, NULL) != 0 ||
+	    len != sizeof raw) {
+		sqlite3_finalize(s);
+		bad(out, 0, "meta", 0, "meta wire_key is not %d bytes of hex", GSD_WIRE_KEY_BYTES);
+		return 0;
+	}
+	gsd_wire_key k;
+	gsd_wire_key_init(&k, raw);
+	int rc;
+	while (out->ok && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+		int64_t packet = sqlite3_column_int64(s, 0);
+		if (sqlite3_column_type(s, 1) == SQLITE_NULL)
+			bad(out, 0, "packets", packet,
+			    "packets row %lld has no client id (packets.id)", (long long)packet);
+		else if ((uint64_t)sqlite3_column_int64(s, 1) !=
+		         gsd_wire_packet_out(&k, (uint64_t)packet))
+			bad(out, 0, "packets", packet,
+			    "packets.id of row %lld is not that packet's client id: it was changed",
+			    (long long)packet);
+	}
+	sqlite3_finalize(s);
+	return 0;
 }
 
 int gs_chain_verify(sqlite3 *db, gs_chain_report *out)
@@ -892,7 +944,8 @@ int gs_chain_verify_pinned(sqlite3 *db, const gs_chain_pin *pin, gs_chain_report
 		check_pin(pin, out);
 	failed = failed || (out->ok && check_start(db, out) != 0) ||
 	         (out->ok && check_rows_exist(db, out) != 0) ||
-	         (out->ok && check_schema(db, out) != 0);
+	         (out->ok && check_schema(db, out) != 0) ||
+	         (out->ok && check_packet_ids(db, out) != 0);
 	for (size_t i = 0; !failed && i < sizeof updated / sizeof updated[0]; i++) {
 		/* Kinds as literals, so the partial index chain_objects_v5 serves the lookup. */
 		char last[384];

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include <sqlite3.h>
+#include <sys/stat.h>
 
 #include "chain.h"
 #include "cli.h"
@@ -24,7 +25,9 @@ static const char audit_help[] =
         "with any tool. It reads the file directly (also while the daemon runs) and needs\n"
         "no connection. Besides the chain it checks that every row a record vouches for\n"
         "is there, that the head in the file names the newest record, and that the views,\n"
-        "triggers and state names are the schema's.\n"
+        "triggers and state names are the schema's, and that a FILE-wal beside it is its own\n"
+        "(SQLite reads any -wal it finds: one copied from another audit file would make the\n"
+        "pair read as that file).\n"
         "\n"
         "Anyone who can write the file can also recompute the chain after an edit. Keep\n"
         "the head verify prints (SEQ:LINK; the daemon logs it at stop) somewhere else, and\n"
@@ -66,6 +69,78 @@ static int parse_head(cli *ctx, const char *arg, void *field)
 	return 0;
 }
 
+/* meta's wire_key and chain_head_seq as `db` reads them ("" and -1 when missing). */
+static void file_identity(sqlite3 *db, char *key, size_t cap, long long *head)
+{
+	sqlite3_stmt *s = NULL;
+	key[0] = '\0';
+	*head = -1;
+	if (sqlite3_prepare_v2(db,
+	                       "SELECT (SELECT value FROM meta WHERE key = 'wire_key'),"
+	                       " (SELECT CAST(value AS INTEGER) FROM meta"
+	                       "  WHERE key = 'chain_head_seq')",
+	                       -1, &s, NULL) == SQLITE_OK &&
+	    sqlite3_step(s) == SQLITE_ROW) {
+		if (sqlite3_column_text(s, 0))
+			snprintf(key, cap, "%s", (const char *)sqlite3_column_text(s, 0));
+		if (sqlite3_column_type(s, 1) != SQLITE_NULL)
+			*head = sqlite3_column_int64(s, 1);
+	}
+	sqlite3_finalize(s);
+}
+
+/*
+ * A -wal file beside the audit file that is not its own: SQLite applies any WAL it finds, so a
+ * -wal copied from another audit file makes the pair read as that file (and verify as it).
+ * The file read alone (immutable: its WAL ignored) has its own wire_key, made with it, and a
+ * WAL only ever adds records: another key, or a head behind the file's own, gives it away.
+ * Returns 1 with `why` set when the -wal is foreign, 0 otherwise.
+ */
+static int foreign_wal(const char *path, sqlite3 *db, char *why, size_t cap)
+{
+	char wal[4096];
+	struct stat st;
+	snprintf(wal, sizeof wal, "%s-wal", path);
+	if (stat(wal, &st) != 0 || st.st_size == 0)
+		return 0;
+	/* A URI of the path: '%', '?' and '#' escaped. */
+	char uri[3 * 4096 + 32] = "file:";
+	size_t n = strlen(uri);
+	for (const char *c = path; *c && n + 4 < sizeof uri - 16; c++)
+		n += (size_t)(*c == '%' || *c == '?' || *c == '#'
+		                      ? snprintf(uri + n, sizeof uri - n, "%%%02X",
+		                                 (unsigned char)*c)
+		                      : snprintf(uri + n, sizeof uri - n, "%c", *c));
+	snprintf(uri + n, sizeof uri - n, "?immutable=1");
+	sqlite3 *alone = NULL;
+	char key_alone[128], key[128];
+	long long head_alone, head;
+	if (sqlite3_open_v2(uri, &alone, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL) !=
+	    SQLITE_OK) {
+		sqlite3_close(alone);
+		return 0;
+	}
+	file_identity(alone, key_alone, sizeof key_alone, &head_alone);
+	sqlite3_close(alone);
+	file_identity(db, key, sizeof key, &head);
+	if (key_alone[0] && key[0] && strcmp(key_alone, key) != 0) {
+		snprintf(why, cap,
+		         "%s is another audit file's WAL (with it the file reads as a file with"
+		         " another wire_key): it was copied from elsewhere; move it aside to verify"
+		         " the file alone",
+		         wal);
+		return 1;
+	}
+	if (head_alone >= 0 && head < head_alone) {
+		snprintf(why, cap,
+		         "%s is not this file's WAL: with it the newest record is %lld, without it"
+		         " %lld (a WAL only adds records); move it aside to verify the file alone",
+		         wal, head, head_alone);
+		return 1;
+	}
+	return 0;
+}
+
 static int audit_verify(cli *ctx, int argc, char **argv)
 {
 	static const cli_opt opts[] = {
@@ -90,6 +165,15 @@ static int audit_verify(cli *ctx, int argc, char **argv)
 		return CLI_EXIT_DAEMON;
 	}
 	sqlite3_busy_timeout(db, 5000);
+	char why[4096 + 256];
+	if (foreign_wal(path, db, why, sizeof why)) {
+		sqlite3_close(db);
+		if (ctx->json)
+			cli_json_print(json_pack("{s:b, s:s}", "ok", 0, "why", why));
+		else
+			printf("%s: MISMATCH: %s\n", path, why);
+		return CLI_EXIT_VERIFY;
+	}
 	gs_chain_report rep;
 	int st = gs_chain_verify_pinned(db, args.pinned ? &args.pin : NULL, &rep);
 	sqlite3_close(db);

@@ -36,6 +36,7 @@
 #include "gpusched.pb-c.h"
 #include "pbenum.h"
 #include "core/log.h"
+#include "core/wire_id.h"
 
 #define DEFAULT_MAX_BATCH 4096
 /*
@@ -191,9 +192,9 @@ static const char *const stmt_sql[ST_COUNT] = {
         [ST_PACKET] = "INSERT INTO packets (packet, tenant, device, context, adapter, node, fence,"
                       " submit_flags, patch_flags, dma_size, allocation_count, patch_count, state,"
                       " state_name, submitted_ns, ready_ns, started_ns, completed_ns, preemptions,"
-                      " resubmissions, result)"
+                      " resubmissions, result, id)"
                       " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15,"
-                      " ?16, ?17, ?18, ?19, ?20, ?21)"
+                      " ?16, ?17, ?18, ?19, ?20, ?21, ?22)"
                       " ON CONFLICT (packet) DO UPDATE SET fence = excluded.fence,"
                       " submit_flags = excluded.submit_flags, patch_flags = excluded.patch_flags,"
                       " dma_size = excluded.dma_size, allocation_count = excluded.allocation_count,"
@@ -280,8 +281,10 @@ static const char *const stmt_sql[ST_COUNT] = {
 
 struct gsd_audit {
 	sqlite3 *db; /* owned by the writer thread once it runs */
-	/* The key of the wire ids (meta 'wire_key'; random per run for a null sink). */
+	/* The key of the wire ids (meta 'wire_key'; random per run for a null sink), and the
+	 * permutation's round key made from it: packets.id is a packet's wire id. */
 	unsigned char wire_key[GSD_AUDIT_WIRE_KEY_BYTES];
+	gsd_wire_key wire;
 	sqlite3_stmt *st[ST_COUNT];
 	uint32_t max_batch;
 	uint64_t wal_limit;
@@ -619,6 +622,12 @@ static int write_packet(gsd_audit *a, const struct node *n, chain_out *co)
 			        CI(r->resubmissions), CS(n->text1, n->nulls & NULL_TEXT1));
 			chain_end(dp, co->state);
 			co->has_state = dp != NULL;
+			/* The client's id of the packet: a column of its own, outside the chain's
+			 * digest (it follows from the packet's number and the file's key). */
+			if (!update)
+				sqlite3_bind_int64(
+				        s, 22,
+				        (sqlite3_int64)gsd_wire_packet_out(&a->wire, r->packet));
 			rc = step_reset(s);
 			if (!update || rc != SQLITE_OK || sqlite3_changes(a->db) > 0)
 				break;
@@ -1967,6 +1976,7 @@ static int load_wire_key(gsd_audit *a)
 {
 	if (a->null_sink) {
 		randombytes_buf(a->wire_key, sizeof a->wire_key);
+		gsd_wire_key_init(&a->wire, a->wire_key);
 		return SQLITE_OK;
 	}
 	char hex[2 * GSD_AUDIT_WIRE_KEY_BYTES + 8] = "";
@@ -1980,6 +1990,44 @@ static int load_wire_key(gsd_audit *a)
 		GSD_ERROR("audit: meta wire_key is not %d bytes of hex", GSD_AUDIT_WIRE_KEY_BYTES);
 		rc = SQLITE_CORRUPT;
 	}
+	if (rc == SQLITE_OK)
+		gsd_wire_key_init(&a->wire, a->wire_key);
+	return rc;
+}
+
+/* gs_packet_id(packet): the wire id of a packet number under the file's key. */
+static void sql_packet_id(sqlite3_context *cx, int argc, sqlite3_value **argv)
+{
+	(void)argc;
+	const gsd_audit *a = sqlite3_user_data(cx);
+	sqlite3_result_int64(cx, (sqlite3_int64)gsd_wire_packet_out(
+	                                 &a->wire, (uint64_t)sqlite3_value_int64(argv[0])));
+}
+
+/*
+ * Schema 7: packets.id holds each packet's wire id. Rows written by an older daemon get it
+ * here, once (the packet numbers do not change, and the key is the file's), in one
+ * transaction; a file with none missing costs one index lookup.
+ */
+static int fill_packet_ids(gsd_audit *a)
+{
+	if (a->null_sink)
+		return SQLITE_OK;
+	int rc = sqlite3_create_function(a->db, "gs_packet_id", 1,
+	                                 SQLITE_UTF8 | SQLITE_DETERMINISTIC, a, sql_packet_id, NULL,
+	                                 NULL);
+	char *msg = NULL;
+	if (rc == SQLITE_OK)
+		rc = sqlite3_exec(a->db,
+		                  "UPDATE packets SET id = gs_packet_id(packet) WHERE id IS NULL",
+		                  NULL, NULL, &msg);
+	if (rc == SQLITE_OK && sqlite3_changes(a->db) > 0)
+		GSD_INFO("audit: gave %d rows of an older file their client ids (packets.id)",
+		         sqlite3_changes(a->db));
+	if (rc != SQLITE_OK)
+		GSD_ERROR("audit: cannot fill packets.id: %s", msg ? msg : sqlite3_errmsg(a->db));
+	sqlite3_free(msg);
+	sqlite3_create_function(a->db, "gs_packet_id", 1, SQLITE_UTF8, NULL, NULL, NULL, NULL);
 	return rc;
 }
 
@@ -2016,6 +2064,14 @@ static int apply_schema(sqlite3 *db)
 		rc = sqlite3_exec(db,
 		                  "ALTER TABLE packet_allocations RENAME TO packet_allocations_v3",
 		                  NULL, NULL, &msg);
+		if (rc != SQLITE_OK)
+			goto rollback;
+	}
+	/* Schema 7's packets.id, added to an older file's table before the schema indexes it. */
+	if (old_version < 7 && has_column(db, "packets", "packet") == 1 &&
+	    has_column(db, "packets", "id") == 0) {
+		rc = sqlite3_exec(db, "ALTER TABLE packets ADD COLUMN id INTEGER", NULL, NULL,
+		                  &msg);
 		if (rc != SQLITE_OK)
 			goto rollback;
 	}
@@ -2390,7 +2446,7 @@ int gsd_audit_open(const char *path, const gsd_audit_options *opt, gsd_audit **o
 	a->retain_packets = o.retain_packets;
 
 	if (open_db(a, path, o.sync_full) != SQLITE_OK || remember_file(a, path) != 0 ||
-	    load_wire_key(a) != SQLITE_OK)
+	    load_wire_key(a) != SQLITE_OK || fill_packet_ids(a) != SQLITE_OK)
 		goto fail;
 	if (reconcile(a) != SQLITE_OK)
 		goto fail;

@@ -7,7 +7,8 @@
 #   vidsch/  the scheduler: never rpc/
 #   vidmm/   the memory manager: never rpc/ or vidsch/ (the scheduler calls it, not back)
 #   engine/  the backends: only engine/, core/log.h, core/list.h, core/util.h and the wire contract
-#   audit/   the audit: only audit/, core/log.h, core/list.h, core/util.h and the wire contract
+#   audit/   the audit: only audit/, core/log.h, core/list.h, core/util.h, core/wire_id.h (packets.id
+#            is the wire id) and the wire contract
 #   core/    the shared model: never rpc/; from vidsch/ and vidmm/ only the self-contained data
 #            structures it embeds (LEAF below), which include nothing of the daemon but
 #            core/list.h and each other
@@ -66,6 +67,7 @@ check_file() {
 		engine | audit)
 			case "$target" in
 			core/log.h | core/list.h | core/util.h) ;;
+			core/wire_id.h) [ "$layer" = audit ] || violation "$f" "$line" "engine/ must not include $target" ;;
 			*) violation "$f" "$line" "$layer/ must not include $target (it is below every daemon layer)" ;;
 			esac
 			;;

@@ -728,28 +728,15 @@ static void test_time_range_and_order(void **state)
 	history(fx->path, &f, &h);
 	assert_int_equal(h.count, 30);
 	gsd_history_result_free(&h);
-	/* A fence is one node's: (adapter, node, fence) triples, any of which matches. */
+	/* A fence is a context's: the filter matches the column, alone or with the context. */
 	f = filter("alpha");
-	const gsd_history_fence one[] = {{1, 1, 170}, {1, 0, 170}, {0, 0, 180}};
-	f.fences = one;
-	f.nfences = 3;
+	f.fence = 170;
 	history(fx->path, &f, &h);
 	assert_ids(&h, (const uint64_t[]){17}, 1);
 	gsd_history_result_free(&h);
-	const gsd_history_fence elsewhere[] = {{1, 1, 170}, {0, 0, 170}, {2, 0, 170}};
-	f.fences = elsewhere;
+	f.fence = 175; /* no packet has it */
 	history(fx->path, &f, &h);
 	assert_int_equal(h.count, 0);
-	gsd_history_result_free(&h);
-	/* As many as the filter takes. */
-	gsd_history_fence many[GSD_HISTORY_FENCES_MAX];
-	for (size_t i = 0; i < GSD_HISTORY_FENCES_MAX; i++)
-		many[i] = (gsd_history_fence){(uint32_t)i % 16, (uint32_t)i / 16, 10 * (i + 1)};
-	f.fences = many;
-	f.nfences = GSD_HISTORY_FENCES_MAX;
-	history(fx->path, &f, &h);
-	/* (1, 0, fence) is entry 1 (fence 20, packet 2); every other entry is another node. */
-	assert_ids(&h, (const uint64_t[]){2}, 1);
 	gsd_history_result_free(&h);
 	gsd_audit_close(a);
 }
@@ -1138,10 +1125,16 @@ static void test_chain_verifies_and_finds_edits(void **state)
 	        "INSERT INTO packets SELECT 999, tenant, device, context, adapter, node, fence,"
 	        " submit_flags, patch_flags, dma_size, allocation_count, patch_count, state,"
 	        " state_name, submitted_ns, ready_ns, started_ns, completed_ns, preemptions,"
-	        " resubmissions, result FROM packets WHERE packet = 1");
+	        " resubmissions, result, id + 1 FROM packets WHERE packet = 1");
 	assert_false(rep.ok);
 	assert_string_equal(rep.bad_table, "packets");
 	assert_int_equal(rep.bad_row, 999);
+	/* A client's id pointed at another packet's row. */
+	rep = tampered(fx->path, "pktid", "UPDATE packets SET id = id + 1 WHERE packet = 2");
+	assert_false(rep.ok);
+	assert_string_equal(rep.bad_table, "packets");
+	assert_int_equal(rep.bad_row, 2);
+	assert_non_null(strstr(rep.why, "client id"));
 	assert_true(verify_file(fx->path).schema_checked);
 
 	/* Issue 26, item 6: what verified OK on main c4ca6f6. A removed row of a table updated in
@@ -2863,10 +2856,15 @@ static void test_old_file_upgraded(void **state)
 	                                     " 'index' AND tbl_name IN ('moves',"
 	                                     " 'packet_allocations')"),
 	                 5);
-	/* Version 3 reads history in submission order: the packet-ordered indexes went. */
+	/* Version 3 reads history in submission order: the packet-ordered indexes went;
+	 * version 7 finds a packet by its client id and by its context's fence. */
 	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM sqlite_master WHERE type ="
 	                                     " 'index' AND tbl_name = 'packets'"),
-	                 3);
+	                 5);
+	/* Every row of the older file got its client id. */
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packets WHERE id IS NULL"), 0);
+	assert_int_equal(query_int(fx->path, "SELECT count(DISTINCT id) FROM packets"),
+	                 query_int(fx->path, "SELECT count(*) FROM packets"));
 	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM sqlite_master WHERE name"
 	                                     " LIKE 'packets_tenant%_time'"),
 	                 3);
