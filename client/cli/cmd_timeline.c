@@ -1,9 +1,11 @@
 /*
  * gpusched timeline: the schedule of a time range as one self-contained picture, in the spirit
  * of GPUView: an engine per lane, each run of a packet a box coloured by its context (paging
- * packets grey), preemptions and resets marked, the packets in flight on each engine drawn
- * under its lane, a time axis, and hover text with each packet's details. SVG, alone or in an
- * HTML page; nothing is fetched from the network to view it.
+ * packets grey) and named by the context's short label (c1, c2, ... in the order the contexts
+ * first submitted), preemptions and resets marked, the packets in flight on each engine drawn
+ * under its lane, a time axis, a legend in as many rows as it needs (each label with its
+ * tenant and context id), and hover text with each packet's details. SVG, alone or in an HTML
+ * page that fits its window's width; nothing is fetched from the network to view it.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -18,8 +20,10 @@ static const char timeline_help[] =
         "Usage: gpusched timeline [--since T] [--until T] [-o FILE] [--max-packets N]\n"
         "                         [--width PX] [--json]\n"
         "Draws the schedule of your packets submitted in the range as one picture: a lane per\n"
-        "engine, each run of a packet a box coloured by its context (the memory manager's\n"
-        "paging packets grey), red marks where a run was preempted and black ones where a\n"
+        "engine, each run of a packet a box coloured by its context and labelled with the\n"
+        "context's short name (c1, c2, ...; the legend under the lanes gives each one's tenant\n"
+        "and context id; the memory manager's paging packets grey), red marks where a run\n"
+        "was preempted and black ones where a\n"
         "reset aborted it or it faulted, the packets in flight on each engine under its lane,\n"
         "and a time axis. Hover a box for the packet's id, context, fence, flags, how long it\n"
         "ran and how the run ended. A FILE ending in .svg gets the bare SVG; anything else an\n"
@@ -31,7 +35,8 @@ static const char timeline_help[] =
         "  -o, --output FILE      where to write it (default timeline.html)\n"
         "  --max-packets N        at most N packets, the oldest first (default 20000)\n"
         "  --width PX             width of the drawing (default 1600)\n"
-        "  --json                 print {file, packets, runs, markers, lanes}\n";
+        "  --json                 print {file, packets, contexts, runs, markers, lanes,\n"
+        "                         truncated}\n";
 
 typedef struct timeline_args {
 	cli_schedule_args sched;
@@ -50,6 +55,14 @@ static const cli_opt timeline_opts[] = {
 #define DEPTH_H 26.0
 #define GAP     22.0
 
+/* A context of the schedule: its short label is c<number>, numbered in the order the contexts
+ * first appear in the schedule (the oldest packet first). */
+typedef struct ctx_label {
+	uint64_t context;
+	const char *tenant;
+	size_t number; /* 1.. */
+} ctx_label;
+
 typedef struct drawing {
 	FILE *f;
 	const cli_schedule *s;
@@ -58,7 +71,53 @@ typedef struct drawing {
 	uint32_t nodes[64];
 	size_t nlanes;
 	uint64_t runs, markers;
+	ctx_label *ctxs;  /* by number */
+	ctx_label *by_id; /* the same, sorted by context id */
+	size_t nctx;
+	size_t legend_cols, legend_rows;
+	double legend_col_w;
 } drawing;
+
+#define LEGEND_ROW_H 18.0
+#define CHAR_W       6.6 /* a generous average width of an 11px sans-serif character */
+
+static int cmp_ctx_id(const void *x, const void *y)
+{
+	const ctx_label *a = x, *b = y;
+	return (a->context > b->context) - (a->context < b->context);
+}
+
+/* The label of a client context (NULL: not in the schedule). */
+static const ctx_label *label_of(const drawing *d, uint64_t context)
+{
+	ctx_label key = {.context = context};
+	return bsearch(&key, d->by_id, d->nctx, sizeof(*d->by_id), cmp_ctx_id);
+}
+
+/* Numbers the contexts of the client packets in the order they first appear. */
+static int label_contexts(drawing *d)
+{
+	const cli_schedule *s = d->s;
+	d->ctxs = calloc(s->nrecs + 1, sizeof(*d->ctxs));
+	d->by_id = calloc(s->nrecs + 1, sizeof(*d->by_id));
+	if (!d->ctxs || !d->by_id)
+		return -1;
+	for (size_t i = 0; i < s->nrecs; i++) {
+		const gs_packet_record *r = &s->recs[i];
+		if ((r->submit_flags & GS_SUBMIT_PAGING) || label_of(d, r->context))
+			continue;
+		ctx_label l = {.context = r->context, .tenant = r->tenant, .number = d->nctx + 1};
+		d->ctxs[d->nctx] = l;
+		/* Insertion keeps by_id sorted: one memmove per new context. */
+		size_t at = 0;
+		while (at < d->nctx && d->by_id[at].context < l.context)
+			at++;
+		memmove(&d->by_id[at + 1], &d->by_id[at], (d->nctx - at) * sizeof(*d->by_id));
+		d->by_id[at] = l;
+		d->nctx++;
+	}
+	return 0;
+}
 
 static double xof(const drawing *d, uint64_t ns)
 {
@@ -80,10 +139,38 @@ static size_t lane_of(const drawing *d, uint32_t node)
 	return 0;
 }
 
-static void color_of(uint64_t context, char *out, size_t cap)
+/* The colour of the context numbered n: the golden angle between consecutive hues keeps any
+ * two far apart, and three lightnesses and two saturations in turn set neighbours apart
+ * further; the hue in tenths of a degree, so that no two of the first thousand are equal. */
+static void color_of(size_t n, char *out, size_t cap)
 {
-	double hue = fmod((double)context * 137.508, 360.0);
-	snprintf(out, cap, "hsl(%.0f,65%%,52%%)", hue);
+	double hue = fmod((double)n * 137.50776, 360.0);
+	snprintf(out, cap, "hsl(%.1f,%d%%,%d%%)", hue, (n / 3) % 2 ? 55 : 75,
+	         38 + (int)(n % 3) * 12);
+}
+
+/* A legend entry's text: "c7 tenant, context 1234". */
+static void legend_text(const ctx_label *l, char *out, size_t cap)
+{
+	snprintf(out, cap, "c%zu %s, context %" PRIu64, l->number, l->tenant ? l->tenant : "",
+	         l->context);
+}
+
+/* Lays the legend out in columns as wide as its longest entry, as many as the width holds. */
+static void legend_layout(drawing *d)
+{
+	size_t longest = 0;
+	char text[256];
+	for (size_t i = 0; i < d->nctx; i++) {
+		legend_text(&d->ctxs[i], text, sizeof text);
+		if (strlen(text) > longest)
+			longest = strlen(text);
+	}
+	d->legend_col_w = 16 + (double)longest * CHAR_W + 18;
+	double avail = d->width - LEFT - RIGHT;
+	d->legend_cols = avail > d->legend_col_w ? (size_t)(avail / d->legend_col_w) : 1;
+	/* The first row holds the marks (paging, preempted, reset); then the contexts. */
+	d->legend_rows = 1 + (d->nctx + d->legend_cols - 1) / d->legend_cols;
 }
 
 /* Text for SVG: &, <, > and quotes escaped. */
@@ -162,27 +249,39 @@ static void lanes(drawing *d)
 			running[k] = 0;
 			double x0 = xof(d, st->time_ns), x1 = xof(d, e->time_ns);
 			bool paging = r->submit_flags & GS_SUBMIT_PAGING;
-			if (paging)
-				snprintf(color, sizeof(color), "#9a9a9a");
+			const ctx_label *l = paging ? NULL : label_of(d, r->context);
+			if (l)
+				color_of(l->number, color, sizeof(color));
 			else
-				color_of(r->context, color, sizeof(color));
+				snprintf(color, sizeof(color), "#9a9a9a");
 			gs_flags_format(gs_submit_flag_names, r->submit_flags, flags,
 			                sizeof(flags));
 			cli_format_duration(e->time_ns - st->time_ns, ran, sizeof(ran));
+			char label[32] = "paging";
+			if (l)
+				snprintf(label, sizeof label, "c%zu", l->number);
 			fprintf(d->f,
 			        "<rect class=\"run\" data-packet=\"%" PRIu64
-			        "\" x=\"%.2f\" y=\"%.1f\" "
+			        "\" data-label=\"%s\" x=\"%.2f\" y=\"%.1f\" "
 			        "width=\"%.2f\" height=\"%.1f\" fill=\"%s\" stroke=\"#222\" "
-			        "stroke-width=\"0.3\"><title>packet %" PRIu64 ", context %" PRIu64
-			        ", fence %" PRIu64 ", flags %s: ran %s, then %s",
-			        r->packet, x0, y + 3, x1 - x0 < 0.6 ? 0.6 : x1 - x0, LANE_H - 6,
-			        color, r->packet, r->context, r->fence, flags, ran,
-			        gs_packet_state_name(e->state));
+			        "stroke-width=\"0.3\"><title>%s: packet %" PRIu64
+			        ", context %" PRIu64 ", fence %" PRIu64
+			        ", flags %s: ran %s, then %s",
+			        r->packet, label, x0, y + 3, x1 - x0 < 0.6 ? 0.6 : x1 - x0,
+			        LANE_H - 6, color, label, r->packet, r->context, r->fence, flags,
+			        ran, gs_packet_state_name(e->state));
 			if (e->detail[0]) {
 				fputs(": ", d->f);
 				put_text(d->f, e->detail);
 			}
 			fputs("</title></rect>\n", d->f);
+			/* The label inside a box wide enough for it. */
+			if (x1 - x0 >= 8 + CHAR_W * (double)strlen(label))
+				fprintf(d->f,
+				        "<text class=\"runlabel\" x=\"%.2f\" y=\"%.1f\" "
+				        "font-size=\"11\" fill=\"#fff\" "
+				        "pointer-events=\"none\">%s</text>\n",
+				        x0 + 4, y + LANE_H / 2 + 4, label);
 			d->runs++;
 		}
 		if (e->state == GS_PACKET_RUNNING)
@@ -260,47 +359,43 @@ static void in_flight(drawing *d)
 	free(steps);
 }
 
+/* The marks' row, then one entry per context, row by row. */
 static void legend(drawing *d, double y)
 {
-	const cli_schedule *s = d->s;
-	char color[32];
-	uint64_t shown[24];
-	size_t nshown = 0;
+	char color[32], text[256];
 	double x = LEFT;
 	fprintf(d->f, "<g class=\"legend\" font-size=\"11\">\n");
-	for (size_t i = 0; i < s->nrecs && nshown < 24; i++) {
-		const gs_packet_record *r = &s->recs[i];
-		if (r->submit_flags & GS_SUBMIT_PAGING)
-			continue;
-		bool seen = false;
-		for (size_t j = 0; j < nshown; j++)
-			seen |= shown[j] == r->context;
-		if (seen)
-			continue;
-		shown[nshown++] = r->context;
-		color_of(r->context, color, sizeof(color));
-		fprintf(d->f,
-		        "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"%s\"/>"
-		        "<text x=\"%.1f\" y=\"%.1f\">context %" PRIu64 "</text>\n",
-		        x, y, color, x + 16, y + 10, r->context);
-		x += 100;
-	}
 	fprintf(d->f,
 	        "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"#9a9a9a\"/>"
 	        "<text x=\"%.1f\" y=\"%.1f\">paging</text>"
 	        "<path d=\"M%.1f %.1f l-4 -7 h8 z\" fill=\"#d62728\"/><text x=\"%.1f\" "
 	        "y=\"%.1f\">preempted</text>"
 	        "<path d=\"M%.1f %.1f l-4 -7 h8 z\" fill=\"#000\"/><text x=\"%.1f\" "
-	        "y=\"%.1f\">reset or fault</text>\n</g>\n",
+	        "y=\"%.1f\">reset or fault</text>\n",
 	        x, y, x + 16, y + 10, x + 84, y + 11, x + 92, y + 10, x + 170, y + 11, x + 178,
 	        y + 10);
+	for (size_t i = 0; i < d->nctx; i++) {
+		double ex = LEFT + (double)(i % d->legend_cols) * d->legend_col_w;
+		double ey = y + LEGEND_ROW_H * (double)(1 + i / d->legend_cols);
+		color_of(d->ctxs[i].number, color, sizeof(color));
+		legend_text(&d->ctxs[i], text, sizeof text);
+		fprintf(d->f,
+		        "<rect class=\"ctx\" data-label=\"c%zu\" x=\"%.1f\" y=\"%.1f\" "
+		        "width=\"12\" "
+		        "height=\"12\" fill=\"%s\"/><text class=\"ctx\" x=\"%.1f\" y=\"%.1f\">",
+		        d->ctxs[i].number, ex, ey, color, ex + 16, ey + 10);
+		put_text(d->f, text);
+		fputs("</text>\n", d->f);
+	}
+	fputs("</g>\n", d->f);
 }
 
 static void draw(drawing *d, bool html)
 {
 	const cli_schedule *s = d->s;
 	double bottom = lane_y(d->nlanes) - GAP + 6;
-	double height = bottom + 60;
+	legend_layout(d);
+	double height = bottom + 30 + LEGEND_ROW_H * (double)d->legend_rows + 12;
 	char start[40], span[24];
 	cli_format_time(d->t0, start, sizeof(start));
 	cli_format_duration(d->t1 - d->t0, span, sizeof(span));
@@ -308,7 +403,8 @@ static void draw(drawing *d, bool html)
 		fprintf(d->f,
 		        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
 		        "<title>gpusched timeline</title><style>body{font-family:sans-serif;"
-		        "margin:16px;background:#fff}rect.run:hover{stroke-width:2}</style></head>"
+		        "margin:8px;background:#fff}svg{max-width:100%%;height:auto}"
+		        "rect.run:hover{stroke-width:2}</style></head>"
 		        "<body><h2>gpusched timeline: %zu packets from %s over %s</h2>\n",
 		        s->nrecs, start, span);
 	fprintf(d->f,
@@ -344,6 +440,13 @@ int cmd_timeline(cli *ctx, int argc, char **argv)
 	if (rv != CLI_CONTINUE)
 		return rv;
 	drawing d = {.s = &s, .width = a.width, .t0 = UINT64_MAX};
+	if (label_contexts(&d) != 0) {
+		cli_warn(ctx, "out of memory");
+		free(d.ctxs);
+		free(d.by_id);
+		cli_schedule_free(&s);
+		return CLI_EXIT_DAEMON;
+	}
 	for (size_t i = 0; i < s.nrecs; i++) {
 		const gs_packet_record *r = &s.recs[i];
 		if (r->submitted_ns && r->submitted_ns < d.t0)
@@ -367,6 +470,8 @@ int cmd_timeline(cli *ctx, int argc, char **argv)
 	d.f = fopen(a.sched.output, "w");
 	if (!d.f) {
 		cli_warn(ctx, "cannot write %s", a.sched.output);
+		free(d.ctxs);
+		free(d.by_id);
 		cli_schedule_free(&s);
 		return CLI_EXIT_DAEMON;
 	}
@@ -374,17 +479,23 @@ int cmd_timeline(cli *ctx, int argc, char **argv)
 	bool ok = fclose(d.f) == 0;
 	if (!ok) {
 		cli_warn(ctx, "cannot write %s", a.sched.output);
+		free(d.ctxs);
+		free(d.by_id);
 		cli_schedule_free(&s);
 		return CLI_EXIT_DAEMON;
 	}
 	if (ctx->json)
-		cli_json_print(json_pack("{s:s, s:I, s:I, s:I, s:I}", "file", a.sched.output,
-		                         "packets", (json_int_t)s.nrecs, "runs", (json_int_t)d.runs,
-		                         "markers", (json_int_t)d.markers, "lanes",
-		                         (json_int_t)d.nlanes));
+		cli_json_print(json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:b}", "file",
+		                         a.sched.output, "packets", (json_int_t)s.nrecs, "contexts",
+		                         (json_int_t)d.nctx, "runs", (json_int_t)d.runs, "markers",
+		                         (json_int_t)d.markers, "lanes", (json_int_t)d.nlanes,
+		                         "truncated", s.truncated));
 	else
-		printf("%s: %zu packets, %" PRIu64 " runs on %zu engines, %" PRIu64 " markers\n",
-		       a.sched.output, s.nrecs, d.runs, d.nlanes, d.markers);
+		printf("%s: %zu packets of %zu contexts, %" PRIu64 " runs on %zu engines, %" PRIu64
+		       " markers\n",
+		       a.sched.output, s.nrecs, d.nctx, d.runs, d.nlanes, d.markers);
+	free(d.ctxs);
+	free(d.by_id);
 	cli_schedule_free(&s);
 	return CLI_EXIT_OK;
 }
