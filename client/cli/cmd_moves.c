@@ -155,7 +155,15 @@ int cmd_moves(cli *ctx, int argc, char **argv)
 	if (rv != CLI_CONTINUE)
 		return rv;
 	rv = gs_moves(ctx->client, &filter, &moves, &n);
+	int st = rv;
 	rv = cli_list_result(ctx, rv, moves, n, sizeof(*moves), cli_json_move, print_moves);
+	/* A full page is never cut silently (on stderr, so --json stays an array). */
+	if (st == 0 && n > 0 && n == (filter.limit ? filter.limit : 100))
+		cli_warn(
+		        ctx,
+		        "%zu moves, the limit (--limit, at most 10000): there may be more; the next"
+		        " page: --before %" PRIu64,
+		        n, moves[n - 1].seq);
 	gs_moves_free(moves, n);
 	return rv;
 }

@@ -39,8 +39,8 @@ static const char trace_help[] =
         "                         now); default everything\n"
         "  -o, --output FILE      where to write it (default trace.json; - for stdout)\n"
         "  --max-packets N        at most N packets, the oldest first (default 100000)\n"
-        "  --json                 print {file, packets, events, slices, markers, flows} (the\n"
-        "                         trace itself always goes to the file)\n";
+        "  --json                 print {file, packets, events, slices, markers, flows,\n"
+        "                         truncated} (the trace itself always goes to the file)\n";
 
 typedef struct trace_args {
 	cli_schedule_args sched;
@@ -333,11 +333,11 @@ int cmd_trace(cli *ctx, int argc, char **argv)
 		return CLI_EXIT_DAEMON;
 	}
 	if (ctx->json && !to_stdout)
-		cli_json_print(json_pack("{s:s, s:I, s:I, s:I, s:I, s:I}", "file", a.sched.output,
-		                         "packets", (json_int_t)t.s.nrecs, "events",
+		cli_json_print(json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:b}", "file",
+		                         a.sched.output, "packets", (json_int_t)t.s.nrecs, "events",
 		                         (json_int_t)t.s.nevs, "slices", (json_int_t)t.slices,
 		                         "markers", (json_int_t)t.markers, "flows",
-		                         (json_int_t)t.flows));
+		                         (json_int_t)t.flows, "truncated", t.s.truncated));
 	else if (!to_stdout)
 		printf("%s: %zu packets, %" PRIu64 " slices, %" PRIu64 " markers, %" PRIu64
 		       " flows (open it in ui.perfetto.dev or chrome://tracing)\n",

@@ -77,6 +77,16 @@ done < <(jq -r '.[] | "\(.packet_id) \(.context) \(.fence) \(.state)"' "$dir/his
 	head -25)
 [ "$checked" -eq 25 ] || fail "checked $checked packets"
 
+# A full page says so, with the next page's cursor, which gives the next page.
+g history --json --limit 5 >"$dir/page1.json" 2>"$dir/page1.err"
+cursor=$(grep -o -- '--before [0-9]*' "$dir/page1.err") || fail "a full page said nothing: $(cat "$dir/page1.err")"
+g history --json --limit 5 $cursor >"$dir/page2.json" 2>/dev/null
+jq -e --slurpfile p1 "$dir/page1.json" --slurpfile h "$dir/history.json" \
+	'map(.packet_id) == ($h[0][5:10] | map(.packet_id)) and ($p1[0] | map(.packet_id)) ==
+	($h[0][0:5] | map(.packet_id))' "$dir/page2.json" >/dev/null || fail "paging by the note's cursor"
+g history --json --limit 10000 >/dev/null 2>"$dir/all.err"
+[ ! -s "$dir/all.err" ] || fail "a page short of the limit warned: $(cat "$dir/all.err")"
+
 # A context's fences count its packets: 1..k, in submission order.
 ctx=$(jq '[.[] | select(.state == "COMPLETED")][0].context' "$dir/history.json")
 g history --json --context "$ctx" --oldest-first --limit 10000 |
