@@ -116,6 +116,7 @@ enum {
 	GS_SEED_EVENTS_WINDOW,
 	GS_SEED_EXPLAIN,
 	GS_SEED_USAGE,
+	GS_SEED_CONTEXT_QUERY,
 	GS_SEED_COUNT
 };
 
@@ -161,6 +162,7 @@ static inline uint8_t *gs_fuzz_seed(int which, const gs_fuzz_handles *h, uint64_
 	Gpusched__V1__ContextDestroyRequest cd = GPUSCHED__V1__CONTEXT_DESTROY_REQUEST__INIT;
 	Gpusched__V1__ContextSetPriorityRequest cp =
 	        GPUSCHED__V1__CONTEXT_SET_PRIORITY_REQUEST__INIT;
+	Gpusched__V1__ContextQueryRequest cq = GPUSCHED__V1__CONTEXT_QUERY_REQUEST__INIT;
 	Gpusched__V1__AllocationCreateRequest ac = GPUSCHED__V1__ALLOCATION_CREATE_REQUEST__INIT;
 	Gpusched__V1__AllocationDestroyRequest ad = GPUSCHED__V1__ALLOCATION_DESTROY_REQUEST__INIT;
 	Gpusched__V1__AllocationQueryRequest aq = GPUSCHED__V1__ALLOCATION_QUERY_REQUEST__INIT;
@@ -545,6 +547,11 @@ static inline uint8_t *gs_fuzz_seed(int which, const gs_fuzz_handles *h, uint64_
 		us.since_ns = 1;
 		rq.body_case = GPUSCHED__V1__REQUEST__BODY_USAGE;
 		rq.usage = &us;
+		break;
+	case GS_SEED_CONTEXT_QUERY:
+		cq.context = h->context;
+		rq.body_case = GPUSCHED__V1__REQUEST__BODY_CONTEXT_QUERY;
+		rq.context_query = &cq;
 		break;
 	default:
 		return NULL;
