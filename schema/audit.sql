@@ -80,9 +80,12 @@ DROP INDEX IF EXISTS packets_tenant_state;
 CREATE INDEX IF NOT EXISTS packets_tenant_time ON packets (tenant, submitted_ns);
 CREATE INDEX IF NOT EXISTS packets_tenant_context_time ON packets (tenant, context, submitted_ns);
 CREATE INDEX IF NOT EXISTS packets_tenant_state_time ON packets (tenant, state, submitted_ns);
--- A client's packet id finds its row; a context's fence finds its packet.
+-- A client's packet id finds its row. (A context's fence needs no index of its own: the
+-- tenant's context index narrows it to the context's packets. An index on (context, fence)
+-- cost 6 % of batched submission throughput, this one 14 %: each insert lands at a random
+-- place of it, as the ids are random.)
+DROP INDEX IF EXISTS packets_context_fence;
 CREATE INDEX IF NOT EXISTS packets_id ON packets (id);
-CREATE INDEX IF NOT EXISTS packets_context_fence ON packets (context, fence);
 
 -- Append-only: one row per state change of a packet, in the order the daemon saw them. The
 -- packet's tenant is in packets; the state's name in packet_states.
