@@ -520,7 +520,12 @@ int main(int argc, char **argv)
 		fprintf(stderr, "bench: cannot start gpuschedd\n");
 		return 1;
 	}
+	uint64_t cpu0 = gs_test_proc_cpu_ns(d.pid);
 	run_submit(o.tcp ? tcp_url : d.url, &o, &cb, &qm);
+	/* The daemon's CPU per request of both measurements, warm-ups included. */
+	uint64_t sent = cb.requests + qm.requests + 2 * o.warmup;
+	double cpu_us =
+	        sent ? (double)(gs_test_proc_cpu_ns(d.pid) - cpu0) / 1000.0 / (double)sent : 0;
 	rc = gs_testd_stop(&d);
 	if (rc != 0)
 		gs_testd_dump_log(&d);
@@ -542,6 +547,7 @@ int main(int argc, char **argv)
 	fprintf(out, "%-28s %12.0f %8s\n", "echo, pipelined", echo.rps, "1");
 	fprintf(out, "%-28s %12.0f %8.3f\n", "submit, callback completion", cb.rps, rcb);
 	fprintf(out, "%-28s %12.0f %8.3f\n", "submit, queue completion", qm.rps, rq);
+	fprintf(out, "daemon CPU per submission (all its threads): %.1f us\n", cpu_us);
 	if (echo.error[0])
 		fprintf(out, "echo: %s\n", echo.error);
 	if (cb.error[0])
@@ -553,9 +559,9 @@ int main(int argc, char **argv)
 		       "bytes\":%zu,"
 		       "\"requests\":%" PRIu64 ",\"echo_rps\":%.1f,\"submit_callback_rps\":%.1f,"
 		       "\"submit_queue_rps\":%.1f,\"ratio_callback\":%.4f,\"ratio_queue\":%.4f,"
-		       "\"errors\":%d}\n",
+		       "\"errors\":%d,\"daemon_cpu_us\":%.2f}\n",
 		       o.tcp ? "tcp" : "ipc", o.inflight, payload, o.count, echo.rps, cb.rps,
 		       qm.rps, rcb, rq,
-		       (echo.error[0] != 0) + (cb.error[0] != 0) + (qm.error[0] != 0));
+		       (echo.error[0] != 0) + (cb.error[0] != 0) + (qm.error[0] != 0), cpu_us);
 	return echo.error[0] || cb.error[0] || qm.error[0] || rc != 0 ? 1 : 0;
 }

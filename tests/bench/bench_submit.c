@@ -74,6 +74,9 @@ typedef struct measure {
 	double seconds;
 	double rps;
 	double p50_us, p90_us, p99_us, max_us;
+	/* The daemon's CPU time (all its threads) over the measurement, warm-up included, per
+	 * request sent; 0 for the echo server, which runs in this process. */
+	double daemon_cpu_us;
 	int errors;
 	char error[256];
 } measure;
@@ -388,9 +391,10 @@ static double percentile_us(const uint32_t *sorted, uint64_t n, double p)
 
 /* Runs one measurement: nclients threads against url. */
 static void measure_run(kind k, const char *url, size_t payload, int nclients, const options *o,
-                        measure *out)
+                        pid_t daemon, measure *out)
 {
 	memset(out, 0, sizeof(*out));
+	uint64_t cpu0 = daemon ? gs_test_proc_cpu_ns(daemon) : 0;
 	run r = {.k = k, .url = url, .payload = payload, .o = o, .nclients = nclients};
 	r.clients = calloc((size_t)nclients, sizeof(*r.clients));
 	if (!r.clients) {
@@ -453,6 +457,10 @@ static void measure_run(kind k, const char *url, size_t payload, int nclients, c
 		free(all);
 	}
 	out->requests = total;
+	uint64_t sent = total + o->warmup * (uint64_t)nclients;
+	if (daemon && sent)
+		out->daemon_cpu_us =
+		        (double)(gs_test_proc_cpu_ns(daemon) - cpu0) / 1000.0 / (double)sent;
 	out->seconds = last > first ? last - first : 0;
 	out->rps = out->seconds > 0 ? (double)total / out->seconds : 0;
 	for (int i = 0; i < nclients; i++)
@@ -600,14 +608,18 @@ static void print_table(FILE *out, const result *res, int n, size_t payload, con
 	        "%" PRIu64 " requests per measurement, %" PRIu64 " warm-up requests per client, "
 	        "%ld CPUs\n\n",
 	        payload, o->seconds, o->count, o->warmup, sysconf(_SC_NPROCESSORS_ONLN));
-	fprintf(out, "%-9s %7s %12s %12s %7s %9s %9s %9s %9s\n", "transport", "clients",
-	        "echo req/s", "submit req/s", "ratio", "echo p50", "sub p50", "sub p99", "sub max");
+	fprintf(out, "%-9s %7s %12s %12s %7s %9s %9s %9s %9s %11s\n", "transport", "clients",
+	        "echo req/s", "submit req/s", "ratio", "echo p50", "sub p50", "sub p99", "sub max",
+	        "daemon CPU");
 	for (int i = 0; i < n; i++) {
 		const result *r = &res[i];
 		double ratio = r->echo.rps > 0 ? r->submit.rps / r->echo.rps : 0;
-		fprintf(out, "%-9s %7d %12.0f %12.0f %7.3f %7.1fus %7.1fus %7.1fus %7.1fus%s\n",
+		fprintf(out,
+		        "%-9s %7d %12.0f %12.0f %7.3f %7.1fus %7.1fus %7.1fus %7.1fus "
+		        "%6.1fus/req%s\n",
 		        transport_names[r->tr], r->clients, r->echo.rps, r->submit.rps, ratio,
 		        r->echo.p50_us, r->submit.p50_us, r->submit.p99_us, r->submit.max_us,
+		        r->submit.daemon_cpu_us,
 		        r->echo.errors || r->submit.errors ? "  (errors)" : "");
 	}
 	for (int i = 0; i < n; i++) {
@@ -645,10 +657,11 @@ static void print_table(FILE *out, const result *res, int n, size_t payload, con
 		const result *r = &res[i];
 		fprintf(out,
 		        "audit on vs a null audit sink, %d client%s, %s: %.0f vs %.0f req/s, ratio "
-		        "%.3f (target >= 0.9)%s\n",
+		        "%.3f (target >= 0.9); daemon CPU %.1f vs %.1f us per request%s\n",
 		        r->clients, r->clients == 1 ? "" : "s", transport_names[r->tr],
 		        r->submit.rps, r->unaudited.rps,
 		        r->unaudited.rps > 0 ? r->submit.rps / r->unaudited.rps : 0,
+		        r->submit.daemon_cpu_us, r->unaudited.daemon_cpu_us,
 		        r->unaudited.errors ? "  (errors)" : "");
 	}
 	for (int i = 0; i < n; i++) {
@@ -671,11 +684,11 @@ static void print_json(const result *r, size_t payload)
 {
 	if (r->unaudited.requests)
 		printf("{\"bench\":\"audit_cost\",\"transport\":\"%s\",\"clients\":%d,"
-		       "\"audited_rps\":%.1f,\"unaudited_rps\":%.1f,\"ratio\":%.4f,\"errors\":%d}"
-		       "\n",
+		       "\"audited_rps\":%.1f,\"unaudited_rps\":%.1f,\"ratio\":%.4f,\"errors\":%d,"
+		       "\"audited_daemon_cpu_us\":%.2f,\"unaudited_daemon_cpu_us\":%.2f}\n",
 		       transport_names[r->tr], r->clients, r->submit.rps, r->unaudited.rps,
 		       r->unaudited.rps > 0 ? r->submit.rps / r->unaudited.rps : 0,
-		       r->unaudited.errors);
+		       r->unaudited.errors, r->submit.daemon_cpu_us, r->unaudited.daemon_cpu_us);
 	if (r->complete.requests)
 		printf("{\"bench\":\"completion\",\"transport\":\"%s\",\"clients\":%d,"
 		       "\"complete_p50_us\":%.2f,\"complete_p99_us\":%.2f,\"echo_p50_us\":%.2f,"
@@ -693,11 +706,11 @@ static void print_json(const result *r, size_t payload)
 	       "\"echo_p50_us\":%.2f,\"echo_p99_us\":%.2f,"
 	       "\"submit_rps\":%.1f,\"submit_requests\":%" PRIu64 ",\"submit_seconds\":%.3f,"
 	       "\"submit_p50_us\":%.2f,\"submit_p90_us\":%.2f,\"submit_p99_us\":%.2f,"
-	       "\"submit_max_us\":%.2f,\"ratio\":%.4f,\"errors\":%d}\n",
+	       "\"submit_max_us\":%.2f,\"ratio\":%.4f,\"errors\":%d,\"daemon_cpu_us\":%.2f}\n",
 	       transport_names[r->tr], r->clients, payload, r->echo.rps, r->echo.requests,
 	       r->echo.seconds, r->echo.p50_us, r->echo.p99_us, r->submit.rps, r->submit.requests,
 	       r->submit.seconds, r->submit.p50_us, r->submit.p90_us, r->submit.p99_us,
-	       r->submit.max_us, ratio, r->echo.errors + r->submit.errors);
+	       r->submit.max_us, ratio, r->echo.errors + r->submit.errors, r->submit.daemon_cpu_us);
 }
 
 /* ---- main ---- */
@@ -732,7 +745,7 @@ static int run_echo(const options *o, size_t payload, result *res, int nres)
 		return -1;
 	}
 	for (int i = 0; i < nres; i++)
-		measure_run(K_ECHO, urls[res[i].tr], payload, res[i].clients, o, &res[i].echo);
+		measure_run(K_ECHO, urls[res[i].tr], payload, res[i].clients, o, 0, &res[i].echo);
 	gs_echo_stop(&e);
 	char sock[400];
 	snprintf(sock, sizeof(sock), "%s/echo.sock", dir);
@@ -772,11 +785,12 @@ static int run_submit(const options *o, size_t payload, result *res, int nres, b
 	        tcp_url, d.db);
 	for (int i = 0; i < nres; i++) {
 		const char *url = res[i].tr == T_IPC ? d.url : tcp_url;
-		measure_run(K_SUBMIT, url, payload, res[i].clients, o,
+		measure_run(K_SUBMIT, url, payload, res[i].clients, o, d.pid,
 		            null_audit ? &res[i].unaudited : &res[i].submit);
 		if (o->completion && !null_audit) {
-			measure_run(K_COMPLETE, url, payload, res[i].clients, o, &res[i].complete);
-			measure_run(K_COMPLETE1, url, payload, res[i].clients, o,
+			measure_run(K_COMPLETE, url, payload, res[i].clients, o, d.pid,
+			            &res[i].complete);
+			measure_run(K_COMPLETE1, url, payload, res[i].clients, o, d.pid,
 			            &res[i].complete1);
 		}
 	}

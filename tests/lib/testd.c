@@ -1,5 +1,6 @@
 #include "testd.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -21,6 +22,32 @@ uint64_t gs_test_mono_ns(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t gs_test_proc_cpu_ns(pid_t pid)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+	DIR *d = opendir(path);
+	if (!d)
+		return 0;
+	uint64_t sum = 0;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		char stat[320];
+		snprintf(stat, sizeof stat, "/proc/%d/task/%s/schedstat", (int)pid, e->d_name);
+		FILE *f = fopen(stat, "r");
+		unsigned long long ns = 0;
+		if (f) {
+			if (fscanf(f, "%llu", &ns) == 1)
+				sum += ns;
+			fclose(f);
+		}
+	}
+	closedir(d);
+	return sum;
 }
 
 long long gs_test_now_ms(void)

@@ -44,5 +44,9 @@ long long gs_test_now_ms(void);
 /* The same clock in nanoseconds, and in seconds (for benchmarks). */
 uint64_t gs_test_mono_ns(void);
 double gs_test_mono_s(void);
+/* CPU time a process's threads have run, in nanoseconds (the sum of the first field of
+ * /proc/PID/task/TID/schedstat over its threads now); 0 when it cannot be read. Benchmarks
+ * take it before and after a measurement to print the daemon's CPU per request. */
+uint64_t gs_test_proc_cpu_ns(pid_t pid);
 
 #endif
