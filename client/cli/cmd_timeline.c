@@ -79,7 +79,10 @@ typedef struct drawing {
 } drawing;
 
 #define LEGEND_ROW_H 18.0
-#define CHAR_W       6.6 /* a generous average width of an 11px sans-serif character */
+/* Contexts named in the legend at most; a last row says how many more there are (their runs
+ * still carry their labels and hover text). */
+#define LEGEND_MAX 1000
+#define CHAR_W     6.6 /* a generous average width of an 11px sans-serif character */
 
 static int cmp_ctx_id(const void *x, const void *y)
 {
@@ -94,7 +97,24 @@ static const ctx_label *label_of(const drawing *d, uint64_t context)
 	return bsearch(&key, d->by_id, d->nctx, sizeof(*d->by_id), cmp_ctx_id);
 }
 
-/* Numbers the contexts of the client packets in the order they first appear. */
+/* By context id, then by first appearance (number holds a record's index while sorting). */
+static int cmp_ctx_first(const void *x, const void *y)
+{
+	const ctx_label *a = x, *b = y;
+	if (a->context != b->context)
+		return (a->context > b->context) - (a->context < b->context);
+	return (a->number > b->number) - (a->number < b->number);
+}
+
+static int cmp_ctx_number(const void *x, const void *y)
+{
+	const ctx_label *a = x, *b = y;
+	return (a->number > b->number) - (a->number < b->number);
+}
+
+/* Numbers the contexts of the client packets in the order they first appear: every record's
+ * context sorted by id and first appearance, one entry kept per context (by_id), then the
+ * same entries by first appearance, numbered (ctxs). O(n log n) in the packets. */
 static int label_contexts(drawing *d)
 {
 	const cli_schedule *s = d->s;
@@ -102,20 +122,21 @@ static int label_contexts(drawing *d)
 	d->by_id = calloc(s->nrecs + 1, sizeof(*d->by_id));
 	if (!d->ctxs || !d->by_id)
 		return -1;
-	for (size_t i = 0; i < s->nrecs; i++) {
-		const gs_packet_record *r = &s->recs[i];
-		if ((r->submit_flags & GS_SUBMIT_PAGING) || label_of(d, r->context))
-			continue;
-		ctx_label l = {.context = r->context, .tenant = r->tenant, .number = d->nctx + 1};
-		d->ctxs[d->nctx] = l;
-		/* Insertion keeps by_id sorted: one memmove per new context. */
-		size_t at = 0;
-		while (at < d->nctx && d->by_id[at].context < l.context)
-			at++;
-		memmove(&d->by_id[at + 1], &d->by_id[at], (d->nctx - at) * sizeof(*d->by_id));
-		d->by_id[at] = l;
-		d->nctx++;
-	}
+	size_t n = 0;
+	for (size_t i = 0; i < s->nrecs; i++)
+		if (!(s->recs[i].submit_flags & GS_SUBMIT_PAGING))
+			d->by_id[n++] = (ctx_label){.context = s->recs[i].context,
+			                            .tenant = s->recs[i].tenant,
+			                            .number = i};
+	qsort(d->by_id, n, sizeof(*d->by_id), cmp_ctx_first);
+	for (size_t i = 0; i < n; i++)
+		if (i == 0 || d->by_id[i].context != d->by_id[i - 1].context)
+			d->ctxs[d->nctx++] = d->by_id[i];
+	qsort(d->ctxs, d->nctx, sizeof(*d->ctxs), cmp_ctx_number);
+	for (size_t i = 0; i < d->nctx; i++)
+		d->ctxs[i].number = i + 1;
+	memcpy(d->by_id, d->ctxs, d->nctx * sizeof(*d->by_id));
+	qsort(d->by_id, d->nctx, sizeof(*d->by_id), cmp_ctx_id);
 	return 0;
 }
 
@@ -159,9 +180,9 @@ static void legend_text(const ctx_label *l, char *out, size_t cap)
 /* Lays the legend out in columns as wide as its longest entry, as many as the width holds. */
 static void legend_layout(drawing *d)
 {
-	size_t longest = 0;
+	size_t longest = 0, shown = d->nctx < LEGEND_MAX ? d->nctx : LEGEND_MAX;
 	char text[256];
-	for (size_t i = 0; i < d->nctx; i++) {
+	for (size_t i = 0; i < shown; i++) {
 		legend_text(&d->ctxs[i], text, sizeof text);
 		if (strlen(text) > longest)
 			longest = strlen(text);
@@ -169,8 +190,9 @@ static void legend_layout(drawing *d)
 	d->legend_col_w = 16 + (double)longest * CHAR_W + 18;
 	double avail = d->width - LEFT - RIGHT;
 	d->legend_cols = avail > d->legend_col_w ? (size_t)(avail / d->legend_col_w) : 1;
-	/* The first row holds the marks (paging, preempted, reset); then the contexts. */
-	d->legend_rows = 1 + (d->nctx + d->legend_cols - 1) / d->legend_cols;
+	/* The first row holds the marks (paging, preempted, reset); then the contexts, and one
+	 * for the rest beyond LEGEND_MAX. */
+	d->legend_rows = 1 + (shown + d->legend_cols - 1) / d->legend_cols + (shown < d->nctx);
 }
 
 /* Text for SVG: &, <, > and quotes escaped. */
@@ -374,7 +396,8 @@ static void legend(drawing *d, double y)
 	        "y=\"%.1f\">reset or fault</text>\n",
 	        x, y, x + 16, y + 10, x + 84, y + 11, x + 92, y + 10, x + 170, y + 11, x + 178,
 	        y + 10);
-	for (size_t i = 0; i < d->nctx; i++) {
+	size_t shown = d->nctx < LEGEND_MAX ? d->nctx : LEGEND_MAX;
+	for (size_t i = 0; i < shown; i++) {
 		double ex = LEFT + (double)(i % d->legend_cols) * d->legend_col_w;
 		double ey = y + LEGEND_ROW_H * (double)(1 + i / d->legend_cols);
 		color_of(d->ctxs[i].number, color, sizeof(color));
@@ -387,6 +410,17 @@ static void legend(drawing *d, double y)
 		put_text(d->f, text);
 		fputs("</text>\n", d->f);
 	}
+	if (shown < d->nctx)
+		fprintf(d->f,
+		        "<text x=\"%.1f\" y=\"%.1f\">and %zu more contexts, c%zu to c%zu (their "
+		        "runs"
+		        " carry their labels; hover one for its context)</text>\n",
+		        LEFT,
+		        y +
+		                LEGEND_ROW_H * (double)(1 + (shown + d->legend_cols - 1) /
+		                                                    d->legend_cols) +
+		                10,
+		        d->nctx - shown, shown + 1, d->nctx);
 	fputs("</g>\n", d->f);
 }
 
