@@ -34,6 +34,11 @@ static void usage(FILE *out)
 	        "                        (or ipc:///tmp/gpusched-$UID/gpusched.sock)\n"
 	        "  -d, --db PATH         SQLite audit file (default ./gpusched-audit.db)\n"
 	        "  -c, --config FILE     JSON configuration (see deploy/gpuschedd.example.json)\n"
+	        "      --check-config FILE  check FILE (with the other options given) and exit:\n"
+	        "                        print the effective configuration as JSON, every key\n"
+	        "                        with its value, defaults included, tokens as salted\n"
+	        "                        hashes (exit 0); or each error, with its key and why,\n"
+	        "                        unknown (misspelt) keys included (exit 1)\n"
 	        "      --clock MODE      wall (engines take real time) or virtual (SPIN is\n"
 	        "                        instant, time is simulated); default wall\n"
 	        "  -e, --events URL      obsolete, ignored: events are read with EventsWait on\n"
@@ -85,7 +90,8 @@ enum {
 	OPT_METRICS,
 	OPT_HASH_TOKEN,
 	OPT_AUDIT_MAP_ID,
-	OPT_AUDIT_WIRE_ID
+	OPT_AUDIT_WIRE_ID,
+	OPT_CHECK_CONFIG
 };
 
 /*
@@ -172,6 +178,7 @@ typedef struct cli_opts {
 	bool bench_null_audit;
 	bool bench_writer_commits;
 	bool with_vulkan;
+	bool check_config;   /* --check-config FILE: config is FILE; print, then exit */
 	const char *map_id;  /* --audit-map-id: a wire value to the file's */
 	const char *wire_id; /* --audit-wire-id: the file's value to the wire's */
 } cli_opts;
@@ -233,6 +240,7 @@ static int parse_args(int argc, char **argv, cli_opts *o)
 	        {"hash-token", no_argument, NULL, OPT_HASH_TOKEN},
 	        {"audit-map-id", required_argument, NULL, OPT_AUDIT_MAP_ID},
 	        {"audit-wire-id", required_argument, NULL, OPT_AUDIT_WIRE_ID},
+	        {"check-config", required_argument, NULL, OPT_CHECK_CONFIG},
 	        {"help", no_argument, NULL, 'h'},
 	        {"version", no_argument, NULL, 'V'},
 	        {NULL, 0, NULL, 0}};
@@ -251,6 +259,10 @@ static int parse_args(int argc, char **argv, cli_opts *o)
 			break;
 		case OPT_HASH_TOKEN:
 			exit(hash_token());
+		case OPT_CHECK_CONFIG:
+			o->config = optarg;
+			o->check_config = true;
+			break;
 		case 'h':
 			usage(stdout);
 			exit(0);
@@ -275,6 +287,14 @@ static int apply_args(gsd_config *cfg, const cli_opts *o)
 	char err[512];
 	if (o->config && gsd_config_load(cfg, o->config, err, sizeof(err)) != 0) {
 		fprintf(stderr, "gpuschedd: %s\n", err);
+		return 1;
+	}
+	/* A key nothing reads is a warning when the daemon starts, an error when checking: it
+	 * is most likely misspelt, and its setting is not in force. */
+	if (o->check_config && cfg->unknown_keys) {
+		fprintf(stderr, "gpuschedd: %s: %u unknown key%s (named above): nothing reads %s\n",
+		        o->config, cfg->unknown_keys, cfg->unknown_keys == 1 ? "" : "s",
+		        cfg->unknown_keys == 1 ? "it" : "them");
 		return 1;
 	}
 	if (o->nlisten) {
@@ -393,6 +413,16 @@ int main(int argc, char **argv)
 		return rc;
 	if (o.map_id || o.wire_id)
 		return map_id(cfg.db_path, o.map_id ? o.map_id : o.wire_id, o.wire_id != NULL);
+	if (o.check_config) {
+		char *text = gsd_config_dump(&cfg);
+		if (!text) {
+			fprintf(stderr, "gpuschedd: out of memory\n");
+			return 1;
+		}
+		printf("%s\n", text);
+		free(text);
+		return 0;
+	}
 	gsd_log_set_level(cfg.log_level);
 	signal(SIGPIPE, SIG_IGN);
 	/* A file-size limit makes the audit's writes fail (and submissions be refused) rather

@@ -138,9 +138,11 @@ static bool cfg_was_read(const cfg_err *e, const json_t *obj, const char *key)
 }
 
 /* Warns of every key of obj (at `path`) that the loader never asked for: it does nothing, and
- * is most likely misspelt. Looks inside the objects and arrays of objects it did read. */
-static void warn_unread(const cfg_err *e, const json_t *obj, const char *path)
+ * is most likely misspelt. Looks inside the objects and arrays of objects it did read. Returns
+ * how many there are. */
+static uint32_t warn_unread(const cfg_err *e, const json_t *obj, const char *path)
 {
+	uint32_t n = 0;
 	const char *key;
 	json_t *v;
 	json_object_foreach((json_t *)obj, key, v)
@@ -149,17 +151,19 @@ static void warn_unread(const cfg_err *e, const json_t *obj, const char *path)
 		snprintf(sub, sizeof(sub), "%s%s%s", path, path[0] ? "." : "", key);
 		if (!cfg_was_read(e, obj, key)) {
 			GSD_WARN("config: unknown key \"%s\" ignored (misspelt?)", sub);
+			n++;
 			continue;
 		}
 		if (json_is_object(v))
-			warn_unread(e, v, sub);
+			n += warn_unread(e, v, sub);
 		for (size_t i = 0; json_is_array(v) && i < json_array_size(v); i++) {
 			char elem[300];
 			snprintf(elem, sizeof(elem), "%s[%zu]", sub, i);
 			if (json_is_object(json_array_get(v, i)))
-				warn_unread(e, json_array_get(v, i), elem);
+				n += warn_unread(e, json_array_get(v, i), elem);
 		}
 	}
+	return n;
 }
 
 static int fail(cfg_err *e, const char *fmt, const char *key)
@@ -647,7 +651,7 @@ int gsd_config_load(gsd_config *c, const char *path, char *err, size_t errcap)
 				goto out;
 	}
 	rc = 0;
-	warn_unread(&e, root, "");
+	c->unknown_keys = warn_unread(&e, root, "");
 out:
 	free(e.read);
 	json_decref(root);
@@ -762,13 +766,173 @@ int gsd_config_validate(const gsd_config *c, char *err, size_t errcap)
 			return -1;
 		}
 	}
+	/* Two tenants with one credential: the same token, or the same hash text (a token given
+	 * once as token_hash and once in the clear is not found: the hash is salted). Tenants
+	 * given by token_hash have no token to compare. */
 	for (uint32_t i = 0; i < c->ntenants; i++)
-		for (uint32_t j = 0; j < i; j++)
-			if (!strcmp(c->tenants[i].name, c->tenants[j].name) ||
-			    !strcmp(c->tenants[i].token, c->tenants[j].token)) {
+		for (uint32_t j = 0; j < i; j++) {
+			const gsd_tenant_config *a = &c->tenants[i], *b = &c->tenants[j];
+			bool hashed = a->token_hash[0] || b->token_hash[0];
+			if (!strcmp(a->name, b->name) || (!hashed && !strcmp(a->token, b->token)) ||
+			    (a->token_hash[0] && !strcmp(a->token_hash, b->token_hash))) {
 				snprintf(err, errcap, "tenant names and tokens must be unique (%s)",
 				         c->tenants[i].name);
 				return -1;
 			}
+		}
 	return 0;
+}
+
+/* ---- the effective configuration, as a file would give it ---- */
+
+static const char *const log_levels[] = {"error", "warn", "info", "debug"};
+static const char *const auth_mode_names[] = {"default", "none", "optional", "required"};
+
+static json_t *adapter_json(const gsd_adapter_config *a)
+{
+	json_t *nodes = json_array(), *segs = json_array();
+	for (uint32_t i = 0; i < a->nnodes; i++)
+		json_array_append_new(nodes, json_pack("{s:s, s:s, s:b}", "name", a->nodes[i].name,
+		                                       "kind", node_kinds[a->nodes[i].kind],
+		                                       "paging", a->nodes[i].paging));
+	for (uint32_t i = 0; i < a->nsegments; i++) {
+		const gsd_segment_config *s = &a->segments[i];
+		json_array_append_new(
+		        segs, json_pack("{s:I, s:s, s:s, s:I, s:b}", "id", (json_int_t)s->id,
+		                        "name", s->name, "kind", segment_kinds[s->kind], "size",
+		                        (json_int_t)s->size, "cpu_visible", s->cpu_visible));
+	}
+	return json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:o, s:o, s:I}", "name", a->name,
+	                 "backend", a->backend, "device", a->device, "local_memory",
+	                 local_memories[a->local_memory], "policy",
+	                 gsd_share_policy_name(a->share_policy), "time_slice_us",
+	                 (json_int_t)a->time_slice_us, "nodes", nodes, "segments", segs,
+	                 "system_memory", (json_int_t)a->system_memory);
+}
+
+/* A tenant's token is never printed: a fresh salted hash of it stands in (it authenticates
+ * the same token when the output is used as a file). */
+static json_t *tenant_json(const gsd_tenant_config *t)
+{
+	char hash[160] = "";
+	if (t->token_hash[0])
+		snprintf(hash, sizeof hash, "%s", t->token_hash);
+	else if (t->token[0] && gsd_token_hash_text(t->token, hash, sizeof hash) != 0)
+		snprintf(hash, sizeof hash, "(cannot hash)");
+	json_t *o = json_pack("{s:s, s:s}", "name", t->name, "kind", tenant_kinds[t->kind]);
+	if (hash[0])
+		json_object_set_new(o, "token_hash", json_string(hash));
+#define GSD_TENANT_SETTING_JSON(f)                                                                 \
+	json_object_set_new(o, #f,                                                                 \
+	                    _Generic((t->f), bool                                                  \
+	                             : json_boolean((bool)(t->f)), default                         \
+	                             : json_integer((json_int_t)(t->f))));
+	GSD_TENANT_SETTINGS(GSD_TENANT_SETTING_JSON)
+#undef GSD_TENANT_SETTING_JSON
+	return o;
+}
+
+char *gsd_config_dump(const gsd_config *c)
+{
+	json_t *listen = json_array(), *adapters = json_array(), *tenants = json_array();
+	for (uint32_t i = 0; i < c->nlisten; i++) {
+		if (!c->listen_ca[i][0] && !c->listen_tenants[i][0]) {
+			json_array_append_new(listen, json_string(c->listen[i]));
+			continue;
+		}
+		json_t *l = json_pack("{s:s}", "url", c->listen[i]);
+		if (c->listen_ca[i][0])
+			json_object_set_new(l, "ca_file", json_string(c->listen_ca[i]));
+		if (c->listen_tenants[i][0]) {
+			json_t *names = json_array();
+			char buf[sizeof c->listen_tenants[i]];
+			snprintf(buf, sizeof buf, "%s", c->listen_tenants[i]);
+			for (char *save = NULL, *n = strtok_r(buf, ",", &save); n;
+			     n = strtok_r(NULL, ",", &save))
+				json_array_append_new(names, json_string(n));
+			json_object_set_new(l, "tenants", names);
+		}
+		json_array_append_new(listen, l);
+	}
+	for (uint32_t i = 0; i < c->nadapters; i++)
+		json_array_append_new(adapters, adapter_json(&c->adapters[i]));
+	for (uint32_t i = 0; i < c->ntenants; i++)
+		json_array_append_new(tenants, tenant_json(&c->tenants[i]));
+	char mode[8];
+	snprintf(mode, sizeof mode, "0%03o", c->ipc_mode);
+	json_t *o = json_pack(
+	        "{s:o, s:s, s:I, s:s, s:s, s:s, s:b, s:I, s:{s:I, s:I}, s:s}", "listen", listen,
+	        "db", c->db_path, "events_buffer", (json_int_t)c->events_buffer, "metrics",
+	        c->metrics_url, "clock", c->virtual_clock ? "virtual" : "wall", "log_level",
+	        c->log_level >= 0 && c->log_level <= 3 ? log_levels[c->log_level] : "info",
+	        "audit_sync_full", c->audit_sync_full, "wal_limit", (json_int_t)c->wal_limit,
+	        "audit_retention", "max_age_s", (json_int_t)c->retention_age_s, "max_packets",
+	        (json_int_t)c->retention_packets, "ipc_mode", mode);
+	if (c->ipc_group[0])
+		json_object_set_new(o, "ipc_group", json_string(c->ipc_group));
+	if (c->tls.cert_key_file[0])
+		json_object_set_new(o, "tls",
+		                    json_pack("{s:s, s:s, s:s}", "cert_key_file",
+		                              c->tls.cert_key_file, "ca_file", c->tls.ca_file,
+		                              "auth_mode", auth_mode_names[c->tls.auth_mode]));
+	static const struct {
+		const char *key;
+		size_t off;
+		bool wide;
+	} limits[] = {
+#define L32(k) {#k, offsetof(gsd_config, k), false}
+#define L64(k)                                                                                     \
+	{                                                                                          \
+#k, offsetof(gsd_config, k), true                                                  \
+	}
+	        L64(max_message),
+	        L32(max_dma_buffer),
+	        L32(max_allocation_list),
+	        L32(max_patch_list),
+	        L32(max_batch),
+	        L32(max_devices),
+	        L32(rpc_workers),
+	        L32(max_workers),
+	        L32(max_inflight_requests),
+	        L64(max_inflight_bytes),
+	        L32(max_waits_per_connection),
+	        L32(max_wait_ms),
+	        L32(max_connections),
+	        L32(max_connections_per_peer),
+	        L32(handshake_timeout_ms),
+	        L32(max_handshakes),
+	        L32(unauthenticated_max_message),
+	        L32(max_bad_tokens_per_second),
+	        L32(max_queued_packets),
+	        L32(max_syncs),
+	        L32(max_kernels),
+	        L64(max_kernel_bytes),
+	        L32(shutdown_grace_ms),
+	        L32(quantum_us),
+	        L32(tdr_delay_ms),
+	        L32(tdr_limit_count),
+	        L32(tdr_limit_time_ms),
+	        L32(starvation_ms),
+	        L32(refresh_hz),
+	        L64(paging_chunk),
+#undef L32
+#undef L64
+	};
+	for (size_t i = 0; i < sizeof limits / sizeof limits[0]; i++) {
+		const char *at = (const char *)c + limits[i].off;
+		uint64_t v;
+		if (limits[i].wide) {
+			memcpy(&v, at, sizeof v);
+		} else {
+			uint32_t v32;
+			memcpy(&v32, at, sizeof v32);
+			v = v32;
+		}
+		json_object_set_new(o, limits[i].key, json_integer((json_int_t)v));
+	}
+	json_object_set_new(o, "adapters", adapters);
+	json_object_set_new(o, "tenants", tenants);
+	char *text = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+	json_decref(o);
+	return text;
 }

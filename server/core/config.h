@@ -170,6 +170,8 @@ typedef struct gsd_config {
 	gsd_adapter_config adapters[GSD_MAX_ADAPTERS];
 	uint32_t ntenants;
 	gsd_tenant_config tenants[GSD_MAX_TENANTS];
+	uint32_t unknown_keys; /* keys of the file nothing reads (warned of; --check-config: errors)
+	                        */
 } gsd_config;
 
 /* Fills the built-in defaults: one emulated adapter with a 3D, a compute and a copy (paging)
@@ -189,5 +191,9 @@ int gsd_config_add_vulkan(gsd_config *c, char *err, size_t cap);
  * called once the file and the command line have chosen the backends. */
 void gsd_config_backend_defaults(gsd_config *c);
 int gsd_config_validate(const gsd_config *c, char *err, size_t errcap);
+/* The effective configuration as JSON text a file could give (malloc'd; NULL without memory):
+ * every key with its value, defaults included; tenants' tokens as salted hashes (token_hash),
+ * never in the clear. gpuschedd --check-config prints it. */
+char *gsd_config_dump(const gsd_config *c);
 
 #endif
