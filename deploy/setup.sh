@@ -12,6 +12,8 @@ PACKAGES=(
   jq                              # tests: the CLI's --json ids round-trip through jq
   libsodium-dev                   # BLAKE2b of the audit's hash chain and of tenant tokens
   libmicrohttpd-dev               # the /metrics endpoint's HTTP server (connection and header limits)
+  libsystemd-dev                  # sd_notify: readiness, status and the watchdog under systemd
+  systemd                         # test_units: systemd-analyze verify of deploy/*.service
   libvulkan-dev glslc             # the vulkan backend and its compute kernels (SPIR-V at build time)
   mesa-vulkan-drivers             # lavapipe: a conformant Vulkan driver on the CPU, for tests and CI
   spirv-tools                     # users' kernels: the SPIR-V validator (libSPIRV-Tools, C API)

@@ -7,6 +7,7 @@
 #include "core/tenant.h"
 #include "core/wire_id.h"
 #include "lifecycle.h"
+#include "notify.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -370,6 +371,7 @@ static void raise_open_file_limit(void)
 /* ---- stopping: wait (bounded) for running packets, then leave the loop ---- */
 
 static uint64_t g_stop_deadline;
+static gsd_notify g_notify; /* systemd: READY, STATUS, WATCHDOG, STOPPING (notify.h) */
 
 static void stop_poll(uv_timer_t *t)
 {
@@ -381,6 +383,7 @@ static void stop_poll(uv_timer_t *t)
 		uv_close((uv_handle_t *)t, NULL);
 		uv_close((uv_handle_t *)&d->sigint, NULL);
 		uv_close((uv_handle_t *)&d->sigterm, NULL);
+		gsd_notify_close(&g_notify);
 		uv_stop(d->loop);
 	}
 }
@@ -391,6 +394,7 @@ static void on_signal(uv_signal_t *s, int signum)
 	if (d->stopping)
 		return;
 	GSD_INFO("received %s", signum == SIGINT ? "SIGINT" : "SIGTERM");
+	gsd_notify_stopping(&g_notify);
 	gsd_daemon_stop(d);
 	g_stop_deadline = gsd_now_ns() + (uint64_t)d->cfg.shutdown_grace_ms * 1000000u;
 	/* Completions arrive as interrupts on the loop; this timer only checks whether the
@@ -456,6 +460,7 @@ int main(int argc, char **argv)
 	GSD_INFO("audit file %s", cfg.db_path);
 	printf("gpuschedd %s ready on %s\n", GS_VERSION, cfg.listen[0]);
 	fflush(stdout);
+	gsd_notify_ready(&g_notify, &d, loop);
 
 	uv_run(loop, UV_RUN_DEFAULT);
 	gsd_daemon_destroy(&d);
