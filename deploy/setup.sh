@@ -14,6 +14,7 @@ PACKAGES=(
   libmicrohttpd-dev               # the /metrics endpoint's HTTP server (connection and header limits)
   libsystemd-dev                  # sd_notify: readiness, status and the watchdog under systemd
   systemd                         # test_units: systemd-analyze verify of deploy/*.service
+  help2man                        # man pages from the programs' --help
   libvulkan-dev glslc             # the vulkan backend and its compute kernels (SPIR-V at build time)
   mesa-vulkan-drivers             # lavapipe: a conformant Vulkan driver on the CPU, for tests and CI
   spirv-tools                     # users' kernels: the SPIR-V validator (libSPIRV-Tools, C API)
