@@ -343,6 +343,35 @@ int gs_context_destroy(gs_client *c, uint64_t context);
 int gs_context_set_priority(gs_client *c, uint64_t context, uint32_t priority_class,
                             int32_t priority);
 
+/* ---------------------------------------------------------------------------------------- */
+/* Maintenance (administrators)                                                              */
+/* ---------------------------------------------------------------------------------------- */
+
+typedef struct gs_drain_report {
+	uint64_t packets_at_start;  /* not yet final when the drain began */
+	uint64_t packets_finished;  /* ended during the drain */
+	uint64_t packets_cancelled; /* cancelled at the timeout */
+	uint32_t waited_ms;
+	bool timed_out;
+} gs_drain_report;
+
+/* Drains the daemon for maintenance: no new devices or contexts (UNAVAILABLE), the work of
+ * the existing ones goes on; answered once no packet is left, or at timeout_ms (0: 60000)
+ * when the queued ones are cancelled; then the daemon stops and exits 0. Waits up to the
+ * client's timeout plus timeout_ms. GS_STATUS_BUSY while another drain runs. */
+int gs_admin_drain(gs_client *c, uint32_t timeout_ms, gs_drain_report *out);
+
+typedef struct gs_admin_status {
+	char state[16]; /* "serving", "draining" or "stopping" */
+	char version[32];
+	uint64_t uptime_ns;
+	uint32_t tenants;
+	uint64_t packets_in_flight; /* every tenant's */
+	uint32_t drain_left_ms;     /* draining: until the drain's timeout */
+	uint64_t drain_packets_at_start;
+} gs_admin_status;
+int gs_admin_status_get(gs_client *c, gs_admin_status *out);
+
 /* A context's fences (docs/wddm.md, Fences): its n-th accepted packet has fence n, and its
  * packets end in fence order, so a packet with fence <= completed_fence has ended. */
 typedef struct gs_context_status {

@@ -314,6 +314,53 @@ int gs_context_query(gs_client *c, uint64_t context, gs_context_status *out)
 	                     copy_context_status, out);
 }
 
+/* ---- maintenance ------------------------------------------------------------------------ */
+
+int gs_admin_drain(gs_client *c, uint32_t timeout_ms, gs_drain_report *out)
+{
+	Gpusched__V1__AdminDrainRequest body = GPUSCHED__V1__ADMIN_DRAIN_REQUEST__INIT;
+	Gpusched__V1__Response *resp = NULL;
+
+	body.timeout_ms = timeout_ms;
+	body.confirm = "drain";
+	/* The answer comes at the drain's end: up to its timeout, and the daemon's margin. */
+	int rv = gsc_call(c, GSC_REQ(ADMIN_DRAIN), &body, GSC_RESP(ADMIN_DRAIN),
+	                  (timeout_ms ? timeout_ms : 60000u) + 10000u, &resp);
+	if (rv == 0 && out) {
+		const Gpusched__V1__AdminDrainResponse *r = resp->admin_drain;
+		*out = (gs_drain_report){.packets_at_start = r->packets_at_start,
+		                         .packets_finished = r->packets_finished,
+		                         .packets_cancelled = r->packets_cancelled,
+		                         .waited_ms = r->waited_ms,
+		                         .timed_out = r->timed_out};
+	}
+	gsc_response_free(resp);
+	return rv;
+}
+
+static void copy_admin_status(void *out, const ProtobufCMessage *answer)
+{
+	const Gpusched__V1__AdminStatusResponse *r =
+	        (const Gpusched__V1__AdminStatusResponse *)answer;
+	gs_admin_status *s = out;
+
+	*s = (gs_admin_status){.uptime_ns = r->uptime_ns,
+	                       .tenants = r->tenants,
+	                       .packets_in_flight = r->packets_in_flight,
+	                       .drain_left_ms = r->drain_left_ms,
+	                       .drain_packets_at_start = r->drain_packets_at_start};
+	snprintf(s->state, sizeof s->state, "%s", r->state ? r->state : "");
+	snprintf(s->version, sizeof s->version, "%s", r->version ? r->version : "");
+}
+
+int gs_admin_status_get(gs_client *c, gs_admin_status *out)
+{
+	Gpusched__V1__AdminStatusRequest body = GPUSCHED__V1__ADMIN_STATUS_REQUEST__INIT;
+
+	return gsc_call_copy(c, GSC_REQ(ADMIN_STATUS), &body, GSC_RESP(ADMIN_STATUS),
+	                     copy_admin_status, out);
+}
+
 /* ---- allocations ------------------------------------------------------------------------ */
 
 static void copy_placement(void *out, const ProtobufCMessage *answer)

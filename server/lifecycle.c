@@ -364,6 +364,7 @@ void gsd_daemon_stop(gsd_daemon *d)
 {
 	if (d->stopping)
 		return;
+	gsd_rpc_drain_stop(d);
 	d->stopping = true;
 	GSD_INFO("stopping: no new requests; cancelling queued packets");
 	/* The listeners stay open: in nng closing one closes every connection it accepted, and

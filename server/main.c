@@ -388,12 +388,9 @@ static void stop_poll(uv_timer_t *t)
 	}
 }
 
-static void on_signal(uv_signal_t *s, int signum)
+/* A stop: no new requests, queued packets cancelled, running ones given the grace period. */
+static void begin_stop(gsd_daemon *d)
 {
-	gsd_daemon *d = s->data;
-	if (d->stopping)
-		return;
-	GSD_INFO("received %s", signum == SIGINT ? "SIGINT" : "SIGTERM");
 	gsd_notify_stopping(&g_notify);
 	gsd_daemon_stop(d);
 	g_stop_deadline = gsd_now_ns() + (uint64_t)d->cfg.shutdown_grace_ms * 1000000u;
@@ -402,6 +399,22 @@ static void on_signal(uv_signal_t *s, int signum)
 	uv_timer_init(d->loop, &d->stop_timer);
 	d->stop_timer.data = d;
 	uv_timer_start(&d->stop_timer, stop_poll, 0, 10);
+}
+
+static void on_signal(uv_signal_t *s, int signum)
+{
+	gsd_daemon *d = s->data;
+	if (d->stopping)
+		return;
+	GSD_INFO("received %s", signum == SIGINT ? "SIGINT" : "SIGTERM");
+	begin_stop(d);
+}
+
+/* An administrator's drain is over (AdminDrain): the daemon stops, and exits 0. */
+static void on_drained(gsd_daemon *d)
+{
+	if (!d->stopping)
+		begin_stop(d);
 }
 
 int main(int argc, char **argv)
@@ -447,6 +460,7 @@ int main(int argc, char **argv)
 	d.sigint.data = d.sigterm.data = &d;
 	uv_signal_start(&d.sigint, on_signal, SIGINT);
 	uv_signal_start(&d.sigterm, on_signal, SIGTERM);
+	d.on_drained = on_drained;
 
 	for (uint32_t i = 0; i < d.nadapters; i++) {
 		const gsd_adapter *a = &d.adapters[i];

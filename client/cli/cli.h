@@ -197,6 +197,7 @@ int cmd_events(cli *ctx, int argc, char **argv);
 int cmd_stats(cli *ctx, int argc, char **argv);
 int cmd_device(cli *ctx, int argc, char **argv);
 int cmd_context(cli *ctx, int argc, char **argv);
+int cmd_admin(cli *ctx, int argc, char **argv);
 int cmd_alloc(cli *ctx, int argc, char **argv);
 int cmd_sync(cli *ctx, int argc, char **argv);
 int cmd_tenant(cli *ctx, int argc, char **argv);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -211,6 +212,94 @@ int cmd_context(cli *ctx, int argc, char **argv)
 	};
 
 	return cli_dispatch(ctx, sub, COUNT(sub), argc, argv, context_help);
+}
+
+/* ---- admin: drain and status ------------------------------------------------------------ */
+
+static const char admin_help[] =
+        "Usage: gpusched admin status [--json]\n"
+        "       gpusched admin drain [--timeout MS] [--json]\n"
+        "Administrators only.\n"
+        "status: the daemon's state (serving, draining or stopping), version, uptime, tenants\n"
+        "and packets in flight; while draining, the time left and the packets it began with.\n"
+        "drain: the step before an upgrade. The daemon takes no new devices or contexts\n"
+        "(UNAVAILABLE), lets the work of the existing ones finish, cancels what is still\n"
+        "queued at the timeout (default 60000 ms; at most the daemon's max_wait_ms), reports,\n"
+        "and stops (exit 0). Prints the report: packets at the start, finished, cancelled.\n"
+        "\n"
+        "Exit status: 0 done; 1 a daemon error (BUSY: a drain is under way); 3 no connection.\n";
+
+static int admin_status(cli *ctx, int argc, char **argv)
+{
+	gs_admin_status s;
+	char up[24];
+	int rv = cli_start(ctx, argc, argv, CLI_SIMPLE(admin_help, 0, 0, "no argument"), NULL);
+	if (rv != CLI_CONTINUE)
+		return rv;
+	rv = gs_admin_status_get(ctx->client, &s);
+	if (rv != 0)
+		return cli_fail(ctx, rv);
+	if (ctx->json) {
+		json_t *o = json_pack("{s:s, s:s, s:o, s:I, s:o}", "state", s.state, "version",
+		                      s.version, "uptime_ns", cli_json_u64(s.uptime_ns), "tenants",
+		                      (json_int_t)s.tenants, "packets_in_flight",
+		                      cli_json_u64(s.packets_in_flight));
+		if (strcmp(s.state, "draining") == 0) {
+			json_object_set_new(o, "drain_left_ms", json_integer(s.drain_left_ms));
+			json_object_set_new(o, "drain_packets_at_start",
+			                    cli_json_u64(s.drain_packets_at_start));
+		}
+		cli_json_print(o);
+		return CLI_EXIT_OK;
+	}
+	cli_format_duration(s.uptime_ns, up, sizeof(up));
+	printf("state              %s\n", s.state);
+	printf("version            %s\n", s.version);
+	printf("uptime             %s\n", up);
+	printf("tenants            %" PRIu32 "\n", s.tenants);
+	printf("packets in flight  %" PRIu64 "\n", s.packets_in_flight);
+	if (strcmp(s.state, "draining") == 0)
+		printf("drain              %" PRIu32 " ms left, %" PRIu64 " packets at its start\n",
+		       s.drain_left_ms, s.drain_packets_at_start);
+	return CLI_EXIT_OK;
+}
+
+static int admin_drain(cli *ctx, int argc, char **argv)
+{
+	static const cli_opt opts[] = {{"timeout", CLI_ARG_U32, 0, .min = 1, .max = 86400000}};
+	static const cli_syntax syntax = {admin_help, CLI_OPTS(opts), 0, 0, "no argument"};
+	uint32_t timeout_ms = 60000;
+	gs_drain_report r;
+	int rv = cli_start(ctx, argc, argv, &syntax, &timeout_ms);
+	if (rv != CLI_CONTINUE)
+		return rv;
+	if (isatty(STDERR_FILENO))
+		fprintf(stderr, "draining (at most %" PRIu32 " ms)...\n", timeout_ms);
+	rv = gs_admin_drain(ctx->client, timeout_ms, &r);
+	if (rv != 0)
+		return cli_fail(ctx, rv);
+	if (ctx->json) {
+		cli_json_print(json_pack("{s:o, s:o, s:o, s:I, s:b}", "packets_at_start",
+		                         cli_json_u64(r.packets_at_start), "packets_finished",
+		                         cli_json_u64(r.packets_finished), "packets_cancelled",
+		                         cli_json_u64(r.packets_cancelled), "waited_ms",
+		                         (json_int_t)r.waited_ms, "timed_out", r.timed_out));
+		return CLI_EXIT_OK;
+	}
+	printf("drained in %" PRIu32 " ms: %" PRIu64 " packets at the start, %" PRIu64
+	       " finished, %" PRIu64 " cancelled at the timeout; the daemon stops\n",
+	       r.waited_ms, r.packets_at_start, r.packets_finished, r.packets_cancelled);
+	return CLI_EXIT_OK;
+}
+
+int cmd_admin(cli *ctx, int argc, char **argv)
+{
+	static const cli_command sub[] = {
+	        {"status", "the daemon's state, tenants and packets in flight", admin_status},
+	        {"drain", "finish the work, take no more, stop: before an upgrade", admin_drain},
+	};
+
+	return cli_dispatch(ctx, sub, COUNT(sub), argc, argv, admin_help);
 }
 
 /* ---- sync ------------------------------------------------------------------------------- */

@@ -33,6 +33,7 @@ static const cli_command commands[] = {
         {"kernel", "create, list and destroy your SPIR-V kernels (kernel --help)", cmd_kernel},
         {"run", "run a SPIR-V kernel once over input files, outputs to files", cmd_run},
         {"tenant", "administer tenants (tenant --help)", cmd_tenant},
+        {"admin", "the daemon's state; drain it for maintenance (admin --help)", cmd_admin},
         {"audit", "verify the audit file's hash chain (audit --help)", cmd_audit},
 };
 

@@ -32,7 +32,7 @@
 
 #define GSD_ST(x) GPUSCHED__V1__STATUS__STATUS_##x
 
-#define GSD_STATS_BODIES   64  /* request kinds counted (Request body numbers) */
+#define GSD_STATS_BODIES   96  /* request kinds counted (Request body numbers, up to 95) */
 #define GSD_STATS_STATUSES 128 /* statuses counted */
 
 typedef struct gsd_stats {
@@ -96,6 +96,17 @@ struct gsd_daemon {
 	uint64_t use_seq; /* LRU clock of allocations */
 	uint64_t start_ns;
 	bool stopping;
+	/* AdminDrain (rpc/h_admin.c): no new devices or contexts; answered when no packet is left
+	 * or at the deadline, then on_drained (set by main) stops the daemon. */
+	struct {
+		bool on;
+		uint64_t started_ns, deadline_ns;
+		uint64_t packets_at_start, finished_at_start; /* d->stats.packets_* then */
+		gsd_waitq waiters; /* the drain call, woken with its report */
+		uv_timer_t timer;
+		char who[GSD_NAME_MAX * 2];
+	} drain;
+	void (*on_drained)(gsd_daemon *d);
 	uint32_t sched_held; /* while > 0, queued work is not started (gsd_vidsch_hold) */
 	uv_signal_t sigint, sigterm;
 	uv_timer_t stop_timer;

@@ -509,6 +509,152 @@ static void h_tenant_list(gsd_daemon *d, gsd_call *c)
 	GSD_REPLY(c, TENANT_LIST, tenant_list, &lr);
 }
 
+/* ---- maintenance: drain and status ---- */
+
+#define DRAIN_DEFAULT_MS 60000u
+#define DRAIN_CHECK_MS   20u
+
+/* The report a drain answers with (the event its waiters are woken with). */
+typedef struct drain_report {
+	Gpusched__V1__AdminDrainResponse r;
+} drain_report;
+
+static uint64_t packets_ended(const gsd_daemon *d)
+{
+	return d->stats.packets_completed + d->stats.packets_faulted + d->stats.packets_cancelled;
+}
+
+static void drain_answer(gsd_call *c, Gpusched__V1__AdminDrainResponse *r)
+{
+	GSD_REPLY(c, ADMIN_DRAIN, admin_drain, r);
+}
+
+static void drain_wake(gsd_waiter *w, void *event)
+{
+	drain_answer(gsd_call_of_waiter(w), &((drain_report *)event)->r);
+}
+
+/* The drain's caller gave up waiting (its own bound): it learns that the drain goes on. */
+static void drain_expired(gsd_call *c)
+{
+	gsd_waiter_cancel(&c->waiter);
+	gsd_call_error(c, GSD_ST(TIMEOUT), "the drain goes on; gpusched admin status follows it");
+}
+
+/* The end of a drain: at the deadline the packets still queued are cancelled; then the report,
+ * a note, and (unless the daemon stops already) the daemon stops. */
+static void drain_finish(gsd_daemon *d, bool stop_after)
+{
+	uint64_t now = gsd_now_ns();
+	bool timed_out = now >= d->drain.deadline_ns;
+	uv_timer_stop(&d->drain.timer);
+	uv_close((uv_handle_t *)&d->drain.timer, NULL);
+	drain_report rep;
+	gpusched__v1__admin_drain_response__init(&rep.r);
+	rep.r.packets_at_start = d->drain.packets_at_start;
+	rep.r.timed_out = timed_out && d->packets.count;
+	if (rep.r.timed_out) {
+		uint64_t before = d->stats.packets_cancelled;
+		for (uint32_t i = 0; i < d->nadapters; i++)
+			gsd_vidsch_cancel(
+			        d, &d->adapters[i], NULL,
+			        "cancelled: the daemon's drain for maintenance timed out");
+		rep.r.packets_cancelled = d->stats.packets_cancelled - before;
+	}
+	rep.r.packets_finished =
+	        packets_ended(d) - d->drain.finished_at_start - rep.r.packets_cancelled;
+	rep.r.waited_ms = (uint32_t)((now - d->drain.started_ns) / 1000000u);
+	char detail[256];
+	snprintf(detail, sizeof detail,
+	         "by %s: %llu packets at the start, %llu finished, %llu cancelled at the timeout,"
+	         " %u ms",
+	         d->drain.who, (unsigned long long)rep.r.packets_at_start,
+	         (unsigned long long)rep.r.packets_finished,
+	         (unsigned long long)rep.r.packets_cancelled, rep.r.waited_ms);
+	GSD_INFO("drain finished %s", detail);
+	gsd_audit_note(d->audit, "-", "drain_finished", detail);
+	gsd_waitq_wake(&d->drain.waiters, &rep);
+	if (stop_after && d->on_drained)
+		d->on_drained(d);
+}
+
+/* Every DRAIN_CHECK_MS: done when no packet is left, or at the deadline. */
+static void drain_check(uv_timer_t *t)
+{
+	gsd_daemon *d = t->data;
+	if (d->packets.count && gsd_now_ns() < d->drain.deadline_ns)
+		return;
+	drain_finish(d, true);
+}
+
+void gsd_rpc_drain_stop(gsd_daemon *d)
+{
+	/* Stopped another way (a signal) while draining: the caller gets its report now. */
+	if (d->drain.on && !uv_is_closing((uv_handle_t *)&d->drain.timer))
+		drain_finish(d, false);
+}
+
+static void h_admin_drain(gsd_daemon *d, gsd_call *c)
+{
+	if (!require_admin(c))
+		return;
+	if (strcmp(R(admin_drain)->confirm, "drain") != 0) {
+		gsd_call_error(c, GSD_ST(INVALID_ARGUMENT),
+		               "AdminDrain stops the daemon: confirm must be \"drain\"");
+		return;
+	}
+	if (d->drain.on) {
+		gsd_call_error(c, GSD_ST(BUSY), "a drain is under way (gpusched admin status)");
+		return;
+	}
+	if (d->stopping) {
+		gsd_call_error(c, GSD_ST(SHUTTING_DOWN), "the daemon is stopping");
+		return;
+	}
+	uint32_t ms = R(admin_drain)->timeout_ms ? R(admin_drain)->timeout_ms : DRAIN_DEFAULT_MS;
+	if (ms > d->cfg.max_wait_ms)
+		ms = d->cfg.max_wait_ms;
+	if (!gsd_call_may_wait(c))
+		return;
+	d->drain.on = true;
+	d->drain.started_ns = gsd_now_ns();
+	d->drain.deadline_ns = d->drain.started_ns + (uint64_t)ms * 1000000u;
+	d->drain.packets_at_start = d->packets.count;
+	d->drain.finished_at_start = packets_ended(d);
+	snprintf(d->drain.who, sizeof d->drain.who, "%s", c->identity);
+	gsd_waitq_init(&d->drain.waiters);
+	char detail[160];
+	snprintf(detail, sizeof detail, "by %s: %llu packets in flight, timeout %u ms", c->identity,
+	         (unsigned long long)d->drain.packets_at_start, ms);
+	GSD_INFO("drain started %s", detail);
+	gsd_audit_note(d->audit, "-", "drain_started", detail);
+	/* Its caller waits a little past the deadline: the report comes at it at the latest. */
+	gsd_call_wait(c, &d->drain.waiters, drain_wake, ms + 10000u, drain_expired);
+	uv_timer_init(d->loop, &d->drain.timer);
+	d->drain.timer.data = d;
+	uv_timer_start(&d->drain.timer, drain_check, 0, DRAIN_CHECK_MS);
+}
+
+static void h_admin_status(gsd_daemon *d, gsd_call *c)
+{
+	if (!require_admin(c))
+		return;
+	Gpusched__V1__AdminStatusResponse as = GPUSCHED__V1__ADMIN_STATUS_RESPONSE__INIT;
+	uint64_t now = gsd_now_ns();
+	as.state = d->stopping ? "stopping" : d->drain.on ? "draining" : "serving";
+	as.version = GS_VERSION;
+	as.uptime_ns = now - d->start_ns;
+	as.tenants = d->ntenants;
+	as.packets_in_flight = d->packets.count;
+	if (d->drain.on && !d->stopping) {
+		as.drain_left_ms = d->drain.deadline_ns > now
+		                           ? (uint32_t)((d->drain.deadline_ns - now) / 1000000u)
+		                           : 0;
+		as.drain_packets_at_start = d->drain.packets_at_start;
+	}
+	GSD_REPLY(c, ADMIN_STATUS, admin_status, &as);
+}
+
 /* ---- dispatch ---- */
 
 static const char *const g_request_names[] = {
@@ -552,6 +698,8 @@ static const char *const g_request_names[] = {
         [GPUSCHED__V1__REQUEST__BODY_KERNEL_CREATE] = "kernel_create",
         [GPUSCHED__V1__REQUEST__BODY_KERNEL_DESTROY] = "kernel_destroy",
         [GPUSCHED__V1__REQUEST__BODY_KERNEL_LIST] = "kernel_list",
+        [GPUSCHED__V1__REQUEST__BODY_ADMIN_DRAIN] = "admin_drain",
+        [GPUSCHED__V1__REQUEST__BODY_ADMIN_STATUS] = "admin_status",
 };
 
 const char *gsd_request_name(int body_case)
@@ -606,6 +754,8 @@ static const handler_fn g_handlers[] = {
         [GPUSCHED__V1__REQUEST__BODY_KERNEL_CREATE] = gsd_h_kernel_create,
         [GPUSCHED__V1__REQUEST__BODY_KERNEL_DESTROY] = gsd_h_kernel_destroy,
         [GPUSCHED__V1__REQUEST__BODY_KERNEL_LIST] = gsd_h_kernel_list,
+        [GPUSCHED__V1__REQUEST__BODY_ADMIN_DRAIN] = h_admin_drain,
+        [GPUSCHED__V1__REQUEST__BODY_ADMIN_STATUS] = h_admin_status,
 };
 
 void gsd_handle_request(gsd_daemon *d, gsd_call *c)

@@ -14,8 +14,21 @@
 
 /* ---- devices ---- */
 
+/* While the daemon drains for maintenance nothing new is set up: true when c was answered. */
+static bool refused_draining(gsd_daemon *d, gsd_call *c)
+{
+	if (!d->drain.on)
+		return false;
+	gsd_call_error(c, GSD_ST(UNAVAILABLE),
+	               "the daemon is draining for maintenance: no new devices or contexts (it "
+	               "stops once its work is done)");
+	return true;
+}
+
 void gsd_h_device_create(gsd_daemon *d, gsd_call *c)
 {
+	if (refused_draining(d, c))
+		return;
 	gsd_adapter *a = gsd_call_adapter(c);
 	if (!a)
 		return;
@@ -110,6 +123,8 @@ static void context_info_out(const gsd_context *x, Gpusched__V1__ContextInfo *o)
 
 void gsd_h_context_create(gsd_daemon *d, gsd_call *c)
 {
+	if (refused_draining(d, c))
+		return;
 	const Gpusched__V1__ContextCreateRequest *q = R(context_create);
 	gsd_device *dev = gsd_call_object(c, q->device, GSD_OBJ_DEVICE);
 	if (!dev)

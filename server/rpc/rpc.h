@@ -61,6 +61,8 @@ int gsd_rpc_start(gsd_daemon *d);
 /* Answers the calls still parked for a retry and lets reads on the thread pool finish (they
  * answer through the socket and audit their errors): called while both are still open. */
 void gsd_rpc_settle(gsd_daemon *d);
+/* A stop that comes during an AdminDrain: the drain's caller is answered with its report now. */
+void gsd_rpc_drain_stop(gsd_daemon *d);
 /* Closes the sockets and frees the workers (after the audit writer has sent its answers). */
 void gsd_rpc_free(gsd_daemon *d);
 /* Frees what is left once the loop has closed the async handles. */

@@ -117,6 +117,9 @@ enum {
 	GS_SEED_EXPLAIN,
 	GS_SEED_USAGE,
 	GS_SEED_CONTEXT_QUERY,
+	GS_SEED_ADMIN_STATUS,
+	GS_SEED_ADMIN_DRAIN_UNCONFIRMED, /* refused: it lacks confirm "drain" (the daemon lives on)
+	                                  */
 	GS_SEED_COUNT
 };
 
@@ -163,6 +166,8 @@ static inline uint8_t *gs_fuzz_seed(int which, const gs_fuzz_handles *h, uint64_
 	Gpusched__V1__ContextSetPriorityRequest cp =
 	        GPUSCHED__V1__CONTEXT_SET_PRIORITY_REQUEST__INIT;
 	Gpusched__V1__ContextQueryRequest cq = GPUSCHED__V1__CONTEXT_QUERY_REQUEST__INIT;
+	Gpusched__V1__AdminStatusRequest ast = GPUSCHED__V1__ADMIN_STATUS_REQUEST__INIT;
+	Gpusched__V1__AdminDrainRequest adr = GPUSCHED__V1__ADMIN_DRAIN_REQUEST__INIT;
 	Gpusched__V1__AllocationCreateRequest ac = GPUSCHED__V1__ALLOCATION_CREATE_REQUEST__INIT;
 	Gpusched__V1__AllocationDestroyRequest ad = GPUSCHED__V1__ALLOCATION_DESTROY_REQUEST__INIT;
 	Gpusched__V1__AllocationQueryRequest aq = GPUSCHED__V1__ALLOCATION_QUERY_REQUEST__INIT;
@@ -552,6 +557,15 @@ static inline uint8_t *gs_fuzz_seed(int which, const gs_fuzz_handles *h, uint64_
 		cq.context = h->context;
 		rq.body_case = GPUSCHED__V1__REQUEST__BODY_CONTEXT_QUERY;
 		rq.context_query = &cq;
+		break;
+	case GS_SEED_ADMIN_STATUS:
+		rq.body_case = GPUSCHED__V1__REQUEST__BODY_ADMIN_STATUS;
+		rq.admin_status = &ast;
+		break;
+	case GS_SEED_ADMIN_DRAIN_UNCONFIRMED:
+		adr.timeout_ms = 1;
+		rq.body_case = GPUSCHED__V1__REQUEST__BODY_ADMIN_DRAIN;
+		rq.admin_drain = &adr;
 		break;
 	default:
 		return NULL;

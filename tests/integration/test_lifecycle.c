@@ -1,6 +1,7 @@
 /* Destroying contexts and devices while their packets run: the running packet finishes (or
  * faults) after its context is gone, and the daemon stays healthy. Regression test for a
  * use-after-free when a destroyed context's last packet retired. */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -205,6 +206,145 @@ static void test_destroyed_context_preempted(void **state)
 	assert_int_equal(gs_device_destroy(f->c, dev), 0);
 }
 
+/* ---- drain for maintenance (issue 30) ---- */
+
+typedef struct drain_call {
+	const gs_testd *t;
+	uint32_t timeout_ms;
+	int status;
+	gs_drain_report report;
+} drain_call;
+
+/* The drain, on a connection of its own (it is answered at the drain's end). */
+static void *drain_thread(void *arg)
+{
+	drain_call *dc = arg;
+	gs_client *c = itest_connect(dc->t, NULL);
+	dc->status = gs_admin_drain(c, dc->timeout_ms, &dc->report);
+	gs_close(c);
+	return NULL;
+}
+
+/* Queues, on a context of each of the three nodes, a SPIN of spin_us then `behind` NOPs. */
+static void queue_on_three_nodes(gs_client *c, const itest_layout *lay, uint64_t dev,
+                                 uint32_t spin_us, int behind)
+{
+	gs_dmabuf spin, nop;
+	gs_dmabuf_init(&spin);
+	gs_dmabuf_init(&nop);
+	assert_int_equal(gs_dmabuf_spin(&spin, spin_us, 0), 0);
+	assert_int_equal(gs_dmabuf_nop(&nop), 0);
+	for (uint32_t node = 0; node < 3; node++) {
+		uint64_t ctx = itest_context(c, dev, node, lay->paging_node);
+		gs_submit_result r;
+		assert_int_equal(gs_submit(c, ctx, &spin, 0, &r), 0);
+		for (int i = 0; i < behind; i++)
+			assert_int_equal(gs_submit(c, ctx, &nop, 0, &r), 0);
+	}
+	gs_dmabuf_free(&spin);
+	gs_dmabuf_free(&nop);
+}
+
+/* The daemon's state as AdminStatus gives it, polled (bounded) until `state`. */
+static void await_state(gs_client *c, const char *state, gs_admin_status *s)
+{
+	long long deadline = gs_test_now_ms() + 10000;
+	do {
+		assert_int_equal(gs_admin_status_get(c, s), 0);
+		if (strcmp(s->state, state) == 0)
+			return;
+	} while (gs_test_now_ms() < deadline);
+	fail_msg("the daemon is %s, not %s", s->state, state);
+}
+
+/*
+ * A drain with packets queued on three nodes: while it runs, no new device or context
+ * (UNAVAILABLE), submissions on the existing contexts still go, status says draining, a second
+ * drain is BUSY; it answers once every packet ended (none cancelled), notes its start and end
+ * in the audit, and the daemon exits 0 by itself.
+ */
+static void test_drain_finishes_work(void **state)
+{
+	(void)state;
+	gs_testd t;
+	assert_int_equal(gs_testd_start(&t, NULL), 0);
+	gs_client *c = itest_connect(&t, NULL);
+	itest_layout lay;
+	itest_layout_of(c, &lay);
+	uint64_t dev;
+	assert_int_equal(gs_device_create(c, "drain", &dev), 0);
+	queue_on_three_nodes(c, &lay, dev, 400000, 2);
+
+	gs_admin_status s;
+	assert_int_equal(gs_admin_status_get(c, &s), 0);
+	assert_string_equal(s.state, "serving");
+	assert_true(s.packets_in_flight >= 1);
+	drain_call dc = {.t = &t, .timeout_ms = 30000};
+	pthread_t th;
+	assert_int_equal(pthread_create(&th, NULL, drain_thread, &dc), 0);
+	await_state(c, "draining", &s);
+	assert_true(s.drain_left_ms > 0 && s.drain_left_ms <= 30000);
+	assert_true(s.drain_packets_at_start >= 1 && s.drain_packets_at_start <= 9);
+
+	uint64_t other;
+	assert_int_equal(gs_device_create(c, "new", &other), GS_STATUS_UNAVAILABLE);
+	assert_non_null(strstr(gs_client_message(c), "draining"));
+	gs_context_desc cd;
+	gs_context_desc_init(&cd, dev, 0);
+	uint64_t ctx;
+	assert_int_equal(gs_context_create(c, &cd, &ctx, NULL), GS_STATUS_UNAVAILABLE);
+	gs_drain_report again;
+	assert_int_equal(gs_admin_drain(c, 1000, &again), GS_STATUS_BUSY);
+
+	assert_int_equal(pthread_join(th, NULL), 0);
+	if (dc.status != 0)
+		fail_msg("drain: %s", gs_status_name(dc.status));
+	assert_false(dc.report.timed_out);
+	assert_int_equal(dc.report.packets_cancelled, 0);
+	assert_int_equal(dc.report.packets_finished, dc.report.packets_at_start);
+	gs_close(c);
+	assert_int_equal(gs_testd_wait(&t, 30000), 0);
+	/* Every queued packet ended COMPLETED (the daemon is gone: the file says so). */
+	assert_int_equal(itest_audit_int(t.db, "SELECT count(*) FROM packets WHERE tenant ="
+	                                       " 'default' AND state_name = 'COMPLETED'"),
+	                 9);
+	assert_int_equal(itest_audit_int(t.db, "SELECT count(*) FROM packets WHERE state_name <>"
+	                                       " 'COMPLETED'"),
+	                 0);
+	assert_int_equal(itest_audit_int(t.db, "SELECT count(*) FROM notes WHERE kind IN"
+	                                       " ('drain_started', 'drain_finished')"),
+	                 2);
+	gs_testd_cleanup(&t);
+}
+
+/*
+ * A drain whose timeout comes first: the packets still queued are CANCELLED with the drain as
+ * the reason, the report says so, and the daemon exits 0 (the running SPINs get its shutdown
+ * grace).
+ */
+static void test_drain_timeout_cancels(void **state)
+{
+	(void)state;
+	gs_testd t;
+	assert_int_equal(gs_testd_start(&t, NULL), 0);
+	gs_client *c = itest_connect(&t, NULL);
+	itest_layout lay;
+	itest_layout_of(c, &lay);
+	uint64_t dev;
+	assert_int_equal(gs_device_create(c, "drain", &dev), 0);
+	queue_on_three_nodes(c, &lay, dev, 1500000, 3);
+	gs_drain_report r;
+	assert_int_equal(gs_admin_drain(c, 200, &r), 0);
+	assert_true(r.timed_out);
+	assert_true(r.packets_cancelled >= 9); /* the NOPs behind the three SPINs */
+	assert_true(r.waited_ms >= 200);
+	gs_close(c);
+	assert_int_equal(gs_testd_wait(&t, 30000), 0);
+	assert_true(itest_audit_int(t.db, "SELECT count(*) FROM packets WHERE state_name ="
+	                                  " 'CANCELLED' AND result LIKE '%%drain%%'") >= 9);
+	gs_testd_cleanup(&t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -215,6 +355,8 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(test_two_gpu_waiters_partial_signal, setup,
 	                                        teardown),
 	        cmocka_unit_test_setup_teardown(test_destroyed_context_preempted, setup, teardown),
+	        cmocka_unit_test(test_drain_finishes_work),
+	        cmocka_unit_test(test_drain_timeout_cancels),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

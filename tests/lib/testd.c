@@ -221,6 +221,11 @@ static int wait_exit(gs_testd *t, int timeout_ms)
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+int gs_testd_wait(gs_testd *t, int timeout_ms)
+{
+	return wait_exit(t, timeout_ms);
+}
+
 int gs_testd_stop(gs_testd *t)
 {
 	if (t->pid <= 0)

@@ -31,6 +31,8 @@ int gs_testd_restart(gs_testd *t, const char *const *extra_args);
 int gs_testd_spawn(gs_testd *t, const char *dir, const char *name, const char *const *argv);
 /* SIGTERM and wait for exit; returns the exit status (or -1 on timeout). */
 int gs_testd_stop(gs_testd *t);
+/* Waits (at most timeout_ms) for the daemon to exit by itself; its exit status, or -1. */
+int gs_testd_wait(gs_testd *t, int timeout_ms);
 /* SIGKILL and wait. */
 void gs_testd_kill9(gs_testd *t);
 /* True while the process is alive. */
