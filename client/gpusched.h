@@ -371,6 +371,11 @@ typedef struct gs_admin_status {
 	uint64_t drain_packets_at_start;
 } gs_admin_status;
 int gs_admin_status_get(gs_client *c, gs_admin_status *out);
+/* Makes the daemon read its --config file again (as SIGHUP does) and apply what changed:
+ * *changes (may be NULL) counts them, report (may be NULL) says what they were. A file that
+ * does not load, or changes what only a restart can, is refused whole: GS_STATUS_INVALID_ARGUMENT
+ * with the reason in gs_client_message. */
+int gs_admin_reload(gs_client *c, uint32_t *changes, char *report, size_t cap);
 
 /* A context's fences (docs/wddm.md, Fences): its n-th accepted packet has fence n, and its
  * packets end in fence order, so a packet with fence <= completed_fence has ended. */

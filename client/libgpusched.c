@@ -353,6 +353,23 @@ static void copy_admin_status(void *out, const ProtobufCMessage *answer)
 	snprintf(s->version, sizeof s->version, "%s", r->version ? r->version : "");
 }
 
+int gs_admin_reload(gs_client *c, uint32_t *changes, char *report, size_t cap)
+{
+	Gpusched__V1__AdminReloadRequest body = GPUSCHED__V1__ADMIN_RELOAD_REQUEST__INIT;
+	Gpusched__V1__Response *resp = NULL;
+
+	int rv = gsc_call(c, GSC_REQ(ADMIN_RELOAD), &body, GSC_RESP(ADMIN_RELOAD), 0, &resp);
+	if (rv == 0) {
+		if (changes)
+			*changes = resp->admin_reload->changes;
+		if (report && cap)
+			snprintf(report, cap, "%s",
+			         resp->admin_reload->report ? resp->admin_reload->report : "");
+	}
+	gsc_response_free(resp);
+	return rv;
+}
+
 int gs_admin_status_get(gs_client *c, gs_admin_status *out)
 {
 	Gpusched__V1__AdminStatusRequest body = GPUSCHED__V1__ADMIN_STATUS_REQUEST__INIT;

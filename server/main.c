@@ -8,6 +8,7 @@
 #include "core/wire_id.h"
 #include "lifecycle.h"
 #include "notify.h"
+#include "reload.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -283,19 +284,20 @@ static int parse_args(int argc, char **argv, cli_opts *o)
 }
 
 /* Flags override the file, which overrides the defaults. */
-static int apply_args(gsd_config *cfg, const cli_opts *o)
+/* Fills why (without "gpuschedd: ") when it returns non-zero. */
+static int apply_args(gsd_config *cfg, const cli_opts *o, char *why, size_t cap)
 {
 	char err[512];
 	if (o->config && gsd_config_load(cfg, o->config, err, sizeof(err)) != 0) {
-		fprintf(stderr, "gpuschedd: %s\n", err);
+		snprintf(why, cap, "%s", err);
 		return 1;
 	}
 	/* A key nothing reads is a warning when the daemon starts, an error when checking: it
 	 * is most likely misspelt, and its setting is not in force. */
 	if (o->check_config && cfg->unknown_keys) {
-		fprintf(stderr, "gpuschedd: %s: %u unknown key%s (named above): nothing reads %s\n",
-		        o->config, cfg->unknown_keys, cfg->unknown_keys == 1 ? "" : "s",
-		        cfg->unknown_keys == 1 ? "it" : "them");
+		snprintf(why, cap, "%s: %u unknown key%s (named above): nothing reads %s",
+		         o->config, cfg->unknown_keys, cfg->unknown_keys == 1 ? "" : "s",
+		         cfg->unknown_keys == 1 ? "it" : "them");
 		return 1;
 	}
 	if (o->nlisten) {
@@ -314,7 +316,7 @@ static int apply_args(gsd_config *cfg, const cli_opts *o)
 		snprintf(cfg->metrics_url, sizeof(cfg->metrics_url), "%s", o->metrics);
 	if (o->clock) {
 		if (strcmp(o->clock, "wall") && strcmp(o->clock, "virtual")) {
-			fprintf(stderr, "gpuschedd: --clock must be wall or virtual\n");
+			snprintf(why, cap, "--clock must be wall or virtual");
 			return 2;
 		}
 		cfg->virtual_clock = strcmp(o->clock, "virtual") == 0;
@@ -326,13 +328,12 @@ static int apply_args(gsd_config *cfg, const cli_opts *o)
 	if (o->log_level) {
 		cfg->log_level = gsd_log_parse_level(o->log_level);
 		if (cfg->log_level < 0) {
-			fprintf(stderr,
-			        "gpuschedd: --log-level must be error, warn, info or debug\n");
+			snprintf(why, cap, "--log-level must be error, warn, info or debug");
 			return 2;
 		}
 	}
 	if (o->with_vulkan && gsd_config_add_vulkan(cfg, err, sizeof(err)) != 0) {
-		fprintf(stderr, "gpuschedd: --with-vulkan: %s\n", err);
+		snprintf(why, cap, "--with-vulkan: %s", err);
 		return 2;
 	}
 	if (o->device)
@@ -345,7 +346,7 @@ static int apply_args(gsd_config *cfg, const cli_opts *o)
 	cfg->bench_writer_commits = o->bench_writer_commits;
 	gsd_config_backend_defaults(cfg);
 	if (gsd_config_validate(cfg, err, sizeof(err)) != 0) {
-		fprintf(stderr, "gpuschedd: configuration: %s\n", err);
+		snprintf(why, cap, "configuration: %s", err);
 		return 1;
 	}
 	return 0;
@@ -371,7 +372,8 @@ static void raise_open_file_limit(void)
 /* ---- stopping: wait (bounded) for running packets, then leave the loop ---- */
 
 static uint64_t g_stop_deadline;
-static gsd_notify g_notify; /* systemd: READY, STATUS, WATCHDOG, STOPPING (notify.h) */
+static gsd_notify g_notify;  /* systemd: READY, STATUS, WATCHDOG, STOPPING (notify.h) */
+static uv_signal_t g_sighup; /* reloads the configuration file (reload.h) */
 
 static void stop_poll(uv_timer_t *t)
 {
@@ -383,6 +385,7 @@ static void stop_poll(uv_timer_t *t)
 		uv_close((uv_handle_t *)t, NULL);
 		uv_close((uv_handle_t *)&d->sigint, NULL);
 		uv_close((uv_handle_t *)&d->sigterm, NULL);
+		uv_close((uv_handle_t *)&g_sighup, NULL);
 		gsd_notify_close(&g_notify);
 		uv_stop(d->loop);
 	}
@@ -410,6 +413,46 @@ static void on_signal(uv_signal_t *s, int signum)
 	begin_stop(d);
 }
 
+/* The options the daemon was started with: a reload reads the file again under them. */
+static cli_opts g_opts;
+
+/* Reloads the configuration file (SIGHUP, AdminReload): the number of changes, or -1 with why
+ * in msg (nothing changed). Every outcome is logged and audited. */
+static int reload(gsd_daemon *d, const char *who, char *msg, size_t cap)
+{
+	static gsd_config next; /* large: not on the stack */
+	char why[1024];
+	int rc = -1;
+	if (!g_opts.config) {
+		snprintf(msg, cap,
+		         "refused: the daemon was started without --config: nothing to read");
+	} else {
+		gsd_config_defaults(&next);
+		if (apply_args(&next, &g_opts, why, sizeof why) != 0)
+			snprintf(msg, cap, "refused: %s (nothing was changed)", why);
+		else
+			rc = gsd_reload_apply(d, &next, who, msg, cap);
+		sodium_memzero(next.tenants, sizeof next.tenants);
+	}
+	char note[1200];
+	snprintf(note, sizeof note, "by %s: %s: %s", who, g_opts.config ? g_opts.config : "-", msg);
+	if (rc < 0) {
+		GSD_WARN("reload %s", note);
+		gsd_audit_note(d->audit, who, "reload_refused", note);
+	} else {
+		GSD_INFO("reload %s", note);
+		gsd_audit_note(d->audit, who, "reload", note);
+	}
+	return rc;
+}
+
+static void on_sighup(uv_signal_t *s, int signum)
+{
+	(void)signum;
+	char msg[1024];
+	reload(s->data, "SIGHUP", msg, sizeof msg);
+}
+
 /* An administrator's drain is over (AdminDrain): the daemon stops, and exits 0. */
 static void on_drained(gsd_daemon *d)
 {
@@ -421,13 +464,17 @@ int main(int argc, char **argv)
 {
 	cli_opts o = {0};
 	int rc = parse_args(argc, argv, &o);
+	g_opts = o;
 	if (rc)
 		return rc;
 	static gsd_config cfg;
 	gsd_config_defaults(&cfg);
-	rc = apply_args(&cfg, &o);
-	if (rc)
+	char why[1024];
+	rc = apply_args(&cfg, &o, why, sizeof why);
+	if (rc) {
+		fprintf(stderr, "gpuschedd: %s\n", why);
 		return rc;
+	}
 	if (o.map_id || o.wire_id)
 		return map_id(cfg.db_path, o.map_id ? o.map_id : o.wire_id, o.wire_id != NULL);
 	if (o.check_config) {
@@ -461,6 +508,11 @@ int main(int argc, char **argv)
 	uv_signal_start(&d.sigint, on_signal, SIGINT);
 	uv_signal_start(&d.sigterm, on_signal, SIGTERM);
 	d.on_drained = on_drained;
+	d.on_reload = reload;
+	uv_signal_init(loop, &g_sighup);
+	g_sighup.data = &d;
+	uv_signal_start(&g_sighup, on_sighup, SIGHUP);
+	uv_unref((uv_handle_t *)&g_sighup);
 
 	for (uint32_t i = 0; i < d.nadapters; i++) {
 		const gsd_adapter *a = &d.adapters[i];

@@ -218,10 +218,16 @@ int cmd_context(cli *ctx, int argc, char **argv)
 
 static const char admin_help[] =
         "Usage: gpusched admin status [--json]\n"
+        "       gpusched admin reload [--json]\n"
         "       gpusched admin drain [--timeout MS] [--json]\n"
         "Administrators only.\n"
         "status: the daemon's state (serving, draining or stopping), version, uptime, tenants\n"
         "and packets in flight; while draining, the time left and the packets it began with.\n"
+        "reload: the daemon reads its --config file again (as on SIGHUP) and applies what\n"
+        "changed (tenants, shares, limits, tokens, time slices) without dropping a\n"
+        "connection or a packet; a file that does not load, or that changes what only a\n"
+        "restart can (listeners, the audit file, TLS, adapters' nodes, segments or policies),\n"
+        "is refused whole, and nothing changes. Prints what changed.\n"
         "drain: the step before an upgrade. The daemon takes no new devices or contexts\n"
         "(UNAVAILABLE), lets the work of the existing ones finish, cancels what is still\n"
         "queued at the timeout (default 60000 ms; at most the daemon's max_wait_ms), reports,\n"
@@ -264,6 +270,24 @@ static int admin_status(cli *ctx, int argc, char **argv)
 	return CLI_EXIT_OK;
 }
 
+static int admin_reload(cli *ctx, int argc, char **argv)
+{
+	uint32_t changes = 0;
+	char report[1024];
+	int rv = cli_start(ctx, argc, argv, CLI_SIMPLE(admin_help, 0, 0, "no argument"), NULL);
+	if (rv != CLI_CONTINUE)
+		return rv;
+	rv = gs_admin_reload(ctx->client, &changes, report, sizeof report);
+	if (rv != 0)
+		return cli_fail(ctx, rv);
+	if (ctx->json)
+		cli_json_print(
+		        json_pack("{s:I, s:s}", "changes", (json_int_t)changes, "report", report));
+	else
+		printf("%" PRIu32 " change%s: %s\n", changes, changes == 1 ? "" : "s", report);
+	return CLI_EXIT_OK;
+}
+
 static int admin_drain(cli *ctx, int argc, char **argv)
 {
 	static const cli_opt opts[] = {{"timeout", CLI_ARG_U32, 0, .min = 1, .max = 86400000}};
@@ -296,6 +320,7 @@ int cmd_admin(cli *ctx, int argc, char **argv)
 {
 	static const cli_command sub[] = {
 	        {"status", "the daemon's state, tenants and packets in flight", admin_status},
+	        {"reload", "read the configuration file again and apply it", admin_reload},
 	        {"drain", "finish the work, take no more, stop: before an upgrade", admin_drain},
 	};
 

@@ -107,6 +107,8 @@ struct gsd_daemon {
 		char who[GSD_NAME_MAX * 2];
 	} drain;
 	void (*on_drained)(gsd_daemon *d);
+	/* Reloads the configuration file (main.c; AdminReload): changes, or -1 with why. */
+	int (*on_reload)(gsd_daemon *d, const char *who, char *msg, size_t cap);
 	uint32_t sched_held; /* while > 0, queued work is not started (gsd_vidsch_hold) */
 	uv_signal_t sigint, sigterm;
 	uv_timer_t stop_timer;

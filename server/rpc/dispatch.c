@@ -635,6 +635,24 @@ static void h_admin_drain(gsd_daemon *d, gsd_call *c)
 	uv_timer_start(&d->drain.timer, drain_check, 0, DRAIN_CHECK_MS);
 }
 
+static void h_admin_reload(gsd_daemon *d, gsd_call *c)
+{
+	if (!require_admin(c))
+		return;
+	char msg[1024];
+	int n = d->on_reload ? d->on_reload(d, c->identity, msg, sizeof msg) : -1;
+	if (!d->on_reload)
+		snprintf(msg, sizeof msg, "this daemon cannot reload its configuration");
+	if (n < 0) {
+		gsd_call_error(c, GSD_ST(INVALID_ARGUMENT), "%s", msg);
+		return;
+	}
+	Gpusched__V1__AdminReloadResponse ar = GPUSCHED__V1__ADMIN_RELOAD_RESPONSE__INIT;
+	ar.changes = (uint32_t)n;
+	ar.report = msg;
+	GSD_REPLY(c, ADMIN_RELOAD, admin_reload, &ar);
+}
+
 static void h_admin_status(gsd_daemon *d, gsd_call *c)
 {
 	if (!require_admin(c))
@@ -700,6 +718,7 @@ static const char *const g_request_names[] = {
         [GPUSCHED__V1__REQUEST__BODY_KERNEL_LIST] = "kernel_list",
         [GPUSCHED__V1__REQUEST__BODY_ADMIN_DRAIN] = "admin_drain",
         [GPUSCHED__V1__REQUEST__BODY_ADMIN_STATUS] = "admin_status",
+        [GPUSCHED__V1__REQUEST__BODY_ADMIN_RELOAD] = "admin_reload",
 };
 
 const char *gsd_request_name(int body_case)
@@ -756,6 +775,7 @@ static const handler_fn g_handlers[] = {
         [GPUSCHED__V1__REQUEST__BODY_KERNEL_LIST] = gsd_h_kernel_list,
         [GPUSCHED__V1__REQUEST__BODY_ADMIN_DRAIN] = h_admin_drain,
         [GPUSCHED__V1__REQUEST__BODY_ADMIN_STATUS] = h_admin_status,
+        [GPUSCHED__V1__REQUEST__BODY_ADMIN_RELOAD] = h_admin_reload,
 };
 
 void gsd_handle_request(gsd_daemon *d, gsd_call *c)
