@@ -1103,6 +1103,8 @@ typedef enum gs_tenant_field {
 	GS_TENANT_MAX_MESSAGE = 1u << 7,
 	GS_TENANT_PACKET_LIMIT = 1u << 8,
 	GS_TENANT_SYNC_LIMIT = 1u << 9,
+	/* Ban (true) or lift a ban (false); a ban survives restarts until lifted. */
+	GS_TENANT_BANNED = 1u << 10,
 } gs_tenant_field;
 
 /* token: the tenant's token, or NULL/"" to let the daemon choose one. *token_out (may be NULL)

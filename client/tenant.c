@@ -58,11 +58,17 @@ int gs_tenant_destroy(gs_client *c, const char *name)
 int gs_tenant_update(gs_client *c, const char *name, const gs_tenant *settings, unsigned fields)
 {
 	/* In the order of gs_tenant_field's bits: the names TenantUpdateRequest.fields take. */
-	static const char *const names[] = {
-	        "share",         "priority_ceiling", "memory_quota",
-	        "context_limit", "allocation_limit", "max_requests_per_second",
-	        "admin",         "max_message",      "packet_limit",
-	        "sync_limit"};
+	static const char *const names[] = {"share",
+	                                    "priority_ceiling",
+	                                    "memory_quota",
+	                                    "context_limit",
+	                                    "allocation_limit",
+	                                    "max_requests_per_second",
+	                                    "admin",
+	                                    "max_message",
+	                                    "packet_limit",
+	                                    "sync_limit",
+	                                    "banned"};
 	Gpusched__V1__TenantUpdateRequest body = GPUSCHED__V1__TENANT_UPDATE_REQUEST__INIT;
 	Gpusched__V1__Tenant t = GPUSCHED__V1__TENANT__INIT;
 	char *chosen[sizeof(names) / sizeof(names[0])];
@@ -85,6 +91,7 @@ int gs_tenant_update(gs_client *c, const char *name, const gs_tenant *settings, 
 	t.packet_limit = settings->packet_limit;
 	t.sync_limit = settings->sync_limit;
 	t.admin = settings->admin;
+	t.banned = settings->banned;
 	body.name = (char *)name;
 	body.tenant = &t;
 	body.n_fields = n;

@@ -134,6 +134,33 @@ static int continue_ids(gsd_daemon *d)
 	return 0;
 }
 
+/* A tenant the audit says is banned: banned again (its name as recorded, name or name#id). */
+static void ban_again(void *arg, const char *audit_name)
+{
+	gsd_daemon *d = arg;
+	for (uint32_t i = 0; i < d->ntenants; i++) {
+		gsd_tenant *t = d->tenants[i];
+		if (!t->banned && strcmp(t->audit_name, audit_name) == 0) {
+			t->banned = true;
+			GSD_WARN("tenant %s stays banned, as the audit file says (gpusched tenant "
+			         "set %s"
+			         " --unban lifts it)",
+			         audit_name, t->conf.name);
+		}
+	}
+}
+
+/* Bans survive a restart: the audit's notes (tenant_banned, tenant_unbanned) say who is. */
+static int restore_bans(gsd_daemon *d)
+{
+	char err[256];
+	if (gsd_history_bans(d->cfg.db_path, ban_again, d, err, sizeof err) != 0) {
+		GSD_ERROR("%s", err);
+		return -1;
+	}
+	return 0;
+}
+
 /* Tenants that admin requests made (and did not remove) before the last stop: they come back
  * with their token's hash, unless the configuration now has a tenant of that name. */
 static void restore_tenant(void *arg, const gsd_tenant_rec *r)
@@ -314,7 +341,7 @@ int gsd_daemon_init(gsd_daemon *d, const gsd_config *cfg, uv_loop_t *loop)
 	gsd_audit_wire_key(d->audit, key);
 	gsd_wire_key_init(&d->wire, key);
 	sodium_memzero(key, sizeof key);
-	if (continue_ids(d) != 0 || restore_tenants(d) != 0)
+	if (continue_ids(d) != 0 || restore_tenants(d) != 0 || restore_bans(d) != 0)
 		return -1;
 	/* From here on only the tenants' hashes are in memory, not the configuration's tokens. */
 	for (uint32_t i = 0; i < d->cfg.ntenants; i++)

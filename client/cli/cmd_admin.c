@@ -421,6 +421,7 @@ static const char tenant_help[] =
         "                              [--allocation-limit N] [--max-requests-per-second N]\n"
         "                              [--max-message BYTES] [--packet-limit N]\n"
         "                              [--sync-limit N] [--admin | --no-admin]\n"
+        "                              [--ban | --unban]\n"
         "       gpusched tenant rm NAME\n"
         "Tenant administration; the daemon answers only an admin token (PERMISSION_DENIED\n"
         "otherwise). create prints the new tenant's token (chosen by the daemon unless --token\n"
@@ -431,7 +432,9 @@ static const char tenant_help[] =
         "share buys is the adapter's share policy (gpusched info shows it). A vm tenant's guest\n"
         "processes reach the daemon through gpusched-relay. --priority-ceiling takes a class\n"
         "name (IDLE, BELOW_NORMAL, NORMAL, ABOVE_NORMAL, HIGH, REALTIME) or 0..5 (default\n"
-        "NORMAL); --memory-quota bytes or a size with a unit (64M, 1GiB).\n";
+        "NORMAL); --memory-quota bytes or a size with a unit (64M, 1GiB). --ban bans the\n"
+        "tenant (as too many GPU timeouts do: its work is cancelled, its requests answered\n"
+        "BANNED); --unban lifts a ban. A ban survives restarts until it is lifted.\n";
 
 static json_t *tenant_json(const void *tenant)
 {
@@ -489,6 +492,7 @@ typedef struct tenant_args {
 	gs_tenant t;
 	const char *token;
 	bool no_admin;
+	bool unban; /* --unban: banned false (--ban sets t.banned) */
 	unsigned fields;
 } tenant_args;
 
@@ -544,6 +548,10 @@ static const cli_opt tenant_set_opts[] = {
         TENANT_SETTINGS,
         {"no-admin", CLI_SET_BOOL, offsetof(tenant_args, no_admin), CLI_GIVEN(tenant_args, fields),
          .given_bits = GS_TENANT_ADMIN},
+        {"ban", CLI_SET_BOOL, offsetof(tenant_args, t.banned), CLI_GIVEN(tenant_args, fields),
+         .given_bits = GS_TENANT_BANNED},
+        {"unban", CLI_SET_BOOL, offsetof(tenant_args, unban), CLI_GIVEN(tenant_args, fields),
+         .given_bits = GS_TENANT_BANNED},
 };
 
 static const cli_syntax tenant_set_syntax = {tenant_help, CLI_OPTS(tenant_set_opts), 1, 1,
@@ -557,6 +565,8 @@ static int tenant_set(cli *ctx, int argc, char **argv)
 		return rv;
 	if (a.t.admin && a.no_admin)
 		return cli_usage(ctx, "--admin and --no-admin: give one");
+	if (a.t.banned && a.unban)
+		return cli_usage(ctx, "--ban and --unban: give one");
 	if (!a.fields)
 		return cli_usage(ctx, "tenant set: give at least one setting to change");
 	rv = cli_connect(ctx);

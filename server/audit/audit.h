@@ -306,6 +306,11 @@ void gsd_history_release(const char *path);
  * tools that check its plan with EXPLAIN QUERY PLAN. */
 #define GSD_HISTORY_SQL_MAX 8192
 void gsd_history_query_sql(const gsd_history_filter *f, char *sql, size_t cap);
+/* Calls ban(arg, audit_name) for every tenant whose last note of kind tenant_banned or
+ * tenant_unbanned is a ban: bans survive a restart. 0, or -1 with err filled. */
+int gsd_history_bans(const char *path, void (*ban)(void *arg, const char *tenant), void *arg,
+                     char *err, size_t errcap);
+
 /* One packet of `tenant` (state, fence, result...) into *out, its strings NULL. Returns 1 when
  * found, 0 when the file has no such packet of that tenant, -1 with err filled. */
 int gsd_history_packet(const char *path, const char *tenant, uint64_t packet, gsd_packet_rec *out,

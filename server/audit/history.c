@@ -519,6 +519,30 @@ int gsd_history_last_packet(const char *path, uint64_t *packet, char *err, size_
 	return rc == SQLITE_OK ? 0 : -1;
 }
 
+int gsd_history_bans(const char *path, void (*ban)(void *arg, const char *tenant), void *arg,
+                     char *err, size_t errcap)
+{
+	sqlite3 *db;
+	if (open_reader(path, &db, err, errcap) != 0)
+		return -1;
+	/* Each tenant's last word: banned (by its GPU timeouts or an administrator) or not. */
+	static const char sql[] =
+	        "SELECT tenant FROM notes n WHERE kind = 'tenant_banned' AND tenant IS NOT NULL"
+	        " AND seq = (SELECT max(seq) FROM notes m WHERE m.tenant = n.tenant AND m.kind IN"
+	        " ('tenant_banned', 'tenant_unbanned'))";
+	sqlite3_stmt *s = NULL;
+	int rc = sqlite3_prepare_v2(db, sql, -1, &s, NULL);
+	while (rc == SQLITE_OK && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+		ban(arg, (const char *)sqlite3_column_text(s, 0));
+		rc = SQLITE_OK;
+	}
+	if (rc != SQLITE_DONE)
+		gsd_audit_set_err(err, errcap, "cannot read the bans: %s", sqlite3_errmsg(db));
+	sqlite3_finalize(s);
+	close_reader(db);
+	return rc == SQLITE_DONE ? 0 : -1;
+}
+
 int gsd_history_wire_key(const char *path, unsigned char out[GSD_AUDIT_WIRE_KEY_BYTES], char *err,
                          size_t errcap)
 {

@@ -5,6 +5,7 @@
  */
 #include "rpc/handlers.h"
 
+#include "core/events.h"
 #include "core/log.h"
 #include "vidmm/vidmm.h"
 #include "vidsch/vidsch.h"
@@ -384,7 +385,7 @@ static void h_tenant_destroy(gsd_daemon *d, gsd_call *c)
 /* The settings TenantUpdate may change, by the names its fields carry: where each lives in
  * the tenant's configuration and in the wire's Tenant, and its width (admin, a bool in one
  * and a protobuf_c_boolean in the other, is copied by hand). */
-enum { UPD_SHARE, UPD_CEILING, UPD_ADMIN, UPD_MESSAGE, UPD_COPIED };
+enum { UPD_SHARE, UPD_CEILING, UPD_ADMIN, UPD_MESSAGE, UPD_BANNED, UPD_COPIED };
 #define UPD_FIELD(name, wire)                                                                      \
 	{                                                                                          \
 #name, offsetof(gsd_tenant_config, name), offsetof(Gpusched__V1__Tenant, wire),    \
@@ -398,6 +399,7 @@ static const struct update_field {
         [UPD_CEILING] = UPD_FIELD(priority_ceiling, priority_ceiling),
         [UPD_ADMIN] = {"admin", 0, 0, 0},
         [UPD_MESSAGE] = UPD_FIELD(max_message, max_message),
+        [UPD_BANNED] = {"banned", 0, 0, 0},
         UPD_FIELD(memory_quota, memory_quota),
         UPD_FIELD(context_limit, context_limit),
         UPD_FIELD(allocation_limit, allocation_limit),
@@ -462,6 +464,27 @@ static void h_tenant_update(gsd_daemon *d, gsd_call *c)
 	if ((mask & 1u << UPD_ADMIN) && t == c->tenant && !n->admin) {
 		gsd_call_error(c, GSD_ST(INVALID_ARGUMENT),
 		               "an administrator cannot demote itself");
+		return;
+	}
+	if ((mask & 1u << UPD_BANNED) && t == c->tenant && n->banned) {
+		gsd_call_error(c, GSD_ST(INVALID_ARGUMENT), "an administrator cannot ban itself");
+		return;
+	}
+	/* A ban, or its end: a note each, which a restart reads back (bans survive it). */
+	if ((mask & 1u << UPD_BANNED) && n->banned != t->banned) {
+		char why[160];
+		if (n->banned) {
+			snprintf(why, sizeof why, "by %s", c->identity);
+			gsd_vidsch_ban(d, t, why);
+		} else {
+			t->banned = false;
+			snprintf(why, sizeof why, "tenant %s unbanned by %s", t->conf.name,
+			         c->identity);
+			gsd_events_note(d, t->audit_name, "tenant_unbanned", why);
+		}
+	}
+	if (mask == 1u << UPD_BANNED) {
+		gsd_call_reply_empty(c);
 		return;
 	}
 	gsd_tenant_config *conf = &t->conf;

@@ -99,15 +99,14 @@ static void fault_context(gsd_daemon *d, gsd_context *x, const char *why)
 	gsd_vidsch_cancel_context(d, x, "context faulted");
 }
 
-static void ban_tenant(gsd_daemon *d, gsd_tenant *t)
+void gsd_vidsch_ban(gsd_daemon *d, gsd_tenant *t, const char *why)
 {
 	if (t->banned || t == &d->system_tenant)
 		return;
 	t->banned = true;
 	d->stats.bans++;
-	char text[160];
-	snprintf(text, sizeof(text), "tenant %s banned: more than %u GPU timeouts within %u ms",
-	         t->conf.name, d->cfg.tdr_limit_count, d->cfg.tdr_limit_time_ms);
+	char text[256];
+	snprintf(text, sizeof(text), "tenant %s banned: %s", t->conf.name, why);
 	GSD_WARN("%s", text);
 	gsd_events_note(d, t->audit_name, "tenant_banned", text);
 	for (uint32_t a = 0; a < d->nadapters; a++)
@@ -120,6 +119,14 @@ static void ban_tenant(gsd_daemon *d, gsd_tenant *t)
 					gsd_vidsch_cancel_context(d, x, "tenant banned");
 			}
 		}
+}
+
+static void ban_tenant(gsd_daemon *d, gsd_tenant *t)
+{
+	char why[128];
+	snprintf(why, sizeof why, "more than %u GPU timeouts within %u ms", d->cfg.tdr_limit_count,
+	         d->cfg.tdr_limit_time_ms);
+	gsd_vidsch_ban(d, t, why);
 }
 
 /* Counts a timeout against the tenant; more than the limit within the window bans it. */

@@ -40,6 +40,10 @@ void gsd_vidsch_hold(gsd_daemon *d, bool hold);
 void gsd_vidsch_context_priority(gsd_daemon *d, gsd_context *x, uint32_t cls, int32_t prio);
 /* The tenant's share changed: its groups on every node of a weighted adapter take it now. */
 void gsd_vidsch_tenant_share(gsd_daemon *d, const gsd_tenant *t);
+/* Bans the tenant (why: the reason, in the note tenant_banned): its contexts' work is
+ * cancelled and its requests are answered BANNED, across restarts too, until an administrator
+ * lifts it (TenantUpdate "banned"). */
+void gsd_vidsch_ban(gsd_daemon *d, gsd_tenant *t, const char *why);
 /* Cancels every packet not on an engine of a context, or of a whole adapter when ctx is NULL. */
 void gsd_vidsch_cancel(gsd_daemon *d, gsd_adapter *a, gsd_context *ctx, const char *why);
 

@@ -1070,6 +1070,66 @@ static void test_packet_ids_reveal_nothing(void **state)
 	stop(&f);
 }
 
+/*
+ * Bans survive a restart (issue 30): an administrator bans tenant x (TenantUpdate "banned"), x
+ * is answered BANNED; after a restart x is still banned (the audit's notes say so); lifted, x
+ * is served, and after another restart it still is. An administrator cannot ban itself.
+ */
+static void test_bans_survive_restart(void **state)
+{
+	(void)state;
+	fx f;
+	assert_int_equal(start(&f, "{\"tenants\": [{\"name\": \"ops\", \"token\": \"t-ops\","
+	                           " \"admin\": true}, {\"name\": \"x\", \"token\": \"t-x\"}]}"),
+	                 0);
+	const char *const args[] = {"--config", f.cfg.path, NULL};
+	gs_client *ops = itest_connect(&f.t, "t-ops");
+	gs_tenant ban = {.banned = true}, lift = {.banned = false};
+	assert_int_equal(gs_tenant_update(ops, "ops", &ban, GS_TENANT_BANNED),
+	                 GS_STATUS_INVALID_ARGUMENT);
+	assert_int_equal(gs_tenant_update(ops, "x", &ban, GS_TENANT_BANNED), 0);
+	gs_client *x = itest_connect(&f.t, "t-x");
+	uint64_t dev;
+	assert_int_equal(gs_device_create(x, "x", &dev), GS_STATUS_BANNED);
+	gs_close(x);
+	gs_close(ops);
+
+	for (int round = 0; round < 2; round++) {
+		assert_int_equal(gs_testd_stop(&f.t), 0);
+		assert_int_equal(gs_testd_restart(&f.t, args), 0);
+		x = itest_connect(&f.t, "t-x");
+		ops = itest_connect(&f.t, "t-ops");
+		gs_tenant *ts;
+		size_t n;
+		assert_int_equal(gs_tenant_list(ops, &ts, &n), 0);
+		bool banned = false;
+		for (size_t i = 0; i < n; i++)
+			banned |= strcmp(ts[i].name, "x") == 0 && ts[i].banned;
+		gs_tenant_list_free(ts, n);
+		if (round == 0) {
+			/* Still banned after the restart; then lifted. */
+			assert_true(banned);
+			assert_int_equal(gs_device_create(x, "x", &dev), GS_STATUS_BANNED);
+			assert_int_equal(gs_tenant_update(ops, "x", &lift, GS_TENANT_BANNED), 0);
+			assert_int_equal(gs_device_create(x, "x", &dev), 0);
+		} else {
+			/* Lifted before the restart: served after it. */
+			assert_false(banned);
+			assert_int_equal(gs_device_create(x, "x", &dev), 0);
+		}
+		gs_close(x);
+		gs_close(ops);
+	}
+	assert_int_equal(itest_audit_int(f.t.db, "SELECT count(*) FROM notes WHERE kind ="
+	                                         " 'tenant_banned' AND tenant = 'x' AND detail"
+	                                         " LIKE '%%by ops%%'"),
+	                 1);
+	assert_int_equal(itest_audit_int(f.t.db, "SELECT count(*) FROM notes WHERE kind ="
+	                                         " 'tenant_unbanned' AND tenant = 'x'"),
+	                 1);
+	stop(&f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1085,6 +1145,7 @@ int main(void)
 	        cmocka_unit_test(test_handles_reveal_nothing),
 	        cmocka_unit_test(test_placement_reveals_nothing),
 	        cmocka_unit_test(test_packet_ids_reveal_nothing),
+	        cmocka_unit_test(test_bans_survive_restart),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
