@@ -61,10 +61,12 @@ static bool needs_restart(const gsd_config *a, const gsd_config *b, char *why, s
 	} else {
 		for (uint32_t i = 0; i < a->nadapters; i++) {
 			gsd_adapter_config x = a->adapters[i], y = b->adapters[i];
-			/* What may change live: the time slice. */
+			/* What may change live: the time slice and the share policy. */
 			x.time_slice_us = y.time_slice_us = 0;
+			x.share_policy = y.share_policy = 0;
 			if (memcmp(&x, &y, sizeof x))
-				add(why, cap, "adapters[%u] (only time_slice_us changes live) ", i);
+				add(why, cap,
+				    "adapters[%u] (only time_slice_us and policy change live) ", i);
 		}
 	}
 	return why[0] != '\0';
@@ -240,6 +242,16 @@ int gsd_reload_apply(gsd_daemon *d, const gsd_config *next, const char *who, cha
 	}
 	LIVE_LIMITS(LIMIT)
 #undef LIMIT
+	for (uint32_t i = 0; i < d->cfg.nadapters; i++)
+		if (d->cfg.adapters[i].share_policy != next->adapters[i].share_policy) {
+			add(note, sizeof note, " adapters[%u].policy %s -> %s", i,
+			    gsd_share_policy_name(d->cfg.adapters[i].share_policy),
+			    gsd_share_policy_name(next->adapters[i].share_policy));
+			d->cfg.adapters[i].share_policy = next->adapters[i].share_policy;
+			if (gsd_vidsch_adapter_policy(d, &d->adapters[i]) != 0)
+				add(note, sizeof note, " (out of memory regrouping: see the log)");
+			changes++;
+		}
 	for (uint32_t i = 0; i < d->cfg.nadapters; i++)
 		if (d->cfg.adapters[i].time_slice_us != next->adapters[i].time_slice_us) {
 			add(note, sizeof note, " adapters[%u].time_slice_us %u -> %u", i,

@@ -1,10 +1,11 @@
 /*
  * Reloading the configuration live (SIGHUP, or an administrator's AdminReload): tenants (new,
  * changed, removed), their shares, ceilings, limits and tokens, the daemon's limits and the
- * adapters' time slices change without dropping a connection or a packet. The new file is
+ * adapters' time slices and share policies change without dropping a connection or a packet
+ * (a new policy regroups the contexts of the adapter's nodes at once). The new file is
  * checked whole first; a file that does not load, does not validate, or changes what only a
- * restart can (listeners, the audit file, TLS, adapters' nodes, segments, backends or share
- * policies, worker and event buffer counts, the clock) is refused whole, and the running
+ * restart can (listeners, the audit file, TLS, adapters' nodes, segments or backends, worker
+ * and event buffer counts, the clock) is refused whole, and the running
  * configuration stays. Every change is an audit note naming who asked and what changed.
  */
 #ifndef GSD_RELOAD_H

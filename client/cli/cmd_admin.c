@@ -226,7 +226,7 @@ static const char admin_help[] =
         "reload: the daemon reads its --config file again (as on SIGHUP) and applies what\n"
         "changed (tenants, shares, limits, tokens, time slices) without dropping a\n"
         "connection or a packet; a file that does not load, or that changes what only a\n"
-        "restart can (listeners, the audit file, TLS, adapters' nodes, segments or policies),\n"
+        "restart can (listeners, the audit file, TLS, adapters' nodes, segments, backends),\n"
         "is refused whole, and nothing changes. Prints what changed.\n"
         "drain: the step before an upgrade. The daemon takes no new devices or contexts\n"
         "(UNAVAILABLE), lets the work of the existing ones finish, cancels what is still\n"

@@ -677,14 +677,11 @@ static void paging_submit(gsd_daemon *d, gsd_list *packets)
  * The daemon's own contexts are never grouped. Memory short for a group: scheduled on its own, and
  * said so.
  */
-static void context_attach(gsd_daemon *d, gsd_context *x)
+/* Puts a client context in its tenant's group on its node, as the adapter's policy says. */
+static void context_group(gsd_context *x)
 {
-	gsd_waiter_init(&x->wait, context_wake);
-	gsd_list_push_back(&x->node->contexts, &x->node_link);
 	int policy = x->dev->adapter->cfg->share_policy;
 	gsd_tenant *t = x->obj.tenant;
-	if (x->sched.priority_class == GSD_CLASS_SYSTEM)
-		return;
 	x->sched.weight = 1; /* contexts share their tenant's part, or the engine, alike */
 	if (policy == GSD_SHARE_BEST_EFFORT)
 		return;
@@ -695,7 +692,59 @@ static void context_attach(gsd_daemon *d, gsd_context *x)
 	else
 		GSD_WARN("context %llu: out of memory for its tenant's group: scheduled on its own",
 		         (unsigned long long)x->obj.handle);
+}
+
+static void context_attach(gsd_daemon *d, gsd_context *x)
+{
+	gsd_waiter_init(&x->wait, context_wake);
+	gsd_list_push_back(&x->node->contexts, &x->node_link);
+	if (x->sched.priority_class != GSD_CLASS_SYSTEM)
+		context_group(x);
 	(void)d;
+}
+
+int gsd_vidsch_adapter_policy(gsd_daemon *d, gsd_adapter *a)
+{
+	for (uint32_t k = 0; k < a->nnodes; k++) {
+		gsd_node *n = &a->nodes[k];
+		size_t count = 0;
+		gsd_list *it, *tmp;
+		GSD_LIST_FOREACH_SAFE(it, tmp, &n->contexts)
+		count++;
+		gsd_context **queued = calloc(count + 1, sizeof(*queued));
+		if (!queued)
+			return -1;
+		/* Every client context out of the queue and its group (a group goes with its last
+		 * context), then into the group the policy gives it, then back in the queue. */
+		size_t nq = 0;
+		GSD_LIST_FOREACH_SAFE(it, tmp, &n->contexts)
+		{
+			gsd_context *x = GSD_CONTAINER_OF(it, gsd_context, node_link);
+			if (x->sched.priority_class == GSD_CLASS_SYSTEM)
+				continue;
+			if (gsd_policy_queued(&x->sched)) {
+				gsd_policy_dequeue(&n->queue, &x->sched);
+				queued[nq++] = x;
+			}
+		}
+		GSD_LIST_FOREACH_SAFE(it, tmp, &n->contexts)
+		{
+			gsd_context *x = GSD_CONTAINER_OF(it, gsd_context, node_link);
+			if (x->sched.priority_class != GSD_CLASS_SYSTEM)
+				gsd_policy_entity_fini(&x->sched);
+		}
+		GSD_LIST_FOREACH_SAFE(it, tmp, &n->contexts)
+		{
+			gsd_context *x = GSD_CONTAINER_OF(it, gsd_context, node_link);
+			if (x->sched.priority_class != GSD_CLASS_SYSTEM)
+				context_group(x);
+		}
+		for (size_t i = 0; i < nq; i++)
+			gsd_vidsch_enqueue_ready(d, queued[i]);
+		free(queued);
+		gsd_vidsch_kick(d, n);
+	}
+	return 0;
 }
 
 static void context_detach(gsd_daemon *d, gsd_context *x, const char *why)

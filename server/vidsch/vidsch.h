@@ -40,6 +40,9 @@ void gsd_vidsch_hold(gsd_daemon *d, bool hold);
 void gsd_vidsch_context_priority(gsd_daemon *d, gsd_context *x, uint32_t cls, int32_t prio);
 /* The tenant's share changed: its groups on every node of a weighted adapter take it now. */
 void gsd_vidsch_tenant_share(gsd_daemon *d, const gsd_tenant *t);
+/* The adapter's share policy (a->cfg->share_policy) changed: every client context of its
+ * nodes is regrouped under it, queued ones queued again. 0, or -1 when memory is short. */
+int gsd_vidsch_adapter_policy(gsd_daemon *d, gsd_adapter *a);
 /* Bans the tenant (why: the reason, in the note tenant_banned): its contexts' work is
  * cancelled and its requests are answered BANNED, across restarts too, until an administrator
  * lifts it (TenantUpdate "banned"). */

@@ -171,6 +171,78 @@ static void test_reloads_under_load(void **state)
 	        RELOADS);
 }
 
+static gs_share_policy policy_of(gs_client *c)
+{
+	gs_daemon_info *info;
+	assert_int_equal(gs_info(c, &info), 0);
+	gs_share_policy p = info->adapters[0].share_policy;
+	gs_info_free(info);
+	return p;
+}
+
+/* An adapter's share policy changes live too: its contexts are regrouped at once while tenant
+ * a's work goes on, and b's work queued before the change ends. */
+static void test_policy_reload(void **state)
+{
+	fx *f = *state;
+	load l = {.t = &f->t};
+	pthread_t th;
+	assert_int_equal(pthread_create(&th, NULL, load_main, &l), 0);
+	long long deadline = gs_test_now_ms() + 30000;
+	while (atomic_load(&l.done) < 10 && !l.first_error)
+		assert_true(gs_test_now_ms() < deadline);
+	/* b: packets queued behind a SPIN when the policy changes. */
+	gs_client *b = itest_connect(&f->t, "t-b");
+	uint64_t dev, last = 0;
+	assert_int_equal(gs_device_create(b, "b", &dev), 0);
+	uint64_t ctx = itest_context(b, dev, 0, 2);
+	gs_dmabuf spin, nop;
+	gs_dmabuf_init(&spin);
+	gs_dmabuf_init(&nop);
+	assert_int_equal(gs_dmabuf_spin(&spin, 20000, 0), 0);
+	assert_int_equal(gs_dmabuf_nop(&nop), 0);
+	gs_submit_result r;
+	assert_int_equal(gs_submit(b, ctx, &spin, 0, &r), 0);
+	for (int i = 0; i < 5; i++) {
+		assert_int_equal(gs_submit(b, ctx, &nop, 0, &r), 0);
+		last = r.packet;
+	}
+	static const struct {
+		const char *name;
+		gs_share_policy p;
+	} seq[] = {{"equal_share", GS_SHARE_EQUAL_SHARE},
+	           {"best_effort", GS_SHARE_BEST_EFFORT},
+	           {"fixed_share", GS_SHARE_FIXED_SHARE},
+	           {"weighted", GS_SHARE_WEIGHTED}};
+	for (size_t i = 0; i < sizeof seq / sizeof seq[0]; i++) {
+		char extra[96];
+		snprintf(extra, sizeof extra, ", \"adapters\": [{\"policy\": \"%s\"}]",
+		         seq[i].name);
+		write_config(f, 1, "t-b", true, extra);
+		uint32_t changes = 0;
+		char report[1024];
+		int rv = gs_admin_reload(f->ops, &changes, report, sizeof report);
+		if (rv != 0)
+			fail_msg("reload to %s: %s", seq[i].name, gs_client_message(f->ops));
+		assert_non_null(strstr(report, "policy"));
+		assert_int_equal(policy_of(f->ops), seq[i].p);
+	}
+	gs_packet_state st;
+	assert_int_equal(gs_packet_wait(b, last, 30000, &st, NULL), 0);
+	assert_int_equal(st, GS_PACKET_COMPLETED);
+	gs_dmabuf_free(&spin);
+	gs_dmabuf_free(&nop);
+	gs_close(b);
+	uint64_t before = atomic_load(&l.done);
+	deadline = gs_test_now_ms() + 30000;
+	while (atomic_load(&l.done) < before + 10 && !l.first_error)
+		assert_true(gs_test_now_ms() < deadline);
+	atomic_store(&l.stop, true);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	if (l.first_error)
+		fail_msg("tenant a's submission failed: %s", gs_status_name(l.first_error));
+}
+
 static void test_refused_whole(void **state)
 {
 	fx *f = *state;
@@ -187,8 +259,8 @@ static void test_refused_whole(void **state)
 	assert_non_null(strstr(gs_client_message(f->ops), "nothing was changed"));
 	assert_int_equal(share_of(f->ops, "b"), 5);
 
-	/* A file that changes b's share and an adapter's policy: refused whole, share stays. */
-	write_config(f, 9, "t-b", true, ", \"adapters\": [{\"policy\": \"equal_share\"}]");
+	/* A file that changes b's share and an adapter's backend: refused whole, share stays. */
+	write_config(f, 9, "t-b", true, ", \"adapters\": [{\"backend\": \"null\"}]");
 	assert_int_equal(gs_admin_reload(f->ops, NULL, NULL, 0), GS_STATUS_INVALID_ARGUMENT);
 	assert_non_null(strstr(gs_client_message(f->ops), "adapters[0]"));
 	assert_int_equal(share_of(f->ops, "b"), 5);
@@ -248,6 +320,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test_setup_teardown(test_reloads_under_load, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_refused_whole, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_policy_reload, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_sighup_tokens_and_kept_tenants, setup,
 	                                        teardown),
 	};
