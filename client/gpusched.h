@@ -351,6 +351,7 @@ typedef struct gs_drain_report {
 	uint64_t packets_at_start;  /* not yet final when the drain began */
 	uint64_t packets_finished;  /* ended during the drain */
 	uint64_t packets_cancelled; /* cancelled at the timeout */
+	uint64_t packets_running;   /* on an engine at the timeout: given the shutdown grace */
 	uint32_t waited_ms;
 	bool timed_out;
 } gs_drain_report;

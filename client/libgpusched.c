@@ -331,6 +331,7 @@ int gs_admin_drain(gs_client *c, uint32_t timeout_ms, gs_drain_report *out)
 		*out = (gs_drain_report){.packets_at_start = r->packets_at_start,
 		                         .packets_finished = r->packets_finished,
 		                         .packets_cancelled = r->packets_cancelled,
+		                         .packets_running = r->packets_running,
 		                         .waited_ms = r->waited_ms,
 		                         .timed_out = r->timed_out};
 	}

@@ -303,16 +303,19 @@ static int admin_drain(cli *ctx, int argc, char **argv)
 	if (rv != 0)
 		return cli_fail(ctx, rv);
 	if (ctx->json) {
-		cli_json_print(json_pack("{s:o, s:o, s:o, s:I, s:b}", "packets_at_start",
+		cli_json_print(json_pack("{s:o, s:o, s:o, s:o, s:I, s:b}", "packets_at_start",
 		                         cli_json_u64(r.packets_at_start), "packets_finished",
 		                         cli_json_u64(r.packets_finished), "packets_cancelled",
-		                         cli_json_u64(r.packets_cancelled), "waited_ms",
+		                         cli_json_u64(r.packets_cancelled), "packets_running",
+		                         cli_json_u64(r.packets_running), "waited_ms",
 		                         (json_int_t)r.waited_ms, "timed_out", r.timed_out));
 		return CLI_EXIT_OK;
 	}
 	printf("drained in %" PRIu32 " ms: %" PRIu64 " packets at the start, %" PRIu64
-	       " finished, %" PRIu64 " cancelled at the timeout; the daemon stops\n",
-	       r.waited_ms, r.packets_at_start, r.packets_finished, r.packets_cancelled);
+	       " finished, %" PRIu64 " cancelled at the timeout, %" PRIu64
+	       " still running (given the shutdown grace); the daemon stops\n",
+	       r.waited_ms, r.packets_at_start, r.packets_finished, r.packets_cancelled,
+	       r.packets_running);
 	return CLI_EXIT_OK;
 }
 

@@ -583,6 +583,7 @@ static void drain_finish(gsd_daemon *d, bool stop_after)
 			        d, &d->adapters[i], NULL,
 			        "cancelled: the daemon's drain for maintenance timed out");
 		rep.r.packets_cancelled = d->stats.packets_cancelled - before;
+		rep.r.packets_running = d->packets.count;
 	}
 	rep.r.packets_finished =
 	        packets_ended(d) - d->drain.finished_at_start - rep.r.packets_cancelled;
@@ -590,10 +591,11 @@ static void drain_finish(gsd_daemon *d, bool stop_after)
 	char detail[256];
 	snprintf(detail, sizeof detail,
 	         "by %s: %llu packets at the start, %llu finished, %llu cancelled at the timeout,"
-	         " %u ms",
+	         " %llu still running (given the shutdown grace), %u ms",
 	         d->drain.who, (unsigned long long)rep.r.packets_at_start,
 	         (unsigned long long)rep.r.packets_finished,
-	         (unsigned long long)rep.r.packets_cancelled, rep.r.waited_ms);
+	         (unsigned long long)rep.r.packets_cancelled,
+	         (unsigned long long)rep.r.packets_running, rep.r.waited_ms);
 	GSD_INFO("drain finished %s", detail);
 	gsd_audit_note(d->audit, "-", "drain_finished", detail);
 	gsd_waitq_wake(&d->drain.waiters, &rep);

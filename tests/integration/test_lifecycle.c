@@ -337,6 +337,10 @@ static void test_drain_timeout_cancels(void **state)
 	assert_int_equal(gs_admin_drain(c, 200, &r), 0);
 	assert_true(r.timed_out);
 	assert_true(r.packets_cancelled >= 9); /* the NOPs behind the three SPINs */
+	/* Every packet is accounted for: ended, cancelled, or on an engine at the timeout. */
+	assert_true(r.packets_running <= 3);
+	assert_int_equal(r.packets_finished + r.packets_cancelled + r.packets_running,
+	                 r.packets_at_start);
 	assert_true(r.waited_ms >= 200);
 	gs_close(c);
 	assert_int_equal(gs_testd_wait(&t, 30000), 0);
