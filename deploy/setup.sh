@@ -25,6 +25,7 @@ PACKAGES=(
   libxxhash-dev                   # CHECKSUM instruction (XXH64)
   libcmocka-dev                   # unit and integration tests
   python3 python3-prometheus-client   # test_metrics parses /metrics with the reference parser
+  python3-pytest python3-numpy    # the Python package's tests (python/)
   chromium                        # test_cli renders gpusched timeline in a real browser
   clang-format                    # style check
 )

@@ -1,0 +1,119 @@
+"""The Python package against a real daemon (issue 29, begun): connect, devices, contexts,
+allocations written and read from bytes and numpy arrays, DMA buffers, submission with and
+without waiting, history, errors as exceptions. Run by ctest (python.test_gpusched) with
+$GPUSCHEDD the daemon and $GPUSCHED_LIBRARY the built libgpusched.so.0."""
+import os
+import select
+import subprocess
+import tempfile
+import time
+
+import numpy as np
+import pytest
+
+import gpusched
+
+TOKENS = {"ops": "t-ops", "a": "t-a"}
+
+
+@pytest.fixture(scope="module")
+def daemon():
+    """A gpuschedd on an ipc socket in a temporary directory, ready (its "ready" line read,
+    30 s at most), stopped with SIGTERM afterwards (exit 0)."""
+    with tempfile.TemporaryDirectory(prefix="gs-python.") as d:
+        cfg = os.path.join(d, "c.json")
+        with open(cfg, "w") as f:
+            f.write('{"tenants": [{"name": "ops", "token": "t-ops", "admin": true},'
+                    ' {"name": "a", "token": "t-a"}]}')
+        url = "ipc://" + os.path.join(d, "s.sock")
+        proc = subprocess.Popen([os.environ["GPUSCHEDD"], "-l", url, "-d",
+                                 os.path.join(d, "audit.db"), "-c", cfg, "--log-level", "warn"],
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        ready = False
+        while not ready and time.monotonic() < deadline:
+            r, _, _ = select.select([proc.stdout], [], [], deadline - time.monotonic())
+            line = proc.stdout.readline() if r else b""
+            ready = b"ready" in line
+            if not line and proc.poll() is not None:
+                break
+        assert ready, "the daemon did not become ready"
+        yield url
+        proc.terminate()
+        assert proc.wait(timeout=30) == 0
+
+
+def test_connect_and_info(daemon):
+    with gpusched.connect(daemon, TOKENS["a"]) as gpu:
+        info = gpu.info()
+        assert info["tenant"] == "a"
+        assert info["adapters"] >= 1
+        assert info["tenant_view"] is True
+
+
+def test_wrong_token_raises(daemon):
+    with gpusched.connect(daemon, "not-a-token") as gpu:
+        with pytest.raises(gpusched.GpuschedError) as e:
+            gpu.info()
+        assert e.value.status == "UNAUTHENTICATED"
+
+
+def test_fill_then_read_with_numpy(daemon):
+    with gpusched.connect(daemon, TOKENS["a"]) as gpu, gpu.device("py") as dev:
+        ctx = dev.context(node=0)
+        buf = dev.allocation(4096)
+        # Bytes in from a numpy array (no copy: a writable buffer), and back.
+        src = np.arange(1024, dtype=np.uint32)
+        buf.write(src)
+        assert np.array_equal(np.frombuffer(buf.read(), dtype=np.uint32), src)
+        # A packet fills the first KiB; the rest is as written.
+        r = ctx.submit(gpusched.DmaBuffer().fill(buf, 0, 1024, 0x01020304), wait_ms=30000)
+        assert r.state == "COMPLETED"
+        assert r.fence == 1 and r.completed_fence == 1
+        got = np.frombuffer(buf.read(), dtype=np.uint32)
+        assert (got[:256] == 0x01020304).all()
+        assert np.array_equal(got[256:], src[256:])
+        # Read-only bytes go in too.
+        buf.write(b"\xff" * 16, offset=4080)
+        assert buf.read(16, offset=4080) == b"\xff" * 16
+
+
+def test_fences_and_history(daemon):
+    with gpusched.connect(daemon, TOKENS["a"]) as gpu, gpu.device("py") as dev:
+        ctx = dev.context(node=1)
+        nop = gpusched.DmaBuffer().nop()
+        results = [ctx.submit(nop, flags=gpusched.SUBMIT_NULL_RENDERING) for _ in range(10)]
+        assert [r.fence for r in results] == list(range(1, 11))
+        assert gpu.wait(results[-1].packet) == "COMPLETED"
+        hist = gpu.history(limit=10, context=ctx.handle)
+        assert [h.packet for h in hist] == [r.packet for r in reversed(results)]
+        assert all(h.tenant == "a" and h.state == "COMPLETED" for h in hist)
+        # Ids are JSON-safe, below 2**53.
+        assert max(h.packet for h in hist) < 2**53
+
+
+def test_unknown_handle_and_other_tenant(daemon):
+    with gpusched.connect(daemon, TOKENS["a"]) as gpu:
+        with pytest.raises(gpusched.GpuschedError) as e:
+            gpu.wait(123456789, timeout_ms=0)
+        assert e.value.status == "NOT_FOUND"
+        dev = gpu.device("mine")
+        try:
+            with gpusched.connect(daemon, TOKENS["ops"]) as ops:
+                # Another tenant's device names nothing for the administrator's own calls.
+                with pytest.raises(gpusched.GpuschedError) as e:
+                    gpusched.Device(ops, dev.handle).context()
+                assert e.value.status == "NOT_FOUND"
+        finally:
+            dev.destroy()
+
+
+def test_no_leak_of_devices(daemon):
+    """1,100 device create/destroy cycles all succeed: a device that outlived its destroy would
+    count against the tenant's max_devices (1,024), and the 1,025th create would fail."""
+    with gpusched.connect(daemon, TOKENS["a"]) as gpu:
+        for _ in range(1100):
+            with gpu.device("cycle") as dev:
+                dev.allocation(4096)
+        with gpu.device("last") as dev:
+            assert dev.handle != 0
