@@ -24,6 +24,9 @@ import os
 from dataclasses import dataclass
 from typing import List, Optional, Union
 
+# The daemon's version (CMakeLists.txt, project VERSION): the tests check that they agree.
+__version__ = "0.1.0"
+
 __all__ = ["connect", "Client", "Device", "Context", "Allocation", "DmaBuffer",
            "SubmitResult", "PacketRecord", "GpuschedError", "PACKET_STATES", "SUBMIT_NULL_RENDERING"]
 

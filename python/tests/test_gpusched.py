@@ -49,6 +49,8 @@ def test_connect_and_info(daemon):
         assert info["tenant"] == "a"
         assert info["adapters"] >= 1
         assert info["tenant_view"] is True
+        # The package's version is the daemon's.
+        assert info["version"] == gpusched.__version__
 
 
 def test_wrong_token_raises(daemon):
