@@ -119,3 +119,30 @@ def test_no_leak_of_devices(daemon):
                 dev.allocation(4096)
         with gpu.device("last") as dev:
             assert dev.handle != 0
+
+
+def test_waits_release_the_gil(daemon):
+    """While one thread waits for a 300 ms packet, another Python thread keeps running."""
+    import threading
+    with gpusched.connect(daemon, TOKENS["a"]) as gpu, gpu.device("gil") as dev:
+        ctx = dev.context(node=0)
+        ticks = 0
+        done = threading.Event()
+
+        def spin():
+            nonlocal ticks
+            while not done.is_set():
+                ticks += 1
+
+        t = threading.Thread(target=spin)
+        t.start()
+        try:
+            before = ticks
+            r = ctx.submit(gpusched.DmaBuffer().spin(300_000), wait_ms=30_000)
+            during = ticks - before
+        finally:
+            done.set()
+            t.join()
+        assert r.state == "COMPLETED"
+        # A held GIL would leave the other thread a few switch intervals at most.
+        assert during > 10_000, f"the other thread ran {during} times during the wait"
