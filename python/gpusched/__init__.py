@@ -27,7 +27,8 @@ from typing import List, Optional, Union
 # The daemon's version (CMakeLists.txt, project VERSION): the tests check that they agree.
 __version__ = "0.1.0"
 
-__all__ = ["connect", "Client", "Device", "Context", "Allocation", "DmaBuffer",
+__all__ = ["connect", "Client", "Device", "Context", "Allocation", "DmaBuffer", "Kernel",
+           "KernelBinding",
            "SubmitResult", "PacketRecord", "GpuschedError", "PACKET_STATES", "SUBMIT_NULL_RENDERING"]
 
 SUBMIT_NULL_RENDERING = 0x008
@@ -93,6 +94,24 @@ class _PacketRecord(ctypes.Structure):
                 ("tenant", ctypes.c_char_p), ("dispatches", ctypes.c_char_p)]
 
 
+class _KernelBinding(ctypes.Structure):
+    _fields_ = [("binding", _u32), ("kind", _u32), ("writes", ctypes.c_bool),
+                ("name", ctypes.c_char * 48)]
+
+
+class _KernelInfo(ctypes.Structure):
+    _fields_ = [("kernel", _u64), ("device", _u64), ("hash", ctypes.c_uint8 * 32),
+                ("entry_point", ctypes.c_char * 64), ("local_size", _u32 * 3),
+                ("push_constant_bytes", _u32), ("nbindings", _u32),
+                ("bindings", _KernelBinding * 16), ("spirv_bytes", _u64),
+                ("cached", ctypes.c_bool), ("created_ns", _u64)]
+
+
+class _DmaBinding(ctypes.Structure):
+    _fields_ = [("binding", _u32), ("allocation", _u64), ("offset", _u64), ("range", _u64),
+                ("write", ctypes.c_bool)]
+
+
 class _Info(ctypes.Structure):
     _fields_ = [("version", ctypes.c_char_p), ("tenant", ctypes.c_char_p),
                 ("events_url", ctypes.c_char_p), ("adapter_count", ctypes.c_size_t),
@@ -137,6 +156,12 @@ _packet_wait = _sig("gs_packet_wait", _c, _p, _u64, _u32, ctypes.POINTER(ctypes.
 _history = _sig("gs_history", _c, _p, ctypes.POINTER(_HistoryFilter),
                 ctypes.POINTER(ctypes.POINTER(_PacketRecord)), ctypes.POINTER(ctypes.c_size_t))
 _history_free = _sig("gs_history_free", None, ctypes.POINTER(_PacketRecord), ctypes.c_size_t)
+_set_adapter = _sig("gs_client_set_adapter", None, _p, _u32)
+_kernel_create = _sig("gs_kernel_create", _c, _p, _u64, ctypes.c_char_p, ctypes.c_size_t,
+                      ctypes.c_char_p, ctypes.POINTER(_KernelInfo))
+_kernel_destroy = _sig("gs_kernel_destroy", _c, _p, _u64)
+_dma_dispatch = _sig("gs_dmabuf_dispatch", _c, ctypes.POINTER(_Dmabuf), _u64, _u32 * 3,
+                     ctypes.POINTER(_DmaBinding), ctypes.c_size_t, _p, ctypes.c_size_t)
 
 
 class GpuschedError(Exception):
@@ -215,6 +240,47 @@ class DmaBuffer:
         return self._b.len
 
 
+@dataclass(frozen=True)
+class KernelBinding:
+    """A buffer the kernel declares: its binding number, its name in the module (may be
+    empty) and whether the kernel writes it."""
+    binding: int
+    name: str
+    writes: bool
+
+
+class Kernel:
+    """A user's SPIR-V compute kernel on a device (Device.kernel)."""
+
+    def __init__(self, client: "Client", info: "_KernelInfo"):
+        self._client = client
+        self.handle = info.kernel
+        self.entry_point = _str(info.entry_point)
+        self.local_size = tuple(info.local_size)
+        self.push_constant_bytes = info.push_constant_bytes
+        self.bindings = [KernelBinding(b.binding, _str(b.name), bool(b.writes))
+                         for b in info.bindings[:info.nbindings]]
+
+    def destroy(self) -> None:
+        if self.handle:
+            self._client._check(_kernel_destroy(self._client._c, self.handle))
+            self.handle = 0
+
+
+def _bytes_of(value) -> bytes:
+    """Push constants: bytes, a numpy scalar or array, or a sequence of them, in order."""
+    if value is None:
+        return b""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    if isinstance(value, (list, tuple)):
+        return b"".join(_bytes_of(v) for v in value)
+    tobytes = getattr(value, "tobytes", None)
+    if tobytes is None:
+        raise TypeError("push constants are bytes, numpy scalars or arrays, or a list of them")
+    return tobytes()
+
+
 class Allocation:
     """Memory on the device: read and written from the CPU, used by packets."""
 
@@ -284,6 +350,66 @@ class Device:
         self._client._check(_alloc_create(self._client._c, ctypes.byref(d), ctypes.byref(p)))
         return Allocation(self._client, p.allocation, size)
 
+    def kernel(self, spirv: bytes, entry_point: str = "main") -> Kernel:
+        """Creates a kernel from a SPIR-V module (the daemon validates it and reflects its
+        bindings and push constants)."""
+        info = _KernelInfo()
+        code = bytes(spirv)
+        self._client._check(_kernel_create(self._client._c, self.handle, code, len(code),
+                                           entry_point.encode(), ctypes.byref(info)))
+        return Kernel(self._client, info)
+
+    def run(self, kernel: Kernel, groups, buffers: dict, push=None, outputs=None,
+            node: int = 1, wait_ms: int = 60_000) -> dict:
+        """Runs the kernel once over groups (x, y, z) work groups. buffers maps each binding
+        (its number or its name) to an array (numpy, or any buffer): it is copied to an
+        allocation of its size. Returns {name: array} for the names (or numbers) in outputs,
+        read back after the run, with the dtype and shape of the array given for it."""
+        import numpy as np
+        by_key = {}
+        for b in kernel.bindings:
+            by_key[b.binding] = b
+            if b.name:
+                by_key[b.name] = b
+        allocs, binds, arrays = {}, [], {}
+        try:
+            for key, array in buffers.items():
+                if key not in by_key:
+                    raise KeyError(f"the kernel declares no binding {key!r}")
+                b = by_key[key]
+                a = np.ascontiguousarray(array)
+                alloc = self.allocation(a.nbytes)
+                alloc.write(a)
+                allocs[b.binding], arrays[key] = alloc, a
+                binds.append(_DmaBinding(b.binding, alloc.handle, 0, a.nbytes, b.writes))
+            missing = [b.binding for b in kernel.bindings if b.binding not in allocs]
+            if missing:
+                raise KeyError(f"no buffer for the kernel's bindings {missing}")
+            dma = DmaBuffer()
+            pc = _bytes_of(push)
+            g = (_u32 * 3)(*(list(groups) + [1, 1])[:3])
+            arr = (_DmaBinding * len(binds))(*binds)
+            pcbuf = ctypes.create_string_buffer(pc, len(pc)) if pc else None
+            dma._check(_dma_dispatch(ctypes.byref(dma._b), kernel.handle, g, arr, len(binds),
+                                     ctypes.cast(pcbuf, _p) if pcbuf else None, len(pc)),
+                       "dispatch")
+            ctx = self.context(node=node)
+            try:
+                r = ctx.submit(dma, wait_ms=wait_ms)
+            finally:
+                ctx.destroy()
+            if r.state != "COMPLETED":
+                raise GpuschedError(0, r.state, f"packet {r.packet} did not complete")
+            out = {}
+            for key in outputs or []:
+                a = arrays[key]
+                raw = allocs[by_key[key].binding].read(a.nbytes)
+                out[key] = np.frombuffer(raw, dtype=a.dtype).reshape(a.shape).copy()
+            return out
+        finally:
+            for alloc in allocs.values():
+                alloc.destroy()
+
     def destroy(self) -> None:
         if self.handle:
             self._client._check(_device_destroy(self._client._c, self.handle))
@@ -299,13 +425,15 @@ class Device:
 class Client:
     """A connection to gpuschedd (close() or a with block ends it)."""
 
-    def __init__(self, url: Optional[str] = None, token: Optional[str] = None):
+    def __init__(self, url: Optional[str] = None, token: Optional[str] = None,
+                 adapter: int = 0):
         c = _p()
         rv = _connect(url.encode() if url else None, token.encode() if token is not None else None,
                       ctypes.byref(c))
         if rv != 0:
             raise GpuschedError(rv, _str(_status_name(rv)), f"cannot connect to {url or 'the daemon'}")
         self._c = c
+        _set_adapter(c, adapter)
 
     def _check(self, rv: int) -> None:
         if rv != 0:
@@ -358,7 +486,8 @@ class Client:
         self.close()
 
 
-def connect(url: Optional[str] = None, token: Optional[str] = None) -> Client:
+def connect(url: Optional[str] = None, token: Optional[str] = None, adapter: int = 0) -> Client:
     """Connects to gpuschedd: url (ipc://, tcp://, tls+tcp://) or $GPUSCHED_URL or the default
-    socket; token or $GPUSCHED_TOKEN."""
-    return Client(url, token)
+    socket; token or $GPUSCHED_TOKEN; every request addresses `adapter` (gpusched info lists
+    them: users' kernels run on a Vulkan one, such as the gpu0 of gpuschedd --with-vulkan)."""
+    return Client(url, token, adapter)

@@ -26,8 +26,10 @@ def daemon():
             f.write('{"tenants": [{"name": "ops", "token": "t-ops", "admin": true},'
                     ' {"name": "a", "token": "t-a"}]}')
         url = "ipc://" + os.path.join(d, "s.sock")
+        # With a Vulkan adapter (1, gpu0: a GPU, or lavapipe) for users' kernels.
         proc = subprocess.Popen([os.environ["GPUSCHEDD"], "-l", url, "-d",
-                                 os.path.join(d, "audit.db"), "-c", cfg, "--log-level", "warn"],
+                                 os.path.join(d, "audit.db"), "-c", cfg, "--log-level", "warn",
+                                 "--with-vulkan"],
                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 30
         ready = False
@@ -146,3 +148,27 @@ def test_waits_release_the_gil(daemon):
         assert r.state == "COMPLETED"
         # A held GIL would leave the other thread a few switch intervals at most.
         assert during > 10_000, f"the other thread ran {during} times during the wait"
+
+
+def test_saxpy_kernel_on_vulkan(daemon):
+    """The examples' SAXPY kernel (SPIR-V built with the tree) on the Vulkan adapter, numpy in
+    and out: y = a * x + y, as numpy computes it (an fma may round once instead of twice)."""
+    spv = os.path.join(os.environ["GS_EXAMPLES_SPV_DIR"], "saxpy.spv")
+    with open(spv, "rb") as f:
+        code = f.read()
+    with gpusched.connect(daemon, TOKENS["a"], adapter=1) as gpu, gpu.device("saxpy") as dev:
+        k = dev.kernel(code)
+        assert k.local_size == (64, 1, 1)
+        assert k.push_constant_bytes == 8
+        assert sorted(b.binding for b in k.bindings) == [0, 1]
+        n = 10_000
+        x = np.arange(n, dtype=np.float32)
+        y = np.ones(n, dtype=np.float32)
+        out = dev.run(k, groups=((n + 63) // 64, 1, 1), buffers={0: x, 1: y},
+                      push=[np.float32(2.0), np.uint32(n)], outputs=[1])
+        assert np.allclose(out[1], np.float32(2.0) * x + y, rtol=1e-6)
+        # The inputs are untouched; a missing binding is refused before anything runs.
+        assert (y == 1).all()
+        with pytest.raises(KeyError):
+            dev.run(k, groups=(1, 1, 1), buffers={0: x}, push=[np.float32(1), np.uint32(1)])
+        k.destroy()
