@@ -120,6 +120,11 @@ C
 cc -o "$dir/client" "$dir/client.c" $(pkg-config --cflags --libs gpusched) ||
 	fail "a program does not build against the installed library"
 "$dir/client" "$url" "$admin_token" | grep -q "adapters 1" || fail "the program's gs_info failed"
+# The Python package, installed for Debian's python3, finds the installed library (byte code
+# written: the purge must not leave it).
+env -u PYTHONPATH -u GPUSCHED_LIBRARY -u PYTHONDONTWRITEBYTECODE /usr/bin/python3 -c \
+	"import gpusched, sys; i = gpusched.connect(sys.argv[1]).info(); assert i['version'] == gpusched.__version__, i" \
+	"$url" || fail "the installed Python package does not reach the daemon"
 
 kill -TERM "$daemon_pid"
 wait "$daemon_pid" || fail "the daemon did not stop cleanly"
@@ -132,6 +137,7 @@ while read -r f; do
 	if [ -e "$f" ]; then fail "left after purge: $f"; fi
 done <"$dir/files"
 [ ! -e /etc/gpusched ] || fail "/etc/gpusched left after purge"
+[ ! -e /usr/lib/python3/dist-packages/gpusched ] || fail "the Python package left files after purge"
 if getent passwd gpusched >/dev/null; then fail "the user gpusched is left after purge"; fi
 [ -e /var/lib/gpusched/audit.db ] || fail "the audit data went with the purge (it is kept by design)"
 echo "test_deb: $(basename "$deb") installed, served info to the CLI and to a program built with pkg-config, purged leaving only /var/lib/gpusched"
