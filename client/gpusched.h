@@ -297,8 +297,9 @@ typedef struct gs_daemon_info {
 	char *events_url; /* where the daemon publishes events; "" = nowhere */
 	size_t adapter_count;
 	gs_adapter_info *adapters;
-	/* The tenant is not an administrator: each node's fence and queued, each segment's used
-	 * and the system memory used are its own share, largest_free is 0 (issue 10). */
+	/* The tenant is not an administrator: each node's queued, each segment's used and the
+	 * system memory used are its own share; each node's fence and largest_free are 0
+	 * (issue 10; its fences are its contexts': gs_context_query). */
 	bool tenant_view;
 } gs_daemon_info;
 
