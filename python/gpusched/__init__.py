@@ -28,7 +28,7 @@ from typing import List, Optional, Union
 __version__ = "0.1.0"
 
 __all__ = ["connect", "Client", "Device", "Context", "Allocation", "DmaBuffer", "Kernel",
-           "KernelBinding",
+           "KernelBinding", "Sync", "Explanation", "PacketEvent",
            "SubmitResult", "PacketRecord", "GpuschedError", "PACKET_STATES", "SUBMIT_NULL_RENDERING"]
 
 SUBMIT_NULL_RENDERING = 0x008
@@ -94,6 +94,16 @@ class _PacketRecord(ctypes.Structure):
                 ("tenant", ctypes.c_char_p), ("dispatches", ctypes.c_char_p)]
 
 
+class _PacketEvent(ctypes.Structure):
+    _fields_ = [("seq", _u64), ("packet", _u64), ("state", ctypes.c_int), ("time_ns", _u64),
+                ("detail", ctypes.c_char_p), ("context", _u64)]
+
+
+class _Explanation(ctypes.Structure):
+    _fields_ = [("packet", ctypes.POINTER(_PacketRecord)), ("events", ctypes.POINTER(_PacketEvent)),
+                ("event_count", ctypes.c_size_t), ("moves", _p), ("move_count", ctypes.c_size_t)]
+
+
 class _KernelBinding(ctypes.Structure):
     _fields_ = [("binding", _u32), ("kind", _u32), ("writes", ctypes.c_bool),
                 ("name", ctypes.c_char * 48)]
@@ -157,6 +167,13 @@ _history = _sig("gs_history", _c, _p, ctypes.POINTER(_HistoryFilter),
                 ctypes.POINTER(ctypes.POINTER(_PacketRecord)), ctypes.POINTER(ctypes.c_size_t))
 _history_free = _sig("gs_history_free", None, ctypes.POINTER(_PacketRecord), ctypes.c_size_t)
 _set_adapter = _sig("gs_client_set_adapter", None, _p, _u32)
+_explain = _sig("gs_explain", _c, _p, _u64, ctypes.c_char_p,
+                ctypes.POINTER(ctypes.POINTER(_Explanation)))
+_explanation_free = _sig("gs_explanation_free", None, ctypes.POINTER(_Explanation))
+_sync_create = _sig("gs_sync_create", _c, _p, _u64, _u64, ctypes.POINTER(_u64))
+_sync_destroy = _sig("gs_sync_destroy", _c, _p, _u64)
+_sync_signal = _sig("gs_sync_signal", _c, _p, _u64, _u64)
+_sync_wait = _sig("gs_sync_wait", _c, _p, _u64, _u64, _u32, ctypes.POINTER(_u64))
 _kernel_create = _sig("gs_kernel_create", _c, _p, _u64, ctypes.c_char_p, ctypes.c_size_t,
                       ctypes.c_char_p, ctypes.POINTER(_KernelInfo))
 _kernel_destroy = _sig("gs_kernel_destroy", _c, _p, _u64)
@@ -205,6 +222,54 @@ class PacketRecord:
     preemptions: int
     result: str
     tenant: str
+
+
+@dataclass(frozen=True)
+class PacketEvent:
+    """One state change of a packet, with the daemon's reason (why it waited, what stopped it)."""
+    seq: int
+    state: str
+    time_ns: int
+    detail: str
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """A packet's whole life (gpusched explain): its record, its events and how many moves of
+    the memory manager were made for it."""
+    packet: PacketRecord
+    events: List[PacketEvent]
+    moves: int
+
+
+def _record(r: "_PacketRecord") -> PacketRecord:
+    return PacketRecord(r.packet, r.device, r.context, r.node, r.fence, r.submit_flags,
+                        PACKET_STATES[r.state], r.submitted_ns, r.started_ns, r.completed_ns,
+                        r.preemptions, _str(r.result), _str(r.tenant))
+
+
+class Sync:
+    """A monitored fence of a device: a 64-bit value that only grows."""
+
+    def __init__(self, client: "Client", handle: int):
+        self._client, self.handle = client, handle
+
+    def signal(self, value: int) -> None:
+        """Raises the value from the CPU (a lower one is refused)."""
+        self._client._check(_sync_signal(self._client._c, self.handle, value))
+
+    def wait(self, value: int, timeout_ms: int = 30_000) -> int:
+        """Waits until the value is at least `value` (TIMEOUT raises); returns the value seen.
+        The GIL is released meanwhile."""
+        cur = _u64()
+        self._client._check(_sync_wait(self._client._c, self.handle, value, timeout_ms,
+                                       ctypes.byref(cur)))
+        return cur.value
+
+    def destroy(self) -> None:
+        if self.handle:
+            self._client._check(_sync_destroy(self._client._c, self.handle))
+            self.handle = 0
 
 
 class DmaBuffer:
@@ -350,6 +415,11 @@ class Device:
         self._client._check(_alloc_create(self._client._c, ctypes.byref(d), ctypes.byref(p)))
         return Allocation(self._client, p.allocation, size)
 
+    def sync(self, initial: int = 0) -> Sync:
+        h = _u64()
+        self._client._check(_sync_create(self._client._c, self.handle, initial, ctypes.byref(h)))
+        return Sync(self._client, h.value)
+
     def kernel(self, spirv: bytes, entry_point: str = "main") -> Kernel:
         """Creates a kernel from a SPIR-V module (the daemon validates it and reflects its
         bindings and push constants)."""
@@ -467,12 +537,21 @@ class Client:
         recs, n = ctypes.POINTER(_PacketRecord)(), ctypes.c_size_t()
         self._check(_history(self._c, ctypes.byref(f), ctypes.byref(recs), ctypes.byref(n)))
         try:
-            return [PacketRecord(r.packet, r.device, r.context, r.node, r.fence, r.submit_flags,
-                                 PACKET_STATES[r.state], r.submitted_ns, r.started_ns,
-                                 r.completed_ns, r.preemptions, _str(r.result), _str(r.tenant))
-                    for r in (recs[i] for i in range(n.value))]
+            return [_record(recs[i]) for i in range(n.value)]
         finally:
             _history_free(recs, n)
+
+    def explain(self, packet: int) -> Explanation:
+        """One packet's life from the audit: every state change with its reason."""
+        e = ctypes.POINTER(_Explanation)()
+        self._check(_explain(self._c, packet, None, ctypes.byref(e)))
+        try:
+            x = e.contents
+            events = [PacketEvent(v.seq, PACKET_STATES[v.state], v.time_ns, _str(v.detail))
+                      for v in (x.events[i] for i in range(x.event_count))]
+            return Explanation(_record(x.packet.contents), events, x.move_count)
+        finally:
+            _explanation_free(e)
 
     def close(self) -> None:
         if self._c:

@@ -172,3 +172,31 @@ def test_saxpy_kernel_on_vulkan(daemon):
         with pytest.raises(KeyError):
             dev.run(k, groups=(1, 1, 1), buffers={0: x}, push=[np.float32(1), np.uint32(1)])
         k.destroy()
+
+
+def test_sync_objects_and_explain(daemon):
+    """A sync object signalled from the CPU wakes a waiting thread; explain gives the packet's
+    life with a reason for its READY."""
+    import threading
+    with gpusched.connect(daemon, TOKENS["a"]) as gpu, gpu.device("sync") as dev:
+        s = dev.sync(0)
+        seen = []
+        t = threading.Thread(target=lambda: seen.append(s.wait(5, timeout_ms=30_000)))
+        t.start()
+        s.signal(5)
+        t.join(timeout=30)
+        assert seen == [5]
+        with pytest.raises(gpusched.GpuschedError) as e:
+            s.signal(3)  # a monitored fence never goes backwards
+        assert e.value.status == "INVALID_ARGUMENT"
+        with pytest.raises(gpusched.GpuschedError) as e:
+            s.wait(100, timeout_ms=10)
+        assert e.value.status == "TIMEOUT"
+        s.destroy()
+        ctx = dev.context(node=0)
+        r = ctx.submit(gpusched.DmaBuffer().nop(), wait_ms=30_000)
+        x = gpu.explain(r.packet)
+        assert x.packet.packet == r.packet and x.packet.fence == r.fence
+        assert [v.state for v in x.events][0] == "SUBMITTED"
+        assert x.events[-1].state == "COMPLETED"
+        assert all(v.detail for v in x.events if v.state == "READY")
