@@ -110,30 +110,6 @@ static const gsd_tenant_config *config_tenant(const gsd_config *c, const char *n
 	return NULL;
 }
 
-/* Does the tenant authenticate with the credential tc gives? */
-static bool same_token(const gsd_tenant *t, const gsd_tenant_config *tc)
-{
-	if (!tc->token_hash[0])
-		return gsd_tenant_token_is(t, tc->token);
-	uint8_t salt[GSD_TOKEN_SALT], hash[GSD_TOKEN_HASH];
-	return gsd_token_hash_parse(tc->token_hash, salt, hash) == 0 &&
-	       sodium_memcmp(salt, t->token_salt, sizeof salt) == 0 &&
-	       sodium_memcmp(hash, t->token_hash, sizeof hash) == 0;
-}
-
-/* The new credential of tc into t (checked to parse in the first pass). */
-static void set_token(gsd_tenant *t, const gsd_tenant_config *tc)
-{
-	if (tc->token_hash[0]) {
-		gsd_token_hash_parse(tc->token_hash, t->token_salt, t->token_hash);
-		return;
-	}
-	char text[160];
-	if (gsd_token_hash_text(tc->token, text, sizeof text) == 0)
-		gsd_token_hash_parse(text, t->token_salt, t->token_hash);
-	sodium_memzero(text, sizeof text);
-}
-
 int gsd_reload_apply(gsd_daemon *d, const gsd_config *next, const char *who, char *msg, size_t cap)
 {
 	msg[0] = '\0';
@@ -192,8 +168,8 @@ int gsd_reload_apply(gsd_daemon *d, const gsd_config *next, const char *who, cha
 #undef DIFF
 		if (!t->conf.share)
 			t->conf.share = 1;
-		if (!same_token(t, tc)) {
-			set_token(t, tc);
+		if (!gsd_tenant_has_credential(t, tc)) {
+			gsd_tenant_set_credential(t, tc); /* it parses: the file validated */
 			add(note, sizeof note, " token replaced");
 		}
 		if (!note[0])

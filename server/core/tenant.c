@@ -67,6 +67,25 @@ int gsd_token_hash_parse(const char *text, uint8_t salt[GSD_TOKEN_SALT],
 	return 0;
 }
 
+int gsd_tenant_set_credential(gsd_tenant *t, const gsd_tenant_config *tc)
+{
+	if (tc->token_hash[0])
+		return gsd_token_hash_parse(tc->token_hash, t->token_salt, t->token_hash);
+	randombytes_buf(t->token_salt, sizeof t->token_salt);
+	token_digest(t->token_salt, tc->token, t->token_hash);
+	return 0;
+}
+
+bool gsd_tenant_has_credential(const gsd_tenant *t, const gsd_tenant_config *tc)
+{
+	if (!tc->token_hash[0])
+		return gsd_tenant_token_is(t, tc->token);
+	uint8_t salt[GSD_TOKEN_SALT], hash[GSD_TOKEN_HASH];
+	return gsd_token_hash_parse(tc->token_hash, salt, hash) == 0 &&
+	       sodium_memcmp(salt, t->token_salt, sizeof salt) == 0 &&
+	       sodium_memcmp(hash, t->token_hash, sizeof hash) == 0;
+}
+
 gsd_tenant *gsd_tenant_add(gsd_daemon *d, const gsd_tenant_config *tc)
 {
 	if (d->ntenants >= sizeof(d->tenants) / sizeof(d->tenants[0]) || sodium_init() < 0)
@@ -75,14 +94,9 @@ gsd_tenant *gsd_tenant_add(gsd_daemon *d, const gsd_tenant_config *tc)
 	if (!t)
 		return NULL;
 	t->conf = *tc;
-	if (tc->token_hash[0]) {
-		if (gsd_token_hash_parse(tc->token_hash, t->token_salt, t->token_hash) != 0) {
-			free(t);
-			return NULL;
-		}
-	} else {
-		randombytes_buf(t->token_salt, sizeof t->token_salt);
-		token_digest(t->token_salt, tc->token, t->token_hash);
+	if (gsd_tenant_set_credential(t, tc) != 0) {
+		free(t);
+		return NULL;
 	}
 	/* Only the hash stays in memory. */
 	sodium_memzero(t->conf.token, sizeof t->conf.token);

@@ -93,6 +93,11 @@ typedef struct gsd_tenant {
  * token. Returns it, or NULL when the table is full, memory is short or tc->token_hash is not
  * a hash. Every tenant, configured or created by an admin, is made here. */
 gsd_tenant *gsd_tenant_add(gsd_daemon *d, const gsd_tenant_config *tc);
+/* The credential of tc (its token_hash, or a fresh salted hash of its token) becomes t's:
+ * 0, or -1 when token_hash does not parse (t unchanged then). */
+int gsd_tenant_set_credential(gsd_tenant *t, const gsd_tenant_config *tc);
+/* Does t authenticate with the credential tc gives (its token, or the same token_hash)? */
+bool gsd_tenant_has_credential(const gsd_tenant *t, const gsd_tenant_config *tc);
 /* Frees a tenant (at the daemon's end: records may name it until then). */
 void gsd_tenant_free(gsd_tenant *t);
 /* The audit identity of one guest process of a VM tenant, "NAME/GUEST" (NAME its audit_name;
