@@ -22,6 +22,29 @@ static void add(char *buf, size_t cap, const char *fmt, ...)
 	va_end(ap);
 }
 
+/* Do two adapters differ in what only a restart changes (all but the time slice and the share
+ * policy)? Field by field: strings to their end, no padding compared. */
+static bool adapter_differs(const gsd_adapter_config *x, const gsd_adapter_config *y)
+{
+	if (strcmp(x->name, y->name) || strcmp(x->backend, y->backend) ||
+	    strcmp(x->device, y->device) || x->local_memory != y->local_memory ||
+	    x->nnodes != y->nnodes || x->nsegments != y->nsegments ||
+	    x->system_memory != y->system_memory)
+		return true;
+	for (uint32_t n = 0; n < x->nnodes; n++)
+		if (strcmp(x->nodes[n].name, y->nodes[n].name) ||
+		    x->nodes[n].kind != y->nodes[n].kind ||
+		    x->nodes[n].paging != y->nodes[n].paging)
+			return true;
+	for (uint32_t s = 0; s < x->nsegments; s++) {
+		const gsd_segment_config *p = &x->segments[s], *q = &y->segments[s];
+		if (p->id != q->id || strcmp(p->name, q->name) || p->kind != q->kind ||
+		    p->size != q->size || p->cpu_visible != q->cpu_visible)
+			return true;
+	}
+	return false;
+}
+
 /* What only a restart can change: the first difference, named, into why. */
 static bool needs_restart(const gsd_config *a, const gsd_config *b, char *why, size_t cap)
 {
@@ -37,7 +60,8 @@ static bool needs_restart(const gsd_config *a, const gsd_config *b, char *why, s
 		add(why, cap, "db ");
 	if (strcmp(a->metrics_url, b->metrics_url))
 		add(why, cap, "metrics ");
-	if (memcmp(&a->tls, &b->tls, sizeof a->tls))
+	if (strcmp(a->tls.cert_key_file, b->tls.cert_key_file) ||
+	    strcmp(a->tls.ca_file, b->tls.ca_file) || a->tls.auth_mode != b->tls.auth_mode)
 		add(why, cap, "tls ");
 	if (a->virtual_clock != b->virtual_clock)
 		add(why, cap, "clock ");
@@ -59,15 +83,10 @@ static bool needs_restart(const gsd_config *a, const gsd_config *b, char *why, s
 	if (a->nadapters != b->nadapters) {
 		add(why, cap, "adapters ");
 	} else {
-		for (uint32_t i = 0; i < a->nadapters; i++) {
-			gsd_adapter_config x = a->adapters[i], y = b->adapters[i];
-			/* What may change live: the time slice and the share policy. */
-			x.time_slice_us = y.time_slice_us = 0;
-			x.share_policy = y.share_policy = 0;
-			if (memcmp(&x, &y, sizeof x))
+		for (uint32_t i = 0; i < a->nadapters; i++)
+			if (adapter_differs(&a->adapters[i], &b->adapters[i]))
 				add(why, cap,
 				    "adapters[%u] (only time_slice_us and policy change live) ", i);
-		}
 	}
 	return why[0] != '\0';
 }
