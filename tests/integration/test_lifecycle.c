@@ -225,17 +225,24 @@ static void *drain_thread(void *arg)
 	return NULL;
 }
 
-/* Queues, on a context of each of the three nodes, a SPIN of spin_us then `behind` NOPs. */
-static void queue_on_three_nodes(gs_client *c, const itest_layout *lay, uint64_t dev,
-                                 uint32_t spin_us, int behind)
+/*
+ * Starts a daemon, connects, makes a device and queues, on a context of each of the three
+ * nodes, a SPIN of spin_us then `behind` NOPs: 3 * (1 + behind) packets in flight.
+ */
+static gs_client *start_with_work(gs_testd *t, uint32_t spin_us, int behind, uint64_t *dev)
 {
+	assert_int_equal(gs_testd_start(t, NULL), 0);
+	gs_client *c = itest_connect(t, NULL);
+	itest_layout lay;
+	itest_layout_of(c, &lay);
+	assert_int_equal(gs_device_create(c, "drain", dev), 0);
 	gs_dmabuf spin, nop;
 	gs_dmabuf_init(&spin);
 	gs_dmabuf_init(&nop);
 	assert_int_equal(gs_dmabuf_spin(&spin, spin_us, 0), 0);
 	assert_int_equal(gs_dmabuf_nop(&nop), 0);
 	for (uint32_t node = 0; node < 3; node++) {
-		uint64_t ctx = itest_context(c, dev, node, lay->paging_node);
+		uint64_t ctx = itest_context(c, *dev, node, lay.paging_node);
 		gs_submit_result r;
 		assert_int_equal(gs_submit(c, ctx, &spin, 0, &r), 0);
 		for (int i = 0; i < behind; i++)
@@ -243,6 +250,7 @@ static void queue_on_three_nodes(gs_client *c, const itest_layout *lay, uint64_t
 	}
 	gs_dmabuf_free(&spin);
 	gs_dmabuf_free(&nop);
+	return c;
 }
 
 /* The daemon's state as AdminStatus gives it, polled (bounded) until `state`. */
@@ -267,13 +275,8 @@ static void test_drain_finishes_work(void **state)
 {
 	(void)state;
 	gs_testd t;
-	assert_int_equal(gs_testd_start(&t, NULL), 0);
-	gs_client *c = itest_connect(&t, NULL);
-	itest_layout lay;
-	itest_layout_of(c, &lay);
 	uint64_t dev;
-	assert_int_equal(gs_device_create(c, "drain", &dev), 0);
-	queue_on_three_nodes(c, &lay, dev, 400000, 2);
+	gs_client *c = start_with_work(&t, 400000, 2, &dev);
 
 	gs_admin_status s;
 	assert_int_equal(gs_admin_status_get(c, &s), 0);
@@ -326,13 +329,8 @@ static void test_drain_timeout_cancels(void **state)
 {
 	(void)state;
 	gs_testd t;
-	assert_int_equal(gs_testd_start(&t, NULL), 0);
-	gs_client *c = itest_connect(&t, NULL);
-	itest_layout lay;
-	itest_layout_of(c, &lay);
 	uint64_t dev;
-	assert_int_equal(gs_device_create(c, "drain", &dev), 0);
-	queue_on_three_nodes(c, &lay, dev, 1500000, 3);
+	gs_client *c = start_with_work(&t, 1500000, 3, &dev);
 	gs_drain_report r;
 	assert_int_equal(gs_admin_drain(c, 200, &r), 0);
 	assert_true(r.timed_out);
