@@ -1748,10 +1748,13 @@ static void test_vk_device_loss(void **state)
 		/* Another engine runs a long SPIN when the device goes. */
 		dma dl = {0};
 		emit(&dl, fill(GPU_ADDR(2, 64), 64, 0x33333333u));
+		emit(&dl, signal_cmd(1, 1));
 		size_t long_at = emit(&dl, spin(200000));
 		gsd_exec xl = packet(&dl, ranges, 2);
 		assert_int_equal(g_ops->submit(other, &xl), 0);
-		wait_irq(f, &xl, GSD_IRQ_STARTED);
+		/* Its FILL is done (STARTED alone comes before the engine ran any command: a loss
+		 * then would stop it at offset 0). */
+		wait_irq(f, &xl, GSD_IRQ_FENCE_SIGNAL);
 
 		dma dg = {0};
 		emit(&dg, fill(GPU_ADDR(1, 0), 64, 0x11111111u));
