@@ -201,6 +201,28 @@ int gs_default_url(char *buf, size_t cap);
  */
 int gs_connect(const char *url, const char *token, gs_client **out);
 int gs_connect_ex(const char *url, const char *token, gs_client **out, char *why, size_t why_cap);
+
+/*
+ * gs_connect_ex with everything it reads from the environment given explicitly (a program
+ * that talks to several daemons, or a language binding, should not set process-wide
+ * variables). Zero-initialise it and set `size` to sizeof(gs_connect_options): fields may be
+ * added at its end, and the library reads only the first `size` bytes (a smaller size than
+ * the library knows is valid; 0 or NULL options are GS_ERR_INVALID).
+ * Every NULL string, and every 0, means what gs_connect_ex would use. The tls_ fields are
+ * read for tls+tcp:// URLs only (gs_connect_ex says what each does).
+ */
+typedef struct gs_connect_options {
+	size_t size;
+	const char *url;          /* NULL or "": gs_default_url() */
+	const char *token;        /* NULL: $GPUSCHED_TOKEN */
+	const char *tls_ca;       /* the CA file; NULL: $GPUSCHED_TLS_CA */
+	const char *tls_cert_key; /* certificate and key, one PEM; NULL: $GPUSCHED_TLS_CERT_KEY */
+	const char *tls_server_name; /* NULL: $GPUSCHED_TLS_SERVER_NAME, else the URL's host */
+	uint32_t timeout_ms;         /* 0: GS_DEFAULT_TIMEOUT_MS (gs_client_set_timeout) */
+	uint32_t adapter;            /* the current adapter (gs_client_set_adapter) */
+} gs_connect_options;
+
+int gs_connect_with(const gs_connect_options *opts, gs_client **out, char *why, size_t why_cap);
 /* Cancels the client's requests in flight and waits until each has completed
  * (GS_ERR_CANCELLED, unless another outcome came first): every callback has returned and every
  * event is in its queue when gs_close returns. Then it closes the connection. Not from one of

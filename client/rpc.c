@@ -50,16 +50,16 @@ int gsc_nng_error(int rv)
 }
 
 /*
- * The name the daemon's certificate must carry, into name (empty: none): $GPUSCHED_TLS_SERVER_NAME,
- * else the URL's host when it is a DNS name. Without a name any certificate from the CA would
- * do, so anyone holding one (another VM's, where one CA signs both) could pose as the daemon.
- * The TLS library nng uses here (mbedTLS 2.28) matches DNS names only, not IP addresses: a host
- * given as an IP address is checked against the CA alone unless the variable names the
- * certificate's DNS name.
+ * The name the daemon's certificate must carry, into name (empty: none): `given` (else
+ * $GPUSCHED_TLS_SERVER_NAME), else the URL's host when it is a DNS name. Without a name any
+ * certificate from the CA would do, so anyone holding one (another VM's, where one CA signs both)
+ * could pose as the daemon. The TLS library nng uses here (mbedTLS 2.28) matches DNS names only,
+ * not IP addresses: a host given as an IP address is checked against the CA alone unless the
+ * variable names the certificate's DNS name.
  */
-static void server_name(const char *url, char *name, size_t cap)
+static void server_name(const char *url, const char *given, char *name, size_t cap)
 {
-	const char *env = getenv(GS_ENV_TLS_SERVER_NAME);
+	const char *env = given ? given : getenv(GS_ENV_TLS_SERVER_NAME);
 	if (env && env[0]) {
 		snprintf(name, cap, "%s", env);
 		return;
@@ -75,17 +75,29 @@ static void server_name(const char *url, char *name, size_t cap)
 	snprintf(name, cap, "%.*s", ip ? 0 : (int)n, h);
 }
 
-int gsc_dial(nng_socket s, const char *url, int flags, nng_dialer *out, char *why, size_t cap)
+/* A field of tls, else the environment variable. */
+static const char *tls_field(const char *given, const char *env)
 {
+	return given ? given : getenv(env);
+}
+
+int gsc_dial(nng_socket s, const char *url, const gsc_tls *tls, int flags, nng_dialer *out,
+             char *why, size_t cap)
+{
+	static const gsc_tls from_env;
 	if (strncmp(url, "tls+", 4) != 0) {
 		int rv = nng_dial(s, url, out, flags);
 		if (rv != 0)
 			note(why, cap, "%s: %s", url, nng_strerror(rv));
 		return rv;
 	}
-	const char *ca = getenv(GS_ENV_TLS_CA), *cert = getenv(GS_ENV_TLS_CERT_KEY);
+	if (!tls)
+		tls = &from_env;
+	const char *ca = tls_field(tls->ca, GS_ENV_TLS_CA);
+	const char *cert = tls_field(tls->cert_key, GS_ENV_TLS_CERT_KEY);
 	if (!ca || !ca[0]) {
-		note(why, cap, "%s: tls+tcp needs %s, the CA that signed the daemon's certificate",
+		note(why, cap,
+		     "%s: tls+tcp needs a CA, the one that signed the daemon's certificate (%s)",
 		     url, GS_ENV_TLS_CA);
 		return NNG_EINVAL;
 	}
@@ -98,7 +110,7 @@ int gsc_dial(nng_socket s, const char *url, int flags, nng_dialer *out, char *wh
 	}
 	const char *what = ca;
 	char name[256];
-	server_name(url, name, sizeof(name));
+	server_name(url, tls->server_name, name, sizeof(name));
 	rv = nng_tls_config_ca_file(tc, ca);
 	if (rv == 0)
 		rv = nng_tls_config_auth_mode(tc, NNG_TLS_AUTH_MODE_REQUIRED);
@@ -131,7 +143,7 @@ int gsc_dial(nng_socket s, const char *url, int flags, nng_dialer *out, char *wh
 	return 0;
 }
 
-static int open_socket(gs_client *c, char *why, size_t why_cap)
+static int open_socket(gs_client *c, const gsc_tls *tls, char *why, size_t why_cap)
 {
 	int rv = nng_req0_open(&c->sock);
 
@@ -148,7 +160,7 @@ static int open_socket(gs_client *c, char *why, size_t why_cap)
 	if (rv == 0)
 		rv = nng_socket_set_ms(c->sock, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
 	if (rv == 0)
-		rv = gsc_dial(c->sock, c->url, 0, NULL, why, why_cap);
+		rv = gsc_dial(c->sock, c->url, tls, 0, NULL, why, why_cap);
 	else
 		note(why, why_cap, "%s: %s", c->url, nng_strerror(rv));
 	if (rv != 0) {
@@ -158,9 +170,10 @@ static int open_socket(gs_client *c, char *why, size_t why_cap)
 	return 0;
 }
 
-int gs_connect_ex(const char *url, const char *token, gs_client **out, char *why, size_t why_cap)
+int gs_connect_with(const gs_connect_options *opts, gs_client **out, char *why, size_t why_cap)
 {
 	char default_url[GS_URL_MAX];
+	gs_connect_options o = {0};
 	gs_client *c;
 	int rv;
 
@@ -168,6 +181,15 @@ int gs_connect_ex(const char *url, const char *token, gs_client **out, char *why
 	if (!out)
 		return GS_ERR_INVALID;
 	*out = NULL;
+	if (!opts || opts->size == 0) {
+		note(why, why_cap, "no options (or their size 0)");
+		return GS_ERR_INVALID;
+	}
+	/* An older caller's smaller struct: the fields it lacks stay 0 (their defaults). */
+	memcpy(&o, opts, opts->size < sizeof(o) ? opts->size : sizeof(o));
+	const char *url = o.url, *token = o.token;
+	gsc_tls tls = {
+	        .ca = o.tls_ca, .cert_key = o.tls_cert_key, .server_name = o.tls_server_name};
 	if (!url || !url[0]) {
 		if (gs_default_url(default_url, sizeof(default_url)) != 0) {
 			note(why, why_cap, "the default URL is longer than %d bytes", GS_URL_MAX);
@@ -183,13 +205,14 @@ int gs_connect_ex(const char *url, const char *token, gs_client **out, char *why
 		return GS_ERR_NOMEM;
 	c->url = strdup(url);
 	c->token = gsc_strdup0(token);
-	c->timeout_ms = GS_DEFAULT_TIMEOUT_MS;
+	c->timeout_ms = o.timeout_ms ? o.timeout_ms : GS_DEFAULT_TIMEOUT_MS;
+	c->adapter = o.adapter;
 	c->io_piece = GS_IO_PIECE;
 	if (!c->url || !c->token) {
 		rv = GS_ERR_NOMEM;
 		goto fail;
 	}
-	rv = open_socket(c, why, why_cap);
+	rv = open_socket(c, &tls, why, why_cap);
 	if (rv != 0)
 		goto fail;
 	rv = gsc_async_init(c);
@@ -206,6 +229,13 @@ fail:
 	free(c->token);
 	free(c);
 	return rv;
+}
+
+int gs_connect_ex(const char *url, const char *token, gs_client **out, char *why, size_t why_cap)
+{
+	gs_connect_options o = {.size = sizeof(o), .url = url, .token = token};
+
+	return gs_connect_with(&o, out, why, why_cap);
 }
 
 int gs_connect(const char *url, const char *token, gs_client **out)

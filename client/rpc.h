@@ -63,10 +63,15 @@ void gsc_async_close(gs_client *c);
 int gsc_call(gs_client *c, Gpusched__V1__Request__BodyCase req_case, void *body,
              Gpusched__V1__Response__BodyCase want, uint32_t wait_ms, Gpusched__V1__Response **out);
 void gsc_response_free(Gpusched__V1__Response *resp);
-/* Dials url on s (flags as nng_dial; out may be NULL). A tls+tcp:// URL gets the TLS client
- * configuration of $GPUSCHED_TLS_CA and $GPUSCHED_TLS_CERT_KEY. Returns 0 or an nng error, with
- * why filled. */
-int gsc_dial(nng_socket s, const char *url, int flags, nng_dialer *out, char *why, size_t cap);
+/* TLS material of a tls+tcp:// dial; a NULL field (or a NULL gsc_tls) is read from
+ * $GPUSCHED_TLS_CA, $GPUSCHED_TLS_CERT_KEY and $GPUSCHED_TLS_SERVER_NAME. */
+typedef struct gsc_tls {
+	const char *ca, *cert_key, *server_name;
+} gsc_tls;
+/* Dials url on s (flags as nng_dial; out may be NULL), a tls+tcp:// URL with the TLS client
+ * configuration of tls. Returns 0 or an nng error, with why filled. */
+int gsc_dial(nng_socket s, const char *url, const gsc_tls *tls, int flags, nng_dialer *out,
+             char *why, size_t cap);
 
 /* Shorthands for the generated names, which are long enough to hide the logic. */
 #define GSC_REQ(x)  GPUSCHED__V1__REQUEST__BODY_##x

@@ -15,6 +15,7 @@
 #   7  bench_sched_decision  one scheduling decision at 10,000 contexts vs at 10
 #   8  bench_kernels         users' kernels on lavapipe: matmul GPU time, an empty dispatch's round
 #                            trip, kernel create cached vs not, each against plain Vulkan
+#   9  bench_python.py       the Python package vs the C library, unbatched and pipelined (futures)
 #
 # Set SKIP_SETUP=1 to skip installing packages.
 set -euo pipefail
@@ -25,7 +26,7 @@ cd "$(dirname "$0")/.."
 out=${1:-build-rel/bench.json}
 cmake -S . -B build-rel -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build-rel -j"$(nproc)" --target gpuschedd bench_submit bench_async bench_batch \
-	bench_audit bench_rss bench_sched_decision bench_kernels >/dev/null
+	bench_audit bench_rss bench_sched_decision bench_kernels gpusched gpusched_shared >/dev/null
 mkdir -p "$(dirname "$out")"
 : >"$out"
 
@@ -55,6 +56,8 @@ run "7. one scheduling decision at 10,000 contexts vs at 10 (target <= 2x)" \
 	$bin/bench_sched_decision
 run "8. users' kernels vs plain Vulkan on the same device (targets: matmul GPU time >= 0.95, empty-dispatch round trip <= 3x, cached create <= 5%)" \
 	$bin/bench_kernels
+run "9. the Python package vs the C library on one daemon (targets: unbatched >= 0.8, pipelined with futures >= 0.7)" \
+	python3 tests/bench/bench_python.py --bin $bin
 
 echo
 echo "every figure: $out ($(wc -l <"$out") JSON objects)"

@@ -771,7 +771,7 @@ static int open_sockets(relay *r)
 	nng_pipe_notify(r->host, NNG_PIPE_EV_ADD_POST, host_pipe_event, r);
 	nng_pipe_notify(r->host, NNG_PIPE_EV_REM_POST, host_pipe_event, r);
 	char why[256] = "";
-	rv = gsc_dial(r->host, r->o.host, NNG_FLAG_NONBLOCK, NULL, why, sizeof(why));
+	rv = gsc_dial(r->host, r->o.host, NULL, NNG_FLAG_NONBLOCK, NULL, why, sizeof(why));
 	if (rv != 0) {
 		logf_(GS_LOG_ERROR, "cannot dial the host daemon: %s",
 		      why[0] ? why : nng_strerror(rv));

@@ -1,48 +1,14 @@
-"""The Python package against a real daemon (issue 29, begun): connect, devices, contexts,
-allocations written and read from bytes and numpy arrays, DMA buffers, submission with and
-without waiting, history, errors as exceptions. Run by ctest (python.test_gpusched) with
-$GPUSCHEDD the daemon and $GPUSCHED_LIBRARY the built libgpusched.so.0."""
+"""The Python package against a real daemon: connect, devices, contexts, allocations written
+and read from bytes and numpy arrays, DMA buffers, submission with and without waiting,
+history, explain, usage, kernels, errors as exceptions. Run by ctest (python.test_gpusched)
+with $GPUSCHEDD the daemon and $GPUSCHED_LIBRARY the built libgpusched.so.0 (conftest.py)."""
 import os
-import select
-import subprocess
-import tempfile
-import time
-
 import numpy as np
 import pytest
 
 import gpusched
 
-TOKENS = {"ops": "t-ops", "a": "t-a"}
-
-
-@pytest.fixture(scope="module")
-def daemon():
-    """A gpuschedd on an ipc socket in a temporary directory, ready (its "ready" line read,
-    30 s at most), stopped with SIGTERM afterwards (exit 0)."""
-    with tempfile.TemporaryDirectory(prefix="gs-python.") as d:
-        cfg = os.path.join(d, "c.json")
-        with open(cfg, "w") as f:
-            f.write('{"tenants": [{"name": "ops", "token": "t-ops", "admin": true},'
-                    ' {"name": "a", "token": "t-a"}]}')
-        url = "ipc://" + os.path.join(d, "s.sock")
-        # With a Vulkan adapter (1, gpu0: a GPU, or lavapipe) for users' kernels.
-        proc = subprocess.Popen([os.environ["GPUSCHEDD"], "-l", url, "-d",
-                                 os.path.join(d, "audit.db"), "-c", cfg, "--log-level", "warn",
-                                 "--with-vulkan"],
-                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 30
-        ready = False
-        while not ready and time.monotonic() < deadline:
-            r, _, _ = select.select([proc.stdout], [], [], deadline - time.monotonic())
-            line = proc.stdout.readline() if r else b""
-            ready = b"ready" in line
-            if not line and proc.poll() is not None:
-                break
-        assert ready, "the daemon did not become ready"
-        yield url
-        proc.terminate()
-        assert proc.wait(timeout=30) == 0
+from conftest import TOKENS
 
 
 def test_connect_and_info(daemon):
@@ -200,3 +166,42 @@ def test_sync_objects_and_explain(daemon):
         assert [v.state for v in x.events][0] == "SUBMITTED"
         assert x.events[-1].state == "COMPLETED"
         assert all(v.detail for v in x.events if v.state == "READY")
+
+
+def test_issue_example_by_names_on_the_default_device(daemon, tmp_path):
+    """The way the package is meant to read: gpu.kernel and gpu.run on the client (its
+    default device), buffers and outputs by the names the module gives its buffers. glslc
+    keeps names without -O (the tree's kernels are built with -O, which strips them)."""
+    import shutil
+    import subprocess
+    glslc = shutil.which("glslc")
+    assert glslc, "glslc (Debian: glslc) builds the tree's kernels; it is needed here too"
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    spv = tmp_path / "saxpy-named.spv"
+    subprocess.run([glslc, "--target-env=vulkan1.2", "-o", str(spv),
+                    os.path.join(root, "examples", "kernels", "saxpy.comp")], check=True)
+    with gpusched.connect(daemon, TOKENS["a"], adapter=1) as gpu:
+        allocations = gpu.stats().allocations
+        k = gpu.kernel(spv.read_bytes())
+        assert {b.name for b in k.bindings} == {"X", "Y"}
+        x, y = np.arange(1e5, dtype=np.float32), np.ones(100_000, np.float32)
+        out = gpu.run(k, groups=((x.size + 63) // 64, 1, 1), buffers={"X": x, "Y": y},
+                      push=[np.float32(2.0), np.uint32(x.size)], outputs=["Y"])
+        assert np.allclose(out["Y"], 2 * x + y, rtol=1e-6)
+        # The run's context stays for the next run; the allocations are gone.
+        assert gpu.stats().allocations == allocations
+        with pytest.raises(KeyError):
+            gpu.run(k, groups=(1, 1, 1), buffers={"Z": x})
+        # Usage of the run, and history as a DataFrame where pandas is installed.
+        rows = gpu.usage(since="10m", by="node")
+        assert any(r.node == 1 and r.completed >= 1 for r in rows)
+        hist = gpu.history(since="10m", limit=5)
+        assert hist and "DISPATCH" in hist[0].dispatches
+        try:
+            import pandas  # noqa: F401
+        except ImportError:
+            with pytest.raises(ImportError, match="pandas"):
+                gpusched.dataframe(hist)
+        else:
+            df = gpusched.dataframe(hist)
+            assert list(df["packet"]) == [h.packet for h in hist]

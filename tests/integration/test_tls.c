@@ -48,6 +48,22 @@ static int try_info(const char *url, const char *cert, char *why, size_t cap)
 	return rv;
 }
 
+/* Info through gs_connect_with(o): 0 when served. */
+static int info_with(const gs_connect_options *o, char *why, size_t cap)
+{
+	gs_client *c = NULL;
+	gs_daemon_info *info = NULL;
+	int rv = gs_connect_with(o, &c, why, cap);
+	if (rv != 0)
+		return rv;
+	rv = gs_info(c, &info);
+	if (rv != 0)
+		snprintf(why, cap, "%s", gs_client_message(c));
+	gs_info_free(info);
+	gs_close(c);
+	return rv;
+}
+
 static void test_mutual_tls(void **state)
 {
 	(void)state;
@@ -86,6 +102,28 @@ static void test_mutual_tls(void **state)
 	snprintf(other_ca, sizeof(other_ca), "%s/other.pem", k.dir);
 	setenv("GPUSCHED_TLS_CA", other_ca, 1);
 	assert_int_not_equal(try_info(url, k.client, why, sizeof(why)), 0);
+	/* gs_connect_with names the material itself, over the environment (which still names
+	 * the other CA here): served with the right CA; refused for another server name. */
+	gs_connect_options o = {.size = sizeof(o),
+	                        .url = url,
+	                        .token = "",
+	                        .tls_ca = k.ca,
+	                        .tls_cert_key = k.client,
+	                        .tls_server_name = "daemon.test",
+	                        .timeout_ms = 2000};
+	assert_int_equal(info_with(&o, why, sizeof(why)), 0);
+	o.tls_server_name = "elsewhere.test";
+	assert_int_not_equal(info_with(&o, why, sizeof(why)), 0);
+	/* A smaller (older) struct leaves the rest at their defaults: without tls_ca it reads
+	 * the environment's other CA and is not served. */
+	o.tls_server_name = "daemon.test";
+	o.size = offsetof(gs_connect_options, tls_ca);
+	assert_int_not_equal(info_with(&o, why, sizeof(why)), 0);
+	/* Options of size 0 are refused. */
+	o.size = 0;
+	gs_client *none = NULL;
+	assert_int_equal(gs_connect_with(&o, &none, why, sizeof(why)), GS_ERR_INVALID);
+	assert_null(none);
 	/* No CA named: refused by the client library before any connection. */
 	unsetenv("GPUSCHED_TLS_CA");
 	assert_int_equal(try_info(url, k.client, why, sizeof(why)), GS_ERR_INVALID);
