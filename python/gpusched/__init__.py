@@ -309,6 +309,17 @@ class SubmitFuture(concurrent.futures.Future):
         return True
 
 
+def _interruptible(future: SubmitFuture) -> Any:
+    """The future's result, waited for in Python rather than inside the library, so that
+    Ctrl-C raises KeyboardInterrupt at once (the request is cancelled) instead of after the
+    whole wait."""
+    try:
+        return future.result()
+    except KeyboardInterrupt:
+        future.cancel()
+        raise
+
+
 class _Completions:
     """One completion queue per client and a thread that reads it: each event completes the
     future registered under its `user` key. The thread sleeps in select() on the queue's fd
@@ -423,11 +434,8 @@ class Sync(_Handle):
 
     def wait(self, value: int, timeout_ms: int = 30_000) -> int:
         """Waits until the value is at least `value` (TIMEOUT raises); returns the value seen.
-        The GIL is released meanwhile."""
-        cur = _C.u64()
-        self._client._check(_C.sync_wait(self._client._h(), self.handle, value, timeout_ms,
-                                        ctypes.byref(cur)))
-        return cur.value
+        The GIL is released meanwhile, and Ctrl-C (KeyboardInterrupt) ends the wait."""
+        return _interruptible(self.wait_async(value, timeout_ms))
 
     def wait_async(self, value: int, timeout_ms: int = 30_000) -> SubmitFuture:
         """wait() without blocking: a future of the value seen."""
@@ -656,16 +664,11 @@ class Context(_Handle):
         """Submits one packet. With wait_ms, answers once it ended (or when wait_ms ran out:
         its state then is not final). A packet that faulted raises FAULTED (the error's
         `result` is the SubmitResult)."""
-        r = _C.SubmitResult()
         if wait_ms:
-            rv = _C.submit_wait(self._client._h(), self.handle, ctypes.byref(dma._b), flags,
-                               wait_ms, ctypes.byref(r))
-        else:
-            rv = _C.submit(self._client._h(), self.handle, ctypes.byref(dma._b), flags,
-                          ctypes.byref(r))
-        if rv == _C.STATUS_FAULTED:
-            raise GpuschedError(rv, "FAULTED", _str(_C.message(self._client._c)), _result(r))
-        self._client._check(rv)
+            # Through a future: Ctrl-C ends the wait (the packet stays submitted).
+            return _interruptible(self.submit_async(dma, flags, wait_ms))
+        r = _C.SubmitResult()
+        self._client._check(_C.submit(self._client._h(), self.handle, dma._ptr, flags, r))
         return _result(r)
 
     def submit_async(self, dma: DmaBuffer, flags: int = 0, wait_ms: int = 0) -> SubmitFuture:
@@ -937,11 +940,9 @@ class Client:
         return [_result(r) for r in out]
 
     def wait(self, packet: int, timeout_ms: int = 30_000) -> str:
-        """Waits for the packet to end: its final state's name (FAULTED and TIMEOUT raise)."""
-        st, fence = ctypes.c_int(), _C.u64()
-        self._check(_C.packet_wait(self._h(), packet, timeout_ms, ctypes.byref(st),
-                                  ctypes.byref(fence)))
-        return PACKET_STATES[st.value]
+        """Waits for the packet to end: its final state's name (FAULTED and TIMEOUT raise).
+        Ctrl-C (KeyboardInterrupt) ends the wait."""
+        return _interruptible(self.wait_async(packet, timeout_ms))
 
     def wait_async(self, packet: int, timeout_ms: int = 30_000) -> SubmitFuture:
         """wait() without blocking: a future of the final state's name."""

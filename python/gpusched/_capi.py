@@ -224,14 +224,11 @@ dma_wait = _sig("gs_dmabuf_wait", c_int, PDmabuf, u64, u64)
 dma_dispatch = _sig("gs_dmabuf_dispatch", c_int, PDmabuf, u64, u32 * 3, POINTER(DmaBinding),
                     size_t, p, size_t)
 submit = _sig("gs_submit", c_int, p, u64, PDmabuf, u32, POINTER(SubmitResult))
-submit_wait = _sig("gs_submit_wait", c_int, p, u64, PDmabuf, u32, u32, POINTER(SubmitResult))
 submit_batch = _sig("gs_submit_batch", c_int, p, POINTER(SubmitDesc), size_t,
                     POINTER(SubmitResult))
-packet_wait = _sig("gs_packet_wait", c_int, p, u64, u32, POINTER(c_int), POINTER(u64))
 sync_create = _sig("gs_sync_create", c_int, p, u64, u64, POINTER(u64))
 sync_destroy = _sig("gs_sync_destroy", c_int, p, u64)
 sync_signal = _sig("gs_sync_signal", c_int, p, u64, u64)
-sync_wait = _sig("gs_sync_wait", c_int, p, u64, u64, u32, POINTER(u64))
 kernel_create = _sig("gs_kernel_create", c_int, p, u64, c_char_p, size_t, c_char_p,
                      POINTER(KernelInfo))
 kernel_destroy = _sig("gs_kernel_destroy", c_int, p, u64)

@@ -118,3 +118,18 @@ def test_daemon_gone_mid_call(own_daemon):
         assert e.value.status in ("TRANSPORT", "TIMEOUT")
     finally:
         gpu.close()
+
+
+def test_ctrl_c_ends_a_wait(own_daemon):
+    """SIGINT during a wait for a 60 s packet raises KeyboardInterrupt at once, not when the
+    packet ends (a wait inside the C library would hold it until then); the client goes on."""
+    import signal
+    with gpusched.connect(own_daemon.url, TOKENS["a"]) as gpu, gpu.device("ctrl-c") as dev:
+        r = dev.context(node=0).submit(gpusched.DmaBuffer().spin(60_000_000, preemptible=False))
+        main = threading.get_ident()
+        t0 = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            threading.Thread(target=lambda: signal.pthread_kill(main, signal.SIGINT)).start()
+            gpu.wait(r.packet, timeout_ms=120_000)
+        assert time.monotonic() - t0 < 30
+        assert gpu.info()["tenant"] == "a"
