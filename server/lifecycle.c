@@ -364,6 +364,7 @@ int gsd_daemon_init(gsd_daemon *d, const gsd_config *cfg, uv_loop_t *loop)
 		if (gsd_vidmm_adapter_init(d, a) != 0 || gsd_vidsch_start(d, a) != 0)
 			return -1;
 	}
+	gsd_tls_fingerprint(&d->cfg, d->tls_fingerprint);
 	if (d->cfg.tls.cert_key_file[0]) {
 		char err[512];
 		if (gsd_tls_server(d->cfg.tls.cert_key_file, d->cfg.tls.ca_file,

@@ -2,6 +2,8 @@
 
 #include "core/log.h"
 #include "core/tenant.h"
+#include "core/util.h"
+#include "rpc/rpc.h"
 #include "vidsch/vidsch.h"
 
 #include <sodium.h>
@@ -52,7 +54,6 @@ static bool needs_restart(const gsd_config *a, const gsd_config *b, char *why, s
 	bool listen = a->nlisten != b->nlisten;
 	for (uint32_t i = 0; !listen && i < a->nlisten; i++)
 		listen = strcmp(a->listen[i], b->listen[i]) ||
-		         strcmp(a->listen_ca[i], b->listen_ca[i]) ||
 		         strcmp(a->listen_tenants[i], b->listen_tenants[i]);
 	if (listen)
 		add(why, cap, "listen ");
@@ -60,9 +61,6 @@ static bool needs_restart(const gsd_config *a, const gsd_config *b, char *why, s
 		add(why, cap, "db ");
 	if (strcmp(a->metrics_url, b->metrics_url))
 		add(why, cap, "metrics ");
-	if (strcmp(a->tls.cert_key_file, b->tls.cert_key_file) ||
-	    strcmp(a->tls.ca_file, b->tls.ca_file) || a->tls.auth_mode != b->tls.auth_mode)
-		add(why, cap, "tls ");
 	if (a->virtual_clock != b->virtual_clock)
 		add(why, cap, "clock ");
 	if (a->rpc_workers != b->rpc_workers || a->max_workers != b->max_workers)
@@ -155,6 +153,16 @@ int gsd_reload_apply(gsd_daemon *d, const gsd_config *next, const char *who, cha
 			         tc->name);
 			return -1;
 		}
+	}
+	/* New TLS material (other files named, or the same files rewritten): the configurations
+	 * are built now, so that a certificate that does not load refuses the whole file. */
+	uint8_t fingerprint[32];
+	gsd_tls_fingerprint(next, fingerprint);
+	bool tls_changed = memcmp(fingerprint, d->tls_fingerprint, sizeof fingerprint) != 0;
+	gsd_rpc_tls_next tls = {0};
+	if (tls_changed && gsd_rpc_tls_prepare(next, &tls, why, sizeof why) != 0) {
+		snprintf(msg, cap, "refused: tls: %s (nothing was changed)", why);
+		return -1;
 	}
 	int changes = 0;
 	char note[512];
@@ -260,6 +268,26 @@ int gsd_reload_apply(gsd_daemon *d, const gsd_config *next, const char *who, cha
 		gsd_audit_note(d->audit, who, "limits_changed", text);
 		gsd_log_set_level(d->cfg.log_level);
 		add(msg, cap, "limits:%s; ", note);
+	}
+	if (tls_changed) {
+		int n = gsd_rpc_tls_swap(d, &tls, why, sizeof why);
+		d->cfg.tls = next->tls;
+		for (uint32_t i = 0; i < d->cfg.nlisten; i++)
+			memcpy(d->cfg.listen_ca[i], next->listen_ca[i], sizeof d->cfg.listen_ca[i]);
+		memcpy(d->tls_fingerprint, fingerprint, sizeof fingerprint);
+		char text[640];
+		if (n < 0)
+			snprintf(text, sizeof text, "by %s (reload): new certificates; %.400s", who,
+			         why);
+		else
+			snprintf(text, sizeof text,
+			         "by %s (reload): new certificates: %d tls+tcp listener(s) "
+			         "restarted "
+			         "(their clients reconnect)",
+			         who, n);
+		gsd_audit_note(d->audit, who, "tls_reloaded", text);
+		add(msg, cap, "tls: %s; ", n < 0 ? why : "new certificates in use");
+		changes++;
 	}
 	/* The file's tenants are the running configuration's now (their secrets wiped). */
 	d->cfg.ntenants = next->ntenants;

@@ -4,6 +4,8 @@
 #include "core/log.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <sodium.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
@@ -121,6 +123,38 @@ int gsd_tls_server(const char *cert_key_file, const char *ca_file, int auth_mode
 	}
 	*out = c;
 	return 0;
+}
+
+/* The bytes of one file into the hash (its errno when it cannot be read). */
+static void hash_file(crypto_generichash_state *st, const char *path)
+{
+	crypto_generichash_update(st, (const unsigned char *)path, strlen(path) + 1);
+	if (!path[0])
+		return;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	unsigned char buf[8192];
+	ssize_t n = fd < 0 ? -1 : 0;
+	while (fd >= 0 && (n = read(fd, buf, sizeof buf)) > 0)
+		crypto_generichash_update(st, buf, (size_t)n);
+	if (n < 0) {
+		int err = errno;
+		crypto_generichash_update(st, (const unsigned char *)&err, sizeof err);
+	}
+	if (fd >= 0)
+		close(fd);
+}
+
+void gsd_tls_fingerprint(const gsd_config *c, uint8_t out[32])
+{
+	crypto_generichash_state st;
+	crypto_generichash_init(&st, NULL, 0, 32);
+	hash_file(&st, c->tls.cert_key_file);
+	hash_file(&st, c->tls.ca_file);
+	crypto_generichash_update(&st, (const unsigned char *)&c->tls.auth_mode,
+	                          sizeof c->tls.auth_mode);
+	for (uint32_t i = 0; i < c->nlisten; i++)
+		hash_file(&st, c->listen_ca[i]);
+	crypto_generichash_final(&st, out, 32);
 }
 
 void *gsd_grow(void *items, size_t *cap, size_t need, size_t elem, size_t first)

@@ -58,6 +58,24 @@ struct gsd_call {
 };
 
 int gsd_rpc_start(gsd_daemon *d);
+
+/*
+ * New certificates on the tls+tcp:// listeners (a reload). nng cannot change a started
+ * listener's TLS configuration, and closing a listener closes the connections it accepted: the
+ * listeners are restarted, their clients redial by themselves (requests in flight on those
+ * connections fail; the other listeners' connections, and all queued work, are untouched).
+ * gsd_rpc_tls_prepare builds the configurations of `next` before anything changes (-1 with
+ * why: nothing changed); gsd_rpc_tls_swap restarts the listeners with them and returns how
+ * many, or -1 with why when one could not be bound again (it is down; logged);
+ * gsd_rpc_tls_discard frees what was prepared and not swapped.
+ */
+typedef struct gsd_rpc_tls_next {
+	nng_tls_config *main;                     /* the "tls" block's; NULL: none */
+	nng_tls_config *listener[GSD_MAX_LISTEN]; /* listeners with a CA of their own */
+} gsd_rpc_tls_next;
+int gsd_rpc_tls_prepare(const gsd_config *next, gsd_rpc_tls_next *out, char *why, size_t cap);
+int gsd_rpc_tls_swap(gsd_daemon *d, gsd_rpc_tls_next *n, char *why, size_t cap);
+void gsd_rpc_tls_discard(gsd_rpc_tls_next *n);
 /* Answers the calls still parked for a retry and lets reads on the thread pool finish (they
  * answer through the socket and audit their errors): called while both are still open. */
 void gsd_rpc_settle(gsd_daemon *d);

@@ -625,6 +625,106 @@ int gsd_rpc_start(gsd_daemon *d)
 	return 0;
 }
 
+/* ---- new certificates (a reload) ---- */
+
+int gsd_rpc_tls_prepare(const gsd_config *next, gsd_rpc_tls_next *out, char *why, size_t cap)
+{
+	memset(out, 0, sizeof *out);
+	if (next->tls.cert_key_file[0] &&
+	    gsd_tls_server(next->tls.cert_key_file, next->tls.ca_file, next->tls.auth_mode,
+	                   &out->main, why, cap) != 0)
+		return -1;
+	for (uint32_t i = 0; i < next->nlisten; i++) {
+		if (!next->listen_ca[i][0])
+			continue;
+		char err[512];
+		if (!next->tls.cert_key_file[0] ||
+		    gsd_tls_server(next->tls.cert_key_file, next->listen_ca[i],
+		                   GSD_TLS_AUTH_REQUIRED, &out->listener[i], err,
+		                   sizeof err) != 0) {
+			snprintf(why, cap, "listen %s: %s", next->listen[i],
+			         next->tls.cert_key_file[0] ? err
+			                                    : "ca_file needs tls.cert_key_file");
+			gsd_rpc_tls_discard(out);
+			return -1;
+		}
+	}
+	for (uint32_t i = 0; i < next->nlisten; i++)
+		if (strncmp(next->listen[i], "tls+", 4) == 0 && !out->main && !out->listener[i]) {
+			snprintf(why, cap, "listen %s: tls+tcp:// needs \"tls\" (cert_key_file)",
+			         next->listen[i]);
+			gsd_rpc_tls_discard(out);
+			return -1;
+		}
+	return 0;
+}
+
+void gsd_rpc_tls_discard(gsd_rpc_tls_next *n)
+{
+	if (n->main)
+		nng_tls_config_free(n->main);
+	for (uint32_t i = 0; i < GSD_MAX_LISTEN; i++)
+		if (n->listener[i])
+			nng_tls_config_free(n->listener[i]);
+	memset(n, 0, sizeof *n);
+}
+
+/* The URL to listen on again: the configured one, with the port it was given when that was 0
+ * (clients know that one now). */
+static void rebind_url(nng_listener l, const char *url, char *out, size_t cap)
+{
+	size_t n = strlen(url);
+	int port = 0;
+	if (n > 2 && strcmp(url + n - 2, ":0") == 0 &&
+	    nng_listener_get_int(l, NNG_OPT_TCP_BOUND_PORT, &port) == 0 && port > 0)
+		snprintf(out, cap, "%.*s:%d", (int)(n - 2), url, port);
+	else
+		snprintf(out, cap, "%s", url);
+}
+
+int gsd_rpc_tls_swap(gsd_daemon *d, gsd_rpc_tls_next *n, char *why, size_t cap)
+{
+	struct gsd_rpc *rpc = d->rpc;
+	int restarted = 0, failed = 0;
+	why[0] = '\0';
+	for (uint32_t i = 0; i < rpc->nlisteners; i++) {
+		const char *url = d->cfg.listen[i];
+		if (strncmp(url, "tls+", 4) != 0)
+			continue;
+		char again[300];
+		rebind_url(rpc->listeners[i], url, again, sizeof again);
+		/* Its connections close with it; its port is free again once this returns. */
+		nng_listener_close(rpc->listeners[i]);
+		rpc->listeners[i] = (nng_listener)NNG_LISTENER_INITIALIZER;
+		nng_tls_config *tls = n->listener[i] ? n->listener[i] : n->main;
+		int rv = gsd_listen(rpc->sock, again, d->cfg.ipc_mode, d->cfg.ipc_gid, tls,
+		                    &rpc->listeners[i]);
+		if (rv != 0) {
+			GSD_ERROR("rpc: %s could not listen again with the new certificates: %s; "
+			          "it is "
+			          "down until a restart",
+			          again, nng_strerror(rv));
+			snprintf(why, cap, "%s could not listen again: %s (it is down)", again,
+			         nng_strerror(rv));
+			failed++;
+			continue;
+		}
+		GSD_INFO("listening on %s again, with the new certificates", again);
+		restarted++;
+	}
+	for (uint32_t i = 0; i < GSD_MAX_LISTEN; i++) {
+		if (rpc->listener_tls[i])
+			nng_tls_config_free(rpc->listener_tls[i]);
+		rpc->listener_tls[i] = n->listener[i];
+		n->listener[i] = NULL;
+	}
+	if (d->tls)
+		nng_tls_config_free(d->tls);
+	d->tls = n->main;
+	n->main = NULL;
+	return failed ? -1 : restarted;
+}
+
 /* An item still queued when the daemon stops: never handled. */
 static void drop_item(gsd_inbox_item *item)
 {

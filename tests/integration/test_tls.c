@@ -249,6 +249,122 @@ static void test_listener_per_tenant(void **state)
 	         (int)getpid(), k.dir);
 }
 
+/* Info over o, retried once: a client whose connection the daemon closed may learn it from
+ * its first request (TRANSPORT), and redials for the next. */
+static int info_redial(gs_client *c)
+{
+	gs_daemon_info *info = NULL;
+	int rv = gs_info(c, &info);
+	if (rv == GS_ERR_TRANSPORT)
+		rv = gs_info(c, &info);
+	gs_info_free(info);
+	return rv;
+}
+
+/*
+ * New certificates without a restart: the daemon's certificate file is rewritten in place (a
+ * rotation) and the configuration reloaded. New clients get the new certificate at once; a
+ * client connected before goes on after redialling by itself; the ipc connection and the work
+ * queued on it are untouched; the change is audited. A certificate file that does not load is
+ * refused whole, and the certificate in use stays.
+ */
+static void test_certificates_reloaded(void **state)
+{
+	(void)state;
+	itest_pki k;
+	itest_pki_make(&k);
+	char renewed[160];
+	itest_pki_cert(&k, "renewed", "IP:127.0.0.1,DNS:daemon.test,DNS:renewed.test", renewed,
+	               sizeof renewed);
+	char dir[] = "/tmp/gs-tls-reload-XXXXXX";
+	assert_non_null(mkdtemp(dir));
+	char served[160], url[64], json[1024], db[96];
+	snprintf(served, sizeof served, "%s/served.pem", dir);
+	assert_int_equal(itest_sh("cp '%s' '%s'", k.server, served), 0);
+	snprintf(url, sizeof url, "tls+tcp://127.0.0.1:%u", itest_free_port());
+	snprintf(json, sizeof json,
+	         "{\"tls\": {\"cert_key_file\": \"%s\", \"ca_file\": \"%s\"},"
+	         " \"listen\": [\"ipc://%s/d.sock\", \"%s\"]}",
+	         served, k.ca, dir, url);
+	itest_config cfg;
+	assert_int_equal(itest_config_write(&cfg, json), 0);
+	snprintf(db, sizeof db, "%s/audit.db", dir);
+	const char *const argv0[] = {GS_DAEMON_PATH, "--config", cfg.path, "--db", db, NULL};
+	gs_testd t;
+	assert_int_equal(gs_testd_spawn(&t, dir, "daemon", argv0), 0);
+	snprintf(t.url, sizeof t.url, "ipc://%s/d.sock", dir);
+	snprintf(t.db, sizeof t.db, "%s", db);
+
+	char why[256];
+	gs_connect_options o = {.size = sizeof o,
+	                        .url = url,
+	                        .token = "",
+	                        .tls_ca = k.ca,
+	                        .tls_cert_key = k.client,
+	                        .tls_server_name = "daemon.test",
+	                        .timeout_ms = 5000};
+	gs_client *before = NULL, *local = NULL;
+	assert_int_equal(gs_connect_with(&o, &before, why, sizeof why), 0);
+	assert_int_equal(info_redial(before), 0);
+	gs_connect_options renewed_name = o;
+	renewed_name.tls_server_name = "renewed.test";
+	assert_int_not_equal(info_with(&renewed_name, why, sizeof why), 0);
+
+	/* Work queued on the ipc connection across the reload. */
+	assert_int_equal(gs_connect(t.url, "", &local), 0);
+	uint64_t dev, ctx;
+	assert_int_equal(gs_device_create(local, "rotation", &dev), 0);
+	gs_context_desc cd;
+	gs_context_desc_init(&cd, dev, 0);
+	assert_int_equal(gs_context_create(local, &cd, &ctx, NULL), 0);
+	gs_dmabuf b;
+	gs_dmabuf_init(&b);
+	assert_int_equal(gs_dmabuf_spin(&b, 300000, 0), 0);
+	gs_submit_result sr;
+	assert_int_equal(gs_submit(local, ctx, &b, 0, &sr), 0);
+
+	/* The rotation. */
+	assert_int_equal(itest_sh("cp '%s' '%s'", renewed, served), 0);
+	uint32_t changes = 0;
+	char report[1024];
+	int rv = gs_admin_reload(local, &changes, report, sizeof report);
+	if (rv != 0)
+		fail_msg("reload: %s: %s", gs_status_name(rv), gs_client_message(local));
+	assert_int_equal(changes, 1);
+	assert_non_null(strstr(report, "tls: new certificates in use"));
+	if (info_with(&renewed_name, why, sizeof why) != 0)
+		fail_msg("the renewed certificate is not served: %s", why);
+	rv = info_redial(before);
+	if (rv != 0)
+		fail_msg("the client connected before the reload: %s: %s", gs_status_name(rv),
+		         gs_client_message(before));
+	gs_packet_state st = GS_PACKET_UNKNOWN;
+	assert_int_equal(gs_packet_wait(local, sr.packet, 30000, &st, NULL), 0);
+	assert_int_equal(st, GS_PACKET_COMPLETED);
+
+	/* A certificate file that does not load: refused whole, the renewed one still served. */
+	assert_int_equal(itest_sh("echo 'not a certificate' > '%s'", served), 0);
+	assert_int_equal(gs_admin_reload(local, &changes, report, sizeof report),
+	                 GS_STATUS_INVALID_ARGUMENT);
+	assert_non_null(strstr(gs_client_message(local), "tls"));
+	assert_int_equal(info_with(&renewed_name, why, sizeof why), 0);
+	assert_int_equal(info_redial(before), 0);
+
+	itest_audit_barrier(local, ctx);
+	assert_int_equal(
+	        itest_audit_int(t.db, "SELECT count(*) FROM notes WHERE kind = 'tls_reloaded'"), 1);
+	assert_int_equal(
+	        itest_audit_int(t.db, "SELECT count(*) FROM notes WHERE kind = 'reload_refused'"),
+	        1);
+	gs_dmabuf_free(&b);
+	gs_close(before);
+	gs_close(local);
+	assert_int_equal(gs_testd_stop(&t), 0);
+	gs_testd_cleanup(&t); /* removes dir */
+	itest_config_cleanup(&cfg);
+	itest_sh("rm -rf '%s'", k.dir);
+}
+
 /* Connects to path (ipc, when port is 0) or 127.0.0.1:port and writes the bytes: the socket,
  * -2 when the daemon closed it while we wrote, -1 when it could not connect. */
 static int garbage_send(const char *path, unsigned port, const void *bytes, size_t len)
@@ -548,6 +664,7 @@ int main(void)
 	        cmocka_unit_test(test_garbage_on_every_listener),
 	        cmocka_unit_test(test_silent_handshakes_ended),
 	        cmocka_unit_test(test_pinned_certificate),
+	        cmocka_unit_test(test_certificates_reloaded),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
