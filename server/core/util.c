@@ -93,6 +93,21 @@ int gsd_listen(nng_socket s, const char *url, uint32_t ipc_mode, int64_t ipc_gid
 int gsd_tls_server(const char *cert_key_file, const char *ca_file, int auth_mode,
                    nng_tls_config **out, char *err, size_t cap)
 {
+	/* nng reads the files whole, blocking: a FIFO or a device would hold the loop. */
+	const char *files[2] = {cert_key_file, ca_file};
+	for (int i = 0; i < 2; i++) {
+		struct stat st;
+		if (!files[i][0])
+			continue;
+		if (stat(files[i], &st) != 0) {
+			snprintf(err, cap, "tls: %s: %s", files[i], strerror(errno));
+			return -1;
+		}
+		if (!S_ISREG(st.st_mode)) {
+			snprintf(err, cap, "tls: %s: not a regular file", files[i]);
+			return -1;
+		}
+	}
 	nng_tls_config *c;
 	int rv = nng_tls_config_alloc(&c, NNG_TLS_MODE_SERVER);
 	if (rv != 0) {
@@ -125,17 +140,24 @@ int gsd_tls_server(const char *cert_key_file, const char *ca_file, int auth_mode
 	return 0;
 }
 
+/* Bytes of a TLS file that are compared: certificates are a few KiB, and a path that names
+ * /dev/zero or a FIFO must not hold the loop. */
+#define TLS_FILE_MAX (1u << 20)
+
 /* The bytes of one file into the hash (its errno when it cannot be read). */
 static void hash_file(crypto_generichash_state *st, const char *path)
 {
 	crypto_generichash_update(st, (const unsigned char *)path, strlen(path) + 1);
 	if (!path[0])
 		return;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
 	unsigned char buf[8192];
 	ssize_t n = fd < 0 ? -1 : 0;
-	while (fd >= 0 && (n = read(fd, buf, sizeof buf)) > 0)
+	size_t total = 0;
+	while (fd >= 0 && total < TLS_FILE_MAX && (n = read(fd, buf, sizeof buf)) > 0) {
 		crypto_generichash_update(st, buf, (size_t)n);
+		total += (size_t)n;
+	}
 	if (n < 0) {
 		int err = errno;
 		crypto_generichash_update(st, (const unsigned char *)&err, sizeof err);

@@ -349,13 +349,19 @@ static void test_certificates_reloaded(void **state)
 	assert_non_null(strstr(gs_client_message(local), "tls"));
 	assert_int_equal(info_with(&renewed_name, why, sizeof why), 0);
 	assert_int_equal(info_redial(before), 0);
+	/* Nor does a FIFO, which must not hold the daemon (it would block a reader forever). */
+	assert_int_equal(itest_sh("rm -f '%s' && mkfifo '%s'", served, served), 0);
+	assert_int_equal(gs_admin_reload(local, &changes, report, sizeof report),
+	                 GS_STATUS_INVALID_ARGUMENT);
+	assert_non_null(strstr(gs_client_message(local), "not a regular file"));
+	assert_int_equal(info_with(&renewed_name, why, sizeof why), 0);
 
 	itest_audit_barrier(local, ctx);
 	assert_int_equal(
 	        itest_audit_int(t.db, "SELECT count(*) FROM notes WHERE kind = 'tls_reloaded'"), 1);
 	assert_int_equal(
 	        itest_audit_int(t.db, "SELECT count(*) FROM notes WHERE kind = 'reload_refused'"),
-	        1);
+	        2);
 	gs_dmabuf_free(&b);
 	gs_close(before);
 	gs_close(local);
