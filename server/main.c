@@ -493,7 +493,8 @@ int main(int argc, char **argv)
 	 * than kill the daemon. */
 	signal(SIGXFSZ, SIG_IGN);
 	raise_open_file_limit();
-	pthread_setname_np(pthread_self(), "gs-loop");
+	/* The loop runs on the main thread, which keeps the program's name: the process's name
+	 * is its main thread's, and pidof, pkill and killall look for "gpuschedd". */
 
 	static gsd_daemon d;
 	uv_loop_t *loop = uv_default_loop();

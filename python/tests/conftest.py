@@ -28,7 +28,10 @@ class Daemon:
         self.dir = d
         self.url = "ipc://" + os.path.join(d, "s.sock")
         self.db = os.path.join(d, "audit.db")
-        self.proc = subprocess.Popen([os.environ["GPUSCHEDD"], "-l", self.url, "-d", self.db,
+        # setpriv: the daemon gets SIGTERM if this process dies first (a crashed pytest
+        # leaves no daemon behind).
+        self.proc = subprocess.Popen(["setpriv", "--pdeathsig", "TERM",
+                                      os.environ["GPUSCHEDD"], "-l", self.url, "-d", self.db,
                                       "-c", cfg, "--log-level", "warn", *args],
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 30

@@ -42,7 +42,7 @@ def parse() -> argparse.Namespace:
 
 def start_daemon(binary: str, d: str):
     url = "ipc://" + os.path.join(d, "s.sock")
-    proc = subprocess.Popen([binary, "-l", url, "-d", os.path.join(d, "audit.db"),
+    proc = subprocess.Popen(["setpriv", "--pdeathsig", "TERM", binary, "-l", url, "-d", os.path.join(d, "audit.db"),
                              "--log-level", "warn"],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 30

@@ -503,6 +503,26 @@ static void still_serves(gs_testd *t)
  * (the first stopped answering, spinning) and marked the first's packets ABORTED in its file.
  * A dead daemon's socket and lock are taken over by the next start.
  */
+/* The process keeps its program's name (its main thread's, where the loop runs): pidof,
+ * pkill and killall find "gpuschedd", while the other threads have names of their own. */
+static void test_process_name(void **state)
+{
+	(void)state;
+	gs_testd t;
+	assert_int_equal(gs_testd_start(&t, NULL), 0);
+	char path[64], name[32] = "";
+	snprintf(path, sizeof path, "/proc/%d/comm", (int)t.pid);
+	FILE *f = fopen(path, "r");
+	assert_non_null(f);
+	assert_non_null(fgets(name, sizeof name, f));
+	fclose(f);
+	assert_string_equal(name, "gpuschedd\n");
+	/* pidof reads the same name. */
+	assert_int_equal(itest_sh("pidof gpuschedd | tr ' ' '\\n' | grep -qx %d", (int)t.pid), 0);
+	assert_int_equal(gs_testd_stop(&t), 0);
+	gs_testd_cleanup(&t);
+}
+
 static void test_one_daemon_per_socket_and_file(void **state)
 {
 	(void)state;
@@ -548,6 +568,7 @@ int main(void)
 	        cmocka_unit_test(test_ipc_socket_mode),
 	        cmocka_unit_test(test_ipc_socket_group),
 	        cmocka_unit_test(test_one_daemon_per_socket_and_file),
+	        cmocka_unit_test(test_process_name),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
