@@ -28,6 +28,7 @@ PACKAGES=(
   python3-pytest python3-numpy    # the Python package's tests (python/)
   chromium                        # test_cli renders gpusched timeline in a real browser
   clang-format                    # style check
+  buildah debootstrap             # test_container_build: the image, from a base made here (no registry)
 )
 
 SUDO=""

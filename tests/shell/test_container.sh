@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
-# deploy/container/Containerfile against the real programs (issue 30). No image is built here:
-# this machine reaches Debian's package mirror but no container registry, and the file starts
-# from debian:12 (podman build works where a registry is reachable). What can be checked is:
+# deploy/container/Containerfile against the real programs (issue 30), without building it
+# (test_container_build.sh builds and runs the image, as root with buildah). Checked here:
 #  - the entrypoint is the installed daemon (/usr/bin, the package's prefix) and its options,
 #    with the container's configuration, pass --check-config;
 #  - the final stage runs as a user that is not root;
