@@ -64,7 +64,9 @@ static void server_name(const char *url, const char *given, char *name, size_t c
 		snprintf(name, cap, "%s", env);
 		return;
 	}
-	const char *h = url + strlen("tls+tcp://");
+	/* The host follows the scheme, whichever it is (tls+tcp://, tls+tcp4://, tls+tcp6://). */
+	const char *h = strstr(url, "://");
+	h = h ? h + 3 : url + strlen(url);
 	size_t n = strcspn(h, ":/");
 	bool ip = h[0] == '[' || n == 0;
 	if (!ip) {
@@ -129,6 +131,7 @@ int gsc_dial(nng_socket s, const char *url, const gsc_tls *tls, int flags, nng_d
 	}
 	what = url;
 	rv = nng_dialer_create(&d, s, url);
+	bool made = rv == 0;
 	if (rv == 0)
 		rv = nng_dialer_set_ptr(d, NNG_OPT_TLS_CONFIG, tc);
 	nng_tls_config_free(tc); /* the dialer holds its own reference */
@@ -136,6 +139,8 @@ int gsc_dial(nng_socket s, const char *url, const gsc_tls *tls, int flags, nng_d
 		rv = nng_dialer_start(d, flags);
 	if (rv != 0) {
 		note(why, cap, "%s: %s", what, nng_strerror(rv));
+		if (made)
+			nng_dialer_close(d);
 		return rv;
 	}
 	if (out)

@@ -24,7 +24,9 @@ import concurrent.futures
 import ctypes
 import dataclasses
 import datetime
+import functools
 import itertools
+import operator
 import os
 import select
 import threading
@@ -43,7 +45,7 @@ __all__ = ["connect", "Client", "Device", "Context", "Allocation", "DmaBuffer", 
            "UsageReport", "Stats", "GpuschedError", "dataframe", "PACKET_STATES",
            "SUBMIT_NULL_RENDERING", "SUBMIT_PRESENT", "PRIORITY_CLASSES"]
 
-SUBMIT_PRESENT = 0x001
+SUBMIT_PRESENT = 0x002
 """DXGK_SUBMITCOMMANDFLAGS.Present: the packet presents (docs/wddm.md)."""
 SUBMIT_NULL_RENDERING = 0x008
 """DXGK_SUBMITCOMMANDFLAGS.NullRendering: the engine skips the commands (the cheapest packet)."""
@@ -91,7 +93,10 @@ def _time_ns(t: TimeSpec, now_ns: Optional[int] = None) -> int:
     if t is None:
         return 0
     if isinstance(t, datetime.datetime):
-        return int(t.timestamp() * 1e9)
+        if t.tzinfo is None:
+            t = t.astimezone()  # local time, as the CLI reads one without an offset
+        d = t - datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+        return (d.days * 86_400 + d.seconds) * 1_000_000_000 + d.microseconds * 1000
     if isinstance(t, (int, float)):
         return int(t)
     out = _C.u64()
@@ -304,8 +309,9 @@ class SubmitFuture(concurrent.futures.Future):
     def cancel(self) -> bool:
         if not super().cancel():
             return False
-        if self.request_id and self._client._c:
-            _C.async_cancel(self._client._h(), self.request_id)
+        with self._client._lock:  # not while close() frees the client
+            if self.request_id and self._client._c:
+                _C.async_cancel(self._client._c, self.request_id)
         return True
 
 
@@ -339,6 +345,7 @@ class _Completions:
         self.keys = itertools.count(1)
         self.events = (_C.AsyncEvent * self._BATCH)()
         self.stopping = False
+        self.free_on_exit = False
         self.thread = threading.Thread(target=self._run, name="gpusched-completions",
                                        daemon=True)
         self.thread.start()
@@ -359,7 +366,12 @@ class _Completions:
                 continue
             try:
                 if ev.status == 0:
-                    future.set_result(convert(ev))
+                    try:
+                        value = convert(ev)
+                    except Exception as e:  # noqa: BLE001 - the thread must go on
+                        future.set_exception(e)
+                        continue
+                    future.set_result(value)
                     continue
                 faulted = ev.status == _C.STATUS_FAULTED and ev.kind == 1  # a SUBMIT
                 future.set_exception(GpuschedError(ev.status, _str(_C.status_name(ev.status)),
@@ -375,15 +387,28 @@ class _Completions:
                 self._deliver(n)
                 continue
             if self.stopping:
-                return
+                break
             select.select([self.fd, self.wake_r], [], [])
+        if self.free_on_exit:
+            self._free()
+
+    def on_thread(self) -> bool:
+        """Is the caller this queue's thread (a done-callback)?"""
+        return threading.current_thread() is self.thread
 
     def close(self) -> None:
         """After gs_close (every request completed into the queue): delivers what is left,
-        stops the thread, frees the queue."""
+        stops the thread, frees the queue. From a done-callback (the thread itself), the
+        thread frees them once the callback returns."""
         self.stopping = True
         os.write(self.wake_w, b"x")
+        if self.on_thread():
+            self.free_on_exit = True
+            return
         self.thread.join()
+        self._free()
+
+    def _free(self) -> None:
         for future, _ in self.pending.values():
             if not future.done():
                 future.set_exception(GpuschedError._of(_C.ERR_CANCELLED, "the client closed"))
@@ -410,7 +435,7 @@ class _Handle:
         if self.handle:
             h, self.handle = self.handle, 0
             if self._client._c:
-                self._client._check(type(self)._destroy(self._client._h(), h))
+                self._client._call(type(self)._destroy, h)
 
     def __enter__(self):
         return self
@@ -430,11 +455,15 @@ class Sync(_Handle):
 
     def signal(self, value: int) -> None:
         """Raises the value from the CPU (a lower one is refused: INVALID_ARGUMENT)."""
-        self._client._check(_C.sync_signal(self._client._h(), self.handle, value))
+        self._client._call(_C.sync_signal, self.handle, value)
 
     def wait(self, value: int, timeout_ms: int = 30_000) -> int:
         """Waits until the value is at least `value` (TIMEOUT raises); returns the value seen.
         The GIL is released meanwhile, and Ctrl-C (KeyboardInterrupt) ends the wait."""
+        if self._client._in_callback():  # the thread that would complete the future
+            cur = _C.u64()
+            self._client._call(_C.sync_wait, self.handle, value, timeout_ms, ctypes.byref(cur))
+            return cur.value
         return _interruptible(self.wait_async(value, timeout_ms))
 
     def wait_async(self, value: int, timeout_ms: int = 30_000) -> SubmitFuture:
@@ -518,7 +547,7 @@ class DmaBuffer:
                 else target
             binds.append(_C.DmaBinding(b.binding, alloc.handle, off, rng, b.writes))
         pc = _bytes_of(push)
-        g = (_C.u32 * 3)(*(list(groups) + [1, 1])[:3])
+        g = (_C.u32 * 3)(*(list(groups) + [1, 1, 1])[:3])
         arr = (_C.DmaBinding * len(binds))(*binds)
         pcbuf = ctypes.create_string_buffer(pc, len(pc)) if pc else None
         return self._check(_C.dma_dispatch(ctypes.byref(self._b), kernel.handle, g, arr,
@@ -618,21 +647,21 @@ class Allocation(_Handle):
         """Writes any buffer-protocol object (bytes, bytearray, a contiguous numpy array) at
         offset, without copying it in Python."""
         ptr, n, keep = _address(data, writable=False)
-        self._client._check(_C.alloc_write(self._client._h(), self.handle, offset, ptr, n))
+        self._client._call(_C.alloc_write, self.handle, offset, ptr, n)
         del keep
 
     def read(self, size: Optional[int] = None, offset: int = 0) -> bytes:
         """size bytes (default: to the end) from offset, as bytes."""
         n = self.size - offset if size is None else size
         buf = ctypes.create_string_buffer(n)
-        self._client._check(_C.alloc_read(self._client._h(), self.handle, offset, buf, n))
+        self._client._call(_C.alloc_read, self.handle, offset, buf, n)
         return buf.raw
 
     def read_into(self, out: Any, offset: int = 0) -> Any:
         """Reads len(out) bytes from offset straight into a writable buffer (a numpy array,
         a bytearray): no copy in between. Returns out."""
         ptr, n, keep = _address(out, writable=True)
-        self._client._check(_C.alloc_read(self._client._h(), self.handle, offset, ptr, n))
+        self._client._call(_C.alloc_read, self.handle, offset, ptr, n)
         del keep
         return out
 
@@ -648,7 +677,7 @@ class Allocation(_Handle):
     def query(self) -> AllocationStatus:
         """Where it is now and who uses it."""
         s = _C.AllocStatus()
-        self._client._check(_C.alloc_query(self._client._h(), self.handle, ctypes.byref(s)))
+        self._client._call(_C.alloc_query, self.handle, ctypes.byref(s))
         return AllocationStatus(s.allocation, s.size, bool(s.resident), s.segment,
                                 s.busy_packets, s.pinned, s.moves, bool(s.moving),
                                 s.segment_preference, s.priority)
@@ -664,11 +693,19 @@ class Context(_Handle):
         """Submits one packet. With wait_ms, answers once it ended (or when wait_ms ran out:
         its state then is not final). A packet that faulted raises FAULTED (the error's
         `result` is the SubmitResult)."""
-        if wait_ms:
+        if wait_ms and not self._client._in_callback():
             # Through a future: Ctrl-C ends the wait (the packet stays submitted).
             return _interruptible(self.submit_async(dma, flags, wait_ms))
         r = _C.SubmitResult()
-        self._client._check(_C.submit(self._client._h(), self.handle, dma._ptr, flags, r))
+        if wait_ms:  # in a done-callback: the library waits
+            try:
+                self._client._call(_C.submit_wait, self.handle, dma._ptr, flags, wait_ms, r)
+            except GpuschedError as e:
+                if e.code == _C.STATUS_FAULTED:
+                    e.result = _result(r)
+                raise
+            return _result(r)
+        self._client._call(_C.submit, self.handle, dma._ptr, flags, r)
         return _result(r)
 
     def submit_async(self, dma: DmaBuffer, flags: int = 0, wait_ms: int = 0) -> SubmitFuture:
@@ -696,7 +733,7 @@ class Context(_Handle):
     def query(self) -> ContextStatus:
         """Its fences now: submitted, completed, packets queued."""
         s = _C.ContextStatus()
-        self._client._check(_C.context_query(self._client._h(), self.handle, ctypes.byref(s)))
+        self._client._call(_C.context_query, self.handle, ctypes.byref(s))
         return ContextStatus(s.context, s.node, s.submitted_fence, s.completed_fence, s.queued,
                              bool(s.faulted), PRIORITY_CLASSES[s.priority_class], s.priority)
 
@@ -705,7 +742,7 @@ class Context(_Handle):
         the tenant's ceiling bounds it."""
         cls = PRIORITY_CLASSES.index(priority_class) if isinstance(priority_class, str) \
             else priority_class
-        self._client._check(_C.context_set_priority(self._client._h(), self.handle, cls, priority))
+        self._client._call(_C.context_set_priority, self.handle, cls, priority)
 
 
 class Device(_Handle):
@@ -723,18 +760,19 @@ class Device(_Handle):
         super().destroy()
 
     def context(self, node: int = 0, priority_class: Union[str, int] = "NORMAL",
-                priority: int = 0, paging_node: int = 2) -> Context:
+                priority: int = 0, paging_node: Optional[int] = None) -> Context:
         """A context on a node (gpusched info lists them), with a priority class and a
-        priority in it; paging_node is the node its paging transfers run on."""
+        priority in it; paging_node is the node its paging transfers run on (default: the
+        adapter's paging node)."""
         d = _C.ContextDesc()
         _C.context_desc_init(ctypes.byref(d), self.handle, node)
         d.priority_class = PRIORITY_CLASSES.index(priority_class) \
             if isinstance(priority_class, str) else priority_class
         d.priority = priority
-        d.info[7] = paging_node
+        d.info[7] = self._client._paging_node() if paging_node is None else paging_node
         h = _C.u64()
-        self._client._check(_C.context_create(self._client._h(), ctypes.byref(d), ctypes.byref(h),
-                                             None))
+        self._client._call(_C.context_create, ctypes.byref(d), ctypes.byref(h),
+                                             None)
         return Context(self._client, h.value)
 
     def allocation(self, size: int, segments: Sequence[int] = (),
@@ -747,11 +785,12 @@ class Device(_Handle):
         for i, s in enumerate(preference):
             pref.segment[i] = s
         d = _C.AllocDesc(device=self.handle, size=size,
-                        supported_segment_set=sum(1 << s for s in segments),
+                        supported_segment_set=functools.reduce(
+                            operator.or_, (1 << s for s in segments), 0),
                         segment_preference=_C.segpref_encode(ctypes.byref(pref)),
                         priority=priority)
         p = _C.Placement()
-        self._client._check(_C.alloc_create(self._client._h(), ctypes.byref(d), ctypes.byref(p)))
+        self._client._call(_C.alloc_create, ctypes.byref(d), ctypes.byref(p))
         return Allocation(self._client, p.allocation, size, p.segment)
 
     def array(self, data: Any) -> Allocation:
@@ -768,8 +807,8 @@ class Device(_Handle):
     def sync(self, initial: int = 0) -> Sync:
         """A sync object (monitored fence) starting at initial."""
         h = _C.u64()
-        self._client._check(_C.sync_create(self._client._h(), self.handle, initial,
-                                          ctypes.byref(h)))
+        self._client._call(_C.sync_create, self.handle, initial,
+                                          ctypes.byref(h))
         return Sync(self._client, h.value)
 
     def kernel(self, spirv: bytes, entry_point: str = "main") -> Kernel:
@@ -778,42 +817,57 @@ class Device(_Handle):
         adapter that runs no kernels, UNIMPLEMENTED)."""
         info = _C.KernelInfo()
         code = bytes(spirv)
-        self._client._check(_C.kernel_create(self._client._h(), self.handle, code, len(code),
-                                            entry_point.encode(), ctypes.byref(info)))
+        self._client._call(_C.kernel_create, self.handle, code, len(code),
+                                            entry_point.encode(), ctypes.byref(info))
         return Kernel(self._client, info)
 
     def run(self, kernel: Kernel, groups: Sequence[int], buffers: Mapping[Union[int, str], Any],
             push: Any = None, outputs: Optional[Sequence[Union[int, str]]] = None,
-            node: int = 1, wait_ms: int = 60_000) -> Dict[Union[int, str], Any]:
+            node: int = 1, wait_ms: int = 60_000,
+            keep_context: bool = True) -> Dict[Union[int, str], Any]:
         """Runs the kernel once over groups (x, y, z) work groups and waits for it.
 
         buffers maps each binding (its number or its name) to an array (numpy, or any
         buffer): each is copied to an allocation of its size. Returns {key: array} for the
-        keys in outputs, read back after the run with the dtype and shape of the array given
-        for it (numpy is needed for outputs). The allocations are freed before it returns;
-        the context it submits on (one per node) is kept for the next run."""
-        allocs: Dict[Union[int, str], Allocation] = {}
+        keys in outputs (numbers or names, as in buffers), read back after the run: a numpy
+        array of the dtype and shape of the one given, else a bytearray. Every key is checked
+        before anything runs. The allocations are freed before it returns; the context it
+        submits on (one per node) is kept for the next run (keep_context=False: destroyed),
+        and dropped when a run does not complete (a faulted context takes no more packets)."""
+        data: Dict[int, Any] = {}
+        for key, array in buffers.items():
+            b = kernel._binding(key).binding
+            if b in data:
+                raise ValueError(f"binding {b} is given twice (again as {key!r})")
+            data[b] = array
+        missing = [b.binding for b in kernel.bindings if b.binding not in data]
+        if missing:
+            raise KeyError(f"no buffer for the kernel's bindings {missing}")
+        wanted = [(key, kernel._binding(key).binding) for key in outputs or []]
+        allocs: Dict[int, Allocation] = {}
         try:
-            for key, data in buffers.items():
-                kernel._binding(key)
-                allocs[key] = self.array(_contiguous(data))
-            bound = {kernel._binding(k).binding for k in allocs}
-            missing = [b.binding for b in kernel.bindings if b.binding not in bound]
-            if missing:
-                raise KeyError(f"no buffer for the kernel's bindings {missing}")
+            for b, array in data.items():
+                allocs[b] = self.array(_contiguous(array))
             dma = DmaBuffer().dispatch(kernel, groups, allocs, push)
-            ctx = self._run_contexts.get(node)
-            if ctx is None:
-                ctx = self._run_contexts[node] = self.context(node=node)
-            r = ctx.submit(dma, wait_ms=wait_ms)
-            if r.state != "COMPLETED":
+            ctx = self._run_contexts.pop(node, None) or self.context(node=node)
+            try:
+                r = ctx.submit(dma, wait_ms=wait_ms)
+                done = r.state == "COMPLETED"
+            except BaseException:
+                done = r = None
+                raise
+            finally:
+                if done and keep_context:
+                    self._run_contexts[node] = ctx
+                else:
+                    try:
+                        ctx.destroy()
+                    except GpuschedError:
+                        pass  # the daemon may be gone: the error that matters is raised
+            if not done:
                 raise GpuschedError(0, r.state, f"packet {r.packet} did not complete "
                                     f"(gpu.explain({r.packet}) says why)")
-            out = {}
-            for key in outputs or []:
-                a = buffers[key]
-                out[key] = allocs[key].read_into(_like(a))
-            return out
+            return {key: allocs[b].read_into(_like(data[b])) for key, b in wanted}
         finally:
             for alloc in allocs.values():
                 alloc.destroy()
@@ -835,8 +889,9 @@ def _like(a: Any) -> Any:
 
 class Client:
     """A connection to gpuschedd: close() or a with block ends it (cancelling the requests
-    still in flight). One client may be used from several threads at once, but close() only
-    once no other thread is inside a call on it."""
+    still in flight). One client may be used from several threads (their blocking calls take
+    turns: the library allows one at a time per connection; open a client per thread to
+    submit in parallel), but close() only once no other thread is inside a call on it."""
 
     def __init__(self, url: Optional[str] = None, token: Optional[str] = None, *,
                  ca: Optional[str] = None, cert: Optional[str] = None,
@@ -852,6 +907,9 @@ class Client:
             raise GpuschedError._of(rv, _str(why.value) or f"cannot connect to {url}")
         self._c = c
         self._lock = threading.Lock()
+        self._call_lock = threading.Lock()
+        self.adapter = adapter
+        self._paging: Optional[int] = None
         self._completions: Optional[_Completions] = None
         self._default_device: Optional[Device] = None
 
@@ -861,10 +919,37 @@ class Client:
             raise GpuschedError._of(_C.ERR_CANCELLED, "the client is closed")
         return self._c
 
-    def _check(self, rv: int) -> None:
-        if rv != 0:
-            raise GpuschedError(rv, _str(_C.status_name(rv)),
-                                _str(_C.message(self._c)) if self._c else "the client is closed")
+    def _in_callback(self) -> bool:
+        """Is the caller the completion thread (a done-callback)? A wait there must not go
+        through a future: only that thread could complete it."""
+        comp = self._completions
+        return comp is not None and comp.on_thread()
+
+    def _paging_node(self) -> int:
+        """The paging node of the client's adapter (gpusched info marks it), asked once."""
+        if self._paging is None:
+            ptr = _C.POINTER(_C.DaemonInfo)()
+            self._call(_C.info, ctypes.byref(ptr))
+            try:
+                i = ptr.contents
+                paging = 0
+                for a in (i.adapters[k] for k in range(i.adapter_count)):
+                    if a.id == self.adapter:
+                        paging = next((a.nodes[n].id for n in range(a.node_count)
+                                       if a.nodes[n].paging), 0)
+                self._paging = paging
+            finally:
+                _C.info_free(ptr)
+        return self._paging
+
+    def _call(self, fn, *args) -> None:
+        """One blocking call of the C library, fn(client, *args): the library allows one at a
+        time per client (its last message is the client's), so threads sharing a client take
+        turns here. A failure raises GpuschedError with the daemon's message."""
+        with self._call_lock:
+            rv = fn(self._h(), *args)
+            if rv != 0:
+                raise GpuschedError(rv, _str(_C.status_name(rv)), _str(_C.message(self._c)))
 
     def _open_completions(self) -> "_Completions":
         """The completion queue and its thread, made on the first asynchronous call."""
@@ -890,7 +975,7 @@ class Client:
         """The daemon's version, the tenant this token authenticated as, its adapters' count
         and whether the figures are the tenant's own view."""
         ptr = _C.POINTER(_C.DaemonInfo)()
-        self._check(_C.info(self._h(), ctypes.byref(ptr)))
+        self._call(_C.info, ctypes.byref(ptr))
         try:
             i = ptr.contents
             return {"version": _str(i.version), "tenant": _str(i.tenant),
@@ -901,7 +986,7 @@ class Client:
     def device(self, name: str = "python") -> Device:
         """A new device; `name` shows in the daemon's logs and listings."""
         h = _C.u64()
-        self._check(_C.device_create(self._h(), name.encode(), ctypes.byref(h)))
+        self._call(_C.device_create, name.encode(), ctypes.byref(h))
         return Device(self, h.value)
 
     @property
@@ -919,11 +1004,12 @@ class Client:
     def run(self, kernel: Kernel, groups: Sequence[int], buffers: Mapping[Union[int, str], Any],
             push: Any = None, outputs: Optional[Sequence[Union[int, str]]] = None,
             node: int = 1, wait_ms: int = 60_000) -> Dict[Union[int, str], Any]:
-        """Device.run on the kernel's device."""
+        """Device.run on the kernel's device (its context kept only on the default device)."""
         dev = self._default_device
-        if dev is None or dev.handle != kernel.device:
-            dev = Device(self, kernel.device)
-        return dev.run(kernel, groups, buffers, push, outputs, node, wait_ms)
+        if dev is not None and dev.handle == kernel.device:
+            return dev.run(kernel, groups, buffers, push, outputs, node, wait_ms)
+        return Device(self, kernel.device).run(kernel, groups, buffers, push, outputs, node,
+                                               wait_ms, keep_context=False)
 
     def submit_batch(self, packets: Sequence[Union[Tuple[Context, DmaBuffer],
                                                    Tuple[Context, DmaBuffer, int]]]
@@ -936,12 +1022,16 @@ class Client:
             d.context, d.dma = ctx.handle, ctypes.pointer(dma._b)
             d.submit_flags = item[2] if len(item) > 2 else 0
         out = (_C.SubmitResult * len(packets))()
-        self._check(_C.submit_batch(self._h(), descs, len(packets), out))
+        self._call(_C.submit_batch, descs, len(packets), out)
         return [_result(r) for r in out]
 
     def wait(self, packet: int, timeout_ms: int = 30_000) -> str:
         """Waits for the packet to end: its final state's name (FAULTED and TIMEOUT raise).
         Ctrl-C (KeyboardInterrupt) ends the wait."""
+        if self._in_callback():  # the thread that would complete the future
+            st, fence = ctypes.c_int(), _C.u64()
+            self._call(_C.packet_wait, packet, timeout_ms, ctypes.byref(st), ctypes.byref(fence))
+            return PACKET_STATES[st.value]
         return _interruptible(self.wait_async(packet, timeout_ms))
 
     def wait_async(self, packet: int, timeout_ms: int = 30_000) -> SubmitFuture:
@@ -968,7 +1058,7 @@ class Client:
                             oldest_first=oldest_first, before_packet=before, after_packet=after,
                             tenant=tenant.encode() if tenant else None)
         recs, n = _C.POINTER(_C.PacketRecord)(), _C.size_t()
-        self._check(_C.history(self._h(), ctypes.byref(f), ctypes.byref(recs), ctypes.byref(n)))
+        self._call(_C.history, ctypes.byref(f), ctypes.byref(recs), ctypes.byref(n))
         try:
             return [_record(recs[i]) for i in range(n.value)]
         finally:
@@ -978,8 +1068,8 @@ class Client:
         """One packet's life from the audit: every state change with its reason and the
         memory manager's moves for it."""
         e = _C.POINTER(_C.Explanation)()
-        self._check(_C.explain(self._h(), packet, tenant.encode() if tenant else None,
-                              ctypes.byref(e)))
+        self._call(_C.explain, packet, tenant.encode() if tenant else None,
+                              ctypes.byref(e))
         try:
             x = e.contents
             events = [PacketEvent(v.seq, PACKET_STATES[v.state], v.time_ns, _str(v.detail))
@@ -1002,7 +1092,7 @@ class Client:
         f = _C.UsageFilter(since_ns=_time_ns(since, now), until_ns=_time_ns(until, now),
                           by=_USAGE_BY[by], tenant=tenant.encode() if tenant else None)
         u = _C.POINTER(_C.Usage)()
-        self._check(_C.get_usage(self._h(), ctypes.byref(f), ctypes.byref(u)))
+        self._call(_C.get_usage, ctypes.byref(f), ctypes.byref(u))
         try:
             x = u.contents
             out = UsageReport(
@@ -1018,7 +1108,7 @@ class Client:
     def stats(self) -> Stats:
         """The daemon's counters (a tenant sees its own)."""
         s = _C.DaemonStats()
-        self._check(_C.stats(self._h(), ctypes.byref(s)))
+        self._call(_C.stats, ctypes.byref(s))
         return Stats(*(getattr(s, f.name) for f in dataclasses.fields(Stats)))
 
     def close(self) -> None:
@@ -1032,8 +1122,9 @@ class Client:
             except GpuschedError:
                 pass  # the daemon is gone: it freed the device with the connection's tenant
             self._default_device = None
-        _C.close(self._c)
-        self._c = None
+        with self._lock:
+            c, self._c = self._c, None
+        _C.close(c)
         if self._completions is not None:
             self._completions.close()
             self._completions = None

@@ -164,9 +164,30 @@ class DmaBinding(ctypes.Structure):
                 ("write", c_bool)]
 
 
+class NodeInfo(ctypes.Structure):
+    _fields_ = [("id", u32), ("name", c_char_p), ("kind", c_int), ("engines", u32),
+                ("paging", c_bool), ("fence", u64), ("queued", u64)]
+
+
+class AdapterInfo(ctypes.Structure):
+    _fields_ = [("id", u32), ("name", c_char_p), ("backend", c_char_p), ("clock", c_char_p),
+                ("device", c_char_p), ("driver", c_char_p), ("api", c_char_p), ("queues", u32),
+                ("preempt_granularity_ns", u64), ("cpu_access", c_char_p),
+                ("device_losses", u32), ("device_dead", c_bool), ("device_retrying", c_bool),
+                ("share_policy", c_int), ("time_slice_us", u32), ("node_count", size_t),
+                ("nodes", POINTER(NodeInfo)), ("segment_count", size_t), ("segments", p),
+                ("caps", u32), ("max_dma_buffer", u32), ("max_allocation_list", u32),
+                ("max_patch_list", u32), ("system_memory", u64), ("system_memory_used", u64),
+                ("paging_chunk", u64), ("kernels", c_bool), ("max_local_size", u32 * 3),
+                ("max_invocations", u32), ("max_push_constant_bytes", u32),
+                ("max_storage_buffer_range", u64), ("max_uniform_buffer_range", u64),
+                ("binding_offset_alignment", u32)]
+
+
 class DaemonInfo(ctypes.Structure):
     _fields_ = [("version", c_char_p), ("tenant", c_char_p), ("events_url", c_char_p),
-                ("adapter_count", size_t), ("adapters", p), ("tenant_view", c_bool)]
+                ("adapter_count", size_t), ("adapters", POINTER(AdapterInfo)),
+                ("tenant_view", c_bool)]
 
 
 class AsyncOpts(ctypes.Structure):
@@ -226,6 +247,9 @@ dma_dispatch = _sig("gs_dmabuf_dispatch", c_int, PDmabuf, u64, u32 * 3, POINTER(
 submit = _sig("gs_submit", c_int, p, u64, PDmabuf, u32, POINTER(SubmitResult))
 submit_batch = _sig("gs_submit_batch", c_int, p, POINTER(SubmitDesc), size_t,
                     POINTER(SubmitResult))
+submit_wait = _sig("gs_submit_wait", c_int, p, u64, PDmabuf, u32, u32, POINTER(SubmitResult))
+packet_wait = _sig("gs_packet_wait", c_int, p, u64, u32, POINTER(c_int), POINTER(u64))
+sync_wait = _sig("gs_sync_wait", c_int, p, u64, u64, u32, POINTER(u64))
 sync_create = _sig("gs_sync_create", c_int, p, u64, u64, POINTER(u64))
 sync_destroy = _sig("gs_sync_destroy", c_int, p, u64)
 sync_signal = _sig("gs_sync_signal", c_int, p, u64, u64)

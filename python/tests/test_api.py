@@ -26,6 +26,12 @@ def test_structures_match_the_header():
                          check=True).stdout
     checked = 0
     for line in out.splitlines():
+        if line.startswith("const "):
+            _, name, value = line.split()
+            owner, _, attr = name.rpartition(".")
+            got = getattr(_capi if owner == "_C" else gpusched, attr)
+            assert got == int(value), f"{name}: the package has {got}, the header {value}"
+            continue
         name, value = line.split()
         if "." in name:
             struct, field = name.split(".")
@@ -35,6 +41,18 @@ def test_structures_match_the_header():
         assert got == int(value), f"{name}: ctypes {got}, C {value}"
         checked += 1
     assert checked >= 30
+    # The state names, by number, are the library's.
+    name = _capi.lib.gs_packet_state_name
+    name.restype, name.argtypes = ctypes.c_char_p, [ctypes.c_int]
+    assert [name(i).decode() for i in range(len(gpusched.PACKET_STATES))] == \
+        gpusched.PACKET_STATES
+
+
+def test_datetime_is_exact():
+    import datetime
+    utc = datetime.timezone.utc
+    t = datetime.datetime(2026, 11, 28, 10, 0, 0, 123456, tzinfo=utc)
+    assert gpusched._time_ns(t) == 1_795_860_000_123_456_000
 
 
 def public_callables():

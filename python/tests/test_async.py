@@ -119,3 +119,46 @@ def test_copy_checksum_signal_and_gpu_wait(daemon):
         assert dst.read_into(out) is out and out[5] == 5
         x = gpu.explain(r.packet)
         assert [e.state for e in x.events][-1] == "COMPLETED"
+
+
+def test_waits_inside_done_callbacks(daemon):
+    """A done-callback runs on the completion thread: a wait there goes to the library
+    instead of a future only that thread could complete (it hung), and its result comes."""
+    import threading
+    with gpusched.connect(daemon, TOKENS["a"]) as gpu, gpu.device("callbacks") as dev:
+        ctx = dev.context(node=0)
+        s = dev.sync(0)
+        seen, done = [], threading.Event()
+
+        def chained(f):
+            r = f.result()
+            seen.append(gpu.wait(r.packet, timeout_ms=30_000))
+            seen.append(ctx.submit(gpusched.DmaBuffer().nop(), wait_ms=30_000).state)
+            s.signal(1)
+            seen.append(s.wait(1, timeout_ms=1000))
+            done.set()
+
+        ctx.submit_async(gpusched.DmaBuffer().nop()).add_done_callback(chained)
+        assert done.wait(timeout=60), "a wait inside a done-callback did not return"
+        assert seen == ["COMPLETED", "COMPLETED", 1]
+
+
+def test_close_from_a_done_callback(daemon):
+    """close() inside a done-callback: the completion thread cannot join itself; it frees the
+    queue once the callback returns, and the future still completes."""
+    import threading
+    gpu = gpusched.connect(daemon, TOKENS["a"])
+    dev = gpu.device("closing-inside")
+    closed = threading.Event()
+
+    def close(f):
+        gpu.close()
+        closed.set()
+
+    f = dev.context(node=0).submit_async(gpusched.DmaBuffer().nop())
+    f.add_done_callback(close)
+    assert closed.wait(timeout=30)
+    assert f.result(timeout=1).fence == 1
+    with pytest.raises(gpusched.GpuschedError) as e:
+        gpu.info()
+    assert e.value.status == "CANCELLED"

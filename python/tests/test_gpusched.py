@@ -192,6 +192,25 @@ def test_issue_example_by_names_on_the_default_device(daemon, tmp_path):
         assert gpu.stats().allocations == allocations
         with pytest.raises(KeyError):
             gpu.run(k, groups=(1, 1, 1), buffers={"Z": x})
+        # Outputs by number while the buffers were named, and the same binding twice; every
+        # key is checked before anything runs.
+        submitted = gpu.stats().packets_submitted
+        with pytest.raises(ValueError):
+            gpu.run(k, groups=(1, 1, 1), buffers={"X": x, 0: x, "Y": y})
+        with pytest.raises(KeyError):
+            gpu.run(k, groups=(1, 1, 1), buffers={"X": x, "Y": y}, outputs=["Z"])
+        assert gpu.stats().packets_submitted == submitted
+        out = gpu.run(k, groups=((x.size + 63) // 64, 1, 1), buffers={"X": x, "Y": y},
+                      push=[np.float32(1.0), np.uint32(x.size)], outputs=[1])
+        assert np.allclose(out[1], x + y)
+        # A kernel of another device: gpu.run keeps no context of it (one per run leaked).
+        with gpu.device("other") as dev:
+            k2 = dev.kernel(spv.read_bytes())
+            contexts = gpu.stats().contexts
+            for _ in range(3):
+                gpu.run(k2, groups=(1, 1, 1), buffers={0: x[:64], 1: y[:64]},
+                        push=[np.float32(1.0), np.uint32(64)])
+            assert gpu.stats().contexts == contexts
         # Usage of the run, and history as a DataFrame where pandas is installed.
         rows = gpu.usage(since="10m", by="node")
         assert any(r.node == 1 and r.completed >= 1 for r in rows)

@@ -119,6 +119,17 @@ static void test_mutual_tls(void **state)
 	o.tls_server_name = "daemon.test";
 	o.size = offsetof(gs_connect_options, tls_ca);
 	assert_int_not_equal(info_with(&o, why, sizeof(why)), 0);
+	/* A DNS name in a tls+tcp4:// URL is checked too (the host was read at a fixed offset:
+	 * "tls+tcp4://localhost" named no host, and any certificate of the CA passed). */
+	char by_name[96];
+	snprintf(by_name, sizeof by_name, "tls+tcp4://localhost:%s", strrchr(url, ':') + 1);
+	o.size = sizeof o;
+	o.url = by_name;
+	o.tls_server_name = NULL;
+	assert_int_not_equal(info_with(&o, why, sizeof why), 0);
+	o.tls_server_name = "daemon.test";
+	assert_int_equal(info_with(&o, why, sizeof why), 0);
+	o.url = url;
 	/* Options of size 0 are refused. */
 	o.size = 0;
 	gs_client *none = NULL;

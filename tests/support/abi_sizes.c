@@ -38,6 +38,10 @@ int main(void)
 	SIZE("KernelInfo", gs_kernel_info);
 	SIZE("DmaBinding", gs_dmabuf_binding);
 	SIZE("DaemonInfo", gs_daemon_info);
+	SIZE("AdapterInfo", gs_adapter_info);
+	SIZE("NodeInfo", gs_node_info);
+	OFFSET("AdapterInfo", gs_adapter_info, nodes);
+	OFFSET("AdapterInfo", gs_adapter_info, kernels);
 	SIZE("AsyncOpts", gs_async_opts);
 	SIZE("AsyncEvent", gs_async_event);
 	OFFSET("AsyncEvent", gs_async_event, value);
@@ -47,5 +51,14 @@ int main(void)
 	OFFSET("DaemonStats", gs_daemon_stats, tenant_view);
 	OFFSET("KernelInfo", gs_kernel_info, created_ns);
 	OFFSET("UsageRow", gs_usage_row, run_ns);
+	/* Constants the package repeats. */
+	printf("const SUBMIT_PRESENT %u\n", GS_SUBMIT_PRESENT);
+	printf("const SUBMIT_NULL_RENDERING %u\n", GS_SUBMIT_NULL_RENDERING);
+	printf("const _C.STATUS_FAULTED %d\n", GS_STATUS_FAULTED);
+	printf("const _C.ERR_TRANSPORT %d\n", GS_ERR_TRANSPORT);
+	printf("const _C.ERR_INVALID %d\n", GS_ERR_INVALID);
+	printf("const _C.ERR_CANCELLED %d\n", GS_ERR_CANCELLED);
+	printf("const _C.ASYNC_MESSAGE_MAX %u\n", GS_ASYNC_MESSAGE_MAX);
+	printf("const _C.KERNEL_MAX_BINDINGS %u\n", GS_KERNEL_MAX_BINDINGS);
 	return 0;
 }
