@@ -426,6 +426,9 @@ static int reload(gsd_daemon *d, const char *who, char *msg, size_t cap)
 	if (!g_opts.config) {
 		snprintf(msg, cap,
 		         "refused: the daemon was started without --config: nothing to read");
+	} else if (d->stopping) {
+		/* Its listeners stay open through the stop's grace for the answers still due. */
+		snprintf(msg, cap, "refused: the daemon is stopping");
 	} else {
 		gsd_config_defaults(&next);
 		if (apply_args(&next, &g_opts, why, sizeof why) != 0)

@@ -161,7 +161,8 @@ int gsd_reload_apply(gsd_daemon *d, const gsd_config *next, const char *who, cha
 	bool tls_changed = memcmp(fingerprint, d->tls_fingerprint, sizeof fingerprint) != 0;
 	gsd_rpc_tls_next tls = {0};
 	if (tls_changed && gsd_rpc_tls_prepare(next, &tls, why, sizeof why) != 0) {
-		snprintf(msg, cap, "refused: tls: %s (nothing was changed)", why);
+		snprintf(msg, cap, "refused: %s%s (nothing was changed)",
+		         strncmp(why, "tls", 3) == 0 ? "" : "tls: ", why);
 		return -1;
 	}
 	int changes = 0;
@@ -270,23 +271,15 @@ int gsd_reload_apply(gsd_daemon *d, const gsd_config *next, const char *who, cha
 		add(msg, cap, "limits:%s; ", note);
 	}
 	if (tls_changed) {
-		int n = gsd_rpc_tls_swap(d, &tls, why, sizeof why);
+		/* The listeners restart a moment after this answer leaves (it may be going out
+		 * through one of them); the outcome is audited then. */
+		gsd_rpc_tls_swap_soon(d, &tls, who);
 		d->cfg.tls = next->tls;
 		for (uint32_t i = 0; i < d->cfg.nlisten; i++)
 			memcpy(d->cfg.listen_ca[i], next->listen_ca[i], sizeof d->cfg.listen_ca[i]);
 		memcpy(d->tls_fingerprint, fingerprint, sizeof fingerprint);
-		char text[640];
-		if (n < 0)
-			snprintf(text, sizeof text, "by %s (reload): new certificates; %.400s", who,
-			         why);
-		else
-			snprintf(text, sizeof text,
-			         "by %s (reload): new certificates: %d tls+tcp listener(s) "
-			         "restarted "
-			         "(their clients reconnect)",
-			         who, n);
-		gsd_audit_note(d->audit, who, "tls_reloaded", text);
-		add(msg, cap, "tls: %s; ", n < 0 ? why : "new certificates in use");
+		add(msg, cap, "tls: new certificates: the tls+tcp listeners restart in %d ms; ",
+		    GSD_TLS_SWAP_DELAY_MS);
 		changes++;
 	}
 	/* The file's tenants are the running configuration's now (their secrets wiped). */

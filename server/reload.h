@@ -4,9 +4,11 @@
  * adapters' time slices and share policies change without dropping a connection or a packet
  * (a new policy regroups the contexts of the adapter's nodes at once). The new file is
  * checked whole first; a file that does not load, does not validate, or changes what only a
- * restart can (listeners, the audit file, TLS, adapters' nodes, segments or backends, worker
- * and event buffer counts, the clock) is refused whole, and the running
- * configuration stays. Every change is an audit note naming who asked and what changed.
+ * restart can (listeners' addresses and tenants, the audit file, adapters' nodes, segments or
+ * backends, worker and event buffer counts, the clock) is refused whole, and the running
+ * configuration stays. New TLS certificates (other files, or the same ones rewritten) restart
+ * the tls+tcp listeners with them (rpc.h, gsd_rpc_tls_swap_soon). Every change is an audit note
+ * naming who asked and what changed.
  */
 #ifndef GSD_RELOAD_H
 #define GSD_RELOAD_H

@@ -576,6 +576,7 @@ int gsd_rpc_calls_start(struct gsd_rpc *rpc)
 	gsd_list_init(&rpc->tarpit);
 	uv_timer_init(d->loop, &rpc->tarpit_timer);
 	rpc->tarpit_timer.data = rpc;
+	gsd_rpc_tls_timer_init(rpc);
 	uv_async_init(d->loop, &rpc->redispatch_async, redispatch_drain);
 	rpc->redispatch_async.data = d;
 	uv_prepare_init(d->loop, &rpc->audit_commit);
@@ -606,6 +607,7 @@ void gsd_rpc_calls_close(struct gsd_rpc *rpc)
 	uv_close((uv_handle_t *)&rpc->audit_commit, NULL);
 	uv_close((uv_handle_t *)&rpc->redispatch_async, NULL);
 	uv_close((uv_handle_t *)&rpc->tarpit_timer, NULL);
+	gsd_rpc_tls_timer_close(rpc);
 	gsd_wake_close(&rpc->recorded_async, false);
 	gsd_rpc_reads_stop(rpc);
 }

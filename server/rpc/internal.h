@@ -90,6 +90,15 @@ struct gsd_rpc {
 	 * admits only some tenants (listen[].tenants). */
 	nng_tls_config *listener_tls[GSD_MAX_LISTEN];
 	bool listeners_bound;
+	/* Each listener's URL with the port it was given (a configured :0 resolved): a restart
+	 * binds that one again. */
+	char listen_url[GSD_MAX_LISTEN][300];
+	/* New certificates waiting to go into the tls+tcp listeners (gsd_rpc_tls_swap_soon), a
+	 * moment after the reload's answer left. */
+	gsd_rpc_tls_next tls_pending;
+	bool tls_pending_set;
+	char tls_who[64];
+	uv_timer_t tls_timer;
 	gsd_rpc_worker **workers;
 	size_t nworkers, capworkers;
 	atomic_uint idle;
@@ -142,6 +151,11 @@ nng_msg *gsd_rpc_encode(uint64_t id, Gpusched__V1__Response *resp);
 bool gsd_rpc_post(struct gsd_rpc *rpc, gsd_inbox_item item);
 
 /* ---- gate.c ---- */
+/* The timer of gsd_rpc_tls_swap_soon (transport.c): made with the other handles, closed
+ * with them (what is still pending is discarded). */
+void gsd_rpc_tls_timer_init(struct gsd_rpc *rpc);
+void gsd_rpc_tls_timer_close(struct gsd_rpc *rpc);
+
 /* Starts the gate over the tcp:// and tls+tcp:// listeners (none: nothing to do). */
 int gsd_rpc_gate_start(struct gsd_rpc *rpc);
 void gsd_rpc_gate_stop(struct gsd_rpc *rpc);

@@ -553,6 +553,19 @@ int gsd_rpc_inject(gsd_daemon *d, const void *req, size_t len,
 
 /* ---- start and stop ---- */
 
+/* The URL to listen on again: the configured one, with the port it was given when that was 0
+ * (clients know that one now). Taken when it starts listening. */
+static void rebind_url(nng_listener l, const char *url, char *out, size_t cap)
+{
+	size_t n = strlen(url);
+	int port = 0;
+	if (n > 2 && strcmp(url + n - 2, ":0") == 0 &&
+	    nng_listener_get_int(l, NNG_OPT_TCP_BOUND_PORT, &port) == 0 && port > 0)
+		snprintf(out, cap, "%.*s:%d", (int)(n - 2), url, port);
+	else
+		snprintf(out, cap, "%s", url);
+}
+
 int gsd_rpc_start(gsd_daemon *d)
 {
 	struct gsd_rpc *rpc = calloc(1, sizeof(*rpc));
@@ -610,6 +623,8 @@ int gsd_rpc_start(gsd_daemon *d)
 			                  : nng_strerror(rv));
 			return -1;
 		}
+		rebind_url(rpc->listeners[i], d->cfg.listen[i], rpc->listen_url[i],
+		           sizeof rpc->listen_url[i]);
 		rpc->nlisteners++;
 		GSD_INFO("listening on %s%s%s%s%s", d->cfg.listen[i],
 		         d->cfg.listen_ca[i][0] ? ", clients of CA " : "", d->cfg.listen_ca[i],
@@ -669,47 +684,34 @@ void gsd_rpc_tls_discard(gsd_rpc_tls_next *n)
 	memset(n, 0, sizeof *n);
 }
 
-/* The URL to listen on again: the configured one, with the port it was given when that was 0
- * (clients know that one now). */
-static void rebind_url(nng_listener l, const char *url, char *out, size_t cap)
-{
-	size_t n = strlen(url);
-	int port = 0;
-	if (n > 2 && strcmp(url + n - 2, ":0") == 0 &&
-	    nng_listener_get_int(l, NNG_OPT_TCP_BOUND_PORT, &port) == 0 && port > 0)
-		snprintf(out, cap, "%.*s:%d", (int)(n - 2), url, port);
-	else
-		snprintf(out, cap, "%s", url);
-}
-
-int gsd_rpc_tls_swap(gsd_daemon *d, gsd_rpc_tls_next *n, char *why, size_t cap)
+/* Restarts the tls+tcp:// listeners with n's configurations (taken): how many, or -1 with why
+ * when one could not listen again (it is down). */
+static int tls_swap(gsd_daemon *d, gsd_rpc_tls_next *n, char *why, size_t cap)
 {
 	struct gsd_rpc *rpc = d->rpc;
 	int restarted = 0, failed = 0;
 	why[0] = '\0';
 	for (uint32_t i = 0; i < rpc->nlisteners; i++) {
-		const char *url = d->cfg.listen[i];
+		const char *url = rpc->listen_url[i];
 		if (strncmp(url, "tls+", 4) != 0)
 			continue;
-		char again[300];
-		rebind_url(rpc->listeners[i], url, again, sizeof again);
 		/* Its connections close with it; its port is free again once this returns. */
 		nng_listener_close(rpc->listeners[i]);
 		rpc->listeners[i] = (nng_listener)NNG_LISTENER_INITIALIZER;
 		nng_tls_config *tls = n->listener[i] ? n->listener[i] : n->main;
-		int rv = gsd_listen(rpc->sock, again, d->cfg.ipc_mode, d->cfg.ipc_gid, tls,
+		int rv = gsd_listen(rpc->sock, url, d->cfg.ipc_mode, d->cfg.ipc_gid, tls,
 		                    &rpc->listeners[i]);
 		if (rv != 0) {
 			GSD_ERROR("rpc: %s could not listen again with the new certificates: %s; "
 			          "it is "
-			          "down until a restart",
-			          again, nng_strerror(rv));
-			snprintf(why, cap, "%s could not listen again: %s (it is down)", again,
+			          "down until a reload that succeeds, or a restart",
+			          url, nng_strerror(rv));
+			snprintf(why, cap, "%s could not listen again: %s (it is down)", url,
 			         nng_strerror(rv));
 			failed++;
 			continue;
 		}
-		GSD_INFO("listening on %s again, with the new certificates", again);
+		GSD_INFO("listening on %s again, with the new certificates", url);
 		restarted++;
 	}
 	for (uint32_t i = 0; i < GSD_MAX_LISTEN; i++) {
@@ -723,6 +725,58 @@ int gsd_rpc_tls_swap(gsd_daemon *d, gsd_rpc_tls_next *n, char *why, size_t cap)
 	d->tls = n->main;
 	n->main = NULL;
 	return failed ? -1 : restarted;
+}
+
+static void tls_swap_due(uv_timer_t *t)
+{
+	struct gsd_rpc *rpc = t->data;
+	gsd_daemon *d = rpc->d;
+	if (!rpc->tls_pending_set || d->stopping)
+		return;
+	rpc->tls_pending_set = false;
+	char why[512], note[700];
+	int n = tls_swap(d, &rpc->tls_pending, why, sizeof why);
+	if (n < 0) {
+		/* The next reload tries again: what is in use is not what the files say. */
+		memset(d->tls_fingerprint, 0, sizeof d->tls_fingerprint);
+		snprintf(note, sizeof note, "by %s (reload): new certificates: %s", rpc->tls_who,
+		         why);
+		gsd_audit_note(d->audit, rpc->tls_who, "tls_reload_failed", note);
+		return;
+	}
+	snprintf(note, sizeof note,
+	         "by %s (reload): new certificates: %d tls+tcp listener(s) restarted (their "
+	         "clients reconnect)",
+	         rpc->tls_who, n);
+	gsd_audit_note(d->audit, rpc->tls_who, "tls_reloaded", note);
+}
+
+void gsd_rpc_tls_swap_soon(gsd_daemon *d, gsd_rpc_tls_next *n, const char *who)
+{
+	struct gsd_rpc *rpc = d->rpc;
+	/* A newer reload's certificates replace those still waiting. */
+	if (rpc->tls_pending_set)
+		gsd_rpc_tls_discard(&rpc->tls_pending);
+	rpc->tls_pending = *n;
+	memset(n, 0, sizeof *n);
+	rpc->tls_pending_set = true;
+	snprintf(rpc->tls_who, sizeof rpc->tls_who, "%s", who);
+	uv_timer_start(&rpc->tls_timer, tls_swap_due, GSD_TLS_SWAP_DELAY_MS, 0);
+}
+
+void gsd_rpc_tls_timer_init(struct gsd_rpc *rpc)
+{
+	uv_timer_init(rpc->d->loop, &rpc->tls_timer);
+	rpc->tls_timer.data = rpc;
+}
+
+void gsd_rpc_tls_timer_close(struct gsd_rpc *rpc)
+{
+	uv_timer_stop(&rpc->tls_timer);
+	uv_close((uv_handle_t *)&rpc->tls_timer, NULL);
+	if (rpc->tls_pending_set)
+		gsd_rpc_tls_discard(&rpc->tls_pending);
+	rpc->tls_pending_set = false;
 }
 
 /* An item still queued when the daemon stops: never handled. */
