@@ -154,17 +154,18 @@ int gsd_reload_apply(gsd_daemon *d, const gsd_config *next, const char *who, cha
 			return -1;
 		}
 	}
-	/* New TLS material (other files named, or the same files rewritten): the configurations
-	 * are built now, so that a certificate that does not load refuses the whole file. */
+	/* New TLS material (other files named, or the same files rewritten): loaded now, so that
+	 * a certificate that does not load refuses the whole file; compared by the bytes loaded. */
 	uint8_t fingerprint[32];
-	gsd_tls_fingerprint(next, fingerprint);
-	bool tls_changed = memcmp(fingerprint, d->tls_fingerprint, sizeof fingerprint) != 0;
 	gsd_rpc_tls_next tls = {0};
-	if (tls_changed && gsd_rpc_tls_prepare(next, &tls, why, sizeof why) != 0) {
+	if (gsd_rpc_tls_prepare(next, &tls, fingerprint, why, sizeof why) != 0) {
 		snprintf(msg, cap, "refused: %s%s (nothing was changed)",
 		         strncmp(why, "tls", 3) == 0 ? "" : "tls: ", why);
 		return -1;
 	}
+	bool tls_changed = memcmp(fingerprint, d->tls_fingerprint, sizeof fingerprint) != 0;
+	if (!tls_changed)
+		gsd_rpc_tls_discard(&tls);
 	int changes = 0;
 	char note[512];
 	/* Tenants of the file: changed or new. */

@@ -72,7 +72,7 @@ struct gsd_daemon {
 	struct gsd_events *events;   /* core/events.h */
 	struct gsd_metrics *metrics; /* rpc/metrics.c */
 	nng_tls_config *tls;         /* tls+tcp:// listeners (config "tls"); NULL: none */
-	uint8_t tls_fingerprint[32]; /* of the TLS material in use (gsd_tls_fingerprint) */
+	uint8_t tls_fingerprint[32]; /* of the TLS material in use (gsd_rpc_tls_prepare) */
 	uint32_t nadapters;
 	gsd_adapter adapters[GSD_MAX_ADAPTERS];
 	uint32_t ntenants;

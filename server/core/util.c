@@ -90,35 +90,76 @@ int gsd_listen(nng_socket s, const char *url, uint32_t ipc_mode, int64_t ipc_gid
 	return 0;
 }
 
-int gsd_tls_server(const char *cert_key_file, const char *ca_file, int auth_mode,
-                   nng_tls_config **out, char *err, size_t cap)
+/* Bytes of a TLS file at most: certificates are a few KiB, and the file is read on the loop. */
+#define TLS_FILE_MAX (1u << 20)
+
+/* A TLS file read whole into *out (malloc'd, NUL-terminated: PEM for mbedTLS), its path and
+ * bytes into fp (may be NULL). A FIFO or a device would block the reader: regular files only.
+ * 0, or -1 with why. */
+static int read_tls_file(const char *path, char **out, crypto_generichash_state *fp, char *err,
+                         size_t cap)
 {
-	/* nng reads the files whole, blocking: a FIFO or a device would hold the loop. */
-	const char *files[2] = {cert_key_file, ca_file};
-	for (int i = 0; i < 2; i++) {
-		struct stat st;
-		if (!files[i][0])
-			continue;
-		if (stat(files[i], &st) != 0) {
-			snprintf(err, cap, "tls: %s: %s", files[i], strerror(errno));
-			return -1;
-		}
-		if (!S_ISREG(st.st_mode)) {
-			snprintf(err, cap, "tls: %s: not a regular file", files[i]);
-			return -1;
-		}
-	}
-	nng_tls_config *c;
-	int rv = nng_tls_config_alloc(&c, NNG_TLS_MODE_SERVER);
-	if (rv != 0) {
-		snprintf(err, cap, "tls: %s", nng_strerror(rv));
+	*out = NULL;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) != 0) {
+		snprintf(err, cap, "tls: %s: %s", path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
 		return -1;
 	}
-	const char *what = cert_key_file;
-	rv = nng_tls_config_cert_key_file(c, cert_key_file, NULL);
-	if (rv == 0 && ca_file[0]) {
+	if (!S_ISREG(st.st_mode) || st.st_size > (off_t)TLS_FILE_MAX) {
+		snprintf(err, cap, "tls: %s: %s", path,
+		         S_ISREG(st.st_mode) ? "larger than 1 MiB" : "not a regular file");
+		close(fd);
+		return -1;
+	}
+	char *buf = malloc((size_t)st.st_size + 1);
+	size_t len = 0;
+	ssize_t n = 1;
+	while (buf && len < (size_t)st.st_size &&
+	       (n = read(fd, buf + len, (size_t)st.st_size - len)) > 0)
+		len += (size_t)n;
+	int saved = errno;
+	close(fd);
+	if (!buf || n < 0) {
+		snprintf(err, cap, "tls: %s: %s", path, buf ? strerror(saved) : "out of memory");
+		free(buf);
+		return -1;
+	}
+	buf[len] = '\0';
+	if (fp) {
+		crypto_generichash_update(fp, (const unsigned char *)path, strlen(path) + 1);
+		crypto_generichash_update(fp, (const unsigned char *)buf, len + 1);
+	}
+	*out = buf;
+	return 0;
+}
+
+int gsd_tls_server(const char *cert_key_file, const char *ca_file, int auth_mode,
+                   nng_tls_config **out, crypto_generichash_state *fp, char *err, size_t cap)
+{
+	char *cert = NULL, *ca = NULL;
+	if (read_tls_file(cert_key_file, &cert, fp, err, cap) != 0 ||
+	    (ca_file[0] && read_tls_file(ca_file, &ca, fp, err, cap) != 0)) {
+		if (cert)
+			sodium_memzero(cert, strlen(cert));
+		free(cert);
+		return -1;
+	}
+	if (fp)
+		crypto_generichash_update(fp, (const unsigned char *)&auth_mode, sizeof auth_mode);
+	nng_tls_config *c = NULL;
+	int rv = nng_tls_config_alloc(&c, NNG_TLS_MODE_SERVER);
+	const char *what = "tls";
+	if (rv == 0) {
+		/* One PEM with the certificate (chain) and its key, as cert_key_file is. */
+		what = cert_key_file;
+		rv = nng_tls_config_own_cert(c, cert, cert, NULL);
+	}
+	if (rv == 0 && ca) {
 		what = ca_file;
-		rv = nng_tls_config_ca_file(c, ca_file);
+		rv = nng_tls_config_ca_chain(c, ca, NULL);
 	}
 	if (rv == 0) {
 		/* A CA set means clients are verified unless the config says otherwise. */
@@ -131,52 +172,17 @@ int gsd_tls_server(const char *cert_key_file, const char *ca_file, int auth_mode
 		what = "auth_mode";
 		rv = nng_tls_config_auth_mode(c, m);
 	}
+	sodium_memzero(cert, strlen(cert)); /* the key was in it */
+	free(cert);
+	free(ca);
 	if (rv != 0) {
 		snprintf(err, cap, "tls: %s: %s", what, nng_strerror(rv));
-		nng_tls_config_free(c);
+		if (c)
+			nng_tls_config_free(c);
 		return -1;
 	}
 	*out = c;
 	return 0;
-}
-
-/* Bytes of a TLS file that are compared: certificates are a few KiB, and a path that names
- * /dev/zero or a FIFO must not hold the loop. */
-#define TLS_FILE_MAX (1u << 20)
-
-/* The bytes of one file into the hash (its errno when it cannot be read). */
-static void hash_file(crypto_generichash_state *st, const char *path)
-{
-	crypto_generichash_update(st, (const unsigned char *)path, strlen(path) + 1);
-	if (!path[0])
-		return;
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-	unsigned char buf[8192];
-	ssize_t n = fd < 0 ? -1 : 0;
-	size_t total = 0;
-	while (fd >= 0 && total < TLS_FILE_MAX && (n = read(fd, buf, sizeof buf)) > 0) {
-		crypto_generichash_update(st, buf, (size_t)n);
-		total += (size_t)n;
-	}
-	if (n < 0) {
-		int err = errno;
-		crypto_generichash_update(st, (const unsigned char *)&err, sizeof err);
-	}
-	if (fd >= 0)
-		close(fd);
-}
-
-void gsd_tls_fingerprint(const gsd_config *c, uint8_t out[32])
-{
-	crypto_generichash_state st;
-	crypto_generichash_init(&st, NULL, 0, 32);
-	hash_file(&st, c->tls.cert_key_file);
-	hash_file(&st, c->tls.ca_file);
-	crypto_generichash_update(&st, (const unsigned char *)&c->tls.auth_mode,
-	                          sizeof c->tls.auth_mode);
-	for (uint32_t i = 0; i < c->nlisten; i++)
-		hash_file(&st, c->listen_ca[i]);
-	crypto_generichash_final(&st, out, 32);
 }
 
 void *gsd_grow(void *items, size_t *cap, size_t need, size_t elem, size_t first)

@@ -11,8 +11,7 @@
 
 #include <nng/nng.h>
 #include <nng/supplemental/tls/tls.h>
-
-struct gsd_config;
+#include <sodium.h>
 
 /* The bytes an allocation of size occupies once placed (size well below 2^64). */
 static inline uint64_t gsd_memory_footprint(uint64_t size)
@@ -35,13 +34,12 @@ void gsd_ensure_ipc_dir(const char *url);
 int gsd_listen(nng_socket s, const char *url, uint32_t ipc_mode, int64_t ipc_gid,
                nng_tls_config *tls, nng_listener *out);
 /* The daemon's TLS configuration: its certificate and key (one PEM file), the CA its clients'
- * certificates must chain to (may be ""), and auth_mode (GSD_TLS_AUTH_*). 0, or -1 with err. */
+ * certificates must chain to (may be ""), and auth_mode (GSD_TLS_AUTH_*). Each file is read
+ * once (a regular file of at most 1 MiB), loaded from memory, and its path and bytes go into
+ * fp (may be NULL) with the auth mode: equal hashes, equal certificates served. 0, or -1 with
+ * err. */
 int gsd_tls_server(const char *cert_key_file, const char *ca_file, int auth_mode,
-                   nng_tls_config **out, char *err, size_t cap);
-/* A BLAKE2b-256 of the configuration's TLS material: the paths and auth mode of its "tls"
- * block and listeners' CAs, and the bytes of those files as they are now (a file that cannot
- * be read counts as its errno). Two equal fingerprints: the certificates served did not change. */
-void gsd_tls_fingerprint(const struct gsd_config *c, uint8_t out[32]);
+                   nng_tls_config **out, crypto_generichash_state *fp, char *err, size_t cap);
 
 /* Room for `need` elements of `elem` bytes in the array `items` of *cap elements: returns items
  * itself when it has room, else the array reallocated to double the capacity (at least `first`,

@@ -65,8 +65,9 @@ int gsd_rpc_start(gsd_daemon *d);
  * listeners are restarted, their clients redial by themselves (requests in flight on those
  * connections fail; the other listeners' connections, and all queued work, are untouched).
  * gsd_rpc_tls_prepare builds the configurations of `next` before anything changes (-1 with
- * why: nothing changed). gsd_rpc_tls_swap_soon takes them and restarts the listeners with
- * them TLS_SWAP_DELAY_MS later, so that the answer to a reload asked over one of them leaves
+ * why: nothing changed), and fingerprints the bytes it loaded (every file read once: equal
+ * fingerprints, the same certificates). gsd_rpc_tls_swap_soon takes them and restarts the listeners
+ * with them TLS_SWAP_DELAY_MS later, so that the answer to a reload asked over one of them leaves
  * first; then it audits the outcome ("tls_reloaded", or "tls_reload_failed" when a listener
  * could not listen again: it is down, and the next reload tries again). gsd_rpc_tls_discard
  * frees what was prepared and not handed over.
@@ -75,7 +76,8 @@ typedef struct gsd_rpc_tls_next {
 	nng_tls_config *main;                     /* the "tls" block's; NULL: none */
 	nng_tls_config *listener[GSD_MAX_LISTEN]; /* listeners with a CA of their own */
 } gsd_rpc_tls_next;
-int gsd_rpc_tls_prepare(const gsd_config *next, gsd_rpc_tls_next *out, char *why, size_t cap);
+int gsd_rpc_tls_prepare(const gsd_config *next, gsd_rpc_tls_next *out, uint8_t fingerprint[32],
+                        char *why, size_t cap);
 #define GSD_TLS_SWAP_DELAY_MS 200
 void gsd_rpc_tls_swap_soon(gsd_daemon *d, gsd_rpc_tls_next *n, const char *who);
 void gsd_rpc_tls_discard(gsd_rpc_tls_next *n);

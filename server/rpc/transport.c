@@ -602,7 +602,7 @@ int gsd_rpc_start(gsd_daemon *d)
 			char err[512];
 			if (!d->cfg.tls.cert_key_file[0] ||
 			    gsd_tls_server(d->cfg.tls.cert_key_file, d->cfg.listen_ca[i],
-			                   GSD_TLS_AUTH_REQUIRED, &rpc->listener_tls[i], err,
+			                   GSD_TLS_AUTH_REQUIRED, &rpc->listener_tls[i], NULL, err,
 			                   sizeof(err)) != 0) {
 				GSD_ERROR("rpc: listen %s: %s", d->cfg.listen[i],
 				          d->cfg.tls.cert_key_file[0]
@@ -642,12 +642,15 @@ int gsd_rpc_start(gsd_daemon *d)
 
 /* ---- new certificates (a reload) ---- */
 
-int gsd_rpc_tls_prepare(const gsd_config *next, gsd_rpc_tls_next *out, char *why, size_t cap)
+int gsd_rpc_tls_prepare(const gsd_config *next, gsd_rpc_tls_next *out, uint8_t fingerprint[32],
+                        char *why, size_t cap)
 {
+	crypto_generichash_state fp;
+	crypto_generichash_init(&fp, NULL, 0, 32);
 	memset(out, 0, sizeof *out);
 	if (next->tls.cert_key_file[0] &&
 	    gsd_tls_server(next->tls.cert_key_file, next->tls.ca_file, next->tls.auth_mode,
-	                   &out->main, why, cap) != 0)
+	                   &out->main, &fp, why, cap) != 0)
 		return -1;
 	for (uint32_t i = 0; i < next->nlisten; i++) {
 		if (!next->listen_ca[i][0])
@@ -655,7 +658,7 @@ int gsd_rpc_tls_prepare(const gsd_config *next, gsd_rpc_tls_next *out, char *why
 		char err[512];
 		if (!next->tls.cert_key_file[0] ||
 		    gsd_tls_server(next->tls.cert_key_file, next->listen_ca[i],
-		                   GSD_TLS_AUTH_REQUIRED, &out->listener[i], err,
+		                   GSD_TLS_AUTH_REQUIRED, &out->listener[i], &fp, err,
 		                   sizeof err) != 0) {
 			snprintf(why, cap, "listen %s: %s", next->listen[i],
 			         next->tls.cert_key_file[0] ? err
@@ -671,6 +674,7 @@ int gsd_rpc_tls_prepare(const gsd_config *next, gsd_rpc_tls_next *out, char *why
 			gsd_rpc_tls_discard(out);
 			return -1;
 		}
+	crypto_generichash_final(&fp, fingerprint, 32);
 	return 0;
 }
 

@@ -370,13 +370,19 @@ static void test_certificates_reloaded(void **state)
 	                 GS_STATUS_INVALID_ARGUMENT);
 	assert_non_null(strstr(gs_client_message(local), "not a regular file"));
 	assert_int_equal(info_with(&renewed_name, why, sizeof why), 0);
+	/* Nor a file of 2 MiB (it would be read whole on the loop). */
+	assert_int_equal(itest_sh("rm -f '%s' && head -c 2097152 /dev/zero > '%s'", served, served),
+	                 0);
+	assert_int_equal(gs_admin_reload(local, &changes, report, sizeof report),
+	                 GS_STATUS_INVALID_ARGUMENT);
+	assert_non_null(strstr(gs_client_message(local), "larger than 1 MiB"));
 
 	itest_audit_barrier(local, ctx);
 	assert_int_equal(
 	        itest_audit_int(t.db, "SELECT count(*) FROM notes WHERE kind = 'tls_reloaded'"), 1);
 	assert_int_equal(
 	        itest_audit_int(t.db, "SELECT count(*) FROM notes WHERE kind = 'reload_refused'"),
-	        2);
+	        3);
 	gs_dmabuf_free(&b);
 	gs_close(before);
 	gs_close(local);
