@@ -364,19 +364,6 @@ int gsd_daemon_init(gsd_daemon *d, const gsd_config *cfg, uv_loop_t *loop)
 		if (gsd_vidmm_adapter_init(d, a) != 0 || gsd_vidsch_start(d, a) != 0)
 			return -1;
 	}
-	{
-		/* The certificates as loaded, and their fingerprint: a reload compares with it. The
-		 * listeners with a CA of their own load theirs again when they start. */
-		char err[512];
-		gsd_rpc_tls_next tls;
-		if (gsd_rpc_tls_prepare(&d->cfg, &tls, d->tls_fingerprint, err, sizeof err) != 0) {
-			GSD_ERROR("%s", err);
-			return -1;
-		}
-		d->tls = tls.main;
-		tls.main = NULL;
-		gsd_rpc_tls_discard(&tls);
-	}
 	/* The PUB socket showed every tenant's events to whoever subscribed: events are read
 	 * with EventsWait now, each tenant its own. */
 	if (d->cfg.events_url[0]) {

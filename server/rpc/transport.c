@@ -595,32 +595,25 @@ int gsd_rpc_start(gsd_daemon *d)
 	/* nng's default is unlimited. Messages between max_message and twice that are answered
 	 * with STATUS_TOO_LARGE; beyond that nng drops the connection without reading them. */
 	nng_socket_set_size(rpc->sock, NNG_OPT_RECVMAXSZ, (size_t)d->cfg.max_message * 2 + 65536);
+	/* The certificates, loaded as a reload loads them, and their fingerprint, which a reload
+	 * compares with: the "tls" block's, and those of listeners with a CA of their own (a
+	 * client certificate from it is good there only). */
+	gsd_rpc_tls_next tls;
+	char err[512];
+	if (gsd_rpc_tls_prepare(&d->cfg, &tls, d->tls_fingerprint, err, sizeof err) != 0) {
+		GSD_ERROR("rpc: %s", err);
+		return -1;
+	}
+	d->tls = tls.main;
+	memcpy(rpc->listener_tls, tls.listener, sizeof rpc->listener_tls);
 	for (uint32_t i = 0; i < d->cfg.nlisten; i++) {
-		nng_tls_config *tls = d->tls;
-		if (d->cfg.listen_ca[i][0]) {
-			/* Its own CA: a client certificate from it is good here only. */
-			char err[512];
-			if (!d->cfg.tls.cert_key_file[0] ||
-			    gsd_tls_server(d->cfg.tls.cert_key_file, d->cfg.listen_ca[i],
-			                   GSD_TLS_AUTH_REQUIRED, &rpc->listener_tls[i], NULL, err,
-			                   sizeof(err)) != 0) {
-				GSD_ERROR("rpc: listen %s: %s", d->cfg.listen[i],
-				          d->cfg.tls.cert_key_file[0]
-				                  ? err
-				                  : "ca_file needs the daemon's certificate"
-				                    " (tls.cert_key_file)");
-				return -1;
-			}
-			tls = rpc->listener_tls[i];
-		}
 		rpc->listeners_bound |= d->cfg.listen_tenants[i][0] != '\0';
-		rv = gsd_listen(rpc->sock, d->cfg.listen[i], d->cfg.ipc_mode, d->cfg.ipc_gid, tls,
+		rv = gsd_listen(rpc->sock, d->cfg.listen[i], d->cfg.ipc_mode, d->cfg.ipc_gid,
+		                rpc->listener_tls[i] ? rpc->listener_tls[i] : d->tls,
 		                &rpc->listeners[i]);
 		if (rv != 0) {
 			GSD_ERROR("rpc: cannot listen on %s: %s", d->cfg.listen[i],
-			          rv == NNG_EINVAL && !d->tls
-			                  ? "tls+tcp:// needs \"tls\" (cert_key_file) in the config"
-			                  : nng_strerror(rv));
+			          nng_strerror(rv));
 			return -1;
 		}
 		rebind_url(rpc->listeners[i], d->cfg.listen[i], rpc->listen_url[i],
