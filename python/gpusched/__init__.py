@@ -366,19 +366,16 @@ class _Completions:
                 continue
             try:
                 if ev.status == 0:
-                    try:
-                        value = convert(ev)
-                    except Exception as e:  # noqa: BLE001 - the thread must go on
-                        future.set_exception(e)
-                        continue
-                    future.set_result(value)
-                    continue
-                faulted = ev.status == _C.STATUS_FAULTED and ev.kind == 1  # a SUBMIT
-                future.set_exception(GpuschedError(ev.status, _str(_C.status_name(ev.status)),
-                                                   _str(ev.message),
-                                                   _result(ev.submit) if faulted else None))
+                    future.set_result(convert(ev))
+                else:
+                    faulted = ev.status == _C.STATUS_FAULTED and ev.kind == 1  # a SUBMIT
+                    future.set_exception(GpuschedError(
+                        ev.status, _str(_C.status_name(ev.status)), _str(ev.message),
+                        _result(ev.submit) if faulted else None))
             except concurrent.futures.InvalidStateError:
                 pass  # cancelled by its owner meanwhile
+            except Exception as e:  # noqa: BLE001 - a conversion failed: the thread goes on
+                future.set_exception(e)
 
     def _run(self) -> None:
         while True:
@@ -850,12 +847,10 @@ class Device(_Handle):
                 allocs[b] = self.array(_contiguous(array))
             dma = DmaBuffer().dispatch(kernel, groups, allocs, push)
             ctx = self._run_contexts.pop(node, None) or self.context(node=node)
+            done = False
             try:
                 r = ctx.submit(dma, wait_ms=wait_ms)
                 done = r.state == "COMPLETED"
-            except BaseException:
-                done = r = None
-                raise
             finally:
                 if done and keep_context:
                     self._run_contexts[node] = ctx
