@@ -129,16 +129,22 @@ static void *load_main(void *arg)
 	return NULL;
 }
 
+/* Starts tenant a's load and waits (30 s at most) until 10 of its packets ended. */
+static void load_start(load *l, pthread_t *th)
+{
+	assert_int_equal(pthread_create(th, NULL, load_main, l), 0);
+	long long deadline = gs_test_now_ms() + 30000;
+	while (atomic_load(&l->done) < 10 && !l->first_error)
+		assert_true(gs_test_now_ms() < deadline);
+}
+
 static void test_reloads_under_load(void **state)
 {
 	fx *f = *state;
 	load l = {.t = &f->t};
 	pthread_t th;
-	assert_int_equal(pthread_create(&th, NULL, load_main, &l), 0);
 	/* The load runs before the first reload and goes on through all of them. */
-	long long deadline = gs_test_now_ms() + 30000;
-	while (atomic_load(&l.done) < 10 && !l.first_error)
-		assert_true(gs_test_now_ms() < deadline);
+	load_start(&l, &th);
 	uint64_t before = atomic_load(&l.done);
 	for (uint32_t i = 0; i < RELOADS; i++) {
 		uint32_t share = 2 + i;
@@ -187,10 +193,7 @@ static void test_policy_reload(void **state)
 	fx *f = *state;
 	load l = {.t = &f->t};
 	pthread_t th;
-	assert_int_equal(pthread_create(&th, NULL, load_main, &l), 0);
-	long long deadline = gs_test_now_ms() + 30000;
-	while (atomic_load(&l.done) < 10 && !l.first_error)
-		assert_true(gs_test_now_ms() < deadline);
+	load_start(&l, &th);
 	/* b: packets queued behind a SPIN when the policy changes. */
 	gs_client *b = itest_connect(&f->t, "t-b");
 	uint64_t dev, last = 0;
@@ -234,7 +237,7 @@ static void test_policy_reload(void **state)
 	gs_dmabuf_free(&nop);
 	gs_close(b);
 	uint64_t before = atomic_load(&l.done);
-	deadline = gs_test_now_ms() + 30000;
+	long long deadline = gs_test_now_ms() + 30000;
 	while (atomic_load(&l.done) < before + 10 && !l.first_error)
 		assert_true(gs_test_now_ms() < deadline);
 	atomic_store(&l.stop, true);
