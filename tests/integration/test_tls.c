@@ -323,11 +323,9 @@ static void test_certificates_reloaded(void **state)
 
 	/* Work queued on the ipc connection across the reload. */
 	assert_int_equal(gs_connect(t.url, "", &local), 0);
-	uint64_t dev, ctx;
+	uint64_t dev;
 	assert_int_equal(gs_device_create(local, "rotation", &dev), 0);
-	gs_context_desc cd;
-	gs_context_desc_init(&cd, dev, 0);
-	assert_int_equal(gs_context_create(local, &cd, &ctx, NULL), 0);
+	uint64_t ctx = itest_context(local, dev, 0, 2);
 	gs_dmabuf b;
 	gs_dmabuf_init(&b);
 	assert_int_equal(gs_dmabuf_spin(&b, 300000, 0), 0);
