@@ -1,4 +1,4 @@
--- gpusched audit store, schema version 7.
+-- gpusched audit store, schema version 8.
 --
 -- The daemon embeds this file in its binary and runs it, inside one transaction, every time it
 -- opens the audit file. Every statement is therefore idempotent (IF NOT EXISTS, upserts), so an
@@ -33,14 +33,22 @@
 -- fence is its context's count (1, 2, 3...; rows written before keep a node's fence), and the
 -- *_log views give ISO 8601 times (UTC), names of states, flags and move kinds, and the ids
 -- clients see, for the sqlite3 shell.
+-- Version 8 writes about one row per packet: a packet that goes SUBMITTED -> READY -> RUNNING ->
+-- COMPLETED without anything else (no preemption, resubmission, fault or cancellation) keeps its
+-- events in its packets row (the columns seq, submit_detail, ready_seq, ready_detail, run_seq,
+-- end_seq and hash) instead of four packet_event_rows; every other event is a row of
+-- packet_event_rows as before. The view packet_events gives both as one table with the columns
+-- the table of that name had, so every query of an older file's packet_events works unchanged.
+-- The daemon upgrades an older file when it opens it: its table packet_events is renamed
+-- packet_event_rows and the packets table gains the columns (0 and NULL: "a row event").
 
-PRAGMA user_version = 7;
+PRAGMA user_version = 8;
 
 CREATE TABLE IF NOT EXISTS meta (
 	key   TEXT PRIMARY KEY NOT NULL,
 	value TEXT NOT NULL
 );
-INSERT INTO meta (key, value) VALUES ('schema_version', '7')
+INSERT INTO meta (key, value) VALUES ('schema_version', '8')
 	ON CONFLICT (key) DO UPDATE SET value = excluded.value;
 
 -- One row per packet, updated in place at every state change. The packet id is the rowid, so
@@ -67,8 +75,22 @@ CREATE TABLE IF NOT EXISTS packets (
 	preemptions      INTEGER NOT NULL,
 	resubmissions    INTEGER NOT NULL,
 	result           TEXT,
-	id               INTEGER  -- the packet id clients see (PacketRecord.packet); added by
+	id               INTEGER, -- the packet id clients see (PacketRecord.packet); added by
 	                          -- version 7 (an older file's rows get it when a daemon opens it)
+	-- Version 8: the events kept in the row (packet_events shows them as rows). Each seq is
+	-- the audit sequence number of that event, 0 when it is a row of packet_event_rows (or
+	-- did not happen): seq its SUBMITTED event (at submitted_ns, detail submit_detail: what
+	-- its DISPATCH commands ran), ready_seq its READY (at ready_ns, detail ready_detail: why
+	-- it waited), run_seq its RUNNING (at started_ns) and end_seq its COMPLETED (at
+	-- completed_ns). ready_seq, run_seq and end_seq are set together, by the one update that
+	-- records a packet's straight run. hash is the hash chain's link of the newest of them.
+	seq              INTEGER NOT NULL DEFAULT 0,
+	submit_detail    TEXT,
+	ready_seq        INTEGER NOT NULL DEFAULT 0,
+	ready_detail     TEXT,
+	run_seq          INTEGER NOT NULL DEFAULT 0,
+	end_seq          INTEGER NOT NULL DEFAULT 0,
+	hash             BLOB
 );
 -- History is always read per tenant in submission order (submitted_ns, then the packet id for
 -- equal times), optionally narrowed to a context or state and to a time range. Every index ends
@@ -86,10 +108,15 @@ CREATE INDEX IF NOT EXISTS packets_tenant_state_time ON packets (tenant, state, 
 -- place of it, as the ids are random.)
 DROP INDEX IF EXISTS packets_context_fence;
 CREATE INDEX IF NOT EXISTS packets_id ON packets (id);
+-- The events kept in rows, by sequence number (watch's catch-up reads a range of them). Both
+-- grow with time, so each insert lands at the end of its index.
+CREATE INDEX IF NOT EXISTS packets_seq ON packets (seq) WHERE seq <> 0;
+CREATE INDEX IF NOT EXISTS packets_end_seq ON packets (end_seq) WHERE end_seq <> 0;
 
--- Append-only: one row per state change of a packet, in the order the daemon saw them. The
--- packet's tenant is in packets; the state's name in packet_states.
-CREATE TABLE IF NOT EXISTS packet_events (
+-- Append-only: one row per state change of a packet that its packets row does not keep (see
+-- version 8 above), in the order the daemon saw them. The packet's tenant is in packets; the
+-- state's name in packet_states. Read packet_events (below) for every event.
+CREATE TABLE IF NOT EXISTS packet_event_rows (
 	seq        INTEGER PRIMARY KEY NOT NULL,
 	packet     INTEGER NOT NULL,
 	state      INTEGER NOT NULL,
@@ -100,7 +127,22 @@ CREATE TABLE IF NOT EXISTS packet_events (
 	hash       BLOB               -- hash chain: this record's link (see the chain table)
 );
 -- The index carries the rowid (seq), so one packet's events come out already in order.
-CREATE INDEX IF NOT EXISTS packet_events_packet ON packet_events (packet);
+CREATE INDEX IF NOT EXISTS packet_events_packet ON packet_event_rows (packet);
+
+-- Every state change of every packet: the rows of packet_event_rows and the events kept in
+-- packets rows, with the columns of packet_events before version 8 (a kept event's
+-- state_digest is NULL and its hash is that of the newest kept event of its packet).
+DROP VIEW IF EXISTS packet_events;
+CREATE VIEW packet_events AS
+SELECT seq, packet, state, time_ns, detail, state_digest, hash FROM packet_event_rows
+UNION ALL SELECT seq, packet, 1, submitted_ns, submit_detail, NULL,
+       CASE WHEN end_seq = 0 THEN hash END FROM packets WHERE seq <> 0
+UNION ALL SELECT ready_seq, packet, 2, ready_ns, ready_detail, NULL, NULL FROM packets
+       WHERE ready_seq <> 0
+UNION ALL SELECT run_seq, packet, 3, started_ns, NULL, NULL, NULL FROM packets
+       WHERE run_seq <> 0
+UNION ALL SELECT end_seq, packet, state, completed_ns, NULL, NULL, hash FROM packets
+       WHERE end_seq <> 0;
 
 -- The names of gpusched.v1.PacketState values.
 CREATE TABLE IF NOT EXISTS packet_states (
@@ -295,9 +337,13 @@ SELECT p.packet, p.tenant, p.context, p.adapter, p.node, p.state, p.state_name, 
        p.submitted_ns, p.preemptions, p.resubmissions,
        CASE WHEN p.started_ns > 0 AND p.started_ns >= p.submitted_ns
             THEN p.started_ns - p.submitted_ns END AS wait_ns,
-       (SELECT IFNULL(sum((SELECT min(n.time_ns) FROM packet_events n
-                           WHERE n.packet = e.packet AND n.seq > e.seq) - e.time_ns), 0)
-          FROM packet_events e WHERE e.packet = p.packet AND e.state = 3) AS run_ns,
+       CASE WHEN p.end_seq <> 0
+            THEN max(p.completed_ns - p.started_ns, 0)
+            ELSE (SELECT IFNULL(sum((SELECT min(n.time_ns) FROM packet_event_rows n
+                                     WHERE n.packet = e.packet AND n.seq > e.seq)
+                                    - e.time_ns), 0)
+                    FROM packet_event_rows e WHERE e.packet = p.packet AND e.state = 3)
+       END AS run_ns,
        (SELECT IFNULL(sum(m.bytes), 0) FROM moves m WHERE m.for_packet = p.packet)
           AS paging_bytes
   FROM packets p;

@@ -144,7 +144,24 @@ int gs_chain_base_objects_digest(sqlite3 *db, uint8_t out[GS_CHAIN_HASH])
 
 /* The columns of each table in the order of the daemon's INSERT (server/audit/audit.c). */
 static const char packet_event_sql[] =
-        "SELECT packet, state, time_ns, detail, seq FROM packet_events WHERE seq = ?1";
+        "SELECT packet, state, time_ns, detail, seq FROM packet_event_rows WHERE seq = ?1";
+/* The events a packets row keeps (schema 8), as packet_events shows them, by kept_kind. */
+static const char *const kept_event_sql[] = {
+        NULL,
+        "SELECT packet, 1, submitted_ns, submit_detail, seq FROM packets WHERE packet = ?1",
+        "SELECT packet, 2, ready_ns, ready_detail, ready_seq FROM packets WHERE packet = ?1",
+        "SELECT packet, 3, started_ns, NULL, run_seq FROM packets WHERE packet = ?1",
+        "SELECT packet, state, completed_ns, NULL, end_seq FROM packets WHERE packet = ?1",
+};
+enum { KEPT_NONE, KEPT_SUBMITTED, KEPT_READY, KEPT_RUN, KEPT_END };
+/* check_states: a packet's last event is one its row keeps (not chain kinds). */
+enum { LAST_KEPT_SUBMITTED = 101, LAST_KEPT_END = 104 };
+/* A packets row as it was submitted: the state its kept SUBMITTED event left (the columns of
+ * packet_row_sql, those a later event changes as they were then). */
+static const char packet_submitted_sql[] =
+        "SELECT packet, tenant, device, context, adapter, node, fence, submit_flags & ~128, 0,"
+        " dma_size, allocation_count, patch_count, 1, 'SUBMITTED', submitted_ns, 0, 0, 0, 0, 0,"
+        " NULL FROM packets WHERE packet = ?1";
 static const char error_sql[] =
         "SELECT time_ns, tenant, request, status, message, seq FROM errors WHERE seq = ?1";
 static const char note_sql[] =
@@ -224,8 +241,8 @@ static int feed_query(sqlite3 *db, const char *sql, int64_t key, gs_chain_row *r
 /* The verifier's statements, prepared once per verification (a file has millions of rows). */
 typedef struct stmt_cache {
 	sqlite3 *db;
-	const char *sql[4];
-	sqlite3_stmt *s[4];
+	const char *sql[12];
+	sqlite3_stmt *s[12];
 } stmt_cache;
 
 static void cache_close(stmt_cache *c)
@@ -257,7 +274,7 @@ static const char *appended_sql(gs_chain_kind kind, uint64_t seq, int64_t *key, 
 	*key = (int64_t)seq;
 	switch (kind) {
 	case GS_CHAIN_PACKET:
-		*table = "packet_events";
+		*table = "packet_event_rows";
 		return packet_event_sql;
 	case GS_CHAIN_ERROR:
 		*table = "errors";
@@ -390,19 +407,59 @@ static int64_t meta_int(sqlite3 *db, const char *key, int64_t dflt)
 	return v;
 }
 
+/*
+ * Feeds an event a packets row keeps (schema 8) into r as packet_events shows it, and sets
+ * *state to the state it left: a SUBMITTED's is the row as submitted (packet_submitted_sql),
+ * a straight run's end the row as it is, READY and RUNNING none. 1, 0 when the row is
+ * missing, -1 on error.
+ */
+static int feed_kept(stmt_cache *c, int kept, uint64_t ref, gs_chain_row *r,
+                     uint8_t buf[GS_CHAIN_DIGEST], const void **state, const char **table)
+{
+	*table = "packets";
+	*state = NULL;
+	int found = feed_cached(c, kept_event_sql[kept], (int64_t)ref, r);
+	if (found != 1)
+		return found;
+	if (kept == KEPT_SUBMITTED) {
+		if (feed_cached(c, palloc_sql, (int64_t)ref, r) < 0)
+			return -1;
+		gs_chain_row d;
+		gs_chain_row_init(&d, GS_CHAIN_PACKET);
+		if (feed_cached(c, packet_submitted_sql, (int64_t)ref, &d) != 1)
+			return -1;
+		gs_chain_row_final(&d, buf);
+		*state = buf;
+	} else if (kept == KEPT_END) {
+		const char *t;
+		if (state_digest(c, c->db, GS_CHAIN_PACKET, ref, buf, &t) != 1)
+			return -1;
+		*state = buf;
+	}
+	return 1;
+}
+
 /* Walks the chain in seq order: every link and every appended row. */
 static int walk_chain(sqlite3 *db, gs_chain_report *out, const uint8_t base[GS_CHAIN_HASH],
                       const gs_chain_pin *pin)
 {
 	sqlite3_stmt *s;
 	if (sqlite3_prepare_v2(db,
-	                       "SELECT seq, 1, packet, state_digest, hash, state = 1 FROM"
-	                       " packet_events WHERE seq >= ?1 UNION ALL"
-	                       " SELECT seq, 4, 0, NULL, hash, 0 FROM errors WHERE seq >= ?1 UNION"
-	                       " ALL SELECT seq, 5, 0, NULL, hash, 0 FROM notes WHERE seq >= ?1"
-	                       " UNION ALL SELECT seq, 6, allocation, NULL, hash, 0 FROM moves"
-	                       " WHERE seq >= ?1 UNION ALL SELECT seq, kind, ref, state, hash, 0"
-	                       " FROM chain WHERE seq >= ?1 ORDER BY 1",
+	                       "SELECT seq, 1, packet, state_digest, hash, state = 1, 0 FROM"
+	                       " packet_event_rows WHERE seq >= ?1 UNION ALL"
+	                       " SELECT seq, 1, packet, NULL, CASE WHEN end_seq = 0 THEN hash END,"
+	                       " 1, 1 FROM packets WHERE seq <> 0 AND seq >= ?1 UNION ALL"
+	                       " SELECT ready_seq, 1, packet, NULL, NULL, 0, 2 FROM packets"
+	                       " WHERE ready_seq <> 0 AND ready_seq >= ?1 UNION ALL"
+	                       " SELECT run_seq, 1, packet, NULL, NULL, 0, 3 FROM packets"
+	                       " WHERE run_seq <> 0 AND run_seq >= ?1 UNION ALL"
+	                       " SELECT end_seq, 1, packet, NULL, hash, 0, 4 FROM packets"
+	                       " WHERE end_seq <> 0 AND end_seq >= ?1 UNION ALL"
+	                       " SELECT seq, 4, 0, NULL, hash, 0, 0 FROM errors WHERE seq >= ?1"
+	                       " UNION ALL SELECT seq, 5, 0, NULL, hash, 0, 0 FROM notes"
+	                       " WHERE seq >= ?1 UNION ALL SELECT seq, 6, allocation, NULL, hash,"
+	                       " 0, 0 FROM moves WHERE seq >= ?1 UNION ALL SELECT seq, kind, ref,"
+	                       " state, hash, 0, 0 FROM chain WHERE seq >= ?1 ORDER BY 1",
 	                       -1, &s, NULL) != SQLITE_OK)
 		return -1;
 	sqlite3_bind_int64(s, 1, (int64_t)out->first_seq);
@@ -410,6 +467,9 @@ static int walk_chain(sqlite3 *db, gs_chain_report *out, const uint8_t base[GS_C
 	uint8_t prev[GS_CHAIN_HASH];
 	memcpy(prev, base, sizeof prev);
 	int rc = SQLITE_DONE;
+	/* The last packet whose kept events were linked without a link in the file to compare
+	 * with (its row keeps only the newest): a later mismatch may be its. */
+	uint64_t unchecked = 0;
 	while (out->ok && (rc = sqlite3_step(s)) == SQLITE_ROW) {
 		uint64_t seq = (uint64_t)sqlite3_column_int64(s, 0);
 		gs_chain_kind kind = (gs_chain_kind)sqlite3_column_int(s, 1);
@@ -418,8 +478,11 @@ static int walk_chain(sqlite3 *db, gs_chain_report *out, const uint8_t base[GS_C
 		int state_len = sqlite3_column_bytes(s, 3);
 		const void *hash = sqlite3_column_blob(s, 4);
 		int hash_len = sqlite3_column_bytes(s, 4);
-		if (!hash) {
-			const char *t = kind == GS_CHAIN_PACKET  ? "packet_events"
+		int kept = sqlite3_column_int(s, 6);
+		if (kept < KEPT_NONE || kept > KEPT_END)
+			kept = KEPT_NONE;
+		if (!hash && !kept) {
+			const char *t = kind == GS_CHAIN_PACKET  ? "packet_event_rows"
 			                : kind == GS_CHAIN_ERROR ? "errors"
 			                : kind == GS_CHAIN_NOTE  ? "notes"
 			                : kind == GS_CHAIN_MOVE  ? "moves"
@@ -429,7 +492,8 @@ static int walk_chain(sqlite3 *db, gs_chain_report *out, const uint8_t base[GS_C
 			    (unsigned long long)seq, t);
 			break;
 		}
-		if ((state && state_len != GS_CHAIN_DIGEST) || hash_len != GS_CHAIN_HASH) {
+		if ((state && state_len != GS_CHAIN_DIGEST) ||
+		    (hash && hash_len != GS_CHAIN_HASH)) {
 			bad(out, seq, "chain", (int64_t)seq, "the link of record %llu is malformed",
 			    (unsigned long long)seq);
 			break;
@@ -439,7 +503,9 @@ static int walk_chain(sqlite3 *db, gs_chain_report *out, const uint8_t base[GS_C
 		gs_chain_row r;
 		gs_chain_link_begin(&r, prev, seq, kind, ref);
 		bool with_list = sqlite3_column_int(s, 5) != 0; /* a SUBMITTED event */
-		int found = appended_feed(&cache, db, kind, seq, ref, with_list, &r, &table);
+		uint8_t kept_state[GS_CHAIN_DIGEST];
+		int found = kept ? feed_kept(&cache, kept, ref, &r, kept_state, &state, &table)
+		                 : appended_feed(&cache, db, kind, seq, ref, with_list, &r, &table);
 		if (found < 0 && !strcmp(table, "chain")) {
 			bad(out, seq, "chain", (int64_t)seq, "record %llu has an unknown kind %d",
 			    (unsigned long long)seq, (int)kind);
@@ -456,19 +522,27 @@ static int walk_chain(sqlite3 *db, gs_chain_report *out, const uint8_t base[GS_C
 			break;
 		}
 		gs_chain_link_end(&r, state, link);
-		if (memcmp(link, hash, GS_CHAIN_HASH) != 0) {
-			bad(out, seq, table ? table : "chain", (int64_t)seq,
+		if (hash && memcmp(link, hash, GS_CHAIN_HASH) != 0) {
+			bool row = kept || unchecked;
+			bad(out, seq,
+			    row     ? "packets"
+			    : table ? table
+			            : "chain",
+			    row ? (int64_t)(kept ? ref : unchecked) : (int64_t)seq,
 			    "record %llu does not match its link: its row in %s%s was changed or"
-			    " moved, or the record before it was removed",
+			    " moved, or the record before it was removed%s",
 			    (unsigned long long)seq, table ? table : "chain",
 			    with_list ? " or its packet's allocation list in packet_allocations"
+			              : "",
+			    unchecked ? " (or an event kept in an earlier packets row: see its row)"
 			              : "");
 			break;
 		}
-		memcpy(prev, hash, GS_CHAIN_HASH);
+		unchecked = hash ? 0 : ref;
+		memcpy(prev, link, GS_CHAIN_HASH);
 		if (pin && seq == pin->seq) {
 			out->pin_found = true;
-			out->pin_matched = memcmp(hash, pin->hash, GS_CHAIN_HASH) == 0;
+			out->pin_matched = memcmp(link, pin->hash, GS_CHAIN_HASH) == 0;
 		}
 		out->records++;
 		out->last_seq = seq;
@@ -533,14 +607,35 @@ static int check_states(sqlite3 *db, gs_chain_report *out, const char *table, co
 		sqlite3_bind_int64(last, 1, id);
 		int lrc = sqlite3_step(last);
 		const void *state = lrc == SQLITE_ROW ? sqlite3_column_blob(last, 1) : NULL;
+		int state_len = lrc == SQLITE_ROW ? sqlite3_column_bytes(last, 1) : 0;
 		uint64_t seq = lrc == SQLITE_ROW ? (uint64_t)sqlite3_column_int64(last, 0) : 0;
+		int last_kind = lrc == SQLITE_ROW ? sqlite3_column_int(last, 2) : 0;
+		/* A packet's last event kept in its row: a straight run's end covers the row as it
+		 * is (the walk checked it); a SUBMITTED the row as submitted, which must be it. */
+		if (last_kind == LAST_KEPT_END) {
+			out->rows++;
+			continue;
+		}
+		uint8_t submitted[GS_CHAIN_DIGEST];
+		if (last_kind == LAST_KEPT_SUBMITTED) {
+			gs_chain_row d;
+			gs_chain_row_init(&d, GS_CHAIN_PACKET);
+			if (feed_cached(&cache, packet_submitted_sql, id, &d) != 1) {
+				rc = SQLITE_ERROR;
+				break;
+			}
+			gs_chain_row_final(&d, submitted);
+			state = submitted;
+			state_len = GS_CHAIN_DIGEST;
+			last_kind = GS_CHAIN_PACKET;
+		}
 		if (lrc == SQLITE_ROW && !state && seq >= chain_start) {
 			bad(out, seq, table, id,
 			    "%s row %lld: its last record (%llu) does not hold its state", table,
 			    (long long)id, (unsigned long long)seq);
 			continue;
 		}
-		if (!state || sqlite3_column_bytes(last, 1) != GS_CHAIN_DIGEST) {
+		if (!state || state_len != GS_CHAIN_DIGEST) {
 			if (id > prechain_max)
 				bad(out, seq, table, id,
 				    "%s row %lld has no record in the chain (added after the fact)",
@@ -550,7 +645,7 @@ static int check_states(sqlite3 *db, gs_chain_report *out, const char *table, co
 		uint8_t now[GS_CHAIN_DIGEST];
 		const char *t;
 		/* The row as the kind of its last record covers it. */
-		gs_chain_kind k = (gs_chain_kind)sqlite3_column_int(last, 2);
+		gs_chain_kind k = (gs_chain_kind)last_kind;
 		if (state_digest(&cache, db, k ? k : kind, (uint64_t)id, now, &t) != 1) {
 			rc = SQLITE_ERROR;
 			break;
@@ -597,9 +692,10 @@ static int check_rows_exist(sqlite3 *db, gs_chain_report *out)
 	static const struct {
 		const char *table, *sql;
 	} q[] = {
-	        {"packets", "SELECT e.seq, e.packet FROM packet_events e WHERE e.seq >= ?1 AND NOT"
-	                    " EXISTS (SELECT 1 FROM packets p WHERE p.packet = e.packet)"
-	                    " ORDER BY e.seq LIMIT 1"},
+	        {"packets",
+	         "SELECT e.seq, e.packet FROM packet_event_rows e WHERE e.seq >= ?1 AND NOT"
+	         " EXISTS (SELECT 1 FROM packets p WHERE p.packet = e.packet)"
+	         " ORDER BY e.seq LIMIT 1"},
 	        {"contexts", "SELECT c.seq, c.ref FROM chain c WHERE c.kind = 2 AND c.seq >= ?1 AND"
 	                     " NOT EXISTS (SELECT 1 FROM contexts WHERE context = c.ref)"
 	                     " ORDER BY c.seq LIMIT 1"},
@@ -656,7 +752,8 @@ static int check_start(sqlite3 *db, gs_chain_report *out)
 	int64_t seq, len;
 	int found = first_found(
 	        db,
-	        "SELECT seq, length(hash) FROM (SELECT seq, hash FROM packet_events WHERE seq < ?1"
+	        "SELECT seq, length(hash) FROM (SELECT seq, hash FROM packet_event_rows WHERE seq "
+	        "< ?1"
 	        " UNION ALL SELECT seq, hash FROM moves WHERE seq < ?1 UNION ALL SELECT seq, hash"
 	        " FROM errors WHERE seq < ?1 UNION ALL SELECT seq, hash FROM notes WHERE seq < ?1"
 	        " UNION ALL SELECT seq, hash FROM chain WHERE seq < ?1) WHERE length(hash) = 16"
@@ -952,11 +1049,15 @@ int gs_chain_verify_pinned(sqlite3 *db, const gs_chain_pin *pin, gs_chain_report
 		if (updated[i].kind == GS_CHAIN_PACKET)
 			snprintf(
 			        last, sizeof last,
-			        "SELECT seq, state_digest, 1 FROM packet_events WHERE packet = ?1 "
-			        "UNION"
-			        " ALL SELECT 0, state, kind FROM chain_base_objects WHERE kind = %d"
+			        "SELECT seq, state_digest, 1 FROM packet_event_rows WHERE packet = "
+			        "?1"
+			        " UNION ALL SELECT seq, NULL, %d FROM packets WHERE packet = ?1 AND"
+			        " seq <> 0 UNION ALL SELECT end_seq, NULL, %d FROM packets WHERE"
+			        " packet = ?1 AND end_seq <> 0"
+			        " UNION ALL SELECT 0, state, kind FROM chain_base_objects WHERE "
+			        "kind = %d"
 			        " AND ref = ?1 ORDER BY 1 DESC LIMIT 1",
-			        (int)updated[i].kind);
+			        LAST_KEPT_SUBMITTED, LAST_KEPT_END, (int)updated[i].kind);
 		else
 			snprintf(
 			        last, sizeof last,

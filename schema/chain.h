@@ -56,6 +56,10 @@
 #define GS_CHAIN_FORMAT 2  /* meta.chain_format */
 #define GS_CHAIN_DIGEST 16 /* bytes of a row digest */
 
+/* DXGK_SUBMITCOMMANDFLAGS.Resubmission: the daemon sets it when a packet runs again, never a
+ * client, so a packet's flags as submitted are its row's without it. */
+#define GS_CHAIN_RESUBMISSION_BIT 0x80u
+
 /* Record kinds in chain.kind. */
 typedef enum gs_chain_kind {
 	GS_CHAIN_PACKET = 1,     /* a packet event (packet_events) and the packets row */

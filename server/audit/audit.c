@@ -122,6 +122,11 @@ struct node {
 	bool failed;     /* SQLite refused this record alone; the rest of its batch committed */
 	bool superseded; /* a later record of the same packet in this batch writes its row */
 	bool fresh;      /* a SUBMITTED record of its packet is this one or earlier in its batch */
+	/* Where its event is kept (schema 8): FOLD_NONE a row of packet_event_rows, else a
+	 * column of its packets row (see fold_straight_run). */
+	enum { FOLD_NONE, FOLD_SUBMITTED, FOLD_READY, FOLD_RUN, FOLD_END } fold;
+	struct node *fold_ready, *fold_run; /* FOLD_END: the READY and RUNNING it keeps */
+	struct node *fold_end;              /* FOLD_READY: the COMPLETED that keeps it */
 	uint64_t time_ns;
 	uint64_t seq; /* the audit sequence number of the row it appends; 0 = appends none */
 	gsd_audit_ack_fn ack;
@@ -159,6 +164,8 @@ enum stmt_id {
 	ST_COMMIT,
 	ST_ROLLBACK,
 	ST_PACKET,
+	ST_PACKET_NEW,
+	ST_PACKET_END,
 	ST_PACKET_STATE,
 	ST_EVENT,
 	ST_CONTEXT,
@@ -181,7 +188,9 @@ enum stmt_id {
  */
 /* The seq of the newest record in the file (0: none). */
 #define MAX_SEQ_SQL                                                                                \
-	"(SELECT IFNULL(max(m), 0) FROM (SELECT max(seq) AS m FROM packet_events UNION ALL"        \
+	"(SELECT IFNULL(max(m), 0) FROM (SELECT max(seq) AS m FROM packet_event_rows UNION ALL"    \
+	" SELECT max(seq) FROM packets WHERE seq <> 0 UNION ALL SELECT max(end_seq) FROM packets"  \
+	" WHERE end_seq <> 0 UNION ALL"                                                            \
 	" SELECT max(seq) FROM moves UNION ALL SELECT max(seq) FROM errors UNION ALL"              \
 	" SELECT max(seq) FROM notes UNION ALL SELECT max(seq) FROM chain))"
 
@@ -204,6 +213,27 @@ static const char *const stmt_sql[ST_COUNT] = {
                       " completed_ns = excluded.completed_ns, preemptions = excluded.preemptions,"
                       " resubmissions = excluded.resubmissions, result = excluded.result"
                       " WHERE packets.tenant = excluded.tenant",
+        /* A packet row that keeps events (schema 8): its SUBMITTED event, and its READY,
+         * RUNNING and COMPLETED when they were written with it. Binds as ST_PACKET, then
+         * seq, submit_detail, ready_seq, ready_detail, run_seq, end_seq and hash. Only where
+         * no row of the packet exists (checked first). */
+        [ST_PACKET_NEW] = "INSERT INTO packets (packet, tenant, device, context, adapter, node,"
+                          " fence, submit_flags, patch_flags, dma_size, allocation_count,"
+                          " patch_count, state, state_name, submitted_ns, ready_ns, started_ns,"
+                          " completed_ns, preemptions, resubmissions, result, id, seq,"
+                          " submit_detail, ready_seq, ready_detail, run_seq, end_seq, hash)"
+                          " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14,"
+                          " ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27,"
+                          " ?28, ?29)",
+        /* A straight run's end written into the packet's existing row (checked first): the
+         * state columns, and the READY, RUNNING and COMPLETED events it keeps. Binds as
+         * ST_PACKET_NEW (?22 to ?24 unused). */
+        [ST_PACKET_END] = "UPDATE packets SET fence = ?7, submit_flags = ?8, patch_flags = ?9,"
+                          " dma_size = ?10, allocation_count = ?11, patch_count = ?12,"
+                          " state = ?13, state_name = ?14, ready_ns = ?16, started_ns = ?17,"
+                          " completed_ns = ?18, preemptions = ?19, resubmissions = ?20,"
+                          " result = ?21, ready_seq = ?25, ready_detail = ?26, run_seq = ?27,"
+                          " end_seq = ?28, hash = ?29 WHERE packet = ?1 AND tenant IS ?2",
         /* A later record of a packet whose row is there: the same columns as ST_PACKET's
          * DO UPDATE but submitted_ns, which is in all three indexes and never changes, so that
          * only the state index is rewritten. Binds as ST_PACKET; no row changed (another
@@ -214,7 +244,7 @@ static const char *const stmt_sql[ST_COUNT] = {
                             " completed_ns = ?18, preemptions = ?19, resubmissions = ?20,"
                             " result = ?21 WHERE packet = ?1 AND tenant = ?2"
                             " AND submitted_ns = ?15",
-        [ST_EVENT] = "INSERT INTO packet_events (packet, state, time_ns, detail, seq,"
+        [ST_EVENT] = "INSERT INTO packet_event_rows (packet, state, time_ns, detail, seq,"
                      " state_digest, hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
         [ST_CONTEXT] = "INSERT INTO contexts (context, tenant, device, adapter, node, flags,"
                        " priority_class, priority, dma_buffer_size, dma_buffer_segment_set,"
@@ -315,6 +345,11 @@ struct gsd_audit {
 		uint64_t batch;
 		const struct node *node;
 		int owner; /* the record's tenant owns the packets row: 1, 0 no, -1 not known yet */
+		const struct node *prev; /* the record of the packet before node in this batch */
+		/* Its SUBMITTED event, kept in the row (FOLD_SUBMITTED) and linked in this batch:
+		 * the row written later in the batch keeps its seq, detail and link. */
+		const struct node *sub;
+		uint8_t sub_hash[GS_CHAIN_HASH];
 	} * latest;
 	size_t latest_cap; /* power of two, at least twice max_batch */
 	uint64_t batch_seq;
@@ -356,7 +391,7 @@ struct gsd_audit {
 
 	/* Loop thread only. */
 	struct node *free_local;
-	/* The next audit sequence number: one sequence across packet_events, moves, errors and
+	/* The next audit sequence number: one sequence across packet events, moves, errors and
 	 * notes, so every appended row has a number no other row has, in the order recorded. */
 	uint64_t next_seq;
 	bool seqs_spent_logged; /* past GSD_AUDIT_SEQ_MAX: said once */
@@ -460,17 +495,19 @@ typedef struct col {
 #define CI(v)      ((col){COL_INT, (int64_t)(v), NULL})
 #define CS(v, nul) ((col){(nul) ? COL_NULL : COL_TEXT, 0, (v)})
 
-/* Binds cols to parameters 1..n of s and feeds each to d (NULL: not chained). */
+/* Binds cols to parameters 1..n of s (NULL: none) and feeds each to d (NULL: not chained). */
 static void put_row(sqlite3_stmt *s, gs_chain_row *d, const col *cols, int n)
 {
 	for (int i = 0; i < n; i++) {
 		const col *c = &cols[i];
 		if (c->type == COL_INT) {
-			sqlite3_bind_int64(s, i + 1, c->i);
+			if (s)
+				sqlite3_bind_int64(s, i + 1, c->i);
 			if (d)
 				gs_chain_row_int(d, c->i);
 		} else {
-			bind_str(s, i + 1, c->s, c->type == COL_NULL);
+			if (s)
+				bind_str(s, i + 1, c->s, c->type == COL_NULL);
 			if (d)
 				gs_chain_row_text(d, c->type == COL_NULL ? NULL : c->s);
 		}
@@ -593,19 +630,240 @@ static int check_owner(gsd_audit *a, const struct node *n, bool *foreign)
 	return SQLITE_OK;
 }
 
+/* The columns of n's packets row, in INSERT order (what the chain's row digest covers). */
+#define PACKET_COLS 21
+static void packet_cols(const struct node *n, col c[PACKET_COLS])
+{
+	const gsd_packet_rec *r = &n->u.packet;
+	const col row[PACKET_COLS] = {CI(r->packet),
+	                              CS(n->tenant, n->nulls & NULL_TENANT),
+	                              CI(r->device),
+	                              CI(r->context),
+	                              CI(r->adapter),
+	                              CI(r->node),
+	                              CI(r->fence),
+	                              CI(r->submit_flags),
+	                              CI(r->patch_flags),
+	                              CI(r->dma_size),
+	                              CI(r->allocation_count),
+	                              CI(r->patch_count),
+	                              CI(r->state),
+	                              CS(state_name(r->state), false),
+	                              CI(r->submitted_ns),
+	                              CI(r->ready_ns),
+	                              CI(r->started_ns),
+	                              CI(r->completed_ns),
+	                              CI(r->preemptions),
+	                              CI(r->resubmissions),
+	                              CS(n->text1, n->nulls & NULL_TEXT1)};
+	memcpy(c, row, sizeof row);
+}
+
+/* The time of the event a packet record appends. */
+static uint64_t event_time(const struct node *n)
+{
+	return n->u.packet.event_ns ? n->u.packet.event_ns : n->time_ns;
+}
+
+static const char *detail_of(const struct node *n)
+{
+	return n->nulls & NULL_TEXT2 ? NULL : n->text2;
+}
+
+/*
+ * A packet event kept in its packets row (schema 8): its link covers the event as the view
+ * packet_events shows it (packet, state, time, detail, seq), as a row of packet_event_rows
+ * would, and the state it left (NULL: none). No row of its own: its link is in co->hash (the
+ * row keeps the newest one), the head moves in write_node.
+ */
+static gs_chain_row *link_kept(gsd_audit *a, const struct node *n, chain_out *co, int state,
+                               uint64_t time, const char *detail)
+{
+	gs_chain_row *dp = link_begin(a, n, co, n->u.packet.packet);
+	PUT_ROW(NULL, dp, CI(n->u.packet.packet), CI(state), CI(time), CS(detail, !detail),
+	        CI(n->seq));
+	co->linked = true;
+	return dp;
+}
+
+static void link_kept_end(gs_chain_row *dp, chain_out *co, const uint8_t *state)
+{
+	if (dp)
+		gs_chain_link_end(dp, state, co->hash);
+	else
+		memset(co->hash, 0, sizeof co->hash);
+}
+
+/* Is there a packets row of n's packet: 0 none, 1 n's tenant's, 2 another's; or an SQLite
+ * error (negative). */
+static int row_of(gsd_audit *a, const struct node *n)
+{
+	sqlite3_stmt *s = a->st[ST_OWNER];
+	gsd_audit_bind_u64(s, 1, n->u.packet.packet);
+	bind_str(s, 2, n->tenant, n->nulls & NULL_TENANT);
+	int rc = sqlite3_step(s);
+	int found = rc == SQLITE_ROW ? (sqlite3_column_int(s, 0) ? 1 : 2) : 0;
+	sqlite3_reset(s);
+	return rc == SQLITE_ROW || rc == SQLITE_DONE ? found : -rc;
+}
+
+/* A SUBMITTED record as a new packet's row has it: nothing but its submission yet (so the
+ * verifier can rebuild the state it left from any later row: schema/chain.h). */
+static bool submission_form(const struct node *n)
+{
+	const gsd_packet_rec *r = &n->u.packet;
+	return r->state == GPUSCHED__V1__PACKET_STATE__PACKET_STATE_SUBMITTED && !r->ready_ns &&
+	       !r->started_ns && !r->completed_ns && !r->preemptions && !r->resubmissions &&
+	       !r->patch_flags && !(r->submit_flags & GS_CHAIN_RESUBMISSION_BIT) &&
+	       (n->nulls & NULL_TEXT1) && event_time(n) == r->submitted_ns && r->submitted_ns;
+}
+
+/* Binds the events a row keeps (parameters 23 to 29 of ST_PACKET_NEW and ST_PACKET_END). */
+static void bind_kept(sqlite3_stmt *s, const struct node *sub, const struct node *end,
+                      const uint8_t *hash, bool chain_off)
+{
+	const struct node *r = end ? end->fold_ready : NULL, *u = end ? end->fold_run : NULL;
+	gsd_audit_bind_u64(s, 23, sub ? sub->seq : 0);
+	bind_str(s, 24, sub ? sub->text2 : NULL, !sub || (sub->nulls & NULL_TEXT2));
+	gsd_audit_bind_u64(s, 25, r ? r->seq : 0);
+	bind_str(s, 26, r ? r->text2 : NULL, !r || (r->nulls & NULL_TEXT2));
+	gsd_audit_bind_u64(s, 27, u ? u->seq : 0);
+	gsd_audit_bind_u64(s, 28, end ? end->seq : 0);
+	if (hash && !chain_off)
+		sqlite3_bind_blob(s, 29, hash, GS_CHAIN_HASH, SQLITE_TRANSIENT);
+	else
+		sqlite3_bind_null(s, 29);
+}
+
+/* Writes n's packets row with the events it keeps: a new row (ST_PACKET_NEW) or, for a
+ * straight run's end, the existing one (ST_PACKET_END). */
+static int write_kept_row(gsd_audit *a, const struct node *n, const struct node *sub,
+                          const struct node *end, const uint8_t *hash, bool fresh)
+{
+	sqlite3_stmt *s = a->st[fresh ? ST_PACKET_NEW : ST_PACKET_END];
+	col c[PACKET_COLS];
+	packet_cols(n, c);
+	put_row(s, NULL, c, PACKET_COLS);
+	sqlite3_bind_int64(s, 22, (sqlite3_int64)gsd_wire_packet_out(&a->wire, n->u.packet.packet));
+	bind_kept(s, sub, end, hash, a->chain_off);
+	int rc = step_reset(s);
+	if (rc == SQLITE_OK && sqlite3_changes(a->db) != 1)
+		rc = SQLITE_CONSTRAINT; /* checked before: not reached */
+	return rc;
+}
+
+/* A SUBMITTED record kept in its row: linked over its event and allocation list, with the
+ * row as submitted for its state; the row is written now, or by the batch's last record of
+ * the packet (its slot keeps this record and its link). */
+static int write_submitted_kept(gsd_audit *a, const struct node *n, chain_out *co)
+{
+	const gsd_packet_rec *r = &n->u.packet;
+	uint8_t state[GS_CHAIN_DIGEST];
+	gs_chain_row d, *dp = chain_begin(a, &d, GS_CHAIN_PACKET);
+	col c[PACKET_COLS];
+	packet_cols(n, c);
+	put_row(NULL, dp, c, PACKET_COLS);
+	chain_end(dp, state);
+	dp = link_kept(a, n, co, r->state, event_time(n), detail_of(n));
+	const struct packet_allocs *l = &n->palloc;
+	for (size_t i = 0; i < l->n; i++) {
+		sqlite3_stmt *ps = a->st[ST_PACKET_ALLOC];
+		PUT_ROW(ps, dp, CI(l->packet), CI(i), CI(l->allocations[i]), CI(l->write[i]));
+		int rc = step_reset(ps);
+		if (rc != SQLITE_OK)
+			return rc;
+	}
+	link_kept_end(dp, co, dp ? state : NULL);
+	if (!n->superseded)
+		return write_kept_row(a, n, n, NULL, co->hash, true);
+	struct latest_slot *slot = slot_of(a, n);
+	slot->sub = n;
+	memcpy(slot->sub_hash, co->hash, GS_CHAIN_HASH);
+	return SQLITE_OK;
+}
+
+/* Undoes a straight run's folding (its row cannot take it): its records become rows. */
+static void unfold(struct node *ready)
+{
+	struct node *end = ready->fold_end;
+	ready->fold = FOLD_NONE;
+	end->fold_run->fold = FOLD_NONE;
+	end->fold = FOLD_NONE;
+	end->fold_ready = end->fold_run = NULL;
+	ready->fold_end = NULL;
+}
+
+/* The READY, RUNNING and COMPLETED of a straight run, kept in the packet's row. The READY
+ * checks first that the row can take them: made in this batch with its SUBMITTED kept, or
+ * there and the tenant's. Returns 1 when n was written so, 0 when it is a row after all. */
+static int write_folded(gsd_audit *a, struct node *n, chain_out *co)
+{
+	const gsd_packet_rec *r = &n->u.packet;
+	if (n->fold == FOLD_READY) {
+		int row = n->fresh ? (slot_of(a, n)->sub ? 0 : 3) : row_of(a, n);
+		if (row < 0)
+			return row;
+		if (row != (n->fresh ? 0 : 1)) {
+			unfold(n);
+			return 0;
+		}
+		link_kept_end(link_kept(a, n, co, r->state, event_time(n), detail_of(n)), co, NULL);
+		return 1;
+	}
+	if (n->fold == FOLD_RUN) {
+		link_kept_end(link_kept(a, n, co, r->state, event_time(n), NULL), co, NULL);
+		return 1;
+	}
+	/* FOLD_END: the row as it ends is the state its link covers. */
+	uint8_t state[GS_CHAIN_DIGEST];
+	gs_chain_row d, *dp = chain_begin(a, &d, GS_CHAIN_PACKET);
+	col c[PACKET_COLS];
+	packet_cols(n, c);
+	put_row(NULL, dp, c, PACKET_COLS);
+	chain_end(dp, state);
+	link_kept_end(link_kept(a, n, co, r->state, event_time(n), NULL), co,
+	              a->chain_off ? NULL : state);
+	const struct node *sub = n->fresh ? slot_of(a, n)->sub : NULL;
+	int rc = write_kept_row(a, n, sub, n, co->hash, n->fresh);
+	return rc == SQLITE_OK ? 1 : -rc;
+}
+
 static int write_packet(gsd_audit *a, const struct node *n, chain_out *co)
 {
 	const gsd_packet_rec *r = &n->u.packet;
-	bool null_tenant = n->nulls & NULL_TENANT;
-	const char *name = state_name(r->state);
 	sqlite3_stmt *s = a->st[ST_PACKET];
 	gs_chain_row d, *dp;
+	int rc;
+
+	if (n->fold != FOLD_NONE) {
+		rc = write_folded(a, (struct node *)n, co);
+		if (rc != 0)
+			return rc < 0 ? -rc : SQLITE_OK;
+	}
+	if (submission_form(n)) {
+		rc = row_of(a, n);
+		if (rc < 0)
+			return -rc;
+		if (rc == 0) {
+			((struct node *)n)->fold = FOLD_SUBMITTED;
+			return write_submitted_kept(a, n, co);
+		}
+	}
 
 	/* Only the last record of the packet in this batch writes the row and keeps its digest:
 	 * the row is that state after the commit (schema/chain.h). The others bind nothing. */
 	bool foreign = false;
-	int rc;
-	if (!n->superseded) {
+	const struct node *sub = n->fresh && !n->superseded ? slot_of(a, n)->sub : NULL;
+	if (sub) {
+		/* Its row is new in this batch and keeps its SUBMITTED event. */
+		dp = chain_begin(a, &d, GS_CHAIN_PACKET);
+		col c[PACKET_COLS];
+		packet_cols(n, c);
+		put_row(NULL, dp, c, PACKET_COLS);
+		chain_end(dp, co->state);
+		co->has_state = dp != NULL;
+		rc = write_kept_row(a, n, sub, NULL, slot_of(a, n)->sub_hash, true);
+	} else if (!n->superseded) {
 		/* A packet submitted in this batch makes its row; a later record updates it in
 		 * place (and falls back to the upsert when that finds nothing to update). */
 		bool update = !n->fresh;
@@ -613,13 +871,9 @@ static int write_packet(gsd_audit *a, const struct node *n, chain_out *co)
 			s = a->st[ST_PACKET_STATE];
 		dp = chain_begin(a, &d, GS_CHAIN_PACKET);
 		for (;;) {
-			PUT_ROW(s, dp, CI(r->packet), CS(n->tenant, null_tenant), CI(r->device),
-			        CI(r->context), CI(r->adapter), CI(r->node), CI(r->fence),
-			        CI(r->submit_flags), CI(r->patch_flags), CI(r->dma_size),
-			        CI(r->allocation_count), CI(r->patch_count), CI(r->state),
-			        CS(name, false), CI(r->submitted_ns), CI(r->ready_ns),
-			        CI(r->started_ns), CI(r->completed_ns), CI(r->preemptions),
-			        CI(r->resubmissions), CS(n->text1, n->nulls & NULL_TEXT1));
+			col c[PACKET_COLS];
+			packet_cols(n, c);
+			put_row(s, dp, c, PACKET_COLS);
 			chain_end(dp, co->state);
 			co->has_state = dp != NULL;
 			/* The client's id of the packet: a column of its own, outside the chain's
@@ -650,7 +904,7 @@ static int write_packet(gsd_audit *a, const struct node *n, chain_out *co)
 
 	s = a->st[ST_EVENT];
 	dp = link_begin(a, n, co, r->packet);
-	PUT_ROW(s, dp, CI(r->packet), CI(r->state), CI(r->event_ns ? r->event_ns : n->time_ns),
+	PUT_ROW(s, dp, CI(r->packet), CI(r->state), CI(event_time(n)),
 	        CS(n->text2, n->nulls & NULL_TEXT2), CI(n->seq));
 	/* A SUBMITTED event's link covers the packet's allocation list, written with it. */
 	const struct packet_allocs *l = &n->palloc;
@@ -819,6 +1073,7 @@ static int write_node(gsd_audit *a, const struct node *n)
 	int rc = record_writers[n->kind].write(a, n, &co);
 	if (rc != SQLITE_OK || a->chain_off)
 		return rc;
+	/* An event kept in its packets row (link_kept) has its link in co.hash. */
 	if (!co.linked)
 		return write_chain(a, n, &co);
 	memcpy(a->chain_head, co.hash, GS_CHAIN_HASH);
@@ -938,8 +1193,10 @@ static int prune_step(gsd_audit *a)
 	int64_t head = one_int(a->db, "SELECT " MAX_SEQ_SQL, 0, 0);
 	int64_t next =
 	        one_int(a->db,
-	                "SELECT min(seq) FROM packet_events WHERE packet = (SELECT min(packet)"
-	                " FROM packets WHERE packet > ?1)",
+	                "SELECT min(s) FROM (SELECT min(seq) AS s FROM packet_event_rows WHERE"
+	                " packet = (SELECT min(packet) FROM packets WHERE packet > ?1) UNION ALL"
+	                " SELECT seq FROM packets WHERE packet = (SELECT min(packet) FROM"
+	                " packets WHERE packet > ?1) AND seq <> 0)",
 	                cut, head + 1);
 	int64_t x = next - 1;
 	if (x > head)
@@ -949,27 +1206,32 @@ static int prune_step(gsd_audit *a)
 	if (x <= base)
 		return 0;
 	/* The link of the last record up to x (refused records leave gaps); none when x is older
-	 * than the chain (a file from a daemon without it, or with chain format 1). */
+	 * than the chain (a file from a daemon without it, or with chain format 1). Events kept
+	 * in packets rows keep only the newest link of their row: x moves back to the last
+	 * record whose link is in the file (a row's, or a straight run's end). */
 	sqlite3_stmt *s;
 	char link_hex[2 * GS_CHAIN_HASH + 1] = "";
-	int rc = x < start
-	                 ? SQLITE_DONE
-	                 : sqlite3_prepare_v2(
-	                           a->db,
-	                           "SELECT hash FROM (SELECT seq, hash FROM packet_events WHERE seq"
-	                           " <= ?1 UNION ALL SELECT seq, hash FROM moves WHERE seq <= ?1 "
-	                           "UNION"
-	                           " ALL SELECT seq, hash FROM errors WHERE seq <= ?1 UNION ALL"
-	                           " SELECT seq, hash FROM notes WHERE seq <= ?1 UNION ALL SELECT"
-	                           " seq, hash FROM chain WHERE seq <= ?1) ORDER BY seq DESC LIMIT "
-	                           "1",
-	                           -1, &s, NULL);
+	int rc =
+	        x < start
+	                ? SQLITE_DONE
+	                : sqlite3_prepare_v2(
+	                          a->db,
+	                          "SELECT seq, hash FROM (SELECT seq, hash FROM packet_event_rows"
+	                          " WHERE seq <= ?1 UNION ALL SELECT end_seq AS seq, hash FROM"
+	                          " packets WHERE end_seq <> 0 AND end_seq <= ?1 UNION ALL SELECT"
+	                          " seq, hash FROM moves WHERE seq <= ?1 UNION ALL SELECT seq, hash"
+	                          " FROM errors WHERE seq <= ?1 UNION ALL SELECT seq, hash FROM"
+	                          " notes WHERE seq <= ?1 UNION ALL SELECT seq, hash FROM chain"
+	                          " WHERE seq <= ?1) ORDER BY seq DESC LIMIT 1",
+	                          -1, &s, NULL);
 	if (rc == SQLITE_OK) {
 		sqlite3_bind_int64(s, 1, x);
-		if (sqlite3_step(s) == SQLITE_ROW && sqlite3_column_bytes(s, 0) == GS_CHAIN_HASH)
-			gs_chain_hex(sqlite3_column_blob(s, 0), link_hex);
+		if (sqlite3_step(s) == SQLITE_ROW && sqlite3_column_bytes(s, 1) == GS_CHAIN_HASH) {
+			x = sqlite3_column_int64(s, 0);
+			gs_chain_hex(sqlite3_column_blob(s, 1), link_hex);
+		}
 		sqlite3_finalize(s);
-		if (!link_hex[0])
+		if (!link_hex[0] || x <= base)
 			return 0; /* the chain's own records always have a link */
 	} else if (rc != SQLITE_DONE) {
 		return rc;
@@ -977,16 +1239,20 @@ static int prune_step(gsd_audit *a)
 
 	static const char *const steps[] = {
 	        /* Packets whose last event goes: final ones go, the others become base objects. */
+	        /* (A packet whose last event is its SUBMITTED kept in its row keeps it there:
+	         * it needs no anchor.) */
 	        "INSERT OR REPLACE INTO chain_base_objects (kind, ref, state)"
-	        " SELECT 1, p.packet, e.state_digest FROM packets p JOIN packet_events e"
-	        " ON e.seq = (SELECT max(seq) FROM packet_events WHERE packet = p.packet)"
+	        " SELECT 1, p.packet, e.state_digest FROM packets p JOIN packet_event_rows e"
+	        " ON e.seq = (SELECT max(seq) FROM packet_event_rows WHERE packet = p.packet)"
 	        " WHERE p.packet <= ?2 AND e.seq <= ?1 AND p.state NOT IN (4, 5, 6, 9, 10)"
-	        " AND e.state_digest IS NOT NULL",
+	        " AND e.state_digest IS NOT NULL AND e.seq > p.seq",
 	        "DELETE FROM packet_allocations WHERE packet IN (SELECT p.packet FROM packets p"
-	        " WHERE p.packet <= ?2 AND p.state IN (4, 5, 6, 9, 10) AND (SELECT max(seq) FROM"
-	        " packet_events WHERE packet = p.packet) <= ?1)",
+	        " WHERE p.packet <= ?2 AND p.state IN (4, 5, 6, 9, 10) AND max(IFNULL((SELECT"
+	        " max(seq) FROM packet_event_rows WHERE packet = p.packet), 0), p.seq, p.end_seq)"
+	        " <= ?1)",
 	        "DELETE FROM packets WHERE packet <= ?2 AND state IN (4, 5, 6, 9, 10) AND"
-	        " (SELECT max(seq) FROM packet_events WHERE packet = packets.packet) <= ?1",
+	        " max(IFNULL((SELECT max(seq) FROM packet_event_rows WHERE packet ="
+	        " packets.packet), 0), seq, end_seq) <= ?1",
 	        /* Contexts and allocations whose last record goes: destroyed ones go, the live
 	         * ones become base objects. */
 	        "INSERT OR REPLACE INTO chain_base_objects (kind, ref, state)"
@@ -1007,7 +1273,7 @@ static int prune_step(gsd_audit *a)
 	        " packets WHERE packet = ref)) OR (kind = 2 AND NOT EXISTS (SELECT 1 FROM contexts"
 	        " WHERE context = ref)) OR (kind = 3 AND NOT EXISTS (SELECT 1 FROM allocations"
 	        " WHERE allocation = ref))",
-	        "DELETE FROM packet_events WHERE seq <= ?1",
+	        "DELETE FROM packet_event_rows WHERE seq <= ?1",
 	        "DELETE FROM moves WHERE seq <= ?1",
 	        "DELETE FROM errors WHERE seq <= ?1",
 	        "DELETE FROM notes WHERE seq <= ?1",
@@ -1062,6 +1328,30 @@ static bool same_owner(const struct node *x, const struct node *y)
 }
 
 /*
+ * A straight run (schema 8): the first READY, the RUNNING and the COMPLETED of a packet, one
+ * after the other in one batch, with nothing else of the packet between them and nothing to
+ * say on the RUNNING and COMPLETED (the READY's reasons are kept as its detail). Their events
+ * go into the packet's row with its end, instead of three rows of packet_event_rows: the row
+ * has their times (ready_ns, started_ns, completed_ns: each record's own event time, which
+ * must be that column) and seqs. The seqs are at most GSD_AUDIT_FOLD_SPAN apart, which the
+ * readers of a seq range rely on.
+ */
+static bool fold_straight_run(const struct node *ready, const struct node *run,
+                              const struct node *end)
+{
+	const gsd_packet_rec *r = &ready->u.packet, *u = &run->u.packet, *e = &end->u.packet;
+	return r->state == GPUSCHED__V1__PACKET_STATE__PACKET_STATE_READY &&
+	       u->state == GPUSCHED__V1__PACKET_STATE__PACKET_STATE_RUNNING &&
+	       e->state == GPUSCHED__V1__PACKET_STATE__PACKET_STATE_COMPLETED &&
+	       !r->resubmissions && !r->preemptions && !e->resubmissions && !e->preemptions &&
+	       (run->nulls & NULL_TEXT2) && (end->nulls & NULL_TEXT2) && r->event_ns &&
+	       r->event_ns == e->ready_ns && u->event_ns && u->event_ns == e->started_ns &&
+	       e->event_ns && e->event_ns == e->completed_ns && ready->seq < run->seq &&
+	       run->seq < end->seq && end->seq - ready->seq <= GSD_AUDIT_FOLD_SPAN &&
+	       !ready->palloc.n && !run->palloc.n && !end->palloc.n;
+}
+
+/*
  * Marks every packet record that a later record of the same packet and tenant in this batch
  * follows: only the last one upserts the packets row (every record still appends its event).
  * Keyed by tenant too, so a record naming another tenant's packet never hides the owner's.
@@ -1074,11 +1364,24 @@ static void mark_superseded(gsd_audit *a, struct node *first)
 			continue;
 		struct latest_slot *l = slot_of(a, n);
 		n->fresh = n->u.packet.state == GPUSCHED__V1__PACKET_STATE__PACKET_STATE_SUBMITTED;
+		n->fold = FOLD_NONE;
+		n->fold_ready = n->fold_run = n->fold_end = NULL;
+		struct node *prev = NULL, *prev2 = NULL;
 		if (l->batch == batch) {
-			((struct node *)l->node)->superseded = true;
-			n->fresh |= l->node->fresh;
+			prev = (struct node *)l->node;
+			prev2 = (struct node *)l->prev;
+			prev->superseded = true;
+			n->fresh |= prev->fresh;
 		}
-		*l = (struct latest_slot){n->u.packet.packet, batch, n, -1};
+		*l = (struct latest_slot){n->u.packet.packet, batch, n, -1, prev, NULL, {0}};
+		if (prev2 && fold_straight_run(prev2, prev, n)) {
+			prev2->fold = FOLD_READY;
+			prev2->fold_end = n;
+			prev->fold = FOLD_RUN;
+			n->fold = FOLD_END;
+			n->fold_ready = prev2;
+			n->fold_run = prev;
+		}
 	}
 }
 
@@ -1924,12 +2227,12 @@ static int migrate_v4(sqlite3 *db, int old_version, char **msg)
 		                  NULL, NULL, msg);
 	static const char *const gone[] = {"tenant", "state_name"};
 	for (size_t i = 0; rc == SQLITE_OK && i < sizeof gone / sizeof gone[0]; i++) {
-		int has = has_column(db, "packet_events", gone[i]);
+		int has = has_column(db, "packet_event_rows", gone[i]);
 		if (has < 0)
 			return SQLITE_ERROR;
 		if (has) {
 			char sql[96];
-			snprintf(sql, sizeof sql, "ALTER TABLE packet_events DROP COLUMN %s",
+			snprintf(sql, sizeof sql, "ALTER TABLE packet_event_rows DROP COLUMN %s",
 			         gone[i]);
 			rc = sqlite3_exec(db, sql, NULL, NULL, msg);
 		}
@@ -2050,6 +2353,57 @@ void gsd_audit_wire_key(const gsd_audit *a, unsigned char out[GSD_AUDIT_WIRE_KEY
  * new file cannot interleave, after refusing a file written by a newer daemon, and migrates an
  * older file (migrate_v4).
  */
+/* The steps of schema 8 that must come before its script (which creates a view named
+ * packet_events and indexes on the new columns), inside apply_schema's transaction. */
+static int migrate_v8(sqlite3 *db, char **msg)
+{
+	sqlite3_stmt *s;
+	int rc = sqlite3_prepare_v2(
+	        db, "SELECT type FROM sqlite_schema WHERE name = 'packet_events'", -1, &s, NULL);
+	if (rc != SQLITE_OK)
+		return rc;
+	bool table = sqlite3_step(s) == SQLITE_ROW &&
+	             !strcmp((const char *)sqlite3_column_text(s, 0), "table");
+	sqlite3_finalize(s);
+	if (table) {
+		/* The views that read it go first (the script makes them again): renaming a
+		 * table rewrites the views that name it. */
+		rc = sqlite3_exec(
+		        db,
+		        "DROP VIEW IF EXISTS packet_event_log; DROP VIEW IF EXISTS"
+		        " event_log; DROP VIEW IF EXISTS packet_usage; DROP VIEW IF EXISTS"
+		        " usage_by_tenant; DROP VIEW IF EXISTS usage_by_context;"
+		        " DROP VIEW IF EXISTS usage_by_node;"
+		        " ALTER TABLE packet_events RENAME TO packet_event_rows",
+		        NULL, NULL, msg);
+		if (rc != SQLITE_OK)
+			return rc;
+	}
+	if (has_column(db, "packets", "packet") != 1)
+		return SQLITE_OK; /* a new file: the script makes the table */
+	static const char *const cols[] = {"seq INTEGER NOT NULL DEFAULT 0",
+	                                   "submit_detail TEXT",
+	                                   "ready_seq INTEGER NOT NULL DEFAULT 0",
+	                                   "ready_detail TEXT",
+	                                   "run_seq INTEGER NOT NULL DEFAULT 0",
+	                                   "end_seq INTEGER NOT NULL DEFAULT 0",
+	                                   "hash BLOB"};
+	for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++) {
+		char name[32], sql[128];
+		snprintf(name, sizeof name, "%.*s", (int)strcspn(cols[i], " "), cols[i]);
+		int has = has_column(db, "packets", name);
+		if (has < 0)
+			return SQLITE_ERROR;
+		if (has)
+			continue;
+		snprintf(sql, sizeof sql, "ALTER TABLE packets ADD COLUMN %s", cols[i]);
+		rc = sqlite3_exec(db, sql, NULL, NULL, msg);
+		if (rc != SQLITE_OK)
+			return rc;
+	}
+	return SQLITE_OK;
+}
+
 static int apply_schema(sqlite3 *db)
 {
 	char v[32];
@@ -2084,13 +2438,20 @@ static int apply_schema(sqlite3 *db)
 		if (rc != SQLITE_OK)
 			goto rollback;
 	}
+	/* Schema 8: the table of event rows takes its new name (the view packet_events shows
+	 * it with the events packets rows keep), and packets the columns that keep them. */
+	if (old_version < 8) {
+		rc = migrate_v8(db, &msg);
+		if (rc != SQLITE_OK)
+			goto rollback;
+	}
 	rc = sqlite3_exec(db, gs_audit_schema_sql, NULL, NULL, &msg);
 	if (rc != SQLITE_OK)
 		goto rollback;
 	/* Version 3's chain columns, added to the tables of an older file (the CREATE TABLEs
 	 * above already have them in a new one). */
-	static const char *const added[][2] = {{"packet_events", "state_digest"},
-	                                       {"packet_events", "hash"},
+	static const char *const added[][2] = {{"packet_event_rows", "state_digest"},
+	                                       {"packet_event_rows", "hash"},
 	                                       {"moves", "hash"},
 	                                       {"errors", "hash"},
 	                                       {"notes", "hash"}};
@@ -2245,13 +2606,13 @@ static int chain_reconciled(gsd_audit *a, uint64_t after)
 {
 	sqlite3_stmt *ev, *upd;
 	int rc = sqlite3_prepare_v2(
-	        a->db, "SELECT seq, packet FROM packet_events WHERE seq > ?1 ORDER BY seq", -1, &ev,
-	        NULL);
+	        a->db, "SELECT seq, packet FROM packet_event_rows WHERE seq > ?1 ORDER BY seq", -1,
+	        &ev, NULL);
 	if (rc != SQLITE_OK)
 		return rc;
 	rc = sqlite3_prepare_v2(
-	        a->db, "UPDATE packet_events SET state_digest = ?2, hash = ?3 WHERE seq = ?1", -1,
-	        &upd, NULL);
+	        a->db, "UPDATE packet_event_rows SET state_digest = ?2, hash = ?3 WHERE seq = ?1",
+	        -1, &upd, NULL);
 	if (rc != SQLITE_OK) {
 		sqlite3_finalize(ev);
 		return rc;
@@ -2298,7 +2659,7 @@ static int chain_reconciled(gsd_audit *a, uint64_t after)
 static int reconcile(gsd_audit *a)
 {
 	static const char sql[] =
-	        "INSERT INTO packet_events (seq, packet, state, time_ns, detail)"
+	        "INSERT INTO packet_event_rows (seq, packet, state, time_ns, detail)"
 	        " SELECT ?2 + row_number() OVER (ORDER BY packet), packet, 6, ?1,"
 	        " 'daemon restarted: the packet was in"
 	        " flight when the daemon that ran it stopped'"

@@ -210,9 +210,12 @@ static const char packet_select[] =
         "SELECT packet, tenant, device, context, adapter, node, fence, submit_flags, patch_flags,"
         " dma_size, allocation_count, patch_count, state, submitted_ns, ready_ns, started_ns,"
         " completed_ns, preemptions, resubmissions, result,"
-        /* What its DISPATCH commands ran: the SUBMITTED event's detail (one index seek). */
-        " (SELECT detail FROM packet_events e WHERE e.packet = packets.packet AND e.state = 1"
-        " AND e.detail LIKE 'DISPATCH %' LIMIT 1) FROM packets WHERE tenant = ?1";
+        /* What its DISPATCH commands ran: the SUBMITTED event's detail (kept in the row, or
+         * one index seek). */
+        " CASE WHEN seq <> 0 THEN CASE WHEN submit_detail LIKE 'DISPATCH %' THEN"
+        " submit_detail END ELSE (SELECT detail FROM packet_event_rows e WHERE"
+        " e.packet = packets.packet AND e.state = 1 AND e.detail LIKE 'DISPATCH %' LIMIT 1)"
+        " END FROM packets WHERE tenant = ?1";
 
 /* Packets that listed the allocation, and the paging packets that moved it; both subqueries
  * read one range of their (..., allocation, packet) index (the outer query keeps the tenant's
@@ -426,30 +429,85 @@ static int read_events(const char *path, const char *tenant, const char *sql, co
 	return rc;
 }
 
+/*
+ * The events packets rows keep (schema 8) as the rows of EVENT_COLUMNS: one SELECT per kind of
+ * kept event, joined by UNION ALL, the SUBMITTED narrowed by `where`, the others by
+ * `where_run` (the same when NULL), in which every "%1$s" stands for that event's seq column
+ * (p.seq, p.ready_seq...). Returns the length written.
+ */
+static size_t kept_events_sql(char *out, size_t cap, const char *where, const char *where_run)
+{
+	static const struct {
+		const char *seq, *cols;
+	} kept[] = {
+	        {"p.seq", "p.seq, p.packet, 1, p.submitted_ns, p.submit_detail, p.context"},
+	        {"p.ready_seq", "p.ready_seq, p.packet, 2, p.ready_ns, p.ready_detail, p.context"},
+	        {"p.run_seq", "p.run_seq, p.packet, 3, p.started_ns, NULL, p.context"},
+	        {"p.end_seq", "p.end_seq, p.packet, p.state, p.completed_ns, NULL, p.context"},
+	};
+	size_t len = 0;
+	for (size_t i = 0; i < sizeof kept / sizeof kept[0] && len < cap; i++) {
+		char cond[512];
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+		snprintf(cond, sizeof cond, i && where_run ? where_run : where, kept[i].seq);
+#pragma GCC diagnostic pop
+		len += (size_t)snprintf(out + len, cap - len,
+		                        "%sSELECT %s FROM packets p WHERE %s <> 0 AND %s",
+		                        i ? " UNION ALL " : "", kept[i].cols, kept[i].seq, cond);
+	}
+	return len;
+}
+
+/* The event rows and the kept events, each narrowed by its condition, in seq order (and
+ * limited when `limited`): the statement read_events runs. */
+static void events_sql(char *out, size_t cap, const char *rows_from_where, const char *kept_where,
+                       const char *kept_where_run, int limit_param)
+{
+	size_t len = (size_t)snprintf(out, cap, EVENT_COLUMNS " %s UNION ALL ", rows_from_where);
+	if (len < cap)
+		len += kept_events_sql(out + len, cap - len, kept_where, kept_where_run);
+	if (len < cap && limit_param)
+		snprintf(out + len, cap - len, " ORDER BY 1 LIMIT ?%d", limit_param);
+	else if (len < cap)
+		snprintf(out + len, cap - len, " ORDER BY 1");
+}
+
 int gsd_history_events(const char *path, const char *tenant, uint64_t packet, gsd_event_row **out,
                        size_t *count, char *err, size_t errcap)
 {
-	/* The packet_events(packet) index holds seq, so this reads one range in order. */
+	/* The packet_event_rows(packet) index holds seq, so its rows come in order; the kept
+	 * events are one row's. */
 	const uint64_t args[] = {packet};
-	return read_events(path, tenant,
-	                   EVENT_COLUMNS
-	                   " FROM packets p JOIN packet_events e ON e.packet = p.packet"
-	                   " WHERE p.packet = ?2 AND p.tenant = ?1 ORDER BY e.seq",
-	                   args, 1, false, 0, out, count, err, errcap);
+	char sql[4096];
+	events_sql(sql, sizeof sql,
+	           "FROM packets p JOIN packet_event_rows e ON e.packet = p.packet"
+	           " WHERE p.packet = ?2 AND p.tenant = ?1",
+	           "p.packet = ?2 AND p.tenant = ?1", NULL, 0);
+	return read_events(path, tenant, sql, args, 1, false, 0, out, count, err, errcap);
 }
 
 int gsd_history_events_range(const char *path, const char *tenant, uint64_t after_seq,
                              uint64_t before_seq, uint32_t limit_in, gsd_event_row **out,
                              size_t *count, char *err, size_t errcap)
 {
-	/* seq is the rowid: one range of the table, in order, filtered by the packet's tenant. */
-	const uint64_t args[] = {after_seq, before_seq ? before_seq : UINT64_MAX};
-	return read_events(path, tenant,
-	                   EVENT_COLUMNS
-	                   " FROM packet_events e JOIN packets p ON p.packet = e.packet"
-	                   " WHERE e.seq > ?2 AND e.seq < ?3 AND p.tenant = ?1"
-	                   " ORDER BY e.seq LIMIT ?4",
-	                   args, 2, true, limit_in, out, count, err, errcap);
+	/* seq is the rowid of the rows: one range of the table, in order, filtered by the
+	 * packet's tenant. Kept events: a SUBMITTED by the index on seq; READY, RUNNING and
+	 * COMPLETED by the one on end_seq, which is at most GSD_AUDIT_FOLD_SPAN past theirs. */
+	uint64_t before = before_seq ? before_seq : UINT64_MAX;
+	const uint64_t args[] = {after_seq, before};
+	char sql[4096], kept[512];
+	snprintf(kept, sizeof kept,
+	         "%%1$s > ?2 AND %%1$s < ?3 AND p.tenant = ?1 AND p.end_seq > ?2"
+	         " AND p.end_seq < %llu",
+	         (unsigned long long)(before > (uint64_t)INT64_MAX - GSD_AUDIT_FOLD_SPAN
+	                                      ? (uint64_t)INT64_MAX
+	                                      : before + GSD_AUDIT_FOLD_SPAN));
+	events_sql(sql, sizeof sql,
+	           "FROM packet_event_rows e JOIN packets p ON p.packet = e.packet"
+	           " WHERE e.seq > ?2 AND e.seq < ?3 AND p.tenant = ?1",
+	           "%1$s > ?2 AND %1$s < ?3 AND p.tenant = ?1", kept, 4);
+	return read_events(path, tenant, sql, args, 2, true, limit_in, out, count, err, errcap);
 }
 
 int gsd_history_events_window(const char *path, const char *tenant, uint64_t after_seq,
@@ -457,13 +515,14 @@ int gsd_history_events_window(const char *path, const char *tenant, uint64_t aft
                               gsd_event_row **out, size_t *count, char *err, size_t errcap)
 {
 	const uint64_t args[] = {since_ns, until_ns ? until_ns : UINT64_MAX, after_seq};
-	return read_events(path, tenant,
-	                   EVENT_COLUMNS
-	                   " FROM packets p JOIN packet_events e ON e.packet = p.packet"
-	                   " WHERE p.tenant = ?1 AND p.submitted_ns >= ?2"
-	                   " AND p.submitted_ns < ?3 AND e.seq > ?4"
-	                   " ORDER BY e.seq LIMIT ?5",
-	                   args, 3, true, limit_in, out, count, err, errcap);
+	char sql[4096];
+	events_sql(sql, sizeof sql,
+	           "FROM packets p JOIN packet_event_rows e ON e.packet = p.packet"
+	           " WHERE p.tenant = ?1 AND p.submitted_ns >= ?2"
+	           " AND p.submitted_ns < ?3 AND e.seq > ?4",
+	           "p.tenant = ?1 AND p.submitted_ns >= ?2 AND p.submitted_ns < ?3 AND %1$s > ?4",
+	           NULL, 5);
+	return read_events(path, tenant, sql, args, 3, true, limit_in, out, count, err, errcap);
 }
 
 int gsd_history_packet(const char *path, const char *tenant, uint64_t packet, gsd_packet_rec *out,

@@ -133,7 +133,17 @@ void gsd_packet_transition(gsd_daemon *d, gsd_packet *p, int state, const char *
 		assert(!"illegal packet transition");
 	}
 	p->rec.state = state;
-	p->rec.event_ns = gsd_node_now(p->node);
+	/* The event's time is the row's time of that state where the caller just set it (a
+	 * straight run's events are kept in the row by those times: server/audit/audit.c). */
+	uint64_t at = 0;
+	if (state == GSD_PS(READY))
+		at = p->rec.ready_ns;
+	else if (state == GSD_PS(RUNNING))
+		at = p->rec.started_ns;
+	else if (state == GSD_PS(COMPLETED) || state == GSD_PS(FAULTED) ||
+	         state == GSD_PS(CANCELLED))
+		at = p->rec.completed_ns;
+	p->rec.event_ns = at ? at : gsd_node_now(p->node);
 	GSD_DEBUG("packet %llu -> %s%s%s", (unsigned long long)p->rec.packet,
 	          gsd_packet_state_name(state), detail ? ": " : "", detail ? detail : "");
 	p->audit_seq = gsd_audit_packet(d->audit, &p->rec, detail, NULL, NULL);

@@ -1043,22 +1043,22 @@ static void test_chain_verifies_and_finds_edits(void **state)
 	int64_t seq = query_int(fx->path, "SELECT seq FROM packet_events WHERE packet = 5 AND"
 	                                  " state = 3");
 	rep = tampered(fx->path, "nostate",
-	               "UPDATE packet_events SET state_digest = NULL WHERE seq ="
+	               "UPDATE packet_event_rows SET state_digest = NULL WHERE seq ="
 	               " (SELECT seq FROM packet_events WHERE packet = 5 AND state = 3)");
 	assert_false(rep.ok);
 	assert_int_equal(rep.bad_seq, seq);
 	rep = tampered(fx->path, "lastnostate",
-	               "UPDATE packet_events SET state_digest = NULL, hash = NULL WHERE seq ="
+	               "UPDATE packet_event_rows SET state_digest = NULL, hash = NULL WHERE seq ="
 	               " (SELECT max(seq) FROM packet_events WHERE packet = 5)");
 	assert_false(rep.ok);
 
 	/* An edited event: found at its own seq. */
 	rep = tampered(fx->path, "ev",
-	               "UPDATE packet_events SET time_ns = time_ns + 1 WHERE seq ="
+	               "UPDATE packet_event_rows SET time_ns = time_ns + 1 WHERE seq ="
 	               " (SELECT seq FROM packet_events WHERE packet = 5 AND state = 3)");
 	assert_false(rep.ok);
 	assert_int_equal(rep.bad_seq, seq);
-	assert_string_equal(rep.bad_table, "packet_events");
+	assert_string_equal(rep.bad_table, "packet_event_rows");
 
 	/* Removed rows: the record after a removed one no longer links; removing the newest
 	 * leaves the chain short of the head in meta. */
@@ -1080,11 +1080,11 @@ static void test_chain_verifies_and_finds_edits(void **state)
 	               "DELETE FROM packet_allocations WHERE packet = 1 AND slot = 1");
 	assert_false(rep.ok);
 	assert_int_equal(rep.bad_seq, 1);
-	assert_string_equal(rep.bad_table, "packet_events");
+	assert_string_equal(rep.bad_table, "packet_event_rows");
 	rep = tampered(fx->path, "listadd", "INSERT INTO packet_allocations VALUES (2, 2, 99, 1)");
 	assert_false(rep.ok);
 	assert_int_equal(rep.bad_seq, 5);
-	rep = tampered(fx->path, "events", "DELETE FROM packet_events WHERE seq = 3");
+	rep = tampered(fx->path, "events", "DELETE FROM packet_event_rows WHERE seq = 3");
 	assert_false(rep.ok);
 	assert_int_equal(rep.bad_seq, 4);
 	rep = tampered(fx->path, "add",
@@ -1096,8 +1096,8 @@ static void test_chain_verifies_and_finds_edits(void **state)
 
 	/* Two events swapped (reordered): found at the first of them. */
 	rep = tampered(fx->path, "swap",
-	               "UPDATE packet_events SET seq = -seq WHERE seq IN (2, 3);"
-	               " UPDATE packet_events SET seq = CASE seq WHEN -2 THEN 3 ELSE 2 END"
+	               "UPDATE packet_event_rows SET seq = -seq WHERE seq IN (2, 3);"
+	               " UPDATE packet_event_rows SET seq = CASE seq WHEN -2 THEN 3 ELSE 2 END"
 	               " WHERE seq < 0");
 	assert_false(rep.ok);
 	assert_int_equal(rep.bad_seq, 2);
@@ -1118,14 +1118,17 @@ static void test_chain_verifies_and_finds_edits(void **state)
 	assert_string_equal(rep.bad_table, "allocations");
 	rep = tampered(fx->path, "pa", "UPDATE packet_allocations SET write = 0");
 	assert_false(rep.ok);
-	assert_string_equal(rep.bad_table, "packet_events"); /* the SUBMITTED event */
+	assert_string_equal(rep.bad_table, "packet_event_rows"); /* the SUBMITTED event */
 	assert_non_null(strstr(rep.why, "allocation list in packet_allocations"));
-	rep = tampered(
-	        fx->path, "newpkt",
-	        "INSERT INTO packets SELECT 999, tenant, device, context, adapter, node, fence,"
-	        " submit_flags, patch_flags, dma_size, allocation_count, patch_count, state,"
-	        " state_name, submitted_ns, ready_ns, started_ns, completed_ns, preemptions,"
-	        " resubmissions, result, id + 1 FROM packets WHERE packet = 1");
+	rep = tampered(fx->path, "newpkt",
+	               "INSERT INTO packets (packet, tenant, device, context, adapter, node, fence,"
+	               " submit_flags, patch_flags, dma_size, allocation_count, patch_count, state,"
+	               " state_name, submitted_ns, ready_ns, started_ns, completed_ns, preemptions,"
+	               " resubmissions, result, id)"
+	               " SELECT 999, tenant, device, context, adapter, node, fence,"
+	               " submit_flags, patch_flags, dma_size, allocation_count, patch_count, state,"
+	               " state_name, submitted_ns, ready_ns, started_ns, completed_ns, preemptions,"
+	               " resubmissions, result, id + 1 FROM packets WHERE packet = 1");
 	assert_false(rep.ok);
 	assert_string_equal(rep.bad_table, "packets");
 	assert_int_equal(rep.bad_row, 999);
@@ -1290,6 +1293,225 @@ static void test_chain_across_reopen_and_failure(void **state)
 	assert_int_equal(rep.records, 5 + 5 + 1 + 1);
 }
 
+/* ---- schema 8: the events a packets row keeps ---- */
+
+/* A packet's records as the daemon makes them: SUBMITTED as submitted (no patch flags yet, its
+ * event at its submission time), then READY, RUNNING and COMPLETED each at the row's time of
+ * that state. With `straight`, one run; otherwise preempted once and run again. */
+static void straight_records(gsd_audit *a, uint64_t id, const char *tenant, bool straight,
+                             const char *ready_why, bool commit_submitted)
+{
+	gsd_packet_rec r = packet(id, tenant, 1, ST_SUBMITTED, 0);
+	uint64_t allocs[2] = {id * 10, id * 10 + 1};
+	bool w[2] = {true, false};
+	r.patch_flags = 0;
+	r.event_ns = r.submitted_ns;
+	gsd_audit_submitted(a, &r, id % 2 ? "DISPATCH kernel 1" : NULL, allocs, w, 2, NULL, NULL);
+	if (commit_submitted)
+		assert_true(wait_acks(flush(a)));
+	r.patch_flags = 0x2;
+	r.state = ST_READY;
+	r.ready_ns = r.event_ns = r.submitted_ns + 100;
+	gsd_audit_packet(a, &r, ready_why, NULL, NULL);
+	r.state = ST_RUNNING;
+	r.started_ns = r.event_ns = r.ready_ns + 100;
+	gsd_audit_packet(a, &r, NULL, NULL, NULL);
+	if (!straight) {
+		r.state = ST_PREEMPTED;
+		r.preemptions = 1;
+		r.event_ns = r.started_ns + 50;
+		gsd_audit_packet(a, &r, "quantum expired", NULL, NULL);
+		r.state = ST_RESUBMITTED;
+		r.resubmissions = 1;
+		r.submit_flags |= 0x80;
+		r.event_ns += 10;
+		gsd_audit_packet(a, &r, "node fence 2", NULL, NULL);
+		r.state = ST_READY;
+		r.ready_ns = r.event_ns = r.event_ns + 10;
+		gsd_audit_packet(a, &r, NULL, NULL, NULL);
+		r.state = ST_RUNNING;
+		r.started_ns = r.event_ns = r.ready_ns + 10;
+		gsd_audit_packet(a, &r, NULL, NULL, NULL);
+	}
+	r.state = ST_COMPLETED;
+	r.completed_ns = r.event_ns = r.started_ns + 1000;
+	gsd_audit_packet(a, &r, NULL, NULL, NULL);
+}
+
+/* A straight run costs its packets row alone: its four events live in the row, the file
+ * verifies, every reader sees the four events, and an edit of any kept column, of its list or
+ * of a packet still SUBMITTED is found. Other packets keep their event rows. */
+static void test_kept_events(void **state)
+{
+	struct fixture *fx = *state;
+	tracker_reset();
+	gsd_audit *a = open_audit(fx->path, NULL);
+	for (uint64_t id = 1; id <= 3; id++) /* all four records in one commit */
+		straight_records(a, id, "alpha", true, id == 2 ? "after 1 earlier packet" : NULL,
+		                 false);
+	for (uint64_t id = 4; id <= 6; id++) /* SUBMITTED acknowledged on its own first */
+		straight_records(a, id, "alpha", true, NULL, true);
+	straight_records(a, 7, "alpha", false, NULL, true); /* preempted: event rows */
+	gsd_packet_rec waiting = packet(8, "beta", 2, ST_SUBMITTED, 0);
+	waiting.patch_flags = 0;
+	waiting.event_ns = waiting.submitted_ns;
+	gsd_audit_packet(a, &waiting, NULL, NULL, NULL); /* stays SUBMITTED */
+	gsd_audit_note(a, NULL, "after", NULL);
+	assert_true(wait_acks(flush(a)));
+	gsd_audit_close(a);
+
+	gs_chain_report rep = verify_file(fx->path);
+	if (!rep.ok)
+		fail_msg("kept events do not verify: %s", rep.why);
+	assert_int_equal(rep.records, 6 * 4 + 8 + 1 + 1);
+	/* Packets 1 to 6: no event rows. Packet 7: its SUBMITTED in its row, 7 rows. */
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packet_event_rows"), 7);
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packet_event_rows WHERE"
+	                                     " packet <> 7"),
+	                 0);
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packets WHERE end_seq <> 0"), 6);
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packets WHERE seq <> 0"), 8);
+	/* The view shows every event, in the order they were recorded. */
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packet_events"), 6 * 4 + 8 + 1);
+	assert_int_equal(query_int(fx->path, "SELECT group_concat(state, '') FROM (SELECT state"
+	                                     " FROM packet_events WHERE packet = 2 ORDER BY seq)"),
+	                 1234);
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM event_log WHERE packet_id ="
+	                                     " (SELECT id FROM packets WHERE packet = 2) AND"
+	                                     " detail = 'after 1 earlier packet'"),
+	                 1);
+	assert_int_equal(query_int(fx->path, "SELECT run_ns FROM packet_usage WHERE packet = 3"),
+	                 1000);
+	assert_int_equal(query_int(fx->path, "SELECT run_ns FROM packet_usage WHERE packet = 7"),
+	                 50 + 1000);
+
+	/* The daemon's readers: one packet's events, a seq range, a time window. */
+	gsd_event_row *ev;
+	size_t n;
+	char err[256];
+	assert_int_equal(gsd_history_events(fx->path, "alpha", 2, &ev, &n, err, sizeof err), 0);
+	assert_int_equal(n, 4);
+	for (size_t i = 0; i < n; i++) {
+		assert_int_equal(ev[i].state, (int)i + 1);
+		assert_int_equal(ev[i].time_ns,
+		                 1002 + 100 * (i > 0) + 100 * (i > 1) + 1000 * (i > 2));
+		assert_true(i == 0 || ev[i].seq > ev[i - 1].seq);
+	}
+	assert_string_equal(ev[1].detail, "after 1 earlier packet");
+	free(ev);
+	assert_int_equal(
+	        gsd_history_events_range(fx->path, "alpha", 0, 0, 1000, &ev, &n, err, sizeof err),
+	        0);
+	assert_int_equal(n, 6 * 4 + 8);
+	for (size_t i = 1; i < n; i++)
+		assert_true(ev[i].seq > ev[i - 1].seq);
+	uint64_t mid = ev[10].seq;
+	free(ev);
+	assert_int_equal(
+	        gsd_history_events_range(fx->path, "alpha", mid, 0, 5, &ev, &n, err, sizeof err),
+	        0);
+	assert_int_equal(n, 5);
+	assert_true(ev[0].seq > mid);
+	free(ev);
+	assert_int_equal(gsd_history_events_window(fx->path, "alpha", 0, 1003, 1005, 100, &ev, &n,
+	                                           err, sizeof err),
+	                 0);
+	assert_int_equal(n, 8); /* packets 3 and 4 */
+	free(ev);
+	assert_int_equal(gsd_history_events(fx->path, "beta", 8, &ev, &n, err, sizeof err), 0);
+	assert_int_equal(n, 1);
+	free(ev);
+
+	/* Every kept column is covered: an edit is found at the packet's row. */
+	static const struct {
+		const char *tag, *sql;
+		int64_t row;
+	} edits[] = {
+	        {"sub", "UPDATE packets SET submitted_ns = submitted_ns + 1 WHERE packet = 2", 2},
+	        {"subd", "UPDATE packets SET submit_detail = 'x' WHERE packet = 3", 3},
+	        {"ready", "UPDATE packets SET ready_ns = ready_ns + 1 WHERE packet = 5", 5},
+	        {"readyd", "UPDATE packets SET ready_detail = NULL WHERE packet = 2", 2},
+	        {"run", "UPDATE packets SET started_ns = started_ns - 1 WHERE packet = 4", 4},
+	        {"end", "UPDATE packets SET completed_ns = 1 WHERE packet = 6", 6},
+	        {"result", "UPDATE packets SET result = 'x' WHERE packet = 1", 1},
+	        /* (a moved record: found at the record after its place, packet 7's SUBMITTED) */
+	        {"endseq", "UPDATE packets SET end_seq = end_seq + 100 WHERE packet = 6", 7},
+	        {"hash", "UPDATE packets SET hash = zeroblob(16) WHERE packet = 1", 1},
+	        {"list", "UPDATE packet_allocations SET write = 0 WHERE packet = 4", 4},
+	        {"waiting", "UPDATE packets SET state = 4 WHERE packet = 8", 8},
+	        {"waitsub", "UPDATE packets SET device = 1 WHERE packet = 8", 8},
+	        {"mixed", "UPDATE packets SET submit_detail = 'y' WHERE packet = 7", 7},
+	};
+	for (size_t i = 0; i < sizeof edits / sizeof edits[0]; i++) {
+		rep = tampered(fx->path, edits[i].tag, edits[i].sql);
+		if (rep.ok)
+			fail_msg("edit '%s' not found", edits[i].tag);
+		if (strcmp(rep.bad_table, "packets") != 0 && strcmp(rep.bad_table, "meta") != 0)
+			fail_msg("edit '%s' found at %s row %lld: %s", edits[i].tag, rep.bad_table,
+			         (long long)rep.bad_row, rep.why);
+		if (!strcmp(rep.bad_table, "packets") && rep.bad_row != edits[i].row)
+			fail_msg("edit '%s' found at packets row %lld: %s", edits[i].tag,
+			         (long long)rep.bad_row, rep.why);
+	}
+	/* Removing a straight packet's row is found too. */
+	rep = tampered(fx->path, "gone", "DELETE FROM packets WHERE packet = 3");
+	assert_false(rep.ok);
+
+	/* Writing goes on after a reopen: the next seq is past the kept ones. */
+	tracker_reset();
+	a = open_audit(fx->path, NULL);
+	straight_records(a, 9, "alpha", true, NULL, false);
+	assert_true(wait_acks(flush(a)));
+	gsd_audit_close(a);
+	rep = verify_file(fx->path);
+	if (!rep.ok)
+		fail_msg("after a reopen: %s", rep.why);
+	assert_int_equal(query_int(fx->path, "SELECT count(DISTINCT seq) FROM packet_events"),
+	                 query_int(fx->path, "SELECT count(*) FROM packet_events"));
+}
+
+/* Retention with rows that keep their events: the removed ones go, the file verifies, and the
+ * packet still SUBMITTED keeps its row (its event is in it). */
+static void test_retention_of_kept_events(void **state)
+{
+	struct fixture *fx = *state;
+	tracker_reset();
+	gsd_audit_options o = {.retain_packets = 10};
+	gsd_audit *a = open_audit(fx->path, &o);
+	gsd_packet_rec waiting = packet(1, "alpha", 1, ST_SUBMITTED, 0);
+	waiting.patch_flags = 0;
+	waiting.event_ns = waiting.submitted_ns;
+	gsd_audit_packet(a, &waiting, NULL, NULL, NULL);
+	for (uint64_t id = 2; id <= 60; id++)
+		straight_records(a, id, "alpha", id % 7 != 0, NULL, id % 3 == 0);
+	gsd_audit_note(a, NULL, "n", NULL);
+	uint64_t seq = ++T.issued;
+	gsd_audit_prune(a, on_ack, (void *)(uintptr_t)seq);
+	assert_true(wait_acks(seq));
+	gsd_audit_close(a);
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packets"), 11);
+	assert_int_equal(query_int(fx->path, "SELECT min(packet) FROM packets WHERE packet > 1"),
+	                 51);
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packet_allocations"), 2 * 10);
+	gs_chain_report rep = verify_file(fx->path);
+	if (!rep.ok)
+		fail_msg("after retention: %s", rep.why);
+	assert_true(rep.base_seq > 0);
+	rep = tampered(fx->path, "w", "UPDATE packets SET state = 6 WHERE packet = 1");
+	assert_false(rep.ok);
+	rep = tampered(fx->path, "k", "UPDATE packets SET ready_ns = 5 WHERE packet = 55");
+	assert_false(rep.ok);
+	/* Writing goes on after a reopen. */
+	tracker_reset();
+	a = open_audit(fx->path, &o);
+	straight_records(a, 61, "alpha", true, NULL, false);
+	assert_true(wait_acks(flush(a)));
+	gsd_audit_close(a);
+	rep = verify_file(fx->path);
+	if (!rep.ok)
+		fail_msg("after a reopen: %s", rep.why);
+}
+
 /* Retention keeps the newest packets, anchors what the removed records leave (a packet still in
  * flight, a live context, a live allocation) and the file still verifies; edits are still
  * found, in the anchored rows too; writing goes on after a reopen. */
@@ -1355,10 +1577,10 @@ static void test_retention_keeps_verification(void **state)
 	assert_false(rep.ok);
 	assert_string_equal(rep.bad_table, "chain_base_objects");
 	rep = tampered(fx->path, "ev",
-	               "UPDATE packet_events SET detail = 'x' WHERE seq ="
+	               "UPDATE packet_event_rows SET detail = 'x' WHERE seq ="
 	               " (SELECT min(seq) FROM packet_events)");
 	assert_false(rep.ok);
-	assert_string_equal(rep.bad_table, "packet_events");
+	assert_string_equal(rep.bad_table, "packet_event_rows");
 	/* An anchored row removed (issue 26, item 6), and the packet in flight. */
 	rep = tampered(fx->path, "delanchored", "DELETE FROM contexts WHERE context = 9");
 	assert_false(rep.ok);
@@ -1586,10 +1808,10 @@ static void test_upgrade_from_schema_3(void **state)
 	assert_string_equal(rep.bad_table, "packets");
 	assert_int_equal(rep.bad_row, 1);
 	rep = tampered(fx->path, "new",
-	               "UPDATE packet_events SET time_ns = 1 WHERE seq = (SELECT max(seq) FROM"
+	               "UPDATE packet_event_rows SET time_ns = 1 WHERE seq = (SELECT max(seq) FROM"
 	               " packet_events)");
 	assert_false(rep.ok);
-	assert_string_equal(rep.bad_table, "packet_events");
+	assert_string_equal(rep.bad_table, "packet_event_rows");
 
 	/* Retention removes the format-1 records too, and the file still verifies. */
 	tracker_reset();
@@ -2857,10 +3079,10 @@ static void test_old_file_upgraded(void **state)
 	                                     " 'packet_allocations')"),
 	                 5);
 	/* Version 3 reads history in submission order: the packet-ordered indexes went;
-	 * version 7 finds a packet by its client id. */
+	 * version 7 finds a packet by its client id; version 8 the events rows keep by seq. */
 	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM sqlite_master WHERE type ="
 	                                     " 'index' AND tbl_name = 'packets'"),
-	                 4);
+	                 6);
 	/* Every row of the older file got its client id. */
 	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packets WHERE id IS NULL"), 0);
 	assert_int_equal(query_int(fx->path, "SELECT count(DISTINCT id) FROM packets"),
@@ -2968,6 +3190,8 @@ int main(void)
 	        T_(test_chain_pinned_head),
 	        T_(test_chain_across_reopen_and_failure),
 	        T_(test_retention_keeps_verification),
+	        T_(test_kept_events),
+	        T_(test_retention_of_kept_events),
 	        T_(test_upgrade_from_schema_3),
 	        T_(test_upgrade_tenants_from_schema_4),
 	        T_(test_wire_key_kept),
