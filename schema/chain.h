@@ -18,6 +18,15 @@
  * SUBMITTED event's link also covers its packet's allocation list (packet_allocations rows, by
  * slot), written in the same record. meta.chain_head is the link of the last record committed.
  *
+ * Events a packets row keeps (schema 8: its SUBMITTED, and a straight run's READY, RUNNING and
+ * COMPLETED; schema/audit.sql) are records like the rows of packet_event_rows: kind 1, their
+ * appended row the event as the view packet_events shows it (packet, state, time, detail, seq)
+ * read from the packets row, a SUBMITTED's followed by its allocation list. Their states: a
+ * kept SUBMITTED's is the row as submitted (the row's columns with state SUBMITTED, patch flags
+ * 0, no times but submitted_ns, no counts, no result, the Resubmission flag clear), a kept
+ * COMPLETED's the row as it is, READY and RUNNING none. The row keeps only its newest link
+ * (packets.hash): a kept event before it is checked through the links after it.
+ *
  * This is chain format 2 (schema 4). Format 1 (schema 3) had 32-byte links and a state digest
  * on every packet event; a file upgraded from it restarts the chain after the last format-1
  * record (meta.chain_start_seq) and keeps that record's link as meta.chain_v1_head.
