@@ -27,7 +27,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <errno.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -82,8 +81,8 @@
  * A commit on the producer's thread (gsd_audit_commit_here) holds that thread, the daemon's loop,
  * for as long as it lasts. A queue longer than CALLER_MAX_RECORDS is left to the writer, and a
  * commit that took longer than CALLER_SLOW_NS (a slow or busy disk) leaves every commit to the
- * writer for CALLER_BACKOFF_NS (a commit that took that long only because the thread was
- * preempted does not count: see commit_was_slow); each slow commit within CALLER_BACKOFF_MAX_NS of
+ * writer for CALLER_BACKOFF_NS (one that took that long only because the thread was preempted
+ * does not count: see commit_was_slow); each slow commit within CALLER_BACKOFF_MAX_NS of
  * the one before doubles that, up to CALLER_BACKOFF_MAX_NS. A file that stays slow then costs the
  * loop one such commit a second at first, and one a minute (about) after six.
  */
@@ -1487,6 +1486,9 @@ static uint64_t mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* Time this thread slept in writer_busy (commit_was_slow). */
+static _Thread_local uint64_t busy_sleep_ns;
+
 static int writer_busy(void *arg, int count)
 {
 	gsd_audit *a = arg;
@@ -1499,6 +1501,7 @@ static int writer_busy(void *arg, int count)
 	struct timespec ts = {0,
 	                      waited < BUSY_POLL_MS * 1000000ull ? BUSY_POLL_US * 1000l : 1000000l};
 	nanosleep(&ts, NULL);
+	busy_sleep_ns += mono_ns() - now;
 	return 1;
 }
 
@@ -1937,33 +1940,31 @@ static bool writer_work_due(gsd_audit *a, uint64_t now)
 	        (a->prune_now || now >= a->next_prune_ns));
 }
 
-/* The calling thread's CPU time and voluntary context switches so far. */
-static void thread_usage(uint64_t *cpu_ns, long *waits)
+/* The calling thread's CPU time, and its time waiting for the file (the VFS's I/O and the
+ * busy handler's sleeps). */
+static void thread_usage(uint64_t *cpu_ns, uint64_t *wait_ns)
 {
-	/* (getrusage's CPU times move in scheduler ticks; the thread's clock is exact.) */
-	struct rusage ru;
 	struct timespec ts;
 	*cpu_ns = clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0
 	                  ? (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec
 	                  : 0;
-	*waits = getrusage(RUSAGE_THREAD, &ru) == 0 ? ru.ru_nvcsw : 0;
+	*wait_ns = gsd_audit_vfs_thread_io_ns() + busy_sleep_ns;
 }
 
 /*
  * Was a commit on the producer's thread that took `wall` ns slow because of the file: it used
- * that much CPU (a large batch), or it waited (a voluntary context switch: the disk, or a lock
- * a checkpoint held). One that was only preempted (a busy machine: on 2 CPUs, any of the
- * daemon's or the clients' threads) was not: backing off then moved every commit to the
- * writer, one more thread hand-off per request, for a second or more.
+ * that much CPU (a large batch), or spent half of it waiting for the file (I/O, or a lock a
+ * checkpoint held). One that took long only because its thread was preempted (on 2 CPUs, by
+ * any of the daemon's or the clients' threads) was not: backing off then moved every commit
+ * to the writer for a second or more, one more thread hand-off per request.
  */
-static bool commit_was_slow(const gsd_audit *a, uint64_t wall, uint64_t cpu0, long waits0)
+static bool commit_was_slow(const gsd_audit *a, uint64_t wall, uint64_t cpu0, uint64_t wait0)
 {
 	if (wall <= a->caller_slow_ns)
 		return false;
-	uint64_t cpu;
-	long waits;
-	thread_usage(&cpu, &waits);
-	return cpu - cpu0 > a->caller_slow_ns || waits != waits0 || (!cpu && !waits);
+	uint64_t cpu, wait;
+	thread_usage(&cpu, &wait);
+	return cpu - cpu0 > a->caller_slow_ns || wait - wait0 > a->caller_slow_ns / 2;
 }
 
 bool gsd_audit_commit_here(gsd_audit *a, bool leave_to_writer)
@@ -1982,9 +1983,8 @@ bool gsd_audit_commit_here(gsd_audit *a, bool leave_to_writer)
 	}
 	a->draining = true;
 	pthread_mutex_unlock(&a->mu);
-	uint64_t cpu0;
-	long waits0;
-	thread_usage(&cpu0, &waits0);
+	uint64_t cpu0, wait0;
+	thread_usage(&cpu0, &wait0);
 	if (!a->null_sink) {
 		/* Never wait for a lock here: a checkpoint's RESTART (or a reader it waits for)
 		 * would hold the caller. The writer waits for it instead. */
@@ -2005,7 +2005,7 @@ bool gsd_audit_commit_here(gsd_audit *a, bool leave_to_writer)
 	pthread_mutex_unlock(&a->mu);
 	writer_drain(a, list, true);
 	uint64_t end = now_ns();
-	if (commit_was_slow(a, end - start, cpu0, waits0)) {
+	if (commit_was_slow(a, end - start, cpu0, wait0)) {
 		bool again = a->caller_slow_at && end - a->caller_slow_at < CALLER_BACKOFF_MAX_NS;
 		uint64_t backoff = again ? 2 * a->caller_backoff_ns : CALLER_BACKOFF_NS;
 		a->caller_backoff_ns =

@@ -44,6 +44,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <string.h>
+#include <time.h>
 
 /* At most this much of a WAL is held back (62 frames of 1 KiB pages). Not more than 128 KiB:
  * the unix VFS cuts every write to 17 bits of length (seekAndWrite), and reports what it then
@@ -73,6 +74,29 @@ struct shim_file {
 static sqlite3_vfs shim_vfs;
 static sqlite3_vfs *real_vfs;
 static _Atomic uint64_t stat_in, stat_out;
+/* Time this thread spent in the file's reads, writes, syncs and SQLite's sleeps. */
+static _Thread_local uint64_t thread_io_ns;
+
+static uint64_t mono_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Runs `call` (an expression yielding an int) and counts its time in thread_io_ns. */
+#define TIMED(call)                                                                                \
+	({                                                                                         \
+		uint64_t t0_ = mono_now();                                                         \
+		int r_ = (call);                                                                   \
+		thread_io_ns += mono_now() - t0_;                                                  \
+		r_;                                                                                \
+	})
+
+uint64_t gsd_audit_vfs_thread_io_ns(void)
+{
+	return thread_io_ns;
+}
 
 static sqlite3_file *real_of(sqlite3_file *f)
 {
@@ -82,7 +106,7 @@ static sqlite3_file *real_of(sqlite3_file *f)
 static int write_out(shim_file *w, const void *p, size_t n, sqlite3_int64 off)
 {
 	atomic_fetch_add_explicit(&stat_out, 1, memory_order_relaxed);
-	return w->real->pMethods->xWrite(w->real, p, (int)n, off);
+	return TIMED(w->real->pMethods->xWrite(w->real, p, (int)n, off));
 }
 
 /* Writes the buffer of a -wal file out (or drops it if the file has failed). */
@@ -178,7 +202,7 @@ static int shim_close(sqlite3_file *f)
 static int shim_read(sqlite3_file *f, void *p, int amt, sqlite3_int64 off)
 {
 	int rc = flush_for(f);
-	return rc != SQLITE_OK ? rc : real_of(f)->pMethods->xRead(real_of(f), p, amt, off);
+	return rc != SQLITE_OK ? rc : TIMED(real_of(f)->pMethods->xRead(real_of(f), p, amt, off));
 }
 
 static int shim_write(sqlite3_file *f, const void *p, int amt, sqlite3_int64 off)
@@ -189,7 +213,7 @@ static int shim_write(sqlite3_file *f, const void *p, int amt, sqlite3_int64 off
 		return wal_write(s, p, amt, off);
 	}
 	int rc = flush_for(f);
-	return rc != SQLITE_OK ? rc : s->real->pMethods->xWrite(s->real, p, amt, off);
+	return rc != SQLITE_OK ? rc : TIMED(s->real->pMethods->xWrite(s->real, p, amt, off));
 }
 
 /* The calls that flush first and then do what the default VFS does. */
@@ -206,7 +230,8 @@ static int shim_truncate(sqlite3_file *f, sqlite3_int64 size)
 
 static int shim_sync(sqlite3_file *f, int flags)
 {
-	FLUSH_THEN(xSync(real_of(f), flags));
+	int rc = flush_for(f);
+	return rc != SQLITE_OK ? rc : TIMED(real_of(f)->pMethods->xSync(real_of(f), flags));
 }
 
 static int shim_file_size(sqlite3_file *f, sqlite3_int64 *size)
@@ -390,7 +415,7 @@ static int shim_randomness(sqlite3_vfs *vfs, int n, char *out)
 static int shim_sleep(sqlite3_vfs *vfs, int us)
 {
 	(void)vfs;
-	return real_vfs->xSleep(real_vfs, us);
+	return TIMED(real_vfs->xSleep(real_vfs, us));
 }
 
 static int shim_current_time(sqlite3_vfs *vfs, double *out)

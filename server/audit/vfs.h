@@ -22,4 +22,8 @@ typedef struct gsd_audit_vfs_stats {
 } gsd_audit_vfs_stats;
 void gsd_audit_vfs_stats_get(gsd_audit_vfs_stats *out);
 
+/* Nanoseconds the calling thread has spent in the VFS's file reads, writes and syncs and in
+ * SQLite's sleeps (waiting for a lock), since it started: what a slow or busy file costs it. */
+uint64_t gsd_audit_vfs_thread_io_ns(void);
+
 #endif
