@@ -102,12 +102,16 @@ DROP INDEX IF EXISTS packets_tenant_state;
 CREATE INDEX IF NOT EXISTS packets_tenant_time ON packets (tenant, submitted_ns);
 CREATE INDEX IF NOT EXISTS packets_tenant_context_time ON packets (tenant, context, submitted_ns);
 CREATE INDEX IF NOT EXISTS packets_tenant_state_time ON packets (tenant, state, submitted_ns);
--- A client's packet id finds its row. (A context's fence needs no index of its own: the
--- tenant's context index narrows it to the context's packets. An index on (context, fence)
--- cost 6 % of batched submission throughput, this one 14 %: each insert lands at a random
--- place of it, as the ids are random.)
+-- No index finds a row by its client id (packets.id) or by (context, fence): the daemon finds
+-- a client's packet by its number (it unmaps the id with the file's key), and the sqlite3
+-- shell reads the table through to find an id (about a second for a million packets; or map
+-- the id first: `gpuschedd --audit-map-id packet:ID` gives the row's number, docs/queries.md).
+-- Client ids are random, so each insert of an index on them landed at a random place of it:
+-- version 8 dropped it, which doubled raw inserts of 64,000 packets (31-32k to 59-65k a
+-- second, bench_batch's rows); an index on (context, fence) cost 6 % before. An operator who
+-- wants one anyway may make it under another name: the daemon keeps indexes it does not know.
 DROP INDEX IF EXISTS packets_context_fence;
-CREATE INDEX IF NOT EXISTS packets_id ON packets (id);
+DROP INDEX IF EXISTS packets_id;
 -- The events kept in rows, by sequence number (watch's catch-up reads a range of them). Both
 -- grow with time, so each insert lands at the end of its index.
 CREATE INDEX IF NOT EXISTS packets_seq ON packets (seq) WHERE seq <> 0;

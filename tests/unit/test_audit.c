@@ -3079,10 +3079,13 @@ static void test_old_file_upgraded(void **state)
 	                                     " 'packet_allocations')"),
 	                 5);
 	/* Version 3 reads history in submission order: the packet-ordered indexes went;
-	 * version 7 finds a packet by its client id; version 8 the events rows keep by seq. */
+	 * version 8 finds the events rows keep by seq, and no longer indexes client ids. */
 	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM sqlite_master WHERE type ="
 	                                     " 'index' AND tbl_name = 'packets'"),
-	                 6);
+	                 5);
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM sqlite_master WHERE name ="
+	                                     " 'packets_id'"),
+	                 0);
 	/* Every row of the older file got its client id. */
 	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packets WHERE id IS NULL"), 0);
 	assert_int_equal(query_int(fx->path, "SELECT count(DISTINCT id) FROM packets"),
