@@ -157,12 +157,28 @@ INSERT OR REPLACE INTO packet_states (state, name) VALUES (0, 'UNKNOWN'), (1, 'S
 	(2, 'READY'), (3, 'RUNNING'), (4, 'COMPLETED'), (5, 'FAULTED'), (6, 'ABORTED'),
 	(7, 'PREEMPTED'), (8, 'RESUBMITTED'), (9, 'CANCELLED'), (10, 'REJECTED');
 
+-- Every packet event with the columns of its packet the views below show: each part reads its
+-- own rows, so a condition on any column (a packet, a client id, a tenant) reaches every part
+-- (a join with packet_events would read all of them first).
+DROP VIEW IF EXISTS packet_event_facts;
+CREATE VIEW packet_event_facts AS
+SELECT e.seq, e.packet, e.state, e.time_ns, e.detail, p.tenant, p.context, p.fence, p.id
+  FROM packet_event_rows e JOIN packets p ON p.packet = e.packet
+UNION ALL SELECT seq, packet, 1, submitted_ns, submit_detail, tenant, context, fence, id
+  FROM packets WHERE seq <> 0
+UNION ALL SELECT ready_seq, packet, 2, ready_ns, ready_detail, tenant, context, fence, id
+  FROM packets WHERE ready_seq <> 0
+UNION ALL SELECT run_seq, packet, 3, started_ns, NULL, tenant, context, fence, id
+  FROM packets WHERE run_seq <> 0
+UNION ALL SELECT end_seq, packet, state, completed_ns, NULL, tenant, context, fence, id
+  FROM packets WHERE end_seq <> 0;
+
 -- Every packet event with its packet's tenant and its state's name, for the sqlite3 shell.
 DROP VIEW IF EXISTS packet_event_log;
 CREATE VIEW packet_event_log AS
-SELECT e.seq, e.packet, p.tenant, p.context, e.state, s.name AS state_name, e.time_ns, e.detail
-  FROM packet_events e JOIN packets p ON p.packet = e.packet
-  LEFT JOIN packet_states s ON s.state = e.state;
+SELECT seq, packet, tenant, context, state,
+       (SELECT name FROM packet_states s WHERE s.state = f.state) AS state_name, time_ns, detail
+  FROM packet_event_facts f;
 
 -- One row per tenant made by an admin request (TenantCreate), updated in place when an admin
 -- changes it (TenantUpdate) or removes it (removed_ns), so a restarted daemon has it again; tenants of the configuration are
@@ -439,11 +455,10 @@ SELECT p.id, p.tenant, p.device, p.context, p.adapter, p.node, p.fence, p.state_
 -- preempted it...).
 DROP VIEW IF EXISTS event_log;
 CREATE VIEW event_log AS
-SELECT p.id AS packet_id, p.tenant, p.context, p.fence, s.name AS state,
-       strftime('%Y-%m-%dT%H:%M:%fZ', e.time_ns / 1e9, 'unixepoch') AS time, e.detail,
-       e.time_ns, e.seq
-  FROM packet_events e JOIN packets p ON p.packet = e.packet
-  LEFT JOIN packet_states s ON s.state = e.state;
+SELECT id AS packet_id, tenant, context, fence,
+       (SELECT name FROM packet_states s WHERE s.state = f.state) AS state,
+       strftime('%Y-%m-%dT%H:%M:%fZ', time_ns / 1e9, 'unixepoch') AS time, detail, time_ns, seq
+  FROM packet_event_facts f;
 
 -- One row per action of the memory manager, with the packet ids clients see.
 DROP VIEW IF EXISTS move_log;
