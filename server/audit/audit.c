@@ -392,6 +392,9 @@ struct gsd_audit {
 
 	/* Loop thread only. */
 	struct node *free_local;
+	/* Records held back by gsd_audit_group, queued together when it ends. */
+	struct node *group_head, *group_tail;
+	bool grouping;
 	/* The next audit sequence number: one sequence across packet events, moves, errors and
 	 * notes, so every appended row has a number no other row has, in the order recorded. */
 	uint64_t next_seq;
@@ -1893,37 +1896,74 @@ static struct node *node_take(gsd_audit *a, enum rec_kind kind)
 	return n;
 }
 
-/* Hands n to the writer; returns its seq (read first: once queued, n is the writer's). */
-static uint64_t node_push(gsd_audit *a, struct node *n)
+/* Appends the records first..last (count of them) to the queue and wakes the writer when it
+ * has something to decide. */
+static void queue_nodes(gsd_audit *a, struct node *first, struct node *last, size_t count)
 {
-	uint64_t seq = n->seq;
 	pthread_mutex_lock(&a->mu);
 	bool was_empty = !a->head;
-	node_append(&a->head, &a->tail, n);
-	a->list_count++;
-	if (n->ack)
-		a->pending_acks++;
-	atomic_fetch_add_explicit(&a->queued, 1, memory_order_relaxed);
+	bool wake = false;
+	if (a->tail)
+		a->tail->next = first;
+	else
+		a->head = first;
+	a->tail = last;
+	last->next = NULL;
+	atomic_fetch_add_explicit(&a->queued, count, memory_order_relaxed);
+	for (struct node *n = first; n; n = n->next) {
+		a->list_count++;
+		if (n->ack)
+			a->pending_acks++;
+		/* Wake the writer only when it has something to decide: a first record while it
+		 * is idle (to start its linger deadline), an ack to honour now, or a full batch.
+		 * Signalled once the lock is released: a writer woken under it would only block
+		 * on it again. With commit_on_caller an ack is the producer's to honour
+		 * (gsd_audit_commit_here), except a prune's, which may take long: that one is
+		 * the writer's. */
+		if (n->kind == REC_PRUNE)
+			a->writer_wanted = true;
+		wake |= !(n->ack && a->caller_commits && n->kind != REC_PRUNE) &&
+		        ((was_empty && a->idle) || a->list_count == LINGER_MAX ||
+		         (n->ack && a->pending_acks >= a->ack_target));
+	}
 	/* Refill the private pool while the lock is held anyway. */
 	if (!a->free_local && a->free_shared) {
 		a->free_local = a->free_shared;
 		a->free_shared = NULL;
 		a->free_shared_count = 0;
 	}
-	/* Wake the writer only when it has something to decide: a first record while it is
-	 * idle (to start its linger deadline), an ack to honour now, or a full batch. Signalled
-	 * once the lock is released: a writer woken under it would only block on it again.
-	 * With commit_on_caller an ack is the producer's to honour (gsd_audit_commit_here),
-	 * except a prune's, which may take long: that one is the writer's. */
-	if (n->kind == REC_PRUNE)
-		a->writer_wanted = true;
-	bool wake = !(n->ack && a->caller_commits && n->kind != REC_PRUNE) &&
-	            ((was_empty && a->idle) || a->list_count == LINGER_MAX ||
-	             (n->ack && a->pending_acks >= a->ack_target));
 	pthread_mutex_unlock(&a->mu);
 	if (wake)
 		pthread_cond_signal(&a->cv);
+}
+
+/* Hands n to the writer (or to the group being gathered); returns its seq (read first: once
+ * queued, n is the writer's). */
+static uint64_t node_push(gsd_audit *a, struct node *n)
+{
+	uint64_t seq = n->seq;
+	n->next = NULL;
+	if (a->grouping) {
+		node_append(&a->group_head, &a->group_tail, n);
+		return seq;
+	}
+	queue_nodes(a, n, n, 1);
 	return seq;
+}
+
+void gsd_audit_group(gsd_audit *a, bool on)
+{
+	if (!a || a->grouping == on)
+		return;
+	a->grouping = on;
+	if (on || !a->group_head)
+		return;
+	size_t count = 0;
+	for (struct node *n = a->group_head; n; n = n->next)
+		count++;
+	struct node *first = a->group_head, *last = a->group_tail;
+	a->group_head = a->group_tail = NULL;
+	queue_nodes(a, first, last, count);
 }
 
 /*
@@ -2775,6 +2815,7 @@ static void audit_free(gsd_audit *a)
 	}
 	sqlite3_close(a->db);
 	free_nodes(a->free_local);
+	free_nodes(a->group_head);
 	free_nodes(a->free_shared);
 	free(a->wal_path);
 	free(a->db_path);

@@ -164,6 +164,12 @@ bool gsd_audit_commit_here(gsd_audit *a, bool leave_to_writer);
  * the number that finds it in the file.
  */
 
+/* Loop thread: with on, the records queued from now on are held back and reach the writer
+ * together when it is called with off, so that no commit falls between them (a packet's READY,
+ * RUNNING and COMPLETED, made one after the other, then go into its packets row: schema 8).
+ * Calls in between must not wait for an acknowledgement. NULL a: nothing. */
+void gsd_audit_group(gsd_audit *a, bool on);
+
 /* Upserts the packet row and appends one event (state = rec->state, detail may be NULL). */
 uint64_t gsd_audit_packet(gsd_audit *a, const gsd_packet_rec *rec, const char *detail,
                           gsd_audit_ack_fn ack, void *ack_arg);

@@ -393,6 +393,8 @@ static void patch(gsd_packet *p)
  */
 static void run_null_here(gsd_daemon *d, gsd_node *n, gsd_packet *p)
 {
+	/* Its READY, RUNNING and COMPLETED in one commit: kept in its row (server/audit). */
+	gsd_audit_group(d->audit, true);
 	patch(p);
 	p->rec.ready_ns = gsd_node_now(n);
 	gsd_packet_transition(d, p, GSD_PS(READY), NULL);
@@ -404,6 +406,7 @@ static void run_null_here(gsd_daemon *d, gsd_node *n, gsd_packet *p)
 	while ((s = next_signal(d, p, &pos, &v)))
 		gsd_sync_signal(d, s, v, p->rec.packet);
 	gsd_vidsch_complete(d, n, p, NULL);
+	gsd_audit_group(d->audit, false);
 	gsd_context *x = gsd_vidsch_retire_keep_context(d, p);
 	gsd_vidsch_enqueue_ready(d, x); /* kick's loop picks the next one */
 	gsd_context_put(d, x);
