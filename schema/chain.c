@@ -1021,6 +1021,8 @@ int gs_chain_verify_pinned(sqlite3 *db, const gs_chain_pin *pin, gs_chain_report
 		out->base_seq = (uint64_t)base_seq;
 	}
 	out->first_seq = (uint64_t)start;
+	/* The chain ends at the base when the retention removed every record. */
+	out->last_seq = out->base_seq;
 	/* The updated-in-place tables, each against the last record about its rows. */
 	static const struct {
 		const char *table, *key;
@@ -1045,7 +1047,7 @@ int gs_chain_verify_pinned(sqlite3 *db, const gs_chain_pin *pin, gs_chain_report
 	         (out->ok && check_packet_ids(db, out) != 0);
 	for (size_t i = 0; !failed && i < sizeof updated / sizeof updated[0]; i++) {
 		/* Kinds as literals, so the partial index chain_objects_v5 serves the lookup. */
-		char last[384];
+		char last[512];
 		if (updated[i].kind == GS_CHAIN_PACKET)
 			snprintf(
 			        last, sizeof last,
@@ -1054,10 +1056,13 @@ int gs_chain_verify_pinned(sqlite3 *db, const gs_chain_pin *pin, gs_chain_report
 			        " UNION ALL SELECT seq, NULL, %d FROM packets WHERE packet = ?1 AND"
 			        " seq <> 0 UNION ALL SELECT end_seq, NULL, %d FROM packets WHERE"
 			        " packet = ?1 AND end_seq <> 0"
-			        " UNION ALL SELECT 0, state, kind FROM chain_base_objects WHERE "
-			        "kind = %d"
-			        " AND ref = ?1 ORDER BY 1 DESC LIMIT 1",
-			        LAST_KEPT_SUBMITTED, LAST_KEPT_END, (int)updated[i].kind);
+			        /* An anchor stands for records up to the base: newer than a
+			         * kept SUBMITTED its row still holds (the anchored event
+			         * followed it). */
+			        " UNION ALL SELECT %llu, state, kind FROM chain_base_objects WHERE"
+			        " kind = %d AND ref = ?1 ORDER BY 1 DESC LIMIT 1",
+			        LAST_KEPT_SUBMITTED, LAST_KEPT_END,
+			        (unsigned long long)out->base_seq, (int)updated[i].kind);
 		else
 			snprintf(
 			        last, sizeof last,

@@ -2453,6 +2453,22 @@ static int migrate_v8(sqlite3 *db, char **msg)
 		if (rc != SQLITE_OK)
 			return rc;
 	}
+	/* The view packet_events reads the chain's columns, which a file older than schema 3
+	 * lacks until apply_schema adds them after the script: they come first here. */
+	static const char *const chain_cols[] = {"state_digest", "hash"};
+	for (size_t i = 0; table && i < sizeof chain_cols / sizeof chain_cols[0]; i++) {
+		int has = has_column(db, "packet_event_rows", chain_cols[i]);
+		if (has < 0)
+			return SQLITE_ERROR;
+		if (has)
+			continue;
+		char sql[96];
+		snprintf(sql, sizeof sql, "ALTER TABLE packet_event_rows ADD COLUMN %s BLOB",
+		         chain_cols[i]);
+		rc = sqlite3_exec(db, sql, NULL, NULL, msg);
+		if (rc != SQLITE_OK)
+			return rc;
+	}
 	if (has_column(db, "packets", "packet") != 1)
 		return SQLITE_OK; /* a new file: the script makes the table */
 	static const char *const cols[] = {"seq INTEGER NOT NULL DEFAULT 0",
@@ -2778,7 +2794,14 @@ static int reconcile(gsd_audit *a)
 		         "recorded as ABORTED (daemon restarted)",
 		         changed);
 	a->reconciled = (uint64_t)changed;
-	rc = pragma_text(a->db, "SELECT " MAX_SEQ_SQL, max, sizeof max);
+	/* Past every number the file used: its newest record's, and the head's and the
+	 * retention's, which stay when the retention removed every record (an idle daemon past
+	 * max_age). */
+	rc = pragma_text(a->db,
+	                 "SELECT max(" MAX_SEQ_SQL ", IFNULL((SELECT max(CAST(value AS INTEGER))"
+	                 " FROM meta WHERE key IN ('chain_head_seq', 'chain_base_seq',"
+	                 " 'pruned_seq')), 0))",
+	                 max, sizeof max);
 	a->next_seq = strtoull(max, NULL, 10) + 1;
 	return rc;
 }

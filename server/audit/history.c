@@ -498,8 +498,8 @@ int gsd_history_events_range(const char *path, const char *tenant, uint64_t afte
 	const uint64_t args[] = {after_seq, before};
 	char sql[4096], kept[512];
 	snprintf(kept, sizeof kept,
-	         "%%1$s > ?2 AND %%1$s < ?3 AND p.tenant = ?1 AND p.end_seq > ?2"
-	         " AND p.end_seq < %llu",
+	         "%%1$s > ?2 AND %%1$s < ?3 AND p.tenant = ?1 AND p.end_seq <> 0"
+	         " AND p.end_seq > ?2 AND p.end_seq < %llu",
 	         (unsigned long long)(before > (uint64_t)INT64_MAX - GSD_AUDIT_FOLD_SPAN
 	                                      ? (uint64_t)INT64_MAX
 	                                      : before + GSD_AUDIT_FOLD_SPAN));

@@ -164,6 +164,8 @@ static void handle_irq(gsd_daemon *d, gsd_adapter *a, const gsd_irq *irq)
 		return;
 	}
 	if (irq->kind == GSD_IRQ_STARTED) {
+		/* A run before this one (preempted) left its GPU end: this run's is its own. */
+		p->gpu_end_ns = 0;
 		p->rec.started_ns = gsd_node_now(n);
 		if (p->rec.resubmissions == 0 && p->rec.started_ns >= p->rec.submitted_ns)
 			gsd_histo_observe(&d->stats.queue_wait,
