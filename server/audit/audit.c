@@ -1170,6 +1170,37 @@ static int base_objects_digest(sqlite3 *db, char hex[2 * GS_CHAIN_HASH + 1])
 	return rc == 0 ? SQLITE_OK : SQLITE_ERROR;
 }
 
+/* The newest (or oldest) record with seq in (lo, hi] whose link is in the file, into *seq and
+ * hex: 1, 0 when none, -1 on error. */
+static int linked_record(gsd_audit *a, int64_t lo, int64_t hi, bool newest, int64_t *seq,
+                         char hex[2 * GS_CHAIN_HASH + 1])
+{
+	char sql[1024];
+	snprintf(sql, sizeof sql,
+	         "SELECT seq, hash FROM (SELECT seq, hash FROM packet_event_rows WHERE seq > ?1"
+	         " AND seq <= ?2 UNION ALL SELECT end_seq AS seq, hash FROM packets WHERE end_seq"
+	         " <> 0 AND end_seq > ?1 AND end_seq <= ?2 UNION ALL SELECT seq, hash FROM packets"
+	         " WHERE seq <> 0 AND seq > ?1 AND seq <= ?2 AND end_seq = 0 AND hash IS NOT NULL"
+	         " UNION ALL SELECT seq, hash FROM moves WHERE seq > ?1 AND seq <= ?2 UNION ALL"
+	         " SELECT seq, hash FROM errors WHERE seq > ?1 AND seq <= ?2 UNION ALL SELECT seq,"
+	         " hash FROM notes WHERE seq > ?1 AND seq <= ?2 UNION ALL SELECT seq, hash FROM"
+	         " chain WHERE seq > ?1 AND seq <= ?2) WHERE length(hash) = %d ORDER BY seq %s"
+	         " LIMIT 1",
+	         GS_CHAIN_HASH, newest ? "DESC" : "ASC");
+	sqlite3_stmt *s;
+	if (sqlite3_prepare_v2(a->db, sql, -1, &s, NULL) != SQLITE_OK)
+		return -1;
+	sqlite3_bind_int64(s, 1, lo);
+	sqlite3_bind_int64(s, 2, hi);
+	int rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW) {
+		*seq = sqlite3_column_int64(s, 0);
+		gs_chain_hex(sqlite3_column_blob(s, 1), hex);
+	}
+	sqlite3_finalize(s);
+	return rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : -1;
+}
+
 /*
  * One retention step: the records up to X (the last before the first event of the oldest packet
  * kept, at most PRUNE_STEP past the previous base) leave the file. What they leave behind is
@@ -1209,36 +1240,23 @@ static int prune_step(gsd_audit *a)
 		x = base + (int64_t)PRUNE_STEP;
 	if (x <= base)
 		return 0;
-	/* The link of the last record up to x (refused records leave gaps); none when x is older
-	 * than the chain (a file from a daemon without it, or with chain format 1). Events kept
-	 * in packets rows keep only the newest link of their row: x moves back to the last
-	 * record whose link is in the file (a row's, or a straight run's end). */
-	sqlite3_stmt *s;
+	/* The link of record x (refused records leave gaps; none when x is older than the chain:
+	 * a file from a daemon without it, or with chain format 1), which the next record links
+	 * to. Events kept in packets rows keep only their row's newest link, so x moves back to
+	 * the last record up to x whose link is in the file; when there is none past the base (a
+	 * run of kept SUBMITTEDs whose rows' later events replaced their links), forward to the
+	 * first one before the oldest kept packet's records, past PRUNE_STEP this once (else the
+	 * retention stopped there for good). */
 	char link_hex[2 * GS_CHAIN_HASH + 1] = "";
-	int rc =
-	        x < start
-	                ? SQLITE_DONE
-	                : sqlite3_prepare_v2(
-	                          a->db,
-	                          "SELECT seq, hash FROM (SELECT seq, hash FROM packet_event_rows"
-	                          " WHERE seq <= ?1 UNION ALL SELECT end_seq AS seq, hash FROM"
-	                          " packets WHERE end_seq <> 0 AND end_seq <= ?1 UNION ALL SELECT"
-	                          " seq, hash FROM moves WHERE seq <= ?1 UNION ALL SELECT seq, hash"
-	                          " FROM errors WHERE seq <= ?1 UNION ALL SELECT seq, hash FROM"
-	                          " notes WHERE seq <= ?1 UNION ALL SELECT seq, hash FROM chain"
-	                          " WHERE seq <= ?1) ORDER BY seq DESC LIMIT 1",
-	                          -1, &s, NULL);
-	if (rc == SQLITE_OK) {
-		sqlite3_bind_int64(s, 1, x);
-		if (sqlite3_step(s) == SQLITE_ROW && sqlite3_column_bytes(s, 1) == GS_CHAIN_HASH) {
-			x = sqlite3_column_int64(s, 0);
-			gs_chain_hex(sqlite3_column_blob(s, 1), link_hex);
-		}
-		sqlite3_finalize(s);
-		if (!link_hex[0] || x <= base)
-			return 0; /* the chain's own records always have a link */
-	} else if (rc != SQLITE_DONE) {
-		return rc;
+	if (x >= start) {
+		int64_t limit = next - 1 < head ? next - 1 : head;
+		int found = linked_record(a, base, x, true, &x, link_hex);
+		if (found == 0 && limit > x)
+			found = linked_record(a, x, limit, false, &x, link_hex);
+		if (found < 0)
+			return SQLITE_ERROR;
+		if (found == 0 || x <= base)
+			return 0;
 	}
 
 	static const char *const steps[] = {
@@ -1283,7 +1301,7 @@ static int prune_step(gsd_audit *a)
 	        "DELETE FROM notes WHERE seq <= ?1",
 	        "DELETE FROM chain WHERE seq <= ?1",
 	};
-	rc = sqlite3_exec(a->db, "SAVEPOINT prune", NULL, NULL, NULL);
+	int rc = sqlite3_exec(a->db, "SAVEPOINT prune", NULL, NULL, NULL);
 	for (size_t i = 0; rc == SQLITE_OK && i < sizeof steps / sizeof steps[0]; i++)
 		rc = exec_bound(a->db, steps[i], x, cut);
 	char objects_hex[2 * GS_CHAIN_HASH + 1];
@@ -1735,7 +1753,11 @@ static void writer_drain(gsd_audit *a, struct node *list, bool on_caller)
 	while (list) {
 		struct node *first = list, *last = list;
 		size_t count = 1;
-		while (count < a->max_batch && last->next) {
+		/* (A packet's records queued together, gsd_audit_group, stay in one batch: its
+		 * row then keeps them.) */
+		while (last->next && (count < a->max_batch ||
+		                      (last->kind == REC_PACKET && last->next->kind == REC_PACKET &&
+		                       last->u.packet.packet == last->next->u.packet.packet))) {
 			last = last->next;
 			count++;
 		}

@@ -1537,6 +1537,57 @@ static void test_retention_of_kept_events(void **state)
 		fail_msg("after a reopen: %s", rep.why);
 }
 
+/* More kept SUBMITTEDs in a row than a retention step takes (PRUNE_STEP, 20,000), each row's
+ * link later replaced by its straight run's end: no record of the first step's range has its
+ * link in the file. The step goes on to the first that has (review of schema 8: retention
+ * stopped there for good). */
+static void test_retention_past_kept_submissions(void **state)
+{
+	struct fixture *fx = *state;
+	tracker_reset();
+	gsd_audit *a = open_audit(fx->path, NULL); /* no retention while they are written */
+	const uint64_t n = 20100;
+	for (uint64_t id = 1; id <= n; id++) {
+		gsd_packet_rec r = packet(id, "alpha", 1, ST_SUBMITTED, 0);
+		r.patch_flags = 0;
+		r.event_ns = r.submitted_ns;
+		gsd_audit_packet(a, &r, NULL, NULL, NULL);
+	}
+	assert_true(wait_acks(flush(a)));
+	for (uint64_t id = 1; id <= n; id++) {
+		gsd_packet_rec r = packet(id, "alpha", 1, ST_READY, 0);
+		gsd_audit_group(a, true); /* one commit for the run, as the daemon does */
+		r.ready_ns = r.event_ns = r.submitted_ns + 1;
+		gsd_audit_packet(a, &r, NULL, NULL, NULL);
+		r.state = ST_RUNNING;
+		r.started_ns = r.event_ns = r.ready_ns + 1;
+		gsd_audit_packet(a, &r, NULL, NULL, NULL);
+		r.state = ST_COMPLETED;
+		r.completed_ns = r.event_ns = r.started_ns + 1;
+		gsd_audit_packet(a, &r, NULL, NULL, NULL);
+		gsd_audit_group(a, false);
+	}
+	/* Then newer packets, the ones retention keeps. */
+	for (uint64_t id = n + 1; id <= n + 20; id++)
+		straight_records(a, id, "alpha", true, NULL, false);
+	assert_true(wait_acks(flush(a)));
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packets WHERE end_seq <> 0"),
+	                 n + 20);
+	gsd_audit_close(a);
+	tracker_reset();
+	gsd_audit_options o = {.retain_packets = 10};
+	a = open_audit(fx->path, &o);
+	uint64_t seq = ++T.issued;
+	gsd_audit_prune(a, on_ack, (void *)(uintptr_t)seq);
+	assert_true(wait_acks(seq));
+	gsd_audit_close(a);
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packets"), 10);
+	gs_chain_report rep = verify_file(fx->path);
+	if (!rep.ok)
+		fail_msg("after retention: %s", rep.why);
+	assert_true(rep.base_seq > 20000);
+}
+
 /* An idle daemon past max_age: the retention removes every record. The next records, after a
  * reopen, still get numbers past the removed ones (review of schema 8: the next number came
  * from the rows left, below the head, and verify failed). */
@@ -3263,6 +3314,7 @@ int main(void)
 	        T_(test_kept_events),
 	        T_(test_retention_of_kept_events),
 	        T_(test_retention_of_everything),
+	        T_(test_retention_past_kept_submissions),
 	        T_(test_upgrade_from_schema_3),
 	        T_(test_upgrade_tenants_from_schema_4),
 	        T_(test_wire_key_kept),
