@@ -123,6 +123,7 @@ struct node {
 	bool failed;     /* SQLite refused this record alone; the rest of its batch committed */
 	bool superseded; /* a later record of the same packet in this batch writes its row */
 	bool fresh;      /* a SUBMITTED record of its packet is this one or earlier in its batch */
+	bool no_keep;    /* its event is a row of packet_event_rows whatever (write_batch) */
 	/* Where its event is kept (schema 8): FOLD_NONE a row of packet_event_rows, else a
 	 * column of its packets row (see fold_straight_run). */
 	enum { FOLD_NONE, FOLD_SUBMITTED, FOLD_READY, FOLD_RUN, FOLD_END } fold;
@@ -770,16 +771,18 @@ static int write_submitted_kept(gsd_audit *a, const struct node *n, chain_out *c
 	chain_end(dp, state);
 	dp = link_kept(a, n, co, r->state, event_time(n), detail_of(n));
 	const struct packet_allocs *l = &n->palloc;
-	for (size_t i = 0; i < l->n; i++) {
-		sqlite3_stmt *ps = a->st[ST_PACKET_ALLOC];
-		PUT_ROW(ps, dp, CI(l->packet), CI(i), CI(l->allocations[i]), CI(l->write[i]));
-		int rc = step_reset(ps);
-		if (rc != SQLITE_OK)
-			return rc;
-	}
+	for (size_t i = 0; i < l->n; i++)
+		PUT_ROW(NULL, dp, CI(l->packet), CI(i), CI(l->allocations[i]), CI(l->write[i]));
 	link_kept_end(dp, co, dp ? state : NULL);
-	if (!n->superseded)
-		return write_kept_row(a, n, n, NULL, co->hash, true);
+	/* Its row first, where it writes it: a row it cannot write leaves no list behind. */
+	int rc = n->superseded ? SQLITE_OK : write_kept_row(a, n, n, NULL, co->hash, true);
+	for (size_t i = 0; rc == SQLITE_OK && i < l->n; i++) {
+		sqlite3_stmt *ps = a->st[ST_PACKET_ALLOC];
+		PUT_ROW(ps, NULL, CI(l->packet), CI(i), CI(l->allocations[i]), CI(l->write[i]));
+		rc = step_reset(ps);
+	}
+	if (rc != SQLITE_OK || !n->superseded)
+		return rc;
 	struct latest_slot *slot = slot_of(a, n);
 	slot->sub = n;
 	memcpy(slot->sub_hash, co->hash, GS_CHAIN_HASH);
@@ -805,8 +808,10 @@ static int write_folded(gsd_audit *a, struct node *n, chain_out *co)
 	const gsd_packet_rec *r = &n->u.packet;
 	if (n->fold == FOLD_READY) {
 		int row = n->fresh ? (slot_of(a, n)->sub ? 0 : 3) : row_of(a, n);
-		if (row < 0)
+		if (row < 0) {
+			unfold(n); /* its RUNNING and COMPLETED become rows, linked as such */
 			return row;
+		}
 		if (row != (n->fresh ? 0 : 1)) {
 			unfold(n);
 			return 0;
@@ -844,7 +849,7 @@ static int write_packet(gsd_audit *a, const struct node *n, chain_out *co)
 		if (rc != 0)
 			return rc < 0 ? -rc : SQLITE_OK;
 	}
-	if (submission_form(n)) {
+	if (!n->no_keep && submission_form(n)) {
 		rc = row_of(a, n);
 		if (rc < 0)
 			return -rc;
@@ -1396,7 +1401,8 @@ static void mark_superseded(gsd_audit *a, struct node *first)
 			n->fresh |= prev->fresh;
 		}
 		*l = (struct latest_slot){n->u.packet.packet, batch, n, -1, prev, NULL, {0}};
-		if (prev2 && fold_straight_run(prev2, prev, n)) {
+		if (prev2 && !prev2->no_keep && !prev->no_keep && !n->no_keep &&
+		    fold_straight_run(prev2, prev, n)) {
 			prev2->fold = FOLD_READY;
 			prev2->fold_end = n;
 			prev->fold = FOLD_RUN;
@@ -1423,8 +1429,20 @@ static bool file_still_there(gsd_audit *a)
 	return same;
 }
 
+/*
+ * Does a refused record n leave a link in the chain without its row: a straight run's end
+ * (its READY and RUNNING are linked), or the record that was to write a row keeping its
+ * SUBMITTED (linked earlier in the batch)?
+ */
+static bool leaves_kept_links(gsd_audit *a, const struct node *n)
+{
+	return n->kind == REC_PACKET && !a->chain_off &&
+	       (n->fold == FOLD_END || (n->fresh && !n->superseded && slot_of(a, n)->sub));
+}
+
 static bool write_batch(gsd_audit *a, struct node *first)
 {
+again:
 	mark_superseded(a, first);
 	/* gsd_audit_commit_here began the first transaction itself. */
 	bool begun = a->txn_open;
@@ -1452,6 +1470,20 @@ static bool write_batch(gsd_audit *a, struct node *first)
 			memcpy(a->chain_head, a->batch_head, GS_CHAIN_HASH);
 			a->chain_head_seq = a->batch_head_seq;
 			return false;
+		}
+		if (leaves_kept_links(a, n)) {
+			/* Its packet's records are written again, as rows (n->no_keep), and the
+			 * batch with them: a link the file does not hold would break the chain. */
+			GSD_WARN("audit: record refused (%s): its packet's batch is written again "
+			         "without keeping its events in its row",
+			         sqlite3_errmsg(a->db));
+			step_reset(a->st[ST_ROLLBACK]);
+			memcpy(a->chain_head, a->batch_head, GS_CHAIN_HASH);
+			a->chain_head_seq = a->batch_head_seq;
+			for (struct node *m = first; m; m = m->next)
+				if (m->kind == REC_PACKET && same_owner(m, n))
+					m->no_keep = true;
+			goto again;
 		}
 		GSD_WARN("audit: record refused: %s", sqlite3_errmsg(a->db));
 		n->failed = true;

@@ -1470,6 +1470,35 @@ static void test_kept_events(void **state)
 	                 query_int(fx->path, "SELECT count(*) FROM packet_events"));
 }
 
+/* A refused record that was to write a row keeping events already linked (a straight run's
+ * end; here its packet has no tenant, which the table refuses): its packet's batch is written
+ * again with those events as rows, so the chain holds every link it made (review of schema
+ * 8: the links stayed in the chain with no row, and verify failed at the next record). The
+ * other packets of the batch keep theirs. */
+static void test_refused_row_keeps_the_chain(void **state)
+{
+	struct fixture *fx = *state;
+	tracker_reset();
+	gsd_audit *a = open_audit(fx->path, NULL);
+	gsd_audit_group(a, true); /* one batch */
+	for (uint64_t id = 1; id <= 5; id++)
+		straight_records(a, id, id == 3 ? NULL : "alpha", true, NULL, false);
+	gsd_audit_note(a, NULL, "after", NULL);
+	gsd_audit_group(a, false);
+	assert_true(wait_acks(flush(a)));
+	gsd_audit_close(a);
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packets WHERE end_seq <> 0"), 4);
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packets WHERE packet = 3"), 0);
+	/* What remains of packet 3 is its event rows, which name a row that is not there: the
+	 * only finding. */
+	gs_chain_report rep = verify_file(fx->path);
+	assert_false(rep.ok);
+	assert_string_equal(rep.bad_table, "packets");
+	assert_int_equal(rep.bad_row, 3);
+	if (!strstr(rep.why, "gone"))
+		fail_msg("not the missing row: %s", rep.why);
+}
+
 /* Retention with rows that keep their events: the removed ones go, the file verifies, and the
  * packet still SUBMITTED keeps its row (its event is in it). */
 static void test_retention_of_kept_events(void **state)
@@ -3312,6 +3341,7 @@ int main(void)
 	        T_(test_chain_across_reopen_and_failure),
 	        T_(test_retention_keeps_verification),
 	        T_(test_kept_events),
+	        T_(test_refused_row_keeps_the_chain),
 	        T_(test_retention_of_kept_events),
 	        T_(test_retention_of_everything),
 	        T_(test_retention_past_kept_submissions),
