@@ -61,9 +61,12 @@
 #include <sodium.h>
 #include <sqlite3.h>
 
-#define GS_CHAIN_HASH   16 /* bytes of a link */
-#define GS_CHAIN_FORMAT 2  /* meta.chain_format */
-#define GS_CHAIN_DIGEST 16 /* bytes of a row digest */
+#define GS_CHAIN_HASH 16 /* bytes of a link */
+/* The newest schema version (meta.schema_version) whose records the verifier knows where to
+ * find: schema/audit.sql's. A newer file is refused, not misread. */
+#define GS_AUDIT_SCHEMA_KNOWN 8
+#define GS_CHAIN_FORMAT       2  /* meta.chain_format */
+#define GS_CHAIN_DIGEST       16 /* bytes of a row digest */
 
 /* DXGK_SUBMITCOMMANDFLAGS.Resubmission: the daemon sets it when a packet runs again, never a
  * client, so a packet's flags as submitted are its row's without it. */

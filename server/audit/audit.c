@@ -38,6 +38,9 @@
 #include "core/log.h"
 #include "core/wire_id.h"
 
+_Static_assert(GSD_AUDIT_SCHEMA_VERSION == GS_AUDIT_SCHEMA_KNOWN,
+               "the verifier (schema/chain.h) must know the schema the daemon writes");
+
 #define DEFAULT_MAX_BATCH 4096
 /*
  * The page size of a file this daemon creates. A commit writes every page it changed to the WAL

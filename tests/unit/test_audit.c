@@ -1453,6 +1453,21 @@ static void test_kept_events(void **state)
 			fail_msg("edit '%s' found at packets row %lld: %s", edits[i].tag,
 			         (long long)rep.bad_row, rep.why);
 	}
+	/* A file of a newer schema is refused, not misread. */
+	{
+		char copy[160], cmd[400];
+		snprintf(copy, sizeof copy, "%s.newer", fx->path);
+		snprintf(cmd, sizeof cmd, "cp '%s' '%s'", fx->path, copy);
+		assert_int_equal(system(cmd), 0);
+		exec_sql(copy, "UPDATE meta SET value = '9' WHERE key = 'schema_version'");
+		sqlite3 *db;
+		assert_int_equal(sqlite3_open_v2(copy, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+		gs_chain_report newer;
+		assert_int_equal(gs_chain_verify(db, &newer), -1);
+		assert_non_null(strstr(newer.why, "schema version 9"));
+		sqlite3_close(db);
+		unlink(copy);
+	}
 	/* Removing a straight packet's row is found too. */
 	rep = tampered(fx->path, "gone", "DELETE FROM packets WHERE packet = 3");
 	assert_false(rep.ok);
