@@ -487,30 +487,6 @@ int gsd_history_events(const char *path, const char *tenant, uint64_t packet, gs
 	return read_events(path, tenant, sql, args, 1, false, 0, out, count, err, errcap);
 }
 
-int gsd_history_events_range(const char *path, const char *tenant, uint64_t after_seq,
-                             uint64_t before_seq, uint32_t limit_in, gsd_event_row **out,
-                             size_t *count, char *err, size_t errcap)
-{
-	/* seq is the rowid of the rows: one range of the table, in order, filtered by the
-	 * packet's tenant (its "+" keeps the planner off the tenant's indexes, which would read
-	 * every packet of the tenant). Kept events: a SUBMITTED by the index on seq; READY, RUNNING
-	 * and COMPLETED by the one on end_seq, which is at most GSD_AUDIT_FOLD_SPAN past theirs. */
-	uint64_t before = before_seq ? before_seq : UINT64_MAX;
-	const uint64_t args[] = {after_seq, before};
-	char sql[4096], kept[512];
-	snprintf(kept, sizeof kept,
-	         "%%1$s > ?2 AND %%1$s < ?3 AND +p.tenant = ?1 AND p.end_seq <> 0"
-	         " AND p.end_seq > ?2 AND p.end_seq < %llu",
-	         (unsigned long long)(before > (uint64_t)INT64_MAX - GSD_AUDIT_FOLD_SPAN
-	                                      ? (uint64_t)INT64_MAX
-	                                      : before + GSD_AUDIT_FOLD_SPAN));
-	events_sql(sql, sizeof sql,
-	           "FROM packet_event_rows e JOIN packets p ON p.packet = e.packet"
-	           " WHERE e.seq > ?2 AND e.seq < ?3 AND +p.tenant = ?1",
-	           "%1$s > ?2 AND %1$s < ?3 AND +p.tenant = ?1", kept, 4);
-	return read_events(path, tenant, sql, args, 2, true, limit_in, out, count, err, errcap);
-}
-
 /* The newest seq of a packet event in the file (0: none): of the rows, and of the events
  * packets rows keep (each newest through its index). */
 static uint64_t newest_event_seq(const char *path)
@@ -533,35 +509,39 @@ static uint64_t newest_event_seq(const char *path)
 	return seq;
 }
 
-int gsd_history_events_window(const char *path, const char *tenant, uint64_t after_seq,
-                              uint64_t since_ns, uint64_t until_ns, uint32_t limit_in,
-                              gsd_event_row **out, size_t *count, char *err, size_t errcap)
+/*
+ * The tenant's packet events with seq in (after, before), of packets submitted in [since,
+ * until), in seq order, at most limit_in (clamped as every history read). Each part is read
+ * through its index from `after` on: the rows by their seq (the rowid), a kept SUBMITTED by
+ * packets_seq, a kept READY, RUNNING and COMPLETED by packets_end_seq (at most
+ * GSD_AUDIT_FOLD_SPAN past theirs). The "+" before the tenant and time columns keeps the
+ * planner off the tenant's indexes, which would read every packet of the tenant or window.
+ * Read in seq ranges that grow until the page is full, `before` or the file's newest event is
+ * passed: a page costs the records of its range (a timeline of 200,000 packets read every
+ * packet of its window for each page of 1,000: 41 s, and 13 s before schema 8; 7 s so).
+ */
+static int events_by_seq(const char *path, const char *tenant, uint64_t after, uint64_t before,
+                         uint64_t since, uint64_t until, uint32_t limit_in, gsd_event_row **out,
+                         size_t *count, char *err, size_t errcap)
 {
-	/*
-	 * The events after after_seq of the packets submitted in [since, until), in seq order.
-	 * Read as the seq range reads (each part through its index, from after_seq on), in ranges
-	 * that grow until the page is full or the file's newest event is passed: a page costs the
-	 * records of its range, not every packet of the window (a timeline of 200,000 packets read
-	 * them all for each page of 1,000: 41 s, and 13 s before schema 8). The "+" before the
-	 * tenant and time columns keeps the planner on the seq indexes.
-	 */
 	uint32_t want = limit_in ? limit_in : HISTORY_DEFAULT_LIMIT;
 	if (want > HISTORY_MAX_LIMIT)
 		want = HISTORY_MAX_LIMIT;
 	uint64_t newest = newest_event_seq(path);
 	uint64_t span = (uint64_t)want * 16;
 	for (;;) {
-		uint64_t hi = after_seq >= UINT64_MAX - span ? UINT64_MAX : after_seq + span + 1;
-		const uint64_t args[] = {after_seq, hi, since_ns, until_ns ? until_ns : UINT64_MAX};
+		uint64_t hi = after >= UINT64_MAX - span ? UINT64_MAX : after + span + 1;
+		if (hi > before)
+			hi = before;
+		const uint64_t args[] = {after, hi, since, until};
 		char sql[4096], kept[512];
-		snprintf(
-		        kept, sizeof kept,
-		        "%%1$s > ?2 AND %%1$s < ?3 AND +p.tenant = ?1 AND +p.submitted_ns >= ?4 AND"
-		        " +p.submitted_ns < ?5 AND p.end_seq <> 0 AND p.end_seq > ?2 AND"
-		        " p.end_seq < %llu",
-		        (unsigned long long)(hi > (uint64_t)INT64_MAX - GSD_AUDIT_FOLD_SPAN
-		                                     ? (uint64_t)INT64_MAX
-		                                     : hi + GSD_AUDIT_FOLD_SPAN));
+		snprintf(kept, sizeof kept,
+		         "%%1$s > ?2 AND %%1$s < ?3 AND +p.tenant = ?1 AND +p.submitted_ns >= ?4"
+		         " AND +p.submitted_ns < ?5 AND p.end_seq <> 0 AND p.end_seq > ?2 AND"
+		         " p.end_seq < %llu",
+		         (unsigned long long)(hi > (uint64_t)INT64_MAX - GSD_AUDIT_FOLD_SPAN
+		                                      ? (uint64_t)INT64_MAX
+		                                      : hi + GSD_AUDIT_FOLD_SPAN));
 		events_sql(sql, sizeof sql,
 		           "FROM packet_event_rows e JOIN packets p ON p.packet = e.packet"
 		           " WHERE e.seq > ?2 AND e.seq < ?3 AND +p.tenant = ?1"
@@ -571,13 +551,29 @@ int gsd_history_events_window(const char *path, const char *tenant, uint64_t aft
 		           kept, 6);
 		int rc = read_events(path, tenant, sql, args, 4, true, want, out, count, err,
 		                     errcap);
-		if (rc != 0 || *count >= want || hi > newest || hi == UINT64_MAX)
+		if (rc != 0 || *count >= want || hi >= before || hi > newest || hi == UINT64_MAX)
 			return rc;
 		free(*out);
 		*out = NULL;
 		*count = 0;
 		span = span > UINT64_MAX / 4 ? UINT64_MAX : span * 4;
 	}
+}
+
+int gsd_history_events_range(const char *path, const char *tenant, uint64_t after_seq,
+                             uint64_t before_seq, uint32_t limit_in, gsd_event_row **out,
+                             size_t *count, char *err, size_t errcap)
+{
+	return events_by_seq(path, tenant, after_seq, before_seq ? before_seq : UINT64_MAX, 0,
+	                     UINT64_MAX, limit_in, out, count, err, errcap);
+}
+
+int gsd_history_events_window(const char *path, const char *tenant, uint64_t after_seq,
+                              uint64_t since_ns, uint64_t until_ns, uint32_t limit_in,
+                              gsd_event_row **out, size_t *count, char *err, size_t errcap)
+{
+	return events_by_seq(path, tenant, after_seq, UINT64_MAX, since_ns,
+	                     until_ns ? until_ns : UINT64_MAX, limit_in, out, count, err, errcap);
 }
 
 int gsd_history_packet(const char *path, const char *tenant, uint64_t packet, gsd_packet_rec *out,

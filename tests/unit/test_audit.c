@@ -1421,6 +1421,18 @@ static void test_kept_events(void **state)
 	assert_int_equal(gsd_history_events(fx->path, "beta", 8, &ev, &n, err, sizeof err), 0);
 	assert_int_equal(n, 1);
 	free(ev);
+	/* A page of one: the seq ranges read grow past the other tenant's events to it. */
+	assert_int_equal(
+	        gsd_history_events_range(fx->path, "beta", 0, 0, 1, &ev, &n, err, sizeof err), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(ev[0].packet, 8);
+	free(ev);
+	assert_int_equal(
+	        gsd_history_events_window(fx->path, "beta", 0, 0, 0, 1, &ev, &n, err, sizeof err),
+	        0);
+	assert_int_equal(n, 1);
+	assert_int_equal(ev[0].packet, 8);
+	free(ev);
 
 	/* Every kept column is covered: an edit is found at the packet's row. */
 	static const struct {
