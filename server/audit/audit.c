@@ -131,7 +131,6 @@ struct node {
 	 * column of its packets row (see fold_straight_run). */
 	enum { FOLD_NONE, FOLD_SUBMITTED, FOLD_READY, FOLD_RUN, FOLD_END } fold;
 	struct node *fold_ready, *fold_run; /* FOLD_END: the READY and RUNNING it keeps */
-	struct node *fold_end;              /* FOLD_READY: the COMPLETED that keeps it */
 	uint64_t time_ns;
 	uint64_t seq; /* the audit sequence number of the row it appends; 0 = appends none */
 	gsd_audit_ack_fn ack;
@@ -702,19 +701,6 @@ static void link_kept_end(gs_chain_row *dp, chain_out *co, const uint8_t *state)
 		memset(co->hash, 0, sizeof co->hash);
 }
 
-/* Is there a packets row of n's packet: 0 none, 1 n's tenant's, 2 another's; or an SQLite
- * error (negative). */
-static int row_of(gsd_audit *a, const struct node *n)
-{
-	sqlite3_stmt *s = a->st[ST_OWNER];
-	gsd_audit_bind_u64(s, 1, n->u.packet.packet);
-	bind_str(s, 2, n->tenant, n->nulls & NULL_TENANT);
-	int rc = sqlite3_step(s);
-	int found = rc == SQLITE_ROW ? (sqlite3_column_int(s, 0) ? 1 : 2) : 0;
-	sqlite3_reset(s);
-	return rc == SQLITE_ROW || rc == SQLITE_DONE ? found : -rc;
-}
-
 /* A SUBMITTED record as a new packet's row has it: nothing but its submission yet (so the
  * verifier can rebuild the state it left from any later row: schema/chain.h). */
 static bool submission_form(const struct node *n)
@@ -743,20 +729,33 @@ static void bind_kept(sqlite3_stmt *s, const struct node *sub, const struct node
 		sqlite3_bind_null(s, 29);
 }
 
-/* Writes n's packets row with the events it keeps: a new row (ST_PACKET_NEW) or, for a
- * straight run's end, the existing one (ST_PACKET_END). */
-static int write_kept_row(gsd_audit *a, const struct node *n, const struct node *sub,
-                          const struct node *end, const uint8_t *hash, bool fresh)
+/* Binds n's packets row to s (NULL: none) and feeds its columns to d (NULL: not chained);
+ * with_id, its client id too (parameter 22: outside the chain's digest, it follows from the
+ * packet's number and the file's key). */
+static void put_packet_row(gsd_audit *a, sqlite3_stmt *s, const struct node *n, gs_chain_row *d,
+                           bool with_id)
 {
-	sqlite3_stmt *s = a->st[fresh ? ST_PACKET_NEW : ST_PACKET_END];
 	col c[PACKET_COLS];
 	packet_cols(n, c);
-	put_row(s, NULL, c, PACKET_COLS);
-	sqlite3_bind_int64(s, 22, (sqlite3_int64)gsd_wire_packet_out(&a->wire, n->u.packet.packet));
+	put_row(s, d, c, PACKET_COLS);
+	if (s && with_id)
+		sqlite3_bind_int64(
+		        s, 22, (sqlite3_int64)gsd_wire_packet_out(&a->wire, n->u.packet.packet));
+}
+
+/*
+ * Writes the packets row bound to s (put_packet_row) with the events it keeps: a new row
+ * (ST_PACKET_NEW) or a straight run's end in the existing one (ST_PACKET_END). A row already
+ * there to insert, or none (of n's tenant) to update, is SQLITE_CONSTRAINT: write_batch then
+ * writes the packet's records as rows (leaves_kept_links).
+ */
+static int write_kept_row(gsd_audit *a, sqlite3_stmt *s, const struct node *sub,
+                          const struct node *end, const uint8_t *hash)
+{
 	bind_kept(s, sub, end, hash, a->chain_off);
 	int rc = step_reset(s);
 	if (rc == SQLITE_OK && sqlite3_changes(a->db) != 1)
-		rc = SQLITE_CONSTRAINT; /* checked before: not reached */
+		rc = SQLITE_CONSTRAINT;
 	return rc;
 }
 
@@ -768,9 +767,8 @@ static int write_submitted_kept(gsd_audit *a, const struct node *n, chain_out *c
 	const gsd_packet_rec *r = &n->u.packet;
 	uint8_t state[GS_CHAIN_DIGEST];
 	gs_chain_row d, *dp = chain_begin(a, &d, GS_CHAIN_PACKET);
-	col c[PACKET_COLS];
-	packet_cols(n, c);
-	put_row(NULL, dp, c, PACKET_COLS);
+	sqlite3_stmt *s = n->superseded ? NULL : a->st[ST_PACKET_NEW];
+	put_packet_row(a, s, n, dp, true);
 	chain_end(dp, state);
 	dp = link_kept(a, n, co, r->state, event_time(n), detail_of(n));
 	const struct packet_allocs *l = &n->palloc;
@@ -778,7 +776,7 @@ static int write_submitted_kept(gsd_audit *a, const struct node *n, chain_out *c
 		PUT_ROW(NULL, dp, CI(l->packet), CI(i), CI(l->allocations[i]), CI(l->write[i]));
 	link_kept_end(dp, co, dp ? state : NULL);
 	/* Its row first, where it writes it: a row it cannot write leaves no list behind. */
-	int rc = n->superseded ? SQLITE_OK : write_kept_row(a, n, n, NULL, co->hash, true);
+	int rc = s ? write_kept_row(a, s, n, NULL, co->hash) : SQLITE_OK;
 	for (size_t i = 0; rc == SQLITE_OK && i < l->n; i++) {
 		sqlite3_stmt *ps = a->st[ST_PACKET_ALLOC];
 		PUT_ROW(ps, NULL, CI(l->packet), CI(i), CI(l->allocations[i]), CI(l->write[i]));
@@ -792,52 +790,24 @@ static int write_submitted_kept(gsd_audit *a, const struct node *n, chain_out *c
 	return SQLITE_OK;
 }
 
-/* Undoes a straight run's folding (its row cannot take it): its records become rows. */
-static void unfold(struct node *ready)
-{
-	struct node *end = ready->fold_end;
-	ready->fold = FOLD_NONE;
-	end->fold_run->fold = FOLD_NONE;
-	end->fold = FOLD_NONE;
-	end->fold_ready = end->fold_run = NULL;
-	ready->fold_end = NULL;
-}
-
-/* The READY, RUNNING and COMPLETED of a straight run, kept in the packet's row. The READY
- * checks first that the row can take them: made in this batch with its SUBMITTED kept, or
- * there and the tenant's. Returns 1 when n was written so, 0 when it is a row after all. */
-static int write_folded(gsd_audit *a, struct node *n, chain_out *co)
+/* The READY, RUNNING and COMPLETED of a straight run, kept in the packet's row, which the
+ * COMPLETED writes: new in this batch (with its SUBMITTED when that is kept), or there. */
+static int write_folded(gsd_audit *a, const struct node *n, chain_out *co)
 {
 	const gsd_packet_rec *r = &n->u.packet;
-	if (n->fold == FOLD_READY) {
-		int row = n->fresh ? (slot_of(a, n)->sub ? 0 : 3) : row_of(a, n);
-		if (row < 0) {
-			unfold(n); /* its RUNNING and COMPLETED become rows, linked as such */
-			return row;
-		}
-		if (row != (n->fresh ? 0 : 1)) {
-			unfold(n);
-			return 0;
-		}
+	if (n->fold != FOLD_END) {
 		link_kept_end(link_kept(a, n, co, r->state, event_time(n), detail_of(n)), co, NULL);
-		return 1;
+		return SQLITE_OK;
 	}
-	if (n->fold == FOLD_RUN) {
-		link_kept_end(link_kept(a, n, co, r->state, event_time(n), NULL), co, NULL);
-		return 1;
-	}
-	/* FOLD_END: the row as it ends is the state its link covers. */
+	/* The row as it ends is the state its link covers. */
 	uint8_t state[GS_CHAIN_DIGEST];
 	gs_chain_row d, *dp = chain_begin(a, &d, GS_CHAIN_PACKET);
-	col c[PACKET_COLS];
-	packet_cols(n, c);
-	put_row(NULL, dp, c, PACKET_COLS);
+	sqlite3_stmt *s = a->st[n->fresh ? ST_PACKET_NEW : ST_PACKET_END];
+	put_packet_row(a, s, n, dp, true);
 	chain_end(dp, state);
 	link_kept_end(link_kept(a, n, co, r->state, event_time(n), NULL), co,
 	              a->chain_off ? NULL : state);
-	const struct node *sub = n->fresh ? slot_of(a, n)->sub : NULL;
-	int rc = write_kept_row(a, n, sub, n, co->hash, n->fresh);
-	return rc == SQLITE_OK ? 1 : -rc;
+	return write_kept_row(a, s, n->fresh ? slot_of(a, n)->sub : NULL, n, co->hash);
 }
 
 static int write_packet(gsd_audit *a, const struct node *n, chain_out *co)
@@ -847,19 +817,11 @@ static int write_packet(gsd_audit *a, const struct node *n, chain_out *co)
 	gs_chain_row d, *dp;
 	int rc;
 
-	if (n->fold != FOLD_NONE) {
-		rc = write_folded(a, (struct node *)n, co);
-		if (rc != 0)
-			return rc < 0 ? -rc : SQLITE_OK;
-	}
+	if (n->fold != FOLD_NONE)
+		return write_folded(a, n, co);
 	if (!n->no_keep && submission_form(n)) {
-		rc = row_of(a, n);
-		if (rc < 0)
-			return -rc;
-		if (rc == 0) {
-			((struct node *)n)->fold = FOLD_SUBMITTED;
-			return write_submitted_kept(a, n, co);
-		}
+		((struct node *)n)->fold = FOLD_SUBMITTED;
+		return write_submitted_kept(a, n, co);
 	}
 
 	/* Only the last record of the packet in this batch writes the row and keeps its digest:
@@ -869,12 +831,11 @@ static int write_packet(gsd_audit *a, const struct node *n, chain_out *co)
 	if (sub) {
 		/* Its row is new in this batch and keeps its SUBMITTED event. */
 		dp = chain_begin(a, &d, GS_CHAIN_PACKET);
-		col c[PACKET_COLS];
-		packet_cols(n, c);
-		put_row(NULL, dp, c, PACKET_COLS);
+		s = a->st[ST_PACKET_NEW];
+		put_packet_row(a, s, n, dp, true);
 		chain_end(dp, co->state);
 		co->has_state = dp != NULL;
-		rc = write_kept_row(a, n, sub, NULL, slot_of(a, n)->sub_hash, true);
+		rc = write_kept_row(a, s, sub, NULL, slot_of(a, n)->sub_hash);
 	} else if (!n->superseded) {
 		/* A packet submitted in this batch makes its row; a later record updates it in
 		 * place (and falls back to the upsert when that finds nothing to update). */
@@ -883,17 +844,9 @@ static int write_packet(gsd_audit *a, const struct node *n, chain_out *co)
 			s = a->st[ST_PACKET_STATE];
 		dp = chain_begin(a, &d, GS_CHAIN_PACKET);
 		for (;;) {
-			col c[PACKET_COLS];
-			packet_cols(n, c);
-			put_row(s, dp, c, PACKET_COLS);
+			put_packet_row(a, s, n, dp, !update);
 			chain_end(dp, co->state);
 			co->has_state = dp != NULL;
-			/* The client's id of the packet: a column of its own, outside the chain's
-			 * digest (it follows from the packet's number and the file's key). */
-			if (!update)
-				sqlite3_bind_int64(
-				        s, 22,
-				        (sqlite3_int64)gsd_wire_packet_out(&a->wire, r->packet));
 			rc = step_reset(s);
 			if (!update || rc != SQLITE_OK || sqlite3_changes(a->db) > 0)
 				break;
@@ -1395,7 +1348,7 @@ static void mark_superseded(gsd_audit *a, struct node *first)
 		struct latest_slot *l = slot_of(a, n);
 		n->fresh = n->u.packet.state == GPUSCHED__V1__PACKET_STATE__PACKET_STATE_SUBMITTED;
 		n->fold = FOLD_NONE;
-		n->fold_ready = n->fold_run = n->fold_end = NULL;
+		n->fold_ready = n->fold_run = NULL;
 		struct node *prev = NULL, *prev2 = NULL;
 		if (l->batch == batch) {
 			prev = (struct node *)l->node;
@@ -1407,7 +1360,6 @@ static void mark_superseded(gsd_audit *a, struct node *first)
 		if (prev2 && !prev2->no_keep && !prev->no_keep && !n->no_keep &&
 		    fold_straight_run(prev2, prev, n)) {
 			prev2->fold = FOLD_READY;
-			prev2->fold_end = n;
 			prev->fold = FOLD_RUN;
 			n->fold = FOLD_END;
 			n->fold_ready = prev2;
@@ -1433,14 +1385,16 @@ static bool file_still_there(gsd_audit *a)
 }
 
 /*
- * Does a refused record n leave a link in the chain without its row: a straight run's end
- * (its READY and RUNNING are linked), or the record that was to write a row keeping its
- * SUBMITTED (linked earlier in the batch)?
+ * Was a refused record n to keep events in its packets row: a straight run's end (its READY
+ * and RUNNING are linked: the chain would hold links without a row), the record that was to
+ * write a row keeping its SUBMITTED (linked earlier in the batch), or a kept SUBMITTED (its
+ * packet has a row already: as a row, it takes the upsert every record had before schema 8)?
+ * Its packet's records are then written again as rows.
  */
 static bool leaves_kept_links(gsd_audit *a, const struct node *n)
 {
-	return n->kind == REC_PACKET && !a->chain_off &&
-	       (n->fold == FOLD_END || (n->fresh && !n->superseded && slot_of(a, n)->sub));
+	return n->kind == REC_PACKET && (n->fold == FOLD_END || n->fold == FOLD_SUBMITTED ||
+	                                 (n->fresh && !n->superseded && slot_of(a, n)->sub));
 }
 
 static bool write_batch(gsd_audit *a, struct node *first)
@@ -1475,11 +1429,11 @@ again:
 			return false;
 		}
 		if (leaves_kept_links(a, n)) {
-			/* Its packet's records are written again, as rows (n->no_keep), and the
-			 * batch with them: a link the file does not hold would break the chain. */
-			GSD_WARN("audit: record refused (%s): its packet's batch is written again "
-			         "without keeping its events in its row",
-			         sqlite3_errmsg(a->db));
+			/* Its packet's records are written again, as rows (no_keep), and the batch
+			 * with them: a link the file does not hold would break the chain. */
+			GSD_DEBUG("audit: a packet's row could not keep its events (%s): its "
+			          "batch is written again with them as rows",
+			          sqlite3_errmsg(a->db));
 			step_reset(a->st[ST_ROLLBACK]);
 			memcpy(a->chain_head, a->batch_head, GS_CHAIN_HASH);
 			a->chain_head_seq = a->batch_head_seq;

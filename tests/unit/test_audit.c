@@ -1526,6 +1526,44 @@ static void test_refused_row_keeps_the_chain(void **state)
 		fail_msg("not the missing row: %s", rep.why);
 }
 
+/* A SUBMITTED that would be kept names a packet whose row is there: another tenant's (refused,
+ * the row untouched) or its own (written as a row, as before schema 8). No check reads the
+ * row first: the insert's conflict sends the packet's records to rows. */
+static void test_kept_submitted_over_a_row(void **state)
+{
+	struct fixture *fx = *state;
+	tracker_reset();
+	gsd_audit *a = open_audit(fx->path, NULL);
+	straight_records(a, 1, "alpha", true, NULL, true);
+	gsd_packet_rec r = packet(2, "alpha", 1, ST_SUBMITTED, 0); /* no allocation list */
+	r.patch_flags = 0;
+	r.event_ns = r.submitted_ns;
+	queue(a, &r, NULL);
+	assert_true(wait_acks(flush(a)));
+	assert_int_equal(query_int(fx->path, "SELECT seq <> 0 FROM packets WHERE packet = 2"), 1);
+	r = packet(1, "beta", 1, ST_SUBMITTED, 0);
+	r.patch_flags = 0;
+	r.event_ns = r.submitted_ns;
+	queue(a, &r, NULL); /* another tenant's packet: refused */
+	r = packet(2, "alpha", 1, ST_SUBMITTED, 0);
+	r.patch_flags = 0;
+	r.event_ns = r.submitted_ns;
+	queue(a, &r, NULL); /* its own row again: an event row */
+	assert_true(wait_acks(flush(a)));
+	assert_int_equal(T.failed, 1);
+	gsd_audit_close(a);
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packets WHERE packet = 1 AND"
+	                                     " tenant = 'alpha' AND state = 4 AND end_seq <> 0"),
+	                 1);
+	assert_int_equal(query_int(fx->path, "SELECT state FROM packets WHERE packet = 2"), 1);
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packet_event_rows WHERE"
+	                                     " packet = 2 AND state = 1"),
+	                 1);
+	gs_chain_report rep = verify_file(fx->path);
+	if (!rep.ok)
+		fail_msg("does not verify: %s", rep.why);
+}
+
 /* Retention with rows that keep their events: the removed ones go, the file verifies, and the
  * packet still SUBMITTED keeps its row (its event is in it). */
 static void test_retention_of_kept_events(void **state)
@@ -3369,6 +3407,7 @@ int main(void)
 	        T_(test_retention_keeps_verification),
 	        T_(test_kept_events),
 	        T_(test_refused_row_keeps_the_chain),
+	        T_(test_kept_submitted_over_a_row),
 	        T_(test_retention_of_kept_events),
 	        T_(test_retention_of_everything),
 	        T_(test_retention_past_kept_submissions),
