@@ -8,9 +8,6 @@
 #ifndef GSD_VIDSCH_INTERNAL_H
 #define GSD_VIDSCH_INTERNAL_H
 
-/* fixed_share: a tenant's part is counted over periods of this many time slices. */
-#define GSD_FIXED_PERIOD_SLICES 10u
-
 #include "vidsch/vidsch.h"
 
 #include "engine/engine.h"

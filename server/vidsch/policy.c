@@ -154,6 +154,14 @@ bool gsd_policy_time_sliced(uint32_t priority_class)
 	return priority_class < GS_PRIORITY_CLASS_REALTIME;
 }
 
+gsd_sched_params gsd_policy_params(uint32_t slice_us, uint32_t starvation_ms, bool fixed_shares)
+{
+	uint64_t slice = (uint64_t)slice_us * 1000u;
+	return (gsd_sched_params){.quantum_ns = slice,
+	                          .starvation_ns = (uint64_t)starvation_ms * 1000000u,
+	                          .period_ns = fixed_shares ? slice * GSD_FIXED_PERIOD_SLICES : 0};
+}
+
 int gsd_policy_enqueue(gsd_sched_queue *q, gsd_sched_entity *e, uint64_t now)
 {
 	e->rq.band = gsd_policy_band(e);

@@ -101,6 +101,14 @@ typedef struct gsd_sched_params {
 	uint64_t period_ns; /* fixed shares: the accounting period; 0: work conserving */
 } gsd_sched_params;
 
+/* fixed_share: a tenant's part is counted over periods of this many time slices. */
+#define GSD_FIXED_PERIOD_SLICES 10u
+
+/* A node's parameters: a time slice of slice_us, the starvation limit, and with fixed shares
+ * the accounting period of GSD_FIXED_PERIOD_SLICES slices (the daemon's adapters and
+ * gpusched-sim's both come from here). */
+gsd_sched_params gsd_policy_params(uint32_t slice_us, uint32_t starvation_ms, bool fixed_shares);
+
 void gsd_policy_queue_init(gsd_sched_queue *q);
 void gsd_policy_queue_fini(gsd_sched_queue *q);
 void gsd_policy_entity_init(gsd_sched_entity *e, uint32_t priority_class, int32_t priority,

@@ -35,13 +35,8 @@
 gsd_sched_params gsd_vidsch_params(const gsd_daemon *d, const gsd_adapter *a)
 {
 	uint32_t slice = a && a->cfg->time_slice_us ? a->cfg->time_slice_us : d->cfg.quantum_us;
-	/* fixed_share: each tenant's part is counted over periods of FIXED_PERIOD_SLICES time
-	 * slices. */
-	bool fixed = a && a->cfg->share_policy == GSD_SHARE_FIXED;
-	return (gsd_sched_params){
-	        .quantum_ns = (uint64_t)slice * 1000u,
-	        .starvation_ns = (uint64_t)d->cfg.starvation_ms * 1000000u,
-	        .period_ns = fixed ? (uint64_t)slice * 1000u * GSD_FIXED_PERIOD_SLICES : 0};
+	return gsd_policy_params(slice, d->cfg.starvation_ms,
+	                         a && a->cfg->share_policy == GSD_SHARE_FIXED);
 }
 
 /* ---- the packet's SIGNAL commands ---- */
