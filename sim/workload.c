@@ -8,6 +8,7 @@
 #include "wddm.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <jansson.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -455,15 +456,17 @@ int sim_workload_load(const char *what, sim_workload *w, char *err, size_t cap)
 	}
 	/* A workload is a few kilobytes; refuse anything absurd before reading it. */
 	char *buf = malloc(1u << 20);
+	errno = 0;
 	size_t n = buf ? fread(buf, 1, (1u << 20) - 1, f) : 0;
 	bool more = buf && !feof(f) && fgetc(f) != EOF;
+	int read_errno = errno;
 	bool failed = ferror(f);
 	fclose(f);
 	int rc = -1;
 	if (!buf)
 		snprintf(err, cap, "%s: out of memory", what);
 	else if (failed)
-		snprintf(err, cap, "%s: read error", what);
+		snprintf(err, cap, "%s: cannot read it: %s", what, strerror(read_errno));
 	else if (more)
 		snprintf(err, cap, "%s: larger than 1 MiB: not a workload", what);
 	else if (memchr(buf, 0, n))

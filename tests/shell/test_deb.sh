@@ -46,11 +46,12 @@ dpkg-deb -f "$deb" Depends | grep -q 'adduser' || fail "Depends lacks adduser"
 # ---- install ----
 dpkg -i "$deb" >"$dir/dpkg.log" 2>&1 || fail "dpkg -i: $(cat "$dir/dpkg.log")"
 dpkg -L gpusched >"$dir/files"
-for f in /usr/bin/gpuschedd /usr/bin/gpusched /usr/bin/gpusched-relay \
+for f in /usr/bin/gpuschedd /usr/bin/gpusched /usr/bin/gpusched-relay /usr/bin/gpusched-sim \
 	/usr/include/gpusched/gpusched.h /usr/include/gpusched/wddm.h \
 	/usr/share/gpusched/audit.sql /etc/gpusched/gpuschedd.json \
 	/usr/lib/systemd/system/gpuschedd.service /usr/lib/systemd/system/gpusched-relay.service \
-	/usr/share/man/man8/gpuschedd.8 /usr/share/man/man1/gpusched.1; do
+	/usr/share/man/man8/gpuschedd.8 /usr/share/man/man1/gpusched.1 \
+	/usr/share/man/man1/gpusched-sim.1; do
 	grep -qx "$f\(.gz\)\?" "$dir/files" || [ -e "$f" ] || [ -e "$f.gz" ] || fail "not installed: $f"
 done
 ls /usr/lib/*/libgpusched.so.0 >/dev/null 2>&1 || fail "libgpusched.so.0 is not installed"
