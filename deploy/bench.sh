@@ -16,6 +16,8 @@
 #   8  bench_kernels         users' kernels on lavapipe: matmul GPU time, an empty dispatch's round
 #                            trip, kernel create cached vs not, each against plain Vulkan
 #   9  bench_python.py       the Python package vs the C library, unbatched and pipelined (futures)
+#  10  gpusched-sim          200 adapters x 2,000 tenants x 10 simulated minutes: simulated time
+#                            per wall second and peak RSS (target: under 5 minutes of wall time)
 #
 # Set SKIP_SETUP=1 to skip installing packages.
 set -euo pipefail
@@ -26,7 +28,8 @@ cd "$(dirname "$0")/.."
 out=${1:-build-rel/bench.json}
 cmake -S . -B build-rel -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build-rel -j"$(nproc)" --target gpuschedd bench_submit bench_async bench_batch \
-	bench_audit bench_rss bench_sched_decision bench_kernels gpusched gpusched_shared >/dev/null
+	bench_audit bench_rss bench_sched_decision bench_kernels gpusched gpusched_shared \
+	gpusched-sim >/dev/null
 mkdir -p "$(dirname "$out")"
 : >"$out"
 
@@ -58,6 +61,15 @@ run "8. users' kernels vs plain Vulkan on the same device (targets: matmul GPU t
 	$bin/bench_kernels
 run "9. the Python package vs the C library on one daemon (targets: unbatched >= 0.8, pipelined with futures >= 0.7)" \
 	python3 tests/bench/bench_python.py --bin $bin
+
+echo
+echo "== 10. capacity simulation: 200 adapters x 2,000 tenants x 10 simulated minutes, preset mixed (target: under 300 s of wall time)"
+sim_json=$(dirname "$out")/sim.json
+$bin/gpusched-sim --adapters 200 --tenants 2000 --duration 10m --quiet --json >"$sim_json"
+jq -r '"wall \(.run.wall_s | . * 10 | round / 10) s (target < 300 s), simulated/wall \(.run.simulated_per_wall | . * 10 | round / 10), \(.run.events_per_s / 1e6 | . * 100 | round / 100) M events/s, peak RSS \(.run.peak_rss_bytes / 1048576 | round) MiB; utilisation \(.engines.utilisation_mean * 1000 | round / 10)%, queue wait p99 \(.queue_wait_ms.p99) ms, Jain \(.fairness.jain)"' "$sim_json"
+jq -c '{benchmark: "gpusched-sim", adapters, tenants, duration_s, wall_s: .run.wall_s,
+	simulated_per_wall: .run.simulated_per_wall, events_per_s: .run.events_per_s,
+	peak_rss_bytes: .run.peak_rss_bytes, target_wall_s: 300}' "$sim_json" >>"$out"
 
 echo
 echo "every figure: $out ($(wc -l <"$out") JSON objects)"
