@@ -1147,6 +1147,72 @@ void gs_tenant_list_free(gs_tenant *tenants, size_t count);
 int gs_guest_release(gs_client *c, uint64_t guest, uint32_t *devices);
 int gs_guest_release_all(gs_client *c, uint32_t *devices);
 
+/* ---------------------------------------------------------------------------------------- */
+/* Several daemons as one (docs/hosts.md)                                                    */
+/* ---------------------------------------------------------------------------------------- */
+
+#define GS_MAX_HOSTS 64
+
+/*
+ * Splits a list of daemon URLs, separated by commas or white space (the form $GPUSCHED_URL may
+ * take: "ipc:///run/a.sock,tcp://10.0.0.2:7700"), in place: list is modified and urls[i]
+ * point into it. Returns how many (1 for a plain URL), or GS_ERR_INVALID when the list holds
+ * none or more than cap.
+ */
+int gs_url_list_split(char *list, const char **urls, size_t cap);
+
+/* Daemons on several hosts, each with its own client. */
+typedef struct gs_hosts gs_hosts;
+
+/*
+ * Connects to every URL at once, each with opts' token, TLS files, timeout and adapter (opts
+ * may be NULL: gs_connect_ex's defaults; its url is not read). A host that cannot be reached
+ * is kept, down, with the reason (gs_hosts_error), and left out of every call below. Returns
+ * 0 when at least one host is up, GS_ERR_TRANSPORT when none is (*out is set either way, so
+ * that the reasons can be read: close it), GS_ERR_INVALID (count 0 or above GS_MAX_HOSTS, a
+ * NULL URL) or GS_ERR_NOMEM.
+ */
+int gs_hosts_connect(const char *const *urls, size_t count, const gs_connect_options *opts,
+                     gs_hosts **out);
+void gs_hosts_close(gs_hosts *h);
+size_t gs_hosts_count(const gs_hosts *h);
+const char *gs_hosts_url(const gs_hosts *h, size_t host);
+/* Host `host`'s client, or NULL while it is down. Calls on it are the caller's (one thread at
+ * a time per client, as always). */
+gs_client *gs_hosts_client(const gs_hosts *h, size_t host);
+/* Why host `host` is down, or why it failed in the last gs_hosts_ call; "" when it did not. */
+const char *gs_hosts_error(const gs_hosts *h, size_t host);
+/* Marks a host down with a reason (a caller's own call on its client failed). */
+void gs_hosts_set_down(gs_hosts *h, size_t host, const char *why);
+
+/*
+ * The packet history of every host that is up, merged into one list in the filter's order by
+ * submitted_ns (hosts' ties in host order), at most filter->limit (0: 100; at most 10000)
+ * packets: exactly the first packets of the union of the hosts' histories, fetched from all
+ * hosts at once, in pages sized so that usually each host sends about limit / hosts of them.
+ * (*hosts)[i] is the host of (*records)[i]. A packet id is its host's: the cursors
+ * before_packet and after_packet are GS_ERR_INVALID here (page by time with since_ns and
+ * until_ns). A host whose call fails is left out of the result and keeps the reason
+ * (gs_hosts_error). Returns 0 when at least one host answered, else the first host's error.
+ * Release with gs_hosts_history_free.
+ */
+int gs_hosts_history(gs_hosts *h, const gs_history_filter *filter, gs_packet_record **records,
+                     uint32_t **hosts, size_t *count);
+void gs_hosts_history_free(gs_packet_record *records, uint32_t *hosts, size_t count);
+
+/*
+ * Creates a device on the least-loaded adapter of every host that is up. The load of an
+ * adapter is its nodes' queued packets per engine, then the share of its memory segments in
+ * use, then the host's place in the list and the adapter id (docs/hosts.md, Placement);
+ * adapters that lost their device are skipped. The packet counts are what the client may see:
+ * every tenant's for an administrator, the caller's own for a tenant. When the daemon refuses
+ * (draining, quota), the next adapter in that order is tried. On success the chosen host's
+ * client addresses that adapter (gs_client_set_adapter), and *host, *adapter and *device say
+ * where the device is. Returns 0 or the last refusal.
+ */
+int gs_hosts_device_create(gs_hosts *h, const char *name, size_t *host, uint32_t *adapter,
+                           uint64_t *device);
+
 #ifdef __cplusplus
 }
 #endif

@@ -21,14 +21,21 @@
 #define CLI_EXIT_USAGE     2 /* bad command line */
 #define CLI_EXIT_TRANSPORT 3 /* cannot connect, or the connection failed */
 #define CLI_EXIT_VERIFY                                                                            \
-	4 /* demo: the GPU's results differ from the model; audit verify:                          \
-	     the file does not match its hash chain */
+	4                  /* demo: the GPU's results differ from the model; audit verify:         \
+	                      the file does not match its hash chain */
+#define CLI_EXIT_PARTIAL 5 /* several hosts: some did not answer (the output is the others') */
 
 /* The "go on" answer of the parsing helpers (every exit code is >= 0). */
 #define CLI_CONTINUE (-1)
 
 typedef struct cli {
-	const char *url;   /* NULL = gs_default_url() */
+	const char *url; /* NULL = gs_default_url() */
+	/* Several hosts (--url repeated, or $GPUSCHED_URL a list): docs/hosts.md. */
+	const char *urls[GS_MAX_HOSTS];
+	size_t nurls;
+	char *url_list;    /* $GPUSCHED_URL split in place */
+	gs_hosts *hosts;   /* connected when nurls > 1, for the commands that take several */
+	const char *host;  /* the host a per-host run addresses now (its output names it) */
 	const char *token; /* NULL = $GPUSCHED_TOKEN */
 	uint32_t adapter;
 	uint32_t timeout_ms; /* --timeout: base timeout of each request */
@@ -39,11 +46,19 @@ typedef struct cli {
 	gs_client *client; /* after cli_connect */
 } cli;
 
+/* How a command treats several hosts. */
+enum {
+	CLI_ONE_HOST = 0, /* one daemon only */
+	CLI_PER_HOST,     /* run once per host, each output naming its host */
+	CLI_HOSTS,        /* the command merges the hosts itself (ctx->hosts) */
+};
+
 /* One command or subcommand; argv[0] is its name, and it prints its own --help. */
 typedef struct cli_command {
 	const char *name;
 	const char *summary;
 	int (*run)(cli *ctx, int argc, char **argv);
+	int hosts; /* CLI_ONE_HOST, CLI_PER_HOST or CLI_HOSTS */
 } cli_command;
 
 /* Options every command accepts besides its own: --help and --json. */
@@ -126,9 +141,22 @@ int cli_run(cli *ctx, int (*run)(cli *, int, char **), int argc, char **argv);
 int cli_dispatch(cli *ctx, const cli_command *table, size_t count, int argc, char **argv,
                  const char *group_help);
 
-/* Connects (once). Returns CLI_EXIT_OK or, after printing why, CLI_EXIT_TRANSPORT. */
+/* Connects (once). Returns CLI_EXIT_OK or, after printing why, CLI_EXIT_TRANSPORT; with
+ * several hosts given to a command that talks to one daemon, CLI_EXIT_USAGE. */
 int cli_connect(cli *ctx);
 void cli_disconnect(cli *ctx);
+
+/* Several hosts (docs/hosts.md): connects to every URL (ctx->hosts). Returns CLI_EXIT_OK when
+ * at least one answered (those that did not are reported by cli_hosts_report), else
+ * CLI_EXIT_TRANSPORT after printing why. */
+int cli_hosts_connect(cli *ctx);
+/* Reports every host that is down or failed, on stderr (and with --json as a document
+ * {"host", "error"}). Returns rv, or CLI_EXIT_PARTIAL when rv is CLI_EXIT_OK and a host was
+ * left out. */
+int cli_hosts_report(cli *ctx, int rv);
+/* Runs a command once per host that is up, ctx->client and ctx->host set to it: its JSON
+ * documents get "host", its text a heading line per host. */
+int cli_run_per_host(cli *ctx, int (*run)(cli *, int, char **), int argc, char **argv);
 
 /* Prints "gpusched: <command>: <STATUS>: <message>" for a failed call and returns the exit
  * code for that status. */
@@ -179,7 +207,8 @@ json_t *cli_json_u64(uint64_t v);
 /* A JSON array of the `count` entries of `items`, each `size` bytes, made by to_json. */
 json_t *cli_json_array(const void *items, size_t count, size_t size,
                        json_t *(*to_json)(const void *item));
-/* Prints one JSON document on one line to stdout and releases it. */
+/* Prints one JSON document on one line to stdout and releases it. During a per-host run
+ * (cli_run_per_host) an object, or each object of an array, first gets "host": its URL. */
 void cli_json_print(json_t *doc);
 /* The answer to a list request: a failed status as cli_fail does; else the `n` items, each
  * `size` bytes, as a JSON array made by to_json with --json, or as print's table. Returns the

@@ -128,13 +128,58 @@ static const char device_help[] =
         "Usage: gpusched device create [NAME]\n"
         "       gpusched device destroy ID\n"
         "A device lives in the daemon until it is destroyed (with its contexts, allocations\n"
-        "and sync objects), independent of the process that created it.\n";
+        "and sync objects), independent of the process that created it.\n"
+        "With several hosts (--url repeated), create goes to the least-loaded adapter of all\n"
+        "of them (fewest queued packets per engine, then least memory in use) and says\n"
+        "which host and adapter it chose.\n";
+
+/* Several hosts: on the least-loaded adapter of all (docs/hosts.md, Placement). */
+static int device_create_hosts(cli *ctx, int argc, char **argv)
+{
+	int rv = cli_hosts_connect(ctx);
+	if (rv != CLI_EXIT_OK)
+		return rv;
+	size_t host;
+	uint32_t adapter;
+	uint64_t device;
+	int st = gs_hosts_device_create(ctx->hosts, optind < argc ? argv[optind] : "gpusched",
+	                                &host, &adapter, &device);
+	if (st != 0) {
+		cli_warn(ctx, "no host made the device: %s", gs_strerror(st));
+		return cli_hosts_report(ctx, cli_exit_code(st));
+	}
+	const char *url = gs_hosts_url(ctx->hosts, host);
+	if (ctx->json)
+		cli_json_print(json_pack("{s:o, s:s, s:I}", "device", cli_json_u64(device), "host",
+		                         url, "adapter", (json_int_t)adapter));
+	else
+		printf("device %" PRIu64 " on %s, adapter %" PRIu32
+		       " (use --url %s --adapter %" PRIu32 ")\n",
+		       device, url, adapter, url, adapter);
+	/* Hosts that were down did not take part: said (exit 5), but the device exists. An
+	 * adapter that refused and was passed over is only said. */
+	bool down = false;
+	for (size_t i = 0; i < gs_hosts_count(ctx->hosts); i++) {
+		const char *why = gs_hosts_error(ctx->hosts, i);
+		if (!why[0])
+			continue;
+		down = down || !gs_hosts_client(ctx->hosts, i);
+		cli_warn(ctx, "%s %s: %s", gs_hosts_url(ctx->hosts, i),
+		         gs_hosts_client(ctx->hosts, i) ? "passed over" : "left out", why);
+	}
+	return down ? CLI_EXIT_PARTIAL : CLI_EXIT_OK;
+}
 
 static int device_create(cli *ctx, int argc, char **argv)
 {
 	uint64_t device;
 	int rv;
 
+	if (ctx->nurls > 1) {
+		rv = cli_parse_args(ctx, argc, argv,
+		                    CLI_SIMPLE(device_help, 0, 1, "at most a NAME"), NULL);
+		return rv != CLI_CONTINUE ? rv : device_create_hosts(ctx, argc, argv);
+	}
 	rv = cli_start(ctx, argc, argv, CLI_SIMPLE(device_help, 0, 1, "at most a NAME"), NULL);
 	if (rv != CLI_CONTINUE)
 		return rv;

@@ -111,33 +111,101 @@ static uint64_t span(uint64_t from, uint64_t to)
 	return from && to >= from ? to - from : 0;
 }
 
-static void print_records(const void *items, size_t n)
+static void print_header(void)
 {
-	const gs_packet_record *recs = items;
-
-	char when[40], wait[24], run[24], flags[320];
-
 	/* Handles and packet ids are opaque values below 2^53: up to 16 digits; a fence counts
 	 * its context's packets. */
 	printf("%-16s %-16s %-4s %-7s %-11s %-23s %10s %10s %-4s %s\n", "PACKET", "CONTEXT", "NODE",
 	       "FENCE", "STATE", "SUBMITTED", "WAIT", "RUN", "PRE", "FLAGS");
-	for (size_t i = 0; i < n; i++) {
-		const gs_packet_record *r = &recs[i];
+}
 
-		cli_format_time(r->submitted_ns, when, sizeof(when));
-		cli_format_duration(span(r->submitted_ns, r->started_ns), wait, sizeof(wait));
-		cli_format_duration(span(r->started_ns, r->completed_ns), run, sizeof(run));
-		cli_format_flags(gs_submit_flag_names, r->submit_flags, flags, sizeof(flags));
-		printf("%-16" PRIu64 " %-16" PRIu64 " %-4" PRIu32 " %-7" PRIu64
-		       " %-11s %-23s %10s %10s %-4" PRIu32 " %s%s%s\n",
-		       r->packet, r->context, r->node, r->fence, gs_packet_state_name(r->state),
-		       when, wait, run, r->preemptions, flags, r->result[0] ? "  " : "", r->result);
-		/* The kernels a packet ran, under its row. */
-		if (r->dispatches && r->dispatches[0])
-			printf("    %s\n", r->dispatches);
-	}
+static void print_row(const gs_packet_record *r)
+{
+	char when[40], wait[24], run[24], flags[320];
+
+	cli_format_time(r->submitted_ns, when, sizeof(when));
+	cli_format_duration(span(r->submitted_ns, r->started_ns), wait, sizeof(wait));
+	cli_format_duration(span(r->started_ns, r->completed_ns), run, sizeof(run));
+	cli_format_flags(gs_submit_flag_names, r->submit_flags, flags, sizeof(flags));
+	printf("%-16" PRIu64 " %-16" PRIu64 " %-4" PRIu32 " %-7" PRIu64
+	       " %-11s %-23s %10s %10s %-4" PRIu32 " %s%s%s\n",
+	       r->packet, r->context, r->node, r->fence, gs_packet_state_name(r->state), when, wait,
+	       run, r->preemptions, flags, r->result[0] ? "  " : "", r->result);
+	/* The kernels a packet ran, under its row. */
+	if (r->dispatches && r->dispatches[0])
+		printf("    %s\n", r->dispatches);
+}
+
+static void print_records(const void *items, size_t n)
+{
+	const gs_packet_record *recs = items;
+
+	print_header();
+	for (size_t i = 0; i < n; i++)
+		print_row(&recs[i]);
 	if (n == 0)
 		printf("(no packets)\n");
+}
+
+/* Several hosts: their packets merged in submission order, each row naming its host. */
+static int history_hosts(cli *ctx, const gs_history_filter *filter)
+{
+	if (filter->before_packet || filter->after_packet)
+		return cli_usage(
+		        ctx, "--before and --after page one daemon's history (a packet id "
+		             "is its host's): with several hosts, page with --since and --until");
+	int rv = cli_hosts_connect(ctx);
+	if (rv != CLI_EXIT_OK)
+		return rv;
+	gs_packet_record *recs;
+	uint32_t *hosts;
+	size_t n;
+	int st = gs_hosts_history(ctx->hosts, filter, &recs, &hosts, &n);
+	if (st != 0) {
+		rv = cli_exit_code(st);
+		cli_warn(ctx, "no host answered: %s", gs_strerror(st));
+		return cli_hosts_report(ctx, rv);
+	}
+	if (ctx->json) {
+		json_t *a = json_array();
+		for (size_t i = 0; i < n; i++) {
+			json_t *o = record_json(&recs[i]);
+			json_object_set_new(o, "host",
+			                    json_string(gs_hosts_url(ctx->hosts, hosts[i])));
+			json_array_append_new(a, o);
+		}
+		cli_json_print(a);
+	} else {
+		for (size_t i = 0; i < gs_hosts_count(ctx->hosts); i++)
+			printf("host %zu  %s%s\n", i, gs_hosts_url(ctx->hosts, i),
+			       gs_hosts_client(ctx->hosts, i) && !gs_hosts_error(ctx->hosts, i)[0]
+			               ? ""
+			               : "  (left out)");
+		printf("%-4s ", "HOST");
+		print_header();
+		for (size_t i = 0; i < n; i++) {
+			printf("%-4" PRIu32 " ", hosts[i]);
+			print_row(&recs[i]);
+		}
+		if (n == 0)
+			printf("(no packets)\n");
+	}
+	if (n > 0 && n == (filter->limit ? filter->limit : 100)) {
+		/* The next page by time, to the nanosecond (a cursor is one host's). */
+		uint64_t t = recs[n - 1].submitted_ns + (filter->oldest_first ? 1 : 0);
+		time_t secs = (time_t)(t / 1000000000u);
+		struct tm tm;
+		char when[64] = "?";
+		if (gmtime_r(&secs, &tm))
+			snprintf(when + strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm),
+			         sizeof(when) - 19, ".%09" PRIu64 "Z", t % 1000000000u);
+		cli_warn(ctx,
+		         "%zu packets, the limit (--limit, at most 10000): there may be more; the "
+		         "next page: --%s %s",
+		         n, filter->oldest_first ? "since" : "until", when);
+	}
+	gs_hosts_history_free(recs, hosts, n);
+	return cli_hosts_report(ctx, CLI_EXIT_OK);
 }
 
 int cmd_history(cli *ctx, int argc, char **argv)
@@ -154,6 +222,8 @@ int cmd_history(cli *ctx, int argc, char **argv)
 		return rv;
 	if (filter.before_packet && filter.after_packet)
 		return cli_usage(ctx, "--before and --after are two cursors: give one");
+	if (ctx->nurls > 1)
+		return history_hosts(ctx, &filter);
 	rv = cli_connect(ctx);
 	if (rv != CLI_EXIT_OK)
 		return rv;

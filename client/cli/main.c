@@ -14,18 +14,19 @@
 #endif
 
 static const cli_command commands[] = {
-        {"info", "show the daemon's adapters, nodes, segments and limits", cmd_info},
+        {"info", "show the daemon's adapters, nodes, segments and limits", cmd_info, CLI_PER_HOST},
         {"demo", "run a verified mixed workload on two nodes", cmd_demo},
         {"submit", "submit one packet (a spin or a no-op) and report it", cmd_submit},
-        {"history", "list packets from the audit record", cmd_history},
+        {"history", "list packets from the audit record", cmd_history, CLI_HOSTS},
         {"events", "list the state changes of one packet", cmd_events},
         {"explain", "one packet's life, with the reason for every wait and stop", cmd_explain},
         {"watch", "print your tenant's events live; lost ones are read from the audit", cmd_watch},
         {"trace", "write the schedule as Chrome trace JSON (Perfetto)", cmd_trace},
         {"timeline", "draw the schedule as a picture (HTML or SVG)", cmd_timeline},
-        {"stats", "show the daemon's counters", cmd_stats},
-        {"usage", "GPU time, waits and faults per tenant, context or engine", cmd_usage},
-        {"device", "create or destroy devices (device --help)", cmd_device},
+        {"stats", "show the daemon's counters", cmd_stats, CLI_PER_HOST},
+        {"usage", "GPU time, waits and faults per tenant, context or engine", cmd_usage,
+         CLI_PER_HOST},
+        {"device", "create or destroy devices (device --help)", cmd_device, CLI_HOSTS},
         {"context", "show a context's fences, or destroy it (context --help)", cmd_context},
         {"alloc", "list, inspect and move allocations (alloc --help)", cmd_alloc},
         {"moves", "list the memory manager's moves of allocations", cmd_moves},
@@ -47,7 +48,11 @@ static void print_help(void)
 	       "Options:\n"
 	       "  --url URL        daemon address (default: $GPUSCHED_URL, else\n"
 	       "                   ipc://$XDG_RUNTIME_DIR/gpusched/gpusched.sock, else\n"
-	       "                   ipc:///tmp/gpusched-$UID/gpusched.sock)\n"
+	       "                   ipc:///tmp/gpusched-$UID/gpusched.sock); repeat it, or give\n"
+	       "                   $GPUSCHED_URL as a list (commas or spaces), for several hosts:\n"
+	       "                   info, stats and usage then answer per host, history merges\n"
+	       "                   the hosts' packets, device create picks the least-loaded\n"
+	       "                   adapter of all\n"
 	       "  --token T        tenant token (default: $GPUSCHED_TOKEN)\n"
 	       "  --adapter N      adapter the requests address (default 0)\n"
 	       "  --json           machine-readable output: one JSON document per line\n"
@@ -67,7 +72,7 @@ static void print_help(void)
 	       "\n"
 	       "Exit status: 0 ok, 1 the daemon returned an error, 2 usage error,\n"
 	       "3 cannot connect or the connection failed, 4 verification failed (demo, audit\n"
-	       "verify).\n");
+	       "verify), 5 several hosts: some did not answer (the output is the others').\n");
 }
 
 int main(int argc, char **argv)
@@ -88,7 +93,10 @@ int main(int argc, char **argv)
 	while ((opt = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
 		switch (opt) {
 		case 'u':
-			ctx.url = optarg;
+			if (ctx.nurls == GS_MAX_HOSTS)
+				return cli_usage(&ctx, "--url: at most %d hosts", GS_MAX_HOSTS);
+			ctx.urls[ctx.nurls++] = optarg;
+			ctx.url = ctx.urls[0];
 			break;
 		case 't':
 			ctx.token = optarg;
@@ -120,13 +128,31 @@ int main(int argc, char **argv)
 		fprintf(stderr, "gpusched: no command given\nTry 'gpusched --help'.\n");
 		return CLI_EXIT_USAGE;
 	}
+	/* $GPUSCHED_URL may be a list of hosts. */
+	const char *env = getenv("GPUSCHED_URL");
+	if (ctx.nurls == 0 && env && env[0] && strpbrk(env, ", \t\n")) {
+		ctx.url_list = strdup(env);
+		int n = ctx.url_list ? gs_url_list_split(ctx.url_list, ctx.urls, GS_MAX_HOSTS)
+		                     : GS_ERR_NOMEM;
+		if (n < 0) {
+			free(ctx.url_list);
+			return cli_usage(&ctx, "$GPUSCHED_URL: not a list of 1 to %d URLs",
+			                 GS_MAX_HOSTS);
+		}
+		ctx.nurls = (size_t)n;
+		ctx.url = ctx.urls[0];
+	}
 
 	for (size_t i = 0; i < COMMAND_COUNT; i++) {
 		if (strcmp(argv[optind], commands[i].name) != 0)
 			continue;
 		ctx.command = commands[i].name;
-		rv = cli_run(&ctx, commands[i].run, argc - optind, argv + optind);
+		if (ctx.nurls > 1 && commands[i].hosts == CLI_PER_HOST)
+			rv = cli_run_per_host(&ctx, commands[i].run, argc - optind, argv + optind);
+		else
+			rv = cli_run(&ctx, commands[i].run, argc - optind, argv + optind);
 		cli_disconnect(&ctx);
+		free(ctx.url_list);
 		return rv;
 	}
 	fprintf(stderr, "gpusched: unknown command '%s'\nTry 'gpusched --help'.\n", argv[optind]);

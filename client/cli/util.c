@@ -88,6 +88,10 @@ int cli_connect(cli *ctx)
 
 	if (ctx->client)
 		return CLI_EXIT_OK;
+	if (ctx->nurls > 1)
+		return cli_usage(
+		        ctx, "talks to one daemon: give one --url (several are for info, stats, "
+		             "usage, history and device create)");
 	rv = gs_connect_ex(ctx->url, ctx->token, &ctx->client, why, sizeof(why));
 	if (rv != 0) {
 		cli_warn(ctx, "cannot connect: %s%s", why[0] ? why : gs_strerror(rv),
@@ -101,8 +105,98 @@ int cli_connect(cli *ctx)
 
 void cli_disconnect(cli *ctx)
 {
-	gs_close(ctx->client);
+	if (!ctx->hosts)
+		gs_close(ctx->client); /* else the hosts' */
 	ctx->client = NULL;
+	gs_hosts_close(ctx->hosts);
+	ctx->hosts = NULL;
+}
+
+/* ---- several hosts ---------------------------------------------------------------------- */
+
+/* The host of the documents cli_json_print prints now (NULL: one daemon). */
+static const char *json_host;
+
+int cli_hosts_connect(cli *ctx)
+{
+	if (ctx->hosts)
+		return CLI_EXIT_OK;
+	gs_connect_options o = {.size = sizeof(o),
+	                        .token = ctx->token,
+	                        .timeout_ms = ctx->timeout_ms,
+	                        .adapter = ctx->adapter};
+	int rv = gs_hosts_connect(ctx->urls, ctx->nurls, &o, &ctx->hosts);
+	if (rv == GS_ERR_TRANSPORT) {
+		for (size_t i = 0; i < ctx->nurls; i++)
+			cli_warn(ctx, "cannot connect to %s: %s", ctx->urls[i],
+			         gs_hosts_error(ctx->hosts, i));
+		cli_warn(ctx, "no host answered (is gpuschedd running?)");
+		return CLI_EXIT_TRANSPORT;
+	}
+	if (rv != 0) {
+		cli_warn(ctx, "cannot connect: %s", gs_strerror(rv));
+		return cli_exit_code(rv);
+	}
+	return CLI_EXIT_OK;
+}
+
+int cli_hosts_report(cli *ctx, int rv)
+{
+	bool missing = false;
+	for (size_t i = 0; i < gs_hosts_count(ctx->hosts); i++) {
+		const char *why = gs_hosts_error(ctx->hosts, i);
+		if (!why[0])
+			continue;
+		missing = true;
+		cli_warn(ctx, "%s left out: %s", gs_hosts_url(ctx->hosts, i), why);
+		if (ctx->json) {
+			const char *was = json_host;
+			json_host = NULL;
+			cli_json_print(json_pack("{s:s, s:s}", "host", gs_hosts_url(ctx->hosts, i),
+			                         "error", why));
+			json_host = was;
+		}
+	}
+	return rv == CLI_EXIT_OK && missing ? CLI_EXIT_PARTIAL : rv;
+}
+
+int cli_run_per_host(cli *ctx, int (*run)(cli *, int, char **), int argc, char **argv)
+{
+	/* --help needs no daemon, and is printed once. */
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+			return cli_run(ctx, run, argc, argv);
+		/* Known before the first host's heading. */
+		if (strcmp(argv[i], "--json") == 0)
+			ctx->json = true;
+	}
+	int rv = cli_hosts_connect(ctx);
+	if (rv != CLI_EXIT_OK)
+		return rv;
+	int worst = CLI_EXIT_OK;
+	bool first = true;
+	for (size_t i = 0; i < gs_hosts_count(ctx->hosts); i++) {
+		gs_client *c = gs_hosts_client(ctx->hosts, i);
+		if (!c)
+			continue;
+		ctx->client = c;
+		ctx->host = gs_hosts_url(ctx->hosts, i);
+		json_host = ctx->host;
+		if (!ctx->json) {
+			printf("%s== host %s\n", first ? "" : "\n", ctx->host);
+			fflush(stdout);
+		}
+		first = false;
+		rv = cli_run(ctx, run, argc, argv);
+		if (rv == CLI_EXIT_TRANSPORT)
+			gs_hosts_set_down(ctx->hosts, i, gs_client_message(c));
+		else if (rv != CLI_EXIT_OK && worst == CLI_EXIT_OK)
+			worst = rv;
+		ctx->client = NULL;
+		ctx->host = NULL;
+		json_host = NULL;
+	}
+	return cli_hosts_report(ctx, worst);
 }
 
 /* ---- option parsing --------------------------------------------------------------------- */
@@ -543,6 +637,19 @@ json_t *cli_json_array(const void *items, size_t count, size_t size,
 
 void cli_json_print(json_t *doc)
 {
+	/* The document, the objects of an array, and the objects of its "rows" (usage). */
+	json_t *items = json_is_array(doc) ? doc : json_object_get(doc, "rows");
+	if (json_host && json_is_object(doc))
+		json_object_set_new(doc, "host", json_string(json_host));
+	if (json_host && json_is_array(items)) {
+		size_t i;
+		json_t *v;
+		json_array_foreach(items, i, v)
+		{
+			if (json_is_object(v))
+				json_object_set_new(v, "host", json_string(json_host));
+		}
+	}
 	json_dumpf(doc, stdout, JSON_COMPACT | JSON_PRESERVE_ORDER);
 	fputc('\n', stdout);
 	fflush(stdout);
