@@ -200,7 +200,7 @@ typedef struct part {
 	size_t next; /* merge position */
 	bool full;   /* its last page was full: it may have more */
 	bool failed; /* left out of this result */
-	uint32_t page;
+	uint32_t page, max_page;
 	int rv; /* why it failed */
 } part;
 
@@ -217,6 +217,10 @@ static void fetch_page(job *j)
 		else
 			p->f.before_packet = last;
 	}
+	/* A host asked again holds the merge up: twice the page each time, so that a host with
+	 * most of the newest packets takes few rounds. */
+	if (p->n)
+		p->page = p->page * 2 < p->max_page ? p->page * 2 : p->max_page;
 	p->f.limit = p->page;
 	j->rv = p->rv = gs_history(x->c, &p->f, &recs, &n);
 	if (j->rv != 0) {
@@ -333,6 +337,7 @@ int gs_hosts_history(gs_hosts *h, const gs_history_filter *filter, gs_packet_rec
 	for (size_t i = 0; i < h->n; i++) {
 		parts[i].f = *filter;
 		parts[i].page = (uint32_t)page;
+		parts[i].max_page = (uint32_t)limit;
 		parts[i].failed = !h->h[i].c;
 		if (h->h[i].c)
 			h->h[i].why[0] = 0;

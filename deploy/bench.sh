@@ -16,6 +16,8 @@
 #   8  bench_kernels         users' kernels on lavapipe: matmul GPU time, an empty dispatch's round
 #                            trip, kernel create cached vs not, each against plain Vulkan
 #   9  bench_python.py       the Python package vs the C library, unbatched and pipelined (futures)
+#  11  bench_hosts           history merged over 4 daemons vs one daemon's of the same rows, pages of
+#                            100, 1000 and 10000 packets (target <= 2x)
 #  10  gpusched-sim          200 adapters x 2,000 tenants x 10 simulated minutes: simulated time
 #                            per wall second and peak RSS (target: under 5 minutes of wall time)
 #
@@ -29,7 +31,7 @@ out=${1:-build-rel/bench.json}
 cmake -S . -B build-rel -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build-rel -j"$(nproc)" --target gpuschedd bench_submit bench_async bench_batch \
 	bench_audit bench_rss bench_sched_decision bench_kernels gpusched gpusched_shared \
-	gpusched-sim >/dev/null
+	gpusched-sim bench_hosts >/dev/null
 mkdir -p "$(dirname "$out")"
 : >"$out"
 
@@ -61,6 +63,8 @@ run "8. users' kernels vs plain Vulkan on the same device (targets: matmul GPU t
 	$bin/bench_kernels
 run "9. the Python package vs the C library on one daemon (targets: unbatched >= 0.8, pipelined with futures >= 0.7)" \
 	python3 tests/bench/bench_python.py --bin $bin
+run "11. history merged over 4 daemons vs one daemon's history of the same rows (target <= 2x)" \
+	$bin/bench_hosts
 
 echo
 echo "== 10. capacity simulation: 200 adapters x 2,000 tenants x 10 simulated minutes, preset mixed (target: under 300 s of wall time)"
