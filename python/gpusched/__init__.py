@@ -28,6 +28,7 @@ import functools
 import itertools
 import operator
 import os
+import re
 import select
 import threading
 import time
@@ -39,7 +40,7 @@ from . import _capi as _C
 # The daemon's version (CMakeLists.txt, project VERSION): the tests check that they agree.
 __version__ = "0.1.0"
 
-__all__ = ["connect", "Client", "Device", "Context", "Allocation", "DmaBuffer", "Kernel",
+__all__ = ["connect", "Client", "Hosts", "Device", "Context", "Allocation", "DmaBuffer", "Kernel",
            "KernelBinding", "Sync", "SubmitFuture", "SubmitResult", "ContextStatus",
            "AllocationStatus", "PacketRecord", "PacketEvent", "Move", "Explanation", "UsageRow",
            "UsageReport", "Stats", "GpuschedError", "dataframe", "PACKET_STATES",
@@ -178,13 +179,14 @@ class PacketRecord:
     result: str
     tenant: str
     dispatches: str
+    host: str = ""  # Hosts.history: the URL of the daemon it ran on
 
 
-def _record(r: _C.PacketRecord) -> PacketRecord:
+def _record(r: _C.PacketRecord, host: str = "") -> PacketRecord:
     return PacketRecord(r.packet, r.device, r.context, r.node, r.fence, r.submit_flags,
                         PACKET_STATES[r.state], r.submitted_ns, r.ready_ns, r.started_ns,
                         r.completed_ns, r.preemptions, r.resubmissions, _str(r.result),
-                        _str(r.tenant), _str(r.dispatches))
+                        _str(r.tenant), _str(r.dispatches), host)
 
 
 @dataclass(frozen=True)
@@ -426,6 +428,11 @@ class _Handle:
 
     def __init__(self, client: "Client", handle: int):
         self._client, self.handle = client, handle
+
+    @property
+    def client(self) -> "Client":
+        """The Client it belongs to (for Hosts.device: that host's)."""
+        return self._client
 
     def destroy(self) -> None:
         """Frees the object in the daemon (once)."""
@@ -882,6 +889,17 @@ def _like(a: Any) -> Any:
     return bytearray(memoryview(a).nbytes)
 
 
+def _history_filter(limit, since, until, context, device, state, node, oldest_first, before,
+                    after, tenant) -> _C.HistoryFilter:
+    return _C.HistoryFilter(limit=limit, since_ns=_time_ns(since), until_ns=_time_ns(until),
+                            context=getattr(context, "handle", context),
+                            device=getattr(device, "handle", device),
+                            state=PACKET_STATES.index(state.upper()) if state else 0,
+                            match_node=node is not None, node=node or 0,
+                            oldest_first=oldest_first, before_packet=before, after_packet=after,
+                            tenant=tenant.encode() if tenant else None)
+
+
 class Client:
     """A connection to gpuschedd: close() or a with block ends it (cancelling the requests
     still in flight). One client may be used from several threads (their blocking calls take
@@ -900,7 +918,20 @@ class Client:
         rv = _C.connect_with(ctypes.byref(o), ctypes.byref(c), why, len(why))
         if rv != 0:
             raise GpuschedError._of(rv, _str(why.value) or f"cannot connect to {url}")
+        self._init(c, adapter)
+
+    @classmethod
+    def _borrow(cls, c: int, adapter: int, url: str) -> "Client":
+        """A Client over a connection that Hosts owns: close() leaves it open."""
+        self = cls.__new__(cls)
+        self._init(c, adapter)
+        self._borrowed = True
+        self.url = url
+        return self
+
+    def _init(self, c: int, adapter: int) -> None:
         self._c = c
+        self._borrowed = False
         self._lock = threading.Lock()
         self._call_lock = threading.Lock()
         self.adapter = adapter
@@ -1045,13 +1076,8 @@ class Client:
         most limit (up to 10,000): page with before= (or after=) the last packet of a page.
         since/until: ns, a datetime or "10m" (ago) or an ISO time. Administrators may name
         another tenant."""
-        f = _C.HistoryFilter(limit=limit, since_ns=_time_ns(since), until_ns=_time_ns(until),
-                            context=getattr(context, "handle", context),
-                            device=getattr(device, "handle", device),
-                            state=PACKET_STATES.index(state.upper()) if state else 0,
-                            match_node=node is not None, node=node or 0,
-                            oldest_first=oldest_first, before_packet=before, after_packet=after,
-                            tenant=tenant.encode() if tenant else None)
+        f = _history_filter(limit, since, until, context, device, state, node, oldest_first,
+                            before, after, tenant)
         recs, n = _C.POINTER(_C.PacketRecord)(), _C.size_t()
         self._call(_C.history, ctypes.byref(f), ctypes.byref(recs), ctypes.byref(n))
         try:
@@ -1119,7 +1145,8 @@ class Client:
             self._default_device = None
         with self._lock:
             c, self._c = self._c, None
-        _C.close(c)
+        if not self._borrowed:
+            _C.close(c)
         if self._completions is not None:
             self._completions.close()
             self._completions = None
@@ -1145,3 +1172,147 @@ def connect(url: Optional[str] = None, token: Optional[str] = None, *,
     call's bound (default 30 s; waits add their own)."""
     return Client(url, token, ca=ca, cert=cert, server_name=server_name, adapter=adapter,
                   timeout_ms=timeout_ms)
+
+
+def _url_list(urls: Union[None, str, Sequence[str]]) -> List[str]:
+    if urls is None:
+        urls = os.environ.get("GPUSCHED_URL", "")
+    if isinstance(urls, str):
+        urls = [u for u in re.split(r"[,\s]+", urls) if u]
+    urls = list(urls)
+    if not urls or len(urls) > _C.MAX_HOSTS:
+        raise ValueError(f"give 1 to {_C.MAX_HOSTS} daemon URLs")
+    return urls
+
+
+class Hosts:
+    """Daemons on several hosts as one (docs/hosts.md): history merged, info, usage and
+    stats per host, new devices on the least-loaded adapter. A host that cannot be reached
+    is left out and named in `errors` (url -> why); Hosts raises only when none answers.
+
+    urls: a list, a string of URLs separated by commas or spaces, or None ($GPUSCHED_URL).
+    The other arguments are connect()'s, for every host."""
+
+    def __init__(self, urls: Union[None, str, Sequence[str]] = None, token: Optional[str] = None,
+                 *, ca: Optional[str] = None, cert: Optional[str] = None,
+                 server_name: Optional[str] = None, adapter: int = 0, timeout_ms: int = 0):
+        self.urls = _url_list(urls)
+        enc = (lambda v: v.encode() if v is not None else None)
+        o = _C.ConnectOptions(size=ctypes.sizeof(_C.ConnectOptions), token=enc(token),
+                             tls_ca=enc(ca), tls_cert_key=enc(cert),
+                             tls_server_name=enc(server_name), timeout_ms=timeout_ms,
+                             adapter=adapter)
+        arr = (_C.c_char_p * len(self.urls))(*[u.encode() for u in self.urls])
+        h = _C.p()
+        rv = _C.hosts_connect(arr, len(self.urls), ctypes.byref(o), ctypes.byref(h))
+        self._h = h
+        self._adapter = adapter
+        self._clients: Dict[int, Client] = {}
+        if rv != 0:
+            why = self.errors
+            self.close()
+            raise GpuschedError._of(rv, "; ".join(f"{u}: {w}" for u, w in why.items())
+                                    or "cannot connect")
+
+    def _live(self) -> int:
+        if not self._h:
+            raise GpuschedError._of(_C.ERR_CANCELLED, "the hosts are closed")
+        return self._h
+
+    @property
+    def errors(self) -> Dict[str, str]:
+        """Hosts that are down or failed in the last merged call: url -> why."""
+        if not self._h:
+            return {}
+        out = {}
+        for i, url in enumerate(self.urls):
+            why = _str(_C.hosts_error(self._h, i))
+            if why:
+                out[url] = why
+        return out
+
+    def client(self, host: Union[int, str]) -> Client:
+        """The Client of one host (an index or its URL) for any other call; it belongs to
+        this Hosts (close() here closes it). GpuschedError when that host is down."""
+        i = self.urls.index(host) if isinstance(host, str) else host
+        c = _C.hosts_client(self._live(), i)
+        if not c:
+            raise GpuschedError._of(_C.ERR_TRANSPORT, f"{self.urls[i]} is down: "
+                                    f"{_str(_C.hosts_error(self._h, i))}")
+        if i not in self._clients:
+            self._clients[i] = Client._borrow(c, self._adapter, self.urls[i])
+        return self._clients[i]
+
+    def _each(self, fn) -> Dict[str, Any]:
+        """fn(client) for every host that is up: url -> its answer (failures in errors)."""
+        out = {}
+        self._failed: Dict[str, str] = {}
+        for i, url in enumerate(self.urls):
+            if not _C.hosts_client(self._live(), i):
+                continue
+            try:
+                out[url] = fn(self.client(i))
+            except GpuschedError as e:
+                self._failed[url] = str(e)
+        return out
+
+    def history(self, limit: int = 100, *, since: TimeSpec = None, until: TimeSpec = None,
+                context: int = 0, device: int = 0, state: Optional[str] = None,
+                node: Optional[int] = None, oldest_first: bool = False,
+                tenant: Optional[str] = None) -> List[PacketRecord]:
+        """Every host's packets merged in submission order (newest first unless
+        oldest_first): exactly the first `limit` of their union, each with its `host`. Page
+        by time (until= the last one's submitted_ns newest first; since= one past it oldest
+        first): a packet id is its host's."""
+        f = _history_filter(limit, since, until, context, device, state, node, oldest_first, 0,
+                            0, tenant)
+        recs, hosts, n = (_C.POINTER(_C.PacketRecord)(), _C.POINTER(_C.u32)(), _C.size_t())
+        rv = _C.hosts_history(self._live(), ctypes.byref(f), ctypes.byref(recs),
+                              ctypes.byref(hosts), ctypes.byref(n))
+        if rv != 0:
+            raise GpuschedError._of(rv, "; ".join(f"{u}: {w}" for u, w in self.errors.items()))
+        try:
+            return [_record(recs[i], self.urls[hosts[i]]) for i in range(n.value)]
+        finally:
+            _C.hosts_history_free(recs, hosts, n)
+
+    def info(self) -> Dict[str, Dict[str, Any]]:
+        """Client.info of every host that answers: url -> info."""
+        return self._each(lambda c: c.info())
+
+    def usage(self, since: TimeSpec = "1h", until: TimeSpec = None, by: str = "tenant",
+              tenant: Optional[str] = None) -> Dict[str, UsageReport]:
+        """Client.usage of every host that answers: url -> its report."""
+        return self._each(lambda c: c.usage(since, until, by, tenant))
+
+    def stats(self) -> Dict[str, Stats]:
+        """Client.stats of every host that answers: url -> its counters."""
+        return self._each(lambda c: c.stats())
+
+    def device(self, name: str = "python") -> Device:
+        """A new device on the least-loaded adapter of all hosts (fewest queued packets per
+        engine, then least memory in use; docs/hosts.md). Its client (device.client) is that
+        host's, addressing that adapter; device.client.url names the host."""
+        at, adapter, dev = _C.size_t(), _C.u32(), _C.u64()
+        rv = _C.hosts_device_create(self._live(), name.encode(), ctypes.byref(at),
+                                    ctypes.byref(adapter), ctypes.byref(dev))
+        if rv != 0:
+            raise GpuschedError._of(rv, "; ".join(f"{u}: {w}" for u, w in self.errors.items()))
+        c = self.client(at.value)
+        c.adapter = adapter.value
+        return Device(c, dev.value)
+
+    def close(self) -> None:
+        """Closes every host's connection (and the Clients handed out)."""
+        for c in self._clients.values():
+            c.close()
+        self._clients = {}
+        h, self._h = self._h, None
+        if h:
+            _C.hosts_close(h)
+
+    def __enter__(self) -> "Hosts":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -275,3 +275,18 @@ async_packet_wait = _sig("gs_async_packet_wait", c_int, p, u64, u32, POINTER(Asy
 async_sync_wait = _sig("gs_async_sync_wait", c_int, p, u64, u64, u32, POINTER(AsyncOpts),
                        POINTER(u64))
 async_cancel = _sig("gs_async_cancel", c_int, p, u64)
+# Several hosts (docs/hosts.md).
+hosts_connect = _sig("gs_hosts_connect", c_int, POINTER(c_char_p), size_t, POINTER(ConnectOptions),
+                     POINTER(p))
+hosts_close = _sig("gs_hosts_close", None, p)
+hosts_count = _sig("gs_hosts_count", size_t, p)
+hosts_url = _sig("gs_hosts_url", c_char_p, p, size_t)
+hosts_client = _sig("gs_hosts_client", p, p, size_t)
+hosts_error = _sig("gs_hosts_error", c_char_p, p, size_t)
+hosts_history = _sig("gs_hosts_history", c_int, p, POINTER(HistoryFilter),
+                     POINTER(POINTER(PacketRecord)), POINTER(POINTER(u32)), POINTER(size_t))
+hosts_history_free = _sig("gs_hosts_history_free", None, POINTER(PacketRecord), POINTER(u32),
+                          size_t)
+hosts_device_create = _sig("gs_hosts_device_create", c_int, p, c_char_p, POINTER(size_t),
+                           POINTER(u32), POINTER(u64))
+MAX_HOSTS = 64
