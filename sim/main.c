@@ -30,8 +30,10 @@ static void usage(FILE *f)
 	        "paging and how fairly each tenant was served (docs/simulation.md).\n"
 	        "\n"
 	        "Options:\n"
-	        "  --adapters N        adapters to simulate (default 1)\n"
-	        "  --tenants M         tenants, spread over the adapters' engines (default 10)\n"
+	        "  --adapters N        adapters to simulate, 1 to 100000 (default 1; at most\n"
+	        "                      100000 engines in all)\n"
+	        "  --tenants M         tenants, spread over the adapters' engines, 1 to 1000000\n"
+	        "                      (default 10)\n"
 	        "  --workload W        a preset (mixed, inference, training, overcommit, bursty)\n"
 	        "                      or a workload file in JSON (default mixed)\n"
 	        "  --policy P          how tenants share an engine: weighted, equal_share,\n"
@@ -167,10 +169,13 @@ int main(int argc, char **argv)
 		switch (opt) {
 		case O_ADAPTERS:
 		case O_TENANTS:
-			if (parse_count(optarg, opt == O_ADAPTERS ? 100000 : 10000000, &v) || !v) {
-				fprintf(stderr, "gpusched-sim: --%s: a whole number from 1 to %s\n",
+			if (parse_count(optarg,
+			                opt == O_ADAPTERS ? SIM_MAX_ENGINES : SIM_MAX_TENANTS,
+			                &v) ||
+			    !v) {
+				fprintf(stderr, "gpusched-sim: --%s: a whole number from 1 to %u\n",
 				        opt == O_ADAPTERS ? "adapters" : "tenants",
-				        opt == O_ADAPTERS ? "100000" : "10000000");
+				        opt == O_ADAPTERS ? SIM_MAX_ENGINES : SIM_MAX_TENANTS);
 				return 2;
 			}
 			*(opt == O_ADAPTERS ? &o.adapters : &o.tenants) = (uint32_t)v;
@@ -214,8 +219,9 @@ int main(int argc, char **argv)
 			}
 			break;
 		case O_SEED:
-			if (parse_count(optarg, UINT64_MAX, &o.seed)) {
-				fprintf(stderr, "gpusched-sim: --seed: a whole number\n");
+			if (parse_count(optarg, INT64_MAX, &o.seed)) {
+				fprintf(stderr,
+				        "gpusched-sim: --seed: a whole number from 0 to 2^63-1\n");
 				return 2;
 			}
 			break;

@@ -77,8 +77,9 @@ static double rng_exp(rng *r, double mean)
 	return -log1p(-rng_unit(r)) * mean;
 }
 
-/* Longest a packet or a gap may be: an hour, so sums of them never overflow. */
-#define MAX_SAMPLE_NS 3600e9
+/* Longest a packet or a gap may be: about 11.6 days, past any 30-day run's workload, while sums
+ * of thousands of them still fit in 64 bits. */
+#define MAX_SAMPLE_NS 1e15
 
 static uint64_t to_ns(double v)
 {
@@ -186,8 +187,9 @@ typedef struct sim_adapter {
 	gsd_heap heap;
 	sim_alloc **resident;
 	size_t nresident, rcap;
-	gsd_list room_wait; /* contexts waiting until a run of this adapter ends */
-	uint32_t pinning;   /* contexts whose head packet holds its allocations pinned */
+	gsd_list room_wait;      /* contexts waiting until a run of this adapter ends */
+	uint64_t paging_free_at; /* paging is one copy at a time per adapter */
+	uint32_t pinning;        /* contexts whose head packet holds its allocations pinned */
 	struct sim_node *nodes;
 } sim_adapter;
 
@@ -197,10 +199,10 @@ typedef struct sim_node {
 	uint32_t id;
 	sim_ctx *running;
 	uint64_t run_start, run_budget, gen;
-	bool slice_armed; /* an END_SLICE timer for this run */
-	bool preempted;   /* this run is stopped (counted): it ends at once */
-	sim_ctx *paging;  /* the context whose allocations are being paged in */
-	uint64_t paging_start;
+	bool slice_armed;    /* an END_SLICE timer for this run */
+	bool preempted;      /* this run is stopped (counted): it ends at once */
+	sim_ctx *paging;     /* the context whose allocations are being paged in */
+	uint64_t paging_len; /* engine time of that paging run */
 	uint64_t wake_at;    /* a pending refill wake-up */
 	double load, memory; /* expected engine load and memory share, for placement */
 	sim_engine_result *res;
@@ -212,6 +214,18 @@ typedef struct sim_ev {
 	uint64_t t, seq, gen;
 	uint32_t kind, id;
 } sim_ev;
+
+/*
+ * What making a packet's allocations resident has done so far, to be undone when it cannot
+ * finish (the daemon plans a packet's residency as a whole and rolls back a plan that fails:
+ * vidmm.c, plan_rollback) and counted when it does.
+ */
+enum { ACT_PLACED, ACT_EVICTED, ACT_MOVED };
+typedef struct sim_act {
+	int kind;
+	sim_alloc *al;
+	uint64_t offset; /* EVICTED: where it was; MOVED: where it came from */
+} sim_act;
 
 typedef struct sim {
 	const sim_workload *w;
@@ -232,6 +246,8 @@ typedef struct sim {
 	gsd_move *moves;
 	size_t *idx;
 	size_t scratch;
+	sim_act *acts; /* the residency plan of the packet being placed */
+	size_t nacts, actcap;
 	bool oom;
 } sim;
 
@@ -374,15 +390,71 @@ static void resident_add(sim *s, sim_adapter *a, sim_alloc *al, uint64_t offset)
 	a->resident[a->nresident++] = al;
 }
 
-static void evict(sim *s, sim_adapter *a, sim_alloc *al)
+/* Takes al out of its adapter's segment (its bytes back to the heap). */
+static void unplace(sim_adapter *a, sim_alloc *al)
 {
 	gsd_heap_free(&a->heap, al->offset, al->size);
 	sim_alloc *last = a->resident[--a->nresident];
 	a->resident[al->slot] = last;
 	last->slot = al->slot;
 	al->slot = -1;
-	s->r->evictions++;
-	s->r->paging_out_bytes += al->size;
+}
+
+static void act(sim *s, int kind, sim_alloc *al, uint64_t offset)
+{
+	if (s->nacts == s->actcap) {
+		size_t cap = s->actcap ? s->actcap * 2 : 64;
+		sim_act *v = realloc(s->acts, cap * sizeof(*v));
+		if (!v) {
+			s->oom = true;
+			return;
+		}
+		s->acts = v;
+		s->actcap = cap;
+	}
+	s->acts[s->nacts++] = (sim_act){kind, al, offset};
+}
+
+/* Undoes the actions of the plan in reverse order: the memory is as it was. */
+static void rollback(sim *s, sim_adapter *a)
+{
+	while (s->nacts) {
+		sim_act *x = &s->acts[--s->nacts];
+		switch (x->kind) {
+		case ACT_PLACED:
+			unplace(a, x->al);
+			break;
+		case ACT_MOVED:
+			gsd_heap_free(&a->heap, x->al->offset, x->al->size);
+			if (gsd_heap_alloc_at(&a->heap, x->offset, x->al->size) != 0)
+				s->oom = true; /* its old place was free when it moved: not reached
+				                */
+			x->al->offset = x->offset;
+			break;
+		case ACT_EVICTED:
+			if (gsd_heap_alloc_at(&a->heap, x->offset, x->al->size) != 0)
+				s->oom = true; /* not reached, as above */
+			resident_add(s, a, x->al, x->offset);
+			break;
+		}
+	}
+}
+
+/* Counts the plan's bytes and evictions; returns the bytes paging copies. */
+static uint64_t commit(sim *s)
+{
+	uint64_t bytes = 0;
+	for (size_t i = 0; i < s->nacts; i++) {
+		const sim_act *x = &s->acts[i];
+		bytes += x->al->size;
+		if (x->kind == ACT_PLACED)
+			s->r->paging_in_bytes += x->al->size;
+		else
+			s->r->paging_out_bytes += x->al->size;
+		s->r->evictions += x->kind == ACT_EVICTED;
+	}
+	s->nacts = 0;
+	return bytes;
 }
 
 static int by_offset(const void *x, const void *y)
@@ -419,7 +491,7 @@ static bool scratch_for(sim *s, size_t n)
 	return true;
 }
 
-/* The adapter's resident allocations as the pickers see them, sorted by offset. */
+/* The adapter's resident allocations as the planners see them, sorted by offset. */
 static size_t candidates(sim *s, sim_adapter *a)
 {
 	size_t n = a->nresident;
@@ -432,70 +504,57 @@ static size_t candidates(sim *s, sim_adapter *a)
 		                                    .priority = al->priority,
 		                                    .last_use = al->last_use,
 		                                    .pinned = al->pins > 0};
+		s->blocks[i] = (gsd_live_block){
+		        .offset = al->offset, .size = al->size, .movable = al->pins == 0};
 	}
 	return n;
 }
 
 /*
- * Places al (in system memory) in its adapter's segment, evicting as the daemon's memory manager
- * would: a best fit; else the least valuable run of neighbours whose eviction leaves a hole
- * (gsd_pick_victims_contiguous); else enough victims by value (gsd_pick_victims) and a
- * compaction of what stays (gsd_heap_compact_plan). Adds the bytes copied to *bytes. Returns 0,
- * or -1 when pinned allocations leave no room now.
+ * Places al (in system memory) in its adapter's segment as the daemon's memory manager does
+ * (vidmm.c, place): a best fit; else, when the free bytes would hold it but no hole does, a
+ * compaction that slides unpinned allocations down (gsd_heap_compact_plan, nothing evicted);
+ * else the least valuable run of unpinned neighbours whose eviction leaves a hole
+ * (gsd_pick_victims_contiguous: lowest priority, then least recently used). Every step is
+ * recorded for rollback or commit. Returns 0, or -1 when pinned allocations leave no room.
  */
-static int place(sim *s, sim_adapter *a, sim_alloc *al, uint64_t *bytes)
+static int place(sim *s, sim_adapter *a, sim_alloc *al)
 {
-	uint64_t off;
+	uint64_t off, size = gsd_heap_round(al->size);
 	if (gsd_heap_alloc(&a->heap, al->size, false, &off) == 0)
 		goto placed;
 	if (!scratch_for(s, a->nresident + 1))
 		return -1;
-	size_t n = candidates(s, a), nv = 0;
-	uint64_t hole;
-	int rc = gsd_pick_victims_contiguous(s->cand, n, a->heap.size, al->size, s->idx, n, &nv,
-	                                     &hole);
-	if (rc == 0) {
-		for (size_t k = 0; k < nv; k++)
-			evict(s, a, s->by_off[s->idx[k]]);
-		if (gsd_heap_alloc_at(&a->heap, hole, al->size) == 0) {
-			off = hole;
-			goto placed;
+	size_t n = candidates(s, a), nm = 0, nv = 0;
+	if (a->heap.size - a->heap.used >= size &&
+	    gsd_heap_compact_plan(s->blocks, n, a->heap.size, size, s->moves, n, &nm, NULL) == 0) {
+		for (size_t k = 0; k < nm; k++) {
+			sim_alloc *m = s->by_off[s->moves[k].block];
+			act(s, ACT_MOVED, m, m->offset);
+			gsd_heap_free(&a->heap, m->offset, m->size);
+			if (gsd_heap_alloc_at(&a->heap, s->moves[k].to, m->size) != 0)
+				s->oom = true; /* the plan's destinations are free: not reached */
+			m->offset = s->moves[k].to;
 		}
 		if (gsd_heap_alloc(&a->heap, al->size, false, &off) == 0)
 			goto placed;
-		return -1;
 	}
-	uint64_t free_bytes = a->heap.size - a->heap.used;
-	uint64_t need = al->size > free_bytes ? al->size - free_bytes : 0;
-	if (gsd_pick_victims(s->cand, n, need, s->idx, n, &nv) != 0)
-		return -1;
-	for (size_t k = 0; k < nv; k++)
-		evict(s, a, s->by_off[s->idx[k]]);
-	/* Slide what stays towards offset 0 until one extent holds al. */
 	n = candidates(s, a);
-	for (size_t i = 0; i < n; i++)
-		s->blocks[i] = (gsd_live_block){.offset = s->cand[i].offset,
-		                                .size = s->cand[i].size,
-		                                .movable = !s->cand[i].pinned};
-	size_t nm = 0;
-	if (gsd_heap_compact_plan(s->blocks, n, a->heap.size, al->size, s->moves, n, &nm, NULL) !=
-	    0)
+	uint64_t hole;
+	if (gsd_pick_victims_contiguous(s->cand, n, a->heap.size, al->size, s->idx, n, &nv,
+	                                &hole) != 0)
 		return -1;
-	for (size_t k = 0; k < nm; k++) {
-		sim_alloc *m = s->by_off[s->moves[k].block];
-		gsd_heap_free(&a->heap, m->offset, m->size);
-		if (gsd_heap_alloc_at(&a->heap, s->moves[k].to, m->size) != 0)
-			return -1; /* the plan's destinations are free: not reached */
-		m->offset = s->moves[k].to;
-		*bytes += m->size;
-		s->r->paging_out_bytes += m->size;
+	for (size_t k = 0; k < nv; k++) {
+		sim_alloc *v = s->by_off[s->idx[k]];
+		act(s, ACT_EVICTED, v, v->offset);
+		unplace(a, v);
 	}
-	if (gsd_heap_alloc(&a->heap, al->size, false, &off) != 0)
+	if (gsd_heap_alloc_at(&a->heap, hole, al->size) != 0)
 		return -1;
+	off = hole;
 placed:
 	resident_add(s, a, al, off);
-	*bytes += al->size;
-	s->r->paging_in_bytes += al->size;
+	act(s, ACT_PLACED, al, off);
 	return 0;
 }
 
@@ -515,7 +574,8 @@ static void unpin_head(sim_ctx *x)
 
 enum { RES_READY, RES_PAGING, RES_WAIT };
 
-/* Makes the head packet's allocations resident and pins them; *bytes: what paging copies. */
+/* Makes the head packet's allocations resident, all or none, and pins them; *bytes: what
+ * paging copies (in, out and moved). */
 static int make_resident(sim *s, sim_ctx *x, uint64_t *bytes)
 {
 	const sim_pkt *p = head_of(x);
@@ -531,11 +591,13 @@ static int make_resident(sim *s, sim_ctx *x, uint64_t *bytes)
 	a->pinning++;
 	for (uint32_t j = 0; j < k; j++) {
 		sim_alloc *al = alloc_of(x, p, j);
-		if (al->slot < 0 && place(s, a, al, bytes) != 0) {
+		if (al->slot < 0 && place(s, a, al) != 0) {
+			rollback(s, a);
 			unpin_head(x);
 			return RES_WAIT;
 		}
 	}
+	*bytes = commit(s);
 	return *bytes ? RES_PAGING : RES_READY;
 }
 
@@ -602,8 +664,8 @@ static void cancel_head(sim *s, sim_ctx *x)
 	x->res->cancelled++;
 	s->r->classes[x->cls_index].cancelled++;
 	s->r->cancelled++;
-	if (x->cls->arrival == SIM_ARRIVAL_CLOSED)
-		push(s, EV_ARRIVAL, x->id, s->now + x->cls->think_ns, 0);
+	/* A closed-loop client whose packet can never run gets the error and submits no more
+	 * (its other packets in flight meet the same end). */
 	if (x->count && gsd_policy_enqueue(&x->node->q, &x->e, s->now) != 0)
 		s->oom = true;
 }
@@ -641,10 +703,14 @@ static void kick(sim *s, sim_node *n)
 				 * when it ends. */
 				uint64_t t = (uint64_t)((double)bytes * 1e9 /
 				                        (double)s->w->paging_bytes_per_s);
+				sim_adapter *a = n->a;
+				uint64_t start =
+				        a->paging_free_at > s->now ? a->paging_free_at : s->now;
 				x->waiting = true;
 				n->paging = x;
-				n->paging_start = s->now;
-				push(s, EV_PAGING_END, n->id, s->now + (t ? t : 1), 0);
+				n->paging_len = t ? t : 1;
+				a->paging_free_at = start + n->paging_len;
+				push(s, EV_PAGING_END, n->id, a->paging_free_at, 0);
 				return;
 			}
 		}
@@ -655,8 +721,12 @@ static void kick(sim *s, sim_node *n)
 /* Contexts that waited for room try again. */
 static void room_changed(sim *s, sim_adapter *a)
 {
-	gsd_list *it;
-	while ((it = gsd_list_pop_front(&a->room_wait))) {
+	/* Those that find no room again wait for the next change: not this walk. */
+	gsd_list waiting, *it;
+	gsd_list_init(&waiting);
+	while ((it = gsd_list_pop_front(&a->room_wait)))
+		gsd_list_push_back(&waiting, it);
+	while ((it = gsd_list_pop_front(&waiting))) {
 		sim_ctx *x = GSD_CONTAINER_OF(it, sim_ctx, room_link);
 		x->waiting = false;
 		make_ready(s, x);
@@ -933,7 +1003,7 @@ static int setup(sim *s, char *err, size_t cap)
 		 * share; the context itself weighs 1. */
 		gsd_policy_entity_init(&x->e, c->priority_class, c->priority, 1, (uint64_t)i + 1);
 		if (o->policy != GSD_SHARE_BEST_EFFORT) {
-			gsd_sched_group *g = gsd_policy_group(
+			gsd_sched_group *g = gsd_policy_group_new(
 			        &n->q, x, o->policy == GSD_SHARE_EQUAL ? 1 : c->share);
 			if (!g) {
 				fail(err, cap, "out of memory for tenant %u's group", i);
@@ -1181,6 +1251,7 @@ static void cleanup(sim *s)
 	free(s->blocks);
 	free(s->moves);
 	free(s->idx);
+	free(s->acts);
 }
 
 int sim_run(const sim_workload *w, const sim_options *o, sim_result *r, char *err, size_t cap)
@@ -1188,8 +1259,10 @@ int sim_run(const sim_workload *w, const sim_options *o, sim_result *r, char *er
 	memset(r, 0, sizeof(*r));
 	if (!o->adapters || !o->tenants || !o->duration_ns)
 		return fail(err, cap, "adapters, tenants and duration must be above 0");
-	if ((uint64_t)o->adapters * w->nodes > 1000000u)
-		return fail(err, cap, "at most 1,000,000 engines (adapters x nodes)");
+	if ((uint64_t)o->adapters * w->nodes > SIM_MAX_ENGINES)
+		return fail(err, cap, "at most %u engines (adapters x nodes)", SIM_MAX_ENGINES);
+	if (o->tenants > SIM_MAX_TENANTS)
+		return fail(err, cap, "at most %u tenants", SIM_MAX_TENANTS);
 	sim s = {.w = w, .o = o, .r = r};
 	int rc = setup(&s, err, cap);
 	uint64_t next_progress = 0;
@@ -1226,7 +1299,7 @@ int sim_run(const sim_workload *w, const sim_options *o, sim_result *r, char *er
 			break;
 		case EV_PAGING_END: {
 			sim_ctx *x = n->paging;
-			n->res->paging_ns += s.now - n->paging_start;
+			n->res->paging_ns += n->paging_len;
 			n->paging = NULL;
 			x->waiting = false;
 			make_ready(&s, x);
@@ -1254,8 +1327,15 @@ int sim_run(const sim_workload *w, const sim_options *o, sim_result *r, char *er
 				n->res->busy_ns += ran;
 				n->running->res->received_ns += ran;
 			}
-			if (n->paging)
-				n->res->paging_ns += o->duration_ns - n->paging_start;
+			if (n->paging) {
+				/* The part of its copy before the end (it may have waited for the
+				 * adapter's other copies). */
+				uint64_t end = n->a->paging_free_at, start = end - n->paging_len;
+				if (start < o->duration_ns)
+					n->res->paging_ns +=
+					        (end < o->duration_ns ? end : o->duration_ns) -
+					        start;
+			}
 		}
 		summarise(&s);
 		if (s.oom)

@@ -20,6 +20,8 @@
 #include <stdint.h>
 
 #define SIM_MAX_CLASSES 16
+#define SIM_MAX_ENGINES 100000u /* adapters x nodes: about 5 KiB of scheduler state each */
+#define SIM_MAX_TENANTS 1000000u
 #define SIM_NAME_MAX    64
 
 /* Distributions of a packet's engine time (values in ns). */

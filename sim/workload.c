@@ -5,6 +5,7 @@
  */
 #include "sim.h"
 
+#include "vidmm/heap.h"
 #include "wddm.h"
 
 #include <ctype.h>
@@ -424,8 +425,10 @@ int sim_workload_parse(const char *text, const char *origin, sim_workload *w, ch
 			    c->in_flight, w->packet_limit);
 			goto out;
 		}
-		/* What one packet needs resident at once must fit in the segment. */
-		if ((double)c->per_packet * (double)c->allocation_bytes > (double)w->memory_bytes) {
+		/* What one packet needs resident at once must fit in the segment, in the heap's
+		 * units (sizes round up to GSD_HEAP_ALIGN, the segment down). */
+		if ((double)c->per_packet * (double)gsd_heap_round(c->allocation_bytes) >
+		    (double)(w->memory_bytes - w->memory_bytes % GSD_HEAP_ALIGN)) {
 			bad(&e, path,
 			    "a packet's allocations (memory.per_packet x memory.allocation_mib) do "
 			    "not fit "

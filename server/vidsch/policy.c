@@ -42,6 +42,11 @@ gsd_sched_group *gsd_policy_group(gsd_sched_queue *q, const void *owner, uint32_
 			return g;
 		}
 	}
+	return gsd_policy_group_new(q, owner, weight);
+}
+
+gsd_sched_group *gsd_policy_group_new(gsd_sched_queue *q, const void *owner, uint32_t weight)
+{
 	gsd_sched_group *g = calloc(1, sizeof(*g));
 	if (!g)
 		return NULL;

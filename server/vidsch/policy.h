@@ -116,6 +116,9 @@ void gsd_policy_entity_init(gsd_sched_entity *e, uint32_t priority_class, int32_
 /* The group of owner on this node, made with weight when it has none (its weight is then
  * set to weight); it counts one more context. NULL when memory is short. */
 gsd_sched_group *gsd_policy_group(gsd_sched_queue *q, const void *owner, uint32_t weight);
+/* The same for an owner known to have no group on this node yet, without looking (O(1)):
+ * gpusched-sim places thousands of tenants on an engine. */
+gsd_sched_group *gsd_policy_group_new(gsd_sched_queue *q, const void *owner, uint32_t weight);
 /* Gives owner's group on this node (if it has one) a new weight: its later runs are charged
  * by it. */
 void gsd_policy_group_reweigh(gsd_sched_queue *q, const void *owner, uint32_t weight);
