@@ -32,7 +32,9 @@ static const char trace_help[] =
         "life; flow arrows from each submission to its first run, and from the packet whose\n"
         "SIGNAL released a GPU wait to the packet that waited. Context tracks are numbered\n"
         "1..N and named by tenant and context id; ids in a slice's args are strings (JSON\n"
-        "numbers above 2^53 are rounded by JavaScript).\n"
+        "numbers above 2^53 are rounded by JavaScript). With several hosts (--url repeated)\n"
+        "each host's engines and contexts are processes of their own, named by its URL, on\n"
+        "one time axis.\n"
         "\n"
         "Options:\n"
         "  --since T, --until T   the range (as in history: 10m, 2026-11-24T09:00, @SECONDS,\n"
@@ -62,6 +64,9 @@ typedef struct trace {
 	uint64_t t0;
 	json_t *out;
 	uint64_t slices, markers, flows;
+	/* Its processes: the engines' and the contexts' (one pair per host with several). */
+	int pid_eng, pid_ctx;
+	const char *host; /* NULL: one daemon */
 } trace;
 
 static double us(const trace *t, uint64_t ns)
@@ -118,11 +123,13 @@ static json_t *id_json(uint64_t v)
 
 static int track_names(trace *t)
 {
-	char name[160];
-	add(t, json_pack("{s:s, s:s, s:i, s:{s:s}}", "ph", "M", "name", "process_name", "pid", 1,
-	                 "args", "name", "engines"));
+	char name[160], eng[320], ctxs[320];
+	snprintf(eng, sizeof eng, "engines%s%s", t->host ? " of " : "", t->host ? t->host : "");
+	snprintf(ctxs, sizeof ctxs, "contexts%s%s", t->host ? " of " : "", t->host ? t->host : "");
 	add(t, json_pack("{s:s, s:s, s:i, s:{s:s}}", "ph", "M", "name", "process_name", "pid",
-	                 PID_CONTEXTS, "args", "name", "contexts"));
+	                 t->pid_eng, "args", "name", eng));
+	add(t, json_pack("{s:s, s:s, s:i, s:{s:s}}", "ph", "M", "name", "process_name", "pid",
+	                 t->pid_ctx, "args", "name", ctxs));
 	uint64_t *ids = malloc((t->s.nrecs + 1) * sizeof(*ids));
 	t->ctxs = malloc((t->s.nrecs + 1) * sizeof(*t->ctxs));
 	if (!ids || !t->ctxs) {
@@ -138,7 +145,7 @@ static int track_names(trace *t)
 				continue;
 			if (!pass) {
 				snprintf(name, sizeof(name), "node %" PRIu64, ids[i]);
-				name_track(t, 1, ids[i] + 1, name);
+				name_track(t, t->pid_eng, ids[i] + 1, name);
 				continue;
 			}
 			t->ctxs[t->nctx++] = ids[i];
@@ -152,7 +159,7 @@ static int track_names(trace *t)
 				tenant = t->s.recs[i].tenant;
 		snprintf(name, sizeof(name), "%s%scontext %" PRIu64, tenant, tenant[0] ? " " : "",
 		         t->ctxs[k]);
-		name_track(t, PID_CONTEXTS, k + 1, name);
+		name_track(t, t->pid_ctx, k + 1, name);
 	}
 	free(ids);
 	return 0;
@@ -177,7 +184,7 @@ static void packet_slice(trace *t, const gs_packet_record *r, const char *cat, i
 static void packet_life(trace *t, const gs_packet_record *r)
 {
 	uint64_t end = r->completed_ns ? r->completed_ns : r->submitted_ns;
-	packet_slice(t, r, "packet", PID_CONTEXTS, context_tid(t, r->context), r->submitted_ns, end,
+	packet_slice(t, r, "packet", t->pid_ctx, context_tid(t, r->context), r->submitted_ns, end,
 	             json_pack("{s:o, s:o, s:s, s:I}", "packet", id_json(r->packet), "fence",
 	                       id_json(r->fence), "state", gs_packet_state_name(r->state), "node",
 	                       (json_int_t)r->node));
@@ -188,14 +195,15 @@ static void packet_run(trace *t, const gs_packet_record *r, const gs_packet_even
                        const gs_packet_event *end)
 {
 	bool paging = r->submit_flags & GS_SUBMIT_PAGING;
-	packet_slice(t, r, paging ? "paging" : "run", 1, r->node + 1, e->time_ns,
+	packet_slice(t, r, paging ? "paging" : "run", t->pid_eng, r->node + 1, e->time_ns,
 	             end ? end->time_ns : e->time_ns,
 	             json_pack("{s:o, s:o, s:o, s:s, s:s}", "packet", id_json(r->packet), "context",
 	                       id_json(r->context), "fence", id_json(r->fence), "ended",
 	                       end ? gs_packet_state_name(end->state) : "running", "detail",
 	                       end ? end->detail : ""));
 	if (paging) {
-		json_t *m = base("i", "paging", "paging", 1, r->node + 1, us(t, e->time_ns));
+		json_t *m =
+		        base("i", "paging", "paging", t->pid_eng, r->node + 1, us(t, e->time_ns));
 		json_object_set_new(m, "s", json_string("t"));
 		add(t, m);
 		t->markers++;
@@ -211,7 +219,7 @@ static void flow(trace *t, const char *cat, int pid_from, uint64_t tid_from, uin
 	json_t *s = base("s", cat, cat, pid_from, tid_from, us(t, ns_from));
 	json_object_set_new(s, "id", json_integer(id));
 	add(t, s);
-	json_t *f = base("f", cat, cat, 1, tid_to, us(t, ns_to));
+	json_t *f = base("f", cat, cat, t->pid_eng, tid_to, us(t, ns_to));
 	json_object_set_new(f, "id", json_integer(id));
 	json_object_set_new(f, "bp", json_string("e"));
 	add(t, f);
@@ -220,14 +228,19 @@ static void flow(trace *t, const char *cat, int pid_from, uint64_t tid_from, uin
 
 #define NONE SIZE_MAX
 
+/* The earliest submission of the schedule, or UINT64_MAX. */
+static uint64_t first_ns(const cli_schedule *s)
+{
+	uint64_t t0 = UINT64_MAX;
+	for (size_t i = 0; i < s->nrecs; i++)
+		if (s->recs[i].submitted_ns && s->recs[i].submitted_ns < t0)
+			t0 = s->recs[i].submitted_ns;
+	return t0;
+}
+
+/* Writes t's schedule into t->out; t->t0 is set. */
 static int emit(trace *t)
 {
-	t->t0 = UINT64_MAX;
-	for (size_t i = 0; i < t->s.nrecs; i++)
-		if (t->s.recs[i].submitted_ns && t->s.recs[i].submitted_ns < t->t0)
-			t->t0 = t->s.recs[i].submitted_ns;
-	if (t->t0 == UINT64_MAX)
-		t->t0 = 0;
 	if (track_names(t) != 0)
 		return GS_ERR_NOMEM;
 	for (size_t i = 0; i < t->s.nrecs; i++)
@@ -260,7 +273,7 @@ static int emit(trace *t)
 		if (e->state == GS_PACKET_RUNNING) {
 			packet_run(t, r, e, end);
 			if (last[rec[i]] == NONE) /* its first run: from its submission */
-				flow(t, "submit", PID_CONTEXTS, context_tid(t, r->context),
+				flow(t, "submit", t->pid_ctx, context_tid(t, r->context),
 				     r->submitted_ns, r->node + 1, e->time_ns);
 			last[rec[i]] = i;
 			continue;
@@ -272,7 +285,8 @@ static int emit(trace *t)
 		if (what) {
 			char name[64];
 			snprintf(name, sizeof(name), "%s: packet %" PRIu64, what, r->packet);
-			json_t *m = base("i", name, what, 1, r->node + 1, us(t, e->time_ns));
+			json_t *m =
+			        base("i", name, what, t->pid_eng, r->node + 1, us(t, e->time_ns));
 			json_object_set_new(m, "s", json_string("t"));
 			json_object_set_new(m, "args", json_pack("{s:s}", "detail", e->detail));
 			add(t, m);
@@ -287,8 +301,8 @@ static int emit(trace *t)
 		        cli_schedule_find(&t->s, strtoull(by + strlen(by_text), NULL, 10));
 		size_t srun = sr ? last[(size_t)(sr - t->s.recs)] : NONE;
 		if (srun != NONE)
-			flow(t, "signal", 1, sr->node + 1, t->s.evs[srun].time_ns, r->node + 1,
-			     end->time_ns);
+			flow(t, "signal", t->pid_eng, sr->node + 1, t->s.evs[srun].time_ns,
+			     r->node + 1, end->time_ns);
 	}
 	free(rec);
 	free(next);
@@ -303,6 +317,105 @@ static void trace_free(trace *t)
 	json_decref(t->out);
 }
 
+/* Writes the trace document to a.output (or stdout) and reports it. */
+static int write_trace(cli *ctx, const trace_args *a, json_t *events, uint64_t t0, size_t packets,
+                       size_t nevents, uint64_t slices, uint64_t markers, uint64_t flows,
+                       bool truncated)
+{
+	json_t *doc = json_pack("{s:O, s:s, s:{s:I, s:I}}", "traceEvents", events,
+	                        "displayTimeUnit", "ns", "otherData", "epoch_ns", (json_int_t)t0,
+	                        "packets", (json_int_t)packets);
+	bool to_stdout = strcmp(a->sched.output, "-") == 0;
+	int w = doc ? (to_stdout ? json_dumpf(doc, stdout, JSON_COMPACT)
+	                         : json_dump_file(doc, a->sched.output, JSON_COMPACT))
+	            : -1;
+	json_decref(doc);
+	if (w != 0) {
+		cli_warn(ctx, "cannot write %s", a->sched.output);
+		return CLI_EXIT_DAEMON;
+	}
+	if (ctx->json && !to_stdout)
+		cli_json_print(json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:b}", "file",
+		                         a->sched.output, "packets", (json_int_t)packets, "events",
+		                         (json_int_t)nevents, "slices", (json_int_t)slices,
+		                         "markers", (json_int_t)markers, "flows", (json_int_t)flows,
+		                         "truncated", truncated));
+	else if (!to_stdout)
+		printf("%s: %zu packets, %" PRIu64 " slices, %" PRIu64 " markers, %" PRIu64
+		       " flows (open it in ui.perfetto.dev or chrome://tracing)\n",
+		       a->sched.output, packets, slices, markers, flows);
+	return CLI_EXIT_OK;
+}
+
+/* Several hosts: each host's schedule as a pair of processes of its own ("engines of URL",
+ * "contexts of URL"), on one time axis. */
+static int trace_hosts(cli *ctx, int argc, char **argv, const cli_syntax *syntax, trace_args *a)
+{
+	int rv = cli_parse_args(ctx, argc, argv, syntax, a);
+	if (rv == CLI_CONTINUE)
+		rv = cli_check_range(ctx, a->sched.since_ns, a->sched.until_ns);
+	if (rv != CLI_CONTINUE)
+		return rv;
+	if ((rv = cli_hosts_connect(ctx)) != CLI_EXIT_OK)
+		return rv;
+	size_t n = gs_hosts_count(ctx->hosts);
+	trace *ts = calloc(n, sizeof(*ts));
+	json_t *out = json_array();
+	uint64_t t0 = UINT64_MAX, slices = 0, markers = 0, flows = 0;
+	size_t packets = 0, events = 0;
+	bool truncated = false;
+	rv = ts && out ? CLI_EXIT_OK : cli_fail(ctx, GS_ERR_NOMEM);
+	for (size_t h = 0; rv == CLI_EXIT_OK && h < n; h++) {
+		if (!(ctx->client = gs_hosts_client(ctx->hosts, h)))
+			continue;
+		int st = cli_schedule_fetch(ctx, a->sched.since_ns, a->sched.until_ns,
+		                            a->sched.max_packets, &ts[h].s);
+		if (st != 0) {
+			char why[256];
+			snprintf(why, sizeof why, "trace: %s: %s", gs_status_name(st),
+			         gs_client_message(ctx->client));
+			gs_hosts_set_down(ctx->hosts, h, why);
+			cli_schedule_free(&ts[h].s);
+			continue;
+		}
+		uint64_t f = first_ns(&ts[h].s);
+		t0 = f < t0 ? f : t0;
+	}
+	ctx->client = NULL;
+	for (size_t h = 0; rv == CLI_EXIT_OK && h < n; h++) {
+		if (!gs_hosts_client(ctx->hosts, h))
+			continue;
+		trace *t = &ts[h];
+		t->out = json_incref(out);
+		t->t0 = t0 == UINT64_MAX ? 0 : t0;
+		t->pid_eng = 1 + (int)h;
+		t->pid_ctx = PID_CONTEXTS + (int)h;
+		t->host = gs_hosts_url(ctx->hosts, h);
+		t->flows = flows; /* flow ids stay unique across hosts */
+		if (emit(t) != 0)
+			rv = cli_fail(ctx, GS_ERR_NOMEM);
+		flows = t->flows;
+		slices += t->slices;
+		markers += t->markers;
+		packets += t->s.nrecs;
+		events += t->s.nevs;
+		if (t->s.truncated) {
+			truncated = true;
+			cli_warn(ctx,
+			         "%s: more than %llu packets in the range: only the oldest %zu",
+			         t->host, (unsigned long long)a->sched.max_packets, t->s.nrecs);
+		}
+	}
+	if (rv == CLI_EXIT_OK)
+		rv = write_trace(ctx, a, out, t0 == UINT64_MAX ? 0 : t0, packets, events, slices,
+		                 markers, flows, truncated);
+	for (size_t h = 0; ts && h < n; h++)
+		trace_free(&ts[h]);
+	free(ts);
+	json_decref(out);
+	return cli_hosts_report(ctx, rv);
+}
+
 int cmd_trace(cli *ctx, int argc, char **argv)
 {
 	static const cli_syntax syntax = {trace_help, CLI_OPTS(trace_opts)};
@@ -310,38 +423,24 @@ int cmd_trace(cli *ctx, int argc, char **argv)
 	trace t = {0};
 	int rv;
 
+	if (ctx->nurls > 1)
+		return trace_hosts(ctx, argc, argv, &syntax, &a);
 	rv = cli_schedule_start(ctx, argc, argv, &syntax, &a, &t.s);
 	if (rv != CLI_CONTINUE)
 		return rv;
 	t.out = json_array();
+	t.pid_eng = 1;
+	t.pid_ctx = PID_CONTEXTS;
+	t.t0 = first_ns(&t.s);
+	if (t.t0 == UINT64_MAX)
+		t.t0 = 0;
 	rv = t.out ? emit(&t) : GS_ERR_NOMEM;
 	if (rv != 0) {
 		trace_free(&t);
 		return cli_fail(ctx, rv);
 	}
-	json_t *doc = json_pack("{s:O, s:s, s:{s:I, s:I}}", "traceEvents", t.out, "displayTimeUnit",
-	                        "ns", "otherData", "epoch_ns", (json_int_t)t.t0, "packets",
-	                        (json_int_t)t.s.nrecs);
-	bool to_stdout = strcmp(a.sched.output, "-") == 0;
-	int w = doc ? (to_stdout ? json_dumpf(doc, stdout, JSON_COMPACT)
-	                         : json_dump_file(doc, a.sched.output, JSON_COMPACT))
-	            : -1;
-	json_decref(doc);
-	if (w != 0) {
-		cli_warn(ctx, "cannot write %s", a.sched.output);
-		trace_free(&t);
-		return CLI_EXIT_DAEMON;
-	}
-	if (ctx->json && !to_stdout)
-		cli_json_print(json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:b}", "file",
-		                         a.sched.output, "packets", (json_int_t)t.s.nrecs, "events",
-		                         (json_int_t)t.s.nevs, "slices", (json_int_t)t.slices,
-		                         "markers", (json_int_t)t.markers, "flows",
-		                         (json_int_t)t.flows, "truncated", t.s.truncated));
-	else if (!to_stdout)
-		printf("%s: %zu packets, %" PRIu64 " slices, %" PRIu64 " markers, %" PRIu64
-		       " flows (open it in ui.perfetto.dev or chrome://tracing)\n",
-		       a.sched.output, t.s.nrecs, t.slices, t.markers, t.flows);
+	rv = write_trace(ctx, &a, t.out, t.t0, t.s.nrecs, t.s.nevs, t.slices, t.markers, t.flows,
+	                 t.s.truncated);
 	trace_free(&t);
-	return CLI_EXIT_OK;
+	return rv;
 }

@@ -143,6 +143,20 @@ jq -s -e 'all(.[]; .host and all(.rows[]; .host))' "$dir/usage" >/dev/null ||
 "$gpusched" "${url_args[@]}" info >"$dir/info" || fail "info"
 [ "$(grep -c '^== host ' "$dir/info")" = "${#urls[@]}" ] || fail "info: not a section per host"
 
+# trace: every host's engines and contexts as processes named by its URL, all slices.
+"$gpusched" "${url_args[@]}" trace -o "$dir/all.json" --json >"$dir/out" || fail "trace"
+want_slices=0
+for u in "${urls[@]}"; do
+	"$gpusched" --url "$u" trace -o "$dir/one.json" --json >"$dir/one.out" || fail "trace $u"
+	want_slices=$((want_slices + $(jq .slices "$dir/one.out")))
+	jq -e --arg e "engines of $u" --arg c "contexts of $u" \
+		'[.traceEvents[] | select(.name == "process_name") | .args.name] |
+		 index($e) != null and index($c) != null' "$dir/all.json" >/dev/null ||
+		fail "trace: no processes of $u"
+done
+[ "$(jq .slices "$dir/out")" = "$want_slices" ] ||
+	fail "trace: $(jq .slices "$dir/out") slices, the hosts' own traces have $want_slices"
+
 # Placement: nothing queued anywhere, so the adapter with the least memory in use wins.
 dev=$("$gpusched" --url "${urls[0]}" device create filler --json | jq -r .device)
 "$gpusched" --url "${urls[0]}" alloc create "$dev" 4194304 >/dev/null ||
