@@ -1135,6 +1135,9 @@ typedef enum gs_tenant_field {
  * receives the token in effect, malloc'd. */
 int gs_tenant_create(gs_client *c, const gs_tenant *tenant, const char *token, char **token_out);
 int gs_tenant_destroy(gs_client *c, const char *name);
+/* gs_tenant_destroy of a tenant that may still have devices: they are destroyed first, with
+ * everything in them (its queued packets cancelled), then the tenant (a pod that is gone). */
+int gs_tenant_destroy_release(gs_client *c, const char *name);
 /* Changes the settings in fields (gs_tenant_field mask) of the live tenant `name` to those of
  * *settings (its name is not read), now: a new share applies to its queued work at once. */
 int gs_tenant_update(gs_client *c, const char *name, const gs_tenant *settings, unsigned fields);

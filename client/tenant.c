@@ -45,14 +45,25 @@ int gs_tenant_create(gs_client *c, const gs_tenant *tenant, const char *token, c
 	return rv;
 }
 
-int gs_tenant_destroy(gs_client *c, const char *name)
+static int tenant_destroy(gs_client *c, const char *name, bool release_devices)
 {
 	Gpusched__V1__TenantDestroyRequest body = GPUSCHED__V1__TENANT_DESTROY_REQUEST__INIT;
 
 	if (!name || !name[0])
 		return gsc_fail(c, GS_ERR_INVALID, "a tenant needs a name");
 	body.name = (char *)name;
+	body.release_devices = release_devices;
 	return gsc_call_plain(c, GSC_REQ(TENANT_DESTROY), &body);
+}
+
+int gs_tenant_destroy(gs_client *c, const char *name)
+{
+	return tenant_destroy(c, name, false);
+}
+
+int gs_tenant_destroy_release(gs_client *c, const char *name)
+{
+	return tenant_destroy(c, name, true);
 }
 
 int gs_tenant_update(gs_client *c, const char *name, const gs_tenant *settings, unsigned fields)

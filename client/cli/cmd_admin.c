@@ -470,7 +470,7 @@ static const char tenant_help[] =
         "                              [--max-message BYTES] [--packet-limit N]\n"
         "                              [--sync-limit N] [--admin | --no-admin]\n"
         "                              [--ban | --unban]\n"
-        "       gpusched tenant rm NAME\n"
+        "              gpusched tenant rm NAME [--release-devices]\n"
         "Tenant administration; the daemon answers only an admin token (PERMISSION_DENIED\n"
         "otherwise). create prints the new tenant's token (chosen by the daemon unless --token\n"
         "is given here, after the subcommand). set changes only the settings given, at once (a\n"
@@ -482,7 +482,10 @@ static const char tenant_help[] =
         "name (IDLE, BELOW_NORMAL, NORMAL, ABOVE_NORMAL, HIGH, REALTIME) or 0..5 (default\n"
         "NORMAL); --memory-quota bytes or a size with a unit (64M, 1GiB). --ban bans the\n"
         "tenant (as too many GPU timeouts do: its work is cancelled, its requests answered\n"
-        "BANNED); --unban lifts a ban. A ban survives restarts until it is lifted.\n";
+        "BANNED); --unban lifts a ban. A ban survives restarts until it is lifted. rm refuses\n"
+        "a tenant that still has devices (BUSY) unless --release-devices: its devices are\n"
+        "then destroyed first, with all in them (queued packets cancelled), as for a pod\n"
+        "that is gone.\n";
 
 static json_t *tenant_json(const void *tenant)
 {
@@ -650,14 +653,24 @@ static int tenant_create(cli *ctx, int argc, char **argv)
 	return CLI_EXIT_OK;
 }
 
+typedef struct tenant_rm_args {
+	bool release_devices;
+} tenant_rm_args;
+
 static int tenant_rm(cli *ctx, int argc, char **argv)
 {
-	int rv;
-
-	rv = cli_start(ctx, argc, argv, CLI_SIMPLE(tenant_help, 1, 1, "one tenant NAME"), NULL);
+	static const cli_opt opts[] = {
+	        {"release-devices", CLI_SET_BOOL, offsetof(tenant_rm_args, release_devices)},
+	};
+	static const cli_syntax syntax = {tenant_help, CLI_OPTS(opts), 1, 1, "one tenant NAME"};
+	tenant_rm_args a = {0};
+	int rv = cli_start(ctx, argc, argv, &syntax, &a);
 	if (rv != CLI_CONTINUE)
 		return rv;
-	return finish(ctx, gs_tenant_destroy(ctx->client, argv[optind]), "destroyed");
+	return finish(ctx,
+	              a.release_devices ? gs_tenant_destroy_release(ctx->client, argv[optind])
+	                                : gs_tenant_destroy(ctx->client, argv[optind]),
+	              "destroyed");
 }
 
 int cmd_tenant(cli *ctx, int argc, char **argv)

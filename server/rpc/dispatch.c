@@ -366,13 +366,24 @@ static void h_tenant_destroy(gsd_daemon *d, gsd_call *c)
 		gsd_call_error(c, GSD_ST(NOT_FOUND), "no tenant %s", R(tenant_destroy)->name);
 		return;
 	}
-	if (t->devices) {
-		gsd_call_error(c, GSD_ST(BUSY), "tenant %s still has %u devices", t->conf.name,
-		               t->devices);
-		return;
-	}
 	if (t == c->tenant) {
 		gsd_call_error(c, GSD_ST(INVALID_ARGUMENT), "a tenant cannot remove itself");
+		return;
+	}
+	if (t->devices && R(tenant_destroy)->release_devices) {
+		int n = gsd_tenant_release_devices(d, t);
+		if (n < 0) {
+			gsd_call_error(c, GSD_ST(INTERNAL), "out of memory");
+			return;
+		}
+		char text[GSD_NAME_MAX + 48];
+		snprintf(text, sizeof(text), "%s: %d devices destroyed", t->conf.name, n);
+		gsd_audit_note(d->audit, c->identity, "tenant_devices_released", text);
+	}
+	if (t->devices) {
+		gsd_call_error(c, GSD_ST(BUSY),
+		               "tenant %s still has %u devices (release_devices destroys them)",
+		               t->conf.name, t->devices);
 		return;
 	}
 	gsd_tenant_audit(d, t, gsd_now_ns()); /* before its hash is wiped */

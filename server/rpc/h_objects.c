@@ -71,6 +71,23 @@ static bool is_guest_device(const gsd_object *o, void *arg)
 	       (g->guest ? o->guest == g->guest : o->guest != 0);
 }
 
+static bool is_tenant_device(const gsd_object *o, void *arg)
+{
+	return o->type == GSD_OBJ_DEVICE && o->tenant == arg;
+}
+
+int gsd_tenant_release_devices(gsd_daemon *d, gsd_tenant *t)
+{
+	gsd_object **devs;
+	size_t n;
+	if (gsd_object_collect(d, is_tenant_device, t, &devs, &n) != 0)
+		return -1;
+	for (size_t i = 0; i < n; i++)
+		gsd_device_destroy(d, (gsd_device *)devs[i]);
+	free(devs);
+	return (int)n;
+}
+
 void gsd_h_guest_release(gsd_daemon *d, gsd_call *c)
 {
 	const Gpusched__V1__GuestReleaseRequest *q = R(guest_release);

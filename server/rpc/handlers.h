@@ -41,6 +41,9 @@ void gsd_rules_adapter_of(const gsd_daemon *d, const gsd_adapter *a, gsd_rules_a
 void gsd_h_device_create(gsd_daemon *d, gsd_call *c);
 void gsd_h_device_destroy(gsd_daemon *d, gsd_call *c);
 void gsd_h_guest_release(gsd_daemon *d, gsd_call *c);
+/* Destroys every device of tenant t, with all in them (TenantDestroy's release_devices);
+ * returns how many, or -1 without memory. */
+int gsd_tenant_release_devices(gsd_daemon *d, gsd_tenant *t);
 void gsd_h_context_create(gsd_daemon *d, gsd_call *c);
 void gsd_h_context_destroy(gsd_daemon *d, gsd_call *c);
 void gsd_h_context_set_priority(gsd_daemon *d, gsd_call *c);
