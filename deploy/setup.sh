@@ -26,6 +26,8 @@ PACKAGES=(
   libcmocka-dev                   # unit and integration tests
   python3 python3-prometheus-client   # test_metrics parses /metrics with the reference parser
   python3-pytest python3-numpy    # the Python package's tests (python/)
+  python3-grpcio python3-protobuf # the Kubernetes device plugin (gRPC to the kubelet) and its tests
+  protobuf-compiler python3-yaml  # tests: the plugin's API against its .proto; the manifests parsed
   chromium                        # test_cli renders gpusched timeline in a real browser
   clang-format                    # style check
   buildah debootstrap             # test_container_build: the image, from a base made here (no registry)

@@ -54,7 +54,8 @@ static void print_help(void)
 	       "                   the hosts' packets, trace draws every host, device create\n"
 	       "                   picks the least-loaded adapter of all\n"
 	       "  --token T        tenant token (default: $GPUSCHED_TOKEN)\n"
-	       "  --adapter N      adapter the requests address (default 0)\n"
+	       "  --adapter N      adapter the requests address (default $GPUSCHED_ADAPTER,\n"
+	       "                   which the Kubernetes device plugin sets, else 0)\n"
 	       "  --json           machine-readable output: one JSON document per line\n"
 	       "  --timeout MS     timeout of each request in ms (default %u)\n"
 	       "  --help           this text; COMMAND --help describes a command\n"
@@ -88,6 +89,7 @@ int main(int argc, char **argv)
 	};
 	cli ctx = {0};
 	int opt, rv;
+	bool adapter_given = false;
 
 	/* '+': stop at the command name, so that its options are its own. */
 	while ((opt = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
@@ -102,6 +104,7 @@ int main(int argc, char **argv)
 			ctx.token = optarg;
 			break;
 		case 'a':
+			adapter_given = true;
 			if (!cli_parse_u32(optarg, &ctx.adapter))
 				return cli_usage(&ctx, "--adapter: '%s' is not a number", optarg);
 			break;
@@ -128,6 +131,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, "gpusched: no command given\nTry 'gpusched --help'.\n");
 		return CLI_EXIT_USAGE;
 	}
+	/* $GPUSCHED_ADAPTER (a pod's, from the device plugin) unless --adapter was given. */
+	const char *adapter_env = getenv("GPUSCHED_ADAPTER");
+	if (!adapter_given && adapter_env && adapter_env[0] &&
+	    !cli_parse_u32(adapter_env, &ctx.adapter))
+		return cli_usage(&ctx, "$GPUSCHED_ADAPTER: '%s' is not a number", adapter_env);
 	/* $GPUSCHED_URL may be a list of hosts. */
 	const char *env = getenv("GPUSCHED_URL");
 	if (ctx.nurls == 0 && env && env[0] && strpbrk(env, ", \t\n")) {

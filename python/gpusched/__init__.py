@@ -1160,7 +1160,8 @@ class Client:
 
 def connect(url: Optional[str] = None, token: Optional[str] = None, *,
             ca: Optional[str] = None, cert: Optional[str] = None,
-            server_name: Optional[str] = None, adapter: int = 0, timeout_ms: int = 0) -> Client:
+            server_name: Optional[str] = None, adapter: Optional[int] = None,
+            timeout_ms: int = 0) -> Client:
     """Connects to gpuschedd.
 
     url: ipc://PATH, tcp://HOST:PORT or tls+tcp://HOST:PORT (default $GPUSCHED_URL, else the
@@ -1168,8 +1169,11 @@ def connect(url: Optional[str] = None, token: Optional[str] = None, *,
     the daemon's certificate (default $GPUSCHED_TLS_CA); cert, this client's certificate and
     key in one PEM file, when the daemon asks for one ($GPUSCHED_TLS_CERT_KEY); server_name,
     the name the daemon's certificate must carry (default the URL's host name). adapter: the
-    adapter every request addresses (a Vulkan one runs users' kernels); timeout_ms: each
+    adapter every request addresses (a Vulkan one runs users' kernels; default
+    $GPUSCHED_ADAPTER, which the Kubernetes device plugin sets, else 0); timeout_ms: each
     call's bound (default 30 s; waits add their own)."""
+    if adapter is None:
+        adapter = int(os.environ.get("GPUSCHED_ADAPTER") or 0)
     return Client(url, token, ca=ca, cert=cert, server_name=server_name, adapter=adapter,
                   timeout_ms=timeout_ms)
 
