@@ -80,3 +80,12 @@ def test_device_goes_to_the_least_loaded(three):
         a = dev.allocation(4096)
         a.write(b"x" * 4096)
         assert a.read(4) == b"xxxx"
+        # Queued packets come first: host 2 now runs long packets, so the next device goes
+        # to host 0 (hosts 0 and 1 hold the same memory: the first in the list wins).
+        ctx = dev.context()
+        spin = gpusched.DmaBuffer().spin(2_000_000)
+        for _ in range(3):
+            ctx.submit(spin)
+        dev2 = h.device("placed-again")
+        assert dev2.client.url == urls[0]
+        ctx.destroy()  # cancels what is still queued
