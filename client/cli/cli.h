@@ -272,6 +272,8 @@ int cli_schedule_start(cli *ctx, int argc, char **argv, const cli_syntax *syntax
                        cli_schedule *s);
 /* The record of packet (NULL: not in the schedule). */
 const gs_packet_record *cli_schedule_find(const cli_schedule *s, uint64_t packet);
+/* Sorts the records by packet id again, as cli_schedule_find needs (after they were changed). */
+void cli_schedule_sort(cli_schedule *s);
 void cli_schedule_free(cli_schedule *s);
 
 /* Moves of the memory manager (cmd_moves.c), also shown by alloc show: one gs_move as a JSON

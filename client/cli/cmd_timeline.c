@@ -27,7 +27,9 @@ static const char timeline_help[] =
         "reset aborted it or it faulted, the packets in flight on each engine under its lane,\n"
         "and a time axis. Hover a box for the packet's id, context, fence, flags, how long it\n"
         "ran and how the run ended. A FILE ending in .svg gets the bare SVG; anything else an\n"
-        "HTML page with the SVG inside. It needs nothing from the network to view.\n"
+        "HTML page with the SVG inside. It needs nothing from the network to view. With\n"
+        "several hosts (--url repeated) every host's engines are lanes of their own, named\n"
+        "hH node N (the host's URL on hover), on one time axis.\n"
         "\n"
         "Options:\n"
         "  --since T, --until T   the range (as in history: 10m, 2026-11-24T09:00, @SECONDS,\n"
@@ -76,7 +78,28 @@ typedef struct drawing {
 	size_t nctx;
 	size_t legend_cols, legend_rows;
 	double legend_col_w;
+	/* Several hosts: ids carry their host in their low HOST_BITS bits, nodes in bits 8 and
+	 * up (merge_hosts); hosts[h] is host h's URL. */
+	size_t nhosts;
+	const char *hosts[GS_MAX_HOSTS];
 } drawing;
+
+#define HOST_BITS 6 /* GS_MAX_HOSTS = 64 */
+
+/* An id as its host shows it. */
+static uint64_t shown(const drawing *d, uint64_t id)
+{
+	return d->nhosts ? id >> HOST_BITS : id;
+}
+
+/* " on HOST" after an id of a record or event, or "". */
+static const char *on_host(const drawing *d, uint64_t id, char *buf, size_t cap)
+{
+	if (!d->nhosts)
+		return "";
+	snprintf(buf, cap, " on %s", d->hosts[id & ((1u << HOST_BITS) - 1)]);
+	return buf;
+}
 
 #define LEGEND_ROW_H 18.0
 /* Contexts named in the legend at most; a last row says how many more there are (their runs
@@ -170,11 +193,14 @@ static void color_of(size_t n, char *out, size_t cap)
 	         38 + (int)(n % 3) * 12);
 }
 
-/* A legend entry's text: "c7 tenant, context 1234". */
-static void legend_text(const ctx_label *l, char *out, size_t cap)
+/* A legend entry's text: "c7 tenant, context 1234" (with several hosts, " (h2)" after it). */
+static void legend_text(const drawing *d, const ctx_label *l, char *out, size_t cap)
 {
-	snprintf(out, cap, "c%zu %s, context %" PRIu64, l->number, l->tenant ? l->tenant : "",
-	         l->context);
+	int n = snprintf(out, cap, "c%zu %s, context %" PRIu64, l->number,
+	                 l->tenant ? l->tenant : "", shown(d, l->context));
+	if (d->nhosts && n > 0 && (size_t)n < cap)
+		snprintf(out + n, cap - (size_t)n, " (h%u)",
+		         (unsigned)(l->context & ((1u << HOST_BITS) - 1)));
 }
 
 /* Lays the legend out in columns as wide as its longest entry, as many as the width holds. */
@@ -183,7 +209,7 @@ static void legend_layout(drawing *d)
 	size_t longest = 0, shown = d->nctx < LEGEND_MAX ? d->nctx : LEGEND_MAX;
 	char text[256];
 	for (size_t i = 0; i < shown; i++) {
-		legend_text(&d->ctxs[i], text, sizeof text);
+		legend_text(d, &d->ctxs[i], text, sizeof text);
 		if (strlen(text) > longest)
 			longest = strlen(text);
 	}
@@ -246,15 +272,25 @@ static void lanes(drawing *d)
 	char color[32], flags[256], ran[24];
 	for (size_t i = 0; i < d->nlanes; i++) {
 		double y = lane_y(i);
+		char name[32];
+		if (d->nhosts)
+			snprintf(name, sizeof name, "h%" PRIu32 " node %" PRIu32, d->nodes[i] >> 8,
+			         d->nodes[i] & 0xff);
+		else
+			snprintf(name, sizeof name, "node %" PRIu32, d->nodes[i]);
+		fprintf(d->f, "<text x=\"8\" y=\"%.1f\" font-size=\"13\" font-weight=\"bold\">%s",
+		        y + LANE_H / 2 + 4, name);
+		if (d->nhosts) { /* the host's URL on hover */
+			fputs("<title>", d->f);
+			put_text(d->f, d->hosts[d->nodes[i] >> 8]);
+			fputs("</title>", d->f);
+		}
 		fprintf(d->f,
-		        "<text x=\"8\" y=\"%.1f\" font-size=\"13\" font-weight=\"bold\">node "
-		        "%" PRIu32
 		        "</text>\n<rect class=\"lane\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
 		        "height=\"%.1f\" fill=\"#f4f4f4\"/>\n"
 		        "<text x=\"8\" y=\"%.1f\" font-size=\"10\" fill=\"#666\">in "
 		        "flight</text>\n",
-		        y + LANE_H / 2 + 4, d->nodes[i], LEFT, y, d->width - LEFT - RIGHT, LANE_H,
-		        y + LANE_H + DEPTH_H / 2 + 4);
+		        LEFT, y, d->width - LEFT - RIGHT, LANE_H, y + LANE_H + DEPTH_H / 2 + 4);
 	}
 	/* One pass over the events, keeping each packet's last RUNNING event. */
 	size_t *running = calloc(s->nrecs + 1, sizeof(*running));
@@ -282,16 +318,19 @@ static void lanes(drawing *d)
 			char label[32] = "paging";
 			if (l)
 				snprintf(label, sizeof label, "c%zu", l->number);
+			char host[300];
 			fprintf(d->f,
 			        "<rect class=\"run\" data-packet=\"%" PRIu64
 			        "\" data-label=\"%s\" x=\"%.2f\" y=\"%.1f\" "
 			        "width=\"%.2f\" height=\"%.1f\" fill=\"%s\" stroke=\"#222\" "
 			        "stroke-width=\"0.3\"><title>%s: packet %" PRIu64
-			        ", context %" PRIu64 ", fence %" PRIu64
+			        "%s, context %" PRIu64 ", fence %" PRIu64
 			        ", flags %s: ran %s, then %s",
-			        r->packet, label, x0, y + 3, x1 - x0 < 0.6 ? 0.6 : x1 - x0,
-			        LANE_H - 6, color, label, r->packet, r->context, r->fence, flags,
-			        ran, gs_packet_state_name(e->state));
+			        shown(d, r->packet), label, x0, y + 3,
+			        x1 - x0 < 0.6 ? 0.6 : x1 - x0, LANE_H - 6, color, label,
+			        shown(d, r->packet), on_host(d, r->packet, host, sizeof host),
+			        shown(d, r->context), r->fence, flags, ran,
+			        gs_packet_state_name(e->state));
 			if (e->detail[0]) {
 				fputs(": ", d->f);
 				put_text(d->f, e->detail);
@@ -314,10 +353,13 @@ static void lanes(drawing *d)
 		                                                                           : NULL;
 		if (mark) {
 			double x = xof(d, e->time_ns);
+			char host[300];
 			fprintf(d->f,
 			        "<path class=\"marker\" d=\"M%.2f %.1f l-4 -7 h8 z\" fill=\"%s\">"
-			        "<title>packet %" PRIu64 " %s: ",
-			        x, y + 1, mark, r->packet, gs_packet_state_name(e->state));
+			        "<title>packet %" PRIu64 "%s %s: ",
+			        x, y + 1, mark, shown(d, r->packet),
+			        on_host(d, r->packet, host, sizeof host),
+			        gs_packet_state_name(e->state));
 			put_text(d->f, e->detail);
 			fputs("</title></path>\n", d->f);
 			d->markers++;
@@ -375,8 +417,10 @@ static void in_flight(drawing *d)
 		}
 		fprintf(d->f,
 		        " %.1f,%.1f\"><title>packets in flight on node %" PRIu32
-		        ", at most %" PRId64 "</title></polyline>\n",
-		        d->width - RIGHT, last_y, d->nodes[lane], max);
+		        "%s, at most %" PRId64 "</title></polyline>\n",
+		        d->width - RIGHT, last_y,
+		        d->nhosts ? d->nodes[lane] & 0xff : d->nodes[lane],
+		        d->nhosts ? " of that host" : "", max);
 	}
 	free(steps);
 }
@@ -401,7 +445,7 @@ static void legend(drawing *d, double y)
 		double ex = LEFT + (double)(i % d->legend_cols) * d->legend_col_w;
 		double ey = y + LEGEND_ROW_H * (double)(1 + i / d->legend_cols);
 		color_of(d->ctxs[i].number, color, sizeof(color));
-		legend_text(&d->ctxs[i], text, sizeof text);
+		legend_text(d, &d->ctxs[i], text, sizeof text);
 		fprintf(d->f,
 		        "<rect class=\"ctx\" data-label=\"c%zu\" x=\"%.1f\" y=\"%.1f\" "
 		        "width=\"12\" "
@@ -462,6 +506,70 @@ static int cmp_u32(const void *x, const void *y)
 	return (a > b) - (a < b);
 }
 
+/*
+ * Several hosts: every host's schedule in one, each packet and context id carrying its host in
+ * its low HOST_BITS bits (ids are below 2^53, so they still fit) and each node its host in
+ * bits 8 and up, so that hosts' ids never meet; the drawing shows them as their hosts do.
+ */
+static int merge_hosts(cli *ctx, const timeline_args *a, cli_schedule *out, drawing *d)
+{
+	int rv = cli_hosts_connect(ctx);
+	if (rv != CLI_EXIT_OK)
+		return rv;
+	for (size_t h = 0; h < gs_hosts_count(ctx->hosts); h++) {
+		d->hosts[h] = gs_hosts_url(ctx->hosts, h);
+		if (!(ctx->client = gs_hosts_client(ctx->hosts, h)))
+			continue;
+		cli_schedule one = {0};
+		int st = cli_schedule_fetch(ctx, a->sched.since_ns, a->sched.until_ns,
+		                            a->sched.max_packets, &one);
+		if (st == 0 && one.truncated)
+			cli_warn(ctx,
+			         "%s: more than %llu packets in the range: only the oldest %zu",
+			         d->hosts[h], (unsigned long long)a->sched.max_packets, one.nrecs);
+		gs_packet_record *recs =
+		        st ? NULL
+		           : realloc(out->recs, (out->nrecs + one.nrecs + 1) * sizeof(*recs));
+		if (recs)
+			out->recs = recs;
+		gs_packet_event *evs =
+		        st || !recs ? NULL
+		                    : realloc(out->evs, (out->nevs + one.nevs + 1) * sizeof(*evs));
+		if (evs)
+			out->evs = evs;
+		if (st || !recs || !evs) {
+			char why[256];
+			snprintf(why, sizeof why, "timeline: %s",
+			         st ? gs_status_name(st) : "no memory");
+			gs_hosts_set_down(ctx->hosts, h, why);
+			cli_schedule_free(&one);
+			continue;
+		}
+		for (size_t i = 0; i < one.nrecs; i++) {
+			gs_packet_record r = one.recs[i];
+			r.packet = r.packet << HOST_BITS | h;
+			r.context = r.context << HOST_BITS | h;
+			r.node = (uint32_t)h << 8 | r.node;
+			r.dispatches = NULL;
+			out->recs[out->nrecs++] = r;
+			one.recs[i].result = one.recs[i].tenant = NULL; /* moved */
+		}
+		for (size_t i = 0; i < one.nevs; i++) {
+			gs_packet_event e = one.evs[i];
+			e.packet = e.packet << HOST_BITS | h;
+			e.context = e.context << HOST_BITS | h;
+			out->evs[out->nevs++] = e;
+			one.evs[i].detail = NULL; /* moved */
+		}
+		out->truncated = out->truncated || one.truncated;
+		cli_schedule_free(&one);
+	}
+	ctx->client = NULL;
+	d->nhosts = gs_hosts_count(ctx->hosts);
+	cli_schedule_sort(out);
+	return CLI_EXIT_OK;
+}
+
 int cmd_timeline(cli *ctx, int argc, char **argv)
 {
 	static const cli_syntax syntax = {timeline_help, CLI_OPTS(timeline_opts)};
@@ -470,10 +578,22 @@ int cmd_timeline(cli *ctx, int argc, char **argv)
 	cli_schedule s = {0};
 	int rv;
 
-	rv = cli_schedule_start(ctx, argc, argv, &syntax, &a, &s);
-	if (rv != CLI_CONTINUE)
-		return rv;
 	drawing d = {.s = &s, .width = a.width, .t0 = UINT64_MAX};
+	if (ctx->nurls > 1) {
+		rv = cli_parse_args(ctx, argc, argv, &syntax, &a);
+		if (rv == CLI_CONTINUE)
+			rv = cli_check_range(ctx, a.sched.since_ns, a.sched.until_ns);
+		if (rv == CLI_CONTINUE)
+			rv = merge_hosts(ctx, &a, &s, &d);
+		if (rv != CLI_EXIT_OK && rv != CLI_CONTINUE) {
+			cli_schedule_free(&s);
+			return rv;
+		}
+	} else {
+		rv = cli_schedule_start(ctx, argc, argv, &syntax, &a, &s);
+		if (rv != CLI_CONTINUE)
+			return rv;
+	}
 	if (label_contexts(&d) != 0) {
 		cli_warn(ctx, "out of memory");
 		free(d.ctxs);
@@ -531,5 +651,5 @@ int cmd_timeline(cli *ctx, int argc, char **argv)
 	free(d.ctxs);
 	free(d.by_id);
 	cli_schedule_free(&s);
-	return CLI_EXIT_OK;
+	return ctx->hosts ? cli_hosts_report(ctx, CLI_EXIT_OK) : CLI_EXIT_OK;
 }

@@ -22,7 +22,7 @@ static const cli_command commands[] = {
         {"explain", "one packet's life, with the reason for every wait and stop", cmd_explain},
         {"watch", "print your tenant's events live; lost ones are read from the audit", cmd_watch},
         {"trace", "write the schedule as Chrome trace JSON (Perfetto)", cmd_trace, CLI_HOSTS},
-        {"timeline", "draw the schedule as a picture (HTML or SVG)", cmd_timeline},
+        {"timeline", "draw the schedule as a picture (HTML or SVG)", cmd_timeline, CLI_HOSTS},
         {"stats", "show the daemon's counters", cmd_stats, CLI_PER_HOST},
         {"usage", "GPU time, waits and faults per tenant, context or engine", cmd_usage,
          CLI_PER_HOST},
@@ -51,7 +51,8 @@ static void print_help(void)
 	       "                   ipc:///tmp/gpusched-$UID/gpusched.sock); repeat it, or give\n"
 	       "                   $GPUSCHED_URL as a list (commas or spaces), for several hosts:\n"
 	       "                   info, stats and usage then answer per host, history merges\n"
-	       "                   the hosts' packets, trace draws every host, device create\n"
+	       "                   the hosts' packets, trace and timeline draw every host, device "
+	       "create\n"
 	       "                   picks the least-loaded adapter of all\n"
 	       "  --token T        tenant token (default: $GPUSCHED_TOKEN)\n"
 	       "  --adapter N      adapter the requests address (default $GPUSCHED_ADAPTER,\n"

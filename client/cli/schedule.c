@@ -29,6 +29,11 @@ static void *room_for_one(void *items, size_t *cap, size_t n, size_t size, size_
 	return g;
 }
 
+void cli_schedule_sort(cli_schedule *t)
+{
+	qsort(t->recs, t->nrecs, sizeof(*t->recs), cmp_rec);
+}
+
 const gs_packet_record *cli_schedule_find(const cli_schedule *t, uint64_t packet)
 {
 	gs_packet_record key = {.packet = packet};

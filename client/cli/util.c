@@ -91,7 +91,7 @@ int cli_connect(cli *ctx)
 	if (ctx->nurls > 1)
 		return cli_usage(
 		        ctx, "talks to one daemon: give one --url (several are for info, stats, "
-		             "usage, history, trace and device create)");
+		             "usage, history, trace, timeline and device create)");
 	rv = gs_connect_ex(ctx->url, ctx->token, &ctx->client, why, sizeof(why));
 	if (rv != 0) {
 		cli_warn(ctx, "cannot connect: %s%s", why[0] ? why : gs_strerror(rv),

@@ -157,6 +157,21 @@ done
 [ "$(jq .slices "$dir/out")" = "$want_slices" ] ||
 	fail "trace: $(jq .slices "$dir/out") slices, the hosts' own traces have $want_slices"
 
+# timeline: every host's engines as lanes, every host's runs and packets.
+"$gpusched" "${url_args[@]}" timeline -o "$dir/all.svg" --json >"$dir/out" || fail "timeline"
+want_runs=0 want_packets=0 want_lanes=0
+for u in "${urls[@]}"; do
+	"$gpusched" --url "$u" timeline -o "$dir/one.svg" --json >"$dir/one.out" || fail "timeline $u"
+	want_runs=$((want_runs + $(jq .runs "$dir/one.out")))
+	want_packets=$((want_packets + $(jq .packets "$dir/one.out")))
+	want_lanes=$((want_lanes + $(jq .lanes "$dir/one.out")))
+	grep -qF "<title>$u</title>" "$dir/all.svg" || fail "timeline: no lane names $u"
+done
+jq -e --argjson r "$want_runs" --argjson p "$want_packets" --argjson l "$want_lanes" \
+	'.runs == $r and .packets == $p and .lanes == $l' "$dir/out" >/dev/null ||
+	fail "timeline: $(cat "$dir/out"), the hosts' own: runs $want_runs packets $want_packets lanes $want_lanes"
+grep -q '>h0 node 0<' "$dir/all.svg" || fail "timeline: no lane h0 node 0"
+
 # Placement: nothing queued anywhere, so the adapter with the least memory in use wins.
 dev=$("$gpusched" --url "${urls[0]}" device create filler --json | jq -r .device)
 "$gpusched" --url "${urls[0]}" alloc create "$dev" 4194304 >/dev/null ||
