@@ -78,12 +78,17 @@ json_t *sim_result_json(const sim_workload *w, const sim_options *o, const sim_r
 	        json_pack("{s:I, s:I, s:I, s:I}", "in_bytes", (json_int_t)r->paging_in_bytes,
 	                  "out_bytes", (json_int_t)r->paging_out_bytes, "evictions",
 	                  (json_int_t)r->evictions, "room_waits", (json_int_t)r->room_waits));
-	json_object_set_new(root, "fairness",
-	                    json_pack("{s:I, s:f, s:f, s:I, s:f}", "tenants",
-	                              (json_int_t)r->fair_tenants, "share_error_mean",
-	                              r->share_error_mean, "share_error_max", r->share_error_max,
-	                              "share_error_max_tenant",
-	                              (json_int_t)r->share_error_max_tenant, "jain", r->jain));
+	/* With no tenant owed engine time there are no figures: null, not 0. */
+	json_object_set_new(
+	        root, "fairness",
+	        r->fair_tenants ? json_pack("{s:I, s:f, s:f, s:I, s:f}", "tenants",
+	                                    (json_int_t)r->fair_tenants, "share_error_mean",
+	                                    r->share_error_mean, "share_error_max",
+	                                    r->share_error_max, "share_error_max_tenant",
+	                                    (json_int_t)r->share_error_max_tenant, "jain", r->jain)
+	                        : json_pack("{s:I, s:n, s:n, s:n, s:n}", "tenants", (json_int_t)0,
+	                                    "share_error_mean", "share_error_max",
+	                                    "share_error_max_tenant", "jain"));
 	json_object_set_new(root, "classes", classes);
 	if (per_engine) {
 		json_t *a = json_array();

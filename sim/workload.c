@@ -68,7 +68,7 @@ static const struct {
          "  {\"name\": \"big\", \"weight\": 1, \"share\": 100,\n"
          "   \"arrival\": {\"process\": \"closed\", \"in_flight\": 1, \"think_us\": 5000},\n"
          "   \"packet_us\": {\"dist\": \"exponential\", \"mean\": 5000},\n"
-         "   \"memory\": {\"allocations\": 4, \"allocation_mib\": 2048, \"per_packet\": 2}}\n"
+         "   \"memory\": {\"allocations\": 4, \"allocation_mib\": 512, \"per_packet\": 2}}\n"
          " ]}\n"},
         {"bursty",
          "{\"name\": \"bursty\", " ADAPTER_DEFAULTS ",\n"
