@@ -63,8 +63,10 @@ int cli_schedule_fetch(cli *ctx, uint64_t since_ns, uint64_t until_ns, uint64_t 
 				return GS_ERR_NOMEM;
 			}
 			t->recs = g;
-			/* Moved out: the strings now belong to t. */
-			t->recs[t->nrecs++] = recs[i];
+			/* Moved out: the result and tenant now belong to t (the dispatches, not
+			 * drawn, are freed with the page). */
+			t->recs[t->nrecs] = recs[i];
+			t->recs[t->nrecs++].dispatches = NULL;
 			recs[i].result = recs[i].tenant = NULL;
 		}
 		if (n)
