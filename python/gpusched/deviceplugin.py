@@ -16,7 +16,6 @@ environment, never on a command line.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import logging
 import os
@@ -88,11 +87,38 @@ def device_ids(adapters: List[Tuple[int, bool]], shares: int) -> List[Tuple[str,
     return [(f"gpusched-a{a}-{k}", a, ok) for a, ok in adapters for k in range(shares)]
 
 
-def tenant_name(ids: List[str]) -> str:
-    """The tenant of a pod's devices: named after them, within the daemon's 63 characters."""
-    first = sorted(ids)[0]
-    digest = hashlib.blake2b(",".join(sorted(ids)).encode(), digest_size=4).hexdigest()
-    return f"{TENANT_PREFIX}{first[len('gpusched-'):]}-{digest}"[:63]
+_DEVICE = re.compile(r"gpusched-a(\d+)-(\d+)")
+_TENANT = re.compile(r"k8s(?:-a\d+x[0-9a-f]+)+")
+
+
+def share_set(ids: List[str]) -> Dict[int, int]:
+    """The shares of device ids as {adapter: bitmask of shares}."""
+    out: Dict[int, int] = {}
+    for d in ids:
+        m = _DEVICE.fullmatch(d)
+        if not m:
+            raise ValueError(f"not a device of this plugin: {d}")
+        a, k = int(m.group(1)), int(m.group(2))
+        out[a] = out.get(a, 0) | 1 << k
+    return out
+
+
+def tenant_name(shares: Dict[int, int]) -> str:
+    """The tenant of a pod's shares, which names them all, so that any later pod's shares
+    find it without state kept here (the plugin restarts with its pod): k8s-a0x6 holds shares
+    1 and 2 of adapter 0."""
+    return TENANT_PREFIX + "-".join(f"a{a}x{m:x}" for a, m in sorted(shares.items()))
+
+
+def shares_of(tenant: str) -> Optional[Dict[int, int]]:
+    """The shares a tenant made by tenant_name holds, or None for any other tenant."""
+    if not _TENANT.fullmatch(tenant):
+        return None
+    return {int(a): int(m, 16) for a, m in re.findall(r"a(\d+)x([0-9a-f]+)", tenant)}
+
+
+def overlaps(x: Dict[int, int], y: Dict[int, int]) -> bool:
+    return any(x.get(a, 0) & m for a, m in y.items())
 
 
 class Plugin:
@@ -105,7 +131,6 @@ class Plugin:
         self.devices: List[Tuple[str, int, bool]] = []
         self.version = 0  # grows with every change of self.devices
         self.stopping = False
-        self.owner: Dict[str, str] = {}  # device id -> tenant holding it
         self.server = None
 
     # ---- health ----
@@ -162,29 +187,33 @@ class Plugin:
             if not ids or unknown:
                 context.abort(grpc.StatusCode.INVALID_ARGUMENT,
                               f"unknown devices {unknown}" if unknown else "no devices")
-            name = tenant_name(ids)
+            shares = share_set(ids)
+            name = tenant_name(shares)
+            if len(name) > 63:
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                              f"shares on {len(shares)} adapters: too many for one pod")
             try:
-                # A device is a share of one pod at a time: whatever tenant held any of these
-                # devices (an earlier pod's) goes first.
-                existing = set(self.daemon.tenants())
-                stale = {self.owner.get(d) for d in ids} | {name}
-                for t in sorted(x for x in stale if x and x in existing):
-                    self.daemon.tenant_rm(t)
+                # A share belongs to one pod at a time: every tenant that held any of these
+                # (an earlier pod's, even from before this plugin restarted) goes first,
+                # with its devices.
+                for t in self.daemon.tenants():
+                    held = shares_of(t)
+                    if held is not None and overlaps(held, shares):
+                        self.daemon.tenant_rm(t)
                 token = self.daemon.tenant_create(name, self.a.share_per_device * len(ids),
                                                   self.a.memory_quota_per_device * len(ids))
-            except PluginError as e:
+            except Exception as e:  # PluginError, or an answer of an unexpected shape
                 log.error("allocate %s: %s", ids, e)
-                context.abort(grpc.StatusCode.UNAVAILABLE, str(e))
-            for d in ids:
-                self.owner[d] = name
-            adapter = by_id[sorted(ids)[0]][0]
+                context.abort(grpc.StatusCode.UNAVAILABLE, f"{type(e).__name__}: {e}")
+            adapter = min(shares)
             r = out.container_responses.add()
             r.envs["GPUSCHED_URL"] = "ipc://" + os.path.join(self.a.container_socket_dir,
                                                              self.a.socket_name)
             r.envs["GPUSCHED_TOKEN"] = token
             r.envs["GPUSCHED_ADAPTER"] = str(adapter)
+            # Read-only: a pod may connect to the socket but never replace it.
             r.mounts.add(container_path=self.a.container_socket_dir,
-                         host_path=self.a.host_socket_dir, read_only=False)
+                         host_path=self.a.host_socket_dir, read_only=True)
             r.annotations["gpusched.io/tenant"] = name
             log.info("allocated %s to tenant %s (adapter %d)", ids, name, adapter)
         return out
@@ -292,8 +321,9 @@ def parser() -> argparse.ArgumentParser:
         "gives each pod that is allocated some a tenant of its own (share and memory quota in "
         "proportion), the daemon's socket directory and GPUSCHED_URL, GPUSCHED_TOKEN and "
         "GPUSCHED_ADAPTER. docs/kubernetes.md.")
-    p.add_argument("--daemon-url", default="ipc:///run/gpusched/gpusched.sock",
-                   help="the node's gpuschedd (default %(default)s)")
+    p.add_argument("--daemon-url", default="ipc:///run/gpusched-admin/gpusched.sock",
+                   help="the node's gpuschedd, on a socket pods never see: the plugin sends "
+                   "the administrator's token there (default %(default)s)")
     p.add_argument("--admin-token-file", required=True,
                    help="a file holding an administrator's token (a Secret's key)")
     p.add_argument("--gpusched", default="gpusched",
@@ -301,7 +331,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--resource", default="gpusched.io/vgpu",
                    help="the extended resource name (default %(default)s)")
     p.add_argument("--shares", type=int, default=10,
-                   help="devices advertised per adapter (default %(default)s)")
+                   help="devices advertised per adapter, 1 to 64 (default %(default)s)")
     p.add_argument("--share-per-device", type=int, default=100,
                    help="tenant share per device a pod gets (default %(default)s)")
     p.add_argument("--memory-quota-per-device", type=int, default=0,
@@ -327,9 +357,10 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[List[str]] = None) -> int:
     args = parser().parse_args(argv)
-    if args.shares < 1 or args.share_per_device < 1 or args.memory_quota_per_device < 0 or \
+    if not 1 <= args.shares <= 64 or args.share_per_device < 1 or \
+            args.memory_quota_per_device < 0 or \
             not re.fullmatch(r"[a-z0-9.-]+/[a-z0-9A-Z._-]+", args.resource):
-        parser().error("--shares and --share-per-device must be at least 1, "
+        parser().error("--shares from 1 to 64, --share-per-device at least 1, "
                        "--resource DOMAIN/NAME")
     logging.basicConfig(level=args.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -90,6 +90,23 @@ def next_list(stream, timeout: float = 30):
     return {d.ID: d.health for d in out[0].devices}
 
 
+def start_plugin(dm, d, kdir, token_file):
+    cli = os.path.join(os.path.dirname(os.environ["GPUSCHEDD"]), "gpusched")
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+    return subprocess.Popen(
+        [sys.executable, "-m", "gpusched.deviceplugin", "--daemon-url", dm.url,
+         "--admin-token-file", token_file, "--gpusched", cli, "--kubelet-dir", kdir,
+         "--host-socket-dir", d, "--container-socket-dir", "/run/gpusched", "--shares", "3",
+         "--poll-seconds", "0.2", "--memory-quota-per-device", "1048576"],
+        env=env, stderr=open(os.path.join(d, "plugin.log"), "a"))
+
+
+def allocate(plugin, ids):
+    req = M["AllocateRequest"]()
+    req.container_requests.add(devices_ids=ids)
+    return plugin["allocate"](req, timeout=30).container_responses[0]
+
+
 @pytest.fixture
 def setup():
     d = tempfile.mkdtemp(prefix="gs-deviceplugin.")
@@ -100,14 +117,7 @@ def setup():
     with open(token_file, "w") as f:
         f.write("t-ops\n")
     kubelet = Kubelet(kdir)
-    cli = os.path.join(os.path.dirname(os.environ["GPUSCHEDD"]), "gpusched")
-    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gpusched.deviceplugin", "--daemon-url", dm.url,
-         "--admin-token-file", token_file, "--gpusched", cli, "--kubelet-dir", kdir,
-         "--host-socket-dir", d, "--container-socket-dir", "/run/gpusched", "--shares", "3",
-         "--poll-seconds", "0.2", "--memory-quota-per-device", "1048576"],
-        env=env, stderr=open(os.path.join(d, "plugin.log"), "w"))
+    proc = start_plugin(dm, d, kdir, token_file)
     yield dm, kubelet, proc, d
     if proc.poll() is None:
         proc.kill()
@@ -135,8 +145,9 @@ def test_register_list_allocate(setup):
     resp = plugin["allocate"](req, timeout=30).container_responses[0]
     assert resp.envs["GPUSCHED_URL"] == "ipc:///run/gpusched/gpusched.sock"
     assert resp.envs["GPUSCHED_ADAPTER"] == "0"
+    # Read-only: a pod may connect to the daemon's socket, never put its own in its place.
     assert [(m.container_path, m.host_path, m.read_only) for m in resp.mounts] == \
-        [("/run/gpusched", d, False)]
+        [("/run/gpusched", d, True)]
     tenant = resp.annotations["gpusched.io/tenant"]
     with gpusched.connect(dm.url, resp.envs["GPUSCHED_TOKEN"]) as c:
         assert c.info()["tenant"] == tenant
@@ -238,3 +249,34 @@ def test_cli_errors(tmp_path):
                               "--admin-token-file", str(tmp_path / "none")], env=env,
                              capture_output=True, text=True, timeout=60)
     assert missing.returncode == 1 and "none" in missing.stderr
+
+
+def test_plugin_restart_keeps_shares_apart(setup):
+    """The tenant's name says which shares it holds: a plugin that restarted (with its pod)
+    still removes an earlier pod's tenant when one of its shares goes to another pod."""
+    dm, kubelet, proc, d = setup
+    reg = kubelet.wait_registered(1)
+    ch, plugin = kubelet.plugin(reg.endpoint)
+    first = allocate(plugin, ["gpusched-a0-0", "gpusched-a0-1"])
+    assert first.annotations["gpusched.io/tenant"] == "k8s-a0x3"
+    ch.close()
+    proc.kill()
+    proc.wait()
+    proc2 = start_plugin(dm, d, kubelet.dir, os.path.join(d, "admin-token"))
+    try:
+        reg = kubelet.wait_registered(2)
+        ch, plugin = kubelet.plugin(reg.endpoint)
+        second = allocate(plugin, ["gpusched-a0-1"])
+        assert second.annotations["gpusched.io/tenant"] == "k8s-a0x2"
+        with pytest.raises(gpusched.GpuschedError):
+            with gpusched.connect(dm.url, first.envs["GPUSCHED_TOKEN"]) as c:
+                c.info()
+        # A share nobody held before leaves the other tenant alone.
+        third = allocate(plugin, ["gpusched-a0-0"])
+        with gpusched.connect(dm.url, second.envs["GPUSCHED_TOKEN"]) as c:
+            assert c.info()["tenant"] == "k8s-a0x2"
+        assert third.annotations["gpusched.io/tenant"] == "k8s-a0x1"
+        ch.close()
+    finally:
+        proc2.kill()
+        proc2.wait()

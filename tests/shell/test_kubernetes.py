@@ -7,7 +7,8 @@ administrator token and serves its TLS listener with a certificate made here; ev
 the configuration and the device plugin name is mounted where they look; every port the
 daemon listens on is a container port and the Service's; every flag of every command is the
 program's own; the probes and the preStop drain, run against that daemon, answer as they must;
-the example pod asks for the resource the plugin advertises.
+the example pod asks for the resource the plugin advertises; the shipped token and hash
+fail closed (they are placeholders), and the test puts a token of its own in their place.
 
 Usage: test_kubernetes.py GPUSCHEDD GPUSCHED SOURCE_DIR
 """
@@ -135,13 +136,32 @@ try:
     listen = [x if isinstance(x, str) else x["url"] for x in eff["listen"]]
     ipc = [u for u in listen if u.startswith("ipc://")]
     tcp = [u for u in listen if u.startswith(("tcp://", "tls+tcp://"))]
-    check(len(ipc) == 1, f"not one ipc listener: {listen}")
-    sock_dir = os.path.dirname(ipc[0][len("ipc://"):])
-    for c in (daemon_c, plugin_c):
-        m = mount_at(c, sock_dir)
-        check(m and m["mountPath"] == sock_dir and "hostPath" in volumes[m["name"]],
-              f"{c['name']}: the socket directory {sock_dir} is not the node's")
+    # Two sockets: the node's (a hostPath, which pods get) and the administrator's (an
+    # emptyDir of this pod's only, where the token goes).
+    def kind_of(url):
+        m = mount_at(daemon_c, os.path.dirname(url[len("ipc://"):]))
+        return next(iter(k for k in ("hostPath", "emptyDir") if m and k in volumes[m["name"]]),
+                    None)
+    public = [u for u in ipc if kind_of(u) == "hostPath"]
+    private = [u for u in ipc if kind_of(u) == "emptyDir"]
+    check(len(public) == 1 and len(private) == 1 and len(ipc) == 2,
+          f"not one node socket and one private admin socket: {ipc}")
+    sock_dir = os.path.dirname(public[0][len("ipc://"):])
+    admin_url = private[0] if private else ipc[0]
+    admin_dir = os.path.dirname(admin_url[len("ipc://"):])
+    m = mount_at(plugin_c, admin_dir)
+    check(m and m["mountPath"] == admin_dir and "emptyDir" in volumes[m["name"]],
+          "the plugin does not share the private admin socket")
+    check(mount_at(plugin_c, sock_dir) is None or sock_dir == admin_dir,
+          "the plugin needs no node socket mount")
     sock_host = volumes[mount_at(daemon_c, sock_dir)["name"]]["hostPath"]["path"]
+    # Everything that sends the administrator's token uses the private socket.
+    for what, command in (("readiness", daemon_c["readinessProbe"]["exec"]["command"]),
+                          ("liveness", daemon_c["livenessProbe"]["exec"]["command"]),
+                          ("preStop", daemon_c["lifecycle"]["preStop"]["exec"]["command"])):
+        text = " ".join(command)
+        check(admin_url in text and public[0] not in text,
+              f"{what} does not use the private admin socket")
     db_dir = os.path.dirname(eff["db"])
     m = mount_at(daemon_c, db_dir)
     check(m and "hostPath" in volumes[m["name"]], f"the audit's directory {db_dir} is not a "
@@ -162,10 +182,10 @@ try:
     check(pc[:3] == ["python3", "-m", "gpusched.deviceplugin"], f"plugin command {pc}")
     from gpusched import deviceplugin
     pargs = deviceplugin.parser().parse_args(pc[3:])
-    check(pargs.daemon_url == ipc[0], f"the plugin's --daemon-url {pargs.daemon_url}")
+    check(pargs.daemon_url == admin_url, f"the plugin's --daemon-url {pargs.daemon_url}")
     check(pargs.host_socket_dir == sock_host, "--host-socket-dir is not the node's socket dir")
     check(pargs.container_socket_dir == sock_dir, "pods would see the socket elsewhere")
-    check(pargs.socket_name == os.path.basename(ipc[0]), "--socket-name is not the daemon's")
+    check(pargs.socket_name == os.path.basename(public[0]), "--socket-name is not the daemon's")
     m = mount_at(plugin_c, pargs.kubelet_dir)
     check(m and m["mountPath"] == pargs.kubelet_dir and
           volumes[m["name"]]["hostPath"]["path"] == "/var/lib/kubelet/device-plugins",
@@ -208,9 +228,19 @@ try:
     with open(f"{work}/server.pem", "w") as f:
         f.write(open(f"{work}/s.pem").read() + open(f"{work}/s.key").read())
     tls_port, metrics_port = free_port(), free_port()
-    moved = dict(config)
+    # The shipped pair fails closed: the ConfigMap's hash is of no token anyone has, and the
+    # Secret holds a placeholder. The test makes a token and puts its hash in place.
+    token = "test-" + os.urandom(8).hex()
+    token_hash = subprocess.run([gpuschedd, "--hash-token"], input=token, capture_output=True,
+                                text=True, check=True).stdout.strip()
+    moved = json.loads(config_text)
+    shipped = json.loads(config_text)
     url = f"ipc://{work}/gpusched.sock"
-    moved["listen"] = [url, f"tls+tcp://127.0.0.1:{tls_port}"]
+    admin_moved = f"ipc://{work}/admin.sock"
+    moved["listen"] = [url, admin_moved, f"tls+tcp://127.0.0.1:{tls_port}"]
+    for t in moved["tenants"]:
+        if t.get("admin"):
+            t["token_hash"] = token_hash
     moved["db"] = f"{work}/audit.db"
     moved["metrics"] = f"http://127.0.0.1:{metrics_port}"
     moved["tls"] = dict(config["tls"], cert_key_file=f"{work}/server.pem")
@@ -227,11 +257,12 @@ try:
         ready = b"ready" in line
     check(ready, "the daemon with the ConfigMap's configuration did not start: " +
           open(f"{work}/daemon.log").read()[-500:])
-    admin_env = dict(os.environ, GPUSCHED_TOKEN=secret["stringData"][token_key])
+    admin_env = dict(os.environ, GPUSCHED_TOKEN=token)
 
     def probe(command):
         """A probe's or hook's command with our programs and the moved socket."""
-        text = json.dumps(command).replace("/usr/bin/gpusched", gpusched).replace(ipc[0], url)
+        text = json.dumps(command).replace("/usr/bin/gpusched", gpusched).replace(
+            admin_url, admin_moved)
         return subprocess.run(json.loads(text), env=admin_env, capture_output=True, text=True,
                               timeout=120)
 
@@ -248,10 +279,12 @@ try:
                            timeout=60)
         check(r.returncode == 0 and '"serving"' in r.stdout,
               f"the Secret's token over TLS: {r.returncode} {r.stderr}")
-        bad = subprocess.run([gpusched, "--url", url, "admin", "status"],
-                             env=dict(os.environ, GPUSCHED_TOKEN="not-the-token"),
-                             capture_output=True, text=True, timeout=60)
-        check(bad.returncode != 0, "another token is an administrator too")
+        for other in ("not-the-token", secret["stringData"][token_key]):
+            bad = subprocess.run([gpusched, "--url", url, "admin", "status"],
+                                 env=dict(os.environ, GPUSCHED_TOKEN=other),
+                                 capture_output=True, text=True, timeout=60)
+            check(bad.returncode != 0, f"the token {other!r} is an administrator too")
+        check(shipped["tenants"][0]["token_hash"] != token_hash, "the hash was not replaced")
         # preStop: the drain stops the daemon cleanly; readiness then fails.
         r = probe(daemon_c["lifecycle"]["preStop"]["exec"]["command"])
         check(r.returncode == 0, f"the preStop drain: {r.returncode} {r.stderr}")
