@@ -198,6 +198,8 @@ int gs_default_url(char *buf, size_t cap);
  * by IP address: the TLS library matches DNS names only). It presents $GPUSCHED_TLS_CERT_KEY
  * (certificate and key, one PEM file) when set.
  * gs_connect_ex also writes why a connection failed into `why` (why_cap bytes; may be NULL).
+ * A URL that is a list (commas or white space, as $GPUSCHED_URL may be for several hosts) is
+ * GS_ERR_INVALID: gs_hosts_connect takes several.
  */
 int gs_connect(const char *url, const char *token, gs_client **out);
 int gs_connect_ex(const char *url, const char *token, gs_client **out, char *why, size_t why_cap);
@@ -1209,9 +1211,11 @@ void gs_hosts_history_free(gs_packet_record *records, uint32_t *hosts, size_t co
  * use, then the host's place in the list and the adapter id (docs/hosts.md, Placement);
  * adapters that lost their device are skipped. The packet counts are what the client may see:
  * every tenant's for an administrator, the caller's own for a tenant. When the daemon refuses
- * (draining, quota), the next adapter in that order is tried. On success the chosen host's
- * client addresses that adapter (gs_client_set_adapter), and *host, *adapter and *device say
- * where the device is. Returns 0 or the last refusal.
+ * (a status: draining, quota), the next adapter in that order is tried; a local failure
+ * (GS_ERR_TIMEOUT, GS_ERR_TRANSPORT: the device may exist) ends the attempt with it. On
+ * success the chosen host's client addresses that adapter (gs_client_set_adapter), and *host,
+ * *adapter and *device say where the device is. Returns 0, the last refusal or failure, or
+ * GS_STATUS_NOT_FOUND when the hosts that answered have no working adapter.
  */
 int gs_hosts_device_create(gs_hosts *h, const char *name, size_t *host, uint32_t *adapter,
                            uint64_t *device);

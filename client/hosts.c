@@ -443,13 +443,14 @@ int gs_hosts_device_create(gs_hosts *h, const char *name, size_t *host_out, uint
 			total += infos[i]->adapter_count;
 	candidate *cands = calloc(total ? total : 1, sizeof(*cands));
 	int rv = cands ? GS_ERR_TRANSPORT : GS_ERR_NOMEM;
-	size_t n = 0;
+	size_t n = 0, answered = 0;
 	for (size_t i = 0; cands && i < h->n; i++) {
 		if (!infos[i]) {
 			if (h->h[i].c && rv == GS_ERR_TRANSPORT)
 				rv = jobs[i].rv;
 			continue;
 		}
+		answered++;
 		for (size_t a = 0; a < infos[i]->adapter_count; a++) {
 			const gs_adapter_info *ai = &infos[i]->adapters[a];
 			if (ai->device_dead || ai->device_retrying)
@@ -473,6 +474,9 @@ int gs_hosts_device_create(gs_hosts *h, const char *name, size_t *host_out, uint
 	}
 	if (cands)
 		qsort(cands, n, sizeof(*cands), by_load);
+	/* Hosts answered, but none has an adapter that works. */
+	if (cands && answered && !n)
+		rv = GS_STATUS_NOT_FOUND;
 	for (size_t k = 0; k < n; k++) {
 		gs_client *c = h->h[cands[k].host].c;
 		uint32_t was = gs_client_adapter(c);
@@ -487,6 +491,10 @@ int gs_hosts_device_create(gs_hosts *h, const char *name, size_t *host_out, uint
 		}
 		failed(&h->h[cands[k].host], "device create", rv);
 		gs_client_set_adapter(c, was);
+		/* Only a refusal moves on to the next adapter. A lost answer may have made the
+		 * device: another one elsewhere would be a second. */
+		if (rv < 0)
+			break;
 	}
 	free(cands);
 	for (size_t i = 0; i < h->n; i++)

@@ -204,6 +204,12 @@ int gs_connect_with(const gs_connect_options *opts, gs_client **out, char *why, 
 	}
 	if (!token)
 		token = getenv(GS_ENV_TOKEN);
+	/* $GPUSCHED_URL may list several hosts, for gpusched and gs_hosts_connect. */
+	if (strpbrk(url, ", \t\n")) {
+		note(why, why_cap,
+		     "'%s' is a list of URLs: connect to one (several: gs_hosts_connect)", url);
+		return GS_ERR_INVALID;
+	}
 
 	c = calloc(1, sizeof(*c));
 	if (!c)

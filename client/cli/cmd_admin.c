@@ -163,9 +163,12 @@ static int device_create_hosts(cli *ctx, int argc, char **argv)
 		const char *why = gs_hosts_error(ctx->hosts, i);
 		if (!why[0])
 			continue;
-		down = down || !gs_hosts_client(ctx->hosts, i);
+		/* A host that refused the device took part; one that is down, or did not
+		 * answer info, did not. */
+		bool refused = gs_hosts_client(ctx->hosts, i) && strncmp(why, "info:", 5) != 0;
+		down = down || !refused;
 		cli_warn(ctx, "%s %s: %s", gs_hosts_url(ctx->hosts, i),
-		         gs_hosts_client(ctx->hosts, i) ? "passed over" : "left out", why);
+		         refused ? "passed over" : "left out", why);
 	}
 	return down ? CLI_EXIT_PARTIAL : CLI_EXIT_OK;
 }

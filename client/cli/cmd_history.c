@@ -191,8 +191,10 @@ static int history_hosts(cli *ctx, const gs_history_filter *filter)
 			printf("(no packets)\n");
 	}
 	if (n > 0 && n == (filter->limit ? filter->limit : 100)) {
-		/* The next page by time, to the nanosecond (a cursor is one host's). */
-		uint64_t t = recs[n - 1].submitted_ns + (filter->oldest_first ? 1 : 0);
+		/* The next page by time, to the nanosecond (a cursor is one host's), including
+		 * the last packet's time: packets of that very nanosecond on another host may
+		 * not have fit, so they come again rather than never. */
+		uint64_t t = recs[n - 1].submitted_ns + (filter->oldest_first ? 0 : 1);
 		time_t secs = (time_t)(t / 1000000000u);
 		struct tm tm;
 		char when[64] = "?";
@@ -201,7 +203,8 @@ static int history_hosts(cli *ctx, const gs_history_filter *filter)
 			         sizeof(when) - 19, ".%09" PRIu64 "Z", t % 1000000000u);
 		cli_warn(ctx,
 		         "%zu packets, the limit (--limit, at most 10000): there may be more; the "
-		         "next page: --%s %s",
+		         "next page: --%s %s (it starts with the packets of this page's last "
+		         "nanosecond)",
 		         n, filter->oldest_first ? "since" : "until", when);
 	}
 	gs_hosts_history_free(recs, hosts, n);

@@ -566,6 +566,13 @@ static int merge_hosts(cli *ctx, const timeline_args *a, cli_schedule *out, draw
 	}
 	ctx->client = NULL;
 	d->nhosts = gs_hosts_count(ctx->hosts);
+	size_t answered = 0;
+	for (size_t h = 0; h < d->nhosts; h++)
+		answered += gs_hosts_client(ctx->hosts, h) != NULL;
+	if (!answered) {
+		cli_warn(ctx, "no host answered: nothing drawn");
+		return cli_hosts_report(ctx, CLI_EXIT_TRANSPORT);
+	}
 	cli_schedule_sort(out);
 	return CLI_EXIT_OK;
 }

@@ -382,6 +382,13 @@ static int trace_hosts(cli *ctx, int argc, char **argv, const cli_syntax *syntax
 		t0 = f < t0 ? f : t0;
 	}
 	ctx->client = NULL;
+	size_t answered = 0;
+	for (size_t h = 0; h < n; h++)
+		answered += gs_hosts_client(ctx->hosts, h) != NULL;
+	if (rv == CLI_EXIT_OK && !answered) {
+		cli_warn(ctx, "no host answered: nothing written");
+		rv = CLI_EXIT_TRANSPORT;
+	}
 	for (size_t h = 0; rv == CLI_EXIT_OK && h < n; h++) {
 		if (!gs_hosts_client(ctx->hosts, h))
 			continue;

@@ -173,7 +173,8 @@ int cli_run_per_host(cli *ctx, int (*run)(cli *, int, char **), int argc, char *
 	int rv = cli_hosts_connect(ctx);
 	if (rv != CLI_EXIT_OK)
 		return rv;
-	int worst = CLI_EXIT_OK;
+	int worst = CLI_EXIT_OK, first_fail = CLI_EXIT_OK;
+	size_t answered = 0;
 	bool first = true;
 	for (size_t i = 0; i < gs_hosts_count(ctx->hosts); i++) {
 		gs_client *c = gs_hosts_client(ctx->hosts, i);
@@ -192,11 +193,16 @@ int cli_run_per_host(cli *ctx, int (*run)(cli *, int, char **), int argc, char *
 			gs_hosts_set_down(ctx->hosts, i, gs_client_message(c));
 		else if (rv != CLI_EXIT_OK && worst == CLI_EXIT_OK)
 			worst = rv;
+		answered += rv != CLI_EXIT_TRANSPORT;
+		if (rv != CLI_EXIT_OK && first_fail == CLI_EXIT_OK)
+			first_fail = rv;
 		ctx->client = NULL;
 		ctx->host = NULL;
 		json_host = NULL;
 	}
-	return cli_hosts_report(ctx, worst);
+	rv = cli_hosts_report(ctx, worst);
+	/* No host answered: not a partial answer. */
+	return answered ? rv : (first_fail != CLI_EXIT_OK ? first_fail : CLI_EXIT_TRANSPORT);
 }
 
 /* ---- option parsing --------------------------------------------------------------------- */

@@ -1199,8 +1199,13 @@ class Hosts:
 
     def __init__(self, urls: Union[None, str, Sequence[str]] = None, token: Optional[str] = None,
                  *, ca: Optional[str] = None, cert: Optional[str] = None,
-                 server_name: Optional[str] = None, adapter: int = 0, timeout_ms: int = 0):
+                 server_name: Optional[str] = None, adapter: Optional[int] = None,
+                 timeout_ms: int = 0):
         self.urls = _url_list(urls)
+        if adapter is None:
+            adapter = int(os.environ.get("GPUSCHED_ADAPTER") or 0)
+        self._lock = threading.Lock()
+        self._failed: Dict[str, str] = {}
         enc = (lambda v: v.encode() if v is not None else None)
         o = _C.ConnectOptions(size=ctypes.sizeof(_C.ConnectOptions), token=enc(token),
                              tls_ca=enc(ca), tls_cert_key=enc(cert),
@@ -1225,10 +1230,11 @@ class Hosts:
 
     @property
     def errors(self) -> Dict[str, str]:
-        """Hosts that are down or failed in the last merged call: url -> why."""
+        """Hosts that are down or failed in the last call on all of them (history, device,
+        info, usage, stats): url -> why."""
         if not self._h:
             return {}
-        out = {}
+        out = dict(self._failed)
         for i, url in enumerate(self.urls):
             why = _str(_C.hosts_error(self._h, i))
             if why:
@@ -1243,14 +1249,24 @@ class Hosts:
         if not c:
             raise GpuschedError._of(_C.ERR_TRANSPORT, f"{self.urls[i]} is down: "
                                     f"{_str(_C.hosts_error(self._h, i))}")
-        if i not in self._clients:
+        # A Client handed out and closed (a with block) is made again.
+        if i not in self._clients or not self._clients[i]._c:
             self._clients[i] = Client._borrow(c, self._adapter, self.urls[i])
         return self._clients[i]
+
+    def _all_clients(self):
+        """Holds every handed-out Client's call lock: a call on all hosts runs the C clients
+        on threads of its own, which must not meet a call of another Python thread."""
+        import contextlib
+        stack = contextlib.ExitStack()
+        for i in sorted(self._clients):
+            stack.enter_context(self._clients[i]._call_lock)
+        return stack
 
     def _each(self, fn) -> Dict[str, Any]:
         """fn(client) for every host that is up: url -> its answer (failures in errors)."""
         out = {}
-        self._failed: Dict[str, str] = {}
+        self._failed = {}
         for i, url in enumerate(self.urls):
             if not _C.hosts_client(self._live(), i):
                 continue
@@ -1271,8 +1287,10 @@ class Hosts:
         f = _history_filter(limit, since, until, context, device, state, node, oldest_first, 0,
                             0, tenant)
         recs, hosts, n = (_C.POINTER(_C.PacketRecord)(), _C.POINTER(_C.u32)(), _C.size_t())
-        rv = _C.hosts_history(self._live(), ctypes.byref(f), ctypes.byref(recs),
-                              ctypes.byref(hosts), ctypes.byref(n))
+        self._failed = {}
+        with self._lock, self._all_clients():
+            rv = _C.hosts_history(self._live(), ctypes.byref(f), ctypes.byref(recs),
+                                  ctypes.byref(hosts), ctypes.byref(n))
         if rv != 0:
             raise GpuschedError._of(rv, "; ".join(f"{u}: {w}" for u, w in self.errors.items()))
         try:
@@ -1296,14 +1314,22 @@ class Hosts:
     def device(self, name: str = "python") -> Device:
         """A new device on the least-loaded adapter of all hosts (fewest queued packets per
         engine, then least memory in use; docs/hosts.md). Its client (device.client) is that
-        host's, addressing that adapter; device.client.url names the host."""
+        host's, addressing that adapter; device.client.url names the host. One connection
+        per host: devices of one host made here share its current adapter, the last one
+        chosen (use a Client of your own per adapter to keep several)."""
         at, adapter, dev = _C.size_t(), _C.u32(), _C.u64()
-        rv = _C.hosts_device_create(self._live(), name.encode(), ctypes.byref(at),
-                                    ctypes.byref(adapter), ctypes.byref(dev))
+        self._failed = {}
+        with self._lock, self._all_clients():
+            rv = _C.hosts_device_create(self._live(), name.encode(), ctypes.byref(at),
+                                        ctypes.byref(adapter), ctypes.byref(dev))
         if rv != 0:
             raise GpuschedError._of(rv, "; ".join(f"{u}: {w}" for u, w in self.errors.items()))
         c = self.client(at.value)
-        c.adapter = adapter.value
+        # The host's connection now addresses that adapter (for every device of it made
+        # through this Hosts): its paging node is asked again.
+        if c.adapter != adapter.value:
+            c.adapter = adapter.value
+            c._paging = None
         return Device(c, dev.value)
 
     def close(self) -> None:

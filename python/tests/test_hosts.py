@@ -49,6 +49,13 @@ def test_history_merged_exactly(three):
         assert set(h.stats()) == set(urls)
         assert all(s.packets_submitted >= 10 for s in h.stats().values())
         assert set(h.usage(since="1h")) == set(urls)
+        # A Client handed out and closed is made again; the host is fine.
+        with h.client(0) as c:
+            c.info()
+        assert h.client(0).info()["tenant"] == "a"
+    # One daemon's connect() refuses a list (Hosts takes it).
+    with pytest.raises(gpusched.GpuschedError, match="list of URLs"):
+        gpusched.connect(",".join(urls), "t-a")
 
 
 def test_host_down_is_left_out(three):

@@ -376,8 +376,8 @@ static void h_tenant_destroy(gsd_daemon *d, gsd_call *c)
 			gsd_call_error(c, GSD_ST(INTERNAL), "out of memory");
 			return;
 		}
-		char text[GSD_NAME_MAX + 48];
-		snprintf(text, sizeof(text), "%s: %d devices destroyed", t->conf.name, n);
+		char text[GSD_NAME_MAX + 72];
+		snprintf(text, sizeof(text), "%s: %d devices destroyed", t->audit_name, n);
 		gsd_audit_note(d->audit, c->identity, "tenant_devices_released", text);
 	}
 	if (t->devices) {
