@@ -1175,7 +1175,7 @@ typedef struct gs_hosts gs_hosts;
  * is kept, down, with the reason (gs_hosts_error), and left out of every call below. Returns
  * 0 when at least one host is up, GS_ERR_TRANSPORT when none is (*out is set either way, so
  * that the reasons can be read: close it), GS_ERR_INVALID (count 0 or above GS_MAX_HOSTS, a
- * NULL URL) or GS_ERR_NOMEM.
+ * NULL or empty URL, a URL given twice) or GS_ERR_NOMEM.
  */
 int gs_hosts_connect(const char *const *urls, size_t count, const gs_connect_options *opts,
                      gs_hosts **out);

@@ -111,9 +111,14 @@ int gs_hosts_connect(const char *const *urls, size_t count, const gs_connect_opt
 	*out = NULL;
 	if (!urls || count == 0 || count > GS_MAX_HOSTS)
 		return GS_ERR_INVALID;
-	for (size_t i = 0; i < count; i++)
+	for (size_t i = 0; i < count; i++) {
 		if (!urls[i] || !urls[i][0])
 			return GS_ERR_INVALID;
+		/* The same daemon twice would count each of its packets twice. */
+		for (size_t k = 0; k < i; k++)
+			if (strcmp(urls[k], urls[i]) == 0)
+				return GS_ERR_INVALID;
+	}
 	gs_connect_options o = {0};
 	if (opts && opts->size)
 		memcpy(&o, opts, opts->size < sizeof(o) ? opts->size : sizeof(o));

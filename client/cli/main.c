@@ -151,6 +151,14 @@ int main(int argc, char **argv)
 		ctx.nurls = (size_t)n;
 		ctx.url = ctx.urls[0];
 	}
+	for (size_t i = 0; i < ctx.nurls; i++)
+		for (size_t k = 0; k < i; k++)
+			if (strcmp(ctx.urls[k], ctx.urls[i]) == 0) {
+				free(ctx.url_list);
+				return cli_usage(
+				        &ctx, "%s is given twice (its packets would count twice)",
+				        ctx.urls[i]);
+			}
 
 	for (size_t i = 0; i < COMMAND_COUNT; i++) {
 		if (strcmp(argv[optind], commands[i].name) != 0)

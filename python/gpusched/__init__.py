@@ -1186,6 +1186,8 @@ def _url_list(urls: Union[None, str, Sequence[str]]) -> List[str]:
     urls = list(urls)
     if not urls or len(urls) > _C.MAX_HOSTS:
         raise ValueError(f"give 1 to {_C.MAX_HOSTS} daemon URLs")
+    if len(set(urls)) != len(urls):
+        raise ValueError("a URL is given twice (its packets would count twice)")
     return urls
 
 

@@ -180,6 +180,11 @@ dev=$("$gpusched" --url "${urls[0]}" device create filler --json | jq -r .device
 jq -e --arg h "${urls[1]}" '.host == $h and .adapter == 0 and .device > 0' "$dir/placed" \
 	>/dev/null || fail "device create chose $(cat "$dir/placed"), not the empty ${urls[1]}"
 
+# The same daemon twice is refused (its packets would count twice).
+rc=0
+"$gpusched" --url "${urls[0]}" --url "${urls[0]}" history >/dev/null 2>"$dir/err" || rc=$?
+[ "$rc" = 2 ] && grep -q "given twice" "$dir/err" || fail "a URL twice: exit $rc"
+
 # A command that talks to one daemon, and a cursor of one host's ids, refuse several.
 rc=0
 "$gpusched" "${url_args[@]}" sync create 1 >/dev/null 2>"$dir/err" || rc=$?
