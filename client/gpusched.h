@@ -220,8 +220,9 @@ typedef struct gs_connect_options {
 	const char *tls_ca;       /* the CA file; NULL: $GPUSCHED_TLS_CA */
 	const char *tls_cert_key; /* certificate and key, one PEM; NULL: $GPUSCHED_TLS_CERT_KEY */
 	const char *tls_server_name; /* NULL: $GPUSCHED_TLS_SERVER_NAME, else the URL's host */
-	uint32_t timeout_ms;         /* 0: GS_DEFAULT_TIMEOUT_MS (gs_client_set_timeout) */
-	uint32_t adapter;            /* the current adapter (gs_client_set_adapter) */
+	uint32_t timeout_ms; /* 0: GS_DEFAULT_TIMEOUT_MS (gs_client_set_timeout); it also bounds
+	                      * connecting: no connection by then is GS_ERR_TIMEOUT */
+	uint32_t adapter;    /* the current adapter (gs_client_set_adapter) */
 } gs_connect_options;
 
 int gs_connect_with(const gs_connect_options *opts, gs_client **out, char *why, size_t why_cap);

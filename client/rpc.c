@@ -5,9 +5,12 @@
  */
 #include "rpc.h"
 
+#include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <nng/protocol/reqrep0/req.h>
 #include <nng/supplemental/tls/tls.h>
@@ -148,6 +151,34 @@ int gsc_dial(nng_socket s, const char *url, const gsc_tls *tls, int flags, nng_d
 	return 0;
 }
 
+/*
+ * A dial bounded by the client's timeout: nng's blocking dial waits for its handshake (10 s
+ * for a peer that accepts and never answers) or the system's TCP connect (minutes for an
+ * address that drops packets). A watchdog thread closes the socket at the deadline, which ends
+ * the dial; the dialing thread joins it either way, so nothing outlives the call.
+ */
+typedef struct dial_watch {
+	pthread_mutex_t m;
+	pthread_cond_t cv;
+	nng_socket sock;
+	struct timespec deadline;
+	bool done, fired;
+} dial_watch;
+
+static void *watchdog(void *arg)
+{
+	dial_watch *w = arg;
+	pthread_mutex_lock(&w->m);
+	while (!w->done)
+		if (pthread_cond_timedwait(&w->cv, &w->m, &w->deadline) == ETIMEDOUT && !w->done) {
+			w->fired = true;
+			nng_close(w->sock);
+			break;
+		}
+	pthread_mutex_unlock(&w->m);
+	return NULL;
+}
+
 static int open_socket(gs_client *c, const gsc_tls *tls, char *why, size_t why_cap)
 {
 	int rv = nng_req0_open(&c->sock);
@@ -164,10 +195,53 @@ static int open_socket(gs_client *c, const gsc_tls *tls, char *why, size_t why_c
 	 * so never resend: a lost reply surfaces as GS_ERR_TIMEOUT instead. */
 	if (rv == 0)
 		rv = nng_socket_set_ms(c->sock, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
-	if (rv == 0)
-		rv = gsc_dial(c->sock, c->url, tls, 0, NULL, why, why_cap);
-	else
+	if (rv != 0) {
 		note(why, why_cap, "%s: %s", c->url, nng_strerror(rv));
+		nng_close(c->sock);
+		return gsc_nng_error(rv);
+	}
+	dial_watch w = {.sock = c->sock};
+	pthread_t t;
+	pthread_condattr_t ca;
+	bool watched = pthread_mutex_init(&w.m, NULL) == 0;
+	if (watched) {
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		watched = pthread_cond_init(&w.cv, &ca) == 0;
+		pthread_condattr_destroy(&ca);
+		if (!watched)
+			pthread_mutex_destroy(&w.m);
+	}
+	if (watched) {
+		clock_gettime(CLOCK_MONOTONIC, &w.deadline);
+		w.deadline.tv_sec += c->timeout_ms / 1000;
+		w.deadline.tv_nsec += (long)(c->timeout_ms % 1000) * 1000000L;
+		if (w.deadline.tv_nsec >= 1000000000L) {
+			w.deadline.tv_sec++;
+			w.deadline.tv_nsec -= 1000000000L;
+		}
+		if (pthread_create(&t, NULL, watchdog, &w) != 0) {
+			pthread_cond_destroy(&w.cv);
+			pthread_mutex_destroy(&w.m);
+			watched = false; /* dialled unbounded, as before */
+		}
+	}
+	rv = gsc_dial(c->sock, c->url, tls, 0, NULL, why, why_cap);
+	bool fired = false;
+	if (watched) {
+		pthread_mutex_lock(&w.m);
+		w.done = true;
+		fired = w.fired;
+		pthread_cond_signal(&w.cv);
+		pthread_mutex_unlock(&w.m);
+		pthread_join(t, NULL);
+		pthread_cond_destroy(&w.cv);
+		pthread_mutex_destroy(&w.m);
+	}
+	if (fired) {
+		note(why, why_cap, "%s: no connection within %u ms", c->url, c->timeout_ms);
+		return GS_ERR_TIMEOUT; /* the watchdog closed the socket */
+	}
 	if (rv != 0) {
 		nng_close(c->sock);
 		return gsc_nng_error(rv);

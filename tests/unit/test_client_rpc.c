@@ -16,6 +16,11 @@
 #include <pthread.h>
 
 #include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/rep.h>
 
@@ -588,6 +593,27 @@ static void test_connect_refused(void **state)
 	assert_null(c);
 }
 
+/* A peer that accepts TCP and never answers: the dial ends at the client's timeout, not after
+ * nng's own handshake timeout (10 s) or the system's TCP timeout. */
+static void test_connect_bounded(void **state)
+{
+	(void)state;
+	int l = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof(a);
+	assert_int_equal(bind(l, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(listen(l, 4), 0);
+	assert_int_equal(getsockname(l, (struct sockaddr *)&a, &len), 0);
+	char url[64], why[256];
+	snprintf(url, sizeof url, "tcp://127.0.0.1:%u", ntohs(a.sin_port));
+	gs_connect_options o = {.size = sizeof(o), .url = url, .timeout_ms = 300};
+	gs_client *c = NULL;
+	assert_int_equal(gs_connect_with(&o, &c, why, sizeof(why)), GS_ERR_TIMEOUT);
+	assert_null(c);
+	assert_non_null(strstr(why, "no connection within 300 ms"));
+	close(l);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -603,6 +629,7 @@ int main(void)
 	        cmocka_unit_test(test_token_from_environment),
 	        cmocka_unit_test(test_default_url),
 	        cmocka_unit_test(test_connect_refused),
+	        cmocka_unit_test(test_connect_bounded),
 	};
 
 	return cmocka_run_group_tests(tests, start_server, stop_server);
