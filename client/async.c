@@ -255,7 +255,8 @@ void gsc_waiter_init(gsc_waiter *w)
 
 gsc_target gsc_blocking(gs_client *c, gsc_waiter *w)
 {
-	c->message[0] = '\0';
+	if (c)
+		c->message[0] = '\0';
 	gsc_waiter_init(w);
 	return (gsc_target){.w = w};
 }
@@ -282,7 +283,8 @@ int gsc_wait(gs_client *c, gsc_waiter *w, int started)
 		while (!w->done)
 			pthread_cond_wait(&w->cv, &w->mu);
 		pthread_mutex_unlock(&w->mu);
-		snprintf(c->message, sizeof(c->message), "%s", w->ev.message);
+		if (c)
+			snprintf(c->message, sizeof(c->message), "%s", w->ev.message);
 		rv = w->ev.status;
 	} else {
 		rv = gsc_fail(c, started, "the request was not sent: %s", gs_strerror(started));

@@ -529,7 +529,7 @@ static int read_piece(gs_client *c, uint64_t allocation, uint64_t offset, uint8_
 static size_t piece(const gs_client *c, size_t size, size_t done)
 {
 	size_t left = size - done;
-	return c->io_piece && left > c->io_piece ? c->io_piece : left;
+	return c && c->io_piece && left > c->io_piece ? c->io_piece : left;
 }
 
 int gs_allocation_read(gs_client *c, uint64_t allocation, uint64_t offset, void *buf, size_t size)

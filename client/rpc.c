@@ -338,24 +338,29 @@ void gs_close(gs_client *c)
 	free(c);
 }
 
+/* A NULL client (a failed connect's) is harmless everywhere: setters do nothing, getters
+ * answer a default, calls GS_ERR_INVALID. */
 void gs_client_set_adapter(gs_client *c, uint32_t adapter)
 {
-	c->adapter = adapter;
+	if (c)
+		c->adapter = adapter;
 }
 
 uint32_t gs_client_adapter(const gs_client *c)
 {
-	return c->adapter;
+	return c ? c->adapter : 0;
 }
 
 void gs_client_set_timeout(gs_client *c, uint32_t timeout_ms)
 {
-	c->timeout_ms = timeout_ms ? timeout_ms : GS_DEFAULT_TIMEOUT_MS;
+	if (c)
+		c->timeout_ms = timeout_ms ? timeout_ms : GS_DEFAULT_TIMEOUT_MS;
 }
 
 void gs_client_set_io_piece(gs_client *c, size_t bytes)
 {
-	c->io_piece = bytes;
+	if (c)
+		c->io_piece = bytes;
 }
 
 const char *gs_client_message(const gs_client *c)
@@ -377,6 +382,8 @@ int gsc_fail(gs_client *c, int err, const char *fmt, ...)
 {
 	va_list ap;
 
+	if (!c)
+		return GS_ERR_INVALID;
 	va_start(ap, fmt);
 	vsnprintf(c->message, sizeof(c->message), fmt, ap);
 	va_end(ap);

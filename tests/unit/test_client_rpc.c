@@ -593,6 +593,38 @@ static void test_connect_refused(void **state)
 	assert_null(c);
 }
 
+/* A NULL client (what a failed connect leaves) makes every call GS_ERR_INVALID, never a
+ * crash (a carried-over gap: the library dereferenced it). */
+static void test_null_client(void **state)
+{
+	(void)state;
+	gs_daemon_info *info = NULL;
+	uint64_t id = 0;
+	gs_history_filter f = {0};
+	gs_packet_record *recs = NULL;
+	size_t n = 0;
+	gs_daemon_stats st;
+	gs_dmabuf dma;
+	char buf[4];
+	gs_dmabuf_init(&dma);
+	assert_int_equal(gs_dmabuf_nop(&dma), 0);
+	assert_int_equal(gs_info(NULL, &info), GS_ERR_INVALID);
+	assert_int_equal(gs_device_create(NULL, "x", &id), GS_ERR_INVALID);
+	assert_int_equal(gs_history(NULL, &f, &recs, &n), GS_ERR_INVALID);
+	assert_int_equal(gs_stats(NULL, &st), GS_ERR_INVALID);
+	assert_int_equal(gs_submit(NULL, 1, &dma, 0, NULL), GS_ERR_INVALID);
+	assert_int_equal(gs_allocation_read(NULL, 1, 0, buf, sizeof buf), GS_ERR_INVALID);
+	assert_int_equal(gs_allocation_read(NULL, 1, 0, NULL, sizeof buf), GS_ERR_INVALID);
+	assert_int_equal(gs_tenant_destroy(NULL, "t"), GS_ERR_INVALID);
+	gs_client_set_adapter(NULL, 3);
+	gs_client_set_timeout(NULL, 5);
+	gs_client_set_io_piece(NULL, 7);
+	assert_int_equal(gs_client_adapter(NULL), 0);
+	assert_string_equal(gs_client_message(NULL), "");
+	gs_close(NULL);
+	gs_dmabuf_free(&dma);
+}
+
 /* A peer that accepts TCP and never answers: the dial ends at the client's timeout, not after
  * nng's own handshake timeout (10 s) or the system's TCP timeout. */
 static void test_connect_bounded(void **state)
@@ -630,6 +662,7 @@ int main(void)
 	        cmocka_unit_test(test_default_url),
 	        cmocka_unit_test(test_connect_refused),
 	        cmocka_unit_test(test_connect_bounded),
+	        cmocka_unit_test(test_null_client),
 	};
 
 	return cmocka_run_group_tests(tests, start_server, stop_server);
