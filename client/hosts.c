@@ -4,6 +4,7 @@
  * history and placement of new devices on the least-loaded adapter.
  */
 #include "gpusched.h"
+#include "rpc.h"
 
 #include <ctype.h>
 #include <pthread.h>
@@ -119,10 +120,8 @@ int gs_hosts_connect(const char *const *urls, size_t count, const gs_connect_opt
 			if (strcmp(urls[k], urls[i]) == 0)
 				return GS_ERR_INVALID;
 	}
-	gs_connect_options o = {0};
-	if (opts && opts->size)
-		memcpy(&o, opts, opts->size < sizeof(o) ? opts->size : sizeof(o));
-	o.size = sizeof(o);
+	gs_connect_options o;
+	gsc_connect_options_copy(opts && opts->size ? opts : NULL, &o);
 	gs_hosts *h = calloc(1, sizeof(*h) + count * sizeof(host));
 	if (!h)
 		return GS_ERR_NOMEM;

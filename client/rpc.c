@@ -6,6 +6,7 @@
 #include "rpc.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -264,8 +265,7 @@ int gs_connect_with(const gs_connect_options *opts, gs_client **out, char *why, 
 		note(why, why_cap, "no options (or their size 0)");
 		return GS_ERR_INVALID;
 	}
-	/* An older caller's smaller struct: the fields it lacks stay 0 (their defaults). */
-	memcpy(&o, opts, opts->size < sizeof(o) ? opts->size : sizeof(o));
+	gsc_connect_options_copy(opts, &o);
 	const char *url = o.url, *token = o.token;
 	gsc_tls tls = {
 	        .ca = o.tls_ca, .cert_key = o.tls_cert_key, .server_name = o.tls_server_name};
@@ -371,6 +371,27 @@ const char *gs_client_message(const gs_client *c)
 const char *gs_client_url(const gs_client *c)
 {
 	return c ? c->url : "";
+}
+
+void gsc_connect_options_copy(const gs_connect_options *in, gs_connect_options *out)
+{
+	/* An older caller's smaller struct: the fields it lacks stay 0 (their defaults). A size
+	 * that ends inside a field leaves that field out too: half a pointer is not one. */
+	*out = (gs_connect_options){.size = sizeof(*out)};
+	size_t n = in && in->size < sizeof(*in) ? in->size : sizeof(*in);
+	if (!in)
+		return;
+#define GSC_OPT(f)                                                                                 \
+	if (offsetof(gs_connect_options, f) + sizeof(in->f) <= n)                                  \
+	out->f = in->f
+	GSC_OPT(url);
+	GSC_OPT(token);
+	GSC_OPT(tls_ca);
+	GSC_OPT(tls_cert_key);
+	GSC_OPT(tls_server_name);
+	GSC_OPT(timeout_ms);
+	GSC_OPT(adapter);
+#undef GSC_OPT
 }
 
 char *gsc_strdup0(const char *s)

@@ -89,6 +89,8 @@ int gsc_fail(gs_client *c, int err, const char *fmt, ...) __attribute__((format(
 
 /* strdup that maps NULL to "" (protobuf-c strings are never NULL, but defaults can be). */
 char *gsc_strdup0(const char *s);
+/* Copies the fields of *in that lie wholly within in->size (the rest: 0, the defaults). */
+void gsc_connect_options_copy(const gs_connect_options *in, gs_connect_options *out);
 
 /* Maps an nng error of the transport (dial, send, receive) to a GS_ERR_*. */
 int gsc_nng_error(int rv);

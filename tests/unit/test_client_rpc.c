@@ -593,6 +593,25 @@ static void test_connect_refused(void **state)
 	assert_null(c);
 }
 
+/* A size that ends inside a field leaves that field out (half a pointer is not one): the URL
+ * is then the default, from $GPUSCHED_URL. */
+static void test_connect_options_size(void **state)
+{
+	(void)state;
+	char why[256];
+	gs_client *c = NULL;
+	setenv("GPUSCHED_URL", "ipc:///nonexistent-gpusched/default.sock", 1);
+	gs_connect_options o = {.url = "ipc:///nonexistent-gpusched/given.sock"};
+	o.size = offsetof(gs_connect_options, url) + sizeof(o.url) / 2;
+	assert_int_equal(gs_connect_with(&o, &c, why, sizeof(why)), GS_ERR_TRANSPORT);
+	assert_non_null(strstr(why, "default.sock"));
+	o.size = offsetof(gs_connect_options, url) + sizeof(o.url);
+	assert_int_equal(gs_connect_with(&o, &c, why, sizeof(why)), GS_ERR_TRANSPORT);
+	assert_non_null(strstr(why, "given.sock"));
+	assert_null(c);
+	unsetenv("GPUSCHED_URL");
+}
+
 /* A NULL client (what a failed connect leaves) makes every call GS_ERR_INVALID, never a
  * crash (a carried-over gap: the library dereferenced it). */
 static void test_null_client(void **state)
@@ -663,6 +682,7 @@ int main(void)
 	        cmocka_unit_test(test_connect_refused),
 	        cmocka_unit_test(test_connect_bounded),
 	        cmocka_unit_test(test_null_client),
+	        cmocka_unit_test(test_connect_options_size),
 	};
 
 	return cmocka_run_group_tests(tests, start_server, stop_server);
