@@ -232,6 +232,9 @@ int gs_connect_with(const gs_connect_options *opts, gs_client **out, char *why, 
  * the client's own callbacks, nor while another thread is inside a call on it. */
 void gs_close(gs_client *c);
 
+/* A NULL client (what a failed connect leaves in *out) is safe to pass: every call answers
+ * GS_ERR_INVALID, setters do nothing, getters give defaults. */
+
 /* The adapter every later request addresses (InfoResponse adapter ids). */
 void gs_client_set_adapter(gs_client *c, uint32_t adapter);
 uint32_t gs_client_adapter(const gs_client *c);
