@@ -271,6 +271,13 @@ typedef struct cli_schedule_args {
 int cli_schedule_start(cli *ctx, int argc, char **argv, const cli_syntax *syntax, void *args,
                        cli_schedule *s);
 /* The record of packet (NULL: not in the schedule). */
+/* cli_schedule_start for several hosts (ctx->nurls > 1): connects to them all and fetches each
+ * one's schedule into (*per_host)[i] (empty for a host that is down, or whose fetch failed:
+ * it is then marked down, for cli_hosts_report), saying which were cut at --max-packets.
+ * Returns CLI_CONTINUE with the array (free each, then it), or the exit code to return now
+ * (no host answered: CLI_EXIT_TRANSPORT, after reporting them). */
+int cli_schedule_start_hosts(cli *ctx, int argc, char **argv, const cli_syntax *syntax, void *args,
+                             cli_schedule **per_host);
 const gs_packet_record *cli_schedule_find(const cli_schedule *s, uint64_t packet);
 /* Sorts the records by packet id again, as cli_schedule_find needs (after they were changed). */
 void cli_schedule_sort(cli_schedule *s);

@@ -510,71 +510,43 @@ static int cmp_u32(const void *x, const void *y)
  * Several hosts: every host's schedule in one, each packet and context id carrying its host in
  * its low HOST_BITS bits (ids are below 2^53, so they still fit) and each node its host in
  * bits 8 and up, so that hosts' ids never meet; the drawing shows them as their hosts do.
+ * Takes the hosts' schedules (freed here). Returns 0, or -1 without memory.
  */
-static int merge_hosts(cli *ctx, const timeline_args *a, cli_schedule *out, drawing *d)
+static int merge_hosts(cli_schedule *per_host, size_t n, cli_schedule *out)
 {
-	int rv = cli_hosts_connect(ctx);
-	if (rv != CLI_EXIT_OK)
-		return rv;
-	for (size_t h = 0; h < gs_hosts_count(ctx->hosts); h++) {
-		d->hosts[h] = gs_hosts_url(ctx->hosts, h);
-		if (!(ctx->client = gs_hosts_client(ctx->hosts, h)))
-			continue;
-		cli_schedule one = {0};
-		int st = cli_schedule_fetch(ctx, a->sched.since_ns, a->sched.until_ns,
-		                            a->sched.max_packets, &one);
-		if (st == 0 && one.truncated)
-			cli_warn(ctx,
-			         "%s: more than %llu packets in the range: only the oldest %zu",
-			         d->hosts[h], (unsigned long long)a->sched.max_packets, one.nrecs);
-		gs_packet_record *recs =
-		        st ? NULL
-		           : realloc(out->recs, (out->nrecs + one.nrecs + 1) * sizeof(*recs));
-		if (recs)
-			out->recs = recs;
-		gs_packet_event *evs =
-		        st || !recs ? NULL
-		                    : realloc(out->evs, (out->nevs + one.nevs + 1) * sizeof(*evs));
-		if (evs)
-			out->evs = evs;
-		if (st || !recs || !evs) {
-			char why[256];
-			snprintf(why, sizeof why, "timeline: %s",
-			         st ? gs_status_name(st) : "no memory");
-			gs_hosts_set_down(ctx->hosts, h, why);
-			cli_schedule_free(&one);
-			continue;
-		}
-		for (size_t i = 0; i < one.nrecs; i++) {
-			gs_packet_record r = one.recs[i];
+	size_t nrecs = 0, nevs = 0;
+	for (size_t h = 0; h < n; h++) {
+		nrecs += per_host[h].nrecs;
+		nevs += per_host[h].nevs;
+	}
+	out->recs = malloc((nrecs + 1) * sizeof(*out->recs));
+	out->evs = malloc((nevs + 1) * sizeof(*out->evs));
+	int rv = out->recs && out->evs ? 0 : -1;
+	for (size_t h = 0; h < n; h++) {
+		cli_schedule *one = &per_host[h];
+		for (size_t i = 0; rv == 0 && i < one->nrecs; i++) {
+			gs_packet_record r = one->recs[i];
 			r.packet = r.packet << HOST_BITS | h;
 			r.context = r.context << HOST_BITS | h;
 			r.node = (uint32_t)h << 8 | r.node;
 			r.dispatches = NULL;
 			out->recs[out->nrecs++] = r;
-			one.recs[i].result = one.recs[i].tenant = NULL; /* moved */
+			one->recs[i].result = one->recs[i].tenant = NULL; /* moved */
 		}
-		for (size_t i = 0; i < one.nevs; i++) {
-			gs_packet_event e = one.evs[i];
+		for (size_t i = 0; rv == 0 && i < one->nevs; i++) {
+			gs_packet_event e = one->evs[i];
 			e.packet = e.packet << HOST_BITS | h;
 			e.context = e.context << HOST_BITS | h;
 			out->evs[out->nevs++] = e;
-			one.evs[i].detail = NULL; /* moved */
+			one->evs[i].detail = NULL; /* moved */
 		}
-		out->truncated = out->truncated || one.truncated;
-		cli_schedule_free(&one);
+		out->truncated = out->truncated || one->truncated;
+		cli_schedule_free(one);
 	}
-	ctx->client = NULL;
-	d->nhosts = gs_hosts_count(ctx->hosts);
-	size_t answered = 0;
-	for (size_t h = 0; h < d->nhosts; h++)
-		answered += gs_hosts_client(ctx->hosts, h) != NULL;
-	if (!answered) {
-		cli_warn(ctx, "no host answered: nothing drawn");
-		return cli_hosts_report(ctx, CLI_EXIT_TRANSPORT);
-	}
-	cli_schedule_sort(out);
-	return CLI_EXIT_OK;
+	free(per_host);
+	if (rv == 0)
+		cli_schedule_sort(out);
+	return rv;
 }
 
 int cmd_timeline(cli *ctx, int argc, char **argv)
@@ -587,14 +559,16 @@ int cmd_timeline(cli *ctx, int argc, char **argv)
 
 	drawing d = {.s = &s, .width = a.width, .t0 = UINT64_MAX};
 	if (ctx->nurls > 1) {
-		rv = cli_parse_args(ctx, argc, argv, &syntax, &a);
-		if (rv == CLI_CONTINUE)
-			rv = cli_check_range(ctx, a.sched.since_ns, a.sched.until_ns);
-		if (rv == CLI_CONTINUE)
-			rv = merge_hosts(ctx, &a, &s, &d);
-		if (rv != CLI_EXIT_OK && rv != CLI_CONTINUE) {
-			cli_schedule_free(&s);
+		cli_schedule *per_host;
+		rv = cli_schedule_start_hosts(ctx, argc, argv, &syntax, &a, &per_host);
+		if (rv != CLI_CONTINUE)
 			return rv;
+		d.nhosts = gs_hosts_count(ctx->hosts);
+		for (size_t h = 0; h < d.nhosts; h++)
+			d.hosts[h] = gs_hosts_url(ctx->hosts, h);
+		if (merge_hosts(per_host, d.nhosts, &s) != 0) {
+			cli_schedule_free(&s);
+			return cli_fail(ctx, GS_ERR_NOMEM);
 		}
 	} else {
 		rv = cli_schedule_start(ctx, argc, argv, &syntax, &a, &s);

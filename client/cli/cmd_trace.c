@@ -351,12 +351,9 @@ static int write_trace(cli *ctx, const trace_args *a, json_t *events, uint64_t t
  * "contexts of URL"), on one time axis. */
 static int trace_hosts(cli *ctx, int argc, char **argv, const cli_syntax *syntax, trace_args *a)
 {
-	int rv = cli_parse_args(ctx, argc, argv, syntax, a);
-	if (rv == CLI_CONTINUE)
-		rv = cli_check_range(ctx, a->sched.since_ns, a->sched.until_ns);
+	cli_schedule *sched;
+	int rv = cli_schedule_start_hosts(ctx, argc, argv, syntax, a, &sched);
 	if (rv != CLI_CONTINUE)
-		return rv;
-	if ((rv = cli_hosts_connect(ctx)) != CLI_EXIT_OK)
 		return rv;
 	size_t n = gs_hosts_count(ctx->hosts);
 	trace *ts = calloc(n, sizeof(*ts));
@@ -365,30 +362,15 @@ static int trace_hosts(cli *ctx, int argc, char **argv, const cli_syntax *syntax
 	size_t packets = 0, events = 0;
 	bool truncated = false;
 	rv = ts && out ? CLI_EXIT_OK : cli_fail(ctx, GS_ERR_NOMEM);
-	for (size_t h = 0; rv == CLI_EXIT_OK && h < n; h++) {
-		if (!(ctx->client = gs_hosts_client(ctx->hosts, h)))
-			continue;
-		int st = cli_schedule_fetch(ctx, a->sched.since_ns, a->sched.until_ns,
-		                            a->sched.max_packets, &ts[h].s);
-		if (st != 0) {
-			char why[256];
-			snprintf(why, sizeof why, "trace: %s: %s", gs_status_name(st),
-			         gs_client_message(ctx->client));
-			gs_hosts_set_down(ctx->hosts, h, why);
-			cli_schedule_free(&ts[h].s);
-			continue;
-		}
-		uint64_t f = first_ns(&ts[h].s);
+	for (size_t h = 0; h < n; h++) {
+		uint64_t f = first_ns(&sched[h]);
 		t0 = f < t0 ? f : t0;
+		if (ts)
+			ts[h].s = sched[h]; /* moved: trace_free frees it */
+		else
+			cli_schedule_free(&sched[h]);
 	}
-	ctx->client = NULL;
-	size_t answered = 0;
-	for (size_t h = 0; h < n; h++)
-		answered += gs_hosts_client(ctx->hosts, h) != NULL;
-	if (rv == CLI_EXIT_OK && !answered) {
-		cli_warn(ctx, "no host answered: nothing written");
-		rv = CLI_EXIT_TRANSPORT;
-	}
+	free(sched);
 	for (size_t h = 0; rv == CLI_EXIT_OK && h < n; h++) {
 		if (!gs_hosts_client(ctx->hosts, h))
 			continue;
@@ -406,12 +388,7 @@ static int trace_hosts(cli *ctx, int argc, char **argv, const cli_syntax *syntax
 		markers += t->markers;
 		packets += t->s.nrecs;
 		events += t->s.nevs;
-		if (t->s.truncated) {
-			truncated = true;
-			cli_warn(ctx,
-			         "%s: more than %llu packets in the range: only the oldest %zu",
-			         t->host, (unsigned long long)a->sched.max_packets, t->s.nrecs);
-		}
+		truncated = truncated || t->s.truncated;
 	}
 	if (rv == CLI_EXIT_OK)
 		rv = write_trace(ctx, a, out, t0 == UINT64_MAX ? 0 : t0, packets, events, slices,

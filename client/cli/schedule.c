@@ -145,3 +145,48 @@ int cli_schedule_start(cli *ctx, int argc, char **argv, const cli_syntax *syntax
 		         (unsigned long long)a->max_packets, s->nrecs);
 	return CLI_CONTINUE;
 }
+
+int cli_schedule_start_hosts(cli *ctx, int argc, char **argv, const cli_syntax *syntax, void *args,
+                             cli_schedule **per_host)
+{
+	const cli_schedule_args *a = args;
+	*per_host = NULL;
+	int rv = cli_parse_args(ctx, argc, argv, syntax, args);
+	if (rv == CLI_CONTINUE)
+		rv = cli_check_range(ctx, a->since_ns, a->until_ns);
+	if (rv != CLI_CONTINUE)
+		return rv;
+	if ((rv = cli_hosts_connect(ctx)) != CLI_EXIT_OK)
+		return rv;
+	size_t n = gs_hosts_count(ctx->hosts), answered = 0;
+	cli_schedule *s = calloc(n, sizeof(*s));
+	if (!s)
+		return cli_fail(ctx, GS_ERR_NOMEM);
+	for (size_t h = 0; h < n; h++) {
+		if (!(ctx->client = gs_hosts_client(ctx->hosts, h)))
+			continue;
+		int st = cli_schedule_fetch(ctx, a->since_ns, a->until_ns, a->max_packets, &s[h]);
+		if (st != 0) {
+			char why[256];
+			snprintf(why, sizeof why, "%s: %s: %s", ctx->command, gs_status_name(st),
+			         gs_client_message(ctx->client));
+			gs_hosts_set_down(ctx->hosts, h, why);
+			cli_schedule_free(&s[h]);
+			continue;
+		}
+		answered++;
+		if (s[h].truncated)
+			cli_warn(ctx,
+			         "%s: more than %llu packets in the range: only the oldest %zu",
+			         gs_hosts_url(ctx->hosts, h), (unsigned long long)a->max_packets,
+			         s[h].nrecs);
+	}
+	ctx->client = NULL;
+	if (!answered) {
+		free(s);
+		cli_warn(ctx, "no host answered: nothing written");
+		return cli_hosts_report(ctx, CLI_EXIT_TRANSPORT);
+	}
+	*per_host = s;
+	return CLI_CONTINUE;
+}
