@@ -1,5 +1,7 @@
 /*
- * The inbox: what nng's threads hand the loop. One FIFO per connection, drained round-robin:
+ * The inbox: what other threads hand the loop, in-process calls (gsd_rpc_inject) and closed
+ * connections (requests from nng the loop takes itself). One FIFO per connection, drained
+ * round-robin:
  * a connection with hundreds of requests queued delays another connection's request by at most
  * one request per connection that has work, not by its whole backlog. (How much one tenant can
  * queue at all is bounded by max_inflight_requests.) A connection's events stay in order: its

@@ -1,11 +1,12 @@
 /*
  * What the transport's files share (not for the handlers):
- *   transport.c  the REP socket, its contexts ("workers"), the inbox the nng threads fill and
- *                the loop drains (inbox.c: per connection, round-robin), and the admission of each
- * request (size, envelope, token, tenant limits) before it is decoded and dispatched; conn.c
- * connections: per-peer limits on nng's threads, per-connection state on the loop (authentication,
- * waiting requests), cleanup when a peer goes away; call.c       answering calls: now, after the
- * audit commit, off the loop; parking calls until an event, with deadlines and limits.
+ *   transport.c  the REP socket, its contexts ("workers") the loop takes requests with, the
+ *                inbox of in-process calls and closed connections (inbox.c: per connection,
+ * round-robin), and the admission of each request (size, envelope, token, tenant limits) before it
+ * is decoded and dispatched; conn.c connections: per-peer limits on nng's threads, per-connection
+ * state on the loop (authentication, waiting requests), cleanup when a peer goes away; call.c
+ * answering calls: now, after the audit commit, off the loop; parking calls until an event, with
+ * deadlines and limits.
  */
 #ifndef GSD_RPC_INTERNAL_H
 #define GSD_RPC_INTERNAL_H
@@ -19,13 +20,12 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-enum { GSD_W_RECV = 0, GSD_W_SEND = 1 };
-
 struct gsd_rpc_worker {
 	struct gsd_rpc *rpc;
 	nng_ctx ctx;
-	nng_aio *aio;
-	int state;
+	nng_aio *aio;                     /* receives, with worker_cb */
+	nng_aio *saio;                    /* sends, without a callback (transport.c, "answers") */
+	struct gsd_rpc_worker *park_next; /* gsd_rpc.parked */
 	/* The tenant whose request it holds, counted in tenant->inflight until the answer is
 	 * sent (NULL before authentication). */
 	gsd_tenant *tenant;
@@ -101,8 +101,27 @@ struct gsd_rpc {
 	uv_timer_t tls_timer;
 	gsd_rpc_worker **workers;
 	size_t nworkers, capworkers;
-	atomic_uint idle;
-	atomic_uint sending; /* answers handed to nng and not yet sent */
+	atomic_uint sending; /* answers handed to nng and not yet sent (the parked workers) */
+	/* Workers whose answer waits behind their connection's previous one (transport.c):
+	 * looked at again before the loop sleeps, and by park_timer while there are any. */
+	pthread_mutex_t park_lock; /* parked_workers and free_workers */
+	struct gsd_rpc_worker *parked_workers;
+	struct gsd_rpc_worker *free_workers; /* holding no request */
+	/* The socket's receive descriptor: readable while a request waits for a worker. Stopped
+	 * (recv_paused) while every worker holds one. */
+	uv_poll_t recv_poll;
+	bool recv_ready;
+	atomic_bool recv_paused;
+	/* The doorbell (transport.c): a receive with a callback while the descriptor is not
+	 * polled; bell_rang and bell_msg under park_lock. */
+	nng_aio *bell_aio;
+	struct gsd_rpc_worker *bell_w;
+	bool bell_rang;
+	nng_msg *bell_msg;
+	uint64_t bells; /* times it rang */
+	uv_prepare_t park_prepare;
+	uv_timer_t park_timer;
+	bool park_ready; /* the two handles are made */
 	atomic_bool closing;
 	pthread_mutex_t lock; /* inbox and recorded */
 	gsd_inbox inbox;

@@ -300,6 +300,11 @@ static void render_daemon(gsd_daemon *d, buf *b)
 			put(b, "gpusched_rpc_errors_total{status=\"%s\"} %llu\n",
 			    label(gsd_status_name(i), l2, sizeof(l2)),
 			    (unsigned long long)st->by_status[i]);
+	header(b, "gpusched_rpc_doorbell_total", "counter",
+	       "Wake-ups that found no request (a connection closed with its request not yet "
+	       "taken): the next request came through a callback instead.");
+	put(b, "gpusched_rpc_doorbell_total %llu\n",
+	    (unsigned long long)(d->rpc ? d->rpc->bells : 0));
 	histogram(
 	        b, "gpusched_submit_latency_seconds",
 	        "Submit and SubmitBatch: request received to answer sent (after its audit commit).",

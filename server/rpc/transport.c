@@ -1,7 +1,8 @@
 /*
  * The transport of requests: an nng REP socket served through many nng contexts ("workers"),
  * so requests are handled concurrently and one whose answer is deferred does not hold up
- * others; nng's threads only move each received message onto the inbox and wake the loop.
+ * others. The loop takes each request from nng itself, when the socket's receive descriptor
+ * says one is waiting, and answers without waking nng's task threads (below).
  *
  * Admission, on the loop, before a request costs anything: its size (a connection that has
  * not authenticated yet may send only small requests), its envelope (id, token, adapter) read
@@ -26,16 +27,7 @@
 
 #include <sodium.h>
 
-/* ---- nng side (runs on nng's threads) ---- */
-
-static void worker_arm(gsd_rpc_worker *w)
-{
-	w->state = GSD_W_RECV;
-	if (atomic_load(&w->rpc->closing))
-		return;
-	atomic_fetch_add(&w->rpc->idle, 1);
-	nng_ctx_recv(w->ctx, w->aio);
-}
+/* ---- workers and the inbox ---- */
 
 /* The worker's answer has left (or was dropped): the tenant's request is no longer in flight. */
 static void worker_done(gsd_rpc_worker *w)
@@ -58,37 +50,273 @@ bool gsd_rpc_post(struct gsd_rpc *rpc, gsd_inbox_item item)
 	return ok;
 }
 
-static void worker_cb(void *arg)
+/* ---- receiving (the loop) ----
+ *
+ * Requests are taken on the loop, not handed over by nng's threads. The REP socket's receive
+ * descriptor (NNG_OPT_RECVFD) is readable while some connection has a request that no
+ * context is waiting for; the loop then takes requests with contexts whose aio has no
+ * callback, which nng completes on the calling thread. A callback would wake one of nng's
+ * task threads per request, which then woke the loop: two hand-offs where there is now one.
+ *
+ * nng reads a connection's next request only once its last one is taken, so taking them in
+ * nng's order serves the connections in turn, as the inbox did (which now carries only
+ * in-process calls and closed connections).
+ */
+
+/* Any thread: w holds no request any more. */
+static void worker_release(gsd_rpc_worker *w)
 {
-	gsd_rpc_worker *w = arg;
 	struct gsd_rpc *rpc = w->rpc;
-	int rv = nng_aio_result(w->aio);
-	if (w->state == GSD_W_SEND) {
-		atomic_fetch_sub(&rpc->sending, 1);
-		if (rv != 0) {
-			/* The peer went away (or we are closing): the reply is dropped. */
-			nng_msg_free(nng_aio_get_msg(w->aio));
-			nng_aio_set_msg(w->aio, NULL);
-		}
-		worker_done(w);
-		worker_arm(w);
-		return;
+	pthread_mutex_lock(&rpc->park_lock);
+	w->park_next = rpc->free_workers;
+	rpc->free_workers = w;
+	pthread_mutex_unlock(&rpc->park_lock);
+	/* The loop stopped taking requests for want of a worker: tell it there is one. */
+	if (atomic_load(&rpc->recv_paused))
+		gsd_wake_send(&rpc->async);
+}
+
+static int add_worker(struct gsd_rpc *rpc);
+
+/* The loop: a worker free to take a request (a new one while there are fewer than
+ * max_workers), or NULL. */
+static gsd_rpc_worker *worker_take(struct gsd_rpc *rpc)
+{
+	pthread_mutex_lock(&rpc->park_lock);
+	gsd_rpc_worker *w = rpc->free_workers;
+	if (w)
+		rpc->free_workers = w->park_next;
+	pthread_mutex_unlock(&rpc->park_lock);
+	if (w || rpc->nworkers >= rpc->d->cfg.max_workers || add_worker(rpc) != 0)
+		return w;
+	return worker_take(rpc);
+}
+
+/* Takes a waiting request into w's context, if there is one. */
+static nng_msg *worker_try_recv(gsd_rpc_worker *w)
+{
+	nng_ctx_recv(w->ctx, w->aio);
+	if (!nng_aio_get_msg(w->aio)) {
+		/* None was waiting (the aio is queued in the context), or the socket is closed:
+		 * withdrawn. A request that came in the meantime completed it all the same. */
+		nng_aio_cancel(w->aio);
 	}
-	atomic_fetch_sub(&rpc->idle, 1);
-	if (rv != 0) {
-		if (rv != NNG_ECLOSED && rv != NNG_ECANCELED && !atomic_load(&rpc->closing))
-			worker_arm(w);
-		return;
-	}
+	nng_aio_wait(w->aio);
 	nng_msg *msg = nng_aio_get_msg(w->aio);
 	nng_aio_set_msg(w->aio, NULL);
-	gsd_inbox_item item = {.w = w, .msg = msg, .pipe = nng_pipe_id(nng_msg_get_pipe(msg))};
-	if (!gsd_rpc_post(rpc, item)) {
-		nng_msg_free(msg);
-		worker_arm(w);
+	return msg;
+}
+
+static void handle_message(gsd_daemon *d, gsd_rpc_worker *w, nng_msg *msg);
+
+/* Requests taken per turn of the loop: the loop's other work (commits, timers, engines'
+ * interrupts) runs between turns. */
+#define RECV_TURN 64
+
+static void recv_pause(struct gsd_rpc *rpc, bool pause)
+{
+	if (pause == atomic_load(&rpc->recv_paused) || !rpc->recv_ready)
+		return;
+	atomic_store(&rpc->recv_paused, pause);
+	if (pause)
+		uv_poll_stop(&rpc->recv_poll);
+}
+
+/*
+ * The doorbell. nng leaves the receive descriptor readable when a connection closes with its
+ * request not taken yet (it drops the request, not the signal), and clears it only when a
+ * take empties its list of waiting connections. Polled, the descriptor would then wake the
+ * loop for nothing, without end. So when the loop finds nothing on a wake-up, it stops polling
+ * and waits for the next request with a context whose aio has a callback, as nng's threads
+ * used to hand every request over. That take clears the descriptor if a request was already
+ * waiting; otherwise the next wake-up finds nothing again, and the bell rings once more. It
+ * costs the old hand-off for that one request, never a loop that spins.
+ */
+static void recv_cb(uv_poll_t *h, int status, int events);
+
+static void bell_cb(void *arg)
+{
+	struct gsd_rpc *rpc = arg;
+	pthread_mutex_lock(&rpc->park_lock);
+	rpc->bell_msg = nng_aio_result(rpc->bell_aio) == 0 ? nng_aio_get_msg(rpc->bell_aio) : NULL;
+	nng_aio_set_msg(rpc->bell_aio, NULL);
+	rpc->bell_rang = true;
+	pthread_mutex_unlock(&rpc->park_lock);
+	gsd_wake_send(&rpc->async);
+}
+
+static void bell_arm(struct gsd_rpc *rpc, gsd_rpc_worker *w)
+{
+	uv_poll_stop(&rpc->recv_poll);
+	rpc->bell_w = w;
+	nng_ctx_recv(w->ctx, rpc->bell_aio);
+}
+
+/* The loop (inbox_cb): the bell rang; the descriptor is polled again. */
+static void bell_answered(struct gsd_rpc *rpc)
+{
+	pthread_mutex_lock(&rpc->park_lock);
+	bool rang = rpc->bell_rang;
+	nng_msg *msg = rpc->bell_msg;
+	rpc->bell_rang = false;
+	rpc->bell_msg = NULL;
+	pthread_mutex_unlock(&rpc->park_lock);
+	if (!rang)
+		return;
+	gsd_rpc_worker *w = rpc->bell_w;
+	rpc->bell_w = NULL;
+	rpc->bells++;
+	if (!atomic_load(&rpc->closing) && !atomic_load(&rpc->recv_paused))
+		uv_poll_start(&rpc->recv_poll, UV_READABLE, recv_cb);
+	if (msg)
+		handle_message(rpc->d, w, msg);
+	else
+		worker_release(w);
+}
+
+static void recv_cb(uv_poll_t *h, int status, int events)
+{
+	struct gsd_rpc *rpc = h->data;
+	(void)events;
+	if (status < 0 || atomic_load(&rpc->closing) || rpc->bell_w)
+		return;
+	for (int i = 0; i < RECV_TURN; i++) {
+		gsd_rpc_worker *w = worker_take(rpc);
+		if (!w) {
+			/* Every worker holds a request (max_workers): the next waits in nng until
+			 * one is answered. */
+			recv_pause(rpc, true);
+			return;
+		}
+		nng_msg *msg = worker_try_recv(w);
+		if (!msg && i == 0) {
+			bell_arm(rpc, w); /* woken for nothing: see "the doorbell" */
+			return;
+		}
+		if (!msg) {
+			worker_release(w);
+			return;
+		}
+		handle_message(rpc->d, w, msg);
 	}
 }
 
+/* The loop: takes requests again once a worker is free. */
+static void recv_resume(struct gsd_rpc *rpc)
+{
+	if (!atomic_load(&rpc->recv_paused) || atomic_load(&rpc->closing))
+		return;
+	pthread_mutex_lock(&rpc->park_lock);
+	bool any = rpc->free_workers != NULL;
+	pthread_mutex_unlock(&rpc->park_lock);
+	if (!any)
+		return;
+	atomic_store(&rpc->recv_paused, false);
+	if (!rpc->bell_w)
+		uv_poll_start(&rpc->recv_poll, UV_READABLE, recv_cb);
+}
+
+/*
+ * ---- answers ----
+ *
+ * An answer goes out through an aio without a callback. nng completes such an aio on the
+ * thread that finishes it instead of handing it to one of its task threads, and the REP
+ * context sends at once when its connection has nothing else going out: the send is then
+ * over when nng_ctx_send returns, and the worker is free again right away. A callback cost
+ * a wake of a task thread per answer, on the CPU the client needs to read it.
+ *
+ * When the connection is still sending an earlier answer, nng queues this one, and the
+ * worker is parked: its context may not take a request until the send is over (nng would
+ * link it into a second send queue). nng 1.5 has no call that tells whether an aio is busy, so a
+ * parked send is looked at: nng clears the aio's message when the answer has left (or its
+ * connection is gone), and sets a result when it failed; both happen before the completion
+ * ends, which nng_aio_wait then waits for (briefly). The loop looks before it sleeps and every
+ * millisecond while any worker is parked.
+ */
+
+/* Whether w's send is over; its message freed if it failed. */
+static bool send_over(gsd_rpc_worker *w)
+{
+	if (nng_aio_get_msg(w->saio) && nng_aio_result(w->saio) == 0)
+		return false; /* queued behind the connection's previous answer */
+	nng_aio_wait(w->saio);
+	nng_msg *left = nng_aio_get_msg(w->saio);
+	if (left) {
+		nng_msg_free(left);
+		nng_aio_set_msg(w->saio, NULL);
+	}
+	return true;
+}
+
+/* On the loop: the parked workers whose answer has gone are free again. True when some are
+ * still parked; *freed counts those that are not. */
+static bool park_reap(struct gsd_rpc *rpc, unsigned *freed)
+{
+	pthread_mutex_lock(&rpc->park_lock);
+	gsd_rpc_worker *list = rpc->parked_workers;
+	rpc->parked_workers = NULL;
+	pthread_mutex_unlock(&rpc->park_lock);
+	gsd_rpc_worker *kept = NULL, *kept_tail = NULL;
+	*freed = 0;
+	while (list) {
+		gsd_rpc_worker *w = list;
+		list = w->park_next;
+		if (!send_over(w)) {
+			w->park_next = NULL;
+			if (kept_tail)
+				kept_tail->park_next = w;
+			else
+				kept = w;
+			kept_tail = w;
+			continue;
+		}
+		atomic_fetch_sub(&rpc->sending, 1);
+		worker_done(w);
+		worker_release(w);
+		++*freed;
+	}
+	if (!kept)
+		return false;
+	pthread_mutex_lock(&rpc->park_lock);
+	kept_tail->park_next = rpc->parked_workers;
+	rpc->parked_workers = kept;
+	pthread_mutex_unlock(&rpc->park_lock);
+	return true;
+}
+
+/* How often an idle loop looks at parked workers: every millisecond while answers leave,
+ * backing off to PARK_POLL_MAX_MS while none does (a client that never reads its answers
+ * keeps them parked; its tenant's max_inflight_requests bounds how many). */
+#define PARK_POLL_MAX_MS 64
+
+static void park_timer_cb(uv_timer_t *t)
+{
+	struct gsd_rpc *rpc = t->data;
+	unsigned freed;
+	if (!park_reap(rpc, &freed)) {
+		uv_timer_stop(t);
+		return;
+	}
+	uint64_t next = freed ? 1 : uv_timer_get_repeat(t) * 2;
+	if (next > PARK_POLL_MAX_MS)
+		next = PARK_POLL_MAX_MS;
+	if (next != uv_timer_get_repeat(t))
+		uv_timer_start(t, park_timer_cb, next, next);
+}
+
+/* Before the loop sleeps. */
+static void park_prepare_cb(uv_prepare_t *h)
+{
+	struct gsd_rpc *rpc = h->data;
+	unsigned freed;
+	recv_resume(rpc);
+	if (atomic_load(&rpc->sending) == 0 || !park_reap(rpc, &freed))
+		return;
+	if (freed || !uv_is_active((uv_handle_t *)&rpc->park_timer))
+		uv_timer_start(&rpc->park_timer, park_timer_cb, 1, 1);
+}
+
+/* Any thread (the loop, or the audit writer with the answers its commit waited for). */
 void gsd_rpc_worker_send(gsd_rpc_worker *w, nng_msg *msg)
 {
 	if (w->inject) {
@@ -99,15 +327,21 @@ void gsd_rpc_worker_send(gsd_rpc_worker *w, nng_msg *msg)
 		free(w);
 		return;
 	}
-	if (!msg) {
-		worker_done(w);
-		worker_arm(w);
-		return;
+	if (msg) {
+		nng_aio_set_msg(w->saio, msg);
+		nng_ctx_send(w->ctx, w->saio);
+		if (!send_over(w)) {
+			struct gsd_rpc *rpc = w->rpc;
+			atomic_fetch_add(&rpc->sending, 1);
+			pthread_mutex_lock(&rpc->park_lock);
+			w->park_next = rpc->parked_workers;
+			rpc->parked_workers = w;
+			pthread_mutex_unlock(&rpc->park_lock);
+			return;
+		}
 	}
-	w->state = GSD_W_SEND;
-	atomic_fetch_add(&w->rpc->sending, 1);
-	nng_aio_set_msg(w->aio, msg);
-	nng_ctx_send(w->ctx, w->aio);
+	worker_done(w);
+	worker_release(w);
 }
 
 static int add_worker(struct gsd_rpc *rpc)
@@ -123,14 +357,17 @@ static int add_worker(struct gsd_rpc *rpc)
 	w->rpc = rpc;
 	int rv = nng_ctx_open(&w->ctx, rpc->sock);
 	if (rv == 0)
-		rv = nng_aio_alloc(&w->aio, worker_cb, w);
+		rv = nng_aio_alloc(&w->aio, NULL, NULL);
+	if (rv == 0)
+		rv = nng_aio_alloc(&w->saio, NULL, NULL);
 	if (rv != 0) {
 		GSD_ERROR("rpc: cannot open an nng context: %s", nng_strerror(rv));
+		nng_aio_free(w->aio);
 		free(w);
 		return -1;
 	}
 	rpc->workers[rpc->nworkers++] = w;
-	worker_arm(w);
+	worker_release(w);
 	return 0;
 }
 
@@ -467,9 +704,6 @@ static void handle_message(gsd_daemon *d, gsd_rpc_worker *w, nng_msg *msg)
 {
 	struct gsd_rpc *rpc = d->rpc;
 	d->stats.requests++;
-	/* Keep a few contexts receiving while others hold deferred answers. */
-	if (atomic_load(&rpc->idle) < 2 && rpc->nworkers < d->cfg.max_workers)
-		add_worker(rpc);
 	uint32_t pipe = w->inject ? 0 : (uint32_t)nng_pipe_id(nng_msg_get_pipe(msg));
 	gsd_call *c = call_new(d, w, pipe);
 	if (!c) {
@@ -513,6 +747,8 @@ static void inbox_cb(gsd_wake *a)
 {
 	gsd_daemon *d = a->data;
 	struct gsd_rpc *rpc = d->rpc;
+	bell_answered(rpc);
+	recv_resume(rpc);
 	for (;;) {
 		gsd_inbox_item items[64];
 		pthread_mutex_lock(&rpc->lock);
@@ -584,6 +820,15 @@ int gsd_rpc_start(gsd_daemon *d)
 		return -1;
 	}
 	rpc->async.data = d;
+	pthread_mutex_init(&rpc->park_lock, NULL);
+	uv_prepare_init(d->loop, &rpc->park_prepare);
+	rpc->park_prepare.data = rpc;
+	uv_prepare_start(&rpc->park_prepare, park_prepare_cb);
+	uv_unref((uv_handle_t *)&rpc->park_prepare);
+	uv_timer_init(d->loop, &rpc->park_timer);
+	rpc->park_timer.data = rpc;
+	uv_unref((uv_handle_t *)&rpc->park_timer);
+	rpc->park_ready = true;
 	int rv = nng_rep0_open(&rpc->sock);
 	if (rv != 0) {
 		GSD_ERROR("rpc: cannot open the REP socket: %s", nng_strerror(rv));
@@ -630,6 +875,18 @@ int gsd_rpc_start(gsd_daemon *d)
 	for (uint32_t i = 0; i < d->cfg.rpc_workers; i++)
 		if (add_worker(rpc) != 0)
 			return -1;
+	int fd;
+	rv = nng_aio_alloc(&rpc->bell_aio, bell_cb, rpc);
+	if (rv == 0)
+		rv = nng_socket_get_int(rpc->sock, NNG_OPT_RECVFD, &fd);
+	if (rv != 0 || uv_poll_init(d->loop, &rpc->recv_poll, fd) != 0) {
+		GSD_ERROR("rpc: cannot poll the request socket: %s",
+		          rv ? nng_strerror(rv) : "uv_poll_init");
+		return -1;
+	}
+	rpc->recv_poll.data = rpc;
+	rpc->recv_ready = true;
+	uv_poll_start(&rpc->recv_poll, UV_READABLE, recv_cb);
 	return 0;
 }
 
@@ -776,6 +1033,19 @@ void gsd_rpc_tls_timer_close(struct gsd_rpc *rpc)
 	rpc->tls_pending_set = false;
 }
 
+static void park_close(struct gsd_rpc *rpc)
+{
+	if (rpc->recv_ready) {
+		rpc->recv_ready = false;
+		uv_close((uv_handle_t *)&rpc->recv_poll, NULL);
+	}
+	if (!rpc->park_ready)
+		return;
+	rpc->park_ready = false;
+	uv_close((uv_handle_t *)&rpc->park_prepare, NULL);
+	uv_close((uv_handle_t *)&rpc->park_timer, NULL);
+}
+
 /* An item still queued when the daemon stops: never handled. */
 static void drop_item(gsd_inbox_item *item)
 {
@@ -863,27 +1133,40 @@ void gsd_rpc_free(gsd_daemon *d)
 	gsd_rpc_gate_stop(rpc);
 	/* The audit writer sent its last answers while closing: give them a moment (bounded)
 	 * to leave before the socket closes under them. */
-	for (int i = 0; i < 500 && atomic_load(&rpc->sending) > 0; i++)
+	unsigned freed;
+	for (int i = 0; i < 500 && park_reap(rpc, &freed); i++)
 		nng_msleep(1);
 	atomic_store(&rpc->closing, true);
+	/* Before nng closes the descriptor under it. */
+	if (rpc->recv_ready)
+		uv_poll_stop(&rpc->recv_poll);
 	if (rpc->sock_open && !close_bounded(rpc->sock)) {
 		GSD_WARN("rpc: the request socket did not close within %d ms (an nng 1.5 "
 		         "deadlock); it is left to the process's exit",
 		         CLOSE_WAIT_MS);
 		abandoned_rpc = rpc;
 		gsd_wake_close(&rpc->async, true); /* nng's threads may still post */
+		park_close(rpc);
 		gsd_rpc_calls_close(rpc);
 		return;
 	}
 	/* nng_aio_stop waits for a running callback to return: after it nothing is posted. The
 	 * requests received and never handled then go before the workers they name. */
-	for (size_t i = 0; i < rpc->nworkers; i++)
+	for (size_t i = 0; i < rpc->nworkers; i++) {
 		nng_aio_stop(rpc->workers[i]->aio);
+		nng_aio_stop(rpc->workers[i]->saio);
+	}
+	nng_aio_free(rpc->bell_aio); /* stops it first */
+	nng_msg_free(rpc->bell_msg);
 	gsd_inbox_free(&rpc->inbox, drop_item);
 	for (size_t i = 0; i < rpc->nworkers; i++) {
-		nng_aio_free(rpc->workers[i]->aio);
-		free(rpc->workers[i]);
+		gsd_rpc_worker *w = rpc->workers[i];
+		nng_msg_free(nng_aio_get_msg(w->saio)); /* an answer that never left */
+		nng_aio_free(w->aio);
+		nng_aio_free(w->saio);
+		free(w);
 	}
+	park_close(rpc);
 	free(rpc->workers);
 	for (uint32_t i = 0; i < GSD_MAX_LISTEN; i++)
 		if (rpc->listener_tls[i])
