@@ -26,6 +26,7 @@ struct gsd_rpc_worker {
 	nng_aio *aio;                     /* receives, with worker_cb */
 	nng_aio *saio;                    /* sends, without a callback (transport.c, "answers") */
 	struct gsd_rpc_worker *park_next; /* gsd_rpc.parked */
+	uint32_t pipe;                    /* the connection of the request it holds (0: none) */
 	/* The tenant whose request it holds, counted in tenant->inflight until the answer is
 	 * sent (NULL before authentication). */
 	gsd_tenant *tenant;
@@ -107,6 +108,14 @@ struct gsd_rpc {
 	pthread_mutex_t park_lock; /* parked_workers and free_workers */
 	struct gsd_rpc_worker *parked_workers;
 	struct gsd_rpc_worker *free_workers; /* holding no request */
+	/* Answers parked per connection (pipe id -> count, as a pointer-sized int), and a
+	 * connection past its limit, or any connection once all parked answers pass theirs
+	 * (transport.c, "clients that do not read"). */
+	gsd_hmap unsent;
+	uint32_t unsent_over;
+	bool unsent_all_over;
+	uint64_t unread_closed;    /* connections closed for it */
+	uint64_t unread_warned_ns; /* rate limit of its warning */
 	/* The socket's receive descriptor: readable while a request waits for a worker. Stopped
 	 * (recv_paused) while every worker holds one. */
 	uv_poll_t recv_poll;

@@ -234,6 +234,97 @@ static void recv_resume(struct gsd_rpc *rpc)
  * millisecond while any worker is parked.
  */
 
+/*
+ * Clients that do not read. Every answer a connection has not read holds a worker, and a client
+ * that sends requests without reading would take every worker (max_workers) and stop the
+ * daemon for everyone. So a connection is closed once it has more answers parked than its
+ * tenant may have requests in flight (max_inflight_requests), and while more than half of
+ * max_workers are parked, the connection with the most is. Closing fails its parked answers,
+ * which frees their workers.
+ */
+
+/* Under park_lock: pipe's count of parked answers moves by delta; the new count. */
+static uintptr_t unsent_add(struct gsd_rpc *rpc, uint32_t pipe, int delta)
+{
+	uintptr_t n = (uintptr_t)gsd_hmap_get(&rpc->unsent, pipe) + (uintptr_t)(intptr_t)delta;
+	if (n == 0)
+		gsd_hmap_del(&rpc->unsent, pipe);
+	else if (gsd_hmap_put(&rpc->unsent, pipe, (void *)n) != 0)
+		return 0; /* memory: not counted */
+	return n;
+}
+
+/* Any thread: w's answer waits behind its connection's earlier ones. */
+static void park(gsd_rpc_worker *w)
+{
+	struct gsd_rpc *rpc = w->rpc;
+	unsigned parked = atomic_fetch_add(&rpc->sending, 1) + 1;
+	pthread_mutex_lock(&rpc->park_lock);
+	w->park_next = rpc->parked_workers;
+	rpc->parked_workers = w;
+	if (w->pipe && unsent_add(rpc, w->pipe, 1) > rpc->d->cfg.max_inflight_requests)
+		rpc->unsent_over = w->pipe;
+	if (parked > rpc->d->cfg.max_workers / 2)
+		rpc->unsent_all_over = true;
+	pthread_mutex_unlock(&rpc->park_lock);
+}
+
+static void close_for_unread(struct gsd_rpc *rpc, uint32_t pipe, uintptr_t n)
+{
+	nng_pipe p = NNG_PIPE_INITIALIZER;
+	p.id = pipe;
+	nng_pipe_close(p);
+	rpc->unread_closed++;
+	char text[200];
+	snprintf(text, sizeof text,
+	         "closed connection %u: %lu answers it has not read (max_inflight_requests %u, "
+	         "max_workers %u)",
+	         pipe, (unsigned long)n, rpc->d->cfg.max_inflight_requests,
+	         rpc->d->cfg.max_workers);
+	uint64_t now = gsd_now_ns();
+	if (now - rpc->unread_warned_ns >= 1000000000u) {
+		rpc->unread_warned_ns = now; /* at most a line a second */
+		GSD_WARN("rpc: %s; %llu so far", text, (unsigned long long)rpc->unread_closed);
+	}
+	gsd_audit_note(rpc->d->audit, "-", "connection_closed", text);
+}
+
+struct most_unsent {
+	uint32_t pipe;
+	uintptr_t n;
+};
+
+static void most_of(uint64_t key, void *value, void *arg)
+{
+	struct most_unsent *m = arg;
+	if ((uintptr_t)value > m->n) {
+		m->n = (uintptr_t)value;
+		m->pipe = (uint32_t)key;
+	}
+}
+
+/* The loop: closes the connections found past their limits. */
+static void close_unread(struct gsd_rpc *rpc)
+{
+	pthread_mutex_lock(&rpc->park_lock);
+	uint32_t over = rpc->unsent_over, biggest = 0;
+	uintptr_t n_over = over ? (uintptr_t)gsd_hmap_get(&rpc->unsent, over) : 0, most = 0;
+	rpc->unsent_over = 0;
+	if (rpc->unsent_all_over) {
+		rpc->unsent_all_over = false;
+		struct most_unsent m = {0, 0};
+		if (atomic_load(&rpc->sending) > rpc->d->cfg.max_workers / 2)
+			gsd_hmap_each(&rpc->unsent, most_of, &m);
+		biggest = m.pipe;
+		most = m.n;
+	}
+	pthread_mutex_unlock(&rpc->park_lock);
+	if (over && n_over > rpc->d->cfg.max_inflight_requests)
+		close_for_unread(rpc, over, n_over);
+	if (biggest && biggest != over)
+		close_for_unread(rpc, biggest, most);
+}
+
 /* Whether w's send is over; its message freed if it failed. */
 static bool send_over(gsd_rpc_worker *w)
 {
@@ -271,10 +362,14 @@ static bool park_reap(struct gsd_rpc *rpc, unsigned *freed)
 			continue;
 		}
 		atomic_fetch_sub(&rpc->sending, 1);
+		pthread_mutex_lock(&rpc->park_lock);
+		unsent_add(rpc, w->pipe, -1);
+		pthread_mutex_unlock(&rpc->park_lock);
 		worker_done(w);
 		worker_release(w);
 		++*freed;
 	}
+	close_unread(rpc);
 	if (!kept)
 		return false;
 	pthread_mutex_lock(&rpc->park_lock);
@@ -331,12 +426,7 @@ void gsd_rpc_worker_send(gsd_rpc_worker *w, nng_msg *msg)
 		nng_aio_set_msg(w->saio, msg);
 		nng_ctx_send(w->ctx, w->saio);
 		if (!send_over(w)) {
-			struct gsd_rpc *rpc = w->rpc;
-			atomic_fetch_add(&rpc->sending, 1);
-			pthread_mutex_lock(&rpc->park_lock);
-			w->park_next = rpc->parked_workers;
-			rpc->parked_workers = w;
-			pthread_mutex_unlock(&rpc->park_lock);
+			park(w);
 			return;
 		}
 	}
@@ -705,6 +795,7 @@ static void handle_message(gsd_daemon *d, gsd_rpc_worker *w, nng_msg *msg)
 	struct gsd_rpc *rpc = d->rpc;
 	d->stats.requests++;
 	uint32_t pipe = w->inject ? 0 : (uint32_t)nng_pipe_id(nng_msg_get_pipe(msg));
+	w->pipe = pipe;
 	gsd_call *c = call_new(d, w, pipe);
 	if (!c) {
 		nng_msg_free(msg);
@@ -821,6 +912,7 @@ int gsd_rpc_start(gsd_daemon *d)
 	}
 	rpc->async.data = d;
 	pthread_mutex_init(&rpc->park_lock, NULL);
+	gsd_hmap_init(&rpc->unsent);
 	uv_prepare_init(d->loop, &rpc->park_prepare);
 	rpc->park_prepare.data = rpc;
 	uv_prepare_start(&rpc->park_prepare, park_prepare_cb);
@@ -1167,6 +1259,7 @@ void gsd_rpc_free(gsd_daemon *d)
 		free(w);
 	}
 	park_close(rpc);
+	gsd_hmap_free(&rpc->unsent);
 	free(rpc->workers);
 	for (uint32_t i = 0; i < GSD_MAX_LISTEN; i++)
 		if (rpc->listener_tls[i])

@@ -835,6 +835,70 @@ static void test_inflight_bytes_bounded(void **state)
 	world_close(&v);
 }
 
+/*
+ * A client that sends requests and never reads the answers. Each answer it leaves unread holds
+ * one of the daemon's workers, and one such connection took all max_workers: every other
+ * tenant's requests then waited until it went away (found while moving receiving to the loop;
+ * the daemon before it did the same). Now the connection is closed once it has more unread
+ * answers than max_inflight_requests, with a note in the audit, and the victim is served.
+ */
+static void test_unread_answers(void **state)
+{
+	fx *f = *state;
+	char json[512];
+	snprintf(json, sizeof json, "{%s, \"max_workers\": 128, \"max_inflight_requests\": 16}",
+	         tenants_json);
+	start(f, json, NULL);
+	world a, v;
+	world_open(&a, f, ATTACKER);
+	world_open(&v, f, VICTIM);
+	gs_allocation_placement big;
+	itest_alloc(a.c, a.dev, 65536, 0, 0, &big);
+	Gpusched__V1__AllocationReadRequest rd = GPUSCHED__V1__ALLOCATION_READ_REQUEST__INIT;
+	rd.allocation = big.allocation;
+	rd.size = 65536;
+	Gpusched__V1__Request req = GPUSCHED__V1__REQUEST__INIT;
+	req.token = (char *)ATTACKER;
+	req.body_case = GPUSCHED__V1__REQUEST__BODY_ALLOCATION_READ;
+	req.allocation_read = &rd;
+	size_t len;
+	void *body = itest_pack(&req, &len);
+
+	/* 400 reads of 64 KiB down one connection, none of them read: more answers than the
+	 * daemon has workers. The daemon closes the connection on the way. */
+	int hog = itest_raw_ipc_peer(f->t.url);
+	assert_true(hog >= 0);
+	int sent = 0;
+	while (sent < 400 && itest_raw_send(hog, (uint32_t)sent + 1, body, len))
+		sent++;
+	free(body);
+	/* The victim is served. */
+	gs_client_set_timeout(v.c, 10000);
+	gs_daemon_info *info = NULL;
+	assert_int_equal(gs_info(v.c, &info), 0);
+	gs_info_free(info);
+	uint8_t got[64];
+	assert_int_equal(gs_allocation_read(v.c, v.alloc, 0, got, sizeof got), 0);
+	/* The connection ends once its buffered answers are read (at most the 400). */
+	uint8_t buf[65536];
+	size_t total = 0;
+	ssize_t n;
+	while ((n = recv(hog, buf, sizeof buf, 0)) > 0 && total < (size_t)400 * 70000)
+		total += (size_t)n;
+	assert_true(n == 0 || (n < 0 && errno == ECONNRESET));
+	assert_true(total < (size_t)sent * 65536);
+	close(hog);
+	assert_int_equal(audit_until(f->t.db, 1,
+	                             "SELECT count(*) FROM notes WHERE kind = 'connection_closed' "
+	                             "AND detail LIKE '%answers it has not read%'"),
+	                 1);
+	/* The attacker itself is still served on its other connection. */
+	assert_int_equal(gs_info(a.c, &info), 0);
+	gs_info_free(info);
+	world_close(&a);
+	world_close(&v);
+}
+
 static void test_audit_locked(void **state)
 {
 	fx *f = *state;
@@ -1503,6 +1567,7 @@ int main(void)
 	        T_(test_unauthenticated_oversize),
 	        T_(test_huge_requests_refused_before_decoding),
 	        T_(test_guest_waits_counted_per_guest),
+	        T_(test_unread_answers),
 	        T_(test_inflight_bytes_bounded),
 	        T_(test_audit_locked),
 	        T_(test_history_reads_cost_the_reader),

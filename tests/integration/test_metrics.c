@@ -184,40 +184,6 @@ static int fd_count(pid_t pid)
 	return n;
 }
 
-/* A raw REQ connection to an ipc:// URL, past the SP handshake; -1 on failure. */
-static int raw_ipc_peer(const char *url)
-{
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", url + strlen("ipc://"));
-	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-	static const uint8_t hello[8] = {0, 'S', 'P', 0, 0, 0x30, 0, 0}; /* REQ0 */
-	uint8_t reply[8];
-	struct timeval tv = {5, 0};
-	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0 ||
-	    connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
-	    write(fd, hello, sizeof(hello)) != (ssize_t)sizeof(hello) ||
-	    recv(fd, reply, sizeof(reply), MSG_WAITALL) != (ssize_t)sizeof(reply)) {
-		if (fd >= 0)
-			close(fd);
-		return -1;
-	}
-	return fd;
-}
-
-/* Sends one SP message (type 1, its length, the request id with the end bit, the body). */
-static void raw_send(int fd, uint32_t id, const void *body, size_t len)
-{
-	uint8_t head[13] = {1};
-	uint64_t n = len + 4;
-	for (int i = 0; i < 8; i++)
-		head[1 + i] = (uint8_t)(n >> (56 - 8 * i));
-	id |= 0x80000000u;
-	for (int i = 0; i < 4; i++)
-		head[9 + i] = (uint8_t)(id >> (24 - 8 * i));
-	assert_int_equal(write(fd, head, sizeof(head)), (ssize_t)sizeof(head));
-	assert_int_equal(write(fd, body, len), (ssize_t)len);
-}
-
 /*
  * A connection that closes with a request not taken yet. nng drops the request but leaves the
  * socket's receive descriptor readable, and the loop, which takes requests when it is, found
@@ -243,7 +209,7 @@ static void test_closed_before_taken(void **state)
 	gs_allocation_placement a;
 	itest_alloc(c, dev, SIZE, 0, 0, &a);
 	int base = fd_count(t.pid);
-	int peer = raw_ipc_peer(t.url);
+	int peer = itest_raw_ipc_peer(t.url);
 	assert_true(peer >= 0);
 
 	/* The read's answer starts to arrive, and the rest waits in nng. */
@@ -257,7 +223,7 @@ static void test_closed_before_taken(void **state)
 	req.allocation_read = &rd;
 	size_t len;
 	void *read_req = itest_pack(&req, &len);
-	raw_send(peer, 1, read_req, len);
+	assert_true(itest_raw_send(peer, 1, read_req, len));
 	uint8_t first;
 	assert_int_equal(recv(peer, &first, 1, 0), 1);
 	/* Until the daemon has written all it can: while it writes, the loop holds the
@@ -294,7 +260,7 @@ static void test_closed_before_taken(void **state)
 		int st;
 		assert_int_equal(waitpid(t.pid, &st, __WALL), t.pid);
 		assert_true(WIFSTOPPED(st));
-		raw_send(peer, 2 + (uint32_t)attempt, read_req, len);
+		assert_true(itest_raw_send(peer, 2 + (uint32_t)attempt, read_req, len));
 		long long settle = gs_test_now_ms() + 2000;
 		while ((ioctl(peer, SIOCOUTQ, &queued) != 0 || queued > 0) &&
 		       gs_test_now_ms() < settle)

@@ -25,6 +25,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/time.h>
 
 #include <nng/nng.h>
@@ -378,6 +379,39 @@ int itest_raw_call(const char *url, const void *data, size_t len, int timeout_ms
 }
 
 /* ---- attacks ---- */
+
+int itest_raw_ipc_peer(const char *url)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", url + strlen("ipc://"));
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	static const uint8_t hello[8] = {0, 'S', 'P', 0, 0, 0x30, 0, 0}; /* REQ0 */
+	uint8_t reply[8];
+	struct timeval tv = {5, 0};
+	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0 ||
+	    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) != 0 ||
+	    connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+	    send(fd, hello, sizeof(hello), MSG_NOSIGNAL) != (ssize_t)sizeof(hello) ||
+	    recv(fd, reply, sizeof(reply), MSG_WAITALL) != (ssize_t)sizeof(reply)) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+bool itest_raw_send(int fd, uint32_t id, const void *body, size_t len)
+{
+	uint8_t head[13] = {1}; /* a message: its length, then the request id */
+	uint64_t n = len + 4;
+	for (int i = 0; i < 8; i++)
+		head[1 + i] = (uint8_t)(n >> (56 - 8 * i));
+	id |= 0x80000000u;
+	for (int i = 0; i < 4; i++)
+		head[9 + i] = (uint8_t)(id >> (24 - 8 * i));
+	return send(fd, head, sizeof(head), MSG_NOSIGNAL) == (ssize_t)sizeof(head) &&
+	       send(fd, body, len, MSG_NOSIGNAL) == (ssize_t)len;
+}
 
 uint16_t itest_free_port(void)
 {

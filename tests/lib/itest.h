@@ -94,6 +94,13 @@ void itest_run_free(itest_run *r);
 
 /* ---- raw requests ---- */
 
+/* A raw REQ connection to an ipc:// URL, past the SP handshake (5 s send and receive
+ * timeouts); -1 on failure. */
+int itest_raw_ipc_peer(const char *url);
+/* Sends one SP message on it: the request id (end bit set) and body. False when the
+ * connection is gone (no SIGPIPE) or the send timed out. */
+bool itest_raw_send(int fd, uint32_t id, const void *body, size_t len);
+
 typedef struct Gpusched__V1__Request Gpusched__V1__Request;
 typedef struct Gpusched__V1__Response Gpusched__V1__Response;
 /* Encodes a request (malloc'd; *len set). */
