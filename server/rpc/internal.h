@@ -27,6 +27,8 @@ struct gsd_rpc_worker {
 	nng_aio *saio;                    /* sends, without a callback (transport.c, "answers") */
 	struct gsd_rpc_worker *park_next; /* gsd_rpc.parked */
 	uint32_t pipe;                    /* the connection of the request it holds (0: none) */
+	nng_aio *caio;  /* a read-ahead receive, with a callback (transport.c); made when needed */
+	nng_aio *scaio; /* a send with a callback, while pipelining; made when needed */
 	/* The tenant whose request it holds, counted in tenant->inflight until the answer is
 	 * sent (NULL before authentication). */
 	gsd_tenant *tenant;
@@ -114,12 +116,19 @@ struct gsd_rpc {
 	gsd_hmap unsent;
 	uint32_t unsent_over;
 	bool unsent_all_over;
+	/* Requests taken and not answered per connection (pipe id -> count), and when a
+	 * connection last had two (read-ahead, transport.c). Under park_lock. */
+	gsd_hmap open;
+	_Atomic uint64_t pipelining_ns;
+	atomic_uint ra_armed;      /* read-ahead receives waiting */
+	atomic_ullong ra_taken;    /* requests that came through them */
 	uint64_t unread_closed;    /* connections closed for it */
 	uint64_t unread_warned_ns; /* rate limit of its warning */
 	/* The socket's receive descriptor: readable while a request waits for a worker. Stopped
 	 * (recv_paused) while every worker holds one. */
 	uv_poll_t recv_poll;
 	bool recv_ready;
+	bool recv_polling;
 	atomic_bool recv_paused;
 	/* The doorbell (transport.c): a receive with a callback while the descriptor is not
 	 * polled; bell_rang and bell_msg under park_lock. */
@@ -127,7 +136,8 @@ struct gsd_rpc {
 	struct gsd_rpc_worker *bell_w;
 	bool bell_rang;
 	nng_msg *bell_msg;
-	uint64_t bells; /* times it rang */
+	uint64_t bells;      /* times it rang */
+	atomic_ullong parks; /* answers parked */
 	uv_prepare_t park_prepare;
 	uv_timer_t park_timer;
 	bool park_ready; /* the two handles are made */

@@ -305,6 +305,18 @@ static void render_daemon(gsd_daemon *d, buf *b)
 	       "taken): the next request came through a callback instead.");
 	put(b, "gpusched_rpc_doorbell_total %llu\n",
 	    (unsigned long long)(d->rpc ? d->rpc->bells : 0));
+	header(b, "gpusched_rpc_answers_parked_total", "counter",
+	       "Answers that waited behind their connection's previous answer.");
+	put(b, "gpusched_rpc_answers_parked_total %llu\n",
+	    (unsigned long long)(d->rpc ? atomic_load(&d->rpc->parks) : 0));
+	header(b, "gpusched_rpc_read_ahead_total", "counter",
+	       "Requests nng read ahead for a pipelining connection (taken through callbacks).");
+	put(b, "gpusched_rpc_read_ahead_total %llu\n",
+	    (unsigned long long)(d->rpc ? atomic_load(&d->rpc->ra_taken) : 0));
+	header(b, "gpusched_rpc_unread_closed_total", "counter",
+	       "Connections closed for leaving more answers unread than max_inflight_requests.");
+	put(b, "gpusched_rpc_unread_closed_total %llu\n",
+	    (unsigned long long)(d->rpc ? d->rpc->unread_closed : 0));
 	histogram(
 	        b, "gpusched_submit_latency_seconds",
 	        "Submit and SubmitBatch: request received to answer sent (after its audit commit).",

@@ -63,11 +63,23 @@ bool gsd_rpc_post(struct gsd_rpc *rpc, gsd_inbox_item item)
  * in-process calls and closed connections).
  */
 
+/* Under park_lock: a connection's count in m moves by delta; the new count. */
+static uintptr_t count_add(gsd_hmap *m, uint32_t pipe, int delta)
+{
+	uintptr_t n = (uintptr_t)gsd_hmap_get(m, pipe) + (uintptr_t)(intptr_t)delta;
+	if (n == 0 || n > UINTPTR_MAX / 2)
+		gsd_hmap_del(m, pipe);
+	else if (gsd_hmap_put(m, pipe, (void *)n) != 0)
+		return 0; /* memory: not counted */
+	return n > UINTPTR_MAX / 2 ? 0 : n;
+}
+
 /* Any thread: w holds no request any more. */
 static void worker_release(gsd_rpc_worker *w)
 {
 	struct gsd_rpc *rpc = w->rpc;
 	pthread_mutex_lock(&rpc->park_lock);
+	w->pipe = 0;
 	w->park_next = rpc->free_workers;
 	rpc->free_workers = w;
 	pthread_mutex_unlock(&rpc->park_lock);
@@ -108,17 +120,29 @@ static nng_msg *worker_try_recv(gsd_rpc_worker *w)
 }
 
 static void handle_message(gsd_daemon *d, gsd_rpc_worker *w, nng_msg *msg);
+static void ra_arm(struct gsd_rpc *rpc);
 
 /* Requests taken per turn of the loop: the loop's other work (commits, timers, engines'
  * interrupts) runs between turns. */
 #define RECV_TURN 64
 
-static void recv_pause(struct gsd_rpc *rpc, bool pause)
+static void recv_cb(uv_poll_t *h, int status, int events);
+
+/* The loop: polls the receive descriptor exactly when nothing else takes the next request:
+ * not while every worker holds one (recv_paused), not while the doorbell or read-ahead
+ * receives wait for it. */
+static void recv_poll_update(struct gsd_rpc *rpc)
 {
-	if (pause == atomic_load(&rpc->recv_paused) || !rpc->recv_ready)
+	if (!rpc->recv_ready)
 		return;
-	atomic_store(&rpc->recv_paused, pause);
-	if (pause)
+	bool want = !atomic_load(&rpc->closing) && !atomic_load(&rpc->recv_paused) &&
+	            !rpc->bell_w && atomic_load(&rpc->ra_armed) == 0;
+	if (want == rpc->recv_polling)
+		return;
+	rpc->recv_polling = want;
+	if (want)
+		uv_poll_start(&rpc->recv_poll, UV_READABLE, recv_cb);
+	else
 		uv_poll_stop(&rpc->recv_poll);
 }
 
@@ -132,8 +156,6 @@ static void recv_pause(struct gsd_rpc *rpc, bool pause)
  * waiting; otherwise the next wake-up finds nothing again, and the bell rings once more. It
  * costs the old hand-off for that one request, never a loop that spins.
  */
-static void recv_cb(uv_poll_t *h, int status, int events);
-
 static void bell_cb(void *arg)
 {
 	struct gsd_rpc *rpc = arg;
@@ -147,8 +169,8 @@ static void bell_cb(void *arg)
 
 static void bell_arm(struct gsd_rpc *rpc, gsd_rpc_worker *w)
 {
-	uv_poll_stop(&rpc->recv_poll);
 	rpc->bell_w = w;
+	recv_poll_update(rpc);
 	nng_ctx_recv(w->ctx, rpc->bell_aio);
 }
 
@@ -166,8 +188,7 @@ static void bell_answered(struct gsd_rpc *rpc)
 	gsd_rpc_worker *w = rpc->bell_w;
 	rpc->bell_w = NULL;
 	rpc->bells++;
-	if (!atomic_load(&rpc->closing) && !atomic_load(&rpc->recv_paused))
-		uv_poll_start(&rpc->recv_poll, UV_READABLE, recv_cb);
+	recv_poll_update(rpc);
 	if (msg)
 		handle_message(rpc->d, w, msg);
 	else
@@ -185,7 +206,8 @@ static void recv_cb(uv_poll_t *h, int status, int events)
 		if (!w) {
 			/* Every worker holds a request (max_workers): the next waits in nng until
 			 * one is answered. */
-			recv_pause(rpc, true);
+			atomic_store(&rpc->recv_paused, true);
+			recv_poll_update(rpc);
 			return;
 		}
 		nng_msg *msg = worker_try_recv(w);
@@ -195,10 +217,11 @@ static void recv_cb(uv_poll_t *h, int status, int events)
 		}
 		if (!msg) {
 			worker_release(w);
-			return;
+			break;
 		}
 		handle_message(rpc->d, w, msg);
 	}
+	ra_arm(rpc);
 }
 
 /* The loop: takes requests again once a worker is free. */
@@ -212,8 +235,60 @@ static void recv_resume(struct gsd_rpc *rpc)
 	if (!any)
 		return;
 	atomic_store(&rpc->recv_paused, false);
-	if (!rpc->bell_w)
-		uv_poll_start(&rpc->recv_poll, UV_READABLE, recv_cb);
+	recv_poll_update(rpc);
+}
+
+/*
+ * Read-ahead. nng reads a connection's next request only once its last one is taken or a
+ * context waits for it. A client that pipelines (several requests in flight on one
+ * connection) would have its requests taken one per wake-up of the loop, each with a commit
+ * of its own. So while some connection pipelines (a request of it taken while another of it
+ * is unanswered, within RA_WINDOW_NS), RA_WORKERS contexts wait with callbacks, as every
+ * context used to: nng hands them what it reads ahead, and the loop takes those from the inbox
+ * in batches. They are not withdrawn when pipelining stops (that too would wake nng's
+ * threads): the next requests use them up.
+ */
+#define RA_WORKERS   16
+#define RA_WINDOW_NS 100000000u
+
+static void ra_cb(void *arg)
+{
+	gsd_rpc_worker *w = arg;
+	struct gsd_rpc *rpc = w->rpc;
+	atomic_fetch_sub(&rpc->ra_armed, 1);
+	nng_msg *msg = nng_aio_result(w->caio) == 0 ? nng_aio_get_msg(w->caio) : NULL;
+	nng_aio_set_msg(w->caio, NULL);
+	if (!msg) {
+		worker_release(w);
+		gsd_wake_send(&rpc->async); /* the loop may poll again */
+		return;
+	}
+	atomic_fetch_add(&rpc->ra_taken, 1);
+	gsd_inbox_item item = {.w = w, .msg = msg, .pipe = nng_pipe_id(nng_msg_get_pipe(msg))};
+	if (!gsd_rpc_post(rpc, item)) {
+		nng_msg_free(msg);
+		worker_release(w);
+	}
+}
+
+/* The loop, after a round of requests: read-ahead receives while pipelining, else the
+ * descriptor. */
+static void ra_arm(struct gsd_rpc *rpc)
+{
+	bool pipelining = gsd_now_ns() - atomic_load(&rpc->pipelining_ns) <= RA_WINDOW_NS;
+	while (pipelining && !atomic_load(&rpc->closing) &&
+	       atomic_load(&rpc->ra_armed) < RA_WORKERS) {
+		gsd_rpc_worker *w = worker_take(rpc);
+		if (!w)
+			break;
+		if (!w->caio && nng_aio_alloc(&w->caio, ra_cb, w) != 0) {
+			worker_release(w);
+			break;
+		}
+		atomic_fetch_add(&rpc->ra_armed, 1);
+		nng_ctx_recv(w->ctx, w->caio);
+	}
+	recv_poll_update(rpc);
 }
 
 /*
@@ -243,26 +318,16 @@ static void recv_resume(struct gsd_rpc *rpc)
  * which frees their workers.
  */
 
-/* Under park_lock: pipe's count of parked answers moves by delta; the new count. */
-static uintptr_t unsent_add(struct gsd_rpc *rpc, uint32_t pipe, int delta)
-{
-	uintptr_t n = (uintptr_t)gsd_hmap_get(&rpc->unsent, pipe) + (uintptr_t)(intptr_t)delta;
-	if (n == 0)
-		gsd_hmap_del(&rpc->unsent, pipe);
-	else if (gsd_hmap_put(&rpc->unsent, pipe, (void *)n) != 0)
-		return 0; /* memory: not counted */
-	return n;
-}
-
 /* Any thread: w's answer waits behind its connection's earlier ones. */
 static void park(gsd_rpc_worker *w)
 {
 	struct gsd_rpc *rpc = w->rpc;
 	unsigned parked = atomic_fetch_add(&rpc->sending, 1) + 1;
+	atomic_fetch_add(&rpc->parks, 1);
 	pthread_mutex_lock(&rpc->park_lock);
 	w->park_next = rpc->parked_workers;
 	rpc->parked_workers = w;
-	if (w->pipe && unsent_add(rpc, w->pipe, 1) > rpc->d->cfg.max_inflight_requests)
+	if (w->pipe && count_add(&rpc->unsent, w->pipe, 1) > rpc->d->cfg.max_inflight_requests)
 		rpc->unsent_over = w->pipe;
 	if (parked > rpc->d->cfg.max_workers / 2)
 		rpc->unsent_all_over = true;
@@ -363,7 +428,7 @@ static bool park_reap(struct gsd_rpc *rpc, unsigned *freed)
 		}
 		atomic_fetch_sub(&rpc->sending, 1);
 		pthread_mutex_lock(&rpc->park_lock);
-		unsent_add(rpc, w->pipe, -1);
+		count_add(&rpc->unsent, w->pipe, -1);
 		pthread_mutex_unlock(&rpc->park_lock);
 		worker_done(w);
 		worker_release(w);
@@ -411,6 +476,19 @@ static void park_prepare_cb(uv_prepare_t *h)
 		uv_timer_start(&rpc->park_timer, park_timer_cb, 1, 1);
 }
 
+/* nng's thread: an answer sent with a callback (while pipelining) has left, or failed. */
+static void sent_cb(void *arg)
+{
+	gsd_rpc_worker *w = arg;
+	if (nng_aio_result(w->scaio) != 0) {
+		nng_msg_free(nng_aio_get_msg(w->scaio));
+		nng_aio_set_msg(w->scaio, NULL);
+	}
+	atomic_fetch_sub(&w->rpc->sending, 1);
+	worker_done(w);
+	worker_release(w);
+}
+
 /* Any thread (the loop, or the audit writer with the answers its commit waited for). */
 void gsd_rpc_worker_send(gsd_rpc_worker *w, nng_msg *msg)
 {
@@ -420,6 +498,22 @@ void gsd_rpc_worker_send(gsd_rpc_worker *w, nng_msg *msg)
 		nng_msg_free(msg);
 		worker_done(w);
 		free(w);
+		return;
+	}
+	struct gsd_rpc *rpc = w->rpc;
+	/* Answered: no longer open, before the client can see the answer and send again. */
+	if (w->pipe) {
+		pthread_mutex_lock(&rpc->park_lock);
+		count_add(&rpc->open, w->pipe, -1);
+		pthread_mutex_unlock(&rpc->park_lock);
+	}
+	if (msg && gsd_now_ns() - atomic_load(&rpc->pipelining_ns) <= RA_WINDOW_NS &&
+	    (w->scaio || nng_aio_alloc(&w->scaio, sent_cb, w) == 0)) {
+		/* Pipelining: most answers wait behind the last one, and a callback on nng's
+		 * thread ends them sooner than the loop looking at them. */
+		atomic_fetch_add(&rpc->sending, 1);
+		nng_aio_set_msg(w->scaio, msg);
+		nng_ctx_send(w->ctx, w->scaio);
 		return;
 	}
 	if (msg) {
@@ -796,6 +890,13 @@ static void handle_message(gsd_daemon *d, gsd_rpc_worker *w, nng_msg *msg)
 	d->stats.requests++;
 	uint32_t pipe = w->inject ? 0 : (uint32_t)nng_pipe_id(nng_msg_get_pipe(msg));
 	w->pipe = pipe;
+	if (pipe) {
+		pthread_mutex_lock(&rpc->park_lock);
+		uintptr_t open = count_add(&rpc->open, pipe, 1);
+		pthread_mutex_unlock(&rpc->park_lock);
+		if (open >= 2)
+			atomic_store(&rpc->pipelining_ns, gsd_now_ns());
+	}
 	gsd_call *c = call_new(d, w, pipe);
 	if (!c) {
 		nng_msg_free(msg);
@@ -846,7 +947,7 @@ static void inbox_cb(gsd_wake *a)
 		size_t n = gsd_inbox_take(&rpc->inbox, items, 64);
 		pthread_mutex_unlock(&rpc->lock);
 		if (n == 0)
-			return;
+			break;
 		for (size_t i = 0; i < n; i++) {
 			if (items[i].w)
 				handle_message(d, items[i].w, items[i].msg);
@@ -854,6 +955,7 @@ static void inbox_cb(gsd_wake *a)
 				gsd_rpc_conn_closed(rpc, items[i].pipe);
 		}
 	}
+	ra_arm(rpc);
 }
 
 int gsd_rpc_inject(gsd_daemon *d, const void *req, size_t len,
@@ -913,6 +1015,7 @@ int gsd_rpc_start(gsd_daemon *d)
 	rpc->async.data = d;
 	pthread_mutex_init(&rpc->park_lock, NULL);
 	gsd_hmap_init(&rpc->unsent);
+	gsd_hmap_init(&rpc->open);
 	uv_prepare_init(d->loop, &rpc->park_prepare);
 	rpc->park_prepare.data = rpc;
 	uv_prepare_start(&rpc->park_prepare, park_prepare_cb);
@@ -978,7 +1081,7 @@ int gsd_rpc_start(gsd_daemon *d)
 	}
 	rpc->recv_poll.data = rpc;
 	rpc->recv_ready = true;
-	uv_poll_start(&rpc->recv_poll, UV_READABLE, recv_cb);
+	recv_poll_update(rpc);
 	return 0;
 }
 
@@ -1230,8 +1333,7 @@ void gsd_rpc_free(gsd_daemon *d)
 		nng_msleep(1);
 	atomic_store(&rpc->closing, true);
 	/* Before nng closes the descriptor under it. */
-	if (rpc->recv_ready)
-		uv_poll_stop(&rpc->recv_poll);
+	recv_poll_update(rpc);
 	if (rpc->sock_open && !close_bounded(rpc->sock)) {
 		GSD_WARN("rpc: the request socket did not close within %d ms (an nng 1.5 "
 		         "deadlock); it is left to the process's exit",
@@ -1247,6 +1349,10 @@ void gsd_rpc_free(gsd_daemon *d)
 	for (size_t i = 0; i < rpc->nworkers; i++) {
 		nng_aio_stop(rpc->workers[i]->aio);
 		nng_aio_stop(rpc->workers[i]->saio);
+		if (rpc->workers[i]->caio)
+			nng_aio_stop(rpc->workers[i]->caio);
+		if (rpc->workers[i]->scaio)
+			nng_aio_stop(rpc->workers[i]->scaio);
 	}
 	nng_aio_free(rpc->bell_aio); /* stops it first */
 	nng_msg_free(rpc->bell_msg);
@@ -1256,10 +1362,13 @@ void gsd_rpc_free(gsd_daemon *d)
 		nng_msg_free(nng_aio_get_msg(w->saio)); /* an answer that never left */
 		nng_aio_free(w->aio);
 		nng_aio_free(w->saio);
+		nng_aio_free(w->caio);
+		nng_aio_free(w->scaio);
 		free(w);
 	}
 	park_close(rpc);
 	gsd_hmap_free(&rpc->unsent);
+	gsd_hmap_free(&rpc->open);
 	free(rpc->workers);
 	for (uint32_t i = 0; i < GSD_MAX_LISTEN; i++)
 		if (rpc->listener_tls[i])
