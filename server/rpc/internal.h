@@ -122,6 +122,7 @@ struct gsd_rpc {
 	_Atomic uint64_t pipelining_ns;
 	atomic_uint ra_armed;      /* read-ahead receives waiting */
 	atomic_ullong ra_taken;    /* requests that came through them */
+	uint32_t ra_want;          /* how many should wait (the loop) */
 	uint64_t unread_closed;    /* connections closed for it */
 	uint64_t unread_warned_ns; /* rate limit of its warning */
 	/* The socket's receive descriptor: readable while a request waits for a worker. Stopped

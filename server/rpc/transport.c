@@ -243,9 +243,10 @@ static void recv_resume(struct gsd_rpc *rpc)
  * context waits for it. A client that pipelines (several requests in flight on one
  * connection) would have its requests taken one per wake-up of the loop, each with a commit
  * of its own. So while some connection pipelines (a request of it taken while another of it
- * is unanswered, within RA_WINDOW_NS), RA_WORKERS contexts wait with callbacks, as every
- * context used to: nng hands them what it reads ahead, and the loop takes those from the inbox
- * in batches. They are not withdrawn when pipelining stops (that too would wake nng's
+ * is unanswered, within RA_WINDOW_NS), contexts wait with callbacks, as every context used to
+ * (RA_WORKERS, or twice the most requests a connection was seen to have open, at most a
+ * quarter of max_workers): nng hands them what it reads ahead, and the loop takes those from the
+ * inbox in batches. They are not withdrawn when pipelining stops (that too would wake nng's
  * threads): the next requests use them up.
  */
 #define RA_WORKERS   16
@@ -277,7 +278,7 @@ static void ra_arm(struct gsd_rpc *rpc)
 {
 	bool pipelining = gsd_now_ns() - atomic_load(&rpc->pipelining_ns) <= RA_WINDOW_NS;
 	while (pipelining && !atomic_load(&rpc->closing) &&
-	       atomic_load(&rpc->ra_armed) < RA_WORKERS) {
+	       atomic_load(&rpc->ra_armed) < rpc->ra_want) {
 		gsd_rpc_worker *w = worker_take(rpc);
 		if (!w)
 			break;
@@ -894,8 +895,16 @@ static void handle_message(gsd_daemon *d, gsd_rpc_worker *w, nng_msg *msg)
 		pthread_mutex_lock(&rpc->park_lock);
 		uintptr_t open = count_add(&rpc->open, pipe, 1);
 		pthread_mutex_unlock(&rpc->park_lock);
-		if (open >= 2)
-			atomic_store(&rpc->pipelining_ns, gsd_now_ns());
+		if (open >= 2) {
+			uint64_t now = gsd_now_ns();
+			if (now - atomic_load(&rpc->pipelining_ns) > RA_WINDOW_NS)
+				rpc->ra_want = RA_WORKERS;
+			atomic_store(&rpc->pipelining_ns, now);
+			/* As many as the client keeps in flight, and some. */
+			uint32_t cap = d->cfg.max_workers / 4;
+			if (open * 2 > rpc->ra_want)
+				rpc->ra_want = open * 2 > cap ? cap : (uint32_t)open * 2;
+		}
 	}
 	gsd_call *c = call_new(d, w, pipe);
 	if (!c) {
