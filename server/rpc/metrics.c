@@ -314,7 +314,8 @@ static void render_daemon(gsd_daemon *d, buf *b)
 	put(b, "gpusched_rpc_read_ahead_total %llu\n",
 	    (unsigned long long)(d->rpc ? atomic_load(&d->rpc->ra_taken) : 0));
 	header(b, "gpusched_rpc_unread_closed_total", "counter",
-	       "Connections closed for leaving more answers unread than max_inflight_requests.");
+	       "Connections closed for leaving answers unread (twice max_inflight_requests, or "
+	       "the most while half of max_workers hold unread answers).");
 	put(b, "gpusched_rpc_unread_closed_total %llu\n",
 	    (unsigned long long)(d->rpc ? d->rpc->unread_closed : 0));
 	histogram(

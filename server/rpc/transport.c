@@ -120,6 +120,7 @@ static nng_msg *worker_try_recv(gsd_rpc_worker *w)
 }
 
 static void handle_message(gsd_daemon *d, gsd_rpc_worker *w, nng_msg *msg);
+static bool park_reap(struct gsd_rpc *rpc, unsigned *freed);
 static void ra_arm(struct gsd_rpc *rpc);
 
 /* Requests taken per turn of the loop: the loop's other work (commits, timers, engines'
@@ -153,8 +154,9 @@ static void recv_poll_update(struct gsd_rpc *rpc)
  * loop for nothing, without end. So when the loop finds nothing on a wake-up, it stops polling
  * and waits for the next request with a context whose aio has a callback, as nng's threads
  * used to hand every request over. That take clears the descriptor if a request was already
- * waiting; otherwise the next wake-up finds nothing again, and the bell rings once more. It
- * costs the old hand-off for that one request, never a loop that spins.
+ * waiting; otherwise the bell waits for the next request again, and polling resumes once
+ * two requests come close together. Meanwhile each request costs the old hand-off, never a
+ * loop that spins.
  */
 static void bell_cb(void *arg)
 {
@@ -188,11 +190,24 @@ static void bell_answered(struct gsd_rpc *rpc)
 	gsd_rpc_worker *w = rpc->bell_w;
 	rpc->bell_w = NULL;
 	rpc->bells++;
-	recv_poll_update(rpc);
 	if (msg)
 		handle_message(rpc->d, w, msg);
 	else
 		worker_release(w);
+	/* Polled again only once a take clears the descriptor: a request already waiting (two
+	 * came close together) does; otherwise the bell waits for the next one, as every request
+	 * used to be received. */
+	if (atomic_load(&rpc->closing) || atomic_load(&rpc->recv_paused))
+		return;
+	gsd_rpc_worker *next = worker_take(rpc);
+	nng_msg *more = next ? worker_try_recv(next) : NULL;
+	if (next && !more) {
+		bell_arm(rpc, next);
+		return;
+	}
+	recv_poll_update(rpc);
+	if (more)
+		handle_message(rpc->d, next, more);
 }
 
 static void recv_cb(uv_poll_t *h, int status, int events)
@@ -201,6 +216,9 @@ static void recv_cb(uv_poll_t *h, int status, int events)
 	(void)events;
 	if (status < 0 || atomic_load(&rpc->closing) || rpc->bell_w)
 		return;
+	unsigned freed;
+	if (atomic_load(&rpc->sending) > 0)
+		park_reap(rpc, &freed); /* answered requests no longer count against admission */
 	for (int i = 0; i < RECV_TURN; i++) {
 		gsd_rpc_worker *w = worker_take(rpc);
 		if (!w) {
@@ -313,26 +331,57 @@ static void ra_arm(struct gsd_rpc *rpc)
 /*
  * Clients that do not read. Every answer a connection has not read holds a worker, and a client
  * that sends requests without reading would take every worker (max_workers) and stop the
- * daemon for everyone. So a connection is closed once it has more answers parked than its
- * tenant may have requests in flight (max_inflight_requests), and while more than half of
- * max_workers are parked, the connection with the most is. Closing fails its parked answers,
- * which frees their workers.
+ * daemon for everyone. So a connection is closed once it has more answers handed to nng and
+ * not sent than twice what its tenant may have requests in flight (max_inflight_requests),
+ * and while more than half of max_workers hold such answers, the connection with the most
+ * (at least UNREAD_MIN) is. Closing fails its answers, which frees their workers.
  */
+
+/* Any thread: w's answer waits behind its connection's earlier ones. */
+/* Under park_lock: w's answer is handed to nng and has not left; true when a limit is
+ * passed (the loop is to close a connection). */
+static bool unsent_add(struct gsd_rpc *rpc, gsd_rpc_worker *w)
+{
+	unsigned unsent = atomic_fetch_add(&rpc->sending, 1) + 1;
+	bool over = false;
+	if (w->pipe && count_add(&rpc->unsent, w->pipe, 1) >
+	                       2 * (uintptr_t)rpc->d->cfg.max_inflight_requests) {
+		rpc->unsent_over = w->pipe;
+		over = true;
+	}
+	if (unsent > rpc->d->cfg.max_workers / 2) {
+		over |= !rpc->unsent_all_over;
+		rpc->unsent_all_over = true;
+	}
+	return over;
+}
+
+/* Any thread: w's answer has left, or failed. */
+static void unsent_done(gsd_rpc_worker *w)
+{
+	struct gsd_rpc *rpc = w->rpc;
+	pthread_mutex_lock(&rpc->park_lock);
+	if (w->pipe)
+		count_add(&rpc->unsent, w->pipe, -1);
+	pthread_mutex_unlock(&rpc->park_lock);
+	atomic_fetch_sub(&rpc->sending, 1);
+}
 
 /* Any thread: w's answer waits behind its connection's earlier ones. */
 static void park(gsd_rpc_worker *w)
 {
 	struct gsd_rpc *rpc = w->rpc;
-	unsigned parked = atomic_fetch_add(&rpc->sending, 1) + 1;
 	atomic_fetch_add(&rpc->parks, 1);
 	pthread_mutex_lock(&rpc->park_lock);
+	/* The loop may be about to sleep without a reason to look (a commit of its own parks
+	 * answers too): the first parked worker wakes it. */
+	bool wake = rpc->parked_workers == NULL;
 	w->park_next = rpc->parked_workers;
 	rpc->parked_workers = w;
-	if (w->pipe && count_add(&rpc->unsent, w->pipe, 1) > rpc->d->cfg.max_inflight_requests)
-		rpc->unsent_over = w->pipe;
-	if (parked > rpc->d->cfg.max_workers / 2)
-		rpc->unsent_all_over = true;
+	wake |= unsent_add(rpc, w);
 	pthread_mutex_unlock(&rpc->park_lock);
+	if (wake)
+		gsd_wake_send(&rpc->async);
 }
 
 static void close_for_unread(struct gsd_rpc *rpc, uint32_t pipe, uintptr_t n)
@@ -355,6 +404,9 @@ static void close_for_unread(struct gsd_rpc *rpc, uint32_t pipe, uintptr_t n)
 	gsd_audit_note(rpc->d->audit, "-", "connection_closed", text);
 }
 
+/* The connection with most unread answers is closed for the total only past this many. */
+#define UNREAD_MIN 32
+
 struct most_unsent {
 	uint32_t pipe;
 	uintptr_t n;
@@ -372,6 +424,8 @@ static void most_of(uint64_t key, void *value, void *arg)
 /* The loop: closes the connections found past their limits. */
 static void close_unread(struct gsd_rpc *rpc)
 {
+	if (!rpc->d->audit || atomic_load(&rpc->closing))
+		return; /* stopping: every connection closes anyway */
 	pthread_mutex_lock(&rpc->park_lock);
 	uint32_t over = rpc->unsent_over, biggest = 0;
 	uintptr_t n_over = over ? (uintptr_t)gsd_hmap_get(&rpc->unsent, over) : 0, most = 0;
@@ -385,9 +439,9 @@ static void close_unread(struct gsd_rpc *rpc)
 		most = m.n;
 	}
 	pthread_mutex_unlock(&rpc->park_lock);
-	if (over && n_over > rpc->d->cfg.max_inflight_requests)
+	if (over && n_over > 2 * (uintptr_t)rpc->d->cfg.max_inflight_requests)
 		close_for_unread(rpc, over, n_over);
-	if (biggest && biggest != over)
+	if (biggest && biggest != over && most >= UNREAD_MIN)
 		close_for_unread(rpc, biggest, most);
 }
 
@@ -427,10 +481,7 @@ static bool park_reap(struct gsd_rpc *rpc, unsigned *freed)
 			kept_tail = w;
 			continue;
 		}
-		atomic_fetch_sub(&rpc->sending, 1);
-		pthread_mutex_lock(&rpc->park_lock);
-		count_add(&rpc->unsent, w->pipe, -1);
-		pthread_mutex_unlock(&rpc->park_lock);
+		unsent_done(w);
 		worker_done(w);
 		worker_release(w);
 		++*freed;
@@ -485,7 +536,7 @@ static void sent_cb(void *arg)
 		nng_msg_free(nng_aio_get_msg(w->scaio));
 		nng_aio_set_msg(w->scaio, NULL);
 	}
-	atomic_fetch_sub(&w->rpc->sending, 1);
+	unsent_done(w);
 	worker_done(w);
 	worker_release(w);
 }
@@ -512,7 +563,11 @@ void gsd_rpc_worker_send(gsd_rpc_worker *w, nng_msg *msg)
 	    (w->scaio || nng_aio_alloc(&w->scaio, sent_cb, w) == 0)) {
 		/* Pipelining: most answers wait behind the last one, and a callback on nng's
 		 * thread ends them sooner than the loop looking at them. */
-		atomic_fetch_add(&rpc->sending, 1);
+		pthread_mutex_lock(&rpc->park_lock);
+		bool over = unsent_add(rpc, w);
+		pthread_mutex_unlock(&rpc->park_lock);
+		if (over)
+			gsd_wake_send(&rpc->async);
 		nng_aio_set_msg(w->scaio, msg);
 		nng_ctx_send(w->ctx, w->scaio);
 		return;
@@ -547,6 +602,8 @@ static int add_worker(struct gsd_rpc *rpc)
 		rv = nng_aio_alloc(&w->saio, NULL, NULL);
 	if (rv != 0) {
 		GSD_ERROR("rpc: cannot open an nng context: %s", nng_strerror(rv));
+		if (nng_ctx_id(w->ctx) > 0)
+			nng_ctx_close(w->ctx);
 		nng_aio_free(w->aio);
 		free(w);
 		return -1;
@@ -948,6 +1005,11 @@ static void inbox_cb(gsd_wake *a)
 {
 	gsd_daemon *d = a->data;
 	struct gsd_rpc *rpc = d->rpc;
+	unsigned freed;
+	if (atomic_load(&rpc->sending) > 0)
+		park_reap(rpc, &freed);
+	else
+		close_unread(rpc);
 	bell_answered(rpc);
 	recv_resume(rpc);
 	for (;;) {
@@ -1341,8 +1403,12 @@ void gsd_rpc_free(gsd_daemon *d)
 	for (int i = 0; i < 500 && park_reap(rpc, &freed); i++)
 		nng_msleep(1);
 	atomic_store(&rpc->closing, true);
-	/* Before nng closes the descriptor under it. */
-	recv_poll_update(rpc);
+	/* Before nng closes the descriptor under it (closing a poll handle tells epoll about its
+	 * descriptor again). */
+	if (rpc->recv_ready) {
+		rpc->recv_ready = false;
+		uv_close((uv_handle_t *)&rpc->recv_poll, NULL);
+	}
 	if (rpc->sock_open && !close_bounded(rpc->sock)) {
 		GSD_WARN("rpc: the request socket did not close within %d ms (an nng 1.5 "
 		         "deadlock); it is left to the process's exit",

@@ -840,7 +840,8 @@ static void test_inflight_bytes_bounded(void **state)
  * one of the daemon's workers, and one such connection took all max_workers: every other
  * tenant's requests then waited until it went away (found while moving receiving to the loop;
  * the daemon before it did the same). Now the connection is closed once it has more unread
- * answers than max_inflight_requests, with a note in the audit, and the victim is served.
+ * answers than twice max_inflight_requests, with a note in the audit, and the victim is
+ * served.
  */
 static void test_unread_answers(void **state)
 {
