@@ -122,10 +122,13 @@ static nng_msg *worker_try_recv(gsd_rpc_worker *w)
 static void handle_message(gsd_daemon *d, gsd_rpc_worker *w, nng_msg *msg);
 static bool park_reap(struct gsd_rpc *rpc, unsigned *freed);
 static void ra_arm(struct gsd_rpc *rpc);
+static void ra_want_at_least(struct gsd_rpc *rpc, uint32_t n);
 
 /* Requests taken per turn of the loop: the loop's other work (commits, timers, engines'
  * interrupts) runs between turns. */
 #define RECV_TURN 64
+/* Requests taken in one turn from which the loop counts as busy (read-ahead). */
+#define RA_BUSY_TURN 8
 
 static void recv_cb(uv_poll_t *h, int status, int events);
 
@@ -219,7 +222,8 @@ static void recv_cb(uv_poll_t *h, int status, int events)
 	unsigned freed;
 	if (atomic_load(&rpc->sending) > 0)
 		park_reap(rpc, &freed); /* answered requests no longer count against admission */
-	for (int i = 0; i < RECV_TURN; i++) {
+	int i;
+	for (i = 0; i < RECV_TURN; i++) {
 		gsd_rpc_worker *w = worker_take(rpc);
 		if (!w) {
 			/* Every worker holds a request (max_workers): the next waits in nng until
@@ -239,6 +243,11 @@ static void recv_cb(uv_poll_t *h, int status, int events)
 		}
 		handle_message(rpc->d, w, msg);
 	}
+	/* Busy: many connections had a request waiting at once. The loop taking each is then the
+	 * bound (every take also re-arms the connection's read on the loop); contexts waiting
+	 * with callbacks let nng's threads share that work, as with pipelining. */
+	if (i >= RA_BUSY_TURN)
+		ra_want_at_least(rpc, (uint32_t)i * 2);
 	ra_arm(rpc);
 }
 
@@ -269,6 +278,18 @@ static void recv_resume(struct gsd_rpc *rpc)
  */
 #define RA_WORKERS   16
 #define RA_WINDOW_NS 100000000u
+
+/* The loop: read-ahead for the next RA_WINDOW_NS, with at least n contexts waiting. */
+static void ra_want_at_least(struct gsd_rpc *rpc, uint32_t n)
+{
+	uint64_t now = gsd_now_ns();
+	if (now - atomic_load(&rpc->pipelining_ns) > RA_WINDOW_NS)
+		rpc->ra_want = RA_WORKERS;
+	atomic_store(&rpc->pipelining_ns, now);
+	uint32_t cap = rpc->d->cfg.max_workers / 4;
+	if (n > rpc->ra_want)
+		rpc->ra_want = n > cap ? cap : n;
+}
 
 static void ra_cb(void *arg)
 {
@@ -952,16 +973,8 @@ static void handle_message(gsd_daemon *d, gsd_rpc_worker *w, nng_msg *msg)
 		pthread_mutex_lock(&rpc->park_lock);
 		uintptr_t open = count_add(&rpc->open, pipe, 1);
 		pthread_mutex_unlock(&rpc->park_lock);
-		if (open >= 2) {
-			uint64_t now = gsd_now_ns();
-			if (now - atomic_load(&rpc->pipelining_ns) > RA_WINDOW_NS)
-				rpc->ra_want = RA_WORKERS;
-			atomic_store(&rpc->pipelining_ns, now);
-			/* As many as the client keeps in flight, and some. */
-			uint32_t cap = d->cfg.max_workers / 4;
-			if (open * 2 > rpc->ra_want)
-				rpc->ra_want = open * 2 > cap ? cap : (uint32_t)open * 2;
-		}
+		if (open >= 2) /* as many as the client keeps in flight, and some */
+			ra_want_at_least(rpc, (uint32_t)(open > 65536 ? 65536 : open) * 2);
 	}
 	gsd_call *c = call_new(d, w, pipe);
 	if (!c) {
