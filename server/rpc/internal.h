@@ -81,6 +81,7 @@ typedef struct gsd_conn {
 } gsd_conn;
 
 #define GSD_CLOSED_RING 4096
+#define GSD_UNREAD_RING 64
 
 struct gsd_rpc {
 	gsd_daemon *d;
@@ -120,9 +121,11 @@ struct gsd_rpc {
 	 * connection last had two (read-ahead, transport.c). Under park_lock. */
 	gsd_hmap open;
 	_Atomic uint64_t pipelining_ns;
-	atomic_uint ra_armed;      /* read-ahead receives waiting */
-	atomic_ullong ra_taken;    /* requests that came through them */
-	uint32_t ra_want;          /* how many should wait (the loop) */
+	atomic_uint ra_armed;                  /* read-ahead receives waiting */
+	atomic_ullong ra_taken;                /* requests that came through them */
+	uint32_t ra_want;                      /* how many should wait (the loop) */
+	uint32_t unread_ring[GSD_UNREAD_RING]; /* connections closed for it lately (the loop) */
+	size_t unread_next;
 	uint64_t unread_closed;    /* connections closed for it */
 	uint64_t unread_warned_ns; /* rate limit of its warning */
 	/* The socket's receive descriptor: readable while a request waits for a worker. Stopped

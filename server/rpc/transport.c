@@ -308,6 +308,7 @@ static void ra_cb(void *arg)
 	if (!gsd_rpc_post(rpc, item)) {
 		nng_msg_free(msg);
 		worker_release(w);
+		gsd_wake_send(&rpc->async); /* the loop may poll again */
 	}
 }
 
@@ -355,10 +356,10 @@ static void ra_arm(struct gsd_rpc *rpc)
  * daemon for everyone. So a connection is closed once it has more answers handed to nng and
  * not sent than twice what its tenant may have requests in flight (max_inflight_requests),
  * and while more than half of max_workers hold such answers, the connection with the most
- * (at least UNREAD_MIN) is. Closing fails its answers, which frees their workers.
+ * (at least UNREAD_MIN, or any once three quarters hold them: a client could spread them
+ * thin over many connections) is. Closing fails its answers, which frees their workers.
  */
 
-/* Any thread: w's answer waits behind its connection's earlier ones. */
 /* Under park_lock: w's answer is handed to nng and has not left; true when a limit is
  * passed (the loop is to close a connection). */
 static bool unsent_add(struct gsd_rpc *rpc, gsd_rpc_worker *w)
@@ -407,6 +408,11 @@ static void park(gsd_rpc_worker *w)
 
 static void close_for_unread(struct gsd_rpc *rpc, uint32_t pipe, uintptr_t n)
 {
+	/* Its answers count until they fail: a connection closed a moment ago is not again. */
+	for (size_t i = 0; i < GSD_UNREAD_RING; i++)
+		if (rpc->unread_ring[i] == pipe)
+			return;
+	rpc->unread_ring[rpc->unread_next++ % GSD_UNREAD_RING] = pipe;
 	nng_pipe p = NNG_PIPE_INITIALIZER;
 	p.id = pipe;
 	nng_pipe_close(p);
@@ -462,7 +468,8 @@ static void close_unread(struct gsd_rpc *rpc)
 	pthread_mutex_unlock(&rpc->park_lock);
 	if (over && n_over > 2 * (uintptr_t)rpc->d->cfg.max_inflight_requests)
 		close_for_unread(rpc, over, n_over);
-	if (biggest && biggest != over && most >= UNREAD_MIN)
+	if (biggest && biggest != over &&
+	    (most >= UNREAD_MIN || atomic_load(&rpc->sending) > rpc->d->cfg.max_workers / 4 * 3))
 		close_for_unread(rpc, biggest, most);
 }
 
