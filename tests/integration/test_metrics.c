@@ -117,15 +117,31 @@ static int check_with_parser(const char *dir, const char *body, const char *expe
 	return system(cmd);
 }
 
-static void test_metrics_follow_the_daemon(void **state)
+/* A counter's value in a scrape (-1 when it is not there). */
+static double metric(const char *body, const char *name)
 {
-	(void)state;
+	char key[160];
+	snprintf(key, sizeof key, "\n%s ", name);
+	const char *at = strstr(body, key);
+	return at ? strtod(at + strlen(key), NULL) : -1;
+}
+
+/* Starts a daemon serving metrics on a free loopback port; the port. */
+static uint16_t start_with_metrics(gs_testd *t)
+{
 	uint16_t port = itest_free_port();
 	char url[64];
 	snprintf(url, sizeof(url), "http://127.0.0.1:%u", port);
 	const char *const args[] = {"--metrics", url, NULL};
+	assert_int_equal(gs_testd_start(t, args), 0);
+	return port;
+}
+
+static void test_metrics_follow_the_daemon(void **state)
+{
+	(void)state;
 	gs_testd t;
-	assert_int_equal(gs_testd_start(&t, args), 0);
+	uint16_t port = start_with_metrics(&t);
 	gs_client *c = itest_connect(&t, NULL);
 	itest_layout lay;
 	itest_layout_of(c, &lay);
@@ -196,12 +212,8 @@ static int fd_count(pid_t pid)
 static void test_closed_before_taken(void **state)
 {
 	(void)state;
-	uint16_t port = itest_free_port();
-	char url[64];
-	snprintf(url, sizeof(url), "http://127.0.0.1:%u", port);
-	const char *const args[] = {"--metrics", url, NULL};
 	gs_testd t;
-	assert_int_equal(gs_testd_start(&t, args), 0);
+	uint16_t port = start_with_metrics(&t);
 	gs_client *c = itest_connect(&t, NULL);
 	uint64_t dev;
 	assert_int_equal(gs_device_create(c, "bell", &dev), 0);
@@ -290,9 +302,7 @@ static void test_closed_before_taken(void **state)
 	gs_info_free(info);
 	char *body = scrape(port);
 	assert_non_null(body);
-	const char *bell = strstr(body, "\ngpusched_rpc_doorbell_total ");
-	assert_non_null(bell);
-	assert_true(strtoull(bell + strlen("\ngpusched_rpc_doorbell_total "), NULL, 10) >= 1);
+	assert_true(metric(body, "gpusched_rpc_doorbell_total") >= 1);
 	free(body);
 	for (int i = 0; i < 20; i++) {
 		assert_int_equal(gs_info(c, &info), 0);
@@ -303,15 +313,6 @@ static void test_closed_before_taken(void **state)
 	gs_testd_cleanup(&t);
 }
 
-/* A counter's value in a scrape (-1 when it is not there). */
-static double metric(const char *body, const char *name)
-{
-	char key[160];
-	snprintf(key, sizeof key, "\n%s ", name);
-	const char *at = strstr(body, key);
-	return at ? strtod(at + strlen(key), NULL) : -1;
-}
-
 /*
  * A client that pipelines (here 32 submissions in flight on one connection) has its requests
  * read ahead and committed in batches. Taken one by one from the receive descriptor, each
@@ -320,12 +321,8 @@ static double metric(const char *body, const char *name)
 static void test_pipelined_read_ahead(void **state)
 {
 	(void)state;
-	uint16_t port = itest_free_port();
-	char url[64];
-	snprintf(url, sizeof(url), "http://127.0.0.1:%u", port);
-	const char *const args[] = {"--metrics", url, NULL};
 	gs_testd t;
-	assert_int_equal(gs_testd_start(&t, args), 0);
+	uint16_t port = start_with_metrics(&t);
 	gs_client *c = itest_connect(&t, NULL);
 	itest_layout lay;
 	itest_layout_of(c, &lay);
