@@ -560,13 +560,26 @@ static void park_prepare_cb(uv_prepare_t *h)
 static void sent_cb(void *arg)
 {
 	gsd_rpc_worker *w = arg;
+	struct gsd_rpc *rpc = w->rpc;
 	if (nng_aio_result(w->scaio) != 0) {
 		nng_msg_free(nng_aio_get_msg(w->scaio));
 		nng_aio_set_msg(w->scaio, NULL);
 	}
-	unsent_done(w);
+	/* unsent_done, worker_done and worker_release under one hold of park_lock. The tenant
+	 * is let go under it too: a socket whose close was abandoned (gsd_rpc_free) clears the
+	 * workers' tenants under it before the daemon frees them, and nng may still call this
+	 * afterwards. */
+	pthread_mutex_lock(&rpc->park_lock);
+	if (w->pipe)
+		count_add(&rpc->unsent, w->pipe, -1);
 	worker_done(w);
-	worker_release(w);
+	w->pipe = 0;
+	w->park_next = rpc->free_workers;
+	rpc->free_workers = w;
+	pthread_mutex_unlock(&rpc->park_lock);
+	atomic_fetch_sub(&rpc->sending, 1);
+	if (atomic_load(&rpc->recv_paused))
+		gsd_wake_send(&rpc->async);
 }
 
 /* Any thread (the loop, or the audit writer with the answers its commit waited for). */
@@ -1434,6 +1447,12 @@ void gsd_rpc_free(gsd_daemon *d)
 		         "deadlock); it is left to the process's exit",
 		         CLOSE_WAIT_MS);
 		abandoned_rpc = rpc;
+		/* A send nng completes later (sent_cb) must not reach a tenant the daemon frees
+		 * next: the workers let go of theirs now, under the lock sent_cb takes. */
+		pthread_mutex_lock(&rpc->park_lock);
+		for (size_t i = 0; i < rpc->nworkers; i++)
+			rpc->workers[i]->tenant = NULL;
+		pthread_mutex_unlock(&rpc->park_lock);
 		gsd_wake_close(&rpc->async, true); /* nng's threads may still post */
 		park_close(rpc);
 		gsd_rpc_calls_close(rpc);
