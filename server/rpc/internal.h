@@ -128,6 +128,7 @@ struct gsd_rpc {
 	size_t unread_next;
 	uint64_t unread_closed;    /* connections closed for it */
 	uint64_t unread_warned_ns; /* rate limit of its warning */
+	uint64_t unread_walked_ns; /* when unsent was last walked for its largest (the loop) */
 	/* The socket's receive descriptor: readable while a request waits for a worker. Stopped
 	 * (recv_paused) while every worker holds one. */
 	uv_poll_t recv_poll;

@@ -433,6 +433,10 @@ static void close_for_unread(struct gsd_rpc *rpc, uint32_t pipe, uintptr_t n)
 
 /* The connection with most unread answers is closed for the total only past this many. */
 #define UNREAD_MIN 32
+/* While over half of max_workers hold unread answers, the connections are walked for the
+ * largest at most this often (each walk holds park_lock, which every answer takes, over as
+ * many entries as there are connections with answers out), except once over three quarters. */
+#define UNREAD_WALK_NS 5000000ull
 
 struct most_unsent {
 	uint32_t pipe;
@@ -457,10 +461,15 @@ static void close_unread(struct gsd_rpc *rpc)
 	uint32_t over = rpc->unsent_over, biggest = 0;
 	uintptr_t n_over = over ? (uintptr_t)gsd_hmap_get(&rpc->unsent, over) : 0, most = 0;
 	rpc->unsent_over = 0;
-	if (rpc->unsent_all_over) {
+	unsigned sending = atomic_load(&rpc->sending);
+	uint64_t now = rpc->unsent_all_over ? gsd_now_ns() : 0;
+	if (rpc->unsent_all_over && (now - rpc->unread_walked_ns >= UNREAD_WALK_NS ||
+	                             sending > rpc->d->cfg.max_workers / 4 * 3)) {
+		/* (Else it stays set for the loop's next look: nothing grows without a turn.) */
 		rpc->unsent_all_over = false;
+		rpc->unread_walked_ns = now;
 		struct most_unsent m = {0, 0};
-		if (atomic_load(&rpc->sending) > rpc->d->cfg.max_workers / 2)
+		if (sending > rpc->d->cfg.max_workers / 2)
 			gsd_hmap_each(&rpc->unsent, most_of, &m);
 		biggest = m.pipe;
 		most = m.n;
