@@ -419,6 +419,10 @@ struct gsd_audit {
 	uint64_t retry_at_ns;
 
 	_Atomic uint64_t records, commits, queued, failures, dropped, checkpoints, pruned;
+	/* Packet events committed as rows of packet_event_rows, and kept in packets rows; the
+	 * batch being written counts into batch_rows and batch_kept (writer) until it commits. */
+	_Atomic uint64_t event_rows, events_kept;
+	uint64_t batch_rows, batch_kept;
 	_Atomic int health;  /* gsd_audit_health */
 	uint64_t reconciled; /* packets reconciled at open */
 };
@@ -826,11 +830,16 @@ static int write_packet(gsd_audit *a, const struct node *n, chain_out *co)
 	gs_chain_row d, *dp;
 	int rc;
 
-	if (n->fold != FOLD_NONE)
-		return write_folded(a, n, co);
+	if (n->fold != FOLD_NONE) {
+		rc = write_folded(a, n, co);
+		a->batch_kept += rc == SQLITE_OK;
+		return rc;
+	}
 	if (!n->no_keep && submission_form(n)) {
 		((struct node *)n)->fold = FOLD_SUBMITTED;
-		return write_submitted_kept(a, n, co);
+		rc = write_submitted_kept(a, n, co);
+		a->batch_kept += rc == SQLITE_OK;
+		return rc;
 	}
 
 	/* Only the last record of the packet in this batch writes the row and keeps its digest:
@@ -890,7 +899,9 @@ static int write_packet(gsd_audit *a, const struct node *n, chain_out *co)
 			return rc;
 	}
 	bind_link(a, co, s, 6, 7);
-	return step_reset(s);
+	rc = step_reset(s);
+	a->batch_rows += rc == SQLITE_OK;
+	return rc;
 }
 
 /* A row that is an object's state (context, allocation, tenant limits): written whole, its
@@ -1409,6 +1420,7 @@ static bool leaves_kept_links(gsd_audit *a, const struct node *n)
 static bool write_batch(gsd_audit *a, struct node *first)
 {
 again:
+	a->batch_rows = a->batch_kept = 0;
 	mark_superseded(a, first);
 	/* gsd_audit_commit_here began the first transaction itself. */
 	bool begun = a->txn_open;
@@ -1477,8 +1489,11 @@ again:
 		}
 	}
 	rc = step_reset(a->st[ST_COMMIT]);
-	if (rc == SQLITE_OK)
+	if (rc == SQLITE_OK) {
+		atomic_fetch_add_explicit(&a->event_rows, a->batch_rows, memory_order_relaxed);
+		atomic_fetch_add_explicit(&a->events_kept, a->batch_kept, memory_order_relaxed);
 		return true;
+	}
 	GSD_ERROR("audit: COMMIT failed: %s", sqlite3_errmsg(a->db));
 	if (!sqlite3_get_autocommit(a->db))
 		step_reset(a->st[ST_ROLLBACK]);
@@ -2265,6 +2280,8 @@ void gsd_audit_get_stats(gsd_audit *a, gsd_audit_stats *out)
 	out->dropped = atomic_load_explicit(&a->dropped, memory_order_relaxed);
 	out->checkpoints = atomic_load_explicit(&a->checkpoints, memory_order_relaxed);
 	out->pruned = atomic_load_explicit(&a->pruned, memory_order_relaxed);
+	out->event_rows = atomic_load_explicit(&a->event_rows, memory_order_relaxed);
+	out->events_kept = atomic_load_explicit(&a->events_kept, memory_order_relaxed);
 }
 
 /* ---- open and close ---- */

@@ -229,6 +229,10 @@ typedef struct gsd_audit_stats {
 	                      outage or still kept at close, or not queued for want of memory */
 	uint64_t checkpoints; /* TRUNCATE checkpoints run because the WAL grew past wal_limit */
 	uint64_t pruned;      /* sequence numbers the retention removed */
+	/* Packet events committed: as rows of packet_event_rows (a wait, a preemption, a fault,
+	 * or a straight run whose records were not all in one commit), and kept in the packet's
+	 * own row (its SUBMITTED, and a straight READY, RUNNING and COMPLETED). */
+	uint64_t event_rows, events_kept;
 } gsd_audit_stats;
 void gsd_audit_get_stats(gsd_audit *a, gsd_audit_stats *out);
 

@@ -285,6 +285,14 @@ static void render_daemon(gsd_daemon *d, buf *b)
 	put(b, "gpusched_audit_failed_commits_total %llu\n", (unsigned long long)as.failures);
 	header(b, "gpusched_audit_dropped_records_total", "counter", "Records never written.");
 	put(b, "gpusched_audit_dropped_records_total %llu\n", (unsigned long long)as.dropped);
+	header(b, "gpusched_audit_packet_events_total", "counter",
+	       "Packet events committed, by where they are kept: in the packet's own row (its "
+	       "SUBMITTED and a straight READY, RUNNING, COMPLETED written in one commit) or "
+	       "as rows of packet_event_rows (everything else).");
+	put(b, "gpusched_audit_packet_events_total{kept=\"packet_row\"} %llu\n",
+	    (unsigned long long)as.events_kept);
+	put(b, "gpusched_audit_packet_events_total{kept=\"event_row\"} %llu\n",
+	    (unsigned long long)as.event_rows);
 	header(b, "gpusched_audit_healthy", "gauge", "1 while records are being committed.");
 	put(b, "gpusched_audit_healthy %d\n", gsd_audit_get_health(d->audit) == GSD_AUDIT_OK);
 

@@ -373,6 +373,70 @@ static void test_pipelined_read_ahead(void **state)
 	gs_testd_cleanup(&t);
 }
 
+/*
+ * gpusched_audit_packet_events_total counts every packet event committed where the file keeps
+ * it: in the packet's own row (its SUBMITTED, a straight READY, RUNNING and COMPLETED), or as a
+ * row of packet_event_rows. Straight NOPs, and a NOP cancelled in its queue with its context (a
+ * cancellation is not straight: a row by design); then both counts must be the file's.
+ */
+static void test_packet_events_where_kept(void **state)
+{
+	(void)state;
+	gs_testd t;
+	uint16_t port = start_with_metrics(&t);
+	gs_client *c = itest_connect(&t, NULL);
+	itest_layout lay;
+	itest_layout_of(c, &lay);
+	uint64_t dev;
+	assert_int_equal(gs_device_create(c, "kept", &dev), 0);
+	uint64_t ctx = itest_context(c, dev, 0, lay.paging_node);
+	gs_dmabuf nop, spin;
+	gs_dmabuf_init(&nop);
+	gs_dmabuf_init(&spin);
+	assert_int_equal(gs_dmabuf_nop(&nop), 0);
+	assert_int_equal(gs_dmabuf_spin(&spin, 200000, 0), 0);
+	for (int i = 0; i < 3; i++)
+		itest_submit_wait(c, ctx, &nop, 0);
+	uint64_t doomed = itest_context(c, dev, 0, lay.paging_node);
+	gs_submit_result res;
+	assert_int_equal(gs_submit(c, doomed, &spin, 0, &res), 0);
+	/* Queued behind the spin, and cancelled with its context, which the spin outlives. */
+	assert_int_equal(gs_submit(c, doomed, &nop, 0, NULL), 0);
+	assert_int_equal(gs_context_destroy(c, doomed), 0);
+	gs_packet_state st = GS_PACKET_UNKNOWN;
+	int rv = gs_packet_wait(c, res.packet, ITEST_TIMEOUT_MS, &st, NULL);
+	assert_int_equal(rv, 0);
+	/* Every packet is final: reading the history commits what is queued, and makes no packet
+	 * event of its own. */
+	gs_packet_record *recs = NULL;
+	size_t n = 0;
+	gs_history_filter f = {0};
+	assert_int_equal(gs_history(c, &f, &recs, &n), 0);
+	gs_history_free(recs, n);
+	char *body = scrape(port);
+	assert_non_null(body);
+	double kept = metric(body, "gpusched_audit_packet_events_total{kept=\"packet_row\"}");
+	double rows = metric(body, "gpusched_audit_packet_events_total{kept=\"event_row\"}");
+	free(body);
+	int64_t file_kept = itest_audit_int(
+	        t.db, "SELECT sum((seq <> 0) + (ready_seq <> 0) + (run_seq <> 0) + (end_seq <> 0))"
+	              " FROM packets");
+	int64_t file_rows = itest_audit_int(t.db, "SELECT count(*) FROM packet_event_rows");
+	fprintf(stderr,
+	        "packet events: %.0f kept in packets rows (file %lld), %.0f as rows (file "
+	        "%lld)\n",
+	        kept, (long long)file_kept, rows, (long long)file_rows);
+	assert_true(kept >= 5); /* every SUBMITTED is kept */
+	assert_true(rows >= 1); /* the cancellations */
+	assert_true(kept == (double)file_kept);
+	assert_true(rows == (double)file_rows);
+	gs_dmabuf_free(&nop);
+	gs_dmabuf_free(&spin);
+	gs_close(c);
+	assert_int_equal(gs_testd_stop(&t), 0);
+	gs_testd_cleanup(&t);
+}
+
 /* A metrics URL that is not http://HOST:PORT stops the daemon at start with exit 1. */
 static void test_bad_metrics_url_refused(void **state)
 {
@@ -516,6 +580,7 @@ int main(void)
 	        cmocka_unit_test(test_metrics_endpoint_limits),
 	        cmocka_unit_test(test_closed_before_taken),
 	        cmocka_unit_test(test_pipelined_read_ahead),
+	        cmocka_unit_test(test_packet_events_where_kept),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
