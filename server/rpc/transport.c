@@ -74,18 +74,29 @@ static uintptr_t count_add(gsd_hmap *m, uint32_t pipe, int delta)
 	return n > UINTPTR_MAX / 2 ? 0 : n;
 }
 
+/* Under park_lock: w holds no request any more; worker_freed once the lock is released. */
+static void worker_release_locked(gsd_rpc_worker *w)
+{
+	w->pipe = 0;
+	w->park_next = w->rpc->free_workers;
+	w->rpc->free_workers = w;
+}
+
+/* The loop stopped taking requests for want of a worker: tell it there is one. */
+static void worker_freed(struct gsd_rpc *rpc)
+{
+	if (atomic_load(&rpc->recv_paused))
+		gsd_wake_send(&rpc->async);
+}
+
 /* Any thread: w holds no request any more. */
 static void worker_release(gsd_rpc_worker *w)
 {
 	struct gsd_rpc *rpc = w->rpc;
 	pthread_mutex_lock(&rpc->park_lock);
-	w->pipe = 0;
-	w->park_next = rpc->free_workers;
-	rpc->free_workers = w;
+	worker_release_locked(w);
 	pthread_mutex_unlock(&rpc->park_lock);
-	/* The loop stopped taking requests for want of a worker: tell it there is one. */
-	if (atomic_load(&rpc->recv_paused))
-		gsd_wake_send(&rpc->async);
+	worker_freed(rpc);
 }
 
 static int add_worker(struct gsd_rpc *rpc);
@@ -380,15 +391,20 @@ static bool unsent_add(struct gsd_rpc *rpc, gsd_rpc_worker *w)
 	return over;
 }
 
+/* Under park_lock: w's answer has left, or failed (before w can be taken and send again). */
+static void unsent_done_locked(gsd_rpc_worker *w)
+{
+	if (w->pipe)
+		count_add(&w->rpc->unsent, w->pipe, -1);
+	atomic_fetch_sub(&w->rpc->sending, 1);
+}
+
 /* Any thread: w's answer has left, or failed. */
 static void unsent_done(gsd_rpc_worker *w)
 {
-	struct gsd_rpc *rpc = w->rpc;
-	pthread_mutex_lock(&rpc->park_lock);
-	if (w->pipe)
-		count_add(&rpc->unsent, w->pipe, -1);
-	pthread_mutex_unlock(&rpc->park_lock);
-	atomic_fetch_sub(&rpc->sending, 1);
+	pthread_mutex_lock(&w->rpc->park_lock);
+	unsent_done_locked(w);
+	pthread_mutex_unlock(&w->rpc->park_lock);
 }
 
 /* Any thread: w's answer waits behind its connection's earlier ones. */
@@ -590,16 +606,11 @@ static void sent_cb(void *arg)
 	 * workers' tenants under it before the daemon frees them, and nng may still call this
 	 * afterwards. */
 	pthread_mutex_lock(&rpc->park_lock);
-	if (w->pipe)
-		count_add(&rpc->unsent, w->pipe, -1);
+	unsent_done_locked(w);
 	worker_done(w);
-	atomic_fetch_sub(&rpc->sending, 1); /* before the worker can be taken and send again */
-	w->pipe = 0;
-	w->park_next = rpc->free_workers;
-	rpc->free_workers = w;
+	worker_release_locked(w);
 	pthread_mutex_unlock(&rpc->park_lock);
-	if (atomic_load(&rpc->recv_paused))
-		gsd_wake_send(&rpc->async);
+	worker_freed(rpc);
 }
 
 /* Any thread (the loop, or the audit writer with the answers its commit waited for). */

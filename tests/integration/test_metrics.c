@@ -137,17 +137,26 @@ static uint16_t start_with_metrics(gs_testd *t)
 	return port;
 }
 
+/* start_with_metrics, then a client with a device named `name` and a context on node 0 (its
+ * default paging companion); the context. */
+static uint64_t start_with_context(gs_testd *t, uint16_t *port, gs_client **c, const char *name)
+{
+	*port = start_with_metrics(t);
+	*c = itest_connect(t, NULL);
+	itest_layout lay;
+	itest_layout_of(*c, &lay);
+	uint64_t dev;
+	assert_int_equal(gs_device_create(*c, name, &dev), 0);
+	return itest_context(*c, dev, 0, lay.paging_node);
+}
+
 static void test_metrics_follow_the_daemon(void **state)
 {
 	(void)state;
 	gs_testd t;
-	uint16_t port = start_with_metrics(&t);
-	gs_client *c = itest_connect(&t, NULL);
-	itest_layout lay;
-	itest_layout_of(c, &lay);
-	uint64_t dev;
-	assert_int_equal(gs_device_create(c, "metrics", &dev), 0);
-	uint64_t ctx = itest_context(c, dev, 0, lay.paging_node);
+	uint16_t port;
+	gs_client *c;
+	uint64_t ctx = start_with_context(&t, &port, &c, "metrics");
 	gs_dmabuf b;
 	gs_dmabuf_init(&b);
 	assert_int_equal(gs_dmabuf_nop(&b), 0);
@@ -322,13 +331,9 @@ static void test_pipelined_read_ahead(void **state)
 {
 	(void)state;
 	gs_testd t;
-	uint16_t port = start_with_metrics(&t);
-	gs_client *c = itest_connect(&t, NULL);
-	itest_layout lay;
-	itest_layout_of(c, &lay);
-	uint64_t dev;
-	assert_int_equal(gs_device_create(c, "pipelined", &dev), 0);
-	uint64_t ctx = itest_context(c, dev, 0, lay.paging_node);
+	uint16_t port;
+	gs_client *c;
+	uint64_t ctx = start_with_context(&t, &port, &c, "pipelined");
 	char *body = scrape(port);
 	assert_non_null(body);
 	double commits0 = metric(body, "gpusched_audit_commits_total");
@@ -383,13 +388,9 @@ static void test_packet_events_where_kept(void **state)
 {
 	(void)state;
 	gs_testd t;
-	uint16_t port = start_with_metrics(&t);
-	gs_client *c = itest_connect(&t, NULL);
-	itest_layout lay;
-	itest_layout_of(c, &lay);
-	uint64_t dev;
-	assert_int_equal(gs_device_create(c, "kept", &dev), 0);
-	uint64_t ctx = itest_context(c, dev, 0, lay.paging_node);
+	uint16_t port;
+	gs_client *c;
+	uint64_t ctx = start_with_context(&t, &port, &c, "kept");
 	gs_dmabuf nop, spin;
 	gs_dmabuf_init(&nop);
 	gs_dmabuf_init(&spin);
@@ -397,6 +398,10 @@ static void test_packet_events_where_kept(void **state)
 	assert_int_equal(gs_dmabuf_spin(&spin, 200000, 0), 0);
 	for (int i = 0; i < 3; i++)
 		itest_submit_wait(c, ctx, &nop, 0);
+	itest_layout lay;
+	itest_layout_of(c, &lay);
+	uint64_t dev;
+	assert_int_equal(gs_device_create(c, "doomed", &dev), 0);
 	uint64_t doomed = itest_context(c, dev, 0, lay.paging_node);
 	gs_submit_result res;
 	assert_int_equal(gs_submit(c, doomed, &spin, 0, &res), 0);
