@@ -1,4 +1,4 @@
--- gpusched audit store, schema version 8.
+-- gpusched audit store, schema version 9.
 --
 -- The daemon embeds this file in its binary and runs it, inside one transaction, every time it
 -- opens the audit file. Every statement is therefore idempotent (IF NOT EXISTS, upserts), so an
@@ -41,14 +41,22 @@
 -- the table of that name had, so every query of an older file's packet_events works unchanged.
 -- The daemon upgrades an older file when it opens it: its table packet_events is renamed
 -- packet_event_rows and the packets table gains the columns (0 and NULL: "a row event").
+-- Version 9 keeps a straight run in the row when its events are written in different commits
+-- (a packet that takes engine time: its READY and RUNNING are committed while it runs, its
+-- COMPLETED later). A READY or RUNNING kept so, the last of its packet in its commit, keeps
+-- the digest of the row it left (ready_digest, run_digest) for the hash chain. If the packet
+-- then leaves the straight run (preempted, faulted, cancelled...), its kept READY and RUNNING
+-- move to packet_event_rows with that digest and no link of their own (their links are checked
+-- through the records after them). A version 8 file gains the two columns (NULL) and the
+-- index packets_open; its rows mean what they meant.
 
-PRAGMA user_version = 8;
+PRAGMA user_version = 9;
 
 CREATE TABLE IF NOT EXISTS meta (
 	key   TEXT PRIMARY KEY NOT NULL,
 	value TEXT NOT NULL
 );
-INSERT INTO meta (key, value) VALUES ('schema_version', '8')
+INSERT INTO meta (key, value) VALUES ('schema_version', '9')
 	ON CONFLICT (key) DO UPDATE SET value = excluded.value;
 
 -- One row per packet, updated in place at every state change. The packet id is the rowid, so
@@ -82,15 +90,21 @@ CREATE TABLE IF NOT EXISTS packets (
 	-- did not happen): seq its SUBMITTED event (at submitted_ns, detail submit_detail: what
 	-- its DISPATCH commands ran), ready_seq its READY (at ready_ns, detail ready_detail: why
 	-- it waited), run_seq its RUNNING (at started_ns) and end_seq its COMPLETED (at
-	-- completed_ns). ready_seq, run_seq and end_seq are set together, by the one update that
-	-- records a packet's straight run. hash is the hash chain's link of the newest of them.
+	-- completed_ns). Each is set by the commit that records its event (version 8: READY,
+	-- RUNNING and COMPLETED in one commit only); a READY or RUNNING kept while its packet is in
+	-- flight goes back to packet_event_rows if the run does not end straight (version 9 above).
+	-- hash is the hash chain's link of the newest of them (NULL after such a move).
+	-- ready_digest and run_digest (version 9): the digest of the row that kept READY or RUNNING
+	-- left, where it was the last event of its packet in its commit (else NULL).
 	seq              INTEGER NOT NULL DEFAULT 0,
 	submit_detail    TEXT,
 	ready_seq        INTEGER NOT NULL DEFAULT 0,
 	ready_detail     TEXT,
 	run_seq          INTEGER NOT NULL DEFAULT 0,
 	end_seq          INTEGER NOT NULL DEFAULT 0,
-	hash             BLOB
+	hash             BLOB,
+	ready_digest     BLOB,
+	run_digest       BLOB
 );
 -- History is always read per tenant in submission order (submitted_ns, then the packet id for
 -- equal times), optionally narrowed to a context or state and to a time range. Every index ends
@@ -116,6 +130,11 @@ DROP INDEX IF EXISTS packets_id;
 -- grow with time, so each insert lands at the end of its index.
 CREATE INDEX IF NOT EXISTS packets_seq ON packets (seq) WHERE seq <> 0;
 CREATE INDEX IF NOT EXISTS packets_end_seq ON packets (end_seq) WHERE end_seq <> 0;
+-- Version 9: the rows that keep a READY (and perhaps a RUNNING) of a run not ended straight yet,
+-- by the READY's seq (a kept RUNNING is at most GSD_AUDIT_FOLD_SPAN past it). A row joins it
+-- while its packet runs and leaves it when the run ends, so it holds about the packets in
+-- flight.
+CREATE INDEX IF NOT EXISTS packets_open ON packets (ready_seq) WHERE ready_seq <> 0 AND end_seq = 0;
 
 -- Append-only: one row per state change of a packet that its packets row does not keep (see
 -- version 8 above), in the order the daemon saw them. The packet's tenant is in packets; the
@@ -128,23 +147,27 @@ CREATE TABLE IF NOT EXISTS packet_event_rows (
 	detail     TEXT,
 	state_digest BLOB,            -- hash chain: digest of the packets row this record left
 	                              -- (NULL where a later event of the same commit left it)
-	hash       BLOB               -- hash chain: this record's link (see the chain table)
+	hash       BLOB               -- hash chain: this record's link (see the chain table);
+	                              -- NULL for a READY or RUNNING moved here from its packets
+	                              -- row (version 9)
 );
 -- The index carries the rowid (seq), so one packet's events come out already in order.
 CREATE INDEX IF NOT EXISTS packet_events_packet ON packet_event_rows (packet);
 
 -- Every state change of every packet: the rows of packet_event_rows and the events kept in
 -- packets rows, with the columns of packet_events before version 8 (a kept event's
--- state_digest is NULL and its hash is that of the newest kept event of its packet).
+-- state_digest is its row's ready_digest or run_digest, or NULL, and its hash is the row's
+-- on the newest kept event of its packet).
 DROP VIEW IF EXISTS packet_events;
 CREATE VIEW packet_events AS
 SELECT seq, packet, state, time_ns, detail, state_digest, hash FROM packet_event_rows
 UNION ALL SELECT seq, packet, 1, submitted_ns, submit_detail, NULL,
-       CASE WHEN end_seq = 0 THEN hash END FROM packets WHERE seq <> 0
-UNION ALL SELECT ready_seq, packet, 2, ready_ns, ready_detail, NULL, NULL FROM packets
-       WHERE ready_seq <> 0
-UNION ALL SELECT run_seq, packet, 3, started_ns, NULL, NULL, NULL FROM packets
-       WHERE run_seq <> 0
+       CASE WHEN ready_seq = 0 AND run_seq = 0 AND end_seq = 0 THEN hash END FROM packets
+       WHERE seq <> 0
+UNION ALL SELECT ready_seq, packet, 2, ready_ns, ready_detail, ready_digest,
+       CASE WHEN run_seq = 0 AND end_seq = 0 THEN hash END FROM packets WHERE ready_seq <> 0
+UNION ALL SELECT run_seq, packet, 3, started_ns, NULL, run_digest,
+       CASE WHEN end_seq = 0 THEN hash END FROM packets WHERE run_seq <> 0
 UNION ALL SELECT end_seq, packet, state, completed_ns, NULL, NULL, hash FROM packets
        WHERE end_seq <> 0;
 
@@ -363,6 +386,12 @@ SELECT p.packet, p.tenant, p.context, p.adapter, p.node, p.state, p.state_name, 
                                      WHERE n.packet = e.packet AND n.seq > e.seq)
                                     - e.time_ns), 0)
                     FROM packet_event_rows e WHERE e.packet = p.packet AND e.state = 3)
+                 -- a RUNNING its row keeps, up to the event that ended it (version 9)
+                 + CASE WHEN p.run_seq <> 0
+                        THEN IFNULL((SELECT min(n.time_ns) FROM packet_event_rows n
+                                     WHERE n.packet = p.packet AND n.seq > p.run_seq)
+                                    - p.started_ns, 0)
+                        ELSE 0 END
        END AS run_ns,
        (SELECT IFNULL(sum(m.bytes), 0) FROM moves m WHERE m.for_packet = p.packet)
           AS paging_bytes

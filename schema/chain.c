@@ -410,14 +410,16 @@ static int64_t meta_int(sqlite3 *db, const char *key, int64_t dflt)
 /*
  * Feeds an event a packets row keeps (schema 8) into r as packet_events shows it, and sets
  * *state to the state it left: a SUBMITTED's is the row as submitted (packet_submitted_sql),
- * a straight run's end the row as it is, READY and RUNNING none. 1, 0 when the row is
- * missing, -1 on error.
+ * a straight run's end the row as it is; a READY's and a RUNNING's stays the one the walk
+ * read (their row's ready_digest and run_digest, schema 9: NULL for none). 1, 0 when the row
+ * is missing, -1 on error.
  */
 static int feed_kept(stmt_cache *c, int kept, uint64_t ref, gs_chain_row *r,
                      uint8_t buf[GS_CHAIN_DIGEST], const void **state, const char **table)
 {
 	*table = "packets";
-	*state = NULL;
+	if (kept == KEPT_SUBMITTED || kept == KEPT_END)
+		*state = NULL;
 	int found = feed_cached(c, kept_event_sql[kept], (int64_t)ref, r);
 	if (found != 1)
 		return found;
@@ -439,28 +441,37 @@ static int feed_kept(stmt_cache *c, int kept, uint64_t ref, gs_chain_row *r,
 	return 1;
 }
 
-/* Walks the chain in seq order: every link and every appended row. */
+/* Walks the chain in seq order: every link and every appended row. digests: the file has the
+ * columns ready_digest and run_digest (schema 9; an older file not yet upgraded by a daemon
+ * has none). */
 static int walk_chain(sqlite3 *db, gs_chain_report *out, const uint8_t base[GS_CHAIN_HASH],
-                      const gs_chain_pin *pin)
+                      const gs_chain_pin *pin, bool digests)
 {
 	sqlite3_stmt *s;
-	if (sqlite3_prepare_v2(db,
-	                       "SELECT seq, 1, packet, state_digest, hash, state = 1, 0 FROM"
-	                       " packet_event_rows WHERE seq >= ?1 UNION ALL"
-	                       " SELECT seq, 1, packet, NULL, CASE WHEN end_seq = 0 THEN hash END,"
-	                       " 1, 1 FROM packets WHERE seq <> 0 AND seq >= ?1 UNION ALL"
-	                       " SELECT ready_seq, 1, packet, NULL, NULL, 0, 2 FROM packets"
-	                       " WHERE ready_seq <> 0 AND ready_seq >= ?1 UNION ALL"
-	                       " SELECT run_seq, 1, packet, NULL, NULL, 0, 3 FROM packets"
-	                       " WHERE run_seq <> 0 AND run_seq >= ?1 UNION ALL"
-	                       " SELECT end_seq, 1, packet, NULL, hash, 0, 4 FROM packets"
-	                       " WHERE end_seq <> 0 AND end_seq >= ?1 UNION ALL"
-	                       " SELECT seq, 4, 0, NULL, hash, 0, 0 FROM errors WHERE seq >= ?1"
-	                       " UNION ALL SELECT seq, 5, 0, NULL, hash, 0, 0 FROM notes"
-	                       " WHERE seq >= ?1 UNION ALL SELECT seq, 6, allocation, NULL, hash,"
-	                       " 0, 0 FROM moves WHERE seq >= ?1 UNION ALL SELECT seq, kind, ref,"
-	                       " state, hash, 0, 0 FROM chain WHERE seq >= ?1 ORDER BY 1",
-	                       -1, &s, NULL) != SQLITE_OK)
+	char sql[2048];
+	snprintf(sql, sizeof sql,
+	         /* The row's link is its newest kept event's; a READY or
+	          * RUNNING moved out of its row has none (schema 9). */
+	         "SELECT seq, 1, packet, state_digest, hash, state = 1, 0,"
+	         " state IN (2, 3) FROM packet_event_rows WHERE seq >= ?1 UNION ALL"
+	         " SELECT seq, 1, packet, NULL, CASE WHEN ready_seq = 0 AND"
+	         " run_seq = 0 AND end_seq = 0 THEN hash END, 1, 1, 0 FROM packets"
+	         " WHERE seq <> 0 AND seq >= ?1 UNION ALL"
+	         " SELECT ready_seq, 1, packet, %s, CASE WHEN run_seq = 0"
+	         " AND end_seq = 0 THEN hash END, 0, 2, 0 FROM packets"
+	         " WHERE ready_seq <> 0 AND ready_seq >= ?1 UNION ALL"
+	         " SELECT run_seq, 1, packet, %s, CASE WHEN end_seq = 0"
+	         " THEN hash END, 0, 3, 0 FROM packets"
+	         " WHERE run_seq <> 0 AND run_seq >= ?1 UNION ALL"
+	         " SELECT end_seq, 1, packet, NULL, hash, 0, 4, 0 FROM packets"
+	         " WHERE end_seq <> 0 AND end_seq >= ?1 UNION ALL"
+	         " SELECT seq, 4, 0, NULL, hash, 0, 0, 0 FROM errors WHERE seq >= ?1"
+	         " UNION ALL SELECT seq, 5, 0, NULL, hash, 0, 0, 0 FROM notes"
+	         " WHERE seq >= ?1 UNION ALL SELECT seq, 6, allocation, NULL, hash,"
+	         " 0, 0, 0 FROM moves WHERE seq >= ?1 UNION ALL SELECT seq, kind,"
+	         " ref, state, hash, 0, 0, 0 FROM chain WHERE seq >= ?1 ORDER BY 1",
+	         digests ? "ready_digest" : "NULL", digests ? "run_digest" : "NULL");
+	if (sqlite3_prepare_v2(db, sql, -1, &s, NULL) != SQLITE_OK)
 		return -1;
 	sqlite3_bind_int64(s, 1, (int64_t)out->first_seq);
 	stmt_cache cache = {.db = db};
@@ -481,7 +492,8 @@ static int walk_chain(sqlite3 *db, gs_chain_report *out, const uint8_t base[GS_C
 		int kept = sqlite3_column_int(s, 6);
 		if (kept < KEPT_NONE || kept > KEPT_END)
 			kept = KEPT_NONE;
-		if (!hash && !kept) {
+		bool moved = sqlite3_column_int(s, 7) != 0; /* may have no link: see above */
+		if (!hash && !kept && !moved) {
 			const char *t = kind == GS_CHAIN_PACKET  ? "packet_event_rows"
 			                : kind == GS_CHAIN_ERROR ? "errors"
 			                : kind == GS_CHAIN_NOTE  ? "notes"
@@ -1047,7 +1059,9 @@ int gs_chain_verify_pinned(sqlite3 *db, const gs_chain_pin *pin, gs_chain_report
 	        {"allocations", "allocation", GS_CHAIN_ALLOCATION, "3", "chain_start_allocation"},
 	        {"tenants", "id", GS_CHAIN_TENANT, "8, 9", NULL},
 	};
-	bool failed = walk_chain(db, out, base, pin) != 0 || (out->ok && check_head(db, out) != 0);
+	bool digests = version >= 9;
+	bool failed = walk_chain(db, out, base, pin, digests) != 0 ||
+	              (out->ok && check_head(db, out) != 0);
 	if (!failed && out->ok)
 		check_head_seq(db, out);
 	if (!failed && out->ok && pin)
@@ -1058,7 +1072,7 @@ int gs_chain_verify_pinned(sqlite3 *db, const gs_chain_pin *pin, gs_chain_report
 	         (out->ok && check_packet_ids(db, out) != 0);
 	for (size_t i = 0; !failed && i < sizeof updated / sizeof updated[0]; i++) {
 		/* Kinds as literals, so the partial index chain_objects_v5 serves the lookup. */
-		char last[512];
+		char last[768];
 		if (updated[i].kind == GS_CHAIN_PACKET)
 			snprintf(
 			        last, sizeof last,
@@ -1067,12 +1081,17 @@ int gs_chain_verify_pinned(sqlite3 *db, const gs_chain_pin *pin, gs_chain_report
 			        " UNION ALL SELECT seq, NULL, %d FROM packets WHERE packet = ?1 AND"
 			        " seq <> 0 UNION ALL SELECT end_seq, NULL, %d FROM packets WHERE"
 			        " packet = ?1 AND end_seq <> 0"
+			        /* A kept READY or RUNNING (schema 9): the state its row keeps. */
+			        " UNION ALL SELECT ready_seq, %s, 1 FROM packets WHERE"
+			        " packet = ?1 AND ready_seq <> 0 UNION ALL SELECT run_seq,"
+			        " %s, 1 FROM packets WHERE packet = ?1 AND run_seq <> 0"
 			        /* An anchor stands for records up to the base: newer than a
 			         * kept SUBMITTED its row still holds (the anchored event
 			         * followed it). */
 			        " UNION ALL SELECT %llu, state, kind FROM chain_base_objects WHERE"
 			        " kind = %d AND ref = ?1 ORDER BY 1 DESC LIMIT 1",
 			        LAST_KEPT_SUBMITTED, LAST_KEPT_END,
+			        digests ? "ready_digest" : "NULL", digests ? "run_digest" : "NULL",
 			        (unsigned long long)out->base_seq, (int)updated[i].kind);
 		else
 			snprintf(

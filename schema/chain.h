@@ -24,8 +24,12 @@
  * read from the packets row, a SUBMITTED's followed by its allocation list. Their states: a
  * kept SUBMITTED's is the row as submitted (the row's columns with state SUBMITTED, patch flags
  * 0, no times but submitted_ns, no counts, no result, the Resubmission flag clear), a kept
- * COMPLETED's the row as it is, READY and RUNNING none. The row keeps only its newest link
- * (packets.hash): a kept event before it is checked through the links after it.
+ * COMPLETED's the row as it is, a kept READY's and RUNNING's the row's ready_digest and
+ * run_digest (schema 9: set where it was the last event of its packet in its commit, else NULL
+ * for none). The row keeps only its newest link (packets.hash): a kept event before it is
+ * checked through the links after it. A kept READY or RUNNING whose packet then leaves the
+ * straight run moves to packet_event_rows unchanged (its digest as state_digest) with no link
+ * of its own (hash NULL), so its link is checked the same way.
  *
  * This is chain format 2 (schema 4). Format 1 (schema 3) had 32-byte links and a state digest
  * on every packet event; a file upgraded from it restarts the chain after the last format-1
@@ -64,7 +68,7 @@
 #define GS_CHAIN_HASH 16 /* bytes of a link */
 /* The newest schema version (meta.schema_version) whose records the verifier knows where to
  * find: schema/audit.sql's. A newer file is refused, not misread. */
-#define GS_AUDIT_SCHEMA_KNOWN 8
+#define GS_AUDIT_SCHEMA_KNOWN 9
 #define GS_CHAIN_FORMAT       2  /* meta.chain_format */
 #define GS_CHAIN_DIGEST       16 /* bytes of a row digest */
 

@@ -80,9 +80,9 @@ _Static_assert(GSD_AUDIT_SCHEMA_VERSION == GS_AUDIT_SCHEMA_KNOWN,
  * the path of its acknowledgement (bench_batch, alternated with 512: 32,000-34,000 -> 34,000-
  * 45,000 packets/s). Unbatched clients queue far fewer between two acknowledged commits (17-20
  * records a commit at 8 clients), so they are not changed by it (64 clients: 89-100 against
- * 92-101 us of daemon CPU a request). The cost: a wake in the middle of a batch's records can
- * split a packet's straight run over two commits (its events then go as rows): 200 batches of
- * 64 engine NOPs wrote 702 event rows against 637 with 512 (12,801 packets).
+ * 92-101 us of daemon CPU a request). A wake in the middle of a batch's records splits some
+ * packets' straight runs over two commits, which schema 9 keeps in their rows all the same
+ * (schema 8 wrote them as rows: 702 event rows against 637 with 512, for 12,801 engine NOPs).
  */
 #define LINGER_MAX 128
 /*
@@ -139,9 +139,12 @@ struct node {
 	bool fresh;      /* a SUBMITTED record of its packet is this one or earlier in its batch */
 	bool no_keep;    /* its event is a row of packet_event_rows whatever (write_batch) */
 	/* Where its event is kept (schema 8): FOLD_NONE a row of packet_event_rows, else a
-	 * column of its packets row (see fold_straight_run). */
+	 * column of its packets row (see mark_straight_run). */
 	enum { FOLD_NONE, FOLD_SUBMITTED, FOLD_READY, FOLD_RUN, FOLD_END } fold;
-	struct node *fold_ready, *fold_run; /* FOLD_END: the READY and RUNNING it keeps */
+	/* A kept RUNNING or COMPLETED: the READY and RUNNING of its run in this batch (NULL:
+	 * kept by an earlier commit) */
+	struct node *fold_ready, *fold_run;
+	uint8_t link[GS_CHAIN_HASH]; /* a kept READY or RUNNING before its run's last: its link */
 	uint64_t time_ns;
 	uint64_t seq; /* the audit sequence number of the row it appends; 0 = appends none */
 	gsd_audit_ack_fn ack;
@@ -180,8 +183,10 @@ enum stmt_id {
 	ST_ROLLBACK,
 	ST_PACKET,
 	ST_PACKET_NEW,
-	ST_PACKET_END,
+	ST_PACKET_KEEP,
 	ST_PACKET_STATE,
+	ST_UNFOLD_MOVE,
+	ST_UNFOLD_CLEAR,
 	ST_EVENT,
 	ST_CONTEXT,
 	ST_ALLOCATION,
@@ -205,7 +210,8 @@ enum stmt_id {
 #define MAX_SEQ_SQL                                                                                \
 	"(SELECT IFNULL(max(m), 0) FROM (SELECT max(seq) AS m FROM packet_event_rows UNION ALL"    \
 	" SELECT max(seq) FROM packets WHERE seq <> 0 UNION ALL SELECT max(end_seq) FROM packets"  \
-	" WHERE end_seq <> 0 UNION ALL"                                                            \
+	" WHERE end_seq <> 0 UNION ALL SELECT max(max(ready_seq, run_seq)) FROM packets"           \
+	" WHERE ready_seq <> 0 AND end_seq = 0 UNION ALL"                                          \
 	" SELECT max(seq) FROM moves UNION ALL SELECT max(seq) FROM errors UNION ALL"              \
 	" SELECT max(seq) FROM notes UNION ALL SELECT max(seq) FROM chain))"
 
@@ -230,25 +236,39 @@ static const char *const stmt_sql[ST_COUNT] = {
                       " WHERE packets.tenant = excluded.tenant",
         /* A packet row that keeps events (schema 8): its SUBMITTED event, and its READY,
          * RUNNING and COMPLETED when they were written with it. Binds as ST_PACKET, then
-         * seq, submit_detail, ready_seq, ready_detail, run_seq, end_seq and hash. Only where
-         * no row of the packet exists (checked first). */
+         * seq, submit_detail, ready_seq, ready_detail, run_seq, end_seq, hash, ready_digest
+         * and run_digest. Only where no row of the packet exists (checked first). */
         [ST_PACKET_NEW] = "INSERT INTO packets (packet, tenant, device, context, adapter, node,"
                           " fence, submit_flags, patch_flags, dma_size, allocation_count,"
                           " patch_count, state, state_name, submitted_ns, ready_ns, started_ns,"
                           " completed_ns, preemptions, resubmissions, result, id, seq,"
-                          " submit_detail, ready_seq, ready_detail, run_seq, end_seq, hash)"
+                          " submit_detail, ready_seq, ready_detail, run_seq, end_seq, hash,"
+                          " ready_digest, run_digest)"
                           " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14,"
                           " ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27,"
-                          " ?28, ?29)",
-        /* A straight run's end written into the packet's existing row (checked first): the
-         * state columns, and the READY, RUNNING and COMPLETED events it keeps. Binds as
-         * ST_PACKET_NEW (?22 to ?24 unused). */
-        [ST_PACKET_END] = "UPDATE packets SET fence = ?7, submit_flags = ?8, patch_flags = ?9,"
-                          " dma_size = ?10, allocation_count = ?11, patch_count = ?12,"
-                          " state = ?13, state_name = ?14, ready_ns = ?16, started_ns = ?17,"
-                          " completed_ns = ?18, preemptions = ?19, resubmissions = ?20,"
-                          " result = ?21, ready_seq = ?25, ready_detail = ?26, run_seq = ?27,"
-                          " end_seq = ?28, hash = ?29 WHERE packet = ?1 AND tenant IS ?2",
+                          " ?28, ?29, ?30, ?31)",
+        /* Events of a straight run written into the packet's existing row (schema 9: a
+         * READY, RUNNING or COMPLETED whose earlier events of the run an earlier commit kept
+         * there): the state columns, the events of this batch (?25 and ?27 0: kept already,
+         * ?28 0: no end yet), its link and the digests. Binds as ST_PACKET_NEW (?22 to ?24
+         * unused). It changes nothing (write_batch then writes the packet's records as rows)
+         * unless the row goes on the run: a READY on none kept, a RUNNING or COMPLETED on
+         * the kept READY (and RUNNING) with their times unchanged and at most
+         * GSD_AUDIT_FOLD_SPAN seqs back (history.c relies on it). */
+        [ST_PACKET_KEEP] = "UPDATE packets SET fence = ?7, submit_flags = ?8, patch_flags = ?9,"
+                           " dma_size = ?10, allocation_count = ?11, patch_count = ?12,"
+                           " state = ?13, state_name = ?14, ready_ns = ?16, started_ns = ?17,"
+                           " completed_ns = ?18, preemptions = ?19, resubmissions = ?20,"
+                           " result = ?21, ready_seq = IIF(?25 <> 0, ?25, ready_seq),"
+                           " ready_detail = IIF(?25 <> 0, ?26, ready_detail),"
+                           " ready_digest = IIF(?25 <> 0, ?30, ready_digest),"
+                           " run_seq = IIF(?27 <> 0, ?27, run_seq),"
+                           " run_digest = IIF(?27 <> 0, ?31, run_digest), end_seq = ?28,"
+                           " hash = ?29 WHERE packet = ?1 AND tenant IS ?2 AND end_seq = 0"
+                           " AND IIF(?25 <> 0, ready_seq = 0 AND run_seq = 0, ready_seq <> 0"
+                           " AND ready_ns = ?16 AND max(?27, ?28) - ready_seq <= ?32)"
+                           " AND IIF(?27 <> 0, run_seq = 0, ?28 = 0 OR (run_seq <> 0 AND"
+                           " started_ns = ?17))",
         /* A later record of a packet whose row is there: the same columns as ST_PACKET's
          * DO UPDATE but submitted_ns, which is in all three indexes and never changes, so that
          * only the state index is rewritten. Binds as ST_PACKET; no row changed (another
@@ -259,6 +279,19 @@ static const char *const stmt_sql[ST_COUNT] = {
                             " completed_ns = ?18, preemptions = ?19, resubmissions = ?20,"
                             " result = ?21 WHERE packet = ?1 AND tenant = ?2"
                             " AND submitted_ns = ?15",
+        /* A packet leaves its straight run (schema 9): the READY and RUNNING its row kept
+         * become rows, as they were, with no link of their own (schema/chain.h). */
+        [ST_UNFOLD_MOVE] = "INSERT INTO packet_event_rows (seq, packet, state, time_ns, detail,"
+                           " state_digest, hash) SELECT ready_seq, packet, 2, ready_ns,"
+                           " ready_detail, ready_digest, NULL FROM packets WHERE packet = ?1"
+                           " AND tenant IS ?2 AND end_seq = 0 AND ready_seq <> 0 UNION ALL"
+                           " SELECT run_seq, packet, 3, started_ns, NULL, run_digest, NULL"
+                           " FROM packets WHERE packet = ?1 AND tenant IS ?2 AND end_seq = 0"
+                           " AND run_seq <> 0",
+        [ST_UNFOLD_CLEAR] = "UPDATE packets SET ready_seq = 0, ready_detail = NULL,"
+                            " ready_digest = NULL, run_seq = 0, run_digest = NULL, hash = NULL"
+                            " WHERE packet = ?1 AND tenant IS ?2 AND end_seq = 0 AND"
+                            " ready_seq <> 0",
         [ST_EVENT] = "INSERT INTO packet_event_rows (packet, state, time_ns, detail, seq,"
                      " state_digest, hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
         [ST_CONTEXT] = "INSERT INTO contexts (context, tenant, device, adapter, node, flags,"
@@ -365,6 +398,9 @@ struct gsd_audit {
 		 * the row written later in the batch keeps its seq, detail and link. */
 		const struct node *sub;
 		uint8_t sub_hash[GS_CHAIN_HASH];
+		/* The straight run of this batch (mark_straight_run): its kept READY, RUNNING and
+		 * COMPLETED, NULL for none */
+		struct node *run_ready, *run_run, *run_end;
 	} * latest;
 	size_t latest_cap; /* power of two, at least twice max_batch */
 	uint64_t batch_seq;
@@ -727,21 +763,43 @@ static bool submission_form(const struct node *n)
 	       (n->nulls & NULL_TEXT1) && event_time(n) == r->submitted_ns && r->submitted_ns;
 }
 
-/* Binds the events a row keeps (parameters 23 to 29 of ST_PACKET_NEW and ST_PACKET_END). */
-static void bind_kept(sqlite3_stmt *s, const struct node *sub, const struct node *end,
-                      const uint8_t *hash, bool chain_off)
+static void bind_digest(sqlite3_stmt *s, int idx, const uint8_t *d, size_t len)
 {
-	const struct node *r = end ? end->fold_ready : NULL, *u = end ? end->fold_run : NULL;
+	if (d)
+		sqlite3_bind_blob(s, idx, d, (int)len, SQLITE_TRANSIENT);
+	else
+		sqlite3_bind_null(s, idx);
+}
+
+/* The READY, RUNNING and COMPLETED of a straight run that its last kept record `last` of this
+ * batch writes (NULL: none, or kept by an earlier commit). */
+static void run_of(const struct node *last, const struct node **r, const struct node **u,
+                   const struct node **e)
+{
+	*r = !last ? NULL : last->fold == FOLD_READY ? last : last->fold_ready;
+	*u = !last ? NULL : last->fold == FOLD_RUN ? last : last->fold_run;
+	*e = last && last->fold == FOLD_END ? last : NULL;
+}
+
+/* Binds the events a row keeps (parameters 23 to 32 of ST_PACKET_NEW and ST_PACKET_KEEP):
+ * sub a SUBMITTED, last the newest kept READY, RUNNING or COMPLETED of this batch, whose
+ * state digest goes with it (a READY's or RUNNING's into its column). */
+static void bind_kept(sqlite3_stmt *s, const struct node *sub, const struct node *last,
+                      const uint8_t *hash, const uint8_t *state, bool chain_off)
+{
+	const struct node *r, *u, *e;
+	run_of(last, &r, &u, &e);
 	gsd_audit_bind_u64(s, 23, sub ? sub->seq : 0);
 	bind_str(s, 24, sub ? sub->text2 : NULL, !sub || (sub->nulls & NULL_TEXT2));
 	gsd_audit_bind_u64(s, 25, r ? r->seq : 0);
 	bind_str(s, 26, r ? r->text2 : NULL, !r || (r->nulls & NULL_TEXT2));
 	gsd_audit_bind_u64(s, 27, u ? u->seq : 0);
-	gsd_audit_bind_u64(s, 28, end ? end->seq : 0);
-	if (hash && !chain_off)
-		sqlite3_bind_blob(s, 29, hash, GS_CHAIN_HASH, SQLITE_TRANSIENT);
-	else
-		sqlite3_bind_null(s, 29);
+	gsd_audit_bind_u64(s, 28, e ? e->seq : 0);
+	bind_digest(s, 29, chain_off ? NULL : hash, GS_CHAIN_HASH);
+	bind_digest(s, 30, r && r == last && !chain_off ? state : NULL, GS_CHAIN_DIGEST);
+	bind_digest(s, 31, u && u == last && !chain_off ? state : NULL, GS_CHAIN_DIGEST);
+	if (sqlite3_bind_parameter_count(s) >= 32)
+		sqlite3_bind_int64(s, 32, GSD_AUDIT_FOLD_SPAN);
 }
 
 /* Binds n's packets row to s (NULL: none) and feeds its columns to d (NULL: not chained);
@@ -760,14 +818,14 @@ static void put_packet_row(gsd_audit *a, sqlite3_stmt *s, const struct node *n, 
 
 /*
  * Writes the packets row bound to s (put_packet_row) with the events it keeps: a new row
- * (ST_PACKET_NEW) or a straight run's end in the existing one (ST_PACKET_END). A row already
- * there to insert, or none (of n's tenant) to update, is SQLITE_CONSTRAINT: write_batch then
- * writes the packet's records as rows (leaves_kept_links).
+ * (ST_PACKET_NEW) or a straight run's events in the existing one (ST_PACKET_KEEP). A row
+ * already there to insert, or none (of n's tenant, going on the run) to update, is
+ * SQLITE_CONSTRAINT.
  */
 static int write_kept_row(gsd_audit *a, sqlite3_stmt *s, const struct node *sub,
-                          const struct node *end, const uint8_t *hash)
+                          const struct node *last, const uint8_t *hash, const uint8_t *state)
 {
-	bind_kept(s, sub, end, hash, a->chain_off);
+	bind_kept(s, sub, last, hash, state, a->chain_off);
 	int rc = step_reset(s);
 	if (rc == SQLITE_OK && sqlite3_changes(a->db) != 1)
 		rc = SQLITE_CONSTRAINT;
@@ -791,7 +849,7 @@ static int write_submitted_kept(gsd_audit *a, const struct node *n, chain_out *c
 		PUT_ROW(NULL, dp, CI(l->packet), CI(i), CI(l->allocations[i]), CI(l->write[i]));
 	link_kept_end(dp, co, dp ? state : NULL);
 	/* Its row first, where it writes it: a row it cannot write leaves no list behind. */
-	int rc = s ? write_kept_row(a, s, n, NULL, co->hash) : SQLITE_OK;
+	int rc = s ? write_kept_row(a, s, n, NULL, co->hash, NULL) : SQLITE_OK;
 	for (size_t i = 0; rc == SQLITE_OK && i < l->n; i++) {
 		sqlite3_stmt *ps = a->st[ST_PACKET_ALLOC];
 		PUT_ROW(ps, NULL, CI(l->packet), CI(i), CI(l->allocations[i]), CI(l->write[i]));
@@ -805,24 +863,102 @@ static int write_submitted_kept(gsd_audit *a, const struct node *n, chain_out *c
 	return SQLITE_OK;
 }
 
-/* The READY, RUNNING and COMPLETED of a straight run, kept in the packet's row, which the
- * COMPLETED writes: new in this batch (with its SUBMITTED when that is kept), or there. */
+/*
+ * A packet leaves its straight run, or its row does not go on with it (schema 9): the READY
+ * and RUNNING an earlier commit kept in its row become rows of packet_event_rows before the
+ * row changes. Counts them as rows; an SQLite status.
+ */
+static int unfold(gsd_audit *a, const struct node *n)
+{
+	sqlite3_stmt *s = a->st[ST_UNFOLD_MOVE];
+	gsd_audit_bind_u64(s, 1, n->u.packet.packet);
+	bind_str(s, 2, n->tenant, n->nulls & NULL_TENANT);
+	int rc = step_reset(s);
+	if (rc != SQLITE_OK || sqlite3_changes(a->db) == 0)
+		return rc;
+	a->batch_rows += (uint64_t)sqlite3_changes(a->db);
+	s = a->st[ST_UNFOLD_CLEAR];
+	gsd_audit_bind_u64(s, 1, n->u.packet.packet);
+	bind_str(s, 2, n->tenant, n->nulls & NULL_TENANT);
+	return step_reset(s);
+}
+
+/* An event linked as kept, written as a row of packet_event_rows with that link (and the state
+ * digest it covered, NULL: none). */
+static int kept_as_row(gsd_audit *a, const struct node *n, const uint8_t *state,
+                       const uint8_t *hash)
+{
+	sqlite3_stmt *s = a->st[ST_EVENT];
+	const gsd_packet_rec *r = &n->u.packet;
+	PUT_ROW(s, NULL, CI(r->packet), CI(r->state), CI(event_time(n)),
+	        CS(n->text2, n->nulls & NULL_TEXT2), CI(n->seq));
+	bind_digest(s, 6, a->chain_off ? NULL : state, GS_CHAIN_DIGEST);
+	bind_digest(s, 7, a->chain_off ? NULL : hash, GS_CHAIN_HASH);
+	int rc = step_reset(s);
+	a->batch_rows += rc == SQLITE_OK;
+	return rc;
+}
+
+/*
+ * The packet's row did not go on the run its last kept record n of this batch wrote (its
+ * kept events of earlier commits are not the ones n's run needs: a time changed, as a GPU's
+ * own start does, or there are none): the run's events of this batch become rows with the
+ * links they have, which cover the same events, after the ones the row kept; then the row
+ * changes as for any other event. A row that is not there (or another tenant's) is
+ * SQLITE_CONSTRAINT (write_batch writes the batch again with the packet's records as rows).
+ */
+static int kept_run_as_rows(gsd_audit *a, const struct node *n, const chain_out *co,
+                            const uint8_t *state)
+{
+	int rc = unfold(a, n);
+	const struct node *run[2] = {n->fold_ready, n->fold_run};
+	for (size_t i = 0; rc == SQLITE_OK && i < 2; i++)
+		if (run[i] && run[i] != n)
+			rc = kept_as_row(a, run[i], NULL, run[i]->link);
+	if (rc == SQLITE_OK)
+		rc = kept_as_row(a, n, state, co->hash);
+	if (rc != SQLITE_OK)
+		return rc;
+	sqlite3_stmt *s = a->st[ST_PACKET_STATE];
+	put_packet_row(a, s, n, NULL, false);
+	rc = step_reset(s);
+	if (rc == SQLITE_OK && sqlite3_changes(a->db) != 1)
+		rc = SQLITE_CONSTRAINT;
+	return rc;
+}
+
+/*
+ * The READY, RUNNING and COMPLETED of a straight run, kept in the packet's row, which the
+ * last of them in this batch writes (its state is the state its link covers): new in this
+ * batch (with its SUBMITTED when that is kept), or there. The others are linked only.
+ * Counts what it keeps.
+ */
 static int write_folded(gsd_audit *a, const struct node *n, chain_out *co)
 {
 	const gsd_packet_rec *r = &n->u.packet;
-	if (n->fold != FOLD_END) {
+	if (n->superseded) {
 		link_kept_end(link_kept(a, n, co, r->state, event_time(n), detail_of(n)), co, NULL);
+		memcpy(((struct node *)n)->link, co->hash, GS_CHAIN_HASH);
+		a->batch_kept++;
 		return SQLITE_OK;
 	}
-	/* The row as it ends is the state its link covers. */
-	uint8_t state[GS_CHAIN_DIGEST];
+	uint8_t state[GS_CHAIN_DIGEST] = {0};
 	gs_chain_row d, *dp = chain_begin(a, &d, GS_CHAIN_PACKET);
-	sqlite3_stmt *s = a->st[n->fresh ? ST_PACKET_NEW : ST_PACKET_END];
+	sqlite3_stmt *s = a->st[n->fresh ? ST_PACKET_NEW : ST_PACKET_KEEP];
 	put_packet_row(a, s, n, dp, true);
 	chain_end(dp, state);
-	link_kept_end(link_kept(a, n, co, r->state, event_time(n), NULL), co,
+	link_kept_end(link_kept(a, n, co, r->state, event_time(n), detail_of(n)), co,
 	              a->chain_off ? NULL : state);
-	return write_kept_row(a, s, n->fresh ? slot_of(a, n)->sub : NULL, n, co->hash);
+	int rc = write_kept_row(a, s, n->fresh ? slot_of(a, n)->sub : NULL, n, co->hash, state);
+	if (rc == SQLITE_OK) {
+		a->batch_kept++;
+		return rc;
+	}
+	if (rc != SQLITE_CONSTRAINT || n->fresh)
+		return rc;
+	/* Its run's events of this batch were counted as kept. */
+	a->batch_kept -= (n->fold_ready != NULL) + (n->fold_run != NULL);
+	return kept_run_as_rows(a, n, co, state);
 }
 
 static int write_packet(gsd_audit *a, const struct node *n, chain_out *co)
@@ -832,11 +968,8 @@ static int write_packet(gsd_audit *a, const struct node *n, chain_out *co)
 	gs_chain_row d, *dp;
 	int rc;
 
-	if (n->fold != FOLD_NONE) {
-		rc = write_folded(a, n, co);
-		a->batch_kept += rc == SQLITE_OK;
-		return rc;
-	}
+	if (n->fold != FOLD_NONE)
+		return write_folded(a, n, co);
 	if (!n->no_keep && submission_form(n)) {
 		((struct node *)n)->fold = FOLD_SUBMITTED;
 		rc = write_submitted_kept(a, n, co);
@@ -844,6 +977,9 @@ static int write_packet(gsd_audit *a, const struct node *n, chain_out *co)
 		return rc;
 	}
 
+	/* A READY or RUNNING an earlier commit kept in the row goes to the rows first. */
+	if (!n->fresh && (rc = unfold(a, n)) != SQLITE_OK)
+		return rc;
 	/* Only the last record of the packet in this batch writes the row and keeps its digest:
 	 * the row is that state after the commit (schema/chain.h). The others bind nothing. */
 	bool foreign = false;
@@ -855,7 +991,7 @@ static int write_packet(gsd_audit *a, const struct node *n, chain_out *co)
 		put_packet_row(a, s, n, dp, true);
 		chain_end(dp, co->state);
 		co->has_state = dp != NULL;
-		rc = write_kept_row(a, s, sub, NULL, slot_of(a, n)->sub_hash);
+		rc = write_kept_row(a, s, sub, NULL, slot_of(a, n)->sub_hash, NULL);
 	} else if (!n->superseded) {
 		/* A packet submitted in this batch makes its row; a later record updates it in
 		 * place (and falls back to the upsert when that finds nothing to update). */
@@ -1158,12 +1294,15 @@ static int base_objects_digest(sqlite3 *db, char hex[2 * GS_CHAIN_HASH + 1])
 static int linked_record(gsd_audit *a, int64_t lo, int64_t hi, bool newest, int64_t *seq,
                          char hex[2 * GS_CHAIN_HASH + 1])
 {
-	char sql[1024];
+	char sql[1536];
 	snprintf(sql, sizeof sql,
 	         "SELECT seq, hash FROM (SELECT seq, hash FROM packet_event_rows WHERE seq > ?1"
 	         " AND seq <= ?2 UNION ALL SELECT end_seq AS seq, hash FROM packets WHERE end_seq"
 	         " <> 0 AND end_seq > ?1 AND end_seq <= ?2 UNION ALL SELECT seq, hash FROM packets"
-	         " WHERE seq <> 0 AND seq > ?1 AND seq <= ?2 AND end_seq = 0 AND hash IS NOT NULL"
+	         " WHERE seq <> 0 AND seq > ?1 AND seq <= ?2 AND end_seq = 0 AND ready_seq = 0 AND"
+	         " run_seq = 0 AND hash IS NOT NULL UNION ALL SELECT max(ready_seq, run_seq), hash"
+	         " FROM packets WHERE ready_seq <> 0 AND end_seq = 0 AND max(ready_seq, run_seq) >"
+	         " ?1 AND max(ready_seq, run_seq) <= ?2 AND hash IS NOT NULL"
 	         " UNION ALL SELECT seq, hash FROM moves WHERE seq > ?1 AND seq <= ?2 UNION ALL"
 	         " SELECT seq, hash FROM errors WHERE seq > ?1 AND seq <= ?2 UNION ALL SELECT seq,"
 	         " hash FROM notes WHERE seq > ?1 AND seq <= ?2 UNION ALL SELECT seq, hash FROM"
@@ -1250,14 +1389,15 @@ static int prune_step(gsd_audit *a)
 	        " SELECT 1, p.packet, e.state_digest FROM packets p JOIN packet_event_rows e"
 	        " ON e.seq = (SELECT max(seq) FROM packet_event_rows WHERE packet = p.packet)"
 	        " WHERE p.packet <= ?2 AND e.seq <= ?1 AND p.state NOT IN (4, 5, 6, 9, 10)"
-	        " AND e.state_digest IS NOT NULL AND e.seq > p.seq",
+	        " AND e.state_digest IS NOT NULL AND e.seq > p.seq AND e.seq > p.ready_seq"
+	        " AND e.seq > p.run_seq",
 	        "DELETE FROM packet_allocations WHERE packet IN (SELECT p.packet FROM packets p"
 	        " WHERE p.packet <= ?2 AND p.state IN (4, 5, 6, 9, 10) AND max(IFNULL((SELECT"
-	        " max(seq) FROM packet_event_rows WHERE packet = p.packet), 0), p.seq, p.end_seq)"
-	        " <= ?1)",
+	        " max(seq) FROM packet_event_rows WHERE packet = p.packet), 0), p.seq, p.end_seq,"
+	        " p.ready_seq, p.run_seq) <= ?1)",
 	        "DELETE FROM packets WHERE packet <= ?2 AND state IN (4, 5, 6, 9, 10) AND"
 	        " max(IFNULL((SELECT max(seq) FROM packet_event_rows WHERE packet ="
-	        " packets.packet), 0), seq, end_seq) <= ?1",
+	        " packets.packet), 0), seq, end_seq, ready_seq, run_seq) <= ?1",
 	        /* Contexts and allocations whose last record goes: destroyed ones go, the live
 	         * ones become base objects. */
 	        "INSERT OR REPLACE INTO chain_base_objects (kind, ref, state)"
@@ -1334,26 +1474,64 @@ static bool same_owner(const struct node *x, const struct node *y)
 
 /*
  * A straight run (schema 8): the first READY, the RUNNING and the COMPLETED of a packet, one
- * after the other in one batch, with nothing else of the packet between them and nothing to
- * say on the RUNNING and COMPLETED (the READY's reasons are kept as its detail). Their events
- * go into the packet's row with its end, instead of three rows of packet_event_rows: the row
- * has their times (ready_ns, started_ns, completed_ns: each record's own event time, which
- * must be that column) and seqs. The seqs are at most GSD_AUDIT_FOLD_SPAN apart, which the
- * readers of a seq range rely on.
+ * after the other with nothing else of the packet between them and nothing to say on the
+ * RUNNING and COMPLETED (the READY's reasons are kept as its detail). Their events go into the
+ * packet's row instead of rows of packet_event_rows: the row has their times (ready_ns,
+ * started_ns, completed_ns: each record's own event time, which must be that column) and
+ * seqs. Since schema 9 the run may span commits: each commit keeps the events of the run it
+ * has, and ST_PACKET_KEEP checks that the row holds the rest as this batch's records see them.
+ * The seqs are at most GSD_AUDIT_FOLD_SPAN apart, which the readers of a seq range rely on.
  */
-static bool fold_straight_run(const struct node *ready, const struct node *run,
-                              const struct node *end)
+static bool keeps_event(const struct node *n, int state, uint64_t col_ns, bool detail_ok)
 {
-	const gsd_packet_rec *r = &ready->u.packet, *u = &run->u.packet, *e = &end->u.packet;
-	return r->state == GPUSCHED__V1__PACKET_STATE__PACKET_STATE_READY &&
-	       u->state == GPUSCHED__V1__PACKET_STATE__PACKET_STATE_RUNNING &&
-	       e->state == GPUSCHED__V1__PACKET_STATE__PACKET_STATE_COMPLETED &&
-	       !r->resubmissions && !r->preemptions && !e->resubmissions && !e->preemptions &&
-	       (run->nulls & NULL_TEXT2) && (end->nulls & NULL_TEXT2) && r->event_ns &&
-	       r->event_ns == e->ready_ns && u->event_ns && u->event_ns == e->started_ns &&
-	       e->event_ns && e->event_ns == e->completed_ns && ready->seq < run->seq &&
-	       run->seq < end->seq && end->seq - ready->seq <= GSD_AUDIT_FOLD_SPAN &&
-	       !ready->palloc.n && !run->palloc.n && !end->palloc.n;
+	const gsd_packet_rec *r = &n->u.packet;
+	return !n->no_keep && r->state == state && !r->resubmissions && !r->preemptions &&
+	       (detail_ok || (n->nulls & NULL_TEXT2)) && r->event_ns && r->event_ns == col_ns &&
+	       !n->palloc.n;
+}
+
+/* Marks n (a packet record, prev the one of its packet before it in this batch, l their slot)
+ * kept when it goes on its packet's straight run, and unmarks the run of this batch when it
+ * does not. */
+static void mark_straight_run(struct latest_slot *l, struct node *n, const struct node *prev)
+{
+	const gsd_packet_rec *e = &n->u.packet;
+	struct node *kr = l->run_ready, *ku = l->run_run, *ke = l->run_end;
+	if (keeps_event(n, GPUSCHED__V1__PACKET_STATE__PACKET_STATE_READY, e->ready_ns, true) &&
+	    !kr && !ke) {
+		n->fold = FOLD_READY;
+		l->run_ready = n;
+		return;
+	}
+	/* It follows the run's last event of this batch, or begins the batch (the row holds
+	 * the run before it: ST_PACKET_KEEP checks). */
+	bool after_ready = kr && !ku && prev == kr, first = !prev && !ke;
+	if (keeps_event(n, GPUSCHED__V1__PACKET_STATE__PACKET_STATE_RUNNING, e->started_ns,
+	                false) &&
+	    (after_ready || first) && (!kr || kr->u.packet.event_ns == e->ready_ns) &&
+	    (!kr || n->seq - kr->seq <= GSD_AUDIT_FOLD_SPAN)) {
+		n->fold = FOLD_RUN;
+		n->fold_ready = kr;
+		l->run_run = n;
+		return;
+	}
+	if (keeps_event(n, GPUSCHED__V1__PACKET_STATE__PACKET_STATE_COMPLETED, e->completed_ns,
+	                false) &&
+	    ((ku && prev == ku) || first) && (!kr || kr->u.packet.event_ns == e->ready_ns) &&
+	    (!ku || ku->u.packet.event_ns == e->started_ns) &&
+	    (!kr || n->seq - kr->seq <= GSD_AUDIT_FOLD_SPAN)) {
+		n->fold = FOLD_END;
+		n->fold_ready = kr;
+		n->fold_run = ku;
+		l->run_end = n;
+		return;
+	}
+	/* Not on the run (or after its end): the run's events of this batch are rows after all. */
+	struct node *run[] = {kr, ku, ke};
+	for (size_t i = 0; i < 3; i++)
+		if (run[i])
+			run[i]->fold = FOLD_NONE;
+	l->run_ready = l->run_run = l->run_end = NULL;
 }
 
 /*
@@ -1371,22 +1549,18 @@ static void mark_superseded(gsd_audit *a, struct node *first)
 		n->fresh = n->u.packet.state == GPUSCHED__V1__PACKET_STATE__PACKET_STATE_SUBMITTED;
 		n->fold = FOLD_NONE;
 		n->fold_ready = n->fold_run = NULL;
-		struct node *prev = NULL, *prev2 = NULL;
+		struct node *prev = NULL, *run_ready = NULL, *run_run = NULL, *run_end = NULL;
 		if (l->batch == batch) {
 			prev = (struct node *)l->node;
-			prev2 = (struct node *)l->prev;
 			prev->superseded = true;
 			n->fresh |= prev->fresh;
+			run_ready = l->run_ready;
+			run_run = l->run_run;
+			run_end = l->run_end;
 		}
-		*l = (struct latest_slot){n->u.packet.packet, batch, n, -1, prev, NULL, {0}};
-		if (prev2 && !prev2->no_keep && !prev->no_keep && !n->no_keep &&
-		    fold_straight_run(prev2, prev, n)) {
-			prev2->fold = FOLD_READY;
-			prev->fold = FOLD_RUN;
-			n->fold = FOLD_END;
-			n->fold_ready = prev2;
-			n->fold_run = prev;
-		}
+		*l = (struct latest_slot){n->u.packet.packet, batch,   n,      -1, prev, NULL, {0},
+		                          run_ready,          run_run, run_end};
+		mark_straight_run(l, n, prev);
 	}
 }
 
@@ -1415,8 +1589,8 @@ static bool file_still_there(gsd_audit *a)
  */
 static bool leaves_kept_links(gsd_audit *a, const struct node *n)
 {
-	return n->kind == REC_PACKET && (n->fold == FOLD_END || n->fold == FOLD_SUBMITTED ||
-	                                 (n->fresh && !n->superseded && slot_of(a, n)->sub));
+	return n->kind == REC_PACKET &&
+	       (n->fold != FOLD_NONE || (n->fresh && !n->superseded && slot_of(a, n)->sub));
 }
 
 static bool write_batch(gsd_audit *a, struct node *first)
@@ -2466,8 +2640,9 @@ void gsd_audit_wire_key(const gsd_audit *a, unsigned char out[GSD_AUDIT_WIRE_KEY
  * new file cannot interleave, after refusing a file written by a newer daemon, and migrates an
  * older file (migrate_v4).
  */
-/* The steps of schema 8 that must come before its script (which creates a view named
- * packet_events and indexes on the new columns), inside apply_schema's transaction. */
+/* The steps of schemas 8 and 9 that must come before the script (which creates a view named
+ * packet_events and indexes on the new columns), inside apply_schema's transaction. Each is
+ * done once: a file of schema 8 has its table renamed and most of the columns already. */
 static int migrate_v8(sqlite3 *db, char **msg)
 {
 	sqlite3_stmt *s;
@@ -2516,7 +2691,9 @@ static int migrate_v8(sqlite3 *db, char **msg)
 	                                   "ready_detail TEXT",
 	                                   "run_seq INTEGER NOT NULL DEFAULT 0",
 	                                   "end_seq INTEGER NOT NULL DEFAULT 0",
-	                                   "hash BLOB"};
+	                                   "hash BLOB",
+	                                   "ready_digest BLOB",
+	                                   "run_digest BLOB"};
 	for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++) {
 		char name[32], sql[128];
 		snprintf(name, sizeof name, "%.*s", (int)strcspn(cols[i], " "), cols[i]);
@@ -2568,8 +2745,9 @@ static int apply_schema(sqlite3 *db)
 			goto rollback;
 	}
 	/* Schema 8: the table of event rows takes its new name (the view packet_events shows
-	 * it with the events packets rows keep), and packets the columns that keep them. */
-	if (old_version < 8) {
+	 * it with the events packets rows keep), and packets the columns that keep them (and
+	 * schema 9's ready_digest and run_digest, which its view packet_events reads). */
+	if (old_version < 9) {
 		rc = migrate_v8(db, &msg);
 		if (rc != SQLITE_OK)
 			goto rollback;

@@ -21,9 +21,10 @@
 typedef struct gsd_audit gsd_audit;
 
 /* The schema version this daemon writes; a file with a newer one is refused at open. */
-#define GSD_AUDIT_SCHEMA_VERSION 8
+#define GSD_AUDIT_SCHEMA_VERSION 9
 /* The READY, RUNNING and COMPLETED events a packets row keeps (schema 8) have seqs at most
- * this far apart, so a read of the events in a seq range finds them by the row's end_seq. */
+ * this far apart, so a read of the events in a seq range finds them by the row's end_seq (or,
+ * before the run ends, by its ready_seq: schema 9). */
 #define GSD_AUDIT_FOLD_SPAN 65536
 /* schema/audit.sql is compiled in as gs_audit_schema_sql (schema/chain.h), shared with the
  * verifier. */

@@ -500,7 +500,9 @@ static uint64_t newest_event_seq(const char *path)
 	if (sqlite3_prepare_v2(db,
 	                       "SELECT max(IFNULL((SELECT max(seq) FROM packet_event_rows), 0),"
 	                       " IFNULL((SELECT max(seq) FROM packets WHERE seq <> 0), 0),"
-	                       " IFNULL((SELECT max(end_seq) FROM packets WHERE end_seq <> 0), 0))",
+	                       " IFNULL((SELECT max(end_seq) FROM packets WHERE end_seq <> 0), 0),"
+	                       " IFNULL((SELECT max(max(ready_seq, run_seq)) FROM packets WHERE"
+	                       " ready_seq <> 0 AND end_seq = 0), 0))",
 	                       -1, &s, NULL) == SQLITE_OK &&
 	    sqlite3_step(s) == SQLITE_ROW)
 		seq = col_u64(s, 0);
@@ -514,11 +516,12 @@ static uint64_t newest_event_seq(const char *path)
  * until), in seq order, at most limit_in (clamped as every history read). Each part is read
  * through its index from `after` on: the rows by their seq (the rowid), a kept SUBMITTED by
  * packets_seq, a kept READY, RUNNING and COMPLETED by packets_end_seq (at most
- * GSD_AUDIT_FOLD_SPAN past theirs). The "+" before the tenant and time columns keeps the
- * planner off the tenant's indexes, which would read every packet of the tenant or window.
- * Read in seq ranges that grow until the page is full, `before` or the file's newest event is
- * passed: a page costs the records of its range (a timeline of 200,000 packets read every
- * packet of its window for each page of 1,000: 41 s, and 13 s before schema 8; 7 s so).
+ * GSD_AUDIT_FOLD_SPAN past theirs), or, while the run has not ended, by packets_open (the
+ * READY at most GSD_AUDIT_FOLD_SPAN before the RUNNING). The "+" before the tenant and time columns
+ * keeps the planner off the tenant's indexes, which would read every packet of the tenant or
+ * window. Read in seq ranges that grow until the page is full, `before` or the file's newest event
+ * is passed: a page costs the records of its range (a timeline of 200,000 packets read every packet
+ * of its window for each page of 1,000: 41 s, and 13 s before schema 8; 7 s so).
  */
 static int events_by_seq(const char *path, const char *tenant, uint64_t after, uint64_t before,
                          uint64_t since, uint64_t until, uint32_t limit_in, gsd_event_row **out,
@@ -534,14 +537,18 @@ static int events_by_seq(const char *path, const char *tenant, uint64_t after, u
 		if (hi > before)
 			hi = before;
 		const uint64_t args[] = {after, hi, since, until};
-		char sql[4096], kept[512];
+		char sql[4096], kept[640];
 		snprintf(kept, sizeof kept,
 		         "%%1$s > ?2 AND %%1$s < ?3 AND +p.tenant = ?1 AND +p.submitted_ns >= ?4"
-		         " AND +p.submitted_ns < ?5 AND p.end_seq <> 0 AND p.end_seq > ?2 AND"
-		         " p.end_seq < %llu",
+		         " AND +p.submitted_ns < ?5 AND ((p.end_seq <> 0 AND p.end_seq > ?2 AND"
+		         " p.end_seq < %llu) OR (p.ready_seq <> 0 AND p.end_seq = 0 AND"
+		         " p.ready_seq > %llu AND p.ready_seq < ?3))",
 		         (unsigned long long)(hi > (uint64_t)INT64_MAX - GSD_AUDIT_FOLD_SPAN
 		                                      ? (uint64_t)INT64_MAX
-		                                      : hi + GSD_AUDIT_FOLD_SPAN));
+		                                      : hi + GSD_AUDIT_FOLD_SPAN),
+		         (unsigned long long)(after > GSD_AUDIT_FOLD_SPAN
+		                                      ? after - GSD_AUDIT_FOLD_SPAN
+		                                      : 0));
 		events_sql(sql, sizeof sql,
 		           "FROM packet_event_rows e JOIN packets p ON p.packet = e.packet"
 		           " WHERE e.seq > ?2 AND e.seq < ?3 AND +p.tenant = ?1"

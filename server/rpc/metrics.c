@@ -287,8 +287,9 @@ static void render_daemon(gsd_daemon *d, buf *b)
 	put(b, "gpusched_audit_dropped_records_total %llu\n", (unsigned long long)as.dropped);
 	header(b, "gpusched_audit_packet_events_total", "counter",
 	       "Packet events committed, by where they are kept: in the packet's own row (its "
-	       "SUBMITTED and a straight READY, RUNNING, COMPLETED written in one commit) or "
-	       "as rows of packet_event_rows (everything else).");
+	       "SUBMITTED and a straight READY, RUNNING, COMPLETED) or as rows of "
+	       "packet_event_rows (everything else; a kept READY or RUNNING moved there when its "
+	       "run left the straight path counts again).");
 	put(b, "gpusched_audit_packet_events_total{kept=\"packet_row\"} %llu\n",
 	    (unsigned long long)as.events_kept);
 	put(b, "gpusched_audit_packet_events_total{kept=\"event_row\"} %llu\n",

@@ -212,8 +212,10 @@ static int64_t query_int(const char *path, const char *sql)
 static void exec_sql(const char *path, const char *sql)
 {
 	sqlite3 *db;
+	char *err = NULL;
 	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-	assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+	if (sqlite3_exec(db, sql, NULL, NULL, &err) != SQLITE_OK)
+		fail_msg("%s: %s", sql, err);
 	sqlite3_close(db);
 }
 
@@ -965,9 +967,11 @@ static gs_chain_report verify_file(const char *path)
  * sqlite3 shell would), then verified. */
 static gs_chain_report tampered(const char *path, const char *tag, const char *sql)
 {
-	char copy[160], cmd[400];
+	char copy[160], cmd[800];
 	snprintf(copy, sizeof copy, "%s.%s", path, tag);
-	snprintf(cmd, sizeof cmd, "cp '%s' '%s'", path, copy);
+	/* With its WAL, for a file a daemon still writes (its last connection folds it in). */
+	snprintf(cmd, sizeof cmd, "cp '%s' '%s' && { ! test -e '%s-wal' || cp '%s-wal' '%s-wal'; }",
+	         path, copy, path, path, copy);
 	assert_int_equal(system(cmd), 0);
 	exec_sql(copy, sql);
 	gs_chain_report rep = verify_file(copy);
@@ -1471,12 +1475,12 @@ static void test_kept_events(void **state)
 		snprintf(copy, sizeof copy, "%s.newer", fx->path);
 		snprintf(cmd, sizeof cmd, "cp '%s' '%s'", fx->path, copy);
 		assert_int_equal(system(cmd), 0);
-		exec_sql(copy, "UPDATE meta SET value = '9' WHERE key = 'schema_version'");
+		exec_sql(copy, "UPDATE meta SET value = '10' WHERE key = 'schema_version'");
 		sqlite3 *db;
 		assert_int_equal(sqlite3_open_v2(copy, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
 		gs_chain_report newer;
 		assert_int_equal(gs_chain_verify(db, &newer), -1);
-		assert_non_null(strstr(newer.why, "schema version 9"));
+		assert_non_null(strstr(newer.why, "schema version 10"));
 		sqlite3_close(db);
 		unlink(copy);
 	}
@@ -1564,6 +1568,164 @@ static void test_kept_submitted_over_a_row(void **state)
 		fail_msg("does not verify: %s", rep.why);
 }
 
+/* Schema 9: a straight run whose events are committed apart (a packet that takes engine time
+ * while others are submitted) keeps them in its row all the same. The file verifies after
+ * every commit, a running packet's row is covered by its kept READY or RUNNING, and every
+ * reader sees the events while the run goes on. A run that then leaves the straight path
+ * (preempted; its start moved by the GPU's own clock; the daemon stopped) still verifies:
+ * the kept events become rows where the row changes under them. */
+static void test_kept_runs_across_commits(void **state)
+{
+	struct fixture *fx = *state;
+	tracker_reset();
+	gsd_audit *a = open_audit(fx->path, NULL);
+	gsd_packet_rec r[6];
+	for (uint64_t id = 1; id <= 5; id++) {
+		r[id] = packet(id, "alpha", 1, ST_SUBMITTED, 0);
+		r[id].patch_flags = 0;
+		r[id].event_ns = r[id].submitted_ns;
+		gsd_audit_packet(a, &r[id], NULL, NULL, NULL);
+	}
+	assert_true(wait_acks(flush(a)));
+	for (uint64_t id = 1; id <= 5; id++) {
+		r[id].patch_flags = 2;
+		r[id].state = ST_READY;
+		r[id].ready_ns = r[id].event_ns = r[id].submitted_ns + 100;
+		if (id != 2) /* packet 2's READY goes with its RUNNING */
+			gsd_audit_packet(a, &r[id], id == 1 ? "behind 1 packet" : NULL, NULL, NULL);
+	}
+	assert_true(wait_acks(flush(a)));
+	gs_chain_report rep = verify_file(fx->path);
+	if (!rep.ok)
+		fail_msg("kept READYs do not verify: %s", rep.why);
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packets WHERE ready_seq <> 0"
+	                                     " AND ready_digest IS NOT NULL"),
+	                 4);
+	/* (Found where the chain next has a link in the file: a row keeps only its newest.) */
+	rep = tampered(fx->path, "rd", "UPDATE packets SET dma_size = 1 WHERE packet = 3");
+	assert_false(rep.ok);
+	for (uint64_t id = 1; id <= 5; id++) {
+		if (id == 2)
+			gsd_audit_packet(a, &r[id], NULL, NULL, NULL);
+		r[id].state = ST_RUNNING;
+		r[id].started_ns = r[id].event_ns = r[id].ready_ns + 100;
+		gsd_audit_packet(a, &r[id], NULL, NULL, NULL);
+	}
+	assert_true(wait_acks(flush(a)));
+	rep = verify_file(fx->path);
+	if (!rep.ok)
+		fail_msg("kept RUNNINGs do not verify: %s", rep.why);
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packet_event_rows"), 0);
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packets WHERE run_seq <> 0 AND"
+	                                     " run_digest IS NOT NULL AND end_seq = 0"),
+	                 5);
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packets WHERE packet = 2 AND"
+	                                     " ready_seq <> 0 AND ready_digest IS NULL"),
+	                 1);
+	/* Readers see the events of the runs still going on: by packet, by seq range. */
+	gsd_event_row *ev;
+	size_t n;
+	char err[256];
+	assert_int_equal(gsd_history_events(fx->path, "alpha", 1, &ev, &n, err, sizeof err), 0);
+	assert_int_equal(n, 3);
+	assert_int_equal(ev[2].state, ST_RUNNING);
+	assert_string_equal(ev[1].detail, "behind 1 packet");
+	free(ev);
+	assert_int_equal(
+	        gsd_history_events_range(fx->path, "alpha", 0, 0, 1000, &ev, &n, err, sizeof err),
+	        0);
+	assert_int_equal(n, 15);
+	uint64_t mid = ev[7].seq;
+	free(ev);
+	assert_int_equal(
+	        gsd_history_events_range(fx->path, "alpha", mid, 0, 1000, &ev, &n, err, sizeof err),
+	        0);
+	assert_int_equal(n, 15 - 8);
+	free(ev);
+	static const char *const edits[][2] = {
+	        {"st", "UPDATE packets SET started_ns = started_ns + 1 WHERE packet = 3"},
+	        {"rn", "UPDATE packets SET ready_ns = ready_ns + 1 WHERE packet = 4"},
+	        {"dg", "UPDATE packets SET run_digest = zeroblob(16) WHERE packet = 5"},
+	        {"rdg", "UPDATE packets SET ready_digest = zeroblob(16) WHERE packet = 1"},
+	        {"row", "UPDATE packets SET fence = 1 WHERE packet = 2"},
+	        {"rs", "UPDATE packets SET run_seq = 0 WHERE packet = 2"},
+	        {"hs", "UPDATE packets SET hash = NULL, run_seq = 0 WHERE packet = 5"},
+	};
+	for (size_t i = 0; i < sizeof edits / sizeof edits[0]; i++) {
+		rep = tampered(fx->path, edits[i][0], edits[i][1]);
+		if (rep.ok)
+			fail_msg("edit '%s' not found", edits[i][0]);
+	}
+
+	/* 1 and 2 end straight; 3 is preempted; 4 ends with the GPU's own start, later than the
+	 * RUNNING's; 5 is still running when the daemon stops. */
+	for (uint64_t id = 1; id <= 2; id++) {
+		r[id].state = ST_COMPLETED;
+		r[id].completed_ns = r[id].event_ns = r[id].started_ns + 1000;
+		gsd_audit_packet(a, &r[id], NULL, NULL, NULL);
+	}
+	r[3].state = ST_PREEMPTED;
+	r[3].preemptions = 1;
+	r[3].event_ns = r[3].started_ns + 50;
+	gsd_audit_packet(a, &r[3], "quantum expired", NULL, NULL);
+	uint64_t run4 = r[4].started_ns;
+	r[4].state = ST_COMPLETED;
+	r[4].started_ns += 7;
+	r[4].completed_ns = r[4].event_ns = r[4].started_ns + 1000;
+	gsd_audit_packet(a, &r[4], NULL, NULL, NULL);
+	assert_true(wait_acks(flush(a)));
+	gsd_audit_close(a);
+	rep = verify_file(fx->path);
+	if (!rep.ok)
+		fail_msg("runs ended do not verify: %s", rep.why);
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packet_event_rows WHERE"
+	                                     " packet IN (1, 2, 5)"),
+	                 0);
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packets WHERE end_seq <> 0"), 2);
+	/* 3 and 4: the kept READY and RUNNING moved to rows (no link of their own), then the
+	 * event that left the run. */
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packet_event_rows WHERE"
+	                                     " packet IN (3, 4) AND hash IS NULL"),
+	                 4);
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packet_event_rows"), 6);
+	assert_int_equal(query_int(fx->path, "SELECT ready_seq + run_seq + (hash IS NOT NULL) FROM"
+	                                     " packets WHERE packet = 3"),
+	                 0);
+	assert_int_equal(query_int(fx->path, "SELECT group_concat(state, '') FROM (SELECT state"
+	                                     " FROM packet_events WHERE packet = 4 ORDER BY seq)"),
+	                 1234);
+	assert_int_equal(query_int(fx->path, "SELECT time_ns FROM packet_events WHERE packet = 4"
+	                                     " AND state = 3"),
+	                 (int64_t)run4);
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packet_events"), 5 * 3 + 4);
+	rep = tampered(fx->path, "mv",
+	               "UPDATE packet_event_rows SET time_ns = 1 WHERE packet = 3"
+	               " AND state = 2");
+	assert_false(rep.ok);
+
+	/* The daemon that ran packets 3 (preempted) and 5 stopped: the next one records them
+	 * ABORTED; 5's kept READY and RUNNING stay in its row, and the file verifies. */
+	tracker_reset();
+	a = open_audit(fx->path, NULL);
+	gsd_audit_close(a);
+	rep = verify_file(fx->path);
+	if (!rep.ok)
+		fail_msg("after the restart: %s", rep.why);
+	assert_int_equal(rep.records, 5 + 4 + 6 + 4 + 2);
+	assert_int_equal(query_int(fx->path, "SELECT state FROM packets WHERE packet = 5"), 6);
+	assert_int_equal(query_int(fx->path, "SELECT group_concat(state, '') FROM (SELECT state"
+	                                     " FROM packet_events WHERE packet = 5 ORDER BY seq)"),
+	                 1236);
+	/* A seq read past the file's last commits still finds nothing twice. */
+	assert_int_equal(
+	        gsd_history_events_range(fx->path, "alpha", 0, 0, 1000, &ev, &n, err, sizeof err),
+	        0);
+	assert_int_equal(n, 5 * 3 + 4 + 2);
+	free(ev);
+	rep = tampered(fx->path, "ab", "UPDATE packets SET started_ns = 9 WHERE packet = 5");
+	assert_false(rep.ok);
+}
+
 /* Retention with rows that keep their events: the removed ones go, the file verifies, and the
  * packet still SUBMITTED keeps its row (its event is in it). */
 static void test_retention_of_kept_events(void **state)
@@ -1576,8 +1738,9 @@ static void test_retention_of_kept_events(void **state)
 	waiting.patch_flags = 0;
 	waiting.event_ns = waiting.submitted_ns;
 	gsd_audit_packet(a, &waiting, NULL, NULL, NULL);
-	/* Packet 2 runs through the whole test: its SUBMITTED kept in its row, its READY and
-	 * RUNNING rows (each its own commit) pruned, its row anchored (review of schema 8: the
+	/* Packet 2 runs through the whole test: its SUBMITTED, READY and RUNNING kept in its row
+	 * (each in its own commit, schema 9), so its row needs no anchor; before schema 9 its
+	 * READY and RUNNING were rows, pruned, and its row anchored (review of schema 8: the
 	 * kept SUBMITTED was taken for its last record, and verify failed). */
 	gsd_packet_rec running = packet(2, "alpha", 1, ST_SUBMITTED, 0);
 	running.patch_flags = 0;
@@ -1609,7 +1772,11 @@ static void test_retention_of_kept_events(void **state)
 	                 0);
 	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM chain_base_objects WHERE"
 	                                     " kind = 1 AND ref = 2"),
-	                 1);
+	                 0);
+	assert_int_equal(query_int(fx->path, "SELECT (ready_seq <> 0) + (run_seq <> 0) +"
+	                                     " (run_digest IS NOT NULL) FROM packets WHERE"
+	                                     " packet = 2"),
+	                 3);
 	gs_chain_report rep = verify_file(fx->path);
 	if (!rep.ok)
 		fail_msg("after retention: %s", rep.why);
@@ -3242,6 +3409,59 @@ static void test_packet_allocations_many(void **state)
 	gsd_audit_close(a);
 }
 
+/* A file of schema 8 (its straight runs kept in rows only within one commit): this verifier
+ * reads it as it is, and a daemon upgrades it to schema 9, after which runs committed apart
+ * are kept too (an upgrade once stopped at the view that reads the new columns). */
+static void test_schema8_file_upgraded(void **state)
+{
+	struct fixture *fx = *state;
+	tracker_reset();
+	gsd_audit *a = open_audit(fx->path, NULL);
+	for (uint64_t id = 1; id <= 3; id++)
+		straight_records(a, id, "alpha", id != 2, NULL, true);
+	assert_true(wait_acks(flush(a)));
+	gsd_audit_close(a);
+	exec_sql(fx->path, "DROP VIEW packet_events; DROP INDEX packets_open;"
+	                   " ALTER TABLE packets DROP COLUMN run_digest;"
+	                   " ALTER TABLE packets DROP COLUMN ready_digest; PRAGMA user_version = 8;"
+	                   " UPDATE meta SET value = '8' WHERE key = 'schema_version'");
+	gs_chain_report rep = verify_file(fx->path);
+	if (!rep.ok)
+		fail_msg("the schema 8 file does not verify: %s", rep.why);
+
+	tracker_reset();
+	a = open_audit(fx->path, NULL);
+	assert_int_equal(query_int(fx->path, "PRAGMA user_version"), 9);
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM sqlite_master WHERE name ="
+	                                     " 'packets_open'"),
+	                 1);
+	gsd_packet_rec r = packet(4, "alpha", 1, ST_SUBMITTED, 0);
+	r.patch_flags = 0;
+	r.event_ns = r.submitted_ns;
+	gsd_audit_packet(a, &r, NULL, NULL, NULL);
+	assert_true(wait_acks(flush(a)));
+	r.patch_flags = 2;
+	r.state = ST_READY;
+	r.ready_ns = r.event_ns = r.submitted_ns + 10;
+	gsd_audit_packet(a, &r, NULL, NULL, NULL);
+	r.state = ST_RUNNING;
+	r.started_ns = r.event_ns = r.ready_ns + 10;
+	gsd_audit_packet(a, &r, NULL, NULL, NULL);
+	assert_true(wait_acks(flush(a)));
+	r.state = ST_COMPLETED;
+	r.completed_ns = r.event_ns = r.started_ns + 10;
+	gsd_audit_packet(a, &r, NULL, NULL, NULL);
+	assert_true(wait_acks(flush(a)));
+	gsd_audit_close(a);
+	rep = verify_file(fx->path);
+	if (!rep.ok)
+		fail_msg("the upgraded file does not verify: %s", rep.why);
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packet_event_rows WHERE"
+	                                     " packet <> 2"),
+	                 0);
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packet_events"), 4 * 4 + 4);
+}
+
 /* A version 1 file (no moves, no packet_allocations) opens, gains both, keeps its rows. */
 static void test_old_file_upgraded(void **state)
 {
@@ -3291,10 +3511,11 @@ static void test_old_file_upgraded(void **state)
 	                                     " 'packet_allocations')"),
 	                 5);
 	/* Version 3 reads history in submission order: the packet-ordered indexes went;
-	 * version 8 finds the events rows keep by seq, and no longer indexes client ids. */
+	 * version 8 finds the events rows keep by seq, and no longer indexes client ids;
+	 * version 9 finds the runs rows keep while they go on (packets_open). */
 	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM sqlite_master WHERE type ="
 	                                     " 'index' AND tbl_name = 'packets'"),
-	                 5);
+	                 6);
 	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM sqlite_master WHERE name ="
 	                                     " 'packets_id'"),
 	                 0);
@@ -3406,6 +3627,7 @@ int main(void)
 	        T_(test_chain_across_reopen_and_failure),
 	        T_(test_retention_keeps_verification),
 	        T_(test_kept_events),
+	        T_(test_kept_runs_across_commits),
 	        T_(test_refused_row_keeps_the_chain),
 	        T_(test_kept_submitted_over_a_row),
 	        T_(test_retention_of_kept_events),
@@ -3438,6 +3660,7 @@ int main(void)
 	        T_(test_history_by_allocation_and_paging),
 	        T_(test_packet_allocations_many),
 	        T_(test_old_file_upgraded),
+	        T_(test_schema8_file_upgraded),
 	        T_(test_handle_check),
 	};
 #undef T_
