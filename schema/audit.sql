@@ -48,7 +48,9 @@
 -- then leaves the straight run (preempted, faulted, cancelled...), its kept READY and RUNNING
 -- move to packet_event_rows with that digest and no link of their own (their links are checked
 -- through the records after them). A version 8 file gains the two columns (NULL) and the
--- index packets_open; its rows mean what they meant.
+-- index packets_open; its rows mean what they meant. A kept RUNNING's time is run_ns where the
+-- row's started_ns is no longer it (a GPU that reports its own start moves started_ns when the
+-- packet ends), else started_ns.
 
 PRAGMA user_version = 9;
 
@@ -89,13 +91,15 @@ CREATE TABLE IF NOT EXISTS packets (
 	-- the audit sequence number of that event, 0 when it is a row of packet_event_rows (or
 	-- did not happen): seq its SUBMITTED event (at submitted_ns, detail submit_detail: what
 	-- its DISPATCH commands ran), ready_seq its READY (at ready_ns, detail ready_detail: why
-	-- it waited), run_seq its RUNNING (at started_ns) and end_seq its COMPLETED (at
+	-- it waited), run_seq its RUNNING (at started_ns, or run_ns) and end_seq its COMPLETED (at
 	-- completed_ns). Each is set by the commit that records its event (version 8: READY,
 	-- RUNNING and COMPLETED in one commit only); a READY or RUNNING kept while its packet is in
 	-- flight goes back to packet_event_rows if the run does not end straight (version 9 above).
 	-- hash is the hash chain's link of the newest of them (NULL after such a move).
 	-- ready_digest and run_digest (version 9): the digest of the row that kept READY or RUNNING
-	-- left, where it was the last event of its packet in its commit (else NULL).
+	-- left, where it was the last event of its packet in its commit (else NULL). run_ns
+	-- (version 9): the kept RUNNING's time where started_ns is not it (the GPU's own start
+	-- replaced it when the packet ended), else NULL.
 	seq              INTEGER NOT NULL DEFAULT 0,
 	submit_detail    TEXT,
 	ready_seq        INTEGER NOT NULL DEFAULT 0,
@@ -104,7 +108,8 @@ CREATE TABLE IF NOT EXISTS packets (
 	end_seq          INTEGER NOT NULL DEFAULT 0,
 	hash             BLOB,
 	ready_digest     BLOB,
-	run_digest       BLOB
+	run_digest       BLOB,
+	run_ns           INTEGER
 );
 -- History is always read per tenant in submission order (submitted_ns, then the packet id for
 -- equal times), optionally narrowed to a context or state and to a time range. Every index ends
@@ -166,7 +171,7 @@ UNION ALL SELECT seq, packet, 1, submitted_ns, submit_detail, NULL,
        WHERE seq <> 0
 UNION ALL SELECT ready_seq, packet, 2, ready_ns, ready_detail, ready_digest,
        CASE WHEN run_seq = 0 AND end_seq = 0 THEN hash END FROM packets WHERE ready_seq <> 0
-UNION ALL SELECT run_seq, packet, 3, started_ns, NULL, run_digest,
+UNION ALL SELECT run_seq, packet, 3, IFNULL(run_ns, started_ns), NULL, run_digest,
        CASE WHEN end_seq = 0 THEN hash END FROM packets WHERE run_seq <> 0
 UNION ALL SELECT end_seq, packet, state, completed_ns, NULL, NULL, hash FROM packets
        WHERE end_seq <> 0;
@@ -191,7 +196,7 @@ UNION ALL SELECT seq, packet, 1, submitted_ns, submit_detail, tenant, context, f
   FROM packets WHERE seq <> 0
 UNION ALL SELECT ready_seq, packet, 2, ready_ns, ready_detail, tenant, context, fence, id
   FROM packets WHERE ready_seq <> 0
-UNION ALL SELECT run_seq, packet, 3, started_ns, NULL, tenant, context, fence, id
+UNION ALL SELECT run_seq, packet, 3, IFNULL(run_ns, started_ns), NULL, tenant, context, fence, id
   FROM packets WHERE run_seq <> 0
 UNION ALL SELECT end_seq, packet, state, completed_ns, NULL, tenant, context, fence, id
   FROM packets WHERE end_seq <> 0;

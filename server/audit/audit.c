@@ -243,18 +243,20 @@ static const char *const stmt_sql[ST_COUNT] = {
                           " patch_count, state, state_name, submitted_ns, ready_ns, started_ns,"
                           " completed_ns, preemptions, resubmissions, result, id, seq,"
                           " submit_detail, ready_seq, ready_detail, run_seq, end_seq, hash,"
-                          " ready_digest, run_digest)"
+                          " ready_digest, run_digest, run_ns)"
                           " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14,"
                           " ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27,"
-                          " ?28, ?29, ?30, ?31)",
+                          " ?28, ?29, ?30, ?31, IIF(?27 <> 0 AND ?32 <> ?17, ?32, NULL))",
         /* Events of a straight run written into the packet's existing row (schema 9: a
          * READY, RUNNING or COMPLETED whose earlier events of the run an earlier commit kept
          * there): the state columns, the events of this batch (?25 and ?27 0: kept already,
-         * ?28 0: no end yet), its link and the digests. Binds as ST_PACKET_NEW (?22 to ?24
-         * unused). It changes nothing (write_batch then writes the packet's records as rows)
-         * unless the row goes on the run: a READY on none kept, a RUNNING or COMPLETED on
-         * the kept READY (and RUNNING) with their times unchanged and at most
-         * GSD_AUDIT_FOLD_SPAN seqs back (history.c relies on it). */
+         * ?28 0: no end yet), its link and the digests, and run_ns where started_ns is no
+         * longer the kept RUNNING's time (?32: the time of this batch's RUNNING). Binds as
+         * ST_PACKET_NEW (?22 to ?24 unused). It changes nothing (the writer then writes the
+         * run's records as rows) unless the row goes on the run: a READY on none kept, a
+         * RUNNING or COMPLETED on the kept READY (and RUNNING) with the READY's time
+         * unchanged and at most ?33 (GSD_AUDIT_FOLD_SPAN) seqs back (history.c relies on
+         * it). */
         [ST_PACKET_KEEP] = "UPDATE packets SET fence = ?7, submit_flags = ?8, patch_flags = ?9,"
                            " dma_size = ?10, allocation_count = ?11, patch_count = ?12,"
                            " state = ?13, state_name = ?14, ready_ns = ?16, started_ns = ?17,"
@@ -263,12 +265,14 @@ static const char *const stmt_sql[ST_COUNT] = {
                            " ready_detail = IIF(?25 <> 0, ?26, ready_detail),"
                            " ready_digest = IIF(?25 <> 0, ?30, ready_digest),"
                            " run_seq = IIF(?27 <> 0, ?27, run_seq),"
-                           " run_digest = IIF(?27 <> 0, ?31, run_digest), end_seq = ?28,"
-                           " hash = ?29 WHERE packet = ?1 AND tenant IS ?2 AND end_seq = 0"
-                           " AND IIF(?25 <> 0, ready_seq = 0 AND run_seq = 0, ready_seq <> 0"
-                           " AND ready_ns = ?16 AND max(?27, ?28) - ready_seq <= ?32)"
-                           " AND IIF(?27 <> 0, run_seq = 0, ?28 = 0 OR (run_seq <> 0 AND"
-                           " started_ns = ?17))",
+                           " run_digest = IIF(?27 <> 0, ?31, run_digest),"
+                           " run_ns = IIF(?27 <> 0, IIF(?32 <> ?17, ?32, NULL), IIF(run_seq"
+                           " <> 0 AND run_ns IS NULL AND started_ns <> ?17, started_ns,"
+                           " run_ns)), end_seq = ?28, hash = ?29 WHERE packet = ?1 AND"
+                           " tenant IS ?2 AND end_seq = 0 AND IIF(?25 <> 0, ready_seq = 0 AND"
+                           " run_seq = 0, ready_seq <> 0 AND ready_ns = ?16 AND max(?27, ?28)"
+                           " - ready_seq <= ?33) AND IIF(?27 <> 0, run_seq = 0, ?28 = 0 OR"
+                           " run_seq <> 0)",
         /* A later record of a packet whose row is there: the same columns as ST_PACKET's
          * DO UPDATE but submitted_ns, which is in all three indexes and never changes, so that
          * only the state index is rewritten. Binds as ST_PACKET; no row changed (another
@@ -285,11 +289,13 @@ static const char *const stmt_sql[ST_COUNT] = {
                            " state_digest, hash) SELECT ready_seq, packet, 2, ready_ns,"
                            " ready_detail, ready_digest, NULL FROM packets WHERE packet = ?1"
                            " AND tenant IS ?2 AND end_seq = 0 AND ready_seq <> 0 UNION ALL"
-                           " SELECT run_seq, packet, 3, started_ns, NULL, run_digest, NULL"
+                           " SELECT run_seq, packet, 3, IFNULL(run_ns, started_ns), NULL,"
+                           " run_digest, NULL"
                            " FROM packets WHERE packet = ?1 AND tenant IS ?2 AND end_seq = 0"
                            " AND run_seq <> 0",
         [ST_UNFOLD_CLEAR] = "UPDATE packets SET ready_seq = 0, ready_detail = NULL,"
-                            " ready_digest = NULL, run_seq = 0, run_digest = NULL, hash = NULL"
+                            " ready_digest = NULL, run_seq = 0, run_digest = NULL,"
+                            " run_ns = NULL, hash = NULL"
                             " WHERE packet = ?1 AND tenant IS ?2 AND end_seq = 0 AND"
                             " ready_seq <> 0",
         [ST_EVENT] = "INSERT INTO packet_event_rows (packet, state, time_ns, detail, seq,"
@@ -781,7 +787,7 @@ static void run_of(const struct node *last, const struct node **r, const struct 
 	*e = last && last->fold == FOLD_END ? last : NULL;
 }
 
-/* Binds the events a row keeps (parameters 23 to 32 of ST_PACKET_NEW and ST_PACKET_KEEP):
+/* Binds the events a row keeps (parameters 23 to 33 of ST_PACKET_NEW and ST_PACKET_KEEP):
  * sub a SUBMITTED, last the newest kept READY, RUNNING or COMPLETED of this batch, whose
  * state digest goes with it (a READY's or RUNNING's into its column). */
 static void bind_kept(sqlite3_stmt *s, const struct node *sub, const struct node *last,
@@ -798,8 +804,10 @@ static void bind_kept(sqlite3_stmt *s, const struct node *sub, const struct node
 	bind_digest(s, 29, chain_off ? NULL : hash, GS_CHAIN_HASH);
 	bind_digest(s, 30, r && r == last && !chain_off ? state : NULL, GS_CHAIN_DIGEST);
 	bind_digest(s, 31, u && u == last && !chain_off ? state : NULL, GS_CHAIN_DIGEST);
-	if (sqlite3_bind_parameter_count(s) >= 32)
-		sqlite3_bind_int64(s, 32, GSD_AUDIT_FOLD_SPAN);
+	/* The RUNNING's own time: the row's started_ns may be the GPU's start by its end. */
+	gsd_audit_bind_u64(s, 32, u ? u->u.packet.event_ns : 0);
+	if (sqlite3_bind_parameter_count(s) >= 33)
+		sqlite3_bind_int64(s, 33, GSD_AUDIT_FOLD_SPAN);
 }
 
 /* Binds n's packets row to s (NULL: none) and feeds its columns to d (NULL: not chained);
@@ -1477,9 +1485,11 @@ static bool same_owner(const struct node *x, const struct node *y)
  * after the other with nothing else of the packet between them and nothing to say on the
  * RUNNING and COMPLETED (the READY's reasons are kept as its detail). Their events go into the
  * packet's row instead of rows of packet_event_rows: the row has their times (ready_ns,
- * started_ns, completed_ns: each record's own event time, which must be that column) and
- * seqs. Since schema 9 the run may span commits: each commit keeps the events of the run it
- * has, and ST_PACKET_KEEP checks that the row holds the rest as this batch's records see them.
+ * started_ns, completed_ns: each record's own event time, which must be that column when it
+ * is recorded; a GPU's own start may move started_ns when the packet ends, and the row then
+ * keeps the RUNNING's time as run_ns) and seqs. Since schema 9 the run may span commits: each
+ * commit keeps the events of the run it has, and ST_PACKET_KEEP checks that the row holds the
+ * rest as this batch's records see them.
  * The seqs are at most GSD_AUDIT_FOLD_SPAN apart, which the readers of a seq range rely on.
  */
 static bool keeps_event(const struct node *n, int state, uint64_t col_ns, bool detail_ok)
@@ -1518,7 +1528,6 @@ static void mark_straight_run(struct latest_slot *l, struct node *n, const struc
 	if (keeps_event(n, GPUSCHED__V1__PACKET_STATE__PACKET_STATE_COMPLETED, e->completed_ns,
 	                false) &&
 	    ((ku && prev == ku) || first) && (!kr || kr->u.packet.event_ns == e->ready_ns) &&
-	    (!ku || ku->u.packet.event_ns == e->started_ns) &&
 	    (!kr || n->seq - kr->seq <= GSD_AUDIT_FOLD_SPAN)) {
 		n->fold = FOLD_END;
 		n->fold_ready = kr;
@@ -2693,7 +2702,8 @@ static int migrate_v8(sqlite3 *db, char **msg)
 	                                   "end_seq INTEGER NOT NULL DEFAULT 0",
 	                                   "hash BLOB",
 	                                   "ready_digest BLOB",
-	                                   "run_digest BLOB"};
+	                                   "run_digest BLOB",
+	                                   "run_ns INTEGER"};
 	for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++) {
 		char name[32], sql[128];
 		snprintf(name, sizeof name, "%.*s", (int)strcspn(cols[i], " "), cols[i]);

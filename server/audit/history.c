@@ -442,7 +442,8 @@ static size_t kept_events_sql(char *out, size_t cap, const char *where, const ch
 	} kept[] = {
 	        {"p.seq", "p.seq, p.packet, 1, p.submitted_ns, p.submit_detail, p.context"},
 	        {"p.ready_seq", "p.ready_seq, p.packet, 2, p.ready_ns, p.ready_detail, p.context"},
-	        {"p.run_seq", "p.run_seq, p.packet, 3, p.started_ns, NULL, p.context"},
+	        {"p.run_seq", "p.run_seq, p.packet, 3, IFNULL(p.run_ns, p.started_ns), NULL,"
+	                      " p.context"},
 	        {"p.end_seq", "p.end_seq, p.packet, p.state, p.completed_ns, NULL, p.context"},
 	};
 	size_t len = 0;

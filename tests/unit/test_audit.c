@@ -1579,15 +1579,15 @@ static void test_kept_runs_across_commits(void **state)
 	struct fixture *fx = *state;
 	tracker_reset();
 	gsd_audit *a = open_audit(fx->path, NULL);
-	gsd_packet_rec r[6];
-	for (uint64_t id = 1; id <= 5; id++) {
+	gsd_packet_rec r[7];
+	for (uint64_t id = 1; id <= 6; id++) {
 		r[id] = packet(id, "alpha", 1, ST_SUBMITTED, 0);
 		r[id].patch_flags = 0;
 		r[id].event_ns = r[id].submitted_ns;
 		gsd_audit_packet(a, &r[id], NULL, NULL, NULL);
 	}
 	assert_true(wait_acks(flush(a)));
-	for (uint64_t id = 1; id <= 5; id++) {
+	for (uint64_t id = 1; id <= 6; id++) {
 		r[id].patch_flags = 2;
 		r[id].state = ST_READY;
 		r[id].ready_ns = r[id].event_ns = r[id].submitted_ns + 100;
@@ -1600,11 +1600,11 @@ static void test_kept_runs_across_commits(void **state)
 		fail_msg("kept READYs do not verify: %s", rep.why);
 	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packets WHERE ready_seq <> 0"
 	                                     " AND ready_digest IS NOT NULL"),
-	                 4);
+	                 5);
 	/* (Found where the chain next has a link in the file: a row keeps only its newest.) */
 	rep = tampered(fx->path, "rd", "UPDATE packets SET dma_size = 1 WHERE packet = 3");
 	assert_false(rep.ok);
-	for (uint64_t id = 1; id <= 5; id++) {
+	for (uint64_t id = 1; id <= 6; id++) {
 		if (id == 2)
 			gsd_audit_packet(a, &r[id], NULL, NULL, NULL);
 		r[id].state = ST_RUNNING;
@@ -1618,7 +1618,7 @@ static void test_kept_runs_across_commits(void **state)
 	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packet_event_rows"), 0);
 	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packets WHERE run_seq <> 0 AND"
 	                                     " run_digest IS NOT NULL AND end_seq = 0"),
-	                 5);
+	                 6);
 	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packets WHERE packet = 2 AND"
 	                                     " ready_seq <> 0 AND ready_digest IS NULL"),
 	                 1);
@@ -1634,13 +1634,13 @@ static void test_kept_runs_across_commits(void **state)
 	assert_int_equal(
 	        gsd_history_events_range(fx->path, "alpha", 0, 0, 1000, &ev, &n, err, sizeof err),
 	        0);
-	assert_int_equal(n, 15);
+	assert_int_equal(n, 18);
 	uint64_t mid = ev[7].seq;
 	free(ev);
 	assert_int_equal(
 	        gsd_history_events_range(fx->path, "alpha", mid, 0, 1000, &ev, &n, err, sizeof err),
 	        0);
-	assert_int_equal(n, 15 - 8);
+	assert_int_equal(n, 18 - 8);
 	free(ev);
 	static const char *const edits[][2] = {
 	        {"st", "UPDATE packets SET started_ns = started_ns + 1 WHERE packet = 3"},
@@ -1658,7 +1658,9 @@ static void test_kept_runs_across_commits(void **state)
 	}
 
 	/* 1 and 2 end straight; 3 is preempted; 4 ends with the GPU's own start, later than the
-	 * RUNNING's; 5 is still running when the daemon stops. */
+	 * RUNNING's (the row keeps that as run_ns); 5 is still running when the daemon stops; 6
+	 * ends with another READY time than the one its row kept (the row does not go on the
+	 * run: its events become rows). */
 	for (uint64_t id = 1; id <= 2; id++) {
 		r[id].state = ST_COMPLETED;
 		r[id].completed_ns = r[id].event_ns = r[id].started_ns + 1000;
@@ -1673,19 +1675,27 @@ static void test_kept_runs_across_commits(void **state)
 	r[4].started_ns += 7;
 	r[4].completed_ns = r[4].event_ns = r[4].started_ns + 1000;
 	gsd_audit_packet(a, &r[4], NULL, NULL, NULL);
+	uint64_t ready6 = r[6].ready_ns;
+	r[6].state = ST_COMPLETED;
+	r[6].ready_ns += 3;
+	r[6].completed_ns = r[6].event_ns = r[6].started_ns + 1000;
+	gsd_audit_packet(a, &r[6], NULL, NULL, NULL);
 	assert_true(wait_acks(flush(a)));
 	gsd_audit_close(a);
 	rep = verify_file(fx->path);
 	if (!rep.ok)
 		fail_msg("runs ended do not verify: %s", rep.why);
 	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packet_event_rows WHERE"
-	                                     " packet IN (1, 2, 5)"),
+	                                     " packet IN (1, 2, 4, 5)"),
 	                 0);
-	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packets WHERE end_seq <> 0"), 2);
-	/* 3 and 4: the kept READY and RUNNING moved to rows (no link of their own), then the
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packets WHERE end_seq <> 0"), 3);
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packets WHERE run_ns IS NOT"
+	                                     " NULL"),
+	                 1);
+	/* 3 and 6: the kept READY and RUNNING moved to rows (no link of their own), then the
 	 * event that left the run. */
 	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packet_event_rows WHERE"
-	                                     " packet IN (3, 4) AND hash IS NULL"),
+	                                     " packet IN (3, 6) AND hash IS NULL"),
 	                 4);
 	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packet_event_rows"), 6);
 	assert_int_equal(query_int(fx->path, "SELECT ready_seq + run_seq + (hash IS NOT NULL) FROM"
@@ -1697,7 +1707,15 @@ static void test_kept_runs_across_commits(void **state)
 	assert_int_equal(query_int(fx->path, "SELECT time_ns FROM packet_events WHERE packet = 4"
 	                                     " AND state = 3"),
 	                 (int64_t)run4);
-	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packet_events"), 5 * 3 + 4);
+	assert_int_equal(query_int(fx->path, "SELECT group_concat(state, '') FROM (SELECT state"
+	                                     " FROM packet_events WHERE packet = 6 ORDER BY seq)"),
+	                 1234);
+	assert_int_equal(query_int(fx->path, "SELECT time_ns FROM packet_events WHERE packet = 6"
+	                                     " AND state = 2"),
+	                 (int64_t)ready6);
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packet_events"), 6 * 3 + 5);
+	rep = tampered(fx->path, "rns", "UPDATE packets SET run_ns = run_ns + 1 WHERE packet = 4");
+	assert_false(rep.ok);
 	rep = tampered(fx->path, "mv",
 	               "UPDATE packet_event_rows SET time_ns = 1 WHERE packet = 3"
 	               " AND state = 2");
@@ -1711,16 +1729,16 @@ static void test_kept_runs_across_commits(void **state)
 	rep = verify_file(fx->path);
 	if (!rep.ok)
 		fail_msg("after the restart: %s", rep.why);
-	assert_int_equal(rep.records, 5 + 4 + 6 + 4 + 2);
+	assert_int_equal(rep.records, 6 + 5 + 7 + 5 + 2);
 	assert_int_equal(query_int(fx->path, "SELECT state FROM packets WHERE packet = 5"), 6);
 	assert_int_equal(query_int(fx->path, "SELECT group_concat(state, '') FROM (SELECT state"
 	                                     " FROM packet_events WHERE packet = 5 ORDER BY seq)"),
 	                 1236);
-	/* A seq read past the file's last commits still finds nothing twice. */
+	/* A seq range read: every event once. */
 	assert_int_equal(
 	        gsd_history_events_range(fx->path, "alpha", 0, 0, 1000, &ev, &n, err, sizeof err),
 	        0);
-	assert_int_equal(n, 5 * 3 + 4 + 2);
+	assert_int_equal(n, 6 * 3 + 5 + 2);
 	free(ev);
 	rep = tampered(fx->path, "ab", "UPDATE packets SET started_ns = 9 WHERE packet = 5");
 	assert_false(rep.ok);
