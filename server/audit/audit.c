@@ -253,7 +253,8 @@ static const char *const stmt_sql[ST_COUNT] = {
          * ?28 0: no end yet), its link and the digests, and run_ns where started_ns is no
          * longer the kept RUNNING's time (?32: the time of this batch's RUNNING). Binds as
          * ST_PACKET_NEW (?22 to ?24 unused). It changes nothing (the writer then writes the
-         * run's records as rows) unless the row goes on the run: a READY on none kept, a
+         * run's records as rows) unless the row is the packet's as this record has it (its
+         * tenant and submission time) and goes on the run: a READY on none kept, a
          * RUNNING or COMPLETED on the kept READY (and RUNNING) with the READY's time
          * unchanged and at most ?33 (GSD_AUDIT_FOLD_SPAN) seqs back (history.c relies on
          * it). */
@@ -269,10 +270,10 @@ static const char *const stmt_sql[ST_COUNT] = {
                            " run_ns = IIF(?27 <> 0, IIF(?32 <> ?17, ?32, NULL), IIF(run_seq"
                            " <> 0 AND run_ns IS NULL AND started_ns <> ?17, started_ns,"
                            " run_ns)), end_seq = ?28, hash = ?29 WHERE packet = ?1 AND"
-                           " tenant IS ?2 AND end_seq = 0 AND IIF(?25 <> 0, ready_seq = 0 AND"
-                           " run_seq = 0, ready_seq <> 0 AND ready_ns = ?16 AND max(?27, ?28)"
-                           " - ready_seq <= ?33) AND IIF(?27 <> 0, run_seq = 0, ?28 = 0 OR"
-                           " run_seq <> 0)",
+                           " tenant IS ?2 AND submitted_ns = ?15 AND end_seq = 0 AND"
+                           " IIF(?25 <> 0, ready_seq = 0 AND run_seq = 0, ready_seq <> 0 AND"
+                           " ready_ns = ?16 AND max(?27, ?28) - ready_seq <= ?33) AND"
+                           " IIF(?27 <> 0, run_seq = 0, ?28 = 0 OR run_seq <> 0)",
         /* A later record of a packet whose row is there: the same columns as ST_PACKET's
          * DO UPDATE but submitted_ns, which is in all three indexes and never changes, so that
          * only the state index is rewritten. Binds as ST_PACKET; no row changed (another

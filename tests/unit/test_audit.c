@@ -1744,6 +1744,43 @@ static void test_kept_runs_across_commits(void **state)
 	assert_false(rep.ok);
 }
 
+/* A run's end whose record has another submission time than the row that keeps the run (the
+ * row digest covers submitted_ns, which ST_PACKET_KEEP does not write): the run is written as
+ * rows and the row takes the record's time, so the file verifies (found in review of schema
+ * 9: the update went on the run, and verify called the row changed). Its SUBMITTED is a row
+ * here: a kept one is rebuilt from the row's submission time, which the daemon never changes
+ * (a record that did would break its link, as since schema 8). */
+static void test_kept_run_other_submission(void **state)
+{
+	struct fixture *fx = *state;
+	tracker_reset();
+	gsd_audit *a = open_audit(fx->path, NULL);
+	gsd_packet_rec r = packet(1, "alpha", 1, ST_SUBMITTED, 0);
+	r.event_ns = r.submitted_ns;
+	gsd_audit_packet(a, &r, NULL, NULL, NULL);
+	r.patch_flags = 2;
+	r.state = ST_READY;
+	r.ready_ns = r.event_ns = r.submitted_ns + 10;
+	gsd_audit_packet(a, &r, NULL, NULL, NULL);
+	r.state = ST_RUNNING;
+	r.started_ns = r.event_ns = r.ready_ns + 10;
+	gsd_audit_packet(a, &r, NULL, NULL, NULL);
+	assert_true(wait_acks(flush(a)));
+	r.state = ST_COMPLETED;
+	r.submitted_ns += 1;
+	r.completed_ns = r.event_ns = r.started_ns + 10;
+	gsd_audit_packet(a, &r, NULL, NULL, NULL);
+	assert_true(wait_acks(flush(a)));
+	gsd_audit_close(a);
+	gs_chain_report rep = verify_file(fx->path);
+	if (!rep.ok)
+		fail_msg("does not verify: %s", rep.why);
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM packet_event_rows"), 4);
+	assert_int_equal(query_int(fx->path, "SELECT group_concat(state, '') FROM (SELECT state"
+	                                     " FROM packet_events WHERE packet = 1 ORDER BY seq)"),
+	                 1234);
+}
+
 /* Retention with rows that keep their events: the removed ones go, the file verifies, and the
  * packet still SUBMITTED keeps its row (its event is in it). */
 static void test_retention_of_kept_events(void **state)
@@ -3646,6 +3683,7 @@ int main(void)
 	        T_(test_retention_keeps_verification),
 	        T_(test_kept_events),
 	        T_(test_kept_runs_across_commits),
+	        T_(test_kept_run_other_submission),
 	        T_(test_refused_row_keeps_the_chain),
 	        T_(test_kept_submitted_over_a_row),
 	        T_(test_retention_of_kept_events),
