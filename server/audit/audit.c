@@ -298,7 +298,7 @@ static const char *const stmt_sql[ST_COUNT] = {
                             " ready_digest = NULL, run_seq = 0, run_digest = NULL,"
                             " run_ns = NULL, hash = NULL"
                             " WHERE packet = ?1 AND tenant IS ?2 AND end_seq = 0 AND"
-                            " ready_seq <> 0",
+                            " (ready_seq <> 0 OR run_seq <> 0)",
         [ST_EVENT] = "INSERT INTO packet_event_rows (packet, state, time_ns, detail, seq,"
                      " state_digest, hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
         [ST_CONTEXT] = "INSERT INTO contexts (context, tenant, device, adapter, node, flags,"
@@ -1427,6 +1427,15 @@ static int prune_step(gsd_audit *a)
 	        " packets WHERE packet = ref)) OR (kind = 2 AND NOT EXISTS (SELECT 1 FROM contexts"
 	        " WHERE context = ref)) OR (kind = 3 AND NOT EXISTS (SELECT 1 FROM allocations"
 	        " WHERE allocation = ref))",
+	        /* A packet whose row keeps a READY or RUNNING newer than its event rows (schema
+	         * 9) needs no anchor: the row's digest of it vouches for the row. An anchor an
+	         * earlier step left (from a SUBMITTED row) goes, or the verifier, which places
+	         * anchors at the base, would take it for the newer record once the base passes
+	         * the kept one (found in review). */
+	        "DELETE FROM chain_base_objects WHERE kind = 1 AND ref IN (SELECT packet FROM"
+	        " packets WHERE ready_seq <> 0 AND end_seq = 0 AND max(ready_seq, run_seq) >"
+	        " IFNULL((SELECT max(seq) FROM packet_event_rows e WHERE e.packet ="
+	        " packets.packet), 0))",
 	        "DELETE FROM packet_event_rows WHERE seq <= ?1",
 	        "DELETE FROM moves WHERE seq <= ?1",
 	        "DELETE FROM errors WHERE seq <= ?1",
@@ -1509,7 +1518,7 @@ static void mark_straight_run(struct latest_slot *l, struct node *n, const struc
 	const gsd_packet_rec *e = &n->u.packet;
 	struct node *kr = l->run_ready, *ku = l->run_run, *ke = l->run_end;
 	if (keeps_event(n, GPUSCHED__V1__PACKET_STATE__PACKET_STATE_READY, e->ready_ns, true) &&
-	    !kr && !ke) {
+	    !kr && !ku && !ke) {
 		n->fold = FOLD_READY;
 		l->run_ready = n;
 		return;

@@ -1853,6 +1853,55 @@ static void test_retention_of_kept_events(void **state)
 		fail_msg("after a reopen: %s", rep.why);
 }
 
+/* Retention anchors a packet still queued (its SUBMITTED a row), which then keeps its READY
+ * and RUNNING in its row; a later step moves the base past them while it runs. Its row's
+ * kept RUNNING vouches for it, and the old anchor goes (found in review of schema 9: the
+ * verifier, which places anchors at the base, took the anchor for the newer record and
+ * called the row changed). */
+static void test_retention_anchor_then_kept_run(void **state)
+{
+	struct fixture *fx = *state;
+	tracker_reset();
+	gsd_audit_options o = {.retain_packets = 10};
+	gsd_audit *a = open_audit(fx->path, &o);
+	gsd_packet_rec p = packet(1, "alpha", 1, ST_SUBMITTED, 0); /* patch flags: a row */
+	p.event_ns = p.submitted_ns;
+	gsd_audit_packet(a, &p, NULL, NULL, NULL);
+	assert_true(wait_acks(flush(a)));
+	for (uint64_t id = 2; id <= 30; id++)
+		straight_records(a, id, "alpha", true, NULL, true);
+	uint64_t seq = ++T.issued;
+	gsd_audit_prune(a, on_ack, (void *)(uintptr_t)seq);
+	assert_true(wait_acks(seq));
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM chain_base_objects WHERE"
+	                                     " kind = 1 AND ref = 1"),
+	                 1);
+	p.state = ST_READY;
+	p.ready_ns = p.event_ns = p.submitted_ns + 5;
+	gsd_audit_packet(a, &p, NULL, NULL, NULL);
+	p.state = ST_RUNNING;
+	p.started_ns = p.event_ns = p.ready_ns + 5;
+	gsd_audit_packet(a, &p, NULL, NULL, NULL);
+	assert_true(wait_acks(flush(a)));
+	for (uint64_t id = 31; id <= 60; id++)
+		straight_records(a, id, "alpha", true, NULL, true);
+	seq = ++T.issued;
+	gsd_audit_prune(a, on_ack, (void *)(uintptr_t)seq);
+	assert_true(wait_acks(seq));
+	gsd_audit_close(a);
+	assert_true(query_int(fx->path, "SELECT CAST(value AS INTEGER) FROM meta WHERE key ="
+	                                " 'chain_base_seq'") >
+	            query_int(fx->path, "SELECT run_seq FROM packets WHERE packet = 1"));
+	gs_chain_report rep = verify_file(fx->path);
+	if (!rep.ok)
+		fail_msg("after retention: %s", rep.why);
+	assert_int_equal(query_int(fx->path, "SELECT count(*) FROM chain_base_objects WHERE"
+	                                     " kind = 1 AND ref = 1"),
+	                 0);
+	rep = tampered(fx->path, "r", "UPDATE packets SET started_ns = 5 WHERE packet = 1");
+	assert_false(rep.ok);
+}
+
 /* More kept SUBMITTEDs in a row than a retention step takes (PRUNE_STEP, 20,000), each row's
  * link later replaced by its straight run's end: no record of the first step's range has its
  * link in the file. The step goes on to the first that has (review of schema 8: retention
@@ -3687,6 +3736,7 @@ int main(void)
 	        T_(test_refused_row_keeps_the_chain),
 	        T_(test_kept_submitted_over_a_row),
 	        T_(test_retention_of_kept_events),
+	        T_(test_retention_anchor_then_kept_run),
 	        T_(test_retention_of_everything),
 	        T_(test_retention_past_kept_submissions),
 	        T_(test_upgrade_from_schema_3),
