@@ -181,6 +181,8 @@ static const char packet_row_sql[] =
         " dma_size, allocation_count, patch_count, state, state_name, submitted_ns, ready_ns,"
         " started_ns, completed_ns, preemptions, resubmissions, result FROM packets"
         " WHERE packet = ?1";
+static const char packet_run_ns_sql[] =
+        "SELECT run_ns FROM packets WHERE packet = ?1 AND run_ns IS NOT NULL";
 static const char context_row_sql[] =
         "SELECT context, tenant, device, adapter, node, flags, priority_class, priority,"
         " dma_buffer_size, dma_buffer_segment_set, dma_buffer_private_data_size,"
@@ -245,8 +247,9 @@ static int feed_query(sqlite3 *db, const char *sql, int64_t key, gs_chain_row *r
 /* The verifier's statements, prepared once per verification (a file has millions of rows). */
 typedef struct stmt_cache {
 	sqlite3 *db;
-	const char *sql[12];
-	sqlite3_stmt *s[12];
+	bool before_v9; /* the file has no packets.run_ns (schema 8, not upgraded yet) */
+	const char *sql[16];
+	sqlite3_stmt *s[16];
 } stmt_cache;
 
 static void cache_close(stmt_cache *c)
@@ -356,6 +359,11 @@ static int state_digest(stmt_cache *c, sqlite3 *db, gs_chain_kind kind, uint64_t
 	gs_chain_row_init(&r, kind);
 	int found =
 	        c ? feed_cached(c, sql, (int64_t)ref, &r) : feed_query(db, sql, (int64_t)ref, &r);
+	/* A packets row's run_ns (schema 9) follows its columns where it is set. */
+	if (found == 1 && kind == GS_CHAIN_PACKET && !(c && c->before_v9) &&
+	    (c ? feed_cached(c, packet_run_ns_sql, (int64_t)ref, &r)
+	       : feed_query(db, packet_run_ns_sql, (int64_t)ref, &r)) < 0)
+		found = -1;
 	gs_chain_row_final(&r, out);
 	return found;
 }
@@ -479,7 +487,7 @@ static int walk_chain(sqlite3 *db, gs_chain_report *out, const uint8_t base[GS_C
 	if (sqlite3_prepare_v2(db, sql, -1, &s, NULL) != SQLITE_OK)
 		return -1;
 	sqlite3_bind_int64(s, 1, (int64_t)out->first_seq);
-	stmt_cache cache = {.db = db};
+	stmt_cache cache = {.db = db, .before_v9 = !digests};
 	uint8_t prev[GS_CHAIN_HASH];
 	memcpy(prev, base, sizeof prev);
 	int rc = SQLITE_DONE;
@@ -604,8 +612,9 @@ static int check_head(sqlite3 *db, gs_chain_report *out)
  * the daemon never gives one out at or below that maximum (new_handle, server/core/object.c),
  * so every row there predates the chain.
  */
-static int check_states(sqlite3 *db, gs_chain_report *out, const char *table, const char *key,
-                        gs_chain_kind kind, const char *last_sql, int64_t prechain_max)
+static int check_states(sqlite3 *db, bool before_v9, gs_chain_report *out, const char *table,
+                        const char *key, gs_chain_kind kind, const char *last_sql,
+                        int64_t prechain_max)
 {
 	uint64_t chain_start = out->first_seq;
 	char sql[128];
@@ -618,7 +627,7 @@ static int check_states(sqlite3 *db, gs_chain_report *out, const char *table, co
 		return -1;
 	}
 	int rc = SQLITE_DONE;
-	stmt_cache cache = {.db = db};
+	stmt_cache cache = {.db = db, .before_v9 = before_v9};
 	while (out->ok && (rc = sqlite3_step(rows)) == SQLITE_ROW) {
 		int64_t id = sqlite3_column_int64(rows, 0);
 		sqlite3_reset(last);
@@ -1107,8 +1116,8 @@ int gs_chain_verify_pinned(sqlite3 *db, const gs_chain_pin *pin, gs_chain_report
 			        "kind"
 			        " IN (%s) AND ref = ?1 ORDER BY 1 DESC LIMIT 1",
 			        updated[i].kinds, updated[i].kinds);
-		failed = check_states(db, out, updated[i].table, updated[i].key, updated[i].kind,
-		                      last,
+		failed = check_states(db, !digests, out, updated[i].table, updated[i].key,
+		                      updated[i].kind, last,
 		                      updated[i].prechain ? meta_int(db, updated[i].prechain, 0)
 		                                          : 0) != 0;
 	}

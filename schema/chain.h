@@ -26,10 +26,12 @@
  * 0, no times but submitted_ns, no counts, no result, the Resubmission flag clear), a kept
  * COMPLETED's the row as it is, a kept READY's and RUNNING's the row's ready_digest and
  * run_digest (schema 9: set where it was the last event of its packet in its commit, else NULL
- * for none). The row keeps only its newest link (packets.hash): a kept event before it is
- * checked through the links after it. A kept READY or RUNNING whose packet then leaves the
- * straight run moves to packet_event_rows unchanged (its digest as state_digest) with no link
- * of its own (hash NULL), so its link is checked the same way.
+ * for none). A packets row's digest ends with its run_ns (schema 9: the RUNNING's own time where
+ * the GPU's start moved started_ns) where that is set, so it covers the time a kept RUNNING
+ * shows even after the retention removed that record's link. The row keeps only its newest link
+ * (packets.hash): a kept event before it is checked through the links after it. A kept READY or
+ * RUNNING whose packet then leaves the straight run moves to packet_event_rows unchanged (its
+ * digest as state_digest) with no link of its own (hash NULL), so its link is checked the same way.
  *
  * This is chain format 2 (schema 4). Format 1 (schema 3) had 32-byte links and a state digest
  * on every packet event; a file upgraded from it restarts the chain after the last format-1

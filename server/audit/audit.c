@@ -222,9 +222,9 @@ static const char *const stmt_sql[ST_COUNT] = {
         [ST_PACKET] = "INSERT INTO packets (packet, tenant, device, context, adapter, node, fence,"
                       " submit_flags, patch_flags, dma_size, allocation_count, patch_count, state,"
                       " state_name, submitted_ns, ready_ns, started_ns, completed_ns, preemptions,"
-                      " resubmissions, result, id)"
+                      " resubmissions, result, id, run_ns)"
                       " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15,"
-                      " ?16, ?17, ?18, ?19, ?20, ?21, ?22)"
+                      " ?16, ?17, ?18, ?19, ?20, ?21, ?22, NULLIF(?34, 0))"
                       " ON CONFLICT (packet) DO UPDATE SET fence = excluded.fence,"
                       " submit_flags = excluded.submit_flags, patch_flags = excluded.patch_flags,"
                       " dma_size = excluded.dma_size, allocation_count = excluded.allocation_count,"
@@ -232,8 +232,8 @@ static const char *const stmt_sql[ST_COUNT] = {
                       " state_name = excluded.state_name, submitted_ns = excluded.submitted_ns,"
                       " ready_ns = excluded.ready_ns, started_ns = excluded.started_ns,"
                       " completed_ns = excluded.completed_ns, preemptions = excluded.preemptions,"
-                      " resubmissions = excluded.resubmissions, result = excluded.result"
-                      " WHERE packets.tenant = excluded.tenant",
+                      " resubmissions = excluded.resubmissions, result = excluded.result,"
+                      " run_ns = excluded.run_ns WHERE packets.tenant = excluded.tenant",
         /* A packet row that keeps events (schema 8): its SUBMITTED event, and its READY,
          * RUNNING and COMPLETED when they were written with it. Binds as ST_PACKET, then
          * seq, submit_detail, ready_seq, ready_detail, run_seq, end_seq, hash, ready_digest
@@ -246,34 +246,33 @@ static const char *const stmt_sql[ST_COUNT] = {
                           " ready_digest, run_digest, run_ns)"
                           " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14,"
                           " ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27,"
-                          " ?28, ?29, ?30, ?31, IIF(?27 <> 0 AND ?32 <> ?17, ?32, NULL))",
+                          " ?28, ?29, ?30, ?31, NULLIF(?34, 0))",
         /* Events of a straight run written into the packet's existing row (schema 9: a
          * READY, RUNNING or COMPLETED whose earlier events of the run an earlier commit kept
          * there): the state columns, the events of this batch (?25 and ?27 0: kept already,
-         * ?28 0: no end yet), its link and the digests, and run_ns where started_ns is no
-         * longer the kept RUNNING's time (?32: the time of this batch's RUNNING). Binds as
-         * ST_PACKET_NEW (?22 to ?24 unused). It changes nothing (the writer then writes the
-         * run's records as rows) unless the row is the packet's as this record has it (its
-         * tenant and submission time) and goes on the run: a READY on none kept, a
-         * RUNNING or COMPLETED on the kept READY (and RUNNING) with the READY's time
-         * unchanged and at most ?33 (GSD_AUDIT_FOLD_SPAN) seqs back (history.c relies on
-         * it). */
-        [ST_PACKET_KEEP] = "UPDATE packets SET fence = ?7, submit_flags = ?8, patch_flags = ?9,"
-                           " dma_size = ?10, allocation_count = ?11, patch_count = ?12,"
-                           " state = ?13, state_name = ?14, ready_ns = ?16, started_ns = ?17,"
-                           " completed_ns = ?18, preemptions = ?19, resubmissions = ?20,"
-                           " result = ?21, ready_seq = IIF(?25 <> 0, ?25, ready_seq),"
-                           " ready_detail = IIF(?25 <> 0, ?26, ready_detail),"
-                           " ready_digest = IIF(?25 <> 0, ?30, ready_digest),"
-                           " run_seq = IIF(?27 <> 0, ?27, run_seq),"
-                           " run_digest = IIF(?27 <> 0, ?31, run_digest),"
-                           " run_ns = IIF(?27 <> 0, IIF(?32 <> ?17, ?32, NULL), IIF(run_seq"
-                           " <> 0 AND run_ns IS NULL AND started_ns <> ?17, started_ns,"
-                           " run_ns)), end_seq = ?28, hash = ?29 WHERE packet = ?1 AND"
-                           " tenant IS ?2 AND submitted_ns = ?15 AND end_seq = 0 AND"
-                           " IIF(?25 <> 0, ready_seq = 0 AND run_seq = 0, ready_seq <> 0 AND"
-                           " ready_ns = ?16 AND max(?27, ?28) - ready_seq <= ?33) AND"
-                           " IIF(?27 <> 0, run_seq = 0, ?28 = 0 OR run_seq <> 0)",
+         * ?28 0: no end yet), its link and the digests. Binds as ST_PACKET_NEW (?22 to ?24
+         * unused). It changes nothing (the writer then writes the run's records as rows)
+         * unless the row is the packet's as this record has it (its tenant and submission
+         * time) and goes on the run: a READY on none kept, a RUNNING or COMPLETED on the
+         * kept READY (and RUNNING) with their times as this record has them (the RUNNING's:
+         * run_ns, ?34, where the GPU's own start moved started_ns) and at most ?33
+         * (GSD_AUDIT_FOLD_SPAN) seqs back (history.c relies on it). */
+        [ST_PACKET_KEEP] =
+                "UPDATE packets SET fence = ?7, submit_flags = ?8, patch_flags = ?9,"
+                " dma_size = ?10, allocation_count = ?11, patch_count = ?12,"
+                " state = ?13, state_name = ?14, ready_ns = ?16, started_ns = ?17,"
+                " completed_ns = ?18, preemptions = ?19, resubmissions = ?20,"
+                " result = ?21, ready_seq = IIF(?25 <> 0, ?25, ready_seq),"
+                " ready_detail = IIF(?25 <> 0, ?26, ready_detail),"
+                " ready_digest = IIF(?25 <> 0, ?30, ready_digest),"
+                " run_seq = IIF(?27 <> 0, ?27, run_seq),"
+                " run_digest = IIF(?27 <> 0, ?31, run_digest),"
+                " run_ns = NULLIF(?34, 0), end_seq = ?28, hash = ?29 WHERE packet = ?1 AND"
+                " tenant IS ?2 AND submitted_ns = ?15 AND end_seq = 0 AND"
+                " IIF(?25 <> 0, ready_seq = 0 AND run_seq = 0, ready_seq <> 0 AND"
+                " ready_ns = ?16 AND max(?27, ?28) - ready_seq <= ?33) AND"
+                " IIF(?27 <> 0, run_seq = 0, ?28 = 0 OR (run_seq <> 0 AND"
+                " IFNULL(run_ns, started_ns) = IIF(?34 <> 0, ?34, ?17)))",
         /* A later record of a packet whose row is there: the same columns as ST_PACKET's
          * DO UPDATE but submitted_ns, which is in all three indexes and never changes, so that
          * only the state index is rewritten. Binds as ST_PACKET; no row changed (another
@@ -282,8 +281,8 @@ static const char *const stmt_sql[ST_COUNT] = {
                             " dma_size = ?10, allocation_count = ?11, patch_count = ?12,"
                             " state = ?13, state_name = ?14, ready_ns = ?16, started_ns = ?17,"
                             " completed_ns = ?18, preemptions = ?19, resubmissions = ?20,"
-                            " result = ?21 WHERE packet = ?1 AND tenant = ?2"
-                            " AND submitted_ns = ?15",
+                            " result = ?21, run_ns = NULLIF(?34, 0) WHERE packet = ?1 AND"
+                            " tenant = ?2 AND submitted_ns = ?15",
         /* A packet leaves its straight run (schema 9): the READY and RUNNING its row kept
          * become rows, as they were, with no link of their own (schema/chain.h). */
         [ST_UNFOLD_MOVE] = "INSERT INTO packet_event_rows (seq, packet, state, time_ns, detail,"
@@ -295,8 +294,7 @@ static const char *const stmt_sql[ST_COUNT] = {
                            " FROM packets WHERE packet = ?1 AND tenant IS ?2 AND end_seq = 0"
                            " AND run_seq <> 0",
         [ST_UNFOLD_CLEAR] = "UPDATE packets SET ready_seq = 0, ready_detail = NULL,"
-                            " ready_digest = NULL, run_seq = 0, run_digest = NULL,"
-                            " run_ns = NULL, hash = NULL"
+                            " ready_digest = NULL, run_seq = 0, run_digest = NULL, hash = NULL"
                             " WHERE packet = ?1 AND tenant IS ?2 AND end_seq = 0 AND"
                             " (ready_seq <> 0 OR run_seq <> 0)",
         [ST_EVENT] = "INSERT INTO packet_event_rows (packet, state, time_ns, detail, seq,"
@@ -805,8 +803,6 @@ static void bind_kept(sqlite3_stmt *s, const struct node *sub, const struct node
 	bind_digest(s, 29, chain_off ? NULL : hash, GS_CHAIN_HASH);
 	bind_digest(s, 30, r && r == last && !chain_off ? state : NULL, GS_CHAIN_DIGEST);
 	bind_digest(s, 31, u && u == last && !chain_off ? state : NULL, GS_CHAIN_DIGEST);
-	/* The RUNNING's own time: the row's started_ns may be the GPU's start by its end. */
-	gsd_audit_bind_u64(s, 32, u ? u->u.packet.event_ns : 0);
 	if (sqlite3_bind_parameter_count(s) >= 33)
 		sqlite3_bind_int64(s, 33, GSD_AUDIT_FOLD_SPAN);
 }
@@ -823,6 +819,12 @@ static void put_packet_row(gsd_audit *a, sqlite3_stmt *s, const struct node *n, 
 	if (s && with_id)
 		sqlite3_bind_int64(
 		        s, 22, (sqlite3_int64)gsd_wire_packet_out(&a->wire, n->u.packet.packet));
+	/* run_ns (schema 9), NULL for 0: in the digest only where it is set (schema/chain.h). */
+	uint64_t run_ns = n->u.packet.run_ns;
+	if (s)
+		gsd_audit_bind_u64(s, 34, run_ns);
+	if (d && run_ns)
+		gs_chain_row_int(d, (int64_t)run_ns);
 }
 
 /*
@@ -1517,6 +1519,8 @@ static void mark_straight_run(struct latest_slot *l, struct node *n, const struc
 {
 	const gsd_packet_rec *e = &n->u.packet;
 	struct node *kr = l->run_ready, *ku = l->run_run, *ke = l->run_end;
+	/* The RUNNING's own time as this record has it. */
+	uint64_t run_ns = e->run_ns ? e->run_ns : e->started_ns;
 	if (keeps_event(n, GPUSCHED__V1__PACKET_STATE__PACKET_STATE_READY, e->ready_ns, true) &&
 	    !kr && !ku && !ke) {
 		n->fold = FOLD_READY;
@@ -1528,7 +1532,7 @@ static void mark_straight_run(struct latest_slot *l, struct node *n, const struc
 	bool after_ready = kr && !ku && prev == kr, first = !prev && !ke;
 	if (keeps_event(n, GPUSCHED__V1__PACKET_STATE__PACKET_STATE_RUNNING, e->started_ns,
 	                false) &&
-	    (after_ready || first) && (!kr || kr->u.packet.event_ns == e->ready_ns) &&
+	    !e->run_ns && (after_ready || first) && (!kr || kr->u.packet.event_ns == e->ready_ns) &&
 	    (!kr || n->seq - kr->seq <= GSD_AUDIT_FOLD_SPAN)) {
 		n->fold = FOLD_RUN;
 		n->fold_ready = kr;
@@ -1538,6 +1542,7 @@ static void mark_straight_run(struct latest_slot *l, struct node *n, const struc
 	if (keeps_event(n, GPUSCHED__V1__PACKET_STATE__PACKET_STATE_COMPLETED, e->completed_ns,
 	                false) &&
 	    ((ku && prev == ku) || first) && (!kr || kr->u.packet.event_ns == e->ready_ns) &&
+	    (!ku || ku->u.packet.event_ns == run_ns) &&
 	    (!kr || n->seq - kr->seq <= GSD_AUDIT_FOLD_SPAN)) {
 		n->fold = FOLD_END;
 		n->fold_ready = kr;
@@ -2767,7 +2772,7 @@ static int apply_schema(sqlite3 *db)
 	/* Schema 8: the table of event rows takes its new name (the view packet_events shows
 	 * it with the events packets rows keep), and packets the columns that keep them (and
 	 * schema 9's ready_digest and run_digest, which its view packet_events reads). */
-	if (old_version < 9) {
+	if (old_version < 9 || has_column(db, "packets", "run_ns") == 0) {
 		rc = migrate_v8(db, &msg);
 		if (rc != SQLITE_OK)
 			goto rollback;

@@ -85,6 +85,9 @@ typedef struct gsd_packet_rec {
 	uint32_t preemptions;
 	uint32_t resubmissions;
 	const char *result;
+	/* The time of its RUNNING where started_ns is no longer it (a GPU that reports its own
+	 * start moves started_ns to it when the run ends); 0 = started_ns is. */
+	uint64_t run_ns;
 } gsd_packet_rec;
 
 typedef struct gsd_context_rec {

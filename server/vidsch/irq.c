@@ -113,6 +113,9 @@ static void run_ended(gsd_daemon *d, gsd_node *n, gsd_packet *p, const gsd_irq *
 		uint64_t start = irq->gpu_start_ns, end = irq->gpu_end_ns;
 		start = start < p->rec.started_ns ? p->rec.started_ns : start > now ? now : start;
 		end = end < start ? start : end > now ? now : end;
+		/* Its RUNNING keeps the daemon's own time (the audit keeps both). */
+		if (start != p->rec.started_ns && !p->rec.run_ns)
+			p->rec.run_ns = p->rec.started_ns;
 		p->rec.started_ns = start;
 		p->gpu_end_ns = end;
 	}
@@ -166,6 +169,7 @@ static void handle_irq(gsd_daemon *d, gsd_adapter *a, const gsd_irq *irq)
 	if (irq->kind == GSD_IRQ_STARTED) {
 		/* A run before this one (preempted) left its GPU end: this run's is its own. */
 		p->gpu_end_ns = 0;
+		p->rec.run_ns = 0;
 		p->rec.started_ns = gsd_node_now(n);
 		if (p->rec.resubmissions == 0 && p->rec.started_ns >= p->rec.submitted_ns)
 			gsd_histo_observe(&d->stats.queue_wait,

@@ -393,6 +393,7 @@ static void run_null_here(gsd_daemon *d, gsd_node *n, gsd_packet *p)
 	patch(p);
 	p->rec.ready_ns = gsd_node_now(n);
 	gsd_packet_transition(d, p, GSD_PS(READY), NULL);
+	p->rec.run_ns = 0;
 	p->rec.started_ns = gsd_node_now(n);
 	gsd_packet_transition(d, p, GSD_PS(RUNNING), NULL);
 	size_t pos = p->resume_offset;
