@@ -398,7 +398,6 @@ struct gsd_audit {
 		uint64_t batch;
 		const struct node *node;
 		int owner; /* the record's tenant owns the packets row: 1, 0 no, -1 not known yet */
-		const struct node *prev; /* the record of the packet before node in this batch */
 		/* Its SUBMITTED event, kept in the row (FOLD_SUBMITTED) and linked in this batch:
 		 * the row written later in the batch keeps its seq, detail and link. */
 		const struct node *sub;
@@ -406,6 +405,7 @@ struct gsd_audit {
 		/* The straight run of this batch (mark_straight_run): its kept READY, RUNNING and
 		 * COMPLETED, NULL for none */
 		struct node *run_ready, *run_run, *run_end;
+		bool unfolded; /* unfold ran for the packet in this batch (once is enough) */
 	} * latest;
 	size_t latest_cap; /* power of two, at least twice max_batch */
 	uint64_t batch_seq;
@@ -877,21 +877,28 @@ static int write_submitted_kept(gsd_audit *a, const struct node *n, chain_out *c
 /*
  * A packet leaves its straight run, or its row does not go on with it (schema 9): the READY
  * and RUNNING an earlier commit kept in its row become rows of packet_event_rows before the
- * row changes. Counts them as rows; an SQLite status.
+ * row changes, once per packet and batch. Counts them as rows; an SQLite status.
  */
 static int unfold(gsd_audit *a, const struct node *n)
 {
+	/* Only the first record of the packet in this batch can find any: the move clears them. */
+	struct latest_slot *l = slot_of(a, n);
+	if (l->unfolded)
+		return SQLITE_OK;
 	sqlite3_stmt *s = a->st[ST_UNFOLD_MOVE];
 	gsd_audit_bind_u64(s, 1, n->u.packet.packet);
 	bind_str(s, 2, n->tenant, n->nulls & NULL_TENANT);
 	int rc = step_reset(s);
-	if (rc != SQLITE_OK || sqlite3_changes(a->db) == 0)
-		return rc;
-	a->batch_rows += (uint64_t)sqlite3_changes(a->db);
-	s = a->st[ST_UNFOLD_CLEAR];
-	gsd_audit_bind_u64(s, 1, n->u.packet.packet);
-	bind_str(s, 2, n->tenant, n->nulls & NULL_TENANT);
-	return step_reset(s);
+	int moved = rc == SQLITE_OK ? sqlite3_changes(a->db) : 0;
+	if (moved > 0) {
+		a->batch_rows += (uint64_t)moved;
+		s = a->st[ST_UNFOLD_CLEAR];
+		gsd_audit_bind_u64(s, 1, n->u.packet.packet);
+		bind_str(s, 2, n->tenant, n->nulls & NULL_TENANT);
+		rc = step_reset(s);
+	}
+	l->unfolded = rc == SQLITE_OK;
+	return rc;
 }
 
 /* An event linked as kept, written as a row of packet_event_rows with that link (and the state
@@ -1582,8 +1589,13 @@ static void mark_superseded(gsd_audit *a, struct node *first)
 			run_run = l->run_run;
 			run_end = l->run_end;
 		}
-		*l = (struct latest_slot){n->u.packet.packet, batch,   n,      -1, prev, NULL, {0},
-		                          run_ready,          run_run, run_end};
+		*l = (struct latest_slot){.packet = n->u.packet.packet,
+		                          .batch = batch,
+		                          .node = n,
+		                          .owner = -1,
+		                          .run_ready = run_ready,
+		                          .run_run = run_run,
+		                          .run_end = run_end};
 		mark_straight_run(l, n, prev);
 	}
 }
