@@ -426,14 +426,15 @@ static int64_t meta_int(sqlite3 *db, const char *key, int64_t dflt)
  * read (their row's ready_digest and run_digest, schema 9: NULL for none). 1, 0 when the row
  * is missing, -1 on error.
  */
-static int feed_kept(stmt_cache *c, int kept, bool v9, uint64_t ref, gs_chain_row *r,
+static int feed_kept(stmt_cache *c, int kept, uint64_t ref, gs_chain_row *r,
                      uint8_t buf[GS_CHAIN_DIGEST], const void **state, const char **table)
 {
 	*table = "packets";
 	if (kept == KEPT_SUBMITTED || kept == KEPT_END)
 		*state = NULL;
-	int found = feed_cached(c, kept == KEPT_RUN && v9 ? kept_run_v9_sql : kept_event_sql[kept],
-	                        (int64_t)ref, r);
+	int found = feed_cached(
+	        c, kept == KEPT_RUN && !c->before_v9 ? kept_run_v9_sql : kept_event_sql[kept],
+	        (int64_t)ref, r);
 	if (found != 1)
 		return found;
 	if (kept == KEPT_SUBMITTED) {
@@ -529,9 +530,8 @@ static int walk_chain(sqlite3 *db, gs_chain_report *out, const uint8_t base[GS_C
 		gs_chain_link_begin(&r, prev, seq, kind, ref);
 		bool with_list = sqlite3_column_int(s, 5) != 0; /* a SUBMITTED event */
 		uint8_t kept_state[GS_CHAIN_DIGEST];
-		int found =
-		        kept ? feed_kept(&cache, kept, digests, ref, &r, kept_state, &state, &table)
-		             : appended_feed(&cache, db, kind, seq, ref, with_list, &r, &table);
+		int found = kept ? feed_kept(&cache, kept, ref, &r, kept_state, &state, &table)
+		                 : appended_feed(&cache, db, kind, seq, ref, with_list, &r, &table);
 		if (found < 0 && !strcmp(table, "chain")) {
 			bad(out, seq, "chain", (int64_t)seq, "record %llu has an unknown kind %d",
 			    (unsigned long long)seq, (int)kind);
